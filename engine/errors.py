@@ -1,0 +1,120 @@
+"""The one exception family of the toolkit, with HTTP statuses and CLI exit codes.
+
+Every error the engine, the migrator and their CLIs raise on purpose is an ``OmnigraphError``
+with a stable ``code``, an ``http_status`` and a JSON-serialisable ``details`` mapping. CLIs map
+``code`` to an exit status with :func:`exit_code_for`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_CLAIM_HELD = 3
+EXIT_VALIDATION_FAILED = 4
+EXIT_RECOVERY_REQUIRED = 5
+EXIT_FORMAT_REFUSED = 6
+
+
+class OmnigraphError(Exception):
+    """Base error: ``code`` names the failure, ``details`` carries its structured facts."""
+
+    code: ClassVar[str] = "internal"
+    http_status: ClassVar[int] = 500
+    exit_code: ClassVar[int] = EXIT_ERROR
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``{"error": {code, message, details}}`` document printed by ``--json``."""
+        return {"error": {"code": self.code, "message": self.message, "details": self.details}}
+
+
+class BadRequest(OmnigraphError):
+    code = "bad_request"
+    http_status = 400
+
+
+class NotFound(OmnigraphError):
+    code = "not_found"
+    http_status = 404
+
+
+class KeyConflict(OmnigraphError):
+    """A strict insert met an id that already exists (or was inserted concurrently)."""
+
+    code = "key_conflict"
+    http_status = 409
+
+    def __init__(self, entity_kind: str, type_name: str, entity_id: str, message: str | None = None):
+        super().__init__(
+            message or f"{entity_kind} {type_name} with id {entity_id!r} already exists",
+            {"entity_kind": entity_kind, "type_name": type_name, "entity_id": entity_id},
+        )
+
+
+class ReadSetConflict(OmnigraphError):
+    code = "read_set_conflict"
+    http_status = 409
+
+
+class MergeConflict(OmnigraphError):
+    code = "merge_conflict"
+    http_status = 409
+
+
+class PreconditionFailed(OmnigraphError):
+    code = "precondition_failed"
+    http_status = 412
+
+
+class ResourceLimit(OmnigraphError):
+    code = "resource_limit"
+    http_status = 413
+
+    def __init__(self, resource: str, limit: int, actual: int, message: str, **extra: Any):
+        super().__init__(message, {"resource": resource, "limit": limit, "actual": actual, **extra})
+
+
+class RecoveryRequired(OmnigraphError):
+    code = "recovery_required"
+    http_status = 503
+    exit_code = EXIT_RECOVERY_REQUIRED
+
+    def __init__(self, operation_id: str, message: str, **extra: Any):
+        super().__init__(message, {"operation_id": operation_id, **extra})
+
+
+class FormatRefused(OmnigraphError):
+    code = "format_refused"
+    http_status = 409
+    exit_code = EXIT_FORMAT_REFUSED
+
+
+class ClaimHeld(OmnigraphError):
+    code = "claim_held"
+    http_status = 409
+    exit_code = EXIT_CLAIM_HELD
+
+
+class ValidationFailed(OmnigraphError):
+    code = "validation_failed"
+    http_status = 422
+    exit_code = EXIT_VALIDATION_FAILED
+
+
+class Internal(OmnigraphError):
+    code = "internal"
+    http_status = 500
+
+
+def exit_code_for(error: BaseException) -> int:
+    """CLI exit status for an error: its class's code, 1 for anything unexpected."""
+    if isinstance(error, OmnigraphError):
+        return error.exit_code
+    return EXIT_ERROR

@@ -1,0 +1,195 @@
+"""Graph roots on object storage: one URI gives an fsspec filesystem and Lance storage options.
+
+A graph URI is a local path, a ``file://`` URL or ``s3://bucket/prefix``. S3 settings come from
+the environment (``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``/``AWS_DEFAULT_REGION``).
+
+Paths handed to a :class:`GraphStore` are relative to the graph root and use ``/``.
+:meth:`GraphStore.put_if_absent` is the one atomic create-if-absent primitive the toolkit relies
+on for recovery intents, claims and ledger records: on a local disk it links a complete,
+fsynced temporary file into place with ``link(2)`` (which fails if the name exists), and on S3 it
+sends ``If-None-Match: *``. It never checks-then-writes.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+import fsspec
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from engine.errors import BadRequest
+
+
+def _is_conditional_conflict(error: BaseException) -> bool:
+    """S3 answers 409 ConditionalRequestConflict while another conditional PUT is in flight."""
+    text = str(error)
+    return "ConditionalRequestConflict" in text or "(409)" in text
+
+
+@dataclass(frozen=True)
+class GraphStore:
+    """A graph root: where plain objects and Lance datasets of one graph live."""
+
+    uri: str
+    fs: fsspec.AbstractFileSystem = field(compare=False, repr=False)
+    root: str = field(compare=False)
+    storage_options: dict[str, str] | None = field(compare=False, default=None)
+
+    @property
+    def is_local(self) -> bool:
+        return not self.uri.startswith("s3://")
+
+    def path(self, rel: str) -> str:
+        """The filesystem path of ``rel`` (relative to the graph root)."""
+        rel = rel.strip("/")
+        return f"{self.root}/{rel}" if rel else self.root
+
+    def dataset_uri(self, rel: str) -> str:
+        """The URI Lance opens for the dataset at ``rel``."""
+        rel = rel.strip("/")
+        return f"{self.uri}/{rel}"
+
+    def put_if_absent(self, rel: str, data: bytes) -> bool:
+        """Create ``rel`` with ``data`` atomically unless it exists; True if this call created it."""
+        if self.is_local:
+            return _local_put_if_absent(self.path(rel), data)
+        return self._s3_put_if_absent(rel, data)
+
+    @retry(
+        retry=retry_if_exception(_is_conditional_conflict),
+        stop=stop_after_attempt(8),
+        wait=wait_exponential_jitter(multiplier=0.05, max=1.0),
+        reraise=True,
+    )
+    def _s3_put_if_absent(self, rel: str, data: bytes) -> bool:
+        bucket, _, key = self.path(rel).partition("/")
+        try:
+            self.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        except FileExistsError:
+            return False
+        except OSError as error:
+            if "PreconditionFailed" in str(error) or "(412)" in str(error):
+                return False
+            raise
+        return True
+
+    def read_bytes(self, rel: str) -> bytes:
+        """The bytes at ``rel``; ``FileNotFoundError`` if absent."""
+        with self.fs.open(self.path(rel), "rb") as handle:
+            return handle.read()
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        """Create or replace ``rel`` (only for documents that are not create-if-absent)."""
+        if self.is_local:
+            os.makedirs(os.path.dirname(self.path(rel)), exist_ok=True)
+        with self.fs.open(self.path(rel), "wb") as handle:
+            handle.write(data)
+
+    def exists(self, rel: str) -> bool:
+        return bool(self.fs.exists(self.path(rel)))
+
+    def list(self, rel_dir: str) -> list[str]:
+        """Sorted names (not paths) of the entries directly under ``rel_dir``; [] if absent."""
+        path = self.path(rel_dir)
+        try:
+            entries = self.fs.ls(path, detail=False, refresh=True) if not self.is_local else self.fs.ls(path, detail=False)
+        except FileNotFoundError:
+            return []
+        names = {entry.rstrip("/").rsplit("/", 1)[-1] for entry in entries}
+        names.discard("")
+        return sorted(names)
+
+    def delete(self, rel: str) -> None:
+        """Remove the object at ``rel``; absent is not an error."""
+        try:
+            self.fs.rm(self.path(rel))
+        except FileNotFoundError:
+            pass
+
+    def delete_tree(self, rel_dir: str) -> None:
+        """Remove everything under ``rel_dir``; absent is not an error."""
+        if self.fs.exists(self.path(rel_dir)):
+            self.fs.rm(self.path(rel_dir), recursive=True)
+
+    def is_empty_root(self) -> bool:
+        """True if the graph root does not exist or holds nothing."""
+        return not self.list("")
+
+
+def _local_put_if_absent(target: str, data: bytes) -> bool:
+    directory = os.path.dirname(target)
+    os.makedirs(directory, exist_ok=True)
+    temp = os.path.join(directory, f".{os.path.basename(target)}.tmp-{secrets.token_hex(8)}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temp, target)
+        except FileExistsError:
+            return False
+        _fsync_directory(directory)
+        return True
+    finally:
+        os.unlink(temp)
+
+
+def _fsync_directory(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def s3_settings_from_env() -> tuple[dict[str, object], dict[str, str]]:
+    """(s3fs keyword arguments, Lance storage options) built from the AWS environment."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT")
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    allow_http = os.environ.get("AWS_ALLOW_HTTP", "").lower() in ("1", "true", "yes")
+    fs_kwargs: dict[str, object] = {"use_listings_cache": False, "skip_instance_cache": True}
+    client_kwargs: dict[str, object] = {"region_name": region}
+    lance_options: dict[str, str] = {"aws_region": region}
+    if endpoint:
+        client_kwargs["endpoint_url"] = endpoint
+        lance_options["aws_endpoint"] = endpoint
+        if endpoint.startswith("http://"):
+            allow_http = True
+    if allow_http:
+        lance_options["allow_http"] = "true"
+    for env_name, option in (
+        ("AWS_ACCESS_KEY_ID", "aws_access_key_id"),
+        ("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
+        ("AWS_SESSION_TOKEN", "aws_session_token"),
+    ):
+        value = os.environ.get(env_name)
+        if value:
+            lance_options[option] = value
+    fs_kwargs["client_kwargs"] = client_kwargs
+    return fs_kwargs, lance_options
+
+
+def open_store(uri: str) -> GraphStore:
+    """The :class:`GraphStore` for a graph URI (local path, ``file://`` or ``s3://``)."""
+    if not uri:
+        raise BadRequest("a graph URI is required (a directory path or s3://bucket/prefix)")
+    parsed = urlparse(uri)
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise BadRequest(f"{uri!r} names no bucket; use s3://bucket/prefix")
+        fs_kwargs, lance_options = s3_settings_from_env()
+        fs = fsspec.filesystem("s3", **fs_kwargs)
+        root = f"{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/")
+        return GraphStore(uri=f"s3://{root}", fs=fs, root=root, storage_options=lance_options)
+    if parsed.scheme in ("file", ""):
+        local = parsed.path if parsed.scheme == "file" else uri
+        root = os.path.abspath(local).rstrip("/") or "/"
+        fs = fsspec.filesystem("file")
+        return GraphStore(uri=root, fs=fs, root=root, storage_options=None)
+    raise BadRequest(f"unsupported graph URI scheme {parsed.scheme!r}; use a path, file:// or s3://")
