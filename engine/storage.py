@@ -62,7 +62,7 @@ class GraphStore:
     @retry(
         retry=retry_if_exception(_is_conditional_conflict),
         stop=stop_after_attempt(8),
-        wait=wait_exponential_jitter(multiplier=0.05, max=1.0),
+        wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
         reraise=True,
     )
     def _s3_put_if_absent(self, rel: str, data: bytes) -> bool:
