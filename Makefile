@@ -1,0 +1,23 @@
+# Every target builds the virtualenv it needs; `make demo` and `make test` work from a fresh clone.
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+
+.PHONY: demo test venv clean
+
+$(STAMP): pyproject.toml
+	rm -f $(VENV)/.installed-*
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/python -m examples.demo
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -n 2 -q
+
+clean:
+	rm -rf $(VENV) demo-out

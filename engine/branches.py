@@ -1,0 +1,79 @@
+"""Graph branches: create (forks only ``__manifest``), list, delete.
+
+A new branch forks ``__manifest`` from exactly the source branch's current manifest version; its
+table rows keep pointing at the source's images (lazy inheritance) until its first write to a
+table forks that table. Deleting a branch removes its ``__manifest`` branch first (the graph
+branch is gone atomically) and then its own table forks; a branch that another branch was
+forked from cannot be deleted.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from engine.errors import BadRequest, NotFound
+from engine.graph import Graph
+from engine.lance_io import delete_branch_if_present
+from engine.manifest import MAIN, GraphBranch
+
+BRANCH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def _table_paths(graph: Graph) -> list[str]:
+    return sorted(entry.table_path for entry in graph.manifest.snapshot(MAIN).tables.values())
+
+
+def create_branch(graph: Graph, name: str, source: str = MAIN) -> GraphBranch:
+    """Create graph branch ``name`` from the current state of ``source``."""
+    if not BRANCH_NAME.fullmatch(name) or name == MAIN:
+        raise BadRequest(
+            f"invalid branch name {name!r}: use letters, digits, '.', '_' and '-', not 'main'",
+            {"branch": name},
+        )
+    branches = graph.manifest.branches()
+    if name in branches:
+        raise BadRequest(f"branch {name!r} already exists", {"branch": name})
+    if source not in branches:
+        raise NotFound(f"source branch {source!r} does not exist", {"branch": source})
+    for path in _table_paths(graph):
+        delete_branch_if_present(graph.store, path, name)
+    graph.manifest.create_branch(name, graph.manifest.snapshot(source))
+    return graph.manifest.branches()[name]
+
+
+def delete_branch(graph: Graph, name: str) -> None:
+    """Delete graph branch ``name`` and its own table forks."""
+    if name == MAIN:
+        raise BadRequest("the main branch cannot be deleted")
+    branches = graph.manifest.branches()
+    if name not in branches:
+        raise NotFound(f"branch {name!r} does not exist", {"branch": name})
+    children = sorted(b.name for b in branches.values() if b.parent_branch == name)
+    if children:
+        raise BadRequest(
+            f"branch {name!r} cannot be deleted: {', '.join(children)} were forked from it; delete them first",
+            {"branch": name, "children": children},
+        )
+    paths = _table_paths(graph)
+    graph.manifest.delete_branch(name)
+    for path in paths:
+        delete_branch_if_present(graph.store, path, name)
+
+
+def branch_documents(graph: Graph) -> list[dict[str, Any]]:
+    """Every branch with its parent and incarnation, main first then by name."""
+    documents = []
+    for branch in graph.manifest.branches().values():
+        snapshot = graph.manifest.snapshot(branch.name)
+        documents.append(
+            {
+                "name": branch.name,
+                "parent_branch": branch.parent_branch,
+                "parent_manifest_version": branch.parent_version,
+                "incarnation": branch.incarnation,
+                "manifest_version": snapshot.manifest_version,
+                "head": snapshot.head.commit_id,
+            }
+        )
+    return documents

@@ -1,0 +1,70 @@
+"""``omnigraph``: the format-5 (fenced) engine CLI."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import click
+
+from engine import __version__
+from engine.cli_commands import add_shared_commands
+from engine.cli_support import emit_json, json_option, reports_errors, say
+from engine.commits import commit_history
+from engine.fenced_profile import FENCED_PROFILE
+from engine.graph import open_graph
+from engine.manifest import MAIN
+from engine.stamps import FORMAT_5
+
+
+@click.group()
+def cli() -> None:
+    """omnigraph: the fenced graph engine (format 5)."""
+
+
+add_shared_commands(cli, FENCED_PROFILE)
+
+
+@cli.group("commit")
+def commit_group() -> None:
+    """Graph commit history."""
+
+
+@commit_group.command("list")
+@click.option("--branch", default=MAIN, show_default=True)
+@json_option
+@click.argument("graph")
+@reports_errors
+def commit_list(branch: str, graph: str, as_json: bool) -> None:
+    """List the commits reachable from a branch head, newest first."""
+    opened = open_graph(graph, FENCED_PROFILE, write=False)
+    history = commit_history(opened.manifest, branch)
+    documents = [
+        {
+            "commit_id": head.commit_id,
+            "parents": list(head.parents),
+            "actor": head.actor,
+            "message": head.message,
+            "committed_at": head.committed_at,
+        }
+        for head in history
+    ]
+    if as_json:
+        emit_json({"branch": branch, "commits": documents})
+        return
+    for doc in documents:
+        when = dt.datetime.fromtimestamp(doc["committed_at"] / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        say(f"{doc['commit_id']}  {when}Z  {doc['actor']}  {doc['message']}")
+
+
+@cli.command("version")
+@json_option
+def version_command(as_json: bool) -> None:
+    """Print the tool version and the format it writes."""
+    if as_json:
+        emit_json({"version": __version__, "format": FORMAT_5})
+        return
+    say(f"omnigraph {__version__} (writes format {FORMAT_5})")
+
+
+def main() -> None:
+    cli()

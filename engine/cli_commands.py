@@ -1,0 +1,168 @@
+"""The graph commands both binaries share, built for a given :class:`EngineProfile`.
+
+``omnigraph`` and ``omnigraph-v4`` expose the same flags for init, load, branch, snapshot and
+export; only the profile (stamps and write routing) differs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from engine.branches import branch_documents, create_branch, delete_branch
+from engine.cli_support import actor_name, emit_json, json_option, reports_errors, say
+from engine.errors import BadRequest
+from engine.export import export_lines
+from engine.graph import Graph, init_graph, open_graph
+from engine.load import load
+from engine.manifest import MAIN
+from engine.routing import EngineProfile
+from engine.snapshot import snapshot_document
+
+
+def _read_file(path: str, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise BadRequest(f"cannot read {what} {path!r}: {error.strerror}", {"path": path}) from error
+
+
+def _report_recovery(graph: Graph) -> None:
+    for record in graph.recovered:
+        say(f"recovered interrupted commit {record.operation_id} on {record.graph_branch}: {record.outcome}")
+
+
+def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
+    """Attach init, load, branch, snapshot and export for ``profile`` to ``group``."""
+    @group.command("init")
+    @click.option("--schema", "schema_path", required=True, help="The .pg schema file.")
+    @json_option
+    @click.argument("graph")
+    @reports_errors
+    def init_command(schema_path: str, graph: str, as_json: bool) -> None:
+        """Create a new graph at GRAPH (a directory or s3://bucket/prefix)."""
+        source = _read_file(schema_path, "schema file").decode("utf-8")
+        created = init_graph(graph, source, profile, actor_name())
+        document = {"graph": created.store.uri, "format": created.stamp, "tables": created.catalog.table_keys()}
+        if as_json:
+            emit_json(document)
+        say(f"initialised {created.store.uri} at format {created.stamp} with {len(document['tables'])} tables")
+
+    @group.command("load")
+    @click.option("--mode", type=click.Choice(["overwrite", "append", "merge"]), required=True,
+                  help="append = strict insert, merge = upsert, overwrite = replace the tables in the file.")
+    @click.option("--data", "data_path", required=True, help="The JSONL file to load.")
+    @click.option("--branch", default=MAIN, show_default=True)
+    @click.option("--chunk-rows", type=click.IntRange(min=1), default=None,
+                  help="Split the file into commits of at most N records (nodes first).")
+    @json_option
+    @click.argument("graph")
+    @reports_errors
+    def load_command(mode: str, data_path: str, branch: str, chunk_rows: int | None, graph: str, as_json: bool) -> None:
+        """Load a JSONL file into a branch as one atomic commit (or one per chunk)."""
+        data = _read_file(data_path, "data file")
+        opened = open_graph(graph, profile, write=True)
+        _report_recovery(opened)
+        if chunk_rows is None:
+            result = load(opened, data, mode=mode, branch=branch, actor=actor_name())  # type: ignore[arg-type]
+        else:
+            with click.progressbar(length=1, label="committing chunks", file=sys.stderr) as bar:
+
+                def progress(done: int, total: int) -> None:
+                    bar.length = total
+                    bar.update(done - bar.pos)
+
+                result = load(opened, data, mode=mode, branch=branch, actor=actor_name(),  # type: ignore[arg-type]
+                              chunk_rows=chunk_rows, progress=progress)
+        document = {
+            "branch": result.branch,
+            "mode": result.mode,
+            "commits": [c.commit_id for c in result.commits],
+            "manifest_version": result.commits[-1].manifest_version if result.commits else None,
+            "rows": result.rows,
+        }
+        if as_json:
+            emit_json(document)
+        say(f"loaded {sum(result.rows.values())} rows into {branch} in {len(result.commits)} commit(s)")
+
+    @group.group("branch")
+    def branch_group() -> None:
+        """Create, list and delete graph branches."""
+
+    @branch_group.command("create")
+    @click.argument("name")
+    @click.option("--from", "source", default=MAIN, show_default=True, help="Branch to fork from.")
+    @json_option
+    @click.argument("graph")
+    @reports_errors
+    def branch_create(name: str, source: str, graph: str, as_json: bool) -> None:
+        """Create branch NAME from the current state of --from."""
+        opened = open_graph(graph, profile, write=True)
+        _report_recovery(opened)
+        branch = create_branch(opened, name, source)
+        if as_json:
+            emit_json({"name": branch.name, "parent_branch": branch.parent_branch, "incarnation": branch.incarnation})
+        say(f"created branch {name} from {source}")
+
+    @branch_group.command("list")
+    @json_option
+    @click.argument("graph")
+    @reports_errors
+    def branch_list(graph: str, as_json: bool) -> None:
+        """List graph branches."""
+        documents = branch_documents(open_graph(graph, profile, write=False))
+        if as_json:
+            emit_json({"branches": documents})
+            return
+        for doc in documents:
+            parent = f" (from {doc['parent_branch']})" if doc["parent_branch"] else ""
+            say(f"{doc['name']}{parent}")
+
+    @branch_group.command("delete")
+    @click.argument("name")
+    @json_option
+    @click.argument("graph")
+    @reports_errors
+    def branch_delete(name: str, graph: str, as_json: bool) -> None:
+        """Delete branch NAME (refused while other branches were forked from it)."""
+        opened = open_graph(graph, profile, write=True)
+        _report_recovery(opened)
+        delete_branch(opened, name)
+        if as_json:
+            emit_json({"deleted": name})
+        say(f"deleted branch {name}")
+
+    @group.command("snapshot")
+    @click.option("--branch", default=MAIN, show_default=True)
+    @json_option
+    @click.argument("graph")
+    @reports_errors
+    def snapshot_command(branch: str, graph: str, as_json: bool) -> None:
+        """Show what a branch pins: every table's image, rows and primary key."""
+        document = snapshot_document(open_graph(graph, profile, write=False), branch)
+        if as_json:
+            emit_json(document)
+            return
+        say(f"branch {document['branch']}  manifest v{document['manifest_version']}  format {document['format']}")
+        for table in document["tables"]:
+            pinned = f"{table['table_branch'] or 'main'}@v{table['version']}"
+            say(f"  {table['table_key']:<28} {pinned:<24} rows={table['rows']:<8} pk={table['pk']}")
+
+    @group.command("export")
+    @click.option("--branch", default=MAIN, show_default=True)
+    @click.option("--type", "types", multiple=True, help="Only these node/edge types (repeatable).")
+    @click.argument("graph")
+    @reports_errors
+    def export_command(branch: str, types: tuple[str, ...], graph: str) -> None:
+        """Write a branch as JSONL on stdout (loadable with `load`)."""
+        opened = open_graph(graph, profile, write=False)
+        try:
+            for line in export_lines(opened, branch, list(types)):
+                sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # The reader went away (`export | head`): stop quietly, as Unix tools do.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -1,0 +1,71 @@
+"""Shared CLI plumbing: error reporting, exit codes and output channels.
+
+Contract (DESIGN section 6): with ``--json`` a command prints exactly one JSON document on stdout
+(on failure ``{"error": {code, message, details}}``); human output and progress go to stderr.
+Exit codes: 0 ok, 1 error, 2 usage, 3 claim/barrier held, 4 validation failed, 5 recovery
+required, 6 format refused.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from engine.errors import Internal, OmnigraphError, exit_code_for
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+
+
+def emit_json(document: Any) -> None:
+    """Print ``document`` as sorted, indented JSON on stdout."""
+    click.echo(json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False))
+
+
+def say(message: str) -> None:
+    """Human output: stderr."""
+    click.echo(message, err=True)
+
+
+def reports_errors(command: F) -> F:
+    """Turn errors into the CLI contract: a message (or JSON error), and the error's exit code."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        as_json = bool(kwargs.get("as_json"))
+        try:
+            return command(*args, **kwargs)
+        except OmnigraphError as error:
+            _report(error, as_json)
+            sys.exit(exit_code_for(error))
+        except click.ClickException:
+            raise
+        except Exception as error:  # noqa: BLE001 - the CLI boundary reports everything
+            if os.environ.get("OMNIGRAPH_DEBUG"):
+                traceback.print_exc()
+            internal = Internal(f"{type(error).__name__}: {error}")
+            _report(internal, as_json)
+            sys.exit(exit_code_for(internal))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _report(error: OmnigraphError, as_json: bool) -> None:
+    if as_json:
+        emit_json(error.to_json())
+    say(f"error [{error.code}]: {error.message}")
+
+
+def actor_name() -> str:
+    """Who is writing: ``OMNIGRAPH_ACTOR`` or the login name."""
+    from engine.graph import default_actor
+
+    return os.environ.get("OMNIGRAPH_ACTOR") or default_actor()

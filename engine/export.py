@@ -1,0 +1,26 @@
+"""``export``: a branch as JSONL, tables in table-key order, rows by id (byte order)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from engine.errors import BadRequest
+from engine.graph import Graph
+from engine.lance_io import open_dataset
+from engine.records import arrow_to_records
+
+
+def export_lines(graph: Graph, branch: str, types: list[str] | None = None) -> Iterator[str]:
+    """Yield one JSONL line per row; ``types`` limits the export to those node/edge type names."""
+    snapshot = graph.manifest.snapshot(branch)
+    wanted = set(types or [])
+    known = {key.split(":", 1)[1] for key in snapshot.tables}
+    unknown = sorted(wanted - known)
+    if unknown:
+        raise BadRequest(f"unknown type(s) {unknown}; known: {sorted(known)}", {"unknown": unknown})
+    for table_key, entry in snapshot.tables.items():
+        if wanted and table_key.split(":", 1)[1] not in wanted:
+            continue
+        dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+        rows = dataset.to_table().sort_by("id")
+        yield from arrow_to_records(graph.catalog.table(table_key), rows)

@@ -1,0 +1,35 @@
+"""The format-5 profile: every keyed write goes through the fenced door."""
+
+from __future__ import annotations
+
+import lance
+
+from engine import table_store
+from engine.routing import EngineProfile, TableRouter
+from engine.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
+
+
+def _check_writable(dataset: lance.LanceDataset, where: str) -> None:
+    table_store.require_primary_key(dataset, [table_store.KEY_COLUMN], where)
+
+
+FENCED_ROUTER = TableRouter(
+    with_pk=True,
+    create_table=table_store.create_keyed_table,
+    check_writable=_check_writable,
+    strict_insert=table_store.strict_insert,
+    upsert=table_store.upsert,
+    overwrite=table_store.overwrite,
+)
+
+FENCED_PROFILE = EngineProfile(
+    program="omnigraph",
+    init_stamp=FORMAT_5,
+    read_write_stamps=frozenset({FORMAT_5}),
+    read_only_stamps=frozenset({FORMAT_4, FORMAT_MIGRATING, FORMAT_5}),
+    router=FENCED_ROUTER,
+    refusal_hint=(
+        "this graph is not fenced yet: upgrade it with `omnigraph-migrate preflight GRAPH` then "
+        "`omnigraph-migrate run GRAPH --owner NAME` (reads still work)"
+    ),
+)

@@ -1,0 +1,138 @@
+"""Opening and creating graph roots: the stamp rules, interrupted-init refusal, recovery.
+
+``open_graph`` reads the stamp from ``__manifest`` main before anything else and applies the
+profile's rules: the format-5 engine writes only stamp ``5`` and reads ``4``/``migrating``/``5``;
+the format-4 writer reads and writes only ``4``. A read-write open resolves interrupted commits
+(:mod:`engine.recovery`) before returning.
+"""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass, field
+
+from engine import recovery
+from engine.errors import BadRequest, FormatRefused, NotFound
+from engine.intents import RecoveryRecord
+from engine.manifest import Manifest, HeadEntry, TableEntry, now_ms
+from engine.failpoints import failpoint
+from engine.routing import EngineProfile
+from engine.schema import Catalog
+from engine.schema.ids import new_ulid
+from engine.stamps import FORMAT_MIGRATING, KNOWN_STAMPS
+from engine.storage import GraphStore, open_store
+
+SCHEMA_FILE = "_schema.pg"
+
+
+@dataclass
+class Graph:
+    """An open graph root."""
+
+    store: GraphStore
+    manifest: Manifest
+    catalog: Catalog
+    stamp: str
+    profile: EngineProfile
+    writable: bool
+    recovered: list[RecoveryRecord] = field(default_factory=list)
+
+
+def default_actor() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def table_dir(table_key: str) -> str:
+    kind, type_name = table_key.split(":", 1)
+    return f"{'nodes' if kind == 'node' else 'edges'}/{type_name}"
+
+
+def _refuse_missing_manifest(store: GraphStore) -> None:
+    if store.is_empty_root():
+        raise NotFound(
+            f"no graph at {store.uri}; create one with `omnigraph init --schema FILE.pg {store.uri}`",
+            {"uri": store.uri},
+        )
+    raise BadRequest(
+        f"{store.uri} holds a half-made graph: an `init` was interrupted before __manifest was "
+        "written, so nothing here is served. Nothing in it is a committed graph; remove the root "
+        f"and run init again.",
+        {"uri": store.uri, "entries": store.list("")},
+    )
+
+
+def _check_stamp(store: GraphStore, stamp: str | None, migration_id: str | None, profile: EngineProfile, write: bool) -> str:
+    if stamp is None:
+        raise FormatRefused(
+            f"{store.uri} has no omnigraph:format stamp on __manifest main; refusing to guess its format",
+            {"uri": store.uri},
+        )
+    if stamp not in KNOWN_STAMPS:
+        raise FormatRefused(
+            f"{store.uri} has unknown format stamp {stamp!r}; this {profile.program} knows {list(KNOWN_STAMPS)}",
+            {"uri": store.uri, "stamp": stamp},
+        )
+    allowed = profile.read_write_stamps if write else profile.read_only_stamps
+    if stamp not in allowed:
+        if stamp == FORMAT_MIGRATING:
+            detail = (
+                f"a migration ({migration_id}) holds the barrier; see `omnigraph-migrate status "
+                f"{store.uri}` and resume or abort it"
+            )
+        else:
+            detail = profile.refusal_hint
+        mode = "read-write" if write else "read-only"
+        raise FormatRefused(
+            f"{profile.program} refuses to open {store.uri} {mode} at format {stamp}: {detail}",
+            {"uri": store.uri, "stamp": stamp, "mode": mode, "migration_id": migration_id},
+        )
+    return stamp
+
+
+def open_graph(uri: str, profile: EngineProfile, *, write: bool) -> Graph:
+    """Open a graph root, enforcing the stamp rules; a read-write open resolves recovery."""
+    store = open_store(uri)
+    manifest = Manifest(store)
+    if not manifest.exists():
+        _refuse_missing_manifest(store)
+    stamp_value, migration_id = manifest.read_stamp()
+    stamp = _check_stamp(store, stamp_value, migration_id, profile, write)
+    catalog = Catalog.from_source(store.read_bytes(SCHEMA_FILE).decode("utf-8"))
+    graph = Graph(store, manifest, catalog, stamp, profile, write)
+    if write:
+        graph.recovered = recovery.resolve_intents(store, manifest)
+    return graph
+
+
+def init_graph(uri: str, schema_source: str, profile: EngineProfile, actor: str | None = None) -> Graph:
+    """Create a graph root: schema file, every table, then ``__manifest`` with the stamp.
+
+    The manifest (rows and stamp in one Lance commit) is written last, so an interrupted init
+    leaves a root that :func:`open_graph` refuses as half-made. A root that is not empty is
+    refused before anything is written.
+    """
+    store = open_store(uri)
+    catalog = Catalog.from_source(schema_source)
+    manifest = Manifest(store)
+    if manifest.exists():
+        raise BadRequest(f"{store.uri} already holds a graph; refusing to init over it", {"uri": store.uri})
+    if not store.is_empty_root():
+        raise BadRequest(
+            f"{store.uri} is not empty; init needs an empty or absent root",
+            {"uri": store.uri, "entries": store.list("")},
+        )
+    if not store.put_if_absent(SCHEMA_FILE, catalog.source.encode("utf-8")):
+        raise BadRequest(f"another init of {store.uri} is in progress", {"uri": store.uri})
+    entries = []
+    for table_key in catalog.table_keys():
+        path = f"{table_dir(table_key)}-{new_ulid().lower()}"
+        schema = catalog.table(table_key).arrow_schema(with_pk=profile.router.with_pk)
+        version = profile.router.create_table(store, path, schema)
+        entries.append(TableEntry(table_key, path, None, version, 0))
+    failpoint("init.before_manifest")
+    head = HeadEntry(new_ulid(), (), actor or default_actor(), "init", now_ms())
+    manifest.create(entries, head, profile.init_stamp)
+    return Graph(store, manifest, catalog, profile.init_stamp, profile, True)

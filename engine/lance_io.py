@@ -1,0 +1,117 @@
+"""Read-side Lance helpers: open a dataset at (branch, version), list and fork Lance branches.
+
+A *table branch* of ``None`` means the dataset's main branch. Lance numbers a branch's versions
+from its fork point: a branch created from ``(parent, v)`` starts at version ``v``.
+Nothing here writes table rows; row writes go through the fenced door (:mod:`engine.table_store`)
+or the legacy writer (:mod:`engine.legacy.table_store`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import lance
+import pyarrow as pa
+
+from engine.errors import RecoveryRequired
+from engine.storage import GraphStore
+
+PK_METADATA_KEY = "lance-schema:unenforced-primary-key"
+
+
+@dataclass(frozen=True)
+class LanceBranch:
+    """A Lance branch of one dataset: its parent ref and its identifier (incarnation)."""
+
+    name: str
+    parent_branch: str | None
+    parent_version: int
+    identifier: str
+
+
+def open_dataset(
+    store: GraphStore, rel: str, branch: str | None = None, version: int | None = None
+) -> lance.LanceDataset:
+    """The dataset at ``rel`` checked out at ``(branch, version)``; ``version=None`` = latest."""
+    dataset = lance.dataset(store.dataset_uri(rel), storage_options=store.storage_options)
+    if branch is None and version is None:
+        return dataset
+    return dataset.checkout_version((branch, version) if branch is not None else ("main", version))
+
+
+def latest_version(store: GraphStore, rel: str, branch: str | None) -> int:
+    """The HEAD version of ``branch`` of the dataset at ``rel``."""
+    return int(open_dataset(store, rel, branch, None).version)
+
+
+def primary_key(schema: pa.Schema) -> list[str]:
+    """Names of the fields carrying Lance's unenforced-primary-key metadata, in schema order."""
+    keys: list[str] = []
+    for schema_field in schema:
+        metadata = schema_field.metadata or {}
+        if metadata.get(PK_METADATA_KEY.encode()) == b"true":
+            keys.append(schema_field.name)
+    return keys
+
+
+def list_branches(dataset: lance.LanceDataset) -> dict[str, LanceBranch]:
+    """Every Lance branch of a dataset (main excluded), by name."""
+    branches: dict[str, LanceBranch] = {}
+    for name, info in sorted(dataset.branches.list().items()):
+        identifier = info["branch_identifier"][-1][1] if info["branch_identifier"] else ""
+        branches[name] = LanceBranch(
+            name=name,
+            parent_branch=info["parent_branch"],
+            parent_version=int(info["parent_version"]),
+            identifier=identifier,
+        )
+    return branches
+
+
+def ensure_fork(
+    store: GraphStore,
+    rel: str,
+    branch: str,
+    parent_branch: str | None,
+    parent_version: int,
+    operation_id: str,
+) -> LanceBranch:
+    """Fork ``branch`` of the dataset at ``rel`` from exactly ``(parent_branch, parent_version)``.
+
+    An existing Lance branch of that name is adopted only if it was forked from exactly that
+    parent ref (a concurrent or crashed first write of the same graph branch made it); any other
+    existing branch of that name is refused with ``recovery_required``, because writing to it would
+    mix in rows that the graph manifest never published.
+    """
+    dataset = open_dataset(store, rel)
+    existing = list_branches(dataset).get(branch)
+    if existing is None:
+        reference = (parent_branch if parent_branch is not None else "main", parent_version)
+        try:
+            dataset.create_branch(branch, reference=reference)
+        except OSError:
+            existing = list_branches(open_dataset(store, rel)).get(branch)
+            if existing is None:
+                raise
+        else:
+            created = list_branches(open_dataset(store, rel))[branch]
+            return created
+    if existing.parent_branch != parent_branch or existing.parent_version != parent_version:
+        raise RecoveryRequired(
+            operation_id,
+            f"table {rel} already has a Lance branch {branch!r} forked from "
+            f"({existing.parent_branch or 'main'}, v{existing.parent_version}), not from the pinned "
+            f"({parent_branch or 'main'}, v{parent_version}); reopen the graph read-write to resolve it",
+            table_path=rel,
+            branch=branch,
+        )
+    return existing
+
+
+def delete_branch_if_present(store: GraphStore, rel: str, branch: str) -> bool:
+    """Delete Lance branch ``branch`` of the dataset at ``rel``; False if it did not exist."""
+    dataset = open_dataset(store, rel)
+    if branch not in dataset.branches.list():
+        return False
+    dataset.branches.delete(branch)
+    return True

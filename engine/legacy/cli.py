@@ -1,0 +1,20 @@
+"""``omnigraph-v4``: the previous release's CLI (format 4, unfenced writes)."""
+
+from __future__ import annotations
+
+import click
+
+from engine.cli_commands import add_shared_commands
+from engine.legacy.table_store import LEGACY_PROFILE
+
+
+@click.group()
+def cli() -> None:
+    """omnigraph-v4: the format-4 writer (no key-conflict fencing)."""
+
+
+add_shared_commands(cli, LEGACY_PROFILE)
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,85 @@
+"""The format-4 row writer: no PK metadata, a BTREE on ``id``, unfenced writes.
+
+* tables are created without PK metadata and with a BTREE index on ``id``;
+* strict insert (``load --mode append``) checks that the ids are absent at its read version,
+  then commits a bare Lance Append, which never conflicts: two writers racing on the same id
+  both land (the bug the fencing migration exists to fix);
+* upsert is the default ``merge_insert("id")``, which takes the indexed route and attaches no
+  key-conflict filter;
+* overwrite replaces the table with the catalog schema (no PK).
+"""
+
+from __future__ import annotations
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import FormatRefused
+from engine.lance_io import primary_key
+from engine.routing import EngineProfile, TableRouter
+from engine.stamps import FORMAT_4
+from engine.storage import GraphStore
+from engine.table_store import ExistingKeys
+
+
+def create_table(store: GraphStore, rel: str, schema: pa.Schema) -> int:
+    """Create an empty table without PK metadata and index ``id`` with a BTREE."""
+    dataset = lance.write_dataset(
+        schema.empty_table(),
+        store.dataset_uri(rel),
+        schema=schema,
+        mode="create",
+        enable_stable_row_ids=True,
+        storage_options=store.storage_options,
+    )
+    dataset.create_scalar_index("id", "BTREE")
+    return int(dataset.version)
+
+
+def check_writable(dataset: lance.LanceDataset, where: str) -> None:
+    """The old writer refuses tables that already carry a PK (it predates them)."""
+    if primary_key(dataset.schema):
+        raise FormatRefused(f"{where} carries a primary key; upgrade omnigraph first")
+
+
+def strict_insert(dataset: lance.LanceDataset, rows: pa.Table) -> int:
+    """Existence check at the read version, then a bare Append."""
+    ids = rows.column("id").combine_chunks()
+    present = dataset.to_table(columns=["id"], filter=pc.field("id").isin(ids))
+    if present.num_rows:
+        raise ExistingKeys(f"ids present: {sorted(present.column('id').to_pylist())}")
+    result = lance.write_dataset(rows, dataset, mode="append")
+    return int(result.version)
+
+
+def upsert(dataset: lance.LanceDataset, rows: pa.Table) -> int:
+    """The default (indexed, unfiltered) merge_insert."""
+    dataset.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(rows)
+    return int(dataset.version)
+
+
+def overwrite(dataset: lance.LanceDataset, rows: pa.Table, schema: pa.Schema) -> int:
+    """Replace the table's rows, then re-create the BTREE on ``id`` (format 4 keeps one)."""
+    result = lance.write_dataset(rows.cast(schema), dataset, schema=schema, mode="overwrite")
+    result.create_scalar_index("id", "BTREE", replace=True)
+    return int(result.version)
+
+
+LEGACY_ROUTER = TableRouter(
+    with_pk=False,
+    create_table=create_table,
+    check_writable=check_writable,
+    strict_insert=strict_insert,
+    upsert=upsert,
+    overwrite=overwrite,
+)
+
+LEGACY_PROFILE = EngineProfile(
+    program="omnigraph-v4",
+    init_stamp=FORMAT_4,
+    read_write_stamps=frozenset({FORMAT_4}),
+    read_only_stamps=frozenset({FORMAT_4}),
+    router=LEGACY_ROUTER,
+    refusal_hint="this graph was upgraded past format 4: upgrade omnigraph first (use `omnigraph`)",
+)

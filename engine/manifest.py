@@ -1,0 +1,278 @@
+"""``__manifest``: the graph catalog dataset, its rows, the format stamp and graph branches.
+
+``__manifest`` is a Lance dataset keyed by ``object_id`` (its own unenforced PK in both
+formats, never rewritten). Graph branch B is Lance branch B of it. Each branch holds one head row
+(``object_id = "head"``: commit id, parents, actor, message, time) and one row per live table
+(``object_id = "table:<table_key>"``: path, pinned table branch and version, row count, and the
+migration marker). One graph commit is one Lance commit on that branch. Every content publish
+rewrites the head row, so two publishers from the same base conflict; a publish that touches only
+table rows (a migration publish) leaves the head alone.
+
+The format stamp is schema metadata ``omnigraph:format`` on ``__manifest`` main, read before
+any branch is opened.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import lance
+import pyarrow as pa
+
+from engine import table_store
+from engine.errors import FormatRefused, NotFound
+from engine.lance_io import PK_METADATA_KEY, LanceBranch, list_branches, open_dataset
+from engine.storage import GraphStore
+
+MANIFEST_DIR = "__manifest"
+MAIN = "main"
+FORMAT_KEY = "omnigraph:format"
+MIGRATION_ID_KEY = "omnigraph:migration_id"
+HEAD_OBJECT_ID = "head"
+TABLE_PREFIX = "table:"
+
+MANIFEST_SCHEMA = pa.schema(
+    [
+        pa.field("object_id", pa.utf8(), nullable=False, metadata={PK_METADATA_KEY: "true"}),
+        pa.field("kind", pa.utf8(), nullable=False),
+        pa.field("table_key", pa.utf8()),
+        pa.field("table_path", pa.utf8()),
+        pa.field("table_branch", pa.utf8()),
+        pa.field("table_version", pa.int64()),
+        pa.field("row_count", pa.int64()),
+        pa.field("commit_id", pa.utf8()),
+        pa.field("parents", pa.list_(pa.utf8())),
+        pa.field("actor", pa.utf8()),
+        pa.field("message", pa.utf8()),
+        pa.field("committed_at", pa.int64()),
+        pa.field("migration_id", pa.utf8()),
+        pa.field("migration_unit", pa.utf8()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    """One live table as a graph branch sees it: which physical image it pins."""
+
+    table_key: str
+    table_path: str
+    table_branch: str | None
+    table_version: int
+    row_count: int
+    migration_id: str | None = None
+    migration_unit: str | None = None
+
+
+@dataclass(frozen=True)
+class HeadEntry:
+    """The graph commit a branch is at."""
+
+    commit_id: str
+    parents: tuple[str, ...]
+    actor: str
+    message: str
+    committed_at: int
+
+
+@dataclass(frozen=True)
+class BranchSnapshot:
+    """A folded branch manifest at one ``__manifest`` version."""
+
+    branch: str
+    manifest_version: int
+    head: HeadEntry
+    tables: dict[str, TableEntry]
+
+    def table(self, table_key: str) -> TableEntry:
+        try:
+            return self.tables[table_key]
+        except KeyError:
+            raise NotFound(f"branch {self.branch!r} has no table {table_key!r}") from None
+
+
+@dataclass(frozen=True)
+class GraphBranch:
+    """A live graph branch: its name, where it was forked from, and its incarnation."""
+
+    name: str
+    parent_branch: str | None
+    parent_version: int | None
+    incarnation: str
+
+
+def lance_branch_name(graph_branch: str) -> str | None:
+    """The Lance branch a graph branch's own data lives on (``None`` = the dataset's main)."""
+    return None if graph_branch == MAIN else graph_branch
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _table_row(entry: TableEntry) -> dict[str, object]:
+    return {
+        "object_id": TABLE_PREFIX + entry.table_key,
+        "kind": "table",
+        "table_key": entry.table_key,
+        "table_path": entry.table_path,
+        "table_branch": entry.table_branch,
+        "table_version": entry.table_version,
+        "row_count": entry.row_count,
+        "migration_id": entry.migration_id,
+        "migration_unit": entry.migration_unit,
+    }
+
+
+def _head_row(head: HeadEntry) -> dict[str, object]:
+    return {
+        "object_id": HEAD_OBJECT_ID,
+        "kind": "head",
+        "commit_id": head.commit_id,
+        "parents": list(head.parents),
+        "actor": head.actor,
+        "message": head.message,
+        "committed_at": head.committed_at,
+    }
+
+
+def _rows_table(rows: list[dict[str, object]]) -> pa.Table:
+    columns = {f.name: [row.get(f.name) for row in rows] for f in MANIFEST_SCHEMA}
+    return pa.table(columns, schema=MANIFEST_SCHEMA)
+
+
+def fold_rows(branch: str, manifest_version: int, table: pa.Table) -> BranchSnapshot:
+    """Fold manifest rows into a :class:`BranchSnapshot` (tables ordered by key)."""
+    head: HeadEntry | None = None
+    tables: dict[str, TableEntry] = {}
+    for row in table.to_pylist():
+        if row["kind"] == "head":
+            head = HeadEntry(
+                commit_id=row["commit_id"],
+                parents=tuple(row["parents"] or ()),
+                actor=row["actor"],
+                message=row["message"],
+                committed_at=int(row["committed_at"]),
+            )
+        elif row["kind"] == "table":
+            tables[row["table_key"]] = TableEntry(
+                table_key=row["table_key"],
+                table_path=row["table_path"],
+                table_branch=row["table_branch"],
+                table_version=int(row["table_version"]),
+                row_count=int(row["row_count"]),
+                migration_id=row["migration_id"],
+                migration_unit=row["migration_unit"],
+            )
+    if head is None:
+        raise FormatRefused(f"__manifest branch {branch!r} v{manifest_version} has no head row")
+    return BranchSnapshot(branch, manifest_version, head, dict(sorted(tables.items())))
+
+
+class Manifest:
+    """Reads and publishes ``__manifest`` of one graph root."""
+
+    def __init__(self, store: GraphStore):
+        self.store = store
+
+    def exists(self) -> bool:
+        return self.store.exists(MANIFEST_DIR)
+
+    def dataset(self, branch: str = MAIN, version: int | None = None) -> lance.LanceDataset:
+        """``__manifest`` checked out at ``(branch, version)``; latest when ``version`` is None."""
+        return open_dataset(self.store, MANIFEST_DIR, lance_branch_name(branch), version)
+
+    def create(self, tables: list[TableEntry], head: HeadEntry, stamp: str) -> None:
+        """Create ``__manifest`` in one Lance commit that carries the rows and the stamp."""
+        schema = MANIFEST_SCHEMA.with_metadata({FORMAT_KEY: stamp})
+        rows = [_head_row(head)] + [_table_row(t) for t in sorted(tables, key=lambda t: t.table_key)]
+        lance.write_dataset(
+            _rows_table(rows).cast(schema),
+            self.store.dataset_uri(MANIFEST_DIR),
+            schema=schema,
+            mode="create",
+            enable_stable_row_ids=True,
+            storage_options=self.store.storage_options,
+        )
+
+    # -- format stamp ------------------------------------------------------------------------
+
+    def read_stamp(self) -> tuple[str | None, str | None]:
+        """(``omnigraph:format``, ``omnigraph:migration_id``) from the latest main schema."""
+        metadata = self.dataset(MAIN).schema_metadata or {}
+        return metadata.get(FORMAT_KEY), metadata.get(MIGRATION_ID_KEY)
+
+    def write_stamp(self, stamp: str, migration_id: str | None) -> None:
+        """Set the stamp on main (and the migration id, or remove it when None)."""
+        self.dataset(MAIN).update_schema_metadata({FORMAT_KEY: stamp, MIGRATION_ID_KEY: migration_id})
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def snapshot(self, branch: str, version: int | None = None) -> BranchSnapshot:
+        """The folded manifest of ``branch`` (latest, or at ``version``)."""
+        self.require_branch(branch)
+        dataset = self.dataset(branch, version)
+        return fold_rows(branch, int(dataset.version), dataset.to_table())
+
+    def branches(self) -> dict[str, GraphBranch]:
+        """Every live graph branch, main first, then by name."""
+        result = {MAIN: GraphBranch(MAIN, None, None, MAIN)}
+        for name, info in list_branches(self.dataset(MAIN)).items():
+            result[name] = _graph_branch(info)
+        return result
+
+    def require_branch(self, branch: str) -> None:
+        if branch != MAIN and branch not in self.dataset(MAIN).branches.list():
+            raise NotFound(
+                f"graph branch {branch!r} does not exist (see `omnigraph branch list`)",
+                {"branch": branch},
+            )
+
+    def head_versions(self, branch: str) -> list[int]:
+        """The ``__manifest`` versions of ``branch`` itself, oldest first."""
+        return sorted(int(ref["version"]) for ref in self.dataset(branch).version_refs())
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def publish(
+        self, base: BranchSnapshot, tables: list[TableEntry], head: HeadEntry | None
+    ) -> int:
+        """One Lance commit on ``base.branch`` from ``base.manifest_version``; returns its version.
+
+        ``head=None`` publishes table rows only (migration and recovery publishes). Raises
+        :class:`engine.table_store.CommitConflict` if a concurrent publish rewrote the same rows.
+        """
+        rows = [_table_row(t) for t in sorted(tables, key=lambda t: t.table_key)]
+        if head is not None:
+            rows.insert(0, _head_row(head))
+        dataset = self.dataset(base.branch, base.manifest_version)
+        return table_store.upsert(dataset, _rows_table(rows))
+
+    def create_branch(self, name: str, source: BranchSnapshot) -> None:
+        """Fork ``__manifest`` branch ``name`` from exactly ``source``'s manifest version."""
+        self.dataset(MAIN).create_branch(name, reference=(source.branch, source.manifest_version))
+
+    def delete_branch(self, name: str) -> None:
+        self.dataset(MAIN).branches.delete(name)
+
+
+def _graph_branch(info: LanceBranch) -> GraphBranch:
+    return GraphBranch(
+        name=info.name,
+        parent_branch=info.parent_branch or MAIN,
+        parent_version=info.parent_version,
+        incarnation=info.identifier,
+    )
+
+
+def with_version(entry: TableEntry, table_branch: str | None, version: int, rows: int) -> TableEntry:
+    """``entry`` repointed at a new physical image, with any migration marker cleared."""
+    return replace(
+        entry,
+        table_branch=table_branch,
+        table_version=version,
+        row_count=rows,
+        migration_id=None,
+        migration_unit=None,
+    )

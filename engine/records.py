@@ -1,0 +1,325 @@
+"""JSONL graph records: the load input format, which is also the export output format.
+
+One record per line::
+
+    {"type": "Person", "data": {"name": "Alice", "age": 30}}
+    {"edge": "Knows", "from": "Alice", "to": "Bob", "data": {"since": 19723}}
+
+:func:`parse_jsonl` validates everything that does not need committed state and returns typed
+rows; :func:`check_endpoints` checks edge endpoints against the file plus committed state;
+:func:`rows_to_arrow` / :func:`arrow_to_records` (from :mod:`engine.records_arrow`) convert rows
+to physical tables and stored tables back to records. Every refusal is a ``BadRequest`` whose
+message starts ``line N:`` and whose details hold ``{"line": N, ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.errors import BadRequest
+from engine.records_arrow import arrow_to_records, rows_to_arrow
+from engine.schema import Catalog, TableDef
+from engine.schema.ids import canonical_scalar, derive_node_id, new_ulid
+from engine.schema.types import EnumType
+from engine.schema.values import InvalidValue, coerce_property
+
+__all__ = [
+    "EdgeRow",
+    "NodeRow",
+    "ParsedFile",
+    "arrow_to_records",
+    "check_endpoints",
+    "parse_jsonl",
+    "rows_to_arrow",
+]
+
+NODE_KEYS = frozenset({"type", "data"})
+EDGE_KEYS = frozenset({"edge", "from", "to", "data"})
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """A validated node record: ``values`` holds every declared property, coerced (None = null)."""
+
+    line: int
+    type_name: str
+    id: str
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class EdgeRow:
+    """A validated edge record; ``src``/``dst`` are endpoint node ids (checked later)."""
+
+    line: int
+    type_name: str
+    id: str
+    src: str
+    dst: str
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    """Rows by type name (types in name order, rows in file order) and the file's line count."""
+
+    nodes: dict[str, list[NodeRow]]
+    edges: dict[str, list[EdgeRow]]
+    line_count: int
+
+
+def _fail(line: int, message: str, **details: Any) -> BadRequest:
+    return BadRequest(f"line {line}: {message}", {"line": line, **details})
+
+
+class _DuplicateMember(Exception):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in result:
+            raise _DuplicateMember(name)
+        result[name] = value
+    return result
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _load_line(text: str, line: int) -> dict[str, Any]:
+    try:
+        record = json.loads(
+            text, object_pairs_hook=_object_without_duplicates, parse_constant=_refuse_constant
+        )
+    except _DuplicateMember as error:
+        raise _fail(line, f"duplicate JSON member {error.name!r}", member=error.name) from None
+    except ValueError as error:
+        raise _fail(line, f"malformed JSON: {error}") from None
+    if not isinstance(record, dict):
+        raise _fail(line, "a record must be a JSON object")
+    return record
+
+
+def parse_jsonl(data: bytes, catalog: Catalog) -> ParsedFile:
+    """Validate a JSONL file against ``catalog``; the first refused line raises ``BadRequest``.
+
+    Lines are split on ``\\n`` and numbered from 1; blank lines are skipped but counted, a final
+    newline does not start a line, and a UTF-8 byte-order mark at the start is ignored. Within
+    the file, a second row with the same id, ``@key`` value or non-null ``@unique`` value in one
+    table is refused, naming both lines (``details["first_line"]``).
+    """
+    lines = data.removeprefix(b"\xef\xbb\xbf").split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    index = _FileIndex()
+    nodes: dict[str, list[NodeRow]] = {}
+    edges: dict[str, list[EdgeRow]] = {}
+    for number, raw in enumerate(lines, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise _fail(number, f"invalid UTF-8: {error.reason}") from None
+        if not text.strip():
+            continue
+        record = _load_line(text, number)
+        if "type" in record and "edge" in record:
+            raise _fail(number, "a record has exactly one of 'type' and 'edge', not both")
+        if "type" in record:
+            node = _node(record, number, catalog)
+            index.add(catalog.node(node.type_name), node.id, node.values, number)
+            nodes.setdefault(node.type_name, []).append(node)
+        elif "edge" in record:
+            edge = _edge(record, number, catalog)
+            index.add(catalog.edge(edge.type_name), edge.id, edge.values, number)
+            edges.setdefault(edge.type_name, []).append(edge)
+        else:
+            raise _fail(number, "a record needs 'type' (a node) or 'edge' (an edge)")
+    return ParsedFile(
+        nodes={name: nodes[name] for name in sorted(nodes)},
+        edges={name: edges[name] for name in sorted(edges)},
+        line_count=len(lines),
+    )
+
+
+def _check_members(record: dict[str, Any], allowed: frozenset[str], kind: str, line: int) -> None:
+    extra = sorted(set(record) - allowed)
+    if extra:
+        raise _fail(
+            line,
+            f"unexpected top-level key {extra[0]!r} in a {kind} record (allowed: {', '.join(sorted(allowed))})",
+            member=extra[0],
+        )
+
+
+def _type_name(record: dict[str, Any], member: str, line: int) -> str:
+    name = record[member]
+    if not isinstance(name, str):
+        raise _fail(line, f"{member!r} must be a string")
+    return name
+
+
+def _data(record: dict[str, Any], line: int) -> dict[str, Any]:
+    data = record.get("data", {})
+    if not isinstance(data, dict):
+        raise _fail(line, "'data' must be a JSON object")
+    return data
+
+
+def _node(record: dict[str, Any], line: int, catalog: Catalog) -> NodeRow:
+    _check_members(record, NODE_KEYS, "node", line)
+    type_name = _type_name(record, "type", line)
+    if not catalog.has_node(type_name):
+        raise _fail(line, f"unknown node type {type_name!r}", type_name=type_name)
+    table = catalog.node(type_name)
+    data = _data(record, line)
+    values = _values(table, data, line)
+    explicit = _explicit_id(table, data, line)
+    if table.key is None:
+        return NodeRow(line, type_name, explicit or new_ulid(), values)
+    derived = derive_node_id(table, values)
+    if explicit is not None and explicit != derived:
+        raise _fail(
+            line,
+            f"data.id {explicit!r} does not match the id {derived!r} derived from the @key of {type_name}",
+            type_name=type_name,
+            id=explicit,
+            derived_id=derived,
+        )
+    return NodeRow(line, type_name, derived, values)
+
+
+def _edge(record: dict[str, Any], line: int, catalog: Catalog) -> EdgeRow:
+    _check_members(record, EDGE_KEYS, "edge", line)
+    type_name = _type_name(record, "edge", line)
+    if not catalog.has_edge(type_name):
+        raise _fail(line, f"unknown edge type {type_name!r}", type_name=type_name)
+    table = catalog.edge(type_name)
+    endpoints = []
+    for member in ("from", "to"):
+        node_id = record.get(member)
+        if not isinstance(node_id, str) or not node_id:
+            raise _fail(line, f"{member!r} must be a non-empty string (an endpoint node id)", type_name=type_name)
+        endpoints.append(node_id)
+    data = _data(record, line)
+    values = _values(table, data, line)
+    edge_id = _explicit_id(table, data, line) or new_ulid()
+    return EdgeRow(line, type_name, edge_id, endpoints[0], endpoints[1], values)
+
+
+def _explicit_id(table: TableDef, data: dict[str, Any], line: int) -> str | None:
+    if "id" not in data:
+        return None
+    explicit = data["id"]
+    if not isinstance(explicit, str) or not explicit:
+        raise _fail(line, "data.id must be a non-empty string", type_name=table.type_name)
+    return explicit
+
+
+def _values(table: TableDef, data: dict[str, Any], line: int) -> dict[str, Any]:
+    for name in data:
+        if name != "id" and not table.has_property(name):
+            raise _fail(
+                line,
+                f"unknown property {name!r} for {table.kind} type {table.type_name}",
+                type_name=table.type_name,
+                property=name,
+            )
+    values: dict[str, Any] = {}
+    for prop in table.properties:
+        try:
+            values[prop.name] = coerce_property(prop, data.get(prop.name))
+        except InvalidValue as error:
+            what = "missing" if prop.name not in data else str(error)
+            raise _fail(
+                line,
+                f"property {prop.name!r} of {table.type_name}: {what}",
+                type_name=table.type_name,
+                property=prop.name,
+            ) from None
+    return values
+
+
+class _FileIndex:
+    """Ids and ``@unique`` values seen so far in one file, per table, with their line."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[str, str], int] = {}
+        self._unique: dict[tuple[str, str, str], int] = {}
+
+    def add(self, table: TableDef, row_id: str, values: dict[str, Any], line: int) -> None:
+        """Record one row; a repeated id or non-null ``@unique`` value raises ``BadRequest``."""
+        first = self._ids.setdefault((table.table_key, row_id), line)
+        if first != line:
+            what = "@key value" if table.key is not None else "id"
+            raise _fail(
+                line,
+                f"duplicate {what} {row_id!r} for {table.type_name} (first at line {first})",
+                first_line=first,
+                type_name=table.type_name,
+                id=row_id,
+            )
+        for name in table.unique:
+            value = values[name]
+            if value is None:
+                continue
+            ptype = table.property(name).type
+            canonical = canonical_scalar("String" if isinstance(ptype, EnumType) else ptype.describe(), value)
+            first = self._unique.setdefault((table.table_key, name, canonical), line)
+            if first != line:
+                raise _fail(
+                    line,
+                    f"duplicate @unique value {canonical!r} for {table.type_name}.{name} (first at line {first})",
+                    first_line=first,
+                    type_name=table.type_name,
+                    property=name,
+                    value=canonical,
+                )
+
+
+def check_endpoints(
+    parsed: ParsedFile,
+    catalog: Catalog,
+    committed_node_ids: Callable[[str, list[str]], set[str]],
+) -> None:
+    """Every edge's ``src``/``dst`` must be a node of its ``from_type``/``to_type``.
+
+    A node counts if the file holds it or ``committed_node_ids(type_name, sorted_ids)`` (called
+    at most once per node type, in type-name order, only with ids the file does not hold)
+    returns it. The first edge (by line) with a missing endpoint raises ``BadRequest``
+    "line N: missing endpoint ..."; ``details["missing_count"]`` counts all missing references.
+    """
+    present = {name: {row.id for row in rows} for name, rows in parsed.nodes.items()}
+    references: list[tuple[int, str, str, str, str]] = []
+    for edge_type, rows in parsed.edges.items():
+        table = catalog.edge(edge_type)
+        assert table.from_type is not None and table.to_type is not None
+        for row in rows:
+            references.append((row.line, edge_type, "from", table.from_type, row.src))
+            references.append((row.line, edge_type, "to", table.to_type, row.dst))
+    wanted: dict[str, set[str]] = {}
+    for _, _, _, node_type, node_id in references:
+        if node_id not in present.get(node_type, ()):
+            wanted.setdefault(node_type, set()).add(node_id)
+    for node_type in sorted(wanted):
+        found = committed_node_ids(node_type, sorted(wanted[node_type])) & wanted[node_type]
+        present.setdefault(node_type, set()).update(found)
+    missing = sorted(ref for ref in references if ref[4] not in present.get(ref[3], ()))
+    if missing:
+        line, edge_type, end, node_type, node_id = missing[0]
+        raise _fail(
+            line,
+            f"missing endpoint: {edge_type} {end} {node_id!r} is not a {node_type} node in the file or the graph",
+            edge=edge_type,
+            end=end,
+            type_name=node_type,
+            node_id=node_id,
+            missing_count=len(missing),
+        )

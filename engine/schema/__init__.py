@@ -1,0 +1,23 @@
+"""The ``.pg`` schema language: parse and check a source into a :class:`Catalog`.
+
+``Catalog.from_source(text)`` is the entry point; every refusal is a :class:`SchemaError`
+(a ``BadRequest``) carrying the 1-based ``line`` and ``column``.
+"""
+
+from engine.schema.catalog import Catalog
+from engine.schema.errors import SchemaError
+from engine.schema.tables import PK_METADATA_KEY, Property, TableDef
+from engine.schema.types import EnumType, ListType, PropertyType, ScalarType, VectorType
+
+__all__ = [
+    "PK_METADATA_KEY",
+    "Catalog",
+    "EnumType",
+    "ListType",
+    "Property",
+    "PropertyType",
+    "ScalarType",
+    "SchemaError",
+    "TableDef",
+    "VectorType",
+]

@@ -1,0 +1,108 @@
+"""Property types of the schema language and their Arrow storage types.
+
+The hierarchy is closed: :class:`ScalarType`, :class:`ListType` (a list of scalars),
+:class:`EnumType` (a string restricted to an allowed set) and :class:`VectorType`
+(``fixed_size_list<float32, n>``). ``str(t)`` spells a type as the schema language does.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+SCALAR_ARROW_TYPES: dict[str, pa.DataType] = {
+    "String": pa.utf8(),
+    "Bool": pa.bool_(),
+    "I32": pa.int32(),
+    "I64": pa.int64(),
+    "U32": pa.uint32(),
+    "U64": pa.uint64(),
+    "F32": pa.float32(),
+    "F64": pa.float64(),
+    "Date": pa.date32(),
+    "DateTime": pa.timestamp("ms"),
+}
+"""Every scalar type name of the language, mapped to its Arrow type."""
+
+INTEGER_RANGES: dict[str, tuple[int, int]] = {
+    "I32": (-(2**31), 2**31 - 1),
+    "I64": (-(2**63), 2**63 - 1),
+    "U32": (0, 2**32 - 1),
+    "U64": (0, 2**64 - 1),
+}
+"""Inclusive value range of each integer scalar type."""
+
+FLOAT_SCALARS = frozenset({"F32", "F64"})
+
+
+class PropertyType(ABC):
+    """Base of the property types; subclasses are frozen dataclasses."""
+
+    @abstractmethod
+    def arrow_type(self) -> pa.DataType:
+        """The Arrow type a column of this property type is stored as."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """The canonical schema-language spelling (used in messages and fingerprints)."""
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+@dataclass(frozen=True)
+class ScalarType(PropertyType):
+    """One of the names in :data:`SCALAR_ARROW_TYPES`."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if self.name not in SCALAR_ARROW_TYPES:
+            raise ValueError(f"unknown scalar type {self.name!r}")
+
+    def arrow_type(self) -> pa.DataType:
+        return SCALAR_ARROW_TYPES[self.name]
+
+    def describe(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class ListType(PropertyType):
+    """``[T]``: a list of one scalar type; elements are nullable in Arrow."""
+
+    item: ScalarType
+
+    def arrow_type(self) -> pa.DataType:
+        return pa.list_(pa.field("item", self.item.arrow_type(), nullable=True))
+
+    def describe(self) -> str:
+        return f"[{self.item.describe()}]"
+
+
+@dataclass(frozen=True)
+class EnumType(PropertyType):
+    """``enum(a, b)``: stored as Utf8, values restricted to ``values`` (declaration order)."""
+
+    values: tuple[str, ...]
+
+    def arrow_type(self) -> pa.DataType:
+        return pa.utf8()
+
+    def describe(self) -> str:
+        return f"enum({', '.join(self.values)})"
+
+
+@dataclass(frozen=True)
+class VectorType(PropertyType):
+    """``Vector(n)``: exactly ``dim`` float32 numbers."""
+
+    dim: int
+
+    def arrow_type(self) -> pa.DataType:
+        return pa.list_(pa.field("item", pa.float32(), nullable=True), self.dim)
+
+    def describe(self) -> str:
+        return f"Vector({self.dim})"

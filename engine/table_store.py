@@ -1,0 +1,148 @@
+"""The fenced write door: the only code that writes keyed tables in format 5.
+
+Every rule here comes from a measured fact of the pinned Lance (see ``tests/test_lance_surface.py``):
+
+* every insert and upsert is ``merge_insert`` ON exactly the table's primary key (``id`` for node
+  and edge tables, ``object_id`` for ``__manifest``), which attaches Lance's inserted-rows
+  conflict filter; a concurrent same-key commit then fails instead of landing a duplicate;
+* always ``use_index(False)``: the indexed route (taken when a BTREE exists on the key) drops the
+  filter;
+* never stage-then-commit (``execute_uncommitted`` + ``commit`` drops the filter), never a bare
+  Append, never a merge ON another column;
+* ``conflict_retries(0)``: the engine, not Lance, decides whether to retry, because a retry must
+  re-validate against a fresh graph snapshot;
+* every overwrite carries the catalog schema (with its PK metadata) and is checked afterwards;
+* PK metadata is installed only where absent: ``[id]`` already present is success, anything else
+  is refused, because Lance cannot change or remove a PK once set.
+
+Outcomes are typed (:class:`CommitConflict`, :class:`ExistingKeys`); Lance's error text is
+interpreted here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import lance
+import pyarrow as pa
+
+from engine.errors import FormatRefused, Internal
+from engine.lance_io import PK_METADATA_KEY, primary_key
+from engine.storage import GraphStore
+
+KEY_COLUMN = "id"
+
+_RETRYABLE_MARKERS = ("Too many concurrent writers", "Retryable commit conflict", "CommitConflict")
+_EXISTING_KEY_MARKER = "found matching row with key values"
+
+
+class CommitConflict(Exception):
+    """Lance refused the commit because a concurrent commit conflicts; nothing of it landed."""
+
+
+class ExistingKeys(Exception):
+    """A strict insert met an id that already exists at its read version; nothing landed.
+
+    The caller re-probes its attempted ids to name the conflicting one.
+    """
+
+
+def _classify(error: OSError) -> Exception:
+    text = str(error)
+    if _EXISTING_KEY_MARKER in text:
+        return ExistingKeys(text)
+    if any(marker in text for marker in _RETRYABLE_MARKERS):
+        return CommitConflict(text)
+    return error
+
+
+def require_primary_key(dataset: lance.LanceDataset, expected: list[str], where: str) -> None:
+    """Refuse (``format_refused``) a write-open whose physical PK is not exactly ``expected``."""
+    actual = primary_key(dataset.schema)
+    if actual != expected:
+        raise FormatRefused(
+            f"{where} has primary key {actual or 'none'}, expected {expected}; a format-5 write "
+            "needs the fenced primary key (run `omnigraph-migrate` on format-4 graphs)",
+            {"table": where, "expected": expected, "actual": actual},
+        )
+
+
+def _fenced_merge(dataset: lance.LanceDataset, rows: pa.Table, *, strict: bool) -> int:
+    key = primary_key(dataset.schema)
+    if len(key) != 1:
+        raise FormatRefused(f"fenced merge needs a single-column primary key, found {key}")
+    builder = dataset.merge_insert(key[0])
+    builder = builder.when_matched_fail() if strict else builder.when_matched_update_all()
+    builder = builder.when_not_matched_insert_all().conflict_retries(0).use_index(False)
+    try:
+        builder.execute(rows)
+    except OSError as error:
+        raise _classify(error) from error
+    return int(dataset.version)
+
+
+def create_keyed_table(store: GraphStore, rel: str, schema: pa.Schema) -> int:
+    """Create an empty keyed table whose schema already carries the PK; returns its version."""
+    if primary_key(schema) != [KEY_COLUMN]:
+        raise Internal(f"refusing to create {rel} without the primary key on {KEY_COLUMN!r}")
+    dataset = lance.write_dataset(
+        schema.empty_table(),
+        store.dataset_uri(rel),
+        schema=schema,
+        mode="create",
+        enable_stable_row_ids=True,
+        storage_options=store.storage_options,
+    )
+    return int(dataset.version)
+
+
+def strict_insert(dataset: lance.LanceDataset, rows: pa.Table) -> int:
+    """Insert rows whose ids must not exist; returns the committed version.
+
+    Raises :class:`ExistingKeys` if an id exists at the read version and :class:`CommitConflict`
+    if a concurrent commit conflicts (for example, inserted one of the same ids).
+    """
+    return _fenced_merge(dataset, rows, strict=True)
+
+
+def upsert(dataset: lance.LanceDataset, rows: pa.Table) -> int:
+    """Insert or fully replace rows by primary key; returns the committed version."""
+    return _fenced_merge(dataset, rows, strict=False)
+
+
+def overwrite(dataset: lance.LanceDataset, rows: pa.Table, schema: pa.Schema) -> int:
+    """Replace the table's contents (on the dataset's checked-out branch) keeping the PK.
+
+    ``schema`` is the catalog schema including the PK metadata; the result is re-read and a
+    missing PK is reported as an internal error.
+    """
+    expected = primary_key(schema)
+    result = lance.write_dataset(rows.cast(schema), dataset, schema=schema, mode="overwrite")
+    if primary_key(result.schema) != expected:
+        raise Internal(f"overwrite of {dataset.uri} lost its primary key {expected}")
+    return int(result.version)
+
+
+def install_primary_key(dataset: lance.LanceDataset) -> tuple[Literal["installed", "present"], int]:
+    """Install the PK ``[id]`` on a table that has none; ``present`` if it is already ``[id]``.
+
+    Returns the outcome and the dataset version that carries the PK.
+    Any other PK is refused: Lance cannot change a set PK, so the migration can only roll
+    forward. The metadata commit is checked by reading the schema back.
+    """
+    current = primary_key(dataset.schema)
+    if current == [KEY_COLUMN]:
+        return "present", int(dataset.version)
+    if current:
+        raise FormatRefused(
+            f"{dataset.uri} carries primary key {current}, not [{KEY_COLUMN!r}]; Lance cannot change "
+            "a primary key once set, so this table cannot be migrated in place",
+            {"table": dataset.uri, "actual": current},
+        )
+    try:
+        dataset.update_field_metadata({KEY_COLUMN: {PK_METADATA_KEY: "true"}})
+    except OSError as error:
+        raise _classify(error) from error
+    if primary_key(dataset.schema) != [KEY_COLUMN]:
+        raise Internal(f"installing the primary key on {dataset.uri} did not take effect")
+    return "installed", int(dataset.version)

@@ -1,0 +1,211 @@
+"""The write protocol: one graph commit = prepare, arm, effects, publish, disarm.
+
+1. Prepare: ``prepare(snapshot)`` validates against the branch snapshot and returns the
+   per-table writes (it raises ``key_conflict``/``bad_request``/``resource_limit`` itself).
+2. Arm: ``__recovery/<op>.json`` (create-if-absent) records every table's state before.
+3. Effects, per table in key order: fork the table if the branch inherits it (from exactly the
+   pinned version), then one Lance commit through the profile's router, from the pinned version.
+4. Publish: one ``__manifest`` commit (table rows + head row) from the snapshot's version.
+5. Disarm: delete the intent.
+
+A storage conflict before any table effect deletes the intent and re-runs the whole attempt from
+step 1 with a fresh snapshot (bounded, with jittered backoff); a strict insert therefore
+re-probes its ids and ends as ``key_conflict`` once a concurrent winner is published, and never
+turns into an upsert. A conflict after an effect landed is ``recovery_required`` with the intent
+kept. A publish that loses to a concurrent publish is rebased onto the new head when every table
+it touched only gained Update/Append commits in between (its rows are then contained in the newer
+version); otherwise it is ``recovery_required``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import pyarrow as pa
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
+
+from engine import intents
+from engine.errors import BadRequest, ReadSetConflict, RecoveryRequired
+from engine.failpoints import failpoint
+from engine.graph import Graph
+from engine.intents import IntentTable, WriteIntent
+from engine.lance_io import ensure_fork, open_dataset
+from engine.manifest import BranchSnapshot, HeadEntry, TableEntry, lance_branch_name, now_ms, with_version
+from engine.schema.ids import new_ulid
+from engine.table_store import CommitConflict, ExistingKeys
+
+WriteKind = Literal["insert", "upsert", "overwrite"]
+RETRY_SECONDS = 60.0
+PUBLISH_ATTEMPTS = 64
+_REBASE_SAFE_OPERATIONS = frozenset({"Update", "Append"})
+
+
+@dataclass(frozen=True)
+class TableWrite:
+    """Validated rows for one table and how to write them."""
+
+    table_key: str
+    kind: WriteKind
+    rows: pa.Table
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """A published graph commit."""
+
+    commit_id: str
+    branch: str
+    manifest_version: int
+    tables: list[TableEntry]
+
+
+Prepare = Callable[[BranchSnapshot], list[TableWrite]]
+
+
+class _NoEffectConflict(Exception):
+    """A storage conflict hit before any table effect: the attempt may be re-prepared."""
+
+
+def commit(graph: Graph, branch: str, prepare: Prepare, *, message: str, actor: str) -> CommitResult | None:
+    """Run one graph commit on ``branch``; None if ``prepare`` produced no writes."""
+    if not graph.writable:
+        raise BadRequest("the graph was opened read-only")
+    graph.manifest.require_branch(branch)
+    retrying = Retrying(
+        retry=retry_if_exception_type(_NoEffectConflict),
+        stop=stop_after_delay(RETRY_SECONDS),
+        wait=wait_exponential_jitter(multiplier=0.02, max=0.5, jitter=0.05),
+        reraise=True,
+    )
+    try:
+        for attempt in retrying:
+            with attempt:
+                return _attempt(graph, branch, prepare, message, actor)
+    except _NoEffectConflict as conflict:
+        raise ReadSetConflict(
+            f"concurrent writers on branch {branch!r} kept conflicting for {RETRY_SECONDS:.0f}s; "
+            "nothing was written, retry the operation",
+            {"member": branch, "expected": "no concurrent conflicting commit", "actual": str(conflict)},
+        ) from conflict
+    return None
+
+
+def _attempt(graph: Graph, branch: str, prepare: Prepare, message: str, actor: str) -> CommitResult | None:
+    snapshot = graph.manifest.snapshot(branch)
+    writes = sorted(prepare(snapshot), key=lambda w: w.table_key)
+    if not writes:
+        return None
+    operation_id = new_ulid()
+    target = lance_branch_name(branch)
+    plan = [_intent_table(snapshot.table(w.table_key), target) for w in writes]
+    intent = WriteIntent(
+        operation_id=operation_id,
+        graph_branch=branch,
+        base_manifest_version=snapshot.manifest_version,
+        base_commit_id=snapshot.head.commit_id,
+        tables=plan,
+        actor=actor,
+        program=graph.profile.program,
+        host=intents.this_host(),
+        pid=os.getpid(),
+        process_start=intents.process_start_marker(os.getpid()),
+        created_at=now_ms(),
+    )
+    intents.arm(graph.store, intent)
+    failpoint("write.after_arm")
+    entries = _apply_effects(graph, snapshot, writes, plan, operation_id)
+    published = _publish(graph, snapshot, entries, operation_id, message, actor)
+    failpoint("write.after_publish")
+    intents.disarm(graph.store, operation_id)
+    return published
+
+
+def _intent_table(entry: TableEntry, target: str | None) -> IntentTable:
+    return IntentTable(
+        table_key=entry.table_key,
+        table_path=entry.table_path,
+        branch_before=entry.table_branch,
+        version_before=entry.table_version,
+        target_branch=target,
+        fork_planned=entry.table_branch != target,
+    )
+
+
+def _apply_effects(
+    graph: Graph, snapshot: BranchSnapshot, writes: list[TableWrite], plan: list[IntentTable], operation_id: str
+) -> list[TableEntry]:
+    store, router = graph.store, graph.profile.router
+    entries: list[TableEntry] = []
+    for write, table in zip(writes, plan):
+        entry = snapshot.table(write.table_key)
+        try:
+            if table.fork_planned:
+                ensure_fork(store, entry.table_path, str(table.target_branch), entry.table_branch, entry.table_version, operation_id)
+                failpoint("write.after_fork")
+            dataset = open_dataset(store, entry.table_path, table.target_branch, entry.table_version)
+            router.check_writable(dataset, entry.table_path)
+            if write.kind == "insert":
+                version = router.strict_insert(dataset, write.rows)
+            elif write.kind == "upsert":
+                version = router.upsert(dataset, write.rows)
+            else:
+                schema = graph.catalog.table(write.table_key).arrow_schema(with_pk=router.with_pk)
+                version = router.overwrite(dataset, write.rows, schema)
+        except (CommitConflict, ExistingKeys) as conflict:
+            if entries:
+                raise RecoveryRequired(
+                    operation_id,
+                    f"a concurrent commit conflicted on {write.table_key} after earlier tables of this "
+                    "commit landed; reopen the graph read-write (any omnigraph write command) to "
+                    "resolve it before retrying",
+                    table_key=write.table_key,
+                ) from conflict
+            intents.disarm(store, operation_id)
+            raise _NoEffectConflict(str(conflict)) from conflict
+        rows = open_dataset(store, entry.table_path, table.target_branch, version).count_rows()
+        entries.append(with_version(entry, table.target_branch, version, rows))
+        failpoint("write.after_effect")
+    return entries
+
+
+def _publish(
+    graph: Graph, snapshot: BranchSnapshot, entries: list[TableEntry], operation_id: str, message: str, actor: str
+) -> CommitResult:
+    head = HeadEntry(operation_id, (snapshot.head.commit_id,), actor, message, now_ms())
+    base = snapshot
+    for _ in range(PUBLISH_ATTEMPTS):
+        try:
+            version = graph.manifest.publish(base, entries, head)
+        except CommitConflict:
+            base = graph.manifest.snapshot(snapshot.branch)
+            entries = [_rebase_entry(graph, ours, base, operation_id) for ours in entries]
+            head = replace(head, parents=(base.head.commit_id,))
+            continue
+        return CommitResult(operation_id, snapshot.branch, version, entries)
+    raise RecoveryRequired(
+        operation_id,
+        f"publishing to branch {snapshot.branch!r} kept losing to concurrent publishes; reopen the "
+        "graph read-write to resolve the commit",
+    )
+
+
+def _rebase_entry(graph: Graph, ours: TableEntry, fresh: BranchSnapshot, operation_id: str) -> TableEntry:
+    theirs = fresh.table(ours.table_key)
+    if theirs.table_branch != ours.table_branch:
+        # The fresh manifest still pins the inherited image: our fork is the branch's first own image.
+        return ours
+    low, high = sorted((ours.table_version, theirs.table_version))
+    dataset = open_dataset(graph.store, ours.table_path, ours.table_branch)
+    for version in range(low + 1, high + 1):
+        operation = type(dataset.read_transaction(version).operation).__name__
+        if operation not in _REBASE_SAFE_OPERATIONS:
+            raise RecoveryRequired(
+                operation_id,
+                f"{ours.table_key} gained a {operation} commit (v{version}) during this commit; its "
+                "rows may not be visible, so the commit was not published; reopen the graph read-write",
+                table_key=ours.table_key,
+            )
+    return ours if ours.table_version >= theirs.table_version else theirs

@@ -1,0 +1,610 @@
+"""Lance surface guards: the exact pylance 14.0.2 behaviour the fenced write door relies on.
+
+Every test pins one measured fact (DESIGN.md section 4, RFC-023 sections 2 and 11.1). If Lance
+changes any of them, the test goes red and the rule that depends on it must be re-examined before
+the pin on ``pylance`` moves.
+
+A "race" below is deterministic: two dataset handles are opened at the same version, the first
+commits, then the second commits from its now-stale read version. No threads are involved.
+
+Every test runs on both backends (local disk and an S3 moto server) through ``root_uri``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import lance
+import pyarrow as pa
+import pytest
+
+from engine.storage import open_store
+
+PK_KEY = "lance-schema:unenforced-primary-key"
+RETRYABLE = "Too many concurrent writers"
+MATCH_FOUND = "found matching row"
+PK_FROZEN = "cannot be changed once set"
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def keyed_schema(pk: bool = True, key: str = "id") -> pa.Schema:
+    """``key`` (non-null utf8, optionally carrying the PK metadata) plus an int64 ``v``."""
+    metadata = {PK_KEY: "true"} if pk else None
+    return pa.schema(
+        [
+            pa.field(key, pa.string(), nullable=False, metadata=metadata),
+            pa.field("v", pa.int64()),
+        ]
+    )
+
+
+def rows(ids: Iterable[str], vs: Iterable[int] | None = None, *, pk: bool = True, key: str = "id") -> pa.Table:
+    ids = list(ids)
+    vs = list(vs) if vs is not None else [0] * len(ids)
+    return pa.table({key: ids, "v": vs}, schema=keyed_schema(pk, key))
+
+
+def op_name(ds: lance.LanceDataset, version: int) -> str:
+    """The type name of the operation that produced ``version``."""
+    tx = ds.read_transaction(version)
+    assert tx is not None
+    return type(tx.operation).__name__
+
+
+@dataclass(frozen=True)
+class Lx:
+    """Lance calls against one graph root, always with the root's storage options."""
+
+    root: str
+    opts: dict[str, str] | None
+
+    def uri(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def create(self, name: str, table: pa.Table) -> str:
+        uri = self.uri(name)
+        lance.write_dataset(table, uri, storage_options=self.opts)
+        return uri
+
+    def open(self, name: str, version: int | None = None) -> lance.LanceDataset:
+        return lance.dataset(self.uri(name), version=version, storage_options=self.opts)
+
+    def append(self, name: str, table: pa.Table) -> None:
+        lance.write_dataset(table, self.uri(name), mode="append", storage_options=self.opts)
+
+    def overwrite(self, name: str, table: pa.Table) -> None:
+        lance.write_dataset(table, self.uri(name), mode="overwrite", storage_options=self.opts)
+
+    def commit(self, name: str, operation, read_version: int) -> lance.LanceDataset:
+        return lance.LanceDataset.commit(
+            self.uri(name), operation, read_version=read_version, storage_options=self.opts
+        )
+
+    def values(self, name: str, key: str = "id") -> list[tuple[str, int]]:
+        """Sorted (key, v) pairs of the latest version."""
+        table = self.open(name).to_table()
+        return sorted(zip(table[key].to_pylist(), table["v"].to_pylist()))
+
+    def keys(self, name: str, key: str = "id") -> list[str]:
+        return sorted(self.open(name).to_table()[key].to_pylist())
+
+
+@pytest.fixture
+def lx(root_uri: str) -> Lx:
+    return Lx(root_uri, open_store(root_uri).storage_options)
+
+
+def seeded(lx: Lx, name: str = "t", *, pk: bool = True) -> str:
+    """A keyed table holding ``a=1`` and ``b=2``; returns its name."""
+    lx.create(name, rows(["a", "b"], [1, 2], pk=pk))
+    return name
+
+
+def stale_pair(lx: Lx, name: str) -> tuple[lance.LanceDataset, lance.LanceDataset]:
+    """Two handles opened at the same (latest) version."""
+    first, second = lx.open(name), lx.open(name)
+    assert first.version == second.version
+    return first, second
+
+
+def fenced_insert(ds: lance.LanceDataset, table: pa.Table, on: str | list[str] = "id"):
+    """The door's strict insert: merge ON ``on``, fail on match, no Lance retries, no index."""
+    return (
+        ds.merge_insert(on)
+        .when_matched_fail()
+        .when_not_matched_insert_all()
+        .conflict_retries(0)
+        .use_index(False)
+        .execute(table)
+    )
+
+
+def fenced_upsert(ds: lance.LanceDataset, table: pa.Table, on: str | list[str] = "id"):
+    """The door's upsert: merge ON ``on``, update on match, no Lance retries, no index."""
+    return (
+        ds.merge_insert(on)
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .conflict_retries(0)
+        .use_index(False)
+        .execute(table)
+    )
+
+
+def indexed_insert(ds: lance.LanceDataset, table: pa.Table):
+    """A strict insert on the default route (no ``use_index(False)``): the legacy indexed path."""
+    return (
+        ds.merge_insert("id")
+        .when_matched_fail()
+        .when_not_matched_insert_all()
+        .conflict_retries(0)
+        .execute(table)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# version pin
+
+
+def test_pylance_version_is_pinned() -> None:
+    """pylance is exactly 14.0.2: every fact in this file was measured on it (pyproject pins it)."""
+    assert lance.__version__ == "14.0.2"
+
+
+# ---------------------------------------------------------------------------------------------
+# PK metadata
+
+
+def test_pk_metadata_at_creation_is_readable(lx: Lx) -> None:
+    """Field metadata ``{PK_KEY: "true"}`` on a non-null utf8 ``id`` at creation is the PK, read back
+    from ``schema.field("id").metadata``. Rule: every open-for-write checks the PK is exactly ``id``."""
+    name = seeded(lx)
+    ds = lx.open(name)
+    assert ds.schema.field("id").metadata == {PK_KEY.encode(): b"true"}
+    assert not ds.schema.field("v").metadata
+
+
+# ---------------------------------------------------------------------------------------------
+# filtered merge_insert ON exactly id (v2 path, use_index(False))
+
+
+def test_filtered_insert_same_key_race_second_fails_retryably(lx: Lx) -> None:
+    """Same-key strict-insert race: the stale second writer raises the retryable commit conflict and
+    only one row holds the key. Rule: every insert/upsert is merge_insert ON exactly ``id``."""
+    name = seeded(lx)
+    first, second = stale_pair(lx, name)
+    fenced_insert(first, rows(["c"], [10]))
+    with pytest.raises(OSError, match=RETRYABLE):
+        fenced_insert(second, rows(["c"], [20]))
+    assert lx.values(name) == [("a", 1), ("b", 2), ("c", 10)]
+
+
+def test_filtered_upsert_same_new_key_race_second_fails_retryably(lx: Lx) -> None:
+    """Two upserts inserting the same new key race: the second raises the retryable conflict (the
+    inserted-rows filter also covers when_matched_update_all). Rule: upserts go through the door too."""
+    name = seeded(lx)
+    first, second = stale_pair(lx, name)
+    fenced_upsert(first, rows(["c"], [10]))
+    with pytest.raises(OSError, match=RETRYABLE):
+        fenced_upsert(second, rows(["c"], [20]))
+    assert lx.values(name) == [("a", 1), ("b", 2), ("c", 10)]
+
+
+def test_filtered_insert_disjoint_keys_race_both_land(lx: Lx) -> None:
+    """Disjoint-key strict-insert race: the second rebases and both rows land. Rule: the fence costs
+    nothing for non-conflicting writers, so the engine need not serialise keyed inserts."""
+    name = seeded(lx)
+    first, second = stale_pair(lx, name)
+    fenced_insert(first, rows(["c"], [10]))
+    fenced_insert(second, rows(["d"], [20]))
+    assert lx.values(name) == [("a", 1), ("b", 2), ("c", 10), ("d", 20)]
+
+
+def test_when_matched_fail_reports_existing_row_without_writing(lx: Lx) -> None:
+    """when_matched_fail() against an existing key raises "found matching row"; the row and the
+    dataset version are unchanged. Rule: strict insert is when_matched_fail(), typed as a key clash."""
+    name = seeded(lx)
+    ds = lx.open(name)
+    before = ds.version
+    with pytest.raises(OSError, match=MATCH_FOUND):
+        fenced_insert(ds, rows(["a"], [99]))
+    assert lx.open(name).version == before
+    assert lx.values(name) == [("a", 1), ("b", 2)]
+
+
+def test_when_matched_update_all_upserts_existing_row(lx: Lx) -> None:
+    """when_matched_update_all() on an existing id updates it in place (row count unchanged).
+    Rule: upsert is when_matched_update_all() + when_not_matched_insert_all()."""
+    name = seeded(lx)
+    stats = fenced_upsert(lx.open(name), rows(["a"], [99]))
+    assert stats["num_updated_rows"] == 1 and stats["num_inserted_rows"] == 0
+    assert lx.values(name) == [("a", 99), ("b", 2)]
+
+
+# ---------------------------------------------------------------------------------------------
+# routes that drop the filter
+
+
+def test_btree_default_route_same_key_race_lands_duplicate(lx: Lx) -> None:
+    """With a BTREE on ``id`` and no use_index(False), the default (indexed) route attaches no filter:
+    a same-key race lands a duplicate. Rule: always .use_index(False)."""
+    name = seeded(lx)
+    lx.open(name).create_scalar_index("id", "BTREE")
+    first, second = stale_pair(lx, name)
+    indexed_insert(first, rows(["c"], [10]))
+    indexed_insert(second, rows(["c"], [20]))
+    assert lx.values(name) == [("a", 1), ("b", 2), ("c", 10), ("c", 20)]
+
+
+def test_btree_with_use_index_false_same_key_race_fails_retryably(lx: Lx) -> None:
+    """With a BTREE on ``id`` but .use_index(False), the same-key race is fenced (second raises).
+    Rule: always .use_index(False), even when an index exists."""
+    name = seeded(lx)
+    lx.open(name).create_scalar_index("id", "BTREE")
+    first, second = stale_pair(lx, name)
+    fenced_insert(first, rows(["c"], [10]))
+    with pytest.raises(OSError, match=RETRYABLE):
+        fenced_insert(second, rows(["c"], [20]))
+    assert lx.values(name) == [("a", 1), ("b", 2), ("c", 10)]
+
+
+def test_execute_uncommitted_then_commit_lands_duplicate(lx: Lx) -> None:
+    """execute_uncommitted() returns (Transaction, stats); committing it via LanceDataset.commit from
+    the stale read version after a filtered insert of the same key lands a duplicate (the filter is
+    dropped). Rule: never stage-then-commit a keyed write."""
+    name = seeded(lx)
+    staged, racer = stale_pair(lx, name)
+    tx, stats = (
+        staged.merge_insert("id")
+        .when_matched_fail()
+        .when_not_matched_insert_all()
+        .conflict_retries(0)
+        .use_index(False)
+        .execute_uncommitted(rows(["c"], [20]))
+    )
+    assert isinstance(tx, lance.Transaction)
+    assert stats["num_inserted_rows"] == 1
+    fenced_insert(racer, rows(["c"], [10]))
+    lx.commit(name, tx, read_version=staged.version)
+    assert lx.values(name) == [("a", 1), ("b", 2), ("c", 10), ("c", 20)]
+
+
+def test_bare_append_after_filtered_insert_lands_duplicate(lx: Lx) -> None:
+    """A bare append (write_dataset mode="append") after a filtered insert of the same key lands a
+    duplicate: PK metadata does not make appends unique. Rule: no Append to a keyed table, ever."""
+    name = seeded(lx)
+    fenced_insert(lx.open(name), rows(["c"], [10]))
+    lx.append(name, rows(["c"], [20]))
+    assert lx.values(name) == [("a", 1), ("b", 2), ("c", 10), ("c", 20)]
+
+
+@pytest.mark.parametrize("on", ["v", ["id", "v"]], ids=["on-v", "on-id-and-v"])
+def test_merge_on_other_columns_after_filtered_insert_lands_duplicate(lx: Lx, on) -> None:
+    """A stale merge ON a column set other than exactly ``id`` (``v``, or ``id`` plus ``v``) that
+    commits after a filtered insert of the same id carries no filter and lands a duplicate id.
+    Rule: no merge ON anything but ``id`` on a keyed table."""
+    name = seeded(lx)
+    filtered, other = stale_pair(lx, name)
+    fenced_insert(filtered, rows(["c"], [10]))
+    fenced_upsert(other, rows(["c"], [99]), on=on)
+    assert lx.values(name) == [("a", 1), ("b", 2), ("c", 10), ("c", 99)]
+
+
+# ---------------------------------------------------------------------------------------------
+# commit order: the conflict check is directional (RFC-023 2.2)
+
+
+def test_unsafe_order_stale_bare_append_after_filtered_update_lands_duplicate(lx: Lx) -> None:
+    """UNSAFE ORDER - filtered Update first, stale bare Append second: an Append staged from the old
+    version (write_fragments + LanceOperation.Append, committed with the stale read_version) treats
+    the committed filtered Update as compatible and lands a duplicate. Rule: no Append to a keyed
+    table; and this is why the fleet barrier exists: an old (unfenced) writer still running after a
+    fenced writer won can land a duplicate, so every old writer must be gone before activation."""
+    name = seeded(lx)
+    stale_version = lx.open(name).version
+    fragments = lance.fragment.write_fragments(rows(["c"], [20]), lx.uri(name), storage_options=lx.opts)
+    fenced_insert(lx.open(name), rows(["c"], [10]))
+    lx.commit(name, lance.LanceOperation.Append(fragments), read_version=stale_version)
+    assert lx.values(name) == [("a", 1), ("b", 2), ("c", 10), ("c", 20)]
+
+
+def test_safe_order_filtered_update_after_bare_append_fails_retryably(lx: Lx) -> None:
+    """SAFE ORDER - bare Append first, stale filtered Update second: the filtered writer (current
+    Some vs committed Append) retries conservatively. Only this direction is fenced, which is why the
+    fenced writer alone cannot protect against old appenders (fleet barrier)."""
+    name = seeded(lx)
+    filtered = lx.open(name)
+    lx.append(name, rows(["c"], [20]))
+    with pytest.raises(OSError, match=RETRYABLE):
+        fenced_insert(filtered, rows(["c"], [10]))
+    assert lx.values(name) == [("a", 1), ("b", 2), ("c", 20)]
+
+
+def test_unsafe_order_unfiltered_update_after_filtered_update_lands_duplicate(lx: Lx) -> None:
+    """UNSAFE ORDER - filtered Update first, stale unfiltered Update second (an indexed default-route
+    merge, as a pre-fence writer with a BTREE does): current None vs committed Some has no
+    conservative arm, it rebases and lands a duplicate. Rule: always use_index(False); and this is
+    why the fleet barrier exists: a filtered winner cannot stop a stale unfiltered writer."""
+    name = seeded(lx)
+    lx.open(name).create_scalar_index("id", "BTREE")
+    filtered, unfiltered = stale_pair(lx, name)
+    fenced_insert(filtered, rows(["c"], [10]))
+    indexed_insert(unfiltered, rows(["c"], [20]))
+    assert lx.values(name) == [("a", 1), ("b", 2), ("c", 10), ("c", 20)]
+
+
+UNFILTERED_UPDATES = {
+    "indexed-on-id": lambda ds, table: indexed_insert(ds, table),
+    "on-v": lambda ds, table: fenced_upsert(ds, table, on="v"),
+    "on-id-and-v": lambda ds, table: fenced_upsert(ds, table, on=["id", "v"]),
+}
+
+
+@pytest.mark.parametrize("unfiltered_kind", sorted(UNFILTERED_UPDATES))
+def test_safe_order_filtered_update_after_unfiltered_update_fails_retryably(lx: Lx, unfiltered_kind) -> None:
+    """SAFE ORDER - unfiltered Update first (indexed default-route merge on ``id``, or a merge ON
+    another column set), stale filtered Update second: current Some vs committed None retries
+    conservatively (second raises the retryable conflict). Only this direction is fenced; the
+    reverse order is not, hence the fleet barrier."""
+    name = seeded(lx)
+    lx.open(name).create_scalar_index("id", "BTREE")
+    unfiltered, filtered = stale_pair(lx, name)
+    UNFILTERED_UPDATES[unfiltered_kind](unfiltered, rows(["c"], [20]))
+    with pytest.raises(OSError, match=RETRYABLE):
+        fenced_insert(filtered, rows(["c"], [10]))
+    assert lx.values(name) == [("a", 1), ("b", 2), ("c", 20)]
+
+
+# ---------------------------------------------------------------------------------------------
+# PK metadata lifecycle
+
+
+def test_overwrite_without_pk_schema_silently_drops_pk(lx: Lx) -> None:
+    """An overwrite whose schema lacks the PK metadata succeeds and silently drops the PK.
+    Rule: every overwrite carries the catalog schema, then is checked."""
+    name = seeded(lx)
+    lx.overwrite(name, rows(["x"], [1], pk=False))
+    assert not lx.open(name).schema.field("id").metadata
+
+
+def test_overwrite_with_pk_schema_keeps_pk(lx: Lx) -> None:
+    """An overwrite carrying the PK schema keeps the PK. Rule: overwrite with the catalog schema."""
+    name = seeded(lx)
+    lx.overwrite(name, rows(["x"], [1], pk=True))
+    ds = lx.open(name)
+    assert ds.schema.field("id").metadata == {PK_KEY.encode(): b"true"}
+    assert lx.values(name) == [("x", 1)]
+
+
+@pytest.mark.parametrize(
+    "updates",
+    [
+        {"id": {PK_KEY: None}},
+        {"id": {PK_KEY: "true"}},
+        {"id": {PK_KEY: "false"}},
+        {"v": {PK_KEY: "true"}},
+    ],
+    ids=["remove", "reset-same-value", "change", "other-field"],
+)
+def test_pk_metadata_cannot_be_changed_once_set(lx: Lx, updates) -> None:
+    """Once set, the PK metadata cannot be removed, re-set to the same value, changed, or added to
+    another field: "cannot be changed once set", schema unchanged. Rule: read the schema before
+    installing; "already [id]" is success, anything else is refused."""
+    name = seeded(lx)
+    ds = lx.open(name)
+    schema_before, version_before = ds.schema, ds.version
+    with pytest.raises(OSError, match=PK_FROZEN):
+        ds.update_field_metadata(updates)
+    after = lx.open(name)
+    assert after.version == version_before
+    assert after.schema.equals(schema_before, check_metadata=True)
+
+
+def test_update_field_metadata_installs_pk_on_table_without_one(lx: Lx) -> None:
+    """On a table created without a PK, update_field_metadata({"id": {PK_KEY: "true"}}) installs it
+    as a new version (operation "UpdateConfig"). Rule: this is how the migrator installs the PK."""
+    name = seeded(lx, pk=False)
+    ds = lx.open(name)
+    assert not ds.schema.field("id").metadata
+    before = ds.version
+    ds.update_field_metadata({"id": {PK_KEY: "true"}})
+    after = lx.open(name)
+    assert after.version == before + 1
+    assert after.schema.field("id").metadata == {PK_KEY.encode(): b"true"}
+    assert op_name(after, after.version) == "UpdateConfig"
+    assert lx.values(name) == [("a", 1), ("b", 2)]
+
+
+# ---------------------------------------------------------------------------------------------
+# manifest table (PK object_id)
+
+
+def manifest(lx: Lx, name: str = "manifest") -> str:
+    lx.create(name, rows(["head", "t1", "t2"], [1, 1, 1], key="object_id"))
+    return name
+
+
+def test_manifest_upserts_of_same_row_race_second_fails(lx: Lx) -> None:
+    """Two manifest upserts from the same base that both update row "head": the second raises the
+    retryable conflict. Rule: the manifest "head" row is the graph-commit CAS point."""
+    name = manifest(lx)
+    first, second = stale_pair(lx, name)
+    fenced_upsert(first, rows(["head"], [2], key="object_id"), on="object_id")
+    with pytest.raises(OSError, match=RETRYABLE):
+        fenced_upsert(second, rows(["head"], [3], key="object_id"), on="object_id")
+    assert lx.values(name, key="object_id") == [("head", 2), ("t1", 1), ("t2", 1)]
+
+
+def test_manifest_upserts_of_disjoint_rows_race_both_land(lx: Lx) -> None:
+    """Two manifest upserts from the same base updating disjoint rows both land (the second rebases).
+    Rule: only rows a commit touches conflict; the "head" row must be in every graph commit."""
+    name = manifest(lx)
+    first, second = stale_pair(lx, name)
+    fenced_upsert(first, rows(["t1"], [2], key="object_id"), on="object_id")
+    fenced_upsert(second, rows(["t2"], [3], key="object_id"), on="object_id")
+    assert lx.values(name, key="object_id") == [("head", 1), ("t1", 2), ("t2", 3)]
+
+
+def test_schema_metadata_survives_merge_insert(lx: Lx) -> None:
+    """update_schema_metadata() then a merge_insert keeps the schema metadata. Rule: the manifest's
+    format marker lives in schema metadata and survives ordinary manifest writes."""
+    name = manifest(lx)
+    lx.open(name).update_schema_metadata({"omnigraph:format": "5"})
+    fenced_upsert(lx.open(name), rows(["head"], [2], key="object_id"), on="object_id")
+    assert lx.open(name).schema.metadata == {b"omnigraph:format": b"5"}
+
+
+def test_branch_keeps_schema_metadata_from_before_main_update(lx: Lx) -> None:
+    """A Lance branch created before a schema-metadata update on main keeps the old metadata.
+    Rule: the format marker is per-branch; migration must visit every branch."""
+    name = manifest(lx)
+    ds = lx.open(name)
+    ds.update_schema_metadata({"omnigraph:format": "4"})
+    ds = lx.open(name)
+    ds.create_branch("b", reference=("main", ds.version), storage_options=lx.opts)
+    lx.open(name).update_schema_metadata({"omnigraph:format": "5"})
+    assert lx.open(name).schema.metadata == {b"omnigraph:format": b"5"}
+    branch = lx.open(name).checkout_version(("b", None))
+    assert branch.schema.metadata == {b"omnigraph:format": b"4"}
+
+
+# ---------------------------------------------------------------------------------------------
+# branches
+
+
+def test_branch_starts_at_fork_version_and_writes_stay_on_branch(lx: Lx) -> None:
+    """create_branch("b", reference=("main", v)) returns a dataset on the branch whose version starts
+    at v; a merge_insert on it writes to the branch only. Rule: branch writes go through a handle
+    checked out on that branch."""
+    name = seeded(lx)
+    main = lx.open(name)
+    fork = main.version
+    branch = main.create_branch("b", reference=("main", fork), storage_options=lx.opts)
+    assert branch.version == fork
+    fenced_insert(branch, rows(["c"], [10]))
+    assert lx.open(name).version == fork
+    assert lx.keys(name) == ["a", "b"]
+    latest = lx.open(name).checkout_version(("b", None))
+    assert latest.version == fork + 1
+    assert sorted(latest.to_table()["id"].to_pylist()) == ["a", "b", "c"]
+
+
+def test_checkout_branch_latest_and_fork_point(lx: Lx) -> None:
+    """checkout_version(("b", None)) opens the branch's latest version, ("b", v) its fork point.
+    Rule: the engine opens branch heads and fork points by (branch, version)."""
+    name = seeded(lx)
+    main = lx.open(name)
+    fork = main.version
+    branch = main.create_branch("b", reference=("main", fork), storage_options=lx.opts)
+    fenced_insert(branch, rows(["c"], [10]))
+    reopened = lx.open(name)
+    latest = reopened.checkout_version(("b", None))
+    at_fork = reopened.checkout_version(("b", fork))
+    assert latest.version == fork + 1
+    assert sorted(latest.to_table()["id"].to_pylist()) == ["a", "b", "c"]
+    assert at_fork.version == fork
+    assert sorted(at_fork.to_table()["id"].to_pylist()) == ["a", "b"]
+
+
+def test_branches_list_reports_parentage(lx: Lx) -> None:
+    """branches.list() maps names to dicts with parent_branch (None when forked from main),
+    parent_version and branch_identifier; a branch of a branch has parent_branch set. Rule: migration walks every
+    branch using this listing."""
+    name = seeded(lx)
+    main = lx.open(name)
+    fork = main.version
+    b = main.create_branch("b", reference=("main", fork), storage_options=lx.opts)
+    fenced_insert(b, rows(["c"], [10]))
+    b = lx.open(name).checkout_version(("b", None))
+    b.create_branch("c", reference=("b", b.version), storage_options=lx.opts)
+    listing = lx.open(name).branches.list()
+    assert set(listing) == {"b", "c"}
+    assert all(isinstance(record, dict) for record in listing.values())
+    assert listing["b"]["parent_branch"] is None  # forked from main
+    assert listing["b"]["parent_version"] == fork
+    assert listing["c"]["parent_branch"] == "b"
+    assert listing["c"]["parent_version"] == fork + 1
+    # branch_identifier is the lineage: a list of (version, uuid) pairs, the child extending its parent's
+    b_ident, c_ident = listing["b"]["branch_identifier"], listing["c"]["branch_identifier"]
+    assert len(b_ident) == 1 and len(c_ident) == 2
+    assert c_ident[0] == b_ident[0]
+    assert all(isinstance(part, tuple) and len(part) == 2 for part in c_ident)
+
+
+def test_deleting_a_branch_with_a_child_is_refused(lx: Lx) -> None:
+    """Deleting a branch another branch was created from is refused ("referenced by").
+    Rule: branch deletion order is children first."""
+    name = seeded(lx)
+    main = lx.open(name)
+    b = main.create_branch("b", reference=("main", main.version), storage_options=lx.opts)
+    b.create_branch("c", reference=("b", b.version), storage_options=lx.opts)
+    with pytest.raises(OSError, match="referenced by"):
+        lx.open(name).branches.delete("b")
+    assert set(lx.open(name).branches.list()) == {"b", "c"}
+
+
+def test_branch_fork_unaffected_by_later_main_writes(lx: Lx) -> None:
+    """A branch's fork is unaffected by later writes to main. Rule: a branch is an isolated line."""
+    name = seeded(lx)
+    main = lx.open(name)
+    main.create_branch("b", reference=("main", main.version), storage_options=lx.opts)
+    fenced_insert(lx.open(name), rows(["m"], [5]))
+    assert lx.keys(name) == ["a", "b", "m"]
+    branch = lx.open(name).checkout_version(("b", None))
+    assert sorted(branch.to_table()["id"].to_pylist()) == ["a", "b"]
+
+
+# ---------------------------------------------------------------------------------------------
+# restore
+
+
+def test_restore_creates_a_new_restore_version(lx: Lx) -> None:
+    """restore() of an older version creates a new version whose operation is "Restore" and whose
+    data is the old version's. Rule: a restore is a write; the manifest is republished after it."""
+    name = seeded(lx)
+    fenced_insert(lx.open(name), rows(["c"], [10]))
+    latest = lx.open(name).version
+    lx.open(name, version=1).restore()
+    ds = lx.open(name)
+    assert ds.version == latest + 1
+    assert op_name(ds, ds.version) == "Restore"
+    assert lx.keys(name) == ["a", "b"]
+
+
+def test_merge_insert_from_before_a_restore_is_incompatible(lx: Lx) -> None:
+    """A merge_insert from a read version older than a restore fails as "Incompatible transaction".
+    Rule: the project republishes the manifest after any restore."""
+    name = seeded(lx)
+    fenced_insert(lx.open(name), rows(["c"], [10]))
+    stale = lx.open(name)
+    lx.open(name, version=1).restore()
+    with pytest.raises(OSError, match="Incompatible transaction"):
+        fenced_insert(stale, rows(["d"], [20]))
+    assert lx.keys(name) == ["a", "b"]
+
+
+# ---------------------------------------------------------------------------------------------
+# transaction operation names
+
+
+def test_read_transaction_operation_names(lx: Lx) -> None:
+    """read_transaction(v).operation type names: create and overwrite -> "Overwrite", merge_insert ->
+    "Update", update_field_metadata -> "UpdateConfig", append -> "Append". Rule: recovery and the
+    version-walk classify history by these names."""
+    name = seeded(lx, pk=False)
+    lx.open(name).update_field_metadata({"id": {PK_KEY: "true"}})
+    fenced_insert(lx.open(name), rows(["c"], [10]))
+    lx.append(name, rows(["d"], [20]))
+    lx.overwrite(name, rows(["x"], [1]))
+    ds = lx.open(name)
+    assert [op_name(ds, v) for v in range(1, ds.version + 1)] == [
+        "Overwrite",
+        "UpdateConfig",
+        "Update",
+        "Append",
+        "Overwrite",
+    ]
