@@ -1,0 +1,27 @@
+"""Create-if-absent claims on object storage (local and S3): acquire, inspect, release, break.
+
+See :mod:`claims.claim` for the contracts and for why there is no time-based takeover.
+"""
+
+from claims.canonical import canonical_json
+from claims.claim import acquire, break_, break_record_path, inspect, release
+from claims.document import BreakRecord, ClaimDocument
+from claims.errors import ClaimCorrupt, validation_problem
+from claims.fields import ClaimToken, UtcTimestamp, new_token, utc_timestamp
+
+__all__ = [
+    "BreakRecord",
+    "ClaimCorrupt",
+    "ClaimDocument",
+    "ClaimToken",
+    "UtcTimestamp",
+    "acquire",
+    "break_",
+    "break_record_path",
+    "canonical_json",
+    "inspect",
+    "new_token",
+    "release",
+    "utc_timestamp",
+    "validation_problem",
+]

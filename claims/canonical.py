@@ -1,0 +1,21 @@
+"""Canonical JSON: the one byte encoding of every claim, break record and ledger record.
+
+Contract: keys sorted at every level, ``separators=(",", ":")``, UTF-8 without ASCII escaping,
+no NaN or infinity. Equal values always encode to equal bytes, so a document read back and
+re-encoded is byte-identical to what was written.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+
+def canonical_json(value: BaseModel | Any) -> bytes:
+    """The canonical UTF-8 JSON bytes of ``value`` (a pydantic model is dumped in JSON mode)."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8")

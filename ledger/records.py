@@ -1,0 +1,225 @@
+"""Every kind of migration ledger record, as one pydantic discriminated union.
+
+A record is stored as canonical JSON at ``<ledger dir>/<seq:08d>.json``; its sequence number is
+its file name, never a field. Every record carries ``kind`` (the discriminator), ``token`` (the
+migration claim's token), ``at`` (ISO-8601 UTC, ``Z``) and ``migration_id``. Models are frozen,
+forbid unknown fields and validate strictly (``"7"`` is not an int), so a stored record either
+parses exactly or is refused. Lists are stored in the order the writer gives them: writers sort
+them (deterministic output is the writer's contract, not this module's).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, TypeAdapter, model_validator
+
+from claims.fields import ClaimToken, UtcTimestamp, utc_timestamp
+
+Text = Annotated[str, Field(min_length=1)]
+UnitStepName = Literal[
+    "sidecar_written", "fork_created", "fork_adopted", "pk_installed", "pk_present", "published", "digest_checked"
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class UnitPlan(_Strict):
+    """One migration unit: a live keyed table as one graph branch pins it."""
+
+    unit_id: Text
+    graph_branch: Text
+    branch_incarnation: Text
+    table_key: Text
+    table_path: Text
+    pinned_table_branch: str | None
+    pinned_table_version: NonNegativeInt
+    image_id: Text
+
+
+class InventoryEntry(_Strict):
+    """One duplicate or null ``id`` found while validating a pinned table image."""
+
+    entity_kind: Literal["node", "edge"]
+    type_name: Text
+    entity_id: str | None
+    problem: Literal["duplicate", "null"]
+    graph_branches: list[str]
+    table_path: Text
+    table_branch: str | None
+    table_version: NonNegativeInt
+    rows: NonNegativeInt
+
+
+class DriftItem(_Strict):
+    """Something that moved under the barrier: what, the expected value, the value found."""
+
+    what: Text
+    expected: str
+    actual: str
+
+
+class RepairDecision(_Strict):
+    """What a duplicate repair did with one id: keep it, rename it to ``new_id``, or delete it."""
+
+    entity_id: str
+    action: Literal["keep", "rename", "delete"]
+    new_id: str | None
+    rows: NonNegativeInt
+
+    @model_validator(mode="after")
+    def _new_id_only_for_rename(self) -> RepairDecision:
+        if (self.action == "rename") != (self.new_id is not None):
+            raise ValueError("new_id is required for action 'rename' and forbidden otherwise")
+        return self
+
+
+class LedgerRecord(_Strict):
+    """Fields every record carries; ``at`` defaults to now."""
+
+    kind: str
+    token: ClaimToken
+    at: UtcTimestamp = Field(default_factory=utc_timestamp)
+    migration_id: Text
+
+
+class MigrationStarted(LedgerRecord):
+    """First record of every ledger: who runs the migration of which graph."""
+
+    kind: Literal["migration_started"] = "migration_started"
+    owner: Text
+    host: Text
+    pid: PositiveInt
+    tool_version: Text
+    graph_uri: Text
+
+
+class BarrierSet(LedgerRecord):
+    kind: Literal["barrier_set"] = "barrier_set"
+    previous_format: Text
+    format: Literal["migrating"] = "migrating"
+
+
+class PlanRecorded(LedgerRecord):
+    kind: Literal["plan_recorded"] = "plan_recorded"
+    units: list[UnitPlan]
+
+
+class ImageValidated(LedgerRecord):
+    kind: Literal["image_validated"] = "image_validated"
+    image_id: Text
+    table_path: Text
+    table_branch: str | None
+    table_version: NonNegativeInt
+    rows: NonNegativeInt
+    digest: Text
+
+
+class ValidationFailedRecord(LedgerRecord):
+    kind: Literal["validation_failed"] = "validation_failed"
+    inventory: list[InventoryEntry]
+
+
+class UnitStep(LedgerRecord):
+    """One achieved step of a unit; ``table_version`` None when the step moved no table."""
+
+    kind: Literal["unit_step"] = "unit_step"
+    unit_id: Text
+    step: UnitStepName
+    table_branch: str | None
+    table_version: NonNegativeInt | None
+    detail: str = ""
+
+
+class UnitCompleted(LedgerRecord):
+    kind: Literal["unit_completed"] = "unit_completed"
+    unit_id: Text
+    table_branch: str | None
+    table_version: NonNegativeInt
+    digest: Text
+
+
+class DriftDetected(LedgerRecord):
+    kind: Literal["drift_detected"] = "drift_detected"
+    moved: list[DriftItem]
+
+
+class Verified(LedgerRecord):
+    kind: Literal["verified"] = "verified"
+    ok: bool
+    problems: list[str]
+
+
+class StampWritten(LedgerRecord):
+    kind: Literal["stamp_written"] = "stamp_written"
+    format: Text
+
+
+class ClaimReleased(LedgerRecord):
+    kind: Literal["claim_released"] = "claim_released"
+
+
+class Aborted(LedgerRecord):
+    kind: Literal["aborted"] = "aborted"
+    stamp_restored: Text
+    reason: str
+
+
+class Resumed(LedgerRecord):
+    kind: Literal["resumed"] = "resumed"
+    owner: Text
+    host: Text
+    pid: PositiveInt
+
+
+class ClaimBroken(LedgerRecord):
+    kind: Literal["claim_broken"] = "claim_broken"
+    breaker: Text
+    reason: Text
+
+
+class PlaybookStep(LedgerRecord):
+    kind: Literal["playbook_step"] = "playbook_step"
+    playbook: Text
+    step: Text
+    status: Literal["ok", "failed", "skipped"]
+    detail: str
+
+
+class RepairApplied(LedgerRecord):
+    kind: Literal["repair_applied"] = "repair_applied"
+    graph_branch: Text
+    table_key: Text
+    decisions: list[RepairDecision]
+    commit_id: Text
+
+
+Record = Annotated[
+    MigrationStarted
+    | BarrierSet
+    | PlanRecorded
+    | ImageValidated
+    | ValidationFailedRecord
+    | UnitStep
+    | UnitCompleted
+    | DriftDetected
+    | Verified
+    | StampWritten
+    | ClaimReleased
+    | Aborted
+    | Resumed
+    | ClaimBroken
+    | PlaybookStep
+    | RepairApplied,
+    Field(discriminator="kind"),
+]
+
+RECORD_ADAPTER: TypeAdapter[Record] = TypeAdapter(Record)
+RECORD_TYPES: tuple[type[LedgerRecord], ...] = get_args(get_args(Record)[0])
+
+
+def parse_record(data: bytes) -> Record:
+    """Parse one stored record; ``pydantic.ValidationError`` if it is not JSON or not a record."""
+    return RECORD_ADAPTER.validate_json(data)
