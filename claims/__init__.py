@@ -3,7 +3,7 @@
 See :mod:`claims.claim` for the contracts and for why there is no time-based takeover.
 """
 
-from claims.canonical import canonical_json
+from engine.canonical_json import canonical_json
 from claims.claim import acquire, break_, break_record_path, inspect, release
 from claims.document import BreakRecord, ClaimDocument
 from claims.errors import ClaimCorrupt, validation_problem

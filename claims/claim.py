@@ -33,7 +33,7 @@ from typing import Any
 from pydantic import ValidationError
 
 import engine
-from claims.canonical import canonical_json
+from engine.canonical_json import canonical_json
 from claims.document import BreakRecord, ClaimDocument
 from claims.errors import ClaimCorrupt, validation_problem
 from claims.fields import new_token, utc_timestamp

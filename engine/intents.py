@@ -8,13 +8,13 @@ Resolution records are written to ``__recovery/log/<operation-id>.json``.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from engine.canonical_json import canonical_json
 from engine.errors import Internal
 from engine.storage import GraphStore
 
@@ -75,11 +75,6 @@ class RecoveryRecord(BaseModel):
     resolved_by_host: str
     resolved_by_pid: int
     resolved_at: int
-
-
-def canonical_json(model: BaseModel) -> bytes:
-    """Sorted-key compact JSON of a model (the persisted form of every document here)."""
-    return json.dumps(model.model_dump(mode="json"), sort_keys=True, separators=(",", ":")).encode()
 
 
 def process_start_marker(pid: int) -> str | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from claims.canonical import canonical_json
+from engine.canonical_json import canonical_json
 from claims.errors import validation_problem
 from engine.errors import BadRequest, NotFound
 from engine.storage import GraphStore

@@ -1,4 +1,4 @@
-"""Canonical JSON: the one byte encoding of every claim, break record and ledger record.
+"""Canonical JSON: the one byte encoding of every persisted document (intents, claims, ledger records).
 
 Contract: keys sorted at every level, ``separators=(",", ":")``, UTF-8 without ASCII escaping,
 no NaN or infinity. Equal values always encode to equal bytes, so a document read back and
