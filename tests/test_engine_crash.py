@@ -1,0 +1,135 @@
+"""Crash matrix of the write protocol: a real process exits at each named failpoint.
+
+After the crash, the next read-write open must converge: a commit that did not publish leaves no
+trace (rows, versions pinned), a commit that published stays, no intent is left, the resolution is
+logged, and the graph keeps accepting writes (including the same load again).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
+from engine.fenced_profile import FENCED_PROFILE
+from engine.graph import init_graph, open_graph
+from engine.intents import RECOVERY_DIR, RECOVERY_LOG_DIR, list_intents
+from engine.lance_io import latest_version
+from engine.export import export_lines
+from engine.load import load
+from engine.branches import create_branch
+from engine.storage import open_store
+
+SCHEMA = """
+node Person { name: String @key }
+edge Knows: Person -> Person
+"""
+BASE = [
+    {"type": "Person", "data": {"name": "ann"}},
+    {"type": "Person", "data": {"name": "bob"}},
+]
+DELTA = [
+    {"type": "Person", "data": {"name": "cid"}},
+    {"edge": "Knows", "from": "ann", "to": "cid", "data": {"id": "k1"}},
+]
+OMNIGRAPH = str(Path(sys.executable).parent / "omnigraph")
+
+
+def _jsonl(records: list[dict]) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in records).encode()
+
+
+def _export(uri: str, branch: str) -> list[str]:
+    return list(export_lines(open_graph(uri, FENCED_PROFILE, write=False), branch))
+
+
+def _run_load(uri: str, data: Path, branch: str, failpoint: str | None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if failpoint:
+        env[FAILPOINT_ENV] = failpoint
+    return subprocess.run(
+        [OMNIGRAPH, "load", "--mode", "append", "--data", str(data), "--branch", branch, uri],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    "failpoint, branch, published",
+    [
+        ("write.after_arm", "main", False),
+        ("write.after_fork", "feat", False),
+        ("write.after_effect", "main", False),
+        ("write.after_effect", "feat", False),
+        ("write.after_publish", "main", True),
+        ("write.after_publish", "feat", True),
+    ],
+)
+def test_crashed_commit_converges_on_next_open(
+    root_uri: str, tmp_path: Path, failpoint: str, branch: str, published: bool
+) -> None:
+    graph = init_graph(root_uri, SCHEMA, FENCED_PROFILE)
+    load(graph, _jsonl(BASE), mode="append", branch="main", actor="test")
+    create_branch(graph, "feat")
+    before = _export(root_uri, branch)
+    delta = tmp_path / "delta.jsonl"
+    delta.write_bytes(_jsonl(DELTA))
+
+    crashed = _run_load(root_uri, delta, branch, failpoint)
+    assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
+    store = open_store(root_uri)
+    assert len(list_intents(store)) == 1
+
+    reopened = open_graph(root_uri, FENCED_PROFILE, write=True)
+    assert list_intents(store) == []
+    [record] = reopened.recovered
+    assert record.outcome == ("published" if published else "rolled_back")
+    assert store.exists(f"{RECOVERY_LOG_DIR}/{record.operation_id}.json")
+    assert [name for name in store.list(RECOVERY_DIR) if name.endswith(".json")] == []
+
+    after = _export(root_uri, branch)
+    if published:
+        assert len(after) == len(before) + 2
+        assert _run_load(root_uri, delta, branch, None).returncode == 1  # now a key_conflict
+    else:
+        assert after == before
+        # Every table HEAD equals what the manifest pins (restores were republished).
+        for entry in reopened.manifest.snapshot(branch).tables.values():
+            assert latest_version(store, entry.table_path, entry.table_branch) == entry.table_version
+        rerun = _run_load(root_uri, delta, branch, None)
+        assert rerun.returncode == 0, rerun.stderr
+        assert len(_export(root_uri, branch)) == len(before) + 2
+    untouched = "main" if branch == "feat" else "feat"
+    assert len(_export(root_uri, untouched)) == len(BASE)
+
+
+def test_live_writers_intent_is_left_alone(root_uri: str) -> None:
+    """An intent whose writer is a live process on this host is not resolved by another open."""
+    from engine.intents import WriteIntent, arm, process_start_marker, this_host
+
+    init_graph(root_uri, SCHEMA, FENCED_PROFILE)
+    store = open_store(root_uri)
+    intent = WriteIntent(
+        operation_id="01LIVE0000000000000000000",
+        graph_branch="main",
+        base_manifest_version=1,
+        base_commit_id="x",
+        tables=[],
+        actor="t",
+        program="omnigraph",
+        host=this_host(),
+        pid=os.getpid(),
+        process_start=process_start_marker(os.getpid()),
+        created_at=0,
+    )
+    arm(store, intent)
+    assert open_graph(root_uri, FENCED_PROFILE, write=True).recovered == []
+    assert [i.operation_id for i in list_intents(store)] == [intent.operation_id]
+    dead = intent.model_copy(update={"operation_id": "01DEAD0000000000000000000", "pid": 2**22 + 17})
+    arm(store, dead)
+    recovered = open_graph(root_uri, FENCED_PROFILE, write=True).recovered
+    assert [r.operation_id for r in recovered] == [dead.operation_id]
