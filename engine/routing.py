@@ -18,11 +18,15 @@ from engine.storage import GraphStore
 
 @dataclass(frozen=True)
 class TableRouter:
-    """How one binary creates and writes node/edge tables (rows are already validated)."""
+    """How one binary creates and writes node/edge tables (rows are already validated).
+
+    ``check_writable`` runs on every table opened for a write, before any effect; ``None`` means
+    the binary checks nothing (the format-4 writer predates PK metadata and ignores it).
+    """
 
     with_pk: bool
     create_table: Callable[[GraphStore, str, pa.Schema], int]
-    check_writable: Callable[[lance.LanceDataset, str], None]
+    check_writable: Callable[[lance.LanceDataset, str], None] | None
     strict_insert: Callable[[lance.LanceDataset, pa.Table], int]
     upsert: Callable[[lance.LanceDataset, pa.Table], int]
     overwrite: Callable[[lance.LanceDataset, pa.Table, pa.Schema], int]

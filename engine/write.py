@@ -146,7 +146,8 @@ def _apply_effects(
                 ensure_fork(store, entry.table_path, str(table.target_branch), entry.table_branch, entry.table_version, operation_id)
                 failpoint("write.after_fork")
             dataset = open_dataset(store, entry.table_path, table.target_branch, entry.table_version)
-            router.check_writable(dataset, entry.table_path)
+            if router.check_writable is not None:
+                router.check_writable(dataset, entry.table_path)
             if write.kind == "insert":
                 version = router.strict_insert(dataset, write.rows)
             elif write.kind == "upsert":

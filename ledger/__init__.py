@@ -6,7 +6,7 @@ passes the directory). See :mod:`ledger.ledger` for the write/read contracts,
 """
 
 from ledger.errors import LedgerCorrupt, LedgerFenced
-from ledger.fold import PHASE_OF_KIND, FoldedState, Phase, UnitState, fold
+from ledger.fold import PHASE_OF_KIND, FoldedState, ImageState, Phase, UnitState, fold
 from ledger.layout import record_path
 from ledger.ledger import Ledger, LedgerReplay
 from ledger.records import (
@@ -14,6 +14,7 @@ from ledger.records import (
     RECORD_TYPES,
     Aborted,
     BarrierSet,
+    BranchPlan,
     ClaimBroken,
     ClaimReleased,
     DriftDetected,
@@ -47,11 +48,13 @@ __all__ = [
     "SCHEMA_FILE",
     "Aborted",
     "BarrierSet",
+    "BranchPlan",
     "ClaimBroken",
     "ClaimReleased",
     "DriftDetected",
     "DriftItem",
     "FoldedState",
+    "ImageState",
     "ImageValidated",
     "InventoryEntry",
     "Ledger",

@@ -5,7 +5,8 @@ offending record's path):
 
 - the first record is ``migration_started`` and no later record is;
 - every record carries the first record's ``token`` and ``migration_id``;
-- ``plan_recorded`` appears at most once, with distinct unit ids;
+- ``plan_recorded`` lists distinct unit ids; a later ``plan_recorded`` (a re-plan after a
+  duplicate repair) replaces the plan only while no unit has progressed;
 - ``unit_step`` / ``unit_completed`` name a planned unit that is not completed yet.
 
 ``phase`` is the phase of the last lifecycle record (see :data:`PHASE_OF_KIND`); the other kinds
@@ -13,8 +14,8 @@ offending record's path):
 it unchanged. ``owner`` is the owner of ``migration_started`` or of the last ``resumed``. A unit
 starts ``planned`` at its pinned location; a ``unit_step`` makes it ``in_progress`` and, when it
 reports a ``table_version``, moves it to ``(table_branch, table_version)``; ``unit_completed``
-makes it ``completed`` at the location it reports. ``images`` maps image id to the digest of its
-last ``image_validated`` record.
+makes it ``completed`` at the location it reports. ``images`` maps image id to the digest,
+fingerprint and row count of its last ``image_validated`` record.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ledger.errors import LedgerCorrupt
 from ledger.layout import record_path
 from ledger.records import (
     Aborted,
+    BranchPlan,
     ClaimReleased,
     ImageValidated,
     MigrationStarted,
@@ -78,6 +80,16 @@ class UnitState(BaseModel):
     table_version: int | None
 
 
+class ImageState(BaseModel):
+    """A validated image: logical digest, physical fingerprint and row count."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    digest: str
+    fingerprint: str
+    rows: int
+
+
 class FoldedState(BaseModel):
     """The migration as its ledger tells it; ``units`` and ``images`` serialize sorted by key."""
 
@@ -89,7 +101,8 @@ class FoldedState(BaseModel):
     phase: Phase
     units: dict[str, UnitState]
     plan: list[UnitPlan]
-    images: dict[str, str]
+    branches: list[BranchPlan]
+    images: dict[str, ImageState]
     stamp_written: bool
     claim_released: bool
     aborted: bool
@@ -110,22 +123,26 @@ def fold(records: list[tuple[int, Record]], directory: str) -> FoldedState:
     owner = first.owner
     phase: Phase = "started"
     plan: list[UnitPlan] | None = None
+    branches: list[BranchPlan] = []
     units: dict[str, UnitState] = {}
-    images: dict[str, str] = {}
+    images: dict[str, ImageState] = {}
     stamp_written = claim_released = aborted = False
     for seq, record in records[1:]:
         path = record_path(directory, seq)
         _check_identity(path, first, record)
         phase = PHASE_OF_KIND.get(record.kind, phase)
         if isinstance(record, PlanRecorded):
-            if plan is not None:
-                raise LedgerCorrupt(path, "a second plan_recorded; the plan is recorded once")
+            if any(unit.status != "planned" for unit in units.values()):
+                raise LedgerCorrupt(path, "plan_recorded after units progressed; a plan is replaced only before that")
             plan = list(record.units)
+            branches = list(record.branches)
             units = _planned_units(path, plan)
         elif isinstance(record, (UnitStep, UnitCompleted)):
             units[record.unit_id] = _advance(path, units.get(record.unit_id), record)
         elif isinstance(record, ImageValidated):
-            images[record.image_id] = record.digest
+            images[record.image_id] = ImageState(
+                digest=record.digest, fingerprint=record.fingerprint, rows=record.rows
+            )
         elif isinstance(record, Resumed):
             owner = record.owner
         elif isinstance(record, StampWritten):
@@ -141,6 +158,7 @@ def fold(records: list[tuple[int, Record]], directory: str) -> FoldedState:
         phase=phase,
         units=units,
         plan=plan or [],
+        branches=branches,
         images=images,
         stamp_written=stamp_written,
         claim_released=claim_released,

@@ -39,6 +39,14 @@ class UnitPlan(_Strict):
     image_id: Text
 
 
+class BranchPlan(_Strict):
+    """A live graph branch as the plan saw it; a different head or incarnation later is drift."""
+
+    graph_branch: Text
+    incarnation: Text
+    head_commit_id: Text
+
+
 class InventoryEntry(_Strict):
     """One duplicate or null ``id`` found while validating a pinned table image."""
 
@@ -104,6 +112,7 @@ class BarrierSet(LedgerRecord):
 
 class PlanRecorded(LedgerRecord):
     kind: Literal["plan_recorded"] = "plan_recorded"
+    branches: list[BranchPlan]
     units: list[UnitPlan]
 
 
@@ -115,6 +124,7 @@ class ImageValidated(LedgerRecord):
     table_version: NonNegativeInt
     rows: NonNegativeInt
     digest: Text
+    fingerprint: Text
 
 
 class ValidationFailedRecord(LedgerRecord):

@@ -14,6 +14,8 @@ from engine.storage import GraphStore, open_store
 from ledger import (
     SCHEMA_FILE,
     BarrierSet,
+    BranchPlan,
+    ImageState,
     ImageValidated,
     Ledger,
     LedgerCorrupt,
@@ -97,7 +99,13 @@ def _lifecycle(store: GraphStore) -> Ledger:
     for record in (
         _started(),
         BarrierSet(previous_format="4", token=TOKEN, migration_id=MIGRATION, at=AT),
-        PlanRecorded(units=[_unit("u-1"), _unit("u-2")], token=TOKEN, migration_id=MIGRATION, at=AT),
+        PlanRecorded(
+            branches=[BranchPlan(graph_branch="main", incarnation="main", head_commit_id="c-1")],
+            units=[_unit("u-1"), _unit("u-2")],
+            token=TOKEN,
+            migration_id=MIGRATION,
+            at=AT,
+        ),
         ImageValidated(
             image_id="img-1",
             table_path="nodes/Person-1",
@@ -105,6 +113,7 @@ def _lifecycle(store: GraphStore) -> Ledger:
             table_version=3,
             rows=7,
             digest="d1",
+            fingerprint="f1",
             token=TOKEN,
             migration_id=MIGRATION,
             at=AT,
@@ -161,7 +170,8 @@ def test_append_numbers_records_and_replay_folds_them(root_uri: str) -> None:
     state = replay.state
     assert (state.migration_id, state.token, state.owner, state.phase) == (MIGRATION, TOKEN, "bob", "stamped")
     assert (state.stamp_written, state.claim_released, state.aborted, state.last_seq) == (True, False, False, 11)
-    assert state.images == {"img-1": "d1"}
+    assert state.images == {"img-1": ImageState(digest="d1", fingerprint="f1", rows=7)}
+    assert [b.head_commit_id for b in state.branches] == ["c-1"]
     assert [unit.unit_id for unit in state.plan] == ["u-1", "u-2"]
     assert state.units["u-2"].model_dump() == {
         "status": "completed",
@@ -371,3 +381,30 @@ def test_committed_schema_matches_the_models() -> None:
 def test_schema_command_prints_the_committed_schema() -> None:
     printed = subprocess.run([sys.executable, "-m", "ledger", "schema"], capture_output=True, text=True, check=True)
     assert printed.stdout == SCHEMA_FILE.read_text(encoding="utf-8")
+
+
+def _plan(*unit_ids: str) -> PlanRecorded:
+    return PlanRecorded(
+        branches=[BranchPlan(graph_branch="main", incarnation="main", head_commit_id="c-1")],
+        units=[_unit(u) for u in unit_ids],
+        token=TOKEN,
+        migration_id=MIGRATION,
+        at=AT,
+    )
+
+
+def test_a_replan_replaces_the_plan_only_before_any_unit_progressed(root_uri: str) -> None:
+    store = open_store(root_uri)
+    ledger = Ledger(store, DIR)
+    ledger.append(_started())
+    ledger.append(_plan("u-1"))
+    ledger.append(_plan("u-1", "u-2"))
+    assert sorted(ledger.replay().state.units) == ["u-1", "u-2"]
+    ledger.append(
+        UnitStep(unit_id="u-1", step="sidecar_written", table_branch=None, table_version=None,
+                 token=TOKEN, migration_id=MIGRATION, at=AT)
+    )
+    seq = ledger.append(_plan("u-3"))
+    with pytest.raises(LedgerCorrupt) as refused:
+        Ledger(store, DIR).replay()
+    assert record_path(DIR, seq) in refused.value.message

@@ -6,7 +6,8 @@
   both land (the bug the fencing migration exists to fix);
 * upsert is the default ``merge_insert("id")``, which takes the indexed route and attaches no
   key-conflict filter;
-* overwrite replaces the table with the catalog schema (no PK).
+* overwrite replaces the table with the catalog schema (no PK) and re-creates the BTREE;
+* PK metadata on a table (left by an aborted migration) is ignored, as the old binary did.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import FormatRefused
-from engine.lance_io import primary_key
 from engine.routing import EngineProfile, TableRouter
 from engine.stamps import FORMAT_4
 from engine.storage import GraphStore
@@ -35,12 +34,6 @@ def create_table(store: GraphStore, rel: str, schema: pa.Schema) -> int:
     )
     dataset.create_scalar_index("id", "BTREE")
     return int(dataset.version)
-
-
-def check_writable(dataset: lance.LanceDataset, where: str) -> None:
-    """The old writer refuses tables that already carry a PK (it predates them)."""
-    if primary_key(dataset.schema):
-        raise FormatRefused(f"{where} carries a primary key; upgrade omnigraph first")
 
 
 def strict_insert(dataset: lance.LanceDataset, rows: pa.Table) -> int:
@@ -69,7 +62,7 @@ def overwrite(dataset: lance.LanceDataset, rows: pa.Table, schema: pa.Schema) ->
 LEGACY_ROUTER = TableRouter(
     with_pk=False,
     create_table=create_table,
-    check_writable=check_writable,
+    check_writable=None,
     strict_insert=strict_insert,
     upsert=upsert,
     overwrite=overwrite,
