@@ -1,0 +1,200 @@
+"""``omnigraph-migrate``: preflight, plan, run, resume, status, verify, abort, duplicates.
+
+Exit codes (DESIGN section 6): 0 ok, 1 error (including drift), 2 usage, 3 claim or barrier
+held, 4 validation failed (duplicates/nulls), 5 recovery required, 6 format refused. With
+``--json`` one JSON document goes to stdout; people-facing text and progress go to stderr. A
+duplicate inventory is also printed on stdout as tab-separated lines without ``--json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from engine.cli_support import actor_name, emit_json, json_option, reports_errors, say
+from engine.errors import ValidationFailed
+from ledger import InventoryEntry, Ledger, render_table
+from migrator import inspection
+from migrator.inventory import inventory_lines
+from migrator.layout import ledger_dir
+from migrator.progress import Progress, SilentProgress, StderrProgress
+from migrator.run import abort_migration, resume_migration, run_migration
+
+
+def _progress(as_json: bool) -> Progress:
+    return SilentProgress() if as_json else StderrProgress()
+
+
+def _print_inventory(entries: list[dict[str, Any]]) -> None:
+    for line in inventory_lines([InventoryEntry.model_validate(e) for e in entries]):
+        click.echo(line)
+
+
+def _inventory_on_stdout(command: Any) -> Any:
+    """Without --json, a validation failure also prints its inventory on stdout."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except ValidationFailed as failure:
+            if not kwargs.get("as_json") and failure.details.get("inventory"):
+                _print_inventory(failure.details["inventory"])
+            raise
+
+    wrapper.__name__ = command.__name__
+    wrapper.__doc__ = command.__doc__
+    return wrapper
+
+
+@click.group()
+def cli() -> None:
+    """omnigraph-migrate: upgrade a format-4 graph to key-conflict fencing (format 5) in place."""
+
+
+@cli.command("preflight")
+@click.argument("graph")
+@click.option("--validate", is_flag=True, help="Also scan every pinned image for duplicate or null ids.")
+@json_option
+@reports_errors
+@_inventory_on_stdout
+def preflight_command(graph: str, validate: bool, as_json: bool) -> None:
+    """Read-only readiness check: stamp 4, no pending writes, no claim, every unit listed."""
+    document = inspection.preflight(graph, validate, _progress(as_json))
+    if as_json:
+        emit_json(document)
+        return
+    inherited = sum(1 for u in document["units"] if u["inherited"])
+    say(
+        f"ready: {document['graph']} is at format 4 with {len(document['branches'])} branch(es), "
+        f"{len(document['units'])} unit(s) ({inherited} inherited), {document['images']} distinct image(s)"
+        + ("; no duplicate or null ids" if validate else "; add --validate to scan ids")
+    )
+    say(f"next: stop every server, CLI and embedded writer, then `omnigraph-migrate run {document['graph']} --owner NAME`")
+
+
+@cli.command("plan")
+@click.argument("graph")
+@json_option
+@reports_errors
+def plan_command(graph: str, as_json: bool) -> None:
+    """List the units (branch, table, pinned image) a migration would process."""
+    document = inspection.plan_command(graph)
+    if as_json:
+        emit_json(document)
+        return
+    for unit in document["units"]:
+        pinned = f"{unit['pinned_table_branch'] or 'main'}@v{unit['pinned_table_version']}"
+        say(f"{unit['graph_branch']:<20} {unit['table_key']:<28} {pinned:<20} {'inherited' if unit['inherited'] else 'owned'}")
+
+
+@cli.command("run")
+@click.argument("graph")
+@click.option("--owner", required=True, help="Who runs the migration (recorded in the claim and ledger).")
+@json_option
+@reports_errors
+@_inventory_on_stdout
+def run_command(graph: str, owner: str, as_json: bool) -> None:
+    """Migrate every branch of GRAPH to format 5 (needs every writer stopped)."""
+    outcome = run_migration(graph, owner, _progress(as_json))
+    if as_json:
+        emit_json(outcome.to_json())
+        return
+    say(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}")
+    say(f"next: `omnigraph-migrate verify {graph}`, then restart writers with the new omnigraph")
+
+
+@cli.command("resume")
+@click.argument("graph")
+@click.option("--token", required=True, help="The token of the crashed migration's claim.")
+@json_option
+@reports_errors
+@_inventory_on_stdout
+def resume_command(graph: str, token: str, as_json: bool) -> None:
+    """Continue a crashed migration from its ledger and sidecars."""
+    outcome = resume_migration(graph, token, actor_name(), _progress(as_json))
+    if as_json:
+        emit_json(outcome.to_json())
+        return
+    say(f"migration {outcome.migration_id} completed: {outcome.units} unit(s); stamp is {outcome.stamp}")
+
+
+@cli.command("abort")
+@click.argument("graph")
+@click.option("--token", required=True, help="The token of the migration's claim.")
+@click.option("--reason", default="aborted by operator", show_default=True)
+@json_option
+@reports_errors
+def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
+    """Put stamp 4 back and release the claim (before stamp 5 only). Installed PKs stay."""
+    document = abort_migration(graph, token, reason)
+    if as_json:
+        emit_json(document)
+        return
+    say(
+        f"aborted migration {document['migration_id']}: stamp is 4 again and the claim is released. "
+        "Primary keys already installed stay (roll-forward only); old writers may run again, so a "
+        "later `run` re-validates every image."
+    )
+
+
+@cli.command("status")
+@click.argument("graph")
+@json_option
+@reports_errors
+def status_command(graph: str, as_json: bool) -> None:
+    """The stamp, the claim holder and the latest migration's ledger."""
+    document = inspection.status(graph)
+    if as_json:
+        emit_json(document)
+        return
+    say(f"graph {document['graph']}: stamp {document['stamp']}")
+    claim = document["claim"]
+    if claim:
+        say(
+            f"claim held by {claim['owner']} on {claim['host']} (pid {claim['pid']}) since {claim['created_at']}; "
+            f"migration {claim['migration_id']}, token {claim['token']}"
+        )
+    else:
+        say("no claim")
+    if document["ledger"] is not None:
+        units = ", ".join(f"{state}: {count}" for state, count in document["units_by_state"].items()) or "none planned"
+        say(f"migration {document['migration_id']}: units {units}; elapsed {document['elapsed_seconds']}s")
+        from engine.storage import open_store
+
+        store = open_store(graph)
+        say(render_table(Ledger(store, ledger_dir(document["migration_id"])).replay()).rstrip())
+    say(f"next: {document['next']}")
+
+
+@cli.command("verify")
+@click.argument("graph")
+@json_option
+@reports_errors
+def verify_command(graph: str, as_json: bool) -> None:
+    """Check every live table on every branch has the PK [id] and nothing is unpublished."""
+    document = inspection.verify(graph)
+    if as_json:
+        emit_json(document)
+        return
+    say(f"ok: every live table on every branch of {document['graph']} is fenced (stamp {document['stamp']})")
+
+
+@cli.command("duplicates")
+@click.argument("graph")
+@json_option
+@reports_errors
+def duplicates_command(graph: str, as_json: bool) -> None:
+    """Print every duplicate or null id of every pinned image (exit 4 if any); takes no claim."""
+    document = inspection.duplicates(graph, _progress(as_json))
+    if as_json:
+        emit_json(document)
+    else:
+        _print_inventory(document["inventory"])
+        say(f"{len(document['inventory'])} problem(s) in {document['images']} image(s)")
+    if document["inventory"]:
+        raise SystemExit(4)
+
+
+def main() -> None:
+    cli()

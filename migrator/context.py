@@ -1,0 +1,40 @@
+"""The state one running migration carries: store, manifest, ledger, identity, progress."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from claims import inspect
+from engine.errors import ClaimHeld
+from engine.manifest import Manifest
+from engine.storage import GraphStore
+from ledger import Ledger
+from migrator.layout import CLAIM_PATH
+from migrator.progress import Progress
+
+
+@dataclass
+class Migration:
+    """A migration this process holds the claim of."""
+
+    store: GraphStore
+    manifest: Manifest
+    ledger: Ledger
+    migration_id: str
+    token: str
+    progress: Progress
+
+    def record(self, record_type: type[Any], **fields: Any) -> int:
+        """Append a ledger record of ``record_type`` carrying this migration's token and id."""
+        return self.ledger.append(record_type(token=self.token, migration_id=self.migration_id, **fields))
+
+    def require_claim(self) -> None:
+        """Refuse to go on unless the claim still carries this migration's token."""
+        holder = inspect(self.store, CLAIM_PATH)
+        if holder is None or holder.token != self.token:
+            raise ClaimHeld(
+                f"the migration claim of {self.store.uri} no longer carries this migration's token; "
+                "stopping before any further effect",
+                {"holder": holder.model_dump(mode="json") if holder else None, "path": CLAIM_PATH},
+            )

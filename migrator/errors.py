@@ -1,0 +1,21 @@
+"""Errors specific to the migrator."""
+
+from __future__ import annotations
+
+from engine.errors import EXIT_ERROR, OmnigraphError
+
+
+class DriftDetected(OmnigraphError):
+    """Something moved under the barrier (a writer was not stopped); the stamp is not written."""
+
+    code = "drift_detected"
+    http_status = 409
+    exit_code = EXIT_ERROR
+
+
+class MigrationRefused(OmnigraphError):
+    """The migration cannot proceed from the state it found (for example, a foreign fork)."""
+
+    code = "migration_refused"
+    http_status = 409
+    exit_code = EXIT_ERROR

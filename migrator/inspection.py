@@ -1,0 +1,141 @@
+"""Read-only commands: preflight, plan, duplicates, verify, status. None takes the claim."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from claims import inspect
+from engine import intents
+from engine.errors import NotFound, ValidationFailed
+from engine.manifest import Manifest
+from engine.storage import GraphStore, open_store
+from ledger import Ledger, render_json
+from migrator.errors import DriftDetected
+from migrator.inventory import inventory, validate_images
+from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
+from migrator.plan import MigrationPlan, build_plan, is_inherited
+from migrator.progress import Progress
+from migrator.run import refuse_unless_stamp_4
+from migrator.verify import migration_drift, structural_problems
+
+
+def _open(uri: str) -> tuple[GraphStore, Manifest]:
+    store = open_store(uri)
+    manifest = Manifest(store)
+    if not manifest.exists():
+        raise NotFound(f"no graph at {store.uri}", {"uri": store.uri})
+    return store, manifest
+
+
+def plan_document(plan: MigrationPlan) -> dict[str, Any]:
+    return {
+        "branches": [b.model_dump(mode="json") for b in plan.branches],
+        "units": [{**u.model_dump(mode="json"), "inherited": is_inherited(u)} for u in plan.units],
+        "images": len(plan.images()),
+    }
+
+
+def plan_command(uri: str) -> dict[str, Any]:
+    """The units a migration would process now."""
+    store, manifest = _open(uri)
+    stamp, _ = manifest.read_stamp()
+    return {"graph": store.uri, "stamp": stamp, **plan_document(build_plan(manifest))}
+
+
+def preflight(uri: str, validate: bool, progress: Progress) -> dict[str, Any]:
+    """Stamp 4, no intents, no claim, every unit listed; with ``validate`` the full id scan."""
+    store, manifest = _open(uri)
+    refuse_unless_stamp_4(store, manifest)
+    plan = build_plan(manifest)
+    document: dict[str, Any] = {"graph": store.uri, "stamp": "4", "ready": True, **plan_document(plan)}
+    if validate:
+        entries = inventory(plan, validate_images(store, plan, progress))
+        document["inventory"] = [e.model_dump(mode="json") for e in entries]
+        if entries:
+            raise ValidationFailed(
+                f"{len(entries)} duplicate or null id(s): the migration would stop before any PK; "
+                f"see `omnigraph-migrate duplicates {store.uri}`",
+                {**document, "ready": False},
+            )
+    return document
+
+
+def duplicates(uri: str, progress: Progress) -> dict[str, Any]:
+    """The duplicate/null inventory of every pinned image, without a claim."""
+    store, manifest = _open(uri)
+    plan = build_plan(manifest)
+    entries = inventory(plan, validate_images(store, plan, progress))
+    return {"graph": store.uri, "images": len(plan.images()), "inventory": [e.model_dump(mode="json") for e in entries]}
+
+
+def latest_migration(store: GraphStore) -> str | None:
+    ids = migration_ids(store)
+    return ids[-1] if ids else None
+
+
+def verify(uri: str) -> dict[str, Any]:
+    """Structural fencing checks; during a migration also the ledger comparison."""
+    store, manifest = _open(uri)
+    stamp, migration_id = manifest.read_stamp()
+    problems = structural_problems(store, manifest)
+    pending = [i.operation_id for i in intents.list_intents(store)]
+    problems += [f"write intent {op} is pending recovery" for op in pending]
+    drift: list[dict[str, str]] = []
+    if migration_id is not None:
+        state = Ledger(store, ledger_dir(migration_id)).replay().state
+        if state.plan and all(u.status == "completed" for u in state.units.values()):
+            drift = [d.model_dump(mode="json") for d in migration_drift(store, manifest, state)]
+    document = {"graph": store.uri, "stamp": stamp, "ok": not problems and not drift, "problems": problems, "drift": drift}
+    if not document["ok"]:
+        raise DriftDetected(f"{store.uri} is not fully fenced: " + "; ".join(problems + [d["what"] for d in drift]), document)
+    return document
+
+
+def _parse_utc(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _elapsed(first_at: str, last_at: str | None) -> float:
+    end = _parse_utc(last_at) if last_at else dt.datetime.now(dt.timezone.utc)
+    return round((end - _parse_utc(first_at)).total_seconds(), 3)
+
+
+def status(uri: str) -> dict[str, Any]:
+    """The stamp, the claim, and the latest migration's ledger (records and folded state)."""
+    store, manifest = _open(uri)
+    stamp, stamp_migration = manifest.read_stamp()
+    holder = inspect(store, CLAIM_PATH)
+    migration_id = stamp_migration or (holder.migration_id if holder else None) or latest_migration(store)
+    document: dict[str, Any] = {
+        "graph": store.uri,
+        "stamp": stamp,
+        "claim": holder.model_dump(mode="json") if holder else None,
+        "migration_id": migration_id,
+        "ledger": None,
+        "units_by_state": {},
+        "elapsed_seconds": None,
+        "next": _next_step(store.uri, stamp, holder is not None),
+    }
+    if migration_id is None:
+        return document
+    replay = Ledger(store, ledger_dir(migration_id)).replay()
+    counts: dict[str, int] = {}
+    for unit in replay.state.units.values():
+        counts[unit.status] = counts.get(unit.status, 0) + 1
+    finished = replay.state.claim_released or replay.state.aborted
+    document["ledger"] = render_json(replay)
+    document["units_by_state"] = dict(sorted(counts.items()))
+    document["elapsed_seconds"] = _elapsed(replay.records[0][1].at, replay.records[-1][1].at if finished else None)
+    return document
+
+
+def _next_step(uri: str, stamp: str | None, claimed: bool) -> str:
+    if stamp == "5":
+        return f"nothing: the graph is fenced (`omnigraph-migrate verify {uri}` checks it)"
+    if claimed or stamp == "migrating":
+        return (
+            f"if the holder is dead: `omnigraph-migrate resume {uri} --token TOKEN` "
+            f"(or `abort {uri} --token TOKEN`); TOKEN is the claim's token shown above"
+        )
+    return f"`omnigraph-migrate preflight {uri}` then `omnigraph-migrate run {uri} --owner NAME`"

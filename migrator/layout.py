@@ -1,0 +1,26 @@
+"""Where a migration keeps its claim, ledger and unit sidecars under the graph root."""
+
+from __future__ import annotations
+
+from engine.storage import GraphStore
+
+MIGRATION_DIR = "__migration"
+CLAIM_PATH = f"{MIGRATION_DIR}/claim.json"
+CLAIM_OPERATION = "fencing-migration"
+
+
+def ledger_dir(migration_id: str) -> str:
+    return f"{MIGRATION_DIR}/{migration_id}/ledger"
+
+
+def units_dir(migration_id: str) -> str:
+    return f"{MIGRATION_DIR}/{migration_id}/units"
+
+
+def sidecar_path(migration_id: str, unit_id: str) -> str:
+    return f"{units_dir(migration_id)}/{unit_id}.json"
+
+
+def migration_ids(store: GraphStore) -> list[str]:
+    """Every migration that left a directory, oldest first (ids are ULIDs)."""
+    return [name for name in store.list(MIGRATION_DIR) if not name.startswith("claim.json")]

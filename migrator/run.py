@@ -1,0 +1,321 @@
+"""``run``, ``resume`` and ``abort``: the migration protocol of DESIGN section 7.
+
+``run``: preflight checks, claim, barrier stamp ``migrating``, plan, validate every image, then
+every unit, then verify and stamp ``5`` last, then release the claim. Every step is a ledger
+record. ``resume --token`` continues the same migration from its ledger: completed units are
+skipped and the others continue step by step (see :mod:`migrator.unit`). A validation failure
+leaves the barrier up and the claim held: the graph stays closed to every writer while the
+operator repairs the duplicates under the claim, then resumes (a resume after a failed
+validation plans and validates afresh), or aborts. ``abort --token`` (before stamp ``5`` only) puts stamp ``4`` back and releases the
+claim; installed PKs and migration forks stay (roll-forward only).
+
+Failpoints: ``migrate.after_claim``, ``migrate.after_barrier``, ``migrate.after_plan``,
+``migrate.after_validate``, ``migrate.before_stamp``, ``migrate.after_stamp``,
+``migrate.before_release``, ``migrate.after_release`` and the unit failpoints.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import engine
+from claims import acquire, inspect, release
+from engine import intents
+from engine.errors import ClaimHeld, FormatRefused, NotFound, PreconditionFailed, RecoveryRequired, ValidationFailed
+from engine.failpoints import failpoint
+from engine.manifest import Manifest
+from engine.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
+from engine.storage import GraphStore, open_store
+from engine.schema.ids import new_ulid
+from ledger import (
+    Aborted,
+    BarrierSet,
+    ClaimReleased,
+    DriftDetected as DriftRecord,
+    ImageState,
+    ImageValidated,
+    Ledger,
+    LedgerReplay,
+    MigrationStarted,
+    PlanRecorded,
+    Resumed,
+    StampWritten,
+    UnitStep,
+    ValidationFailedRecord,
+    Verified,
+)
+from migrator import sidecar as sidecars
+from migrator.context import Migration
+from migrator.errors import DriftDetected
+from migrator.inventory import inventory, validate_images
+from migrator.layout import CLAIM_OPERATION, CLAIM_PATH, ledger_dir
+from migrator.plan import MigrationPlan, build_plan
+from migrator.progress import Progress, SilentProgress
+from migrator.unit import migrate_unit
+from migrator.verify import migration_drift, structural_problems
+
+
+@dataclass(frozen=True)
+class MigrationOutcome:
+    migration_id: str
+    token: str
+    units: int
+    images: int
+    stamp: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "migration_id": self.migration_id,
+            "token": self.token,
+            "units": self.units,
+            "images": self.images,
+            "stamp": self.stamp,
+        }
+
+
+def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
+    """The graph must be at format 4, with no claim and no write-path intents."""
+    stamp, migration_id = manifest.read_stamp()
+    if stamp == FORMAT_MIGRATING:
+        holder = inspect(store, CLAIM_PATH)
+        raise ClaimHeld(
+            f"migration {migration_id} holds the barrier on {store.uri}"
+            + (f" (claim held by {holder.owner} on {holder.host}, pid {holder.pid})" if holder else "")
+            + f"; see `omnigraph-migrate status {store.uri}`, then `resume --token` or `abort --token`",
+            {"stamp": stamp, "migration_id": migration_id, "holder": holder.model_dump(mode="json") if holder else None},
+        )
+    if stamp == FORMAT_5:
+        raise FormatRefused(
+            f"{store.uri} is already at format 5 (fenced); there is nothing to migrate. "
+            f"`omnigraph-migrate verify {store.uri}` checks it.",
+            {"stamp": stamp},
+        )
+    if stamp != FORMAT_4:
+        raise FormatRefused(f"{store.uri} has format stamp {stamp!r}; only format 4 can be migrated", {"stamp": stamp})
+    holder = inspect(store, CLAIM_PATH)
+    if holder is not None:
+        raise ClaimHeld(
+            f"a migration claim exists on {store.uri}: {holder.owner} on {holder.host} (pid {holder.pid}), "
+            f"migration {holder.migration_id}; inspect it with `omnigraph-migrate status {store.uri}`",
+            {"holder": holder.model_dump(mode="json"), "path": CLAIM_PATH},
+        )
+    pending = intents.list_intents(store)
+    if pending:
+        ids = [i.operation_id for i in pending]
+        raise RecoveryRequired(
+            ids[0],
+            f"{len(ids)} interrupted write(s) are pending recovery on {store.uri}; open the graph "
+            f"read-write with the old binary (for example `omnigraph-v4 branch list` is read-only, "
+            f"`omnigraph-v4 branch create tmp {store.uri}` then `branch delete tmp`) to resolve them first",
+            pending=ids,
+        )
+
+
+def run_migration(uri: str, owner: str, progress: Progress) -> MigrationOutcome:
+    """Migrate the format-4 graph at ``uri`` to format 5 (see the module docstring)."""
+    store = open_store(uri)
+    manifest = Manifest(store)
+    if not manifest.exists():
+        raise NotFound(f"no graph at {store.uri}")
+    refuse_unless_stamp_4(store, manifest)
+    migration_id = new_ulid()
+    claim = acquire(store, CLAIM_PATH, operation=CLAIM_OPERATION, migration_id=migration_id, owner=owner)
+    m = Migration(store, manifest, Ledger(store, ledger_dir(migration_id)), migration_id, claim.token, progress)
+    m.record(
+        MigrationStarted,
+        owner=owner,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        tool_version=engine.__version__,
+        graph_uri=store.uri,
+    )
+    failpoint("migrate.after_claim")
+    return _continue(m)
+
+
+def _raise_barrier(m: Migration) -> None:
+    stamp, _ = m.manifest.read_stamp()
+    if stamp == FORMAT_4:
+        m.manifest.write_stamp(FORMAT_MIGRATING, m.migration_id)
+        m.record(BarrierSet, previous_format=FORMAT_4)
+        failpoint("migrate.after_barrier")
+    elif stamp != FORMAT_MIGRATING:
+        raise FormatRefused(f"unexpected format stamp {stamp!r} under the migration claim", {"stamp": stamp})
+
+
+def _plan_of(replay: LedgerReplay) -> MigrationPlan | None:
+    state = replay.state
+    return MigrationPlan(list(state.branches), list(state.plan)) if state.plan else None
+
+
+def _validated_since_plan(replay: LedgerReplay) -> set[str]:
+    """Images validated after the last plan was recorded (an earlier plan's results do not count)."""
+    validated: set[str] = set()
+    for _, record in replay.records:
+        if isinstance(record, PlanRecorded):
+            validated = set()
+        elif isinstance(record, ImageValidated):
+            validated.add(record.image_id)
+    return validated
+
+
+def _validate(m: Migration, plan: MigrationPlan, replay: LedgerReplay) -> dict[str, ImageState]:
+    done = _validated_since_plan(replay)
+    todo = {image_id for image_id in plan.images() if image_id not in done}
+    reports = validate_images(m.store, plan, m.progress, only=todo)
+    images = plan.images()
+    for image_id, report in reports.items():
+        unit = images[image_id][0]
+        m.record(
+            ImageValidated,
+            image_id=image_id,
+            table_path=unit.table_path,
+            table_branch=unit.pinned_table_branch,
+            table_version=unit.pinned_table_version,
+            rows=report.rows,
+            digest=report.digest,
+            fingerprint=report.fingerprint,
+        )
+    broken = inventory(plan, reports)
+    if broken:
+        m.record(ValidationFailedRecord, inventory=broken)
+        raise ValidationFailed(
+            f"{len(broken)} duplicate or null id(s) found; no primary key was installed. The barrier "
+            f"stays up (the graph is closed to writers). Repair them under the claim "
+            f"(`omnigraph-migrate playbook run playbooks/duplicate-repair.yaml {m.store.uri}`) and "
+            f"`omnigraph-migrate resume {m.store.uri} --token {m.token}`, or "
+            f"`omnigraph-migrate abort {m.store.uri} --token {m.token}`.",
+            {
+                "migration_id": m.migration_id,
+                "token": m.token,
+                "inventory": [entry.model_dump(mode="json") for entry in broken],
+            },
+        )
+    return dict(m.ledger.replay().state.images)
+
+
+def _fork_identifiers(replay: LedgerReplay) -> dict[str, str]:
+    identifiers: dict[str, str] = {}
+    for _, record in replay.records:
+        if isinstance(record, UnitStep) and record.step in ("fork_created", "fork_adopted"):
+            identifiers[record.unit_id] = record.detail.removeprefix("identifier=")
+    return identifiers
+
+
+def _continue(m: Migration) -> MigrationOutcome:
+    _raise_barrier(m)
+    replay = m.ledger.replay()
+    plan = _plan_of(replay)
+    if plan is None or replay.state.phase == "validation_failed":
+        # First run, or a resume after a failed validation (and any repair under the claim):
+        # plan afresh; the ledger accepts a new plan while no unit has progressed.
+        plan = build_plan(m.manifest)
+        m.record(PlanRecorded, branches=plan.branches, units=plan.units)
+        failpoint("migrate.after_plan")
+        replay = m.ledger.replay()
+    images = _validate(m, plan, replay)
+    failpoint("migrate.after_validate")
+    replay = m.ledger.replay()
+    identifiers = _fork_identifiers(replay)
+    pending = [u for u in plan.units if replay.state.units[u.unit_id].status != "completed"]
+    m.progress.start("migrating units", len(plan.units))
+    m.progress.advance(len(plan.units) - len(pending))
+    for unit in pending:
+        migrate_unit(m, unit, images[unit.image_id], identifiers.get(unit.unit_id))
+        m.progress.advance()
+    m.progress.finish()
+    _verify_then_stamp(m)
+    return MigrationOutcome(m.migration_id, m.token, len(plan.units), len(plan.images()), FORMAT_5)
+
+
+def _verify_then_stamp(m: Migration) -> None:
+    m.require_claim()
+    state = m.ledger.replay().state
+    drift = migration_drift(m.store, m.manifest, state)
+    if drift:
+        m.record(DriftRecord, moved=drift)
+        m.record(Verified, ok=False, problems=[f"{d.what}: expected {d.expected}, found {d.actual}" for d in drift])
+        raise DriftDetected(
+            f"{len(drift)} change(s) under the migration barrier; the format-5 stamp was NOT written. "
+            "A writer was not stopped. Stop every writer, `abort --token`, then run the migration again. "
+            + "; ".join(f"{d.what}: expected {d.expected}, found {d.actual}" for d in drift),
+            {"moved": [d.model_dump(mode="json") for d in drift], "migration_id": m.migration_id},
+        )
+    problems = structural_problems(m.store, m.manifest)
+    m.record(Verified, ok=not problems, problems=problems)
+    if problems:
+        raise DriftDetected(
+            "verification failed; the format-5 stamp was NOT written: " + "; ".join(problems),
+            {"problems": problems, "migration_id": m.migration_id},
+        )
+    failpoint("migrate.before_stamp")
+    m.manifest.write_stamp(FORMAT_5, None)
+    m.record(StampWritten, format=FORMAT_5)
+    failpoint("migrate.after_stamp")
+    _release(m)
+
+
+def _release(m: Migration) -> None:
+    state = m.ledger.replay().state
+    if not state.claim_released:
+        m.record(ClaimReleased)
+    failpoint("migrate.before_release")
+    if inspect(m.store, CLAIM_PATH) is not None:
+        release(m.store, CLAIM_PATH, m.token)
+    failpoint("migrate.after_release")
+
+
+def _held_migration(uri: str, token: str, progress: Progress) -> Migration:
+    store = open_store(uri)
+    holder = inspect(store, CLAIM_PATH)
+    if holder is None:
+        raise NotFound(
+            f"no migration claim on {store.uri}: nothing to resume or abort "
+            f"(`omnigraph-migrate status {store.uri}` shows the last migration)",
+            {"uri": store.uri},
+        )
+    if holder.token != token:
+        raise PreconditionFailed(
+            f"the token does not match the claim held by {holder.owner} on {holder.host} "
+            f"(migration {holder.migration_id}); use the token shown by `omnigraph-migrate status`",
+            {"expected": "the holder's token", "actual": token, "holder": holder.model_dump(mode="json")},
+        )
+    return Migration(store, Manifest(store), Ledger(store, ledger_dir(holder.migration_id)), holder.migration_id, token, progress)
+
+
+def resume_migration(uri: str, token: str, owner: str, progress: Progress) -> MigrationOutcome:
+    """Continue the migration whose claim carries ``token`` from its ledger."""
+    m = _held_migration(uri, token, progress)
+    m.ledger.replay()
+    m.record(Resumed, owner=owner, host=socket.gethostname(), pid=os.getpid())
+    stamp, _ = m.manifest.read_stamp()
+    if stamp == FORMAT_5:
+        _release(m)
+        replay = m.ledger.replay()
+        return MigrationOutcome(m.migration_id, token, len(replay.state.plan), len(replay.state.images), FORMAT_5)
+    return _continue(m)
+
+
+def abort_migration(uri: str, token: str, reason: str) -> dict[str, Any]:
+    """Put stamp 4 back and release the claim (before stamp 5 only); PKs and forks stay."""
+    m = _held_migration(uri, token, SilentProgress())
+    m.ledger.replay()
+    stamp, _ = m.manifest.read_stamp()
+    if stamp == FORMAT_5:
+        raise FormatRefused(
+            f"migration {m.migration_id} already wrote stamp 5; it cannot be aborted. "
+            f"Finish it with `omnigraph-migrate resume {m.store.uri} --token {token}`.",
+            {"stamp": stamp},
+        )
+    if stamp == FORMAT_MIGRATING:
+        m.manifest.write_stamp(FORMAT_4, None)
+    m.record(Aborted, stamp_restored=FORMAT_4, reason=reason)
+    leftovers = sidecars.remaining(m.store, m.migration_id)
+    for unit_id in leftovers:
+        sidecars.delete(m.store, m.migration_id, unit_id)
+    m.record(ClaimReleased)
+    release(m.store, CLAIM_PATH, token)
+    return {"migration_id": m.migration_id, "stamp": FORMAT_4, "sidecars_removed": leftovers}

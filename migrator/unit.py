@@ -1,0 +1,206 @@
+"""One migration unit, step by step, idempotently (DESIGN section 7, step 6).
+
+Every step first looks at what is already true, so running a unit again after a crash continues
+where it stopped and never redoes an effect:
+
+1. revalidate: the claim token, the branch incarnation, the pinned tuple (or this migration's own
+   published marker), and for an owned table that its HEAD is the pinned version (or the pinned
+   version plus this migration's PK commit);
+2. sidecar (``failpoint unit.after_sidecar``);
+3. inherited image: fork the graph branch's table branch from exactly the pinned version, or
+   adopt an existing fork only if its parent ref (and the identifier recorded in the ledger, if
+   any) match the sidecar (``unit.after_fork``);
+4. install the PK ``[id]`` where absent, ``present`` if already ``[id]``, refuse anything else
+   (``unit.after_pk``);
+5. publish the branch manifest row at the achieved image with the migration marker, head
+   unmoved (``unit.after_publish``);
+6. check the rows are unchanged: the physical fingerprint equals the validated image's, else the
+   re-read id digest must equal it (``unit.after_digest``);
+7. ledger ``unit_completed``, delete the sidecar.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from engine.failpoints import failpoint
+from engine.lance_io import LanceBranch, list_branches, open_dataset, primary_key
+from engine.table_store import CommitConflict, KEY_COLUMN, install_primary_key
+from ledger import DriftItem, ImageState, UnitCompleted, UnitPlan, UnitStep
+from migrator import sidecar as sidecars
+from migrator.context import Migration
+from migrator.errors import DriftDetected, MigrationRefused
+from migrator.fingerprint import physical_fingerprint
+from migrator.plan import is_inherited
+from migrator.sidecar import ManifestDelta, PlannedFork, UnitSidecar
+from migrator.validate import validate_image
+
+_PK_COMMIT_OPERATION = "UpdateConfig"
+
+
+def _drift(what: str, expected: str, actual: str) -> DriftDetected:
+    item = DriftItem(what=what, expected=expected, actual=actual)
+    return DriftDetected(
+        f"{what}: expected {expected}, found {actual}. A writer was not stopped; the stamp will not "
+        "be written. Stop every writer, then abort this migration and run it again.",
+        {"moved": [item.model_dump(mode="json")]},
+    )
+
+
+def target_branch(unit: UnitPlan) -> str | None:
+    """The Lance table branch the unit's PK ends up on."""
+    return unit.graph_branch if is_inherited(unit) else unit.pinned_table_branch
+
+
+def _is_own_pk_commit(m: Migration, unit: UnitPlan, branch: str | None, head: int, base: int) -> bool:
+    if head != base + 1:
+        return False
+    dataset = open_dataset(m.store, unit.table_path, branch)
+    operation = type(dataset.read_transaction(head).operation).__name__
+    return operation == _PK_COMMIT_OPERATION and primary_key(dataset.schema) == [KEY_COLUMN]
+
+
+def _revalidate(m: Migration, unit: UnitPlan) -> None:
+    m.require_claim()
+    branches = m.manifest.branches()
+    branch = branches.get(unit.graph_branch)
+    if branch is None or branch.incarnation != unit.branch_incarnation:
+        raise _drift(
+            f"graph branch {unit.graph_branch}",
+            f"incarnation {unit.branch_incarnation}",
+            "deleted" if branch is None else f"incarnation {branch.incarnation}",
+        )
+    entry = m.manifest.snapshot(unit.graph_branch).tables.get(unit.table_key)
+    pinned = (unit.pinned_table_branch, unit.pinned_table_version)
+    if entry is None:
+        raise _drift(f"{unit.table_key} on {unit.graph_branch}", "present", "absent")
+    ours = entry.migration_id == m.migration_id and entry.migration_unit == unit.unit_id
+    if (entry.table_branch, entry.table_version) != pinned and not ours:
+        raise _drift(
+            f"{unit.table_key} on {unit.graph_branch}",
+            f"{unit.pinned_table_branch or 'main'}@v{unit.pinned_table_version}",
+            f"{entry.table_branch or 'main'}@v{entry.table_version}",
+        )
+    if not is_inherited(unit):
+        head = open_dataset(m.store, unit.table_path, unit.pinned_table_branch).version
+        base = unit.pinned_table_version
+        if head != base and not _is_own_pk_commit(m, unit, unit.pinned_table_branch, head, base):
+            raise _drift(
+                f"HEAD of {unit.table_path} on table branch {unit.pinned_table_branch or 'main'}",
+                f"v{base}",
+                f"v{head}",
+            )
+
+
+def _sidecar_for(m: Migration, unit: UnitPlan) -> UnitSidecar:
+    fork = (
+        PlannedFork(branch=unit.graph_branch, parent_branch=unit.pinned_table_branch, parent_version=unit.pinned_table_version)
+        if is_inherited(unit)
+        else None
+    )
+    return UnitSidecar(
+        migration_id=m.migration_id,
+        token=m.token,
+        unit=unit,
+        planned_fork=fork,
+        planned_pk=[KEY_COLUMN],
+        manifest_delta=ManifestDelta(
+            graph_branch=unit.graph_branch,
+            table_key=unit.table_key,
+            table_branch=target_branch(unit),
+            migration_id=m.migration_id,
+            migration_unit=unit.unit_id,
+        ),
+    )
+
+
+def _step(m: Migration, unit: UnitPlan, step: str, branch: str | None, version: int | None, detail: str = "") -> None:
+    m.record(UnitStep, unit_id=unit.unit_id, step=step, table_branch=branch, table_version=version, detail=detail)
+
+
+def _fork(m: Migration, unit: UnitPlan, fork: PlannedFork, recorded_identifier: str | None) -> None:
+    dataset = open_dataset(m.store, unit.table_path)
+    existing: LanceBranch | None = list_branches(dataset).get(fork.branch)
+    if existing is None:
+        reference = (fork.parent_branch or "main", fork.parent_version)
+        dataset.create_branch(fork.branch, reference=reference)
+        created = list_branches(open_dataset(m.store, unit.table_path))[fork.branch]
+        _step(m, unit, "fork_created", fork.branch, fork.parent_version, f"identifier={created.identifier}")
+        return
+    matches = existing.parent_branch == fork.parent_branch and existing.parent_version == fork.parent_version
+    if not matches or (recorded_identifier is not None and existing.identifier != recorded_identifier):
+        raise MigrationRefused(
+            f"{unit.table_path} already has a Lance branch {fork.branch!r} forked from "
+            f"({existing.parent_branch or 'main'}, v{existing.parent_version}) with identifier "
+            f"{existing.identifier}; the sidecar plans a fork from ({fork.parent_branch or 'main'}, "
+            f"v{fork.parent_version})"
+            + (f" with identifier {recorded_identifier}" if recorded_identifier else "")
+            + ". It was not made by this migration; refusing to adopt it.",
+            {"unit_id": unit.unit_id, "table_path": unit.table_path, "branch": fork.branch},
+        )
+    _step(m, unit, "fork_adopted", fork.branch, fork.parent_version, f"identifier={existing.identifier}")
+
+
+def _install(m: Migration, unit: UnitPlan, branch: str | None) -> int:
+    dataset = open_dataset(m.store, unit.table_path, branch)
+    base = unit.pinned_table_version
+    if dataset.version != base:
+        if not _is_own_pk_commit(m, unit, branch, dataset.version, base):
+            raise _drift(f"HEAD of {unit.table_path} on table branch {branch or 'main'}", f"v{base}", f"v{dataset.version}")
+        _step(m, unit, "pk_present", branch, int(dataset.version), "installed by an earlier attempt")
+        return int(dataset.version)
+    try:
+        outcome, version = install_primary_key(dataset)
+    except CommitConflict as conflict:
+        raise _drift(f"HEAD of {unit.table_path} on table branch {branch or 'main'}", f"v{base}", "a concurrent commit") from conflict
+    _step(m, unit, "pk_installed" if outcome == "installed" else "pk_present", branch, version)
+    return version
+
+
+def _publish(m: Migration, unit: UnitPlan, branch: str | None, version: int) -> None:
+    snapshot = m.manifest.snapshot(unit.graph_branch)
+    entry = snapshot.table(unit.table_key)
+    achieved = replace(
+        entry, table_branch=branch, table_version=version, migration_id=m.migration_id, migration_unit=unit.unit_id
+    )
+    if entry == achieved:
+        _step(m, unit, "published", branch, version, "already published")
+        return
+    try:
+        manifest_version = m.manifest.publish(snapshot, [achieved], head=None)
+    except CommitConflict as conflict:
+        raise _drift(f"__manifest branch {unit.graph_branch}", f"v{snapshot.manifest_version}", "a concurrent publish") from conflict
+    _step(m, unit, "published", branch, version, f"manifest v{manifest_version}")
+
+
+def _check_rows(m: Migration, unit: UnitPlan, image: ImageState, branch: str | None, version: int) -> str:
+    dataset = open_dataset(m.store, unit.table_path, branch, version)
+    if physical_fingerprint(dataset) == image.fingerprint:
+        _step(m, unit, "digest_checked", branch, version, "same data files")
+        return image.digest
+    report = validate_image(dataset)
+    if report.digest != image.digest:
+        raise _drift(f"rows of {unit.table_key} on {unit.graph_branch}", f"digest {image.digest}", f"digest {report.digest}")
+    _step(m, unit, "digest_checked", branch, version, "ids re-read")
+    return report.digest
+
+
+def migrate_unit(m: Migration, unit: UnitPlan, image: ImageState, recorded_fork_identifier: str | None) -> None:
+    """Run (or continue) one unit to completion; see the module docstring."""
+    _revalidate(m, unit)
+    declared = _sidecar_for(m, unit)
+    written = sidecars.write_or_match(m.store, declared)
+    _step(m, unit, "sidecar_written", unit.pinned_table_branch, None, "" if written else "already present")
+    failpoint("unit.after_sidecar")
+    branch = target_branch(unit)
+    if declared.planned_fork is not None:
+        _fork(m, unit, declared.planned_fork, recorded_fork_identifier)
+        failpoint("unit.after_fork")
+    version = _install(m, unit, branch)
+    failpoint("unit.after_pk")
+    _publish(m, unit, branch, version)
+    failpoint("unit.after_publish")
+    digest = _check_rows(m, unit, image, branch, version)
+    failpoint("unit.after_digest")
+    m.record(UnitCompleted, unit_id=unit.unit_id, table_branch=branch, table_version=version, digest=digest)
+    sidecars.delete(m.store, m.migration_id, unit.unit_id)

@@ -1,0 +1,81 @@
+"""Verification of a graph's fencing state, before the stamp and on demand.
+
+:func:`structural_problems` checks what must hold of any fenced graph: every live table on every
+branch has PK exactly ``[id]`` at the image its branch pins, and no table branch HEAD is ahead of
+what a manifest pins (no unpublished effects). :func:`migration_drift` additionally compares the
+graph with a migration's ledger: the same branches with the same incarnations and heads, every
+unit published at the image the ledger recorded, with the validated rows.
+"""
+
+from __future__ import annotations
+
+from engine.lance_io import latest_version, open_dataset, primary_key
+from engine.manifest import Manifest
+from engine.storage import GraphStore
+from engine.table_store import KEY_COLUMN
+from ledger import DriftItem, FoldedState
+from migrator.fingerprint import physical_fingerprint
+from migrator.validate import validate_image
+
+
+def structural_problems(store: GraphStore, manifest: Manifest) -> list[str]:
+    """Problems that make a graph not fenced, sorted; [] when every table is fenced."""
+    problems: list[str] = []
+    pinned_heads: dict[tuple[str, str | None], int] = {}
+    for branch in manifest.branches():
+        for table_key, entry in manifest.snapshot(branch).tables.items():
+            dataset = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version)
+            pk = primary_key(dataset.schema)
+            if pk != [KEY_COLUMN]:
+                problems.append(f"{branch}: {table_key} has primary key {pk}, not ['id']")
+            key = (entry.table_path, entry.table_branch)
+            pinned_heads[key] = max(pinned_heads.get(key, 0), entry.table_version)
+    for (path, table_branch), pinned in sorted(pinned_heads.items(), key=lambda item: (item[0][0], item[0][1] or "")):
+        head = latest_version(store, path, table_branch)
+        if head > pinned:
+            problems.append(f"{path} on table branch {table_branch or 'main'} is at v{head}, ahead of every pin (v{pinned})")
+    return sorted(problems)
+
+
+def migration_drift(store: GraphStore, manifest: Manifest, state: FoldedState) -> list[DriftItem]:
+    """Differences between the graph and what the migration's ledger says it did."""
+    drift: list[DriftItem] = []
+    branches = manifest.branches()
+    planned = {b.graph_branch: b for b in state.branches}
+    for name in sorted(set(branches) | set(planned)):
+        if name not in branches:
+            drift.append(DriftItem(what=f"graph branch {name}", expected="present", actual="deleted"))
+        elif name not in planned:
+            drift.append(DriftItem(what=f"graph branch {name}", expected="absent", actual="created"))
+        elif branches[name].incarnation != planned[name].incarnation:
+            drift.append(DriftItem(what=f"graph branch {name}", expected=planned[name].incarnation, actual=branches[name].incarnation))
+    snapshots = {name: manifest.snapshot(name) for name in sorted(set(branches) & set(planned))}
+    for name, snapshot in snapshots.items():
+        if snapshot.head.commit_id != planned[name].head_commit_id:
+            drift.append(DriftItem(what=f"head of {name}", expected=planned[name].head_commit_id, actual=snapshot.head.commit_id))
+        planned_keys = {u.table_key for u in state.plan if u.graph_branch == name}
+        for extra in sorted(set(snapshot.tables) - planned_keys):
+            drift.append(DriftItem(what=f"{extra} on {name}", expected="absent", actual="present"))
+    for unit in state.plan:
+        snapshot = snapshots.get(unit.graph_branch)
+        achieved = state.units.get(unit.unit_id)
+        if snapshot is None or achieved is None:
+            continue
+        entry = snapshot.tables.get(unit.table_key)
+        expected = f"{achieved.table_branch or 'main'}@v{achieved.table_version}"
+        if entry is None:
+            drift.append(DriftItem(what=f"{unit.table_key} on {unit.graph_branch}", expected=expected, actual="absent"))
+            continue
+        actual = f"{entry.table_branch or 'main'}@v{entry.table_version}"
+        if achieved.status != "completed" or actual != expected or entry.migration_unit != unit.unit_id:
+            drift.append(DriftItem(what=f"{unit.table_key} on {unit.graph_branch}", expected=f"completed at {expected}", actual=f"{achieved.status} at {actual}"))
+            continue
+        head = latest_version(store, entry.table_path, entry.table_branch)
+        if head != entry.table_version:
+            drift.append(DriftItem(what=f"HEAD of {entry.table_path} on {entry.table_branch or 'main'}", expected=f"v{entry.table_version}", actual=f"v{head}"))
+        image = state.images.get(unit.image_id)
+        dataset = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version)
+        if image is not None and physical_fingerprint(dataset) != image.fingerprint:
+            if validate_image(dataset).digest != image.digest:
+                drift.append(DriftItem(what=f"rows of {unit.table_key} on {unit.graph_branch}", expected=image.digest, actual="changed"))
+    return drift
