@@ -29,11 +29,18 @@ class LanceBranch:
     identifier: str
 
 
+_SESSION = lance.Session()
+
+
 def open_dataset(
     store: GraphStore, rel: str, branch: str | None = None, version: int | None = None
 ) -> lance.LanceDataset:
-    """The dataset at ``rel`` checked out at ``(branch, version)``; ``version=None`` = latest."""
-    dataset = lance.dataset(store.dataset_uri(rel), storage_options=store.storage_options)
+    """The dataset at ``rel`` checked out at ``(branch, version)``; ``version=None`` = latest.
+
+    Every open shares one process-wide Lance session, whose caches hold immutable things only
+    (manifests of fixed versions, file metadata, indices), so "latest" is always re-resolved.
+    """
+    dataset = lance.dataset(store.dataset_uri(rel), storage_options=store.storage_options, session=_SESSION)
     if branch is None and version is None:
         return dataset
     return dataset.checkout_version((branch, version) if branch is not None else ("main", version))

@@ -180,8 +180,16 @@ class Manifest:
         return self.store.exists(MANIFEST_DIR)
 
     def dataset(self, branch: str = MAIN, version: int | None = None) -> lance.LanceDataset:
-        """``__manifest`` checked out at ``(branch, version)``; latest when ``version`` is None."""
-        return open_dataset(self.store, MANIFEST_DIR, lance_branch_name(branch), version)
+        """``__manifest`` checked out at ``(branch, version)``; latest when ``version`` is None.
+
+        A branch that does not exist is ``not_found``.
+        """
+        try:
+            return open_dataset(self.store, MANIFEST_DIR, lance_branch_name(branch), version)
+        except (ValueError, OSError):
+            if branch != MAIN:
+                self.require_branch(branch)
+            raise
 
     def create(self, tables: list[TableEntry], head: HeadEntry, stamp: str) -> None:
         """Create ``__manifest`` in one Lance commit that carries the rows and the stamp."""
@@ -211,7 +219,6 @@ class Manifest:
 
     def snapshot(self, branch: str, version: int | None = None) -> BranchSnapshot:
         """The folded manifest of ``branch`` (latest, or at ``version``)."""
-        self.require_branch(branch)
         dataset = self.dataset(branch, version)
         return fold_rows(branch, int(dataset.version), dataset.to_table())
 

@@ -193,3 +193,22 @@ def open_store(uri: str) -> GraphStore:
         fs = fsspec.filesystem("file")
         return GraphStore(uri=root, fs=fs, root=root, storage_options=None)
     raise BadRequest(f"unsupported graph URI scheme {parsed.scheme!r}; use a path, file:// or s3://")
+
+
+def copy_root(source: GraphStore, destination: GraphStore) -> list[tuple[str, int]]:
+    """Copy every object under ``source`` to ``destination`` (which must be empty).
+
+    Lance datasets keep all their branches and versions under their own directory with relative
+    paths, so a byte copy of the root is a complete graph with every branch and version. The
+    source is only read. Returns the copied (relative path, size) pairs, sorted.
+    """
+    if not destination.is_empty_root():
+        raise BadRequest(f"{destination.uri} is not empty; copy needs an empty destination", {"uri": destination.uri})
+    copied: list[tuple[str, int]] = []
+    for path, info in sorted(source.fs.find(source.root, detail=True, withdirs=False).items()):
+        rel = path[len(source.root) :].lstrip("/") if path.startswith(source.root) else path
+        with source.fs.open(path, "rb") as handle:
+            data = handle.read()
+        destination.write_bytes(rel, data)
+        copied.append((rel, int(info.get("size", len(data)))))
+    return copied

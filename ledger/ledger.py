@@ -49,6 +49,8 @@ class Ledger:
         self._next_seq: int | None = None
         self._first: MigrationStarted | None = None
         self._fenced_seq: int | None = None
+        # Records are immutable once written, so each is read (or remembered from append) once.
+        self._known: dict[int, Record] = {}
 
     @property
     def directory(self) -> str:
@@ -74,6 +76,7 @@ class Ledger:
             raise LedgerFenced(path, seq)
         if isinstance(record, MigrationStarted):
             self._first = record
+        self._known[seq] = record
         self._next_seq = seq + 1
         return seq
 
@@ -144,12 +147,16 @@ class Ledger:
         return seqs
 
     def _read(self, seq: int) -> Record:
+        if seq in self._known:
+            return self._known[seq]
         path = record_path(self._directory, seq)
         try:
             data = self._store.read_bytes(path)
         except FileNotFoundError as error:
             raise LedgerCorrupt(path, "listed but gone when read (records are never deleted)") from error
         try:
-            return parse_record(data)
+            record = parse_record(data)
         except ValidationError as error:
             raise LedgerCorrupt(path, validation_problem(error)) from error
+        self._known[seq] = record
+        return record

@@ -289,7 +289,20 @@ def _held_migration(uri: str, token: str, progress: Progress) -> Migration:
 def resume_migration(uri: str, token: str, owner: str, progress: Progress) -> MigrationOutcome:
     """Continue the migration whose claim carries ``token`` from its ledger."""
     m = _held_migration(uri, token, progress)
-    m.ledger.replay()
+    try:
+        m.ledger.replay()
+    except NotFound:
+        # The holder died between taking the claim and its first ledger record.
+        holder = inspect(m.store, CLAIM_PATH)
+        assert holder is not None
+        m.record(
+            MigrationStarted,
+            owner=holder.owner,
+            host=holder.host,
+            pid=holder.pid,
+            tool_version=holder.tool_version,
+            graph_uri=m.store.uri,
+        )
     m.record(Resumed, owner=owner, host=socket.gethostname(), pid=os.getpid())
     stamp, _ = m.manifest.read_stamp()
     if stamp == FORMAT_5:

@@ -1,0 +1,106 @@
+"""Format-4 fixture graphs built only with the format-4 writer (``omnigraph-v4``'s library).
+
+``build_fixture`` makes: main with several node and edge tables (the example graph) and an empty
+table; ``feat``, a branch that owns its Person table; ``lazy``, a branch that inherits main's
+images at a version older than main's HEAD; ``feat2``, a branch of ``feat``. ``build_compact``
+makes the same branch shapes over four tables (for the crash matrix, which runs many
+migrations). ``build_duplicate`` adds branch ``dup`` holding a duplicate Person id made by
+racing v4 appends.
+
+Building a fixture takes seconds, so tests build one per backend and copy it per test.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from engine.branches import create_branch
+from engine.export import export_lines
+from engine.fenced_profile import FENCED_PROFILE
+from engine.graph import init_graph, open_graph
+from engine.legacy.table_store import LEGACY_PROFILE
+from engine.load import load
+from engine.storage import copy_root, open_store
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = (ROOT / "examples" / "social.pg").read_text() + "\nnode Audit { note: String }\n"
+COMPACT_SCHEMA = """
+node Person { name: String @key  age: I32? }
+node Company { name: String @key }
+node Audit { note: String }
+edge WorksAt: Person -> Company
+"""
+COMPACT_DATA = [
+    {"type": "Person", "data": {"name": "Alice", "age": 34}},
+    {"type": "Person", "data": {"name": "Bob"}},
+    {"type": "Company", "data": {"name": "Acme"}},
+    {"edge": "WorksAt", "from": "Alice", "to": "Acme", "data": {"id": "w-alice"}},
+]
+BRANCHES = ["feat", "feat2", "lazy", "main"]
+BIN = Path(sys.executable).parent
+
+
+def _records(*records: dict) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in records).encode()
+
+
+def build_fixture(uri: str, compact: bool = False) -> None:
+    """The standard (or compact) format-4 fixture graph at ``uri`` (see the module docstring)."""
+    graph = init_graph(uri, COMPACT_SCHEMA if compact else SCHEMA, LEGACY_PROFILE, actor="fixture")
+    data = _records(*COMPACT_DATA) if compact else (ROOT / "examples" / "social.jsonl").read_bytes()
+    load(graph, data, mode="append", branch="main", actor="fixture")
+    create_branch(graph, "lazy")
+    create_branch(graph, "feat")
+    load(graph, _records({"type": "Person", "data": {"name": "Feat Only", "age": 7}}), mode="append", branch="feat", actor="fixture")
+    create_branch(graph, "feat2", "feat")
+    load(graph, _records({"type": "Person", "data": {"name": "Feat2 Only"}}), mode="merge", branch="feat2", actor="fixture")
+    load(
+        graph,
+        _records(
+            {"type": "Person", "data": {"name": "Main Later", "age": 50}},
+            {"edge": "WorksAt", "from": "Main Later", "to": "Acme", "data": {"id": "w-later"}}
+            if compact
+            else {"edge": "Knows", "from": "Main Later", "to": "Alice", "data": {"id": "knows-later-alice"}},
+        ),
+        mode="append",
+        branch="main",
+        actor="fixture",
+    )
+
+
+def build_duplicate(uri: str, tmp_path: Path) -> str:
+    """The fixture plus branch ``dup`` holding a duplicate Person id (racing v4 appends)."""
+    from tests.process_race import race
+
+    build_fixture(uri)
+    create_branch(open_graph(uri, LEGACY_PROFILE, write=True), "dup")
+    record = tmp_path / "dup.jsonl"
+    for attempt in range(5):
+        name = f"Twin {attempt}"
+        record.write_bytes(_records({"type": "Person", "data": {"name": name}}))
+        race("omnigraph-v4", [["load", "--mode", "append", "--branch", "dup", "--data", str(record), uri]] * 6)
+        if count_ids(uri, "dup", "node:Person", name) > 1:
+            return name
+    raise AssertionError("racing v4 appends did not produce a duplicate id")
+
+
+def count_ids(uri: str, branch: str, table_key: str, entity_id: str) -> int:
+    from engine.lance_io import open_dataset
+    from engine.manifest import Manifest
+
+    store = open_store(uri)
+    entry = Manifest(store).snapshot(branch).table(table_key)
+    dataset = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version)
+    return dataset.count_rows(f"id = '{entity_id}'")
+
+
+def exports(uri: str, stamp_profile=None) -> dict[str, list[str]]:
+    """Every branch's export, read with the format-5 engine (it reads 4, migrating and 5)."""
+    graph = open_graph(uri, stamp_profile or FENCED_PROFILE, write=False)
+    return {branch: list(export_lines(graph, branch)) for branch in graph.manifest.branches()}
+
+
+def clone(source_uri: str, destination_uri: str) -> None:
+    copy_root(open_store(source_uri), open_store(destination_uri))
