@@ -10,7 +10,7 @@ validation plans and validates afresh), or aborts. ``abort --token`` (before sta
 claim; installed PKs and migration forks stay (roll-forward only).
 
 Failpoints: ``migrate.after_claim``, ``migrate.after_barrier``, ``migrate.after_plan``,
-``migrate.after_validate``, ``migrate.before_stamp``, ``migrate.after_stamp``,
+``migrate.after_validate``, ``migrate.after_units``, ``migrate.before_stamp``, ``migrate.after_stamp``,
 ``migrate.before_release``, ``migrate.after_release`` and the unit failpoints.
 """
 
@@ -227,6 +227,7 @@ def _continue(m: Migration) -> MigrationOutcome:
         migrate_unit(m, unit, images[unit.image_id], identifiers.get(unit.unit_id))
         m.progress.advance()
     m.progress.finish()
+    failpoint("migrate.after_units")
     _verify_then_stamp(m)
     return MigrationOutcome(m.migration_id, m.token, len(plan.units), len(plan.images()), FORMAT_5)
 

@@ -70,11 +70,13 @@ def build_fixture(uri: str, compact: bool = False) -> None:
     )
 
 
-def build_duplicate(uri: str, tmp_path: Path) -> str:
-    """The fixture plus branch ``dup`` holding a duplicate Person id (racing v4 appends)."""
+def build_duplicate(uri: str, tmp_path: Path, compact: bool = True) -> str:
+    """The fixture plus branch ``dup`` holding a duplicate Person id (racing v4 appends).
+
+    Returns the duplicated id."""
     from tests.process_race import race
 
-    build_fixture(uri)
+    build_fixture(uri, compact=compact)
     create_branch(open_graph(uri, LEGACY_PROFILE, write=True), "dup")
     record = tmp_path / "dup.jsonl"
     for attempt in range(5):

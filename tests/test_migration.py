@@ -138,6 +138,7 @@ FAILPOINTS = [
     "unit.after_pk",
     "unit.after_publish",
     "unit.after_digest",
+    "migrate.after_units",
     "migrate.before_stamp",
     "migrate.after_stamp",
     "migrate.before_release",
