@@ -13,11 +13,10 @@ from typing import Any
 import click
 
 from engine.cli_support import actor_name, emit_json, json_option, reports_errors, say
-from engine.errors import ValidationFailed
-from ledger import InventoryEntry, Ledger, render_table
+from engine.errors import EXIT_VALIDATION_FAILED, ValidationFailed
+from ledger import InventoryEntry, render_table
 from migrator import inspection
 from migrator.inventory import inventory_lines
-from migrator.layout import ledger_dir
 from migrator.progress import Progress, SilentProgress, StderrProgress
 from migrator.run import abort_migration, resume_migration, run_migration
 
@@ -144,7 +143,7 @@ def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
 @reports_errors
 def status_command(graph: str, as_json: bool) -> None:
     """The stamp, the claim holder and the latest migration's ledger."""
-    document = inspection.status(graph)
+    document, replay = inspection.status(graph)
     if as_json:
         emit_json(document)
         return
@@ -157,13 +156,10 @@ def status_command(graph: str, as_json: bool) -> None:
         )
     else:
         say("no claim")
-    if document["ledger"] is not None:
+    if replay is not None:
         units = ", ".join(f"{state}: {count}" for state, count in document["units_by_state"].items()) or "none planned"
         say(f"migration {document['migration_id']}: units {units}; elapsed {document['elapsed_seconds']}s")
-        from engine.storage import open_store
-
-        store = open_store(graph)
-        say(render_table(Ledger(store, ledger_dir(document["migration_id"])).replay()).rstrip())
+        say(render_table(replay).rstrip())
     say(f"next: {document['next']}")
 
 
@@ -193,7 +189,7 @@ def duplicates_command(graph: str, as_json: bool) -> None:
         _print_inventory(document["inventory"])
         say(f"{len(document['inventory'])} problem(s) in {document['images']} image(s)")
     if document["inventory"]:
-        raise SystemExit(4)
+        raise SystemExit(EXIT_VALIDATION_FAILED)
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from engine import intents
 from engine.errors import NotFound, ValidationFailed
 from engine.manifest import Manifest
 from engine.storage import GraphStore, open_store
-from ledger import Ledger, render_json
+from ledger import Ledger, LedgerReplay, render_json
 from migrator.errors import DriftDetected
 from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
@@ -101,8 +101,10 @@ def _elapsed(first_at: str, last_at: str | None) -> float:
     return round((end - _parse_utc(first_at)).total_seconds(), 3)
 
 
-def status(uri: str) -> dict[str, Any]:
-    """The stamp, the claim, and the latest migration's ledger (records and folded state)."""
+def status(uri: str) -> tuple[dict[str, Any], LedgerReplay | None]:
+    """The stamp, the claim, and the latest migration's ledger (records and folded state).
+
+    Returns the JSON document and the replayed ledger (None if no migration ever ran)."""
     store, manifest = _open(uri)
     stamp, stamp_migration = manifest.read_stamp()
     holder = inspect(store, CLAIM_PATH)
@@ -118,7 +120,7 @@ def status(uri: str) -> dict[str, Any]:
         "next": _next_step(store.uri, stamp, holder is not None),
     }
     if migration_id is None:
-        return document
+        return document, None
     replay = Ledger(store, ledger_dir(migration_id)).replay()
     counts: dict[str, int] = {}
     for unit in replay.state.units.values():
@@ -127,7 +129,7 @@ def status(uri: str) -> dict[str, Any]:
     document["ledger"] = render_json(replay)
     document["units_by_state"] = dict(sorted(counts.items()))
     document["elapsed_seconds"] = _elapsed(replay.records[0][1].at, replay.records[-1][1].at if finished else None)
-    return document
+    return document, replay
 
 
 def _next_step(uri: str, stamp: str | None, claimed: bool) -> str:
