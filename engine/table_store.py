@@ -25,6 +25,7 @@ from typing import Literal
 
 import lance
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import FormatRefused, Internal
 from engine.lance_io import PK_METADATA_KEY, primary_key
@@ -121,6 +122,36 @@ def overwrite(dataset: lance.LanceDataset, rows: pa.Table, schema: pa.Schema) ->
     if primary_key(result.schema) != expected:
         raise Internal(f"overwrite of {dataset.uri} lost its primary key {expected}")
     return int(result.version)
+
+
+class EffectLanded(Exception):
+    """A multi-commit effect failed after its first commit landed (recovery must resolve it)."""
+
+
+def repair_rows(dataset: lance.LanceDataset, ids: list[str], null_ids: bool, rows: pa.Table) -> int:
+    """Duplicate repair behind the migration barrier: delete every row whose id is in ``ids``
+    (and every null-id row if ``null_ids``), then insert ``rows`` with a strict merge ON ``id``.
+
+    The tables being repaired have no PK yet (validation stops a migration before any PK), so the
+    insert carries no key filter; it is safe only because the migration claim and the barrier
+    exclude every other writer. Two Lance commits; a failure of the second raises
+    :class:`EffectLanded`. Returns the final version.
+    """
+    predicate = pc.field(KEY_COLUMN).isin(pa.array(ids, pa.utf8()))
+    if null_ids:
+        predicate = predicate | pc.field(KEY_COLUMN).is_null()
+    try:
+        dataset.delete(predicate, conflict_retries=0)
+    except OSError as error:
+        raise _classify(error) from error
+    if rows.num_rows == 0:
+        return int(dataset.version)
+    builder = dataset.merge_insert(KEY_COLUMN).when_matched_fail().when_not_matched_insert_all()
+    try:
+        builder.conflict_retries(0).use_index(False).execute(rows)
+    except OSError as error:
+        raise EffectLanded(f"the repair of {dataset.uri} deleted rows but its insert failed: {error}") from error
+    return int(dataset.version)
 
 
 def install_primary_key(dataset: lance.LanceDataset) -> tuple[Literal["installed", "present"], int]:

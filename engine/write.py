@@ -27,7 +27,7 @@ from typing import Literal
 import pyarrow as pa
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
-from engine import intents
+from engine import intents, table_store
 from engine.errors import BadRequest, ReadSetConflict, RecoveryRequired
 from engine.failpoints import failpoint
 from engine.graph import Graph
@@ -37,7 +37,7 @@ from engine.manifest import BranchSnapshot, HeadEntry, TableEntry, lance_branch_
 from engine.schema.ids import new_ulid
 from engine.table_store import CommitConflict, ExistingKeys
 
-WriteKind = Literal["insert", "upsert", "overwrite"]
+WriteKind = Literal["insert", "upsert", "overwrite", "repair"]
 RETRY_SECONDS = 60.0
 PUBLISH_ATTEMPTS = 64
 _REBASE_SAFE_OPERATIONS = frozenset({"Update", "Append"})
@@ -45,11 +45,17 @@ _REBASE_SAFE_OPERATIONS = frozenset({"Update", "Append"})
 
 @dataclass(frozen=True)
 class TableWrite:
-    """Validated rows for one table and how to write them."""
+    """Validated rows for one table and how to write them.
+
+    ``repair`` (duplicate repair behind the migration barrier only) first deletes the rows whose
+    id is in ``delete_ids`` (and null-id rows if ``delete_null_ids``), then inserts ``rows``.
+    """
 
     table_key: str
     kind: WriteKind
     rows: pa.Table
+    delete_ids: tuple[str, ...] = ()
+    delete_null_ids: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,9 +158,17 @@ def _apply_effects(
                 version = router.strict_insert(dataset, write.rows)
             elif write.kind == "upsert":
                 version = router.upsert(dataset, write.rows)
+            elif write.kind == "repair":
+                version = table_store.repair_rows(dataset, list(write.delete_ids), write.delete_null_ids, write.rows)
             else:
                 schema = graph.catalog.table(write.table_key).arrow_schema(with_pk=router.with_pk)
                 version = router.overwrite(dataset, write.rows, schema)
+        except table_store.EffectLanded as landed:
+            raise RecoveryRequired(
+                operation_id,
+                f"{write.table_key}: {landed}; reopen the graph read-write to resolve the commit",
+                table_key=write.table_key,
+            ) from landed
         except (CommitConflict, ExistingKeys) as conflict:
             if entries:
                 raise RecoveryRequired(

@@ -70,9 +70,11 @@ class DriftItem(_Strict):
 
 
 class RepairDecision(_Strict):
-    """What a duplicate repair did with one id: keep it, rename it to ``new_id``, or delete it."""
+    """What a duplicate repair did with one id: keep it, rename it to ``new_id``, or delete it.
 
-    entity_id: str
+    ``entity_id`` is None for rows whose id was null."""
+
+    entity_id: str | None
     action: Literal["keep", "rename", "delete"]
     new_id: str | None
     rows: NonNegativeInt

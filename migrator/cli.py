@@ -8,6 +8,7 @@ duplicate inventory is also printed on stdout as tab-separated lines without ``-
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -15,7 +16,8 @@ import click
 from engine.cli_support import actor_name, emit_json, json_option, reports_errors, say
 from engine.errors import EXIT_VALIDATION_FAILED, ValidationFailed
 from ledger import InventoryEntry, render_table
-from migrator import inspection
+from engine.storage import copy_root, open_store
+from migrator import inspection, repair
 from migrator.inventory import inventory_lines
 from migrator.progress import Progress, SilentProgress, StderrProgress
 from migrator.run import abort_migration, resume_migration, run_migration
@@ -190,6 +192,48 @@ def duplicates_command(graph: str, as_json: bool) -> None:
         say(f"{len(document['inventory'])} problem(s) in {document['images']} image(s)")
     if document["inventory"]:
         raise SystemExit(EXIT_VALIDATION_FAILED)
+
+
+@cli.command("repair")
+@click.argument("graph")
+@click.option("--token", required=True, help="The token of the migration's claim.")
+@click.option("--decisions", "decisions_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The decisions file (YAML).")
+@click.option("--template", is_flag=True, help="Write a decisions template to --decisions instead of applying.")
+@json_option
+@reports_errors
+def repair_command(graph: str, token: str, decisions_path: Path, template: bool, as_json: bool) -> None:
+    """Repair duplicate/null ids behind the barrier, as decided in a decisions file."""
+    if template:
+        decisions = repair.template(graph, token, _progress(as_json))
+        repair.write_decisions(decisions_path, decisions)
+        document: dict[str, Any] = {"template": str(decisions_path), "entries": len(decisions.decisions)}
+        if as_json:
+            emit_json(document)
+        say(f"wrote {len(decisions.decisions)} entries to {decisions_path}: set an action on each, then rerun without --template")
+        return
+    applied = repair.apply(graph, token, repair.read_decisions(decisions_path), actor_name())
+    document = {"commits": [record.model_dump(mode="json") for record in applied]}
+    if as_json:
+        emit_json(document)
+    say(
+        f"applied {len(applied)} repair commit(s); next: `omnigraph-migrate duplicates {graph}` to check, "
+        f"then `omnigraph-migrate resume {graph} --token {token}`"
+    )
+
+
+@cli.command("copy")
+@click.argument("source")
+@click.argument("destination")
+@json_option
+@reports_errors
+def copy_command(source: str, destination: str, as_json: bool) -> None:
+    """Copy a whole graph root (all branches and versions) to an empty DESTINATION; SOURCE is only read."""
+    copied = copy_root(open_store(source), open_store(destination))
+    document = {"source": source, "destination": destination, "objects": len(copied), "bytes": sum(size for _, size in copied)}
+    if as_json:
+        emit_json(document)
+    say(f"copied {document['objects']} objects ({document['bytes']} bytes) from {source} to {destination}")
 
 
 def main() -> None:

@@ -269,7 +269,8 @@ def _release(m: Migration) -> None:
     failpoint("migrate.after_release")
 
 
-def _held_migration(uri: str, token: str, progress: Progress) -> Migration:
+def held_migration(uri: str, token: str, progress: Progress) -> Migration:
+    """The migration whose claim carries ``token``; ``not_found`` / ``precondition_failed`` otherwise."""
     store = open_store(uri)
     holder = inspect(store, CLAIM_PATH)
     if holder is None:
@@ -289,7 +290,7 @@ def _held_migration(uri: str, token: str, progress: Progress) -> Migration:
 
 def resume_migration(uri: str, token: str, owner: str, progress: Progress) -> MigrationOutcome:
     """Continue the migration whose claim carries ``token`` from its ledger."""
-    m = _held_migration(uri, token, progress)
+    m = held_migration(uri, token, progress)
     try:
         m.ledger.replay()
     except NotFound:
@@ -315,7 +316,7 @@ def resume_migration(uri: str, token: str, owner: str, progress: Progress) -> Mi
 
 def abort_migration(uri: str, token: str, reason: str) -> dict[str, Any]:
     """Put stamp 4 back and release the claim (before stamp 5 only); PKs and forks stay."""
-    m = _held_migration(uri, token, SilentProgress())
+    m = held_migration(uri, token, SilentProgress())
     m.ledger.replay()
     stamp, _ = m.manifest.read_stamp()
     if stamp == FORMAT_5:

@@ -1,0 +1,261 @@
+"""Duplicate repair under the migration claim: the only writer allowed behind the barrier.
+
+A failed validation leaves stamp ``migrating`` and the claim held. The operator writes a
+decisions file (start from :func:`template`): for every duplicate or null id, on every branch
+that pins the broken image, one action:
+
+* ``keep``: the row ``keep_row_id`` keeps the id, the other rows are removed;
+* ``rename``: the row ``keep_row_id`` keeps the id (for null ids: none does), every other row
+  gets the id given in ``new_ids`` (``"generate"`` for a new ULID); refused for keyed node types,
+  whose id is derived from the key;
+* ``delete``: every row with the id is removed; refused for a node that edges still reference.
+
+Nothing is chosen without a decision: an entry without an action refuses the whole file before
+any write. :func:`apply` writes one recorded graph commit per (branch, table) through the engine
+write protocol, then a ``repair_applied`` ledger record per commit. A later ``resume`` plans and
+validates afresh.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from engine.errors import BadRequest, FormatRefused
+from engine.fenced_profile import FENCED_ROUTER
+from engine.graph import Graph, open_graph
+from engine.lance_io import open_dataset
+from engine.manifest import BranchSnapshot, Manifest
+from engine.routing import EngineProfile
+from engine.schema.ids import new_ulid
+from engine.stamps import FORMAT_MIGRATING
+from engine.storage import open_store
+from engine.write import TableWrite, commit
+from ledger import InventoryEntry, RepairApplied, RepairDecision
+from migrator.context import Migration
+from migrator.inventory import inventory, validate_images
+from migrator.plan import build_plan
+from migrator.progress import Progress, SilentProgress
+from migrator.run import held_migration
+
+GENERATE = "generate"
+
+REPAIR_PROFILE = EngineProfile(
+    program="omnigraph-migrate repair",
+    init_stamp=FORMAT_MIGRATING,
+    read_write_stamps=frozenset({FORMAT_MIGRATING}),
+    read_only_stamps=frozenset({FORMAT_MIGRATING}),
+    router=replace(FENCED_ROUTER, check_writable=None),
+    refusal_hint="duplicate repair runs only behind the migration barrier (stamp migrating)",
+)
+
+
+class FoundRow(BaseModel):
+    """One row carrying the broken id, as the template shows it (for the operator to choose)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    row_id: int
+    values: dict[str, Any]
+
+
+class RepairChoice(BaseModel):
+    """The decision for one broken id on one branch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    entity_kind: Literal["node", "edge"]
+    type_name: str
+    table_key: str
+    entity_id: str | None
+    graph_branch: str
+    table_branch: str | None
+    table_version: int
+    rows: list[FoundRow]
+    action: Literal["keep", "rename", "delete"] | None = None
+    keep_row_id: int | None = None
+    new_ids: dict[int, str] = {}
+
+
+class DecisionsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    migration_id: str
+    graph: str
+    decisions: list[RepairChoice]
+
+
+def _rows_with_id(graph: Graph, entry_path: str, table_branch: str | None, version: int, entity_id: str | None) -> pa.Table:
+    dataset = open_dataset(graph.store, entry_path, table_branch, version)
+    predicate = pc.field("id").is_null() if entity_id is None else pc.field("id") == entity_id
+    return dataset.scanner(filter=predicate, with_row_id=True).to_table()
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def template(uri: str, token: str, progress: Progress | None = None) -> DecisionsFile:
+    """Every broken id on every branch that pins it, with its rows and no action chosen."""
+    m = held_migration(uri, token, progress or SilentProgress())
+    plan = build_plan(m.manifest)
+    broken: list[InventoryEntry] = inventory(plan, validate_images(m.store, plan, m.progress))
+    graph = open_graph(uri, REPAIR_PROFILE, write=False)
+    choices = []
+    for entry in broken:
+        table_key = f"{entry.entity_kind}:{entry.type_name}"
+        rows = _rows_with_id(graph, entry.table_path, entry.table_branch, entry.table_version, entry.entity_id)
+        found = [
+            FoundRow(row_id=int(row.pop("_rowid")), values=_jsonable(row))
+            for row in rows.to_pylist()
+        ]
+        for branch in entry.graph_branches:
+            choices.append(
+                RepairChoice(
+                    entity_kind=entry.entity_kind,
+                    type_name=entry.type_name,
+                    table_key=table_key,
+                    entity_id=entry.entity_id,
+                    graph_branch=branch,
+                    table_branch=entry.table_branch,
+                    table_version=entry.table_version,
+                    rows=sorted(found, key=lambda r: r.row_id),
+                )
+            )
+    return DecisionsFile(migration_id=m.migration_id, graph=m.store.uri, decisions=choices)
+
+
+def write_decisions(path: Path, decisions: DecisionsFile) -> None:
+    """Write a decisions file (YAML); an existing file is never overwritten."""
+    if path.exists():
+        raise BadRequest(f"{path} exists; refusing to overwrite a decisions file", {"path": str(path)})
+    header = (
+        "# Duplicate repair decisions. For every entry set `action` to keep, rename or delete.\n"
+        "# keep: keep_row_id keeps the id. rename: keep_row_id keeps the id (omit it for null ids)\n"
+        "# and every other row gets the id in new_ids (row_id: new id, or \"generate\").\n"
+        "# delete: every row with the id goes. Nothing is applied while an action is missing.\n"
+    )
+    path.write_text(header + yaml.safe_dump(decisions.model_dump(mode="json"), sort_keys=True, allow_unicode=True))
+
+
+def read_decisions(path: Path) -> DecisionsFile:
+    try:
+        return DecisionsFile.model_validate(yaml.safe_load(path.read_text()))
+    except (OSError, yaml.YAMLError, ValueError) as error:
+        raise BadRequest(f"cannot use decisions file {path}: {error}", {"path": str(path)}) from error
+
+
+def _check_choice(graph: Graph, choice: RepairChoice) -> None:
+    where = f"{choice.table_key} id {choice.entity_id!r} on {choice.graph_branch}"
+    row_ids = {row.row_id for row in choice.rows}
+    if choice.action is None:
+        raise BadRequest(f"{where}: no action chosen; nothing was applied", {"entity_id": choice.entity_id})
+    keyed = choice.entity_kind == "node" and graph.catalog.node(choice.type_name).key is not None
+    if choice.action == "rename" and keyed:
+        raise BadRequest(f"{where}: {choice.type_name} ids are derived from its @key; keep one row or delete")
+    if choice.action == "keep" and choice.entity_id is None:
+        raise BadRequest(f"{where}: a null id cannot be kept; rename or delete the rows")
+    if choice.action in ("keep", "rename") and choice.entity_id is not None and choice.keep_row_id not in row_ids:
+        raise BadRequest(f"{where}: keep_row_id must be one of {sorted(row_ids)}")
+    if choice.action == "rename":
+        expected = row_ids - {choice.keep_row_id}
+        if set(choice.new_ids) != expected:
+            raise BadRequest(f"{where}: new_ids must name exactly the rows {sorted(expected)}")
+
+
+def _edges_referencing(graph: Graph, snapshot: BranchSnapshot, node_type: str, node_id: str) -> list[str]:
+    found = []
+    for table_key in graph.catalog.table_keys():
+        table = graph.catalog.table(table_key)
+        if table.kind != "edge" or node_type not in (table.from_type, table.to_type):
+            continue
+        entry = snapshot.table(table_key)
+        dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+        hits = dataset.to_table(columns=["id"], filter=(pc.field("src") == node_id) | (pc.field("dst") == node_id))
+        found += [f"{table_key} {edge_id}" for edge_id in hits.column("id").to_pylist()]
+    return sorted(found)
+
+
+def _rows_to_insert(graph: Graph, choice: RepairChoice, snapshot: BranchSnapshot) -> tuple[list[dict[str, Any]], list[RepairDecision]]:
+    if choice.action == "delete":
+        if choice.entity_kind == "node" and choice.entity_id is not None:
+            edges = _edges_referencing(graph, snapshot, choice.type_name, choice.entity_id)
+            if edges:
+                raise BadRequest(
+                    f"deleting node {choice.type_name} {choice.entity_id!r} on {choice.graph_branch} would "
+                    f"leave edges without an endpoint ({', '.join(edges[:5])}); keep one row instead",
+                    {"edges": edges},
+                )
+        return [], [RepairDecision(entity_id=choice.entity_id, action="delete", new_id=None, rows=len(choice.rows))]
+    path = snapshot.table(choice.table_key).table_path
+    found = _rows_with_id(graph, path, choice.table_branch, choice.table_version, choice.entity_id)
+    by_row = {int(row.pop("_rowid")): row for row in found.to_pylist()}
+    rows: list[dict[str, Any]] = []
+    decisions: list[RepairDecision] = []
+    if choice.keep_row_id is not None:
+        rows.append(by_row[choice.keep_row_id])
+        decisions.append(RepairDecision(entity_id=choice.entity_id, action="keep", new_id=None, rows=1))
+    for row_id, new_id in sorted(choice.new_ids.items()):
+        renamed = dict(by_row[row_id], id=new_ulid() if new_id == GENERATE else new_id)
+        rows.append(renamed)
+        decisions.append(RepairDecision(entity_id=choice.entity_id, action="rename", new_id=renamed["id"], rows=1))
+    return rows, decisions
+
+
+def apply(uri: str, token: str, decisions: DecisionsFile, actor: str) -> list[RepairApplied]:
+    """Apply every decision (see the module docstring); returns the ledger records written."""
+    m: Migration = held_migration(uri, token, SilentProgress())
+    if decisions.migration_id != m.migration_id:
+        raise BadRequest(
+            f"the decisions were written for migration {decisions.migration_id}, not {m.migration_id}; regenerate them"
+        )
+    stamp, _ = Manifest(open_store(uri)).read_stamp()
+    if stamp != FORMAT_MIGRATING:
+        raise FormatRefused(f"repair needs the migration barrier (stamp migrating), found {stamp!r}")
+    graph = open_graph(uri, REPAIR_PROFILE, write=True)
+    for choice in decisions.decisions:
+        _check_choice(graph, choice)
+    groups: dict[tuple[str, str], list[RepairChoice]] = {}
+    for choice in decisions.decisions:
+        groups.setdefault((choice.graph_branch, choice.table_key), []).append(choice)
+    applied: list[RepairApplied] = []
+    for (branch, table_key), choices in sorted(groups.items()):
+        recorded: list[RepairDecision] = []
+
+        def prepare(snapshot: BranchSnapshot, choices: list[RepairChoice] = choices, table_key: str = table_key) -> list[TableWrite]:
+            entry = snapshot.table(table_key)
+            recorded.clear()
+            rows: list[dict[str, Any]] = []
+            for choice in choices:
+                if (entry.table_branch, entry.table_version) != (choice.table_branch, choice.table_version):
+                    raise BadRequest(
+                        f"{table_key} on {branch} is no longer the image the decisions were made on; regenerate them"
+                    )
+                inserted, made = _rows_to_insert(graph, choice, snapshot)
+                rows += inserted
+                recorded.extend(made)
+            schema = graph.catalog.table(table_key).arrow_schema(with_pk=False)
+            ids = sorted({c.entity_id for c in choices if c.entity_id is not None})
+            nulls = any(c.entity_id is None for c in choices)
+            return [TableWrite(table_key, "repair", pa.Table.from_pylist(rows, schema=schema), tuple(ids), nulls)]
+
+        result = commit(graph, branch, prepare, message=f"duplicate repair ({m.migration_id})", actor=actor)
+        assert result is not None
+        record = RepairApplied(
+            token=m.token,
+            migration_id=m.migration_id,
+            graph_branch=branch,
+            table_key=table_key,
+            decisions=list(recorded),
+            commit_id=result.commit_id,
+        )
+        m.ledger.append(record)
+        applied.append(record)
+    return applied
