@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import lance
 import pyarrow as pa
+from tenacity import retry, retry_if_result, stop_after_delay, wait_exponential_jitter
 
 from engine.errors import RecoveryRequired
 from engine.storage import GraphStore
@@ -96,13 +97,20 @@ def ensure_fork(
         reference = (parent_branch if parent_branch is not None else "main", parent_version)
         try:
             dataset.create_branch(branch, reference=reference)
-        except OSError:
-            existing = list_branches(open_dataset(store, rel)).get(branch)
+        except OSError as error:
+            # A concurrent first write created the branch; its ref appears a moment after its data.
+            existing = _wait_for_branch(store, rel, branch)
             if existing is None:
-                raise
+                raise RecoveryRequired(
+                    operation_id,
+                    f"table {rel}: Lance branch {branch!r} exists as data but has no ref ({error}); "
+                    "a fork was interrupted. Reopen the graph read-write; if this persists, the "
+                    "branch directory must be inspected by hand",
+                    table_path=rel,
+                    branch=branch,
+                ) from error
         else:
-            created = list_branches(open_dataset(store, rel))[branch]
-            return created
+            return list_branches(open_dataset(store, rel))[branch]
     if existing.parent_branch != parent_branch or existing.parent_version != parent_version:
         raise RecoveryRequired(
             operation_id,
@@ -113,6 +121,16 @@ def ensure_fork(
             branch=branch,
         )
     return existing
+
+
+@retry(
+    retry=retry_if_result(lambda found: found is None),
+    stop=stop_after_delay(5.0),
+    wait=wait_exponential_jitter(multiplier=0.02, max=0.5, jitter=0.02),
+    retry_error_callback=lambda state: None,
+)
+def _wait_for_branch(store: GraphStore, rel: str, branch: str) -> LanceBranch | None:
+    return list_branches(open_dataset(store, rel)).get(branch)
 
 
 def delete_branch_if_present(store: GraphStore, rel: str, branch: str) -> bool:

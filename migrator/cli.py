@@ -21,6 +21,9 @@ from migrator import inspection, repair
 from migrator.inventory import inventory_lines
 from migrator.progress import Progress, SilentProgress, StderrProgress
 from migrator.run import abort_migration, resume_migration, run_migration
+from playbooks.model import load_playbook
+from playbooks.report import write_json, write_junit
+from playbooks.runner import run_playbook
 
 
 def _progress(as_json: bool) -> Progress:
@@ -234,6 +237,54 @@ def copy_command(source: str, destination: str, as_json: bool) -> None:
     if as_json:
         emit_json(document)
     say(f"copied {document['objects']} objects ({document['bytes']} bytes) from {source} to {destination}")
+
+
+@cli.group("playbook")
+def playbook_group() -> None:
+    """Run a YAML runbook (upgrade, staging-rehearsal, resume-crashed, duplicate-repair)."""
+
+
+@playbook_group.command("run")
+@click.argument("playbook_file")
+@click.argument("graph")
+@click.option("--yes", is_flag=True, help="Do not ask before acting (CI); confirmations count as given.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), help="Write a JSON report.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML.")
+@click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Set a playbook variable (repeatable).")
+@json_option
+@reports_errors
+def playbook_run_command(
+    playbook_file: str, graph: str, yes: bool, report_path: Path | None, junit_path: Path | None,
+    variables: tuple[str, ...], as_json: bool,
+) -> None:
+    """Run PLAYBOOK_FILE (a path or a bundled name) against GRAPH, step by step."""
+    overrides = {}
+    for setting in variables:
+        name, sep, value = setting.partition("=")
+        if not sep or not name:
+            raise click.UsageError(f"--var takes NAME=VALUE, got {setting!r}")
+        overrides[name] = value
+    playbook, path = load_playbook(playbook_file)
+
+    def ask(question: str) -> bool:
+        if yes:
+            return True
+        return click.confirm(question, default=False, err=True)
+
+    report = run_playbook(
+        playbook, playbook_file, graph, user=actor_name(), overrides=overrides, ask=ask,
+        progress=_progress(as_json), say=say,
+    )
+    planned = [(step.id, step.title) for step in playbook.steps]
+    if report_path is not None:
+        write_json(report, report_path)
+    if junit_path is not None:
+        write_junit(report, planned, junit_path)
+    if as_json:
+        emit_json(report.to_json())
+    say(f"\nplaybook {playbook.name}: {'ok' if report.ok else 'FAILED'} ({len(report.steps)}/{len(planned)} steps run)")
+    if not report.ok:
+        raise SystemExit(report.exit_code)
 
 
 def main() -> None:

@@ -82,7 +82,9 @@ def build_duplicate(uri: str, tmp_path: Path, compact: bool = True) -> str:
     for attempt in range(5):
         name = f"Twin {attempt}"
         record.write_bytes(_records({"type": "Person", "data": {"name": name}}))
-        race("omnigraph-v4", [["load", "--mode", "append", "--branch", "dup", "--data", str(record), uri]] * 6)
+        outcomes = race("omnigraph-v4", [["load", "--mode", "append", "--branch", "dup", "--data", str(record), "--json", uri]] * 6)
+        for outcome in outcomes:
+            assert outcome.returncode == 0 or outcome.json()["error"]["code"] == "key_conflict", outcome.stderr
         if count_ids(uri, "dup", "node:Person", name) > 1:
             return name
     raise AssertionError("racing v4 appends did not produce a duplicate id")

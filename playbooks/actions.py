@@ -1,0 +1,336 @@
+"""What a playbook step can do: one function per action, registered in :data:`ACTIONS`.
+
+An action gets the step's expanded parameters and the run's context, does its work through the
+migrator and engine APIs (never by shelling out), and returns a :class:`StepResult`. A failure is
+a :class:`StepFailed` carrying the exact next command for the operator; errors of the toolkit
+that an action does not translate are reported by the runner with a generic next command.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from claims import inspect
+from engine import intents
+from engine.branches import create_branch, delete_branch
+from engine.errors import EXIT_ERROR, EXIT_VALIDATION_FAILED, KeyConflict, OmnigraphError
+from engine.export import export_lines
+from engine.fenced_profile import FENCED_PROFILE
+from engine.graph import Graph, open_graph
+from engine.load import load
+from engine.manifest import MAIN, Manifest
+from engine.storage import copy_root, open_store
+from ledger import render_table
+from migrator import inspection, repair
+from migrator.layout import CLAIM_PATH
+from migrator.progress import Progress
+from migrator.run import resume_migration, run_migration
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """A finished step: one-line summary, data for the report, variables for later steps."""
+
+    summary: str
+    data: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)
+    skipped: bool = False
+
+
+class StepFailed(Exception):
+    """A step that did not achieve its goal; ``next_command`` is what the operator runs next."""
+
+    def __init__(self, summary: str, next_command: str, exit_code: int = EXIT_ERROR, data: dict[str, Any] | None = None):
+        super().__init__(summary)
+        self.summary = summary
+        self.next_command = next_command
+        self.exit_code = exit_code
+        self.data = data or {}
+
+
+@dataclass
+class StepContext:
+    """What an action may use: variables, the operator, progress and the human channel."""
+
+    variables: dict[str, str]
+    playbook_path: str
+    ask: Callable[[str], bool]
+    progress: Progress
+    say: Callable[[str], None]
+
+    @property
+    def actor(self) -> str:
+        return self.variables["user"]
+
+    def rerun(self, **extra: str) -> str:
+        """The command that runs this playbook again (with extra --var settings)."""
+        settings = "".join(f" --var {name}={value}" for name, value in sorted(extra.items()))
+        return f"omnigraph-migrate playbook run {self.playbook_path} {self.variables['graph']}{settings}"
+
+
+Action = Callable[[StepContext, dict[str, str]], StepResult]
+
+
+def _flag(params: dict[str, str], name: str) -> bool:
+    return params.get(name, "false").lower() in ("1", "true", "yes")
+
+
+def _claim_outputs(graph: str) -> dict[str, str]:
+    holder = inspect(open_store(graph), CLAIM_PATH)
+    if holder is None:
+        return {}
+    return {"token": holder.token, "migration_id": holder.migration_id, "migration_graph": graph}
+
+
+def _repair_route(graph: str) -> str:
+    """Duplicates are repaired behind the barrier: a run stops at validation holding it."""
+    return (
+        f"stop every writer, then `omnigraph-migrate run {graph} --owner NAME` (it stops at validation "
+        f"and keeps the barrier), then `omnigraph-migrate playbook run playbooks/duplicate-repair.yaml {graph}`"
+    )
+
+
+def preflight(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    graph = params["graph"]
+    try:
+        document = inspection.preflight(graph, _flag(params, "validate"), ctx.progress)
+    except OmnigraphError as error:
+        next_command = {
+            "claim_held": f"omnigraph-migrate playbook run playbooks/resume-crashed.yaml {graph}",
+            "format_refused": f"omnigraph-migrate verify {graph}",
+            "recovery_required": f"omnigraph-v4 branch create recover-tmp {graph} (a read-write open resolves pending writes), then rerun",
+            "validation_failed": _repair_route(graph),
+        }.get(error.code, f"omnigraph-migrate status {graph}")
+        raise StepFailed(f"not ready: {error.message}", next_command, error.exit_code, error.details) from error
+    summary = (
+        f"format 4, {len(document['branches'])} branch(es), {len(document['units'])} unit(s), "
+        f"{document['images']} image(s)" + (", no duplicate or null ids" if "inventory" in document else "")
+    )
+    return StepResult(summary, {"branches": len(document["branches"]), "units": len(document["units"])})
+
+
+def confirm(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    question = params["question"]
+    if not ctx.ask(question):
+        raise StepFailed(f"not confirmed: {question}", ctx.rerun())
+    return StepResult(f"confirmed: {question}")
+
+
+def migrate(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    graph = params["graph"]
+    try:
+        outcome = run_migration(graph, params["owner"], ctx.progress)
+    except OmnigraphError as error:
+        outputs = _claim_outputs(graph)
+        if error.code == "validation_failed":
+            next_command = f"omnigraph-migrate playbook run playbooks/duplicate-repair.yaml {graph}"
+        elif error.code == "drift_detected" and outputs:
+            next_command = f"stop every writer, then omnigraph-migrate abort {graph} --token {outputs['token']}, then rerun"
+        elif outputs:
+            next_command = f"omnigraph-migrate playbook run playbooks/resume-crashed.yaml {graph}"
+        else:
+            next_command = f"omnigraph-migrate status {graph}"
+        raise StepFailed(error.message, next_command, error.exit_code, {**error.details, **outputs}) from error
+    outputs = {"token": outcome.token, "migration_id": outcome.migration_id, "migration_graph": graph}
+    return StepResult(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp 5", outcome.to_json(), outputs)
+
+
+def resume(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    graph, token = params["graph"], params["token"]
+    try:
+        outcome = resume_migration(graph, token, ctx.actor, ctx.progress)
+    except OmnigraphError as error:
+        raise StepFailed(error.message, f"omnigraph-migrate status {graph}", error.exit_code, error.details) from error
+    outputs = {"token": token, "migration_id": outcome.migration_id, "migration_graph": graph}
+    return StepResult(f"migration {outcome.migration_id} completed: {outcome.units} unit(s); stamp 5", outcome.to_json(), outputs)
+
+
+def verify(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    graph = params["graph"]
+    try:
+        document = inspection.verify(graph)
+    except OmnigraphError as error:
+        raise StepFailed(error.message, f"omnigraph-migrate status {graph}", error.exit_code, error.details) from error
+    return StepResult(f"every live table on every branch is fenced (stamp {document['stamp']})", document)
+
+
+def _first_row(graph: Graph, branch: str) -> bytes | None:
+    """One exported node row of ``branch`` (as a JSONL line), or None if it has no node rows."""
+    for table_key in graph.catalog.table_keys():
+        if table_key.startswith("node:"):
+            for line in export_lines(graph, branch, [table_key.split(":", 1)[1]]):
+                return (line + "\n").encode()
+    return None
+
+
+def _smoke_on(graph: Graph, branch: str, line: bytes) -> dict[str, Any]:
+    before = list(export_lines(graph, branch))
+    written = load(graph, line, mode="merge", branch=branch, actor="playbook smoke test")
+    try:
+        load(graph, line, mode="append", branch=branch, actor="playbook smoke test")
+    except KeyConflict:
+        fenced = True
+    else:
+        fenced = False
+    after = list(export_lines(graph, branch))
+    if not fenced or after != before:
+        raise StepFailed(
+            f"smoke test on {branch}: the strict re-insert {'was refused' if fenced else 'was NOT refused'}, "
+            f"rows {'unchanged' if after == before else 'CHANGED'}",
+            f"omnigraph-migrate verify {graph.store.uri}",
+        )
+    return {"branch": branch, "commit": written.commits[0].commit_id, "rows": len(after)}
+
+
+def smoke_test(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """A fenced upsert (same values) and a refused strict insert, then a read, on main and a branch."""
+    graph = open_graph(params["graph"], FENCED_PROFILE, write=True)
+    line = _first_row(graph, MAIN)
+    if line is None:
+        return StepResult("skipped: main has no node rows to write back", skipped=True)
+    branch = f"smoke-{ctx.variables['run_id'].lower()}"
+    results = [_smoke_on(graph, MAIN, line)]
+    create_branch(graph, branch)
+    try:
+        results.append(_smoke_on(graph, branch, line))
+    finally:
+        delete_branch(graph, branch)
+    return StepResult(
+        f"fenced write and read on main and on a temporary branch; a duplicate insert was refused on both",
+        {"checks": results},
+    )
+
+
+def release(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    graph = params["graph"]
+    store = open_store(graph)
+    stamp, _ = Manifest(store).read_stamp()
+    holder = inspect(store, CLAIM_PATH)
+    pending = intents.list_intents(store)
+    if stamp != "5" or holder is not None or pending:
+        raise StepFailed(
+            f"not releasable: stamp {stamp}, claim {'held' if holder else 'free'}, {len(pending)} pending write(s)",
+            f"omnigraph-migrate status {graph}",
+        )
+    return StepResult("stamp 5, no claim, nothing pending: restart writers with the format-5 omnigraph only")
+
+
+def copy(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    source, destination = params["source"], params["destination"]
+    try:
+        copied = copy_root(open_store(source), open_store(destination))
+    except OmnigraphError as error:
+        raise StepFailed(error.message, f"choose an empty staging root: {ctx.rerun(staging='URI')}", error.exit_code) from error
+    size = sum(s for _, s in copied)
+    return StepResult(f"copied {len(copied)} objects ({size} bytes) to {destination}", {"objects": len(copied), "bytes": size})
+
+
+def status(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    graph = params["graph"]
+    document, replay = inspection.status(graph)
+    if replay is not None:
+        ctx.say(render_table(replay).rstrip())
+    claim = document["claim"]
+    if claim is None and _flag(params, "require_claim"):
+        raise StepFailed(
+            f"no migration holds a claim on {graph} (stamp {document['stamp']})",
+            _repair_route(graph) if document["stamp"] == "4" else f"omnigraph-migrate status {graph}",
+        )
+    holder = f"claim held by {claim['owner']} on {claim['host']} pid {claim['pid']}" if claim else "no claim"
+    summary = f"stamp {document['stamp']}, {holder}, units {document['units_by_state'] or 'none'}"
+    return StepResult(summary, {k: document[k] for k in ("stamp", "claim", "migration_id", "units_by_state")}, _claim_outputs(graph))
+
+
+def ledger_story(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """What the ledger says happened, in one paragraph."""
+    document, replay = inspection.status(params["graph"])
+    if replay is None:
+        raise StepFailed("no migration ledger on this graph", f"omnigraph-migrate status {params['graph']}")
+    state = replay.state
+    last_seq, last = replay.records[-1]
+    completed = sorted(u for u, s in state.units.items() if s.status == "completed")
+    in_progress = sorted(f"{u} (after {s.last_step})" for u, s in state.units.items() if s.status == "in_progress")
+    story = (
+        f"migration {state.migration_id} by {state.owner}: phase {state.phase}; "
+        f"{len(completed)}/{len(state.units)} unit(s) completed"
+        + (f"; interrupted in {', '.join(in_progress)}" if in_progress else "")
+        + f"; last record #{last_seq} {last.kind} at {last.at}"
+        + ("; stamp 5 written" if state.stamp_written else "; stamp 5 not written")
+    )
+    return StepResult(story, {"phase": state.phase, "completed": len(completed), "units": len(state.units)})
+
+
+def duplicates(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    document = inspection.duplicates(params["graph"], ctx.progress)
+    entries = document["inventory"]
+    for entry in entries:
+        ctx.say(f"  {entry['entity_kind']} {entry['type_name']} {entry['entity_id']!r}: {entry['problem']}, {entry['rows']} rows, branches {', '.join(entry['graph_branches'])}")
+    return StepResult(f"{len(entries)} duplicate or null id(s)", {"inventory": entries})
+
+
+def repair_decisions(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    graph, token, path = params["graph"], params["token"], Path(params["decisions"])
+    if not path.exists():
+        decisions = repair.template(graph, token, ctx.progress)
+        repair.write_decisions(path, decisions)
+        raise StepFailed(
+            f"wrote a decisions template with {len(decisions.decisions)} entr(ies) to {path}; nothing is "
+            "repaired until every entry has an action",
+            f"edit {path}, then: {ctx.rerun(decisions=str(path))}",
+            EXIT_VALIDATION_FAILED,
+        )
+    decisions = repair.read_decisions(path)
+    undecided = [d for d in decisions.decisions if d.action is None]
+    if undecided:
+        raise StepFailed(
+            f"{len(undecided)} entr(ies) of {path} have no action; nothing was applied",
+            f"edit {path}, then: {ctx.rerun(decisions=str(path))}",
+            EXIT_VALIDATION_FAILED,
+        )
+    return StepResult(f"{len(decisions.decisions)} decision(s) read from {path}")
+
+
+def repair_apply(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    graph, token, path = params["graph"], params["token"], Path(params["decisions"])
+    try:
+        applied = repair.apply(graph, token, repair.read_decisions(path), ctx.actor)
+    except OmnigraphError as error:
+        raise StepFailed(error.message, f"fix {path}, then: {ctx.rerun(decisions=str(path))}", error.exit_code, error.details) from error
+    return StepResult(
+        f"{len(applied)} repair commit(s) recorded", {"commits": [json.loads(r.model_dump_json()) for r in applied]}
+    )
+
+
+def validate(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    graph = params["graph"]
+    document = inspection.duplicates(graph, ctx.progress)
+    if document["inventory"]:
+        raise StepFailed(
+            f"{len(document['inventory'])} duplicate or null id(s) remain",
+            f"omnigraph-migrate duplicates {graph}",
+            EXIT_VALIDATION_FAILED,
+            {"inventory": document["inventory"]},
+        )
+    return StepResult(f"no duplicate or null ids in {document['images']} image(s)")
+
+
+ACTIONS: dict[str, Action] = {
+    "confirm": confirm,
+    "copy": copy,
+    "duplicates": duplicates,
+    "ledger-story": ledger_story,
+    "migrate": migrate,
+    "preflight": preflight,
+    "release": release,
+    "repair-apply": repair_apply,
+    "repair-decisions": repair_decisions,
+    "resume": resume,
+    "smoke-test": smoke_test,
+    "status": status,
+    "validate": validate,
+    "verify": verify,
+}

@@ -1,0 +1,46 @@
+"""The JSON report and JUnit XML of a playbook run (one test case per step)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from playbooks.runner import RunReport
+
+
+def write_json(report: RunReport, path: Path) -> None:
+    path.write_text(json.dumps(report.to_json(), sort_keys=True, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def junit_xml(report: RunReport, planned_steps: list[tuple[str, str]]) -> bytes:
+    """JUnit XML: every planned step is a test case; steps never reached are skipped."""
+    suite = ET.Element(
+        "testsuite",
+        name=f"playbook {report.playbook}",
+        tests=str(len(planned_steps)),
+        failures=str(sum(1 for s in report.steps if s.status == "failed")),
+        skipped=str(len(planned_steps) - sum(1 for s in report.steps if s.status != "skipped")),
+        time=f"{report.finished_at - report.started_at:.3f}",
+    )
+    reached = {step.id: step for step in report.steps}
+    for step_id, title in planned_steps:
+        step = reached.get(step_id)
+        case = ET.SubElement(
+            suite, "testcase", classname=f"playbook.{report.playbook}", name=f"{step_id}: {title}",
+            time=f"{step.duration_seconds:.3f}" if step else "0.000",
+        )
+        if step is None:
+            ET.SubElement(case, "skipped", message="not reached: an earlier step failed")
+        elif step.status == "failed":
+            failure = ET.SubElement(case, "failure", message=step.summary)
+            failure.text = f"next: {step.next_command}"
+        elif step.status == "skipped":
+            ET.SubElement(case, "skipped", message=step.summary)
+        else:
+            ET.SubElement(case, "system-out").text = step.summary
+    return ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+
+
+def write_junit(report: RunReport, planned_steps: list[tuple[str, str]], path: Path) -> None:
+    path.write_bytes(junit_xml(report, planned_steps))

@@ -1,0 +1,189 @@
+"""Run a playbook step by step: show, (ask,) act, record, stop at the first failure.
+
+For each step the runner prints what it will do; a step with ``confirm: true`` asks before it
+acts unless ``--yes``. A failed step stops the playbook and prints the exact next command. Every
+step is recorded as a ``playbook_step`` in the migration ledger as soon as a migration is known
+(steps before that are recorded then); the JSON report and JUnit XML describe the whole run.
+"""
+
+from __future__ import annotations
+
+import string
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from engine.errors import EXIT_ERROR, OmnigraphError
+from engine.schema.ids import new_ulid
+from engine.storage import open_store
+from ledger import Ledger, PlaybookStep
+from migrator.layout import ledger_dir
+from migrator.progress import Progress
+from playbooks.actions import ACTIONS, StepContext, StepFailed, StepResult
+from playbooks.model import Playbook, Step
+
+StepStatus = Literal["ok", "failed", "skipped"]
+
+
+@dataclass
+class StepReport:
+    id: str
+    title: str
+    action: str
+    status: StepStatus
+    summary: str
+    duration_seconds: float
+    data: dict[str, Any] = field(default_factory=dict)
+    next_command: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "action": self.action,
+            "status": self.status,
+            "summary": self.summary,
+            "duration_seconds": self.duration_seconds,
+            "data": self.data,
+            "next_command": self.next_command,
+        }
+
+
+@dataclass
+class RunReport:
+    playbook: str
+    graph: str
+    run_id: str
+    started_at: float
+    finished_at: float = 0.0
+    steps: list[StepReport] = field(default_factory=list)
+    exit_code: int = 0
+    recorded_in: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "playbook": self.playbook,
+            "graph": self.graph,
+            "run_id": self.run_id,
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "duration_seconds": round(self.finished_at - self.started_at, 3),
+            "recorded_in_ledger": self.recorded_in,
+            "steps": [step.to_json() for step in self.steps],
+        }
+
+
+class _LedgerRecorder:
+    """Buffers step records until a migration (graph, id, token) is known, then appends them.
+
+    Steps themselves append to the same ledger (run, resume, repair), so every flush opens the
+    ledger afresh to find its current end.
+    """
+
+    def __init__(self, playbook: str):
+        self.playbook = playbook
+        self.pending: list[StepReport] = []
+        self.target: tuple[str, str, str] | None = None
+        self.location: str | None = None
+
+    def record(self, step: StepReport, variables: dict[str, str]) -> None:
+        self.pending.append(step)
+        if self.target is None and {"migration_graph", "migration_id", "token"} <= variables.keys():
+            self.target = (variables["migration_graph"], variables["migration_id"], variables["token"])
+            self.location = f"{open_store(self.target[0]).uri}/{ledger_dir(self.target[1])}"
+        if self.target is None:
+            return
+        graph, migration_id, token = self.target
+        ledger = Ledger(open_store(graph), ledger_dir(migration_id))
+        for pending in self.pending:
+            ledger.append(
+                PlaybookStep(
+                    token=token,
+                    migration_id=migration_id,
+                    playbook=self.playbook,
+                    step=pending.id,
+                    status=pending.status,
+                    detail=pending.summary,
+                )
+            )
+        self.pending.clear()
+
+
+def _expand(value: str, variables: dict[str, str], step: Step) -> str:
+    try:
+        return string.Template(value).substitute(variables)
+    except KeyError as missing:
+        raise StepFailed(
+            f"step {step.id} needs variable {missing.args[0]!r}, which is not set",
+            f"rerun with --var {missing.args[0]}=VALUE",
+        ) from None
+
+
+def _variables(playbook: Playbook, graph: str, user: str, overrides: dict[str, str]) -> dict[str, str]:
+    variables = {"graph": graph, "run_id": new_ulid(), "user": user}
+    for name, spec in sorted(playbook.variables.items()):
+        if name in overrides:
+            continue
+        if spec.default is not None:
+            variables[name] = string.Template(spec.default).safe_substitute(variables)
+    variables.update(overrides)
+    return variables
+
+
+def run_playbook(
+    playbook: Playbook,
+    playbook_path: str,
+    graph: str,
+    *,
+    user: str,
+    overrides: dict[str, str],
+    ask: Callable[[str], bool],
+    progress: Progress,
+    say: Callable[[str], None],
+) -> RunReport:
+    """Run every step in order until one fails; returns the report (never raises for a step)."""
+    variables = _variables(playbook, open_store(graph).uri, user, overrides)
+    report = RunReport(playbook.name, variables["graph"], variables["run_id"], time.time())
+    recorder = _LedgerRecorder(playbook.name)
+    context = StepContext(variables, playbook_path, ask, progress, say)
+    total = len(playbook.steps)
+    for number, step in enumerate(playbook.steps, start=1):
+        say(f"\n[{number}/{total}] {step.title}")
+        say(f"    {string.Template(step.explain.strip()).safe_substitute(variables)}")
+        started = time.time()
+        try:
+            params = {name: _expand(value, variables, step) for name, value in sorted(step.params.items())}
+            if step.confirm and not ask(f"Run step '{step.title}' now?"):
+                raise StepFailed(f"the operator declined step {step.id}", context.rerun())
+            result: StepResult = ACTIONS[step.action](context, params)
+        except StepFailed as failure:
+            outcome = StepReport(step.id, step.title, step.action, "failed", failure.summary,
+                                 round(time.time() - started, 3), failure.data, failure.next_command)
+            report.exit_code = failure.exit_code
+        except OmnigraphError as error:
+            outcome = StepReport(step.id, step.title, step.action, "failed", error.message,
+                                 round(time.time() - started, 3), error.details,
+                                 f"omnigraph-migrate status {variables['graph']}")
+            report.exit_code = error.exit_code
+        else:
+            variables.update(result.outputs)
+            status: StepStatus = "skipped" if result.skipped else "ok"
+            outcome = StepReport(step.id, step.title, step.action, status, result.summary,
+                                 round(time.time() - started, 3), result.data)
+        report.steps.append(outcome)
+        recorder.record(outcome, variables)
+        if outcome.status == "failed":
+            say(f"    FAILED: {outcome.summary}")
+            say(f"    next: {outcome.next_command}")
+            break
+        say(f"    {outcome.status}: {outcome.summary}")
+    report.finished_at = time.time()
+    report.recorded_in = recorder.location
+    if report.exit_code == 0 and any(s.status == "failed" for s in report.steps):
+        report.exit_code = EXIT_ERROR
+    return report
