@@ -3,11 +3,11 @@
 See :mod:`claims.claim` for the contracts and for why there is no time-based takeover.
 """
 
-from engine.canonical_json import canonical_json
 from claims.claim import acquire, break_, break_record_path, inspect, release
 from claims.document import BreakRecord, ClaimDocument
 from claims.errors import ClaimCorrupt, validation_problem
 from claims.fields import ClaimToken, UtcTimestamp, new_token, utc_timestamp
+from engine.canonical_json import canonical_json
 
 __all__ = [
     "BreakRecord",

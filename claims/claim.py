@@ -33,10 +33,10 @@ from typing import Any
 from pydantic import ValidationError
 
 import engine
-from engine.canonical_json import canonical_json
 from claims.document import BreakRecord, ClaimDocument
 from claims.errors import ClaimCorrupt, validation_problem
 from claims.fields import new_token, utc_timestamp
+from engine.canonical_json import canonical_json
 from engine.errors import BadRequest, ClaimHeld, PreconditionFailed
 from engine.storage import GraphStore
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from engine import recovery
 from engine.errors import BadRequest, FormatRefused, NotFound
-from engine.intents import RecoveryRecord
-from engine.manifest import Manifest, HeadEntry, TableEntry, now_ms
 from engine.failpoints import failpoint
+from engine.intents import RecoveryRecord
+from engine.manifest import HeadEntry, Manifest, TableEntry, now_ms
 from engine.routing import EngineProfile
 from engine.schema import Catalog
 from engine.schema.ids import new_ulid

@@ -2,7 +2,7 @@
 
 A *table branch* of ``None`` means the dataset's main branch. Lance numbers a branch's versions
 from its fork point: a branch created from ``(parent, v)`` starts at version ``v``.
-Nothing here writes table rows; row writes go through the fenced door (:mod:`engine.table_store`)
+Nothing here writes table rows (it creates empty datasets and forks); row writes go through the fenced door (:mod:`engine.table_store`)
 or the legacy writer (:mod:`engine.legacy.table_store`).
 """
 
@@ -45,6 +45,18 @@ def open_dataset(
     if branch is None and version is None:
         return dataset
     return dataset.checkout_version((branch, version) if branch is not None else ("main", version))
+
+
+def create_empty_dataset(store: GraphStore, rel: str, schema: pa.Schema) -> lance.LanceDataset:
+    """Create an empty dataset at ``rel`` with ``schema`` and stable row ids (version 1)."""
+    return lance.write_dataset(
+        schema.empty_table(),
+        store.dataset_uri(rel),
+        schema=schema,
+        mode="create",
+        enable_stable_row_ids=True,
+        storage_options=store.storage_options,
+    )
 
 
 def latest_version(store: GraphStore, rel: str, branch: str | None) -> int:

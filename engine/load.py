@@ -27,7 +27,14 @@ from engine.errors import BadRequest, KeyConflict, ResourceLimit
 from engine.graph import Graph
 from engine.lance_io import open_dataset
 from engine.manifest import BranchSnapshot, TableEntry
-from engine.records import EdgeRow, NodeRow, ParsedFile, check_endpoints, parse_jsonl, rows_to_arrow
+from engine.records import (
+    EdgeRow,
+    NodeRow,
+    ParsedFile,
+    check_endpoints,
+    parse_jsonl,
+    rows_to_arrow,
+)
 from engine.write import CommitResult, TableWrite, commit
 
 LoadMode = Literal["append", "merge", "overwrite"]

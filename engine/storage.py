@@ -19,7 +19,12 @@ from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 import fsspec
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import (
+    retry,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
 
 from engine.errors import BadRequest
 

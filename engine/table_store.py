@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import FormatRefused, Internal
-from engine.lance_io import PK_METADATA_KEY, primary_key
+from engine.lance_io import PK_METADATA_KEY, create_empty_dataset, primary_key
 from engine.storage import GraphStore
 
 KEY_COLUMN = "id"
@@ -86,15 +86,7 @@ def create_keyed_table(store: GraphStore, rel: str, schema: pa.Schema) -> int:
     """Create an empty keyed table whose schema already carries the PK; returns its version."""
     if primary_key(schema) != [KEY_COLUMN]:
         raise Internal(f"refusing to create {rel} without the primary key on {KEY_COLUMN!r}")
-    dataset = lance.write_dataset(
-        schema.empty_table(),
-        store.dataset_uri(rel),
-        schema=schema,
-        mode="create",
-        enable_stable_row_ids=True,
-        storage_options=store.storage_options,
-    )
-    return int(dataset.version)
+    return int(create_empty_dataset(store, rel, schema).version)
 
 
 def strict_insert(dataset: lance.LanceDataset, rows: pa.Table) -> int:

@@ -25,7 +25,12 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import pyarrow as pa
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
 
 from engine import intents, table_store
 from engine.errors import BadRequest, ReadSetConflict, RecoveryRequired
@@ -33,7 +38,14 @@ from engine.failpoints import failpoint
 from engine.graph import Graph
 from engine.intents import IntentTable, WriteIntent
 from engine.lance_io import ensure_fork, open_dataset
-from engine.manifest import BranchSnapshot, HeadEntry, TableEntry, lance_branch_name, now_ms, with_version
+from engine.manifest import (
+    BranchSnapshot,
+    HeadEntry,
+    TableEntry,
+    lance_branch_name,
+    now_ms,
+    with_version,
+)
 from engine.schema.ids import new_ulid
 from engine.table_store import CommitConflict, ExistingKeys
 

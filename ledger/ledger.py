@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from engine.canonical_json import canonical_json
 from claims.errors import validation_problem
+from engine.canonical_json import canonical_json
 from engine.errors import BadRequest, NotFound
 from engine.storage import GraphStore
 from ledger.errors import LedgerCorrupt, LedgerFenced

@@ -15,8 +15,8 @@ import click
 
 from engine.cli_support import actor_name, emit_json, json_option, reports_errors, say
 from engine.errors import EXIT_VALIDATION_FAILED, ValidationFailed
-from ledger import InventoryEntry, render_table
 from engine.storage import copy_root, open_store
+from ledger import InventoryEntry, render_table
 from migrator import inspection, repair
 from migrator.inventory import inventory_lines
 from migrator.progress import Progress, SilentProgress, StderrProgress

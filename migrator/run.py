@@ -24,17 +24,23 @@ from typing import Any
 import engine
 from claims import acquire, inspect, release
 from engine import intents
-from engine.errors import ClaimHeld, FormatRefused, NotFound, PreconditionFailed, RecoveryRequired, ValidationFailed
+from engine.errors import (
+    ClaimHeld,
+    FormatRefused,
+    NotFound,
+    PreconditionFailed,
+    RecoveryRequired,
+    ValidationFailed,
+)
 from engine.failpoints import failpoint
 from engine.manifest import Manifest
+from engine.schema.ids import new_ulid
 from engine.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 from engine.storage import GraphStore, open_store
-from engine.schema.ids import new_ulid
 from ledger import (
     Aborted,
     BarrierSet,
     ClaimReleased,
-    DriftDetected as DriftRecord,
     ImageState,
     ImageValidated,
     Ledger,
@@ -46,6 +52,9 @@ from ledger import (
     UnitStep,
     ValidationFailedRecord,
     Verified,
+)
+from ledger import (
+    DriftDetected as DriftRecord,
 )
 from migrator import sidecar as sidecars
 from migrator.context import Migration

@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from engine.failpoints import failpoint
 from engine.lance_io import LanceBranch, list_branches, open_dataset, primary_key
-from engine.table_store import CommitConflict, KEY_COLUMN, install_primary_key
+from engine.table_store import KEY_COLUMN, CommitConflict, install_primary_key
 from ledger import DriftItem, ImageState, UnitCompleted, UnitPlan, UnitStep
 from migrator import sidecar as sidecars
 from migrator.context import Migration

@@ -17,7 +17,12 @@ from typing import Any
 from claims import inspect
 from engine import intents
 from engine.branches import create_branch, delete_branch
-from engine.errors import EXIT_ERROR, EXIT_VALIDATION_FAILED, KeyConflict, OmnigraphError
+from engine.errors import (
+    EXIT_ERROR,
+    EXIT_VALIDATION_FAILED,
+    KeyConflict,
+    OmnigraphError,
+)
 from engine.export import export_lines
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import Graph, open_graph
@@ -200,7 +205,7 @@ def smoke_test(ctx: StepContext, params: dict[str, str]) -> StepResult:
     finally:
         delete_branch(graph, branch)
     return StepResult(
-        f"fenced write and read on main and on a temporary branch; a duplicate insert was refused on both",
+        "fenced write and read on main and on a temporary branch; a duplicate insert was refused on both",
         {"checks": results},
     )
 

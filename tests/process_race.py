@@ -1,4 +1,10 @@
-"""Run N real CLI processes that start their command at the same instant."""
+"""Start real processes so that they act at the same instant.
+
+Protocol: each child prints ``ready`` on its first stdout line once its imports are done, then
+reads a start instant (epoch seconds) from stdin and waits for it. :func:`release_together`
+waits for every child's ``ready`` and sends them all the same instant, so no child gets a head
+start from a slow interpreter start-up.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +17,18 @@ from typing import Any
 
 LAUNCHER = r"""
 import sys, time
-start = float(sys.argv[1])
-program = sys.argv[2]
+program = sys.argv[1]
 if program == "omnigraph":
     from engine.cli import cli
 elif program == "omnigraph-v4":
     from engine.legacy.cli import cli
 else:
     from migrator.cli import cli
+print("ready", flush=True)
+start = float(sys.stdin.readline())
 while time.time() < start:
-    time.sleep(0.002)
-cli.main(args=sys.argv[3:], prog_name=program)
+    time.sleep(0.001)
+cli.main(args=sys.argv[2:], prog_name=program)
 """
 
 
@@ -35,20 +42,30 @@ class Outcome:
         return json.loads(self.stdout)
 
 
-def race(program: str, argv_list: list[list[str]], lead_seconds: float = 2.0, timeout: float = 240) -> list[Outcome]:
-    """Start one process per argv (imports done), release them together, collect outcomes."""
-    start = time.time() + lead_seconds + 0.25 * len(argv_list) / 4
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", LAUNCHER, str(start), program, *argv],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for argv in argv_list
-    ]
+def spawn(argv: list[str]) -> subprocess.Popen[str]:
+    """Start a child that follows the ready/start protocol."""
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def release_together(procs: list[subprocess.Popen[str]], timeout: float = 240) -> list[Outcome]:
+    """Wait until every child is ready, release them at one instant, collect their outcomes."""
+    for proc in procs:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        assert line == "ready", f"child did not get ready: {line!r} {proc.stderr.read() if proc.stderr else ''}"
+    start = time.time() + 0.3
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(f"{start}\n")
+        proc.stdin.flush()
     outcomes = []
     for proc in procs:
         out, err = proc.communicate(timeout=timeout)
         outcomes.append(Outcome(proc.returncode, out, err))
     return outcomes
+
+
+def race(program: str, argv_list: list[list[str]], timeout: float = 240) -> list[Outcome]:
+    """Run ``program`` (omnigraph, omnigraph-v4 or omnigraph-migrate) once per argv, together."""
+    procs = [spawn([sys.executable, "-c", LAUNCHER, program, *argv]) for argv in argv_list]
+    return release_together(procs, timeout)

@@ -8,7 +8,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -25,6 +24,7 @@ from claims import (
 )
 from engine.errors import BadRequest, ClaimHeld, PreconditionFailed
 from engine.storage import GraphStore, open_store
+from tests.process_race import release_together, spawn
 
 CLAIM = "__migration/claim.json"
 
@@ -61,28 +61,9 @@ def _acquire(store: GraphStore, owner: str = "alice") -> ClaimDocument:
 
 
 def test_sixteen_concurrent_acquirers_have_exactly_one_winner(root_uri: str) -> None:
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", ACQUIRE_SCRIPT, root_uri, CLAIM, f"owner-{i:02d}"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(16)
-    ]
-    for proc in procs:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    start = time.time() + 0.3
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write(f"{start}\n")
-        proc.stdin.flush()
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err
-        results.append(json.loads(out))
+    outcomes = release_together([spawn([sys.executable, "-c", ACQUIRE_SCRIPT, root_uri, CLAIM, f"owner-{i:02d}"]) for i in range(16)], timeout=60)
+    assert all(o.returncode == 0 for o in outcomes), [o.stderr for o in outcomes]
+    results = [o.json() for o in outcomes]
 
     winners = [result["won"] for result in results if "won" in result]
     assert len(winners) == 1, results

@@ -9,8 +9,8 @@ import pytest
 
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import init_graph
-from engine.legacy.table_store import LEGACY_PROFILE
 from engine.lance_io import open_dataset
+from engine.legacy.table_store import LEGACY_PROFILE
 from engine.manifest import Manifest
 from engine.storage import open_store
 from tests.process_race import race

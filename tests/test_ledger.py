@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -34,6 +33,7 @@ from ledger import (
     render_table,
     schema_text,
 )
+from tests.process_race import release_together, spawn
 
 DIR = "__migration/m-1/ledger"
 TOKEN = "a1" * 16
@@ -220,28 +220,9 @@ def test_a_writer_that_loses_a_sequence_number_stays_fenced(root_uri: str) -> No
 def test_eight_concurrent_appenders_leave_a_gap_free_ledger(root_uri: str) -> None:
     store = open_store(root_uri)
     Ledger(store, DIR).append(_started())
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", APPEND_SCRIPT, root_uri, DIR, f"w{i}", TOKEN, str(APPENDS_PER_WRITER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(8)
-    ]
-    for proc in procs:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    start = time.time() + 0.3
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write(f"{start}\n")
-        proc.stdin.flush()
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err
-        results.append(json.loads(out))
+    outcomes = release_together([spawn([sys.executable, "-c", APPEND_SCRIPT, root_uri, DIR, f"w{i}", TOKEN, str(APPENDS_PER_WRITER)]) for i in range(8)], timeout=60)
+    assert all(o.returncode == 0 for o in outcomes), [o.stderr for o in outcomes]
+    results = [o.json() for o in outcomes]
 
     written = sorted(seq for result in results for seq in result["written"])
     assert written == list(range(2, 2 + len(written)))

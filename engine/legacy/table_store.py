@@ -16,6 +16,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.lance_io import create_empty_dataset
 from engine.routing import EngineProfile, TableRouter
 from engine.stamps import FORMAT_4
 from engine.storage import GraphStore
@@ -24,14 +25,7 @@ from engine.table_store import ExistingKeys
 
 def create_table(store: GraphStore, rel: str, schema: pa.Schema) -> int:
     """Create an empty table without PK metadata and index ``id`` with a BTREE."""
-    dataset = lance.write_dataset(
-        schema.empty_table(),
-        store.dataset_uri(rel),
-        schema=schema,
-        mode="create",
-        enable_stable_row_ids=True,
-        storage_options=store.storage_options,
-    )
+    dataset = create_empty_dataset(store, rel, schema)
     dataset.create_scalar_index("id", "BTREE")
     return int(dataset.version)
 

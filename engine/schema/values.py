@@ -31,7 +31,14 @@ import numpy as np
 
 from engine.schema.ids import EPOCH_DATE, EPOCH_DATETIME, ONE_MS
 from engine.schema.tables import Property
-from engine.schema.types import INTEGER_RANGES, EnumType, ListType, PropertyType, ScalarType, VectorType
+from engine.schema.types import (
+    INTEGER_RANGES,
+    EnumType,
+    ListType,
+    PropertyType,
+    ScalarType,
+    VectorType,
+)
 
 _DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 
