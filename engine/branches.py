@@ -20,15 +20,21 @@ from engine.manifest import MAIN, GraphBranch
 BRANCH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
+def _valid_name(name: str) -> bool:
+    """Letters, digits, '.', '_', '-'; not 'main'; and what Lance refs refuse: '..', '.lock' ends."""
+    return bool(BRANCH_NAME.fullmatch(name)) and name != MAIN and ".." not in name and not name.endswith((".lock", "."))
+
+
 def _table_paths(graph: Graph) -> list[str]:
     return sorted(entry.table_path for entry in graph.manifest.snapshot(MAIN).tables.values())
 
 
 def create_branch(graph: Graph, name: str, source: str = MAIN) -> GraphBranch:
     """Create graph branch ``name`` from the current state of ``source``."""
-    if not BRANCH_NAME.fullmatch(name) or name == MAIN:
+    if not _valid_name(name):
         raise BadRequest(
-            f"invalid branch name {name!r}: use letters, digits, '.', '_' and '-', not 'main'",
+            f"invalid branch name {name!r}: use letters, digits, '.', '_' and '-' (no '..', not ending "
+            "in '.' or '.lock'), and not 'main'",
             {"branch": name},
         )
     branches = graph.manifest.branches()

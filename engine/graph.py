@@ -119,6 +119,12 @@ def init_graph(uri: str, schema_source: str, profile: EngineProfile, actor: str 
     manifest = Manifest(store)
     if manifest.exists():
         raise BadRequest(f"{store.uri} already holds a graph; refusing to init over it", {"uri": store.uri})
+    if store.exists(SCHEMA_FILE):
+        raise BadRequest(
+            f"{store.uri} holds a half-made graph from an interrupted init (no __manifest); remove the "
+            "root and run init again",
+            {"uri": store.uri, "entries": store.list("")},
+        )
     if not store.is_empty_root():
         raise BadRequest(
             f"{store.uri} is not empty; init needs an empty or absent root",

@@ -23,7 +23,7 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import BadRequest, KeyConflict, ResourceLimit
+from engine.errors import BadRequest, KeyConflict, OmnigraphError, ResourceLimit
 from engine.graph import Graph
 from engine.lance_io import open_dataset
 from engine.manifest import BranchSnapshot, TableEntry
@@ -240,7 +240,17 @@ def load(
     rows: dict[str, int] = {}
     for index, chunk in enumerate(chunks):
         message = f"load --mode {mode}" + (f" (chunk {index + 1}/{len(chunks)})" if len(chunks) > 1 else "")
-        result = commit(graph, branch, _prepare_for(graph, chunk, mode), message=message, actor=actor)
+        try:
+            result = commit(graph, branch, _prepare_for(graph, chunk, mode), message=message, actor=actor)
+        except OmnigraphError as error:
+            if commits:
+                error.message += (
+                    f" ({len(commits)} of {len(chunks)} chunks were committed before this failure: "
+                    f"{', '.join(c.commit_id for c in commits)}; later chunks were not)"
+                )
+                error.details["committed_chunks"] = [c.commit_id for c in commits]
+                error.details["chunks_total"] = len(chunks)
+            raise
         if result is not None:
             commits.append(result)
         for table_key, table in chunk.tables.items():

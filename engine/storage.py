@@ -158,7 +158,7 @@ def s3_settings_from_env() -> tuple[dict[str, object], dict[str, str]]:
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT")
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     allow_http = os.environ.get("AWS_ALLOW_HTTP", "").lower() in ("1", "true", "yes")
-    fs_kwargs: dict[str, object] = {"use_listings_cache": False, "skip_instance_cache": True}
+    fs_kwargs: dict[str, object] = {"use_listings_cache": False}
     client_kwargs: dict[str, object] = {"region_name": region}
     lance_options: dict[str, str] = {"aws_region": region}
     if endpoint:
