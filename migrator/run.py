@@ -11,7 +11,8 @@ claim; installed PKs and migration forks stay (roll-forward only).
 
 Failpoints: ``migrate.after_claim``, ``migrate.after_barrier``, ``migrate.after_plan``,
 ``migrate.after_validate``, ``migrate.after_units``, ``migrate.before_stamp``, ``migrate.after_stamp``,
-``migrate.before_release``, ``migrate.after_release`` and the unit failpoints.
+``migrate.before_release``, ``migrate.after_release``, ``abort.before_release`` and the unit
+failpoints.
 """
 
 from __future__ import annotations
@@ -301,7 +302,7 @@ def resume_migration(uri: str, token: str, owner: str, progress: Progress) -> Mi
     """Continue the migration whose claim carries ``token`` from its ledger."""
     m = held_migration(uri, token, progress)
     try:
-        m.ledger.replay()
+        state = m.ledger.replay().state
     except NotFound:
         # The holder died between taking the claim and its first ledger record.
         holder = inspect(m.store, CLAIM_PATH)
@@ -314,9 +315,18 @@ def resume_migration(uri: str, token: str, owner: str, progress: Progress) -> Mi
             tool_version=holder.tool_version,
             graph_uri=m.store.uri,
         )
+        state = m.ledger.replay().state
+    if state.aborted:
+        raise PreconditionFailed(
+            f"migration {m.migration_id} was aborted; finish the abort with "
+            f"`omnigraph-migrate abort {m.store.uri} --token {token}`, then start a new run",
+            {"expected": "a migration that was not aborted", "actual": "aborted"},
+        )
     m.record(Resumed, owner=owner, host=socket.gethostname(), pid=os.getpid())
     stamp, _ = m.manifest.read_stamp()
     if stamp == FORMAT_5:
+        if not state.stamp_written:
+            m.record(StampWritten, format=FORMAT_5)
         _release(m)
         replay = m.ledger.replay()
         return MigrationOutcome(m.migration_id, token, len(replay.state.plan), len(replay.state.images), FORMAT_5)
@@ -324,9 +334,12 @@ def resume_migration(uri: str, token: str, owner: str, progress: Progress) -> Mi
 
 
 def abort_migration(uri: str, token: str, reason: str) -> dict[str, Any]:
-    """Put stamp 4 back and release the claim (before stamp 5 only); PKs and forks stay."""
+    """Put stamp 4 back and release the claim (before stamp 5 only); PKs and forks stay.
+
+    Idempotent: an abort interrupted after its ledger records is finished by running it again
+    (a resume of an aborted migration is refused and says so)."""
     m = held_migration(uri, token, SilentProgress())
-    m.ledger.replay()
+    state = m.ledger.replay().state
     stamp, _ = m.manifest.read_stamp()
     if stamp == FORMAT_5:
         raise FormatRefused(
@@ -336,10 +349,13 @@ def abort_migration(uri: str, token: str, reason: str) -> dict[str, Any]:
         )
     if stamp == FORMAT_MIGRATING:
         m.manifest.write_stamp(FORMAT_4, None)
-    m.record(Aborted, stamp_restored=FORMAT_4, reason=reason)
+    if not state.aborted:
+        m.record(Aborted, stamp_restored=FORMAT_4, reason=reason)
     leftovers = sidecars.remaining(m.store, m.migration_id)
     for unit_id in leftovers:
         sidecars.delete(m.store, m.migration_id, unit_id)
-    m.record(ClaimReleased)
+    if not state.claim_released:
+        m.record(ClaimReleased)
+    failpoint("abort.before_release")
     release(m.store, CLAIM_PATH, token)
     return {"migration_id": m.migration_id, "stamp": FORMAT_4, "sidecars_removed": leftovers}

@@ -232,3 +232,21 @@ def test_a_foreign_fork_is_refused_on_resume(graph: str) -> None:
     assert json.loads(refused.stdout)["error"]["code"] == "migration_refused"
     assert "feat2" in list_branches(open_dataset(store, entry.table_path))
     assert Manifest(store).read_stamp()[0] == "migrating"
+
+
+def test_an_interrupted_abort_is_finished_by_aborting_again(compact_graph: str) -> None:
+    assert migrate("run", compact_graph, "--owner", "ci", failpoint="unit.after_fork").returncode == FAILPOINT_EXIT_STATUS
+    token = claim_token(compact_graph)
+    interrupted = migrate("abort", compact_graph, "--token", token, failpoint="abort.before_release")
+    assert interrupted.returncode == FAILPOINT_EXIT_STATUS
+    refused = migrate("resume", compact_graph, "--token", token, "--json")
+    assert refused.returncode == 1
+    assert json.loads(refused.stdout)["error"]["code"] == "precondition_failed"
+    assert "aborted" in json.loads(refused.stdout)["error"]["message"]
+    finished = migrate("abort", compact_graph, "--token", token, "--json")
+    assert finished.returncode == 0, finished.stderr
+    store = open_store(compact_graph)
+    assert Manifest(store).read_stamp() == ("4", None) and inspect(store, CLAIM_PATH) is None
+    ledger = Ledger(store, ledger_dir(json.loads(finished.stdout)["migration_id"]))
+    kinds = [r.kind for _, r in ledger.replay().records]
+    assert kinds.count("aborted") == 1 and kinds.count("claim_released") == 1
