@@ -8,13 +8,14 @@ duplicate inventory is also printed on stdout as tab-separated lines without ``-
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import click
 
 from engine.cli_support import actor_name, emit_json, json_option, reports_errors, say
-from engine.errors import EXIT_VALIDATION_FAILED, ValidationFailed
+from engine.errors import EXIT_VALIDATION_FAILED, OmnigraphError, ValidationFailed
 from engine.storage import copy_root, open_store
 from ledger import InventoryEntry, render_table
 from migrator import inspection, repair
@@ -22,7 +23,7 @@ from migrator.inventory import inventory_lines
 from migrator.progress import Progress, SilentProgress, StderrProgress
 from migrator.run import abort_migration, resume_migration, run_migration
 from playbooks.model import load_playbook
-from playbooks.report import write_json, write_junit
+from playbooks.report import refusal_documents, write_json, write_junit
 from playbooks.runner import run_playbook
 
 
@@ -264,17 +265,25 @@ def playbook_run_command(
         if not sep or not name:
             raise click.UsageError(f"--var takes NAME=VALUE, got {setting!r}")
         overrides[name] = value
-    playbook, path = load_playbook(playbook_file)
 
     def ask(question: str) -> bool:
         if yes:
             return True
         return click.confirm(question, default=False, err=True)
 
-    report = run_playbook(
-        playbook, playbook_file, graph, user=actor_name(), overrides=overrides, ask=ask,
-        progress=_progress(as_json), say=say,
-    )
+    try:
+        playbook, _ = load_playbook(playbook_file)
+        report = run_playbook(
+            playbook, playbook_file, graph, user=actor_name(), overrides=overrides, ask=ask,
+            progress=_progress(as_json), say=say,
+        )
+    except OmnigraphError as refused:
+        document, junit = refusal_documents(playbook_file, graph, refused)
+        if report_path is not None:
+            report_path.write_text(json.dumps(document, sort_keys=True, indent=2) + "\n", encoding="utf-8")
+        if junit_path is not None:
+            junit_path.write_bytes(junit)
+        raise
     planned = [(step.id, step.title) for step in playbook.steps]
     if report_path is not None:
         write_json(report, report_path)

@@ -47,14 +47,26 @@ class StepResult:
 
 
 class StepFailed(Exception):
-    """A step that did not achieve its goal; ``next_command`` is what the operator runs next."""
+    """A step that did not achieve its goal; ``next_command`` is what the operator runs next.
 
-    def __init__(self, summary: str, next_command: str, exit_code: int = EXIT_ERROR, data: dict[str, Any] | None = None):
+    ``outputs`` are variables the failed step still established (a migration that stopped holding
+    its claim), so that the run is recorded in that migration's ledger.
+    """
+
+    def __init__(
+        self,
+        summary: str,
+        next_command: str,
+        exit_code: int = EXIT_ERROR,
+        data: dict[str, Any] | None = None,
+        outputs: dict[str, str] | None = None,
+    ):
         super().__init__(summary)
         self.summary = summary
         self.next_command = next_command
         self.exit_code = exit_code
         self.data = data or {}
+        self.outputs = outputs or {}
 
 
 @dataclass
@@ -139,7 +151,7 @@ def migrate(ctx: StepContext, params: dict[str, str]) -> StepResult:
             next_command = f"omnigraph-migrate playbook run playbooks/resume-crashed.yaml {graph}"
         else:
             next_command = f"omnigraph-migrate status {graph}"
-        raise StepFailed(error.message, next_command, error.exit_code, {**error.details, **outputs}) from error
+        raise StepFailed(error.message, next_command, error.exit_code, error.details, outputs) from error
     outputs = {"token": outcome.token, "migration_id": outcome.migration_id, "migration_graph": graph}
     return StepResult(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp 5", outcome.to_json(), outputs)
 
@@ -149,7 +161,9 @@ def resume(ctx: StepContext, params: dict[str, str]) -> StepResult:
     try:
         outcome = resume_migration(graph, token, ctx.actor, ctx.progress)
     except OmnigraphError as error:
-        raise StepFailed(error.message, f"omnigraph-migrate status {graph}", error.exit_code, error.details) from error
+        raise StepFailed(
+            error.message, f"omnigraph-migrate status {graph}", error.exit_code, error.details, _claim_outputs(graph)
+        ) from error
     outputs = {"token": token, "migration_id": outcome.migration_id, "migration_graph": graph}
     return StepResult(f"migration {outcome.migration_id} completed: {outcome.units} unit(s); stamp 5", outcome.to_json(), outputs)
 

@@ -20,14 +20,23 @@ steps add outputs (``token``, ``migration_id``, ...) for later steps.
 from __future__ import annotations
 
 import re
+import string
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from engine.errors import BadRequest
 
 STEP_ID = re.compile(r"[a-z][a-z0-9-]*")
+BUILT_IN_VARIABLES = ("graph", "run_id", "user")
 
 
 class Variable(BaseModel):
@@ -54,6 +63,25 @@ class Step(BaseModel):
             raise ValueError(f"step id {value!r} must be lowercase letters, digits and '-'")
         return value
 
+    @field_validator("action")
+    @classmethod
+    def _known_action(cls, value: str) -> str:
+        from playbooks.actions import ACTIONS
+
+        if value not in ACTIONS:
+            raise ValueError(f"unknown action {value!r}; actions: {', '.join(sorted(ACTIONS))}")
+        return value
+
+    def referenced_variables(self) -> set[str]:
+        """Names this step expands with ``${name}``."""
+        names: set[str] = set()
+        for text in [self.explain, *self.params.values()]:
+            for match in string.Template.pattern.finditer(text):
+                name = match.group("named") or match.group("braced")
+                if name:
+                    names.add(name)
+        return names
+
 
 class Playbook(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -67,11 +95,19 @@ class Playbook(BaseModel):
     @model_validator(mode="after")
     def _unique_step_ids(self) -> Playbook:
         ids = [step.id for step in self.steps]
-        if len(ids) != len(set(ids)):
-            raise ValueError("step ids must be unique")
+        repeated = sorted({step_id for step_id in ids if ids.count(step_id) > 1})
+        if repeated:
+            raise ValueError(f"step ids must be unique; repeated: {', '.join(repeated)}")
         if not ids:
             raise ValueError("a playbook needs at least one step")
         return self
+
+    def settable_variables(self) -> set[str]:
+        """Names ``--var`` may set: declared variables and any a step expands (not built-ins)."""
+        names = set(self.variables)
+        for step in self.steps:
+            names |= step.referenced_variables()
+        return names - set(BUILT_IN_VARIABLES)
 
 
 BUNDLED_DIR = Path(__file__).resolve().parent
@@ -95,6 +131,14 @@ def load_playbook(reference: str) -> tuple[Playbook, Path]:
         path = candidate
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise BadRequest(f"playbook {path} is not valid YAML: {error}", {"playbook": str(path)}) from error
+    try:
         return Playbook.model_validate(document), path
-    except (yaml.YAMLError, ValueError) as error:
-        raise BadRequest(f"playbook {path} is not valid: {error}", {"playbook": str(path)}) from error
+    except ValidationError as error:
+        problems = [
+            f"{'.'.join(str(part) for part in item['loc']) or 'document'}: {item['msg']}" for item in error.errors()
+        ]
+        raise BadRequest(
+            f"playbook {path} is not valid: " + "; ".join(problems), {"playbook": str(path), "problems": problems}
+        ) from error

@@ -6,6 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from engine.errors import OmnigraphError
 from playbooks.runner import RunReport
 
 
@@ -44,3 +45,19 @@ def junit_xml(report: RunReport, planned_steps: list[tuple[str, str]]) -> bytes:
 
 def write_junit(report: RunReport, planned_steps: list[tuple[str, str]], path: Path) -> None:
     path.write_bytes(junit_xml(report, planned_steps))
+
+
+def refusal_documents(playbook: str, graph: str, error: OmnigraphError) -> tuple[dict[str, object], bytes]:
+    """Report and JUnit XML for a playbook refused before any step ran (invalid file or --var)."""
+    report = {
+        "playbook": playbook,
+        "graph": graph,
+        "ok": False,
+        "exit_code": error.exit_code,
+        "steps": [],
+        "error": error.to_json()["error"],
+    }
+    suite = ET.Element("testsuite", name=f"playbook {playbook}", tests="1", failures="1", skipped="0", time="0.000")
+    case = ET.SubElement(suite, "testcase", classname=f"playbook.{Path(playbook).stem}", name="load: Read and check the playbook", time="0.000")
+    ET.SubElement(case, "failure", message=error.message).text = f"[{error.code}] {error.message}"
+    return report, ET.tostring(suite, encoding="utf-8", xml_declaration=True)

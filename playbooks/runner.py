@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.errors import EXIT_ERROR, OmnigraphError
+from engine.errors import EXIT_ERROR, BadRequest, OmnigraphError
 from engine.schema.ids import new_ulid
 from engine.storage import open_store
 from ledger import Ledger, PlaybookStep
@@ -125,6 +125,14 @@ def _expand(value: str, variables: dict[str, str], step: Step) -> str:
 
 
 def _variables(playbook: Playbook, graph: str, user: str, overrides: dict[str, str]) -> dict[str, str]:
+    settable = playbook.settable_variables()
+    unknown = sorted(set(overrides) - settable)
+    if unknown:
+        raise BadRequest(
+            f"--var {', '.join(unknown)}: not a variable of playbook {playbook.name} "
+            f"(settable: {', '.join(sorted(settable)) or 'none'}; graph, run_id and user are built in)",
+            {"unknown": unknown, "settable": sorted(settable)},
+        )
     variables = {"graph": graph, "run_id": new_ulid(), "user": user}
     for name, spec in sorted(playbook.variables.items()):
         if name in overrides:
@@ -162,6 +170,7 @@ def run_playbook(
                 raise StepFailed(f"the operator declined step {step.id}", context.rerun())
             result: StepResult = ACTIONS[step.action](context, params)
         except StepFailed as failure:
+            variables.update(failure.outputs)
             outcome = StepReport(step.id, step.title, step.action, "failed", failure.summary,
                                  round(time.time() - started, 3), failure.data, failure.next_command)
             report.exit_code = failure.exit_code
@@ -170,6 +179,11 @@ def run_playbook(
                                  round(time.time() - started, 3), error.details,
                                  f"omnigraph-migrate status {variables['graph']}")
             report.exit_code = error.exit_code
+        except Exception as error:  # noqa: BLE001 - a report is written whatever a step raises
+            outcome = StepReport(step.id, step.title, step.action, "failed", f"internal error: {type(error).__name__}: {error}",
+                                 round(time.time() - started, 3), {},
+                                 f"omnigraph-migrate status {variables['graph']} (and report this error)")
+            report.exit_code = EXIT_ERROR
         else:
             variables.update(result.outputs)
             status: StepStatus = "skipped" if result.skipped else "ok"
