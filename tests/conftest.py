@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-BUCKET = "omnigraph-tests"
 
 
 def _free_loopback_port() -> int:
@@ -54,9 +53,6 @@ def s3_server() -> Iterator[str]:
     )
     try:
         _wait_for_port(port)
-        import boto3
-
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
         yield endpoint
     finally:
         process.terminate()
@@ -87,9 +83,17 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 def new_root(backend: str, tmp_path: Path, name: str = "graph") -> str:
-    """A fresh, empty graph root URI on ``backend``."""
+    """A fresh, empty graph root URI on ``backend``.
+
+    On S3 every root gets a bucket of its own: the moto server lists a prefix by scanning its
+    bucket, so one shared bucket would make every listing slower as the session goes on.
+    """
     if backend == "s3":
-        return f"s3://{BUCKET}/{uuid.uuid4().hex}/{name}"
+        import boto3
+
+        bucket = f"og-{uuid.uuid4().hex}"
+        boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1").create_bucket(Bucket=bucket)
+        return f"s3://{bucket}/{name}"
     return str(tmp_path / name)
 
 
