@@ -105,11 +105,17 @@ def disarm(store: GraphStore, operation_id: str) -> None:
 
 
 def list_intents(store: GraphStore) -> list[WriteIntent]:
-    """Every armed intent, ordered by operation id (ULIDs order by time)."""
+    """Every armed intent, ordered by operation id (ULIDs order by time).
+
+    An intent listed but gone when read was disarmed meanwhile by its (live) writer: skipped.
+    """
     intents = []
     for name in store.list(RECOVERY_DIR):
         if name.endswith(".json"):
-            raw = store.read_bytes(f"{RECOVERY_DIR}/{name}")
+            try:
+                raw = store.read_bytes(f"{RECOVERY_DIR}/{name}")
+            except FileNotFoundError:
+                continue
             intents.append(WriteIntent.model_validate_json(raw))
     return sorted(intents, key=lambda intent: intent.operation_id)
 

@@ -48,7 +48,7 @@ def test_same_id_strict_insert_race_has_exactly_one_winner(root_uri: str, tmp_pa
         for loser in losers:
             assert loser.returncode == 1, loser.stderr
             error = loser.json()["error"]
-            assert error["code"] == "key_conflict"
+            assert error["code"] == "key_conflict", loser.stderr
             assert error["details"] == {"entity_kind": "node", "type_name": "Person", "entity_id": name}
         assert _ids_on(root_uri, "main", "node:Person").count(name) == 1
     assert len(_ids_on(root_uri, "main", "node:Person")) == 5

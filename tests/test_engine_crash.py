@@ -133,3 +133,24 @@ def test_live_writers_intent_is_left_alone(root_uri: str) -> None:
     arm(store, dead)
     recovered = open_graph(root_uri, FENCED_PROFILE, write=True).recovered
     assert [r.operation_id for r in recovered] == [dead.operation_id]
+
+
+def test_an_intent_disarmed_while_listing_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Concurrent writers disarm their intents at any moment: a listed-then-gone intent is skipped."""
+    from engine.intents import WriteIntent, arm, intent_path
+    from engine.storage import GraphStore
+
+    store = open_store(str(tmp_path / "g"))
+    for operation_id in ("01AAAA0000000000000000000", "01BBBB0000000000000000000"):
+        arm(store, WriteIntent(operation_id=operation_id, graph_branch="main", base_manifest_version=1,
+                               base_commit_id="c", tables=[], actor="t", program="omnigraph", host="h",
+                               pid=1, process_start=None, created_at=0))
+    real_read = GraphStore.read_bytes
+
+    def read_then_vanish(self: GraphStore, rel: str) -> bytes:
+        if rel == intent_path("01AAAA0000000000000000000"):
+            raise FileNotFoundError(rel)
+        return real_read(self, rel)
+
+    monkeypatch.setattr(GraphStore, "read_bytes", read_then_vanish)
+    assert [i.operation_id for i in list_intents(store)] == ["01BBBB0000000000000000000"]
