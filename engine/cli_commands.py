@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -69,14 +70,20 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
         if chunk_rows is None:
             result = load(opened, data, mode=mode, branch=branch, actor=actor_name())  # type: ignore[arg-type]
         else:
-            with click.progressbar(length=1, label="committing chunks", file=sys.stderr) as bar:
+            bars: list[Any] = []
 
-                def progress(done: int, total: int) -> None:
-                    bar.length = total
-                    bar.update(done - bar.pos)
+            def progress(done: int, total: int) -> None:
+                if not bars:
+                    bars.append(click.progressbar(length=total, label="committing chunks", file=sys.stderr))
+                    bars[0].__enter__()
+                bars[0].update(done - bars[0].pos)
 
+            try:
                 result = load(opened, data, mode=mode, branch=branch, actor=actor_name(),  # type: ignore[arg-type]
                               chunk_rows=chunk_rows, progress=progress)
+            finally:
+                if bars:
+                    bars[0].__exit__(None, None, None)
         document = {
             "branch": result.branch,
             "mode": result.mode,

@@ -203,9 +203,11 @@ def open_store(uri: str) -> GraphStore:
 def copy_root(source: GraphStore, destination: GraphStore) -> list[tuple[str, int]]:
     """Copy every object under ``source`` to ``destination`` (which must be empty).
 
-    Lance datasets keep all their branches and versions under their own directory with relative
-    paths, so a byte copy of the root is a complete graph with every branch and version. The
-    source is only read. Returns the copied (relative path, size) pairs, sorted.
+    The copy holds every branch and version. It is a rehearsal copy, not a backup: Lance branch
+    manifests address their parent's data files by the source root's URI, so the copy's
+    branches keep reading (never writing) those files from the source, which must stay in place
+    and readable while the copy is used. The source is only read. Returns the copied
+    (relative path, size) pairs, sorted.
     """
     if not destination.is_empty_root():
         raise BadRequest(f"{destination.uri} is not empty; copy needs an empty destination", {"uri": destination.uri})

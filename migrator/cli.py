@@ -232,7 +232,11 @@ def repair_command(graph: str, token: str, decisions_path: Path, template: bool,
 @json_option
 @reports_errors
 def copy_command(source: str, destination: str, as_json: bool) -> None:
-    """Copy a whole graph root (all branches and versions) to an empty DESTINATION; SOURCE is only read."""
+    """Copy a graph root (all branches and versions) to an empty DESTINATION, for rehearsals.
+
+    SOURCE is only read. Branches of the copy keep reading their inherited data files from
+    SOURCE (Lance records the root's URI), so keep SOURCE in place: the copy is not a backup.
+    """
     copied = copy_root(open_store(source), open_store(destination))
     document = {"source": source, "destination": destination, "objects": len(copied), "bytes": sum(size for _, size in copied)}
     if as_json:

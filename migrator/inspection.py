@@ -78,9 +78,13 @@ def verify(uri: str) -> dict[str, Any]:
     """Structural fencing checks; during a migration also the ledger comparison."""
     store, manifest = _open(uri)
     stamp, migration_id = manifest.read_stamp()
-    problems = structural_problems(store, manifest)
+    problems = [] if stamp == "5" else [f"the stamp is {stamp}, not 5: the graph is not (fully) migrated"]
+    problems += structural_problems(store, manifest)
     pending = [i.operation_id for i in intents.list_intents(store)]
     problems += [f"write intent {op} is pending recovery" for op in pending]
+    holder = inspect(store, CLAIM_PATH)
+    if holder is not None:
+        problems.append(f"the migration claim of {holder.migration_id} is still held")
     drift: list[dict[str, str]] = []
     if migration_id is not None:
         state = Ledger(store, ledger_dir(migration_id)).replay().state
@@ -88,7 +92,9 @@ def verify(uri: str) -> dict[str, Any]:
             drift = [d.model_dump(mode="json") for d in migration_drift(store, manifest, state)]
     document = {"graph": store.uri, "stamp": stamp, "ok": not problems and not drift, "problems": problems, "drift": drift}
     if not document["ok"]:
-        raise DriftDetected(f"{store.uri} is not fully fenced: " + "; ".join(problems + [d["what"] for d in drift]), document)
+        found = problems + [d["what"] for d in drift]
+        shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
+        raise DriftDetected(f"{store.uri} is not fully fenced: {shown}", document)
     return document
 
 
@@ -117,7 +123,7 @@ def status(uri: str) -> tuple[dict[str, Any], LedgerReplay | None]:
         "ledger": None,
         "units_by_state": {},
         "elapsed_seconds": None,
-        "next": _next_step(store.uri, stamp, holder is not None),
+        "next": _next_step(store.uri, stamp, holder is not None, None),
     }
     if migration_id is None:
         return document, None
@@ -129,12 +135,24 @@ def status(uri: str) -> tuple[dict[str, Any], LedgerReplay | None]:
     document["ledger"] = render_json(replay)
     document["units_by_state"] = dict(sorted(counts.items()))
     document["elapsed_seconds"] = _elapsed(replay.records[0][1].at, replay.records[-1][1].at if finished else None)
+    document["next"] = _next_step(store.uri, stamp, holder is not None, replay.state.phase)
     return document, replay
 
 
-def _next_step(uri: str, stamp: str | None, claimed: bool) -> str:
-    if stamp == "5":
+def _next_step(uri: str, stamp: str | None, claimed: bool, phase: str | None) -> str:
+    """What the operator runs next, from the stamp, the claim and the ledger's phase."""
+    if stamp == "5" and not claimed:
         return f"nothing: the graph is fenced (`omnigraph-migrate verify {uri}` checks it)"
+    if stamp == "5":
+        return (
+            f"stamp 5 is written but the claim is still held (the holder died before releasing it): "
+            f"`omnigraph-migrate resume {uri} --token TOKEN` releases it; TOKEN is the claim's token"
+        )
+    if phase == "validation_failed":
+        return (
+            f"repair the duplicates under the claim: `omnigraph-migrate playbook run "
+            f"playbooks/duplicate-repair.yaml {uri}`, or `omnigraph-migrate abort {uri} --token TOKEN`"
+        )
     if claimed or stamp == "migrating":
         return (
             f"if the holder is dead: `omnigraph-migrate resume {uri} --token TOKEN` "

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engine.errors import BadRequest, FormatRefused
 from engine.fenced_profile import FENCED_ROUTER
@@ -146,10 +146,18 @@ def write_decisions(path: Path, decisions: DecisionsFile) -> None:
 
 
 def read_decisions(path: Path) -> DecisionsFile:
+    """Parse a decisions file; every problem is named with its location in the file."""
     try:
-        return DecisionsFile.model_validate(yaml.safe_load(path.read_text()))
-    except (OSError, yaml.YAMLError, ValueError) as error:
-        raise BadRequest(f"cannot use decisions file {path}: {error}", {"path": str(path)}) from error
+        document = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as error:
+        raise BadRequest(f"cannot read decisions file {path}: {error}", {"path": str(path)}) from error
+    try:
+        return DecisionsFile.model_validate(document)
+    except ValidationError as error:
+        problems = [f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors()]
+        raise BadRequest(
+            f"decisions file {path} is not valid: " + "; ".join(problems), {"path": str(path), "problems": problems}
+        ) from error
 
 
 def _check_choice(graph: Graph, choice: RepairChoice) -> None:

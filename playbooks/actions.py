@@ -302,7 +302,10 @@ def repair_decisions(ctx: StepContext, params: dict[str, str]) -> StepResult:
             f"edit {path}, then: {ctx.rerun(decisions=str(path))}",
             EXIT_VALIDATION_FAILED,
         )
-    decisions = repair.read_decisions(path)
+    try:
+        decisions = repair.read_decisions(path)
+    except OmnigraphError as error:
+        raise StepFailed(error.message, f"fix {path}, then: {ctx.rerun(decisions=str(path))}", error.exit_code) from error
     undecided = [d for d in decisions.decisions if d.action is None]
     if undecided:
         raise StepFailed(

@@ -173,41 +173,42 @@ def all_tables_fenced(uri: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def playbook_sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, str | None]]:
-    """kind -> (local source root, duplicated id or None), each built once per session on first use.
+def playbook_sources(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], tuple[str, str | None]]:
+    """(backend, kind) -> (source root, duplicated id or None), each built once on first use.
 
-    Sources are built on local disk with the format-4 writer and byte-copied to the backend under
-    test for every test (a graph root is self-contained: Lance datasets use relative paths), so
-    the S3 runs do not pay for building (or racing v4 appends) over S3."""
-    return {"_dir": (str(tmp_path_factory.mktemp("playbook-sources")), None)}
+    A source is built on the backend under test and copied within that backend for every test:
+    Lance branch manifests address their parent's data by the root's URI, so a copy across
+    backends would still read branch data from the other backend."""
+    return {}
 
 
-def _source(kind: str, sources: dict[str, tuple[str, str | None]]) -> tuple[str, str | None]:
-    if kind not in sources:
-        directory = Path(sources["_dir"][0])
-        uri = str(directory / kind)
+def _source(
+    backend: str, kind: str, sources: dict[tuple[str, str], tuple[str, str | None]], tmp_path: Path
+) -> tuple[str, str | None]:
+    if (backend, kind) not in sources:
+        uri = new_root(backend, tmp_path, f"{kind}-source")
         if kind == "compact":
             build_fixture(uri, compact=True)
-            sources[kind] = (uri, None)
+            sources[(backend, kind)] = (uri, None)
         else:
-            work = directory / f"{kind}-work"
+            work = tmp_path / f"{kind}-work"
             work.mkdir()
-            sources[kind] = (uri, build_duplicate(uri, work, compact=True))
-    return sources[kind]
+            sources[(backend, kind)] = (uri, build_duplicate(uri, work, compact=True))
+    return sources[(backend, kind)]
 
 
 @pytest.fixture
 def compact_graph(backend: str, tmp_path: Path, playbook_sources: dict) -> str:
     """A fresh copy of the compact format-4 fixture (main, feat, lazy, feat2) on ``backend``."""
     uri = new_root(backend, tmp_path)
-    clone(_source("compact", playbook_sources)[0], uri)
+    clone(_source(backend, "compact", playbook_sources, tmp_path)[0], uri)
     return uri
 
 
 @pytest.fixture
 def duplicate_graph(backend: str, tmp_path: Path, playbook_sources: dict) -> tuple[str, str]:
     """A fresh copy of the compact fixture plus branch ``dup`` holding a duplicate Person id."""
-    source, twin = _source("duplicate", playbook_sources)
+    source, twin = _source(backend, "duplicate", playbook_sources, tmp_path)
     uri = new_root(backend, tmp_path)
     clone(source, uri)
     assert twin is not None
@@ -298,7 +299,7 @@ def test_staging_rehearsal_that_finds_duplicates_stops_at_migrate_and_records_th
     its ledger, the failed step included, and the next command routes to the duplicate repair.
     Runner logic only: local backend."""
     source = new_root("local", tmp_path, "source")
-    clone(_source("duplicate", playbook_sources)[0], source)
+    clone(_source("local", "duplicate", playbook_sources, tmp_path)[0], source)
     staging = new_root("local", tmp_path, "staging")
     before_objects = object_listing(source)
     report_path, junit_path = tmp_path / "r.json", tmp_path / "j.xml"
