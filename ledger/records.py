@@ -135,6 +135,8 @@ class ImageValidated(LedgerRecord):
     rows: NonNegativeInt
     digest: Text
     fingerprint: Text
+    null_ids: NonNegativeInt
+    duplicate_ids: NonNegativeInt
 
 
 class ValidationFailedRecord(LedgerRecord):

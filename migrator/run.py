@@ -10,7 +10,7 @@ validation plans and validates afresh), or aborts. ``abort --token`` (before sta
 claim; installed PKs and migration forks stay (roll-forward only).
 
 Failpoints: ``migrate.after_claim``, ``migrate.after_barrier``, ``migrate.after_plan``,
-``migrate.after_validate``, ``migrate.after_units``, ``migrate.before_stamp``, ``migrate.after_stamp``,
+``migrate.after_image_records``, ``migrate.after_validate``, ``migrate.after_units``, ``migrate.before_stamp``, ``migrate.after_stamp``,
 ``migrate.before_release``, ``migrate.after_release``, ``abort.before_release`` and the unit
 failpoints.
 """
@@ -161,19 +161,26 @@ def _plan_of(replay: LedgerReplay) -> MigrationPlan | None:
     return MigrationPlan(list(state.branches), list(state.plan)) if state.plan else None
 
 
-def _validated_since_plan(replay: LedgerReplay) -> set[str]:
-    """Images validated after the last plan was recorded (an earlier plan's results do not count)."""
-    validated: set[str] = set()
+def _validated_clean_since_plan(replay: LedgerReplay) -> set[str]:
+    """Images found clean after the last plan was recorded.
+
+    An earlier plan's results do not count, and neither does an image found broken: a run that
+    died between recording an image and recording the validation failure must not resume past
+    the duplicates, so broken images are validated (and inventoried) again."""
+    clean: set[str] = set()
     for _, record in replay.records:
         if isinstance(record, PlanRecorded):
-            validated = set()
+            clean = set()
         elif isinstance(record, ImageValidated):
-            validated.add(record.image_id)
-    return validated
+            if record.null_ids == 0 and record.duplicate_ids == 0:
+                clean.add(record.image_id)
+            else:
+                clean.discard(record.image_id)
+    return clean
 
 
 def _validate(m: Migration, plan: MigrationPlan, replay: LedgerReplay) -> dict[str, ImageState]:
-    done = _validated_since_plan(replay)
+    done = _validated_clean_since_plan(replay)
     todo = {image_id for image_id in plan.images() if image_id not in done}
     reports = validate_images(m.store, plan, m.progress, only=todo)
     images = plan.images()
@@ -188,7 +195,10 @@ def _validate(m: Migration, plan: MigrationPlan, replay: LedgerReplay) -> dict[s
             rows=report.rows,
             digest=report.digest,
             fingerprint=report.fingerprint,
+            null_ids=report.null_ids,
+            duplicate_ids=len(report.duplicates),
         )
+    failpoint("migrate.after_image_records")
     broken = inventory(plan, reports)
     if broken:
         m.record(ValidationFailedRecord, inventory=broken)

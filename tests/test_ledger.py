@@ -114,6 +114,8 @@ def _lifecycle(store: GraphStore) -> Ledger:
             rows=7,
             digest="d1",
             fingerprint="f1",
+            null_ids=0,
+            duplicate_ids=0,
             token=TOKEN,
             migration_id=MIGRATION,
             at=AT,

@@ -97,3 +97,19 @@ def test_a_writer_left_running_is_detected_and_the_stamp_is_not_written(
     assert error["code"] == "drift_detected"
     assert moved in error["message"]
     assert Manifest(open_store(uri)).read_stamp()[0] == "migrating"
+
+
+def test_a_crash_between_image_records_and_the_failure_record_does_not_resume_past_duplicates(
+    tmp_path: Path,
+) -> None:
+    """The broken image is validated again on resume: no PK, no stamp over duplicates."""
+    uri = new_root("local", tmp_path)
+    twin = build_duplicate(uri, tmp_path)
+    crashed = migrate("run", uri, "--owner", "ci", failpoint="migrate.after_image_records")
+    assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
+    resumed = migrate("resume", uri, "--token", claim_token(uri), "--json")
+    assert resumed.returncode == 4, resumed.stderr
+    error = json.loads(resumed.stdout)["error"]
+    assert [e["entity_id"] for e in error["details"]["inventory"]] == [twin]
+    assert _table_heads_without_pk(uri) == []
+    assert Manifest(open_store(uri)).read_stamp()[0] == "migrating"
