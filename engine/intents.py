@@ -129,7 +129,7 @@ def owner_is_alive(intent: WriteIntent) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # a process of another user has that pid: the start marker tells whether it is ours
     return intent.process_start is None or process_start_marker(intent.pid) == intent.process_start
 
 

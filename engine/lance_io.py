@@ -111,7 +111,7 @@ def ensure_fork(
             dataset.create_branch(branch, reference=reference)
         except OSError as error:
             # A concurrent first write created the branch; its ref appears a moment after its data.
-            existing = _wait_for_branch(store, rel, branch)
+            existing = wait_for_branch(store, rel, branch)
             if existing is None:
                 raise RecoveryRequired(
                     operation_id,
@@ -141,7 +141,9 @@ def ensure_fork(
     wait=wait_exponential_jitter(multiplier=0.02, max=0.5, jitter=0.02),
     retry_error_callback=lambda state: None,
 )
-def _wait_for_branch(store: GraphStore, rel: str, branch: str) -> LanceBranch | None:
+def wait_for_branch(store: GraphStore, rel: str, branch: str) -> LanceBranch | None:
+    """The Lance branch ``branch`` once its ref is visible (a fork writes data, then its ref);
+    None if it does not appear within a few seconds."""
     return list_branches(open_dataset(store, rel)).get(branch)
 
 

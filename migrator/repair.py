@@ -32,6 +32,7 @@ from engine.errors import BadRequest, FormatRefused
 from engine.fenced_profile import FENCED_ROUTER
 from engine.graph import Graph, open_graph
 from engine.lance_io import open_dataset
+from engine.load import present_ids
 from engine.manifest import BranchSnapshot, Manifest
 from engine.routing import EngineProfile
 from engine.schema.ids import new_ulid
@@ -192,6 +193,17 @@ def _edges_referencing(graph: Graph, snapshot: BranchSnapshot, node_type: str, n
 
 
 def _rows_to_insert(graph: Graph, choice: RepairChoice, snapshot: BranchSnapshot) -> tuple[list[dict[str, Any]], list[RepairDecision]]:
+    path = snapshot.table(choice.table_key).table_path
+    found = _rows_with_id(graph, path, choice.table_branch, choice.table_version, choice.entity_id)
+    by_row = {int(row.pop("_rowid")): row for row in found.to_pylist()}
+    listed = sorted(row.row_id for row in choice.rows)
+    if sorted(by_row) != listed:
+        raise BadRequest(
+            f"{choice.table_key} id {choice.entity_id!r} on {choice.graph_branch}: the decisions file lists "
+            f"rows {listed} but the image holds rows {sorted(by_row)}; every row must be listed and "
+            "decided (regenerate the template)",
+            {"listed": listed, "actual": sorted(by_row)},
+        )
     if choice.action == "delete":
         if choice.entity_kind == "node" and choice.entity_id is not None:
             edges = _edges_referencing(graph, snapshot, choice.type_name, choice.entity_id)
@@ -201,10 +213,7 @@ def _rows_to_insert(graph: Graph, choice: RepairChoice, snapshot: BranchSnapshot
                     f"leave edges without an endpoint ({', '.join(edges[:5])}); keep one row instead",
                     {"edges": edges},
                 )
-        return [], [RepairDecision(entity_id=choice.entity_id, action="delete", new_id=None, rows=len(choice.rows))]
-    path = snapshot.table(choice.table_key).table_path
-    found = _rows_with_id(graph, path, choice.table_branch, choice.table_version, choice.entity_id)
-    by_row = {int(row.pop("_rowid")): row for row in found.to_pylist()}
+        return [], [RepairDecision(entity_id=choice.entity_id, action="delete", new_id=None, rows=len(by_row))]
     rows: list[dict[str, Any]] = []
     decisions: list[RepairDecision] = []
     if choice.keep_row_id is not None:
@@ -251,6 +260,10 @@ def apply(uri: str, token: str, decisions: DecisionsFile, actor: str) -> list[Re
                 recorded.extend(made)
             schema = graph.catalog.table(table_key).arrow_schema(with_pk=False)
             ids = sorted({c.entity_id for c in choices if c.entity_id is not None})
+            new_ids = [row["id"] for row in rows if row["id"] not in ids]
+            taken = sorted(present_ids(graph, entry, new_ids)) + sorted({i for i in new_ids if new_ids.count(i) > 1})
+            if taken:
+                raise BadRequest(f"{table_key} on {branch}: new id(s) {taken} are already used; choose others")
             nulls = any(c.entity_id is None for c in choices)
             return [TableWrite(table_key, "repair", pa.Table.from_pylist(rows, schema=schema), tuple(ids), nulls)]
 

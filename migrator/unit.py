@@ -24,7 +24,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.failpoints import failpoint
-from engine.lance_io import LanceBranch, list_branches, open_dataset, primary_key
+from engine.lance_io import (
+    LanceBranch,
+    list_branches,
+    open_dataset,
+    primary_key,
+    wait_for_branch,
+)
+from engine.manifest import TableEntry
 from engine.table_store import KEY_COLUMN, CommitConflict, install_primary_key
 from ledger import DriftItem, ImageState, UnitCompleted, UnitPlan, UnitStep
 from migrator import sidecar as sidecars
@@ -60,6 +67,19 @@ def _is_own_pk_commit(m: Migration, unit: UnitPlan, branch: str | None, head: in
     return operation == _PK_COMMIT_OPERATION and primary_key(dataset.schema) == [KEY_COLUMN]
 
 
+def _check_entry(m: Migration, unit: UnitPlan, entry: TableEntry | None) -> None:
+    """The branch must still pin the planned image, or this migration's own published one."""
+    if entry is None:
+        raise _drift(f"{unit.table_key} on {unit.graph_branch}", "present", "absent")
+    ours = entry.migration_id == m.migration_id and entry.migration_unit == unit.unit_id
+    if (entry.table_branch, entry.table_version) != (unit.pinned_table_branch, unit.pinned_table_version) and not ours:
+        raise _drift(
+            f"{unit.table_key} on {unit.graph_branch}",
+            f"{unit.pinned_table_branch or 'main'}@v{unit.pinned_table_version}",
+            f"{entry.table_branch or 'main'}@v{entry.table_version}",
+        )
+
+
 def _revalidate(m: Migration, unit: UnitPlan) -> None:
     m.require_claim()
     branches = m.manifest.branches()
@@ -70,17 +90,7 @@ def _revalidate(m: Migration, unit: UnitPlan) -> None:
             f"incarnation {unit.branch_incarnation}",
             "deleted" if branch is None else f"incarnation {branch.incarnation}",
         )
-    entry = m.manifest.snapshot(unit.graph_branch).tables.get(unit.table_key)
-    pinned = (unit.pinned_table_branch, unit.pinned_table_version)
-    if entry is None:
-        raise _drift(f"{unit.table_key} on {unit.graph_branch}", "present", "absent")
-    ours = entry.migration_id == m.migration_id and entry.migration_unit == unit.unit_id
-    if (entry.table_branch, entry.table_version) != pinned and not ours:
-        raise _drift(
-            f"{unit.table_key} on {unit.graph_branch}",
-            f"{unit.pinned_table_branch or 'main'}@v{unit.pinned_table_version}",
-            f"{entry.table_branch or 'main'}@v{entry.table_version}",
-        )
+    _check_entry(m, unit, m.manifest.snapshot(unit.graph_branch).tables.get(unit.table_key))
     if not is_inherited(unit):
         head = open_dataset(m.store, unit.table_path, unit.pinned_table_branch).version
         base = unit.pinned_table_version
@@ -123,10 +133,21 @@ def _fork(m: Migration, unit: UnitPlan, fork: PlannedFork, recorded_identifier: 
     existing: LanceBranch | None = list_branches(dataset).get(fork.branch)
     if existing is None:
         reference = (fork.parent_branch or "main", fork.parent_version)
-        dataset.create_branch(fork.branch, reference=reference)
-        created = list_branches(open_dataset(m.store, unit.table_path))[fork.branch]
-        _step(m, unit, "fork_created", fork.branch, fork.parent_version, f"identifier={created.identifier}")
-        return
+        try:
+            dataset.create_branch(fork.branch, reference=reference)
+        except OSError as error:
+            existing = wait_for_branch(m.store, unit.table_path, fork.branch)
+            if existing is None:
+                raise MigrationRefused(
+                    f"{unit.table_path}: Lance branch {fork.branch!r} exists as data without a ref "
+                    f"({error}); an earlier fork was interrupted inside Lance. Inspect "
+                    f"{unit.table_path}/tree/{fork.branch} by hand before resuming.",
+                    {"unit_id": unit.unit_id, "table_path": unit.table_path, "branch": fork.branch},
+                ) from error
+        else:
+            created = list_branches(open_dataset(m.store, unit.table_path))[fork.branch]
+            _step(m, unit, "fork_created", fork.branch, fork.parent_version, f"identifier={created.identifier}")
+            return
     matches = existing.parent_branch == fork.parent_branch and existing.parent_version == fork.parent_version
     if not matches or (recorded_identifier is not None and existing.identifier != recorded_identifier):
         raise MigrationRefused(
@@ -160,6 +181,7 @@ def _install(m: Migration, unit: UnitPlan, branch: str | None) -> int:
 def _publish(m: Migration, unit: UnitPlan, branch: str | None, version: int) -> None:
     snapshot = m.manifest.snapshot(unit.graph_branch)
     entry = snapshot.table(unit.table_key)
+    _check_entry(m, unit, entry)
     achieved = replace(
         entry, table_branch=branch, table_version=version, migration_id=m.migration_id, migration_unit=unit.unit_id
     )

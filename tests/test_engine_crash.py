@@ -154,3 +154,20 @@ def test_an_intent_disarmed_while_listing_is_skipped(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(GraphStore, "read_bytes", read_then_vanish)
     assert [i.operation_id for i in list_intents(store)] == ["01BBBB0000000000000000000"]
+
+
+def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kill(pid, 0) refused (another user's process): the start marker decides, not the refusal."""
+    from engine import intents as intent_module
+    from engine.intents import WriteIntent, owner_is_alive, this_host
+
+    def refuse(pid: int, signal: int) -> None:
+        raise PermissionError(pid)
+
+    monkeypatch.setattr(intent_module.os, "kill", refuse)
+    dead = WriteIntent(operation_id="01PID0000000000000000000", graph_branch="main", base_manifest_version=1,
+                       base_commit_id="c", tables=[], actor="t", program="omnigraph", host=this_host(),
+                       pid=1, process_start="not-the-real-start", created_at=0)
+    assert owner_is_alive(dead) is False
+    live = dead.model_copy(update={"pid": os.getpid(), "process_start": intent_module.process_start_marker(os.getpid())})
+    assert owner_is_alive(live) is True
