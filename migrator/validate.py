@@ -4,7 +4,8 @@ The ``id`` column is streamed in batches. Small images (at most :data:`PARTITION
 checked in memory; larger ones are spread by a 64-bit hash of the id over
 ``ceil(rows / PARTITION_ROWS)`` partitions spilled to a local temporary directory, and each
 partition is checked on its own, so peak memory is bounded by the partition size, not by the
-table size. The report carries a logical digest (row count and an order-independent combination
+table size. At most :data:`MAX_OPEN_PARTITIONS` spill files are open at a time; an image with
+more partitions is scanned once per group of them. The report carries a logical digest (row count and an order-independent combination
 of the id hashes) and the physical fingerprint of the image.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from migrator.fingerprint import physical_fingerprint
 from migrator.id_hash import hash_strings
 
 PARTITION_ROWS = 131_072
+MAX_OPEN_PARTITIONS = 256
 BATCH_ROWS = 32_768
 _ID_SCHEMA = pa.schema([pa.field("id", pa.large_utf8(), nullable=False)])
 
@@ -74,19 +76,20 @@ def _duplicates_in(ids: pa.Array) -> list[tuple[str, int]]:
 
 
 class _Partitions:
-    """Hash partitions of ids spilled to Arrow IPC stream files."""
+    """Hash partitions ``[first, first + len)`` of ``count`` spilled to Arrow IPC stream files."""
 
-    def __init__(self, directory: Path, count: int):
-        self.count = count
-        self.paths = [directory / f"part-{i:05d}.arrows" for i in range(count)]
+    def __init__(self, directory: Path, count: int, first: int, length: int):
+        self.count, self.first, self.length = count, first, length
+        self.paths = [directory / f"part-{first + i:06d}.arrows" for i in range(length)]
         self.writers = [pa.ipc.new_stream(str(path), _ID_SCHEMA) for path in self.paths]
 
     def add(self, ids: pa.Array, hashes: np.ndarray) -> None:
-        parts = (hashes % np.uint64(self.count)).astype(np.int64)
-        order = np.argsort(parts, kind="stable")
-        bounds = np.searchsorted(parts[order], np.arange(self.count + 1))
+        parts = (hashes % np.uint64(self.count)).astype(np.int64) - self.first
+        keep = np.flatnonzero((parts >= 0) & (parts < self.length))
+        order = keep[np.argsort(parts[keep], kind="stable")]
+        bounds = np.searchsorted(parts[order], np.arange(self.length + 1))
         ordered = ids.take(pa.array(order))
-        for part in range(self.count):
+        for part in range(self.length):
             low, high = int(bounds[part]), int(bounds[part + 1])
             if high > low:
                 self.writers[part].write_batch(pa.record_batch([ordered.slice(low, high - low)], schema=_ID_SCHEMA))
@@ -100,35 +103,46 @@ class _Partitions:
                 table = pa.ipc.open_stream(source).read_all()
             found.extend(_duplicates_in(table.column("id").combine_chunks()))
             del table
+            path.unlink()
         return found
+
+
+def _id_batches(dataset: lance.LanceDataset) -> Iterator[tuple[pa.Array, np.ndarray, int, int]]:
+    """(non-null ids as large_utf8, their hashes, nulls in the batch, batch rows) per batch."""
+    for batch in dataset.to_batches(columns=["id"], batch_size=BATCH_ROWS):
+        column = batch.column(0)
+        ids = pc.drop_null(column).cast(pa.large_utf8())
+        yield ids, hash_strings(ids), column.null_count, len(column)
 
 
 def validate_image(dataset: lance.LanceDataset, progress: Callable[[int], None] | None = None) -> ImageReport:
     """Validate the checked-out version of ``dataset`` (see the module docstring)."""
-    expected_rows = dataset.count_rows()
-    partition_count = max(1, math.ceil(expected_rows / PARTITION_ROWS))
+    partition_count = max(1, math.ceil(dataset.count_rows() / PARTITION_ROWS))
     digest = _IdDigest()
     null_ids = 0
-    in_memory: list[pa.Array] = []
-    with tempfile.TemporaryDirectory(prefix="omnigraph-validate-") as temp:
-        partitions = _Partitions(Path(temp), partition_count) if partition_count > 1 else None
-        for batch in dataset.to_batches(columns=["id"], batch_size=BATCH_ROWS):
-            column = batch.column(0)
-            null_ids += column.null_count
-            ids = pc.drop_null(column).cast(pa.large_utf8())
-            hashes = hash_strings(ids)
-            digest.add(hashes, len(column))
-            if partitions is None:
-                in_memory.append(ids)
-            else:
-                partitions.add(ids, hashes)
+    duplicates: list[tuple[str, int]] = []
+    if partition_count == 1:
+        in_memory: list[pa.Array] = []
+        for ids, hashes, nulls, rows in _id_batches(dataset):
+            digest.add(hashes, rows)
+            null_ids += nulls
+            in_memory.append(ids)
             if progress is not None:
-                progress(len(column))
-        if partitions is None:
-            merged = pa.concat_arrays(in_memory) if in_memory else pa.array([], pa.large_utf8())
-            duplicates = _duplicates_in(merged)
-        else:
-            duplicates = partitions.duplicates()
+                progress(rows)
+        duplicates = _duplicates_in(pa.concat_arrays(in_memory) if in_memory else pa.array([], pa.large_utf8()))
+    else:
+        with tempfile.TemporaryDirectory(prefix="omnigraph-validate-") as temp:
+            # At most MAX_OPEN_PARTITIONS spill files are open at once: one scan per group.
+            for first in range(0, partition_count, MAX_OPEN_PARTITIONS):
+                group = _Partitions(Path(temp), partition_count, first, min(MAX_OPEN_PARTITIONS, partition_count - first))
+                for ids, hashes, nulls, rows in _id_batches(dataset):
+                    if first == 0:
+                        digest.add(hashes, rows)
+                        null_ids += nulls
+                        if progress is not None:
+                            progress(rows)
+                    group.add(ids, hashes)
+                duplicates.extend(group.duplicates())
     return ImageReport(
         rows=digest.rows,
         null_ids=null_ids,
