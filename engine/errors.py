@@ -86,7 +86,7 @@ class RecoveryRequired(OmnigraphError):
     http_status = 503
     exit_code = EXIT_RECOVERY_REQUIRED
 
-    def __init__(self, operation_id: str, message: str, **extra: Any):
+    def __init__(self, operation_id: str | None, message: str, **extra: Any):
         super().__init__(message, {"operation_id": operation_id, **extra})
 
 

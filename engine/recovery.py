@@ -87,12 +87,24 @@ def _delete_planned_forks(store: GraphStore, intent: WriteIntent) -> list[Recove
     return outcomes
 
 
+def touched_tables(intent: WriteIntent) -> set[tuple[str, str | None]]:
+    """(table path, Lance table branch) pairs a commit may change."""
+    return {(table.table_path, table.target_branch) for table in intent.tables}
+
+
 def resolve_intents(store: GraphStore, manifest: Manifest) -> list[RecoveryRecord]:
-    """Resolve every interrupted commit (see module docstring); returns what was done."""
+    """Resolve every interrupted commit (see module docstring); returns what was done.
+
+    An interrupted commit that touched a table a live writer's commit also touches is left for
+    a later open: undoing it now could remove the live writer's fork or effects.
+    """
     records: list[RecoveryRecord] = []
     live_branches = manifest.branches()
-    for intent in intents.list_intents(store):
-        if intents.owner_is_alive(intent):
+    pending = intents.list_intents(store)
+    live = [intent for intent in pending if intents.owner_is_alive(intent)]
+    busy = set().union(*(touched_tables(intent) for intent in live)) if live else set()
+    for intent in pending:
+        if intent in live or touched_tables(intent) & busy:
             continue
         if intent.graph_branch not in live_branches:
             outcome, tables = "branch_gone", _delete_planned_forks(store, intent)

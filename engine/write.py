@@ -2,6 +2,9 @@
 
 1. Prepare: ``prepare(snapshot)`` validates against the branch snapshot and returns the
    per-table writes (it raises ``key_conflict``/``bad_request``/``resource_limit`` itself).
+   Before arming, every table to write must be at the version the manifest pins (no other
+   commit's unpublished effects under it): a live writer's commit in flight is waited for, a dead
+   writer's is resolved (:mod:`engine.recovery`), a stale snapshot is refreshed.
 2. Arm: ``__recovery/<op>.json`` (create-if-absent) records every table's state before.
 3. Effects, per table in key order: fork the table if the branch inherits it (from exactly the
    pinned version), then one Lance commit through the profile's router, from the pinned version.
@@ -12,9 +15,11 @@ A storage conflict before any table effect deletes the intent and re-runs the wh
 step 1 with a fresh snapshot (bounded, with jittered backoff); a strict insert therefore
 re-probes its ids and ends as ``key_conflict`` once a concurrent winner is published, and never
 turns into an upsert. A conflict after an effect landed is ``recovery_required`` with the intent
-kept. A publish that loses to a concurrent publish is rebased onto the new head when every table
-it touched only gained Update/Append commits in between (its rows are then contained in the newer
-version); otherwise it is ``recovery_required``.
+kept. A publish that loses to a concurrent publish (two writers passed the pin check together)
+is rebased onto the new head when every table it touched only gained Update/Append commits in
+between (its rows are then contained in the newer version); otherwise it is
+``recovery_required``. Support boundary: one writer process per graph; concurrent processes are
+fenced against duplicate ids, not promised serializable multi-table commits.
 """
 
 from __future__ import annotations
@@ -32,12 +37,12 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from engine import intents, table_store
+from engine import intents, recovery, table_store
 from engine.errors import BadRequest, ReadSetConflict, RecoveryRequired
 from engine.failpoints import failpoint
 from engine.graph import Graph
 from engine.intents import IntentTable, WriteIntent
-from engine.lance_io import ensure_fork, open_dataset
+from engine.lance_io import ensure_fork, latest_version, list_branches, open_dataset
 from engine.manifest import (
     BranchSnapshot,
     HeadEntry,
@@ -116,8 +121,9 @@ def _attempt(graph: Graph, branch: str, prepare: Prepare, message: str, actor: s
     writes = sorted(prepare(snapshot), key=lambda w: w.table_key)
     if not writes:
         return None
-    operation_id = new_ulid()
     target = lance_branch_name(branch)
+    _require_pinned_heads(graph, snapshot, writes, target)
+    operation_id = new_ulid()
     plan = [_intent_table(snapshot.table(w.table_key), target) for w in writes]
     intent = WriteIntent(
         operation_id=operation_id,
@@ -139,6 +145,53 @@ def _attempt(graph: Graph, branch: str, prepare: Prepare, message: str, actor: s
     failpoint("write.after_publish")
     intents.disarm(graph.store, operation_id)
     return published
+
+
+def _require_pinned_heads(graph: Graph, snapshot: BranchSnapshot, writes: list[TableWrite], target: str | None) -> None:
+    """Effects land only on the version the manifest pins, never on another commit's
+    unpublished effects (which would publish them with this commit).
+
+    A table branch ahead of its pin is another commit in flight: wait for it (retry) if its
+    writer is alive, resolve it if its writer is dead; a newer published pin means this
+    snapshot is stale (retry). Ahead with no intent at all is ``recovery_required``.
+    """
+    store = graph.store
+    ahead: list[tuple[TableEntry, int]] = []
+    for write in writes:
+        entry = snapshot.table(write.table_key)
+        if entry.table_branch == target:
+            pinned = entry.table_version
+        else:
+            fork = list_branches(open_dataset(store, entry.table_path)).get(str(target))
+            if fork is None:
+                continue
+            pinned = fork.parent_version
+        head = latest_version(store, entry.table_path, target)
+        if head > pinned:
+            ahead.append((entry, head))
+    if not ahead:
+        return
+    in_flight = intents.list_intents(store)  # listed before re-reading the manifest: no gap
+    fresh = graph.manifest.snapshot(snapshot.branch)
+    for entry, head in ahead:
+        now = fresh.table(entry.table_key)
+        if now.table_branch == target and now.table_version >= head:
+            raise _NoEffectConflict("the snapshot is stale: a concurrent commit was published")
+    moved = {(entry.table_path, target) for entry, _ in ahead}
+    covering = [intent for intent in in_flight if recovery.touched_tables(intent) & moved]
+    if any(intents.owner_is_alive(i) for i in covering):
+        raise _NoEffectConflict("waiting for a concurrent commit in flight on the same table")
+    if covering:
+        recovery.resolve_intents(store, graph.manifest)
+        raise _NoEffectConflict("resolved an interrupted commit on the same table")
+    entry, head = ahead[0]
+    raise RecoveryRequired(
+        None,
+        f"{entry.table_key}: table branch {target or 'main'} of {entry.table_path} is at v{head}, ahead of "
+        f"what branch {snapshot.branch!r} pins, and no recovery intent explains it; reopen the graph "
+        "read-write to resolve interrupted commits, then check for a writer outside this engine",
+        table_key=entry.table_key,
+    )
 
 
 def _intent_table(entry: TableEntry, target: str | None) -> IntentTable:

@@ -171,3 +171,20 @@ def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypa
     assert owner_is_alive(dead) is False
     live = dead.model_copy(update={"pid": os.getpid(), "process_start": intent_module.process_start_marker(os.getpid())})
     assert owner_is_alive(live) is True
+
+
+def test_a_writer_does_not_publish_a_dead_commits_unpublished_rows(root_uri: str, tmp_path: Path) -> None:
+    """A graph opened before another process died mid-commit: its next write on the same table
+    resolves the dead commit first instead of stacking on (and publishing) its rows."""
+    graph = init_graph(root_uri, SCHEMA, FENCED_PROFILE)
+    load(graph, _jsonl(BASE), mode="append", branch="main", actor="test")
+    already_open = open_graph(root_uri, FENCED_PROFILE, write=True)
+    delta = tmp_path / "delta.jsonl"
+    delta.write_bytes(_jsonl(DELTA))  # Person cid + Knows ann->cid: two tables
+    # Effects land in table-key order: the dead commit's edge k1 (to the unpublished cid) landed.
+    assert _run_load(root_uri, delta, "main", "write.after_effect").returncode == FAILPOINT_EXIT_STATUS
+    edge = {"edge": "Knows", "from": "ann", "to": "bob", "data": {"id": "k2"}}
+    load(already_open, _jsonl([edge]), mode="append", branch="main", actor="b")
+    exported = "\n".join(_export(root_uri, "main"))
+    assert '"k2"' in exported and '"cid"' not in exported and '"k1"' not in exported
+    assert list_intents(open_store(root_uri)) == []
