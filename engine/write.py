@@ -96,7 +96,6 @@ def commit(graph: Graph, branch: str, prepare: Prepare, *, message: str, actor: 
     """Run one graph commit on ``branch``; None if ``prepare`` produced no writes."""
     if not graph.writable:
         raise BadRequest("the graph was opened read-only")
-    graph.manifest.require_branch(branch)
     retrying = Retrying(
         retry=retry_if_exception_type(_NoEffectConflict),
         stop=stop_after_delay(RETRY_SECONDS),

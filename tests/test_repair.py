@@ -41,7 +41,7 @@ def test_a_decisions_file_that_omits_a_row_is_refused(stopped: tuple[str, str, s
     document = _template(uri, token, tmp_path)
     [entry] = document["decisions"]
     rows = [row["row_id"] for row in entry["rows"]]
-    entry.update(action="keep", keep_row_id=rows[0], rows=entry["rows"][:2])
+    entry.update(action="keep", keep_row_id=rows[0], rows=entry["rows"][:-1])
     before = exports(uri)
     with pytest.raises(BadRequest, match="every row must be listed"):
         _apply(uri, token, tmp_path, document)
