@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import click
 
 from engine.errors import Internal, OmnigraphError, exit_code_for
+from engine.graph import default_actor
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -66,6 +67,4 @@ def _report(error: OmnigraphError, as_json: bool) -> None:
 
 def actor_name() -> str:
     """Who is writing: ``OMNIGRAPH_ACTOR`` or the login name."""
-    from engine.graph import default_actor
-
     return os.environ.get("OMNIGRAPH_ACTOR") or default_actor()

@@ -115,10 +115,6 @@ class GraphStore:
         except FileNotFoundError:
             pass
 
-    def delete_tree(self, rel_dir: str) -> None:
-        """Remove everything under ``rel_dir``; absent is not an error."""
-        if self.fs.exists(self.path(rel_dir)):
-            self.fs.rm(self.path(rel_dir), recursive=True)
 
     def is_empty_root(self) -> bool:
         """True if the graph root does not exist or holds nothing."""

@@ -244,7 +244,9 @@ def _apply_effects(
                 ) from conflict
             intents.disarm(store, operation_id)
             raise _NoEffectConflict(str(conflict)) from conflict
-        rows = open_dataset(store, entry.table_path, table.target_branch, version).count_rows()
+        # Merges advance the dataset object in place; writers that return a new dataset do not.
+        written = dataset if dataset.version == version else open_dataset(store, entry.table_path, table.target_branch, version)
+        rows = written.count_rows()
         entries.append(with_version(entry, table.target_branch, version, rows))
         failpoint("write.after_effect")
     return entries

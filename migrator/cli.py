@@ -8,6 +8,7 @@ duplicate inventory is also printed on stdout as tab-separated lines without ``-
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ def _print_inventory(entries: list[dict[str, Any]]) -> None:
 def _inventory_on_stdout(command: Any) -> Any:
     """Without --json, a validation failure also prints its inventory on stdout."""
 
+    @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
@@ -47,8 +49,6 @@ def _inventory_on_stdout(command: Any) -> Any:
                 _print_inventory(failure.details["inventory"])
             raise
 
-    wrapper.__name__ = command.__name__
-    wrapper.__doc__ = command.__doc__
     return wrapper
 
 
