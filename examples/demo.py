@@ -143,7 +143,8 @@ class Demo:
         print(f"   $ {self.command_line(program, list(args))}", flush=True)
         done = subprocess.run(argv, check=False, capture_output=True, text=True, env=self.env(), timeout=300)
         outcome = Outcome(done.returncode, done.stdout, done.stderr)
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        shown = done.stdout if done.returncode == 0 and not done.stdout.lstrip().startswith("{") else done.stderr
+        lines = [line for line in shown.splitlines() if line.strip()]
         if lines and not quiet:
             print(f"     {lines[-1]}", flush=True)
         if expect is not None and done.returncode != expect:

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import click
+import argparse
+import sys
 
 from ledger.schema import schema_text
 
 
-@click.group()
-def main() -> None:
-    """Migration ledger tools."""
-
-
-@main.command()
-def schema() -> None:
-    """Print the JSON Schema of the ledger record union (the content of ledger/record-schema.json)."""
-    click.echo(schema_text(), nl=False)
+def main(argv: list[str] | None = None) -> int:
+    """Run the ledger tool; ``schema`` prints the record union's JSON Schema."""
+    parser = argparse.ArgumentParser(prog="python -m ledger", description="Migration ledger tools.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("schema", help="Print the JSON Schema of the ledger record union (ledger/record-schema.json).")
+    parser.parse_args(argv)
+    sys.stdout.write(schema_text())
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

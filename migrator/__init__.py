@@ -3,6 +3,6 @@
 Modules: :mod:`migrator.plan` (units), :mod:`migrator.validate` (bounded-memory id checks),
 :mod:`migrator.unit` (the per-unit install), :mod:`migrator.verify` (the final check),
 :mod:`migrator.run` (run / resume / abort), :mod:`migrator.inspection` (read-only commands),
-:mod:`migrator.cli` (the binary). The migrator writes Lance datasets only through
+the binary is :mod:`cli.migrate`. The migrator writes Lance datasets only through
 ``engine``'s manifest and fenced table-store APIs.
 """

@@ -169,8 +169,8 @@ def invoke(program: Path, *args: str | os.PathLike[str]) -> Cli:
     """
     from click.testing import CliRunner
 
-    from engine.cli import cli as omnigraph_cli
-    from engine.legacy.cli import cli as legacy_cli
+    from cli.omnigraph import cli as omnigraph_cli
+    from cli.omnigraph_v4 import cli as legacy_cli
 
     command = {OMNIGRAPH.name: omnigraph_cli, OMNIGRAPH_V4.name: legacy_cli}[program.name]
     argv = [str(a) for a in args]

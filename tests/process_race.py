@@ -19,11 +19,11 @@ LAUNCHER = r"""
 import sys, time
 program = sys.argv[1]
 if program == "omnigraph":
-    from engine.cli import cli
+    from cli.omnigraph import cli
 elif program == "omnigraph-v4":
-    from engine.legacy.cli import cli
+    from cli.omnigraph_v4 import cli
 else:
-    from migrator.cli import cli
+    from cli.migrate import cli
 print("ready", flush=True)
 start = float(sys.stdin.readline())
 while time.time() < start:

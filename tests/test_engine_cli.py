@@ -115,8 +115,8 @@ def test_snapshot_commit_list_and_export_documents(root_uri: str) -> None:
 
 def test_version() -> None:
     human, document = run_parallel([OMNIGRAPH, "version"], [OMNIGRAPH, "version", "--json"])
-    assert "omnigraph" in human.ok().stderr and "5" in human.stderr
-    assert human.stdout == ""
+    assert "omnigraph" in human.ok().stdout and "5" in human.stdout
+    assert human.stderr == ""
     parsed = document.ok().json()
     assert parsed["format"] == "5" and isinstance(parsed["version"], str) and parsed["version"]
 

@@ -1,7 +1,9 @@
 """Shared CLI plumbing: error reporting, exit codes and output channels.
 
-Contract (DESIGN section 6): with ``--json`` a command prints exactly one JSON document on stdout
-(on failure ``{"error": {code, message, details}}``); human output and progress go to stderr.
+Contract: the result a command was asked for goes to stdout, as a human rendering
+(:func:`echo_result`) or, with ``--json``, exactly one JSON document (:func:`emit_json`; on failure
+``{"error": {code, message, details}}``). Progress bars, warnings, advice and error text go to
+stderr (:func:`say`), so ``omnigraph-migrate plan GRAPH | less`` shows the plan and nothing else.
 Exit codes: 0 ok, 1 error, 2 usage, 3 claim/barrier held, 4 validation failed, 5 recovery
 required, 6 format refused.
 """
@@ -31,8 +33,13 @@ def emit_json(document: Any) -> None:
     click.echo(json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False))
 
 
+def echo_result(line: str) -> None:
+    """One line of a command's human-readable result: stdout."""
+    click.echo(line)
+
+
 def say(message: str) -> None:
-    """Human output: stderr."""
+    """Progress, warnings, advice and error text: stderr."""
     click.echo(message, err=True)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from engine.branches import branch_documents, create_branch, delete_branch
-from engine.cli_support import actor_name, emit_json, json_option, reports_errors, say
+from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine.errors import BadRequest
 from engine.export import export_lines
 from engine.graph import Graph, init_graph, open_graph
@@ -50,7 +50,8 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
         document = {"graph": created.store.uri, "format": created.stamp, "tables": created.catalog.table_keys()}
         if as_json:
             emit_json(document)
-        say(f"initialised {created.store.uri} at format {created.stamp} with {len(document['tables'])} tables")
+            return
+        echo_result(f"initialised {created.store.uri} at format {created.stamp} with {len(document['tables'])} tables")
 
     @group.command("load")
     @click.option("--mode", type=click.Choice(["overwrite", "append", "merge"]), required=True,
@@ -93,7 +94,8 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
         }
         if as_json:
             emit_json(document)
-        say(f"loaded {sum(result.rows.values())} rows into {branch} in {len(result.commits)} commit(s)")
+            return
+        echo_result(f"loaded {sum(result.rows.values())} rows into {branch} in {len(result.commits)} commit(s)")
 
     @group.group("branch")
     def branch_group() -> None:
@@ -112,7 +114,8 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
         branch = create_branch(opened, name, source)
         if as_json:
             emit_json({"name": branch.name, "parent_branch": branch.parent_branch, "incarnation": branch.incarnation})
-        say(f"created branch {name} from {source}")
+            return
+        echo_result(f"created branch {name} from {source}")
 
     @branch_group.command("list")
     @json_option
@@ -126,7 +129,7 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
             return
         for doc in documents:
             parent = f" (from {doc['parent_branch']})" if doc["parent_branch"] else ""
-            say(f"{doc['name']}{parent}")
+            echo_result(f"{doc['name']}{parent}")
 
     @branch_group.command("delete")
     @click.argument("name")
@@ -140,7 +143,8 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
         delete_branch(opened, name)
         if as_json:
             emit_json({"deleted": name})
-        say(f"deleted branch {name}")
+            return
+        echo_result(f"deleted branch {name}")
 
     @group.command("snapshot")
     @click.option("--branch", default=MAIN, show_default=True)
@@ -153,10 +157,10 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
         if as_json:
             emit_json(document)
             return
-        say(f"branch {document['branch']}  manifest v{document['manifest_version']}  format {document['format']}")
+        echo_result(f"branch {document['branch']}  manifest v{document['manifest_version']}  format {document['format']}")
         for table in document["tables"]:
             pinned = f"{table['table_branch'] or 'main'}@v{table['version']}"
-            say(f"  {table['table_key']:<28} {pinned:<24} rows={table['rows']:<8} pk={table['pk']}")
+            echo_result(f"  {table['table_key']:<28} {pinned:<24} rows={table['rows']:<8} pk={table['pk']}")
 
     @group.command("export")
     @click.option("--branch", default=MAIN, show_default=True)

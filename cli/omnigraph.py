@@ -7,8 +7,8 @@ import datetime as dt
 import click
 
 from engine import __version__
-from engine.cli_commands import add_shared_commands
-from engine.cli_support import emit_json, json_option, reports_errors, say
+from cli.shared_commands import add_shared_commands
+from cli.support import echo_result, emit_json, json_option, reports_errors
 from engine.commits import commit_history
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import open_graph
@@ -53,7 +53,7 @@ def commit_list(branch: str, graph: str, as_json: bool) -> None:
         return
     for doc in documents:
         when = dt.datetime.fromtimestamp(doc["committed_at"] / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-        say(f"{doc['commit_id']}  {when}Z  {doc['actor']}  {doc['message']}")
+        echo_result(f"{doc['commit_id']}  {when}Z  {doc['actor']}  {doc['message']}")
 
 
 @cli.command("version")
@@ -63,7 +63,7 @@ def version_command(as_json: bool) -> None:
     if as_json:
         emit_json({"version": __version__, "format": FORMAT_5})
         return
-    say(f"omnigraph {__version__} (writes format {FORMAT_5})")
+    echo_result(f"omnigraph {__version__} (writes format {FORMAT_5})")
 
 
 def main() -> None:

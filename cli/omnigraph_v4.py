@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from engine.cli_commands import add_shared_commands
+from cli.shared_commands import add_shared_commands
 from engine.legacy.table_store import LEGACY_PROFILE
 
 

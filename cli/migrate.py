@@ -1,9 +1,10 @@
 """``omnigraph-migrate``: preflight, plan, run, resume, status, verify, abort, duplicates.
 
 Exit codes (DESIGN section 6): 0 ok, 1 error (including drift), 2 usage, 3 claim or barrier
-held, 4 validation failed (duplicates/nulls), 5 recovery required, 6 format refused. With
-``--json`` one JSON document goes to stdout; people-facing text and progress go to stderr. A
-duplicate inventory is also printed on stdout as tab-separated lines without ``--json``.
+held, 4 validation failed (duplicates/nulls), 5 recovery required, 6 format refused. The result
+goes to stdout (a human rendering, or one JSON document with ``--json``); progress, advice and
+error text go to stderr. A duplicate inventory is printed on stdout as tab-separated lines
+without ``--json``.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from typing import Any
 
 import click
 
-from engine.cli_support import actor_name, emit_json, json_option, reports_errors, say
+from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine.errors import EXIT_VALIDATION_FAILED, OmnigraphError, ValidationFailed
 from engine.storage import copy_root, open_store
 from ledger import InventoryEntry, render_table
 from migrator import inspection, repair
 from migrator.inventory import inventory_lines
-from migrator.progress import Progress, SilentProgress, StderrProgress
+from cli.progress import StderrProgress
+from migrator.progress import Progress, SilentProgress
 from migrator.run import abort_migration, resume_migration, run_migration
 from playbooks.model import load_playbook
 from playbooks.report import refusal_documents, write_json, write_junit
@@ -34,7 +36,7 @@ def _progress(as_json: bool) -> Progress:
 
 def _print_inventory(entries: list[dict[str, Any]]) -> None:
     for line in inventory_lines([InventoryEntry.model_validate(e) for e in entries]):
-        click.echo(line)
+        echo_result(line)
 
 
 def _inventory_on_stdout(command: Any) -> Any:
@@ -70,7 +72,7 @@ def preflight_command(graph: str, validate: bool, as_json: bool) -> None:
         emit_json(document)
         return
     inherited = sum(1 for u in document["units"] if u["inherited"])
-    say(
+    echo_result(
         f"ready: {document['graph']} is at format 4 with {len(document['branches'])} branch(es), "
         f"{len(document['units'])} unit(s) ({inherited} inherited), {document['images']} distinct image(s)"
         + ("; no duplicate or null ids" if validate else "; add --validate to scan ids")
@@ -90,7 +92,7 @@ def plan_command(graph: str, as_json: bool) -> None:
         return
     for unit in document["units"]:
         pinned = f"{unit['pinned_table_branch'] or 'main'}@v{unit['pinned_table_version']}"
-        say(f"{unit['graph_branch']:<20} {unit['table_key']:<28} {pinned:<20} {'inherited' if unit['inherited'] else 'owned'}")
+        echo_result(f"{unit['graph_branch']:<20} {unit['table_key']:<28} {pinned:<20} {'inherited' if unit['inherited'] else 'owned'}")
 
 
 @cli.command("run")
@@ -105,7 +107,7 @@ def run_command(graph: str, owner: str, as_json: bool) -> None:
     if as_json:
         emit_json(outcome.to_json())
         return
-    say(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}")
+    echo_result(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}")
     say(f"next: `omnigraph-migrate verify {graph}`, then restart writers with the new omnigraph")
 
 
@@ -121,7 +123,7 @@ def resume_command(graph: str, token: str, as_json: bool) -> None:
     if as_json:
         emit_json(outcome.to_json())
         return
-    say(f"migration {outcome.migration_id} completed: {outcome.units} unit(s); stamp is {outcome.stamp}")
+    echo_result(f"migration {outcome.migration_id} completed: {outcome.units} unit(s); stamp is {outcome.stamp}")
 
 
 @cli.command("abort")
@@ -136,7 +138,7 @@ def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
     if as_json:
         emit_json(document)
         return
-    say(
+    echo_result(
         f"aborted migration {document['migration_id']}: stamp is 4 again and the claim is released. "
         "Primary keys already installed stay (roll-forward only); old writers may run again, so a "
         "later `run` re-validates every image."
@@ -153,20 +155,20 @@ def status_command(graph: str, as_json: bool) -> None:
     if as_json:
         emit_json(document)
         return
-    say(f"graph {document['graph']}: stamp {document['stamp']}")
+    echo_result(f"graph {document['graph']}: stamp {document['stamp']}")
     claim = document["claim"]
     if claim:
-        say(
+        echo_result(
             f"claim held by {claim['owner']} on {claim['host']} (pid {claim['pid']}) since {claim['created_at']}; "
             f"migration {claim['migration_id']}, token {claim['token']}"
         )
     else:
-        say("no claim")
+        echo_result("no claim")
     if replay is not None:
         units = ", ".join(f"{state}: {count}" for state, count in document["units_by_state"].items()) or "none planned"
-        say(f"migration {document['migration_id']}: units {units}; elapsed {document['elapsed_seconds']}s")
-        say(render_table(replay).rstrip())
-    say(f"next: {document['next']}")
+        echo_result(f"migration {document['migration_id']}: units {units}; elapsed {document['elapsed_seconds']}s")
+        echo_result(render_table(replay).rstrip())
+    echo_result(f"next: {document['next']}")
 
 
 @cli.command("verify")
@@ -179,7 +181,7 @@ def verify_command(graph: str, as_json: bool) -> None:
     if as_json:
         emit_json(document)
         return
-    say(f"ok: every live table on every branch of {document['graph']} is fenced (stamp {document['stamp']})")
+    echo_result(f"ok: every live table on every branch of {document['graph']} is fenced (stamp {document['stamp']})")
 
 
 @cli.command("duplicates")
@@ -193,7 +195,7 @@ def duplicates_command(graph: str, as_json: bool) -> None:
         emit_json(document)
     else:
         _print_inventory(document["inventory"])
-        say(f"{len(document['inventory'])} problem(s) in {document['images']} image(s)")
+        echo_result(f"{len(document['inventory'])} problem(s) in {document['images']} image(s)")
     if document["inventory"]:
         raise SystemExit(EXIT_VALIDATION_FAILED)
 
@@ -214,13 +216,15 @@ def repair_command(graph: str, token: str, decisions_path: Path, template: bool,
         document: dict[str, Any] = {"template": str(decisions_path), "entries": len(decisions.decisions)}
         if as_json:
             emit_json(document)
-        say(f"wrote {len(decisions.decisions)} entries to {decisions_path}: set an action on each, then rerun without --template")
+            return
+        echo_result(f"wrote {len(decisions.decisions)} entries to {decisions_path}: set an action on each, then rerun without --template")
         return
     applied = repair.apply(graph, token, repair.read_decisions(decisions_path), actor_name())
     document = {"commits": [record.model_dump(mode="json") for record in applied]}
     if as_json:
         emit_json(document)
-    say(
+        return
+    echo_result(
         f"applied {len(applied)} repair commit(s); next: `omnigraph-migrate duplicates {graph}` to check, "
         f"then `omnigraph-migrate resume {graph} --token {token}`"
     )
@@ -241,7 +245,8 @@ def copy_command(source: str, destination: str, as_json: bool) -> None:
     document = {"source": source, "destination": destination, "objects": len(copied), "bytes": sum(size for _, size in copied)}
     if as_json:
         emit_json(document)
-    say(f"copied {document['objects']} objects ({document['bytes']} bytes) from {source} to {destination}")
+        return
+    echo_result(f"copied {document['objects']} objects ({document['bytes']} bytes) from {source} to {destination}")
 
 
 @cli.group("playbook")
@@ -295,7 +300,8 @@ def playbook_run_command(
         write_junit(report, planned, junit_path)
     if as_json:
         emit_json(report.to_json())
-    say(f"\nplaybook {playbook.name}: {'ok' if report.ok else 'FAILED'} ({len(report.steps)}/{len(planned)} steps run)")
+    else:
+        echo_result(f"playbook {playbook.name}: {'ok' if report.ok else 'FAILED'} ({len(report.steps)}/{len(planned)} steps run)")
     if not report.ok:
         raise SystemExit(report.exit_code)
 
