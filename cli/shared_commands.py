@@ -6,7 +6,6 @@ export; only the profile (stamps and write routing) differs.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -170,10 +169,5 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
     def export_command(branch: str, types: tuple[str, ...], graph: str) -> None:
         """Write a branch as JSONL on stdout (loadable with `load`)."""
         opened = open_graph(graph, profile, write=False)
-        try:
-            for line in export_lines(opened, branch, list(types)):
-                sys.stdout.write(line + "\n")
-            sys.stdout.flush()
-        except BrokenPipeError:
-            # The reader went away (`export | head`): stop quietly, as Unix tools do.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        for line in export_lines(opened, branch, list(types)):
+            sys.stdout.write(line + "\n")
