@@ -15,7 +15,8 @@ to ``sys.executable``) as subprocesses, in a fresh work directory (default ``./d
 5. runs the upgrade playbook non-interactively, with a JSON report and JUnit XML;
 6. races N ``omnigraph`` processes strict-inserting one new id on ``main`` and on ``lazy``: one
    winner each, the others get ``key_conflict``, one row each;
-7. prints the snapshots after the upgrade and checks the old binary now refuses the graph.
+7. prints the snapshots after the upgrade and checks the old binary now refuses the graph;
+8. writes on a new branch ``review`` and merges it into ``main`` (``omnigraph branch merge``).
 
 Racing processes import everything first, report ready on a shared pipe, and block on a second
 pipe; the demo releases them all at once when every one is ready (the idea of
@@ -338,6 +339,19 @@ class Demo:
         refused = self.run("omnigraph-v4", "snapshot", "--json", str(graph), expect=None)
         self.expect(refused.returncode == 6 and refused.error_code == "format_refused",
                     f"the old binary refuses the upgraded graph (exit {refused.returncode}, {refused.error_code})")
+
+        self.heading("7. Writing after the upgrade: a change on a branch, merged into main")
+        self.run("omnigraph", "branch", "create", "review", str(graph))
+        victor = self.person_file("Victor", 45)
+        self.run("omnigraph", "load", "--mode", "merge", "--data", str(victor), "--branch", "review", str(graph))
+        merged = self.run("omnigraph", "branch", "merge", "review", "--into", "main", "--json", str(graph)).document()
+        print(f"     outcome {merged['outcome']}, commit {merged['commit']}, changes {json.dumps(merged['changes'])}", flush=True)
+        self.expect(
+            merged["outcome"] == "fast_forward"
+            and merged["changes"] == {"node:Person": {"deleted": 0, "inserted": 1, "updated": 0}}
+            and self.count_ids("omnigraph", graph, "main", "Person", "Victor") == 1,
+            "branch merge review -> main: a fast-forward commit that brings exactly Victor",
+        )
 
 
 def prepare_workdir(path: Path) -> None:
