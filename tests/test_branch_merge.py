@@ -68,7 +68,7 @@ def test_fast_forward_then_up_to_date(root_uri: str) -> None:
 
     assert document["outcome"] == "fast_forward"
     assert document["base"] == target_head
-    assert document["parents"] == [source_head]
+    assert document["parents"] == [target_head, source_head]
     assert people(root_uri, "main") == people(root_uri, "feature") == {"a": 10, "c": 3}
     human = invoke(OMNIGRAPH, "branch", "merge", "feature", root_uri).ok()
     assert human.stdout.strip() == "main is already up to date with feature"
@@ -84,6 +84,15 @@ def test_fast_forward_then_up_to_date(root_uri: str) -> None:
     # after the fast-forward, main's history continues feature's
     history = [c["commit_id"] for c in invoke(OMNIGRAPH, "commit", "list", "--json", root_uri).ok().json()["commits"]]
     assert history[:2] == [document["commit"], source_head]
+    assert target_head in history
+    # deleting the merged branch keeps main's own history reachable
+    invoke(OMNIGRAPH, "branch", "delete", "empty", root_uri).ok()
+    invoke(OMNIGRAPH, "branch", "delete", "feature", root_uri).ok()
+    after_delete = [c["commit_id"] for c in invoke(OMNIGRAPH, "commit", "list", "--json", root_uri).ok().json()["commits"]]
+    assert after_delete[0] == document["commit"] and target_head in after_delete
+    first = invoke(OMNIGRAPH, "commit", "list", "--json", root_uri).json()["commits"][0]
+    assert first["message"] == "merge feature into main (fast-forward)"
+    assert invoke(OMNIGRAPH, "commit", "list", "--json", root_uri).json()["commits"][-1]["message"] == "init"
 
 
 def test_every_conflict_is_listed_and_nothing_is_written(root_uri: str) -> None:
