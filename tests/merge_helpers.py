@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pyarrow as pa
-
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import Graph, init_graph, open_graph
 from engine.load import load
@@ -64,11 +62,12 @@ def delete(graph: Graph, branch: str, table_key: str, ids: list[str]) -> None:
 
 
 def people(uri: str, branch: str) -> dict[str, int | None]:
-    """name -> age of every Person on ``branch``."""
+    """name -> age of every Person on ``branch`` (a name on two rows fails the test)."""
     graph = open_graph(uri, FENCED_PROFILE, write=False)
     result = {}
     for line in export_lines(graph, branch, ["Person"]):
         data = json.loads(line)["data"]
+        assert data["name"] not in result, f"duplicate Person {data['name']!r} on {branch}"
         result[data["name"]] = data.get("age")
     return result
 
@@ -78,9 +77,6 @@ def edges(uri: str, branch: str) -> dict[str, tuple[str, str]]:
     result = {}
     for line in export_lines(graph, branch, ["Knows"]):
         record = json.loads(line)
+        assert record["data"]["id"] not in result, f"duplicate Knows {record['data']['id']!r} on {branch}"
         result[record["data"]["id"]] = (record["from"], record["to"])
     return result
-
-
-def empty_rows(graph: Graph, table_key: str) -> pa.Table:
-    return graph.catalog.table(table_key).arrow_schema(with_pk=True).empty_table()

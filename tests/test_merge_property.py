@@ -1,7 +1,7 @@
 """Property test of ``branch merge`` (hypothesis, local backend, in-process, bounded examples):
-random upserts and deletes on two branches, then a merge, compared with a pure-Python model of
-REFERENCE.md's three-way rules; two rounds, so the second merge starts from the first one's
-commit."""
+random ``.gq`` mutations (keyed insert = upsert, update, delete) on two branches, then a merge,
+compared with a pure-Python model of REFERENCE.md's three-way rules; up to two rounds, so the
+second merge starts from the first one's commit."""
 
 from __future__ import annotations
 
@@ -10,17 +10,23 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from merge_helpers import delete, new_graph, people, upsert
+from merge_helpers import new_graph, people
 
 from engine.branches import create_branch
 from engine.errors import MergeConflict
 from engine.merge import merge_branch
+from engine.mutate import mutate
 
 NAMES = ["ann", "bob", "cid", "dee", "eve"]
 Rows = dict[str, int | None]
 Op = tuple[str, str, int]
 
-ops = st.lists(st.tuples(st.sampled_from(["upsert", "delete"]), st.sampled_from(NAMES), st.integers(0, 2)), max_size=4)
+QUERIES = """
+query put($name: String, $age: I32) { insert Person { name: $name, age: $age } }
+query bump($name: String, $age: I32) { update Person set { age: $age } where name = $name }
+query remove($name: String) { delete Person where name = $name }
+"""
+ops = st.lists(st.tuples(st.sampled_from(["put", "bump", "remove"]), st.sampled_from(NAMES), st.integers(0, 2)), max_size=4)
 
 
 def _model_merge(base: Rows, source: Rows, target: Rows) -> tuple[Rows, list[dict[str, str]]]:
@@ -42,17 +48,18 @@ def _model_merge(base: Rows, source: Rows, target: Rows) -> tuple[Rows, list[dic
 
 
 def _apply(graph, branch: str, model: Rows, operations: list[Op]) -> int:
-    """Apply ``operations`` to the branch and its model; returns the number of commits made."""
+    """Run ``operations`` as mutations on the branch and its model; returns the commits made."""
     commits = 0
     for op, name, age in operations:
-        if op == "upsert":
-            upsert(graph, branch, {name: age})
+        params: dict[str, object] = {"name": name} if op == "remove" else {"name": name, "age": age}
+        result = mutate(graph, QUERIES, name=op, params=params, branch=branch, actor="property")
+        if op == "put":
             model[name] = age
-            commits += 1
-        elif name in model:
-            delete(graph, branch, "node:Person", [name])
-            del model[name]
-            commits += 1
+        elif op == "bump" and name in model:
+            model[name] = age
+        elif op == "remove":
+            model.pop(name, None)
+        commits += result.commit is not None
     return commits
 
 
