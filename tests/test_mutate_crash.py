@@ -1,7 +1,8 @@
 """Crash matrix of ``mutate``: a real ``omnigraph mutate`` process exits at each named failpoint
 of the write protocol; the next read-write open converges all-or-nothing (the mutation is wholly
 published or leaves no trace), with no duplicate id, no table HEAD ahead of what the manifest
-pins, no fork left on a still-inherited table, and no intent left; the mutation then runs again.
+pins, no fork left on a still-inherited table, and no intent left; the mutation then runs again
+(in-process). Every case runs locally, the marked ones on S3 too.
 
 ``WRITE`` touches three tables, one of them (``node:Tag``) with two steps (a strict insert and an
 upsert), so ``write.after_merge_step`` stops between the steps of one table effect; ``DELETE``
@@ -28,6 +29,7 @@ from engine.intents import list_intents
 from engine.lance_io import latest_version, list_branches, open_dataset
 from engine.load import load
 from engine.manifest import lance_branch_name
+from engine.mutate import mutate
 from engine.storage import open_store
 
 OMNIGRAPH = str(Path(sys.executable).parent / "omnigraph")
@@ -98,17 +100,22 @@ def _assert_converged(uri: str, branch: str) -> None:
         assert ids.num_rows == len(set(ids.column("id").to_pylist())), f"duplicate id in {entry.table_key}"
 
 
+CASES = [
+    # (failpoint, branch, query, published, on S3 too); every case runs locally
+    ("write.after_arm", "main", WRITE, False, False),
+    ("write.after_merge_step", "main", WRITE, False, True),
+    ("write.after_fork", "lazy", WRITE, False, True),
+    ("write.after_effect", "lazy", DELETE, False, False),
+    ("write.after_publish", "main", WRITE, True, True),
+    ("write.after_publish", "lazy", DELETE, True, False),
+]
+
+
 @pytest.mark.parametrize(
-    "failpoint, branch, source, published",
-    [
-        ("write.after_arm", "main", WRITE, False),
-        ("write.after_merge_step", "main", WRITE, False),
-        ("write.after_fork", "lazy", WRITE, False),
-        ("write.after_effect", "lazy", DELETE, False),
-        ("write.after_publish", "main", WRITE, True),
-        ("write.after_publish", "lazy", DELETE, True),
-    ],
-    ids=lambda value: value if isinstance(value, str) and len(value) < 30 else ("write" if value == WRITE else "delete" if value == DELETE else None),
+    "backend, failpoint, branch, source, published",
+    [("local", f, b, q, p) for f, b, q, p, _ in CASES] + [("s3", f, b, q, p) for f, b, q, p, on_s3 in CASES if on_s3],
+    indirect=["backend"],
+    ids=lambda value: ("write" if value == WRITE else "delete" if value == DELETE else str(value)),
 )
 def test_a_crashed_mutation_converges_on_the_next_open(
     root_uri: str, tmp_path: Path, failpoint: str, branch: str, source: str, published: bool
@@ -132,8 +139,7 @@ def test_a_crashed_mutation_converges_on_the_next_open(
     assert _state(root_uri, other) == BEFORE
 
     if not published:
-        rerun = _run(root_uri, query, branch, None)
-        assert rerun.returncode == 0, rerun.stderr
-        assert json.loads(rerun.stdout)["commit"] is not None
+        rerun = mutate(open_graph(root_uri, FENCED_PROFILE, write=True), source, branch=branch, actor="tests")
+        assert rerun.commit is not None
         assert _state(root_uri, branch) == AFTER[source]
         _assert_converged(root_uri, branch)
