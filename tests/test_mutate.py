@@ -305,3 +305,16 @@ def test_if_commit_precondition_in_the_api(root_uri: str) -> None:
         mutate(graph, 'query q() { insert Tag { label: "x" } }', branch="main", if_commit="not-the-head", actor="t")
     assert refused.value.details == {"expected": "not-the-head", "actual": head}
     assert refused.value.http_status == 412
+
+
+def test_arrow_bytes_limit_refuses_before_anything_is_armed(root_uri: str) -> None:
+    graph = _graph(root_uri)
+    before = storage_state(root_uri)
+    big = "x" * (32 * 1024 * 1024)
+    with pytest.raises(ResourceLimit) as refused:
+        _run(graph, "query q($big: String) { insert Tag { label: $big } }", big=big)
+    details = refused.value.details
+    assert (details["resource"], details["limit"], details["table_key"]) == ("arrow_bytes", 32 * 1024 * 1024, "node:Tag")
+    assert details["actual"] > details["limit"]
+    assert refused.value.http_status == 413
+    assert storage_state(root_uri) == before
