@@ -24,7 +24,7 @@ from migrator import inspection, repair
 from migrator.inventory import inventory_lines
 from cli.progress import StderrProgress
 from migrator.progress import Progress, SilentProgress
-from migrator.run import abort_migration, resume_migration, run_migration
+from migrator.run import UpToDate, abort_migration, resume_migration, run_migration
 from playbooks.model import load_playbook
 from playbooks.report import refusal_documents, write_json, write_junit
 from playbooks.runner import run_playbook
@@ -102,10 +102,16 @@ def plan_command(graph: str, as_json: bool) -> None:
 @reports_errors
 @_inventory_on_stdout
 def run_command(graph: str, owner: str, as_json: bool) -> None:
-    """Migrate every branch of GRAPH to format 5 (needs every writer stopped)."""
+    """Migrate every branch of GRAPH to format 5 (needs every writer stopped).
+
+    On a graph already at format 5 (no claim held, verify passes) it does nothing and exits 0.
+    """
     outcome = run_migration(graph, owner, _progress(as_json))
     if as_json:
         emit_json(outcome.to_json())
+        return
+    if isinstance(outcome, UpToDate):
+        echo_result(outcome.message)
         return
     echo_result(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}")
     say(f"next: `omnigraph-migrate verify {graph}`, then restart writers with the new omnigraph")
@@ -301,7 +307,8 @@ def playbook_run_command(
     if as_json:
         emit_json(report.to_json())
     else:
-        echo_result(f"playbook {playbook.name}: {'ok' if report.ok else 'FAILED'} ({len(report.steps)}/{len(planned)} steps run)")
+        verdict = "up to date, nothing to do" if report.up_to_date else ("ok" if report.ok else "FAILED")
+        echo_result(f"playbook {playbook.name}: {verdict} ({len(report.steps)}/{len(planned)} steps run)")
     if not report.ok:
         raise SystemExit(report.exit_code)
 

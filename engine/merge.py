@@ -5,9 +5,10 @@ The merge base is the nearest common ancestor of the two heads in the commit gra
 
 * ``up_to_date``: the heads are equal or the base is the source head; nothing is written;
 * ``fast_forward``: the base is the target head. The source's changes are applied to the
-  target's own tables and recorded as one commit whose only parent is the source head, so the
-  target's history continues the source's (the target never pins the source's table branches,
-  which ``branch delete SRC`` removes). When no row differs (the source's commits cancel out, or
+  target's own tables (the target never pins the source's table branches, which
+  ``branch delete SRC`` removes) and recorded as one commit, message ``... (fast-forward)``, whose
+  parents are the target head and the source head: the target's own history stays reachable
+  after the source branch is deleted (its commits' manifests go with it). When no row differs (the source's commits cancel out, or
   the source is itself a fast-forward of the target), nothing is recorded and the outcome is
   ``up_to_date``: the target's data already equals the source's, so either head serves as the
   next merge base;
@@ -195,9 +196,9 @@ def merge_branch(graph: Graph, source: str, into: str, *, actor: str) -> MergeRe
 
     def head_for(fresh: BranchSnapshot) -> tuple[tuple[str, ...], str]:
         plan = plans[-1]
-        if plan.outcome == "fast_forward" and fresh.head.commit_id == plan.target_head:
-            return (plan.source_head,), f"merge {source} into {into} (fast-forward)"
-        return (fresh.head.commit_id, plan.source_head), f"merge {source} into {into}"
+        fast_forward = plan.outcome == "fast_forward" and fresh.head.commit_id == plan.target_head
+        suffix = " (fast-forward)" if fast_forward else ""
+        return (fresh.head.commit_id, plan.source_head), f"merge {source} into {into}{suffix}"
 
     try:
         published = commit(graph, into, prepare, message=f"merge {source} into {into}", actor=actor,
