@@ -113,6 +113,7 @@ def test_a_strict_insert_racing_a_disjoint_insert_is_reprepared(root_uri: str, m
     assert sorted(r["data"]["id"] for r in _rows(root_uri, "Tag")) == ["ours", "theirs"]
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_a_strict_insert_racing_the_same_id_is_key_conflict(root_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     graph = _graph(root_uri)
     second = open_graph(root_uri, FENCED_PROFILE, write=True)
@@ -124,10 +125,11 @@ def test_a_strict_insert_racing_the_same_id_is_key_conflict(root_uri: str, monke
     assert [r["data"]["label"] for r in _rows(root_uri, "Tag")] == ["theirs"]
 
 
-@pytest.mark.parametrize("source", [
-    'query q() { update Person set { age: 7 } where name = "a" }',
-    'query q() { delete Person where name = "a" }',
-])
+@pytest.mark.parametrize("backend, source", [
+    ("local", 'query q() { update Person set { age: 7 } where name = "a" }'),
+    ("s3", 'query q() { update Person set { age: 7 } where name = "a" }'),
+    ("local", 'query q() { delete Person where name = "a" }'),
+], indirect=["backend"])
 def test_update_and_delete_racing_a_commit_are_read_set_conflicts(
     root_uri: str, monkeypatch: pytest.MonkeyPatch, source: str
 ) -> None:
