@@ -1,0 +1,182 @@
+"""The HTTP contract of ``omnigraph serve`` through a real uvicorn process on 127.0.0.1 (httpx).
+
+One server (two worker processes, so concurrent requests really cross processes) per backend
+serves one example graph for the whole module; the tests write disjoint rows so that they can
+share it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pytest
+
+from engine import table_store
+from engine.fleet import list_records
+from engine.lance_io import open_dataset
+from engine.storage import open_store
+from tests.conftest import new_root
+from tests.graph_helpers import (
+    OMNIGRAPH,
+    export_text,
+    invoke,
+    knows,
+    make_example_graph,
+    person,
+    record_key,
+    snapshot,
+)
+from tests.serve_helpers import Server, error_of, start_fenced
+
+LIMIT = 8192
+
+
+@pytest.fixture(scope="module", params=["local", "s3"])
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The example graph served by ``omnigraph serve --workers 2`` on the parametrised backend."""
+    if request.param == "s3":
+        request.getfixturevalue("s3_server")
+    uri = new_root(str(request.param), tmp_path_factory.mktemp("served"))
+    make_example_graph(uri)
+    server = start_fenced(uri, workers=2)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_health_version_docs_and_fleet_record(served: Server) -> None:
+    client = served.client
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["writable"] is True and ready.json()["format"] == "5", ready.text
+    assert client.get("/version").json() == {"program": "omnigraph", "version": "0.1.0", "format": "5"}
+    assert client.get("/docs").status_code == 200
+    paths = client.get("/openapi.json").json()["paths"]
+    for path in ("/branches/{branch}/load", "/branches/{branch}/export", "/branches/{branch}/mutate", "/readyz"):
+        assert path in paths, sorted(paths)
+    records = [r for r in list_records(open_store(served.graph)) if r.role == "server"]
+    assert len(records) == 2, records  # one per worker process
+    assert {(r.program, r.writes_format, r.address) for r in records} == {("omnigraph", "5", served.base_url)}
+    assert len({r.pid for r in records}) == 2
+
+
+def test_reads_match_the_cli(served: Server) -> None:
+    client = served.client
+    assert client.get("/branches/main/snapshot").json() == snapshot(served.graph)
+    exported = client.get("/branches/main/export")
+    assert exported.headers["content-type"].startswith("application/x-ndjson")
+    assert exported.text == export_text(served.graph)
+    only = client.get("/branches/main/export", params=[("type", "Company"), ("type", "Knows")]).text
+    assert only == export_text(served.graph, types=["Company", "Knows"])
+    commits = client.get("/branches/main/commits").json()
+    cli = invoke(OMNIGRAPH, "commit", "list", "--json", served.graph).ok().json()
+    assert commits == cli
+    assert [b["name"] for b in client.get("/branches").json()["branches"]][0] == "main"
+
+
+def test_read_errors(served: Server) -> None:
+    client = served.client
+    error_of(client.get("/branches/nope/snapshot"), 404, "not_found")
+    error_of(client.get("/branches/nope/commits"), 404, "not_found")
+    error_of(client.get("/branches/nope/export"), 404, "not_found")
+    unknown = error_of(client.get("/branches/main/export", params={"type": "Nope"}), 400, "bad_request")
+    assert unknown["details"] == {"unknown": ["Nope"]}
+    error_of(client.get("/no/such/endpoint"), 404, "not_found")
+
+
+def test_branch_lifecycle_and_errors(served: Server) -> None:
+    client = served.client
+    created = client.post("/branches", json={"name": "http-feat", "from": "main"})
+    assert created.status_code == 201, created.text
+    assert created.json()["name"] == "http-feat" and created.json()["parent_branch"] == "main"
+    error_of(client.post("/branches", json={"name": "http-feat"}), 400, "bad_request")
+    error_of(client.post("/branches", json={"name": "x", "from": "nope"}), 404, "not_found")
+    error_of(client.post("/branches", json={"name": "bad..name"}), 400, "bad_request")
+    error_of(client.post("/branches", json={"nom": "x"}), 400, "bad_request")
+    error_of(client.post("/branches", content=b"{not json", headers={"content-type": "application/json"}), 400, "bad_request")
+    names = [b["name"] for b in client.get("/branches").json()["branches"]]
+    assert "http-feat" in names
+    assert served.load([person("BranchOnly", 1)], branch="http-feat").status_code == 200
+    assert "BranchOnly" in client.get("/branches/http-feat/export", params={"type": "Person"}).text
+    assert "BranchOnly" not in client.get("/branches/main/export", params={"type": "Person"}).text
+    merged = error_of(client.post("/branches/http-feat/merge", json={"into": "main"}), 501, "not_implemented")
+    assert merged["details"]["capability"] == "branch_merge"
+    assert client.delete("/branches/http-feat").json() == {"deleted": "http-feat"}
+    error_of(client.delete("/branches/http-feat"), 404, "not_found")
+    error_of(client.delete("/branches/main"), 400, "bad_request")
+
+
+def test_load_modes_and_errors(served: Server) -> None:
+    client = served.client
+    added = served.load([person("Http1", 1), person("Http2", 2), knows("Http1", "Http2", "k-http-1")])
+    assert added.status_code == 200, added.text
+    body = added.json()
+    assert body["mode"] == "append" and len(body["commits"]) == 1
+    assert body["rows"] == {"edge:Knows": 1, "node:Person": 2}
+    conflict = error_of(served.load([person("Http1", 5)]), 409, "key_conflict")
+    assert conflict["details"] == {"entity_kind": "node", "type_name": "Person", "entity_id": "Http1"}
+    assert served.load([person("Http1", 7)], mode="merge").status_code == 200
+    people = [json.loads(line) for line in client.get("/branches/main/export", params={"type": "Person"}).text.splitlines()]
+    assert [p["data"]["age"] for p in people if p["data"]["name"] == "Http1"] == [7]
+    bad = error_of(served.load(["{\"type\": \"Person\", \"data\": {\"name\": 3}}"]), 400, "bad_request")
+    assert bad["details"]["line"] == 1
+    too_many = error_of(served.load([person(f"big{i}") for i in range(LIMIT + 1)]), 413, "resource_limit")
+    assert {k: too_many["details"][k] for k in ("resource", "limit", "actual")} == {"resource": "rows", "limit": LIMIT, "actual": LIMIT + 1}
+    error_of(client.post("/branches/main/load", params={"mode": "upsert"}, content=b""), 400, "bad_request")
+    error_of(client.post("/branches/main/load", content=b""), 400, "bad_request")
+    error_of(served.load([person("Nowhere")], branch="nope"), 404, "not_found")
+    # overwrite replaces the tables present in the body, here Tag only
+    tags = ['{"type": "Tag", "data": {"id": "t-http", "label": "http"}}']
+    replaced = client.post("/branches/main/load", params={"mode": "overwrite"}, content=("\n".join(tags) + "\n").encode())
+    assert replaced.status_code == 200 and replaced.json()["rows"] == {"node:Tag": 1}, replaced.text
+    exported_tags = client.get("/branches/main/export", params={"type": "Tag"}).text.splitlines()
+    assert [json.loads(line) for line in exported_tags] == [{"type": "Tag", "data": {"id": "t-http", "label": "http"}}]
+    assert client.get("/branches/main/export").text == export_text(served.graph)
+
+
+def test_mutate_is_not_implemented(served: Server) -> None:
+    response = served.client.post(
+        "/branches/main/mutate", json={"query": "query q() { delete Person where name = \"x\" }"},
+        headers={"If-Match": "01ABC"},
+    )
+    error = error_of(response, 501, "not_implemented")
+    assert error["details"] == {"capability": "mutate", "branch": "main", "if_match": "01ABC"}
+    assert "/branches/main/load?mode=merge|append" in error["message"]
+    error_of(served.client.post("/branches/main/mutate", json={}), 400, "bad_request")
+
+
+def test_sixteen_concurrent_strict_inserts_of_one_id(served: Server) -> None:
+    def insert(_: int) -> tuple[int, dict]:
+        response = served.load([person("Racer", 30)])
+        return response.status_code, response.json()
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        outcomes = list(pool.map(insert, range(16)))
+    statuses = sorted(status for status, _ in outcomes)
+    assert statuses == [200] + [409] * 15, outcomes
+    for status, body in outcomes:
+        if status == 409:
+            assert body["error"]["code"] == "key_conflict" and body["error"]["details"]["entity_id"] == "Racer", body
+    lines = served.client.get("/branches/main/export", params={"type": "Person"}).text.splitlines()
+    assert sum(1 for line in lines if json.loads(line)["data"]["id"] == "Racer") == 1
+
+
+def test_out_of_band_commit_is_recovery_required(served: Server) -> None:
+    """A table moved by a writer outside the engine: writes to it are 503, reads keep working."""
+    entry = next(t for t in snapshot(served.graph)["tables"] if t["table_key"] == "node:Company")
+    store = open_store(served.graph)
+    dataset = open_dataset(store, entry["path"])
+    table_store.upsert(dataset, pa.table({"id": ["Rogue"], "name": ["Rogue"]}, schema=dataset.schema))
+    error = error_of(served.load(['{"type": "Company", "data": {"name": "Acme2"}}']), 503, "recovery_required")
+    assert "operation_id" in error["details"]
+    assert served.client.get("/branches/main/snapshot").status_code == 200
+    assert served.load([person("AfterRogue")]).status_code == 200  # other tables still take writes
+
+
+def test_export_keys_are_unique(served: Server) -> None:
+    keys = [record_key(line) for line in served.client.get("/branches/main/export").text.splitlines()]
+    assert len(keys) == len(set(keys))
