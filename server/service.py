@@ -3,8 +3,9 @@
 Every method blocks (Lance and object-storage I/O); the HTTP layer runs them in a worker thread,
 never on the event loop.
 
-- Reads open the graph read-only per request (stamp ``4``, ``migrating`` and ``5`` are readable
-  by the format-5 program), so they always see the latest commits and the current stamp.
+- Reads re-read the stamp per request and reopen the graph read-only when it changed (stamp
+  ``4``, ``migrating`` and ``5`` are readable by the format-5 program); every read folds the
+  latest ``__manifest``, so it sees the latest commits.
 - Writes are serialised within the process by one lock and re-read the stamp (and the migration
   claim) right before each write (:func:`engine.barrier.require_writable_stamp`): a server that
   started at format 4 starts accepting writes as soon as the stamp is 5, and one that was
@@ -46,12 +47,20 @@ class GraphService:
         self.manifest = Manifest(self.store)
         self._write_lock = threading.Lock()
         self._writable: Graph | None = None
+        self._reader: Graph | None = None
 
     # -- reads ---------------------------------------------------------------------------------
 
     def reader(self) -> Graph:
-        """A read-only open of the graph as it is now."""
-        return open_graph(self.uri, self.profile, write=False)
+        """The graph opened read-only, reopened (stamp rules applied afresh) when the stamp changed.
+
+        Every read then reads the latest ``__manifest`` itself; only the store client and the
+        catalog are reused between requests.
+        """
+        graph = self._reader
+        if graph is None or self.manifest.read_stamp()[0] != graph.stamp:
+            graph = self._reader = open_graph(self.uri, self.profile, write=False)
+        return graph
 
     def readiness(self) -> dict[str, Any]:
         stamp, writable, reason = barrier_state(self.manifest, self.profile)

@@ -189,3 +189,18 @@ def test_chunked_load_registers_while_it_runs(tmp_path: Path) -> None:
 def test_serve_refuses_a_missing_graph(tmp_path: Path) -> None:
     result = invoke(OMNIGRAPH, "serve", "--port", "1", str(tmp_path / "absent"))
     assert result.returncode == 1 and "[not_found]" in result.stderr, result.describe()
+
+
+def test_server_imports_only_the_engine() -> None:
+    """Layering (DESIGN section 2): server -> engine, never the migrator, claims, ledger, playbooks or cli."""
+    import ast
+
+    project = Path(__file__).resolve().parents[1]
+    offenders = []
+    for path in sorted((project / "server").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+            offenders += [f"{path.name}: {n}" for n in names
+                          if n.split(".")[0] in ("cli", "click", "claims", "ledger", "migrator", "playbooks")]
+    assert offenders == []
