@@ -110,13 +110,6 @@ class FormatBarrier(OmnigraphError):
     exit_code = EXIT_CLAIM_HELD
 
 
-class NotImplementedYet(OmnigraphError):
-    """A capability this build does not have (the error names it)."""
-
-    code = "not_implemented"
-    http_status = 501
-
-
 class ValidationFailed(OmnigraphError):
     code = "validation_failed"
     http_status = 422

@@ -4,8 +4,7 @@ Endpoint handlers that touch the graph are plain ``def`` functions (FastAPI runs
 worker threads) or ``await`` :func:`starlette.concurrency.run_in_threadpool`: no Lance or
 object-storage call runs on the event loop. Errors are ``{"error": {code, message, details}}``
 with the HTTP status of the error's code (REFERENCE.md); ``format_barrier`` (503) is a write
-refused at a stamp this program does not write, ``not_implemented`` (501) a capability this build
-does not have. Each process registers itself in the fleet registry (:mod:`engine.fleet`) for
+refused at a stamp this program does not write. Each process registers itself in the fleet registry (:mod:`engine.fleet`) for
 its lifetime.
 """
 
@@ -23,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine import __version__, fleet
-from engine.errors import BadRequest, Internal, NotImplementedYet, OmnigraphError, ResourceLimit
+from engine.errors import BadRequest, Internal, OmnigraphError, ResourceLimit
 from engine.fenced_profile import FENCED_PROFILE
 from engine.legacy.table_store import LEGACY_PROFILE
 from engine.routing import EngineProfile
@@ -35,7 +34,7 @@ MAX_BODY_BYTES = int(os.environ.get("OMNIGRAPH_SERVE_MAX_BODY_BYTES", str(256 * 
 DEFAULT_ACTOR = "http"
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": models.ErrorResponse} for status in (400, 404, 409, 412, 413, 500, 501, 503)
+    status: {"model": models.ErrorResponse} for status in (400, 404, 409, 412, 413, 500, 503)
 }
 
 
@@ -99,14 +98,6 @@ def create_app(uri: str, profile: EngineProfile, address: str | None = None, reg
         service.delete_branch(name)
         return {"deleted": name}
 
-    @app.post("/branches/{name}/merge", tags=["branches"], status_code=200)
-    def merge_branch(name: str, body: models.MergeRequest) -> dict[str, Any]:
-        """Merge branch ``name`` into ``into`` (not available in this build: 501)."""
-        raise NotImplementedYet(
-            f"branch merge is not available in this build of {profile.program}; nothing was written",
-            {"capability": "branch_merge", "source": name, "into": body.into},
-        )
-
     @app.get("/branches/{branch}/snapshot", response_model=models.Snapshot, tags=["reads"])
     def snapshot(branch: str) -> dict[str, Any]:
         return service.snapshot(branch)
@@ -132,18 +123,25 @@ def create_app(uri: str, profile: EngineProfile, address: str | None = None, reg
         data = await _read_body(request)
         return await run_in_threadpool(service.load, branch, mode, data, actor_of(x_omnigraph_actor))
 
-    @app.post("/branches/{branch}/mutate", tags=["writes"])
-    def mutate(
-        branch: str,
-        body: models.MutateRequest,
-        if_match: Annotated[str | None, Header()] = None,
-    ) -> dict[str, Any]:
-        """Run a ``.gq`` mutation (``If-Match: <commit id>`` = ``--if-commit``); not in this build: 501."""
-        raise NotImplementedYet(
-            f"mutations (.gq) are not available in this build of {profile.program}; nothing was written. "
-            f"Upserts and strict inserts work through POST /branches/{branch}/load?mode=merge|append",
-            {"capability": "mutate", "branch": branch, "if_match": if_match},
-        )
+    if profile.program == FENCED_PROFILE.program:  # the format-4 release had neither
+        @app.post("/branches/{name}/merge", response_model=models.MergeResponse, tags=["branches"])
+        def merge_branch(
+            name: str, body: models.MergeRequest, x_omnigraph_actor: Annotated[str | None, Header()] = None,
+        ) -> dict[str, Any]:
+            """Three-way merge of branch ``name`` into ``into`` (up to date, fast-forward or a merge
+            commit); any conflict is 409 ``merge_conflict`` with the full list, nothing written."""
+            return service.merge(name, body.into, actor_of(x_omnigraph_actor))
+
+        @app.post("/branches/{branch}/mutate", response_model=models.MutateResponse, tags=["writes"])
+        def mutate(
+            branch: str,
+            body: models.MutateRequest,
+            if_match: Annotated[str | None, Header()] = None,
+            x_omnigraph_actor: Annotated[str | None, Header()] = None,
+        ) -> dict[str, Any]:
+            """Run one ``.gq`` query as one commit; ``If-Match: <commit id>`` refuses (412) unless the
+            branch head is that commit (``--if-commit``)."""
+            return service.mutate(branch, body.query, body.name, body.params, if_match, actor_of(x_omnigraph_actor))
 
     return app
 

@@ -116,3 +116,27 @@ class MutateRequest(BaseModel):
     query: str = Field(description="The .gq source.")
     name: str | None = Field(default=None, description="Which query of the source to run.")
     params: dict[str, Any] = Field(default_factory=dict)
+
+
+class MutateResponse(BaseModel):
+    affected_nodes: int
+    affected_edges: int
+    commit: str | None = Field(description="The published commit; null when the mutation matched nothing.")
+
+
+class MergeCounts(BaseModel):
+    inserted: int
+    updated: int
+    deleted: int
+
+
+class MergeResponse(BaseModel):
+    outcome: Literal["up_to_date", "fast_forward", "merged"]
+    source: str
+    into: str
+    base: str
+    source_head: str
+    target_head: str
+    commit: str | None
+    parents: list[str]
+    changes: dict[str, MergeCounts]

@@ -30,6 +30,8 @@ from engine.export import export_lines
 from engine.graph import Graph, open_graph
 from engine.load import LoadMode, load
 from engine.manifest import Manifest
+from engine.merge import merge_branch
+from engine.mutate import mutate, select_query
 from engine.routing import EngineProfile
 from engine.snapshot import snapshot_document
 from engine.storage import open_store
@@ -124,3 +126,14 @@ class GraphService:
 
     def delete_branch(self, name: str) -> None:
         self.write(lambda graph: delete_branch(graph, name))
+
+    def mutate(self, branch: str, source: str, name: str | None, params: dict[str, Any], if_commit: str | None,
+               actor: str) -> dict[str, Any]:
+        """One ``.gq`` query as one commit; syntax and the insert/delete mix are refused before any I/O."""
+        select_query(source, name)
+        result = self.write(lambda graph: mutate(graph, source, name=name, params=params, branch=branch,
+                                                 if_commit=if_commit, actor=actor))
+        return result.document()
+
+    def merge(self, source: str, into: str, actor: str) -> dict[str, Any]:
+        return self.write(lambda graph: merge_branch(graph, source, into, actor=actor)).document()

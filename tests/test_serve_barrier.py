@@ -69,6 +69,7 @@ def test_servers_across_a_migration(tmp_path: Path) -> None:
         v4 = start_server(OMNIGRAPH_V4, uri)
         servers.append(v4)
         assert v4.load([person("BeforeDrain")]).status_code == 200
+        error_of(v4.client.post("/branches/main/mutate", json={"query": "q"}), 404, "not_found")  # not in the v4 release
         ready = v4.client.get("/readyz")
         assert ready.status_code == 200 and ready.json()["format"] == "4", ready.text
 

@@ -103,8 +103,23 @@ def test_branch_lifecycle_and_errors(served: Server) -> None:
     assert served.load([person("BranchOnly", 1)], branch="http-feat").status_code == 200
     assert "BranchOnly" in client.get("/branches/http-feat/export", params={"type": "Person"}).text
     assert "BranchOnly" not in client.get("/branches/main/export", params={"type": "Person"}).text
-    merged = error_of(client.post("/branches/http-feat/merge", json={"into": "main"}), 501, "not_implemented")
-    assert merged["details"]["capability"] == "branch_merge"
+    merged = client.post("/branches/http-feat/merge", json={"into": "main"})
+    assert merged.status_code == 200, merged.text
+    assert merged.json()["outcome"] == "fast_forward" and merged.json()["changes"] == {
+        "node:Person": {"inserted": 1, "updated": 0, "deleted": 0}
+    }, merged.json()
+    assert "BranchOnly" in client.get("/branches/main/export", params={"type": "Person"}).text
+    # both sides change one id differently: 409 merge_conflict with the list, nothing written
+    assert client.post("/branches", json={"name": "http-side"}).status_code == 201
+    assert served.load([person("BranchOnly", 2)], mode="merge", branch="http-side").status_code == 200
+    assert served.load([person("BranchOnly", 3)], mode="merge").status_code == 200
+    before = client.get("/branches/main/export").text
+    conflict = error_of(client.post("/branches/http-side/merge", json={"into": "main"}), 409, "merge_conflict")
+    assert conflict["details"]["conflicts"] == [{"table_key": "node:Person", "id": "BranchOnly", "kind": "divergent_update"}], conflict
+    assert client.get("/branches/main/export").text == before
+    error_of(client.post("/branches/nope/merge", json={"into": "main"}), 404, "not_found")
+    error_of(client.post("/branches/main/merge", json={"into": "main"}), 400, "bad_request")
+    assert client.delete("/branches/http-side").json() == {"deleted": "http-side"}
     assert client.delete("/branches/http-feat").json() == {"deleted": "http-feat"}
     error_of(client.delete("/branches/http-feat"), 404, "not_found")
     error_of(client.delete("/branches/main"), 400, "bad_request")
@@ -138,15 +153,28 @@ def test_load_modes_and_errors(served: Server) -> None:
     assert client.get("/branches/main/export").text == export_text(served.graph)
 
 
-def test_mutate_is_not_implemented(served: Server) -> None:
-    response = served.client.post(
-        "/branches/main/mutate", json={"query": "query q() { delete Person where name = \"x\" }"},
-        headers={"If-Match": "01ABC"},
-    )
-    error = error_of(response, 501, "not_implemented")
-    assert error["details"] == {"capability": "mutate", "branch": "main", "if_match": "01ABC"}
-    assert "/branches/main/load?mode=merge|append" in error["message"]
-    error_of(served.client.post("/branches/main/mutate", json={}), 400, "bad_request")
+def test_mutate(served: Server) -> None:
+    client = served.client
+    source = "query put($name: String, $age: I32) { insert Person { name: $name, age: $age } }"
+    done = client.post("/branches/main/mutate", json={"query": source, "params": {"name": "Gq1", "age": 40}})
+    assert done.status_code == 200, done.text
+    assert done.json()["affected_nodes"] == 1 and done.json()["commit"]
+    head = client.get("/branches/main/commits").json()["commits"][0]["commit_id"]
+    assert head == done.json()["commit"]
+    stale = error_of(client.post("/branches/main/mutate", json={"query": source, "params": {"name": "Gq2", "age": 1}},
+                                 headers={"If-Match": "01STALE"}), 412, "precondition_failed")
+    assert stale["details"]["expected"] == "01STALE", stale
+    matched = client.post("/branches/main/mutate", json={"query": source, "params": {"name": "Gq2", "age": 1}},
+                          headers={"If-Match": head})
+    assert matched.status_code == 200, matched.text
+    people = client.get("/branches/main/export", params={"type": "Person"}).text
+    assert '"Gq1"' in people and '"Gq2"' in people
+    nothing = client.post("/branches/main/mutate", json={"query": 'query r() { delete Person where name = "nobody" }'})
+    assert nothing.status_code == 200 and nothing.json()["commit"] is None, nothing.text
+    error_of(client.post("/branches/main/mutate", json={"query": "query broken( {"}), 400, "bad_request")
+    error_of(client.post("/branches/main/mutate", json={"query": source, "params": {"name": "x"}}), 400, "bad_request")
+    error_of(client.post("/branches/nope/mutate", json={"query": source, "params": {"name": "x", "age": 1}}), 404, "not_found")
+    error_of(client.post("/branches/main/mutate", json={}), 400, "bad_request")
 
 
 def test_sixteen_concurrent_strict_inserts_of_one_id(served: Server) -> None:
