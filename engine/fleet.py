@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from engine import intents
 from engine.canonical_json import canonical_json
@@ -63,20 +64,44 @@ def record_path(instance: str) -> str:
 
 
 def list_records(store: GraphStore) -> list[FleetRecord]:
-    """Every readable record, ordered by instance id (ULIDs order by start time).
+    """Every record, ordered by instance id (ULIDs order by start time).
 
-    A record deleted between listing and reading (its process shut down) is skipped, and so is
-    one that does not parse (a registry entry is information, not something to fail on).
+    A record deleted between listing and reading (its process shut down) is skipped; one being
+    rewritten by its heartbeat while read is read again. A record that does not parse is skipped
+    (heartbeats replace records atomically, so that is a foreign or damaged file, not a race).
     """
     records = []
     for name in store.list(FLEET_DIR):
-        if not name.endswith(".json"):
-            continue
-        try:
-            records.append(FleetRecord.model_validate_json(store.read_bytes(f"{FLEET_DIR}/{name}")))
-        except (FileNotFoundError, ValidationError):
-            continue
+        if name.endswith(".json"):
+            record = _read_record(store, f"{FLEET_DIR}/{name}")
+            if record is not None:
+                records.append(record)
     return sorted(records, key=lambda record: record.instance)
+
+
+@retry(retry=retry_if_exception(lambda e: isinstance(e, OSError) and not isinstance(e, FileNotFoundError)),
+       stop=stop_after_attempt(5), wait=wait_exponential_jitter(multiplier=0.05, max=0.5), reraise=True)
+def _read_record(store: GraphStore, rel: str) -> FleetRecord | None:
+    try:
+        raw = store.fs.cat_file(store.path(rel))  # one GET: no ETag check across chunked reads
+    except FileNotFoundError:
+        return None
+    try:
+        return FleetRecord.model_validate_json(raw)
+    except ValidationError:
+        return None
+
+
+def _replace(store: GraphStore, rel: str, data: bytes) -> None:
+    """Replace ``rel`` atomically: readers see the old or the new record, never a partial one."""
+    if not store.is_local:
+        store.write_bytes(rel, data)  # one PUT replaces an S3 object atomically
+        return
+    target = store.path(rel)
+    temp = f"{os.path.dirname(target)}/.{os.path.basename(target)}.tmp-{os.getpid()}"
+    with open(temp, "wb") as handle:
+        handle.write(data)
+    os.replace(temp, target)
 
 
 def record_status(record: FleetRecord, now: int | None = None) -> Status:
@@ -138,7 +163,7 @@ class Membership:
     def heartbeat(self) -> None:
         """Rewrite the record with the current time (the record belongs to this process only)."""
         self.record = self.record.model_copy(update={"heartbeat_at": now_ms()})
-        self.store.write_bytes(self.path, canonical_json(self.record))
+        _replace(self.store, self.path, canonical_json(self.record))
 
     def _beat(self) -> None:
         while not self._stopped.wait(HEARTBEAT_SECONDS):

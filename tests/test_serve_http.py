@@ -1,8 +1,7 @@
 """The HTTP contract of ``omnigraph serve`` through a real uvicorn process on 127.0.0.1 (httpx).
 
 One server (two worker processes, so concurrent requests really cross processes) per backend
-serves one example graph for the whole module; the tests write disjoint rows so that they can
-share it.
+serves one example graph for every check; the checks write disjoint rows so that they can share it.
 """
 
 from __future__ import annotations
@@ -10,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -34,12 +34,10 @@ from tests.serve_helpers import Server, error_of, start_fenced
 LIMIT = 8192
 
 
-@pytest.fixture(scope="module", params=["local", "s3"])
-def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@pytest.fixture
+def served(backend: str, tmp_path: Path) -> Iterator[Server]:
     """The example graph served by ``omnigraph serve --workers 2`` on the parametrised backend."""
-    if request.param == "s3":
-        request.getfixturevalue("s3_server")
-    uri = new_root(str(request.param), tmp_path_factory.mktemp("served"))
+    uri = new_root(backend, tmp_path)
     make_example_graph(uri)
     server = start_fenced(uri, workers=2)
     try:
@@ -48,7 +46,17 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         server.stop()
 
 
-def test_health_version_docs_and_fleet_record(served: Server) -> None:
+def test_http_contract(served: Server) -> None:
+    """Every endpoint and error status against one server process pair (the checks share the
+    graph and write disjoint rows; one test so that a parallel run starts one server per backend)."""
+    for check in CHECKS:
+        try:
+            check(served)
+        except AssertionError as failure:
+            raise AssertionError(f"{check.__name__}: {failure}") from failure
+
+
+def _health_version_docs_and_fleet_record(served: Server) -> None:
     client = served.client
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz")
@@ -64,7 +72,7 @@ def test_health_version_docs_and_fleet_record(served: Server) -> None:
     assert len({r.pid for r in records}) == 2
 
 
-def test_reads_match_the_cli(served: Server) -> None:
+def _reads_match_the_cli(served: Server) -> None:
     client = served.client
     assert client.get("/branches/main/snapshot").json() == snapshot(served.graph)
     exported = client.get("/branches/main/export")
@@ -78,7 +86,7 @@ def test_reads_match_the_cli(served: Server) -> None:
     assert [b["name"] for b in client.get("/branches").json()["branches"]][0] == "main"
 
 
-def test_read_errors(served: Server) -> None:
+def _read_errors(served: Server) -> None:
     client = served.client
     error_of(client.get("/branches/nope/snapshot"), 404, "not_found")
     error_of(client.get("/branches/nope/commits"), 404, "not_found")
@@ -88,7 +96,7 @@ def test_read_errors(served: Server) -> None:
     error_of(client.get("/no/such/endpoint"), 404, "not_found")
 
 
-def test_branch_lifecycle_and_errors(served: Server) -> None:
+def _branch_lifecycle_and_errors(served: Server) -> None:
     client = served.client
     created = client.post("/branches", json={"name": "http-feat", "from": "main"})
     assert created.status_code == 201, created.text
@@ -125,7 +133,7 @@ def test_branch_lifecycle_and_errors(served: Server) -> None:
     error_of(client.delete("/branches/main"), 400, "bad_request")
 
 
-def test_load_modes_and_errors(served: Server) -> None:
+def _load_modes_and_errors(served: Server) -> None:
     client = served.client
     added = served.load([person("Http1", 1), person("Http2", 2), knows("Http1", "Http2", "k-http-1")])
     assert added.status_code == 200, added.text
@@ -153,7 +161,7 @@ def test_load_modes_and_errors(served: Server) -> None:
     assert client.get("/branches/main/export").text == export_text(served.graph)
 
 
-def test_mutate(served: Server) -> None:
+def _mutate(served: Server) -> None:
     client = served.client
     source = "query put($name: String, $age: I32) { insert Person { name: $name, age: $age } }"
     done = client.post("/branches/main/mutate", json={"query": source, "params": {"name": "Gq1", "age": 40}})
@@ -177,7 +185,7 @@ def test_mutate(served: Server) -> None:
     error_of(client.post("/branches/main/mutate", json={}), 400, "bad_request")
 
 
-def test_sixteen_concurrent_strict_inserts_of_one_id(served: Server) -> None:
+def _sixteen_concurrent_strict_inserts_of_one_id(served: Server) -> None:
     def insert(_: int) -> tuple[int, dict]:
         response = served.load([person("Racer", 30)])
         return response.status_code, response.json()
@@ -193,7 +201,7 @@ def test_sixteen_concurrent_strict_inserts_of_one_id(served: Server) -> None:
     assert sum(1 for line in lines if json.loads(line)["data"]["id"] == "Racer") == 1
 
 
-def test_out_of_band_commit_is_recovery_required(served: Server) -> None:
+def _out_of_band_commit_is_recovery_required(served: Server) -> None:
     """A table moved by a writer outside the engine: writes to it are 503, reads keep working."""
     entry = next(t for t in snapshot(served.graph)["tables"] if t["table_key"] == "node:Company")
     store = open_store(served.graph)
@@ -205,6 +213,9 @@ def test_out_of_band_commit_is_recovery_required(served: Server) -> None:
     assert served.load([person("AfterRogue")]).status_code == 200  # other tables still take writes
 
 
-def test_export_keys_are_unique(served: Server) -> None:
+def _export_keys_are_unique(served: Server) -> None:
     keys = [record_key(line) for line in served.client.get("/branches/main/export").text.splitlines()]
     assert len(keys) == len(set(keys))
+
+
+CHECKS = [_health_version_docs_and_fleet_record, _reads_match_the_cli, _read_errors, _branch_lifecycle_and_errors, _load_modes_and_errors, _mutate, _sixteen_concurrent_strict_inserts_of_one_id, _out_of_band_commit_is_recovery_required, _export_keys_are_unique]
