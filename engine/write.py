@@ -67,7 +67,7 @@ class TableWrite:
 
     ``repair`` (duplicate repair behind the migration barrier only) first deletes the rows whose
     id is in ``delete_ids`` (and null-id rows if ``delete_null_ids``), then inserts ``rows``.
-    ``merge`` (branch merge) strict-inserts ``rows``, upserts ``upsert_rows`` and deletes
+    ``merge`` (branch merge, ``.gq`` mutations) strict-inserts ``rows``, upserts ``upsert_rows`` and deletes
     ``delete_ids``, each step skipped when empty (see :func:`_merge_effect`).
     """
 

@@ -1,6 +1,8 @@
 """``.gq`` mutations: every example of the reference and the seed, semantics, errors and limits.
 
-Runs on both backends. Most calls go through the Python API (:func:`engine.mutate.mutate`) or the
+The examples, the mix refusal, the row limit and the core semantics run on both backends; checks
+that do not depend on the storage (type errors, CLI options, preconditions) run locally. Most
+calls go through the Python API (:func:`engine.mutate.mutate`) or the
 in-process CLI (:func:`graph_helpers.invoke`); refusals compare the whole storage state before
 and after.
 """
@@ -176,6 +178,7 @@ def test_read_your_writes_across_statements(root_uri: str) -> None:
     assert not [k for k in _records(root_uri) if k[0] == "edge:Knows"]
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_now_and_update_of_an_unkeyed_node(root_uri: str) -> None:
     graph = _graph(root_uri)
     _run(graph, 'query q() { insert Tag { id: "t1", label: "a" } }')
@@ -201,6 +204,7 @@ def test_nothing_matched_publishes_no_commit(root_uri: str, tmp_path: Path) -> N
     assert storage_state(root_uri) == before
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_cli_names_params_branch_and_if_commit(root_uri: str, tmp_path: Path) -> None:
     _graph(root_uri)
     query = tmp_path / "ref.gq"
@@ -231,6 +235,7 @@ def test_cli_names_params_branch_and_if_commit(root_uri: str, tmp_path: Path) ->
     assert storage_state(root_uri) == before
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_update_refusals_and_validation(root_uri: str) -> None:
     graph = _graph(root_uri)
     before = storage_state(root_uri)
@@ -298,6 +303,7 @@ def test_row_limit_counts_an_updates_matched_rows(root_uri: str) -> None:
     assert storage_state(root_uri) == before
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_if_commit_precondition_in_the_api(root_uri: str) -> None:
     graph = _graph(root_uri)
     head = commit_ids(root_uri)[0]
@@ -305,3 +311,17 @@ def test_if_commit_precondition_in_the_api(root_uri: str) -> None:
         mutate(graph, 'query q() { insert Tag { label: "x" } }', branch="main", if_commit="not-the-head", actor="t")
     assert refused.value.details == {"expected": "not-the-head", "actual": head}
     assert refused.value.http_status == 412
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
+def test_arrow_bytes_limit_refuses_before_anything_is_armed(root_uri: str) -> None:
+    graph = _graph(root_uri)
+    before = storage_state(root_uri)
+    big = "x" * (32 * 1024 * 1024)
+    with pytest.raises(ResourceLimit) as refused:
+        _run(graph, "query q($big: String) { insert Tag { label: $big } }", big=big)
+    details = refused.value.details
+    assert (details["resource"], details["limit"], details["table_key"]) == ("arrow_bytes", 32 * 1024 * 1024, "node:Tag")
+    assert details["actual"] > details["limit"]
+    assert refused.value.http_status == 413
+    assert storage_state(root_uri) == before

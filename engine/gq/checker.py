@@ -35,8 +35,8 @@ import pyarrow.compute as pc
 from engine.errors import BadRequest
 from engine.gq.errors import GqError
 from engine.gq.lexer import Token
-from engine.gq.syntax import Literal_, Now, Param, ParamRef, Query, Statement, Value
-from engine.schema import Catalog, EnumType, ListType, PropertyType, ScalarType, TableDef, VectorType
+from engine.gq.syntax import LiteralValue, Now, Param, ParamRef, Query, Statement, Value
+from engine.schema import Catalog, EnumType, ListType, Property, PropertyType, ScalarType, TableDef, VectorType
 from engine.schema.values import InvalidValue, coerce_value
 
 MIX_MESSAGE = (
@@ -242,7 +242,7 @@ class _Binder:
             values[name] = self._value(assignment.value, prop.type, prop.nullable)
         return values
 
-    def _property(self, table: TableDef, token: Token):  # noqa: ANN202 - a schema Property
+    def _property(self, table: TableDef, token: Token) -> Property:
         if not table.has_property(token.text):
             raise _error(f"{table.kind} type {table.type_name} has no property {token.text!r}", token)
         return table.property(token.text)
@@ -282,7 +282,7 @@ class _Binder:
                 except InvalidValue as error:
                     raise _error(f"parameter ${param.name}: {error}", value.token) from None
             return bound
-        assert isinstance(value, Literal_)
+        assert isinstance(value, LiteralValue)
         if value.value is None:
             if not nullable:
                 raise _error(f"null is not allowed here (a non-null {ptype})", value.token)

@@ -24,7 +24,7 @@ from engine.gq.errors import GqError
 from engine.gq.lexer import Token, tokenize
 from engine.gq.syntax import (
     Assignment,
-    Literal_,
+    LiteralValue,
     Now,
     Param,
     ParamRef,
@@ -199,13 +199,13 @@ class _Parser:
         token = self._peek
         if token.kind in ("string", "int", "float"):
             self._next()
-            return Literal_(token.value, token)
+            return LiteralValue(token.value, token)
         if token.kind == "param":
             self._next()
             return ParamRef(token.text[1:], token)
         if token.kind == "name" and token.text in ("true", "false", "null"):
             self._next()
-            return Literal_({"true": True, "false": False, "null": None}[token.text], token)
+            return LiteralValue({"true": True, "false": False, "null": None}[token.text], token)
         if token.kind == "name" and token.text == "now":
             self._next()
             self._expect("punct", "(", "'(' after now")
@@ -216,11 +216,11 @@ class _Parser:
             items: list[object] = []
             while not self._is("punct", "]"):
                 item = self._value()
-                if not isinstance(item, Literal_) or isinstance(item.value, list):
+                if not isinstance(item, LiteralValue) or isinstance(item.value, list):
                     raise self._fail("a list literal holds scalar literals only", item.token)
                 items.append(item.value)
                 if not self._is("punct", "]"):
                     self._expect("punct", ",", "',' or ']'")
             self._next()
-            return Literal_(items, token)
+            return LiteralValue(items, token)
         raise self._fail("expected a value (a literal, $param or now())")

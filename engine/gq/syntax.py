@@ -10,7 +10,7 @@ from engine.schema.types import PropertyType
 
 
 @dataclass(frozen=True)
-class Literal_:
+class LiteralValue:
     """A literal value as JSON would spell it (str, int, float, bool, None or a list of them)."""
 
     value: Any
@@ -32,7 +32,7 @@ class Now:
     token: Token
 
 
-Value = Literal_ | ParamRef | Now
+Value = LiteralValue | ParamRef | Now
 
 
 @dataclass(frozen=True)
