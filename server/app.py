@@ -42,20 +42,18 @@ def _error_response(error: OmnigraphError, status: int | None = None) -> JSONRes
     return JSONResponse(error.to_json(), status_code=status or error.http_status)
 
 
-def create_app(uri: str, profile: EngineProfile, address: str | None = None, register: bool = True) -> FastAPI:
+def create_app(uri: str, profile: EngineProfile, address: str | None = None) -> FastAPI:
     """The application serving graph ``uri`` as ``profile.program``."""
     service = GraphService(uri, profile)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         membership = fleet.Membership(service.store, profile.program, "server", profile.init_stamp, address)
-        if register:
-            await run_in_threadpool(membership.start)
+        await run_in_threadpool(membership.start)
         try:
             yield
         finally:
-            if register:
-                await run_in_threadpool(membership.stop)
+            await run_in_threadpool(membership.stop)
 
     app = FastAPI(
         title=f"{profile.program} serve",
