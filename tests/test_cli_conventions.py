@@ -30,7 +30,7 @@ from tests.conftest import new_root
 from tests.migration_fixtures import BIN, build_fixture
 
 PROJECT = Path(__file__).resolve().parents[1]
-LOWER_LAYERS = ("engine", "claims", "ledger", "migrator", "playbooks")
+LOWER_LAYERS = ("engine", "claims", "ledger", "migrator", "playbooks", "server")
 MIGRATE = str(BIN / "omnigraph-migrate")
 OMNIGRAPH = str(BIN / "omnigraph")
 PROGRESS_BAR = re.compile(r"\[[#-]{4,}\]")
