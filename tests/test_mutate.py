@@ -128,6 +128,10 @@ def test_mix_is_refused_before_any_io(root_uri: str, tmp_path: Path) -> None:
         _run(graph, source)
     assert refused.value.message == MIX_MESSAGE
     assert storage_state(root_uri) == before
+    # What the message advises: the inserts/updates, then the deletes, as two mutations.
+    assert _run(graph, 'query writes() { insert Company { name: "X" } }').affected_nodes == 1
+    assert _run(graph, 'query deletes() { delete Person where name = "Bob" }').affected_nodes == 1
+    assert {("node:Company", "X")} <= set(_records(root_uri)) and ("node:Person", "Bob") not in _records(root_uri)
 
 
 def test_keyed_insert_replaces_the_whole_row_and_unkeyed_inserts_are_strict(root_uri: str) -> None:
