@@ -1,9 +1,10 @@
 """Three-way comparison of one table across a merge: base, source and target images.
 
-Each image is summarised as ``id -> row digest`` (a 16-byte BLAKE2b of the row's canonical
-JSON), read batch by batch, so a table costs memory proportional to its row count times (id
-length + 16 bytes) per image read, never its full rows. An image whose pin equals the base's
-pin is not read again. Per id (absence counts as a value; "changed" = differs from base):
+Each image is summarised as a Python dict ``id -> row digest`` (a 16-byte BLAKE2b of the row's
+canonical JSON), read 8,192 rows at a time, so a table costs memory proportional to its row count
+(the id string, the digest and the dict slot: on the order of 150 bytes per row with short ids)
+per image read, never its full rows. An image whose pin equals the base's or the target's pin is
+not read twice. Per id (absence counts as a value; "changed" = differs from base):
 
 * source unchanged: keep target;
 * source changed, target unchanged: take source (insert, update or delete);
