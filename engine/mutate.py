@@ -309,7 +309,8 @@ class _Evaluation:
         }
         problems = check_merged(self._graph, self._snapshot, changes, self._arrow())
         if problems:
-            raise _invalid(problems)
+            lines = {(key, row.id): row.line for key, state in self._pending.items() for row in state.rows()}
+            raise _invalid(problems, lines)
 
     def _arrow(self) -> dict[str, pa.Table]:
         with_pk = self._graph.profile.router.with_pk
@@ -373,7 +374,10 @@ def _rows(table: TableDef, stored: pa.Table, line: int) -> list[Row]:
     return sorted(rows, key=lambda row: row.id)
 
 
-def _invalid(problems: list[dict[str, Any]]) -> BadRequest:
+def _invalid(problems: list[dict[str, Any]], lines: dict[tuple[str, str], int]) -> BadRequest:
+    """``bad_request`` naming the first problem and the statement line of its row; every problem
+    (with its ``line``) in ``details.problems``."""
+    problems = [{**problem, "line": lines.get((problem["table_key"], problem["id"]))} for problem in problems]
     first = problems[0]
     if first["kind"] == "missing_endpoint":
         what = f"{first['table_key']} {first['id']!r}: {first['column']} {first['node_id']!r} is not a {first['node_type']} node"
@@ -384,4 +388,4 @@ def _invalid(problems: list[dict[str, Any]]) -> BadRequest:
         )
     more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
     safe = json.loads(json.dumps(problems, default=str))
-    return BadRequest(f"the mutation is invalid: {what}{more}; nothing was written", {"problems": safe})
+    return BadRequest(f"line {first['line']}: the mutation is invalid: {what}{more}; nothing was written", {"problems": safe})
