@@ -41,7 +41,10 @@ def mutate_command(
     query_file: Path, name: str | None, params_json: str | None, branch: str, if_commit: str | None, graph: str, as_json: bool
 ) -> None:
     """Run one .gq mutation query on a branch as one graph commit."""
-    source = query_file.read_text(encoding="utf-8")
+    try:
+        source = query_file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise click.BadParameter(f"{query_file} is not UTF-8 text: {error.reason}", param_hint="--query") from None
     params = _params(params_json)
     select_query(source, name)  # syntax, --name and the insert/delete mix: refused before any I/O
     opened = open_graph(graph, FENCED_PROFILE, write=True)

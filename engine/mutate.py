@@ -234,7 +234,7 @@ class _Evaluation:
     def _update(self, statement: BoundStatement) -> None:
         table, state = statement.table, self._state(statement.table)
         assert statement.where is not None
-        for row in self._matching(statement, state, budget=True):
+        for row in self._matching(statement, state):
             values = {**row.values, **statement.values}
             updated = NodeRow(statement.line, table.type_name, row.id, values)
             if row.id in state.strict:
@@ -244,7 +244,7 @@ class _Evaluation:
 
     def _delete(self, statement: BoundStatement) -> None:
         table, state = statement.table, self._state(statement.table)
-        ids = sorted(row.id for row in self._matching(statement, state, budget=False))
+        ids = sorted(self._committed_ids(statement, state))  # a delete-only query stages no rows
         state.deleted.update(ids)
         if table.kind != "node" or not ids:
             return
@@ -267,16 +267,24 @@ class _Evaluation:
         dataset = open_dataset(self._graph.store, entry.table_path, entry.table_branch, entry.table_version)
         return dataset.to_table(columns=columns, filter=predicate)
 
-    def _matching(self, statement: BoundStatement, state: _Pending, budget: bool) -> list[Row]:
-        """Rows of the table that ``where`` matches: committed ones not shadowed by a pending row
-        or deleted, then pending ones. With ``budget``, rows that would become new staged rows
-        are counted against the table's row limit before they are read."""
+    def _committed_ids(self, statement: BoundStatement, state: _Pending) -> list[str]:
+        """Ids of committed rows that ``where`` matches, less those a pending row shadows or a
+        pending delete removed (only the ``id`` column is read)."""
+        condition = statement.where
+        assert condition is not None
+        shadowed = set(state.strict) | set(state.upserts) | state.deleted
+        scanned = self._scan(statement.table, condition.expression(), ["id"]).column("id").to_pylist()
+        return [row_id for row_id in scanned if row_id not in shadowed]
+
+    def _matching(self, statement: BoundStatement, state: _Pending) -> list[Row]:
+        """Rows that ``where`` matches: committed ones (see :meth:`_committed_ids`), then pending
+        ones. Committed matches would become new staged rows, so they are counted against the
+        table's row limit before their rows are read."""
         condition = statement.where
         assert condition is not None
         table = statement.table
-        shadowed = set(state.strict) | set(state.upserts) | state.deleted
-        ids = [i for i in self._scan(table, condition.expression(), ["id"]).column("id").to_pylist() if i not in shadowed]
-        if budget and state.staged() + len(ids) > MAX_ROWS:
+        ids = self._committed_ids(statement, state)
+        if state.staged() + len(ids) > MAX_ROWS:
             raise _row_limit(table, state.staged() + len(ids), f"line {statement.line}: the update matches too many rows")
         committed: list[Row] = []
         if ids:
@@ -301,7 +309,8 @@ class _Evaluation:
         }
         problems = check_merged(self._graph, self._snapshot, changes, self._arrow())
         if problems:
-            raise _invalid(problems)
+            lines = {(key, row.id): row.line for key, state in self._pending.items() for row in state.rows()}
+            raise _invalid(problems, lines)
 
     def _arrow(self) -> dict[str, pa.Table]:
         with_pk = self._graph.profile.router.with_pk
@@ -365,7 +374,10 @@ def _rows(table: TableDef, stored: pa.Table, line: int) -> list[Row]:
     return sorted(rows, key=lambda row: row.id)
 
 
-def _invalid(problems: list[dict[str, Any]]) -> BadRequest:
+def _invalid(problems: list[dict[str, Any]], lines: dict[tuple[str, str], int]) -> BadRequest:
+    """``bad_request`` naming the first problem and the statement line of its row; every problem
+    (with its ``line``) in ``details.problems``."""
+    problems = [{**problem, "line": lines.get((problem["table_key"], problem["id"]))} for problem in problems]
     first = problems[0]
     if first["kind"] == "missing_endpoint":
         what = f"{first['table_key']} {first['id']!r}: {first['column']} {first['node_id']!r} is not a {first['node_type']} node"
@@ -376,4 +388,4 @@ def _invalid(problems: list[dict[str, Any]]) -> BadRequest:
         )
     more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
     safe = json.loads(json.dumps(problems, default=str))
-    return BadRequest(f"the mutation is invalid: {what}{more}; nothing was written", {"problems": safe})
+    return BadRequest(f"line {first['line']}: the mutation is invalid: {what}{more}; nothing was written", {"problems": safe})

@@ -128,6 +128,10 @@ def test_mix_is_refused_before_any_io(root_uri: str, tmp_path: Path) -> None:
         _run(graph, source)
     assert refused.value.message == MIX_MESSAGE
     assert storage_state(root_uri) == before
+    # What the message advises: the inserts/updates, then the deletes, as two mutations.
+    assert _run(graph, 'query writes() { insert Company { name: "X" } }').affected_nodes == 1
+    assert _run(graph, 'query deletes() { delete Person where name = "Bob" }').affected_nodes == 1
+    assert {("node:Company", "X")} <= set(_records(root_uri)) and ("node:Person", "Bob") not in _records(root_uri)
 
 
 def test_keyed_insert_replaces_the_whole_row_and_unkeyed_inserts_are_strict(root_uri: str) -> None:
@@ -244,7 +248,7 @@ def test_update_refusals_and_validation(root_uri: str) -> None:
         ('query q() { update Knows set { since: 1 } where id = "k1" }', (1, 13, "update"), "node types only"),
         ('query q() { update Person set { email: "cy@example.com" } where age > 1 }', None, "@unique"),
         ('query q() { update Person set { email: "bob@example.com" } where name = "Cy" }', None, "already used by id 'Bob'"),
-        ('query q() { insert Knows { from: "Bob", to: "Zed" } }', None, "'Zed' is not a Person node"),
+        ('query q() { insert Knows { from: "Bob", to: "Zed" } }', None, "line 1: the mutation is invalid: edge:Knows"),
         ('query q() { insert Person { name: "Bob", age: "x" } }', (1, 47, '"x"'), "expected I32"),
         ('query q($a: I64) { update Person set { age: $a } where name = "Bob" }', (1, 45, "$a"), "declared I64"),
         ('query q($a: I32?) { update Person set { age: 1 } where age = $a }', (1, 62, "$a"), "nullable"),

@@ -149,3 +149,5 @@ def test_update_and_delete_racing_a_commit_are_read_set_conflicts(
     assert conflict.value.http_status == 409
     assert [r["data"]["age"] for r in _rows(root_uri, "Person") if r["data"]["name"] == "a"] == [9]
     assert list_intents(graph.store) == []
+    # What the message advises: run the mutation again, now against the moved head.
+    assert mutate(graph, source, branch="main", actor="tests").affected_nodes == 1
