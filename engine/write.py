@@ -37,7 +37,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from engine import intents, recovery, table_store
+from engine import drift, intents, recovery, table_store
 from engine.errors import BadRequest, ReadSetConflict, RecoveryRequired
 from engine.failpoints import failpoint
 from engine.graph import Graph
@@ -121,7 +121,7 @@ def _attempt(graph: Graph, branch: str, prepare: Prepare, message: str, actor: s
     if not writes:
         return None
     target = lance_branch_name(branch)
-    _require_pinned_heads(graph, snapshot, writes, target)
+    _require_pinned_heads(graph, snapshot, writes, target, actor)
     operation_id = new_ulid()
     plan = [_intent_table(snapshot.table(w.table_key), target) for w in writes]
     intent = WriteIntent(
@@ -146,13 +146,18 @@ def _attempt(graph: Graph, branch: str, prepare: Prepare, message: str, actor: s
     return published
 
 
-def _require_pinned_heads(graph: Graph, snapshot: BranchSnapshot, writes: list[TableWrite], target: str | None) -> None:
+def _require_pinned_heads(
+    graph: Graph, snapshot: BranchSnapshot, writes: list[TableWrite], target: str | None, actor: str
+) -> None:
     """Effects land only on the version the manifest pins, never on another commit's
     unpublished effects (which would publish them with this commit).
 
     A table branch ahead of its pin is another commit in flight: wait for it (retry) if its
     writer is alive, resolve it if its writer is dead; a newer published pin means this
-    snapshot is stale (retry). Ahead with no intent at all is ``recovery_required``.
+    snapshot is stale (retry). Ahead with no intent at all was committed outside the engine: an
+    owned table's commits are classified (:mod:`engine.drift`), adopted when they change no row
+    (retry), ``table_drift`` otherwise; an unpublished fork ahead of its fork point is
+    ``recovery_required``.
     """
     store = graph.store
     ahead: list[tuple[TableEntry, int]] = []
@@ -183,6 +188,19 @@ def _require_pinned_heads(graph: Graph, snapshot: BranchSnapshot, writes: list[T
     if covering:
         recovery.resolve_intents(store, graph.manifest)
         raise _NoEffectConflict("resolved an interrupted commit on the same table")
+    owned = [entry.table_key for entry, _ in ahead if entry.table_branch == target]
+    if owned:
+        try:
+            adopted, drifted = drift.settle(
+                store, graph.manifest, snapshot.branch, actor=actor,
+                require_fencing=graph.profile.router.with_pk, table_keys=owned,
+            )
+        except CommitConflict as conflict:
+            raise _NoEffectConflict(str(conflict)) from conflict
+        if drifted:
+            raise drift.drift_error(store.uri, drifted)
+        if adopted:
+            raise _NoEffectConflict("adopted out-of-band commits that change no row")
     entry, head = ahead[0]
     raise RecoveryRequired(
         None,

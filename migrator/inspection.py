@@ -16,6 +16,7 @@ from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
 from migrator.plan import MigrationPlan, build_plan, is_inherited
 from migrator.progress import Progress
+from migrator.out_of_band import out_of_band_reports, refuse_row_drift
 from migrator.run import refuse_unless_stamp_4
 from migrator.verify import migration_drift, structural_problems
 
@@ -44,11 +45,23 @@ def plan_command(uri: str) -> dict[str, Any]:
 
 
 def preflight(uri: str, validate: bool, progress: Progress) -> dict[str, Any]:
-    """Stamp 4, no intents, no claim, every unit listed; with ``validate`` the full id scan."""
+    """Stamp 4, no intents, no claim, every unit listed; with ``validate`` the full id scan.
+
+    Out-of-band table commits are listed under ``out_of_band``: ``run`` adopts the ones that
+    change no row before planning (the listed units show the pins before that adoption);
+    row-changing drift is refused with ``table_drift``."""
     store, manifest = _open(uri)
     refuse_unless_stamp_4(store, manifest)
+    reports = out_of_band_reports(store, manifest)
+    refuse_row_drift(store, reports)
     plan = build_plan(manifest)
-    document: dict[str, Any] = {"graph": store.uri, "stamp": "4", "ready": True, **plan_document(plan)}
+    document: dict[str, Any] = {
+        "graph": store.uri,
+        "stamp": "4",
+        "ready": True,
+        **plan_document(plan),
+        "out_of_band": [r.to_json() for r in reports],
+    }
     if validate:
         entries = inventory(plan, validate_images(store, plan, progress))
         document["inventory"] = [e.model_dump(mode="json") for e in entries]
