@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -61,6 +62,7 @@ UNDECODED = "undecoded"
 reservation is one); classified by its fragments."""
 _UNDECODABLE_REWRITE_MARKER = "RewrittenIndex"
 ADOPT_ATTEMPTS = 8
+HEAD_READERS = 8
 
 
 @dataclass(frozen=True)
@@ -203,7 +205,7 @@ def classify(store: GraphStore, graph_branch: str, entry: TableEntry, head: int,
     )
 
 
-def _in_flight(store: GraphStore) -> set[tuple[str, str | None]]:
+def in_flight_tables(store: GraphStore) -> set[tuple[str, str | None]]:
     """(table path, Lance branch) pairs an armed recovery intent may have moved."""
     covered: set[tuple[str, str | None]] = set()
     for intent in intents.list_intents(store):
@@ -218,25 +220,35 @@ def out_of_band(
     table_keys: list[str] | None = None,
     *,
     compare_rows: bool = False,
+    in_flight: set[tuple[str, str | None]] | None = None,
 ) -> list[TableDriftReport]:
     """Reports for every table ``graph_branch`` owns whose HEAD is past its pin, in table-key order.
 
     Tables an armed recovery intent covers are left out: their extra versions are a commit in
-    flight (or interrupted), which recovery resolves.
+    flight (or interrupted), which recovery resolves. The HEADs are read (concurrently) first,
+    then the intents are listed (an intent is armed before its effect, so an effect under a HEAD
+    read is covered unless its commit was published meanwhile), then the manifest is read again
+    and a table whose pin moved meanwhile is left out (a concurrent publish, not an out-of-band
+    commit). ``in_flight`` is :func:`in_flight_tables` when the caller listed the intents.
     """
-    snapshot = manifest.snapshot(graph_branch)
     own = lance_branch_name(graph_branch)
-    covered = _in_flight(store)
-    reports = []
-    for table_key, entry in snapshot.tables.items():
-        if table_keys is not None and table_key not in table_keys:
-            continue
-        if entry.table_branch != own or (entry.table_path, own) in covered:
-            continue
-        head = latest_version(store, entry.table_path, own)
-        if head > entry.table_version:
-            reports.append(classify(store, graph_branch, entry, head, compare_rows=compare_rows))
-    return reports
+    owned = [
+        entry
+        for table_key, entry in manifest.snapshot(graph_branch).tables.items()
+        if (table_keys is None or table_key in table_keys) and entry.table_branch == own
+    ]
+    with ThreadPoolExecutor(max_workers=HEAD_READERS) as pool:
+        heads = list(pool.map(lambda entry: latest_version(store, entry.table_path, own), owned))
+    ahead = [(entry, head) for entry, head in zip(owned, heads) if head > entry.table_version]
+    if not ahead:
+        return []
+    covered = in_flight_tables(store) if in_flight is None else in_flight
+    fresh = manifest.snapshot(graph_branch).tables
+    return [
+        classify(store, graph_branch, entry, head, compare_rows=compare_rows)
+        for entry, head in ahead
+        if (entry.table_path, own) not in covered and fresh.get(entry.table_key) == entry
+    ]
 
 
 def fencing_problems(dataset: lance.LanceDataset, where: str) -> list[str]:
@@ -347,6 +359,7 @@ def settle(
     actor: str,
     require_fencing: bool,
     table_keys: list[str] | None = None,
+    in_flight: set[tuple[str, str | None]] | None = None,
 ) -> tuple[list[TableDriftReport], list[TableDriftReport]]:
     """Adopt every adoptable out-of-band span of ``graph_branch``; returns (adopted, drifted).
 
@@ -354,7 +367,7 @@ def settle(
     then simply gone.
     """
     for _ in range(ADOPT_ATTEMPTS):
-        reports = out_of_band(store, manifest, graph_branch, table_keys)
+        reports = out_of_band(store, manifest, graph_branch, table_keys, in_flight=in_flight)
         adoptable = [r for r in reports if r.verdict == "adoptable"]
         drifted = [r for r in reports if r.verdict == "drift"]
         if not adoptable:
@@ -370,6 +383,7 @@ def settle(
 def settle_all(store: GraphStore, manifest: Manifest, *, actor: str, require_fencing: bool) -> list[TableDriftReport]:
     """:func:`settle` on every live graph branch (main first, then by name); returns what was adopted."""
     adopted: list[TableDriftReport] = []
+    covered = in_flight_tables(store)
     for branch in manifest.branches():
-        adopted += settle(store, manifest, branch, actor=actor, require_fencing=require_fencing)[0]
+        adopted += settle(store, manifest, branch, actor=actor, require_fencing=require_fencing, in_flight=covered)[0]
     return adopted
