@@ -83,7 +83,9 @@ def add_maintenance_commands(group: click.Group) -> None:
         """Show the commits between each table's pin and its HEAD, and whether they change rows."""
         opened = open_for_maintenance(graph, write=False)
         opened.manifest.require_branch(branch)
-        reports = drift.out_of_band(opened.store, opened.manifest, branch, _table_filter(opened, branch, table), compare_rows=True)
+        reports = drift.out_of_band(
+            opened.store, opened.manifest, branch, _table_filter(opened, branch, table), compare_rows=True, include_forks=True
+        )
         if as_json:
             emit_json({"branch": branch, "tables": [r.to_json() for r in reports]})
             return
@@ -106,7 +108,7 @@ def add_maintenance_commands(group: click.Group) -> None:
         opened = open_for_maintenance(graph, write=True)
         _report_opened(opened)
         opened.manifest.require_branch(branch)
-        reports = drift.out_of_band(opened.store, opened.manifest, branch, _table_filter(opened, branch, table))
+        reports = drift.out_of_band(opened.store, opened.manifest, branch, _table_filter(opened, branch, table), include_forks=True)
         version = None
         if reports:
             version = drift.adopt(
@@ -132,7 +134,7 @@ def add_maintenance_commands(group: click.Group) -> None:
         opened = open_for_maintenance(graph, write=True)
         _report_opened(opened)
         opened.manifest.require_branch(branch)
-        reports = drift.out_of_band(opened.store, opened.manifest, branch, _table_filter(opened, branch, table))
+        reports = drift.out_of_band(opened.store, opened.manifest, branch, _table_filter(opened, branch, table), include_forks=True)
         versions = [drift.revert(opened.store, opened.manifest, report, actor=actor_name()) for report in reports]
         if as_json:
             emit_json({"branch": branch, "reverted": [r.to_json() for r in reports], "manifest_versions": versions})

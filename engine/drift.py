@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import shlex
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import lance
@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 
 from engine import intents
 from engine.errors import TableDrift, ValidationFailed
-from engine.lance_io import latest_version, open_dataset, primary_key
+from engine.lance_io import LanceBranch, delete_branch_if_present, latest_version, list_branches, open_dataset, primary_key
 from engine.manifest import HeadEntry, Manifest, TableEntry, lance_branch_name, now_ms, with_version
 from engine.schema.ids import new_ulid
 from engine.storage import GraphStore
@@ -90,6 +90,19 @@ class TableDriftReport:
     commits: tuple[OutOfBandCommit, ...]
     rows_preserved: bool | None
     verdict: Verdict
+    unpinned_fork: LanceBranch | None = None
+    inherited_branch: str | None = None
+
+    @property
+    def pinned_branch_name(self) -> str:
+        """The table branch the manifest pins (for an unpinned fork, the inherited one)."""
+        if self.unpinned_fork is None:
+            return self.table_branch or "main"
+        return self.pinned_table_branch or "main"
+
+    @property
+    def pinned_table_branch(self) -> str | None:
+        return self.table_branch if self.unpinned_fork is None else self.inherited_branch
 
     @property
     def span(self) -> str:
@@ -107,7 +120,15 @@ class TableDriftReport:
         return names
 
     def describe(self) -> str:
-        steps = ", ".join(f"v{c.version} {c.operation}" for c in self.commits)
+        steps = ", ".join(f"v{c.version} {c.operation}" for c in self.commits) or "no commits"
+        if self.unpinned_fork is not None:
+            fork = self.unpinned_fork
+            return (
+                f"{self.table_key} on branch {self.graph_branch!r}: {self.table_path} has a Lance branch "
+                f"{fork.name!r} forked from {fork.parent_branch or 'main'}@v{fork.parent_version} that the "
+                f"graph never published (it pins {self.pinned_branch_name}@v{self.pinned_version}), at "
+                f"v{self.head_version} ({steps})"
+            )
         return (
             f"{self.table_key} on branch {self.graph_branch!r}: table branch {self.table_branch or 'main'} of "
             f"{self.table_path} moved {self.span} outside the engine ({steps})"
@@ -124,6 +145,13 @@ class TableDriftReport:
             "commits": [c.to_json() for c in self.commits],
             "rows_preserved": self.rows_preserved,
             "verdict": self.verdict,
+            "unpinned_fork": None
+            if self.unpinned_fork is None
+            else {
+                "name": self.unpinned_fork.name,
+                "parent_branch": self.unpinned_fork.parent_branch,
+                "parent_version": self.unpinned_fork.parent_version,
+            },
         }
 
 
@@ -205,6 +233,27 @@ def classify(store: GraphStore, graph_branch: str, entry: TableEntry, head: int,
     )
 
 
+def classify_unpinned_fork(
+    store: GraphStore, graph_branch: str, entry: TableEntry, fork: LanceBranch, head: int, *, compare_rows: bool = False
+) -> TableDriftReport:
+    """Classify a Lance fork named after ``graph_branch`` of a table the branch still inherits.
+
+    Only a fork from exactly the inherited pin whose commits change no row is adoptable (pinning
+    it changes nothing the branch reads); any other fork is drift.
+    """
+    base = replace(entry, table_branch=fork.name, table_version=fork.parent_version)
+    report = classify(store, graph_branch, base, head, compare_rows=compare_rows)
+    same_ref = (fork.parent_branch, fork.parent_version) == (entry.table_branch, entry.table_version)
+    return replace(
+        report,
+        pinned_version=entry.table_version,
+        unpinned_fork=fork,
+        inherited_branch=entry.table_branch,
+        rows_preserved=report.rows_preserved if same_ref else None,
+        verdict=report.verdict if same_ref else "drift",
+    )
+
+
 def in_flight_tables(store: GraphStore) -> set[tuple[str, str | None]]:
     """(table path, Lance branch) pairs an armed recovery intent may have moved."""
     covered: set[tuple[str, str | None]] = set()
@@ -221,8 +270,11 @@ def out_of_band(
     *,
     compare_rows: bool = False,
     in_flight: set[tuple[str, str | None]] | None = None,
+    include_forks: bool = False,
 ) -> list[TableDriftReport]:
-    """Reports for every table ``graph_branch`` owns whose HEAD is past its pin, in table-key order.
+    """Reports for every table ``graph_branch`` owns whose HEAD is past its pin, in table-key order;
+    with ``include_forks`` also for unpublished Lance forks named after the branch on tables it
+    still inherits (ahead of their fork point, or forked from another version than the pin).
 
     Tables an armed recovery intent covers are left out: their extra versions are a commit in
     flight (or interrupted), which recovery resolves. The HEADs are read (concurrently) first,
@@ -232,23 +284,39 @@ def out_of_band(
     commit). ``in_flight`` is :func:`in_flight_tables` when the caller listed the intents.
     """
     own = lance_branch_name(graph_branch)
-    owned = [
-        entry
-        for table_key, entry in manifest.snapshot(graph_branch).tables.items()
-        if (table_keys is None or table_key in table_keys) and entry.table_branch == own
-    ]
+    entries = [e for k, e in manifest.snapshot(graph_branch).tables.items() if table_keys is None or k in table_keys]
+    owned = [entry for entry in entries if entry.table_branch == own]
+    inherited = [entry for entry in entries if entry.table_branch != own] if include_forks and own is not None else []
     with ThreadPoolExecutor(max_workers=HEAD_READERS) as pool:
         heads = list(pool.map(lambda entry: latest_version(store, entry.table_path, own), owned))
-    ahead = [(entry, head) for entry, head in zip(owned, heads) if head > entry.table_version]
+        forks = list(pool.map(lambda entry: _unpinned_fork(store, entry, str(own)), inherited))
+    ahead = [(entry, None, head) for entry, head in zip(owned, heads) if head > entry.table_version]
+    ahead += [(entry, found[0], found[1]) for entry, found in zip(inherited, forks) if found is not None]
     if not ahead:
         return []
     covered = in_flight_tables(store) if in_flight is None else in_flight
     fresh = manifest.snapshot(graph_branch).tables
-    return [
-        classify(store, graph_branch, entry, head, compare_rows=compare_rows)
-        for entry, head in ahead
-        if (entry.table_path, own) not in covered and fresh.get(entry.table_key) == entry
-    ]
+    reports = []
+    for entry, fork, head in sorted(ahead, key=lambda item: item[0].table_key):
+        if (entry.table_path, own) in covered or fresh.get(entry.table_key) != entry:
+            continue
+        if fork is None:
+            reports.append(classify(store, graph_branch, entry, head, compare_rows=compare_rows))
+        else:
+            reports.append(classify_unpinned_fork(store, graph_branch, entry, fork, head, compare_rows=compare_rows))
+    return reports
+
+
+def _unpinned_fork(store: GraphStore, entry: TableEntry, name: str) -> tuple[LanceBranch, int] | None:
+    """The Lance branch ``name`` of an inherited table with its HEAD, if it holds anything the
+    pin does not (commits past its fork point, or a fork point other than the pin)."""
+    fork = list_branches(open_dataset(store, entry.table_path)).get(name)
+    if fork is None:
+        return None
+    head = latest_version(store, entry.table_path, name)
+    if head > fork.parent_version or (fork.parent_branch, fork.parent_version) != (entry.table_branch, entry.table_version):
+        return fork, head
+    return None
 
 
 def fencing_problems(dataset: lance.LanceDataset, where: str) -> list[str]:
@@ -277,10 +345,15 @@ def drift_error(uri: str, reports: list[TableDriftReport]) -> TableDrift:
     """``table_drift`` for the first drifted table, with every drifted table in ``details``."""
     first = reports[0]
     commands = commands_for(uri, first)
+    undo = (
+        f"deletes the unpublished fork {first.unpinned_fork.name!r}"
+        if first.unpinned_fork is not None
+        else f"restores the rows of v{first.pinned_version}"
+    )
     return TableDrift(
-        f"{first.describe()}, which changes rows; writes to it are refused until an operator decides. "
-        f"`{commands['show']}` lists the commits; `{commands['adopt']}` keeps their rows (after the "
-        f"fencing checks); `{commands['revert']}` restores the rows of v{first.pinned_version}",
+        f"{first.describe()}, which changes what the branch reads; writes to it are refused until an "
+        f"operator decides. `{commands['show']}` lists the commits; `{commands['adopt']}` keeps them "
+        f"(after the fencing checks); `{commands['revert']}` {undo}",
         {
             "graph_branch": first.graph_branch,
             "table_key": first.table_key,
@@ -320,9 +393,9 @@ def adopt(
     entries = []
     for report in reports:
         entry = snapshot.table(report.table_key)
-        if (entry.table_branch, entry.table_version) != (report.table_branch, report.pinned_version):
+        if (entry.table_branch, entry.table_version) != (report.pinned_table_branch, report.pinned_version):
             raise CommitConflict(f"{report.table_key} was re-pinned meanwhile")
-        image = open_dataset(store, entry.table_path, entry.table_branch, report.head_version)
+        image = open_dataset(store, entry.table_path, report.table_branch, report.head_version)
         if require_fencing:
             problems = fencing_problems(image, f"{report.table_key} at v{report.head_version}")
             if problems:
@@ -332,18 +405,27 @@ def adopt(
                     f"rows of v{report.pinned_version} with `{revert}`",
                     {"table_key": report.table_key, "problems": problems, "command": revert},
                 )
-        entries.append(with_version(entry, entry.table_branch, report.head_version, image.count_rows()))
+        entries.append(with_version(entry, report.table_branch, report.head_version, image.count_rows()))
     head = HeadEntry(new_ulid(), (snapshot.head.commit_id,), actor, _commit_message(verb, reports), now_ms())
     return manifest.publish(snapshot, entries, head)
 
 
 def revert(store: GraphStore, manifest: Manifest, report: TableDriftReport, *, actor: str) -> int:
-    """Restore the pinned version's content as a new table version and pin it; returns the
-    manifest version. Re-running it after a crash between the two steps reverts again."""
+    """Undo one table's out-of-band commits in a graph commit; returns the manifest version.
+
+    An owned table gets the pinned version's content restored as a new version, which is pinned;
+    an unpublished fork is deleted (the branch's next write forks again from its pin). Re-running
+    it after a crash between the two steps reverts again.
+    """
     snapshot = manifest.snapshot(report.graph_branch)
     entry = snapshot.table(report.table_key)
-    if (entry.table_branch, entry.table_version) != (report.table_branch, report.pinned_version):
+    if (entry.table_branch, entry.table_version) != (report.pinned_table_branch, report.pinned_version):
         raise CommitConflict(f"{report.table_key} was re-pinned meanwhile")
+    if report.unpinned_fork is not None:
+        delete_branch_if_present(store, entry.table_path, report.unpinned_fork.name)
+        message = _commit_message("reverted", [report]) + f" (deleted the unpublished fork {report.unpinned_fork.name!r})"
+        head = HeadEntry(new_ulid(), (snapshot.head.commit_id,), actor, message, now_ms())
+        return manifest.publish(snapshot, [], head)
     open_dataset(store, entry.table_path, entry.table_branch, entry.table_version).restore()
     restored = latest_version(store, entry.table_path, entry.table_branch)
     message = _commit_message("reverted", [report]) + f" (v{report.pinned_version} restored as v{restored})"
@@ -360,6 +442,7 @@ def settle(
     require_fencing: bool,
     table_keys: list[str] | None = None,
     in_flight: set[tuple[str, str | None]] | None = None,
+    include_forks: bool = False,
 ) -> tuple[list[TableDriftReport], list[TableDriftReport]]:
     """Adopt every adoptable out-of-band span of ``graph_branch``; returns (adopted, drifted).
 
@@ -367,7 +450,7 @@ def settle(
     then simply gone.
     """
     for _ in range(ADOPT_ATTEMPTS):
-        reports = out_of_band(store, manifest, graph_branch, table_keys, in_flight=in_flight)
+        reports = out_of_band(store, manifest, graph_branch, table_keys, in_flight=in_flight, include_forks=include_forks)
         adoptable = [r for r in reports if r.verdict == "adoptable"]
         drifted = [r for r in reports if r.verdict == "drift"]
         if not adoptable:

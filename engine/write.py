@@ -155,9 +155,9 @@ def _require_pinned_heads(
     A table branch ahead of its pin is another commit in flight: wait for it (retry) if its
     writer is alive, resolve it if its writer is dead; a newer published pin means this
     snapshot is stale (retry). Ahead with no intent at all was committed outside the engine: an
-    owned table's commits are classified (:mod:`engine.drift`), adopted when they change no row
-    (retry), ``table_drift`` otherwise; an unpublished fork ahead of its fork point is
-    ``recovery_required``.
+    owned table's commits, or an unpublished fork of an inherited one, are classified
+    (:mod:`engine.drift`): adopted when they change no row (retry), ``table_drift`` otherwise; a
+    table that moved while it was classified is looked at again (retry).
     """
     store = graph.store
     ahead: list[tuple[TableEntry, int]] = []
@@ -170,6 +170,8 @@ def _require_pinned_heads(
             if fork is None:
                 continue
             pinned = fork.parent_version
+            if (fork.parent_branch, fork.parent_version) != (entry.table_branch, entry.table_version):
+                pinned = -1  # forked from another image than the pin: never this branch's to write on
         head = latest_version(store, entry.table_path, target)
         if head > pinned:
             ahead.append((entry, head))
@@ -188,27 +190,18 @@ def _require_pinned_heads(
     if covering:
         recovery.resolve_intents(store, graph.manifest)
         raise _NoEffectConflict("resolved an interrupted commit on the same table")
-    owned = [entry.table_key for entry, _ in ahead if entry.table_branch == target]
-    if owned:
-        try:
-            adopted, drifted = drift.settle(
-                store, graph.manifest, snapshot.branch, actor=actor,
-                require_fencing=graph.profile.router.with_pk, table_keys=owned,
-            )
-        except CommitConflict as conflict:
-            raise _NoEffectConflict(str(conflict)) from conflict
-        if drifted:
-            raise drift.drift_error(store.uri, drifted)
-        if adopted:
-            raise _NoEffectConflict("adopted out-of-band commits that change no row")
-    entry, head = ahead[0]
-    raise RecoveryRequired(
-        None,
-        f"{entry.table_key}: table branch {target or 'main'} of {entry.table_path} is at v{head}, ahead of "
-        f"what branch {snapshot.branch!r} pins, and no recovery intent explains it; reopen the graph "
-        "read-write to resolve interrupted commits, then check for a writer outside this engine",
-        table_key=entry.table_key,
-    )
+    try:
+        adopted, drifted = drift.settle(
+            store, graph.manifest, snapshot.branch, actor=actor, require_fencing=graph.profile.router.with_pk,
+            table_keys=[entry.table_key for entry, _ in ahead], include_forks=True,
+        )
+    except CommitConflict as conflict:
+        raise _NoEffectConflict(str(conflict)) from conflict
+    if drifted:
+        raise drift.drift_error(store.uri, drifted)
+    if adopted:
+        raise _NoEffectConflict("adopted out-of-band commits that change no row")
+    raise _NoEffectConflict("the table moved while it was classified (a concurrent commit); looking again")
 
 
 def _intent_table(entry: TableEntry, target: str | None) -> IntentTable:

@@ -298,3 +298,25 @@ def test_format_4_graph_with_hand_made_commits_and_optimize_still_migrates(root_
     assert head.message.startswith("adopted CreateIndex") and head.actor.startswith("omnigraph-migrate "), head
     # cleanup never pinned anything wrong: every reachable image still opens
     _check_images_readable(root_uri, _every_pinned_image(root_uri))
+
+
+def test_unpublished_fork_made_by_hand_is_drift_that_revert_resolves(root_uri: str, tmp_path: Path) -> None:
+    init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
+    load_lines(root_uri, [person("ann")])
+    invoke(OMNIGRAPH, "branch", "create", "feat", root_uri).ok()
+    store = open_store(root_uri)
+    entry = Manifest(store).snapshot("feat").table(PERSON)
+    main_table = lance.dataset(store.dataset_uri(entry.table_path), storage_options=store.storage_options)
+    main_table.create_branch("feat", reference=("main", entry.table_version))  # by hand, as the engine would
+    hand = main_table.to_table().set_column(0, "id", pa.array(["hand"]))
+    lance.write_dataset(hand, main_table.checkout_version(("feat", None)), mode="append")
+
+    data = write_jsonl(tmp_path, "bob.jsonl", [person("bob")])
+    refused = invoke(OMNIGRAPH, "load", "--mode", "append", "--branch", "feat", "--data", data, "--json", root_uri)
+    error = _drift_refusal(refused, "Append")
+    assert error["details"]["drifted"][0]["unpinned_fork"]["name"] == "feat"
+    (revert,) = _commands_in(error["message"], "revert")
+    _run_quoted(revert).ok()
+    invoke(OMNIGRAPH, "load", "--mode", "append", "--branch", "feat", "--data", data, root_uri).ok()
+    assert _ids(root_uri, "feat") == ["ann", "bob"]
+    assert _ids(root_uri) == ["ann"]
