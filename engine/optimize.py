@@ -30,7 +30,8 @@ from typing import Any, Protocol
 from engine import drift, intents
 from engine.graph import Graph
 from engine.lance_io import latest_version, list_branches, open_dataset
-from engine.manifest import Manifest, lance_branch_name
+from engine.errors import BadRequest
+from engine.manifest import Manifest, TableEntry, lance_branch_name
 from engine.storage import GraphStore
 from engine.table_store import CommitConflict
 
@@ -68,7 +69,7 @@ class OptimizeReport:
         }
 
 
-def _owned_tables(graph: Graph, branch: str, report: OptimizeReport) -> list[tuple[str, Any]]:
+def _owned_tables(graph: Graph, branch: str, report: OptimizeReport) -> list[tuple[str, TableEntry]]:
     """Tables ``branch`` owns whose HEAD is at its pin; the rest go to ``report.skipped``."""
     own = lance_branch_name(branch)
     busy = {(t.table_path, t.target_branch) for i in intents.list_intents(graph.store) for t in i.tables}
@@ -87,7 +88,7 @@ def _owned_tables(graph: Graph, branch: str, report: OptimizeReport) -> list[tup
     return ready
 
 
-def _rewrite(graph: Graph, entry: Any, compact: bool, index_column: str | None, dry_run: bool) -> dict[str, Any] | None:
+def _rewrite(graph: Graph, entry: TableEntry, compact: bool, index_column: str | None, dry_run: bool) -> dict[str, Any] | None:
     dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
     fragments = len(dataset.get_fragments())
     actions = []
@@ -119,6 +120,10 @@ def optimize(
 ) -> OptimizeReport:
     """Run the requested maintenance on ``graph`` (see the module docstring)."""
     graph.manifest.require_branch(branch)
+    if index_column is not None and not any(
+        index_column in graph.catalog.table(key).arrow_schema(with_pk=False).names for key in graph.catalog.table_keys()
+    ):
+        raise BadRequest(f"no table of the schema has a column {index_column!r} to index", {"column": index_column})
     report = OptimizeReport(branch, dry_run)
     if compact or index_column is not None:
         ready = _owned_tables(graph, branch, report)

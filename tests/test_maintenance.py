@@ -236,6 +236,8 @@ def test_optimize_cleanup_keeps_every_version_a_branch_commit_or_intent_needs(ro
 
     exports = {b: export_text(root_uri, b) for b in ("main", "lazy", "own")}
     images = _every_pinned_image(root_uri)
+    assert invoke(OMNIGRAPH, "optimize", "--index", "nope", root_uri).returncode == 1  # no such column
+    assert invoke(OMNIGRAPH, "optimize", "--cleanup-older-than", "soon", root_uri).returncode == 2
     dry = invoke(OMNIGRAPH, "optimize", "--compact", "--cleanup-older-than", "0s", "--dry-run", "--json", root_uri).ok().json()
     result = invoke(OMNIGRAPH, "optimize", "--compact", "--index", "id", "--cleanup-older-than", "0s", "--json", root_uri).ok().json()
     deleted = {(c["table_path"], c["table_branch"]): c["deleted_versions"] for c in result["cleanup"]}
