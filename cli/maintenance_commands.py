@@ -1,4 +1,5 @@
-"""``omnigraph drift show|adopt|revert`` and ``omnigraph optimize``: routine Lance maintenance.
+"""``omnigraph drift show|adopt|revert``, ``omnigraph recover`` and ``omnigraph optimize``:
+routine Lance maintenance.
 
 Both work on format-5 graphs and on format-4 graphs (maintenance changes no row through the
 write door, and a format-4 graph must be maintainable before its migration); a graph under a
@@ -15,7 +16,7 @@ import click
 
 from cli.progress import StderrProgress
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from engine import drift
+from engine import drift, intents
 from engine.errors import BadRequest, NotFound
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import Graph, open_graph
@@ -143,6 +144,38 @@ def add_maintenance_commands(group: click.Group) -> None:
             echo_result(f"nothing to revert on branch {branch}")
         for report in reports:
             echo_result(f"reverted {report.table_key} to the rows of v{report.pinned_version} ({report.span} undone)")
+
+    @group.command("recover")
+    @json_option
+    @click.argument("graph")
+    @reports_errors
+    def recover_command(graph: str, as_json: bool) -> None:
+        """Open the graph read-write: resolve interrupted commits of dead writers, adopt out-of-band
+        commits that change no row, then report any drift left (exit 5, naming `omnigraph drift`)."""
+        opened = open_for_maintenance(graph, write=True)
+        _report_opened(opened)
+        drifted = []
+        for branch in opened.manifest.branches():
+            drifted += drift.out_of_band(opened.store, opened.manifest, branch, include_forks=True)
+        pending = [i.operation_id for i in intents.list_intents(opened.store)]
+        document = {
+            "recovered": [r.model_dump(mode="json") for r in opened.recovered],
+            "adopted": [r.to_json() for r in opened.adopted],
+            "in_flight": pending,
+        }
+        if drifted:
+            error = drift.drift_error(opened.store.uri, drifted)
+            error.details["recovered"] = document["recovered"]
+            raise error
+        if as_json:
+            emit_json(document)
+            return
+        echo_result(
+            f"recovered {len(opened.recovered)} interrupted commit(s), adopted {len(opened.adopted)} "
+            f"out-of-band span(s); no drift"
+        )
+        if pending:
+            say(f"{len(pending)} commit(s) of live writers are still in flight: {', '.join(pending)}")
 
     @group.command("optimize")
     @click.option("--branch", default=MAIN, show_default=True)

@@ -335,6 +335,11 @@ def fencing_problems(dataset: lance.LanceDataset, where: str) -> list[str]:
     return problems
 
 
+def recover_command(uri: str) -> str:
+    """The command that opens ``uri`` read-write to resolve interrupted commits (and reports drift)."""
+    return f"omnigraph recover {shlex.quote(uri)}"
+
+
 def commands_for(uri: str, report: TableDriftReport) -> dict[str, str]:
     """The exact ``omnigraph drift`` commands for one table's drift."""
     tail = f"{shlex.quote(uri)} --branch {shlex.quote(report.graph_branch)} --table {shlex.quote(report.table_key)}"

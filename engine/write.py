@@ -241,7 +241,7 @@ def _apply_effects(
         except table_store.EffectLanded as landed:
             raise RecoveryRequired(
                 operation_id,
-                f"{write.table_key}: {landed}; reopen the graph read-write to resolve the commit",
+                f"{write.table_key}: {landed}; resolve the commit with `{drift.recover_command(store.uri)}`",
                 table_key=write.table_key,
             ) from landed
         except (CommitConflict, ExistingKeys) as conflict:
@@ -249,8 +249,7 @@ def _apply_effects(
                 raise RecoveryRequired(
                     operation_id,
                     f"a concurrent commit conflicted on {write.table_key} after earlier tables of this "
-                    "commit landed; reopen the graph read-write (any omnigraph write command) to "
-                    "resolve it before retrying",
+                    f"commit landed; resolve it with `{drift.recover_command(store.uri)}` before retrying",
                     table_key=write.table_key,
                 ) from conflict
             intents.disarm(store, operation_id)
@@ -279,8 +278,8 @@ def _publish(
         return CommitResult(operation_id, snapshot.branch, version, entries)
     raise RecoveryRequired(
         operation_id,
-        f"publishing to branch {snapshot.branch!r} kept losing to concurrent publishes; reopen the "
-        "graph read-write to resolve the commit",
+        f"publishing to branch {snapshot.branch!r} kept losing to concurrent publishes; resolve the "
+        f"commit with `{drift.recover_command(graph.store.uri)}`",
     )
 
 
@@ -292,12 +291,13 @@ def _rebase_entry(graph: Graph, ours: TableEntry, fresh: BranchSnapshot, operati
     low, high = sorted((ours.table_version, theirs.table_version))
     dataset = open_dataset(graph.store, ours.table_path, ours.table_branch)
     for version in range(low + 1, high + 1):
-        operation = type(dataset.read_transaction(version).operation).__name__
+        operation = drift.operation_name(dataset, version)
         if operation not in _REBASE_SAFE_OPERATIONS:
             raise RecoveryRequired(
                 operation_id,
                 f"{ours.table_key} gained a {operation} commit (v{version}) during this commit; its "
-                "rows may not be visible, so the commit was not published; reopen the graph read-write",
+                "rows may not be visible, so the commit was not published; resolve it with "
+                f"`{drift.recover_command(graph.store.uri)}`",
                 table_key=ours.table_key,
             )
     return ours if ours.table_version >= theirs.table_version else theirs

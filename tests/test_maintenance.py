@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from engine import intents
+from engine import drift, intents
 from engine.errors import TableDrift
 from engine.graph import init_graph
 from engine.intents import WriteIntent
@@ -322,3 +322,27 @@ def test_unpublished_fork_made_by_hand_is_drift_that_revert_resolves(root_uri: s
     invoke(OMNIGRAPH, "load", "--mode", "append", "--branch", "feat", "--data", data, root_uri).ok()
     assert _ids(root_uri, "feat") == ["ann", "bob"]
     assert _ids(root_uri) == ["ann"]
+
+
+def test_recover_command_named_by_recovery_required_resolves_an_interrupted_commit(root_uri: str, tmp_path: Path) -> None:
+    """Every ``recovery_required`` of the write path names ``omnigraph recover GRAPH``
+    (:func:`engine.drift.recover_command`); it resolves a commit whose writer died after its
+    effects landed, and reports drift it cannot resolve with the drift commands."""
+    init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
+    load_lines(root_uri, [person("ann")])
+    before = export_text(root_uri)
+    data = write_jsonl(tmp_path, "crash.jsonl", [person("bob")])
+    crashed = omnigraph("load", "--mode", "append", "--data", data, root_uri, env={"OMNIGRAPH_FAILPOINTS": "write.after_effect"})
+    assert crashed.returncode == 86, crashed.describe()
+    assert len(intents.list_intents(open_store(root_uri))) == 1
+    result = _run_quoted(drift.recover_command(root_uri) + " --json").ok().json()
+    assert [r["outcome"] for r in result["recovered"]] == ["rolled_back"]
+    assert intents.list_intents(open_store(root_uri)) == []
+    assert export_text(root_uri) == before
+    hand = _person_table(root_uri).to_table().set_column(0, "id", pa.array(["hand"]))
+    lance.write_dataset(hand, _person_table(root_uri), mode="append")
+    refused = _run_quoted(drift.recover_command(root_uri) + " --json")
+    (revert,) = _commands_in(_drift_refusal(refused, "Append")["message"], "revert")
+    _run_quoted(revert).ok()
+    _write(root_uri, tmp_path, "bob").ok()
+    assert _ids(root_uri) == ["ann", "bob"]
