@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -161,11 +162,15 @@ def _publish(graph: Graph, branch: str, table_keys: list[str], actor: str) -> in
 def protected_images(store: GraphStore, manifest: Manifest, extra_pins: Iterable[ImageRef] = ()) -> set[ImageRef]:
     """Every table version someone may still read (see the module docstring), fork points aside."""
     protected: set[ImageRef] = set(extra_pins)
+    refs = []
     for branch in manifest.branches():
         versions = manifest.head_versions(branch) + [int(manifest.dataset(branch).version)]
-        for version in sorted(set(versions)):
-            for entry in manifest.snapshot(branch, version).tables.values():
-                protected.add((entry.table_path, entry.table_branch, entry.table_version))
+        refs += [(branch, version) for version in sorted(set(versions))]
+    with ThreadPoolExecutor(max_workers=drift.HEAD_READERS) as pool:
+        snapshots = list(pool.map(lambda ref: manifest.snapshot(*ref), refs))
+    for snapshot in snapshots:
+        for entry in snapshot.tables.values():
+            protected.add((entry.table_path, entry.table_branch, entry.table_version))
     for intent in intents.list_intents(store):
         for table in intent.tables:
             protected.add((table.table_path, table.branch_before, table.version_before))
