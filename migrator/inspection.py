@@ -14,9 +14,9 @@ from ledger import Ledger, LedgerReplay, render_json
 from migrator.errors import DriftDetected
 from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
+from migrator.out_of_band import out_of_band_reports, refuse_row_drift
 from migrator.plan import MigrationPlan, build_plan, is_inherited
 from migrator.progress import Progress
-from migrator.out_of_band import out_of_band_reports, refuse_row_drift
 from migrator.run import refuse_unless_stamp_4
 from migrator.verify import migration_drift, structural_problems
 
