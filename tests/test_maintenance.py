@@ -346,3 +346,40 @@ def test_recover_command_named_by_recovery_required_resolves_an_interrupted_comm
     _run_quoted(revert).ok()
     _write(root_uri, tmp_path, "bob").ok()
     assert _ids(root_uri) == ["ann", "bob"]
+
+
+def test_optimize_cleanup_keeps_a_version_a_migration_sidecar_pins(root_uri: str) -> None:
+    from engine.canonical_json import canonical_json
+    from engine.schema.ids import new_ulid
+    from ledger import UnitPlan
+    from migrator.layout import sidecar_path
+    from migrator.sidecar import ManifestDelta, UnitSidecar
+
+    init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
+    load_lines(root_uri, [person("ann")])
+    load_lines(root_uri, [person("bob")])
+    before = _person_table(root_uri).version
+    _person_table(root_uri).optimize.compact_files()  # two versions; the first is never pinned
+    unpinned = before + 1
+    store = open_store(root_uri)
+    path = Manifest(store).snapshot("main").table(PERSON).table_path
+    migration_id = new_ulid()
+    unit = UnitPlan(
+        unit_id="main~node-Person", graph_branch="main", branch_incarnation="main", table_key=PERSON,
+        table_path=path, pinned_table_branch=None, pinned_table_version=unpinned, image_id=f"{path}@main@v{unpinned}",
+    )
+    sidecar = UnitSidecar(
+        migration_id=migration_id, token="t", unit=unit, planned_fork=None, planned_pk=["id"],
+        manifest_delta=ManifestDelta(graph_branch="main", table_key=PERSON, table_branch=None, migration_id=migration_id, migration_unit=unit.unit_id),
+    )
+    assert store.put_if_absent(sidecar_path(migration_id, unit.unit_id), canonical_json(sidecar))
+
+    def cleaned() -> list[int]:
+        result = invoke(OMNIGRAPH, "optimize", "--cleanup-older-than", "0s", "--json", root_uri).ok().json()
+        return [v for c in result["cleanup"] if c["table_path"] == path for v in c["deleted_versions"]]
+
+    assert unpinned not in cleaned()
+    assert open_dataset(store, path, None, unpinned).count_rows() == 2
+    store.delete(sidecar_path(migration_id, unit.unit_id))
+    assert cleaned() == [unpinned]
+    assert export_text(root_uri).count("Person") == 2
