@@ -81,6 +81,11 @@ def preflight_command(graph: str, validate: bool, ignore_fleet: bool, as_json: b
         + ("; no duplicate or null ids" if validate else "; add --validate to scan ids")
     )
     report_fleet(document["fleet"])
+    for report in document["out_of_band"]:
+        echo_result(
+            f"out-of-band: {report['table_key']} on {report['graph_branch']} v{report['pinned_version']}.."
+            f"v{report['head_version']} changes no row; `run` adopts it before pinning"
+        )
     say(f"next: stop every server, CLI and embedded writer, then `omnigraph-migrate run {document['graph']} --owner NAME`")
 
 

@@ -90,6 +90,15 @@ class RecoveryRequired(OmnigraphError):
         super().__init__(message, {"operation_id": operation_id, **extra})
 
 
+class TableDrift(OmnigraphError):
+    """A table branch was changed outside the engine in a way that changes rows; writes to it
+    wait until an operator adopts or reverts the change (``omnigraph drift``)."""
+
+    code = "table_drift"
+    http_status = 503
+    exit_code = EXIT_RECOVERY_REQUIRED
+
+
 class FormatRefused(OmnigraphError):
     code = "format_refused"
     http_status = 409

@@ -9,9 +9,10 @@ the format-4 writer reads and writes only ``4``. A read-write open resolves inte
 from __future__ import annotations
 
 import getpass
+import os
 from dataclasses import dataclass, field
 
-from engine import recovery
+from engine import drift, recovery
 from engine.errors import BadRequest, FormatRefused, NotFound
 from engine.failpoints import failpoint
 from engine.intents import RecoveryRecord
@@ -36,6 +37,7 @@ class Graph:
     profile: EngineProfile
     writable: bool
     recovered: list[RecoveryRecord] = field(default_factory=list)
+    adopted: list[drift.TableDriftReport] = field(default_factory=list)
 
 
 def default_actor() -> str:
@@ -93,7 +95,8 @@ def _check_stamp(store: GraphStore, stamp: str | None, migration_id: str | None,
 
 
 def open_graph(uri: str, profile: EngineProfile, *, write: bool) -> Graph:
-    """Open a graph root, enforcing the stamp rules; a read-write open resolves recovery."""
+    """Open a graph root, enforcing the stamp rules; a read-write open resolves recovery, then
+    adopts out-of-band table commits that change no row (:mod:`engine.drift`)."""
     store = open_store(uri)
     manifest = Manifest(store)
     if not manifest.exists():
@@ -104,6 +107,8 @@ def open_graph(uri: str, profile: EngineProfile, *, write: bool) -> Graph:
     graph = Graph(store, manifest, catalog, stamp, profile, write)
     if write:
         graph.recovered = recovery.resolve_intents(store, manifest)
+        actor = os.environ.get("OMNIGRAPH_ACTOR") or default_actor()
+        graph.adopted = drift.settle_all(store, manifest, actor=actor, require_fencing=profile.router.with_pk)
     return graph
 
 

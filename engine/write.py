@@ -38,7 +38,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from engine import intents, recovery, table_store
+from engine import drift, intents, recovery, table_store
 from engine.errors import BadRequest, ReadSetConflict, RecoveryRequired
 from engine.failpoints import failpoint
 from engine.graph import Graph
@@ -145,7 +145,7 @@ def _attempt(
     if not writes and not publish_empty:
         return None
     target = lance_branch_name(branch)
-    _require_pinned_heads(graph, snapshot, writes, target)
+    _require_pinned_heads(graph, snapshot, writes, target, actor)
     operation_id = new_ulid()
     plan = [_intent_table(snapshot.table(w.table_key), target) for w in writes]
     intent = WriteIntent(
@@ -170,13 +170,18 @@ def _attempt(
     return published
 
 
-def _require_pinned_heads(graph: Graph, snapshot: BranchSnapshot, writes: list[TableWrite], target: str | None) -> None:
+def _require_pinned_heads(
+    graph: Graph, snapshot: BranchSnapshot, writes: list[TableWrite], target: str | None, actor: str
+) -> None:
     """Effects land only on the version the manifest pins, never on another commit's
     unpublished effects (which would publish them with this commit).
 
     A table branch ahead of its pin is another commit in flight: wait for it (retry) if its
     writer is alive, resolve it if its writer is dead; a newer published pin means this
-    snapshot is stale (retry). Ahead with no intent at all is ``recovery_required``.
+    snapshot is stale (retry). Ahead with no intent at all was committed outside the engine: an
+    owned table's commits, or an unpublished fork of an inherited one, are classified
+    (:mod:`engine.drift`): adopted when they change no row (retry), ``table_drift`` otherwise; a
+    table that moved while it was classified is looked at again (retry).
     """
     store = graph.store
     ahead: list[tuple[TableEntry, int]] = []
@@ -189,6 +194,8 @@ def _require_pinned_heads(graph: Graph, snapshot: BranchSnapshot, writes: list[T
             if fork is None:
                 continue
             pinned = fork.parent_version
+            if (fork.parent_branch, fork.parent_version) != (entry.table_branch, entry.table_version):
+                pinned = -1  # forked from another image than the pin: never this branch's to write on
         head = latest_version(store, entry.table_path, target)
         if head > pinned:
             ahead.append((entry, head))
@@ -207,14 +214,18 @@ def _require_pinned_heads(graph: Graph, snapshot: BranchSnapshot, writes: list[T
     if covering:
         recovery.resolve_intents(store, graph.manifest)
         raise _NoEffectConflict("resolved an interrupted commit on the same table")
-    entry, head = ahead[0]
-    raise RecoveryRequired(
-        None,
-        f"{entry.table_key}: table branch {target or 'main'} of {entry.table_path} is at v{head}, ahead of "
-        f"what branch {snapshot.branch!r} pins, and no recovery intent explains it; reopen the graph "
-        "read-write to resolve interrupted commits, then check for a writer outside this engine",
-        table_key=entry.table_key,
-    )
+    try:
+        adopted, drifted = drift.settle(
+            store, graph.manifest, snapshot.branch, actor=actor, require_fencing=graph.profile.router.with_pk,
+            table_keys=[entry.table_key for entry, _ in ahead], include_forks=True,
+        )
+    except CommitConflict as conflict:
+        raise _NoEffectConflict(str(conflict)) from conflict
+    if drifted:
+        raise drift.drift_error(store.uri, drifted)
+    if adopted:
+        raise _NoEffectConflict("adopted out-of-band commits that change no row")
+    raise _NoEffectConflict("the table moved while it was classified (a concurrent commit); looking again")
 
 
 def _intent_table(entry: TableEntry, target: str | None) -> IntentTable:
@@ -256,7 +267,7 @@ def _apply_effects(
         except table_store.EffectLanded as landed:
             raise RecoveryRequired(
                 operation_id,
-                f"{write.table_key}: {landed}; reopen the graph read-write to resolve the commit",
+                f"{write.table_key}: {landed}; resolve the commit with `{drift.recover_command(store.uri)}`",
                 table_key=write.table_key,
             ) from landed
         except (CommitConflict, ExistingKeys) as conflict:
@@ -264,8 +275,7 @@ def _apply_effects(
                 raise RecoveryRequired(
                     operation_id,
                     f"a concurrent commit conflicted on {write.table_key} after earlier tables of this "
-                    "commit landed; reopen the graph read-write (any omnigraph write command) to "
-                    "resolve it before retrying",
+                    f"commit landed; resolve it with `{drift.recover_command(store.uri)}` before retrying",
                     table_key=write.table_key,
                 ) from conflict
             intents.disarm(store, operation_id)
@@ -322,8 +332,8 @@ def _publish(
         return CommitResult(operation_id, snapshot.branch, version, entries, head.parents)
     raise RecoveryRequired(
         operation_id,
-        f"publishing to branch {snapshot.branch!r} kept losing to concurrent publishes; reopen the "
-        "graph read-write to resolve the commit",
+        f"publishing to branch {snapshot.branch!r} kept losing to concurrent publishes; resolve the "
+        f"commit with `{drift.recover_command(graph.store.uri)}`",
     )
 
 
@@ -335,12 +345,13 @@ def _rebase_entry(graph: Graph, ours: TableEntry, fresh: BranchSnapshot, operati
     low, high = sorted((ours.table_version, theirs.table_version))
     dataset = open_dataset(graph.store, ours.table_path, ours.table_branch)
     for version in range(low + 1, high + 1):
-        operation = type(dataset.read_transaction(version).operation).__name__
+        operation = drift.operation_name(dataset, version)
         if operation not in _REBASE_SAFE_OPERATIONS:
             raise RecoveryRequired(
                 operation_id,
                 f"{ours.table_key} gained a {operation} commit (v{version}) during this commit; its "
-                "rows may not be visible, so the commit was not published; reopen the graph read-write",
+                "rows may not be visible, so the commit was not published; resolve it with "
+                f"`{drift.recover_command(graph.store.uri)}`",
                 table_key=ours.table_key,
             )
     return ours if ours.table_version >= theirs.table_version else theirs

@@ -13,6 +13,7 @@ from ledger import Ledger, LedgerReplay, render_json
 from migrator.fleet_check import refuse_live_writers
 from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
+from migrator.out_of_band import out_of_band_reports, refuse_row_drift
 from migrator.plan import MigrationPlan, build_plan, is_inherited
 from migrator.progress import Progress
 from migrator.run import UpToDate, already_fenced, refuse_unless_stamp_4
@@ -50,12 +51,25 @@ def up_to_date(uri: str) -> UpToDate | None:
 
 def preflight(uri: str, validate: bool, progress: Progress, ignore_fleet: bool = False) -> dict[str, Any]:
     """Stamp 4, no intents, no claim, no live registered writer (unless ``ignore_fleet``), every
-    unit listed; with ``validate`` the full id scan."""
+    unit listed; with ``validate`` the full id scan.
+
+    Out-of-band table commits are listed under ``out_of_band``: ``run`` adopts the ones that
+    change no row before planning (the listed units show the pins before that adoption);
+    row-changing drift is refused with ``table_drift``."""
     store, manifest = _open(uri)
     refuse_unless_stamp_4(store, manifest)
     fleet = refuse_live_writers(store, ignore_fleet)
+    reports = out_of_band_reports(store, manifest)
+    refuse_row_drift(store, reports)
     plan = build_plan(manifest)
-    document: dict[str, Any] = {"graph": store.uri, "stamp": "4", "ready": True, "fleet": fleet, **plan_document(plan)}
+    document: dict[str, Any] = {
+        "graph": store.uri,
+        "stamp": "4",
+        "ready": True,
+        "fleet": fleet,
+        **plan_document(plan),
+        "out_of_band": [r.to_json() for r in reports],
+    }
     if validate:
         entries = inventory(plan, validate_images(store, plan, progress))
         document["inventory"] = [e.model_dump(mode="json") for e in entries]

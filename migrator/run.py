@@ -65,6 +65,7 @@ from migrator.errors import DriftDetected
 from migrator.fleet_check import refuse_live_writers
 from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_OPERATION, CLAIM_PATH, ledger_dir
+from migrator.out_of_band import adopt_before_plan, out_of_band_reports, refuse_row_drift
 from migrator.plan import MigrationPlan, build_plan
 from migrator.progress import Progress, SilentProgress
 from migrator.unit import migrate_unit
@@ -174,6 +175,7 @@ def run_migration(uri: str, owner: str, progress: Progress, ignore_fleet: bool =
         return up_to_date
     refuse_unless_stamp_4(store, manifest)
     refuse_live_writers(store, ignore_fleet)
+    refuse_row_drift(store, out_of_band_reports(store, manifest))
     migration_id = new_ulid()
     claim = acquire(store, CLAIM_PATH, operation=CLAIM_OPERATION, migration_id=migration_id, owner=owner)
     m = Migration(store, manifest, Ledger(store, ledger_dir(migration_id)), migration_id, claim.token, progress)
@@ -274,7 +276,9 @@ def _continue(m: Migration) -> MigrationOutcome:
     plan = _plan_of(replay)
     if plan is None or replay.state.phase == "validation_failed":
         # First run, or a resume after a failed validation (and any repair under the claim):
-        # plan afresh; the ledger accepts a new plan while no unit has progressed.
+        # plan afresh; the ledger accepts a new plan while no unit has progressed. Out-of-band
+        # commits that change no row are adopted first, so the plan pins them.
+        adopt_before_plan(m.store, m.manifest, m.migration_id, m.token)
         plan = build_plan(m.manifest)
         m.record(PlanRecorded, branches=plan.branches, units=plan.units)
         failpoint("migrate.after_plan")

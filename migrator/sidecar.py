@@ -14,7 +14,7 @@ from engine.canonical_json import canonical_json
 from engine.storage import GraphStore
 from ledger import UnitPlan
 from migrator.errors import MigrationRefused
-from migrator.layout import sidecar_path
+from migrator.layout import migration_ids, sidecar_path
 
 
 class PlannedFork(BaseModel):
@@ -70,3 +70,15 @@ def delete(store: GraphStore, migration_id: str, unit_id: str) -> None:
 def remaining(store: GraphStore, migration_id: str) -> list[str]:
     """Unit ids whose sidecar is still present, sorted."""
     return [name.removesuffix(".json") for name in store.list(f"__migration/{migration_id}/units") if name.endswith(".json")]
+
+
+def pinned_images(store: GraphStore) -> list[tuple[str, str | None, int]]:
+    """(table path, table branch, version) of the image every remaining sidecar of every
+    migration pins, sorted; version cleanup must keep them."""
+    images = set()
+    for migration_id in migration_ids(store):
+        for unit_id in remaining(store, migration_id):
+            sidecar = UnitSidecar.model_validate_json(store.read_bytes(sidecar_path(migration_id, unit_id)))
+            unit = sidecar.unit
+            images.add((unit.table_path, unit.pinned_table_branch, unit.pinned_table_version))
+    return sorted(images, key=lambda image: (image[0], image[1] or "", image[2]))

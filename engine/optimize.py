@@ -1,0 +1,221 @@
+"""``optimize``: compaction, index building and version cleanup, owned by the engine.
+
+Compaction (``compact_files``) and index building (a BTREE, ``create_scalar_index(...,
+replace=True)``) run on the tables a graph branch owns, at the version the branch pins, and are
+then published as one graph commit (``optimized <operations> vA..vB on <table>``) after the same
+classification an out-of-band commit gets (:mod:`engine.drift`): the new versions must change no
+row, which is checked, not assumed. A crash between the Lance commit and the publish leaves an
+adoptable span that the next read-write open adopts. Tables inherited from another branch,
+covered by a commit in flight, or with unresolved drift are skipped and reported. Indexes change
+nothing about writes: the fenced door always merges with ``use_index(False)``.
+
+Version cleanup deletes, per (table, Lance branch), only versions older than the cutoff that no
+one may still read: every version pinned by any ``__manifest`` version of any live graph branch
+(current pins, lazy branches' inherited images, and every commit reachable from a branch head),
+every Lance fork point and each Lance branch's first version, every version an armed recovery
+intent records, the caller's extra pins (migration sidecars), and every version at or above the
+highest pin on that Lance branch (unadopted out-of-band commits and commits in flight). It asks
+Lance to delete exactly that list (``cleanup_old_versions(versions=...)``). ``__manifest`` itself
+is never cleaned: its versions are the commit history. Lance branches no graph branch pins are
+left alone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from engine import drift, intents
+from engine.graph import Graph
+from engine.lance_io import latest_version, list_branches, open_dataset
+from engine.errors import BadRequest
+from engine.manifest import Manifest, TableEntry, lance_branch_name
+from engine.storage import GraphStore
+from engine.table_store import CommitConflict
+
+ImageRef = tuple[str, str | None, int]
+"""(table path, Lance branch or None for main, version)."""
+
+
+class Progress(Protocol):
+    def start(self, label: str, total: int) -> None: ...
+
+    def advance(self, amount: int = 1) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+@dataclass
+class OptimizeReport:
+    """What ``optimize`` did (or, with ``dry_run``, would do), in table-key / path order."""
+
+    branch: str
+    dry_run: bool
+    tables: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    cleanup: list[dict[str, Any]] = field(default_factory=list)
+    manifest_version: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "branch": self.branch,
+            "dry_run": self.dry_run,
+            "tables": self.tables,
+            "skipped": self.skipped,
+            "cleanup": self.cleanup,
+            "manifest_version": self.manifest_version,
+        }
+
+
+def _owned_tables(graph: Graph, branch: str, report: OptimizeReport) -> list[tuple[str, TableEntry]]:
+    """Tables ``branch`` owns whose HEAD is at its pin; the rest go to ``report.skipped``."""
+    own = lance_branch_name(branch)
+    busy = {(t.table_path, t.target_branch) for i in intents.list_intents(graph.store) for t in i.tables}
+    drifted = {r.table_key: r for r in drift.out_of_band(graph.store, graph.manifest, branch)}
+    ready = []
+    for table_key, entry in graph.manifest.snapshot(branch).tables.items():
+        if entry.table_branch != own:
+            report.skipped.append({"table_key": table_key, "reason": f"inherited from table branch {entry.table_branch or 'main'}; optimize the branch that owns it"})
+        elif (entry.table_path, own) in busy:
+            report.skipped.append({"table_key": table_key, "reason": "a commit is in flight on it"})
+        elif table_key in drifted:
+            command = drift.commands_for(graph.store.uri, drifted[table_key])["show"]
+            report.skipped.append({"table_key": table_key, "reason": f"out-of-band commits are not resolved; see `{command}`"})
+        else:
+            ready.append((table_key, entry))
+    return ready
+
+
+def _rewrite(graph: Graph, entry: TableEntry, compact: bool, index_column: str | None, dry_run: bool) -> dict[str, Any] | None:
+    dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+    fragments = len(dataset.get_fragments())
+    actions = []
+    if compact and fragments > 1:
+        actions.append("compact")
+    if index_column is not None and index_column in dataset.schema.names:
+        actions.append(f"index {index_column}")
+    if not actions:
+        return None
+    if not dry_run:
+        if "compact" in actions:
+            dataset.optimize.compact_files()
+        if index_column is not None and f"index {index_column}" in actions:
+            open_dataset(graph.store, entry.table_path, entry.table_branch).create_scalar_index(index_column, "BTREE", replace=True)
+    return {"table_key": entry.table_key, "actions": actions, "fragments_before": fragments}
+
+
+def optimize(
+    graph: Graph,
+    branch: str,
+    *,
+    compact: bool,
+    index_column: str | None,
+    cleanup_older_than: dt.timedelta | None,
+    dry_run: bool,
+    actor: str,
+    progress: Progress,
+    extra_pins: Iterable[ImageRef] = (),
+) -> OptimizeReport:
+    """Run the requested maintenance on ``graph`` (see the module docstring)."""
+    graph.manifest.require_branch(branch)
+    if index_column is not None and not any(
+        index_column in graph.catalog.table(key).arrow_schema(with_pk=False).names for key in graph.catalog.table_keys()
+    ):
+        raise BadRequest(f"no table of the schema has a column {index_column!r} to index", {"column": index_column})
+    report = OptimizeReport(branch, dry_run)
+    if compact or index_column is not None:
+        ready = _owned_tables(graph, branch, report)
+        progress.start("optimizing tables", len(ready))
+        for _, entry in ready:
+            done = _rewrite(graph, entry, compact, index_column, dry_run)
+            if done is not None:
+                report.tables.append(done)
+            progress.advance()
+        progress.finish()
+        if report.tables and not dry_run:
+            report.manifest_version = _publish(graph, branch, [t["table_key"] for t in report.tables], actor)
+    if cleanup_older_than is not None:
+        report.cleanup = cleanup(graph, cleanup_older_than, dry_run=dry_run, progress=progress, extra_pins=extra_pins)
+    return report
+
+
+def _publish(graph: Graph, branch: str, table_keys: list[str], actor: str) -> int | None:
+    """Publish the optimized tables in one graph commit; a concurrent writer that adopted them
+    first is fine (they are then pinned already)."""
+    store, manifest = graph.store, graph.manifest
+    reports = drift.out_of_band(store, manifest, branch, table_keys)
+    drifted = [r for r in reports if r.verdict == "drift"]
+    if drifted:
+        raise drift.drift_error(store.uri, drifted)
+    if not reports:
+        return None
+    try:
+        return drift.adopt(store, manifest, branch, reports, actor=actor, require_fencing=graph.profile.router.with_pk, verb="optimized")
+    except CommitConflict:
+        drift.settle(store, manifest, branch, actor=actor, require_fencing=graph.profile.router.with_pk, table_keys=table_keys)
+        return int(manifest.dataset(branch).version)
+
+
+def protected_images(store: GraphStore, manifest: Manifest, extra_pins: Iterable[ImageRef] = ()) -> set[ImageRef]:
+    """Every table version someone may still read (see the module docstring), fork points aside."""
+    protected: set[ImageRef] = set(extra_pins)
+    refs = []
+    for branch in manifest.branches():
+        versions = manifest.head_versions(branch) + [int(manifest.dataset(branch).version)]
+        refs += [(branch, version) for version in sorted(set(versions))]
+    with ThreadPoolExecutor(max_workers=drift.HEAD_READERS) as pool:
+        snapshots = list(pool.map(lambda ref: manifest.snapshot(*ref), refs))
+    for snapshot in snapshots:
+        for entry in snapshot.tables.values():
+            protected.add((entry.table_path, entry.table_branch, entry.table_version))
+    for intent in intents.list_intents(store):
+        for table in intent.tables:
+            protected.add((table.table_path, table.branch_before, table.version_before))
+    return protected
+
+
+def _version_times(store: GraphStore, path: str, branch: str | None) -> list[tuple[int, dt.datetime]]:
+    dataset = open_dataset(store, path, branch)
+    return sorted((int(v["version"]), v["timestamp"]) for v in dataset.versions())
+
+
+def cleanup(
+    graph: Graph,
+    older_than: dt.timedelta,
+    *,
+    dry_run: bool,
+    progress: Progress,
+    extra_pins: Iterable[ImageRef] = (),
+) -> list[dict[str, Any]]:
+    """Delete unprotected table versions older than ``older_than``; one entry per (path, branch)."""
+    store = graph.store
+    protected = protected_images(store, graph.manifest, extra_pins)
+    highest: dict[tuple[str, str | None], int] = {}
+    for path, branch, version in protected:
+        highest[(path, branch)] = max(highest.get((path, branch), 0), version)
+    for path in sorted({path for path, _ in highest}):
+        for fork in list_branches(open_dataset(store, path)).values():
+            protected.add((path, fork.parent_branch, fork.parent_version))
+            protected.add((path, fork.name, fork.parent_version))
+    cutoff = dt.datetime.now() - older_than
+    results = []
+    targets = sorted(highest.items(), key=lambda item: (item[0][0], item[0][1] or ""))
+    progress.start("cleaning up versions", len(targets))
+    for (path, branch), top in targets:
+        times = _version_times(store, path, branch)
+        head = latest_version(store, path, branch)
+        doomed = [
+            version
+            for version, stamp in times
+            if version < top and version != head and stamp < cutoff and (path, branch, version) not in protected
+        ]
+        kept = [version for version, _ in times if version not in doomed]
+        if doomed and not dry_run:
+            open_dataset(store, path, branch).cleanup_old_versions(versions=doomed)
+        results.append({"table_path": path, "table_branch": branch, "deleted_versions": doomed, "kept_versions": kept})
+        progress.advance()
+    progress.finish()
+    return results

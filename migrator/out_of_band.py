@@ -1,0 +1,50 @@
+"""Out-of-band table commits on a graph about to be migrated.
+
+A format-4 graph gets routine Lance maintenance too (an index, a compaction). Before anything is
+claimed, :func:`out_of_band_reports` classifies every table HEAD past its pin on every live
+branch (:mod:`engine.drift`): preflight reports them, and row-changing drift refuses the
+migration (``table_drift``, naming the ``omnigraph drift`` commands that resolve it). Under the
+claim and the barrier, before the plan pins any image, :func:`adopt_before_plan` re-pins the
+HEADs that change no row with a recorded graph commit, so the units pin them; drift that
+appeared after the check stops the run (the unit drift checks stop it later too).
+"""
+
+from __future__ import annotations
+
+from engine import drift
+from engine.manifest import Manifest
+from engine.storage import GraphStore
+from migrator.errors import DriftDetected
+
+
+def out_of_band_reports(store: GraphStore, manifest: Manifest) -> list[drift.TableDriftReport]:
+    """Every owned table past its pin, on every live branch (main first, then by name)."""
+    reports: list[drift.TableDriftReport] = []
+    for branch in manifest.branches():
+        reports += drift.out_of_band(store, manifest, branch)
+    return reports
+
+
+def refuse_row_drift(store: GraphStore, reports: list[drift.TableDriftReport]) -> None:
+    """``table_drift`` (nothing claimed, nothing written) if any report changes rows."""
+    drifted = [r for r in reports if r.verdict == "drift"]
+    if drifted:
+        raise drift.drift_error(store.uri, drifted)
+
+
+def adopt_before_plan(store: GraphStore, manifest: Manifest, migration_id: str, token: str) -> list[drift.TableDriftReport]:
+    """Adopt every change-no-row HEAD on every branch under the claim; returns what was adopted."""
+    adopted: list[drift.TableDriftReport] = []
+    for branch in manifest.branches():
+        done, drifted = drift.settle(store, manifest, branch, actor=f"omnigraph-migrate {migration_id}", require_fencing=False)
+        adopted += done
+        if drifted:
+            first = drifted[0]
+            raise DriftDetected(
+                f"{first.describe()}, which changes rows, appeared after the migration started; the "
+                f"stamp will not be written. Stop every writer, `omnigraph-migrate abort {store.uri} "
+                f"--token {token}`, then resolve it with `{drift.commands_for(store.uri, first)['adopt']}` "
+                f"or `{drift.commands_for(store.uri, first)['revert']}` and run the migration again.",
+                {"drifted": [r.to_json() for r in drifted], "migration_id": migration_id},
+            )
+    return adopted
