@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from cli.claim import claim_group
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine.errors import EXIT_VALIDATION_FAILED, OmnigraphError, ValidationFailed
 from engine.storage import copy_root, open_store
@@ -264,13 +265,15 @@ def playbook_group() -> None:
 @click.argument("playbook_file")
 @click.argument("graph")
 @click.option("--yes", is_flag=True, help="Do not ask before acting (CI); confirmations count as given.")
+@click.option("--holder-dead", is_flag=True,
+              help="The operator has checked the claim's holder process is gone (--yes never answers that).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), help="Write a JSON report.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML.")
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Set a playbook variable (repeatable).")
 @json_option
 @reports_errors
 def playbook_run_command(
-    playbook_file: str, graph: str, yes: bool, report_path: Path | None, junit_path: Path | None,
+    playbook_file: str, graph: str, yes: bool, holder_dead: bool, report_path: Path | None, junit_path: Path | None,
     variables: tuple[str, ...], as_json: bool,
 ) -> None:
     """Run PLAYBOOK_FILE (a path or a bundled name) against GRAPH, step by step."""
@@ -286,10 +289,17 @@ def playbook_run_command(
             return True
         return click.confirm(question, default=False, err=True)
 
+    def ask_holder_dead(question: str) -> bool | None:
+        if holder_dead:
+            return True
+        if yes:
+            return None
+        return click.confirm(question, default=False, err=True)
+
     try:
         playbook, _ = load_playbook(playbook_file)
         report = run_playbook(
-            playbook, playbook_file, graph, user=actor_name(), overrides=overrides, ask=ask,
+            playbook, playbook_file, graph, user=actor_name(), overrides=overrides, ask=ask, holder_dead=ask_holder_dead,
             progress=_progress(as_json), say=say,
         )
     except OmnigraphError as refused:
@@ -311,6 +321,9 @@ def playbook_run_command(
         echo_result(f"playbook {playbook.name}: {verdict} ({len(report.steps)}/{len(planned)} steps run)")
     if not report.ok:
         raise SystemExit(report.exit_code)
+
+
+cli.add_command(claim_group)
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import engine
-from claims import acquire, inspect, release
+from claims import acquire, inspect, read_break, release
 from engine import intents
 from engine.errors import (
     ClaimHeld,
@@ -60,6 +60,7 @@ from ledger import (
     DriftDetected as DriftRecord,
 )
 from migrator import sidecar as sidecars
+from migrator.claim_ops import refuse_live_holder
 from migrator.context import Migration
 from migrator.errors import DriftDetected
 from migrator.inventory import inventory, validate_images
@@ -383,12 +384,35 @@ def resume_migration(uri: str, token: str, owner: str, progress: Progress) -> Mi
     return _continue(m)
 
 
+def _abortable_migration(uri: str, token: str) -> tuple[Migration, bool]:
+    """The migration ``abort --token`` acts on, and whether its claim was broken.
+
+    Normally the claim carries ``token`` and its holder is not alive on this host. A claim broken
+    with ``token`` (``claim break``) also qualifies while the barrier still names its migration,
+    so the barrier a dead holder left can be lowered."""
+    store = open_store(uri)
+    if inspect(store, CLAIM_PATH) is None:
+        record = read_break(store, CLAIM_PATH, token)
+        stamp, migration_id = Manifest(store).read_stamp()
+        if record is not None and stamp == FORMAT_MIGRATING and migration_id == record.claim.migration_id:
+            ledger = Ledger(store, ledger_dir(record.claim.migration_id))
+            return Migration(store, Manifest(store), ledger, record.claim.migration_id, token, SilentProgress()), True
+    m = held_migration(uri, token, SilentProgress())
+    holder = inspect(m.store, CLAIM_PATH)
+    if holder is not None:
+        refuse_live_holder(holder, "abort the migration")
+    return m, False
+
+
 def abort_migration(uri: str, token: str, reason: str) -> dict[str, Any]:
     """Put stamp 4 back and release the claim (before stamp 5 only); PKs and forks stay.
 
+    Refused while the claim's holder is a live process on this host. A claim already broken
+    with ``token`` is accepted while its migration still holds the barrier (nothing to release).
+
     Idempotent: an abort interrupted after its ledger records is finished by running it again
     (a resume of an aborted migration is refused and says so)."""
-    m = held_migration(uri, token, SilentProgress())
+    m, broken = _abortable_migration(uri, token)
     state = m.ledger.replay().state
     stamp, _ = m.manifest.read_stamp()
     if stamp == FORMAT_5:
@@ -404,8 +428,9 @@ def abort_migration(uri: str, token: str, reason: str) -> dict[str, Any]:
     leftovers = sidecars.remaining(m.store, m.migration_id)
     for unit_id in leftovers:
         sidecars.delete(m.store, m.migration_id, unit_id)
-    if not state.claim_released:
+    if not state.claim_released and not broken:
         m.record(ClaimReleased)
     failpoint("abort.before_release")
-    release(m.store, CLAIM_PATH, token)
+    if not broken:
+        release(m.store, CLAIM_PATH, token)
     return {"migration_id": m.migration_id, "stamp": FORMAT_4, "sidecars_removed": leftovers}

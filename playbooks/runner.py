@@ -153,6 +153,7 @@ def run_playbook(
     user: str,
     overrides: dict[str, str],
     ask: Callable[[str], bool],
+    holder_dead: Callable[[str], bool | None],
     progress: Progress,
     say: Callable[[str], None],
 ) -> RunReport:
@@ -160,7 +161,7 @@ def run_playbook(
     variables = _variables(playbook, open_store(graph).uri, user, overrides)
     report = RunReport(playbook.name, variables["graph"], variables["run_id"], time.time())
     recorder = _LedgerRecorder(playbook.name)
-    context = StepContext(variables, playbook_path, ask, progress, say)
+    context = StepContext(variables, playbook_path, ask, progress, say, holder_dead)
     total = len(playbook.steps)
     for number, step in enumerate(playbook.steps, start=1):
         say(f"\n[{number}/{total}] {step.title}")
