@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from cli.claim import claim_group
+from cli.refence import refence_command
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine.errors import EXIT_VALIDATION_FAILED, OmnigraphError, ValidationFailed
 from engine.storage import copy_root, open_store
@@ -324,6 +325,7 @@ def playbook_run_command(
 
 
 cli.add_command(claim_group)
+cli.add_command(refence_command)
 
 
 def main() -> None:

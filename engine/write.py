@@ -37,7 +37,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from engine import intents, recovery, table_store
+from engine import intents, recovery, table_store, writer_audit
 from engine.errors import BadRequest, ReadSetConflict, RecoveryRequired
 from engine.failpoints import failpoint
 from engine.graph import Graph
@@ -52,6 +52,7 @@ from engine.manifest import (
     with_version,
 )
 from engine.schema.ids import new_ulid
+from engine.stamps import FORMAT_4, FORMAT_5
 from engine.table_store import CommitConflict, ExistingKeys
 
 WriteKind = Literal["insert", "upsert", "overwrite", "repair"]
@@ -117,6 +118,7 @@ def commit(graph: Graph, branch: str, prepare: Prepare, *, message: str, actor: 
 
 def _attempt(graph: Graph, branch: str, prepare: Prepare, message: str, actor: str) -> CommitResult | None:
     snapshot = graph.manifest.snapshot(branch)
+    _refuse_foreign_base(graph, snapshot)
     writes = sorted(prepare(snapshot), key=lambda w: w.table_key)
     if not writes:
         return None
@@ -144,6 +146,15 @@ def _attempt(graph: Graph, branch: str, prepare: Prepare, message: str, actor: s
     failpoint("write.after_publish")
     intents.disarm(graph.store, operation_id)
     return published
+
+
+def _refuse_foreign_base(graph: Graph, snapshot: BranchSnapshot) -> None:
+    """A stamp-5 commit never builds on a head a format-4 writer published after the stamp."""
+    if graph.stamp != FORMAT_5 or snapshot.head.writer_format != FORMAT_4:
+        return
+    foreign = writer_audit.foreign_head(snapshot, graph.manifest.read_fenced_heads())
+    if foreign is not None:
+        raise writer_audit.foreign_refusal(graph.store.uri, [foreign])
 
 
 def _require_pinned_heads(graph: Graph, snapshot: BranchSnapshot, writes: list[TableWrite], target: str | None) -> None:
@@ -255,13 +266,17 @@ def _apply_effects(
 def _publish(
     graph: Graph, snapshot: BranchSnapshot, entries: list[TableEntry], operation_id: str, message: str, actor: str
 ) -> CommitResult:
-    head = HeadEntry(operation_id, (snapshot.head.commit_id,), actor, message, now_ms())
+    head = HeadEntry(
+        operation_id, (snapshot.head.commit_id,), actor, message, now_ms(),
+        writer_program=graph.profile.program, writer_format=graph.profile.init_stamp,
+    )
     base = snapshot
     for _ in range(PUBLISH_ATTEMPTS):
         try:
             version = graph.manifest.publish(base, entries, head)
         except CommitConflict:
             base = graph.manifest.snapshot(snapshot.branch)
+            _refuse_foreign_base(graph, base)
             entries = [_rebase_entry(graph, ours, base, operation_id) for ours in entries]
             head = replace(head, parents=(base.head.commit_id,))
             continue

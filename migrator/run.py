@@ -1,4 +1,4 @@
-"""``run``, ``resume`` and ``abort``: the migration protocol of DESIGN section 7.
+"""``run``, ``resume``, ``abort`` and ``refence``: the migration protocol of DESIGN section 7.
 
 ``run``: on a graph already at stamp 5 with no claim held and ``verify`` passing, nothing to do
 (:class:`UpToDate`, exit 0, nothing written: re-running the upgrade is safe). Otherwise
@@ -13,8 +13,8 @@ claim; installed PKs and migration forks stay (roll-forward only).
 
 Failpoints: ``migrate.after_claim``, ``migrate.after_barrier``, ``migrate.after_plan``,
 ``migrate.after_image_records``, ``migrate.after_validate``, ``migrate.after_units``, ``migrate.before_stamp``, ``migrate.after_stamp``,
-``migrate.before_release``, ``migrate.after_release``, ``abort.before_release`` and the unit
-failpoints.
+``migrate.before_release``, ``migrate.after_release``, ``abort.before_release``,
+``refence.after_barrier`` and the unit failpoints.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import engine
 from claims import acquire, inspect, read_break, release
-from engine import intents
+from engine import intents, recovery
 from engine.errors import (
     ClaimHeld,
     FormatRefused,
@@ -40,6 +40,7 @@ from engine.manifest import Manifest
 from engine.schema.ids import new_ulid
 from engine.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 from engine.storage import GraphStore, open_store
+from engine.writer_audit import readiness_problems
 from ledger import (
     Aborted,
     BarrierSet,
@@ -187,6 +188,64 @@ def run_migration(uri: str, owner: str, progress: Progress) -> MigrationOutcome 
     return _continue(m)
 
 
+def refence_migration(uri: str, owner: str, progress: Progress) -> MigrationOutcome:
+    """Fence again a stamp-5 graph that a format-4 writer published to after the stamp.
+
+    Needs stamp 5 and a readiness problem (:func:`engine.writer_audit.readiness_problems`: a
+    format-4 head after the stamp, or a pinned image without PK ``[id]``), no claim and no commit
+    in flight by a live process on this host. It then runs the whole migration protocol again
+    under a new claim: barrier (stamp ``migrating``, ``barrier_set`` with previous format 5),
+    interrupted commits of dead writers resolved, plan, validation of every image (a duplicate
+    the old writer let in stops it at ``validation_failed``, repaired like any other), PK
+    installed where missing, verify, and stamp 5 recording the current heads as fenced. A crash
+    is resumed with ``resume --token``; ``abort --token`` puts stamp 4 back, as for any migration.
+    """
+    store = open_store(uri)
+    manifest = Manifest(store)
+    if not manifest.exists():
+        raise NotFound(f"no graph at {store.uri}")
+    stamp, _ = manifest.read_stamp()
+    if stamp != FORMAT_5:
+        raise FormatRefused(
+            f"refence fences a stamp-5 graph again; {store.uri} is at stamp {stamp} "
+            f"(see `omnigraph-migrate status {store.uri}`)",
+            {"stamp": stamp},
+        )
+    problems = readiness_problems(store, manifest)
+    if not problems:
+        raise PreconditionFailed(
+            f"{store.uri} has no format-4 commit after its stamp and every pinned table has PK [id]: "
+            f"nothing to fence again (`omnigraph-migrate verify {store.uri}` checks the rest)",
+            {"expected": "a graph that needs fencing again", "actual": "fenced"},
+        )
+    holder = inspect(store, CLAIM_PATH)
+    if holder is not None:
+        raise ClaimHeld(
+            f"a migration claim exists on {store.uri}: {holder.owner} on {holder.host} (pid {holder.pid}), "
+            f"migration {holder.migration_id}; inspect it with `omnigraph-migrate status {store.uri}`",
+            {"holder": holder.model_dump(mode="json"), "path": CLAIM_PATH},
+        )
+    live = [i for i in intents.list_intents(store) if intents.owner_is_alive(i)]
+    if live:
+        raise RecoveryRequired(
+            live[0].operation_id,
+            f"{live[0].program} (pid {live[0].pid}) is committing to {store.uri} on this host; stop it, "
+            f"then run `omnigraph-migrate refence {store.uri} --owner {owner}` again",
+        )
+    migration_id = new_ulid()
+    claim = acquire(store, CLAIM_PATH, operation=CLAIM_OPERATION, migration_id=migration_id, owner=owner)
+    m = Migration(store, manifest, Ledger(store, ledger_dir(migration_id)), migration_id, claim.token, progress)
+    m.record(
+        MigrationStarted, owner=owner, host=socket.gethostname(), pid=os.getpid(),
+        tool_version=engine.__version__, graph_uri=store.uri,
+    )
+    manifest.write_stamp(FORMAT_MIGRATING, migration_id)
+    m.record(BarrierSet, previous_format=FORMAT_5)
+    failpoint("refence.after_barrier")
+    recovery.resolve_intents(store, manifest)
+    return _continue(m)
+
+
 def _raise_barrier(m: Migration) -> None:
     stamp, _ = m.manifest.read_stamp()
     if stamp == FORMAT_4:
@@ -314,10 +373,15 @@ def _verify_then_stamp(m: Migration) -> None:
             {"problems": problems, "migration_id": m.migration_id},
         )
     failpoint("migrate.before_stamp")
-    m.manifest.write_stamp(FORMAT_5, None)
+    m.manifest.write_stamp(FORMAT_5, None, current_heads(m.manifest))
     m.record(StampWritten, format=FORMAT_5)
     failpoint("migrate.after_stamp")
     _release(m)
+
+
+def current_heads(manifest: Manifest) -> dict[str, str]:
+    """Every live branch's head commit id: what stamp 5 records as its fenced heads."""
+    return {branch: manifest.snapshot(branch).head.commit_id for branch in manifest.branches()}
 
 
 def _release(m: Migration) -> None:
