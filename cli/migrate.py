@@ -27,6 +27,7 @@ from migrator.inventory import inventory_lines
 from cli.progress import StderrProgress
 from migrator.progress import Progress, SilentProgress
 from migrator.run import UpToDate, abort_migration, resume_migration, run_migration
+from playbooks.journal import default_journal_root
 from playbooks.model import load_playbook
 from playbooks.report import refusal_documents, write_json, write_junit
 from playbooks.runner import run_playbook
@@ -270,12 +271,15 @@ def playbook_group() -> None:
               help="The operator has checked the claim's holder process is gone (--yes never answers that).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), help="Write a JSON report.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML.")
+@click.option("--journal", "journal_root", metavar="ROOT",
+              help="Directory or s3:// prefix for the run's step journal [default: $OMNIGRAPH_STATE_DIR/playbook-runs, "
+                   "else ~/.local/state/omnigraph/playbook-runs].")
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Set a playbook variable (repeatable).")
 @json_option
 @reports_errors
 def playbook_run_command(
     playbook_file: str, graph: str, yes: bool, holder_dead: bool, report_path: Path | None, junit_path: Path | None,
-    variables: tuple[str, ...], as_json: bool,
+    journal_root: str | None, variables: tuple[str, ...], as_json: bool,
 ) -> None:
     """Run PLAYBOOK_FILE (a path or a bundled name) against GRAPH, step by step."""
     overrides = {}
@@ -300,7 +304,8 @@ def playbook_run_command(
     try:
         playbook, _ = load_playbook(playbook_file)
         report = run_playbook(
-            playbook, playbook_file, graph, user=actor_name(), overrides=overrides, ask=ask, holder_dead=ask_holder_dead,
+            playbook, playbook_file, graph, user=actor_name(), overrides=overrides,
+            journal_root=journal_root or default_journal_root(), ask=ask, holder_dead=ask_holder_dead,
             progress=_progress(as_json), say=say,
         )
     except OmnigraphError as refused:

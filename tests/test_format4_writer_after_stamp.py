@@ -119,3 +119,25 @@ def _pk_of(uri: str, table_key: str) -> list[str]:
     store = open_store(uri)
     entry = Manifest(store).snapshot("main").tables[table_key]
     return primary_key(open_dataset(store, entry.table_path, entry.table_branch, entry.table_version).schema)
+
+
+def test_a_manifest_without_writer_columns_stays_readable_and_writable(tmp_path: Path) -> None:
+    """Graphs whose ``__manifest`` predates the writer columns: writer unknown, never flagged."""
+    import lance
+
+    from engine.manifest import FORMAT_KEY, MANIFEST_DIR
+
+    uri = new_root("local", tmp_path)
+    assert invoke(OMNIGRAPH, "init", "--schema", str(Path(__file__).resolve().parents[1] / "examples" / "social.pg"), uri).returncode == 0
+    store = open_store(uri)
+    current = Manifest(store).dataset()
+    old_layout = current.to_table().drop_columns(["writer_program", "writer_format"])
+    schema = old_layout.schema.with_metadata({FORMAT_KEY: "5"})
+    lance.write_dataset(old_layout.cast(schema), store.dataset_uri(MANIFEST_DIR), schema=schema, mode="overwrite")
+    assert "writer_program" not in Manifest(store).dataset().schema.names
+
+    data = _write(tmp_path, "one.jsonl", {"type": "Company", "data": {"name": "Initech"}})
+    assert invoke(OMNIGRAPH, "load", "--mode", "append", "--data", str(data), uri).returncode == 0
+    head = Manifest(store).snapshot("main").head
+    assert (head.message, head.writer_program, head.writer_format) == ("load --mode append", None, None)
+    assert readiness_problems(store, Manifest(store)) == []
