@@ -15,15 +15,16 @@ import re
 import shlex
 from pathlib import Path
 
+import lance
 from click.testing import CliRunner
 
 from cli.migrate import cli as migrate_cli
 from engine.lance_io import open_dataset, primary_key
-from engine.manifest import Manifest
+from engine.manifest import FORMAT_KEY, MANIFEST_DIR, Manifest
 from engine.storage import open_store
 from engine.writer_audit import readiness_problems
 from tests.conftest import new_root
-from tests.graph_helpers import OMNIGRAPH, Cli, invoke
+from tests.graph_helpers import OMNIGRAPH, SCHEMA_PATH, Cli, invoke
 from tests.migration_fixtures import build_fixture
 from tests.paused_process import pause_at
 
@@ -123,12 +124,8 @@ def _pk_of(uri: str, table_key: str) -> list[str]:
 
 def test_a_manifest_without_writer_columns_stays_readable_and_writable(tmp_path: Path) -> None:
     """Graphs whose ``__manifest`` predates the writer columns: writer unknown, never flagged."""
-    import lance
-
-    from engine.manifest import FORMAT_KEY, MANIFEST_DIR
-
     uri = new_root("local", tmp_path)
-    assert invoke(OMNIGRAPH, "init", "--schema", str(Path(__file__).resolve().parents[1] / "examples" / "social.pg"), uri).returncode == 0
+    assert invoke(OMNIGRAPH, "init", "--schema", str(SCHEMA_PATH), uri).returncode == 0
     store = open_store(uri)
     current = Manifest(store).dataset()
     old_layout = current.to_table().drop_columns(["writer_program", "writer_format"])
