@@ -414,7 +414,11 @@ def held_migration(uri: str, token: str, progress: Progress) -> Migration:
 
 
 def resume_migration(uri: str, token: str, owner: str, progress: Progress) -> MigrationOutcome:
-    """Continue the migration whose claim carries ``token`` from its ledger."""
+    """Continue the migration whose claim carries ``token`` from its ledger.
+
+    A claim broken with ``token`` is not resumed (its holder's claim is gone for good): the
+    refusal names ``abort --token``, which lowers the barrier it left."""
+    _refuse_broken(uri, token)
     m = held_migration(uri, token, progress)
     try:
         state = m.ledger.replay().state
@@ -466,6 +470,21 @@ def _abortable_migration(uri: str, token: str) -> tuple[Migration, bool]:
     if holder is not None:
         refuse_live_holder(holder, "abort the migration")
     return m, False
+
+
+def _refuse_broken(uri: str, token: str) -> None:
+    store = open_store(uri)
+    if inspect(store, CLAIM_PATH) is not None:
+        return
+    record = read_break(store, CLAIM_PATH, token)
+    if record is not None:
+        raise PreconditionFailed(
+            f"the claim of migration {record.claim.migration_id} was broken by {record.breaker} "
+            f"({record.reason}); a broken migration is not resumed. "
+            f"`omnigraph-migrate abort {store.uri} --token {token}` lowers the barrier it left, then run "
+            "the migration again",
+            {"expected": "a held claim", "actual": "broken", "migration_id": record.claim.migration_id},
+        )
 
 
 def abort_migration(uri: str, token: str, reason: str) -> dict[str, Any]:

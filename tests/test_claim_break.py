@@ -91,6 +91,9 @@ def test_break_and_abort_refuse_a_live_holder_then_break_abort_and_rerun(tmp_pat
 
     named = re.search(r"`(omnigraph-migrate abort [^`]+)`", broken.stderr)
     assert named is not None, broken.stderr
+    resumed = migrate("resume", uri, "--token", token, "--json")
+    assert resumed.returncode == 1 and resumed.json()["error"]["code"] == "precondition_failed"
+    assert f"`{named.group(1)}`" in resumed.json()["error"]["message"]  # resume names the same way out
     lowered = run_named(named.group(1))
     assert lowered.returncode == 0, lowered.describe()
     assert stamp(uri) == "4" and inspect(store, CLAIM_PATH) is None
