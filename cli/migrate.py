@@ -18,6 +18,7 @@ import click
 
 from cli.claim import claim_group
 from cli.refence import refence_command
+from cli.fleet_options import ignore_fleet_option, report_fleet
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine.errors import EXIT_VALIDATION_FAILED, OmnigraphError, ValidationFailed
 from engine.storage import copy_root, open_store
@@ -65,12 +66,14 @@ def cli() -> None:
 @cli.command("preflight")
 @click.argument("graph")
 @click.option("--validate", is_flag=True, help="Also scan every pinned image for duplicate or null ids.")
+@ignore_fleet_option
 @json_option
 @reports_errors
 @_inventory_on_stdout
-def preflight_command(graph: str, validate: bool, as_json: bool) -> None:
-    """Read-only readiness check: stamp 4, no pending writes, no claim, every unit listed."""
-    document = inspection.preflight(graph, validate, _progress(as_json))
+def preflight_command(graph: str, validate: bool, ignore_fleet: bool, as_json: bool) -> None:
+    """Read-only readiness check: stamp 4, no pending writes, no claim, no live registered writer,
+    every unit listed."""
+    document = inspection.preflight(graph, validate, _progress(as_json), ignore_fleet)
     if as_json:
         emit_json(document)
         return
@@ -80,6 +83,7 @@ def preflight_command(graph: str, validate: bool, as_json: bool) -> None:
         f"{len(document['units'])} unit(s) ({inherited} inherited), {document['images']} distinct image(s)"
         + ("; no duplicate or null ids" if validate else "; add --validate to scan ids")
     )
+    report_fleet(document["fleet"])
     say(f"next: stop every server, CLI and embedded writer, then `omnigraph-migrate run {document['graph']} --owner NAME`")
 
 
@@ -101,15 +105,16 @@ def plan_command(graph: str, as_json: bool) -> None:
 @cli.command("run")
 @click.argument("graph")
 @click.option("--owner", required=True, help="Who runs the migration (recorded in the claim and ledger).")
+@ignore_fleet_option
 @json_option
 @reports_errors
 @_inventory_on_stdout
-def run_command(graph: str, owner: str, as_json: bool) -> None:
+def run_command(graph: str, owner: str, ignore_fleet: bool, as_json: bool) -> None:
     """Migrate every branch of GRAPH to format 5 (needs every writer stopped).
 
     On a graph already at format 5 (no claim held, verify passes) it does nothing and exits 0.
     """
-    outcome = run_migration(graph, owner, _progress(as_json))
+    outcome = run_migration(graph, owner, _progress(as_json), ignore_fleet)
     if as_json:
         emit_json(outcome.to_json())
         return

@@ -10,6 +10,7 @@ from engine.errors import NotFound, ValidationFailed
 from engine.manifest import Manifest
 from engine.storage import GraphStore, open_store
 from ledger import Ledger, LedgerReplay, render_json
+from migrator.fleet_check import refuse_live_writers
 from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
 from migrator.plan import MigrationPlan, build_plan, is_inherited
@@ -47,12 +48,14 @@ def up_to_date(uri: str) -> UpToDate | None:
     return already_fenced(store, manifest)
 
 
-def preflight(uri: str, validate: bool, progress: Progress) -> dict[str, Any]:
-    """Stamp 4, no intents, no claim, every unit listed; with ``validate`` the full id scan."""
+def preflight(uri: str, validate: bool, progress: Progress, ignore_fleet: bool = False) -> dict[str, Any]:
+    """Stamp 4, no intents, no claim, no live registered writer (unless ``ignore_fleet``), every
+    unit listed; with ``validate`` the full id scan."""
     store, manifest = _open(uri)
     refuse_unless_stamp_4(store, manifest)
+    fleet = refuse_live_writers(store, ignore_fleet)
     plan = build_plan(manifest)
-    document: dict[str, Any] = {"graph": store.uri, "stamp": "4", "ready": True, **plan_document(plan)}
+    document: dict[str, Any] = {"graph": store.uri, "stamp": "4", "ready": True, "fleet": fleet, **plan_document(plan)}
     if validate:
         entries = inventory(plan, validate_images(store, plan, progress))
         document["inventory"] = [e.model_dump(mode="json") for e in entries]

@@ -64,6 +64,7 @@ from migrator import sidecar as sidecars
 from migrator.claim_ops import refuse_live_holder
 from migrator.context import Migration
 from migrator.errors import DriftDetected
+from migrator.fleet_check import refuse_live_writers
 from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_OPERATION, CLAIM_PATH, ledger_dir
 from migrator.plan import MigrationPlan, build_plan
@@ -163,8 +164,9 @@ def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
         )
 
 
-def run_migration(uri: str, owner: str, progress: Progress) -> MigrationOutcome | UpToDate:
-    """Migrate the format-4 graph at ``uri`` to format 5 (see the module docstring)."""
+def run_migration(uri: str, owner: str, progress: Progress, ignore_fleet: bool = False) -> MigrationOutcome | UpToDate:
+    """Migrate the format-4 graph at ``uri`` to format 5 (see the module docstring); refused while
+    a registered writer is live unless ``ignore_fleet`` (:mod:`migrator.fleet_check`)."""
     store = open_store(uri)
     manifest = Manifest(store)
     if not manifest.exists():
@@ -173,6 +175,7 @@ def run_migration(uri: str, owner: str, progress: Progress) -> MigrationOutcome 
     if up_to_date is not None:
         return up_to_date
     refuse_unless_stamp_4(store, manifest)
+    refuse_live_writers(store, ignore_fleet)
     migration_id = new_ulid()
     claim = acquire(store, CLAIM_PATH, operation=CLAIM_OPERATION, migration_id=migration_id, owner=owner)
     m = Migration(store, manifest, Ledger(store, ledger_dir(migration_id)), migration_id, claim.token, progress)

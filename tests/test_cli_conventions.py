@@ -30,7 +30,7 @@ from tests.conftest import new_root
 from tests.migration_fixtures import BIN, build_fixture
 
 PROJECT = Path(__file__).resolve().parents[1]
-LOWER_LAYERS = ("engine", "claims", "ledger", "migrator", "playbooks")
+LOWER_LAYERS = ("engine", "claims", "ledger", "migrator", "playbooks", "server")
 MIGRATE = str(BIN / "omnigraph-migrate")
 OMNIGRAPH = str(BIN / "omnigraph")
 PROGRESS_BAR = re.compile(r"\[[#-]{4,}\]")
@@ -190,3 +190,14 @@ def test_the_import_guard_sees_a_violation(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("import os\nfrom click import echo\nimport cli.support as s\n")
     assert [m for m in _imported_modules(sample) if m.split(".")[0] in ("cli", "click")] == ["click", "cli.support"]
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(migrated: str) -> None:
+    """`plan GRAPH | head` style: stdout closed before the result is written; no traceback."""
+    for program, args in [(MIGRATE, ["plan", migrated]), (OMNIGRAPH, ["commit", "list", migrated]), (OMNIGRAPH, ["export", migrated])]:
+        process = subprocess.Popen([program, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.close()
+        stderr = process.stderr.read()
+        assert process.wait(timeout=120) == 0, stderr
+        assert "Traceback" not in stderr and "error" not in stderr.lower(), stderr
