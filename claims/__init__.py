@@ -3,9 +3,10 @@
 See :mod:`claims.claim` for the contracts and for why there is no time-based takeover.
 """
 
-from claims.claim import acquire, break_, break_record_path, inspect, release
+from claims.claim import acquire, break_, break_record_path, inspect, read_break, release
 from claims.document import BreakRecord, ClaimDocument
 from claims.errors import ClaimCorrupt, validation_problem
+from claims.liveness import holder_alive_here
 from claims.fields import ClaimToken, UtcTimestamp, new_token, utc_timestamp
 from engine.canonical_json import canonical_json
 
@@ -19,7 +20,9 @@ __all__ = [
     "break_",
     "break_record_path",
     "canonical_json",
+    "holder_alive_here",
     "inspect",
+    "read_break",
     "new_token",
     "release",
     "utc_timestamp",

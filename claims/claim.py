@@ -128,6 +128,16 @@ def break_record_path(path: str, token: str) -> str:
     return f"{path}.broken/{token}.json"
 
 
+def read_break(store: GraphStore, path: str, token: str) -> BreakRecord | None:
+    """The record of a break of the claim at ``path`` that held ``token``, or None if never broken."""
+    record_path = break_record_path(path, token)
+    try:
+        store.read_bytes(record_path)
+    except FileNotFoundError:
+        return None
+    return _read_break_record(store, record_path)
+
+
 def _held_with(store: GraphStore, path: str, token: str, *, action: str) -> ClaimDocument:
     """The claim at ``path`` if it carries ``token``; ``PreconditionFailed`` otherwise."""
     holder = inspect(store, path)

@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+from cli.claim import claim_group
+from cli.refence import refence_command
 from cli.fleet_options import ignore_fleet_option, report_fleet
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine.errors import EXIT_VALIDATION_FAILED, OmnigraphError, ValidationFailed
@@ -26,6 +28,7 @@ from migrator.inventory import inventory_lines
 from cli.progress import StderrProgress
 from migrator.progress import Progress, SilentProgress
 from migrator.run import UpToDate, abort_migration, resume_migration, run_migration
+from playbooks.journal import default_journal_root
 from playbooks.model import load_playbook
 from playbooks.report import refusal_documents, write_json, write_junit
 from playbooks.runner import run_playbook
@@ -274,14 +277,19 @@ def playbook_group() -> None:
 @click.argument("playbook_file")
 @click.argument("graph")
 @click.option("--yes", is_flag=True, help="Do not ask before acting (CI); confirmations count as given.")
+@click.option("--holder-dead", is_flag=True,
+              help="The operator has checked the claim's holder process is gone (--yes never answers that).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), help="Write a JSON report.")
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML.")
+@click.option("--journal", "journal_root", metavar="ROOT",
+              help="Directory or s3:// prefix for the run's step journal [default: $OMNIGRAPH_STATE_DIR/playbook-runs, "
+                   "else ~/.local/state/omnigraph/playbook-runs].")
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Set a playbook variable (repeatable).")
 @json_option
 @reports_errors
 def playbook_run_command(
-    playbook_file: str, graph: str, yes: bool, report_path: Path | None, junit_path: Path | None,
-    variables: tuple[str, ...], as_json: bool,
+    playbook_file: str, graph: str, yes: bool, holder_dead: bool, report_path: Path | None, junit_path: Path | None,
+    journal_root: str | None, variables: tuple[str, ...], as_json: bool,
 ) -> None:
     """Run PLAYBOOK_FILE (a path or a bundled name) against GRAPH, step by step."""
     overrides = {}
@@ -296,10 +304,18 @@ def playbook_run_command(
             return True
         return click.confirm(question, default=False, err=True)
 
+    def ask_holder_dead(question: str) -> bool | None:
+        if holder_dead:
+            return True
+        if yes:
+            return None
+        return click.confirm(question, default=False, err=True)
+
     try:
         playbook, _ = load_playbook(playbook_file)
         report = run_playbook(
-            playbook, playbook_file, graph, user=actor_name(), overrides=overrides, ask=ask,
+            playbook, playbook_file, graph, user=actor_name(), overrides=overrides,
+            journal_root=journal_root or default_journal_root(), ask=ask, holder_dead=ask_holder_dead,
             progress=_progress(as_json), say=say,
         )
     except OmnigraphError as refused:
@@ -321,6 +337,10 @@ def playbook_run_command(
         echo_result(f"playbook {playbook.name}: {verdict} ({len(report.steps)}/{len(planned)} steps run)")
     if not report.ok:
         raise SystemExit(report.exit_code)
+
+
+cli.add_command(claim_group)
+cli.add_command(refence_command)
 
 
 def main() -> None:

@@ -2,8 +2,10 @@
 
 ``open_graph`` reads the stamp from ``__manifest`` main before anything else and applies the
 profile's rules: the format-5 engine writes only stamp ``5`` and reads ``4``/``migrating``/``5``;
-the format-4 writer reads and writes only ``4``. A read-write open resolves interrupted commits
-(:mod:`engine.recovery`) before returning.
+the format-4 writer reads and writes only ``4``. A read-write open at stamp ``5`` refuses
+(``format_refused``) a graph a format-4 writer published to after the stamp
+(:mod:`engine.writer_audit`), then resolves interrupted commits (:mod:`engine.recovery`) before
+returning. Failpoint ``open.after_stamp``: the stamp was checked, nothing else yet.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import getpass
 import os
 from dataclasses import dataclass, field
 
-from engine import drift, recovery
+from engine import drift, recovery, writer_audit
 from engine.errors import BadRequest, FormatRefused, NotFound
 from engine.failpoints import failpoint
 from engine.intents import RecoveryRecord
@@ -20,7 +22,7 @@ from engine.manifest import HeadEntry, Manifest, TableEntry, now_ms
 from engine.routing import EngineProfile
 from engine.schema import Catalog
 from engine.schema.ids import new_ulid
-from engine.stamps import FORMAT_MIGRATING, KNOWN_STAMPS
+from engine.stamps import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS
 from engine.storage import GraphStore, open_store
 
 SCHEMA_FILE = "_schema.pg"
@@ -105,6 +107,9 @@ def open_graph(uri: str, profile: EngineProfile, *, write: bool) -> Graph:
     stamp = _check_stamp(store, stamp_value, migration_id, profile, write)
     catalog = Catalog.from_source(store.read_bytes(SCHEMA_FILE).decode("utf-8"))
     graph = Graph(store, manifest, catalog, stamp, profile, write)
+    failpoint("open.after_stamp")
+    if write and stamp == FORMAT_5:
+        writer_audit.refuse_foreign_heads(store, manifest)
     if write:
         graph.recovered = recovery.resolve_intents(store, manifest)
         actor = os.environ.get("OMNIGRAPH_ACTOR") or default_actor()
@@ -144,6 +149,9 @@ def init_graph(uri: str, schema_source: str, profile: EngineProfile, actor: str 
         version = profile.router.create_table(store, path, schema)
         entries.append(TableEntry(table_key, path, None, version, 0))
     failpoint("init.before_manifest")
-    head = HeadEntry(new_ulid(), (), actor or default_actor(), "init", now_ms())
+    head = HeadEntry(
+        new_ulid(), (), actor or default_actor(), "init", now_ms(),
+        writer_program=profile.program, writer_format=profile.init_stamp,
+    )
     manifest.create(entries, head, profile.init_stamp)
     return Graph(store, manifest, catalog, profile.init_stamp, profile, True)

@@ -2,18 +2,23 @@
 
 ``__manifest`` is a Lance dataset keyed by ``object_id`` (its own unenforced PK in both
 formats, never rewritten). Graph branch B is Lance branch B of it. Each branch holds one head row
-(``object_id = "head"``: commit id, parents, actor, message, time) and one row per live table
+(``object_id = "head"``: commit id, parents, actor, message, time, and the program and format
+that wrote the commit; both null on graphs whose ``__manifest`` predates those columns: unknown)
+and one row per live table
 (``object_id = "table:<table_key>"``: path, pinned table branch and version, row count, and the
 migration marker). One graph commit is one Lance commit on that branch. Every content publish
 rewrites the head row, so two publishers from the same base conflict; a publish that touches only
 table rows (a migration publish) leaves the head alone.
 
 The format stamp is schema metadata ``omnigraph:format`` on ``__manifest`` main, read before
-any branch is opened.
+any branch is opened. Stamp ``5`` also carries ``omnigraph:fenced_heads``: the head commit id of
+every branch when the stamp was written (canonical JSON), so a head written later by a format-4
+writer can be told from one it wrote before the migration (:mod:`engine.writer_audit`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, replace
 
@@ -21,6 +26,7 @@ import lance
 import pyarrow as pa
 
 from engine import table_store
+from engine.canonical_json import canonical_json
 from engine.errors import FormatRefused, NotFound
 from engine.lance_io import PK_METADATA_KEY, LanceBranch, list_branches, open_dataset
 from engine.storage import GraphStore
@@ -29,6 +35,7 @@ MANIFEST_DIR = "__manifest"
 MAIN = "main"
 FORMAT_KEY = "omnigraph:format"
 MIGRATION_ID_KEY = "omnigraph:migration_id"
+FENCED_HEADS_KEY = "omnigraph:fenced_heads"
 HEAD_OBJECT_ID = "head"
 TABLE_PREFIX = "table:"
 
@@ -48,6 +55,8 @@ MANIFEST_SCHEMA = pa.schema(
         pa.field("committed_at", pa.int64()),
         pa.field("migration_id", pa.utf8()),
         pa.field("migration_unit", pa.utf8()),
+        pa.field("writer_program", pa.utf8()),
+        pa.field("writer_format", pa.utf8()),
     ]
 )
 
@@ -74,6 +83,8 @@ class HeadEntry:
     actor: str
     message: str
     committed_at: int
+    writer_program: str | None = None
+    writer_format: str | None = None
 
 
 @dataclass(frozen=True)
@@ -134,12 +145,16 @@ def _head_row(head: HeadEntry) -> dict[str, object]:
         "actor": head.actor,
         "message": head.message,
         "committed_at": head.committed_at,
+        "writer_program": head.writer_program,
+        "writer_format": head.writer_format,
     }
 
 
-def _rows_table(rows: list[dict[str, object]]) -> pa.Table:
-    columns = {f.name: [row.get(f.name) for row in rows] for f in MANIFEST_SCHEMA}
-    return pa.table(columns, schema=MANIFEST_SCHEMA)
+def _rows_table(rows: list[dict[str, object]], names: list[str] | None = None) -> pa.Table:
+    """``rows`` as a manifest table; ``names`` keeps only the columns a (older) dataset has."""
+    schema = MANIFEST_SCHEMA if names is None else pa.schema([f for f in MANIFEST_SCHEMA if f.name in names])
+    columns = {f.name: [row.get(f.name) for row in rows] for f in schema}
+    return pa.table(columns, schema=schema)
 
 
 def fold_rows(branch: str, manifest_version: int, table: pa.Table) -> BranchSnapshot:
@@ -154,6 +169,8 @@ def fold_rows(branch: str, manifest_version: int, table: pa.Table) -> BranchSnap
                 actor=row["actor"],
                 message=row["message"],
                 committed_at=int(row["committed_at"]),
+                writer_program=row.get("writer_program"),
+                writer_format=row.get("writer_format"),
             )
         elif row["kind"] == "table":
             tables[row["table_key"]] = TableEntry(
@@ -211,9 +228,25 @@ class Manifest:
         metadata = self.dataset(MAIN).schema_metadata or {}
         return metadata.get(FORMAT_KEY), metadata.get(MIGRATION_ID_KEY)
 
-    def write_stamp(self, stamp: str, migration_id: str | None) -> None:
-        """Set the stamp on main (and the migration id, or remove it when None)."""
-        self.dataset(MAIN).update_schema_metadata({FORMAT_KEY: stamp, MIGRATION_ID_KEY: migration_id})
+    def write_stamp(self, stamp: str, migration_id: str | None, fenced_heads: dict[str, str] | None = None) -> None:
+        """Set the stamp on main (and the migration id and fenced heads, or remove each when None)."""
+        heads = None if fenced_heads is None else canonical_json(dict(sorted(fenced_heads.items()))).decode("utf-8")
+        self.dataset(MAIN).update_schema_metadata(
+            {FORMAT_KEY: stamp, MIGRATION_ID_KEY: migration_id, FENCED_HEADS_KEY: heads}
+        )
+
+    def read_fenced_heads(self) -> dict[str, str]:
+        """``omnigraph:fenced_heads`` of the latest main schema (``{}`` when absent)."""
+        raw = (self.dataset(MAIN).schema_metadata or {}).get(FENCED_HEADS_KEY)
+        if raw is None:
+            return {}
+        try:
+            heads = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise FormatRefused(f"{FENCED_HEADS_KEY} on __manifest main is not JSON: {error}") from error
+        if not isinstance(heads, dict) or not all(isinstance(v, str) for v in heads.values()):
+            raise FormatRefused(f"{FENCED_HEADS_KEY} on __manifest main is not a branch -> commit map")
+        return {str(k): v for k, v in heads.items()}
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -254,7 +287,7 @@ class Manifest:
         if head is not None:
             rows.insert(0, _head_row(head))
         dataset = self.dataset(base.branch, base.manifest_version)
-        return table_store.upsert(dataset, _rows_table(rows))
+        return table_store.upsert(dataset, _rows_table(rows, dataset.schema.names))
 
     def create_branch(self, name: str, source: BranchSnapshot) -> None:
         """Fork ``__manifest`` branch ``name`` from exactly ``source``'s manifest version."""

@@ -38,7 +38,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from engine import drift, intents, recovery, table_store
+from engine import drift, intents, recovery, table_store, writer_audit
 from engine.errors import BadRequest, ReadSetConflict, RecoveryRequired
 from engine.failpoints import failpoint
 from engine.graph import Graph
@@ -53,6 +53,7 @@ from engine.manifest import (
     with_version,
 )
 from engine.schema.ids import new_ulid
+from engine.stamps import FORMAT_4, FORMAT_5
 from engine.table_store import CommitConflict, ExistingKeys
 
 WriteKind = Literal["insert", "upsert", "overwrite", "repair", "merge"]
@@ -141,6 +142,7 @@ def _attempt(
     graph: Graph, branch: str, prepare: Prepare, head_for: HeadFor, actor: str, publish_empty: bool
 ) -> CommitResult | None:
     snapshot = graph.manifest.snapshot(branch)
+    _refuse_foreign_base(graph, snapshot)
     writes = sorted(prepare(snapshot), key=lambda w: w.table_key)
     if not writes and not publish_empty:
         return None
@@ -168,6 +170,15 @@ def _attempt(
     failpoint("write.after_publish")
     intents.disarm(graph.store, operation_id)
     return published
+
+
+def _refuse_foreign_base(graph: Graph, snapshot: BranchSnapshot) -> None:
+    """A stamp-5 commit never builds on a head a format-4 writer published after the stamp."""
+    if graph.stamp != FORMAT_5 or snapshot.head.writer_format != FORMAT_4:
+        return
+    foreign = writer_audit.foreign_head(snapshot, graph.manifest.read_fenced_heads())
+    if foreign is not None:
+        raise writer_audit.foreign_refusal(graph.store.uri, [foreign])
 
 
 def _require_pinned_heads(
@@ -318,13 +329,17 @@ def _publish(
     graph: Graph, snapshot: BranchSnapshot, entries: list[TableEntry], operation_id: str, head_for: HeadFor, actor: str
 ) -> CommitResult:
     parents, message = head_for(snapshot)
-    head = HeadEntry(operation_id, parents, actor, message, now_ms())
+    head = HeadEntry(
+        operation_id, parents, actor, message, now_ms(),
+        writer_program=graph.profile.program, writer_format=graph.profile.init_stamp,
+    )
     base = snapshot
     for _ in range(PUBLISH_ATTEMPTS):
         try:
             version = graph.manifest.publish(base, entries, head)
         except CommitConflict:
             base = graph.manifest.snapshot(snapshot.branch)
+            _refuse_foreign_base(graph, base)
             entries = [_rebase_entry(graph, ours, base, operation_id) for ours in entries]
             parents, message = head_for(base)
             head = replace(head, parents=parents, message=message)

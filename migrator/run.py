@@ -1,4 +1,4 @@
-"""``run``, ``resume`` and ``abort``: the migration protocol of DESIGN section 7.
+"""``run``, ``resume``, ``abort`` and ``refence``: the migration protocol of DESIGN section 7.
 
 ``run``: on a graph already at stamp 5 with no claim held and ``verify`` passing, nothing to do
 (:class:`UpToDate`, exit 0, nothing written: re-running the upgrade is safe). Otherwise
@@ -13,8 +13,8 @@ claim; installed PKs and migration forks stay (roll-forward only).
 
 Failpoints: ``migrate.after_claim``, ``migrate.after_barrier``, ``migrate.after_plan``,
 ``migrate.after_image_records``, ``migrate.after_validate``, ``migrate.after_units``, ``migrate.before_stamp``, ``migrate.after_stamp``,
-``migrate.before_release``, ``migrate.after_release``, ``abort.before_release`` and the unit
-failpoints.
+``migrate.before_release``, ``migrate.after_release``, ``abort.before_release``,
+``refence.after_barrier`` and the unit failpoints.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import engine
-from claims import acquire, inspect, release
-from engine import intents
+from claims import acquire, inspect, read_break, release
+from engine import intents, recovery
 from engine.errors import (
     ClaimHeld,
     FormatRefused,
@@ -40,6 +40,7 @@ from engine.manifest import Manifest
 from engine.schema.ids import new_ulid
 from engine.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 from engine.storage import GraphStore, open_store
+from engine.writer_audit import readiness_problems
 from ledger import (
     Aborted,
     BarrierSet,
@@ -60,6 +61,7 @@ from ledger import (
     DriftDetected as DriftRecord,
 )
 from migrator import sidecar as sidecars
+from migrator.claim_ops import refuse_live_holder
 from migrator.context import Migration
 from migrator.errors import DriftDetected
 from migrator.fleet_check import refuse_live_writers
@@ -188,6 +190,64 @@ def run_migration(uri: str, owner: str, progress: Progress, ignore_fleet: bool =
         graph_uri=store.uri,
     )
     failpoint("migrate.after_claim")
+    return _continue(m)
+
+
+def refence_migration(uri: str, owner: str, progress: Progress) -> MigrationOutcome:
+    """Fence again a stamp-5 graph that a format-4 writer published to after the stamp.
+
+    Needs stamp 5 and a readiness problem (:func:`engine.writer_audit.readiness_problems`: a
+    format-4 head after the stamp, or a pinned image without PK ``[id]``), no claim and no commit
+    in flight by a live process on this host. It then runs the whole migration protocol again
+    under a new claim: barrier (stamp ``migrating``, ``barrier_set`` with previous format 5),
+    interrupted commits of dead writers resolved, plan, validation of every image (a duplicate
+    the old writer let in stops it at ``validation_failed``, repaired like any other), PK
+    installed where missing, verify, and stamp 5 recording the current heads as fenced. A crash
+    is resumed with ``resume --token``; ``abort --token`` puts stamp 4 back, as for any migration.
+    """
+    store = open_store(uri)
+    manifest = Manifest(store)
+    if not manifest.exists():
+        raise NotFound(f"no graph at {store.uri}")
+    stamp, _ = manifest.read_stamp()
+    if stamp != FORMAT_5:
+        raise FormatRefused(
+            f"refence fences a stamp-5 graph again; {store.uri} is at stamp {stamp} "
+            f"(see `omnigraph-migrate status {store.uri}`)",
+            {"stamp": stamp},
+        )
+    problems = readiness_problems(store, manifest)
+    if not problems:
+        raise PreconditionFailed(
+            f"{store.uri} has no format-4 commit after its stamp and every pinned table has PK [id]: "
+            f"nothing to fence again (`omnigraph-migrate verify {store.uri}` checks the rest)",
+            {"expected": "a graph that needs fencing again", "actual": "fenced"},
+        )
+    holder = inspect(store, CLAIM_PATH)
+    if holder is not None:
+        raise ClaimHeld(
+            f"a migration claim exists on {store.uri}: {holder.owner} on {holder.host} (pid {holder.pid}), "
+            f"migration {holder.migration_id}; inspect it with `omnigraph-migrate status {store.uri}`",
+            {"holder": holder.model_dump(mode="json"), "path": CLAIM_PATH},
+        )
+    live = [i for i in intents.list_intents(store) if intents.owner_is_alive(i)]
+    if live:
+        raise RecoveryRequired(
+            live[0].operation_id,
+            f"{live[0].program} (pid {live[0].pid}) is committing to {store.uri} on this host; stop it, "
+            f"then run `omnigraph-migrate refence {store.uri} --owner {owner}` again",
+        )
+    migration_id = new_ulid()
+    claim = acquire(store, CLAIM_PATH, operation=CLAIM_OPERATION, migration_id=migration_id, owner=owner)
+    m = Migration(store, manifest, Ledger(store, ledger_dir(migration_id)), migration_id, claim.token, progress)
+    m.record(
+        MigrationStarted, owner=owner, host=socket.gethostname(), pid=os.getpid(),
+        tool_version=engine.__version__, graph_uri=store.uri,
+    )
+    manifest.write_stamp(FORMAT_MIGRATING, migration_id)
+    m.record(BarrierSet, previous_format=FORMAT_5)
+    failpoint("refence.after_barrier")
+    recovery.resolve_intents(store, manifest)
     return _continue(m)
 
 
@@ -320,10 +380,15 @@ def _verify_then_stamp(m: Migration) -> None:
             {"problems": problems, "migration_id": m.migration_id},
         )
     failpoint("migrate.before_stamp")
-    m.manifest.write_stamp(FORMAT_5, None)
+    m.manifest.write_stamp(FORMAT_5, None, current_heads(m.manifest))
     m.record(StampWritten, format=FORMAT_5)
     failpoint("migrate.after_stamp")
     _release(m)
+
+
+def current_heads(manifest: Manifest) -> dict[str, str]:
+    """Every live branch's head commit id: what stamp 5 records as its fenced heads."""
+    return {branch: manifest.snapshot(branch).head.commit_id for branch in manifest.branches()}
 
 
 def _release(m: Migration) -> None:
@@ -356,7 +421,11 @@ def held_migration(uri: str, token: str, progress: Progress) -> Migration:
 
 
 def resume_migration(uri: str, token: str, owner: str, progress: Progress) -> MigrationOutcome:
-    """Continue the migration whose claim carries ``token`` from its ledger."""
+    """Continue the migration whose claim carries ``token`` from its ledger.
+
+    A claim broken with ``token`` is not resumed (its holder's claim is gone for good): the
+    refusal names ``abort --token``, which lowers the barrier it left."""
+    _refuse_broken(uri, token)
     m = held_migration(uri, token, progress)
     try:
         state = m.ledger.replay().state
@@ -390,12 +459,50 @@ def resume_migration(uri: str, token: str, owner: str, progress: Progress) -> Mi
     return _continue(m)
 
 
+def _abortable_migration(uri: str, token: str) -> tuple[Migration, bool]:
+    """The migration ``abort --token`` acts on, and whether its claim was broken.
+
+    Normally the claim carries ``token`` and its holder is not alive on this host. A claim broken
+    with ``token`` (``claim break``) also qualifies while the barrier still names its migration,
+    so the barrier a dead holder left can be lowered."""
+    store = open_store(uri)
+    if inspect(store, CLAIM_PATH) is None:
+        record = read_break(store, CLAIM_PATH, token)
+        stamp, migration_id = Manifest(store).read_stamp()
+        if record is not None and stamp == FORMAT_MIGRATING and migration_id == record.claim.migration_id:
+            ledger = Ledger(store, ledger_dir(record.claim.migration_id))
+            return Migration(store, Manifest(store), ledger, record.claim.migration_id, token, SilentProgress()), True
+    m = held_migration(uri, token, SilentProgress())
+    holder = inspect(m.store, CLAIM_PATH)
+    if holder is not None:
+        refuse_live_holder(holder, "abort the migration")
+    return m, False
+
+
+def _refuse_broken(uri: str, token: str) -> None:
+    store = open_store(uri)
+    if inspect(store, CLAIM_PATH) is not None:
+        return
+    record = read_break(store, CLAIM_PATH, token)
+    if record is not None:
+        raise PreconditionFailed(
+            f"the claim of migration {record.claim.migration_id} was broken by {record.breaker} "
+            f"({record.reason}); a broken migration is not resumed. "
+            f"`omnigraph-migrate abort {store.uri} --token {token}` lowers the barrier it left, then run "
+            "the migration again",
+            {"expected": "a held claim", "actual": "broken", "migration_id": record.claim.migration_id},
+        )
+
+
 def abort_migration(uri: str, token: str, reason: str) -> dict[str, Any]:
     """Put stamp 4 back and release the claim (before stamp 5 only); PKs and forks stay.
 
+    Refused while the claim's holder is a live process on this host. A claim already broken
+    with ``token`` is accepted while its migration still holds the barrier (nothing to release).
+
     Idempotent: an abort interrupted after its ledger records is finished by running it again
     (a resume of an aborted migration is refused and says so)."""
-    m = held_migration(uri, token, SilentProgress())
+    m, broken = _abortable_migration(uri, token)
     state = m.ledger.replay().state
     stamp, _ = m.manifest.read_stamp()
     if stamp == FORMAT_5:
@@ -411,8 +518,9 @@ def abort_migration(uri: str, token: str, reason: str) -> dict[str, Any]:
     leftovers = sidecars.remaining(m.store, m.migration_id)
     for unit_id in leftovers:
         sidecars.delete(m.store, m.migration_id, unit_id)
-    if not state.claim_released:
+    if not state.claim_released and not broken:
         m.record(ClaimReleased)
     failpoint("abort.before_release")
-    release(m.store, CLAIM_PATH, token)
+    if not broken:
+        release(m.store, CLAIM_PATH, token)
     return {"migration_id": m.migration_id, "stamp": FORMAT_4, "sidecars_removed": leftovers}

@@ -5,7 +5,8 @@ branch has PK exactly ``[id]`` at the image its branch pins, and no table branch
 what a manifest pins (no unpublished effects). :func:`migration_drift` additionally compares the
 graph with a migration's ledger: the same branches with the same incarnations and heads, every
 unit published at the image the ledger recorded, with the validated rows. :func:`verify_graph`
-is the read-only ``verify`` command: both checks, plus no pending intent and no held claim.
+is the read-only ``verify`` command: both checks, plus no pending intent, no held claim and, at
+stamp 5, no head a format-4 writer published after the stamp (:mod:`engine.writer_audit`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from engine.lance_io import latest_version, open_dataset, primary_key
 from engine.manifest import Manifest
 from engine.storage import GraphStore
 from engine.table_store import KEY_COLUMN
+from engine.writer_audit import foreign_heads, refence_command
 from ledger import DriftItem, FoldedState, Ledger
 from migrator.errors import DriftDetected
 from migrator.layout import CLAIM_PATH, ledger_dir
@@ -97,6 +99,8 @@ def verify_graph(store: GraphStore, manifest: Manifest) -> dict[str, Any]:
     stamp, migration_id = manifest.read_stamp()
     problems = [] if stamp == "5" else [f"the stamp is {stamp}, not 5: the graph is not (fully) migrated"]
     problems += structural_problems(store, manifest)
+    if stamp == "5":
+        problems += [f"{c.describe()}; run `{refence_command(store.uri)}`" for c in foreign_heads(manifest)]
     pending = [i.operation_id for i in intents.list_intents(store)]
     problems += [f"write intent {op} is pending recovery" for op in pending]
     holder = inspect(store, CLAIM_PATH)

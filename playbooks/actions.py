@@ -18,8 +18,10 @@ from claims import inspect
 from engine import intents
 from engine.branches import create_branch, delete_branch
 from engine.errors import (
+    EXIT_CLAIM_HELD,
     EXIT_ERROR,
     EXIT_VALIDATION_FAILED,
+    ClaimHeld,
     KeyConflict,
     OmnigraphError,
 )
@@ -31,6 +33,7 @@ from engine.manifest import MAIN, Manifest
 from engine.storage import copy_root, open_store
 from ledger import render_table
 from migrator import inspection, repair
+from migrator.claim_ops import refuse_live_holder
 from migrator.layout import CLAIM_PATH
 from migrator.progress import Progress
 from migrator.run import UpToDate, resume_migration, run_migration
@@ -83,14 +86,18 @@ class StepContext:
     ask: Callable[[str], bool]
     progress: Progress
     say: Callable[[str], None]
+    holder_dead: Callable[[str], bool | None]
+    """Answers "is the claim's holder dead?": True/False, or None when it may not be asked
+    (``--yes`` without ``--holder-dead``: ``--yes`` never answers it)."""
 
     @property
     def actor(self) -> str:
         return self.variables["user"]
 
-    def rerun(self, **extra: str) -> str:
-        """The command that runs this playbook again (with extra --var settings)."""
-        settings = "".join(f" --var {name}={value}" for name, value in sorted(extra.items()))
+    def rerun(self, *flags: str, **extra: str) -> str:
+        """The command that runs this playbook again (with flags and extra --var settings)."""
+        settings = "".join(f" {flag}" for flag in flags)
+        settings += "".join(f" --var {name}={value}" for name, value in sorted(extra.items()))
         return f"omnigraph-migrate playbook run {self.playbook_path} {self.variables['graph']}{settings}"
 
 
@@ -143,6 +150,33 @@ def confirm(ctx: StepContext, params: dict[str, str]) -> StepResult:
     if not ctx.ask(question):
         raise StepFailed(f"not confirmed: {question}", ctx.rerun())
     return StepResult(f"confirmed: {question}")
+
+
+def confirm_holder_dead(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Ask whether the claim's holder is dead; refused outright while it is alive on this host.
+
+    ``--yes`` alone never answers this question: it needs ``--holder-dead`` or an interactive yes.
+    """
+    graph, question = params["graph"], params["question"]
+    holder = inspect(open_store(graph), CLAIM_PATH)
+    if holder is None:
+        raise StepFailed(f"no migration claim on {graph}: there is no holder", f"omnigraph-migrate status {graph}")
+    try:
+        refuse_live_holder(holder, "go on")
+    except ClaimHeld as alive:
+        raise StepFailed(alive.message, ctx.rerun(), alive.exit_code, alive.details) from alive
+    answer = ctx.holder_dead(question)
+    if answer is None:
+        raise StepFailed(
+            f"--yes does not answer whether the holder (pid {holder.pid} on {holder.host}) is dead; "
+            "check that its process is gone, then confirm it explicitly with --holder-dead",
+            ctx.rerun("--yes", "--holder-dead"),
+            EXIT_CLAIM_HELD,
+            {"holder": holder.model_dump(mode="json")},
+        )
+    if not answer:
+        raise StepFailed(f"not confirmed: {question}", ctx.rerun())
+    return StepResult(f"confirmed dead: {holder.owner}'s process {holder.pid} on {holder.host}")
 
 
 def migrate(ctx: StepContext, params: dict[str, str]) -> StepResult:
@@ -352,6 +386,7 @@ def validate(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 ACTIONS: dict[str, Action] = {
     "confirm": confirm,
+    "confirm-holder-dead": confirm_holder_dead,
     "copy": copy,
     "duplicates": duplicates,
     "ledger-story": ledger_story,

@@ -1,9 +1,13 @@
-"""Run a playbook step by step: show, (ask,) act, record, stop at the first failure.
+"""Run a playbook step by step: show, (ask,) record, act, record, stop at the first failure.
 
 For each step the runner prints what it will do; a step with ``confirm: true`` asks before it
-acts unless ``--yes``. A failed step stops the playbook and prints the exact next command. Every
-step is recorded as a ``playbook_step`` in the migration ledger as soon as a migration is known
-(steps before that are recorded then); the JSON report and JUnit XML describe the whole run.
+acts unless ``--yes``. Every step is recorded in the run's durable journal
+(:mod:`playbooks.journal`, under ``journal_root``) before it acts and again with its outcome, and every finished step is
+also recorded as a ``playbook_step`` in the migration ledger as soon as a migration is known
+(steps before that are read back from the journal then). A failed step stops the playbook and
+prints the exact next command; the JSON report and JUnit XML describe the whole run.
+Failpoints ``playbook.acting.<step id>`` (recorded, not acted on) and
+``playbook.finished.<step id>`` (outcome recorded) end the runner at each step.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine.errors import EXIT_ERROR, BadRequest, OmnigraphError
+from engine.failpoints import failpoint
 from engine.schema.ids import new_ulid
 from engine.storage import open_store
 from ledger import Ledger, PlaybookStep
 from migrator.layout import ledger_dir
 from migrator.progress import Progress
 from playbooks.actions import ACTIONS, StepContext, StepFailed, StepResult
+from playbooks.journal import JournalRecord, RunJournal
 from playbooks.model import Playbook, Step
 
 StepStatus = Literal["ok", "failed", "skipped"]
@@ -61,6 +67,7 @@ class RunReport:
     exit_code: int = 0
     recorded_in: str | None = None
     up_to_date: bool = False
+    journal: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -76,44 +83,48 @@ class RunReport:
             "exit_code": self.exit_code,
             "duration_seconds": round(self.finished_at - self.started_at, 3),
             "recorded_in_ledger": self.recorded_in,
+            "journal": self.journal,
             "steps": [step.to_json() for step in self.steps],
         }
 
 
-class _LedgerRecorder:
-    """Buffers step records until a migration (graph, id, token) is known, then appends them.
+class _LedgerLink:
+    """Appends the run's finished steps, read back from its journal, to the migration's ledger.
 
-    Steps themselves append to the same ledger (run, resume, repair), so every flush opens the
-    ledger afresh to find its current end.
+    Nothing is appended until a migration (graph, id, token) is known; then every finished step
+    so far is, and each later one as it finishes. Steps themselves append to the same ledger
+    (run, resume, repair), so every append opens the ledger afresh to find its current end.
     """
 
-    def __init__(self, playbook: str):
+    def __init__(self, playbook: str, journal: RunJournal):
         self.playbook = playbook
-        self.pending: list[StepReport] = []
+        self.journal = journal
+        self.linked = 0
         self.target: tuple[str, str, str] | None = None
         self.location: str | None = None
 
-    def record(self, step: StepReport, variables: dict[str, str]) -> None:
-        self.pending.append(step)
+    def sync(self, variables: dict[str, str]) -> None:
         if self.target is None and {"migration_graph", "migration_id", "token"} <= variables.keys():
             self.target = (variables["migration_graph"], variables["migration_id"], variables["token"])
             self.location = f"{open_store(self.target[0]).uri}/{ledger_dir(self.target[1])}"
         if self.target is None:
             return
         graph, migration_id, token = self.target
+        finished = [r for r in self.journal.records() if r.phase == "finished"]
         ledger = Ledger(open_store(graph), ledger_dir(migration_id))
-        for pending in self.pending:
+        for record in finished[self.linked:]:
+            assert record.status is not None
             ledger.append(
                 PlaybookStep(
                     token=token,
                     migration_id=migration_id,
                     playbook=self.playbook,
-                    step=pending.id,
-                    status=pending.status,
-                    detail=pending.summary,
+                    step=record.step,
+                    status=record.status,
+                    detail=record.detail,
                 )
             )
-        self.pending.clear()
+        self.linked = len(finished)
 
 
 def _expand(value: str, variables: dict[str, str], step: Step) -> str:
@@ -145,6 +156,22 @@ def _variables(playbook: Playbook, graph: str, user: str, overrides: dict[str, s
     return variables
 
 
+def _journal_record(
+    playbook: Playbook, variables: dict[str, str], step: Step, phase: Literal["acting", "finished"],
+    outcome: StepReport | None = None,
+) -> JournalRecord:
+    return JournalRecord(
+        run_id=variables["run_id"],
+        playbook=playbook.name,
+        graph=variables["graph"],
+        step=step.id,
+        phase=phase,
+        status=outcome.status if outcome else None,
+        detail=outcome.summary if outcome else "",
+        migration_id=variables.get("migration_id"),
+    )
+
+
 def run_playbook(
     playbook: Playbook,
     playbook_path: str,
@@ -152,15 +179,18 @@ def run_playbook(
     *,
     user: str,
     overrides: dict[str, str],
+    journal_root: str,
     ask: Callable[[str], bool],
+    holder_dead: Callable[[str], bool | None],
     progress: Progress,
     say: Callable[[str], None],
 ) -> RunReport:
     """Run every step in order until one fails; returns the report (never raises for a step)."""
     variables = _variables(playbook, open_store(graph).uri, user, overrides)
     report = RunReport(playbook.name, variables["graph"], variables["run_id"], time.time())
-    recorder = _LedgerRecorder(playbook.name)
-    context = StepContext(variables, playbook_path, ask, progress, say)
+    journal = RunJournal(open_store(journal_root), variables["run_id"])
+    link = _LedgerLink(playbook.name, journal)
+    context = StepContext(variables, playbook_path, ask, progress, say, holder_dead)
     total = len(playbook.steps)
     for number, step in enumerate(playbook.steps, start=1):
         say(f"\n[{number}/{total}] {step.title}")
@@ -171,6 +201,8 @@ def run_playbook(
             params = {name: _expand(value, variables, step) for name, value in sorted(step.params.items())}
             if step.confirm and not ask(f"Run step '{step.title}' now?"):
                 raise StepFailed(f"the operator declined step {step.id}", context.rerun())
+            journal.append(_journal_record(playbook, variables, step, "acting"))
+            failpoint(f"playbook.acting.{step.id}")
             result: StepResult = ACTIONS[step.action](context, params)
         except StepFailed as failure:
             variables.update(failure.outputs)
@@ -194,7 +226,9 @@ def run_playbook(
             outcome = StepReport(step.id, step.title, step.action, status, result.summary,
                                  round(time.time() - started, 3), result.data)
         report.steps.append(outcome)
-        recorder.record(outcome, variables)
+        journal.append(_journal_record(playbook, variables, step, "finished", outcome))
+        link.sync(variables)
+        failpoint(f"playbook.finished.{step.id}")
         if outcome.status == "failed":
             say(f"    FAILED: {outcome.summary}")
             say(f"    next: {outcome.next_command}")
@@ -205,7 +239,8 @@ def run_playbook(
             say("    nothing left to do: no later step runs")
             break
     report.finished_at = time.time()
-    report.recorded_in = recorder.location
+    report.recorded_in = link.location
+    report.journal = journal.location
     if report.exit_code == 0 and any(s.status == "failed" for s in report.steps):
         report.exit_code = EXIT_ERROR
     return report

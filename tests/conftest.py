@@ -74,6 +74,18 @@ _AWS_ENV = (
 )
 
 
+@pytest.fixture(autouse=True, scope="session")
+def playbook_journals(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Playbook run journals (``OMNIGRAPH_STATE_DIR``) go to a session temp dir, not the home dir."""
+    saved = os.environ.get("OMNIGRAPH_STATE_DIR")
+    os.environ["OMNIGRAPH_STATE_DIR"] = str(tmp_path_factory.mktemp("omnigraph-state"))
+    yield
+    if saved is None:
+        os.environ.pop("OMNIGRAPH_STATE_DIR", None)
+    else:
+        os.environ["OMNIGRAPH_STATE_DIR"] = saved
+
+
 @pytest.fixture(params=["local", "s3"])
 def backend(request: pytest.FixtureRequest) -> str:
     """Which storage backend a test runs on; S3 tests start the moto server on first use."""

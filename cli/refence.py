@@ -1,0 +1,32 @@
+"""``omnigraph-migrate refence GRAPH --owner NAME [--json]``: fence a stamp-5 graph again.
+
+For a graph a format-4 writer published to after stamp 5 (every format-5 write is then refused
+with exit 6, naming the commit), or one with a pinned table image without PK ``[id]``. Stop every
+format-4 process first. Exit codes as for ``run``: 0 fenced again, 4 duplicates the old writer
+let in (repair them under the claim, then ``resume --token``), 3 a claim exists, 5 a commit is in
+flight by a live process on this host, 6 the graph is not at stamp 5.
+"""
+
+from __future__ import annotations
+
+import click
+
+from cli.progress import StderrProgress
+from cli.support import echo_result, emit_json, json_option, reports_errors, say
+from migrator.progress import SilentProgress
+from migrator.run import refence_migration
+
+
+@click.command("refence")
+@click.argument("graph")
+@click.option("--owner", required=True, help="Who runs it (recorded in the claim and ledger).")
+@json_option
+@reports_errors
+def refence_command(graph: str, owner: str, as_json: bool) -> None:
+    """Fence again a stamp-5 graph that a format-4 writer wrote to after the stamp."""
+    outcome = refence_migration(graph, owner, SilentProgress() if as_json else StderrProgress())
+    if as_json:
+        emit_json(outcome.to_json())
+        return
+    echo_result(f"fenced again: {outcome.units} unit(s) over {outcome.images} image(s) validated and verified; stamp is {outcome.stamp}")
+    say(f"next: `omnigraph-migrate verify {graph}`; keep every format-4 binary stopped")
