@@ -34,7 +34,9 @@ from engine.merge import merge_branch
 from engine.mutate import mutate, select_query
 from engine.routing import EngineProfile
 from engine.snapshot import snapshot_document
+from engine.stamps import FORMAT_5
 from engine.storage import open_store
+from engine.writer_audit import readiness_problems
 
 T = TypeVar("T")
 
@@ -65,7 +67,13 @@ class GraphService:
         return graph
 
     def readiness(self) -> dict[str, Any]:
+        """``{format, writable, reason}``: the barrier, then, for a fenced program at stamp 5, the
+        writer audit (a late format-4 commit or an image without the PK is not writable)."""
         stamp, writable, reason = barrier_state(self.manifest, self.profile)
+        if writable and stamp == FORMAT_5 and self.profile.router.with_pk:
+            problems = readiness_problems(self.store, self.manifest)
+            if problems:
+                writable, reason = False, f"format_refused: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
         return {"format": stamp, "writable": writable, "reason": reason}
 
     def snapshot(self, branch: str) -> dict[str, Any]:

@@ -19,10 +19,12 @@ import lance
 from click.testing import CliRunner
 
 from cli.migrate import cli as migrate_cli
+from engine.fenced_profile import FENCED_PROFILE
 from engine.lance_io import open_dataset, primary_key
 from engine.manifest import FORMAT_KEY, MANIFEST_DIR, Manifest
 from engine.storage import open_store
 from engine.writer_audit import readiness_problems
+from server.service import GraphService
 from tests.conftest import new_root
 from tests.graph_helpers import OMNIGRAPH, SCHEMA_PATH, Cli, invoke
 from tests.migration_fixtures import build_fixture
@@ -91,6 +93,8 @@ def _caught_then_refenced(uri: str, tmp_path: Path, mode: str) -> None:
 
     problems = readiness_problems(store, Manifest(store))
     assert any(late in p for p in problems), problems
+    ready = GraphService(uri, FENCED_PROFILE).readiness()
+    assert ready["format"] == "5" and ready["writable"] is False and late in ready["reason"], ready
     verified = migrate("verify", uri, "--json")
     assert verified.returncode == 1, verified.describe()
     assert any(late in p for p in verified.json()["error"]["details"]["problems"])
@@ -102,6 +106,7 @@ def _caught_then_refenced(uri: str, tmp_path: Path, mode: str) -> None:
     assert refenced.returncode == 0, refenced.describe()
     assert migrate("verify", uri).returncode == 0
     assert readiness_problems(store, Manifest(store)) == []
+    assert GraphService(uri, FENCED_PROFILE).readiness()["writable"] is True
 
     assert _pk_of(uri, table_key) == ["id"]
     written = invoke(OMNIGRAPH, "load", "--mode", "append", "--data", str(other), uri)
