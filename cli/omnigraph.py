@@ -7,6 +7,7 @@ import datetime as dt
 import click
 
 from engine import __version__
+from cli.check_commands import add_check_command
 from cli.shared_commands import add_shared_commands
 from cli.support import echo_result, emit_json, json_option, reports_errors
 from engine.commits import commit_history
@@ -22,6 +23,7 @@ def cli() -> None:
 
 
 add_shared_commands(cli, FENCED_PROFILE)
+add_check_command(cli)
 
 
 @cli.group("commit")

@@ -15,7 +15,8 @@ to ``sys.executable``) as subprocesses, in a fresh work directory (default ``./d
 5. runs the upgrade playbook non-interactively, with a JSON report and JUnit XML;
 6. races N ``omnigraph`` processes strict-inserting one new id on ``main`` and on ``lazy``: one
    winner each, the others get ``key_conflict``, one row each;
-7. prints the snapshots after the upgrade and checks the old binary now refuses the graph.
+7. prints the snapshots after the upgrade, checks the old binary now refuses the graph, and
+   runs ``omnigraph check`` over every branch.
 
 Racing processes import everything first, report ready on a shared pipe, and block on a second
 pipe; the demo releases them all at once when every one is ready (the idea of
@@ -338,6 +339,8 @@ class Demo:
         refused = self.run("omnigraph-v4", "snapshot", "--json", str(graph), expect=None)
         self.expect(refused.returncode == 6 and refused.error_code == "format_refused",
                     f"the old binary refuses the upgraded graph (exit {refused.returncode}, {refused.error_code})")
+        checked = self.run("omnigraph", "check", str(graph), expect=None)
+        self.expect(checked.returncode == 0, "`omnigraph check`: every branch clean (pins, heads, intents, stamp, ids, edges)")
 
 
 def prepare_workdir(path: Path) -> None:
