@@ -108,6 +108,13 @@ class ValidationFailed(OmnigraphError):
     exit_code = EXIT_VALIDATION_FAILED
 
 
+class StorageAccessDenied(OmnigraphError):
+    """The object store refused our credentials for the graph's bucket."""
+
+    code = "access_denied"
+    http_status = 403
+
+
 class Internal(OmnigraphError):
     code = "internal"
     http_status = 500

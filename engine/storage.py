@@ -26,7 +26,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from engine.errors import BadRequest
+from engine.errors import BadRequest, NotFound, StorageAccessDenied
 
 
 def _is_conditional_conflict(error: BaseException) -> bool:
@@ -176,6 +176,20 @@ def s3_settings_from_env() -> tuple[dict[str, object], dict[str, str]]:
     return fs_kwargs, lance_options
 
 
+def _require_bucket(fs: fsspec.AbstractFileSystem, bucket: str) -> None:
+    """Refuse a bucket that does not exist (``not_found``) or that our credentials may not use
+    (``access_denied``) with a typed error, before any command reads or writes under it."""
+    try:
+        fs.call_s3("head_bucket", Bucket=bucket)
+    except FileNotFoundError:
+        raise NotFound(f"bucket {bucket!r} does not exist (create it first)", {"bucket": bucket}) from None
+    except PermissionError as error:
+        raise StorageAccessDenied(
+            f"access to bucket {bucket!r} was denied ({error}); check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY",
+            {"bucket": bucket},
+        ) from None
+
+
 def open_store(uri: str) -> GraphStore:
     """The :class:`GraphStore` for a graph URI (local path, ``file://`` or ``s3://``)."""
     if not uri:
@@ -187,10 +201,13 @@ def open_store(uri: str) -> GraphStore:
         fs_kwargs, lance_options = s3_settings_from_env()
         fs = fsspec.filesystem("s3", **fs_kwargs)
         root = f"{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/")
+        _require_bucket(fs, parsed.netloc)
         return GraphStore(uri=f"s3://{root}", fs=fs, root=root, storage_options=lance_options)
     if parsed.scheme in ("file", ""):
         local = parsed.path if parsed.scheme == "file" else uri
         root = os.path.abspath(local).rstrip("/") or "/"
+        if os.path.exists(root) and not os.path.isdir(root):
+            raise BadRequest(f"{root} is a file, not a graph root (a directory)", {"uri": root})
         fs = fsspec.filesystem("file")
         return GraphStore(uri=root, fs=fs, root=root, storage_options=None)
     raise BadRequest(f"unsupported graph URI scheme {parsed.scheme!r}; use a path, file:// or s3://")

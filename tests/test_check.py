@@ -70,7 +70,7 @@ def _publish_row(uri: str, branch: str, entry: TableEntry) -> None:
     manifest.publish(manifest.snapshot(branch), [entry], None)
 
 
-def _append_raw(uri: str, table_key: str, rows: list[dict[str, Any]]) -> None:
+def append_unfenced(uri: str, table_key: str, rows: list[dict[str, Any]]) -> None:
     """Append rows to main's image of ``table_key`` with Lance directly and publish the pin."""
     store = open_store(uri)
     entry = Manifest(store).snapshot("main").table(table_key)
@@ -193,7 +193,7 @@ def test_stamp_migrating_and_an_unknown_stamp(tmp_path: Path) -> None:
 
 def test_duplicate_and_null_ids_in_a_pinned_image(tmp_path: Path) -> None:
     uri = _graph(str(tmp_path / "g"), LEGACY_PROFILE)
-    _append_raw(uri, "node:Person", [{"id": "Alice", "name": "Alice", "age": 1}])
+    append_unfenced(uri, "node:Person", [{"id": "Alice", "name": "Alice", "age": 1}])
     status, report = check(uri)
     assert status == 4 and kinds(report) == ["duplicate_ids"]
     finding = report["findings"][0]
@@ -213,7 +213,7 @@ def test_duplicate_and_null_ids_in_a_pinned_image(tmp_path: Path) -> None:
 
 def test_edges_whose_endpoints_do_not_exist(tmp_path: Path) -> None:
     uri = _graph(str(tmp_path / "g"), LEGACY_PROFILE)
-    _append_raw(uri, "edge:Knows", [{"id": "k-ghost", "src": "Alice", "dst": "Nobody"}])
+    append_unfenced(uri, "edge:Knows", [{"id": "k-ghost", "src": "Alice", "dst": "Nobody"}])
     status, report = check(uri)
     assert status == 4 and kinds(report) == ["dangling_edge"]
     # main pins the edge; lazy inherited the edge image from before, so only main is affected
@@ -238,7 +238,7 @@ def test_check_of_a_missing_graph_is_not_found(tmp_path: Path) -> None:
 
 def test_human_report_lists_every_finding_on_stdout(tmp_path: Path) -> None:
     uri = _graph(str(tmp_path / "g"), LEGACY_PROFILE)
-    _append_raw(uri, "edge:Knows", [{"id": "k-ghost", "src": "Ghost", "dst": "Nobody"}])
+    append_unfenced(uri, "edge:Knows", [{"id": "k-ghost", "src": "Ghost", "dst": "Nobody"}])
     result = run_cli(OMNIGRAPH, "check", uri)
     assert result.returncode == 4, result.describe()
     lines = result.stdout.splitlines()
