@@ -115,6 +115,13 @@ class StorageAccessDenied(OmnigraphError):
     http_status = 403
 
 
+class StorageUnavailable(OmnigraphError):
+    """The object store kept failing (5xx, dropped connections) past the retry budget."""
+
+    code = "storage_unavailable"
+    http_status = 503
+
+
 class Internal(OmnigraphError):
     code = "internal"
     http_status = 500
