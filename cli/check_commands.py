@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from cli.support import echo_result, emit_json, json_option, reports_errors, say
+from cli.support import echo_result, emit_json, json_option, reports_errors
 from engine.check import CheckReport, check_graph
 from engine.errors import ValidationFailed
 from migrator.validate import validate_image

@@ -8,14 +8,11 @@ itself wrote nothing, and, where the finding names a command, that the command r
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import lance
 import pyarrow as pa
-import pytest
 
 from engine import table_store
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
@@ -28,10 +25,7 @@ from tests.check_helpers import assert_check_clean, tree_digest
 from tests.conftest import new_root
 from tests.graph_helpers import (
     OMNIGRAPH,
-    OMNIGRAPH_V4,
-    graph_for,
     invoke,
-    knows,
     load_lines,
     make_example_graph,
     person,
