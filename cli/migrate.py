@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from cli.fleet_options import ignore_fleet_option, report_fleet
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine.errors import EXIT_VALIDATION_FAILED, OmnigraphError, ValidationFailed
 from engine.storage import copy_root, open_store
@@ -24,7 +25,7 @@ from migrator import inspection, repair
 from migrator.inventory import inventory_lines
 from cli.progress import StderrProgress
 from migrator.progress import Progress, SilentProgress
-from migrator.run import abort_migration, resume_migration, run_migration
+from migrator.run import UpToDate, abort_migration, resume_migration, run_migration
 from playbooks.model import load_playbook
 from playbooks.report import refusal_documents, write_json, write_junit
 from playbooks.runner import run_playbook
@@ -62,12 +63,14 @@ def cli() -> None:
 @cli.command("preflight")
 @click.argument("graph")
 @click.option("--validate", is_flag=True, help="Also scan every pinned image for duplicate or null ids.")
+@ignore_fleet_option
 @json_option
 @reports_errors
 @_inventory_on_stdout
-def preflight_command(graph: str, validate: bool, as_json: bool) -> None:
-    """Read-only readiness check: stamp 4, no pending writes, no claim, every unit listed."""
-    document = inspection.preflight(graph, validate, _progress(as_json))
+def preflight_command(graph: str, validate: bool, ignore_fleet: bool, as_json: bool) -> None:
+    """Read-only readiness check: stamp 4, no pending writes, no claim, no live registered writer,
+    every unit listed."""
+    document = inspection.preflight(graph, validate, _progress(as_json), ignore_fleet)
     if as_json:
         emit_json(document)
         return
@@ -77,6 +80,7 @@ def preflight_command(graph: str, validate: bool, as_json: bool) -> None:
         f"{len(document['units'])} unit(s) ({inherited} inherited), {document['images']} distinct image(s)"
         + ("; no duplicate or null ids" if validate else "; add --validate to scan ids")
     )
+    report_fleet(document["fleet"])
     say(f"next: stop every server, CLI and embedded writer, then `omnigraph-migrate run {document['graph']} --owner NAME`")
 
 
@@ -98,14 +102,21 @@ def plan_command(graph: str, as_json: bool) -> None:
 @cli.command("run")
 @click.argument("graph")
 @click.option("--owner", required=True, help="Who runs the migration (recorded in the claim and ledger).")
+@ignore_fleet_option
 @json_option
 @reports_errors
 @_inventory_on_stdout
-def run_command(graph: str, owner: str, as_json: bool) -> None:
-    """Migrate every branch of GRAPH to format 5 (needs every writer stopped)."""
-    outcome = run_migration(graph, owner, _progress(as_json))
+def run_command(graph: str, owner: str, ignore_fleet: bool, as_json: bool) -> None:
+    """Migrate every branch of GRAPH to format 5 (needs every writer stopped).
+
+    On a graph already at format 5 (no claim held, verify passes) it does nothing and exits 0.
+    """
+    outcome = run_migration(graph, owner, _progress(as_json), ignore_fleet)
     if as_json:
         emit_json(outcome.to_json())
+        return
+    if isinstance(outcome, UpToDate):
+        echo_result(outcome.message)
         return
     echo_result(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}")
     say(f"next: `omnigraph-migrate verify {graph}`, then restart writers with the new omnigraph")
@@ -301,7 +312,8 @@ def playbook_run_command(
     if as_json:
         emit_json(report.to_json())
     else:
-        echo_result(f"playbook {playbook.name}: {'ok' if report.ok else 'FAILED'} ({len(report.steps)}/{len(planned)} steps run)")
+        verdict = "up to date, nothing to do" if report.up_to_date else ("ok" if report.ok else "FAILED")
+        echo_result(f"playbook {playbook.name}: {verdict} ({len(report.steps)}/{len(planned)} steps run)")
     if not report.ok:
         raise SystemExit(report.exit_code)
 

@@ -7,6 +7,9 @@ import datetime as dt
 import click
 
 from engine import __version__
+from cli.branch_merge import branch_merge
+from cli.mutate import mutate_command
+from cli.serve_commands import add_serve_command
 from cli.check_commands import add_check_command
 from cli.shared_commands import add_shared_commands
 from cli.support import echo_result, emit_json, json_option, reports_errors
@@ -23,6 +26,9 @@ def cli() -> None:
 
 
 add_shared_commands(cli, FENCED_PROFILE)
+cli.commands["branch"].add_command(branch_merge)  # type: ignore[attr-defined]
+cli.add_command(mutate_command)
+add_serve_command(cli, FENCED_PROFILE)
 add_check_command(cli)
 
 
@@ -55,7 +61,8 @@ def commit_list(branch: str, graph: str, as_json: bool) -> None:
         return
     for doc in documents:
         when = dt.datetime.fromtimestamp(doc["committed_at"] / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-        echo_result(f"{doc['commit_id']}  {when}Z  {doc['actor']}  {doc['message']}")
+        merged = f"  (parents {' '.join(doc['parents'])})" if len(doc["parents"]) > 1 else ""
+        echo_result(f"{doc['commit_id']}  {when}Z  {doc['actor']}  {doc['message']}{merged}")
 
 
 @cli.command("version")

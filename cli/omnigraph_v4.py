@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from cli.serve_commands import add_serve_command
 from cli.shared_commands import add_shared_commands
 from engine.legacy.table_store import LEGACY_PROFILE
 
@@ -14,6 +15,7 @@ def cli() -> None:
 
 
 add_shared_commands(cli, LEGACY_PROFILE)
+add_serve_command(cli, LEGACY_PROFILE)
 
 
 def main() -> None:

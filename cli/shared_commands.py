@@ -6,7 +6,6 @@ export; only the profile (stamps and write routing) differs.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import click
 
 from engine.branches import branch_documents, create_branch, delete_branch
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
+from engine import fleet
 from engine.errors import BadRequest
 from engine.export import export_lines
 from engine.graph import Graph, init_graph, open_graph
@@ -66,7 +66,8 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
     @click.option("--data", "data_path", required=True, help="The JSONL file to load.")
     @click.option("--branch", default=MAIN, show_default=True)
     @click.option("--chunk-rows", type=click.IntRange(min=1), default=None,
-                  help="Split the file into commits of at most N records (nodes first).")
+                  help="Split the file into commits of at most N records (nodes first); the load "
+                       "registers in the fleet registry while it runs.")
     @json_option
     @click.argument("graph")
     @reports_errors
@@ -87,8 +88,9 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
                 bars[0].update(done - bars[0].pos)
 
             try:
-                result = load(opened, data, mode=mode, branch=branch, actor=actor_name(),  # type: ignore[arg-type]
-                              chunk_rows=chunk_rows, progress=progress)
+                with fleet.registered(opened.store, profile.program, "load", profile.init_stamp):
+                    result = load(opened, data, mode=mode, branch=branch, actor=actor_name(),  # type: ignore[arg-type]
+                                  chunk_rows=chunk_rows, progress=progress)
             finally:
                 if bars:
                     bars[0].__exit__(None, None, None)
@@ -177,10 +179,5 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
     def export_command(branch: str, types: tuple[str, ...], graph: str) -> None:
         """Write a branch as JSONL on stdout (loadable with `load`)."""
         opened = open_graph(graph, profile, write=False)
-        try:
-            for line in export_lines(opened, branch, list(types)):
-                sys.stdout.write(line + "\n")
-            sys.stdout.flush()
-        except BrokenPipeError:
-            # The reader went away (`export | head`): stop quietly, as Unix tools do.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        for line in export_lines(opened, branch, list(types)):
+            sys.stdout.write(line + "\n")

@@ -50,7 +50,13 @@ def reports_errors(command: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         as_json = bool(kwargs.get("as_json"))
         try:
-            return command(*args, **kwargs)
+            outcome = command(*args, **kwargs)
+            sys.stdout.flush()
+            return outcome
+        except BrokenPipeError:
+            # The reader of stdout went away (`plan | head`): stop quietly, as Unix tools do.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
         except OmnigraphError as error:
             _report(error, as_json)
             sys.exit(exit_code_for(error))

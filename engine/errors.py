@@ -102,6 +102,14 @@ class ClaimHeld(OmnigraphError):
     exit_code = EXIT_CLAIM_HELD
 
 
+class FormatBarrier(OmnigraphError):
+    """A server refuses a write: the stamp is not one its program writes (a migration barrier)."""
+
+    code = "format_barrier"
+    http_status = 503
+    exit_code = EXIT_CLAIM_HELD
+
+
 class ValidationFailed(OmnigraphError):
     code = "validation_failed"
     http_status = 422

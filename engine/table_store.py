@@ -169,3 +169,15 @@ def install_primary_key(dataset: lance.LanceDataset) -> tuple[Literal["installed
     if primary_key(dataset.schema) != [KEY_COLUMN]:
         raise Internal(f"installing the primary key on {dataset.uri} did not take effect")
     return "installed", int(dataset.version)
+
+
+def delete_rows(dataset: lance.LanceDataset, ids: list[str]) -> int:
+    """Delete every row whose id is in ``ids`` (one Lance commit); returns the committed version.
+
+    ``conflict_retries=0`` so a concurrent commit that conflicts is :class:`CommitConflict`.
+    """
+    try:
+        dataset.delete(pc.field(KEY_COLUMN).isin(pa.array(ids, pa.utf8())), conflict_retries=0)
+    except OSError as error:
+        raise _classify(error) from error
+    return int(dataset.version)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import pyarrow as pa
+from lance import LanceDataset
 from tenacity import (
     Retrying,
     retry_if_exception_type,
@@ -54,7 +55,7 @@ from engine.manifest import (
 from engine.schema.ids import new_ulid
 from engine.table_store import CommitConflict, ExistingKeys
 
-WriteKind = Literal["insert", "upsert", "overwrite", "repair"]
+WriteKind = Literal["insert", "upsert", "overwrite", "repair", "merge"]
 RETRY_SECONDS = 60.0
 PUBLISH_ATTEMPTS = 64
 _REBASE_SAFE_OPERATIONS = frozenset({"Update", "Append"})
@@ -66,6 +67,8 @@ class TableWrite:
 
     ``repair`` (duplicate repair behind the migration barrier only) first deletes the rows whose
     id is in ``delete_ids`` (and null-id rows if ``delete_null_ids``), then inserts ``rows``.
+    ``merge`` (branch merge, ``.gq`` mutations) strict-inserts ``rows``, upserts ``upsert_rows`` and deletes
+    ``delete_ids``, each step skipped when empty (see :func:`_merge_effect`).
     """
 
     table_key: str
@@ -73,6 +76,7 @@ class TableWrite:
     rows: pa.Table
     delete_ids: tuple[str, ...] = ()
     delete_null_ids: bool = False
+    upsert_rows: pa.Table | None = None
 
 
 @dataclass(frozen=True)
@@ -83,17 +87,35 @@ class CommitResult:
     branch: str
     manifest_version: int
     tables: list[TableEntry]
+    parents: tuple[str, ...] = ()
 
 
 Prepare = Callable[[BranchSnapshot], list[TableWrite]]
+HeadFor = Callable[[BranchSnapshot], tuple[tuple[str, ...], str]]
+"""``(parents, message)`` of the head row to publish on top of a branch snapshot."""
 
 
 class _NoEffectConflict(Exception):
     """A storage conflict hit before any table effect: the attempt may be re-prepared."""
 
 
-def commit(graph: Graph, branch: str, prepare: Prepare, *, message: str, actor: str) -> CommitResult | None:
-    """Run one graph commit on ``branch``; None if ``prepare`` produced no writes."""
+def commit(
+    graph: Graph,
+    branch: str,
+    prepare: Prepare,
+    *,
+    message: str,
+    actor: str,
+    head_for: HeadFor | None = None,
+    publish_empty: bool = False,
+) -> CommitResult | None:
+    """Run one graph commit on ``branch``; None if ``prepare`` produced no writes.
+
+    ``head_for`` chooses the published head's parents and message (default: the branch head as
+    the only parent, and ``message``); it is asked again when the publish is rebased.
+    ``publish_empty`` publishes a head-only commit when ``prepare`` produced no writes.
+    """
+    choose_head: HeadFor = head_for or (lambda base: ((base.head.commit_id,), message))
     if not graph.writable:
         raise BadRequest("the graph was opened read-only")
     retrying = Retrying(
@@ -105,7 +127,7 @@ def commit(graph: Graph, branch: str, prepare: Prepare, *, message: str, actor: 
     try:
         for attempt in retrying:
             with attempt:
-                return _attempt(graph, branch, prepare, message, actor)
+                return _attempt(graph, branch, prepare, choose_head, actor, publish_empty)
     except _NoEffectConflict as conflict:
         raise ReadSetConflict(
             f"concurrent writers on branch {branch!r} kept conflicting for {RETRY_SECONDS:.0f}s; "
@@ -115,10 +137,12 @@ def commit(graph: Graph, branch: str, prepare: Prepare, *, message: str, actor: 
     return None
 
 
-def _attempt(graph: Graph, branch: str, prepare: Prepare, message: str, actor: str) -> CommitResult | None:
+def _attempt(
+    graph: Graph, branch: str, prepare: Prepare, head_for: HeadFor, actor: str, publish_empty: bool
+) -> CommitResult | None:
     snapshot = graph.manifest.snapshot(branch)
     writes = sorted(prepare(snapshot), key=lambda w: w.table_key)
-    if not writes:
+    if not writes and not publish_empty:
         return None
     target = lance_branch_name(branch)
     _require_pinned_heads(graph, snapshot, writes, target)
@@ -140,7 +164,7 @@ def _attempt(graph: Graph, branch: str, prepare: Prepare, message: str, actor: s
     intents.arm(graph.store, intent)
     failpoint("write.after_arm")
     entries = _apply_effects(graph, snapshot, writes, plan, operation_id)
-    published = _publish(graph, snapshot, entries, operation_id, message, actor)
+    published = _publish(graph, snapshot, entries, operation_id, head_for, actor)
     failpoint("write.after_publish")
     intents.disarm(graph.store, operation_id)
     return published
@@ -222,6 +246,8 @@ def _apply_effects(
                 version = router.strict_insert(dataset, write.rows)
             elif write.kind == "upsert":
                 version = router.upsert(dataset, write.rows)
+            elif write.kind == "merge":
+                version = _merge_effect(dataset, write)
             elif write.kind == "repair":
                 version = table_store.repair_rows(dataset, list(write.delete_ids), write.delete_null_ids, write.rows)
             else:
@@ -252,10 +278,37 @@ def _apply_effects(
     return entries
 
 
+def _merge_effect(dataset: LanceDataset, write: TableWrite) -> int:
+    """Strict insert, then upsert, then delete (each only if non-empty), on one table.
+
+    A conflict on the first step landed nothing and propagates as such; on a later step it is
+    :class:`table_store.EffectLanded` (recovery restores the table to its pinned version). The
+    failpoint ``write.after_merge_step`` follows every step.
+    """
+    steps: list[Callable[[], int]] = []
+    if write.rows.num_rows:
+        steps.append(lambda: table_store.strict_insert(dataset, write.rows))
+    if write.upsert_rows is not None and write.upsert_rows.num_rows:
+        steps.append(lambda: table_store.upsert(dataset, write.upsert_rows))  # type: ignore[arg-type]
+    if write.delete_ids:
+        steps.append(lambda: table_store.delete_rows(dataset, list(write.delete_ids)))
+    version = int(dataset.version)
+    for index, step in enumerate(steps):
+        try:
+            version = step()
+        except (CommitConflict, ExistingKeys) as conflict:
+            if index == 0:
+                raise
+            raise table_store.EffectLanded(f"the merge of {write.table_key} conflicted after its first step: {conflict}") from conflict
+        failpoint("write.after_merge_step")
+    return version
+
+
 def _publish(
-    graph: Graph, snapshot: BranchSnapshot, entries: list[TableEntry], operation_id: str, message: str, actor: str
+    graph: Graph, snapshot: BranchSnapshot, entries: list[TableEntry], operation_id: str, head_for: HeadFor, actor: str
 ) -> CommitResult:
-    head = HeadEntry(operation_id, (snapshot.head.commit_id,), actor, message, now_ms())
+    parents, message = head_for(snapshot)
+    head = HeadEntry(operation_id, parents, actor, message, now_ms())
     base = snapshot
     for _ in range(PUBLISH_ATTEMPTS):
         try:
@@ -263,9 +316,10 @@ def _publish(
         except CommitConflict:
             base = graph.manifest.snapshot(snapshot.branch)
             entries = [_rebase_entry(graph, ours, base, operation_id) for ours in entries]
-            head = replace(head, parents=(base.head.commit_id,))
+            parents, message = head_for(base)
+            head = replace(head, parents=parents, message=message)
             continue
-        return CommitResult(operation_id, snapshot.branch, version, entries)
+        return CommitResult(operation_id, snapshot.branch, version, entries, head.parents)
     raise RecoveryRequired(
         operation_id,
         f"publishing to branch {snapshot.branch!r} kept losing to concurrent publishes; reopen the "

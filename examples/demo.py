@@ -15,8 +15,10 @@ to ``sys.executable``) as subprocesses, in a fresh work directory (default ``./d
 5. runs the upgrade playbook non-interactively, with a JSON report and JUnit XML;
 6. races N ``omnigraph`` processes strict-inserting one new id on ``main`` and on ``lazy``: one
    winner each, the others get ``key_conflict``, one row each;
-7. prints the snapshots after the upgrade, checks the old binary now refuses the graph, and
-   runs ``omnigraph check`` over every branch.
+7. prints the snapshots after the upgrade and checks the old binary now refuses the graph;
+8. inserts a Person on a new branch ``review`` with a ``.gq`` mutation (``omnigraph mutate``) and
+   merges ``review`` into ``main`` (``omnigraph branch merge``);
+9. ends with ``omnigraph check`` over every branch.
 
 Racing processes import everything first, report ready on a shared pipe, and block on a second
 pipe; the demo releases them all at once when every one is ready (the idea of
@@ -339,6 +341,27 @@ class Demo:
         refused = self.run("omnigraph-v4", "snapshot", "--json", str(graph), expect=None)
         self.expect(refused.returncode == 6 and refused.error_code == "format_refused",
                     f"the old binary refuses the upgraded graph (exit {refused.returncode}, {refused.error_code})")
+
+        self.heading("7. Writing after the upgrade: a mutation on a branch, merged into main")
+        self.run("omnigraph", "branch", "create", "review", str(graph))
+        query = self.workdir / "hire.gq"
+        query.write_text("query hire($name: String, $age: I32) {\n  insert Person { name: $name, age: $age }\n}\n",
+                         encoding="utf-8")
+        mutated = self.run("omnigraph", "mutate", "--query", str(query), "--params", '{"name": "Victor", "age": 45}',
+                           "--branch", "review", "--json", str(graph)).document()
+        print(f"     affected_nodes {mutated['affected_nodes']}, affected_edges {mutated['affected_edges']}, "
+              f"commit {mutated['commit']}", flush=True)
+        self.expect(mutated["affected_nodes"] == 1 and mutated["affected_edges"] == 0 and mutated["commit"] is not None
+                    and self.count_ids("omnigraph", graph, "review", "Person", "Victor") == 1,
+                    "mutate on review: one node inserted (Victor), one commit")
+        merged = self.run("omnigraph", "branch", "merge", "review", "--into", "main", "--json", str(graph)).document()
+        print(f"     outcome {merged['outcome']}, commit {merged['commit']}, changes {json.dumps(merged['changes'])}", flush=True)
+        self.expect(
+            merged["outcome"] == "fast_forward"
+            and merged["changes"] == {"node:Person": {"deleted": 0, "inserted": 1, "updated": 0}}
+            and self.count_ids("omnigraph", graph, "main", "Person", "Victor") == 1,
+            "branch merge review -> main: a fast-forward commit that brings exactly Victor",
+        )
         checked = self.run("omnigraph", "check", str(graph), expect=None)
         self.expect(checked.returncode == 0, "`omnigraph check`: every branch clean (pins, heads, intents, stamp, ids, edges)")
 

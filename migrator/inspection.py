@@ -6,18 +6,17 @@ import datetime as dt
 from typing import Any
 
 from claims import inspect
-from engine import intents
 from engine.errors import NotFound, ValidationFailed
 from engine.manifest import Manifest
 from engine.storage import GraphStore, open_store
 from ledger import Ledger, LedgerReplay, render_json
-from migrator.errors import DriftDetected
+from migrator.fleet_check import refuse_live_writers
 from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
 from migrator.plan import MigrationPlan, build_plan, is_inherited
 from migrator.progress import Progress
-from migrator.run import refuse_unless_stamp_4
-from migrator.verify import migration_drift, structural_problems
+from migrator.run import UpToDate, already_fenced, refuse_unless_stamp_4
+from migrator.verify import verify_graph
 
 
 def _open(uri: str) -> tuple[GraphStore, Manifest]:
@@ -43,12 +42,20 @@ def plan_command(uri: str) -> dict[str, Any]:
     return {"graph": store.uri, "stamp": stamp, **plan_document(build_plan(manifest))}
 
 
-def preflight(uri: str, validate: bool, progress: Progress) -> dict[str, Any]:
-    """Stamp 4, no intents, no claim, every unit listed; with ``validate`` the full id scan."""
+def up_to_date(uri: str) -> UpToDate | None:
+    """:class:`UpToDate` if the graph is already fenced and unclaimed (see :func:`already_fenced`)."""
+    store, manifest = _open(uri)
+    return already_fenced(store, manifest)
+
+
+def preflight(uri: str, validate: bool, progress: Progress, ignore_fleet: bool = False) -> dict[str, Any]:
+    """Stamp 4, no intents, no claim, no live registered writer (unless ``ignore_fleet``), every
+    unit listed; with ``validate`` the full id scan."""
     store, manifest = _open(uri)
     refuse_unless_stamp_4(store, manifest)
+    fleet = refuse_live_writers(store, ignore_fleet)
     plan = build_plan(manifest)
-    document: dict[str, Any] = {"graph": store.uri, "stamp": "4", "ready": True, **plan_document(plan)}
+    document: dict[str, Any] = {"graph": store.uri, "stamp": "4", "ready": True, "fleet": fleet, **plan_document(plan)}
     if validate:
         entries = inventory(plan, validate_images(store, plan, progress))
         document["inventory"] = [e.model_dump(mode="json") for e in entries]
@@ -77,25 +84,7 @@ def latest_migration(store: GraphStore) -> str | None:
 def verify(uri: str) -> dict[str, Any]:
     """Structural fencing checks; during a migration also the ledger comparison."""
     store, manifest = _open(uri)
-    stamp, migration_id = manifest.read_stamp()
-    problems = [] if stamp == "5" else [f"the stamp is {stamp}, not 5: the graph is not (fully) migrated"]
-    problems += structural_problems(store, manifest)
-    pending = [i.operation_id for i in intents.list_intents(store)]
-    problems += [f"write intent {op} is pending recovery" for op in pending]
-    holder = inspect(store, CLAIM_PATH)
-    if holder is not None:
-        problems.append(f"the migration claim of {holder.migration_id} is still held")
-    drift: list[dict[str, str]] = []
-    if migration_id is not None:
-        state = Ledger(store, ledger_dir(migration_id)).replay().state
-        if state.plan and all(u.status == "completed" for u in state.units.values()):
-            drift = [d.model_dump(mode="json") for d in migration_drift(store, manifest, state)]
-    document = {"graph": store.uri, "stamp": stamp, "ok": not problems and not drift, "problems": problems, "drift": drift}
-    if not document["ok"]:
-        found = problems + [d["what"] for d in drift]
-        shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
-        raise DriftDetected(f"{store.uri} is not fully fenced: {shown}", document)
-    return document
+    return verify_graph(store, manifest)
 
 
 def _parse_utc(text: str) -> dt.datetime:

@@ -1,6 +1,8 @@
 """``run``, ``resume`` and ``abort``: the migration protocol of DESIGN section 7.
 
-``run``: preflight checks, claim, barrier stamp ``migrating``, plan, validate every image, then
+``run``: on a graph already at stamp 5 with no claim held and ``verify`` passing, nothing to do
+(:class:`UpToDate`, exit 0, nothing written: re-running the upgrade is safe). Otherwise
+preflight checks, claim, barrier stamp ``migrating``, plan, validate every image, then
 every unit, then verify and stamp ``5`` last, then release the claim. Every step is a ledger
 record. ``resume --token`` continues the same migration from its ledger: completed units are
 skipped and the others continue step by step (see :mod:`migrator.unit`). A validation failure
@@ -60,12 +62,13 @@ from ledger import (
 from migrator import sidecar as sidecars
 from migrator.context import Migration
 from migrator.errors import DriftDetected
+from migrator.fleet_check import refuse_live_writers
 from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_OPERATION, CLAIM_PATH, ledger_dir
 from migrator.plan import MigrationPlan, build_plan
 from migrator.progress import Progress, SilentProgress
 from migrator.unit import migrate_unit
-from migrator.verify import migration_drift, structural_problems
+from migrator.verify import migration_drift, structural_problems, verify_graph
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class MigrationOutcome:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "status": "migrated",
             "migration_id": self.migration_id,
             "token": self.token,
             "units": self.units,
@@ -86,9 +90,43 @@ class MigrationOutcome:
         }
 
 
+@dataclass(frozen=True)
+class UpToDate:
+    """``run`` found the graph already fenced (stamp 5, no claim, ``verify`` passes): nothing done."""
+
+    graph: str
+    verified: dict[str, Any]
+
+    @property
+    def message(self) -> str:
+        return f"{self.graph} is already at format 5, nothing to do"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": "up_to_date", "graph": self.graph, "stamp": FORMAT_5, "message": self.message, "verify": self.verified}
+
+
+def already_fenced(store: GraphStore, manifest: Manifest) -> UpToDate | None:
+    """:class:`UpToDate` if the graph is at stamp 5 with no claim held and ``verify`` passes.
+
+    None for any other stamp, or at stamp 5 while a claim is held (the caller refuses those). At
+    stamp 5 a failing ``verify`` raises its ``drift_detected`` error. Read-only.
+    """
+    stamp, _ = manifest.read_stamp()
+    if stamp != FORMAT_5 or inspect(store, CLAIM_PATH) is not None:
+        return None
+    return UpToDate(store.uri, verify_graph(store, manifest))
+
+
 def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
     """The graph must be at format 4, with no claim and no write-path intents."""
     stamp, migration_id = manifest.read_stamp()
+    if stamp == FORMAT_5 and (holder := inspect(store, CLAIM_PATH)) is not None:
+        raise ClaimHeld(
+            f"{store.uri} is stamped 5 but the claim of migration {holder.migration_id} is still held by "
+            f"{holder.owner} on {holder.host} (pid {holder.pid}); if that process is gone, "
+            f"`omnigraph-migrate resume {store.uri} --token {holder.token}` releases it",
+            {"stamp": stamp, "holder": holder.model_dump(mode="json")},
+        )
     if stamp == FORMAT_MIGRATING:
         holder = inspect(store, CLAIM_PATH)
         raise ClaimHeld(
@@ -124,13 +162,18 @@ def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
         )
 
 
-def run_migration(uri: str, owner: str, progress: Progress) -> MigrationOutcome:
-    """Migrate the format-4 graph at ``uri`` to format 5 (see the module docstring)."""
+def run_migration(uri: str, owner: str, progress: Progress, ignore_fleet: bool = False) -> MigrationOutcome | UpToDate:
+    """Migrate the format-4 graph at ``uri`` to format 5 (see the module docstring); refused while
+    a registered writer is live unless ``ignore_fleet`` (:mod:`migrator.fleet_check`)."""
     store = open_store(uri)
     manifest = Manifest(store)
     if not manifest.exists():
         raise NotFound(f"no graph at {store.uri}")
+    up_to_date = already_fenced(store, manifest)
+    if up_to_date is not None:
+        return up_to_date
     refuse_unless_stamp_4(store, manifest)
+    refuse_live_writers(store, ignore_fleet)
     migration_id = new_ulid()
     claim = acquire(store, CLAIM_PATH, operation=CLAIM_OPERATION, migration_id=migration_id, owner=owner)
     m = Migration(store, manifest, Ledger(store, ledger_dir(migration_id)), migration_id, claim.token, progress)

@@ -4,16 +4,23 @@
 branch has PK exactly ``[id]`` at the image its branch pins, and no table branch HEAD is ahead of
 what a manifest pins (no unpublished effects). :func:`migration_drift` additionally compares the
 graph with a migration's ledger: the same branches with the same incarnations and heads, every
-unit published at the image the ledger recorded, with the validated rows.
+unit published at the image the ledger recorded, with the validated rows. :func:`verify_graph`
+is the read-only ``verify`` command: both checks, plus no pending intent and no held claim.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from claims import inspect
+from engine import intents
 from engine.lance_io import latest_version, open_dataset, primary_key
 from engine.manifest import Manifest
 from engine.storage import GraphStore
 from engine.table_store import KEY_COLUMN
-from ledger import DriftItem, FoldedState
+from ledger import DriftItem, FoldedState, Ledger
+from migrator.errors import DriftDetected
+from migrator.layout import CLAIM_PATH, ledger_dir
 from migrator.fingerprint import physical_fingerprint
 from migrator.validate import validate_image
 
@@ -79,3 +86,30 @@ def migration_drift(store: GraphStore, manifest: Manifest, state: FoldedState) -
             if validate_image(dataset).digest != image.digest:
                 drift.append(DriftItem(what=f"rows of {unit.table_key} on {unit.graph_branch}", expected=image.digest, actual="changed"))
     return drift
+
+
+def verify_graph(store: GraphStore, manifest: Manifest) -> dict[str, Any]:
+    """The ``verify`` document of a graph; raises ``drift_detected`` listing what is not fenced.
+
+    Read-only. Checks the stamp is 5, :func:`structural_problems`, no pending write intent, no
+    held claim, and, for the migration that stamped the graph, :func:`migration_drift`.
+    """
+    stamp, migration_id = manifest.read_stamp()
+    problems = [] if stamp == "5" else [f"the stamp is {stamp}, not 5: the graph is not (fully) migrated"]
+    problems += structural_problems(store, manifest)
+    pending = [i.operation_id for i in intents.list_intents(store)]
+    problems += [f"write intent {op} is pending recovery" for op in pending]
+    holder = inspect(store, CLAIM_PATH)
+    if holder is not None:
+        problems.append(f"the migration claim of {holder.migration_id} is still held")
+    drift: list[dict[str, str]] = []
+    if migration_id is not None:
+        state = Ledger(store, ledger_dir(migration_id)).replay().state
+        if state.plan and all(u.status == "completed" for u in state.units.values()):
+            drift = [d.model_dump(mode="json") for d in migration_drift(store, manifest, state)]
+    document = {"graph": store.uri, "stamp": stamp, "ok": not problems and not drift, "problems": problems, "drift": drift}
+    if not document["ok"]:
+        found = problems + [d["what"] for d in drift]
+        shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
+        raise DriftDetected(f"{store.uri} is not fully fenced: {shown}", document)
+    return document

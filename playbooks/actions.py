@@ -33,17 +33,22 @@ from ledger import render_table
 from migrator import inspection, repair
 from migrator.layout import CLAIM_PATH
 from migrator.progress import Progress
-from migrator.run import resume_migration, run_migration
+from migrator.run import UpToDate, resume_migration, run_migration
 
 
 @dataclass(frozen=True)
 class StepResult:
-    """A finished step: one-line summary, data for the report, variables for later steps."""
+    """A finished step: one-line summary, data for the report, variables for later steps.
+
+    ``finished``: the playbook's goal already holds (an upgrade of a graph already at format 5);
+    the runner stops with success and runs no later step.
+    """
 
     summary: str
     data: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
     skipped: bool = False
+    finished: bool = False
 
 
 class StepFailed(Exception):
@@ -114,6 +119,9 @@ def _repair_route(graph: str) -> str:
 def preflight(ctx: StepContext, params: dict[str, str]) -> StepResult:
     graph = params["graph"]
     try:
+        up_to_date = inspection.up_to_date(graph)
+        if up_to_date is not None:
+            return StepResult(up_to_date.message, up_to_date.to_json(), finished=True)
         document = inspection.preflight(graph, _flag(params, "validate"), ctx.progress)
     except OmnigraphError as error:
         next_command = {
@@ -152,6 +160,8 @@ def migrate(ctx: StepContext, params: dict[str, str]) -> StepResult:
         else:
             next_command = f"omnigraph-migrate status {graph}"
         raise StepFailed(error.message, next_command, error.exit_code, error.details, outputs) from error
+    if isinstance(outcome, UpToDate):
+        return StepResult(outcome.message, outcome.to_json(), finished=True)
     outputs = {"token": outcome.token, "migration_id": outcome.migration_id, "migration_graph": graph}
     return StepResult(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp 5", outcome.to_json(), outputs)
 

@@ -60,6 +60,7 @@ class RunReport:
     steps: list[StepReport] = field(default_factory=list)
     exit_code: int = 0
     recorded_in: str | None = None
+    up_to_date: bool = False
 
     @property
     def ok(self) -> bool:
@@ -71,6 +72,7 @@ class RunReport:
             "graph": self.graph,
             "run_id": self.run_id,
             "ok": self.ok,
+            "status": "up_to_date" if self.up_to_date and self.ok else ("ok" if self.ok else "failed"),
             "exit_code": self.exit_code,
             "duration_seconds": round(self.finished_at - self.started_at, 3),
             "recorded_in_ledger": self.recorded_in,
@@ -164,6 +166,7 @@ def run_playbook(
         say(f"\n[{number}/{total}] {step.title}")
         say(f"    {string.Template(step.explain.strip()).safe_substitute(variables)}")
         started = time.time()
+        finished = False
         try:
             params = {name: _expand(value, variables, step) for name, value in sorted(step.params.items())}
             if step.confirm and not ask(f"Run step '{step.title}' now?"):
@@ -186,6 +189,7 @@ def run_playbook(
             report.exit_code = EXIT_ERROR
         else:
             variables.update(result.outputs)
+            finished = result.finished
             status: StepStatus = "skipped" if result.skipped else "ok"
             outcome = StepReport(step.id, step.title, step.action, status, result.summary,
                                  round(time.time() - started, 3), result.data)
@@ -196,6 +200,10 @@ def run_playbook(
             say(f"    next: {outcome.next_command}")
             break
         say(f"    {outcome.status}: {outcome.summary}")
+        if finished:
+            report.up_to_date = True
+            say("    nothing left to do: no later step runs")
+            break
     report.finished_at = time.time()
     report.recorded_in = recorder.location
     if report.exit_code == 0 and any(s.status == "failed" for s in report.steps):

@@ -45,6 +45,8 @@ def test_demo_runs_and_shows_one_winner_after_the_upgrade(tmp_path: Path) -> Non
         assert f"format 5 on {branch}: 8 writers, 1 succeeded, 7 key_conflict, 1 row(s) with id Peggy" in output
         assert f"[ok] {branch}: exactly one winner, 7 key_conflict, one row" in output
     assert '[ok] format 5, every table of both branches has primary key ["id"]' in output
+    assert "[ok] mutate on review: one node inserted (Victor), one commit" in output
+    assert "[ok] branch merge review -> main: a fast-forward commit that brings exactly Victor" in output
     assert "[ok] `omnigraph check`: every branch clean" in output
     assert "FAILED" not in output
     assert re.search(r"all \d+ expectations held", output), output

@@ -1,0 +1,21 @@
+"""The ``--ignore-fleet`` option and the fleet listing that ``preflight`` prints on stderr."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from cli.support import say
+from migrator.fleet_check import describe
+
+ignore_fleet_option = click.option(
+    "--ignore-fleet", is_flag=True,
+    help="Proceed even while the fleet registry lists a live writer (the registry is information, not a lock).",
+)
+
+
+def report_fleet(entries: list[dict[str, Any]]) -> None:
+    """One stderr line per fleet record (advice for the operator, not the command's result)."""
+    for entry in entries:
+        say(f"fleet: {describe(entry)}")

@@ -1,0 +1,84 @@
+"""The graph commit DAG: every commit of every live branch, its parents, and merge bases.
+
+A commit is the head row of a ``__manifest`` version (commit id, parents, actor, message, time).
+:func:`load_commit_graph` reads the head row of every ``__manifest`` version of every live
+branch (a version that did not move the head, such as a migration or recovery publish, adds
+nothing new) and remembers, per commit id, the first ``(branch, manifest version)`` where it is
+the head: the catalog image of that commit. The cost is one small read per ``__manifest``
+version, proportional to the history; only ``commit list`` and ``branch merge`` pay it.
+
+Commits of a deleted branch that a merge commit names as a parent are not in the graph (their
+manifest is gone); walks stop there. Ancestors on live branches stay reachable through the
+other parent, so a merge base is always a commit whose catalog image can still be read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow.compute as pc
+
+from engine.manifest import HEAD_OBJECT_ID, HeadEntry, Manifest, fold_rows
+
+
+@dataclass(frozen=True)
+class CommitNode:
+    """One graph commit and where its catalog image lives."""
+
+    head: HeadEntry
+    branch: str
+    manifest_version: int
+
+
+@dataclass(frozen=True)
+class CommitGraph:
+    """Commit id -> :class:`CommitNode` for every commit visible on a live branch."""
+
+    nodes: dict[str, CommitNode]
+
+    def ancestors(self, commit_id: str) -> set[str]:
+        """``commit_id`` and every commit reachable from it through parents (known ones only)."""
+        seen: set[str] = set()
+        stack = [commit_id]
+        while stack:
+            current = stack.pop()
+            if current in seen or current not in self.nodes:
+                continue
+            seen.add(current)
+            stack.extend(self.nodes[current].head.parents)
+        return seen
+
+    def merge_base(self, left: str, right: str) -> str | None:
+        """The nearest common ancestor of two commits (None if they share none).
+
+        Of the common ancestors, the best ones are those that are not an ancestor of another
+        common ancestor. With several (criss-cross merges), the newest by commit time is taken,
+        ties broken by commit id, so the choice is deterministic.
+        """
+        common = self.ancestors(left) & self.ancestors(right)
+        if not common:
+            return None
+        dominated: set[str] = set()
+        for commit_id in common:
+            for parent in self.nodes[commit_id].head.parents:
+                dominated |= self.ancestors(parent) & common
+        best = sorted(common - dominated, key=lambda c: (self.nodes[c].head.committed_at, c))
+        return best[-1]
+
+    def history(self, head_id: str) -> list[HeadEntry]:
+        """Every commit reachable from ``head_id``, newest first (commit time, then id)."""
+        reachable = self.ancestors(head_id)
+        ordered = sorted(reachable, key=lambda c: (self.nodes[c].head.committed_at, c), reverse=True)
+        return [self.nodes[c].head for c in ordered]
+
+
+def load_commit_graph(manifest: Manifest) -> CommitGraph:
+    """Read the head row of every ``__manifest`` version of every live branch."""
+    nodes: dict[str, CommitNode] = {}
+    for branch in manifest.branches():
+        for version in manifest.head_versions(branch):
+            rows = manifest.dataset(branch, version).to_table(filter=pc.field("object_id") == HEAD_OBJECT_ID)
+            head = fold_rows(branch, version, rows).head
+            if head.commit_id not in nodes:
+                nodes[head.commit_id] = CommitNode(head, branch, version)
+    return CommitGraph(nodes)

@@ -1,0 +1,210 @@
+"""``branch merge SRC --into B``: a three-way merge of two graph branches as one graph commit.
+
+The merge base is the nearest common ancestor of the two heads in the commit graph
+(:mod:`engine.commit_graph`). Outcomes:
+
+* ``up_to_date``: the heads are equal or the base is the source head; nothing is written;
+* ``fast_forward``: the base is the target head. The source's changes are applied to the
+  target's own tables (the target never pins the source's table branches, which
+  ``branch delete SRC`` removes) and recorded as one commit, message ``... (fast-forward)``, whose
+  parents are the target head and the source head: the target's own history stays reachable
+  after the source branch is deleted (its commits' manifests go with it). When no row differs (the source's commits cancel out, or
+  the source is itself a fast-forward of the target), nothing is recorded and the outcome is
+  ``up_to_date``: the target's data already equals the source's, so either head serves as the
+  next merge base;
+* ``merged``: one commit with two parents (target head, source head).
+
+Per table and id the rules of :mod:`engine.merge_diff` apply. Any conflict is
+``merge_conflict`` (409) listing every conflicting id, sorted, before anything is written. The
+merged result is then checked (:mod:`engine.merge_check`: endpoints, ``@unique``); any problem
+is also ``merge_conflict``, with every problem listed. A commit is recorded even when no row
+differs (both sides made the same changes), so the next merge starts from this one.
+
+Writes go through the write protocol (:func:`engine.write.commit`: intent, effects, publish):
+per table, new rows by the fenced strict insert, updated rows by the fenced upsert, deleted ids by
+the door's delete; a table the target still inherits is forked first. Everything is prepared
+again from fresh snapshots when a concurrent writer conflicts before any effect.
+
+Memory: per table whose source image differs from the base, the ``id -> digest`` maps of up to
+three images (:mod:`engine.merge_diff`) plus the source rows the merge takes. Those are bounded by
+the per-table commit limit (:data:`engine.load.MAX_ROWS` changed ids, :data:`engine.load.MAX_ARROW_BYTES`
+of Arrow data); a larger merge is ``resource_limit`` with nothing written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.commit_graph import load_commit_graph
+from engine.errors import BadRequest, Internal, MergeConflict, ResourceLimit
+from engine.graph import Graph
+from engine.lance_io import open_dataset
+from engine.load import MAX_ARROW_BYTES, MAX_ROWS
+from engine.manifest import BranchSnapshot
+from engine.merge_check import check_merged
+from engine.merge_diff import TableChanges, compare_table
+from engine.write import CommitResult, TableWrite, commit
+
+MergeOutcome = Literal["up_to_date", "fast_forward", "merged"]
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What a merge did."""
+
+    outcome: MergeOutcome
+    source: str
+    into: str
+    base: str
+    source_head: str
+    target_head: str
+    commit: CommitResult | None
+    changes: dict[str, TableChanges] = field(default_factory=dict)
+
+    def document(self) -> dict[str, Any]:
+        """The ``branch merge --json`` document."""
+        return {
+            "outcome": self.outcome,
+            "source": self.source,
+            "into": self.into,
+            "base": self.base,
+            "source_head": self.source_head,
+            "target_head": self.target_head,
+            "commit": self.commit.commit_id if self.commit else None,
+            "parents": list(self.commit_parents),
+            "changes": {
+                key: {"inserted": len(c.inserts), "updated": len(c.updates), "deleted": len(c.deletes)}
+                for key, c in sorted(self.changes.items())
+                if c.count
+            },
+        }
+
+    @property
+    def commit_parents(self) -> tuple[str, ...]:
+        if self.commit is None:
+            return ()
+        return self.commit.parents
+
+
+@dataclass
+class _Plan:
+    outcome: MergeOutcome
+    base: str
+    source_head: str
+    target_head: str
+    changes: dict[str, TableChanges]
+    writes: list[TableWrite]
+
+
+class _AlreadyUpToDate(Exception):
+    """Raised from prepare: nothing to merge (the plan is kept by the caller)."""
+
+
+def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
+    source_snapshot = graph.manifest.snapshot(source)
+    source_head, target_head = source_snapshot.head.commit_id, target.head.commit_id
+    if source_head == target_head:
+        return _Plan("up_to_date", source_head, source_head, target_head, {}, [])
+    dag = load_commit_graph(graph.manifest)
+    base_id = dag.merge_base(source_head, target_head)
+    if base_id is None:
+        raise Internal(f"branches {source!r} and {target.branch!r} share no commit; their histories are unreadable")
+    if base_id == source_head:
+        return _Plan("up_to_date", base_id, source_head, target_head, {}, [])
+    outcome: MergeOutcome = "fast_forward" if base_id == target_head else "merged"
+    node = dag.nodes[base_id]
+    base = graph.manifest.snapshot(node.branch, node.manifest_version)
+    changes: dict[str, TableChanges] = {}
+    for table_key in graph.catalog.table_keys():
+        changes[table_key] = compare_table(
+            graph.store, table_key, base.tables.get(table_key), source_snapshot.tables.get(table_key),
+            target.tables.get(table_key),
+        )
+    conflicts = sorted((c for change in changes.values() for c in change.conflicts), key=lambda c: (c.table_key, c.id))
+    if conflicts:
+        raise MergeConflict(
+            f"merging {source!r} into {target.branch!r}: {len(conflicts)} id(s) changed differently on both "
+            f"branches since their merge base {base_id}; nothing was written. Make each listed row equal on "
+            "both branches (or undo one side's change), then merge again",
+            {"conflicts": [c.document() for c in conflicts], "base": base_id},
+        )
+    incoming = {key: _incoming_rows(graph, source_snapshot, change) for key, change in changes.items() if change.count}
+    problems = check_merged(graph, target, changes, incoming)
+    if problems:
+        raise MergeConflict(
+            f"merging {source!r} into {target.branch!r} would leave {len(problems)} invalid row(s) (a missing "
+            "edge endpoint or a repeated @unique value); nothing was written",
+            {"conflicts": problems, "base": base_id},
+        )
+    writes = [
+        TableWrite(
+            key, "merge", incoming[key].filter(pc.field("id").isin(pa.array(changes[key].inserts, pa.utf8()))),
+            delete_ids=tuple(changes[key].deletes),
+            upsert_rows=incoming[key].filter(pc.field("id").isin(pa.array(changes[key].updates, pa.utf8()))),
+        )
+        for key in sorted(incoming)
+    ]
+    return _Plan(outcome, base_id, source_head, target_head, changes, writes)
+
+
+def _incoming_rows(graph: Graph, source: BranchSnapshot, change: TableChanges) -> pa.Table:
+    """The source rows the merge takes for one table, in the catalog schema (limits checked)."""
+    if change.count > MAX_ROWS:
+        raise ResourceLimit(
+            "rows", MAX_ROWS, change.count,
+            f"{change.table_key}: the merge changes {change.count} rows of this table, over the per-commit "
+            f"limit of {MAX_ROWS}; nothing was written",
+            table_key=change.table_key,
+        )
+    schema = graph.catalog.table(change.table_key).arrow_schema(with_pk=True)
+    taken = change.inserts + change.updates
+    if not taken:
+        return schema.empty_table()
+    entry = source.table(change.table_key)
+    dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+    rows = dataset.to_table(columns=schema.names, filter=pc.field("id").isin(pa.array(taken, pa.utf8())))
+    rows = rows.cast(schema).sort_by("id")
+    if rows.nbytes > MAX_ARROW_BYTES:
+        raise ResourceLimit(
+            "arrow_bytes", MAX_ARROW_BYTES, rows.nbytes,
+            f"{change.table_key}: the merge brings {rows.nbytes} bytes of Arrow data into this table, over the "
+            f"per-commit limit of {MAX_ARROW_BYTES}; nothing was written",
+            table_key=change.table_key,
+        )
+    return rows
+
+
+def merge_branch(graph: Graph, source: str, into: str, *, actor: str) -> MergeResult:
+    """Merge branch ``source`` into branch ``into`` (see the module docstring)."""
+    if source == into:
+        raise BadRequest(f"cannot merge branch {source!r} into itself", {"branch": source})
+    graph.manifest.require_branch(source)
+    graph.manifest.require_branch(into)
+    plans: list[_Plan] = []
+
+    def prepare(target: BranchSnapshot) -> list[TableWrite]:
+        plans.append(_plan(graph, source, target))
+        if plans[-1].outcome == "fast_forward" and not plans[-1].writes:
+            plans[-1].outcome = "up_to_date"
+        if plans[-1].outcome == "up_to_date":
+            raise _AlreadyUpToDate()
+        return plans[-1].writes
+
+    def head_for(fresh: BranchSnapshot) -> tuple[tuple[str, ...], str]:
+        plan = plans[-1]
+        fast_forward = plan.outcome == "fast_forward" and fresh.head.commit_id == plan.target_head
+        suffix = " (fast-forward)" if fast_forward else ""
+        return (fresh.head.commit_id, plan.source_head), f"merge {source} into {into}{suffix}"
+
+    try:
+        published = commit(graph, into, prepare, message=f"merge {source} into {into}", actor=actor,
+                           head_for=head_for, publish_empty=True)
+    except _AlreadyUpToDate:
+        plan = plans[-1]
+        return MergeResult("up_to_date", source, into, plan.base, plan.source_head, plan.target_head, None)
+    plan = plans[-1]
+    return MergeResult(plan.outcome, source, into, plan.base, plan.source_head, plan.target_head, published, plan.changes)

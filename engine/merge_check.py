@@ -1,0 +1,136 @@
+"""Validation of a merged result before it is published: edge endpoints and ``@unique``.
+
+The merged image of a table is the target's image with the merge's deletes removed and the
+source rows it takes (inserts and updates) put in. Checked, against that image only:
+
+* every edge the merge brings in has its ``src``/``dst`` node in the merged node tables;
+* no edge the target keeps points at a node the merge deletes;
+* every ``@unique`` value the merge brings in is used by no other row of the merged table.
+
+Each failure is one problem document ``{table_key, id, kind, ...}`` (``kind``
+``missing_endpoint`` or ``unique_violation``); all are returned, sorted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.graph import Graph
+from engine.lance_io import open_dataset
+from engine.manifest import BranchSnapshot, TableEntry
+from engine.merge_diff import TableChanges
+
+Problem = dict[str, Any]
+
+
+def _read(graph: Graph, entry: TableEntry, columns: list[str], column: str, values: list[Any]) -> pa.Table:
+    dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+    wanted = pa.array(values, dataset.schema.field(column).type)
+    return dataset.to_table(columns=columns, filter=pc.field(column).isin(wanted))
+
+
+def _node_present(
+    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], node_type: str, ids: set[str]
+) -> set[str]:
+    table_key = f"node:{node_type}"
+    change = changes.get(table_key)
+    brought = set(change.inserts) | set(change.updates) if change else set()
+    removed = set(change.deletes) if change else set()
+    present = ids & brought
+    lookup = sorted(ids - brought - removed)
+    if lookup:
+        found = _read(graph, target.table(table_key), ["id"], "id", lookup)
+        present |= set(found.column("id").to_pylist())
+    return present
+
+
+def _incoming_endpoints(
+    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], incoming: dict[str, pa.Table]
+) -> list[Problem]:
+    problems: list[Problem] = []
+    for table_key, rows in incoming.items():
+        table = graph.catalog.table(table_key)
+        if table.kind != "edge" or rows.num_rows == 0:
+            continue
+        for column, node_type in (("src", str(table.from_type)), ("dst", str(table.to_type))):
+            values = rows.column(column).to_pylist()
+            present = _node_present(graph, target, changes, node_type, set(values))
+            for edge_id, endpoint in zip(rows.column("id").to_pylist(), values):
+                if endpoint not in present:
+                    problems.append(
+                        {"table_key": table_key, "id": edge_id, "kind": "missing_endpoint", "column": column,
+                         "node_type": node_type, "node_id": endpoint}
+                    )
+    return problems
+
+
+def _kept_edges_to_deleted_nodes(
+    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges]
+) -> list[Problem]:
+    problems: list[Problem] = []
+    for edge_key in graph.catalog.table_keys():
+        table = graph.catalog.table(edge_key)
+        if table.kind != "edge":
+            continue
+        edge_change = changes.get(edge_key)
+        replaced = set(edge_change.deletes) | set(edge_change.updates) if edge_change else set()
+        for column, node_type in (("src", str(table.from_type)), ("dst", str(table.to_type))):
+            node_change = changes.get(f"node:{node_type}")
+            if node_change is None or not node_change.deletes:
+                continue
+            hits = _read(graph, target.table(edge_key), ["id", column], column, node_change.deletes)
+            for edge_id, endpoint in zip(hits.column("id").to_pylist(), hits.column(column).to_pylist()):
+                if edge_id not in replaced:
+                    problems.append(
+                        {"table_key": edge_key, "id": edge_id, "kind": "missing_endpoint", "column": column,
+                         "node_type": node_type, "node_id": endpoint}
+                    )
+    return problems
+
+
+def _unique_values(
+    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], incoming: dict[str, pa.Table]
+) -> list[Problem]:
+    problems: list[Problem] = []
+    for table_key, rows in incoming.items():
+        table = graph.catalog.table(table_key)
+        change = changes[table_key]
+        replaced = set(change.deletes) | set(change.inserts) | set(change.updates)
+        ids = rows.column("id").to_pylist()
+        for prop in table.unique:
+            owners: dict[Any, str] = {}
+            for row_id, value in sorted(zip(ids, rows.column(prop).to_pylist()), key=lambda pair: pair[0]):
+                if value is None:
+                    continue
+                if value in owners:
+                    problems.append(
+                        {"table_key": table_key, "id": row_id, "kind": "unique_violation", "property": prop,
+                         "value": value, "existing_id": owners[value]}
+                    )
+                else:
+                    owners[value] = row_id
+            if not owners:
+                continue
+            hits = _read(graph, target.table(table_key), ["id", prop], prop, list(owners))
+            for existing_id, value in zip(hits.column("id").to_pylist(), hits.column(prop).to_pylist()):
+                if existing_id not in replaced:
+                    problems.append(
+                        {"table_key": table_key, "id": owners[value], "kind": "unique_violation", "property": prop,
+                         "value": value, "existing_id": existing_id}
+                    )
+    return problems
+
+
+def check_merged(
+    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], incoming: dict[str, pa.Table]
+) -> list[Problem]:
+    """Every endpoint and ``@unique`` problem of the merged result, sorted (empty = valid)."""
+    problems = (
+        _incoming_endpoints(graph, target, changes, incoming)
+        + _kept_edges_to_deleted_nodes(graph, target, changes)
+        + _unique_values(graph, target, changes, incoming)
+    )
+    return sorted(problems, key=lambda p: (p["table_key"], p["id"], p["kind"], str(p.get("column", p.get("property")))))

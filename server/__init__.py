@@ -1,0 +1,1 @@
+"""HTTP serving over the engine (FastAPI + uvicorn): endpoints, readiness, fleet registration."""

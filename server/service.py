@@ -1,0 +1,139 @@
+"""What a server process does with its graph: fresh read-only opens, and barrier-checked writes.
+
+Every method blocks (Lance and object-storage I/O); the HTTP layer runs them in a worker thread,
+never on the event loop.
+
+- Reads re-read the stamp per request and reopen the graph read-only when it changed (stamp
+  ``4``, ``migrating`` and ``5`` are readable by the format-5 program); every read folds the
+  latest ``__manifest``, so it sees the latest commits.
+- Writes are serialised within the process by one lock and re-read the stamp (and the migration
+  claim) right before each write (:func:`engine.barrier.require_writable_stamp`): a server that
+  started at format 4 starts accepting writes as soon as the stamp is 5, and one that was
+  accepting writes refuses them from the moment the barrier is stamped, without a restart. The
+  read-write graph (which resolves interrupted commits when opened) is opened on the first
+  allowed write and reopened after any ``recovery_required``.
+- Several server processes on one graph (``--workers N``, or several hosts) contend through the
+  fenced write protocol: duplicate ids are refused across processes, as for concurrent CLIs.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from engine.barrier import barrier_state, require_writable_stamp
+from engine.branches import branch_documents, create_branch, delete_branch
+from engine.commits import commit_history
+from engine.errors import RecoveryRequired
+from engine.export import export_lines
+from engine.graph import Graph, open_graph
+from engine.load import LoadMode, load
+from engine.manifest import Manifest
+from engine.merge import merge_branch
+from engine.mutate import mutate, select_query
+from engine.routing import EngineProfile
+from engine.snapshot import snapshot_document
+from engine.storage import open_store
+
+T = TypeVar("T")
+
+
+class GraphService:
+    """One graph served by one process under one program profile."""
+
+    def __init__(self, uri: str, profile: EngineProfile):
+        self.uri = uri
+        self.profile = profile
+        self.store = open_store(uri)
+        self.manifest = Manifest(self.store)
+        self._write_lock = threading.Lock()
+        self._writable: Graph | None = None
+        self._reader: Graph | None = None
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def reader(self) -> Graph:
+        """The graph opened read-only, reopened (stamp rules applied afresh) when the stamp changed.
+
+        Every read then reads the latest ``__manifest`` itself; only the store client and the
+        catalog are reused between requests.
+        """
+        graph = self._reader
+        if graph is None or self.manifest.read_stamp()[0] != graph.stamp:
+            graph = self._reader = open_graph(self.uri, self.profile, write=False)
+        return graph
+
+    def readiness(self) -> dict[str, Any]:
+        stamp, writable, reason = barrier_state(self.manifest, self.profile)
+        return {"format": stamp, "writable": writable, "reason": reason}
+
+    def snapshot(self, branch: str) -> dict[str, Any]:
+        return snapshot_document(self.reader(), branch)
+
+    def branches(self) -> list[dict[str, Any]]:
+        return branch_documents(self.reader())
+
+    def commits(self, branch: str) -> list[dict[str, Any]]:
+        history = commit_history(self.reader().manifest, branch)
+        return [
+            {"commit_id": h.commit_id, "parents": list(h.parents), "actor": h.actor, "message": h.message,
+             "committed_at": h.committed_at}
+            for h in history
+        ]
+
+    def export(self, branch: str, types: list[str]) -> Iterator[str]:
+        """JSONL lines; the first line is produced here, so a bad request fails before streaming."""
+        lines = export_lines(self.reader(), branch, types)
+        first = next(lines, None)
+
+        def chained() -> Iterator[str]:
+            if first is None:
+                return
+            yield first + "\n"
+            for line in lines:
+                yield line + "\n"
+
+        return chained()
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def write(self, operation: Callable[[Graph], T]) -> T:
+        """Run ``operation`` on the read-write graph once the barrier allows writes."""
+        with self._write_lock:
+            require_writable_stamp(self.manifest, self.profile)
+            if self._writable is None:
+                self._writable = open_graph(self.uri, self.profile, write=True)
+            try:
+                return operation(self._writable)
+            except RecoveryRequired:
+                self._writable = None  # the next write reopens read-write, which resolves it
+                raise
+
+    def load(self, branch: str, mode: LoadMode, data: bytes, actor: str) -> dict[str, Any]:
+        result = self.write(lambda graph: load(graph, data, mode=mode, branch=branch, actor=actor))
+        return {
+            "branch": result.branch,
+            "mode": result.mode,
+            "commits": [c.commit_id for c in result.commits],
+            "manifest_version": result.commits[-1].manifest_version if result.commits else None,
+            "rows": result.rows,
+        }
+
+    def create_branch(self, name: str, source: str) -> dict[str, Any]:
+        branch = self.write(lambda graph: create_branch(graph, name, source))
+        return {"name": branch.name, "parent_branch": branch.parent_branch, "incarnation": branch.incarnation}
+
+    def delete_branch(self, name: str) -> None:
+        self.write(lambda graph: delete_branch(graph, name))
+
+    def mutate(self, branch: str, source: str, name: str | None, params: dict[str, Any], if_commit: str | None,
+               actor: str) -> dict[str, Any]:
+        """One ``.gq`` query as one commit; syntax and the insert/delete mix are refused before any I/O."""
+        select_query(source, name)
+        result = self.write(lambda graph: mutate(graph, source, name=name, params=params, branch=branch,
+                                                 if_commit=if_commit, actor=actor))
+        return result.document()
+
+    def merge(self, source: str, into: str, actor: str) -> dict[str, Any]:
+        return self.write(lambda graph: merge_branch(graph, source, into, actor=actor)).document()
