@@ -6,13 +6,14 @@ import datetime as dt
 
 import click
 
-from engine import __version__
 from cli.branch_merge import branch_merge
+from cli.check_commands import add_check_command
+from cli.maintenance_commands import add_maintenance_commands
 from cli.mutate import mutate_command
 from cli.serve_commands import add_serve_command
-from cli.maintenance_commands import add_maintenance_commands
 from cli.shared_commands import add_shared_commands
 from cli.support import echo_result, emit_json, json_option, reports_errors
+from engine import __version__
 from engine.commits import commit_history
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import open_graph
@@ -29,6 +30,7 @@ add_shared_commands(cli, FENCED_PROFILE)
 cli.commands["branch"].add_command(branch_merge)  # type: ignore[attr-defined]
 cli.add_command(mutate_command)
 add_serve_command(cli, FENCED_PROFILE)
+add_check_command(cli)
 add_maintenance_commands(cli)
 
 

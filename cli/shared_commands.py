@@ -31,6 +31,13 @@ def _read_file(path: str, what: str) -> bytes:
         raise BadRequest(f"cannot read {what} {path!r}: {error.strerror}", {"path": path}) from error
 
 
+def _decode_utf8(data: bytes, what: str, path: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise BadRequest(f"{what} {path!r} is not UTF-8: {error.reason} at byte {error.start}", {"path": path}) from None
+
+
 def _report_recovery(graph: Graph) -> None:
     for record in graph.recovered:
         say(f"recovered interrupted commit {record.operation_id} on {record.graph_branch}: {record.outcome}")
@@ -45,7 +52,7 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
     @reports_errors
     def init_command(schema_path: str, graph: str, as_json: bool) -> None:
         """Create a new graph at GRAPH (a directory or s3://bucket/prefix)."""
-        source = _read_file(schema_path, "schema file").decode("utf-8")
+        source = _decode_utf8(_read_file(schema_path, "schema file"), "schema file", schema_path)
         created = init_graph(graph, source, profile, actor_name())
         document = {"graph": created.store.uri, "format": created.stamp, "tables": created.catalog.table_keys()}
         if as_json:

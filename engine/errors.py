@@ -125,6 +125,20 @@ class ValidationFailed(OmnigraphError):
     exit_code = EXIT_VALIDATION_FAILED
 
 
+class StorageAccessDenied(OmnigraphError):
+    """The object store refused our credentials for the graph's bucket."""
+
+    code = "access_denied"
+    http_status = 403
+
+
+class StorageUnavailable(OmnigraphError):
+    """The object store kept failing (5xx, dropped connections) past the retry budget."""
+
+    code = "storage_unavailable"
+    http_status = 503
+
+
 class Internal(OmnigraphError):
     code = "internal"
     http_status = 500

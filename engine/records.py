@@ -103,6 +103,8 @@ def _load_line(text: str, line: int) -> dict[str, Any]:
         raise _fail(line, f"duplicate JSON member {error.name!r}", member=error.name) from None
     except ValueError as error:
         raise _fail(line, f"malformed JSON: {error}") from None
+    except RecursionError:
+        raise _fail(line, "malformed JSON: nested too deeply") from None
     if not isinstance(record, dict):
         raise _fail(line, "a record must be a JSON object")
     return record

@@ -13,9 +13,12 @@ sends ``If-None-Match: *``. It never checks-then-writes.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import fsspec
@@ -23,16 +26,68 @@ from tenacity import (
     retry,
     retry_if_exception,
     stop_after_attempt,
+    stop_after_delay,
     wait_exponential_jitter,
 )
 
-from engine.errors import BadRequest
+from engine.errors import BadRequest, NotFound, StorageAccessDenied, StorageUnavailable
+
+T = TypeVar("T")
 
 
 def _is_conditional_conflict(error: BaseException) -> bool:
     """S3 answers 409 ConditionalRequestConflict while another conditional PUT is in flight."""
     text = str(error)
     return "ConditionalRequestConflict" in text or "(409)" in text
+
+
+_TRANSIENT_MARKERS = (
+    "InternalError", "SlowDown", "ServiceUnavailable", "(500)", "(503)", "Internal Server Error",
+    "Service Unavailable", "Connection", "connection", "timed out", "Timeout", "Server disconnected",
+)
+S3_ATTEMPTS = 4
+S3_RETRY_SECONDS = 30.0
+
+
+def _is_transient(error: BaseException) -> bool:
+    """A 5xx answer, throttling, or a dropped/timed-out connection: the request may be retried.
+
+    Missing objects, refused credentials and existing objects are answers, never retried."""
+    if isinstance(error, (FileNotFoundError, PermissionError, FileExistsError, IsADirectoryError)):
+        return False
+    if isinstance(error, (ConnectionError, TimeoutError)):
+        return True
+    return any(marker in f"{type(error).__name__}: {error}" for marker in _TRANSIENT_MARKERS)
+
+
+def _s3_io(method: Callable[..., T]) -> Callable[..., T]:
+    """Retry ``method`` on transient S3 errors (tenacity: at most :data:`S3_ATTEMPTS` attempts and
+    :data:`S3_RETRY_SECONDS`, exponential backoff with jitter); when the budget is spent, raise
+    ``storage_unavailable``. Local stores are not retried."""
+
+    retrying = retry(
+        retry=retry_if_exception(_is_transient),
+        stop=stop_after_attempt(S3_ATTEMPTS) | stop_after_delay(S3_RETRY_SECONDS),
+        wait=wait_exponential_jitter(initial=0.1, max=2.0, jitter=0.1),
+        reraise=True,
+    )(method)
+
+    @functools.wraps(method)
+    def wrapper(self: GraphStore, *args: Any, **kwargs: Any) -> T:
+        if self.is_local:
+            return method(self, *args, **kwargs)
+        try:
+            return retrying(self, *args, **kwargs)
+        except Exception as error:
+            if _is_transient(error):
+                raise StorageUnavailable(
+                    f"{self.uri}: the object store kept failing after {S3_ATTEMPTS} attempts ({type(error).__name__}: "
+                    f"{error}); nothing is left half-done by this call, run the command again",
+                    {"uri": self.uri},
+                ) from error
+            raise
+
+    return wrapper
 
 
 @dataclass(frozen=True)
@@ -62,6 +117,19 @@ class GraphStore:
         """Create ``rel`` with ``data`` atomically unless it exists; True if this call created it."""
         if self.is_local:
             return _local_put_if_absent(self.path(rel), data)
+        if self._s3_put_if_absent_retried(rel, data):
+            return True
+        # A retried attempt (ours, or botocore's) may have landed before its answer was lost, so
+        # "exists" is not proof of another creator: the object is ours exactly when it holds our
+        # bytes (claims, intents and ledger records carry unique tokens and ids). Gone by now:
+        # another creator's object, already removed.
+        try:
+            return self.read_bytes(rel) == data
+        except FileNotFoundError:
+            return False
+
+    @_s3_io
+    def _s3_put_if_absent_retried(self, rel: str, data: bytes) -> bool:
         return self._s3_put_if_absent(rel, data)
 
     @retry(
@@ -82,11 +150,13 @@ class GraphStore:
             raise
         return True
 
+    @_s3_io
     def read_bytes(self, rel: str) -> bytes:
         """The bytes at ``rel``; ``FileNotFoundError`` if absent."""
         with self.fs.open(self.path(rel), "rb") as handle:
             return handle.read()
 
+    @_s3_io
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Create or replace ``rel`` (only for documents that are not create-if-absent)."""
         if self.is_local:
@@ -94,9 +164,11 @@ class GraphStore:
         with self.fs.open(self.path(rel), "wb") as handle:
             handle.write(data)
 
+    @_s3_io
     def exists(self, rel: str) -> bool:
         return bool(self.fs.exists(self.path(rel)))
 
+    @_s3_io
     def list(self, rel_dir: str) -> list[str]:
         """Sorted names (not paths) of the entries directly under ``rel_dir``; [] if absent."""
         path = self.path(rel_dir)
@@ -108,6 +180,7 @@ class GraphStore:
         names.discard("")
         return sorted(names)
 
+    @_s3_io
     def delete(self, rel: str) -> None:
         """Remove the object at ``rel``; absent is not an error."""
         try:
@@ -154,9 +227,14 @@ def s3_settings_from_env() -> tuple[dict[str, object], dict[str, str]]:
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT")
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     allow_http = os.environ.get("AWS_ALLOW_HTTP", "").lower() in ("1", "true", "yes")
-    fs_kwargs: dict[str, object] = {"use_listings_cache": False}
+    # Bounded retry budgets: botocore (3 attempts per call), then GraphStore's tenacity policy
+    # (s3fs's own wrapper is set to one attempt in open_store); Lance: 10 retries within 60 s.
+    fs_kwargs: dict[str, object] = {
+        "use_listings_cache": False,
+        "config_kwargs": {"retries": {"max_attempts": 3, "mode": "standard"}, "connect_timeout": 10, "read_timeout": 60},
+    }
     client_kwargs: dict[str, object] = {"region_name": region}
-    lance_options: dict[str, str] = {"aws_region": region}
+    lance_options: dict[str, str] = {"aws_region": region, "client_max_retries": "10", "client_retry_timeout": "60"}
     if endpoint:
         client_kwargs["endpoint_url"] = endpoint
         lance_options["aws_endpoint"] = endpoint
@@ -176,6 +254,24 @@ def s3_settings_from_env() -> tuple[dict[str, object], dict[str, str]]:
     return fs_kwargs, lance_options
 
 
+def _require_bucket(fs: fsspec.AbstractFileSystem, bucket: str) -> None:
+    """Refuse a bucket that does not exist (``not_found``) or that our credentials may not use
+    (``access_denied``) with a typed error, before any command reads or writes under it."""
+    try:
+        fs.call_s3("head_bucket", Bucket=bucket)
+    except FileNotFoundError:
+        raise NotFound(f"bucket {bucket!r} does not exist (create it first)", {"bucket": bucket}) from None
+    except PermissionError as error:
+        raise StorageAccessDenied(
+            f"access to bucket {bucket!r} was denied ({error}); check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY",
+            {"bucket": bucket},
+        ) from None
+    except Exception as error:
+        if _is_transient(error):
+            raise StorageUnavailable(f"bucket {bucket!r} cannot be reached: {error}; run the command again", {"bucket": bucket}) from error
+        raise
+
+
 def open_store(uri: str) -> GraphStore:
     """The :class:`GraphStore` for a graph URI (local path, ``file://`` or ``s3://``)."""
     if not uri:
@@ -186,11 +282,15 @@ def open_store(uri: str) -> GraphStore:
             raise BadRequest(f"{uri!r} names no bucket; use s3://bucket/prefix")
         fs_kwargs, lance_options = s3_settings_from_env()
         fs = fsspec.filesystem("s3", **fs_kwargs)
+        fs.retries = 1  # one attempt per s3fs call: botocore and GraphStore's tenacity policy retry
         root = f"{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/")
+        _require_bucket(fs, parsed.netloc)
         return GraphStore(uri=f"s3://{root}", fs=fs, root=root, storage_options=lance_options)
     if parsed.scheme in ("file", ""):
         local = parsed.path if parsed.scheme == "file" else uri
         root = os.path.abspath(local).rstrip("/") or "/"
+        if os.path.exists(root) and not os.path.isdir(root):
+            raise BadRequest(f"{root} is a file, not a graph root (a directory)", {"uri": root})
         fs = fsspec.filesystem("file")
         return GraphStore(uri=root, fs=fs, root=root, storage_options=None)
     raise BadRequest(f"unsupported graph URI scheme {parsed.scheme!r}; use a path, file:// or s3://")

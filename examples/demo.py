@@ -17,7 +17,8 @@ to ``sys.executable``) as subprocesses, in a fresh work directory (default ``./d
    winner each, the others get ``key_conflict``, one row each;
 7. prints the snapshots after the upgrade and checks the old binary now refuses the graph;
 8. inserts a Person on a new branch ``review`` with a ``.gq`` mutation (``omnigraph mutate``) and
-   merges ``review`` into ``main`` (``omnigraph branch merge``).
+   merges ``review`` into ``main`` (``omnigraph branch merge``);
+9. ends with ``omnigraph check`` over every branch.
 
 Racing processes import everything first, report ready on a shared pipe, and block on a second
 pipe; the demo releases them all at once when every one is ready (the idea of
@@ -361,6 +362,8 @@ class Demo:
             and self.count_ids("omnigraph", graph, "main", "Person", "Victor") == 1,
             "branch merge review -> main: a fast-forward commit that brings exactly Victor",
         )
+        checked = self.run("omnigraph", "check", str(graph), expect=None)
+        self.expect(checked.returncode == 0, "`omnigraph check`: every branch clean (pins, heads, intents, stamp, ids, edges)")
 
 
 def prepare_workdir(path: Path) -> None:

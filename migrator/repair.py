@@ -46,6 +46,9 @@ from migrator.plan import build_plan
 from migrator.progress import Progress, SilentProgress
 from migrator.run import held_migration
 
+# The libyaml-backed safe loader when available: the pure-Python one takes seconds per MB.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 GENERATE = "generate"
 
 REPAIR_PROFILE = EngineProfile(
@@ -149,8 +152,8 @@ def write_decisions(path: Path, decisions: DecisionsFile) -> None:
 def read_decisions(path: Path) -> DecisionsFile:
     """Parse a decisions file; every problem is named with its location in the file."""
     try:
-        document = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
+        document = yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
+    except (OSError, yaml.YAMLError, UnicodeDecodeError, RecursionError) as error:
         raise BadRequest(f"cannot read decisions file {path}: {error}", {"path": str(path)}) from error
     try:
         return DecisionsFile.model_validate(document)

@@ -47,6 +47,7 @@ def test_demo_runs_and_shows_one_winner_after_the_upgrade(tmp_path: Path) -> Non
     assert '[ok] format 5, every table of both branches has primary key ["id"]' in output
     assert "[ok] mutate on review: one node inserted (Victor), one commit" in output
     assert "[ok] branch merge review -> main: a fast-forward commit that brings exactly Victor" in output
+    assert "[ok] `omnigraph check`: every branch clean" in output
     assert "FAILED" not in output
     assert re.search(r"all \d+ expectations held", output), output
 

@@ -22,6 +22,7 @@ from engine.storage import open_store
 from ledger import Ledger
 from migrator import sidecar as sidecars
 from migrator.layout import CLAIM_PATH, ledger_dir
+from tests.check_helpers import assert_check_clean, assert_check_finds
 from tests.conftest import new_root
 from tests.migration_fixtures import BIN, BRANCHES, build_fixture, clone, exports
 from tests.process_race import race
@@ -93,6 +94,7 @@ def assert_fully_migrated(uri: str, before: dict[str, list[str]], migration_id: 
     open_graph(uri, FENCED_PROFILE, write=True)
     with pytest.raises(FormatRefused):
         open_graph(uri, LEGACY_PROFILE, write=False)
+    assert_check_clean(uri)
 
 
 def test_run_migrates_every_branch_in_place(graph: str) -> None:
@@ -126,6 +128,7 @@ def test_after_migration_same_id_races_have_one_winner_on_main_and_lazy(graph: s
         from tests.migration_fixtures import count_ids
 
         assert count_ids(graph, branch, "node:Person", f"racer on {branch}") == 1
+    assert_check_clean(graph)
 
 
 FAILPOINTS = [
@@ -190,6 +193,7 @@ def test_two_runs_at_once_one_proceeds_the_other_exits_3(graph: str) -> None:
     error = loser.json()["error"]
     assert error["code"] == "claim_held"
     assert "sre-" in error["message"]
+    assert_check_clean(graph)
 
 
 def test_resume_with_a_wrong_token_is_refused(graph: str) -> None:
@@ -198,6 +202,8 @@ def test_resume_with_a_wrong_token_is_refused(graph: str) -> None:
     assert refused.returncode == 1
     assert json.loads(refused.stdout)["error"]["code"] == "precondition_failed"
     assert Manifest(open_store(graph)).read_stamp()[0] == "migrating"
+    # The crashed unit's PK commit is not published yet: its table HEAD is one past the pin.
+    assert_check_finds(graph, ["migration_in_progress", "table_head_ahead"])
 
 
 def test_abort_restores_stamp_4_keeps_pks_and_a_later_run_completes(graph: str) -> None:
@@ -232,6 +238,8 @@ def test_a_foreign_fork_is_refused_on_resume(graph: str) -> None:
     assert json.loads(refused.stdout)["error"]["code"] == "migration_refused"
     assert "feat2" in list_branches(open_dataset(store, entry.table_path))
     assert Manifest(store).read_stamp()[0] == "migrating"
+    report = assert_check_finds(graph, ["migration_in_progress", "unpinned_table_branch"])
+    assert [f["table_path"] for f in report["findings"] if f["kind"] == "unpinned_table_branch"] == [entry.table_path]
 
 
 def test_an_interrupted_abort_is_finished_by_aborting_again(compact_graph: str) -> None:
@@ -250,3 +258,6 @@ def test_an_interrupted_abort_is_finished_by_aborting_again(compact_graph: str) 
     ledger = Ledger(store, ledger_dir(json.loads(finished.stdout)["migration_id"]))
     kinds = [r.kind for _, r in ledger.replay().records]
     assert kinds.count("aborted") == 1 and kinds.count("claim_released") == 1
+    # The abort keeps the fork the crashed unit made and never published; check names it.
+    report = assert_check_finds(compact_graph, ["unpinned_table_branch"])
+    assert [f["details"]["table_branch"] for f in report["findings"]] == ["feat"]

@@ -17,6 +17,7 @@ from engine.manifest import Manifest
 from engine.storage import open_store
 from ledger import Ledger, ValidationFailedRecord
 from migrator.layout import CLAIM_PATH, ledger_dir
+from tests.check_helpers import assert_check_finds
 from tests.conftest import new_root
 from tests.migration_fixtures import build_duplicate, build_fixture
 from tests.test_migration import claim_token, migrate
@@ -69,6 +70,8 @@ def test_duplicate_ids_stop_the_run_before_any_pk(backend: str, tmp_path: Path) 
     again = migrate("run", uri, "--owner", "ci")
     assert again.returncode == 4
     assert twin in again.stdout  # without --json the inventory is printed on stdout
+    report = assert_check_finds(uri, ["duplicate_ids", "migration_in_progress"])
+    assert [f["details"]["branches"] for f in report["findings"] if f["kind"] == "duplicate_ids"] == [["dup"]]
 
 
 def _stale_v4_write(graph, branch: str, name: str) -> None:
@@ -97,6 +100,7 @@ def test_a_writer_left_running_is_detected_and_the_stamp_is_not_written(
     assert error["code"] == "drift_detected"
     assert moved in error["message"]
     assert Manifest(open_store(uri)).read_stamp()[0] == "migrating"
+    assert_check_finds(uri, ["migration_in_progress"])
 
 
 def test_a_crash_between_image_records_and_the_failure_record_does_not_resume_past_duplicates(
@@ -113,3 +117,4 @@ def test_a_crash_between_image_records_and_the_failure_record_does_not_resume_pa
     assert [e["entity_id"] for e in error["details"]["inventory"]] == [twin]
     assert _table_heads_without_pk(uri) == []
     assert Manifest(open_store(uri)).read_stamp()[0] == "migrating"
+    assert_check_finds(uri, ["duplicate_ids", "migration_in_progress"])

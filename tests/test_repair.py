@@ -10,6 +10,7 @@ import yaml
 
 from engine.errors import BadRequest
 from migrator import repair
+from tests.check_helpers import assert_check_clean
 from tests.conftest import new_root
 from tests.migration_fixtures import build_duplicate, count_ids, exports
 from tests.test_migration import claim_token, migrate
@@ -90,6 +91,7 @@ def test_a_rename_must_use_a_free_id_and_then_repairs(tmp_path: Path) -> None:
     edges = [json.loads(line)["data"]["id"] for line in exports(uri)["dup"] if '"edge"' in line]
     assert sorted(edges) == ["w-alice", "w-dup", "w-renamed"]
     assert migrate("resume", uri, "--token", token).returncode == 0
+    assert_check_clean(uri)
 
 
 def test_renaming_a_keyed_node_is_refused(stopped: tuple[str, str, str], tmp_path: Path) -> None:

@@ -1,0 +1,320 @@
+"""Read-only integrity check of a whole graph, every branch (``omnigraph check``).
+
+:func:`check_graph` never writes and never raises on what it finds: every problem becomes a
+:class:`Finding` in the :class:`CheckReport`. It raises only when there is no graph to check
+(``not_found``) or the storage cannot be read at all. What it checks:
+
+* the format stamp is a known value, not ``migrating``, and consistent with the primary keys:
+  at ``5`` every pinned image has PK exactly ``[id]``; at any stamp a PK other than ``[]`` or
+  ``[id]`` is wrong (PKs installed by an aborted migration stay at stamp ``4``, by design);
+* every branch's manifest folds, names the catalog's tables, and every table row resolves to an
+  existing ``(table branch, version)`` whose row count matches the row recorded in the manifest;
+* no table branch HEAD is ahead of every pin of it and no Lance branch of a table is pinned by
+  no graph branch, unless a pending write intent names that table (an interrupted commit);
+* no write intent is left in ``__recovery/`` (each one is a finding, with the command that
+  resolves it);
+* ids are non-null and unique in every pinned image (each physical image is scanned once, with
+  the caller's bounded-memory scanner, see :data:`IdScanner`);
+* every edge's ``src`` and ``dst`` exist in the endpoint node images its branch pins. The node
+  ids of one endpoint image are held in memory while its edges are streamed.
+
+The id scan is passed in by the caller (the CLI passes the migrator's partitioned validator),
+because the engine does not depend on the migrator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import lance
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.errors import NotFound, OmnigraphError
+from engine.graph import SCHEMA_FILE
+from engine.intents import RECOVERY_DIR, WriteIntent
+from engine.lance_io import latest_version, list_branches, open_dataset, primary_key
+from engine.manifest import BranchSnapshot, Manifest
+from engine.schema import Catalog
+from engine.stamps import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS
+from engine.storage import GraphStore, open_store
+from engine.table_store import KEY_COLUMN
+
+LISTED_PER_FINDING = 100
+EDGE_BATCH_ROWS = 32_768
+
+ImageKey = tuple[str, str | None, int]
+
+
+class IdScan(Protocol):
+    """What an id scanner reports about one image."""
+
+    rows: int
+    null_ids: int
+    duplicates: list[tuple[str, int]]
+
+
+IdScanner = Callable[[lance.LanceDataset], IdScan]
+
+
+class Finding(BaseModel):
+    """One integrity problem. ``kind`` is stable (scripts match on it); ``details`` its facts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str
+    branch: str | None = None
+    table_key: str | None = None
+    table_path: str | None = None
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    def sort_key(self) -> tuple[str, str, str, str, str]:
+        return (self.kind, self.branch or "", self.table_key or "", self.table_path or "", self.message)
+
+
+class CheckReport(BaseModel):
+    """The whole check: what was examined and every finding, sorted."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    graph: str
+    stamp: str | None
+    branches: list[str]
+    images_checked: int
+    findings: list[Finding]
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.model_dump(mode="json"), "ok": self.ok}
+
+
+def _image_name(key: ImageKey) -> str:
+    path, table_branch, version = key
+    return f"{path} {table_branch or 'main'}@v{version}"
+
+
+class _Checker:
+    """One check run: collects findings; every public step tolerates what earlier ones found."""
+
+    def __init__(self, store: GraphStore, manifest: Manifest, scan_ids: IdScanner):
+        self.store = store
+        self.manifest = manifest
+        self.scan_ids = scan_ids
+        self.findings: list[Finding] = []
+        self.images: dict[ImageKey, lance.LanceDataset] = {}
+        self.pinned_by: dict[ImageKey, list[str]] = {}
+        self.intent_tables: set[tuple[str, str | None]] = set()
+        self.intent_paths: set[str] = set()
+
+    def add(self, kind: str, message: str, **fields: Any) -> None:
+        details = fields.pop("details", {})
+        self.findings.append(Finding(kind=kind, message=message, details=details, **fields))
+
+    # -- stamp and intents ---------------------------------------------------------------------
+
+    def check_stamp(self) -> str | None:
+        stamp, migration_id = self.manifest.read_stamp()
+        if stamp is None or stamp not in KNOWN_STAMPS:
+            self.add("stamp_invalid", f"the format stamp is {stamp!r}, not one of {list(KNOWN_STAMPS)}", details={"stamp": stamp})
+        elif stamp == FORMAT_MIGRATING:
+            self.add(
+                "migration_in_progress",
+                f"stamp is 'migrating': migration {migration_id} holds the barrier; "
+                f"`omnigraph-migrate status {self.store.uri}` says how to resume or abort it",
+                details={"migration_id": migration_id},
+            )
+        return stamp
+
+    def check_intents(self, stamp: str | None) -> None:
+        writer = "omnigraph-v4" if stamp == "4" else "omnigraph"
+        advice = (
+            f"a read-write open resolves it: `{writer} branch create recover-tmp {self.store.uri}` "
+            f"then `{writer} branch delete recover-tmp {self.store.uri}`"
+        )
+        for name in self.store.list(RECOVERY_DIR):
+            if not name.endswith(".json"):
+                continue
+            rel = f"{RECOVERY_DIR}/{name}"
+            try:
+                intent = WriteIntent.model_validate_json(self.store.read_bytes(rel))
+            except FileNotFoundError:
+                continue  # disarmed by its writer while we listed
+            except ValueError as error:
+                self.add("intent_unreadable", f"{rel} is not a valid write intent ({type(error).__name__})",
+                         table_path=None, details={"path": rel})
+                continue
+            for table in intent.tables:
+                self.intent_tables.add((table.table_path, table.branch_before))
+                self.intent_tables.add((table.table_path, table.target_branch))
+                self.intent_paths.add(table.table_path)
+            self.add(
+                "pending_intent",
+                f"write {intent.operation_id} on {intent.graph_branch} was interrupted and is pending recovery; {advice}",
+                branch=intent.graph_branch,
+                details={"operation_id": intent.operation_id, "tables": sorted(t.table_key for t in intent.tables)},
+            )
+
+    # -- manifests and images -------------------------------------------------------------------
+
+    def snapshots(self) -> dict[str, BranchSnapshot]:
+        result: dict[str, BranchSnapshot] = {}
+        for name in self.manifest.branches():
+            try:
+                result[name] = self.manifest.snapshot(name)
+            except (OSError, ValueError, OmnigraphError) as error:
+                self.add("manifest_unreadable", f"the manifest of branch {name} cannot be read: {error}", branch=name)
+        return result
+
+    def check_tables(self, snapshot: BranchSnapshot, catalog: Catalog | None, stamp: str | None) -> None:
+        branch = snapshot.branch
+        if catalog is not None:
+            expected, present = set(catalog.table_keys()), set(snapshot.tables)
+            for key in sorted(expected - present):
+                self.add("table_missing", f"branch {branch} has no manifest row for {key}", branch=branch, table_key=key)
+            for key in sorted(present - expected):
+                self.add("table_unexpected", f"branch {branch} has a manifest row for {key}, which the schema does not declare",
+                         branch=branch, table_key=key)
+        for key, entry in snapshot.tables.items():
+            image: ImageKey = (entry.table_path, entry.table_branch, entry.table_version)
+            where = {"branch": branch, "table_key": key, "table_path": entry.table_path}
+            dataset = self.images.get(image)
+            if dataset is None:
+                try:
+                    dataset = open_dataset(self.store, entry.table_path, entry.table_branch, entry.table_version)
+                except (OSError, ValueError) as error:
+                    self.add("table_version_missing", f"{key} pins {_image_name(image)}, which cannot be opened: {error}",
+                             details={"table_branch": entry.table_branch, "version": entry.table_version}, **where)
+                    continue
+                self.images[image] = dataset
+            self.pinned_by.setdefault(image, []).append(branch)
+            rows = dataset.count_rows()
+            if rows != entry.row_count:
+                self.add("row_count_mismatch", f"{key} pins {_image_name(image)} with {rows} rows; the manifest says {entry.row_count}",
+                         details={"manifest_rows": entry.row_count, "image_rows": rows}, **where)
+            pk = primary_key(dataset.schema)
+            if pk not in ([], [KEY_COLUMN]):
+                self.add("pk_wrong", f"{key} at {_image_name(image)} has primary key {pk}, not ['id']", details={"pk": pk}, **where)
+            elif stamp == FORMAT_5 and pk != [KEY_COLUMN]:
+                self.add("pk_missing", f"the stamp is 5 but {key} at {_image_name(image)} has no primary key",
+                         details={"pk": pk}, **where)
+
+    def check_heads(self) -> None:
+        pinned: dict[tuple[str, str | None], int] = {}
+        for path, table_branch, version in self.images:
+            pinned[(path, table_branch)] = max(pinned.get((path, table_branch), 0), version)
+        for (path, table_branch), version in sorted(pinned.items(), key=lambda item: (item[0][0], item[0][1] or "")):
+            if (path, table_branch) in self.intent_tables:
+                continue
+            head = latest_version(self.store, path, table_branch)
+            if head > version:
+                self.add("table_head_ahead",
+                         f"{path} on table branch {table_branch or 'main'} is at v{head}, ahead of every pin (v{version}), "
+                         "and no write intent explains it",
+                         table_path=path, details={"table_branch": table_branch, "head": head, "pinned": version})
+        for path in sorted({p for p, _ in pinned}):
+            if path in self.intent_paths:
+                continue
+            for name in list_branches(open_dataset(self.store, path)):
+                if (path, name) not in pinned:
+                    self.add("unpinned_table_branch",
+                             f"{path} has a Lance branch {name!r} that no graph branch pins",
+                             table_path=path, details={"table_branch": name})
+
+    def check_ids(self) -> None:
+        for image, dataset in sorted(self.images.items(), key=lambda item: (item[0][0], item[0][1] or "", item[0][2])):
+            report = self.scan_ids(dataset)
+            where = {"table_path": image[0]}
+            branches = sorted(self.pinned_by[image])
+            if report.null_ids:
+                self.add("null_ids", f"{_image_name(image)} has {report.null_ids} null id(s)",
+                         details={"image": _image_name(image), "branches": branches, "null_ids": report.null_ids}, **where)
+            if report.duplicates:
+                listed = [{"id": ident, "count": count} for ident, count in report.duplicates[:LISTED_PER_FINDING]]
+                self.add("duplicate_ids", f"{_image_name(image)} has {len(report.duplicates)} duplicated id(s)",
+                         details={"image": _image_name(image), "branches": branches,
+                                  "duplicated_ids": len(report.duplicates), "listed": listed}, **where)
+
+    # -- edges ---------------------------------------------------------------------------------
+
+    def check_endpoints(self, snapshots: dict[str, BranchSnapshot], catalog: Catalog) -> None:
+        node_ids: dict[ImageKey, pa.Array] = {}
+        checked: set[tuple[ImageKey, ImageKey, ImageKey]] = set()
+        for branch, snapshot in snapshots.items():
+            for table in catalog.tables():
+                if table.kind != "edge" or table.table_key not in snapshot.tables:
+                    continue
+                edge_image = self._pinned_image(snapshot, table.table_key)
+                ends = [self._pinned_image(snapshot, f"node:{name}") for name in (table.from_type, table.to_type)]
+                if edge_image is None or ends[0] is None or ends[1] is None:
+                    continue
+                combination = (edge_image, ends[0], ends[1])
+                if combination in checked:
+                    continue
+                checked.add(combination)
+                for image in ends:
+                    if image not in node_ids:
+                        node_ids[image] = self.images[image].to_table(columns=[KEY_COLUMN]).column(0).combine_chunks()
+                missing = list(self._dangling(edge_image, node_ids[ends[0]], node_ids[ends[1]]))
+                if missing:
+                    self.add("dangling_edge",
+                             f"{table.table_key} at {_image_name(edge_image)} has {len(missing)} endpoint(s) missing from "
+                             f"the node images branch {branch} pins",
+                             branch=branch, table_key=table.table_key, table_path=edge_image[0],
+                             details={"missing": len(missing), "listed": missing[:LISTED_PER_FINDING]})
+
+    def _pinned_image(self, snapshot: BranchSnapshot, table_key: str) -> ImageKey | None:
+        entry = snapshot.tables.get(table_key)
+        if entry is None:
+            return None
+        image = (entry.table_path, entry.table_branch, entry.table_version)
+        return image if image in self.images else None
+
+    def _dangling(self, edge_image: ImageKey, sources: pa.Array, targets: pa.Array) -> Iterator[dict[str, str]]:
+        dataset = self.images[edge_image]
+        for batch in dataset.to_batches(columns=[KEY_COLUMN, "src", "dst"], batch_size=EDGE_BATCH_ROWS):
+            for end, column, known in (("src", batch.column(1), sources), ("dst", batch.column(2), targets)):
+                absent = pc.invert(pc.fill_null(pc.is_in(column, value_set=known), False))
+                for edge_id, node_id in zip(pc.filter(batch.column(0), absent).to_pylist(), pc.filter(column, absent).to_pylist()):
+                    yield {"edge_id": edge_id, "end": end, "node_id": node_id}
+
+
+def _read_catalog(checker: _Checker) -> Catalog | None:
+    try:
+        return Catalog.from_source(checker.store.read_bytes(SCHEMA_FILE).decode("utf-8"))
+    except FileNotFoundError:
+        checker.add("schema_unreadable", f"{SCHEMA_FILE} is missing")
+    except (UnicodeDecodeError, OmnigraphError) as error:
+        checker.add("schema_unreadable", f"{SCHEMA_FILE} is not an accepted schema: {error}")
+    return None
+
+
+def check_graph(uri: str, scan_ids: IdScanner) -> CheckReport:
+    """Check the graph at ``uri`` (see the module docstring); never writes."""
+    store = open_store(uri)
+    manifest = Manifest(store)
+    if not manifest.exists():
+        raise NotFound(f"no graph at {store.uri} (no __manifest)", {"uri": store.uri})
+    checker = _Checker(store, manifest, scan_ids)
+    stamp = checker.check_stamp()
+    checker.check_intents(stamp)
+    catalog = _read_catalog(checker)
+    snapshots = checker.snapshots()
+    for snapshot in snapshots.values():
+        checker.check_tables(snapshot, catalog, stamp)
+    checker.check_heads()
+    checker.check_ids()
+    if catalog is not None:
+        checker.check_endpoints(snapshots, catalog)
+    return CheckReport(
+        graph=store.uri,
+        stamp=stamp,
+        branches=list(snapshots),
+        images_checked=len(checker.images),
+        findings=sorted(checker.findings, key=Finding.sort_key),
+    )
