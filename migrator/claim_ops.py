@@ -16,10 +16,10 @@ from typing import Any
 from claims import ClaimDocument, break_, holder_alive_here, inspect
 from claims.liveness import holder_on_this_host
 from engine.errors import ClaimHeld, NotFound, PreconditionFailed
-from engine.manifest import Manifest
 from engine.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
-from engine.storage import GraphStore, open_store
+from engine.storage import GraphStore
 from ledger import ClaimBroken, Ledger, MigrationStarted
+from migrator.context import open_existing_graph
 from migrator.layout import CLAIM_PATH, ledger_dir
 
 
@@ -35,14 +35,6 @@ def refuse_live_holder(holder: ClaimDocument, action: str) -> None:
         )
 
 
-def _open(uri: str) -> tuple[GraphStore, Manifest]:
-    store = open_store(uri)
-    manifest = Manifest(store)
-    if not manifest.exists():
-        raise NotFound(f"no graph at {store.uri}", {"uri": store.uri})
-    return store, manifest
-
-
 def _liveness(holder: ClaimDocument) -> str:
     if not holder_on_this_host(holder):
         return "unknown (another host: check there)"
@@ -51,7 +43,7 @@ def _liveness(holder: ClaimDocument) -> str:
 
 def show_claim(uri: str) -> dict[str, Any]:
     """The claim (or None), whether its holder is alive as far as this host can tell, the stamp."""
-    store, manifest = _open(uri)
+    store, manifest = open_existing_graph(uri)
     stamp, migration_id = manifest.read_stamp()
     holder = inspect(store, CLAIM_PATH)
     return {
@@ -95,7 +87,7 @@ def _after_break(uri: str, stamp: str | None, token: str) -> str:
 
 def break_claim(uri: str, token: str, reason: str, breaker: str) -> dict[str, Any]:
     """Remove the claim holding ``token`` (its holder proven dead); returns the break document."""
-    store, manifest = _open(uri)
+    store, manifest = open_existing_graph(uri)
     holder = inspect(store, CLAIM_PATH)
     if holder is None:
         raise NotFound(f"no migration claim on {store.uri}: nothing to break", {"uri": store.uri})

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from claims import inspect
-from engine.errors import ClaimHeld
+from engine.errors import ClaimHeld, NotFound
 from engine.manifest import Manifest
-from engine.storage import GraphStore
+from engine.storage import GraphStore, open_store
 from ledger import Ledger
 from migrator.layout import CLAIM_PATH
 from migrator.progress import Progress
@@ -38,3 +38,12 @@ class Migration:
                 "stopping before any further effect",
                 {"holder": holder.model_dump(mode="json") if holder else None, "path": CLAIM_PATH},
             )
+
+
+def open_existing_graph(uri: str) -> tuple[GraphStore, Manifest]:
+    """The store and manifest of the graph at ``uri``; ``not_found`` if there is no graph there."""
+    store = open_store(uri)
+    manifest = Manifest(store)
+    if not manifest.exists():
+        raise NotFound(f"no graph at {store.uri}", {"uri": store.uri})
+    return store, manifest

@@ -6,10 +6,10 @@ import datetime as dt
 from typing import Any
 
 from claims import inspect
-from engine.errors import NotFound, ValidationFailed
-from engine.manifest import Manifest
-from engine.storage import GraphStore, open_store
+from engine.errors import ValidationFailed
+from engine.storage import GraphStore
 from ledger import Ledger, LedgerReplay, render_json
+from migrator.context import open_existing_graph
 from migrator.fleet_check import refuse_live_writers
 from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
@@ -18,14 +18,6 @@ from migrator.plan import MigrationPlan, build_plan, is_inherited
 from migrator.progress import Progress
 from migrator.run import UpToDate, already_fenced, refuse_unless_stamp_4
 from migrator.verify import verify_graph
-
-
-def _open(uri: str) -> tuple[GraphStore, Manifest]:
-    store = open_store(uri)
-    manifest = Manifest(store)
-    if not manifest.exists():
-        raise NotFound(f"no graph at {store.uri}", {"uri": store.uri})
-    return store, manifest
 
 
 def plan_document(plan: MigrationPlan) -> dict[str, Any]:
@@ -38,14 +30,14 @@ def plan_document(plan: MigrationPlan) -> dict[str, Any]:
 
 def plan_command(uri: str) -> dict[str, Any]:
     """The units a migration would process now."""
-    store, manifest = _open(uri)
+    store, manifest = open_existing_graph(uri)
     stamp, _ = manifest.read_stamp()
     return {"graph": store.uri, "stamp": stamp, **plan_document(build_plan(manifest))}
 
 
 def up_to_date(uri: str) -> UpToDate | None:
     """:class:`UpToDate` if the graph is already fenced and unclaimed (see :func:`already_fenced`)."""
-    store, manifest = _open(uri)
+    store, manifest = open_existing_graph(uri)
     return already_fenced(store, manifest)
 
 
@@ -56,7 +48,7 @@ def preflight(uri: str, validate: bool, progress: Progress, ignore_fleet: bool =
     Out-of-band table commits are listed under ``out_of_band``: ``run`` adopts the ones that
     change no row before planning (the listed units show the pins before that adoption);
     row-changing drift is refused with ``table_drift``."""
-    store, manifest = _open(uri)
+    store, manifest = open_existing_graph(uri)
     refuse_unless_stamp_4(store, manifest)
     fleet = refuse_live_writers(store, ignore_fleet)
     reports = out_of_band_reports(store, manifest)
@@ -84,7 +76,7 @@ def preflight(uri: str, validate: bool, progress: Progress, ignore_fleet: bool =
 
 def duplicates(uri: str, progress: Progress) -> dict[str, Any]:
     """The duplicate/null inventory of every pinned image, without a claim."""
-    store, manifest = _open(uri)
+    store, manifest = open_existing_graph(uri)
     plan = build_plan(manifest)
     entries = inventory(plan, validate_images(store, plan, progress))
     return {"graph": store.uri, "images": len(plan.images()), "inventory": [e.model_dump(mode="json") for e in entries]}
@@ -97,7 +89,7 @@ def latest_migration(store: GraphStore) -> str | None:
 
 def verify(uri: str) -> dict[str, Any]:
     """Structural fencing checks; during a migration also the ledger comparison."""
-    store, manifest = _open(uri)
+    store, manifest = open_existing_graph(uri)
     return verify_graph(store, manifest)
 
 
@@ -114,7 +106,7 @@ def status(uri: str) -> tuple[dict[str, Any], LedgerReplay | None]:
     """The stamp, the claim, and the latest migration's ledger (records and folded state).
 
     Returns the JSON document and the replayed ledger (None if no migration ever ran)."""
-    store, manifest = _open(uri)
+    store, manifest = open_existing_graph(uri)
     stamp, stamp_migration = manifest.read_stamp()
     holder = inspect(store, CLAIM_PATH)
     migration_id = stamp_migration or (holder.migration_id if holder else None) or latest_migration(store)

@@ -20,10 +20,9 @@ from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import open_graph
 from engine.intents import list_intents
-from engine.lance_io import latest_version, list_branches, open_dataset
-from engine.manifest import lance_branch_name
 from engine.merge import merge_branch
 from engine.storage import open_store
+from tests.crash_helpers import assert_write_converged
 
 OMNIGRAPH = str(Path(sys.executable).parent / "omnigraph")
 EXPECTED = {
@@ -57,20 +56,6 @@ def _setup(uri: str) -> None:
     upsert(graph, "main", {"b": 20})  # main has its own commit: a two-parent merge; lazy: a fast-forward
 
 
-def _assert_converged(uri: str, branch: str) -> None:
-    store = open_store(uri)
-    assert list_intents(store) == []
-    snapshot = open_graph(uri, FENCED_PROFILE, write=False).manifest.snapshot(branch)
-    own = lance_branch_name(branch)
-    for entry in snapshot.tables.values():
-        if entry.table_branch == own:
-            assert latest_version(store, entry.table_path, entry.table_branch) == entry.table_version, entry
-        else:  # still inherited: no fork of this branch may be left behind
-            assert str(own) not in list_branches(open_dataset(store, entry.table_path)), entry
-        ids = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version).to_table(columns=["id"])
-        assert ids.num_rows == len(set(ids.column("id").to_pylist())), f"duplicate id in {entry.table_key}"
-
-
 CASES = [
     # (failpoint, target branch, published); every case runs locally, the marked ones on S3 too
     ("write.after_arm", "main", False, False),
@@ -98,11 +83,11 @@ def test_a_crashed_merge_converges_on_the_next_open(root_uri: str, failpoint: st
     reopened = open_graph(root_uri, FENCED_PROFILE, write=True)
     [record] = reopened.recovered
     assert record.outcome == ("published" if published else "rolled_back")
-    _assert_converged(root_uri, into)
+    assert_write_converged(root_uri, into)
     after = (people(root_uri, into), edges(root_uri, into))
     assert after == (EXPECTED[into] if published else before)
 
     merge_branch(open_graph(root_uri, FENCED_PROFILE, write=True), "feature", into, actor="test")
     assert (people(root_uri, into), edges(root_uri, into)) == EXPECTED[into]
-    _assert_converged(root_uri, into)
+    assert_write_converged(root_uri, into)
     assert people(root_uri, "feature") == {"a": 10, "b": 2, "d": 4}

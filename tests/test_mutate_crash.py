@@ -26,11 +26,10 @@ from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import init_graph, open_graph
 from engine.intents import list_intents
-from engine.lance_io import latest_version, list_branches, open_dataset
 from engine.load import load
-from engine.manifest import lance_branch_name
 from engine.mutate import mutate
 from engine.storage import open_store
+from tests.crash_helpers import assert_write_converged
 
 OMNIGRAPH = str(Path(sys.executable).parent / "omnigraph")
 SCHEMA = """
@@ -86,20 +85,6 @@ def _run(uri: str, query: Path, branch: str, failpoint: str | None) -> subproces
                           env=env, capture_output=True, text=True, timeout=180)
 
 
-def _assert_converged(uri: str, branch: str) -> None:
-    store = open_store(uri)
-    assert list_intents(store) == []
-    snapshot = open_graph(uri, FENCED_PROFILE, write=False).manifest.snapshot(branch)
-    own = lance_branch_name(branch)
-    for entry in snapshot.tables.values():
-        if entry.table_branch == own:
-            assert latest_version(store, entry.table_path, entry.table_branch) == entry.table_version, entry
-        else:
-            assert str(own) not in list_branches(open_dataset(store, entry.table_path)), entry
-        ids = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version).to_table(columns=["id"])
-        assert ids.num_rows == len(set(ids.column("id").to_pylist())), f"duplicate id in {entry.table_key}"
-
-
 CASES = [
     # (failpoint, branch, query, published, on S3 too); every case runs locally
     ("write.after_arm", "main", WRITE, False, False),
@@ -133,7 +118,7 @@ def test_a_crashed_mutation_converges_on_the_next_open(
     reopened = open_graph(root_uri, FENCED_PROFILE, write=True)
     [record] = reopened.recovered
     assert record.outcome == ("published" if published else "rolled_back")
-    _assert_converged(root_uri, branch)
+    assert_write_converged(root_uri, branch)
     assert _state(root_uri, branch) == (AFTER[source] if published else BEFORE)
     other = "main" if branch == "lazy" else "lazy"
     assert _state(root_uri, other) == BEFORE
@@ -142,4 +127,4 @@ def test_a_crashed_mutation_converges_on_the_next_open(
         rerun = mutate(open_graph(root_uri, FENCED_PROFILE, write=True), source, branch=branch, actor="tests")
         assert rerun.commit is not None
         assert _state(root_uri, branch) == AFTER[source]
-        _assert_converged(root_uri, branch)
+        assert_write_converged(root_uri, branch)
