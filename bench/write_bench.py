@@ -152,7 +152,7 @@ def render_cost(cost: list[dict[str, Any]], runs: int) -> str:
 
 
 def render_load(load: dict[str, Any], load_runs: int) -> str:
-    lines = [f"load of {human(load['rows'])} rows; medians of {load_runs} run(s); whole process")
+    lines = [f"load of {human(load['rows'])} rows; medians of {load_runs} run(s); whole process"]
     lines.append("| path | wall s | rows/s | peak RSS MiB | x lance.write_dataset rows/s |")
     lines.append("|---|---|---|---|---|")
     for kind, label in (("overwrite", "omnigraph load --mode overwrite"),
