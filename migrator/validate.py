@@ -9,8 +9,9 @@ peak memory does not follow table size:
    wrapping sum and the xor of the id hashes, each id counted once per row: order-independent)
    and the *candidate* hashes, those seen on more than one row;
 2. only if there are candidates, two more passes collect the candidate hashes and group the ids
-   themselves whose hash is a candidate, and reports each id on more than one row with its row count. Ids are compared
-   exactly here: a hash collision between two distinct ids is a candidate that is not reported.
+   themselves whose hash is a candidate, reporting each id on more than one row with its row
+   count. Ids are compared exactly here: a hash collision between two distinct ids is a candidate
+   that is not reported.
 
 Every duplicate id has a repeated hash, so pass 1 cannot miss one; pass 2 decides equality on the
 strings. The digest depends on DuckDB's ``hash`` function, which is why ``duckdb`` is pinned
