@@ -212,6 +212,19 @@ def baseline_run(fixture: Path, size: int, run: int) -> Measurement:
     return result
 
 
+def rebuild_run(fixture: Path, workdir: Path, size: int, run: int) -> Measurement:
+    """``omnigraph-migrate rebuild`` of the pristine fixture into a fresh directory (the other path to format 5)."""
+    target = workdir / f"rebuilt-{size}-{run}"
+    if target.exists():
+        shutil.rmtree(target)
+    result = measure("rebuild", size, run, [str(MIGRATE), "rebuild", str(fixture / GRAPH_DIR), "--to", str(target), "--json"])
+    branches = (result.output or {}).get("branches") or []
+    if (result.output or {}).get("stamp") != "5" or sum(sum(b["rows"].values()) for b in branches) != TABLES * size:
+        raise BenchFailure(f"unexpected rebuild outcome for N={size}, run {run}: {result.output}")
+    shutil.rmtree(target)
+    return result
+
+
 def floor_runs(runs: int) -> list[Measurement]:
     """Start-up floors: the migrator binary's imports (``--help``) and ``import lance`` alone."""
     measured = []
@@ -244,6 +257,10 @@ def summarize(size: int, runs: list[Measurement]) -> dict[str, Any]:
     summary["wall_ratio"] = summary["migrate_wall_s"] / summary["baseline_wall_s"]
     summary["rss_ratio"] = summary["migrate_maxrss_mib"] / summary["baseline_maxrss_mib"]
     summary["migrate_rows_per_s"] = TABLES * size / summary["migrate_wall_s"]
+    if any(m.kind == "rebuild" for m in runs):
+        summary["rebuild_wall_s"] = median("rebuild", "wall_s")
+        summary["rebuild_maxrss_mib"] = median("rebuild", "maxrss_kib") / MIB
+        summary["rebuild_over_migrate"] = summary["rebuild_wall_s"] / summary["migrate_wall_s"]
     return {key: round(value, 4) if isinstance(value, float) else value for key, value in summary.items()}
 
 
@@ -295,6 +312,18 @@ def render_table(summaries: dict[int, dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def render_rebuild(summaries: dict[int, dict[str, Any]]) -> str:
+    """In-place migration vs rebuild (export, init, load) of the same fixture, where measured."""
+    lines = ["| N/table | in-place wall s | in-place RSS MiB | rebuild wall s | rebuild RSS MiB | rebuild / in-place |",
+             "|---|---|---|---|---|---|"]
+    for size in sorted(summaries):
+        s = summaries[size]
+        if "rebuild_wall_s" in s:
+            lines.append(f"| {human(size)} | {s['migrate_wall_s']:.2f} | {s['migrate_maxrss_mib']:.0f} | {s['rebuild_wall_s']:.2f} "
+                         f"| {s['rebuild_maxrss_mib']:.0f} | {s['rebuild_over_migrate']:.1f} |")
+    return "\n".join(lines)
+
+
 def machine() -> dict[str, Any]:
     def version(name: str) -> str | None:
         try:
@@ -340,6 +369,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rebuild", action="store_true", help="rebuild the fixtures even if complete ones exist")
     parser.add_argument("--keep-runs", action="store_true", help="keep the migrated copies (default: delete each)")
     parser.add_argument("--no-verify", action="store_true", help="skip `omnigraph-migrate verify` after each run")
+    parser.add_argument("--compare-rebuild", nargs="*", type=parse_size, metavar="N", default=None,
+                        help="also time `omnigraph-migrate rebuild` of the same fixture at these sizes (no N: every size)")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -394,6 +425,10 @@ def main(argv: list[str] | None = None) -> int:
                 migrated = migrate_run(fixture, workdir, size, run, not args.no_verify, args.keep_runs)
                 baseline = baseline_run(fixture, size, run)
                 runs += [migrated, baseline]
+                if args.compare_rebuild is not None and (not args.compare_rebuild or size in args.compare_rebuild):
+                    rebuilt = rebuild_run(fixture, workdir, size, run)
+                    runs.append(rebuilt)
+                    say(f"N={size} run {run}/{args.runs}: rebuild {rebuilt.wall_s:.2f}s {rebuilt.maxrss_kib / MIB:.0f} MiB")
                 say(
                     f"N={size} run {run}/{args.runs}: migrate {migrated.wall_s:.2f}s {migrated.maxrss_kib / MIB:.0f} MiB"
                     f" | baseline {baseline.wall_s:.2f}s {baseline.maxrss_kib / MIB:.0f} MiB"
@@ -414,6 +449,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {info.get('cpus')} CPUs, {info.get('mem_total_mib')} MiB RAM, Python {info['python']}, "
           f"pylance {info['pylance']}, pyarrow {info['pyarrow']}")
     print(render_table(summaries))
+    if any("rebuild_wall_s" in s for s in summaries.values()):
+        print("in-place migration vs rebuild (export, init at format 5, load) of the same fixture; medians")
+        print(render_rebuild(summaries))
     migrate_floor, lance_floor = floors["floor_migrate_help"], floors["floor_import_lance"]
     print(f"start-up floors: `omnigraph-migrate --help` {migrate_floor['wall_s']:.2f}s {migrate_floor['maxrss_mib']:.0f} MiB; "
           f"`python -c 'import lance'` {lance_floor['wall_s']:.2f}s {lance_floor['maxrss_mib']:.0f} MiB")

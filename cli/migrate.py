@@ -26,6 +26,7 @@ from ledger import InventoryEntry, render_table
 from migrator import inspection, repair
 from migrator.inventory import inventory_lines
 from cli.progress import StderrProgress
+from cli.rebuild import rebuild_command
 from migrator.progress import Progress, SilentProgress
 from migrator.run import UpToDate, abort_migration, resume_migration, run_migration
 from playbooks.journal import default_journal_root
@@ -266,6 +267,9 @@ def copy_command(source: str, destination: str, as_json: bool) -> None:
         emit_json(document)
         return
     echo_result(f"copied {document['objects']} objects ({document['bytes']} bytes) from {source} to {destination}")
+
+
+cli.add_command(rebuild_command)
 
 
 @cli.group("playbook")

@@ -7,7 +7,7 @@ from engine.storage import GraphStore
 from ledger import InventoryEntry, UnitPlan
 from migrator.plan import MigrationPlan
 from migrator.progress import Progress
-from migrator.validate import ImageReport, validate_image
+from migrator.validate import ImageReport, validate_image, validation_session
 
 
 def validate_images(
@@ -23,7 +23,8 @@ def validate_images(
         datasets[image_id] = dataset
         total += dataset.count_rows()
     progress.start("validating ids", total)
-    reports = {image_id: validate_image(dataset, progress.advance) for image_id, dataset in datasets.items()}
+    with validation_session() as session:
+        reports = {image_id: validate_image(dataset, progress.advance, session) for image_id, dataset in datasets.items()}
     progress.finish()
     return reports
 
