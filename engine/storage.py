@@ -68,7 +68,7 @@ def _s3_io(method: Callable[..., T]) -> Callable[..., T]:
     retrying = retry(
         retry=retry_if_exception(_is_transient),
         stop=stop_after_attempt(S3_ATTEMPTS) | stop_after_delay(S3_RETRY_SECONDS),
-        wait=wait_exponential_jitter(initial=0.1, max=2.0, jitter=0.1),
+        wait=wait_exponential_jitter(multiplier=0.1, max=2.0, jitter=0.1),
         reraise=True,
     )(method)
 
