@@ -7,9 +7,10 @@ version with no recovery intent that explains it. Every version between the pin 
 classified from Lance's own records, never guessed:
 
 * ``no_row_change``: the version's fragments (ids, data files, deletion files, row counts) and
-  schema fields (names, types, nullability, primary key) are exactly those of the version before
-  it: an index (``CreateIndex``), a config or metadata change (``UpdateConfig``), a fragment-id
-  reservation. Such a commit cannot change a row;
+  schema fields (names, types, nullability) are exactly those of the version before it, and its
+  primary key is unchanged or is ``[id]`` newly installed (an aborted migration's unit leaves
+  that behind): an index (``CreateIndex``), a config or metadata change (``UpdateConfig``), a
+  fragment-id reservation. Such a commit cannot change a row;
 * ``rewrite``: a ``Rewrite`` (compaction) transaction. It keeps every row only if the rows at HEAD
   are the pinned rows (same ids, same content), which is checked by reading both images;
 * ``row_change``: anything else (``Append``, ``Update``, ``Delete``, ``Overwrite``, ``Merge``,
@@ -173,7 +174,13 @@ def _layout(dataset: lance.LanceDataset) -> tuple[Any, ...]:
     """What determines a version's rows: every fragment's metadata and the schema's fields."""
     fragments = sorted(json.dumps(f.metadata.to_json(), sort_keys=True, default=str) for f in dataset.get_fragments())
     fields = [(f.name, str(f.type), f.nullable) for f in dataset.schema]
-    return (tuple(fragments), tuple(fields), tuple(primary_key(dataset.schema)))
+    return (tuple(fragments), tuple(fields))
+
+
+def _keeps_fencing(before: list[str], after: list[str]) -> bool:
+    """A primary key kept as it was, or ``[id]`` installed where there was none (what a
+    migration unit does); any other change of the key is not a metadata-only step."""
+    return after == before or (before == [] and after == [KEY_COLUMN])
 
 
 def _sorted_rows(dataset: lance.LanceDataset) -> pa.Table:
@@ -197,20 +204,21 @@ def classify(store: GraphStore, graph_branch: str, entry: TableEntry, head: int,
     previous = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version)
     pinned = previous
     previous_layout = _layout(previous)
+    previous_key = primary_key(previous.schema)
     commits: list[OutOfBandCommit] = []
     current = previous
     for version in range(entry.table_version + 1, head + 1):
         current = open_dataset(store, entry.table_path, entry.table_branch, version)
-        layout = _layout(current)
+        layout, key = _layout(current), primary_key(current.schema)
         operation = operation_name(current, version)
-        if layout == previous_layout:
+        if layout == previous_layout and _keeps_fencing(previous_key, key):
             kind: StepKind = "no_row_change"
         elif operation == _REWRITE:
             kind = "rewrite"
         else:
             kind = "row_change"
         commits.append(OutOfBandCommit(version, operation, kind))
-        previous_layout = layout
+        previous_layout, previous_key = layout, key
     kinds = {c.kind for c in commits}
     rows_preserved: bool | None
     if kinds <= {"no_row_change"}:

@@ -207,16 +207,22 @@ def _sixteen_concurrent_strict_inserts_of_one_id(served: Server) -> None:
     assert sum(1 for line in lines if json.loads(line)["data"]["id"] == "Racer") == 1
 
 
-def _out_of_band_commit_is_recovery_required(served: Server) -> None:
-    """A table moved by a writer outside the engine: writes to it are 503, reads keep working."""
+def _out_of_band_commit_is_table_drift(served: Server) -> None:
+    """A table's rows changed outside the engine: writes to it are 503 ``table_drift`` naming the
+    commands, reads and other tables keep working, and the named ``revert`` resolves it."""
     entry = next(t for t in snapshot(served.graph)["tables"] if t["table_key"] == "node:Company")
     store = open_store(served.graph)
     dataset = open_dataset(store, entry["path"])
     table_store.upsert(dataset, pa.table({"id": ["Rogue"], "name": ["Rogue"]}, schema=dataset.schema))
-    error = error_of(served.load(['{"type": "Company", "data": {"name": "Acme2"}}']), 503, "recovery_required")
-    assert "operation_id" in error["details"]
+    company = ['{"type": "Company", "data": {"name": "Acme2"}}']
+    error = error_of(served.load(company), 503, "table_drift")
+    assert error["details"]["table_key"] == "node:Company"
     assert served.client.get("/branches/main/snapshot").status_code == 200
     assert served.load([person("AfterRogue")]).status_code == 200  # other tables still take writes
+    revert = error["details"]["commands"]["revert"].split()
+    assert revert[:3] == ["omnigraph", "drift", "revert"], revert
+    invoke(OMNIGRAPH, *revert[1:]).ok()
+    assert served.load(company).status_code == 200
 
 
 def _export_keys_are_unique(served: Server) -> None:
@@ -288,5 +294,5 @@ def _mixed_load_loses_nothing(server: Server) -> None:
         assert people[name]["age"] in ages, (name, people[name], ages)
 
 
-CHECKS = [_health_version_docs_and_fleet_record, _reads_match_the_cli, _read_errors, _branch_lifecycle_and_errors, _load_modes_and_errors, _mutate, _sixteen_concurrent_strict_inserts_of_one_id, _out_of_band_commit_is_recovery_required, _export_keys_are_unique]
+CHECKS = [_health_version_docs_and_fleet_record, _reads_match_the_cli, _read_errors, _branch_lifecycle_and_errors, _load_modes_and_errors, _mutate, _sixteen_concurrent_strict_inserts_of_one_id, _out_of_band_commit_is_table_drift, _export_keys_are_unique]
 LOCAL_CHECKS = [_mixed_load_loses_nothing]
