@@ -147,9 +147,21 @@ FAILPOINTS = [
     "migrate.before_release",
     "migrate.after_release",
 ]
+# On S3 the failpoints where object-store behaviour differs: the claim and barrier objects, the
+# table fork, the PK commit, the manifest publish, the stamp and the claim release.
+S3_FAILPOINTS = [
+    "migrate.after_claim",
+    "migrate.after_barrier",
+    "unit.after_fork",
+    "unit.after_pk",
+    "unit.after_publish",
+    "migrate.after_stamp",
+    "migrate.before_release",
+]
+CRASH_CASES = [("local", f) for f in FAILPOINTS] + [("s3", f) for f in S3_FAILPOINTS]
 
 
-@pytest.mark.parametrize("failpoint", FAILPOINTS)
+@pytest.mark.parametrize("backend, failpoint", CRASH_CASES, indirect=["backend"])
 def test_crash_at_each_failpoint_then_resume_converges(compact_graph: str, failpoint: str) -> None:
     before = exports(compact_graph)
     crashed = migrate("run", compact_graph, "--owner", "ci", failpoint=failpoint)
@@ -168,12 +180,14 @@ def test_crash_at_each_failpoint_then_resume_converges(compact_graph: str, failp
 
 
 @pytest.mark.parametrize(
-    "first, second",
+    "backend, first, second",
     [
-        ("unit.after_pk", "unit.after_publish"),
-        ("unit.after_fork", "migrate.before_stamp"),
-        ("migrate.after_validate", "unit.after_digest"),
+        ("local", "unit.after_pk", "unit.after_publish"),
+        ("s3", "unit.after_pk", "unit.after_publish"),
+        ("local", "unit.after_fork", "migrate.before_stamp"),
+        ("local", "migrate.after_validate", "unit.after_digest"),
     ],
+    indirect=["backend"],
 )
 def test_a_second_crash_during_resume_also_converges(compact_graph: str, first: str, second: str) -> None:
     before = exports(compact_graph)
