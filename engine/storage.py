@@ -14,6 +14,7 @@ sends ``If-None-Match: *``. It never checks-then-writes.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import secrets
 from collections.abc import Callable
@@ -254,6 +255,10 @@ def s3_settings_from_env() -> tuple[dict[str, object], dict[str, str]]:
     return fs_kwargs, lance_options
 
 
+_VERIFIED_BUCKETS: set[tuple[str, str]] = set()
+"""(bucket, the S3 settings it was checked with) that answered ``head_bucket`` in this process."""
+
+
 def _require_bucket(fs: fsspec.AbstractFileSystem, bucket: str) -> None:
     """Refuse a bucket that does not exist (``not_found``) or that our credentials may not use
     (``access_denied``) with a typed error, before any command reads or writes under it."""
@@ -284,7 +289,10 @@ def open_store(uri: str) -> GraphStore:
         fs = fsspec.filesystem("s3", **fs_kwargs)
         fs.retries = 1  # one attempt per s3fs call: botocore and GraphStore's tenacity policy retry
         root = f"{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/")
-        _require_bucket(fs, parsed.netloc)
+        checked = (parsed.netloc, json.dumps(lance_options, sort_keys=True))
+        if checked not in _VERIFIED_BUCKETS:  # once per bucket and settings, not per open
+            _require_bucket(fs, parsed.netloc)
+            _VERIFIED_BUCKETS.add(checked)
         return GraphStore(uri=f"s3://{root}", fs=fs, root=root, storage_options=lance_options)
     if parsed.scheme in ("file", ""):
         local = parsed.path if parsed.scheme == "file" else uri
