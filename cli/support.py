@@ -80,4 +80,4 @@ def _report(error: OmnigraphError, as_json: bool) -> None:
 
 def actor_name() -> str:
     """Who is writing: ``OMNIGRAPH_ACTOR`` or the login name."""
-    return os.environ.get("OMNIGRAPH_ACTOR") or default_actor()
+    return default_actor()

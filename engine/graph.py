@@ -43,6 +43,9 @@ class Graph:
 
 
 def default_actor() -> str:
+    """Who is writing: ``OMNIGRAPH_ACTOR`` if set, else the login name (``unknown`` if none)."""
+    if os.environ.get("OMNIGRAPH_ACTOR"):
+        return os.environ["OMNIGRAPH_ACTOR"]
     try:
         return getpass.getuser()
     except (KeyError, OSError):
@@ -112,8 +115,7 @@ def open_graph(uri: str, profile: EngineProfile, *, write: bool) -> Graph:
         writer_audit.refuse_foreign_heads(store, manifest)
     if write:
         graph.recovered = recovery.resolve_intents(store, manifest)
-        actor = os.environ.get("OMNIGRAPH_ACTOR") or default_actor()
-        graph.adopted = drift.settle_all(store, manifest, actor=actor, require_fencing=profile.router.with_pk)
+        graph.adopted = drift.settle_all(store, manifest, actor=default_actor(), require_fencing=profile.router.with_pk)
     return graph
 
 
