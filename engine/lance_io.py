@@ -31,6 +31,7 @@ class LanceBranch:
 
 
 _SESSION = lance.Session()
+_ANCHORS: dict[tuple[str, tuple[tuple[str, str], ...]], lance.LanceDataset] = {}
 
 
 def open_dataset(
@@ -40,11 +41,24 @@ def open_dataset(
 
     Every open shares one process-wide Lance session, whose caches hold immutable things only
     (manifests of fixed versions, file metadata, indices), so "latest" is always re-resolved.
+    A fixed version of main is opened directly, and a Lance branch is checked out from a cached
+    handle on the dataset (its *anchor*, at whatever version it was opened), so neither lists
+    main's versions: on an object store that listing is the costliest request of an open.
     """
-    dataset = lance.dataset(store.dataset_uri(rel), storage_options=store.storage_options, session=_SESSION)
-    if branch is None and version is None:
-        return dataset
-    return dataset.checkout_version((branch, version) if branch is not None else ("main", version))
+    uri = store.dataset_uri(rel)
+    if branch is None:
+        return lance.dataset(uri, version=version, storage_options=store.storage_options, session=_SESSION)
+    key = (uri, tuple(sorted((store.storage_options or {}).items())))
+    anchor = _ANCHORS.get(key)
+    if anchor is not None:
+        try:
+            return anchor.checkout_version((branch, version))
+        except (ValueError, OSError):
+            del _ANCHORS[key]  # re-resolved below from a fresh handle, which raises if still absent
+    anchor = lance.dataset(uri, storage_options=store.storage_options, session=_SESSION)
+    checked_out = anchor.checkout_version((branch, version))
+    _ANCHORS[key] = anchor
+    return checked_out
 
 
 def create_empty_dataset(store: GraphStore, rel: str, schema: pa.Schema) -> lance.LanceDataset:
