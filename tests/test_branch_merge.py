@@ -26,6 +26,7 @@ def _head(uri: str, branch: str) -> str:
     return Manifest(open_store(uri)).snapshot(branch).head.commit_id
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_every_truth_table_row_in_one_merge(root_uri: str) -> None:
     base = {"keep": 1, "src_upd": 2, "tgt_upd": 3, "same": 4, "src_del": 5, "tgt_del": 6, "both_del": 7}
     graph = new_graph(root_uri, base)
@@ -60,6 +61,7 @@ def test_every_truth_table_row_in_one_merge(root_uri: str) -> None:
     assert human[0].endswith(f"merge feature into main  (parents {target_head} {source_head})")
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_fast_forward_then_up_to_date(root_uri: str) -> None:
     graph = new_graph(root_uri, {"a": 1, "b": 2})
     create_branch(graph, "feature")
@@ -98,6 +100,7 @@ def test_fast_forward_then_up_to_date(root_uri: str) -> None:
     assert invoke(OMNIGRAPH, "commit", "list", "--json", root_uri).json()["commits"][-1]["message"] == "init"
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_every_conflict_is_listed_and_nothing_is_written(root_uri: str) -> None:
     graph = new_graph(root_uri, {"upd": 1, "del_src": 2, "del_tgt": 3, "fine": 4})
     create_branch(graph, "feature")
@@ -159,6 +162,7 @@ def test_merge_into_a_lazy_branch_forks_its_tables(root_uri: str) -> None:
     assert edges(root_uri, "main") == {}
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_missing_endpoints_and_unique_values_are_refused(root_uri: str) -> None:
     graph = new_graph(root_uri, {"a": 1, "b": 2, "c": 3})
     add_edges(graph, "main", {"kc": ("a", "c")})
@@ -183,6 +187,7 @@ def test_missing_endpoints_and_unique_values_are_refused(root_uri: str) -> None:
     assert storage_state(root_uri) == before
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_a_source_delete_of_a_node_the_target_links_to_is_refused(root_uri: str) -> None:
     graph = new_graph(root_uri, {"a": 1, "b": 2})
     create_branch(graph, "feature")
@@ -197,6 +202,7 @@ def test_a_source_delete_of_a_node_the_target_links_to_is_refused(root_uri: str)
     assert storage_state(root_uri) == before
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_refusals_name_the_problem(root_uri: str) -> None:
     new_graph(root_uri, {"a": 1})
     same = invoke(OMNIGRAPH, "branch", "merge", "main", "--json", root_uri)

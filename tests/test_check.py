@@ -13,6 +13,7 @@ from typing import Any
 
 import lance
 import pyarrow as pa
+import pytest
 
 from engine import table_store
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
@@ -74,6 +75,7 @@ def append_unfenced(uri: str, table_key: str, rows: list[dict[str, Any]]) -> Non
     _publish_row(uri, "main", with_version(entry, None, int(appended.version), appended.count_rows()))
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_a_clean_graph_passes_on_every_branch(backend: str, tmp_path: Path) -> None:
     uri = _graph(new_root(backend, tmp_path))
     status, report = check(uri)

@@ -79,6 +79,7 @@ def migrated_copy(migrated: str, backend: str, tmp_path: Path) -> str:
     return copy
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_run_twice_second_is_up_to_date_and_writes_nothing(migrated: str, tmp_path: Path) -> None:
     before = file_digests(migrated)
     again = cli(MIGRATE, "run", migrated, "--owner", "ci", "--json")
@@ -98,6 +99,7 @@ def test_run_twice_second_is_up_to_date_and_writes_nothing(migrated: str, tmp_pa
     assert file_digests(migrated) == before
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_run_at_stamp_5_with_claim_held_exits_3_naming_a_command_that_releases_it(backend: str, tmp_path: Path) -> None:
     uri = new_root(backend, tmp_path)
     build_fixture(uri, compact=True)
@@ -116,6 +118,7 @@ def test_run_at_stamp_5_with_claim_held_exits_3_naming_a_command_that_releases_i
     assert json.loads(cli(MIGRATE, "run", uri, "--owner", "ci", "--json").stdout)["status"] == "up_to_date"
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_run_on_a_graph_that_fails_verify_is_not_up_to_date(migrated_copy: str) -> None:
     """Stamp 5 alone is not enough: rows deleted behind the engine's back fail verify, so run says so."""
     from engine.lance_io import open_dataset
@@ -140,6 +143,7 @@ def _result_commands(uri: str) -> list[tuple[str, list[str]]]:
     ]
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_results_go_to_stdout_and_stderr_holds_no_result_line(migrated: str) -> None:
     for program, args in _result_commands(migrated):
         human = cli(program, *args)
@@ -157,6 +161,7 @@ def test_results_go_to_stdout_and_stderr_holds_no_result_line(migrated: str) -> 
         assert document.stderr == "", f"{name}: stderr of --json: {document.stderr!r}"
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_a_progress_bar_never_reaches_stdout(migrated: str) -> None:
     done = cli(MIGRATE, "duplicates", migrated)
     assert done.returncode == 0, done.stderr
@@ -192,6 +197,7 @@ def test_the_import_guard_sees_a_violation(tmp_path: Path) -> None:
     assert [m for m in _imported_modules(sample) if m.split(".")[0] in ("cli", "click")] == ["click", "cli.support"]
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_a_reader_that_goes_away_ends_the_command_quietly(migrated: str) -> None:
     """`plan GRAPH | head` style: stdout closed before the result is written; no traceback."""
     for program, args in [(MIGRATE, ["plan", migrated]), (OMNIGRAPH, ["commit", "list", migrated]), (OMNIGRAPH, ["export", migrated])]:

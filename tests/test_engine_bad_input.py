@@ -101,6 +101,7 @@ def _graph_with_two_branches(uri: str) -> None:
     load_lines(uri, [person("Yan")], branch="feat")
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_refused_loads_change_nothing(root_uri: str, tmp_path: Path) -> None:
     _graph_with_two_branches(root_uri)
     before = storage_state(root_uri)
@@ -186,6 +187,7 @@ def test_every_mode_refuses_every_bad_file(tmp_path: Path) -> None:
     assert storage_state(uri) == before
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_row_limit_is_inclusive_and_chunking_splits_commits(root_uri: str, tmp_path: Path) -> None:
     init(root_uri)
     exactly = write_jsonl(tmp_path, "exactly.jsonl", _people("a", LIMIT))

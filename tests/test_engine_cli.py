@@ -49,6 +49,7 @@ def _by_id(text: str) -> dict[tuple[str, str], dict]:
 # -- snapshot, commit list, version ---------------------------------------------------------------
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_snapshot_commit_list_and_export_documents(root_uri: str) -> None:
     graph = make_example_graph(root_uri)
     full_export = export_text(root_uri)
@@ -124,6 +125,7 @@ def test_version() -> None:
 # -- load modes -----------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_load_modes(root_uri: str, tmp_path: Path) -> None:
     make_example_graph(root_uri)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from conftest import new_root
 from graph_helpers import (
     DATA_PATH,
@@ -53,6 +55,7 @@ def test_round_trip_of_main_through_a_new_root(backend: str, tmp_path: Path, roo
     assert all(table["pk"] == ["id"] for table in snapshot(copy_uri)["tables"])
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_round_trip_of_a_branch_with_its_own_writes(backend: str, tmp_path: Path, root_uri: str) -> None:
     graph = make_example_graph(root_uri)
     create_branch(graph, "feat")

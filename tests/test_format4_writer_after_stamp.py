@@ -16,6 +16,7 @@ import shlex
 from pathlib import Path
 
 import lance
+import pytest
 from click.testing import CliRunner
 
 from cli.migrate import cli as migrate_cli
@@ -64,6 +65,7 @@ def _late_format4_commit(uri: str, tmp_path: Path, mode: str) -> str:
     return head.commit_id
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_late_format4_append_refuses_writes_until_refenced(backend: str, tmp_path: Path) -> None:
     _caught_then_refenced(new_root(backend, tmp_path), tmp_path, "append")
 

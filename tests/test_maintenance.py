@@ -104,6 +104,7 @@ def _drift_refusal(result: Cli, operation: str) -> dict[str, Any]:
 # -- out-of-band commits by hand -----------------------------------------------------------------
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_hand_made_commits_are_adopted_or_refused_with_commands_that_resolve_them(root_uri: str, tmp_path: Path) -> None:
     init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
     load_lines(root_uri, [person("ann"), person("bob")])
@@ -264,6 +265,7 @@ def _migrate(*args: str) -> Cli:
     return Cli(("omnigraph-migrate", *args), result.exit_code, result.stdout, result.stderr)
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_format_4_graph_with_hand_made_commits_and_optimize_still_migrates(root_uri: str, tmp_path: Path) -> None:
     init_graph(root_uri, SCHEMA, LEGACY_PROFILE, ACTOR)
     for name in ("ann", "bob"):
@@ -302,6 +304,7 @@ def test_format_4_graph_with_hand_made_commits_and_optimize_still_migrates(root_
     _check_images_readable(root_uri, _every_pinned_image(root_uri))
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_unpublished_fork_made_by_hand_is_drift_that_revert_resolves(root_uri: str, tmp_path: Path) -> None:
     init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
     load_lines(root_uri, [person("ann")])
@@ -324,6 +327,7 @@ def test_unpublished_fork_made_by_hand_is_drift_that_revert_resolves(root_uri: s
     assert _ids(root_uri) == ["ann"]
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_recover_command_named_by_recovery_required_resolves_an_interrupted_commit(root_uri: str, tmp_path: Path) -> None:
     """Every ``recovery_required`` of the write path names ``omnigraph recover GRAPH``
     (:func:`engine.drift.recover_command`); it resolves a commit whose writer died after its

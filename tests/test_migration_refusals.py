@@ -35,6 +35,7 @@ def _table_heads_without_pk(uri: str) -> list[str]:
     return with_pk
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_duplicate_ids_stop_the_run_before_any_pk(backend: str, tmp_path: Path) -> None:
     uri = new_root(backend, tmp_path)
     twin = build_duplicate(uri, tmp_path)
@@ -79,11 +80,13 @@ def _stale_v4_write(graph, branch: str, name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "failpoint, branch, moved",
+    "backend, failpoint, branch, moved",
     [
-        ("migrate.after_plan", "main", "node:Person on main"),
-        ("migrate.after_units", "lazy", "head of lazy"),
+        ("local", "migrate.after_plan", "main", "node:Person on main"),
+        ("local", "migrate.after_units", "lazy", "head of lazy"),
+        ("s3", "migrate.after_plan", "main", "node:Person on main"),  # one case re-reads versions on S3
     ],
+    indirect=["backend"],
 )
 def test_a_writer_left_running_is_detected_and_the_stamp_is_not_written(
     backend: str, tmp_path: Path, failpoint: str, branch: str, moved: str

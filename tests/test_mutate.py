@@ -78,6 +78,7 @@ def _records(uri: str, branch: str = "main") -> dict[tuple[str, str], dict]:
     return result
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_reference_examples(root_uri: str) -> None:
     graph = _graph(root_uri)
     onboarded = _run(graph, REFERENCE_QUERIES, "onboard", name="Ann")
@@ -99,6 +100,7 @@ def test_reference_examples(root_uri: str) -> None:
     assert commit_ids(root_uri)[:3] == [removed.commit.commit_id, renamed.commit.commit_id, onboarded.commit.commit_id]
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_seed_examples(root_uri: str) -> None:
     graph = _graph(root_uri)
     result = _run(graph, SEED_ONBOARD, name="Dee", title="CTO")
@@ -113,6 +115,7 @@ def test_seed_examples(root_uri: str) -> None:
     assert storage_state(root_uri) == before
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_mix_is_refused_before_any_io(root_uri: str, tmp_path: Path) -> None:
     source = 'query both() {\n  insert Company { name: "X" }\n  delete Person where name = "Bob"\n}\n'
     query = tmp_path / "mix.gq"
@@ -134,6 +137,7 @@ def test_mix_is_refused_before_any_io(root_uri: str, tmp_path: Path) -> None:
     assert {("node:Company", "X")} <= set(_records(root_uri)) and ("node:Person", "Bob") not in _records(root_uri)
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_keyed_insert_replaces_the_whole_row_and_unkeyed_inserts_are_strict(root_uri: str) -> None:
     graph = _graph(root_uri)
     _run(graph, 'query q() { insert Person { name: "Bob", title: "Dr" } }')
@@ -156,6 +160,7 @@ def test_keyed_insert_replaces_the_whole_row_and_unkeyed_inserts_are_strict(root
         _run(graph, 'query q() { insert Person { id: "Robert", name: "Bob" } }')
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_read_your_writes_across_statements(root_uri: str) -> None:
     graph = _graph(root_uri)
     source = """
@@ -193,6 +198,7 @@ def test_now_and_update_of_an_unkeyed_node(root_uri: str) -> None:
     assert started <= seen <= time.time() * 1000
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_nothing_matched_publishes_no_commit(root_uri: str, tmp_path: Path) -> None:
     _graph(root_uri)
     query = tmp_path / "q.gq"
@@ -294,6 +300,7 @@ def test_parse_errors_name_line_column_and_token(source: str, line: int, column:
     assert refused.value.message.startswith(f"gq error at {line}:{column} near ")
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_row_limit_counts_an_updates_matched_rows(root_uri: str) -> None:
     graph = init_graph(root_uri, SCHEMA, FENCED_PROFILE, "tests")
     tags = "".join(json.dumps({"type": "Tag", "data": {"id": f"t{i:05d}", "label": "bulk"}}) + "\n" for i in range(MAX_ROWS + 1))

@@ -219,6 +219,7 @@ def duplicate_graph(backend: str, tmp_path: Path, playbook_sources: dict) -> tup
 # 1. upgrade.yaml end to end
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_upgrade_playbook_end_to_end(compact_graph: str, tmp_path: Path) -> None:
     before = exports(compact_graph)
     report_path, junit_path = tmp_path / "r.json", tmp_path / "j.xml"
@@ -334,7 +335,11 @@ def test_staging_rehearsal_that_finds_duplicates_stops_at_migrate_and_records_th
 # 3. a migration killed by a failpoint, then resume-crashed.yaml
 
 
-@pytest.mark.parametrize("failpoint", ["unit.after_pk", "migrate.before_stamp"])
+@pytest.mark.parametrize(
+    "backend, failpoint",
+    [("local", "unit.after_pk"), ("local", "migrate.before_stamp"), ("s3", "migrate.before_stamp")],
+    indirect=["backend"],
+)
 def test_resume_crashed_playbook_after_a_failpoint_converges(compact_graph: str, tmp_path: Path, failpoint: str) -> None:
     before = exports(compact_graph)
     crashed = playbook(UPGRADE, compact_graph, "--yes", cwd=tmp_path, failpoint=failpoint)
@@ -401,6 +406,7 @@ def manifest_versions(uri: str) -> dict[str, int]:
     return {branch: manifest.snapshot(branch).manifest_version for branch in sorted(manifest.branches())}
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_duplicate_repair_playbook_template_then_decisions_then_migration(
     duplicate_graph: tuple[str, str], tmp_path: Path
 ) -> None:
@@ -504,6 +510,7 @@ def test_duplicate_repair_playbook_template_then_decisions_then_migration(
 # 5. a declined confirmation
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_declined_confirmation_stops_at_the_first_step_and_writes_nothing(compact_graph: str, tmp_path: Path) -> None:
     before = object_listing(compact_graph)
     report_path = tmp_path / "r.json"
@@ -548,6 +555,7 @@ def _seed(tmp_path: Path) -> Path:
     return seed
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_a_playbook_with_an_unknown_action_is_refused_before_any_step(backend: str, tmp_path: Path) -> None:
     graph = new_root(backend, tmp_path)
     destination = new_root(backend, tmp_path, "copy-target")
@@ -565,6 +573,7 @@ def test_a_playbook_with_an_unknown_action_is_refused_before_any_step(backend: s
     assert "internal" not in result.stderr.lower() and "KeyError" not in result.stderr, describe(result)
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_a_playbook_with_a_duplicate_step_id_is_refused_before_any_step(backend: str, tmp_path: Path) -> None:
     graph = new_root(backend, tmp_path)
     destination = new_root(backend, tmp_path, "copy-target")
@@ -581,6 +590,7 @@ def test_a_playbook_with_a_duplicate_step_id_is_refused_before_any_step(backend:
     assert open_store(destination).is_empty_root()
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_an_unknown_playbook_name_lists_the_bundled_playbooks(backend: str, tmp_path: Path) -> None:
     graph = new_root(backend, tmp_path)
     result = playbook("nosuch", graph, "--yes", cwd=tmp_path)
