@@ -54,6 +54,9 @@ FIXTURE_SCRIPT = BENCH_DIR / "fixture.py"
 BASELINE_SCRIPT = BENCH_DIR / "baseline_read.py"
 DEFAULT_SIZES = [10_000, 100_000, 1_000_000]
 GATE_SMALL, GATE_LARGE, GATE_FACTOR = 100_000, 1_000_000, 1.5
+WALL_TARGET = 1.5  # migrate wall <= 1.5x the id-read baseline at GATE_LARGE
+HUGE, HUGE_FACTOR = 10_000_000, 2.0  # peak RSS at 10M <= 2x its value at GATE_SMALL
+REBUILD_TARGET = 20.0  # rebuild wall >= 20x the in-place wall at GATE_LARGE
 TABLES = 12  # 3 branches x 4 tables
 MIB = 1024.0  # ru_maxrss is in KiB on Linux
 
@@ -280,6 +283,41 @@ def gate(summaries: dict[int, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def targets(summaries: dict[int, dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """Every issue target this run can judge: (target, measured, verdict), unmeasured ones said so."""
+    rows: list[tuple[str, str, str]] = []
+    large, small, huge = summaries.get(GATE_LARGE), summaries.get(GATE_SMALL), summaries.get(HUGE)
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    if large:
+        rows.append((f"migrate wall <= {WALL_TARGET}x the id read at {human(GATE_LARGE)}",
+                     f"{large['wall_ratio']:.2f}x", verdict(large["wall_ratio"] <= WALL_TARGET)))
+    else:
+        rows.append((f"migrate wall <= {WALL_TARGET}x the id read at {human(GATE_LARGE)}", "not measured", "-"))
+    for size, factor, summary in ((GATE_LARGE, GATE_FACTOR, large), (HUGE, HUGE_FACTOR, huge)):
+        target = f"peak RSS at {human(size)} <= {factor}x at {human(GATE_SMALL)}"
+        if summary and small:
+            ratio = summary["migrate_maxrss_mib"] / small["migrate_maxrss_mib"]
+            rows.append((target, f"{ratio:.2f}x", verdict(ratio <= factor)))
+        else:
+            rows.append((target, "not measured", "-"))
+    target = f"in-place >= {REBUILD_TARGET:g}x faster than rebuild at {human(GATE_LARGE)}"
+    if large and "rebuild_over_migrate" in large:
+        rows.append((target, f"{large['rebuild_over_migrate']:.1f}x", verdict(large["rebuild_over_migrate"] >= REBUILD_TARGET)))
+    else:
+        measured = [f"{s['rebuild_over_migrate']:.1f}x at {human(n)}" for n, s in sorted(summaries.items()) if "rebuild_over_migrate" in s]
+        rows.append((target, "not measured" + (f" ({', '.join(measured)})" if measured else ""), "-"))
+    return rows
+
+
+def render_targets(rows: list[tuple[str, str, str]]) -> str:
+    lines = ["| target | measured | verdict |", "|---|---|---|"]
+    lines.extend(f"| {target} | {measured} | {verdict} |" for target, measured, verdict in rows)
+    return "\n".join(lines)
+
+
 def human(size: int) -> str:
     """1000 -> 1K, 1200000 -> 1.2M, 1234 -> 1234."""
     for factor, suffix in ((1_000_000, "M"), (1_000, "K")):
@@ -363,6 +401,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sizes", nargs="+", type=parse_size, default=DEFAULT_SIZES, metavar="N",
                         help="rows per table (10000, 100k, 1M, ...); default: 10K 100K 1M")
     parser.add_argument("--runs", type=int, default=3, help="measured runs per size (medians are reported); default 3")
+    parser.add_argument("--runs-above-1m", type=int, default=None, metavar="R",
+                        help="measured runs for sizes above 1M (a 10M fixture is about 4.5 GB); default: --runs")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "omnigraph-bench",
                         help="local directory for fixtures and run copies; fixtures are reused across invocations")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write every raw run and the summary to FILE")
@@ -372,8 +412,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--compare-rebuild", nargs="*", type=parse_size, metavar="N", default=None,
                         help="also time `omnigraph-migrate rebuild` of the same fixture at these sizes (no N: every size)")
     args = parser.parse_args(argv)
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
+    if args.runs < 1 or (args.runs_above_1m is not None and args.runs_above_1m < 1):
+        parser.error("--runs and --runs-above-1m must be at least 1")
     if "://" in str(args.workdir):
         parser.error("--workdir must be a local directory")
     args.sizes = sorted(set(args.sizes))
@@ -421,16 +461,17 @@ def main(argv: list[str] | None = None) -> int:
             fixture, document = ensure_fixture(workdir, size, args.rebuild)
             report["fixtures"][str(size)] = {k: v for k, v in document.items() if k != "images"}
             runs: list[Measurement] = []
-            for run in range(1, args.runs + 1):
+            size_runs = args.runs if size <= 1_000_000 or args.runs_above_1m is None else args.runs_above_1m
+            for run in range(1, size_runs + 1):
                 migrated = migrate_run(fixture, workdir, size, run, not args.no_verify, args.keep_runs)
                 baseline = baseline_run(fixture, size, run)
                 runs += [migrated, baseline]
                 if args.compare_rebuild is not None and (not args.compare_rebuild or size in args.compare_rebuild):
                     rebuilt = rebuild_run(fixture, workdir, size, run)
                     runs.append(rebuilt)
-                    say(f"N={size} run {run}/{args.runs}: rebuild {rebuilt.wall_s:.2f}s {rebuilt.maxrss_kib / MIB:.0f} MiB")
+                    say(f"N={size} run {run}/{size_runs}: rebuild {rebuilt.wall_s:.2f}s {rebuilt.maxrss_kib / MIB:.0f} MiB")
                 say(
-                    f"N={size} run {run}/{args.runs}: migrate {migrated.wall_s:.2f}s {migrated.maxrss_kib / MIB:.0f} MiB"
+                    f"N={size} run {run}/{size_runs}: migrate {migrated.wall_s:.2f}s {migrated.maxrss_kib / MIB:.0f} MiB"
                     f" | baseline {baseline.wall_s:.2f}s {baseline.maxrss_kib / MIB:.0f} MiB"
                 )
             report["runs"].extend(asdict(m) for m in runs)
@@ -442,10 +483,12 @@ def main(argv: list[str] | None = None) -> int:
         say(f"FAILED: {failure}")
         return 3
     report["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    report["targets"] = [{"target": t, "measured": m, "verdict": v} for t, m, v in targets(summaries)]
     write_report()
 
     info = report["machine"]
-    print(f"omnigraph-migrate run vs Lance-only id read; 3 branches x 4 tables; medians of {args.runs} run(s)")
+    above = "" if args.runs_above_1m is None else f" ({args.runs_above_1m} above 1M)"
+    print(f"omnigraph-migrate run vs Lance-only id read; 3 branches x 4 tables; medians of {args.runs} run(s){above}")
     print(f"machine: {info.get('cpus')} CPUs, {info.get('mem_total_mib')} MiB RAM, Python {info['python']}, "
           f"pylance {info['pylance']}, pyarrow {info['pyarrow']}")
     print(render_table(summaries))
@@ -464,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
     if report["driver_maxrss_kib"] >= smallest_child:
         print(f"WARNING: the driver's own peak RSS ({report['driver_maxrss_kib'] / MIB:.0f} MiB) is not below the "
               "children's: their ru_maxrss may be the driver's, not theirs")
+    print("issue targets:")
+    print(render_targets(targets(summaries)))
     result = report["gate"]
     if result["result"] == "NOT EVALUATED":
         print(f"gate: NOT EVALUATED ({result['reason']})")
