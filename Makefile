@@ -17,7 +17,7 @@ demo: $(STAMP)
 	$(VENV)/bin/python -m examples.demo
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -n 2 -q
+	$(VENV)/bin/python -m pytest -n 2 --dist worksteal -q
 
 clean:
 	rm -rf $(VENV) demo-out
