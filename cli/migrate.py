@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from cli.claim import claim_group
+from cli.executor_options import chosen_executor, executor_options
 from cli.refence import refence_command
 from cli.fleet_options import ignore_fleet_option, report_fleet
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
@@ -112,15 +113,18 @@ def plan_command(graph: str, as_json: bool) -> None:
 @click.argument("graph")
 @click.option("--owner", required=True, help="Who runs the migration (recorded in the claim and ledger).")
 @ignore_fleet_option
+@executor_options
 @json_option
 @reports_errors
 @_inventory_on_stdout
-def run_command(graph: str, owner: str, ignore_fleet: bool, as_json: bool) -> None:
+def run_command(graph: str, owner: str, ignore_fleet: bool, executor: str, ray_address: str | None, as_json: bool) -> None:
     """Migrate every branch of GRAPH to format 5 (needs every writer stopped).
 
     On a graph already at format 5 (no claim held, verify passes) it does nothing and exits 0.
+    With --executor ray the images are validated as Ray tasks (docs/operations.md).
     """
-    outcome = run_migration(graph, owner, _progress(as_json), ignore_fleet)
+    with chosen_executor(executor, ray_address) as validator:
+        outcome = run_migration(graph, owner, _progress(as_json), ignore_fleet, validator)
     if as_json:
         emit_json(outcome.to_json())
         return
@@ -134,12 +138,15 @@ def run_command(graph: str, owner: str, ignore_fleet: bool, as_json: bool) -> No
 @cli.command("resume")
 @click.argument("graph")
 @click.option("--token", required=True, help="The token of the crashed migration's claim.")
+@executor_options
 @json_option
 @reports_errors
 @_inventory_on_stdout
-def resume_command(graph: str, token: str, as_json: bool) -> None:
-    """Continue a crashed migration from its ledger and sidecars."""
-    outcome = resume_migration(graph, token, actor_name(), _progress(as_json))
+def resume_command(graph: str, token: str, executor: str, ray_address: str | None, as_json: bool) -> None:
+    """Continue a crashed migration from its ledger and sidecars (images not yet found clean
+    are validated on --executor)."""
+    with chosen_executor(executor, ray_address) as validator:
+        outcome = resume_migration(graph, token, actor_name(), _progress(as_json), validator)
     if as_json:
         emit_json(outcome.to_json())
         return

@@ -4,13 +4,15 @@ For a graph a format-4 writer published to after stamp 5 (every format-5 write i
 with exit 6, naming the commit), or one with a pinned table image without PK ``[id]``. Stop every
 format-4 process first. Exit codes as for ``run``: 0 fenced again, 4 duplicates the old writer
 let in (repair them under the claim, then ``resume --token``), 3 a claim exists, 5 a commit is in
-flight by a live process on this host, 6 the graph is not at stamp 5.
+flight by a live process on this host, 6 the graph is not at stamp 5. ``--executor ray`` validates
+the images on a Ray cluster, as for ``run``.
 """
 
 from __future__ import annotations
 
 import click
 
+from cli.executor_options import chosen_executor, executor_options
 from cli.progress import StderrProgress
 from cli.support import echo_result, emit_json, json_option, reports_errors, say
 from migrator.progress import SilentProgress
@@ -20,11 +22,13 @@ from migrator.run import refence_migration
 @click.command("refence")
 @click.argument("graph")
 @click.option("--owner", required=True, help="Who runs it (recorded in the claim and ledger).")
+@executor_options
 @json_option
 @reports_errors
-def refence_command(graph: str, owner: str, as_json: bool) -> None:
+def refence_command(graph: str, owner: str, executor: str, ray_address: str | None, as_json: bool) -> None:
     """Fence again a stamp-5 graph that a format-4 writer wrote to after the stamp."""
-    outcome = refence_migration(graph, owner, SilentProgress() if as_json else StderrProgress())
+    with chosen_executor(executor, ray_address) as validator:
+        outcome = refence_migration(graph, owner, SilentProgress() if as_json else StderrProgress(), validator)
     if as_json:
         emit_json(outcome.to_json())
         return

@@ -45,17 +45,26 @@ def open_dataset(
     handle on the dataset (its *anchor*, at whatever version it was opened), so neither lists
     main's versions: on an object store that listing is the costliest request of an open.
     """
-    uri = store.dataset_uri(rel)
+    return open_dataset_at(store.dataset_uri(rel), store.storage_options, branch, version)
+
+
+def open_dataset_at(
+    uri: str, storage_options: dict[str, str] | None, branch: str | None = None, version: int | None = None
+) -> lance.LanceDataset:
+    """:func:`open_dataset` from plain values: the dataset's URI and its Lance storage options.
+
+    For a process that has the values but no :class:`GraphStore` (a task on another machine).
+    """
     if branch is None:
-        return lance.dataset(uri, version=version, storage_options=store.storage_options, session=_SESSION)
-    key = (uri, tuple(sorted((store.storage_options or {}).items())))
+        return lance.dataset(uri, version=version, storage_options=storage_options, session=_SESSION)
+    key = (uri, tuple(sorted((storage_options or {}).items())))
     anchor = _ANCHORS.get(key)
     if anchor is not None:
         try:
             return anchor.checkout_version((branch, version))
         except (ValueError, OSError):
             del _ANCHORS[key]  # re-resolved below from a fresh handle, which raises if still absent
-    anchor = lance.dataset(uri, storage_options=store.storage_options, session=_SESSION)
+    anchor = lance.dataset(uri, storage_options=storage_options, session=_SESSION)
     checked_out = anchor.checkout_version((branch, version))
     _ANCHORS[key] = anchor
     return checked_out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from claims import inspect
@@ -10,13 +10,14 @@ from engine.errors import ClaimHeld, NotFound
 from engine.manifest import Manifest
 from engine.storage import GraphStore, open_store
 from ledger import Ledger
+from migrator.executors import ImageExecutor, LocalExecutor
 from migrator.layout import CLAIM_PATH
 from migrator.progress import Progress
 
 
 @dataclass
 class Migration:
-    """A migration this process holds the claim of."""
+    """A migration this process holds the claim of; ``executor`` validates its images."""
 
     store: GraphStore
     manifest: Manifest
@@ -24,6 +25,7 @@ class Migration:
     migration_id: str
     token: str
     progress: Progress
+    executor: ImageExecutor = field(default_factory=LocalExecutor)
 
     def record(self, record_type: type[Any], **fields: Any) -> int:
         """Append a ledger record of ``record_type`` carrying this migration's token and id."""

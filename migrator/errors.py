@@ -19,3 +19,13 @@ class MigrationRefused(OmnigraphError):
     code = "migration_refused"
     http_status = 409
     exit_code = EXIT_ERROR
+
+
+class ExecutorFailed(OmnigraphError):
+    """The executor validating images could not do its work: a Ray cluster that cannot be
+    reached, a task whose worker was lost, a worker running another release. Nothing was
+    recorded for the images it did not validate; ``resume --token`` validates them."""
+
+    code = "executor_failed"
+    http_status = 503
+    exit_code = EXIT_ERROR

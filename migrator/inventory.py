@@ -2,31 +2,33 @@
 
 from __future__ import annotations
 
-from engine.lance_io import open_dataset
 from engine.storage import GraphStore
 from ledger import InventoryEntry, UnitPlan
+from migrator.executors import ImageExecutor, LocalExecutor, PinnedImage
 from migrator.plan import MigrationPlan
 from migrator.progress import Progress
-from migrator.validate import ImageReport, validate_image, validation_session
+from migrator.validate import ImageReport
+
+
+def pinned_images(plan: MigrationPlan, only: set[str] | None = None) -> list[PinnedImage]:
+    """Every distinct image of the plan (or those in ``only``), in image order."""
+    return [
+        PinnedImage(image_id, units[0].table_path, units[0].pinned_table_branch, units[0].pinned_table_version)
+        for image_id, units in plan.images().items()
+        if only is None or image_id in only
+    ]
 
 
 def validate_images(
-    store: GraphStore, plan: MigrationPlan, progress: Progress, only: set[str] | None = None
+    store: GraphStore,
+    plan: MigrationPlan,
+    progress: Progress,
+    only: set[str] | None = None,
+    executor: ImageExecutor | None = None,
 ) -> dict[str, ImageReport]:
-    """Validate every distinct image of the plan once (or those in ``only``), in image order."""
-    images = {image_id: units for image_id, units in plan.images().items() if only is None or image_id in only}
-    datasets = {}
-    total = 0
-    for image_id, units in images.items():
-        unit = units[0]
-        dataset = open_dataset(store, unit.table_path, unit.pinned_table_branch, unit.pinned_table_version)
-        datasets[image_id] = dataset
-        total += dataset.count_rows()
-    progress.start("validating ids", total)
-    with validation_session() as session:
-        reports = {image_id: validate_image(dataset, progress.advance, session) for image_id, dataset in datasets.items()}
-    progress.finish()
-    return reports
+    """Validate every distinct image of the plan once (or those in ``only``), in image order,
+    on ``executor`` (default: this process; :mod:`migrator.executors`)."""
+    return (executor or LocalExecutor()).validate(store, pinned_images(plan, only), progress)
 
 
 def inventory(plan: MigrationPlan, reports: dict[str, ImageReport]) -> list[InventoryEntry]:

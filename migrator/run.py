@@ -9,7 +9,9 @@ skipped and the others continue step by step (see :mod:`migrator.unit`). A valid
 leaves the barrier up and the claim held: the graph stays closed to every writer while the
 operator repairs the duplicates under the claim, then resumes (a resume after a failed
 validation plans and validates afresh), or aborts. ``abort --token`` (before stamp ``5`` only) puts stamp ``4`` back and releases the
-claim; installed PKs and migration forks stay (roll-forward only).
+claim; installed PKs and migration forks stay (roll-forward only). Images are validated by an
+executor (:mod:`migrator.executors`): this process, or tasks on a Ray cluster; the records,
+results and exit codes are the same either way.
 
 Failpoints: ``migrate.after_claim``, ``migrate.after_barrier``, ``migrate.after_plan``,
 ``migrate.after_image_records``, ``migrate.after_validate``, ``migrate.after_units``, ``migrate.before_stamp``, ``migrate.after_stamp``,
@@ -64,6 +66,7 @@ from migrator import sidecar as sidecars
 from migrator.claim_ops import refuse_live_holder
 from migrator.context import Migration
 from migrator.errors import DriftDetected
+from migrator.executors import ImageExecutor, LocalExecutor
 from migrator.fleet_check import refuse_live_writers
 from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_OPERATION, CLAIM_PATH, ledger_dir
@@ -165,9 +168,14 @@ def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
         )
 
 
-def run_migration(uri: str, owner: str, progress: Progress, ignore_fleet: bool = False) -> MigrationOutcome | UpToDate:
+def run_migration(
+    uri: str, owner: str, progress: Progress, ignore_fleet: bool = False, executor: ImageExecutor | None = None
+) -> MigrationOutcome | UpToDate:
     """Migrate the format-4 graph at ``uri`` to format 5 (see the module docstring); refused while
-    a registered writer is live unless ``ignore_fleet`` (:mod:`migrator.fleet_check`)."""
+    a registered writer is live unless ``ignore_fleet`` (:mod:`migrator.fleet_check`).
+
+    ``executor`` validates the images (default: this process); it is started before the claim is
+    taken, so an executor that cannot start leaves the graph untouched."""
     store = open_store(uri)
     manifest = Manifest(store)
     if not manifest.exists():
@@ -178,9 +186,11 @@ def run_migration(uri: str, owner: str, progress: Progress, ignore_fleet: bool =
     refuse_unless_stamp_4(store, manifest)
     refuse_live_writers(store, ignore_fleet)
     refuse_row_drift(store, out_of_band_reports(store, manifest))
+    executor = executor or LocalExecutor()
+    executor.start()
     migration_id = new_ulid()
     claim = acquire(store, CLAIM_PATH, operation=CLAIM_OPERATION, migration_id=migration_id, owner=owner)
-    m = Migration(store, manifest, Ledger(store, ledger_dir(migration_id)), migration_id, claim.token, progress)
+    m = Migration(store, manifest, Ledger(store, ledger_dir(migration_id)), migration_id, claim.token, progress, executor)
     m.record(
         MigrationStarted,
         owner=owner,
@@ -193,7 +203,7 @@ def run_migration(uri: str, owner: str, progress: Progress, ignore_fleet: bool =
     return _continue(m)
 
 
-def refence_migration(uri: str, owner: str, progress: Progress) -> MigrationOutcome:
+def refence_migration(uri: str, owner: str, progress: Progress, executor: ImageExecutor | None = None) -> MigrationOutcome:
     """Fence again a stamp-5 graph that a format-4 writer published to after the stamp.
 
     Needs stamp 5 and a readiness problem (:func:`engine.writer_audit.readiness_problems`: a
@@ -204,6 +214,7 @@ def refence_migration(uri: str, owner: str, progress: Progress) -> MigrationOutc
     the old writer let in stops it at ``validation_failed``, repaired like any other), PK
     installed where missing, verify, and stamp 5 recording the current heads as fenced. A crash
     is resumed with ``resume --token``; ``abort --token`` puts stamp 4 back, as for any migration.
+    ``executor`` validates the images, as for :func:`run_migration`.
     """
     store = open_store(uri)
     manifest = Manifest(store)
@@ -237,9 +248,11 @@ def refence_migration(uri: str, owner: str, progress: Progress) -> MigrationOutc
             f"{live[0].program} (pid {live[0].pid}) is committing to {store.uri} on this host; stop it, "
             f"then run `omnigraph-migrate refence {store.uri} --owner {owner}` again",
         )
+    executor = executor or LocalExecutor()
+    executor.start()
     migration_id = new_ulid()
     claim = acquire(store, CLAIM_PATH, operation=CLAIM_OPERATION, migration_id=migration_id, owner=owner)
-    m = Migration(store, manifest, Ledger(store, ledger_dir(migration_id)), migration_id, claim.token, progress)
+    m = Migration(store, manifest, Ledger(store, ledger_dir(migration_id)), migration_id, claim.token, progress, executor)
     m.record(
         MigrationStarted, owner=owner, host=socket.gethostname(), pid=os.getpid(),
         tool_version=engine.__version__, graph_uri=store.uri,
@@ -287,7 +300,7 @@ def _validated_clean_since_plan(replay: LedgerReplay) -> set[str]:
 def _validate(m: Migration, plan: MigrationPlan, replay: LedgerReplay) -> dict[str, ImageState]:
     done = _validated_clean_since_plan(replay)
     todo = {image_id for image_id in plan.images() if image_id not in done}
-    reports = validate_images(m.store, plan, m.progress, only=todo)
+    reports = validate_images(m.store, plan, m.progress, only=todo, executor=m.executor)
     images = plan.images()
     for image_id, report in reports.items():
         unit = images[image_id][0]
@@ -401,8 +414,10 @@ def _release(m: Migration) -> None:
     failpoint("migrate.after_release")
 
 
-def held_migration(uri: str, token: str, progress: Progress) -> Migration:
-    """The migration whose claim carries ``token``; ``not_found`` / ``precondition_failed`` otherwise."""
+def held_migration(uri: str, token: str, progress: Progress, executor: ImageExecutor | None = None) -> Migration:
+    """The migration whose claim carries ``token``; ``not_found`` / ``precondition_failed`` otherwise.
+
+    ``executor`` validates whatever images it still has to validate (default: this process)."""
     store = open_store(uri)
     holder = inspect(store, CLAIM_PATH)
     if holder is None:
@@ -417,16 +432,22 @@ def held_migration(uri: str, token: str, progress: Progress) -> Migration:
             f"(migration {holder.migration_id}); use the token shown by `omnigraph-migrate status`",
             {"expected": "the holder's token", "actual": token, "holder": holder.model_dump(mode="json")},
         )
-    return Migration(store, Manifest(store), Ledger(store, ledger_dir(holder.migration_id)), holder.migration_id, token, progress)
+    return Migration(
+        store, Manifest(store), Ledger(store, ledger_dir(holder.migration_id)), holder.migration_id, token, progress,
+        executor or LocalExecutor(),
+    )
 
 
-def resume_migration(uri: str, token: str, owner: str, progress: Progress) -> MigrationOutcome:
-    """Continue the migration whose claim carries ``token`` from its ledger.
+def resume_migration(
+    uri: str, token: str, owner: str, progress: Progress, executor: ImageExecutor | None = None
+) -> MigrationOutcome:
+    """Continue the migration whose claim carries ``token`` from its ledger; ``executor`` validates
+    the images not yet found clean (started only if there is one).
 
     A claim broken with ``token`` is not resumed (its holder's claim is gone for good): the
     refusal names ``abort --token``, which lowers the barrier it left."""
     _refuse_broken(uri, token)
-    m = held_migration(uri, token, progress)
+    m = held_migration(uri, token, progress, executor)
     try:
         state = m.ledger.replay().state
     except NotFound:

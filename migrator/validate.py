@@ -32,6 +32,7 @@ import duckdb
 import lance
 import pyarrow as pa
 
+import engine
 from migrator.fingerprint import physical_fingerprint
 
 MEMORY_LIMIT = "256MB"
@@ -83,15 +84,22 @@ def _digest(rows: int, null_ids: int, total: int, xor: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def digest_release() -> dict[str, str]:
+    """The versions a report depends on: this tool's, DuckDB's (its ``hash`` makes the digest)
+    and Lance's (it decides which rows an image holds). Equal releases give equal reports."""
+    return {"omnigraph-fence": engine.__version__, "duckdb": duckdb.__version__, "pylance": lance.__version__}
+
+
 @contextmanager
-def validation_session() -> Iterator[duckdb.DuckDBPyConnection]:
-    """One DuckDB connection (memory limit, spill directory) for validating several images."""
+def validation_session(threads: int | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One DuckDB connection (memory limit, spill directory) for validating several images,
+    using ``threads`` threads (default: every core of this machine)."""
     with tempfile.TemporaryDirectory(prefix="omnigraph-validate-") as spill_dir:
         con = duckdb.connect(
             config={
                 "memory_limit": MEMORY_LIMIT,
                 "temp_directory": spill_dir,
-                "threads": max(1, os.cpu_count() or 1),
+                "threads": max(1, threads or os.cpu_count() or 1),
                 "preserve_insertion_order": False,
             }
         )

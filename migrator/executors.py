@@ -1,0 +1,127 @@
+"""Where step 5 of the migration (validate every pinned image) runs: the executor seam.
+
+An executor validates pinned images and returns one :class:`~migrator.validate.ImageReport` per
+image, keyed by image id in image-id order. Every executor keeps one contract: an image's report
+is exactly what :func:`~migrator.validate.validate_image` gives for that image opened in this
+process (rows, null ids, duplicates, digest, fingerprint), so the ledger records written from the
+reports, the duplicate inventory and the exit code do not depend on the executor. Progress is
+``start("validating ids", rows of every image)``, ``advance(rows)`` as rows are validated, then
+``finish()``. An executor writes nothing to the graph or the ledger.
+
+Executors (:data:`EXECUTORS`): ``local`` validates in this process (:class:`LocalExecutor`);
+``ray`` validates as tasks on a Ray cluster (:mod:`migrator.ray_executor`, imported only when
+chosen: it needs the ``[ray]`` extra). Lifecycle: :func:`open_executor` gives a context manager;
+``start()`` acquires what the executor needs (idempotent; ``validate`` starts it when needed) and
+the context's exit releases it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+import lance
+
+from engine.errors import BadRequest
+from engine.lance_io import open_dataset
+from engine.storage import GraphStore
+from migrator.progress import Progress
+from migrator.validate import ImageReport, validate_image, validation_session
+
+EXECUTORS = ("local", "ray")
+RAY_INSTALL = "pip install -e '.[ray]' in a checkout of omnigraph-fence (`make venv` installs it into .venv)"
+VALIDATING = "validating ids"
+
+
+@dataclass(frozen=True)
+class PinnedImage:
+    """One physical table image a plan pins: a Lance table branch (None = main) at a version."""
+
+    image_id: str
+    table_path: str
+    table_branch: str | None
+    table_version: int
+
+
+class ImageExecutor(Protocol):
+    """Validates pinned images (see the module docstring for the contract)."""
+
+    def start(self) -> None: ...
+
+    def validate(self, store: GraphStore, images: list[PinnedImage], progress: Progress) -> dict[str, ImageReport]: ...
+
+    def close(self) -> None: ...
+
+
+def open_images(store: GraphStore, images: list[PinnedImage]) -> dict[str, lance.LanceDataset]:
+    """Every image checked out at its pinned version, by image id, in the order given."""
+    return {
+        image.image_id: open_dataset(store, image.table_path, image.table_branch, image.table_version)
+        for image in images
+    }
+
+
+class LocalExecutor:
+    """Validates the images one after the other in this process, in one DuckDB session."""
+
+    def start(self) -> None:
+        return None
+
+    def validate(self, store: GraphStore, images: list[PinnedImage], progress: Progress) -> dict[str, ImageReport]:
+        datasets = open_images(store, images)
+        progress.start(VALIDATING, sum(dataset.count_rows() for dataset in datasets.values()))
+        with validation_session() as session:
+            reports = {image_id: validate_image(dataset, progress.advance, session) for image_id, dataset in datasets.items()}
+        progress.finish()
+        return reports
+
+    def close(self) -> None:
+        return None
+
+
+def executor_unavailable(name: str) -> str | None:
+    """Why executor ``name`` cannot run in this installation (a package is missing), or None."""
+    if name != "ray":
+        return None
+    try:
+        importlib.import_module("ray")
+    except ImportError:
+        return f"--executor ray needs Ray, which is not installed: {RAY_INSTALL}"
+    return None
+
+
+def ray_address_problem(address: str) -> str | None:
+    """What is wrong with a ``--ray-address`` value, or None: ``auto`` or ``HOST:PORT``."""
+    if address == "auto":
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or "/" in host or not port.isdigit() or not 0 < int(port) < 65536:
+        return f"{address!r} is not a Ray cluster address: give HOST:PORT of the cluster's head, or auto"
+    return None
+
+
+@contextmanager
+def open_executor(name: str, ray_address: str | None = None) -> Iterator[ImageExecutor]:
+    """The executor called ``name`` (one of :data:`EXECUTORS`), released on exit.
+
+    ``ray_address`` is the Ray cluster to connect to (``ray`` only; None starts a private local
+    Ray instance). Check :func:`executor_unavailable` first: a missing package raises ImportError.
+    """
+    executor: ImageExecutor
+    if name == "local":
+        if ray_address is not None:
+            raise BadRequest("a Ray address needs the ray executor", {"executor": name})
+        executor = LocalExecutor()
+    elif name == "ray":
+        from migrator.ray_executor import RayExecutor
+
+        executor = RayExecutor(ray_address)
+    else:
+        raise BadRequest(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}", {"executor": name})
+    try:
+        yield executor
+    finally:
+        executor.close()
