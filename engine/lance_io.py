@@ -63,7 +63,7 @@ def open_dataset_at(
         try:
             return anchor.checkout_version((branch, version))
         except (ValueError, OSError):
-            _ANCHORS.pop(key, None)  # another thread may have dropped it too; re-resolved below from a fresh handle, which raises if still absent
+            _ANCHORS.pop(key, None)  # another thread may drop it too; a fresh handle is opened below
     anchor = lance.dataset(uri, storage_options=storage_options, session=_SESSION)
     checked_out = anchor.checkout_version((branch, version))
     _ANCHORS[key] = anchor
