@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from engine.errors import BadRequest, KeyConflict, OmnigraphError, ResourceLimit
 from engine.graph import Graph
+from engine.id_probe import ChunkProbe, present_ids
 from engine.jsonl_blocks import JsonlSource
 from engine.lance_io import open_dataset
 from engine.manifest import BranchSnapshot, TableEntry
@@ -100,16 +101,6 @@ def _check_limits(records: RecordSet, chunks: list[_Chunk], chunked: bool) -> No
                     f"{MAX_ARROW_BYTES}{hint or '; use a smaller --chunk-rows'}",
                     table_key=table_key,
                 )
-
-
-def present_ids(graph: Graph, entry: TableEntry, ids: list[str] | pa.Array) -> set[str]:
-    """The subset of ``ids`` present in the pinned image of ``entry``."""
-    if not len(ids):
-        return set()
-    wanted = ids if isinstance(ids, pa.Array) else pa.array(ids, pa.utf8())
-    dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
-    found = dataset.to_table(columns=["id"], filter=pc.field("id").isin(wanted))
-    return set(found.column("id").to_pylist())
 
 
 def _check_unique_committed(graph: Graph, entry: TableEntry, records: RecordSet, table_key: str, span: tuple[int, int]) -> None:
@@ -194,7 +185,9 @@ def _check_dangling_edges(graph: Graph, snapshot: BranchSnapshot, records: Recor
                 )
 
 
-def _prepare_for(graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode) -> Callable[[BranchSnapshot], list[TableWrite]]:
+def _prepare_for(
+    graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode, probe: ChunkProbe
+) -> Callable[[BranchSnapshot], list[TableWrite]]:
     replaced = set(chunk.ranges) if mode == "overwrite" else set()
 
     def prepare(snapshot: BranchSnapshot) -> list[TableWrite]:
@@ -202,7 +195,8 @@ def _prepare_for(graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode
         for table_key, span in chunk.ranges.items():
             entry = snapshot.table(table_key)
             if mode == "append":
-                existing = present_ids(graph, entry, records.column(table_key, "id", *span))
+                ids = records.column(table_key, "id", *span)
+                existing = probe.existing(entry, ids, span[0], lambda key=table_key, start=span[0]: records.column(key, "id", start))
                 if existing:
                     table = graph.catalog.table(table_key)
                     raise KeyConflict(table.kind, table.type_name, min(existing))
@@ -258,10 +252,11 @@ def _publish(
     """One commit per chunk, in order; a failure names the chunks already committed."""
     commits: list[CommitResult] = []
     rows: dict[str, int] = {}
+    probe = ChunkProbe(graph)
     for index, chunk in enumerate(chunks):
         message = f"load --mode {mode}" + (f" (chunk {index + 1}/{len(chunks)})" if len(chunks) > 1 else "")
         try:
-            result = commit(graph, branch, _prepare_for(graph, records, chunk, mode), message=message, actor=actor)
+            result = commit(graph, branch, _prepare_for(graph, records, chunk, mode, probe), message=message, actor=actor)
         except OmnigraphError as error:
             if commits:
                 error.message += (
@@ -273,6 +268,7 @@ def _publish(
             raise
         if result is not None:
             commits.append(result)
+            probe.landed({key: stop for key, (_, stop) in chunk.ranges.items()})
         for table_key, (start, stop) in chunk.ranges.items():
             rows[table_key] = rows.get(table_key, 0) + stop - start
         if progress is not None:
