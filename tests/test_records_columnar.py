@@ -38,22 +38,17 @@ from engine.records_read import read_records, records_of
 from engine.schema import Catalog
 from engine.schema.ids import new_ulid, new_ulids
 from tests.graph_helpers import export_text, init
+from tests.test_records import EVERY_TYPE
 
 CATALOG = Catalog.from_source(
-    """
-    node All {
-        s: String @key
-        b: Bool?  i32: I32?  i64: I64?  u32: U32?  u64: U64?  f32: F32?  f64: F64?
-        d: Date?  t: DateTime?  e: enum(red, green)?  v: Vector(3)?
-        ls: [String]?  lb: [Bool]?  li: [I64]?  lf: [F32]?  ld: [Date]?  lt: [DateTime]?
-    }
+    EVERY_TYPE.source  # node All (every property type), node Other, edge Link: All -> Other
+    + """
     node Pair { tenant: String  slot: U32  note: String?  @key(tenant, slot) }
     node Num { n: I64 @key  label: String? @unique }
     node When { d: Date @key  at: DateTime? }
     node Flag { f: Bool @key }
     node Real { x: F64 @key }
     node Tag { label: String  code: String? @unique  score: F32? @unique }
-    edge Link: All -> Num { weight: F64?  day: Date?  code: String? @unique }
     edge Near: Tag -> Tag
     """
 )
