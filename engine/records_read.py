@@ -39,11 +39,11 @@ def read_records(
     """The validated records of ``source`` (see the module docstring); the caller closes them.
 
     ``with_pk`` selects the physical schema (``TableDef.arrow_schema``); ``block_bytes`` is the
-    input read at a time (default :data:`engine.jsonl_blocks.BLOCK_BYTES`), ``spool_budget`` bounds
-    the rows held in memory (default :data:`engine.row_spool.SPOOL_BUDGET_BYTES`). With ``fallback=False``
-    nothing is parsed row by row: where the fast path does not vouch for the input,
-    :class:`Declined` is raised instead (this is how the fast path alone is checked against the
-    row path).
+    input read at a time (default :data:`engine.jsonl_blocks.BLOCK_BYTES`); ``spool_budget``
+    bounds the rows held in memory (default :data:`engine.row_spool.SPOOL_BUDGET_BYTES`). With
+    ``fallback=False`` nothing is parsed row by row: where the fast path does not vouch for the
+    input, :class:`Declined` is raised instead (this is how the fast path alone is checked
+    against the row path).
     """
     records = RecordSet(catalog, RowSpool(spool_budget))
     try:
