@@ -174,13 +174,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk-rows", type=int, default=8192,
                         help="--chunk-rows of the append load (the engine refuses more than 8192 rows per commit)")
     parser.add_argument("--load-runs", type=int, default=None, help="runs of the load comparison (default: --runs)")
+    parser.add_argument("--load-only", action="store_true", help="skip the write cost gate (only the load comparison)")
     parser.add_argument("--json", type=Path, metavar="FILE")
     args = parser.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
     load_runs = args.load_runs or args.runs
     try:
-        cost = write_cost(args.workdir, sorted(args.sizes), args.runs)
-        print(render_cost(cost, args.runs), flush=True)
+        cost = [] if args.load_only else write_cost(args.workdir, sorted(args.sizes), args.runs)
+        if cost:
+            print(render_cost(cost, args.runs), flush=True)
         if args.json:
             args.json.write_text(json.dumps({"write_cost": cost, "load": None}, indent=1) + "\n", encoding="utf-8")
         if not args.load_rows:

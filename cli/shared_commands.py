@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 
@@ -18,7 +18,7 @@ from engine import fleet
 from engine.errors import BadRequest
 from engine.export import export_lines
 from engine.graph import Graph, init_graph, open_graph
-from engine.load import load
+from engine.load import LoadResult, load
 from engine.manifest import MAIN
 from engine.routing import EngineProfile
 from engine.snapshot import snapshot_document
@@ -27,6 +27,14 @@ from engine.snapshot import snapshot_document
 def _read_file(path: str, what: str) -> bytes:
     try:
         return Path(path).read_bytes()
+    except OSError as error:
+        raise BadRequest(f"cannot read {what} {path!r}: {error.strerror}", {"path": path}) from error
+
+
+def _open_file(path: str, what: str) -> BinaryIO:
+    """``path`` opened for binary reading (a load reads it in blocks, never whole)."""
+    try:
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
     except OSError as error:
         raise BadRequest(f"cannot read {what} {path!r}: {error.strerror}", {"path": path}) from error
 
@@ -41,6 +49,24 @@ def _decode_utf8(data: bytes, what: str, path: str) -> str:
 def _report_recovery(graph: Graph) -> None:
     for record in graph.recovered:
         say(f"recovered interrupted commit {record.operation_id} on {record.graph_branch}: {record.outcome}")
+
+
+def _chunked_load(graph: Graph, data: BinaryIO, mode: str, branch: str, chunk_rows: int) -> LoadResult:
+    """``load`` with ``--chunk-rows``, with a progress bar of the commits on stderr."""
+    bars: list[Any] = []
+
+    def progress(done: int, total: int) -> None:
+        if not bars:
+            bars.append(click.progressbar(length=total, label="committing chunks", file=sys.stderr))
+            bars[0].__enter__()
+        bars[0].update(done - bars[0].pos)
+
+    try:
+        return load(graph, data, mode=mode, branch=branch, actor=actor_name(),  # type: ignore[arg-type]
+                    chunk_rows=chunk_rows, progress=progress)
+    finally:
+        if bars:
+            bars[0].__exit__(None, None, None)
 
 
 def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
@@ -73,27 +99,14 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
     @reports_errors
     def load_command(mode: str, data_path: str, branch: str, chunk_rows: int | None, graph: str, as_json: bool) -> None:
         """Load a JSONL file into a branch as one atomic commit (or one per chunk)."""
-        data = _read_file(data_path, "data file")
-        opened = open_graph(graph, profile, write=True)
-        _report_recovery(opened)
-        if chunk_rows is None:
-            result = load(opened, data, mode=mode, branch=branch, actor=actor_name())  # type: ignore[arg-type]
-        else:
-            bars: list[Any] = []
-
-            def progress(done: int, total: int) -> None:
-                if not bars:
-                    bars.append(click.progressbar(length=total, label="committing chunks", file=sys.stderr))
-                    bars[0].__enter__()
-                bars[0].update(done - bars[0].pos)
-
-            try:
+        with _open_file(data_path, "data file") as data:
+            opened = open_graph(graph, profile, write=True)
+            _report_recovery(opened)
+            if chunk_rows is None:
+                result = load(opened, data, mode=mode, branch=branch, actor=actor_name())  # type: ignore[arg-type]
+            else:
                 with fleet.registered(opened.store, profile.program, "load", profile.init_stamp):
-                    result = load(opened, data, mode=mode, branch=branch, actor=actor_name(),  # type: ignore[arg-type]
-                                  chunk_rows=chunk_rows, progress=progress)
-            finally:
-                if bars:
-                    bars[0].__exit__(None, None, None)
+                    result = _chunked_load(opened, data, mode, branch, chunk_rows)
         document = {
             "branch": result.branch,
             "mode": result.mode,

@@ -12,11 +12,17 @@ checked before the first write. Overwrite is the bulk-replacement path and is no
 cannot be chunked (each chunk would replace the previous one). Chunks are cut from the file's
 records ordered node tables first, then edge tables, so every edge's endpoints are committed
 no later than the edge.
+
+Reading: the input (bytes, or a binary file read in blocks) is validated by
+:func:`engine.records_read.read_records`, columnar where it can be and row by row where it must,
+with the row parser's results and errors either way. The validated rows wait in a bounded
+spool (:mod:`engine.row_spool`); an overwrite streams them into its one Lance commit, a chunked
+load reads them chunk by chunk. The checks against committed state work on Arrow columns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,24 +31,19 @@ import pyarrow.compute as pc
 
 from engine.errors import BadRequest, KeyConflict, OmnigraphError, ResourceLimit
 from engine.graph import Graph
+from engine.id_probe import ChunkProbe, present_ids
+from engine.jsonl_blocks import JsonlSource
 from engine.lance_io import open_dataset
 from engine.manifest import BranchSnapshot, TableEntry
-from engine.records import (
-    EdgeRow,
-    NodeRow,
-    ParsedFile,
-    check_endpoints,
-    parse_jsonl,
-    rows_to_arrow,
-)
+from engine.record_set import RecordSet
+from engine.records_endpoints import EdgeEnds, check_edge_endpoints
+from engine.records_read import read_records
 from engine.write import CommitResult, TableWrite, commit
 
 LoadMode = Literal["append", "merge", "overwrite"]
 MAX_ROWS = 8192
 MAX_ARROW_BYTES = 32 * 1024 * 1024
 _WRITE_KIND = {"append": "insert", "merge": "upsert", "overwrite": "overwrite"}
-
-Row = NodeRow | EdgeRow
 
 
 @dataclass(frozen=True)
@@ -57,103 +58,74 @@ class LoadResult:
 
 @dataclass(frozen=True)
 class _Chunk:
-    parsed: ParsedFile
-    tables: dict[str, pa.Table]
+    """One commit's share of the input: a row range ``(start, stop)`` per table, in table-key order."""
+
+    ranges: dict[str, tuple[int, int]]
 
 
-def _ordered_rows(parsed: ParsedFile) -> list[tuple[str, Row]]:
-    ordered: list[tuple[str, Row]] = []
-    for type_name in sorted(parsed.nodes):
-        ordered.extend((f"node:{type_name}", row) for row in parsed.nodes[type_name])
-    for type_name in sorted(parsed.edges):
-        ordered.extend((f"edge:{type_name}", row) for row in parsed.edges[type_name])
-    return ordered
-
-
-def _as_parsed(rows: Iterable[tuple[str, Row]], line_count: int) -> ParsedFile:
-    nodes: dict[str, list[NodeRow]] = {}
-    edges: dict[str, list[EdgeRow]] = {}
-    for table_key, row in rows:
-        kind, type_name = table_key.split(":", 1)
-        if kind == "node":
-            nodes.setdefault(type_name, []).append(row)  # type: ignore[arg-type]
-        else:
-            edges.setdefault(type_name, []).append(row)  # type: ignore[arg-type]
-    return ParsedFile(nodes=nodes, edges=edges, line_count=line_count)
-
-
-def _chunks(graph: Graph, parsed: ParsedFile, chunk_rows: int | None) -> list[_Chunk]:
-    ordered = _ordered_rows(parsed)
+def _chunks(records: RecordSet, chunk_rows: int | None) -> list[_Chunk]:
+    """The commits of a load: one for the whole input, or consecutive runs of ``chunk_rows``
+    records taken from node tables (by type name) then edge tables (by type name)."""
     if chunk_rows is None:
-        groups = [ordered]
-    else:
-        groups = [ordered[i : i + chunk_rows] for i in range(0, len(ordered), chunk_rows)] or [[]]
+        return [_Chunk({key: (0, records.num_rows(key)) for key in records.table_keys()})]
+    order = [(key, records.num_rows(key)) for key in records.load_order()]
+    total = sum(count for _, count in order)
     chunks = []
-    for group in groups:
-        chunk_parsed = _as_parsed(group, parsed.line_count)
-        tables = {}
-        for table_key, rows in _table_rows(chunk_parsed).items():
-            table = graph.catalog.table(table_key)
-            tables[table_key] = rows_to_arrow(table, rows, with_pk=graph.profile.router.with_pk)
-        chunks.append(_Chunk(chunk_parsed, tables))
-    return chunks
+    for begin in range(0, total, chunk_rows):
+        ranges, position = {}, 0
+        for key, count in order:
+            low, high = max(begin, position), min(begin + chunk_rows, position + count)
+            if low < high:
+                ranges[key] = (low - position, high - position)
+            position += count
+        chunks.append(_Chunk(dict(sorted(ranges.items()))))
+    return chunks or [_Chunk({})]
 
 
-def _table_rows(parsed: ParsedFile) -> dict[str, list[Row]]:
-    result: dict[str, list[Row]] = {}
-    for type_name, nodes in sorted(parsed.nodes.items()):
-        result[f"node:{type_name}"] = list(nodes)
-    for type_name, edges in sorted(parsed.edges.items()):
-        result[f"edge:{type_name}"] = list(edges)
-    return dict(sorted(result.items()))
-
-
-def _check_limits(chunks: list[_Chunk], chunked: bool) -> None:
+def _check_limits(records: RecordSet, chunks: list[_Chunk], chunked: bool) -> None:
     hint = "" if chunked else f"; split the load with --chunk-rows {MAX_ROWS} (one commit per chunk)"
     for chunk in chunks:
-        for table_key, table in chunk.tables.items():
-            if table.num_rows > MAX_ROWS:
+        for table_key, (start, stop) in chunk.ranges.items():
+            rows = stop - start
+            if rows > MAX_ROWS:
                 raise ResourceLimit(
-                    "rows", MAX_ROWS, table.num_rows,
-                    f"{table_key}: {table.num_rows} rows in one commit exceed the limit of {MAX_ROWS}{hint}",
+                    "rows", MAX_ROWS, rows,
+                    f"{table_key}: {rows} rows in one commit exceed the limit of {MAX_ROWS}{hint}",
                     table_key=table_key,
                 )
-            if table.nbytes > MAX_ARROW_BYTES:
+            nbytes = records.rows(table_key, start, stop).nbytes
+            if nbytes > MAX_ARROW_BYTES:
                 raise ResourceLimit(
-                    "arrow_bytes", MAX_ARROW_BYTES, table.nbytes,
-                    f"{table_key}: {table.nbytes} bytes of Arrow data in one commit exceed the limit of "
+                    "arrow_bytes", MAX_ARROW_BYTES, nbytes,
+                    f"{table_key}: {nbytes} bytes of Arrow data in one commit exceed the limit of "
                     f"{MAX_ARROW_BYTES}{hint or '; use a smaller --chunk-rows'}",
                     table_key=table_key,
                 )
 
 
-def present_ids(graph: Graph, entry: TableEntry, ids: list[str]) -> set[str]:
-    """The subset of ``ids`` present in the pinned image of ``entry``."""
-    if not ids:
-        return set()
-    dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
-    found = dataset.to_table(columns=["id"], filter=pc.field("id").isin(pa.array(ids, pa.utf8())))
-    return set(found.column("id").to_pylist())
-
-
-def _check_unique_committed(graph: Graph, entry: TableEntry, table_key: str, rows: list[Row]) -> None:
+def _check_unique_committed(graph: Graph, entry: TableEntry, records: RecordSet, table_key: str, span: tuple[int, int]) -> None:
+    """A non-null ``@unique`` value of the chunk must not belong to a committed row with another id."""
     table = graph.catalog.table(table_key)
     if not table.unique:
         return
-    own_ids = {row.id for row in rows}
+    own_ids: set[str] | None = None
+    lines = records.column(table_key, "line", *span)
     dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
     for prop in table.unique:
-        by_value = {row.values[prop]: row for row in rows if row.values.get(prop) is not None}
-        if not by_value:
+        values = records.column(table_key, prop, *span)
+        given = values.is_valid()
+        if not pc.any(given).as_py():
             continue
-        hits = dataset.to_table(columns=["id", prop], filter=pc.field(prop).isin(list(by_value)))
+        values, value_lines = values.filter(given), lines.filter(given)
+        hits = dataset.to_table(columns=["id", prop], filter=pc.field(prop).isin(values))
         for committed_id, value in sorted(zip(hits.column("id").to_pylist(), hits.column(prop).to_pylist())):
+            own_ids = own_ids if own_ids is not None else set(records.column(table_key, "id", *span).to_pylist())
             if committed_id not in own_ids:
-                row = by_value[value]
+                line = value_lines[pc.index(values, pa.scalar(value, values.type)).as_py()].as_py()
                 raise BadRequest(
-                    f"line {row.line}: {table.type_name}.{prop} value {value!r} is already used by "
+                    f"line {line}: {table.type_name}.{prop} value {value!r} is already used by "
                     f"id {committed_id!r} (@unique)",
-                    {"line": row.line, "type_name": table.type_name, "property": prop, "existing_id": committed_id},
+                    {"line": line, "type_name": table.type_name, "property": prop, "existing_id": committed_id},
                 )
 
 
@@ -167,48 +139,74 @@ def _committed_lookup(graph: Graph, snapshot: BranchSnapshot, replaced: set[str]
     return lookup
 
 
-def _check_dangling_edges(graph: Graph, snapshot: BranchSnapshot, parsed: ParsedFile, replaced: set[str]) -> None:
+def _check_endpoints(graph: Graph, records: RecordSet, chunk: _Chunk, lookup: Callable[[str, list[str]], set[str]]) -> None:
+    """Every edge of the chunk has its endpoints among the chunk's nodes or the committed ones."""
+    edges: list[EdgeEnds] = []
+    for table_key, span in chunk.ranges.items():
+        table = graph.catalog.table(table_key)
+        if table.kind == "edge":
+            assert table.from_type is not None and table.to_type is not None
+            edges.append(EdgeEnds(
+                table.type_name, table.from_type, table.to_type,
+                src=records.column(table_key, "src", *span),
+                dst=records.column(table_key, "dst", *span),
+                lines=records.column(table_key, "line", *span),
+            ))
+    if not edges:
+        return
+    node_ids = {
+        graph.catalog.table(key).type_name: records.column(key, "id", *span)
+        for key, span in chunk.ranges.items() if key.startswith("node:")
+    }
+    check_edge_endpoints(sorted(edges, key=lambda edge: edge.edge_type), node_ids, lookup)
+
+
+def _check_dangling_edges(graph: Graph, snapshot: BranchSnapshot, records: RecordSet, replaced: set[str]) -> None:
     """Overwrite: committed edges of tables not in the file must keep their endpoints."""
-    new_ids = {type_name: {row.id for row in rows} for type_name, rows in parsed.nodes.items()}
     for table_key in graph.catalog.table_keys():
         table = graph.catalog.table(table_key)
         if table.kind != "edge" or table_key in replaced:
             continue
         for column, node_type in (("src", table.from_type), ("dst", table.to_type)):
-            if f"node:{node_type}" not in replaced:
+            node_key = f"node:{node_type}"
+            if node_key not in replaced:
                 continue
             entry = snapshot.table(table_key)
             dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
             values = dataset.to_table(columns=["id", column])
-            for edge_id, endpoint in sorted(zip(values.column("id").to_pylist(), values.column(column).to_pylist())):
-                if endpoint not in new_ids.get(str(node_type), set()):
-                    raise BadRequest(
-                        f"overwriting node:{node_type} would leave committed {table_key} {edge_id!r} "
-                        f"without its {column} {endpoint!r}; include that edge table or the node",
-                        {"table_key": table_key, "edge_id": edge_id, "missing": endpoint},
-                    )
+            kept = values.filter(pc.invert(pc.is_in(values.column(column), value_set=records.column(node_key, "id"))))
+            if kept.num_rows:
+                first = kept.sort_by([("id", "ascending"), (column, "ascending")]).slice(0, 1).to_pylist()[0]
+                edge_id, endpoint = first["id"], first[column]
+                raise BadRequest(
+                    f"overwriting node:{node_type} would leave committed {table_key} {edge_id!r} "
+                    f"without its {column} {endpoint!r}; include that edge table or the node",
+                    {"table_key": table_key, "edge_id": edge_id, "missing": endpoint},
+                )
 
 
-def _prepare_for(graph: Graph, chunk: _Chunk, mode: LoadMode) -> Callable[[BranchSnapshot], list[TableWrite]]:
-    replaced = set(chunk.tables) if mode == "overwrite" else set()
-    table_rows = _table_rows(chunk.parsed)
+def _prepare_for(
+    graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode, probe: ChunkProbe
+) -> Callable[[BranchSnapshot], list[TableWrite]]:
+    replaced = set(chunk.ranges) if mode == "overwrite" else set()
 
     def prepare(snapshot: BranchSnapshot) -> list[TableWrite]:
         writes = []
-        for table_key, arrow_rows in chunk.tables.items():
+        for table_key, span in chunk.ranges.items():
             entry = snapshot.table(table_key)
-            rows = table_rows[table_key]
             if mode == "append":
-                existing = present_ids(graph, entry, [row.id for row in rows])
+                ids = records.column(table_key, "id", *span)
+                existing = probe.existing(entry, ids, span[0], lambda key=table_key, start=span[0]: records.column(key, "id", start))
                 if existing:
                     table = graph.catalog.table(table_key)
                     raise KeyConflict(table.kind, table.type_name, min(existing))
             if mode != "overwrite":
-                _check_unique_committed(graph, entry, table_key, rows)
-            writes.append(TableWrite(table_key, _WRITE_KIND[mode], arrow_rows))  # type: ignore[arg-type]
-        check_endpoints(chunk.parsed, graph.catalog, _committed_lookup(graph, snapshot, replaced))
+                _check_unique_committed(graph, entry, records, table_key, span)
+            rows = records.reader(table_key) if mode == "overwrite" else records.rows(table_key, *span)
+            writes.append(TableWrite(table_key, _WRITE_KIND[mode], rows))  # type: ignore[arg-type]
+        _check_endpoints(graph, records, chunk, _committed_lookup(graph, snapshot, replaced))
         if mode == "overwrite":
-            _check_dangling_edges(graph, snapshot, chunk.parsed, replaced)
+            _check_dangling_edges(graph, snapshot, records, replaced)
         return writes
 
     return prepare
@@ -216,7 +214,7 @@ def _prepare_for(graph: Graph, chunk: _Chunk, mode: LoadMode) -> Callable[[Branc
 
 def load(
     graph: Graph,
-    data: bytes,
+    data: JsonlSource,
     *,
     mode: LoadMode,
     branch: str,
@@ -224,24 +222,41 @@ def load(
     chunk_rows: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> LoadResult:
-    """Validate ``data`` and publish it to ``branch``; see the module docstring."""
+    """Validate ``data`` (JSONL bytes, or a binary file read in blocks) and publish it to
+    ``branch``; see the module docstring."""
     if chunk_rows is not None and chunk_rows < 1:
         raise BadRequest("--chunk-rows must be at least 1")
     if chunk_rows is not None and mode == "overwrite":
         raise BadRequest("--chunk-rows cannot be used with --mode overwrite: each chunk would replace the last")
     graph.manifest.require_branch(branch)
-    parsed = parse_jsonl(data, graph.catalog)
-    chunks = _chunks(graph, parsed, chunk_rows)
-    if mode != "overwrite":
-        _check_limits(chunks, chunked=chunk_rows is not None)
-    first = graph.manifest.snapshot(branch)
-    check_endpoints(parsed, graph.catalog, _committed_lookup(graph, first, set(chunks[0].tables) if mode == "overwrite" else set()))
+    with read_records(data, graph.catalog, with_pk=graph.profile.router.with_pk) as records:
+        chunks = _chunks(records, chunk_rows)
+        if mode != "overwrite":
+            _check_limits(records, chunks, chunked=chunk_rows is not None)
+        first = graph.manifest.snapshot(branch)
+        whole = _Chunk({key: (0, records.num_rows(key)) for key in records.table_keys()})
+        replaced = set(chunks[0].ranges) if mode == "overwrite" else set()
+        _check_endpoints(graph, records, whole, _committed_lookup(graph, first, replaced))
+        return _publish(graph, records, chunks, mode, branch, actor, progress)
+
+
+def _publish(
+    graph: Graph,
+    records: RecordSet,
+    chunks: list[_Chunk],
+    mode: LoadMode,
+    branch: str,
+    actor: str,
+    progress: Callable[[int, int], None] | None,
+) -> LoadResult:
+    """One commit per chunk, in order; a failure names the chunks already committed."""
     commits: list[CommitResult] = []
     rows: dict[str, int] = {}
+    probe = ChunkProbe(graph)
     for index, chunk in enumerate(chunks):
         message = f"load --mode {mode}" + (f" (chunk {index + 1}/{len(chunks)})" if len(chunks) > 1 else "")
         try:
-            result = commit(graph, branch, _prepare_for(graph, chunk, mode), message=message, actor=actor)
+            result = commit(graph, branch, _prepare_for(graph, records, chunk, mode, probe), message=message, actor=actor)
         except OmnigraphError as error:
             if commits:
                 error.message += (
@@ -253,8 +268,9 @@ def load(
             raise
         if result is not None:
             commits.append(result)
-        for table_key, table in chunk.tables.items():
-            rows[table_key] = rows.get(table_key, 0) + table.num_rows
+            probe.landed({key: stop for key, (_, stop) in chunk.ranges.items()})
+        for table_key, (start, stop) in chunk.ranges.items():
+            rows[table_key] = rows.get(table_key, 0) + stop - start
         if progress is not None:
             progress(index + 1, len(chunks))
     return LoadResult(branch, mode, commits, dict(sorted(rows.items())))

@@ -45,7 +45,8 @@ from engine.gq.checker import BoundQuery, BoundStatement, Condition, check_mix, 
 from engine.gq.syntax import Query
 from engine.graph import Graph
 from engine.lance_io import open_dataset
-from engine.load import MAX_ARROW_BYTES, MAX_ROWS, present_ids
+from engine.id_probe import present_ids
+from engine.load import MAX_ARROW_BYTES, MAX_ROWS
 from engine.manifest import BranchSnapshot
 from engine.merge_check import check_merged
 from engine.merge_diff import TableChanges

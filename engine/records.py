@@ -6,7 +6,10 @@ One record per line::
     {"edge": "Knows", "from": "Alice", "to": "Bob", "data": {"since": 19723}}
 
 :func:`parse_jsonl` validates everything that does not need committed state and returns typed
-rows; :func:`check_endpoints` checks edge endpoints against the file plus committed state;
+rows, one line at a time: it is the reference parser, whose results and errors the load's
+columnar reader (:mod:`engine.records_read`) reproduces, and which that reader uses itself for
+the lines its fast path does not take. :func:`check_endpoints` checks edge endpoints against
+the file plus committed state;
 :func:`rows_to_arrow` / :func:`arrow_to_records` (from :mod:`engine.records_arrow`) convert rows
 to physical tables and stored tables back to records. Every refusal is a ``BadRequest`` whose
 message starts ``line N:`` and whose details hold ``{"line": N, ...}``.
@@ -15,12 +18,16 @@ message starts ``line N:`` and whose details hold ``{"line": N, ...}``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
 from engine.errors import BadRequest
+from engine.jsonl_blocks import BOM
 from engine.records_arrow import arrow_to_records, rows_to_arrow
+from engine.records_endpoints import EdgeEnds, check_edge_endpoints
 from engine.schema import Catalog, TableDef
 from engine.schema.ids import canonical_scalar, derive_node_id, new_ulid
 from engine.schema.types import EnumType
@@ -33,6 +40,7 @@ __all__ = [
     "arrow_to_records",
     "check_endpoints",
     "parse_jsonl",
+    "parse_lines",
     "rows_to_arrow",
 ]
 
@@ -118,13 +126,20 @@ def parse_jsonl(data: bytes, catalog: Catalog) -> ParsedFile:
     the file, a second row with the same id, ``@key`` value or non-null ``@unique`` value in one
     table is refused, naming both lines (``details["first_line"]``).
     """
-    lines = data.removeprefix(b"\xef\xbb\xbf").split(b"\n")
+    lines = data.removeprefix(BOM).split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
+    return parse_lines(lines, 1, catalog)
+
+
+def parse_lines(lines: Sequence[bytes], first_line: int, catalog: Catalog) -> ParsedFile:
+    """:func:`parse_jsonl` of lines already split (without their ``\\n``), numbered from
+    ``first_line``; duplicates are looked for among these lines only. A BOM is not stripped.
+    """
     index = _FileIndex()
     nodes: dict[str, list[NodeRow]] = {}
     edges: dict[str, list[EdgeRow]] = {}
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in enumerate(lines, start=first_line):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -297,31 +312,19 @@ def check_endpoints(
     at most once per node type, in type-name order, only with ids the file does not hold)
     returns it. The first edge (by line) with a missing endpoint raises ``BadRequest``
     "line N: missing endpoint ..."; ``details["missing_count"]`` counts all missing references.
+    (:func:`engine.records_endpoints.check_edge_endpoints` does the work on columns.)
     """
-    present = {name: {row.id for row in rows} for name, rows in parsed.nodes.items()}
-    references: list[tuple[int, str, str, str, str]] = []
+    node_ids = {name: pa.array([row.id for row in rows], pa.utf8()) for name, rows in parsed.nodes.items()}
+    edges = []
     for edge_type, rows in parsed.edges.items():
         table = catalog.edge(edge_type)
         assert table.from_type is not None and table.to_type is not None
-        for row in rows:
-            references.append((row.line, edge_type, "from", table.from_type, row.src))
-            references.append((row.line, edge_type, "to", table.to_type, row.dst))
-    wanted: dict[str, set[str]] = {}
-    for _, _, _, node_type, node_id in references:
-        if node_id not in present.get(node_type, ()):
-            wanted.setdefault(node_type, set()).add(node_id)
-    for node_type in sorted(wanted):
-        found = committed_node_ids(node_type, sorted(wanted[node_type])) & wanted[node_type]
-        present.setdefault(node_type, set()).update(found)
-    missing = sorted(ref for ref in references if ref[4] not in present.get(ref[3], ()))
-    if missing:
-        line, edge_type, end, node_type, node_id = missing[0]
-        raise _fail(
-            line,
-            f"missing endpoint: {edge_type} {end} {node_id!r} is not a {node_type} node in the file or the graph",
-            edge=edge_type,
-            end=end,
-            type_name=node_type,
-            node_id=node_id,
-            missing_count=len(missing),
+        edges.append(
+            EdgeEnds(
+                edge_type, table.from_type, table.to_type,
+                src=pa.array([row.src for row in rows], pa.utf8()),
+                dst=pa.array([row.dst for row in rows], pa.utf8()),
+                lines=pa.array([row.line for row in rows], pa.int64()),
+            )
         )
+    check_edge_endpoints(edges, node_ids, committed_node_ids)

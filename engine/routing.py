@@ -29,7 +29,7 @@ class TableRouter:
     check_writable: Callable[[lance.LanceDataset, str], None] | None
     strict_insert: Callable[[lance.LanceDataset, pa.Table], int]
     upsert: Callable[[lance.LanceDataset, pa.Table], int]
-    overwrite: Callable[[lance.LanceDataset, pa.Table, pa.Schema], int]
+    overwrite: Callable[[lance.LanceDataset, pa.Table | pa.RecordBatchReader, pa.Schema], int]
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,7 @@ def upsert(dataset: lance.LanceDataset, rows: pa.Table) -> int:
     return _fenced_merge(dataset, rows, strict=False)
 
 
-def overwrite(dataset: lance.LanceDataset, rows: pa.Table, schema: pa.Schema) -> int:
+def overwrite(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatchReader, schema: pa.Schema) -> int:
     """Replace the table's contents (on the dataset's checked-out branch) keeping the PK.
 
     ``schema`` is the catalog schema including the PK metadata; the result is re-read and a

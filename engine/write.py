@@ -69,12 +69,14 @@ class TableWrite:
     ``repair`` (duplicate repair behind the migration barrier only) first deletes the rows whose
     id is in ``delete_ids`` (and null-id rows if ``delete_null_ids``), then inserts ``rows``.
     ``merge`` (branch merge, ``.gq`` mutations) strict-inserts ``rows``, upserts ``upsert_rows`` and deletes
-    ``delete_ids``, each step skipped when empty (see :func:`_merge_effect`).
+    ``delete_ids``, each step skipped when empty (see :func:`_merge_effect`). An ``overwrite``
+    may give its rows as a ``RecordBatchReader`` (a load streams a large table into its one
+    commit); the reader is consumed by the effect, so ``prepare`` makes a new one per attempt.
     """
 
     table_key: str
     kind: WriteKind
-    rows: pa.Table
+    rows: pa.Table | pa.RecordBatchReader
     delete_ids: tuple[str, ...] = ()
     delete_null_ids: bool = False
     upsert_rows: pa.Table | None = None

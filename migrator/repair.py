@@ -32,7 +32,7 @@ from engine.errors import BadRequest, FormatRefused
 from engine.fenced_profile import FENCED_ROUTER
 from engine.graph import Graph, open_graph
 from engine.lance_io import open_dataset
-from engine.load import present_ids
+from engine.id_probe import present_ids
 from engine.manifest import BranchSnapshot, Manifest
 from engine.routing import EngineProfile
 from engine.schema.ids import new_ulid

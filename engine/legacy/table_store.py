@@ -46,7 +46,7 @@ def upsert(dataset: lance.LanceDataset, rows: pa.Table) -> int:
     return int(dataset.version)
 
 
-def overwrite(dataset: lance.LanceDataset, rows: pa.Table, schema: pa.Schema) -> int:
+def overwrite(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatchReader, schema: pa.Schema) -> int:
     """Replace the table's rows, then re-create the BTREE on ``id`` (format 4 keeps one)."""
     result = lance.write_dataset(rows.cast(schema), dataset, schema=schema, mode="overwrite")
     result.create_scalar_index("id", "BTREE", replace=True)

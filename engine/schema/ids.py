@@ -15,7 +15,8 @@ A single ``@key`` gives its canonical string; a composite ``@key(p, q)`` gives t
 array of its members' canonical strings ordered by property name (byte order), non-ASCII kept.
 Enum keys are canonicalised as strings.
 
-Unkeyed nodes and edges get :func:`new_ulid` ids unless the input names one.
+Unkeyed nodes and edges get :func:`new_ulid` ids (or a block of :func:`new_ulids`) unless the
+input names one.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import time
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from engine.errors import BadRequest
 from engine.schema.tables import TableDef
@@ -111,6 +113,23 @@ _ulid_lock = threading.Lock()
 _ulid_last: tuple[int, int] = (0, 0)
 
 
+def _next_ulid_state() -> tuple[int, int]:
+    """The (ms, randomness) of the next ULID; the caller holds ``_ulid_lock``."""
+    millis = time.time_ns() // 1_000_000
+    last_millis, last_random = _ulid_last
+    if millis <= last_millis:
+        millis, randomness = last_millis, last_random + 1
+        if randomness >> _RANDOM_BITS:
+            millis, randomness = millis + 1, 0
+        return millis, randomness
+    return millis, int.from_bytes(os.urandom(10), "big")
+
+
+def _encode_ulid(millis: int, randomness: int) -> str:
+    value = (millis << _RANDOM_BITS) | randomness
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
 def new_ulid() -> str:
     """A 26-character Crockford base32 ULID (48-bit ms timestamp, 80 random bits).
 
@@ -119,14 +138,58 @@ def new_ulid() -> str:
     """
     global _ulid_last
     with _ulid_lock:
-        millis = time.time_ns() // 1_000_000
-        last_millis, last_random = _ulid_last
-        if millis <= last_millis:
-            millis, randomness = last_millis, last_random + 1
-            if randomness >> _RANDOM_BITS:
-                millis, randomness = millis + 1, 0
-        else:
-            randomness = int.from_bytes(os.urandom(10), "big")
-        _ulid_last = (millis, randomness)
-    value = (millis << _RANDOM_BITS) | randomness
-    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+        _ulid_last = _next_ulid_state()
+        millis, randomness = _ulid_last
+    return _encode_ulid(millis, randomness)
+
+
+_CROCKFORD_BYTES = np.frombuffer(_CROCKFORD.encode("ascii"), dtype=np.uint8)
+_ULID_CHARS = 26
+_LOW_BITS = 64
+
+
+def new_ulids(count: int) -> pa.StringArray:
+    """``count`` ULIDs, each greater than the previous one, as a Utf8 array.
+
+    The same sequence as ``count`` calls of :func:`new_ulid` made within one millisecond: one
+    timestamp, consecutive random parts (a random part that would pass 80 bits moves to the
+    next millisecond, as :func:`new_ulid` does). Later :func:`new_ulid` calls continue after the
+    last one. Encoded with numpy, without a Python loop over the ids.
+    """
+    global _ulid_last
+    if count <= 0:
+        return pa.array([], pa.utf8())  # type: ignore[return-value]
+    with _ulid_lock:
+        millis, first = _next_ulid_state()
+        fits = min(count, (1 << _RANDOM_BITS) - first)
+        _ulid_last = (millis, first + fits - 1) if fits == count else (millis + 1, count - fits - 1)
+    parts = [_ulid_run(millis, first, fits)]
+    if fits < count:
+        parts.append(_ulid_run(millis + 1, 0, count - fits))
+    chars = np.concatenate(parts)
+    offsets = np.arange(0, (count + 1) * _ULID_CHARS, _ULID_CHARS, dtype=np.int32)
+    return pa.Array.from_buffers(  # type: ignore[return-value]
+        pa.utf8(), count, [None, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes())]
+    )
+
+
+def _ulid_run(millis: int, first: int, count: int) -> np.ndarray:
+    """The characters (uint8, ``count`` x 26 flattened) of ULIDs ``millis``/``first + i``."""
+    prefix = np.frombuffer(_encode_ulid(millis, first)[:10].encode("ascii"), dtype=np.uint8)
+    low_start = first & ((1 << _LOW_BITS) - 1)
+    steps = np.arange(count, dtype=np.uint64)
+    low = np.uint64(low_start) + steps  # wraps modulo 2**64; the carry goes to the high part
+    high = np.uint64(first >> _LOW_BITS) + (low < np.uint64(low_start)).astype(np.uint64)
+    chars = np.empty((count, _ULID_CHARS), dtype=np.uint8)
+    chars[:, :10] = prefix
+    # The 80 random bits are characters 10..25, 5 bits each: bits 79..75 first.
+    for index in range(16):
+        shift = 75 - 5 * index
+        if shift >= _LOW_BITS:
+            digit = high >> np.uint64(shift - _LOW_BITS)
+        elif shift + 5 <= _LOW_BITS:
+            digit = low >> np.uint64(shift)
+        else:  # the character that straddles the high and low parts
+            digit = (high << np.uint64(_LOW_BITS - shift)) | (low >> np.uint64(shift))
+        chars[:, 10 + index] = _CROCKFORD_BYTES[(digit & np.uint64(31)).astype(np.intp)]
+    return chars.reshape(-1)
