@@ -6,7 +6,9 @@ export; only the profile (stamps and write routing) differs.
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -23,6 +25,8 @@ from engine.manifest import MAIN
 from engine.routing import EngineProfile
 from engine.snapshot import snapshot_document
 
+PIPE_COPY_BYTES = 1 << 20
+
 
 def _read_file(path: str, what: str) -> bytes:
     try:
@@ -32,9 +36,19 @@ def _read_file(path: str, what: str) -> bytes:
 
 
 def _open_file(path: str, what: str) -> BinaryIO:
-    """``path`` opened for binary reading (a load reads it in blocks, never whole)."""
+    """``path`` opened for binary reading (a load reads it in blocks, never whole); the caller
+    closes it. A pipe (``/dev/stdin``, a process substitution) is first copied to an anonymous
+    temporary file, because a refused record makes the load read its input again from the start
+    to name the first refused line."""
     try:
-        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+        stream = open(path, "rb")  # noqa: SIM115 - the caller closes it
+        if stream.seekable():
+            return stream
+        with stream:
+            copy = tempfile.TemporaryFile(prefix="omnigraph-load-")  # noqa: SIM115 - the caller closes it
+            shutil.copyfileobj(stream, copy, PIPE_COPY_BYTES)
+        copy.seek(0)
+        return copy
     except OSError as error:
         raise BadRequest(f"cannot read {what} {path!r}: {error.strerror}", {"path": path}) from error
 

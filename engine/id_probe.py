@@ -15,7 +15,7 @@ ids would return at that pin.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -27,10 +27,17 @@ from engine.manifest import TableEntry
 
 FILTER_IDS = 8192
 """Up to this many ids are probed with a Lance filter; more are matched while streaming ``id``."""
+MIN_PROBE_ROWS = 65_536
+"""The fewest streamed rows matched at once against a large probe."""
 
 
 def present_ids(graph: Graph, entry: TableEntry, ids: list[str] | pa.Array) -> set[str]:
-    """The subset of ``ids`` present in the pinned image of ``entry``."""
+    """The subset of ``ids`` present in the pinned image of ``entry``.
+
+    Many ids are matched against the streamed ``id`` column in slices of at least as many rows
+    as there are ids (and :data:`MIN_PROBE_ROWS`): each match builds a hash set of the ids, so
+    that cost stays proportional to the rows read, and a slice holds no more than the ids do.
+    """
     if not len(ids):
         return set()
     wanted = ids if isinstance(ids, pa.Array) else pa.array(ids, pa.utf8())
@@ -39,10 +46,24 @@ def present_ids(graph: Graph, entry: TableEntry, ids: list[str] | pa.Array) -> s
         found = dataset.to_table(columns=["id"], filter=pc.field("id").isin(wanted))
         return set(found.column("id").to_pylist())
     present: set[str] = set()
-    for batch in dataset.to_batches(columns=["id"]):
-        column = batch.column(0)
+    for column in _slices(dataset.to_batches(columns=["id"]), max(len(wanted), MIN_PROBE_ROWS)):
         present.update(column.filter(pc.is_in(column, value_set=wanted)).to_pylist())
     return present
+
+
+def _slices(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Array]:
+    """The first column of ``batches`` regrouped into arrays of at least ``rows`` rows (the
+    last one may be shorter)."""
+    held: list[pa.Array] = []
+    count = 0
+    for batch in batches:
+        held.append(batch.column(0))
+        count += batch.num_rows
+        if count >= rows:
+            yield pa.concat_arrays(held)
+            held, count = [], 0
+    if held:
+        yield pa.concat_arrays(held)
 
 
 @dataclass(frozen=True)

@@ -97,21 +97,22 @@ def _blocks_of_file(stream: BinaryIO, block_bytes: int) -> Iterator[JsonlBlock]:
         if not more:
             break
         head += more
-    pending, chunk, line = b"", head.removeprefix(BOM), 1
+    pending: list[bytes] = []  # the start of a line no newline has ended yet, joined once
+    chunk, line = head.removeprefix(BOM), 1
     last_read = head  # empty only at the end of the input (``chunk`` may be empty after the BOM)
     while last_read:
-        data = pending + chunk
-        cut = data.rfind(b"\n")
+        cut = chunk.rfind(b"\n")
         if cut < 0:
-            pending = data
+            pending.append(chunk)
         else:
-            block = _block(data[: cut + 1], line)
+            block = _block(b"".join([*pending, chunk[: cut + 1]]), line)
             yield block
             line += block.line_count
-            pending = data[cut + 1:]
+            pending = [chunk[cut + 1:]]
         last_read = chunk = _read(stream, block_bytes)
-    if pending:
-        yield _block(pending, line)
+    rest = b"".join(pending)
+    if rest:
+        yield _block(rest, line)
 
 
 def _read(stream: BinaryIO, size: int) -> bytes:

@@ -83,6 +83,8 @@ def _chunks(records: RecordSet, chunk_rows: int | None) -> list[_Chunk]:
 
 
 def _check_limits(records: RecordSet, chunks: list[_Chunk], chunked: bool) -> None:
+    """Refuse (``resource_limit``) a commit of more than :data:`MAX_ROWS` rows or
+    :data:`MAX_ARROW_BYTES` bytes of Arrow data in a table, naming the option that splits it."""
     hint = "" if chunked else f"; split the load with --chunk-rows {MAX_ROWS} (one commit per chunk)"
     for chunk in chunks:
         for table_key, (start, stop) in chunk.ranges.items():

@@ -87,6 +87,7 @@ class RecordSet:
         return [k for k in keys if k.startswith("node:")] + [k for k in keys if k.startswith("edge:")]
 
     def num_rows(self, table_key: str) -> int:
+        """Rows of ``table_key`` (sealed records only)."""
         return len(self._columns[table_key].sealed["id"])
 
     def column(self, table_key: str, name: str, start: int = 0, stop: int | None = None) -> pa.Array:

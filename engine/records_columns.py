@@ -108,9 +108,11 @@ def _scalar(type_name: str, column: pa.Array, name: str) -> pa.Array:
         if pc.all(pc.match_substring_regex(column, _DATE_TEXT)).as_py() is False:
             raise Declined(f"{name}: a Date string that is not YYYY-MM-DD")
         try:
-            return pc.cast(column, pa.date32())
+            dates = pc.cast(column, pa.date32())
         except pa.ArrowInvalid:
             raise Declined(f"{name}: an invalid date") from None
+        _in_range(pc.cast(dates, pa.int32()), _DATE_DAYS, name)
+        return dates
     if type_name == "Date":
         return pc.cast(pc.cast(_in_range(column, _DATE_DAYS, name), pa.int32()), pa.date32())
     if type_name == "DateTime":

@@ -85,10 +85,8 @@ class RowSpool:
         return table
 
     def row_count(self, key: str) -> int:
+        """Rows held for ``key`` (0 for a key never added)."""
         return sum(segment.rows for segment in self._segments.get(key, ()))
-
-    def schema(self, key: str) -> pa.Schema:
-        return self._schemas[key]
 
     def batches(self, key: str, start: int = 0, stop: int | None = None) -> Iterator[pa.RecordBatch]:
         """The key's rows ``[start, stop)`` in order, one segment in memory at a time."""

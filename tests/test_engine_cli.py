@@ -4,6 +4,7 @@ modes, and init refusals."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from graph_helpers import (
@@ -186,6 +187,25 @@ def test_load_modes(root_uri: str, tmp_path: Path) -> None:
     with pytest.raises(BadRequest):
         load_lines(root_uri, ['{"type": "Company", "data": {"name": "Acme"}}'], "overwrite")
     assert storage_state(root_uri) == state
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
+def test_a_piped_load_is_read_in_full_and_a_bad_line_is_named(root_uri: str) -> None:
+    """``--data /dev/stdin``: a pipe cannot be read twice, yet a refused line is named by number
+    as it is for a file, nothing is written, and a good piped file loads."""
+    make_example_graph(root_uri)
+    before = storage_state(root_uri)
+    bad = (person("Zed", age=3) + "\n" + '{"type": "Person", "data": {"name": "Yan", "zz": 1}}' + "\n").encode()
+    argv = [str(OMNIGRAPH), "load", "--mode", "append", "--data", "/dev/stdin", "--json", root_uri]
+    refused = subprocess.run(argv, input=bad, capture_output=True, timeout=180, check=False)
+    assert refused.returncode == 1, refused.stderr
+    error = json.loads(refused.stdout)["error"]
+    assert error["code"] == "bad_request" and error["message"].startswith("line 2:"), error
+    assert storage_state(root_uri) == before
+    good = (person("Zed", age=3) + "\n").encode()
+    loaded = subprocess.run(argv, input=good, capture_output=True, timeout=180, check=False)
+    assert loaded.returncode == 0, loaded.stderr
+    assert json.loads(loaded.stdout)["rows"] == {"node:Person": 1}
 
 
 # -- init -----------------------------------------------------------------------------------------

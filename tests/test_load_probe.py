@@ -96,3 +96,17 @@ def test_a_fork_is_probed_afresh(tmp_path: Path, probes: list[int]) -> None:
     with pytest.raises(KeyConflict) as refused:
         load(graph, _people(["q1", "q2", "q3", "p009"]), mode="append", branch="feat", actor=ACTOR, chunk_rows=3)
     assert refused.value.details["entity_id"] == "p009"
+
+
+def test_a_probe_of_more_ids_than_a_filter_takes_finds_each_present_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``FILTER_IDS`` the ids are matched against the streamed column in slices; ids in
+    every fragment, at slice edges and absent ones are told apart exactly."""
+    monkeypatch.setattr(id_probe, "FILTER_IDS", 4)
+    monkeypatch.setattr(id_probe, "MIN_PROBE_ROWS", 5)
+    uri = str(tmp_path / "g")
+    graph = init(uri)
+    for start in range(0, 30, 6):  # five fragments of six rows
+        load(graph, _people([f"p{i:03d}" for i in range(start, start + 6)]), mode="append", branch="main", actor=ACTOR)
+    wanted = [f"p{i:03d}" for i in (0, 5, 6, 11, 17, 29)] + ["p030", "q000", "p0"]
+    entry = graph.manifest.snapshot("main").table("node:Person")
+    assert id_probe.present_ids(graph, entry, wanted) == {"p000", "p005", "p006", "p011", "p017", "p029"}

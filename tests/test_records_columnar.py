@@ -162,6 +162,7 @@ DAMAGE: list[Callable[[str], str]] = [
     lambda line: '{"type":"Real","data":{"x":1.5}}',
     lambda line: '{"type":"When","data":{"d":"2024-02-29"}}',
     lambda line: '{"type":"When","data":{"d":"2023-02-29"}}',
+    lambda line: '{"type":"When","data":{"d":"0000-03-01"}}',
     lambda line: '{"type":"When","data":{"d":"2024-01-01","at":"2024-01-01T00:00:00Z"}}',
     lambda line: '{"type":"Pair","data":{"tenant":"a\\"b","slot":1}}',
     lambda line: '{"type":"All","data":{"s":"k","d":' + str(10**7) + "}}",
@@ -352,6 +353,8 @@ ARROW_ACCEPTS_ROWS_REFUSE = {
     "Date list range": b'{"type":"All","data":{"s":"k","ld":[-719163]}}',
     "Date text pattern": b'{"type":"When","data":{"d":"2024-1-01"}}',
     "Date text validity": b'{"type":"When","data":{"d":"2023-02-29"}}',
+    "Date text year 0 as key": b'{"type":"When","data":{"d":"0000-01-01"}}',
+    "Date text year 0 in a list": b'{"type":"All","data":{"s":"k","ld":["0000-03-01"]}}',
     "type member names the table": b'{"type":"Flag","data":{"f":true}}\n{"data":{"f":false}}',
 }
 
