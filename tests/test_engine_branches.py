@@ -105,6 +105,7 @@ def test_branch_pins_its_fork_point_and_forks_a_table_on_first_write(root_uri: s
     assert "knows-yan-zed" not in export_text(root_uri, "main", ["Knows"])
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # local only: table branches on S3 are the fork-point test's
 def test_branch_of_a_branch_and_the_delete_rules(root_uri: str) -> None:
     graph = make_example_graph(root_uri)
     old_main = _tables(snapshot(root_uri, "main"))

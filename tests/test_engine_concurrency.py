@@ -55,6 +55,7 @@ def test_same_id_strict_insert_race_has_exactly_one_winner(root_uri: str, tmp_pa
     assert len(_ids_on(root_uri, "main", "node:Person")) == ROUNDS
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
 def test_disjoint_ids_from_concurrent_writers_all_land(root_uri: str, tmp_path: Path) -> None:
     init_graph(root_uri, SCHEMA, FENCED_PROFILE)
     files = [_person_file(tmp_path, f"person-{i}", f"d{i}") for i in range(WRITERS)]
@@ -65,6 +66,7 @@ def test_disjoint_ids_from_concurrent_writers_all_land(root_uri: str, tmp_path: 
     assert len(commits) == WRITERS
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
 def test_same_id_race_on_a_lazy_branch_has_one_winner(root_uri: str, tmp_path: Path) -> None:
     graph = init_graph(root_uri, SCHEMA, FENCED_PROFILE)
     from engine.branches import create_branch
@@ -79,6 +81,7 @@ def test_same_id_race_on_a_lazy_branch_has_one_winner(root_uri: str, tmp_path: P
     assert _ids_on(root_uri, "main", "node:Person") == []
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
 def test_format_4_writer_lands_duplicates_in_the_same_race(root_uri: str, tmp_path: Path) -> None:
     """The bug the migration exists to fix: v4's check-then-Append lets several racers land."""
     init_graph(root_uri, SCHEMA, LEGACY_PROFILE)

@@ -36,6 +36,7 @@ def _assert_export_order(text: str) -> None:
     assert len(set(keys)) == len(keys)
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_round_trip_of_main_through_a_new_root(backend: str, tmp_path: Path, root_uri: str) -> None:
     copy_uri = new_root(backend, tmp_path, "copy")
     for result in run_parallel(

@@ -23,6 +23,8 @@ from graph_helpers import (
     write_jsonl,
 )
 
+import pytest
+
 from engine.branches import create_branch
 from engine.manifest import FORMAT_KEY, Manifest
 from engine.storage import open_store
@@ -40,6 +42,7 @@ def _v4_graph(uri: str) -> None:
     make_example_graph(uri, LEGACY_PROFILE)
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_fenced_engine_reads_a_v4_graph_but_refuses_to_write_it(root_uri: str, tmp_path: Path) -> None:
     _v4_graph(root_uri)
     create_branch(graph_for(root_uri, LEGACY_PROFILE, write=True), "feat")
@@ -77,6 +80,7 @@ def test_fenced_engine_reads_a_v4_graph_but_refuses_to_write_it(root_uri: str, t
     assert storage_state(root_uri) == before
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_v4_writer_refuses_a_format_5_graph(root_uri: str, tmp_path: Path) -> None:
     create_branch(make_example_graph(root_uri), "feat")
     data = write_jsonl(tmp_path, "one.jsonl", [person("Zed")])
@@ -100,6 +104,7 @@ def test_v4_writer_refuses_a_format_5_graph(root_uri: str, tmp_path: Path) -> No
     assert storage_state(root_uri) == before
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_migrating_stamp_blocks_writers_and_the_old_binary(root_uri: str, tmp_path: Path) -> None:
     _v4_graph(root_uri)
     create_branch(graph_for(root_uri, LEGACY_PROFILE, write=True), "feat")
@@ -130,6 +135,7 @@ def test_migrating_stamp_blocks_writers_and_the_old_binary(root_uri: str, tmp_pa
     assert storage_state(root_uri) == before
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_missing_or_unknown_stamp_is_refused_by_both_binaries(root_uri: str, tmp_path: Path) -> None:
     make_example_graph(root_uri)
     data = write_jsonl(tmp_path, "one.jsonl", [person("Zed")])

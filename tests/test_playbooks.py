@@ -335,11 +335,8 @@ def test_staging_rehearsal_that_finds_duplicates_stops_at_migrate_and_records_th
 # 3. a migration killed by a failpoint, then resume-crashed.yaml
 
 
-@pytest.mark.parametrize(
-    "backend, failpoint",
-    [("local", "unit.after_pk"), ("local", "migrate.before_stamp"), ("s3", "migrate.before_stamp")],
-    indirect=["backend"],
-)
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # local only: a resumed crash on S3 is test_migration's
+@pytest.mark.parametrize("failpoint", ["unit.after_pk", "migrate.before_stamp"])
 def test_resume_crashed_playbook_after_a_failpoint_converges(compact_graph: str, tmp_path: Path, failpoint: str) -> None:
     before = exports(compact_graph)
     crashed = playbook(UPGRADE, compact_graph, "--yes", cwd=tmp_path, failpoint=failpoint)

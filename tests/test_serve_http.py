@@ -50,6 +50,7 @@ def served(backend: str, tmp_path: Path) -> Iterator[Server]:
         server.stop()
 
 
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_http_contract(served: Server, backend: str) -> None:
     """Every endpoint and error status against one server process pair (the checks share the
     graph and write disjoint rows; one test so that a parallel run starts one server per backend).
