@@ -13,7 +13,6 @@ import click
 from cli.support import echo_result, emit_json, json_option, reports_errors
 from engine.check import CheckReport, check_graph
 from engine.errors import ValidationFailed
-from migrator.validate import validate_image
 
 
 def _render(report: CheckReport) -> None:
@@ -30,6 +29,8 @@ def add_check_command(group: click.Group) -> None:
     @reports_errors
     def check_command(graph: str, as_json: bool) -> None:
         """Check every branch of GRAPH: pins, heads, intents, stamp, ids and edge endpoints."""
+        from migrator.validate import validate_image  # DuckDB: loaded only by the command that needs it
+
         report = check_graph(graph, validate_image)
         summary = f"{len(report.branches)} branch(es), {report.images_checked} image(s), stamp {report.stamp}"
         if report.ok:

@@ -26,7 +26,6 @@ from engine.optimize import optimize
 from engine.stamps import FORMAT_4
 from engine.storage import open_store
 from migrator.progress import SilentProgress
-from migrator.sidecar import pinned_images
 
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -197,6 +196,8 @@ def add_maintenance_commands(group: click.Group) -> None:
             raise BadRequest("nothing to do: pass --compact, --index COLUMN and/or --cleanup-older-than DUR")
         opened = open_for_maintenance(graph, write=True)
         _report_opened(opened)
+        from migrator.sidecar import pinned_images  # the ledger models: loaded only by optimize
+
         report = optimize(
             opened, branch, compact=compact, index_column=index_column, cleanup_older_than=older_than,
             dry_run=dry_run, actor=actor_name(), progress=SilentProgress() if as_json else StderrProgress(),
