@@ -49,7 +49,7 @@ UPGRADE_PLAYBOOK = REPO / "playbooks" / "upgrade.yaml"
 BIN = Path(sys.executable).parent
 MARKER = ".omnigraph-demo"
 WRITERS = 8
-V4_ROUNDS = 3
+V4_ROUNDS = 6
 
 # Runs a console script file after a readiness barrier. argv: script ready_fd go_fd args...
 # The script's own import lines run first (so every writer has paid its start-up cost), then the
@@ -241,7 +241,7 @@ class Demo:
         self.heading(f"2. Format 4 lets a duplicate in: {n} writers strict-insert one new Person")
         self.run("omnigraph-v4", "branch", "create", "race-v4", str(graph))
         duplicated = None
-        for round_number, name in enumerate(["Mallory", "Niaj", "Olivia"][:V4_ROUNDS], start=1):
+        for round_number, name in enumerate(["Mallory", "Niaj", "Olivia", "Peggy", "Rupert", "Sybil"][:V4_ROUNDS], start=1):
             data = self.person_file(name, 30 + round_number)
             args = ["load", "--mode", "append", "--data", str(data), "--branch", "race-v4", "--json", str(graph)]
             print(f"   $ {n} x {self.command_line('omnigraph-v4', args)}   (released together)", flush=True)

@@ -70,6 +70,11 @@ def build_fixture(uri: str, compact: bool = False) -> None:
     )
 
 
+DUPLICATE_ATTEMPTS = 12
+"""Races of six v4 writers tried before giving up: one lands a duplicate about half the time
+alone, far less often while other racing tests share the cores."""
+
+
 def build_duplicate(uri: str, tmp_path: Path, compact: bool = True) -> str:
     """The fixture plus branch ``dup`` holding a duplicate Person id (racing v4 appends).
 
@@ -79,7 +84,7 @@ def build_duplicate(uri: str, tmp_path: Path, compact: bool = True) -> str:
     build_fixture(uri, compact=compact)
     create_branch(open_graph(uri, LEGACY_PROFILE, write=True), "dup")
     record = tmp_path / "dup.jsonl"
-    for attempt in range(5):
+    for attempt in range(DUPLICATE_ATTEMPTS):
         name = f"Twin {attempt}"
         record.write_bytes(_records({"type": "Person", "data": {"name": name}}))
         outcomes = race("omnigraph-v4", [["load", "--mode", "append", "--branch", "dup", "--data", str(record), "--json", uri]] * 6)
