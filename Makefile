@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test,ray]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile -e '.[test,ray]'
 	touch $(STAMP)
 
 venv: $(STAMP)
