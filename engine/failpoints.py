@@ -1,29 +1,50 @@
-"""Named failpoints: a hard process exit at a named step, for crash tests.
+"""Named failpoints: a hard process exit (or a stop) at a named step, for crash and race tests.
 
 ``OMNIGRAPH_FAILPOINTS`` holds a comma-separated list of names. When code reaches
 ``failpoint(name)`` for a listed name, the process writes one line to stderr and exits at once
 with status :data:`FAILPOINT_EXIT_STATUS` through ``os._exit``: no ``finally`` blocks, no atexit
 handlers, no flushing of Python buffers, exactly like a killed process.
+
+A name listed as ``name:stop`` stops the process instead (``SIGSTOP`` to itself): it stays
+alive, holding what it holds, until another process sends it ``SIGCONT``, and then goes on as if
+the failpoint were not armed. The parent sees the stop with ``os.waitpid(pid, os.WUNTRACED)``.
+This is how a test or the demo holds one writer between two steps of its commit while another
+writer runs, to produce an interleaving a race only sometimes produces.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 FAILPOINT_ENV = "OMNIGRAPH_FAILPOINTS"
 FAILPOINT_EXIT_STATUS = 86
+STOP_SUFFIX = ":stop"
 
 
 def armed_failpoints() -> frozenset[str]:
-    """The failpoint names armed in this process's environment."""
+    """The failpoint entries armed in this process's environment (``name`` or ``name:stop``)."""
     raw = os.environ.get(FAILPOINT_ENV, "")
     return frozenset(name.strip() for name in raw.split(",") if name.strip())
 
 
 def failpoint(name: str) -> None:
-    """Hard-exit the process if ``name`` is armed; otherwise do nothing."""
-    if name in armed_failpoints():
+    """Hard-exit the process if ``name`` is armed, stop it if ``name:stop`` is; else nothing."""
+    armed = armed_failpoints()
+    if name in armed:
         sys.stderr.write(f"failpoint {name}: exiting\n")
         sys.stderr.flush()
         os._exit(FAILPOINT_EXIT_STATUS)
+    if name + STOP_SUFFIX in armed:
+        sys.stderr.write(f"failpoint {name}: stopped until SIGCONT\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def wait_until_stopped(pid: int) -> None:
+    """Block until child ``pid`` stops at a ``name:stop`` failpoint (resume it with
+    ``os.kill(pid, signal.SIGCONT)``); raise ``ChildProcessError`` if it ended instead."""
+    _, status = os.waitpid(pid, os.WUNTRACED)
+    if not os.WIFSTOPPED(status):
+        raise ChildProcessError(f"process {pid} ended (wait status {status}) before reaching its stop failpoint")

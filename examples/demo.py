@@ -7,7 +7,9 @@ to ``sys.executable``) as subprocesses, in a fresh work directory (default ``./d
 1. builds a format-4 graph from ``examples/`` with ``omnigraph-v4``: ``main``, a branch
    ``feature`` with its own write, and a lazy branch ``lazy`` created before more rows land on main;
 2. races N ``omnigraph-v4`` processes strict-inserting the same new Person on a scratch branch and
-   counts the rows with that id (format 4 lets duplicates in);
+   counts the rows with that id (format 4 lets duplicates in); when every round happens to
+   serialize, it makes the interleaving on purpose: one writer held after arming its intent
+   (failpoint ``write.after_arm:stop``) while another inserts the same id;
 3. shows that the duplicate would stop the migration (``omnigraph-migrate duplicates``, exit 4),
    then deletes the scratch branch, which is the only place the duplicate lives;
 4. prints what ``main`` and ``lazy`` pin before the upgrade (``omnigraph snapshot --json``,
@@ -36,6 +38,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -43,13 +46,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.failpoints import FAILPOINT_ENV, wait_until_stopped
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 UPGRADE_PLAYBOOK = REPO / "playbooks" / "upgrade.yaml"
 BIN = Path(sys.executable).parent
 MARKER = ".omnigraph-demo"
 WRITERS = 8
-V4_ROUNDS = 6
+V4_ROUNDS = 3
 
 # Runs a console script file after a readiness barrier. argv: script ready_fd go_fd args...
 # The script's own import lines run first (so every writer has paid its start-up cost), then the
@@ -194,6 +199,34 @@ class Demo:
             raise Abort(f"only {ready} of {len(procs)} racing processes became ready")
         return outcomes
 
+    def forced_v4_interleaving(self, graph: Path, name: str) -> str | None:
+        """The interleaving a format-4 race needs, made on purpose: writer A passes the pin check
+        and arms its intent, then is held (failpoint ``write.after_arm:stop``, a stalled process);
+        writer B strict-inserts the same id and publishes; A goes on. The id if it landed twice."""
+        self.note(f"the writers serialized {V4_ROUNDS} times; making the interleaving a race needs, on purpose:")
+        self.note("writer A passes the pin check and arms its intent, then stalls (held at failpoint")
+        self.note("write.after_arm); writer B inserts the same id and publishes; then A goes on.")
+        args = ["load", "--mode", "append", "--data", str(self.person_file(name, 35)), "--branch", "race-v4", str(graph)]
+        print(f"   $ A: {self.command_line('omnigraph-v4', args)}   (held after arming)", flush=True)
+        held = subprocess.Popen([str(BIN / "omnigraph-v4"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**self.env(), FAILPOINT_ENV: "write.after_arm:stop"})
+        try:
+            wait_until_stopped(held.pid)
+        except ChildProcessError as error:
+            raise Abort(f"writer A did not reach its hold: {error}") from None
+        try:
+            other = self.run("omnigraph-v4", *args, expect=None)
+        finally:
+            os.kill(held.pid, signal.SIGCONT)
+            _, held_err = held.communicate(timeout=300)
+        succeeded = (other.returncode == 0) + (held.returncode == 0)
+        rows = self.count_ids("omnigraph-v4", graph, "race-v4", "Person", name)
+        print(f"   format 4: 2 writers, A held, {succeeded} succeeded, {rows} rows with id {name}", flush=True)
+        if held.returncode != 0:
+            self.note(f"writer A exited {held.returncode}: " + (held_err.strip().splitlines() or [""])[-1])
+        self.expect(rows == succeeded, f"every writer that succeeded landed a row ({rows} rows, {succeeded} successes)")
+        return name if rows > 1 else None
+
     # --- reading the graph ------------------------------------------------------------------
 
     def count_ids(self, program: str, graph: Path, branch: str, type_name: str, entity_id: str) -> int:
@@ -241,7 +274,7 @@ class Demo:
         self.heading(f"2. Format 4 lets a duplicate in: {n} writers strict-insert one new Person")
         self.run("omnigraph-v4", "branch", "create", "race-v4", str(graph))
         duplicated = None
-        for round_number, name in enumerate(["Mallory", "Niaj", "Olivia", "Peggy", "Rupert", "Sybil"][:V4_ROUNDS], start=1):
+        for round_number, name in enumerate(["Mallory", "Niaj", "Olivia"][:V4_ROUNDS], start=1):
             data = self.person_file(name, 30 + round_number)
             args = ["load", "--mode", "append", "--data", str(data), "--branch", "race-v4", "--json", str(graph)]
             print(f"   $ {n} x {self.command_line('omnigraph-v4', args)}   (released together)", flush=True)
@@ -261,6 +294,8 @@ class Demo:
                 duplicated = name
                 break
             self.note(f"round {round_number}: the writers happened to serialize; racing again with a new id")
+        if duplicated is None and all(ok for ok, _ in self.checks):
+            duplicated = self.forced_v4_interleaving(graph, "Oscar")
         if not self.expect(duplicated is not None, "format 4 let the same id in more than once"):
             raise Abort(f"no duplicate after {V4_ROUNDS} rounds of format-4 writers")
 

@@ -115,10 +115,10 @@ def rebuild_graph(source_uri: str, destination_uri: str, actor: str, progress: C
             for branch in order:
                 if progress is not None:
                     progress(f"loading branch {branch.name}")
-                data = exports[branch.name].read_bytes()
                 rows: dict[str, int] = {}
-                if data:
-                    rows = load(target, data, mode="overwrite", branch=branch.name, actor=actor).rows
+                if exports[branch.name].stat().st_size:
+                    with exports[branch.name].open("rb") as data:  # read in blocks, never whole
+                        rows = load(target, data, mode="overwrite", branch=branch.name, actor=actor).rows
                 rebuilt.append(RebuiltBranch(branch.name, branch.parent_branch, rows))
         except OmnigraphError as error:
             error.message += (

@@ -5,7 +5,7 @@ table; ``feat``, a branch that owns its Person table; ``lazy``, a branch that in
 images at a version older than main's HEAD; ``feat2``, a branch of ``feat``. ``build_compact``
 makes the same branch shapes over four tables (for the crash matrix, which runs many
 migrations). ``build_duplicate`` adds branch ``dup`` holding a duplicate Person id made by
-racing v4 appends.
+two v4 appends interleaved as a race interleaves them.
 
 Building a fixture takes seconds, so tests build one per backend and copy it per test.
 """
@@ -13,16 +13,21 @@ Building a fixture takes seconds, so tests build one per backend and copy it per
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
 from engine.branches import create_branch
 from engine.export import export_lines
+from engine.failpoints import FAILPOINT_ENV, wait_until_stopped
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import init_graph, open_graph
 from engine.legacy.table_store import LEGACY_PROFILE
 from engine.load import load
 from engine.storage import copy_root, open_store
+from tests.graph_helpers import OMNIGRAPH_V4, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = (ROOT / "examples" / "social.pg").read_text() + "\nnode Audit { note: String }\n"
@@ -70,29 +75,28 @@ def build_fixture(uri: str, compact: bool = False) -> None:
     )
 
 
-DUPLICATE_ATTEMPTS = 12
-"""Races of six v4 writers tried before giving up: one lands a duplicate about half the time
-alone, far less often while other racing tests share the cores."""
-
-
 def build_duplicate(uri: str, tmp_path: Path, compact: bool = True) -> str:
-    """The fixture plus branch ``dup`` holding a duplicate Person id (racing v4 appends).
-
-    Returns the duplicated id."""
-    from tests.process_race import race
-
+    """The fixture plus branch ``dup`` holding a duplicate Person id, landed the way format 4
+    lets one in: two ``omnigraph-v4`` strict inserts of the same id pass the pin check together.
+    Writer A is held right after arming its intent (``write.after_arm:stop``), writer B inserts
+    and publishes, then A goes on and publishes too. Returns the duplicated id."""
     build_fixture(uri, compact=compact)
     create_branch(open_graph(uri, LEGACY_PROFILE, write=True), "dup")
+    name = "Twin"
     record = tmp_path / "dup.jsonl"
-    for attempt in range(DUPLICATE_ATTEMPTS):
-        name = f"Twin {attempt}"
-        record.write_bytes(_records({"type": "Person", "data": {"name": name}}))
-        outcomes = race("omnigraph-v4", [["load", "--mode", "append", "--branch", "dup", "--data", str(record), "--json", uri]] * 6)
-        for outcome in outcomes:
-            assert outcome.returncode == 0 or outcome.json()["error"]["code"] == "key_conflict", outcome.stderr
-        if count_ids(uri, "dup", "node:Person", name) > 1:
-            return name
-    raise AssertionError("racing v4 appends did not produce a duplicate id")
+    record.write_bytes(_records({"type": "Person", "data": {"name": name}}))
+    argv = [str(OMNIGRAPH_V4), "load", "--mode", "append", "--branch", "dup", "--data", str(record), uri]
+    held = subprocess.Popen(argv, env={**os.environ, FAILPOINT_ENV: "write.after_arm:stop"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until_stopped(held.pid)
+        run_cli(OMNIGRAPH_V4, *argv[1:]).ok()
+    finally:
+        held.send_signal(signal.SIGCONT)
+        out, err = held.communicate(timeout=180)
+    assert held.returncode == 0, out + err
+    assert count_ids(uri, "dup", "node:Person", name) == 2
+    return name
 
 
 def count_ids(uri: str, branch: str, table_key: str, entity_id: str) -> int:
