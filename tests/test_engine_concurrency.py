@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from engine.failpoints import FAILPOINT_ENV, wait_until_stopped
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import init_graph
 from engine.lance_io import open_dataset
@@ -19,6 +24,7 @@ SCHEMA = """
 node Person { name: String @key  age: I32? }
 node Tag { label: String }
 """
+BIN = Path(sys.executable).parent
 WRITERS = 8
 ROUNDS = 3  # each round is a fresh same-id race of WRITERS processes
 
@@ -36,9 +42,10 @@ def _ids_on(uri: str, branch: str, table_key: str) -> list[str]:
     return sorted(table.column("id").to_pylist())
 
 
-def test_same_id_strict_insert_race_has_exactly_one_winner(root_uri: str, tmp_path: Path) -> None:
+def test_same_id_strict_insert_race_has_exactly_one_winner(backend: str, root_uri: str, tmp_path: Path) -> None:
     init_graph(root_uri, SCHEMA, FENCED_PROFILE)
-    for round_number in range(ROUNDS):
+    rounds = ROUNDS if backend == "local" else 1  # on S3 one race: the store's conditional commit
+    for round_number in range(rounds):
         name = f"racer-{round_number}"
         files = [_person_file(tmp_path, name, f"r{round_number}-{i}") for i in range(WRITERS)]
         outcomes = race("omnigraph", [["load", "--mode", "append", "--data", f, "--json", root_uri] for f in files])
@@ -52,7 +59,7 @@ def test_same_id_strict_insert_race_has_exactly_one_winner(root_uri: str, tmp_pa
             assert error["code"] == "key_conflict", loser.stderr
             assert error["details"] == {"entity_kind": "node", "type_name": "Person", "entity_id": name}
         assert _ids_on(root_uri, "main", "node:Person").count(name) == 1
-    assert len(_ids_on(root_uri, "main", "node:Person")) == ROUNDS
+    assert len(_ids_on(root_uri, "main", "node:Person")) == rounds
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
@@ -81,17 +88,37 @@ def test_same_id_race_on_a_lazy_branch_has_one_winner(root_uri: str, tmp_path: P
     assert _ids_on(root_uri, "main", "node:Person") == []
 
 
-@pytest.mark.parametrize("backend", ["local"], indirect=True)  # local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
-def test_format_4_writer_lands_duplicates_in_the_same_race(root_uri: str, tmp_path: Path) -> None:
-    """The bug the migration exists to fix: v4's check-then-Append lets several racers land."""
+def _held_and_other(program: str, uri: str, data: str) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """Two real processes strict-insert the same file the way a race interleaves them when both
+    pass the pin check together: writer A is held right after arming its intent
+    (``write.after_arm:stop``) while writer B runs to the end; then A goes on. (A, B) outcomes."""
+    argv = [str(BIN / program), "load", "--mode", "append", "--data", data, "--json", uri]
+    held = subprocess.Popen(argv, env={**os.environ, FAILPOINT_ENV: "write.after_arm:stop"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until_stopped(held.pid)
+        other = subprocess.run(argv, env={k: v for k, v in os.environ.items() if k != FAILPOINT_ENV},
+                               capture_output=True, text=True, timeout=180, check=False)
+    finally:
+        held.send_signal(signal.SIGCONT)
+        out, err = held.communicate(timeout=180)
+    return subprocess.CompletedProcess(argv, held.returncode, out, err), other
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
+def test_format_4_writers_that_pass_the_check_together_both_land(root_uri: str, tmp_path: Path) -> None:
+    """The bug the migration exists to fix: v4's check-then-append lets both writers land."""
     init_graph(root_uri, SCHEMA, LEGACY_PROFILE)
-    worst = 0
-    for round_number in range(3):
-        name = f"v4-racer-{round_number}"
-        files = [_person_file(tmp_path, name, f"v4-{round_number}-{i}") for i in range(WRITERS)]
-        outcomes = race("omnigraph-v4", [["load", "--mode", "append", "--data", f, "--json", root_uri] for f in files])
-        worst = max(worst, _ids_on(root_uri, "main", "node:Person").count(name))
-        assert sum(o.returncode == 0 for o in outcomes) >= worst
-        if worst > 1:
-            break
-    assert worst > 1, "format 4 was expected to land a duplicate id under a same-id race"
+    held, other = _held_and_other("omnigraph-v4", root_uri, _person_file(tmp_path, "twin", "twin"))
+    assert (held.returncode, other.returncode) == (0, 0), (held.stderr, other.stderr)
+    assert _ids_on(root_uri, "main", "node:Person") == ["twin", "twin"]
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
+def test_the_same_interleaving_at_format_5_has_one_winner(root_uri: str, tmp_path: Path) -> None:
+    """The interleaving above, against the fenced engine: the held writer ends in key_conflict."""
+    init_graph(root_uri, SCHEMA, FENCED_PROFILE)
+    held, other = _held_and_other("omnigraph", root_uri, _person_file(tmp_path, "twin", "twin"))
+    assert other.returncode == 0, other.stderr
+    assert held.returncode == 1 and json.loads(held.stdout)["error"]["code"] == "key_conflict", held.stderr
+    assert _ids_on(root_uri, "main", "node:Person") == ["twin"]
