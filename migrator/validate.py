@@ -35,8 +35,11 @@ import pyarrow as pa
 import engine
 from migrator.fingerprint import physical_fingerprint
 
-MEMORY_LIMIT = "256MB"
+MEMORY_LIMIT = "128MB"
 BATCH_ROWS = 32_768
+FRAGMENT_READAHEAD = 1
+"""Fragments Lance reads ahead of the one being grouped: each read-ahead fragment's ``id``
+column is held in memory, so more would raise peak memory with fragment size, not speed."""
 _UINT64 = 1 << 64
 
 _HASH_GROUPS = """
@@ -111,7 +114,7 @@ def validation_session(threads: int | None = None) -> Iterator[duckdb.DuckDBPyCo
 
 def _id_reader(dataset: lance.LanceDataset, progress: Callable[[int], None] | None) -> pa.RecordBatchReader:
     """The ``id`` column as one Arrow stream, calling ``progress(rows)`` per batch if given."""
-    scanner = dataset.scanner(columns=["id"], batch_size=BATCH_ROWS)
+    scanner = dataset.scanner(columns=["id"], batch_size=BATCH_ROWS, fragment_readahead=FRAGMENT_READAHEAD)
     if progress is None:
         return scanner.to_reader()
 
