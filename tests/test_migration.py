@@ -169,11 +169,12 @@ def test_crash_at_each_failpoint_then_resume_converges(compact_graph: str, failp
         assert inspect(store, CLAIM_PATH) is None
         nothing = migrate("resume", compact_graph, "--token", "0" * 32, "--json")
         assert nothing.returncode == 1 and json.loads(nothing.stdout)["error"]["code"] == "not_found"
+        migration_id = json.loads(migrate("status", compact_graph, "--json").stdout)["migration_id"]
     else:
         token = claim_token(compact_graph)
         resumed = migrate("resume", compact_graph, "--token", token, "--json")
         assert resumed.returncode == 0, resumed.stderr
-    migration_id = json.loads(migrate("status", compact_graph, "--json").stdout)["migration_id"]
+        migration_id = json.loads(resumed.stdout)["migration_id"]
     assert_fully_migrated(compact_graph, before, migration_id, tables=4)
 
 
