@@ -13,21 +13,18 @@ Building a fixture takes seconds, so tests build one per backend and copy it per
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 from engine.branches import create_branch
 from engine.export import export_lines
-from engine.failpoints import FAILPOINT_ENV, wait_until_stopped
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import init_graph, open_graph
 from engine.legacy.table_store import LEGACY_PROFILE
 from engine.load import load
 from engine.storage import copy_root, open_store
-from tests.graph_helpers import OMNIGRAPH_V4, run_cli
+from tests.graph_helpers import OMNIGRAPH_V4
+from tests.process_race import interleave_held
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = (ROOT / "examples" / "social.pg").read_text() + "\nnode Audit { note: String }\n"
@@ -86,15 +83,8 @@ def build_duplicate(uri: str, tmp_path: Path, compact: bool = True) -> str:
     record = tmp_path / "dup.jsonl"
     record.write_bytes(_records({"type": "Person", "data": {"name": name}}))
     argv = [str(OMNIGRAPH_V4), "load", "--mode", "append", "--branch", "dup", "--data", str(record), uri]
-    held = subprocess.Popen(argv, env={**os.environ, FAILPOINT_ENV: "write.after_arm:stop"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until_stopped(held.pid)
-        run_cli(OMNIGRAPH_V4, *argv[1:]).ok()
-    finally:
-        held.send_signal(signal.SIGCONT)
-        out, err = held.communicate(timeout=180)
-    assert held.returncode == 0, out + err
+    held, other = interleave_held(argv, "write.after_arm")
+    assert (held.returncode, other.returncode) == (0, 0), (held.stderr, other.stderr)
     assert count_ids(uri, "dup", "node:Person", name) == 2
     return name
 

@@ -9,11 +9,15 @@ start from a slow interpreter start-up.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from engine.failpoints import FAILPOINT_ENV, STOP_SUFFIX, wait_until_stopped
 
 LAUNCHER = r"""
 import sys, time
@@ -69,3 +73,19 @@ def race(program: str, argv_list: list[list[str]], timeout: float = 240) -> list
     """Run ``program`` (omnigraph, omnigraph-v4 or omnigraph-migrate) once per argv, together."""
     procs = [spawn([sys.executable, "-c", LAUNCHER, program, *argv]) for argv in argv_list]
     return release_together(procs, timeout)
+
+
+def interleave_held(argv: list[str], failpoint: str, timeout: float = 180) -> tuple[Outcome, Outcome]:
+    """Run ``argv`` twice as real processes in one fixed interleaving: A starts with
+    ``failpoint:stop`` armed and is held there while B runs to the end; then A goes on.
+    Returns the (A, B) outcomes."""
+    clean = {key: value for key, value in os.environ.items() if key != FAILPOINT_ENV}
+    held = subprocess.Popen(argv, env={**clean, FAILPOINT_ENV: failpoint + STOP_SUFFIX},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until_stopped(held.pid)
+        other = subprocess.run(argv, env=clean, capture_output=True, text=True, timeout=timeout, check=False)
+    finally:
+        held.send_signal(signal.SIGCONT)
+        out, err = held.communicate(timeout=timeout)
+    return Outcome(held.returncode, out, err), Outcome(other.returncode, other.stdout, other.stderr)

@@ -3,28 +3,23 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from engine.failpoints import FAILPOINT_ENV, wait_until_stopped
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import init_graph
 from engine.lance_io import open_dataset
 from engine.legacy.table_store import LEGACY_PROFILE
 from engine.manifest import Manifest
 from engine.storage import open_store
-from tests.process_race import race
+from tests.graph_helpers import OMNIGRAPH, OMNIGRAPH_V4
+from tests.process_race import interleave_held, race
 
 SCHEMA = """
 node Person { name: String @key  age: I32? }
 node Tag { label: String }
 """
-BIN = Path(sys.executable).parent
 WRITERS = 8
 ROUNDS = 3  # each round is a fresh same-id race of WRITERS processes
 
@@ -33,6 +28,10 @@ def _person_file(tmp_path: Path, name: str, tag: str) -> str:
     path = tmp_path / f"{tag}.jsonl"
     path.write_text(json.dumps({"type": "Person", "data": {"name": name, "age": 1}}) + "\n")
     return str(path)
+
+
+def _load_argv(program: Path, uri: str, data: str) -> list[str]:
+    return [str(program), "load", "--mode", "append", "--data", data, "--json", uri]
 
 
 def _ids_on(uri: str, branch: str, table_key: str) -> list[str]:
@@ -88,28 +87,11 @@ def test_same_id_race_on_a_lazy_branch_has_one_winner(root_uri: str, tmp_path: P
     assert _ids_on(root_uri, "main", "node:Person") == []
 
 
-def _held_and_other(program: str, uri: str, data: str) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
-    """Two real processes strict-insert the same file the way a race interleaves them when both
-    pass the pin check together: writer A is held right after arming its intent
-    (``write.after_arm:stop``) while writer B runs to the end; then A goes on. (A, B) outcomes."""
-    argv = [str(BIN / program), "load", "--mode", "append", "--data", data, "--json", uri]
-    held = subprocess.Popen(argv, env={**os.environ, FAILPOINT_ENV: "write.after_arm:stop"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until_stopped(held.pid)
-        other = subprocess.run(argv, env={k: v for k, v in os.environ.items() if k != FAILPOINT_ENV},
-                               capture_output=True, text=True, timeout=180, check=False)
-    finally:
-        held.send_signal(signal.SIGCONT)
-        out, err = held.communicate(timeout=180)
-    return subprocess.CompletedProcess(argv, held.returncode, out, err), other
-
-
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_format_4_writers_that_pass_the_check_together_both_land(root_uri: str, tmp_path: Path) -> None:
     """The bug the migration exists to fix: v4's check-then-append lets both writers land."""
     init_graph(root_uri, SCHEMA, LEGACY_PROFILE)
-    held, other = _held_and_other("omnigraph-v4", root_uri, _person_file(tmp_path, "twin", "twin"))
+    held, other = interleave_held(_load_argv(OMNIGRAPH_V4, root_uri, _person_file(tmp_path, "twin", "twin")), "write.after_arm")
     assert (held.returncode, other.returncode) == (0, 0), (held.stderr, other.stderr)
     assert _ids_on(root_uri, "main", "node:Person") == ["twin", "twin"]
 
@@ -118,7 +100,7 @@ def test_format_4_writers_that_pass_the_check_together_both_land(root_uri: str, 
 def test_the_same_interleaving_at_format_5_has_one_winner(root_uri: str, tmp_path: Path) -> None:
     """The interleaving above, against the fenced engine: the held writer ends in key_conflict."""
     init_graph(root_uri, SCHEMA, FENCED_PROFILE)
-    held, other = _held_and_other("omnigraph", root_uri, _person_file(tmp_path, "twin", "twin"))
+    held, other = interleave_held(_load_argv(OMNIGRAPH, root_uri, _person_file(tmp_path, "twin", "twin")), "write.after_arm")
     assert other.returncode == 0, other.stderr
-    assert held.returncode == 1 and json.loads(held.stdout)["error"]["code"] == "key_conflict", held.stderr
+    assert held.returncode == 1 and held.json()["error"]["code"] == "key_conflict", held.stderr
     assert _ids_on(root_uri, "main", "node:Person") == ["twin"]
