@@ -2,13 +2,16 @@
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+# uv installs the project into the venv: the same resolution as pip, several times faster.
+UV := uv==0.13.9
 
 .PHONY: demo test venv clean
 
 $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile -e '.[test,ray]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check $(UV)
+	$(VENV)/bin/uv pip install --quiet --python $(VENV)/bin/python -e '.[test,ray]'
 	touch $(STAMP)
 
 venv: $(STAMP)
