@@ -30,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+from bytecode import compile_project  # noqa: E402
 BIN = Path(sys.executable).parent
 OMNIGRAPH = str(BIN / "omnigraph")
 SCHEMA = "node Person { name: String @key  age: I32?  note: String? }\n"
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workdir", type=Path, required=True)
     args = parser.parse_args(argv)
+    compile_project()
     args.workdir.mkdir(parents=True, exist_ok=True)
     print(f"{'rows':>9} {'merge s':>8} {'merge MiB':>10} {'export s':>9} {'export MiB':>11} {'time x':>7} {'rss x':>6}")
     for size in args.sizes:

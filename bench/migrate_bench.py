@@ -47,6 +47,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 from layout import FIXTURE_FILE, FIXTURE_VERSION, GRAPH_DIR  # noqa: E402
+from bytecode import compile_project  # noqa: E402
 
 BIN = Path(sys.executable).parent
 MIGRATE = BIN / "omnigraph-migrate"
@@ -422,6 +423,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    compile_project()
     if not MIGRATE.exists():
         say(f"{MIGRATE} not found: run this with the project's virtualenv python (.venv/bin/python)")
         return 2

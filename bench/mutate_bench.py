@@ -28,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+from bytecode import compile_project  # noqa: E402
 BIN = Path(sys.executable).parent
 OMNIGRAPH = str(BIN / "omnigraph")
 SCHEMA = "node Person { name: String @key  age: I32?  note: String? }\nedge Knows: Person -> Person\n"
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workdir", type=Path, required=True)
     args = parser.parse_args(argv)
+    compile_project()
     args.workdir.mkdir(parents=True, exist_ok=True)
     query = args.workdir / "bench.gq"
     query.write_text(QUERIES, encoding="utf-8")

@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bytecode import compile_project
+
 BENCH_DIR = Path(__file__).resolve().parent
 PROJECT = BENCH_DIR.parent
 SCHEMA = PROJECT / "examples" / "social.pg"
@@ -148,6 +150,7 @@ def main() -> int:
     if args.api_graph:
         api_worker(args.api_graph, args.requests, args.warmup, args.distinct)
         return 0
+    compile_project()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="omnigraph-serve-bench-"))
     results: dict[str, list[dict[str, float]]] = {"http": [], "api": []}
     for run in range(args.runs):

@@ -35,6 +35,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
 from migrate_bench import MIB, BenchFailure, Measurement, human, measure, parse_size, say  # noqa: E402
+from bytecode import compile_project  # noqa: E402
 
 OPS = BENCH_DIR / "write_ops.py"
 OMNIGRAPH = Path(sys.executable).parent / "omnigraph"
@@ -177,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-only", action="store_true", help="skip the write cost gate (only the load comparison)")
     parser.add_argument("--json", type=Path, metavar="FILE")
     args = parser.parse_args(argv)
+    compile_project()
     args.workdir.mkdir(parents=True, exist_ok=True)
     load_runs = args.load_runs or args.runs
     try:
