@@ -10,7 +10,9 @@ a BTREE on ``id`` added by hand), ``--runs`` times, each in its own process (``w
 
 Load throughput (``--load-rows``, default 1M): ``omnigraph load --mode overwrite`` and
 ``omnigraph load --mode append --chunk-rows C`` of the same JSONL rows into a freshly initialised
-graph, against ``lance.write_dataset`` of the same rows from an Arrow IPC file.
+graph, against ``lance.write_dataset`` of the same rows from an Arrow IPC file; for reference
+(not gated), ``pyarrow.json`` reading the JSONL then ``lance.write_dataset``, the least a JSONL
+load does.
 
 Every process is timed with a wall clock around ``Popen`` ... ``os.wait4`` (peak RSS from its
 rusage), medians of the runs, ratios taken within one invocation. Each child also reports
@@ -106,7 +108,7 @@ def load_throughput(workdir: Path, rows: int, chunk_rows: int, runs: int) -> dic
         measure("load-data", rows, 0, ops("load-data", "--rows", str(rows), "--out", str(data)))
     schema = workdir / "load-schema.pg"
     schema.write_text(LOAD_SCHEMA, encoding="utf-8")
-    measured: dict[str, list[Measurement]] = {"overwrite": [], "append": [], "lance": []}
+    measured: dict[str, list[Measurement]] = {"overwrite": [], "append": [], "lance": [], "json_lance": []}
     for run in range(runs):
         for kind in ("overwrite", "append"):
             graph = Path(tempfile.mkdtemp(dir=workdir, prefix="load-graph-")) / "g"
@@ -119,11 +121,14 @@ def load_throughput(workdir: Path, rows: int, chunk_rows: int, runs: int) -> dic
         target = Path(tempfile.mkdtemp(dir=workdir, prefix="load-lance-")) / "t.lance"
         measured["lance"].append(measure("lance", rows, run, ops("lance-write", str(data / "rows.arrow"), str(target))))
         shutil.rmtree(target.parent)
+        target = Path(tempfile.mkdtemp(dir=workdir, prefix="load-json-lance-")) / "t.lance"
+        measured["json_lance"].append(measure("json_lance", rows, run, ops("json-lance", str(data / "rows.jsonl"), str(target))))
+        shutil.rmtree(target.parent)
     summary: dict[str, Any] = {"rows": rows, "chunk_rows": chunk_rows}
     for kind, items in measured.items():
         wall = median(items, "wall_s")
         summary[kind] = {"wall_s": wall, "rows_per_s": round(rows / wall), "maxrss_mib": round(median(items, "maxrss_kib") / MIB, 1)}
-    for kind in ("overwrite", "append"):
+    for kind in ("overwrite", "append", "json_lance"):
         summary[f"{kind}_x"] = round(summary[kind]["rows_per_s"] / summary["lance"]["rows_per_s"], 2)
     return summary
 
@@ -158,7 +163,8 @@ def render_load(load: dict[str, Any], load_runs: int) -> str:
     lines.append("|---|---|---|---|---|")
     for kind, label in (("overwrite", "omnigraph load --mode overwrite"),
                         ("append", f"omnigraph load --mode append --chunk-rows {load['chunk_rows']}"),
-                        ("lance", "lance.write_dataset (Arrow IPC in)")):
+                        ("lance", "lance.write_dataset (Arrow IPC in)"),
+                        ("json_lance", "pyarrow.json + lance.write_dataset (JSONL in; reference, not gated)")):
         ratio = load.get(f"{kind}_x", 1.0)
         lines.append(f"| {label} | {load[kind]['wall_s']:.2f} | {load[kind]['rows_per_s']} | {load[kind]['maxrss_mib']:.0f} | {ratio} |")
     worst = min(load["overwrite_x"], load["append_x"])

@@ -14,7 +14,10 @@
 * ``scan GRAPH``: Lance alone streams the ``id`` column of the pinned table version (the floor);
 * ``load-data --rows N --out DIR``: writes ``DIR/rows.jsonl`` and ``DIR/rows.arrow`` (the same N
   rows as JSONL for ``omnigraph load`` and as an Arrow IPC file for Lance);
-* ``lance-write ARROW OUT``: ``lance.write_dataset`` of the Arrow file (the load floor).
+* ``lance-write ARROW OUT``: ``lance.write_dataset`` of the Arrow file (the load floor);
+* ``json-lance JSONL OUT``: ``pyarrow.json.read_json`` of the JSONL file (every thread, the record
+  schema given), then ``lance.write_dataset`` of its ``data`` columns: the least a JSONL load does,
+  with no validation, no ids and no commit protocol.
 
 Each prints ``{"op_s": ...}``: the seconds of the operation itself, after imports and opening.
 """
@@ -127,6 +130,17 @@ def lance_write(arrow: Path, out: Path) -> dict:
     return {"op_s": round(time.perf_counter() - started, 4), "rows": written.count_rows()}
 
 
+def json_lance(jsonl: Path, out: Path) -> dict:
+    import pyarrow.json as pj
+
+    started = time.perf_counter()
+    record = pa.schema([("type", pa.utf8()), ("data", pa.struct([("name", pa.utf8()), ("n", pa.int64())]))])
+    table = pj.read_json(str(jsonl), parse_options=pj.ParseOptions(explicit_schema=record))
+    data = pa.Table.from_struct_array(table.column("data").combine_chunks())
+    written = lance.write_dataset(data, str(out), mode="create")
+    return {"op_s": round(time.perf_counter() - started, 4), "rows": written.count_rows()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="op", required=True)
@@ -142,6 +156,9 @@ def main() -> int:
     w = sub.add_parser("lance-write")
     w.add_argument("arrow", type=Path)
     w.add_argument("out", type=Path)
+    j = sub.add_parser("json-lance")
+    j.add_argument("jsonl", type=Path)
+    j.add_argument("out", type=Path)
     args = parser.parse_args()
     if args.op == "build":
         result = build(args.rows, args.out, args.btree)
@@ -151,6 +168,8 @@ def main() -> int:
         result = scan(args.graph)
     elif args.op == "load-data":
         result = load_data(args.rows, args.out)
+    elif args.op == "json-lance":
+        result = json_lance(args.jsonl, args.out)
     else:
         result = lance_write(args.arrow, args.out)
     print(json.dumps(result))
