@@ -4,10 +4,6 @@ VENV := .venv
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # uv installs the project into the venv: the same resolution as pip, several times faster.
 UV := uv==0.13.9
-# The project's packages, compiled to bytecode before every run: with PYTHONDONTWRITEBYTECODE set,
-# Python never caches bytecode itself, so each of the many processes the tests start would
-# compile every module it imports again.
-PACKAGES := cli engine claims ledger migrator playbooks server examples tests
 
 .PHONY: demo test venv bytecode clean
 
@@ -20,8 +16,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The project's own modules, compiled before every run: with PYTHONDONTWRITEBYTECODE set, each of
+# the many processes the tests start would otherwise compile every module it imports again.
 bytecode: $(STAMP)
-	$(VENV)/bin/python -m compileall -q -j 0 $(PACKAGES)
+	$(VENV)/bin/python bench/bytecode.py
 
 demo: bytecode
 	$(VENV)/bin/python -m examples.demo

@@ -30,7 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-from bytecode import compile_project  # noqa: E402
+from bytecode import compile_project
+
 BIN = Path(sys.executable).parent
 OMNIGRAPH = str(BIN / "omnigraph")
 SCHEMA = "node Person { name: String @key  age: I32?  note: String? }\n"

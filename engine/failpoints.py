@@ -16,7 +16,12 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+T = TypeVar("T")
 
 FAILPOINT_ENV = "OMNIGRAPH_FAILPOINTS"
 FAILPOINT_EXIT_STATUS = 86
@@ -48,3 +53,30 @@ def wait_until_stopped(pid: int) -> None:
     _, status = os.waitpid(pid, os.WUNTRACED)
     if not os.WIFSTOPPED(status):
         raise ChildProcessError(f"process {pid} ended (wait status {status}) before reaching its stop failpoint")
+
+
+def run_held(
+    argv: list[str], name: str, during: Callable[[], T], env: Mapping[str, str] | None = None, timeout: float = 300
+) -> tuple[subprocess.CompletedProcess[str], T]:
+    """Run ``argv`` held at failpoint ``name`` while ``during()`` runs, then let it finish.
+
+    The process starts with ``env`` (default: this process's environment) with only
+    ``name:stop`` armed. Once it has stopped there, ``during()`` is called; then the process is
+    resumed (also if ``during`` raised) and waited for. Returns the held process's result (text
+    output) and what ``during`` returned. Raises ``ChildProcessError`` if the process ended
+    before reaching the failpoint.
+    """
+    base = {key: value for key, value in (os.environ if env is None else env).items() if key != FAILPOINT_ENV}
+    held = subprocess.Popen(argv, env={**base, FAILPOINT_ENV: name + STOP_SUFFIX},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until_stopped(held.pid)
+    except ChildProcessError:
+        held.communicate(timeout=timeout)  # already reaped: only drains and closes its pipes
+        raise
+    try:
+        result = during()
+    finally:
+        held.send_signal(signal.SIGCONT)
+        out, err = held.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(argv, held.returncode, out, err), result

@@ -38,7 +38,6 @@ import json
 import os
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -46,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.failpoints import FAILPOINT_ENV, wait_until_stopped
+from engine.failpoints import run_held
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -208,22 +207,16 @@ class Demo:
         self.note("write.after_arm); writer B inserts the same id and publishes; then A goes on.")
         args = ["load", "--mode", "append", "--data", str(self.person_file(name, 35)), "--branch", "race-v4", str(graph)]
         print(f"   $ A: {self.command_line('omnigraph-v4', args)}   (held after arming)", flush=True)
-        held = subprocess.Popen([str(BIN / "omnigraph-v4"), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env={**self.env(), FAILPOINT_ENV: "write.after_arm:stop"})
         try:
-            wait_until_stopped(held.pid)
+            held, other = run_held([str(BIN / "omnigraph-v4"), *args], "write.after_arm",
+                                   lambda: self.run("omnigraph-v4", *args, expect=None), env=self.env())
         except ChildProcessError as error:
             raise Abort(f"writer A did not reach its hold: {error}") from None
-        try:
-            other = self.run("omnigraph-v4", *args, expect=None)
-        finally:
-            os.kill(held.pid, signal.SIGCONT)
-            _, held_err = held.communicate(timeout=300)
         succeeded = (other.returncode == 0) + (held.returncode == 0)
         rows = self.count_ids("omnigraph-v4", graph, "race-v4", "Person", name)
         print(f"   format 4: 2 writers, A held, {succeeded} succeeded, {rows} rows with id {name}", flush=True)
         if held.returncode != 0:
-            self.note(f"writer A exited {held.returncode}: " + (held_err.strip().splitlines() or [""])[-1])
+            self.note(f"writer A exited {held.returncode}: " + (held.stderr.strip().splitlines() or [""])[-1])
         self.expect(rows == succeeded, f"every writer that succeeded landed a row ({rows} rows, {succeeded} successes)")
         return name if rows > 1 else None
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from engine.failpoints import FAILPOINT_ENV, STOP_SUFFIX, wait_until_stopped
+from engine.failpoints import FAILPOINT_ENV, run_held
 
 LAUNCHER = r"""
 import sys, time
@@ -80,12 +79,9 @@ def interleave_held(argv: list[str], failpoint: str, timeout: float = 180) -> tu
     ``failpoint:stop`` armed and is held there while B runs to the end; then A goes on.
     Returns the (A, B) outcomes."""
     clean = {key: value for key, value in os.environ.items() if key != FAILPOINT_ENV}
-    held = subprocess.Popen(argv, env={**clean, FAILPOINT_ENV: failpoint + STOP_SUFFIX},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until_stopped(held.pid)
-        other = subprocess.run(argv, env=clean, capture_output=True, text=True, timeout=timeout, check=False)
-    finally:
-        held.send_signal(signal.SIGCONT)
-        out, err = held.communicate(timeout=timeout)
-    return Outcome(held.returncode, out, err), Outcome(other.returncode, other.stdout, other.stderr)
+    held, other = run_held(
+        argv, failpoint,
+        lambda: subprocess.run(argv, env=clean, capture_output=True, text=True, timeout=timeout, check=False),
+        env=clean, timeout=timeout,
+    )
+    return Outcome(held.returncode, held.stdout, held.stderr), Outcome(other.returncode, other.stdout, other.stderr)
