@@ -5,6 +5,11 @@ table rows keep pointing at the source's images (lazy inheritance) until its fir
 table forks that table. Deleting a branch removes its ``__manifest`` branch first (the graph
 branch is gone atomically) and then its own table forks; a branch that another branch was
 forked from cannot be deleted.
+
+Both hold the branch's guard (:mod:`engine.branch_guard`), so no two processes create, delete or
+recover one branch name at once. Delete refuses (``read_set_conflict``, naming the operation)
+while a write intent on the branch is armed by a live process; the intents of dead writers on it
+are resolved with it: their effects were on the branch's own table forks, which go with it.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from engine.errors import BadRequest, NotFound
+from engine import branch_guard, intents, recovery
+from engine.errors import BadRequest, NotFound, ReadSetConflict
 from engine.graph import Graph
 from engine.lance_io import delete_branch_if_present
 from engine.manifest import MAIN, GraphBranch
@@ -29,6 +35,14 @@ def _table_paths(graph: Graph) -> list[str]:
     return sorted(entry.table_path for entry in graph.manifest.snapshot(MAIN).tables.values())
 
 
+def _require_creatable(graph: Graph, name: str, source: str) -> None:
+    branches = graph.manifest.branches()
+    if name in branches:
+        raise BadRequest(f"branch {name!r} already exists", {"branch": name})
+    if source not in branches:
+        raise NotFound(f"source branch {source!r} does not exist", {"branch": source})
+
+
 def create_branch(graph: Graph, name: str, source: str = MAIN) -> GraphBranch:
     """Create graph branch ``name`` from the current state of ``source``."""
     if not _valid_name(name):
@@ -37,15 +51,13 @@ def create_branch(graph: Graph, name: str, source: str = MAIN) -> GraphBranch:
             "in '.' or '.lock'), and not 'main'",
             {"branch": name},
         )
-    branches = graph.manifest.branches()
-    if name in branches:
-        raise BadRequest(f"branch {name!r} already exists", {"branch": name})
-    if source not in branches:
-        raise NotFound(f"source branch {source!r} does not exist", {"branch": source})
-    for path in _table_paths(graph):
-        delete_branch_if_present(graph.store, path, name)
-    graph.manifest.create_branch(name, graph.manifest.snapshot(source))
-    return graph.manifest.branches()[name]
+    _require_creatable(graph, name, source)  # refused before the guard is taken: nothing written
+    with branch_guard.guarded(graph.store, name, "create", f"creating branch {name!r}"):
+        _require_creatable(graph, name, source)
+        for path in _table_paths(graph):
+            delete_branch_if_present(graph.store, path, name)  # left by a delete that was interrupted
+        graph.manifest.create_branch(name, graph.manifest.snapshot(source))
+        return graph.manifest.branches()[name]
 
 
 def delete_branch(graph: Graph, name: str) -> None:
@@ -61,10 +73,27 @@ def delete_branch(graph: Graph, name: str) -> None:
             f"branch {name!r} cannot be deleted: {', '.join(children)} were forked from it; delete them first",
             {"branch": name, "children": children},
         )
-    paths = _table_paths(graph)
-    graph.manifest.delete_branch(name)
-    for path in paths:
-        delete_branch_if_present(graph.store, path, name)
+    with branch_guard.guarded(graph.store, name, "delete", f"deleting branch {name!r}"):
+        if name not in graph.manifest.branches():
+            raise NotFound(f"branch {name!r} does not exist", {"branch": name})
+        on_branch = [intent for intent in intents.list_intents(graph.store) if intent.graph_branch == name]
+        live = [intent for intent in on_branch if intents.owner_is_alive(intent)]
+        if live:
+            raise _write_in_flight(name, live[0])
+        paths = _table_paths(graph)
+        graph.manifest.delete_branch(name)
+        for path in paths:
+            delete_branch_if_present(graph.store, path, name)
+        recovery.discard_for_deletion(graph.store, on_branch)
+
+
+def _write_in_flight(name: str, intent: intents.WriteIntent) -> ReadSetConflict:
+    return ReadSetConflict(
+        f"branch {name!r} was not deleted: write {intent.operation_id} to it is in flight (pid {intent.pid} on "
+        f"{intent.host}, started by {intent.actor}); retry the delete when that write has finished",
+        {"member": f"branch {name}", "expected": "no write in flight", "actual": f"write {intent.operation_id}",
+         "operation_id": intent.operation_id},
+    )
 
 
 def branch_documents(graph: Graph) -> list[dict[str, Any]]:

@@ -18,9 +18,9 @@ def export_lines(graph: Graph, branch: str, types: list[str] | None = None) -> I
     unknown = sorted(wanted - known)
     if unknown:
         raise BadRequest(f"unknown type(s) {unknown}; known: {sorted(known)}", {"unknown": unknown})
-    for table_key, entry in snapshot.tables.items():
-        if wanted and table_key.split(":", 1)[1] not in wanted:
-            continue
-        dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
-        rows = dataset.to_table().sort_by("id")
-        yield from arrow_to_records(graph.catalog.table(table_key), rows)
+    with graph.manifest.reading(branch):
+        for table_key, entry in snapshot.tables.items():
+            if wanted and table_key.split(":", 1)[1] not in wanted:
+                continue
+            dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+            yield from arrow_to_records(graph.catalog.table(table_key), dataset.to_table().sort_by("id"))

@@ -36,12 +36,19 @@ class IntentTable(BaseModel):
 
 
 class WriteIntent(BaseModel):
-    """A graph commit in flight."""
+    """A graph commit in flight.
+
+    ``graph_incarnation`` is the Lance branch identifier of the graph branch's ``__manifest``
+    branch when the commit read its snapshot (``main`` for main): recovery acts on the intent's
+    tables only while the branch of that name is still that incarnation (DESIGN section 5).
+    None on intents written before incarnations were recorded: the branch is then taken by name.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     operation_id: str
     graph_branch: str
+    graph_incarnation: str | None = None
     base_manifest_version: int
     base_commit_id: str
     tables: list[IntentTable]
@@ -70,20 +77,26 @@ class RecoveryRecord(BaseModel):
 
     operation_id: str
     graph_branch: str
-    outcome: Literal["published", "rolled_back", "branch_gone"]
+    outcome: Literal["published", "rolled_back", "branch_gone", "branch_deleted"]
     tables: list[RecoveredTable]
     resolved_by_host: str
     resolved_by_pid: int
     resolved_at: int
 
 
-def process_start_marker(pid: int) -> str | None:
-    """The kernel start time of ``pid`` (guards against pid reuse), or None if unknown."""
+def _proc_stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name, or None if unreadable."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[19]
+            return handle.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def process_start_marker(pid: int) -> str | None:
+    """The kernel start time of ``pid`` (guards against pid reuse), or None if unknown."""
+    fields = _proc_stat_fields(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else None
 
 
 def this_host() -> str:
@@ -120,17 +133,29 @@ def list_intents(store: GraphStore) -> list[WriteIntent]:
     return sorted(intents, key=lambda intent: intent.operation_id)
 
 
-def owner_is_alive(intent: WriteIntent) -> bool:
-    """True if the intent's writer is a live process on this host (its commit is in flight)."""
-    if intent.host != this_host():
+def process_is_alive(host: str, pid: int, process_start: str | None) -> bool:
+    """True if ``(host, pid, process_start)`` names a process running on this host now.
+
+    A process on another host is never known to be alive here (the support boundary: one
+    writer host per graph); a pid reused by another process is told apart by its start marker.
+    """
+    if host != this_host():
         return False
     try:
-        os.kill(intent.pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         pass  # a process of another user has that pid: the start marker tells whether it is ours
-    return intent.process_start is None or process_start_marker(intent.pid) == intent.process_start
+    fields = _proc_stat_fields(pid)
+    if fields is not None and fields[0] in ("Z", "X"):
+        return False  # exited, not yet reaped: it acts no more
+    return process_start is None or (fields is not None and len(fields) > 19 and fields[19] == process_start)
+
+
+def owner_is_alive(intent: WriteIntent) -> bool:
+    """True if the intent's writer is a live process on this host (its commit is in flight)."""
+    return process_is_alive(intent.host, intent.pid, intent.process_start)
 
 
 def record_resolution(store: GraphStore, record: RecoveryRecord) -> None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import lance
@@ -27,7 +29,7 @@ import pyarrow as pa
 
 from engine import table_store
 from engine.canonical_json import canonical_json
-from engine.errors import FormatRefused, NotFound
+from engine.errors import FormatRefused, NotFound, ReadSetConflict
 from engine.lance_io import PK_METADATA_KEY, LanceBranch, list_branches, open_dataset
 from engine.storage import GraphStore
 
@@ -261,6 +263,35 @@ class Manifest:
         for name, info in list_branches(self.dataset(MAIN)).items():
             result[name] = _graph_branch(info)
         return result
+
+    def incarnation(self, branch: str) -> str | None:
+        """The incarnation of graph branch ``branch`` now (``main`` for main), None if it does not exist.
+
+        A branch deleted and created again under the same name is a new incarnation.
+        """
+        if branch == MAIN:
+            return MAIN
+        found = list_branches(self.dataset(MAIN)).get(branch)
+        return None if found is None else found.identifier
+
+    @contextmanager
+    def reading(self, branch: str) -> Iterator[None]:
+        """Reads of ``branch``'s pinned images inside the block: Lance's "not found" because the
+        branch was deleted meanwhile is ``not_found``, or ``read_set_conflict`` if a new branch of
+        that name was created meanwhile (retry reads the new one); other errors pass through."""
+        before = self.incarnation(branch)
+        try:
+            yield
+        except (ValueError, OSError) as error:
+            now = self.incarnation(branch)
+            if now is None:
+                raise NotFound(f"graph branch {branch!r} was deleted while it was read", {"branch": branch}) from error
+            if now != before:
+                raise ReadSetConflict(
+                    f"graph branch {branch!r} was deleted and created again while it was read; retry",
+                    {"member": f"branch {branch}", "expected": f"incarnation {before}", "actual": f"incarnation {now}"},
+                ) from error
+            raise
 
     def require_branch(self, branch: str) -> None:
         if branch != MAIN and branch not in self.dataset(MAIN).branches.list():

@@ -187,7 +187,8 @@ def merge_branch(graph: Graph, source: str, into: str, *, actor: str) -> MergeRe
     plans: list[_Plan] = []
 
     def prepare(target: BranchSnapshot) -> list[TableWrite]:
-        plans.append(_plan(graph, source, target))
+        with graph.manifest.reading(source):  # the source deleted under the merge: a typed error
+            plans.append(_plan(graph, source, target))
         if plans[-1].outcome == "fast_forward" and not plans[-1].writes:
             plans[-1].outcome = "up_to_date"
         if plans[-1].outcome == "up_to_date":

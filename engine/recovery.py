@@ -1,29 +1,44 @@
 """Resolve interrupted graph commits on a read-write open.
 
-For every armed intent whose writer is not a live process on this host:
+For every armed intent whose writer is not a live process on this host, holding the guard of
+the intent's graph branch (:mod:`engine.branch_guard`; a branch whose guard a live process holds
+is left for a later open):
 
+* if the graph branch of that name is gone, or is another incarnation than the one the intent
+  recorded (deleted and created again), the commit died with its branch: only forks it planned
+  that no live branch pins, forked from exactly the image the intent recorded, are deleted;
+  nothing is restored and no manifest is published (DESIGN section 5: an intent is never
+  applied to a new branch of the same name);
 * if the commit id appears as the head of its branch at a manifest version after the intent's
   base, the commit was published and only the intent is left: delete it;
-* otherwise undo the commit's unpublished effects, all-or-nothing: a fork the manifest does not
-  reference is deleted; a table branch whose HEAD moved past the version the manifest pins is
-  restored to that version (a new Lance version with the pinned contents) and the manifest is
-  republished to point at the restored version without moving the head (Lance refuses writes
-  based on a version older than a restore, so the pin must follow).
+* otherwise undo the commit's unpublished effects, all-or-nothing, on exactly the table branches
+  the intent targeted: a planned fork the manifest does not pin is deleted; a target table branch
+  the manifest pins whose HEAD moved past the pinned version is restored to that version (a new
+  Lance version with the pinned contents) and the manifest is republished to point at the
+  restored version without moving the head (Lance refuses writes based on a version older than
+  a restore, so the pin must follow). A table the branch now pins on another table branch is
+  not touched.
 
 Each resolution is recorded in ``__recovery/log/`` before the intent is deleted. Intents of live
-writers on this host are left alone; the support boundary is one writer process per graph.
+writers on this host, and dead intents touching a table a live writer's commit also touches, are
+left alone; the support boundary is one writer host per graph.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import replace
+from itertools import groupby
+from typing import Literal
 
-from engine import intents
-from engine.intents import RecoveredTable, RecoveryRecord, WriteIntent
-from engine.lance_io import delete_branch_if_present, latest_version, open_dataset
+from engine import branch_guard, intents
+from engine.intents import IntentTable, RecoveredTable, RecoveryRecord, WriteIntent
+from engine.lance_io import latest_version, list_branches, open_dataset
 from engine.manifest import Manifest, TableEntry, now_ms
 from engine.storage import GraphStore
+
+Outcome = Literal["published", "rolled_back", "branch_gone", "branch_deleted"]
 
 
 def _was_published(manifest: Manifest, intent: WriteIntent) -> bool:
@@ -34,33 +49,68 @@ def _was_published(manifest: Manifest, intent: WriteIntent) -> bool:
     return False
 
 
+def _pinned_anywhere(manifest: Manifest, table_path: str, table_branch: str | None) -> bool:
+    """True if any live graph branch pins an image of ``table_branch`` of the table at ``table_path``."""
+    for name in manifest.branches():
+        for entry in manifest.snapshot(name).tables.values():
+            if entry.table_path == table_path and entry.table_branch == table_branch:
+                return True
+    return False
+
+
+def _delete_dead_fork(store: GraphStore, manifest: Manifest, table: IntentTable) -> RecoveredTable:
+    """Delete the fork ``table`` planned if it is exactly that fork and nothing pins it."""
+    fork = list_branches(open_dataset(store, table.table_path)).get(str(table.target_branch))
+    deleted = (
+        fork is not None
+        and (fork.parent_branch, fork.parent_version) == (table.branch_before, table.version_before)
+        and not _pinned_anywhere(manifest, table.table_path, table.target_branch)
+    )
+    if deleted:
+        open_dataset(store, table.table_path).branches.delete(str(table.target_branch))
+    return RecoveredTable(
+        table_key=table.table_key, action="fork_deleted" if deleted else "unchanged", table_branch=table.target_branch
+    )
+
+
+def _forget_dead_branch(store: GraphStore, manifest: Manifest, intent: WriteIntent) -> list[RecoveredTable]:
+    """The intent's branch incarnation is gone: its unreferenced planned forks go too."""
+    outcomes = []
+    for table in sorted(intent.tables, key=lambda t: t.table_key):
+        if table.fork_planned:
+            outcomes.append(_delete_dead_fork(store, manifest, table))
+        else:
+            outcomes.append(RecoveredTable(table_key=table.table_key, action="unchanged", table_branch=table.target_branch))
+    return outcomes
+
+
 def _roll_back(store: GraphStore, manifest: Manifest, intent: WriteIntent) -> list[RecoveredTable]:
     snapshot = manifest.snapshot(intent.graph_branch)
     outcomes: list[RecoveredTable] = []
     republish: list[TableEntry] = []
     for table in sorted(intent.tables, key=lambda t: t.table_key):
         entry = snapshot.tables.get(table.table_key)
-        pinned_here = entry is not None and entry.table_branch == table.target_branch
-        if table.fork_planned and not pinned_here:
-            deleted = delete_branch_if_present(store, table.table_path, str(table.target_branch))
-            action = "fork_deleted" if deleted else "unchanged"
-            outcomes.append(RecoveredTable(table_key=table.table_key, action=action, table_branch=table.target_branch))
-            continue
         if entry is None:
             continue
-        head = latest_version(store, entry.table_path, entry.table_branch)
-        if head == entry.table_version:
-            outcomes.append(RecoveredTable(table_key=table.table_key, action="unchanged", table_branch=entry.table_branch))
+        if entry.table_branch != table.target_branch:
+            if table.fork_planned:
+                outcomes.append(_delete_dead_fork(store, manifest, table))
+            else:
+                outcomes.append(RecoveredTable(table_key=table.table_key, action="unchanged", table_branch=table.target_branch))
             continue
-        dataset = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version)
+        head = latest_version(store, entry.table_path, table.target_branch)
+        if head == entry.table_version:
+            outcomes.append(RecoveredTable(table_key=table.table_key, action="unchanged", table_branch=table.target_branch))
+            continue
+        dataset = open_dataset(store, entry.table_path, table.target_branch, entry.table_version)
         dataset.restore()
-        restored = latest_version(store, entry.table_path, entry.table_branch)
+        restored = latest_version(store, entry.table_path, table.target_branch)
         republish.append(replace(entry, table_version=restored))
         outcomes.append(
             RecoveredTable(
                 table_key=table.table_key,
                 action="restored",
-                table_branch=entry.table_branch,
+                table_branch=table.target_branch,
                 restored_to_version=entry.table_version,
                 new_version=restored,
             )
@@ -70,58 +120,76 @@ def _roll_back(store: GraphStore, manifest: Manifest, intent: WriteIntent) -> li
     return outcomes
 
 
-def _delete_planned_forks(store: GraphStore, intent: WriteIntent) -> list[RecoveredTable]:
-    """The intent's branch was deleted: forks it planned are unreferenced and go too."""
-    outcomes = []
-    for table in sorted(intent.tables, key=lambda t: t.table_key):
-        deleted = table.fork_planned and delete_branch_if_present(
-            store, table.table_path, str(table.target_branch)
-        )
-        outcomes.append(
-            RecoveredTable(
-                table_key=table.table_key,
-                action="fork_deleted" if deleted else "unchanged",
-                table_branch=table.target_branch,
-            )
-        )
-    return outcomes
-
-
 def touched_tables(intent: WriteIntent) -> set[tuple[str, str | None]]:
     """(table path, Lance table branch) pairs a commit may change."""
     return {(table.table_path, table.target_branch) for table in intent.tables}
 
 
-def resolve_intents(store: GraphStore, manifest: Manifest) -> list[RecoveryRecord]:
-    """Resolve every interrupted commit (see module docstring); returns what was done.
+def _incarnation_gone(manifest: Manifest, intent: WriteIntent) -> bool:
+    current = manifest.incarnation(intent.graph_branch)
+    return current is None or (intent.graph_incarnation is not None and current != intent.graph_incarnation)
 
-    An interrupted commit that touched a table a live writer's commit also touches is left for
-    a later open: undoing it now could remove the live writer's fork or effects.
-    """
-    records: list[RecoveryRecord] = []
-    live_branches = manifest.branches()
-    pending = intents.list_intents(store)
+
+def _record(store: GraphStore, intent: WriteIntent, outcome: Outcome, tables: list[RecoveredTable]) -> RecoveryRecord:
+    """Log how ``intent`` was resolved, then delete it."""
+    record = RecoveryRecord(
+        operation_id=intent.operation_id,
+        graph_branch=intent.graph_branch,
+        outcome=outcome,
+        tables=tables,
+        resolved_by_host=intents.this_host(),
+        resolved_by_pid=os.getpid(),
+        resolved_at=now_ms(),
+    )
+    intents.record_resolution(store, record)
+    intents.disarm(store, intent.operation_id)
+    return record
+
+
+def _resolve(store: GraphStore, manifest: Manifest, intent: WriteIntent) -> RecoveryRecord:
+    """Resolve one dead intent; the caller holds its branch's guard."""
+    if _incarnation_gone(manifest, intent):
+        return _record(store, intent, "branch_gone", _forget_dead_branch(store, manifest, intent))
+    if _was_published(manifest, intent):
+        return _record(store, intent, "published", [])
+    return _record(store, intent, "rolled_back", _roll_back(store, manifest, intent))
+
+
+def _resolvable(pending: list[WriteIntent]) -> list[WriteIntent]:
+    """Dead intents that touch no table a live intent touches."""
     live = [intent for intent in pending if intents.owner_is_alive(intent)]
     busy = set().union(*(touched_tables(intent) for intent in live)) if live else set()
-    for intent in pending:
-        if intent in live or touched_tables(intent) & busy:
-            continue
-        if intent.graph_branch not in live_branches:
-            outcome, tables = "branch_gone", _delete_planned_forks(store, intent)
-        elif _was_published(manifest, intent):
-            outcome, tables = "published", []
-        else:
-            outcome, tables = "rolled_back", _roll_back(store, manifest, intent)
-        record = RecoveryRecord(
-            operation_id=intent.operation_id,
-            graph_branch=intent.graph_branch,
-            outcome=outcome,
-            tables=tables,
-            resolved_by_host=intents.this_host(),
-            resolved_by_pid=os.getpid(),
-            resolved_at=now_ms(),
-        )
-        intents.record_resolution(store, record)
-        intents.disarm(store, intent.operation_id)
-        records.append(record)
+    return [intent for intent in pending if intent not in live and not touched_tables(intent) & busy]
+
+
+def resolve_intents(store: GraphStore, manifest: Manifest) -> list[RecoveryRecord]:
+    """Resolve every interrupted commit (see module docstring); returns what was done, by branch
+    name then operation id."""
+    records: list[RecoveryRecord] = []
+    if not intents.list_intents(store):
+        return records
+    by_branch = sorted(_resolvable(intents.list_intents(store)), key=lambda i: (i.graph_branch, i.operation_id))
+    for branch, _ in groupby(by_branch, key=lambda i: i.graph_branch):
+        acquired, held = branch_guard.try_acquire(store, branch, "recover")
+        if not acquired:
+            continue  # a live process is creating, deleting or recovering this branch
+        try:
+            # Listed again under the guard: the previous holder may have resolved some meanwhile.
+            for intent in _resolvable(intents.list_intents(store)):
+                if intent.graph_branch == branch:
+                    records.append(_resolve(store, manifest, intent))
+        finally:
+            branch_guard.release(store, held)
     return records
+
+
+def discard_for_deletion(store: GraphStore, dead: Iterable[WriteIntent]) -> list[RecoveryRecord]:
+    """Resolve dead intents of a branch that has just been deleted with its table forks (the
+    deleter holds the branch's guard): their effects went with the branch."""
+    return [
+        _record(store, intent, "branch_deleted", [
+            RecoveredTable(table_key=t.table_key, action="fork_deleted", table_branch=t.target_branch)
+            for t in sorted(intent.tables, key=lambda t: t.table_key)
+        ])
+        for intent in sorted(dead, key=lambda i: i.operation_id)
+    ]

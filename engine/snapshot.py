@@ -12,18 +12,19 @@ def snapshot_document(graph: Graph, branch: str) -> dict[str, Any]:
     """``{branch, manifest_version, format, tables: [{table_key, path, table_branch, version, rows, pk}]}``."""
     snapshot = graph.manifest.snapshot(branch)
     tables = []
-    for table_key, entry in snapshot.tables.items():
-        dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
-        tables.append(
-            {
-                "table_key": table_key,
-                "path": entry.table_path,
-                "table_branch": entry.table_branch,
-                "version": entry.table_version,
-                "rows": entry.row_count,
-                "pk": primary_key(dataset.schema),
-            }
-        )
+    with graph.manifest.reading(branch):
+        for table_key, entry in snapshot.tables.items():
+            dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+            tables.append(
+                {
+                    "table_key": table_key,
+                    "path": entry.table_path,
+                    "table_branch": entry.table_branch,
+                    "version": entry.table_version,
+                    "rows": entry.row_count,
+                    "pk": primary_key(dataset.schema),
+                }
+            )
     return {
         "branch": branch,
         "manifest_version": snapshot.manifest_version,

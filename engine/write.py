@@ -38,13 +38,14 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from engine import drift, intents, recovery, table_store, writer_audit
-from engine.errors import BadRequest, ReadSetConflict, RecoveryRequired
+from engine import branch_guard, drift, intents, recovery, table_store, writer_audit
+from engine.errors import BadRequest, NotFound, ReadSetConflict, RecoveryRequired
 from engine.failpoints import failpoint
 from engine.graph import Graph
 from engine.intents import IntentTable, WriteIntent
 from engine.lance_io import ensure_fork, latest_version, list_branches, open_dataset
 from engine.manifest import (
+    MAIN,
     BranchSnapshot,
     HeadEntry,
     TableEntry,
@@ -127,10 +128,14 @@ def commit(
         wait=wait_exponential_jitter(multiplier=0.02, max=0.5, jitter=0.05),
         reraise=True,
     )
+    incarnation = graph.manifest.incarnation(branch)  # every attempt writes to this one or to none
+    if incarnation is None:
+        graph.manifest.require_branch(branch)  # not_found, unless it was created just now
+        incarnation = graph.manifest.incarnation(branch)
     try:
         for attempt in retrying:
             with attempt:
-                return _attempt(graph, branch, prepare, choose_head, actor, publish_empty)
+                return _attempt(graph, branch, incarnation, prepare, choose_head, actor, publish_empty)
     except _NoEffectConflict as conflict:
         raise ReadSetConflict(
             f"concurrent writers on branch {branch!r} kept conflicting for {RETRY_SECONDS:.0f}s; "
@@ -141,20 +146,29 @@ def commit(
 
 
 def _attempt(
-    graph: Graph, branch: str, prepare: Prepare, head_for: HeadFor, actor: str, publish_empty: bool
+    graph: Graph, branch: str, incarnation: str | None, prepare: Prepare, head_for: HeadFor, actor: str,
+    publish_empty: bool,
 ) -> CommitResult | None:
-    snapshot = graph.manifest.snapshot(branch)
-    _refuse_foreign_base(graph, snapshot)
-    writes = sorted(prepare(snapshot), key=lambda w: w.table_key)
-    if not writes and not publish_empty:
-        return None
+    """One try of the protocol on the branch incarnation the commit started on (read before the
+    snapshot, so the snapshot is of it or of a later one, which the check after arming refuses)."""
     target = lance_branch_name(branch)
-    _require_pinned_heads(graph, snapshot, writes, target, actor)
+    try:
+        snapshot = graph.manifest.snapshot(branch)
+        _refuse_foreign_base(graph, snapshot)
+        writes = sorted(prepare(snapshot), key=lambda w: w.table_key)
+        if not writes and not publish_empty:
+            return None
+        failpoint("write.after_prepare")
+        _require_pinned_heads(graph, snapshot, writes, target, actor)
+    except (ValueError, OSError):  # Lance's "not found" when the branch's images were deleted meanwhile
+        _require_incarnation(graph, branch, incarnation, None)
+        raise
     operation_id = new_ulid()
     plan = [_intent_table(snapshot.table(w.table_key), target) for w in writes]
     intent = WriteIntent(
         operation_id=operation_id,
         graph_branch=branch,
+        graph_incarnation=incarnation,
         base_manifest_version=snapshot.manifest_version,
         base_commit_id=snapshot.head.commit_id,
         tables=plan,
@@ -167,11 +181,43 @@ def _attempt(
     )
     intents.arm(graph.store, intent)
     failpoint("write.after_arm")
+    _require_incarnation(graph, branch, incarnation, operation_id)
     entries = _apply_effects(graph, snapshot, writes, plan, operation_id)
     published = _publish(graph, snapshot, entries, operation_id, head_for, actor)
     failpoint("write.after_publish")
     intents.disarm(graph.store, operation_id)
     return published
+
+
+def _require_incarnation(graph: Graph, branch: str, incarnation: str | None, operation_id: str | None) -> None:
+    """The branch is still the incarnation the commit read, and no live process is deleting it.
+
+    Called once the intent is armed (``operation_id``; disarmed here on refusal, nothing was
+    written): a deleter that started before this check is seen here, one that starts after it
+    sees the armed intent and refuses (:mod:`engine.branch_guard`). Called with None after a
+    failed read: the error is typed if the branch went away under it.
+    """
+    if branch == MAIN:
+        return
+    holder = branch_guard.live_holder(graph.store, branch) if operation_id is not None else None
+    now = graph.manifest.incarnation(branch)
+    if holder is None or holder.operation != "delete":
+        if now == incarnation:
+            return
+    if operation_id is not None:
+        intents.disarm(graph.store, operation_id)
+    if holder is not None and holder.operation == "delete":
+        raise branch_guard.busy_error(branch, holder, "this write")
+    if now is None:
+        raise NotFound(
+            f"branch {branch!r} was deleted while this write was being prepared; nothing was written",
+            {"branch": branch},
+        )
+    raise ReadSetConflict(
+        f"branch {branch!r} was deleted and created again while this write was being prepared; nothing "
+        "was written (the new branch of that name is another branch: retry against it if that is meant)",
+        {"member": f"branch {branch}", "expected": f"incarnation {incarnation}", "actual": f"incarnation {now}"},
+    )
 
 
 def _refuse_foreign_base(graph: Graph, snapshot: BranchSnapshot) -> None:

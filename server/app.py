@@ -53,6 +53,7 @@ def create_app(uri: str, profile: EngineProfile, address: str | None = None) -> 
         try:
             yield
         finally:
+            await run_in_threadpool(service.stop_writes)
             await run_in_threadpool(membership.stop)
 
     app = FastAPI(

@@ -106,6 +106,15 @@ class GraphService:
 
     # -- writes --------------------------------------------------------------------------------
 
+    def stop_writes(self) -> None:
+        """Wait for the write in flight, then take the write lock for good: the process is exiting.
+
+        Called on shutdown after the server stopped taking requests, so a request cancelled by
+        the graceful-shutdown timeout still finishes (or fails typed) its commit before the
+        process ends, and leaves no intent; writes queued behind it never start.
+        """
+        self._write_lock.acquire()
+
     def write(self, operation: Callable[[Graph], T]) -> T:
         """Run ``operation`` on the read-write graph once the barrier allows writes."""
         with self._write_lock:
