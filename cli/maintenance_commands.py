@@ -16,7 +16,7 @@ import click
 
 from cli.progress import StderrProgress
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from engine import drift, intents
+from engine import drift, intents, recovery
 from engine.errors import BadRequest, NotFound
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import Graph, open_graph
@@ -153,6 +153,9 @@ def add_maintenance_commands(group: click.Group) -> None:
         commits that change no row, then report any drift left (exit 5, naming `omnigraph drift`)."""
         opened = open_for_maintenance(graph, write=True)
         _report_opened(opened)
+        finished = recovery.finish_interrupted_branch_operations(opened.store, opened.manifest)
+        for name in finished:
+            say(f"completed an interrupted create or delete of branch {name}")
         drifted = []
         for branch in opened.manifest.branches():
             drifted += drift.out_of_band(opened.store, opened.manifest, branch, include_forks=True)
@@ -161,6 +164,7 @@ def add_maintenance_commands(group: click.Group) -> None:
             "recovered": [r.model_dump(mode="json") for r in opened.recovered],
             "adopted": [r.to_json() for r in opened.adopted],
             "in_flight": pending,
+            "branch_operations_completed": finished,
         }
         if drifted:
             error = drift.drift_error(opened.store.uri, drifted)

@@ -25,8 +25,9 @@ of them sees the other: a branch is never deleted under a commit that went past 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -83,6 +84,16 @@ def latest(store: GraphStore, branch: str) -> GuardRecord | None:
         return GuardRecord.model_validate_json(raw)
 
 
+def abandoned(store: GraphStore) -> list[GuardRecord]:
+    """Guards held by a process that is not alive (an interrupted create, delete or recovery), by branch."""
+    found = []
+    for name in store.list(GUARD_DIR):
+        record = latest(store, name)
+        if record is not None and record.state == "held" and not record.held_by_live_process():
+            found.append(record)
+    return found
+
+
 def live_holder(store: GraphStore, branch: str) -> GuardRecord | None:
     """The guard's record if a live process holds it now, else None."""
     record = latest(store, branch)
@@ -101,19 +112,33 @@ def _record(branch: str, sequence: int, state: Literal["held", "released"], oper
     )
 
 
-def try_acquire(store: GraphStore, branch: str, operation: GuardOperation) -> tuple[bool, GuardRecord]:
-    """Take the guard of ``branch`` for ``operation``: ``(True, my record)``, or ``(False, the
-    record of the live process that holds it)``."""
+@dataclass(frozen=True)
+class Attempt:
+    """The outcome of :func:`try_acquire`: ``held`` (this process's record) if it took the guard,
+    else ``holder`` (the live process holding it); ``previous`` is the state it replaced, whose
+    holder was dead if it was still ``held`` (an interrupted operation)."""
+
+    held: GuardRecord | None
+    holder: GuardRecord | None = None
+    previous: GuardRecord | None = None
+
+    def interrupted(self) -> GuardRecord | None:
+        """The record of the operation this acquisition took over from a dead process, if any."""
+        return self.previous if self.previous is not None and self.previous.state == "held" else None
+
+
+def try_acquire(store: GraphStore, branch: str, operation: GuardOperation) -> Attempt:
+    """Take the guard of ``branch`` for ``operation`` unless a live process holds it."""
     while True:
         current = latest(store, branch)
         if current is not None and current.held_by_live_process():
-            return False, current
+            return Attempt(held=None, holder=current)
         mine = _record(branch, 1 if current is None else current.sequence + 1, "held", operation)
         if _write(store, mine):
             for name in store.list(_guard_dir(branch)):
                 if name.endswith(".json") and name < _record_name(mine.sequence):
                     store.delete(f"{_guard_dir(branch)}/{name}")
-            return True, mine
+            return Attempt(held=mine, previous=current)
         # another process wrote that sequence number first: look again
 
 
@@ -133,16 +158,22 @@ def busy_error(branch: str, holder: GuardRecord, wanted: str) -> ReadSetConflict
 
 
 @contextmanager
-def guarded(store: GraphStore, branch: str, operation: GuardOperation, wanted: str) -> Iterator[GuardRecord]:
+def guarded(store: GraphStore, branch: str, operation: GuardOperation, wanted: str,
+            on_interrupted: Callable[[GuardRecord], None] | None = None) -> Iterator[GuardRecord]:
     """Hold the guard of ``branch`` for the block; ``read_set_conflict`` if a live process holds it.
 
-    A process killed inside the block leaves the guard held by a dead process, which the next
+    ``on_interrupted`` is called first with the record of a dead holder this takes over. A
+    process killed inside the block leaves the guard held by a dead process, which the next
     acquirer takes over.
     """
-    acquired, held = try_acquire(store, branch, operation)
-    if not acquired:
-        raise busy_error(branch, held, wanted)
+    attempt = try_acquire(store, branch, operation)
+    if attempt.held is None:
+        assert attempt.holder is not None
+        raise busy_error(branch, attempt.holder, wanted)
     try:
-        yield held
+        interrupted = attempt.interrupted()
+        if interrupted is not None and on_interrupted is not None:
+            on_interrupted(interrupted)
+        yield attempt.held
     finally:
-        release(store, held)
+        release(store, attempt.held)

@@ -15,9 +15,11 @@ are resolved with it: their effects were on the branch's own table forks, which 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from engine import branch_guard, intents, recovery
+from engine.failpoints import failpoint
 from engine.errors import BadRequest, NotFound, ReadSetConflict
 from engine.graph import Graph
 from engine.lance_io import delete_branch_if_present
@@ -33,6 +35,10 @@ def _valid_name(name: str) -> bool:
 
 def _table_paths(graph: Graph) -> list[str]:
     return sorted(entry.table_path for entry in graph.manifest.snapshot(MAIN).tables.values())
+
+
+def _completer(graph: Graph) -> Callable[[branch_guard.GuardRecord], None]:
+    return lambda record: recovery.complete_interrupted(graph.store, graph.manifest, record)
 
 
 def _require_creatable(graph: Graph, name: str, source: str) -> None:
@@ -52,10 +58,12 @@ def create_branch(graph: Graph, name: str, source: str = MAIN) -> GraphBranch:
             {"branch": name},
         )
     _require_creatable(graph, name, source)  # refused before the guard is taken: nothing written
-    with branch_guard.guarded(graph.store, name, "create", f"creating branch {name!r}"):
+    with branch_guard.guarded(graph.store, name, "create", f"creating branch {name!r}", _completer(graph)):
+        failpoint("branch.after_guard")
         _require_creatable(graph, name, source)
         for path in _table_paths(graph):
             delete_branch_if_present(graph.store, path, name)  # left by a delete that was interrupted
+        failpoint("branch.before_create")
         graph.manifest.create_branch(name, graph.manifest.snapshot(source))
         return graph.manifest.branches()[name]
 
@@ -73,7 +81,8 @@ def delete_branch(graph: Graph, name: str) -> None:
             f"branch {name!r} cannot be deleted: {', '.join(children)} were forked from it; delete them first",
             {"branch": name, "children": children},
         )
-    with branch_guard.guarded(graph.store, name, "delete", f"deleting branch {name!r}"):
+    with branch_guard.guarded(graph.store, name, "delete", f"deleting branch {name!r}", _completer(graph)):
+        failpoint("branch.after_guard")
         if name not in graph.manifest.branches():
             raise NotFound(f"branch {name!r} does not exist", {"branch": name})
         on_branch = [intent for intent in intents.list_intents(graph.store) if intent.graph_branch == name]
@@ -82,6 +91,7 @@ def delete_branch(graph: Graph, name: str) -> None:
             raise _write_in_flight(name, live[0])
         paths = _table_paths(graph)
         graph.manifest.delete_branch(name)
+        failpoint("branch.after_delete")
         for path in paths:
             delete_branch_if_present(graph.store, path, name)
         recovery.discard_for_deletion(graph.store, on_branch)

@@ -11,6 +11,7 @@
   existing ``(table branch, version)`` whose row count matches the row recorded in the manifest;
 * no table branch HEAD is ahead of every pin of it and no Lance branch of a table is pinned by
   no graph branch, unless a pending write intent names that table (an interrupted commit);
+* no branch create or delete was interrupted holding its guard (``omnigraph recover`` completes it);
 * no write intent is left in ``__recovery/`` (each one is a finding, with the command that
   resolves it);
 * ids are non-null and unique in every pinned image (each physical image is scanned once, with
@@ -32,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine import branch_guard
 from engine.errors import NotFound, OmnigraphError
 from engine.graph import SCHEMA_FILE
 from engine.intents import RECOVERY_DIR, WriteIntent
@@ -158,6 +160,16 @@ class _Checker:
                 f"write {intent.operation_id} on {intent.graph_branch} was interrupted and is pending recovery; {advice}",
                 branch=intent.graph_branch,
                 details={"operation_id": intent.operation_id, "tables": sorted(t.table_key for t in intent.tables)},
+            )
+
+    def check_branch_guards(self) -> None:
+        for record in branch_guard.abandoned(self.store):
+            self.add(
+                "interrupted_branch_operation",
+                f"a branch {record.operation} of {record.branch!r} by pid {record.pid} on {record.host} was "
+                f"interrupted; `omnigraph recover {self.store.uri}` completes it",
+                branch=record.branch,
+                details={"operation": record.operation, "pid": record.pid, "host": record.host},
             )
 
     # -- manifests and images -------------------------------------------------------------------
@@ -303,6 +315,7 @@ def check_graph(uri: str, scan_ids: IdScanner) -> CheckReport:
     checker = _Checker(store, manifest, scan_ids)
     stamp = checker.check_stamp()
     checker.check_intents(stamp)
+    checker.check_branch_guards()
     catalog = _read_catalog(checker)
     snapshots = checker.snapshots()
     for snapshot in snapshots.values():

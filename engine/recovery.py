@@ -34,8 +34,8 @@ from typing import Literal
 
 from engine import branch_guard, intents
 from engine.intents import IntentTable, RecoveredTable, RecoveryRecord, WriteIntent
-from engine.lance_io import latest_version, list_branches, open_dataset
-from engine.manifest import Manifest, TableEntry, now_ms
+from engine.lance_io import delete_branch_if_present, latest_version, list_branches, open_dataset
+from engine.manifest import MAIN, Manifest, TableEntry, now_ms
 from engine.storage import GraphStore
 
 Outcome = Literal["published", "rolled_back", "branch_gone", "branch_deleted"]
@@ -49,7 +49,7 @@ def _was_published(manifest: Manifest, intent: WriteIntent) -> bool:
     return False
 
 
-def _pinned_anywhere(manifest: Manifest, table_path: str, table_branch: str | None) -> bool:
+def pinned_anywhere(manifest: Manifest, table_path: str, table_branch: str | None) -> bool:
     """True if any live graph branch pins an image of ``table_branch`` of the table at ``table_path``."""
     for name in manifest.branches():
         for entry in manifest.snapshot(name).tables.values():
@@ -64,7 +64,7 @@ def _delete_dead_fork(store: GraphStore, manifest: Manifest, table: IntentTable)
     deleted = (
         fork is not None
         and (fork.parent_branch, fork.parent_version) == (table.branch_before, table.version_before)
-        and not _pinned_anywhere(manifest, table.table_path, table.target_branch)
+        and not pinned_anywhere(manifest, table.table_path, table.target_branch)
     )
     if deleted:
         open_dataset(store, table.table_path).branches.delete(str(table.target_branch))
@@ -170,17 +170,49 @@ def resolve_intents(store: GraphStore, manifest: Manifest) -> list[RecoveryRecor
         return records
     by_branch = sorted(_resolvable(intents.list_intents(store)), key=lambda i: (i.graph_branch, i.operation_id))
     for branch, _ in groupby(by_branch, key=lambda i: i.graph_branch):
-        acquired, held = branch_guard.try_acquire(store, branch, "recover")
-        if not acquired:
+        attempt = branch_guard.try_acquire(store, branch, "recover")
+        if attempt.held is None:
             continue  # a live process is creating, deleting or recovering this branch
         try:
+            interrupted = attempt.interrupted()
+            if interrupted is not None:
+                complete_interrupted(store, manifest, interrupted)
             # Listed again under the guard: the previous holder may have resolved some meanwhile.
             for intent in _resolvable(intents.list_intents(store)):
                 if intent.graph_branch == branch:
                     records.append(_resolve(store, manifest, intent))
         finally:
-            branch_guard.release(store, held)
+            branch_guard.release(store, attempt.held)
     return records
+
+
+def complete_interrupted(store: GraphStore, manifest: Manifest, record: branch_guard.GuardRecord) -> None:
+    """Finish what a process that died holding a branch's guard left (the caller holds the guard
+    now): if the branch does not exist (a delete that removed it, a create that had not made it
+    yet), delete the table forks of its name that no live branch pins. An existing branch is
+    left as it is."""
+    if record.operation == "recover" or record.branch in manifest.branches():
+        return
+    for entry in manifest.snapshot(MAIN).tables.values():
+        if not pinned_anywhere(manifest, entry.table_path, record.branch):
+            delete_branch_if_present(store, entry.table_path, record.branch)
+
+
+def finish_interrupted_branch_operations(store: GraphStore, manifest: Manifest) -> list[str]:
+    """Take over every guard whose holder died and complete its operation; the branch names."""
+    finished = []
+    for record in branch_guard.abandoned(store):
+        attempt = branch_guard.try_acquire(store, record.branch, "recover")
+        if attempt.held is None:
+            continue
+        try:
+            interrupted = attempt.interrupted()
+            if interrupted is not None:
+                complete_interrupted(store, manifest, interrupted)
+                finished.append(record.branch)
+        finally:
+            branch_guard.release(store, attempt.held)
+    return sorted(finished)
 
 
 def discard_for_deletion(store: GraphStore, dead: Iterable[WriteIntent]) -> list[RecoveryRecord]:
