@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS, STOP_SUFFIX,
 from engine.intents import RECOVERY_LOG_DIR, list_intents
 from engine.storage import open_store
 
-from tests.graph_helpers import OMNIGRAPH, export_text, make_example_graph, omnigraph, person, write_jsonl
+from tests.graph_helpers import OMNIGRAPH, PROJECT, export_text, make_example_graph, omnigraph, person, write_jsonl
 from tests.serve_helpers import start_fenced
 
 
@@ -140,31 +141,53 @@ def test_a_write_whose_branch_went_away_before_arming_fails_typed_and_writes_not
 
 
 def test_a_dead_writers_intent_is_resolved_by_the_delete(graph: str, tmp_path: Path) -> None:
-    data = write_jsonl(tmp_path, "h.jsonl", [person("h1", 4)])
-    crashed = _load(graph, data, "tmp", failpoint="write.after_effect")
-    assert crashed.returncode == FAILPOINT_EXIT_STATUS
-    [intent] = list_intents(open_store(graph))
-    omnigraph("branch", "delete", "tmp", graph).ok()
+    """Through a server whose read-write graph is already open (so no open resolves it first)."""
+    server = start_fenced(graph)
+    try:
+        assert server.load([person("warm", 1)]).status_code == 200
+        crashed = _load(graph, write_jsonl(tmp_path, "h.jsonl", [person("h1", 4)]), "tmp", failpoint="write.after_effect")
+        assert crashed.returncode == FAILPOINT_EXIT_STATUS
+        [intent] = list_intents(open_store(graph))
+        assert server.client.delete("/branches/tmp").status_code == 200
+        assert server.client.post("/branches", json={"name": "tmp"}).status_code == 201
+    finally:
+        assert server.stop() in (0, -signal.SIGTERM)
     record = json.loads(open_store(graph).read_bytes(f"{RECOVERY_LOG_DIR}/{intent.operation_id}.json"))
     assert record["outcome"] == "branch_deleted"
-    omnigraph("branch", "create", "tmp", graph).ok()
     assert "h1" not in _names(graph, "tmp") and "t0" not in _names(graph, "tmp")
     _assert_clean(graph)
 
 
+_DELETER = """
+import os, sys
+from engine.branches import delete_branch
+from engine.failpoints import FAILPOINT_ENV
+from tests.graph_helpers import graph_for
+graph = graph_for(sys.argv[1], write=True)  # open read-write now, before the intent below dies
+print("ready", flush=True)
+sys.stdin.readline()
+os.environ[FAILPOINT_ENV] = "branch.after_delete"
+delete_branch(graph, sys.argv[2])
+"""
+
+
 def test_an_intent_of_a_gone_incarnation_never_touches_the_new_branch(graph: str, tmp_path: Path) -> None:
-    """A dead first write to `tmp` (its fork planned and made), a delete of `tmp` killed before it
-    resolved that intent, then a new `tmp` whose first write (through a server that resolved
-    nothing) forks the same table from the same parent ref: recovering the old intent must not
-    delete the new branch's published fork."""
-    omnigraph("branch", "create", "fresh", graph).ok()
+    """A dead first write to `fresh` (its fork planned and made); a delete of `fresh` by a process
+    that opened the graph earlier (so it resolved nothing) killed after removing the branch and
+    before resolving that intent; then a new `fresh` whose first write, through a server that also
+    opened earlier, forks the same table from the same parent ref and is acknowledged. Recovering
+    the old intent must not delete the new branch's published fork."""
     server = start_fenced(graph)
     try:
         assert server.load([person("warm", 1)]).status_code == 200  # the server's graph is open read-write now
+        omnigraph("branch", "create", "fresh", graph).ok()  # so both incarnations fork from one main image
+        deleter = subprocess.Popen([sys.executable, "-c", _DELETER, graph, "fresh"], cwd=PROJECT,
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert deleter.stdout is not None and deleter.stdout.readline().strip() == "ready"
         crashed = _load(graph, write_jsonl(tmp_path, "h.jsonl", [person("h1", 4)]), "fresh", failpoint="write.after_fork")
         assert crashed.returncode == FAILPOINT_EXIT_STATUS
-        killed = omnigraph("branch", "delete", "fresh", graph, env={FAILPOINT_ENV: "branch.after_delete"})
-        assert killed.returncode == FAILPOINT_EXIT_STATUS
+        _, err = deleter.communicate("go\n", timeout=120)
+        assert deleter.returncode == FAILPOINT_EXIT_STATUS, err
         assert server.client.post("/branches", json={"name": "fresh"}).status_code == 201
         acked = server.load([person("acked", 5)], branch="fresh")
         assert acked.status_code == 200, acked.text
@@ -174,6 +197,7 @@ def test_an_intent_of_a_gone_incarnation_never_touches_the_new_branch(graph: str
     recovered = omnigraph("recover", "--json", graph).ok().json()
     [record] = recovered["recovered"]
     assert record["operation_id"] == old.operation_id and record["outcome"] == "branch_gone"
+    assert [t["action"] for t in record["tables"]] == ["unchanged"]  # the fork of that name is the new branch's
     assert "acked" in _names(graph, "fresh") and "h1" not in _names(graph, "fresh")
     _load(graph, write_jsonl(tmp_path, "f2.jsonl", [person("f2", 6)]), "fresh").ok()
     _assert_clean(graph)
