@@ -6,9 +6,9 @@ See :mod:`claims.claim` for the contracts and for why there is no time-based tak
 from claims.claim import acquire, break_, break_record_path, inspect, read_break, release
 from claims.document import BreakRecord, ClaimDocument
 from claims.errors import ClaimCorrupt, validation_problem
-from claims.liveness import holder_alive_here
 from claims.fields import ClaimToken, UtcTimestamp, new_token, utc_timestamp
-from engine.canonical_json import canonical_json
+from claims.liveness import holder_alive_here
+from engine.storage import canonical_json
 
 __all__ = [
     "BreakRecord",

@@ -2,7 +2,7 @@
 
 A claim is one object at a caller-chosen path relative to the graph root (the migrator uses
 ``__migration/claim.json``), holding a :class:`~claims.document.ClaimDocument` in canonical JSON.
-It is created with :meth:`engine.storage.GraphStore.put_if_absent` (``link(2)`` locally,
+It is created with :meth:`engine.storage.store.GraphStore.put_if_absent` (``link(2)`` locally,
 ``If-None-Match: *`` on S3), so of any number of concurrent acquirers exactly one wins.
 
 There is no time-based takeover anywhere, on purpose: no lease, no expiry, no "stale after N
@@ -36,9 +36,8 @@ import engine
 from claims.document import BreakRecord, ClaimDocument
 from claims.errors import ClaimCorrupt, validation_problem
 from claims.fields import new_token, utc_timestamp
-from engine.canonical_json import canonical_json
 from engine.errors import BadRequest, ClaimHeld, PreconditionFailed
-from engine.storage import GraphStore
+from engine.storage import GraphStore, canonical_json
 
 # How many times acquire retries when the claim vanished between its failed create and its read
 # (the holder released it in between); each retry is another atomic create-if-absent.

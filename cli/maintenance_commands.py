@@ -23,8 +23,7 @@ from engine.graph import Graph, open_graph
 from engine.legacy.table_store import LEGACY_PROFILE
 from engine.manifest import MAIN, Manifest
 from engine.optimize import optimize
-from engine.stamps import FORMAT_4
-from engine.storage import open_store
+from engine.storage import FORMAT_4, open_store
 from migrator.progress import SilentProgress
 
 _DURATION = re.compile(r"(\d+)([smhdw])")

@@ -18,16 +18,16 @@ import click
 
 from cli.claim import claim_group
 from cli.executor_options import chosen_executor, executor_options
-from cli.refence import refence_command
 from cli.fleet_options import ignore_fleet_option, report_fleet
+from cli.progress import StderrProgress
+from cli.rebuild import rebuild_command
+from cli.refence import refence_command
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine.errors import EXIT_VALIDATION_FAILED, OmnigraphError, ValidationFailed
 from engine.storage import copy_root, open_store
 from ledger import InventoryEntry, render_table
 from migrator import inspection, repair
 from migrator.inventory import inventory_lines
-from cli.progress import StderrProgress
-from cli.rebuild import rebuild_command
 from migrator.progress import Progress, SilentProgress
 from migrator.run import UpToDate, abort_migration, resume_migration, run_migration
 from playbooks.journal import default_journal_root

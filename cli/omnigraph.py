@@ -18,7 +18,7 @@ from engine.commits import commit_history
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import open_graph
 from engine.manifest import MAIN
-from engine.stamps import FORMAT_5
+from engine.storage import FORMAT_5
 
 
 @click.group()

@@ -14,9 +14,9 @@ from typing import Any, BinaryIO
 
 import click
 
-from engine.branches import branch_documents, create_branch, delete_branch
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine import fleet
+from engine.branches import branch_documents, create_branch, delete_branch
 from engine.errors import BadRequest
 from engine.export import export_lines
 from engine.graph import Graph, init_graph, open_graph

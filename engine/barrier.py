@@ -15,20 +15,19 @@ from typing import Any
 from engine.errors import FormatBarrier
 from engine.manifest import Manifest
 from engine.routing import EngineProfile
-from engine.stamps import FORMAT_MIGRATING
+from engine.storage import CLAIM_PATH, FORMAT_MIGRATING
 
-CLAIM_DOCUMENT = "__migration/claim.json"
 _HOLDER_FIELDS = ("owner", "host", "pid", "migration_id", "created_at")
 
 
 def claim_holder(manifest: Manifest) -> dict[str, Any] | None:
     """Who holds the migration claim (owner, host, pid, migration id, since), or None."""
     try:
-        document = json.loads(manifest.store.read_bytes(CLAIM_DOCUMENT))
+        document = json.loads(manifest.store.read_bytes(CLAIM_PATH))
     except FileNotFoundError:
         return None
     except ValueError:
-        return {"unreadable": CLAIM_DOCUMENT}
+        return {"unreadable": CLAIM_PATH}
     return {name: document.get(name) for name in _HOLDER_FIELDS}
 
 

@@ -19,11 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 from engine import branch_guard, intents, recovery
-from engine.failpoints import failpoint
 from engine.errors import BadRequest, NotFound, ReadSetConflict
+from engine.failpoints import failpoint
 from engine.graph import Graph
-from engine.lance_io import delete_branch_if_present
 from engine.manifest import MAIN, GraphBranch
+from engine.storage import delete_branch_if_present
 
 BRANCH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 

@@ -37,11 +37,19 @@ from engine import branch_guard
 from engine.errors import NotFound, OmnigraphError
 from engine.graph import SCHEMA_FILE
 from engine.intents import RECOVERY_DIR, WriteIntent
-from engine.lance_io import latest_version, list_branches, open_dataset, primary_key
 from engine.manifest import BranchSnapshot, Manifest
 from engine.schema import Catalog
-from engine.stamps import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS
-from engine.storage import GraphStore, open_store
+from engine.storage import (
+    FORMAT_5,
+    FORMAT_MIGRATING,
+    KNOWN_STAMPS,
+    GraphStore,
+    latest_version,
+    list_branches,
+    open_dataset,
+    open_store,
+    primary_key,
+)
 from engine.table_store import KEY_COLUMN
 
 LISTED_PER_FINDING = 100

@@ -48,10 +48,17 @@ import pyarrow.compute as pc
 
 from engine import intents
 from engine.errors import TableDrift, ValidationFailed
-from engine.lance_io import LanceBranch, delete_branch_if_present, latest_version, list_branches, open_dataset, primary_key
 from engine.manifest import HeadEntry, Manifest, TableEntry, lance_branch_name, now_ms, with_version
 from engine.schema.ids import new_ulid
-from engine.storage import GraphStore
+from engine.storage import (
+    GraphStore,
+    LanceBranch,
+    delete_branch_if_present,
+    latest_version,
+    list_branches,
+    open_dataset,
+    primary_key,
+)
 from engine.table_store import KEY_COLUMN, CommitConflict
 
 StepKind = Literal["no_row_change", "rewrite", "row_change"]

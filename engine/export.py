@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from engine.errors import BadRequest
 from engine.graph import Graph
-from engine.lance_io import open_dataset
 from engine.records import arrow_to_records
+from engine.storage import open_dataset
 
 
 def export_lines(graph: Graph, branch: str, types: list[str] | None = None) -> Iterator[str]:

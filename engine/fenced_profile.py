@@ -6,7 +6,7 @@ import lance
 
 from engine import table_store
 from engine.routing import EngineProfile, TableRouter
-from engine.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
+from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 
 
 def _check_writable(dataset: lance.LanceDataset, where: str) -> None:

@@ -29,12 +29,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from engine import intents
-from engine.canonical_json import canonical_json
 from engine.manifest import now_ms
 from engine.schema.ids import new_ulid
-from engine.storage import GraphStore
+from engine.storage import FLEET_DIR, GraphStore, canonical_json
 
-FLEET_DIR = "__fleet"
 HEARTBEAT_SECONDS = float(os.environ.get("OMNIGRAPH_FLEET_HEARTBEAT_SECONDS", "5"))
 STALE_AFTER_SECONDS = max(30.0, 6 * HEARTBEAT_SECONDS)
 

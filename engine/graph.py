@@ -22,11 +22,7 @@ from engine.manifest import HeadEntry, Manifest, TableEntry, now_ms
 from engine.routing import EngineProfile
 from engine.schema import Catalog
 from engine.schema.ids import new_ulid
-from engine.stamps import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS
-from engine.storage import GraphStore, open_store
-
-SCHEMA_FILE = "_schema.pg"
-
+from engine.storage import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS, SCHEMA_FILE, GraphStore, open_store
 
 @dataclass
 class Graph:

@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.graph import Graph
-from engine.lance_io import open_dataset
 from engine.manifest import TableEntry
+from engine.storage import open_dataset
 
 FILTER_IDS = 8192
 """Up to this many ids are probed with a Lance filter; more are matched while streaming ``id``."""

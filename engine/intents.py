@@ -14,11 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from engine.canonical_json import canonical_json
 from engine.errors import Internal
-from engine.storage import GraphStore
+from engine.storage import RECOVERY_DIR, GraphStore, canonical_json
 
-RECOVERY_DIR = "__recovery"
 RECOVERY_LOG_DIR = f"{RECOVERY_DIR}/log"
 
 

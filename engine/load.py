@@ -33,11 +33,11 @@ from engine.errors import BadRequest, KeyConflict, OmnigraphError, ResourceLimit
 from engine.graph import Graph
 from engine.id_probe import ChunkProbe, present_ids
 from engine.jsonl_blocks import JsonlSource
-from engine.lance_io import open_dataset
 from engine.manifest import BranchSnapshot, TableEntry
 from engine.record_set import RecordSet
 from engine.records_endpoints import EdgeEnds, check_edge_endpoints
 from engine.records_read import read_records
+from engine.storage import open_dataset
 from engine.write import CommitResult, TableWrite, commit
 
 LoadMode = Literal["append", "merge", "overwrite"]

@@ -28,12 +28,17 @@ import lance
 import pyarrow as pa
 
 from engine import table_store
-from engine.canonical_json import canonical_json
 from engine.errors import FormatRefused, NotFound, ReadSetConflict
-from engine.lance_io import PK_METADATA_KEY, LanceBranch, list_branches, open_dataset
-from engine.storage import GraphStore
+from engine.storage import (
+    MANIFEST_DIR,
+    PK_METADATA_KEY,
+    GraphStore,
+    LanceBranch,
+    canonical_json,
+    list_branches,
+    open_dataset,
+)
 
-MANIFEST_DIR = "__manifest"
 MAIN = "main"
 FORMAT_KEY = "omnigraph:format"
 MIGRATION_ID_KEY = "omnigraph:migration_id"

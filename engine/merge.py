@@ -42,11 +42,11 @@ import pyarrow.compute as pc
 from engine.commit_graph import load_commit_graph
 from engine.errors import BadRequest, Internal, MergeConflict, ResourceLimit
 from engine.graph import Graph
-from engine.lance_io import open_dataset
 from engine.load import MAX_ARROW_BYTES, MAX_ROWS
 from engine.manifest import BranchSnapshot
 from engine.merge_check import check_merged
 from engine.merge_diff import TableChanges, compare_table
+from engine.storage import open_dataset
 from engine.write import CommitResult, TableWrite, commit
 
 MergeOutcome = Literal["up_to_date", "fast_forward", "merged"]

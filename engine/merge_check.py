@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.graph import Graph
-from engine.lance_io import open_dataset
 from engine.manifest import BranchSnapshot, TableEntry
 from engine.merge_diff import TableChanges
+from engine.storage import open_dataset
 
 Problem = dict[str, Any]
 

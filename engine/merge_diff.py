@@ -21,9 +21,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.lance_io import open_dataset
 from engine.manifest import TableEntry
-from engine.storage import GraphStore
+from engine.storage import GraphStore, open_dataset
 
 ConflictKind = Literal["divergent_insert", "delete_vs_update", "divergent_update"]
 _BATCH_ROWS = 8192

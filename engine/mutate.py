@@ -44,7 +44,6 @@ from engine.gq import parse
 from engine.gq.checker import BoundQuery, BoundStatement, Condition, check_mix, check_query
 from engine.gq.syntax import Query
 from engine.graph import Graph
-from engine.lance_io import open_dataset
 from engine.id_probe import present_ids
 from engine.load import MAX_ARROW_BYTES, MAX_ROWS
 from engine.manifest import BranchSnapshot
@@ -53,6 +52,7 @@ from engine.merge_diff import TableChanges
 from engine.records import EdgeRow, NodeRow, rows_to_arrow
 from engine.schema import TableDef
 from engine.schema.ids import derive_node_id, new_ulid
+from engine.storage import open_dataset
 from engine.write import CommitResult, TableWrite, commit
 
 Row = NodeRow | EdgeRow

@@ -34,9 +34,8 @@ from typing import Literal
 
 from engine import branch_guard, intents
 from engine.intents import IntentTable, RecoveredTable, RecoveryRecord, WriteIntent
-from engine.lance_io import delete_branch_if_present, latest_version, list_branches, open_dataset
 from engine.manifest import MAIN, Manifest, TableEntry, now_ms
-from engine.storage import GraphStore
+from engine.storage import GraphStore, delete_branch_if_present, latest_version, list_branches, open_dataset
 
 Outcome = Literal["published", "rolled_back", "branch_gone", "branch_deleted"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.graph import Graph
-from engine.lance_io import open_dataset, primary_key
+from engine.storage import open_dataset, primary_key
 
 
 def snapshot_document(graph: Graph, branch: str) -> dict[str, Any]:

@@ -28,8 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import FormatRefused, Internal
-from engine.lance_io import PK_METADATA_KEY, create_empty_dataset, primary_key
-from engine.storage import GraphStore
+from engine.storage import PK_METADATA_KEY, GraphStore, create_empty_dataset, primary_key
 
 KEY_COLUMN = "id"
 

@@ -43,7 +43,6 @@ from engine.errors import BadRequest, NotFound, ReadSetConflict, RecoveryRequire
 from engine.failpoints import failpoint
 from engine.graph import Graph
 from engine.intents import IntentTable, WriteIntent
-from engine.lance_io import ensure_fork, latest_version, list_branches, open_dataset
 from engine.manifest import (
     MAIN,
     BranchSnapshot,
@@ -54,7 +53,7 @@ from engine.manifest import (
     with_version,
 )
 from engine.schema.ids import new_ulid
-from engine.stamps import FORMAT_4, FORMAT_5
+from engine.storage import FORMAT_4, FORMAT_5, ensure_fork, latest_version, list_branches, open_dataset
 from engine.table_store import CommitConflict, ExistingKeys
 
 WriteKind = Literal["insert", "upsert", "overwrite", "repair", "merge"]

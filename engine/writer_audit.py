@@ -22,10 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import FormatRefused
-from engine.lance_io import open_dataset, primary_key
 from engine.manifest import BranchSnapshot, Manifest
-from engine.stamps import FORMAT_4
-from engine.storage import GraphStore
+from engine.storage import FORMAT_4, GraphStore, open_dataset, primary_key
 from engine.table_store import KEY_COLUMN
 
 

@@ -1,7 +1,7 @@
 """The migration ledger: append-only, sequence-numbered, create-if-absent records on a store.
 
 Records live at ``<directory>/<seq:08d>.json`` (seq from 1, no gaps), each written once with
-:meth:`engine.storage.GraphStore.put_if_absent` in canonical JSON and never rewritten or deleted.
+:meth:`engine.storage.store.GraphStore.put_if_absent` in canonical JSON and never rewritten or deleted.
 
 Writing: a :class:`Ledger` lists its directory once (on the first :meth:`Ledger.append` or
 :meth:`Ledger.replay`) and then tracks its own next sequence number. If another writer created
@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from claims.errors import validation_problem
-from engine.canonical_json import canonical_json
 from engine.errors import BadRequest, NotFound
-from engine.storage import GraphStore
+from engine.storage import GraphStore, canonical_json
 from ledger.errors import LedgerCorrupt, LedgerFenced
 from ledger.fold import FoldedState, fold
 from ledger.layout import is_staging_name, parse_record_name, record_path

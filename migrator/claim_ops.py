@@ -16,8 +16,7 @@ from typing import Any
 from claims import ClaimDocument, break_, holder_alive_here, inspect
 from claims.liveness import holder_on_this_host
 from engine.errors import ClaimHeld, NotFound, PreconditionFailed
-from engine.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
-from engine.storage import GraphStore
+from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, GraphStore
 from ledger import ClaimBroken, Ledger, MigrationStarted
 from migrator.context import open_existing_graph
 from migrator.layout import CLAIM_PATH, ledger_dir

@@ -26,8 +26,7 @@ from typing import Protocol
 import lance
 
 from engine.errors import BadRequest
-from engine.lance_io import open_dataset
-from engine.storage import GraphStore
+from engine.storage import GraphStore, open_dataset
 from migrator.progress import Progress
 from migrator.validate import ImageReport, validate_image, validation_session
 

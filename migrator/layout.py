@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from engine.storage import GraphStore
+from engine.storage import CLAIM_PATH, MIGRATION_DIR, GraphStore
 
-MIGRATION_DIR = "__migration"
-CLAIM_PATH = f"{MIGRATION_DIR}/claim.json"
 CLAIM_OPERATION = "fencing-migration"
 
 

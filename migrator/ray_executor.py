@@ -8,7 +8,7 @@ is read with the Lance storage options of the migrating process, which travel wi
 the same path on every node.
 
 A task gets plain values only (:class:`ImageTask`: dataset URI, storage options, table branch and
-version, never a :class:`~engine.storage.GraphStore` or a Lance dataset), opens the image itself
+version, never a :class:`~engine.storage.store.GraphStore` or a Lance dataset), opens the image itself
 and runs :func:`~migrator.validate.validate_image` on it, with DuckDB using the CPUs Ray assigned
 to the task (one) under the usual memory limit. So a report is the local report of that image.
 The worker also returns the versions the digest depends on
@@ -41,8 +41,7 @@ from dataclasses import dataclass
 import ray
 import ray.exceptions
 
-from engine.lance_io import open_dataset_at
-from engine.storage import GraphStore
+from engine.storage import GraphStore, open_dataset_at
 from migrator.errors import ExecutorFailed
 from migrator.executors import VALIDATING, PinnedImage, open_images
 from migrator.progress import Progress

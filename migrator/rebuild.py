@@ -35,8 +35,7 @@ from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import Graph, init_graph, open_graph
 from engine.load import load
 from engine.manifest import MAIN, GraphBranch
-from engine.stamps import FORMAT_4, FORMAT_5
-from engine.storage import open_store
+from engine.storage import FORMAT_4, FORMAT_5, open_store
 
 @dataclass(frozen=True)
 class RebuiltBranch:

@@ -31,13 +31,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from engine.errors import BadRequest, FormatRefused
 from engine.fenced_profile import FENCED_ROUTER
 from engine.graph import Graph, open_graph
-from engine.lance_io import open_dataset
 from engine.id_probe import present_ids
 from engine.manifest import BranchSnapshot, Manifest
 from engine.routing import EngineProfile
 from engine.schema.ids import new_ulid
-from engine.stamps import FORMAT_MIGRATING
-from engine.storage import open_store
+from engine.storage import FORMAT_MIGRATING, open_dataset, open_store
 from engine.write import TableWrite, commit
 from ledger import InventoryEntry, RepairApplied, RepairDecision
 from migrator.context import Migration

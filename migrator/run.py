@@ -40,13 +40,13 @@ from engine.errors import (
 from engine.failpoints import failpoint
 from engine.manifest import Manifest
 from engine.schema.ids import new_ulid
-from engine.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
-from engine.storage import GraphStore, open_store
+from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, GraphStore, open_store
 from engine.writer_audit import readiness_problems
 from ledger import (
     Aborted,
     BarrierSet,
     ClaimReleased,
+    DriftDetected as DriftRecord,
     ImageState,
     ImageValidated,
     Ledger,
@@ -58,9 +58,6 @@ from ledger import (
     UnitStep,
     ValidationFailedRecord,
     Verified,
-)
-from ledger import (
-    DriftDetected as DriftRecord,
 )
 from migrator import sidecar as sidecars
 from migrator.claim_ops import refuse_live_holder

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from engine.canonical_json import canonical_json
-from engine.storage import GraphStore
+from engine.storage import GraphStore, canonical_json
 from ledger import UnitPlan
 from migrator.errors import MigrationRefused
 from migrator.layout import migration_ids, sidecar_path

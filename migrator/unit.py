@@ -24,14 +24,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.failpoints import failpoint
-from engine.lance_io import (
+from engine.manifest import TableEntry
+from engine.storage import (
     LanceBranch,
     list_branches,
     open_dataset,
     primary_key,
     wait_for_branch,
 )
-from engine.manifest import TableEntry
 from engine.table_store import KEY_COLUMN, CommitConflict, install_primary_key
 from ledger import DriftItem, ImageState, UnitCompleted, UnitPlan, UnitStep
 from migrator import sidecar as sidecars

@@ -15,15 +15,14 @@ from typing import Any
 
 from claims import inspect
 from engine import intents
-from engine.lance_io import latest_version, open_dataset, primary_key
 from engine.manifest import Manifest
-from engine.storage import GraphStore
+from engine.storage import GraphStore, latest_version, open_dataset, primary_key
 from engine.table_store import KEY_COLUMN
 from engine.writer_audit import foreign_heads, refence_command
 from ledger import DriftItem, FoldedState, Ledger
 from migrator.errors import DriftDetected
-from migrator.layout import CLAIM_PATH, ledger_dir
 from migrator.fingerprint import physical_fingerprint
+from migrator.layout import CLAIM_PATH, ledger_dir
 from migrator.validate import validate_image
 
 

@@ -27,9 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from claims.errors import validation_problem
 from claims.fields import UtcTimestamp, utc_timestamp
-from engine.canonical_json import canonical_json
 from engine.errors import Internal
-from engine.storage import GraphStore
+from engine.storage import GraphStore, canonical_json
 from ledger.layout import parse_record_name, record_path
 
 Text = Annotated[str, Field(min_length=1)]

@@ -34,8 +34,7 @@ from engine.merge import merge_branch
 from engine.mutate import mutate, select_query
 from engine.routing import EngineProfile
 from engine.snapshot import snapshot_document
-from engine.stamps import FORMAT_5
-from engine.storage import open_store
+from engine.storage import FORMAT_5, open_store
 from engine.writer_audit import readiness_problems
 
 T = TypeVar("T")

@@ -5,9 +5,8 @@ from __future__ import annotations
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import open_graph
 from engine.intents import list_intents
-from engine.lance_io import latest_version, list_branches, open_dataset
 from engine.manifest import lance_branch_name
-from engine.storage import open_store
+from engine.storage import latest_version, list_branches, open_dataset, open_store
 
 
 def assert_write_converged(uri: str, branch: str) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.export import export_lines
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import Graph, init_graph, open_graph
 from engine.load import load
 from engine.manifest import BranchSnapshot
 from engine.write import TableWrite, commit
-from engine.export import export_lines
 
 SCHEMA = """
 node Person { name: String @key  age: I32?  email: String? @unique }

@@ -90,7 +90,7 @@ def build_duplicate(uri: str, tmp_path: Path, compact: bool = True) -> str:
 
 
 def count_ids(uri: str, branch: str, table_key: str, entity_id: str) -> int:
-    from engine.lance_io import open_dataset
+    from engine.storage import open_dataset
     from engine.manifest import Manifest
 
     store = open_store(uri)

@@ -16,12 +16,11 @@ import pyarrow as pa
 import pytest
 
 from engine import table_store
+from engine.branches import create_branch
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.lance_io import open_dataset
 from engine.legacy.table_store import LEGACY_PROFILE
 from engine.manifest import Manifest, TableEntry, with_version
-from engine.storage import open_store
-from engine.branches import create_branch
+from engine.storage import open_dataset, open_store
 from tests.check_helpers import assert_check_clean, tree_digest
 from tests.conftest import new_root
 from tests.graph_helpers import (

@@ -121,7 +121,7 @@ def test_run_at_stamp_5_with_claim_held_exits_3_naming_a_command_that_releases_i
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_run_on_a_graph_that_fails_verify_is_not_up_to_date(migrated_copy: str) -> None:
     """Stamp 5 alone is not enough: rows deleted behind the engine's back fail verify, so run says so."""
-    from engine.lance_io import open_dataset
+    from engine.storage import open_dataset
 
     store = open_store(migrated_copy)
     entry = Manifest(store).snapshot("main").table("node:Person")

@@ -25,9 +25,8 @@ from graph_helpers import (
 
 from engine.branches import create_branch, delete_branch
 from engine.errors import BadRequest, NotFound
-from engine.lance_io import list_branches, open_dataset
 from engine.manifest import Manifest
-from engine.storage import open_store
+from engine.storage import list_branches, open_dataset, open_store
 
 EXAMPLE_PEOPLE = ["Alice", "Bob", "Carol", "Dave", "Eve", "Frank", "Grace", "Heidi"]
 

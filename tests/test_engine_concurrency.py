@@ -9,10 +9,9 @@ import pytest
 
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import init_graph
-from engine.lance_io import open_dataset
 from engine.legacy.table_store import LEGACY_PROFILE
 from engine.manifest import Manifest
-from engine.storage import open_store
+from engine.storage import open_dataset, open_store
 from tests.graph_helpers import OMNIGRAPH, OMNIGRAPH_V4
 from tests.process_race import interleave_held, race
 

@@ -21,9 +21,8 @@ from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import init_graph, open_graph
 from engine.intents import RECOVERY_DIR, RECOVERY_LOG_DIR, list_intents
-from engine.lance_io import latest_version
 from engine.load import load
-from engine.storage import open_store
+from engine.storage import latest_version, open_store
 
 SCHEMA = """
 node Person { name: String @key }

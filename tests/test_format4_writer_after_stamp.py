@@ -21,9 +21,8 @@ from click.testing import CliRunner
 
 from cli.migrate import cli as migrate_cli
 from engine.fenced_profile import FENCED_PROFILE
-from engine.lance_io import open_dataset, primary_key
 from engine.manifest import FORMAT_KEY, MANIFEST_DIR, Manifest
-from engine.storage import open_store
+from engine.storage import open_dataset, open_store, primary_key
 from engine.writer_audit import readiness_problems
 from server.service import GraphService
 from tests.conftest import new_root

@@ -24,9 +24,8 @@ from engine import drift, intents
 from engine.errors import TableDrift
 from engine.graph import init_graph
 from engine.intents import WriteIntent
-from engine.lance_io import open_dataset
 from engine.manifest import Manifest
-from engine.storage import open_store
+from engine.storage import open_dataset, open_store
 from tests.graph_helpers import (
     ACTOR,
     FENCED_PROFILE,
@@ -353,7 +352,7 @@ def test_recover_command_named_by_recovery_required_resolves_an_interrupted_comm
 
 
 def test_optimize_cleanup_keeps_a_version_a_migration_sidecar_pins(root_uri: str) -> None:
-    from engine.canonical_json import canonical_json
+    from engine.storage import canonical_json
     from engine.schema.ids import new_ulid
     from ledger import UnitPlan
     from migrator.layout import sidecar_path

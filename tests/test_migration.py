@@ -15,10 +15,9 @@ from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import open_graph
 from engine.intents import list_intents
-from engine.lance_io import latest_version, list_branches, open_dataset, primary_key
 from engine.legacy.table_store import LEGACY_PROFILE
 from engine.manifest import Manifest
-from engine.storage import open_store
+from engine.storage import latest_version, list_branches, open_dataset, open_store, primary_key
 from ledger import Ledger
 from migrator import sidecar as sidecars
 from migrator.layout import CLAIM_PATH, ledger_dir

@@ -10,11 +10,10 @@ import pytest
 from claims import inspect
 from engine.failpoints import FAILPOINT_EXIT_STATUS
 from engine.graph import open_graph
-from engine.lance_io import list_branches, open_dataset, primary_key
 from engine.legacy.table_store import LEGACY_PROFILE
 from engine.load import load
 from engine.manifest import Manifest
-from engine.storage import open_store
+from engine.storage import list_branches, open_dataset, open_store, primary_key
 from ledger import Ledger, ValidationFailedRecord
 from migrator.layout import CLAIM_PATH, ledger_dir
 from tests.check_helpers import assert_check_finds

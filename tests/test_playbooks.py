@@ -24,9 +24,8 @@ import yaml
 
 from claims import inspect
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.lance_io import list_branches, open_dataset, primary_key
 from engine.manifest import Manifest
-from engine.storage import open_store
+from engine.storage import list_branches, open_dataset, open_store, primary_key
 from ledger import Ledger, PlaybookStep, RepairApplied
 from migrator.layout import CLAIM_PATH, ledger_dir
 from tests.conftest import new_root

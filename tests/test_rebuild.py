@@ -10,10 +10,8 @@ from click.testing import CliRunner
 from cli.migrate import cli as migrate_cli
 from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import open_graph
-from engine.lance_io import open_dataset, primary_key
 from engine.manifest import Manifest
-from engine.stamps import FORMAT_4, FORMAT_5
-from engine.storage import open_store
+from engine.storage import FORMAT_4, FORMAT_5, open_dataset, open_store, primary_key
 from tests.conftest import new_root
 from tests.graph_helpers import all_objects
 from tests.migration_fixtures import BRANCHES, build_fixture, exports

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from tests.check_helpers import assert_check_clean
-from tests.conftest import new_root
 from engine.branches import create_branch
+from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.graph import init_graph
 from engine.legacy.table_store import LEGACY_PROFILE
-from engine.storage import open_store
 from engine.load import load
+from engine.storage import open_store
+from tests.check_helpers import assert_check_clean
+from tests.conftest import new_root
 from tests.migration_fixtures import BIN, COMPACT_DATA, COMPACT_SCHEMA, exports
 from tests.s3_fault_proxy import FaultProxy
 from tests.test_migration import claim_token

@@ -16,13 +16,12 @@ from click.testing import CliRunner
 
 from claims import inspect
 from cli.migrate import cli as migrate_cli
-from engine.canonical_json import canonical_json
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.fleet import FleetRecord, list_records, record_path
 from engine.intents import this_host
 from engine.legacy.table_store import LEGACY_PROFILE
 from engine.manifest import Manifest, now_ms
-from engine.storage import open_store
+from engine.storage import canonical_json, open_store
 from migrator.fleet_check import fleet_document
 from migrator.layout import CLAIM_PATH
 from tests.graph_helpers import ACTOR, BIN, OMNIGRAPH, OMNIGRAPH_V4, invoke, make_example_graph, person, run_cli, write_jsonl

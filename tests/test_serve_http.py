@@ -19,8 +19,7 @@ import pytest
 
 from engine import table_store
 from engine.fleet import list_records
-from engine.lance_io import open_dataset
-from engine.storage import open_store
+from engine.storage import open_dataset, open_store
 from tests.conftest import new_root
 from tests.graph_helpers import (
     OMNIGRAPH,

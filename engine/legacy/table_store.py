@@ -16,10 +16,8 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.lance_io import create_empty_dataset
 from engine.routing import EngineProfile, TableRouter
-from engine.stamps import FORMAT_4
-from engine.storage import GraphStore
+from engine.storage import FORMAT_4, GraphStore, create_empty_dataset
 from engine.table_store import ExistingKeys
 
 

@@ -14,9 +14,7 @@ import pyarrow as pa
 
 from engine.errors import BadRequest
 from engine.schema.types import PropertyType
-
-PK_METADATA_KEY = "lance-schema:unenforced-primary-key"
-"""Lance field metadata that makes ``id`` the table's unenforced primary key (format 5)."""
+from engine.storage.names import PK_METADATA_KEY
 
 
 @dataclass(frozen=True)

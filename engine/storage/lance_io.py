@@ -15,9 +15,8 @@ import pyarrow as pa
 from tenacity import retry, retry_if_result, stop_after_delay, wait_exponential_jitter
 
 from engine.errors import RecoveryRequired
-from engine.storage import GraphStore
-
-PK_METADATA_KEY = "lance-schema:unenforced-primary-key"
+from engine.storage.names import PK_METADATA_KEY
+from engine.storage.store import GraphStore
 
 
 @dataclass(frozen=True)

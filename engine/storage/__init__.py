@@ -1,0 +1,63 @@
+"""Storage: the graph root on object storage and the Lance datasets under it.
+
+:mod:`~engine.storage.store` is the object store (one URI, local or S3, with the atomic
+create-if-absent primitive), :mod:`~engine.storage.lance_io` opens Lance datasets at a (branch,
+version) and lists, forks and deletes Lance branches, :mod:`~engine.storage.names` holds every
+root-relative name used in several places, :mod:`~engine.storage.stamps` the format stamp values
+and :mod:`~engine.storage.canonical_json` the byte encoding of every persisted JSON document.
+Nothing here writes table rows, and nothing here imports another engine sub-package but
+:mod:`engine.errors`.
+"""
+
+from engine.storage.canonical_json import canonical_json
+from engine.storage.lance_io import (
+    LanceBranch,
+    create_empty_dataset,
+    delete_branch_if_present,
+    ensure_fork,
+    latest_version,
+    list_branches,
+    open_dataset,
+    open_dataset_at,
+    primary_key,
+    wait_for_branch,
+)
+from engine.storage.names import (
+    CLAIM_PATH,
+    FLEET_DIR,
+    MANIFEST_DIR,
+    MIGRATION_DIR,
+    PK_METADATA_KEY,
+    RECOVERY_DIR,
+    SCHEMA_FILE,
+)
+from engine.storage.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS
+from engine.storage.store import GraphStore, copy_root, open_store
+
+__all__ = [
+    "CLAIM_PATH",
+    "FLEET_DIR",
+    "FORMAT_4",
+    "FORMAT_5",
+    "FORMAT_MIGRATING",
+    "KNOWN_STAMPS",
+    "MANIFEST_DIR",
+    "MIGRATION_DIR",
+    "PK_METADATA_KEY",
+    "RECOVERY_DIR",
+    "SCHEMA_FILE",
+    "GraphStore",
+    "LanceBranch",
+    "canonical_json",
+    "copy_root",
+    "create_empty_dataset",
+    "delete_branch_if_present",
+    "ensure_fork",
+    "latest_version",
+    "list_branches",
+    "open_dataset",
+    "open_dataset_at",
+    "open_store",
+    "primary_key",
+    "wait_for_branch",
+]

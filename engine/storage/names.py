@@ -1,0 +1,20 @@
+"""Every root-relative name the engine shares across modules, and the Lance primary-key metadata key.
+
+A graph root holds ``_schema.pg`` (the accepted schema source), ``__manifest`` (the manifest
+Lance dataset), one Lance dataset per table, ``__recovery/`` (write intents, their resolution
+log and the per-branch guards), ``__fleet/`` (the registry of running writers) and, during an
+upgrade, ``__migration/`` (the migrator's claim, ledger and unit sidecars). The engine reads the
+claim document only as plain JSON; its format belongs to ``claims/``.
+"""
+
+from __future__ import annotations
+
+SCHEMA_FILE = "_schema.pg"
+MANIFEST_DIR = "__manifest"
+RECOVERY_DIR = "__recovery"
+FLEET_DIR = "__fleet"
+MIGRATION_DIR = "__migration"
+CLAIM_PATH = f"{MIGRATION_DIR}/claim.json"
+
+PK_METADATA_KEY = "lance-schema:unenforced-primary-key"
+"""Lance field metadata that makes ``id`` the table's unenforced primary key (format 5)."""
