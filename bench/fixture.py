@@ -30,8 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.branches import create_branch
+from engine.door import LEGACY_PROFILE
 from engine.graph import Graph, init_graph
-from engine.legacy.table_store import LEGACY_PROFILE
 from engine.manifest import MAIN, BranchSnapshot
 from engine.write import TableWrite, commit
 from layout import BRANCHES, FIXTURE_FILE, FIXTURE_VERSION, GRAPH_DIR

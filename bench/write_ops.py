@@ -49,7 +49,7 @@ def item_ids(first: int, count: int) -> pa.Array:
 
 
 def build(rows: int, out: Path, btree: bool) -> dict:
-    from engine.fenced_profile import FENCED_PROFILE
+    from engine.door import FENCED_PROFILE
     from engine.graph import init_graph
     from engine.manifest import MAIN, BranchSnapshot
     from engine.write import TableWrite, commit
@@ -82,7 +82,7 @@ def _jsonl(first: int, count: int, n: int) -> bytes:
 
 
 def engine_write(graph_dir: Path, mode: str) -> dict:
-    from engine.fenced_profile import FENCED_PROFILE
+    from engine.door import FENCED_PROFILE
     from engine.graph import open_graph
     from engine.load import load
     from engine.manifest import MAIN

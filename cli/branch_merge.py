@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from engine.fenced_profile import FENCED_PROFILE
+from engine.door import FENCED_PROFILE
 from engine.graph import open_graph
 from engine.manifest import MAIN
 from engine.merge import merge_branch

@@ -17,10 +17,9 @@ import click
 from cli.progress import StderrProgress
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine import drift, intents, recovery
+from engine.door import FENCED_PROFILE, LEGACY_PROFILE
 from engine.errors import BadRequest, NotFound
-from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import Graph, open_graph
-from engine.legacy.table_store import LEGACY_PROFILE
 from engine.manifest import MAIN, Manifest
 from engine.optimize import optimize
 from engine.storage import FORMAT_4, open_store

@@ -15,7 +15,7 @@ from cli.shared_commands import add_shared_commands
 from cli.support import echo_result, emit_json, json_option, reports_errors
 from engine import __version__
 from engine.commits import commit_history
-from engine.fenced_profile import FENCED_PROFILE
+from engine.door import FENCED_PROFILE
 from engine.graph import open_graph
 from engine.manifest import MAIN
 from engine.storage import FORMAT_5

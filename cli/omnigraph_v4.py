@@ -6,7 +6,7 @@ import click
 
 from cli.serve_commands import add_serve_command
 from cli.shared_commands import add_shared_commands
-from engine.legacy.table_store import LEGACY_PROFILE
+from engine.door import LEGACY_PROFILE
 
 
 @click.group()

@@ -7,8 +7,8 @@ import os
 import click
 
 from cli.support import reports_errors, say
+from engine.door import EngineProfile
 from engine.graph import open_graph
-from engine.routing import EngineProfile
 
 
 def add_serve_command(group: click.Group, profile: EngineProfile) -> None:

@@ -17,12 +17,12 @@ import click
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine import fleet
 from engine.branches import branch_documents, create_branch, delete_branch
+from engine.door import EngineProfile
 from engine.errors import BadRequest
 from engine.export import export_lines
 from engine.graph import Graph, init_graph, open_graph
 from engine.load import LoadResult, load
 from engine.manifest import MAIN
-from engine.routing import EngineProfile
 from engine.snapshot import snapshot_document
 
 PIPE_COPY_BYTES = 1 << 20

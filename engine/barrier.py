@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.door import EngineProfile
 from engine.errors import FormatBarrier
 from engine.manifest import Manifest
-from engine.routing import EngineProfile
 from engine.storage import CLAIM_PATH, FORMAT_MIGRATING
 
 _HOLDER_FIELDS = ("owner", "host", "pid", "migration_id", "created_at")

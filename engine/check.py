@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine import branch_guard
+from engine.door import KEY_COLUMN
 from engine.errors import NotFound, OmnigraphError
 from engine.graph import SCHEMA_FILE
 from engine.intents import RECOVERY_DIR, WriteIntent
@@ -50,7 +51,6 @@ from engine.storage import (
     open_store,
     primary_key,
 )
-from engine.table_store import KEY_COLUMN
 
 LISTED_PER_FINDING = 100
 EDGE_BATCH_ROWS = 32_768

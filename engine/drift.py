@@ -47,6 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import intents
+from engine.door import KEY_COLUMN, CommitConflict
 from engine.errors import TableDrift, ValidationFailed
 from engine.manifest import HeadEntry, Manifest, TableEntry, lance_branch_name, now_ms, with_version
 from engine.schema.ids import new_ulid
@@ -59,7 +60,6 @@ from engine.storage import (
     open_dataset,
     primary_key,
 )
-from engine.table_store import KEY_COLUMN, CommitConflict
 
 StepKind = Literal["no_row_change", "rewrite", "row_change"]
 Verdict = Literal["adoptable", "drift"]
@@ -406,7 +406,7 @@ def adopt(
 
     ``require_fencing`` (fenced graphs) refuses, with ``validation_failed`` and nothing written,
     an image whose PK is not ``[id]`` or whose ids are null or duplicated. Raises
-    :class:`~engine.table_store.CommitConflict` if a pin moved since the reports were made or a
+    :class:`~engine.door.table_store.CommitConflict` if a pin moved since the reports were made or a
     concurrent publish won.
     """
     snapshot = manifest.snapshot(graph_branch)

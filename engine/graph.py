@@ -15,11 +15,11 @@ import os
 from dataclasses import dataclass, field
 
 from engine import drift, recovery, writer_audit
+from engine.door import EngineProfile
 from engine.errors import BadRequest, FormatRefused, NotFound
 from engine.failpoints import failpoint
 from engine.intents import RecoveryRecord
 from engine.manifest import HeadEntry, Manifest, TableEntry, now_ms
-from engine.routing import EngineProfile
 from engine.schema import Catalog
 from engine.schema.ids import new_ulid
 from engine.storage import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS, SCHEMA_FILE, GraphStore, open_store

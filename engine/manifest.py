@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 import lance
 import pyarrow as pa
 
-from engine import table_store
+from engine.door import table_store
 from engine.errors import FormatRefused, NotFound, ReadSetConflict
 from engine.storage import (
     MANIFEST_DIR,
@@ -317,7 +317,7 @@ class Manifest:
         """One Lance commit on ``base.branch`` from ``base.manifest_version``; returns its version.
 
         ``head=None`` publishes table rows only (migration and recovery publishes). Raises
-        :class:`engine.table_store.CommitConflict` if a concurrent publish rewrote the same rows.
+        :class:`engine.door.table_store.CommitConflict` if a concurrent publish rewrote the same rows.
         """
         rows = [_table_row(t) for t in sorted(tables, key=lambda t: t.table_key)]
         if head is not None:

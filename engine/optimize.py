@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from engine import drift, intents
+from engine.door import CommitConflict
 from engine.errors import BadRequest
 from engine.graph import Graph
 from engine.manifest import Manifest, TableEntry, lance_branch_name
 from engine.storage import GraphStore, latest_version, list_branches, open_dataset
-from engine.table_store import CommitConflict
 
 ImageRef = tuple[str, str | None, int]
 """(table path, Lance branch or None for main, version)."""

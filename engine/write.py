@@ -38,7 +38,8 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from engine import branch_guard, drift, intents, recovery, table_store, writer_audit
+from engine import branch_guard, drift, intents, recovery, writer_audit
+from engine.door import CommitConflict, ExistingKeys, table_store
 from engine.errors import BadRequest, NotFound, ReadSetConflict, RecoveryRequired
 from engine.failpoints import failpoint
 from engine.graph import Graph
@@ -54,7 +55,6 @@ from engine.manifest import (
 )
 from engine.schema.ids import new_ulid
 from engine.storage import FORMAT_4, FORMAT_5, ensure_fork, latest_version, list_branches, open_dataset
-from engine.table_store import CommitConflict, ExistingKeys
 
 WriteKind = Literal["insert", "upsert", "overwrite", "repair", "merge"]
 RETRY_SECONDS = 60.0

@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engine.door import KEY_COLUMN
 from engine.errors import FormatRefused
 from engine.manifest import BranchSnapshot, Manifest
 from engine.storage import FORMAT_4, GraphStore, open_dataset, primary_key
-from engine.table_store import KEY_COLUMN
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.branches import create_branch
+from engine.door import FENCED_PROFILE
 from engine.errors import BadRequest, FormatRefused, OmnigraphError
 from engine.export import export_lines
-from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import Graph, init_graph, open_graph
 from engine.load import load
 from engine.manifest import MAIN, GraphBranch

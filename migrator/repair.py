@@ -28,12 +28,11 @@ import pyarrow.compute as pc
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from engine.door import FENCED_ROUTER, EngineProfile
 from engine.errors import BadRequest, FormatRefused
-from engine.fenced_profile import FENCED_ROUTER
 from engine.graph import Graph, open_graph
 from engine.id_probe import present_ids
 from engine.manifest import BranchSnapshot, Manifest
-from engine.routing import EngineProfile
 from engine.schema.ids import new_ulid
 from engine.storage import FORMAT_MIGRATING, open_dataset, open_store
 from engine.write import TableWrite, commit

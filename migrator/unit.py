@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from engine.door import KEY_COLUMN, CommitConflict, install_primary_key
 from engine.failpoints import failpoint
 from engine.manifest import TableEntry
 from engine.storage import (
@@ -32,7 +33,6 @@ from engine.storage import (
     primary_key,
     wait_for_branch,
 )
-from engine.table_store import KEY_COLUMN, CommitConflict, install_primary_key
 from ledger import DriftItem, ImageState, UnitCompleted, UnitPlan, UnitStep
 from migrator import sidecar as sidecars
 from migrator.context import Migration

@@ -17,6 +17,7 @@ from typing import Any
 from claims import inspect
 from engine import intents
 from engine.branches import create_branch, delete_branch
+from engine.door import FENCED_PROFILE
 from engine.errors import (
     EXIT_CLAIM_HELD,
     EXIT_ERROR,
@@ -26,7 +27,6 @@ from engine.errors import (
     OmnigraphError,
 )
 from engine.export import export_lines
-from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import Graph, open_graph
 from engine.load import load
 from engine.manifest import MAIN, Manifest

@@ -22,10 +22,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine import __version__, fleet
+from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
 from engine.errors import BadRequest, Internal, OmnigraphError, ResourceLimit
-from engine.fenced_profile import FENCED_PROFILE
-from engine.legacy.table_store import LEGACY_PROFILE
-from engine.routing import EngineProfile
 from server import models
 from server.service import GraphService
 

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from engine.barrier import barrier_state, require_writable_stamp
 from engine.branches import branch_documents, create_branch, delete_branch
 from engine.commits import commit_history
+from engine.door import EngineProfile
 from engine.errors import RecoveryRequired
 from engine.export import export_lines
 from engine.graph import Graph, open_graph
@@ -32,7 +33,6 @@ from engine.load import LoadMode, load
 from engine.manifest import Manifest
 from engine.merge import merge_branch
 from engine.mutate import mutate, select_query
-from engine.routing import EngineProfile
 from engine.snapshot import snapshot_document
 from engine.storage import FORMAT_5, open_store
 from engine.writer_audit import readiness_problems

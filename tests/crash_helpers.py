@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.fenced_profile import FENCED_PROFILE
+from engine.door import FENCED_PROFILE
 from engine.graph import open_graph
 from engine.intents import list_intents
 from engine.manifest import lance_branch_name

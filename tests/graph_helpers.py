@@ -17,12 +17,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.fenced_profile import FENCED_PROFILE
+from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
 from engine.graph import Graph, init_graph, open_graph
-from engine.legacy.table_store import LEGACY_PROFILE
 from engine.load import LoadResult, load
 from engine.manifest import MANIFEST_DIR, Manifest
-from engine.routing import EngineProfile
 from engine.snapshot import snapshot_document
 from engine.storage import latest_version, list_branches, open_dataset, open_store, primary_key
 

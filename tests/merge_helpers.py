@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.door import FENCED_PROFILE
 from engine.export import export_lines
-from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import Graph, init_graph, open_graph
 from engine.load import load
 from engine.manifest import BranchSnapshot

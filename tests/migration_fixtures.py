@@ -17,10 +17,9 @@ import sys
 from pathlib import Path
 
 from engine.branches import create_branch
+from engine.door import FENCED_PROFILE, LEGACY_PROFILE
 from engine.export import export_lines
-from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import init_graph, open_graph
-from engine.legacy.table_store import LEGACY_PROFILE
 from engine.load import load
 from engine.storage import copy_root, open_store
 from tests.graph_helpers import OMNIGRAPH_V4

@@ -15,10 +15,9 @@ import lance
 import pyarrow as pa
 import pytest
 
-from engine import table_store
 from engine.branches import create_branch
+from engine.door import LEGACY_PROFILE, table_store
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.legacy.table_store import LEGACY_PROFILE
 from engine.manifest import Manifest, TableEntry, with_version
 from engine.storage import open_dataset, open_store
 from tests.check_helpers import assert_check_clean, tree_digest

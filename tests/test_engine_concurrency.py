@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.fenced_profile import FENCED_PROFILE
+from engine.door import FENCED_PROFILE, LEGACY_PROFILE
 from engine.graph import init_graph
-from engine.legacy.table_store import LEGACY_PROFILE
 from engine.manifest import Manifest
 from engine.storage import open_dataset, open_store
 from tests.graph_helpers import OMNIGRAPH, OMNIGRAPH_V4

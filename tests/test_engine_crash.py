@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from engine.branches import create_branch
+from engine.door import FENCED_PROFILE
 from engine.export import export_lines
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import init_graph, open_graph
 from engine.intents import RECOVERY_DIR, RECOVERY_LOG_DIR, list_intents
 from engine.load import load

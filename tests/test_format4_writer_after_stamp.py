@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from cli.migrate import cli as migrate_cli
-from engine.fenced_profile import FENCED_PROFILE
+from engine.door import FENCED_PROFILE
 from engine.manifest import FORMAT_KEY, MANIFEST_DIR, Manifest
 from engine.storage import open_dataset, open_store, primary_key
 from engine.writer_audit import readiness_problems

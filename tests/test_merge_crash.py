@@ -16,8 +16,8 @@ import pytest
 from merge_helpers import add_edges, delete, edges, new_graph, people, upsert
 
 from engine.branches import create_branch
+from engine.door import FENCED_PROFILE
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import open_graph
 from engine.intents import list_intents
 from engine.merge import merge_branch

@@ -12,8 +12,8 @@ import pytest
 from graph_helpers import omnigraph
 from merge_helpers import new_graph, people, upsert
 
-from engine import table_store
 from engine.branches import create_branch
+from engine.door import table_store
 from engine.errors import MergeConflict
 from engine.intents import list_intents
 from engine.merge import merge_branch

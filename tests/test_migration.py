@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 
 from claims import inspect
+from engine.door import FENCED_PROFILE, LEGACY_PROFILE
 from engine.errors import FormatRefused
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import open_graph
 from engine.intents import list_intents
-from engine.legacy.table_store import LEGACY_PROFILE
 from engine.manifest import Manifest
 from engine.storage import latest_version, list_branches, open_dataset, open_store, primary_key
 from ledger import Ledger

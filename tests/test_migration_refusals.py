@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from claims import inspect
+from engine.door import LEGACY_PROFILE
 from engine.failpoints import FAILPOINT_EXIT_STATUS
 from engine.graph import open_graph
-from engine.legacy.table_store import LEGACY_PROFILE
 from engine.load import load
 from engine.manifest import Manifest
 from engine.storage import list_branches, open_dataset, open_store, primary_key

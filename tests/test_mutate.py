@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from engine.branches import create_branch
+from engine.door import FENCED_PROFILE
 from engine.errors import BadRequest, KeyConflict, PreconditionFailed, ResourceLimit
-from engine.fenced_profile import FENCED_PROFILE
 from engine.gq import GqError
 from engine.graph import Graph, init_graph, open_graph
 from engine.load import MAX_ROWS, load

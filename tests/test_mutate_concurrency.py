@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from engine import mutate as mutate_module
+from engine.door import FENCED_PROFILE
 from engine.errors import KeyConflict, ReadSetConflict
-from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import Graph, init_graph, open_graph
 from engine.intents import list_intents
 from engine.load import load

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from engine.branches import create_branch
+from engine.door import FENCED_PROFILE
 from engine.export import export_lines
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.fenced_profile import FENCED_PROFILE
 from engine.graph import init_graph, open_graph
 from engine.intents import list_intents
 from engine.load import load

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from cli.migrate import cli as migrate_cli
-from engine.fenced_profile import FENCED_PROFILE
+from engine.door import FENCED_PROFILE
 from engine.graph import open_graph
 from engine.manifest import Manifest
 from engine.storage import FORMAT_4, FORMAT_5, open_dataset, open_store, primary_key

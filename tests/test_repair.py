@@ -55,7 +55,7 @@ def _graph_with_a_duplicate_edge(tmp_path: Path) -> tuple[str, str]:
 
     from engine.branches import create_branch
     from engine.graph import open_graph
-    from engine.legacy.table_store import LEGACY_PROFILE
+    from engine.door import LEGACY_PROFILE
     from engine.write import TableWrite, commit
     from tests.migration_fixtures import build_fixture
 

@@ -16,10 +16,10 @@ from click.testing import CliRunner
 
 from claims import inspect
 from cli.migrate import cli as migrate_cli
+from engine.door import LEGACY_PROFILE
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.fleet import FleetRecord, list_records, record_path
 from engine.intents import this_host
-from engine.legacy.table_store import LEGACY_PROFILE
 from engine.manifest import Manifest, now_ms
 from engine.storage import canonical_json, open_store
 from migrator.fleet_check import fleet_document

@@ -17,7 +17,7 @@ import httpx
 import pyarrow as pa
 import pytest
 
-from engine import table_store
+from engine.door import table_store
 from engine.fleet import list_records
 from engine.storage import open_dataset, open_store
 from tests.conftest import new_root

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import lance
 
-from engine import table_store
-from engine.routing import EngineProfile, TableRouter
+from engine.door import table_store
+from engine.door.routing import EngineProfile, TableRouter
 from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 
 

@@ -1,4 +1,8 @@
-"""The format-4 row writer: no PK metadata, a BTREE on ``id``, unfenced writes.
+"""``omnigraph-v4``'s row writer: a faithful emulation of the previous release's (format 4) writer.
+
+It exists so that rehearsals and tests have real format-4 graphs to migrate. It is the only
+place in the project allowed to Append to, or run an unfiltered merge on, a keyed table. No PK
+metadata, a BTREE on ``id``, unfenced writes:
 
 * tables are created without PK metadata and with a BTREE index on ``id``;
 * strict insert (``load --mode append``) checks that the ids are absent at its read version,
@@ -16,9 +20,9 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.routing import EngineProfile, TableRouter
+from engine.door.routing import EngineProfile, TableRouter
+from engine.door.table_store import ExistingKeys
 from engine.storage import FORMAT_4, GraphStore, create_empty_dataset
-from engine.table_store import ExistingKeys
 
 
 def create_table(store: GraphStore, rel: str, schema: pa.Schema) -> int:
