@@ -14,10 +14,9 @@ from cli.serve_commands import add_serve_command
 from cli.shared_commands import add_shared_commands
 from cli.support import echo_result, emit_json, json_option, reports_errors
 from engine import __version__
-from engine.commits import commit_history
 from engine.door import FENCED_PROFILE
 from engine.graph import open_graph
-from engine.manifest import MAIN
+from engine.manifest import MAIN, commit_history
 from engine.storage import FORMAT_5
 
 

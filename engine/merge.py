@@ -1,7 +1,7 @@
 """``branch merge SRC --into B``: a three-way merge of two graph branches as one graph commit.
 
 The merge base is the nearest common ancestor of the two heads in the commit graph
-(:mod:`engine.commit_graph`). Outcomes:
+(:mod:`engine.manifest.commit_graph`). Outcomes:
 
 * ``up_to_date``: the heads are equal or the base is the source head; nothing is written;
 * ``fast_forward``: the base is the target head. The source's changes are applied to the
@@ -39,11 +39,10 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.commit_graph import load_commit_graph
 from engine.errors import BadRequest, Internal, MergeConflict, ResourceLimit
 from engine.graph import Graph
 from engine.load import MAX_ARROW_BYTES, MAX_ROWS
-from engine.manifest import BranchSnapshot
+from engine.manifest import BranchSnapshot, load_commit_graph
 from engine.merge_check import check_merged
 from engine.merge_diff import TableChanges, compare_table
 from engine.storage import open_dataset

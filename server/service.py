@@ -24,13 +24,12 @@ from typing import Any, TypeVar
 
 from engine.barrier import barrier_state, require_writable_stamp
 from engine.branches import branch_documents, create_branch, delete_branch
-from engine.commits import commit_history
 from engine.door import EngineProfile
 from engine.errors import RecoveryRequired
 from engine.export import export_lines
 from engine.graph import Graph, open_graph
 from engine.load import LoadMode, load
-from engine.manifest import Manifest
+from engine.manifest import Manifest, commit_history
 from engine.merge import merge_branch
 from engine.mutate import mutate, select_query
 from engine.snapshot import snapshot_document

@@ -20,9 +20,9 @@ from typing import Any
 from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
 from engine.graph import Graph, init_graph, open_graph
 from engine.load import LoadResult, load
-from engine.manifest import MANIFEST_DIR, Manifest
+from engine.manifest import Manifest
 from engine.snapshot import snapshot_document
-from engine.storage import latest_version, list_branches, open_dataset, open_store, primary_key
+from engine.storage import MANIFEST_DIR, latest_version, list_branches, open_dataset, open_store, primary_key
 
 __all__ = [
     "ACTOR",
@@ -343,7 +343,7 @@ def all_objects(uri: str) -> list[str]:
 
 def commit_ids(uri: str, branch: str = "main") -> list[str]:
     """``commit list`` of ``branch`` (newest first), as commit ids."""
-    from engine.commits import commit_history
+    from engine.manifest import commit_history
 
     return [head.commit_id for head in commit_history(Manifest(open_store(uri)), branch)]
 

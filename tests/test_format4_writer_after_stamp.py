@@ -21,8 +21,8 @@ from click.testing import CliRunner
 
 from cli.migrate import cli as migrate_cli
 from engine.door import FENCED_PROFILE
-from engine.manifest import FORMAT_KEY, MANIFEST_DIR, Manifest
-from engine.storage import open_dataset, open_store, primary_key
+from engine.manifest import FORMAT_KEY, Manifest
+from engine.storage import MANIFEST_DIR, open_dataset, open_store, primary_key
 from engine.writer_audit import readiness_problems
 from server.service import GraphService
 from tests.conftest import new_root

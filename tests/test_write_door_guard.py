@@ -52,7 +52,7 @@ def _project_files() -> list[Path]:
 
 def test_no_forbidden_keyed_writes_outside_the_door() -> None:
     files = _project_files()
-    assert Path("engine/manifest.py") in files  # the walk really covers the engine
+    assert Path("engine/manifest/manifest.py") in files  # the walk really covers the engine
     violations = [
         f"{rel}:{line}: {what}"
         for rel in files

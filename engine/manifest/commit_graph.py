@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from engine.manifest import HEAD_OBJECT_ID, HeadEntry, Manifest, fold_rows
+from engine.manifest.manifest import HEAD_OBJECT_ID, HeadEntry, Manifest, fold_rows
 
 
 @dataclass(frozen=True)
