@@ -16,12 +16,12 @@ import click
 
 from cli.progress import StderrProgress
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from engine import drift, intents, recovery
 from engine.door import FENCED_PROFILE, LEGACY_PROFILE
 from engine.errors import BadRequest, NotFound
 from engine.graph import Graph, open_graph
 from engine.manifest import MAIN, Manifest
 from engine.optimize import optimize
+from engine.reconcile import drift, intents, recovery
 from engine.storage import FORMAT_4, open_store
 from migrator.progress import SilentProgress
 

@@ -33,17 +33,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine import branch_guard
 from engine.door import KEY_COLUMN
 from engine.errors import NotFound, OmnigraphError
 from engine.graph import SCHEMA_FILE
-from engine.intents import RECOVERY_DIR, WriteIntent
 from engine.manifest import BranchSnapshot, Manifest
+from engine.reconcile import WriteIntent, branch_guard
 from engine.schema import Catalog
 from engine.storage import (
     FORMAT_5,
     FORMAT_MIGRATING,
     KNOWN_STAMPS,
+    RECOVERY_DIR,
     GraphStore,
     latest_version,
     list_branches,

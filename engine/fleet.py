@@ -28,8 +28,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from engine import intents
 from engine.manifest import now_ms
+from engine.reconcile import intents
 from engine.schema.ids import new_ulid
 from engine.storage import FLEET_DIR, GraphStore, canonical_json
 

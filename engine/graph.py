@@ -4,7 +4,7 @@
 profile's rules: the format-5 engine writes only stamp ``5`` and reads ``4``/``migrating``/``5``;
 the format-4 writer reads and writes only ``4``. A read-write open at stamp ``5`` refuses
 (``format_refused``) a graph a format-4 writer published to after the stamp
-(:mod:`engine.writer_audit`), then resolves interrupted commits (:mod:`engine.recovery`) before
+(:mod:`engine.writer_audit`), then resolves interrupted commits (:mod:`engine.reconcile.recovery`) before
 returning. Failpoint ``open.after_stamp``: the stamp was checked, nothing else yet.
 """
 
@@ -14,12 +14,12 @@ import getpass
 import os
 from dataclasses import dataclass, field
 
-from engine import drift, recovery, writer_audit
+from engine import writer_audit
 from engine.door import EngineProfile
 from engine.errors import BadRequest, FormatRefused, NotFound
 from engine.failpoints import failpoint
-from engine.intents import RecoveryRecord
 from engine.manifest import HeadEntry, Manifest, TableEntry, now_ms
+from engine.reconcile import RecoveryRecord, drift, recovery
 from engine.schema import Catalog
 from engine.schema.ids import new_ulid
 from engine.storage import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS, SCHEMA_FILE, GraphStore, open_store
@@ -97,7 +97,7 @@ def _check_stamp(store: GraphStore, stamp: str | None, migration_id: str | None,
 
 def open_graph(uri: str, profile: EngineProfile, *, write: bool) -> Graph:
     """Open a graph root, enforcing the stamp rules; a read-write open resolves recovery, then
-    adopts out-of-band table commits that change no row (:mod:`engine.drift`)."""
+    adopts out-of-band table commits that change no row (:mod:`engine.reconcile.drift`)."""
     store = open_store(uri)
     manifest = Manifest(store)
     if not manifest.exists():

@@ -4,7 +4,7 @@
    per-table writes (it raises ``key_conflict``/``bad_request``/``resource_limit`` itself).
    Before arming, every table to write must be at the version the manifest pins (no other
    commit's unpublished effects under it): a live writer's commit in flight is waited for, a dead
-   writer's is resolved (:mod:`engine.recovery`), a stale snapshot is refreshed.
+   writer's is resolved (:mod:`engine.reconcile.recovery`), a stale snapshot is refreshed.
 2. Arm: ``__recovery/<op>.json`` (create-if-absent) records every table's state before.
 3. Effects, per table in key order: fork the table if the branch inherits it (from exactly the
    pinned version), then one Lance commit through the profile's router, from the pinned version.
@@ -38,12 +38,11 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from engine import branch_guard, drift, intents, recovery, writer_audit
+from engine import writer_audit
 from engine.door import CommitConflict, ExistingKeys, table_store
 from engine.errors import BadRequest, NotFound, ReadSetConflict, RecoveryRequired
 from engine.failpoints import failpoint
 from engine.graph import Graph
-from engine.intents import IntentTable, WriteIntent
 from engine.manifest import (
     MAIN,
     BranchSnapshot,
@@ -53,6 +52,7 @@ from engine.manifest import (
     now_ms,
     with_version,
 )
+from engine.reconcile import IntentTable, WriteIntent, branch_guard, drift, intents, recovery
 from engine.schema.ids import new_ulid
 from engine.storage import FORMAT_4, FORMAT_5, ensure_fork, latest_version, list_branches, open_dataset
 
@@ -193,7 +193,7 @@ def _require_incarnation(graph: Graph, branch: str, incarnation: str | None, ope
 
     Called once the intent is armed (``operation_id``; disarmed here on refusal, nothing was
     written): a deleter that started before this check is seen here, one that starts after it
-    sees the armed intent and refuses (:mod:`engine.branch_guard`). Called with None after a
+    sees the armed intent and refuses (:mod:`engine.reconcile.branch_guard`). Called with None after a
     failed read: the error is typed if the branch went away under it.
     """
     if branch == MAIN:
@@ -238,7 +238,7 @@ def _require_pinned_heads(
     writer is alive, resolve it if its writer is dead; a newer published pin means this
     snapshot is stale (retry). Ahead with no intent at all was committed outside the engine: an
     owned table's commits, or an unpublished fork of an inherited one, are classified
-    (:mod:`engine.drift`): adopted when they change no row (retry), ``table_drift`` otherwise; a
+    (:mod:`engine.reconcile.drift`): adopted when they change no row (retry), ``table_drift`` otherwise; a
     table that moved while it was classified is looked at again (retry).
     """
     store = graph.store

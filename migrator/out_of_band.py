@@ -2,7 +2,7 @@
 
 A format-4 graph gets routine Lance maintenance too (an index, a compaction). Before anything is
 claimed, :func:`out_of_band_reports` classifies every table HEAD past its pin on every live
-branch (:mod:`engine.drift`): preflight reports them, and row-changing drift refuses the
+branch (:mod:`engine.reconcile.drift`): preflight reports them, and row-changing drift refuses the
 migration (``table_drift``, naming the ``omnigraph drift`` commands that resolve it). Under the
 claim and the barrier, before the plan pins any image, :func:`adopt_before_plan` re-pins the
 HEADs that change no row with a recorded graph commit, so the units pin them; drift that
@@ -11,8 +11,8 @@ appeared after the check stops the run (the unit drift checks stop it later too)
 
 from __future__ import annotations
 
-from engine import drift
 from engine.manifest import Manifest
+from engine.reconcile import drift
 from engine.storage import GraphStore
 from migrator.errors import DriftDetected
 

@@ -28,7 +28,6 @@ from typing import Any
 
 import engine
 from claims import acquire, inspect, read_break, release
-from engine import intents, recovery
 from engine.errors import (
     ClaimHeld,
     FormatRefused,
@@ -39,6 +38,7 @@ from engine.errors import (
 )
 from engine.failpoints import failpoint
 from engine.manifest import Manifest
+from engine.reconcile import intents, recovery
 from engine.schema.ids import new_ulid
 from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, GraphStore, open_store
 from engine.writer_audit import readiness_problems

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from claims import inspect
-from engine import intents
 from engine.door import KEY_COLUMN
 from engine.manifest import Manifest
+from engine.reconcile import intents
 from engine.storage import GraphStore, latest_version, open_dataset, primary_key
 from engine.writer_audit import foreign_heads, refence_command
 from ledger import DriftItem, FoldedState, Ledger

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from claims import inspect
-from engine import intents
 from engine.branches import create_branch, delete_branch
 from engine.door import FENCED_PROFILE
 from engine.errors import (
@@ -30,6 +29,7 @@ from engine.export import export_lines
 from engine.graph import Graph, open_graph
 from engine.load import load
 from engine.manifest import MAIN, Manifest
+from engine.reconcile import intents
 from engine.storage import copy_root, open_store
 from ledger import render_table
 from migrator import inspection, repair

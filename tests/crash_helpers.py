@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from engine.door import FENCED_PROFILE
 from engine.graph import open_graph
-from engine.intents import list_intents
 from engine.manifest import lance_branch_name
+from engine.reconcile import list_intents
 from engine.storage import latest_version, list_branches, open_dataset, open_store
 
 

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.branch_guard import abandoned
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS, STOP_SUFFIX, wait_until_stopped
-from engine.intents import RECOVERY_LOG_DIR, list_intents
+from engine.reconcile import RECOVERY_LOG_DIR, abandoned, list_intents
 from engine.storage import open_store
 
 from tests.graph_helpers import OMNIGRAPH, PROJECT, export_text, make_example_graph, omnigraph, person, write_jsonl

@@ -20,9 +20,9 @@ from engine.door import FENCED_PROFILE
 from engine.export import export_lines
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.graph import init_graph, open_graph
-from engine.intents import RECOVERY_DIR, RECOVERY_LOG_DIR, list_intents
 from engine.load import load
-from engine.storage import latest_version, open_store
+from engine.reconcile import RECOVERY_LOG_DIR, list_intents
+from engine.storage import RECOVERY_DIR, latest_version, open_store
 
 SCHEMA = """
 node Person { name: String @key }
@@ -114,7 +114,7 @@ def test_crashed_commit_converges_on_next_open(
 
 def test_live_writers_intent_is_left_alone(root_uri: str) -> None:
     """An intent whose writer is a live process on this host is not resolved by another open."""
-    from engine.intents import WriteIntent, arm, process_start_marker, this_host
+    from engine.reconcile import WriteIntent, arm, process_start_marker, this_host
 
     init_graph(root_uri, SCHEMA, FENCED_PROFILE)
     store = open_store(root_uri)
@@ -142,7 +142,7 @@ def test_live_writers_intent_is_left_alone(root_uri: str) -> None:
 
 def test_an_intent_disarmed_while_listing_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Concurrent writers disarm their intents at any moment: a listed-then-gone intent is skipped."""
-    from engine.intents import WriteIntent, arm, intent_path
+    from engine.reconcile import WriteIntent, arm, intent_path
     from engine.storage import GraphStore
 
     store = open_store(str(tmp_path / "g"))
@@ -163,8 +163,8 @@ def test_an_intent_disarmed_while_listing_is_skipped(tmp_path: Path, monkeypatch
 
 def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypatch: pytest.MonkeyPatch) -> None:
     """kill(pid, 0) refused (another user's process): the start marker decides, not the refusal."""
-    from engine import intents as intent_module
-    from engine.intents import WriteIntent, owner_is_alive, this_host
+    from engine.reconcile import intents as intent_module
+    from engine.reconcile import WriteIntent, owner_is_alive, this_host
 
     def refuse(pid: int, signal: int) -> None:
         raise PermissionError(pid)

@@ -1,4 +1,4 @@
-"""Routine Lance maintenance must not wedge a graph (engine/drift.py, engine/optimize.py).
+"""Routine Lance maintenance must not wedge a graph (engine/reconcile/drift.py, engine/optimize.py).
 
 Commits are made by hand with Lance directly, as an operator would; the graph's next write must
 adopt the ones that change no row (a recorded graph commit) and refuse the others with
@@ -20,11 +20,10 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from engine import drift, intents
 from engine.errors import TableDrift
 from engine.graph import init_graph
-from engine.intents import WriteIntent
 from engine.manifest import Manifest
+from engine.reconcile import WriteIntent, drift, intents
 from engine.storage import open_dataset, open_store
 from tests.graph_helpers import (
     ACTOR,
@@ -329,7 +328,7 @@ def test_unpublished_fork_made_by_hand_is_drift_that_revert_resolves(root_uri: s
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_recover_command_named_by_recovery_required_resolves_an_interrupted_commit(root_uri: str, tmp_path: Path) -> None:
     """Every ``recovery_required`` of the write path names ``omnigraph recover GRAPH``
-    (:func:`engine.drift.recover_command`); it resolves a commit whose writer died after its
+    (:func:`engine.reconcile.drift.recover_command`); it resolves a commit whose writer died after its
     effects landed, and reports drift it cannot resolve with the drift commands."""
     init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
     load_lines(root_uri, [person("ann")])

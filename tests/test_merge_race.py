@@ -15,8 +15,8 @@ from merge_helpers import new_graph, people, upsert
 from engine.branches import create_branch
 from engine.door import table_store
 from engine.errors import MergeConflict
-from engine.intents import list_intents
 from engine.merge import merge_branch
+from engine.reconcile import list_intents
 from engine.storage import open_store
 from tests.process_race import race
 

@@ -14,8 +14,8 @@ from engine.door import FENCED_PROFILE, LEGACY_PROFILE
 from engine.errors import FormatRefused
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.graph import open_graph
-from engine.intents import list_intents
 from engine.manifest import Manifest
+from engine.reconcile import list_intents
 from engine.storage import latest_version, list_branches, open_dataset, open_store, primary_key
 from ledger import Ledger
 from migrator import sidecar as sidecars

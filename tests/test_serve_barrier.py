@@ -19,8 +19,8 @@ from cli.migrate import cli as migrate_cli
 from engine.door import LEGACY_PROFILE
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.fleet import FleetRecord, list_records, record_path
-from engine.intents import this_host
 from engine.manifest import Manifest, now_ms
+from engine.reconcile import this_host
 from engine.storage import canonical_json, open_store
 from migrator.fleet_check import fleet_document
 from migrator.layout import CLAIM_PATH

@@ -8,6 +8,7 @@ fails if code outside ``table_store.py`` and ``legacy.py`` appends to, or merges
 table. The door imports only :mod:`engine.storage`, :mod:`engine.errors` and :mod:`engine.schema`.
 """
 
+from engine.door import table_store
 from engine.door.fenced_profile import FENCED_PROFILE, FENCED_ROUTER
 from engine.door.legacy import LEGACY_PROFILE
 from engine.door.routing import EngineProfile, TableRouter
@@ -23,4 +24,5 @@ __all__ = [
     "ExistingKeys",
     "TableRouter",
     "install_primary_key",
+    "table_store",
 ]

@@ -46,10 +46,10 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine import intents
 from engine.door import KEY_COLUMN, CommitConflict
 from engine.errors import TableDrift, ValidationFailed
 from engine.manifest import HeadEntry, Manifest, TableEntry, lance_branch_name, now_ms, with_version
+from engine.reconcile import intents
 from engine.schema.ids import new_ulid
 from engine.storage import (
     GraphStore,

@@ -33,9 +33,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from engine.errors import ReadSetConflict
-from engine.intents import RECOVERY_DIR, process_is_alive, process_start_marker, this_host
 from engine.manifest import now_ms
-from engine.storage import GraphStore, canonical_json
+from engine.reconcile.intents import process_is_alive, process_start_marker, this_host
+from engine.storage import RECOVERY_DIR, GraphStore, canonical_json
 
 GUARD_DIR = f"{RECOVERY_DIR}/branches"
 GuardOperation = Literal["create", "delete", "recover"]

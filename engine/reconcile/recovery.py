@@ -1,7 +1,7 @@
 """Resolve interrupted graph commits on a read-write open.
 
 For every armed intent whose writer is not a live process on this host, holding the guard of
-the intent's graph branch (:mod:`engine.branch_guard`; a branch whose guard a live process holds
+the intent's graph branch (:mod:`engine.reconcile.branch_guard`; a branch whose guard a live process holds
 is left for a later open):
 
 * if the graph branch of that name is gone, or is another incarnation than the one the intent
@@ -32,9 +32,9 @@ from dataclasses import replace
 from itertools import groupby
 from typing import Literal
 
-from engine import branch_guard, intents
-from engine.intents import IntentTable, RecoveredTable, RecoveryRecord, WriteIntent
 from engine.manifest import MAIN, Manifest, TableEntry, now_ms
+from engine.reconcile import branch_guard, intents
+from engine.reconcile.intents import IntentTable, RecoveredTable, RecoveryRecord, WriteIntent
 from engine.storage import GraphStore, delete_branch_if_present, latest_version, list_branches, open_dataset
 
 Outcome = Literal["published", "rolled_back", "branch_gone", "branch_deleted"]

@@ -1,0 +1,41 @@
+"""Reconciliation: what a read-write open does with interrupted and out-of-band commits.
+
+:mod:`~engine.reconcile.intents` are the write intents under ``__recovery/`` (armed before a
+commit's first effect, deleted after its publish), :mod:`~engine.reconcile.recovery` resolves the
+intents of dead writers, :mod:`~engine.reconcile.drift` finds, classifies, adopts or reverts
+table commits made outside the engine and :mod:`~engine.reconcile.branch_guard` is the
+per-branch guard that branch create, delete and recovery hold.
+"""
+
+from engine.reconcile import branch_guard, drift, intents, recovery
+from engine.reconcile.branch_guard import abandoned
+from engine.reconcile.intents import (
+    RECOVERY_LOG_DIR,
+    IntentTable,
+    RecoveryRecord,
+    WriteIntent,
+    arm,
+    intent_path,
+    list_intents,
+    owner_is_alive,
+    process_start_marker,
+    this_host,
+)
+
+__all__ = [
+    "RECOVERY_LOG_DIR",
+    "IntentTable",
+    "RecoveryRecord",
+    "WriteIntent",
+    "abandoned",
+    "arm",
+    "branch_guard",
+    "drift",
+    "intent_path",
+    "intents",
+    "list_intents",
+    "owner_is_alive",
+    "process_start_marker",
+    "recovery",
+    "this_host",
+]
