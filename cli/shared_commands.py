@@ -15,7 +15,7 @@ from typing import Any, BinaryIO
 import click
 
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from engine import fleet
+from engine.access import fleet
 from engine.branches import branch_documents, create_branch, delete_branch
 from engine.door import EngineProfile
 from engine.errors import BadRequest

@@ -4,7 +4,7 @@
 profile's rules: the format-5 engine writes only stamp ``5`` and reads ``4``/``migrating``/``5``;
 the format-4 writer reads and writes only ``4``. A read-write open at stamp ``5`` refuses
 (``format_refused``) a graph a format-4 writer published to after the stamp
-(:mod:`engine.writer_audit`), then resolves interrupted commits (:mod:`engine.reconcile.recovery`) before
+(:mod:`engine.access.writer_audit`), then resolves interrupted commits (:mod:`engine.reconcile.recovery`) before
 returning. Failpoint ``open.after_stamp``: the stamp was checked, nothing else yet.
 """
 
@@ -14,7 +14,7 @@ import getpass
 import os
 from dataclasses import dataclass, field
 
-from engine import writer_audit
+from engine.access import writer_audit
 from engine.door import EngineProfile
 from engine.errors import BadRequest, FormatRefused, NotFound
 from engine.failpoints import failpoint

@@ -38,7 +38,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from engine import writer_audit
+from engine.access import writer_audit
 from engine.door import CommitConflict, ExistingKeys, table_store
 from engine.errors import BadRequest, NotFound, ReadSetConflict, RecoveryRequired
 from engine.failpoints import failpoint

@@ -28,6 +28,7 @@ from typing import Any
 
 import engine
 from claims import acquire, inspect, read_break, release
+from engine.access import readiness_problems
 from engine.errors import (
     ClaimHeld,
     FormatRefused,
@@ -41,7 +42,6 @@ from engine.manifest import Manifest
 from engine.reconcile import intents, recovery
 from engine.schema.ids import new_ulid
 from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, GraphStore, open_store
-from engine.writer_audit import readiness_problems
 from ledger import (
     Aborted,
     BarrierSet,
@@ -203,7 +203,7 @@ def run_migration(
 def refence_migration(uri: str, owner: str, progress: Progress, executor: ImageExecutor | None = None) -> MigrationOutcome:
     """Fence again a stamp-5 graph that a format-4 writer published to after the stamp.
 
-    Needs stamp 5 and a readiness problem (:func:`engine.writer_audit.readiness_problems`: a
+    Needs stamp 5 and a readiness problem (:func:`engine.access.writer_audit.readiness_problems`: a
     format-4 head after the stamp, or a pinned image without PK ``[id]``), no claim and no commit
     in flight by a live process on this host. It then runs the whole migration protocol again
     under a new claim: barrier (stamp ``migrating``, ``barrier_set`` with previous format 5),

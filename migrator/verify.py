@@ -6,7 +6,7 @@ what a manifest pins (no unpublished effects). :func:`migration_drift` additiona
 graph with a migration's ledger: the same branches with the same incarnations and heads, every
 unit published at the image the ledger recorded, with the validated rows. :func:`verify_graph`
 is the read-only ``verify`` command: both checks, plus no pending intent, no held claim and, at
-stamp 5, no head a format-4 writer published after the stamp (:mod:`engine.writer_audit`).
+stamp 5, no head a format-4 writer published after the stamp (:mod:`engine.access.writer_audit`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from claims import inspect
+from engine.access import foreign_heads, refence_command
 from engine.door import KEY_COLUMN
 from engine.manifest import Manifest
 from engine.reconcile import intents
 from engine.storage import GraphStore, latest_version, open_dataset, primary_key
-from engine.writer_audit import foreign_heads, refence_command
 from ledger import DriftItem, FoldedState, Ledger
 from migrator.errors import DriftDetected
 from migrator.fingerprint import physical_fingerprint

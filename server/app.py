@@ -4,7 +4,7 @@ Endpoint handlers that touch the graph are plain ``def`` functions (FastAPI runs
 worker threads) or ``await`` :func:`starlette.concurrency.run_in_threadpool`: no Lance or
 object-storage call runs on the event loop. Errors are ``{"error": {code, message, details}}``
 with the HTTP status of the error's code (REFERENCE.md); ``format_barrier`` (503) is a write
-refused at a stamp this program does not write. Each process registers itself in the fleet registry (:mod:`engine.fleet`) for
+refused at a stamp this program does not write. Each process registers itself in the fleet registry (:mod:`engine.access.fleet`) for
 its lifetime.
 """
 
@@ -21,7 +21,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from engine import __version__, fleet
+from engine import __version__
+from engine.access import fleet
 from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
 from engine.errors import BadRequest, Internal, OmnigraphError, ResourceLimit
 from server import models

@@ -7,7 +7,7 @@ never on the event loop.
   ``4``, ``migrating`` and ``5`` are readable by the format-5 program); every read folds the
   latest ``__manifest``, so it sees the latest commits.
 - Writes are serialised within the process by one lock and re-read the stamp (and the migration
-  claim) right before each write (:func:`engine.barrier.require_writable_stamp`): a server that
+  claim) right before each write (:func:`engine.access.barrier.require_writable_stamp`): a server that
   started at format 4 starts accepting writes as soon as the stamp is 5, and one that was
   accepting writes refuses them from the moment the barrier is stamped, without a restart. The
   read-write graph (which resolves interrupted commits when opened) is opened on the first
@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from engine.barrier import barrier_state, require_writable_stamp
+from engine.access import barrier_state, readiness_problems, require_writable_stamp
 from engine.branches import branch_documents, create_branch, delete_branch
 from engine.door import EngineProfile
 from engine.errors import RecoveryRequired
@@ -34,7 +34,6 @@ from engine.merge import merge_branch
 from engine.mutate import mutate, select_query
 from engine.snapshot import snapshot_document
 from engine.storage import FORMAT_5, open_store
-from engine.writer_audit import readiness_problems
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from engine.fleet import list_records
+from engine.access import list_records
 from engine.storage import open_store
 
 from tests.graph_helpers import ACTOR, OMNIGRAPH, jsonl

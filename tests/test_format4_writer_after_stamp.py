@@ -20,10 +20,10 @@ import pytest
 from click.testing import CliRunner
 
 from cli.migrate import cli as migrate_cli
+from engine.access import readiness_problems
 from engine.door import FENCED_PROFILE
 from engine.manifest import FORMAT_KEY, Manifest
 from engine.storage import MANIFEST_DIR, open_dataset, open_store, primary_key
-from engine.writer_audit import readiness_problems
 from server.service import GraphService
 from tests.conftest import new_root
 from tests.graph_helpers import OMNIGRAPH, SCHEMA_PATH, Cli, invoke

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from claims import inspect
 from cli.migrate import cli as migrate_cli
+from engine.access import FleetRecord, list_records, record_path
 from engine.door import LEGACY_PROFILE
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.fleet import FleetRecord, list_records, record_path
 from engine.manifest import Manifest, now_ms
 from engine.reconcile import this_host
 from engine.storage import canonical_json, open_store

@@ -17,8 +17,8 @@ import httpx
 import pyarrow as pa
 import pytest
 
+from engine.access import list_records
 from engine.door import table_store
-from engine.fleet import list_records
 from engine.storage import open_dataset, open_store
 from tests.conftest import new_root
 from tests.graph_helpers import (

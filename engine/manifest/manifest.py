@@ -13,7 +13,7 @@ table rows (a migration publish) leaves the head alone.
 The format stamp is schema metadata ``omnigraph:format`` on ``__manifest`` main, read before
 any branch is opened. Stamp ``5`` also carries ``omnigraph:fenced_heads``: the head commit id of
 every branch when the stamp was written (canonical JSON), so a head written later by a format-4
-writer can be told from one it wrote before the migration (:mod:`engine.writer_audit`).
+writer can be told from one it wrote before the migration (:mod:`engine.access.writer_audit`).
 """
 
 from __future__ import annotations
