@@ -14,9 +14,9 @@ records ordered node tables first, then edge tables, so every edge's endpoints a
 no later than the edge.
 
 Reading: the input (bytes, or a binary file read in blocks) is validated by
-:func:`engine.records_read.read_records`, columnar where it can be and row by row where it must,
+:func:`engine.records.read.read_records`, columnar where it can be and row by row where it must,
 with the row parser's results and errors either way. The validated rows wait in a bounded
-spool (:mod:`engine.row_spool`); an overwrite streams them into its one Lance commit, a chunked
+spool (:mod:`engine.records.row_spool`); an overwrite streams them into its one Lance commit, a chunked
 load reads them chunk by chunk. The checks against committed state work on Arrow columns.
 """
 
@@ -32,11 +32,8 @@ import pyarrow.compute as pc
 from engine.errors import BadRequest, KeyConflict, OmnigraphError, ResourceLimit
 from engine.graph import Graph
 from engine.id_probe import ChunkProbe, present_ids
-from engine.jsonl_blocks import JsonlSource
 from engine.manifest import BranchSnapshot, TableEntry
-from engine.record_set import RecordSet
-from engine.records_endpoints import EdgeEnds, check_edge_endpoints
-from engine.records_read import read_records
+from engine.records import EdgeEnds, JsonlSource, RecordSet, check_edge_endpoints, read_records
 from engine.storage import open_dataset
 from engine.write import CommitResult, TableWrite, commit
 

@@ -1,7 +1,7 @@
 """Columnar coercion of JSONL property values, and key-derived node ids, with Arrow compute.
 
 The columnar counterpart of :mod:`engine.schema.values` and :func:`engine.schema.ids.derive_node_id`
-for the fast load path (:mod:`engine.records_columnar`). It never refuses a value itself: where
+for the fast load path (:mod:`engine.records.columnar`). It never refuses a value itself: where
 the row-by-row rules would refuse a value, or where this module cannot prove it would reach the
 same result, it raises :class:`Declined` and the caller hands the input to the row path, which
 produces the precise error (or the same rows).

@@ -1,6 +1,6 @@
 """JSONL input cut into bounded blocks of whole lines, each line with its number.
 
-The line rules are those of :func:`engine.records.parse_jsonl`: lines are split on ``\\n`` and
+The line rules are those of :func:`engine.records.parse.parse_jsonl`: lines are split on ``\\n`` and
 numbered from 1, a final newline does not start a line, and a UTF-8 byte-order mark at the very
 start of the input is not part of line 1. A block holds whole lines only; it is about
 ``block_bytes`` long (longer only when one line is). The input is bytes already in memory or a

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
+from engine.records.rows import EdgeRow, NodeRow
 from engine.schema import TableDef
 from engine.schema.values import export_value
-
-if TYPE_CHECKING:
-    from engine.records import EdgeRow, NodeRow
 
 
 def rows_to_arrow(table: TableDef, rows: list[NodeRow] | list[EdgeRow], with_pk: bool) -> pa.Table:

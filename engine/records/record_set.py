@@ -1,6 +1,6 @@
 """The validated records of one JSONL input, by table, in input order, held for a load.
 
-Rows live in a :class:`engine.row_spool.RowSpool` (bounded memory, spilled to temporary files
+Rows live in a :class:`engine.records.row_spool.RowSpool` (bounded memory, spilled to temporary files
 beyond its budget). The columns that checks across rows need are kept in memory as Arrow
 arrays: ``id``, the input line of every row, ``src``/``dst`` of edges and the ``@unique``
 properties (a few tens of bytes per row, the only memory that grows with the input).
@@ -14,9 +14,9 @@ from types import TracebackType
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.records_columnar import TableBatch
-from engine.records_columns import compact
-from engine.row_spool import RowSpool
+from engine.records.columnar import TableBatch
+from engine.records.columns import compact
+from engine.records.row_spool import RowSpool
 from engine.schema import Catalog, TableDef
 from engine.schema.types import FLOAT_SCALARS, ScalarType
 

@@ -1,6 +1,6 @@
 """Edge endpoint checks on columns: every ``src``/``dst`` must name a node of the right type.
 
-The check behind :func:`engine.records.check_endpoints` and the columnar load: the same
+The check behind :func:`engine.records.parse.check_endpoints` and the columnar load: the same
 refusal (the first edge by line with a missing endpoint, and the count of every missing
 reference), computed with Arrow set membership instead of Python sets.
 """

@@ -6,11 +6,11 @@ One record per line::
     {"edge": "Knows", "from": "Alice", "to": "Bob", "data": {"since": 19723}}
 
 :func:`parse_jsonl` validates everything that does not need committed state and returns typed
-rows, one line at a time: it is the reference parser, whose results and errors the load's
-columnar reader (:mod:`engine.records_read`) reproduces, and which that reader uses itself for
-the lines its fast path does not take. :func:`check_endpoints` checks edge endpoints against
+rows (:mod:`engine.records.rows`), one line at a time: it is the reference parser, whose results
+and errors the load's columnar reader (:mod:`engine.records.read`) reproduces, and which that
+reader uses itself for the lines its fast path does not take. :func:`check_endpoints` checks edge endpoints against
 the file plus committed state;
-:func:`rows_to_arrow` / :func:`arrow_to_records` (from :mod:`engine.records_arrow`) convert rows
+:func:`rows_to_arrow` / :func:`arrow_to_records` (from :mod:`engine.records.arrow`) convert rows
 to physical tables and stored tables back to records. Every refusal is a ``BadRequest`` whose
 message starts ``line N:`` and whose details hold ``{"line": N, ...}``.
 """
@@ -25,9 +25,10 @@ from typing import Any
 import pyarrow as pa
 
 from engine.errors import BadRequest
-from engine.jsonl_blocks import BOM
-from engine.records_arrow import arrow_to_records, rows_to_arrow
-from engine.records_endpoints import EdgeEnds, check_edge_endpoints
+from engine.records.arrow import arrow_to_records, rows_to_arrow
+from engine.records.endpoints import EdgeEnds, check_edge_endpoints
+from engine.records.jsonl_blocks import BOM
+from engine.records.rows import EdgeRow, NodeRow
 from engine.schema import Catalog, TableDef
 from engine.schema.ids import canonical_scalar, derive_node_id, new_ulid
 from engine.schema.types import EnumType
@@ -46,28 +47,6 @@ __all__ = [
 
 NODE_KEYS = frozenset({"type", "data"})
 EDGE_KEYS = frozenset({"edge", "from", "to", "data"})
-
-
-@dataclass(frozen=True)
-class NodeRow:
-    """A validated node record: ``values`` holds every declared property, coerced (None = null)."""
-
-    line: int
-    type_name: str
-    id: str
-    values: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class EdgeRow:
-    """A validated edge record; ``src``/``dst`` are endpoint node ids (checked later)."""
-
-    line: int
-    type_name: str
-    id: str
-    src: str
-    dst: str
-    values: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -312,7 +291,7 @@ def check_endpoints(
     at most once per node type, in type-name order, only with ids the file does not hold)
     returns it. The first edge (by line) with a missing endpoint raises ``BadRequest``
     "line N: missing endpoint ..."; ``details["missing_count"]`` counts all missing references.
-    (:func:`engine.records_endpoints.check_edge_endpoints` does the work on columns.)
+    (:func:`engine.records.endpoints.check_edge_endpoints` does the work on columns.)
     """
     node_ids = {name: pa.array([row.id for row in rows], pa.utf8()) for name, rows in parsed.nodes.items()}
     edges = []

@@ -1,0 +1,38 @@
+"""Records: JSONL graph records in and out, validated against the schema, as rows or Arrow tables.
+
+:mod:`~engine.records.parse` is the row-at-a-time reference parser (its typed rows are in
+:mod:`~engine.records.rows`), :mod:`~engine.records.read` the load's block reader, which parses
+2 MiB blocks columnar (:mod:`~engine.records.columnar`, with the column coercions of
+:mod:`~engine.records.columns`) where it can and falls back to the reference parser line by line,
+:mod:`~engine.records.jsonl_blocks` splits a file into blocks, :mod:`~engine.records.record_set`
+holds a load's validated rows (in memory, or spooled to Arrow files by
+:mod:`~engine.records.row_spool`), :mod:`~engine.records.endpoints` checks edge endpoints and
+:mod:`~engine.records.arrow` converts rows to Arrow tables and stored tables back to records.
+Records import nothing of the engine but :mod:`engine.schema` and :mod:`engine.errors`.
+"""
+
+from engine.records.columnar import Declined
+from engine.records.endpoints import EdgeEnds, check_edge_endpoints
+from engine.records.jsonl_blocks import JsonlSource, iter_blocks
+from engine.records.parse import ParsedFile, arrow_to_records, check_endpoints, parse_jsonl, rows_to_arrow
+from engine.records.read import read_records, records_of
+from engine.records.record_set import RecordSet
+from engine.records.rows import EdgeRow, NodeRow
+
+__all__ = [
+    "Declined",
+    "EdgeEnds",
+    "EdgeRow",
+    "JsonlSource",
+    "NodeRow",
+    "ParsedFile",
+    "RecordSet",
+    "arrow_to_records",
+    "check_edge_endpoints",
+    "check_endpoints",
+    "iter_blocks",
+    "parse_jsonl",
+    "read_records",
+    "records_of",
+    "rows_to_arrow",
+]
