@@ -8,7 +8,7 @@ from cli.support import actor_name, echo_result, emit_json, json_option, reports
 from engine.door import FENCED_PROFILE
 from engine.graph import open_graph
 from engine.manifest import MAIN
-from engine.merge import merge_branch
+from engine.ops import merge_branch
 
 
 @click.command("merge")

@@ -12,7 +12,7 @@ from cli.support import actor_name, echo_result, emit_json, json_option, reports
 from engine.door import FENCED_PROFILE
 from engine.graph import open_graph
 from engine.manifest import MAIN
-from engine.mutate import mutate, select_query
+from engine.ops.mutate import mutate, select_query
 
 
 def _params(raw: str | None) -> dict[str, Any]:

@@ -16,14 +16,12 @@ import click
 
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine.access import fleet
-from engine.branches import branch_documents, create_branch, delete_branch
 from engine.door import EngineProfile
 from engine.errors import BadRequest
-from engine.export import export_lines
 from engine.graph import Graph, init_graph, open_graph
-from engine.load import LoadResult, load
 from engine.manifest import MAIN
-from engine.snapshot import snapshot_document
+from engine.ops import branch_documents, create_branch, delete_branch, export_lines, snapshot_document
+from engine.ops.load import LoadResult, load
 
 PIPE_COPY_BYTES = 1 << 20
 

@@ -28,13 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.branches import create_branch
 from engine.door import FENCED_PROFILE
 from engine.errors import BadRequest, FormatRefused, OmnigraphError
-from engine.export import export_lines
 from engine.graph import Graph, init_graph, open_graph
-from engine.load import load
 from engine.manifest import MAIN, GraphBranch
+from engine.ops import create_branch, export_lines
+from engine.ops.load import load
 from engine.storage import FORMAT_4, FORMAT_5, open_store
 
 @dataclass(frozen=True)

@@ -31,11 +31,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from engine.door import FENCED_ROUTER, EngineProfile
 from engine.errors import BadRequest, FormatRefused
 from engine.graph import Graph, open_graph
-from engine.id_probe import present_ids
 from engine.manifest import BranchSnapshot, Manifest
+from engine.ops import TableWrite, commit, present_ids
 from engine.schema.ids import new_ulid
 from engine.storage import FORMAT_MIGRATING, open_dataset, open_store
-from engine.write import TableWrite, commit
 from ledger import InventoryEntry, RepairApplied, RepairDecision
 from migrator.context import Migration
 from migrator.inventory import inventory, validate_images

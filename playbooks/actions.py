@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from claims import inspect
-from engine.branches import create_branch, delete_branch
 from engine.door import FENCED_PROFILE
 from engine.errors import (
     EXIT_CLAIM_HELD,
@@ -25,10 +24,10 @@ from engine.errors import (
     KeyConflict,
     OmnigraphError,
 )
-from engine.export import export_lines
 from engine.graph import Graph, open_graph
-from engine.load import load
 from engine.manifest import MAIN, Manifest
+from engine.ops import create_branch, delete_branch, export_lines
+from engine.ops.load import load
 from engine.reconcile import intents
 from engine.storage import copy_root, open_store
 from ledger import render_table

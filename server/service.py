@@ -23,16 +23,13 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from engine.access import barrier_state, readiness_problems, require_writable_stamp
-from engine.branches import branch_documents, create_branch, delete_branch
 from engine.door import EngineProfile
 from engine.errors import RecoveryRequired
-from engine.export import export_lines
 from engine.graph import Graph, open_graph
-from engine.load import LoadMode, load
 from engine.manifest import Manifest, commit_history
-from engine.merge import merge_branch
-from engine.mutate import mutate, select_query
-from engine.snapshot import snapshot_document
+from engine.ops import branch_documents, create_branch, delete_branch, export_lines, merge_branch, snapshot_document
+from engine.ops.load import LoadMode, load
+from engine.ops.mutate import mutate, select_query
 from engine.storage import FORMAT_5, open_store
 
 T = TypeVar("T")

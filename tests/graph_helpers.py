@@ -19,9 +19,9 @@ from typing import Any
 
 from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
 from engine.graph import Graph, init_graph, open_graph
-from engine.load import LoadResult, load
 from engine.manifest import Manifest
-from engine.snapshot import snapshot_document
+from engine.ops import snapshot_document
+from engine.ops.load import LoadResult, load
 from engine.storage import MANIFEST_DIR, latest_version, list_branches, open_dataset, open_store, primary_key
 
 __all__ = [
@@ -241,7 +241,7 @@ def load_lines(
 
 def export_text(uri: str, branch: str = "main", types: list[str] | None = None, profile: EngineProfile = FENCED_PROFILE) -> str:
     """What ``export`` prints (one line per row, newline-terminated)."""
-    from engine.export import export_lines
+    from engine.ops import export_lines
 
     graph = graph_for(uri, profile, write=False)
     return "".join(line + "\n" for line in export_lines(graph, branch, types))

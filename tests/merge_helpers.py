@@ -6,11 +6,10 @@ import json
 from typing import Any
 
 from engine.door import FENCED_PROFILE
-from engine.export import export_lines
 from engine.graph import Graph, init_graph, open_graph
-from engine.load import load
 from engine.manifest import BranchSnapshot
-from engine.write import TableWrite, commit
+from engine.ops import TableWrite, commit, export_lines
+from engine.ops.load import load
 
 SCHEMA = """
 node Person { name: String @key  age: I32?  email: String? @unique }

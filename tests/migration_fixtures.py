@@ -16,11 +16,10 @@ import json
 import sys
 from pathlib import Path
 
-from engine.branches import create_branch
 from engine.door import FENCED_PROFILE, LEGACY_PROFILE
-from engine.export import export_lines
 from engine.graph import init_graph, open_graph
-from engine.load import load
+from engine.ops import create_branch, export_lines
+from engine.ops.load import load
 from engine.storage import copy_root, open_store
 from tests.graph_helpers import OMNIGRAPH_V4
 from tests.process_race import interleave_held

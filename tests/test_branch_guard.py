@@ -159,7 +159,7 @@ def test_a_dead_writers_intent_is_resolved_by_the_delete(graph: str, tmp_path: P
 
 _DELETER = """
 import os, sys
-from engine.branches import delete_branch
+from engine.ops import delete_branch
 from engine.failpoints import FAILPOINT_ENV
 from tests.graph_helpers import graph_for
 graph = graph_for(sys.argv[1], write=True)  # open read-write now, before the intent below dies

@@ -10,8 +10,8 @@ import pytest
 from graph_helpers import OMNIGRAPH, invoke, storage_state
 from merge_helpers import add_edges, delete, edges, new_graph, people, upsert
 
-from engine.branches import create_branch
 from engine.manifest import Manifest
+from engine.ops import create_branch
 from engine.storage import open_store
 
 
@@ -213,7 +213,7 @@ def test_refusals_name_the_problem(root_uri: str) -> None:
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_a_merge_over_the_per_table_row_limit_is_refused_before_any_write(root_uri: str) -> None:
-    from engine.load import MAX_ROWS, load
+    from engine.ops.load import MAX_ROWS, load
 
     graph = new_graph(root_uri, {"a": 1})
     create_branch(graph, "feature")

@@ -15,10 +15,10 @@ import lance
 import pyarrow as pa
 import pytest
 
-from engine.branches import create_branch
 from engine.door import LEGACY_PROFILE, table_store
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.manifest import Manifest, TableEntry, with_version
+from engine.ops import create_branch
 from engine.storage import open_dataset, open_store
 from tests.check_helpers import assert_check_clean, tree_digest
 from tests.conftest import new_root

@@ -31,8 +31,8 @@ from graph_helpers import (
     write_jsonl,
 )
 
-from engine.branches import create_branch
 from engine.errors import BadRequest, KeyConflict, exit_code_for
+from engine.ops import create_branch
 
 LIMIT = 8192
 

@@ -23,9 +23,9 @@ from graph_helpers import (
     storage_state,
 )
 
-from engine.branches import create_branch, delete_branch
 from engine.errors import BadRequest, NotFound
 from engine.manifest import Manifest
+from engine.ops import create_branch, delete_branch
 from engine.storage import list_branches, open_dataset, open_store
 
 EXAMPLE_PEOPLE = ["Alice", "Bob", "Carol", "Dave", "Eve", "Frank", "Grace", "Heidi"]

@@ -29,8 +29,8 @@ from graph_helpers import (
 
 import pytest
 
-from engine.branches import create_branch
 from engine.errors import BadRequest, KeyConflict
+from engine.ops import create_branch
 from engine.storage import open_store
 
 EXAMPLE_TABLES = [

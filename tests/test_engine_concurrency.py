@@ -73,7 +73,7 @@ def test_disjoint_ids_from_concurrent_writers_all_land(root_uri: str, tmp_path: 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
 def test_same_id_race_on_a_lazy_branch_has_one_winner(root_uri: str, tmp_path: Path) -> None:
     graph = init_graph(root_uri, SCHEMA, FENCED_PROFILE)
-    from engine.branches import create_branch
+    from engine.ops import create_branch
 
     create_branch(graph, "feat")
     files = [_person_file(tmp_path, "lazy-racer", f"l{i}") for i in range(WRITERS)]

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.branches import create_branch
 from engine.door import FENCED_PROFILE
-from engine.export import export_lines
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.graph import init_graph, open_graph
-from engine.load import load
+from engine.ops import create_branch, export_lines
+from engine.ops.load import load
 from engine.reconcile import RECOVERY_LOG_DIR, list_intents
 from engine.storage import RECOVERY_DIR, latest_version, open_store
 

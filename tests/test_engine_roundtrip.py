@@ -24,7 +24,7 @@ from graph_helpers import (
     write_jsonl,
 )
 
-from engine.branches import create_branch
+from engine.ops import create_branch
 
 EXAMPLE_RECORDS = 41
 

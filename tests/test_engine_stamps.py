@@ -25,8 +25,8 @@ from graph_helpers import (
 
 import pytest
 
-from engine.branches import create_branch
 from engine.manifest import FORMAT_KEY, Manifest
+from engine.ops import create_branch
 from engine.storage import open_store
 
 EXIT_FORMAT_REFUSED = 6

@@ -1,6 +1,6 @@
 """Chunked strict inserts probe existing ids once per table state, and never miss one.
 
-:class:`engine.id_probe.ChunkProbe` answers "which of this chunk's ids exist?" from one probe
+:class:`engine.ops.id_probe.ChunkProbe` answers "which of this chunk's ids exist?" from one probe
 while the table has changed only by the load's own commits. These tests count the probes and
 show that every other change (a concurrent commit between chunks, a fork of an inherited
 table) is probed again, so a conflicting id is still ``key_conflict`` with nothing of that
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-import engine.id_probe as id_probe
-from engine.branches import create_branch
+import engine.ops.id_probe as id_probe
 from engine.errors import KeyConflict
-from engine.load import load
+from engine.ops import create_branch
+from engine.ops.load import load
 from tests.graph_helpers import export_text, init
 
 ACTOR = "tests"

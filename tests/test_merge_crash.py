@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 from merge_helpers import add_edges, delete, edges, new_graph, people, upsert
 
-from engine.branches import create_branch
 from engine.door import FENCED_PROFILE
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.graph import open_graph
-from engine.merge import merge_branch
+from engine.ops import create_branch, merge_branch
 from engine.reconcile import list_intents
 from engine.storage import open_store
 from tests.crash_helpers import assert_write_converged

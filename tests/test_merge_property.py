@@ -15,10 +15,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from merge_helpers import edges, new_graph, people
 
-from engine.branches import create_branch
 from engine.errors import BadRequest, KeyConflict, MergeConflict
-from engine.merge import merge_branch
-from engine.mutate import mutate
+from engine.ops import create_branch, merge_branch
+from engine.ops.mutate import mutate
 
 NAMES = ["ann", "bob", "cid", "dee"]
 EDGE_IDS = ["e1", "e2", "e3"]

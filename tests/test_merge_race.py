@@ -12,10 +12,9 @@ import pytest
 from graph_helpers import omnigraph
 from merge_helpers import new_graph, people, upsert
 
-from engine.branches import create_branch
 from engine.door import table_store
 from engine.errors import MergeConflict
-from engine.merge import merge_branch
+from engine.ops import create_branch, merge_branch
 from engine.reconcile import list_intents
 from engine.storage import open_store
 from tests.process_race import race

@@ -11,8 +11,8 @@ from claims import inspect
 from engine.door import LEGACY_PROFILE
 from engine.failpoints import FAILPOINT_EXIT_STATUS
 from engine.graph import open_graph
-from engine.load import load
 from engine.manifest import Manifest
+from engine.ops.load import load
 from engine.storage import list_branches, open_dataset, open_store, primary_key
 from ledger import Ledger, ValidationFailedRecord
 from migrator.layout import CLAIM_PATH, ledger_dir

@@ -2,7 +2,7 @@
 
 The examples, the mix refusal, the row limit and the core semantics run on both backends; checks
 that do not depend on the storage (type errors, CLI options, preconditions) run locally. Most
-calls go through the Python API (:func:`engine.mutate.mutate`) or the
+calls go through the Python API (:func:`engine.ops.mutate.mutate`) or the
 in-process CLI (:func:`graph_helpers.invoke`); refusals compare the whole storage state before
 and after.
 """
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.branches import create_branch
 from engine.door import FENCED_PROFILE
 from engine.errors import BadRequest, KeyConflict, PreconditionFailed, ResourceLimit
 from engine.gq import GqError
 from engine.graph import Graph, init_graph, open_graph
-from engine.load import MAX_ROWS, load
-from engine.mutate import MutationResult, mutate
+from engine.ops import create_branch
+from engine.ops.load import MAX_ROWS, load
+from engine.ops.mutate import MutationResult, mutate
 from tests.graph_helpers import OMNIGRAPH, commit_ids, export_text, invoke, storage_state
 
 SCHEMA = """

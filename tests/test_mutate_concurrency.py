@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from engine import mutate as mutate_module
 from engine.door import FENCED_PROFILE
 from engine.errors import KeyConflict, ReadSetConflict
 from engine.graph import Graph, init_graph, open_graph
-from engine.load import load
-from engine.mutate import mutate
+from engine.ops import mutate as mutate_module
+from engine.ops.load import load
+from engine.ops.mutate import mutate
 from engine.reconcile import list_intents
 from tests.graph_helpers import export_text
 from tests.process_race import race

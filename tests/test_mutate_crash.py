@@ -20,13 +20,12 @@ from typing import Any
 
 import pytest
 
-from engine.branches import create_branch
 from engine.door import FENCED_PROFILE
-from engine.export import export_lines
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.graph import init_graph, open_graph
-from engine.load import load
-from engine.mutate import mutate
+from engine.ops import create_branch, export_lines
+from engine.ops.load import load
+from engine.ops.mutate import mutate
 from engine.reconcile import list_intents
 from engine.storage import open_store
 from tests.crash_helpers import assert_write_converged

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.errors import BadRequest
-from engine.load import load
+from engine.ops.load import load
 from engine.records import Declined, RecordSet, iter_blocks, parse_jsonl, read_records, records_of
 from engine.schema import Catalog
 from engine.schema.ids import new_ulid, new_ulids

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.branches import create_branch
 from engine.door import LEGACY_PROFILE
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.graph import init_graph
-from engine.load import load
+from engine.ops import create_branch
+from engine.ops.load import load
 from engine.storage import open_store
 from tests.check_helpers import assert_check_clean
 from tests.conftest import new_root

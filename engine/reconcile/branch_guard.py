@@ -15,7 +15,7 @@ next record as ``released``. After acquiring, the holder deletes the records bel
 guard stays at one or two objects.
 
 Writers do not take the guard. A commit on a branch other than ``main`` arms its intent first and
-then reads the guard and the branch's incarnation (:func:`engine.write.commit`): a live
+then reads the guard and the branch's incarnation (:func:`engine.ops.write.commit`): a live
 ``delete`` holder, or a changed incarnation, aborts the commit before its first effect. A
 deleter takes the guard first and then lists intents, refusing while an intent on the branch is
 armed by a live process. Each writes its own record before reading the other's, so at least one

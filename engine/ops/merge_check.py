@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from engine.graph import Graph
 from engine.manifest import BranchSnapshot, TableEntry
-from engine.merge_diff import TableChanges
+from engine.ops.merge_diff import TableChanges
 from engine.storage import open_dataset
 
 Problem = dict[str, Any]

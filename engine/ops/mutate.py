@@ -12,14 +12,14 @@ Semantics (see ``docs/mutations.md``):
   (read-your-writes: a pending row shadows the committed row with its id, a pending delete hides
   it); one commit at the end; a query that writes nothing publishes no commit (``commit`` None);
 * edge endpoints and ``@unique`` are checked on the result before anything is armed
-  (:func:`engine.merge_check.check_merged`, the same checks as branch merge).
+  (:func:`engine.ops.merge_check.check_merged`, the same checks as branch merge).
 
 Limits: per table, strict-insert plus upsert rows (an update's matched rows included, counted
-while matching) at most :data:`engine.load.MAX_ROWS` and their Arrow data at most
-:data:`engine.load.MAX_ARROW_BYTES`, else ``resource_limit`` before any intent is armed. Deleted
+while matching) at most :data:`engine.ops.load.MAX_ROWS` and their Arrow data at most
+:data:`engine.ops.load.MAX_ARROW_BYTES`, else ``resource_limit`` before any intent is armed. Deleted
 ids are not staged rows and are not limited.
 
-Conflicts (all through :func:`engine.write.commit`, which re-runs ``prepare`` on a fresh
+Conflicts (all through :func:`engine.ops.write.commit`, which re-runs ``prepare`` on a fresh
 snapshot after a storage conflict that landed nothing): an insert-only query is re-prepared
 (upserts retried, strict inserts re-probed: ``key_conflict`` only if an attempted id now exists,
 generated ids stay the same, never turned into an upsert); a query with an ``update`` or
@@ -44,16 +44,16 @@ from engine.gq import parse
 from engine.gq.checker import BoundQuery, BoundStatement, Condition, check_mix, check_query
 from engine.gq.syntax import Query
 from engine.graph import Graph
-from engine.id_probe import present_ids
-from engine.load import MAX_ARROW_BYTES, MAX_ROWS
 from engine.manifest import BranchSnapshot
-from engine.merge_check import check_merged
-from engine.merge_diff import TableChanges
+from engine.ops.id_probe import present_ids
+from engine.ops.load import MAX_ARROW_BYTES, MAX_ROWS
+from engine.ops.merge_check import check_merged
+from engine.ops.merge_diff import TableChanges
+from engine.ops.write import CommitResult, TableWrite, commit
 from engine.records import EdgeRow, NodeRow, rows_to_arrow
 from engine.schema import TableDef
 from engine.schema.ids import derive_node_id, new_ulid
 from engine.storage import open_dataset
-from engine.write import CommitResult, TableWrite, commit
 
 Row = NodeRow | EdgeRow
 

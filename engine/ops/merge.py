@@ -14,20 +14,20 @@ The merge base is the nearest common ancestor of the two heads in the commit gra
   next merge base;
 * ``merged``: one commit with two parents (target head, source head).
 
-Per table and id the rules of :mod:`engine.merge_diff` apply. Any conflict is
+Per table and id the rules of :mod:`engine.ops.merge_diff` apply. Any conflict is
 ``merge_conflict`` (409) listing every conflicting id, sorted, before anything is written. The
-merged result is then checked (:mod:`engine.merge_check`: endpoints, ``@unique``); any problem
+merged result is then checked (:mod:`engine.ops.merge_check`: endpoints, ``@unique``); any problem
 is also ``merge_conflict``, with every problem listed. A commit is recorded even when no row
 differs (both sides made the same changes), so the next merge starts from this one.
 
-Writes go through the write protocol (:func:`engine.write.commit`: intent, effects, publish):
+Writes go through the write protocol (:func:`engine.ops.write.commit`: intent, effects, publish):
 per table, new rows by the fenced strict insert, updated rows by the fenced upsert, deleted ids by
 the door's delete; a table the target still inherits is forked first. Everything is prepared
 again from fresh snapshots when a concurrent writer conflicts before any effect.
 
 Memory: per table whose source image differs from the base, the ``id -> digest`` maps of up to
-three images (:mod:`engine.merge_diff`) plus the source rows the merge takes. Those are bounded by
-the per-table commit limit (:data:`engine.load.MAX_ROWS` changed ids, :data:`engine.load.MAX_ARROW_BYTES`
+three images (:mod:`engine.ops.merge_diff`) plus the source rows the merge takes. Those are bounded by
+the per-table commit limit (:data:`engine.ops.load.MAX_ROWS` changed ids, :data:`engine.ops.load.MAX_ARROW_BYTES`
 of Arrow data); a larger merge is ``resource_limit`` with nothing written.
 """
 
@@ -41,12 +41,12 @@ import pyarrow.compute as pc
 
 from engine.errors import BadRequest, Internal, MergeConflict, ResourceLimit
 from engine.graph import Graph
-from engine.load import MAX_ARROW_BYTES, MAX_ROWS
 from engine.manifest import BranchSnapshot, load_commit_graph
-from engine.merge_check import check_merged
-from engine.merge_diff import TableChanges, compare_table
+from engine.ops.load import MAX_ARROW_BYTES, MAX_ROWS
+from engine.ops.merge_check import check_merged
+from engine.ops.merge_diff import TableChanges, compare_table
+from engine.ops.write import CommitResult, TableWrite, commit
 from engine.storage import open_dataset
-from engine.write import CommitResult, TableWrite, commit
 
 MergeOutcome = Literal["up_to_date", "fast_forward", "merged"]
 

@@ -31,11 +31,11 @@ import pyarrow.compute as pc
 
 from engine.errors import BadRequest, KeyConflict, OmnigraphError, ResourceLimit
 from engine.graph import Graph
-from engine.id_probe import ChunkProbe, present_ids
 from engine.manifest import BranchSnapshot, TableEntry
+from engine.ops.id_probe import ChunkProbe, present_ids
+from engine.ops.write import CommitResult, TableWrite, commit
 from engine.records import EdgeEnds, JsonlSource, RecordSet, check_edge_endpoints, read_records
 from engine.storage import open_dataset
-from engine.write import CommitResult, TableWrite, commit
 
 LoadMode = Literal["append", "merge", "overwrite"]
 MAX_ROWS = 8192
