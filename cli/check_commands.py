@@ -11,8 +11,8 @@ from __future__ import annotations
 import click
 
 from cli.support import echo_result, emit_json, json_option, reports_errors
-from engine.check import CheckReport, check_graph
 from engine.errors import ValidationFailed
+from engine.maintenance import CheckReport, check_graph
 
 
 def _render(report: CheckReport) -> None:

@@ -19,8 +19,8 @@ from cli.support import actor_name, echo_result, emit_json, json_option, reports
 from engine.door import FENCED_PROFILE, LEGACY_PROFILE
 from engine.errors import BadRequest, NotFound
 from engine.graph import Graph, open_graph
+from engine.maintenance.optimize import optimize
 from engine.manifest import MAIN, Manifest
-from engine.optimize import optimize
 from engine.reconcile import drift, intents, recovery
 from engine.storage import FORMAT_4, open_store
 from migrator.progress import SilentProgress

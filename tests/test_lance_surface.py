@@ -612,7 +612,7 @@ def test_read_transaction_operation_names(lx: Lx) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# out-of-band maintenance commits (engine/reconcile/drift.py, engine/optimize.py)
+# out-of-band maintenance commits (engine/reconcile/drift.py, engine/maintenance/optimize.py)
 
 
 def fragment_layout(ds: lance.LanceDataset) -> list[str]:

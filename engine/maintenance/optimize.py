@@ -3,11 +3,11 @@
 Compaction (``compact_files``) and index building (a BTREE, ``create_scalar_index(...,
 replace=True)``) run on the tables a graph branch owns, at the version the branch pins, and are
 then published as one graph commit (``optimized <operations> vA..vB on <table>``) after the same
-classification an out-of-band commit gets (:mod:`engine.reconcile.drift`): the new versions must change no
-row, which is checked, not assumed. A crash between the Lance commit and the publish leaves an
-adoptable span that the next read-write open adopts. Tables inherited from another branch,
-covered by a commit in flight, or with unresolved drift are skipped and reported. Indexes change
-nothing about writes: the fenced door always merges with ``use_index(False)``.
+classification an out-of-band commit gets (:mod:`engine.reconcile.drift`): the new versions must
+change no row, which is checked, not assumed. A crash between the Lance commit and the publish
+leaves an adoptable span that the next read-write open adopts. Tables inherited from another
+branch, covered by a commit in flight, or with unresolved drift are skipped and reported. Indexes
+change nothing about writes: the fenced door always merges with ``use_index(False)``.
 
 Version cleanup deletes, per (table, Lance branch), only versions older than the cutoff that no
 one may still read: every version pinned by any ``__manifest`` version of any live graph branch

@@ -1,0 +1,14 @@
+"""Maintenance: routine Lance upkeep owned by the engine, and the read-only integrity check.
+
+:mod:`~engine.maintenance.optimize` compacts, indexes and cleans up old versions of the tables a
+branch owns, publishing each change as a graph commit; :mod:`~engine.maintenance.check` reads a
+whole graph (any stamp, every branch), writes nothing and reports every inconsistency.
+
+The function ``optimize`` is imported from its module
+(``from engine.maintenance.optimize import optimize``): exporting it here would shadow the
+submodule of the same name.
+"""
+
+from engine.maintenance.check import CheckReport, check_graph
+
+__all__ = ["CheckReport", "check_graph"]
