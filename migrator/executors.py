@@ -1,7 +1,7 @@
 """Where step 5 of the migration (validate every pinned image) runs: the executor seam.
 
-An executor validates pinned images and returns one :class:`~migrator.validate.ImageReport` per
-image, keyed by image id in image-id order. Every executor keeps one contract: an image's report
+An executor validates pinned images (:class:`~migrator.images.PinnedImage`) and returns one
+:class:`~migrator.validate.ImageReport` per image, keyed by image id in image-id order. Every executor keeps one contract: an image's report
 is exactly what :func:`~migrator.validate.validate_image` gives for that image opened in this
 process (rows, null ids, duplicates, digest, fingerprint), so the ledger records written from the
 reports, the duplicate inventory and the exit code do not depend on the executor. Progress is
@@ -20,29 +20,16 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Protocol
 
-import lance
-
 from engine.errors import BadRequest
-from engine.storage import GraphStore, open_dataset
+from engine.storage import GraphStore
+from migrator.images import VALIDATING, PinnedImage, open_images
 from migrator.progress import Progress
 from migrator.validate import ImageReport, validate_image, validation_session
 
 EXECUTORS = ("local", "ray")
 RAY_INSTALL = "pip install -e '.[ray]' in a checkout of omnigraph-fence (`make venv` installs it into .venv)"
-VALIDATING = "validating ids"
-
-
-@dataclass(frozen=True)
-class PinnedImage:
-    """One physical table image a plan pins: a Lance table branch (None = main) at a version."""
-
-    image_id: str
-    table_path: str
-    table_branch: str | None
-    table_version: int
 
 
 class ImageExecutor(Protocol):
@@ -53,14 +40,6 @@ class ImageExecutor(Protocol):
     def validate(self, store: GraphStore, images: list[PinnedImage], progress: Progress) -> dict[str, ImageReport]: ...
 
     def close(self) -> None: ...
-
-
-def open_images(store: GraphStore, images: list[PinnedImage]) -> dict[str, lance.LanceDataset]:
-    """Every image checked out at its pinned version, by image id, in the order given."""
-    return {
-        image.image_id: open_dataset(store, image.table_path, image.table_branch, image.table_version)
-        for image in images
-    }
 
 
 class LocalExecutor:

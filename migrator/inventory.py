@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from engine.storage import GraphStore
 from ledger import InventoryEntry, UnitPlan
-from migrator.executors import ImageExecutor, LocalExecutor, PinnedImage
+from migrator.executors import ImageExecutor, LocalExecutor
+from migrator.images import PinnedImage
 from migrator.plan import MigrationPlan
 from migrator.progress import Progress
 from migrator.validate import ImageReport

@@ -43,7 +43,7 @@ import ray.exceptions
 
 from engine.storage import GraphStore, open_dataset_at
 from migrator.errors import ExecutorFailed
-from migrator.executors import VALIDATING, PinnedImage, open_images
+from migrator.images import VALIDATING, PinnedImage, open_images
 from migrator.progress import Progress
 from migrator.validate import ImageReport, digest_release, validate_image, validation_session
 

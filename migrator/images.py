@@ -1,0 +1,34 @@
+"""Pinned images, as every executor sees them: what one is, and opening them at their versions.
+
+:mod:`migrator.executors` (the executor seam and the local executor) and
+:mod:`migrator.ray_executor` (the ``ray`` executor) both use these; neither imports the other at
+import time (:mod:`migrator.executors` imports the Ray executor only when it is chosen).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import lance
+
+from engine.storage import GraphStore, open_dataset
+
+VALIDATING = "validating ids"
+
+
+@dataclass(frozen=True)
+class PinnedImage:
+    """One physical table image a plan pins: a Lance table branch (None = main) at a version."""
+
+    image_id: str
+    table_path: str
+    table_branch: str | None
+    table_version: int
+
+
+def open_images(store: GraphStore, images: list[PinnedImage]) -> dict[str, lance.LanceDataset]:
+    """Every image checked out at its pinned version, by image id, in the order given."""
+    return {
+        image.image_id: open_dataset(store, image.table_path, image.table_branch, image.table_version)
+        for image in images
+    }
