@@ -4,8 +4,9 @@
 profile's rules: the format-5 engine writes only stamp ``5`` and reads ``4``/``migrating``/``5``;
 the format-4 writer reads and writes only ``4``. A read-write open at stamp ``5`` refuses
 (``format_refused``) a graph a format-4 writer published to after the stamp
-(:mod:`engine.access.writer_audit`), then resolves interrupted commits (:mod:`engine.reconcile.recovery`) before
-returning. Failpoint ``open.after_stamp``: the stamp was checked, nothing else yet.
+(:mod:`engine.access.writer_audit`), then resolves interrupted commits
+(:mod:`engine.reconcile.recovery`) before returning. Failpoint ``open.after_stamp``: the stamp was
+checked, nothing else yet.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from engine.reconcile import RecoveryRecord, drift, recovery
 from engine.schema import Catalog
 from engine.schema.ids import new_ulid
 from engine.storage import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS, SCHEMA_FILE, GraphStore, open_store
+
 
 @dataclass
 class Graph:

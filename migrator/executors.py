@@ -1,10 +1,11 @@
 """Where step 5 of the migration (validate every pinned image) runs: the executor seam.
 
 An executor validates pinned images (:class:`~migrator.images.PinnedImage`) and returns one
-:class:`~migrator.validate.ImageReport` per image, keyed by image id in image-id order. Every executor keeps one contract: an image's report
-is exactly what :func:`~migrator.validate.validate_image` gives for that image opened in this
-process (rows, null ids, duplicates, digest, fingerprint), so the ledger records written from the
-reports, the duplicate inventory and the exit code do not depend on the executor. Progress is
+:class:`~migrator.validate.ImageReport` per image, keyed by image id in image-id order. Every
+executor keeps one contract: an image's report is exactly what
+:func:`~migrator.validate.validate_image` gives for that image opened in this process (rows, null
+ids, duplicates, digest, fingerprint), so the ledger records written from the reports, the
+duplicate inventory and the exit code do not depend on the executor. Progress is
 ``start("validating ids", rows of every image)``, ``advance(rows)`` as rows are validated, then
 ``finish()``. An executor writes nothing to the graph or the ledger.
 

@@ -1,11 +1,11 @@
 """The FastAPI application: one graph, one program profile, endpoints for what the CLI does.
 
-Endpoint handlers that touch the graph are plain ``def`` functions (FastAPI runs them in its
-worker threads) or ``await`` :func:`starlette.concurrency.run_in_threadpool`: no Lance or
-object-storage call runs on the event loop. Errors are ``{"error": {code, message, details}}``
-with the HTTP status of the error's code (REFERENCE.md); ``format_barrier`` (503) is a write
-refused at a stamp this program does not write. Each process registers itself in the fleet registry (:mod:`engine.access.fleet`) for
-its lifetime.
+Endpoint handlers that touch the graph are plain ``def`` functions (FastAPI runs them in its worker
+threads) or ``await`` :func:`starlette.concurrency.run_in_threadpool`: no Lance or object-storage
+call runs on the event loop. Errors are ``{"error": {code, message, details}}`` with the HTTP status
+of the error's code (REFERENCE.md); ``format_barrier`` (503) is a write refused at a stamp this
+program does not write. Each process registers itself in the fleet registry
+(:mod:`engine.access.fleet`) for its lifetime.
 """
 
 from __future__ import annotations

@@ -6,10 +6,11 @@ table forks that table. Deleting a branch removes its ``__manifest`` branch firs
 branch is gone atomically) and then its own table forks; a branch that another branch was
 forked from cannot be deleted.
 
-Both hold the branch's guard (:mod:`engine.reconcile.branch_guard`), so no two processes create, delete or
-recover one branch name at once. Delete refuses (``read_set_conflict``, naming the operation)
-while a write intent on the branch is armed by a live process; the intents of dead writers on it
-are resolved with it: their effects were on the branch's own table forks, which go with it.
+Both hold the branch's guard (:mod:`engine.reconcile.branch_guard`), so no two processes create,
+delete or recover one branch name at once. Delete refuses (``read_set_conflict``, naming the
+operation) while a write intent on the branch is armed by a live process; the intents of dead
+writers on it are resolved with it: their effects were on the branch's own table forks, which go
+with it.
 """
 
 from __future__ import annotations

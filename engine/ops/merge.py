@@ -25,10 +25,11 @@ per table, new rows by the fenced strict insert, updated rows by the fenced upse
 the door's delete; a table the target still inherits is forked first. Everything is prepared
 again from fresh snapshots when a concurrent writer conflicts before any effect.
 
-Memory: per table whose source image differs from the base, the ``id -> digest`` maps of up to
-three images (:mod:`engine.ops.merge_diff`) plus the source rows the merge takes. Those are bounded by
-the per-table commit limit (:data:`engine.ops.load.MAX_ROWS` changed ids, :data:`engine.ops.load.MAX_ARROW_BYTES`
-of Arrow data); a larger merge is ``resource_limit`` with nothing written.
+Memory: per table whose source image differs from the base, the ``id -> digest`` maps of up to three
+images (:mod:`engine.ops.merge_diff`) plus the source rows the merge takes. Those are bounded by the
+per-table commit limit (:data:`engine.ops.load.MAX_ROWS` changed ids,
+:data:`engine.ops.load.MAX_ARROW_BYTES` of Arrow data); a larger merge is ``resource_limit`` with
+nothing written.
 """
 
 from __future__ import annotations

@@ -234,12 +234,12 @@ def _require_pinned_heads(
     """Effects land only on the version the manifest pins, never on another commit's
     unpublished effects (which would publish them with this commit).
 
-    A table branch ahead of its pin is another commit in flight: wait for it (retry) if its
-    writer is alive, resolve it if its writer is dead; a newer published pin means this
-    snapshot is stale (retry). Ahead with no intent at all was committed outside the engine: an
-    owned table's commits, or an unpublished fork of an inherited one, are classified
-    (:mod:`engine.reconcile.drift`): adopted when they change no row (retry), ``table_drift`` otherwise; a
-    table that moved while it was classified is looked at again (retry).
+    A table branch ahead of its pin is another commit in flight: wait for it (retry) if its writer
+    is alive, resolve it if its writer is dead; a newer published pin means this snapshot is stale
+    (retry). Ahead with no intent at all was committed outside the engine: an owned table's commits,
+    or an unpublished fork of an inherited one, are classified (:mod:`engine.reconcile.drift`):
+    adopted when they change no row (retry), ``table_drift`` otherwise; a table that moved while it
+    was classified is looked at again (retry).
     """
     store = graph.store
     ahead: list[tuple[TableEntry, int]] = []

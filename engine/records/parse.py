@@ -8,8 +8,8 @@ One record per line::
 :func:`parse_jsonl` validates everything that does not need committed state and returns typed
 rows (:mod:`engine.records.rows`), one line at a time: it is the reference parser, whose results
 and errors the load's columnar reader (:mod:`engine.records.read`) reproduces, and which that
-reader uses itself for the lines its fast path does not take. :func:`check_endpoints` checks edge endpoints against
-the file plus committed state;
+reader uses itself for the lines its fast path does not take. :func:`check_endpoints` checks edge
+endpoints against the file plus committed state;
 :func:`rows_to_arrow` / :func:`arrow_to_records` (from :mod:`engine.records.arrow`) convert rows
 to physical tables and stored tables back to records. Every refusal is a ``BadRequest`` whose
 message starts ``line N:`` and whose details hold ``{"line": N, ...}``.

@@ -2,8 +2,8 @@
 
 A *table branch* of ``None`` means the dataset's main branch. Lance numbers a branch's versions
 from its fork point: a branch created from ``(parent, v)`` starts at version ``v``.
-Nothing here writes table rows (it creates empty datasets and forks); row writes go through the fenced door (:mod:`engine.door.table_store`)
-or the legacy writer (:mod:`engine.door.legacy`).
+Nothing here writes table rows (it creates empty datasets and forks); row writes go through the
+fenced door (:mod:`engine.door.table_store`) or the legacy writer (:mod:`engine.door.legacy`).
 """
 
 from __future__ import annotations
