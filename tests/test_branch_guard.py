@@ -21,6 +21,7 @@ from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS, STOP_SUFFIX,
 from engine.reconcile import RECOVERY_LOG_DIR, abandoned, list_intents
 from engine.storage import open_store
 
+from tests.conftest import new_root
 from tests.graph_helpers import OMNIGRAPH, PROJECT, export_text, make_example_graph, omnigraph, person, write_jsonl
 from tests.serve_helpers import start_fenced
 
@@ -60,16 +61,28 @@ def _assert_clean(uri: str) -> None:
     assert abandoned(store) == []
 
 
+@pytest.fixture(params=["local"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Local unless a test parametrises ``backend`` (indirectly) with ``s3`` too."""
+    if request.param == "s3":
+        request.getfixturevalue("s3_server")
+    return str(request.param)
+
+
 @pytest.fixture()
-def graph(tmp_path: Path) -> str:
-    uri = str(tmp_path / "g")
+def graph(backend: str, tmp_path: Path) -> str:
+    uri = new_root(backend, tmp_path)
     make_example_graph(uri)
     omnigraph("branch", "create", "tmp", uri).ok()
     _load(uri, write_jsonl(tmp_path, "t0.jsonl", [person("t0", 1)]), "tmp").ok()
     return uri
 
 
-@pytest.mark.parametrize("failpoint", ["branch.after_guard", "branch.after_delete"])
+@pytest.mark.parametrize(
+    "backend, failpoint",
+    [("local", "branch.after_guard"), ("local", "branch.after_delete"), ("s3", "branch.after_delete")],
+    indirect=["backend"],
+)
 def test_a_killed_delete_is_reported_by_check_and_completed_by_recover(graph: str, tmp_path: Path, failpoint: str) -> None:
     main_before = _names(graph)
     killed = omnigraph("branch", "delete", "tmp", graph, env={FAILPOINT_ENV: failpoint})
@@ -117,7 +130,7 @@ def test_a_branch_operation_while_another_holds_the_guard_is_refused(graph: str)
     _assert_clean(graph)
 
 
-@pytest.mark.parametrize("recreate", [False, True])
+@pytest.mark.parametrize("backend, recreate", [("local", False), ("local", True), ("s3", True)], indirect=["backend"])
 def test_a_write_whose_branch_went_away_before_arming_fails_typed_and_writes_nothing(
     graph: str, tmp_path: Path, recreate: bool
 ) -> None:

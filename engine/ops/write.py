@@ -131,6 +131,8 @@ def commit(
     if incarnation is None:
         graph.manifest.require_branch(branch)  # not_found, unless it was created just now
         incarnation = graph.manifest.incarnation(branch)
+        if incarnation is None:
+            raise NotFound(f"graph branch {branch!r} does not exist (see `omnigraph branch list`)", {"branch": branch})
     try:
         for attempt in retrying:
             with attempt:
@@ -145,7 +147,7 @@ def commit(
 
 
 def _attempt(
-    graph: Graph, branch: str, incarnation: str | None, prepare: Prepare, head_for: HeadFor, actor: str,
+    graph: Graph, branch: str, incarnation: str, prepare: Prepare, head_for: HeadFor, actor: str,
     publish_empty: bool,
 ) -> CommitResult | None:
     """One try of the protocol on the branch incarnation the commit started on (read before the
@@ -188,7 +190,7 @@ def _attempt(
     return published
 
 
-def _require_incarnation(graph: Graph, branch: str, incarnation: str | None, operation_id: str | None) -> None:
+def _require_incarnation(graph: Graph, branch: str, incarnation: str, operation_id: str | None) -> None:
     """The branch is still the incarnation the commit read, and no live process is deleting it.
 
     Called once the intent is armed (``operation_id``; disarmed here on refusal, nothing was
