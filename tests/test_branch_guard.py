@@ -22,7 +22,7 @@ from engine.reconcile import RECOVERY_LOG_DIR, abandoned, list_intents
 from engine.storage import open_store
 
 from tests.conftest import new_root
-from tests.graph_helpers import OMNIGRAPH, PROJECT, export_text, make_example_graph, omnigraph, person, write_jsonl
+from tests.graph_helpers import OMNIGRAPH, PROJECT, export_text, graph_for, make_example_graph, omnigraph, person, write_jsonl
 from tests.serve_helpers import start_fenced
 
 
@@ -213,3 +213,25 @@ def test_an_intent_of_a_gone_incarnation_never_touches_the_new_branch(graph: str
     assert "acked" in _names(graph, "fresh") and "h1" not in _names(graph, "fresh")
     _load(graph, write_jsonl(tmp_path, "f2.jsonl", [person("f2", 6)]), "fresh").ok()
     _assert_clean(graph)
+
+
+def test_whole_graph_reads_skip_a_branch_deleted_after_they_listed_it(graph: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every read of all branches (the read-write open's audit and drift settlement, the commit
+    graph, branch list) lists the branches, then reads each: a branch deleted in between is left
+    out instead of failing the whole read. The interleaving is fixed by answering the listing
+    with the one taken before the delete."""
+    from engine.access import writer_audit
+    from engine.manifest import Manifest, load_commit_graph
+    from engine.ops import branch_documents
+    from engine.reconcile import drift
+
+    stale = Manifest(open_store(graph)).branches()
+    omnigraph("branch", "delete", "tmp", graph).ok()
+    monkeypatch.setattr(Manifest, "branches", lambda self: stale)
+    opened = graph_for(graph, write=False)
+    assert list(opened.manifest.snapshots()) == ["main"]
+    assert writer_audit.foreign_heads(opened.manifest) == []
+    assert writer_audit.readiness_problems(opened.store, opened.manifest) == []
+    assert drift.settle_all(opened.store, opened.manifest, actor="test", require_fencing=True) == []
+    assert load_commit_graph(opened.manifest).nodes
+    assert [d["name"] for d in branch_documents(opened)] == ["main"]

@@ -65,8 +65,8 @@ def foreign_heads(manifest: Manifest) -> list[ForeignCommit]:
     """Every branch head a format-4 writer published after stamp 5, by branch (main first)."""
     fenced = manifest.read_fenced_heads()
     found = []
-    for branch in manifest.branches():
-        commit = foreign_head(manifest.snapshot(branch), fenced)
+    for snapshot in manifest.snapshots().values():
+        commit = foreign_head(snapshot, fenced)
         if commit is not None:
             found.append(commit)
     return found
@@ -102,12 +102,16 @@ def readiness_problems(store: GraphStore, manifest: Manifest) -> list[str]:
     """
     problems = [f"{c.describe()}; run `{refence_command(store.uri)}`" for c in foreign_heads(manifest)]
     checked: dict[tuple[str, str | None, int], list[str]] = {}
-    for branch in manifest.branches():
-        snapshot = manifest.snapshot(branch)
+    for branch, snapshot in manifest.snapshots().items():
         for table_key, entry in snapshot.tables.items():
             image = (entry.table_path, entry.table_branch, entry.table_version)
             if image not in checked:
-                schema = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version).schema
+                try:
+                    schema = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version).schema
+                except (ValueError, OSError):
+                    if manifest.incarnation(branch) is not None:
+                        raise
+                    break  # the branch was deleted while it was read: no longer live
                 checked[image] = primary_key(schema)
             if checked[image] != [KEY_COLUMN]:
                 problems.append(

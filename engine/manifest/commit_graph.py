@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
+from engine.errors import NotFound
 from engine.manifest.manifest import HEAD_OBJECT_ID, HeadEntry, Manifest, fold_rows
 
 
@@ -76,9 +77,18 @@ def load_commit_graph(manifest: Manifest) -> CommitGraph:
     """Read the head row of every ``__manifest`` version of every live branch."""
     nodes: dict[str, CommitNode] = {}
     for branch in manifest.branches():
-        for version in manifest.head_versions(branch):
-            rows = manifest.dataset(branch, version).to_table(filter=pc.field("object_id") == HEAD_OBJECT_ID)
-            head = fold_rows(branch, version, rows).head
+        try:
+            heads = [(version, _head_at(manifest, branch, version)) for version in manifest.head_versions(branch)]
+        except (NotFound, ValueError, OSError):
+            if manifest.incarnation(branch) is not None:
+                raise
+            continue  # deleted while it was read: no longer live
+        for version, head in heads:
             if head.commit_id not in nodes:
                 nodes[head.commit_id] = CommitNode(head, branch, version)
     return CommitGraph(nodes)
+
+
+def _head_at(manifest: Manifest, branch: str, version: int) -> HeadEntry:
+    rows = manifest.dataset(branch, version).to_table(filter=pc.field("object_id") == HEAD_OBJECT_ID)
+    return fold_rows(branch, version, rows).head

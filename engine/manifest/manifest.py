@@ -258,9 +258,30 @@ class Manifest:
     # -- reading -----------------------------------------------------------------------------
 
     def snapshot(self, branch: str, version: int | None = None) -> BranchSnapshot:
-        """The folded manifest of ``branch`` (latest, or at ``version``)."""
+        """The folded manifest of ``branch`` (latest, or at ``version``); ``not_found`` if the
+        branch does not exist, also when it is deleted while it is read."""
         dataset = self.dataset(branch, version)
-        return fold_rows(branch, int(dataset.version), dataset.to_table())
+        try:
+            rows = dataset.to_table()
+        except (ValueError, OSError):
+            if branch != MAIN:
+                self.require_branch(branch)
+            raise
+        return fold_rows(branch, int(dataset.version), rows)
+
+    def snapshots(self) -> dict[str, BranchSnapshot]:
+        """The latest snapshot of every live graph branch, main first, then by name.
+
+        A branch deleted between the listing and its read is left out: it is no longer live, and
+        a read of the whole graph must not fail because some branch was deleted meanwhile.
+        """
+        result: dict[str, BranchSnapshot] = {}
+        for name in self.branches():
+            try:
+                result[name] = self.snapshot(name)
+            except NotFound:
+                continue
+        return result
 
     def branches(self) -> dict[str, GraphBranch]:
         """Every live graph branch, main first, then by name."""

@@ -110,8 +110,9 @@ def _write_in_flight(name: str, intent: intents.WriteIntent) -> ReadSetConflict:
 def branch_documents(graph: Graph) -> list[dict[str, Any]]:
     """Every branch with its parent and incarnation, main first then by name."""
     documents = []
-    for branch in graph.manifest.branches().values():
-        snapshot = graph.manifest.snapshot(branch.name)
+    branches = graph.manifest.branches()
+    for name, snapshot in graph.manifest.snapshots().items():
+        branch = branches[name]
         documents.append(
             {
                 "name": branch.name,

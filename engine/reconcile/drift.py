@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.door import KEY_COLUMN, CommitConflict
-from engine.errors import TableDrift, ValidationFailed
+from engine.errors import NotFound, TableDrift, ValidationFailed
 from engine.manifest import HeadEntry, Manifest, TableEntry, lance_branch_name, now_ms, with_version
 from engine.reconcile import intents
 from engine.schema.ids import new_ulid
@@ -488,5 +488,10 @@ def settle_all(store: GraphStore, manifest: Manifest, *, actor: str, require_fen
     adopted: list[TableDriftReport] = []
     covered = in_flight_tables(store)
     for branch in manifest.branches():
-        adopted += settle(store, manifest, branch, actor=actor, require_fencing=require_fencing, in_flight=covered)[0]
+        try:
+            adopted += settle(store, manifest, branch, actor=actor, require_fencing=require_fencing, in_flight=covered)[0]
+        except (NotFound, ValueError, OSError):
+            if manifest.incarnation(branch) is not None:
+                raise
+            # deleted while the graph was opened: nothing of it is left to settle
     return adopted

@@ -50,8 +50,8 @@ def _was_published(manifest: Manifest, intent: WriteIntent) -> bool:
 
 def pinned_anywhere(manifest: Manifest, table_path: str, table_branch: str | None) -> bool:
     """True if any live graph branch pins an image of ``table_branch`` of the table at ``table_path``."""
-    for name in manifest.branches():
-        for entry in manifest.snapshot(name).tables.values():
+    for snapshot in manifest.snapshots().values():
+        for entry in snapshot.tables.values():
             if entry.table_path == table_path and entry.table_branch == table_branch:
                 return True
     return False
