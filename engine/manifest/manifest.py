@@ -286,7 +286,7 @@ class Manifest:
     def branches(self) -> dict[str, GraphBranch]:
         """Every live graph branch, main first, then by name."""
         result = {MAIN: GraphBranch(MAIN, None, None, MAIN)}
-        for name, info in list_branches(self.dataset(MAIN)).items():
+        for name, info in self._branch_listing().items():
             result[name] = _graph_branch(info)
         return result
 
@@ -297,8 +297,12 @@ class Manifest:
         """
         if branch == MAIN:
             return MAIN
-        found = list_branches(self.dataset(MAIN)).get(branch)
+        found = self._branch_listing().get(branch)
         return None if found is None else found.identifier
+
+    def _branch_listing(self) -> dict[str, LanceBranch]:
+        """The Lance branches of ``__manifest``: every graph branch but main."""
+        return list_branches(self.dataset(MAIN))
 
     @contextmanager
     def reading(self, branch: str) -> Iterator[None]:
@@ -320,7 +324,7 @@ class Manifest:
             raise
 
     def require_branch(self, branch: str) -> None:
-        if branch != MAIN and branch not in self.dataset(MAIN).branches.list():
+        if branch != MAIN and branch not in self._branch_listing():
             raise NotFound(
                 f"graph branch {branch!r} does not exist (see `omnigraph branch list`)",
                 {"branch": branch},

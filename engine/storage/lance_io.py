@@ -12,7 +12,14 @@ from dataclasses import dataclass
 
 import lance
 import pyarrow as pa
-from tenacity import retry, retry_if_result, stop_after_delay, wait_exponential_jitter
+from tenacity import (
+    retry,
+    retry_if_exception_type,
+    retry_if_result,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
 
 from engine.errors import RecoveryRequired
 from engine.storage.names import PK_METADATA_KEY
@@ -96,8 +103,18 @@ def primary_key(schema: pa.Schema) -> list[str]:
     return keys
 
 
+@retry(
+    retry=retry_if_exception_type((ValueError, OSError)),
+    stop=stop_after_attempt(5),
+    wait=wait_exponential_jitter(multiplier=0.02, max=0.2, jitter=0.02),
+    reraise=True,
+)
 def list_branches(dataset: lance.LanceDataset) -> dict[str, LanceBranch]:
-    """Every Lance branch of a dataset (main excluded), by name."""
+    """Every Lance branch of a dataset (main excluded), by name.
+
+    Lance lists the ref files, then reads each: a ref deleted in between (a concurrent branch
+    delete) fails the listing with "Not found", so the listing is taken again (a few times).
+    """
     branches: dict[str, LanceBranch] = {}
     for name, info in sorted(dataset.branches.list().items()):
         identifier = info["branch_identifier"][-1][1] if info["branch_identifier"] else ""
