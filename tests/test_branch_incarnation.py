@@ -589,9 +589,22 @@ def test_branch_churn_under_concurrent_writers(tmp_path: Path, cleanup: Any, see
     lock = threading.Lock()
     deadline = time.monotonic() + CHURN_SECONDS
 
+    # Every cycle of the churn has an acknowledged write to churn before its delete, however slow
+    # the machine: the churner waits for one (bounded), and the writers go on past the deadline
+    # (bounded) until one write to churn has been acknowledged.
+    acked_since_create = threading.Event()
+    acked_ever = threading.Event()
+
     def record(attempt: Attempt) -> None:
         with lock:
             attempts.append(attempt)
+        if attempt.what == "load" and attempt.branch == CHURN and attempt.outcome == "ok":
+            acked_since_create.set()
+            acked_ever.set()
+
+    def writing() -> bool:
+        now = time.monotonic()
+        return now < deadline or (not acked_ever.is_set() and now < deadline + CHURN_SECONDS * 8)
 
     def writer(index: int) -> None:
         rng = random.Random(seed * 100 + index)
@@ -599,7 +612,7 @@ def test_branch_churn_under_concurrent_writers(tmp_path: Path, cleanup: Any, see
         directory = tmp_path / f"writer{index}"
         directory.mkdir()
         n = 0
-        while time.monotonic() < deadline:
+        while writing():
             branch = rng.choice(["main", CHURN])
             key = f"s{seed}w{index}n{n}"
             n += 1
@@ -635,6 +648,8 @@ def test_branch_churn_under_concurrent_writers(tmp_path: Path, cleanup: Any, see
         client = httpx.Client(base_url=server.base_url, timeout=120.0)
         while time.monotonic() < deadline:
             time.sleep(rng.uniform(0.05, 0.5))
+            acked_since_create.wait(timeout=max(0.0, deadline - time.monotonic()) + CHURN_SECONDS)
+            acked_since_create.clear()
             for what in ("delete", "create"):
                 while time.monotonic() < deadline + 30:  # a create follows every successful delete
                     started = time.monotonic()
