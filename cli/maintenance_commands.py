@@ -20,10 +20,10 @@ from engine.door import FENCED_PROFILE, LEGACY_PROFILE
 from engine.errors import BadRequest, NotFound
 from engine.graph import Graph, open_graph
 from engine.maintenance.optimize import optimize
+from engine.maintenance.progress import SilentProgress
 from engine.manifest import MAIN, Manifest
 from engine.reconcile import drift, intents, recovery
 from engine.storage import FORMAT_4, open_store
-from migrator.progress import SilentProgress
 
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

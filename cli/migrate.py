@@ -24,11 +24,11 @@ from cli.rebuild import rebuild_command
 from cli.refence import refence_command
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine.errors import EXIT_VALIDATION_FAILED, OmnigraphError, ValidationFailed
+from engine.maintenance.progress import Progress, SilentProgress
 from engine.storage import copy_root, open_store
 from ledger import InventoryEntry, render_table
 from migrator import inspection, repair
 from migrator.inventory import inventory_lines
-from migrator.progress import Progress, SilentProgress
 from migrator.run import UpToDate, abort_migration, resume_migration, run_migration
 from playbooks.journal import default_journal_root
 from playbooks.model import load_playbook

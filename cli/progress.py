@@ -1,4 +1,7 @@
-"""Progress bars for long work: always on stderr, so stdout carries only a command's result."""
+"""Progress bars for long work: always on stderr, so stdout carries only a command's result.
+
+:class:`StderrProgress` implements :class:`engine.maintenance.progress.Progress`.
+"""
 
 from __future__ import annotations
 

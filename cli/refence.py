@@ -15,7 +15,7 @@ import click
 from cli.executor_options import chosen_executor, executor_options
 from cli.progress import StderrProgress
 from cli.support import echo_result, emit_json, json_option, reports_errors, say
-from migrator.progress import SilentProgress
+from engine.maintenance.progress import SilentProgress
 from migrator.run import refence_migration
 
 

@@ -7,12 +7,12 @@ from typing import Any
 
 from claims import inspect
 from engine.errors import ClaimHeld, NotFound
+from engine.maintenance.progress import Progress
 from engine.manifest import Manifest
 from engine.storage import GraphStore, open_store
 from ledger import Ledger
 from migrator.executors import ImageExecutor, LocalExecutor
 from migrator.layout import CLAIM_PATH
-from migrator.progress import Progress
 
 
 @dataclass

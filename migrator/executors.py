@@ -24,9 +24,9 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from engine.errors import BadRequest
+from engine.maintenance.progress import Progress
 from engine.storage import GraphStore
 from migrator.images import VALIDATING, PinnedImage, open_images
-from migrator.progress import Progress
 from migrator.validate import ImageReport, validate_image, validation_session
 
 EXECUTORS = ("local", "ray")

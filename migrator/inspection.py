@@ -7,6 +7,7 @@ from typing import Any
 
 from claims import inspect
 from engine.errors import ValidationFailed
+from engine.maintenance.progress import Progress
 from engine.storage import GraphStore
 from ledger import Ledger, LedgerReplay, render_json
 from migrator.context import open_existing_graph
@@ -15,7 +16,6 @@ from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
 from migrator.out_of_band import out_of_band_reports, refuse_row_drift
 from migrator.plan import MigrationPlan, build_plan, is_inherited
-from migrator.progress import Progress
 from migrator.run import UpToDate, already_fenced, refuse_unless_stamp_4
 from migrator.verify import verify_graph
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from engine.maintenance.progress import Progress
 from engine.storage import GraphStore
 from ledger import InventoryEntry, UnitPlan
 from migrator.executors import ImageExecutor, LocalExecutor
 from migrator.images import PinnedImage
 from migrator.plan import MigrationPlan
-from migrator.progress import Progress
 from migrator.validate import ImageReport
 
 

@@ -41,10 +41,10 @@ from dataclasses import dataclass
 import ray
 import ray.exceptions
 
+from engine.maintenance.progress import Progress
 from engine.storage import GraphStore, open_dataset_at
 from migrator.errors import ExecutorFailed
 from migrator.images import VALIDATING, PinnedImage, open_images
-from migrator.progress import Progress
 from migrator.validate import ImageReport, digest_release, validate_image, validation_session
 
 

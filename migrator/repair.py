@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from engine.door import FENCED_ROUTER, EngineProfile
 from engine.errors import BadRequest, FormatRefused
 from engine.graph import Graph, open_graph
+from engine.maintenance.progress import Progress, SilentProgress
 from engine.manifest import BranchSnapshot, Manifest
 from engine.ops import TableWrite, commit, present_ids
 from engine.schema.ids import new_ulid
@@ -39,7 +40,6 @@ from ledger import InventoryEntry, RepairApplied, RepairDecision
 from migrator.context import Migration
 from migrator.inventory import inventory, validate_images
 from migrator.plan import build_plan
-from migrator.progress import Progress, SilentProgress
 from migrator.run import held_migration
 
 # The libyaml-backed safe loader when available: the pure-Python one takes seconds per MB.

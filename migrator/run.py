@@ -38,6 +38,7 @@ from engine.errors import (
     ValidationFailed,
 )
 from engine.failpoints import failpoint
+from engine.maintenance.progress import Progress, SilentProgress
 from engine.manifest import Manifest
 from engine.reconcile import intents, recovery
 from engine.schema.ids import new_ulid
@@ -69,7 +70,6 @@ from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_OPERATION, CLAIM_PATH, ledger_dir
 from migrator.out_of_band import adopt_before_plan, out_of_band_reports, refuse_row_drift
 from migrator.plan import MigrationPlan, build_plan
-from migrator.progress import Progress, SilentProgress
 from migrator.unit import migrate_unit
 from migrator.verify import migration_drift, structural_problems, verify_graph
 

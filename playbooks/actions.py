@@ -25,6 +25,7 @@ from engine.errors import (
     OmnigraphError,
 )
 from engine.graph import Graph, open_graph
+from engine.maintenance.progress import Progress
 from engine.manifest import MAIN, Manifest
 from engine.ops import create_branch, delete_branch, export_lines
 from engine.ops.load import load
@@ -34,7 +35,6 @@ from ledger import render_table
 from migrator import inspection, repair
 from migrator.claim_ops import refuse_live_holder
 from migrator.layout import CLAIM_PATH
-from migrator.progress import Progress
 from migrator.run import UpToDate, resume_migration, run_migration
 
 

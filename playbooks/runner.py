@@ -20,11 +20,11 @@ from typing import Any, Literal
 
 from engine.errors import EXIT_ERROR, BadRequest, OmnigraphError
 from engine.failpoints import failpoint
+from engine.maintenance.progress import Progress
 from engine.schema.ids import new_ulid
 from engine.storage import open_store
 from ledger import Ledger, PlaybookStep
 from migrator.layout import ledger_dir
-from migrator.progress import Progress
 from playbooks.actions import ACTIONS, StepContext, StepFailed, StepResult
 from playbooks.journal import JournalRecord, RunJournal
 from playbooks.model import Playbook, Step

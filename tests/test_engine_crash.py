@@ -168,7 +168,7 @@ def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypa
     def refuse(pid: int, signal: int) -> None:
         raise PermissionError(pid)
 
-    monkeypatch.setattr(intent_module.os, "kill", refuse)
+    monkeypatch.setattr(os, "kill", refuse)
     dead = WriteIntent(operation_id="01PID0000000000000000000", graph_branch="main", base_manifest_version=1,
                        base_commit_id="c", tables=[], actor="t", program="omnigraph", host=this_host(),
                        pid=1, process_start="not-the-real-start", created_at=0)

@@ -29,9 +29,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from engine.manifest import now_ms
-from engine.reconcile import intents
 from engine.schema.ids import new_ulid
 from engine.storage import FLEET_DIR, GraphStore, canonical_json
+from engine.storage.process import process_is_alive, process_start_marker, this_host
 
 HEARTBEAT_SECONDS = float(os.environ.get("OMNIGRAPH_FLEET_HEARTBEAT_SECONDS", "5"))
 STALE_AFTER_SECONDS = max(30.0, 6 * HEARTBEAT_SECONDS)
@@ -104,20 +104,12 @@ def _replace(store: GraphStore, rel: str, data: bytes) -> None:
 
 def record_status(record: FleetRecord, now: int | None = None) -> Status:
     """``dead`` (its process on this host is gone), ``stale`` (no recent heartbeat) or ``live``."""
-    if record.host == intents.this_host() and not _process_alive(record.pid, record.process_start):
+    if record.host == this_host() and not process_is_alive(
+        record.host, record.pid, record.process_start, zombie_is_alive=True
+    ):
         return "dead"
     age = ((now if now is not None else now_ms()) - record.heartbeat_at) / 1000
     return "stale" if age > STALE_AFTER_SECONDS else "live"
-
-
-def _process_alive(pid: int, process_start: str | None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return process_start is None or intents.process_start_marker(pid) == process_start
 
 
 class Membership:
@@ -132,9 +124,9 @@ class Membership:
             program=program,
             role=role,
             writes_format=writes_format,
-            host=intents.this_host(),
+            host=this_host(),
             pid=pid,
-            process_start=intents.process_start_marker(pid),
+            process_start=process_start_marker(pid),
             address=address,
             started_at=started,
             heartbeat_at=started,

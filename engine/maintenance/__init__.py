@@ -2,7 +2,9 @@
 
 :mod:`~engine.maintenance.optimize` compacts, indexes and cleans up old versions of the tables a
 branch owns, publishing each change as a graph commit; :mod:`~engine.maintenance.check` reads a
-whole graph (any stamp, every branch), writes nothing and reports every inconsistency.
+whole graph (any stamp, every branch), writes nothing and reports every inconsistency;
+:mod:`~engine.maintenance.progress` is the progress protocol of long work (optimize here, and the
+migrator's steps) with its silent implementation.
 
 The function ``optimize`` is imported from its module
 (``from engine.maintenance.optimize import optimize``): exporting it here would shadow the

@@ -26,25 +26,18 @@ import datetime as dt
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from engine.door import CommitConflict
 from engine.errors import BadRequest
 from engine.graph import Graph
+from engine.maintenance.progress import Progress
 from engine.manifest import Manifest, TableEntry, lance_branch_name
 from engine.reconcile import drift, intents
 from engine.storage import GraphStore, latest_version, list_branches, open_dataset
 
 ImageRef = tuple[str, str | None, int]
 """(table path, Lance branch or None for main, version)."""
-
-
-class Progress(Protocol):
-    def start(self, label: str, total: int) -> None: ...
-
-    def advance(self, amount: int = 1) -> None: ...
-
-    def finish(self) -> None: ...
 
 
 @dataclass

@@ -34,8 +34,8 @@ from pydantic import BaseModel, ConfigDict
 
 from engine.errors import ReadSetConflict
 from engine.manifest import now_ms
-from engine.reconcile.intents import process_is_alive, process_start_marker, this_host
 from engine.storage import RECOVERY_DIR, GraphStore, canonical_json
+from engine.storage.process import process_is_alive, process_start_marker, this_host
 
 GUARD_DIR = f"{RECOVERY_DIR}/branches"
 GuardOperation = Literal["create", "delete", "recover"]

@@ -8,14 +8,13 @@ Resolution records are written to ``__recovery/log/<operation-id>.json``.
 
 from __future__ import annotations
 
-import os
-import socket
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from engine.errors import Internal
 from engine.storage import RECOVERY_DIR, GraphStore, canonical_json
+from engine.storage.process import process_is_alive, process_start_marker, this_host  # re-exported: writers record them
 
 RECOVERY_LOG_DIR = f"{RECOVERY_DIR}/log"
 
@@ -82,25 +81,6 @@ class RecoveryRecord(BaseModel):
     resolved_at: int
 
 
-def _proc_stat_fields(pid: int) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name, or None if unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def process_start_marker(pid: int) -> str | None:
-    """The kernel start time of ``pid`` (guards against pid reuse), or None if unknown."""
-    fields = _proc_stat_fields(pid)
-    return fields[19] if fields is not None and len(fields) > 19 else None
-
-
-def this_host() -> str:
-    return socket.gethostname()
-
-
 def intent_path(operation_id: str) -> str:
     return f"{RECOVERY_DIR}/{operation_id}.json"
 
@@ -129,26 +109,6 @@ def list_intents(store: GraphStore) -> list[WriteIntent]:
                 continue
             intents.append(WriteIntent.model_validate_json(raw))
     return sorted(intents, key=lambda intent: intent.operation_id)
-
-
-def process_is_alive(host: str, pid: int, process_start: str | None) -> bool:
-    """True if ``(host, pid, process_start)`` names a process running on this host now.
-
-    A process on another host is never known to be alive here (the support boundary: one
-    writer host per graph); a pid reused by another process is told apart by its start marker.
-    """
-    if host != this_host():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # a process of another user has that pid: the start marker tells whether it is ours
-    fields = _proc_stat_fields(pid)
-    if fields is not None and fields[0] in ("Z", "X"):
-        return False  # exited, not yet reaped: it acts no more
-    return process_start is None or (fields is not None and len(fields) > 19 and fields[19] == process_start)
 
 
 def owner_is_alive(intent: WriteIntent) -> bool:

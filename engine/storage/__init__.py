@@ -3,8 +3,10 @@
 :mod:`~engine.storage.store` is the object store (one URI, local or S3, with the atomic
 create-if-absent primitive), :mod:`~engine.storage.lance_io` opens Lance datasets at a (branch,
 version) and lists, forks and deletes Lance branches, :mod:`~engine.storage.names` holds every
-root-relative name used in several places, :mod:`~engine.storage.stamps` the format stamp values
-and :mod:`~engine.storage.canonical_json` the byte encoding of every persisted JSON document.
+root-relative name used in several places, :mod:`~engine.storage.stamps` the format stamp values,
+:mod:`~engine.storage.canonical_json` the byte encoding of every persisted JSON document and
+:mod:`~engine.storage.process` the liveness of the processes those documents name (host, pid,
+start time).
 Nothing here writes table rows, and nothing here imports another engine sub-package but
 :mod:`engine.errors`.
 """

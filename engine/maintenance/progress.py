@@ -1,6 +1,7 @@
-"""The progress protocol for long migration steps, and a silent implementation.
+"""The progress protocol for long work (optimize, migration steps), and a silent implementation.
 
-The stderr progress bar people see lives in :mod:`cli.progress`; nothing below ``cli`` draws one.
+The stderr progress bar people see lives in :mod:`cli.progress`; nothing in the engine or the
+migrator draws one.
 """
 
 from __future__ import annotations
