@@ -201,13 +201,14 @@ def _require_incarnation(graph: Graph, branch: str, incarnation: str, operation_
     if branch == MAIN:
         return
     holder = branch_guard.live_holder(graph.store, branch) if operation_id is not None else None
+    deleting = holder is not None and holder.operation == "delete"
     now = graph.manifest.incarnation(branch)
-    if holder is None or holder.operation != "delete":
-        if now == incarnation:
-            return
+    if not deleting and now == incarnation:
+        return
     if operation_id is not None:
         intents.disarm(graph.store, operation_id)
-    if holder is not None and holder.operation == "delete":
+    if deleting:
+        assert holder is not None
         raise branch_guard.busy_error(branch, holder, "this write")
     if now is None:
         raise NotFound(

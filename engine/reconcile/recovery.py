@@ -165,8 +165,6 @@ def resolve_intents(store: GraphStore, manifest: Manifest) -> list[RecoveryRecor
     """Resolve every interrupted commit (see module docstring); returns what was done, by branch
     name then operation id."""
     records: list[RecoveryRecord] = []
-    if not intents.list_intents(store):
-        return records
     by_branch = sorted(_resolvable(intents.list_intents(store)), key=lambda i: (i.graph_branch, i.operation_id))
     for branch, _ in groupby(by_branch, key=lambda i: i.graph_branch):
         attempt = branch_guard.try_acquire(store, branch, "recover")
