@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from layout import BRANCHES, FIXTURE_FILE, FIXTURE_VERSION, GRAPH_DIR
 
 from engine.door import LEGACY_PROFILE
 from engine.graph import Graph, init_graph
 from engine.manifest import MAIN, BranchSnapshot
 from engine.ops import TableWrite, commit, create_branch
-from layout import BRANCHES, FIXTURE_FILE, FIXTURE_VERSION, GRAPH_DIR
 
 SCHEMA = """\
 // Benchmark schema: four keyed node types, ids derived from the @key.

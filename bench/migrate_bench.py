@@ -46,8 +46,8 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from layout import FIXTURE_FILE, FIXTURE_VERSION, GRAPH_DIR  # noqa: E402
 from bytecode import compile_project  # noqa: E402
+from layout import FIXTURE_FILE, FIXTURE_VERSION, GRAPH_DIR  # noqa: E402
 
 BIN = Path(sys.executable).parent
 MIGRATE = BIN / "omnigraph-migrate"

@@ -36,8 +36,8 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
-from migrate_bench import MIB, BenchFailure, Measurement, human, measure, parse_size, say  # noqa: E402
 from bytecode import compile_project  # noqa: E402
+from migrate_bench import MIB, BenchFailure, Measurement, human, measure, parse_size, say  # noqa: E402
 
 OPS = BENCH_DIR / "write_ops.py"
 OMNIGRAPH = Path(sys.executable).parent / "omnigraph"

@@ -84,8 +84,8 @@ def _jsonl(first: int, count: int, n: int) -> bytes:
 def engine_write(graph_dir: Path, mode: str) -> dict:
     from engine.door import FENCED_PROFILE
     from engine.graph import open_graph
-    from engine.ops.load import load
     from engine.manifest import MAIN
+    from engine.ops.load import load
 
     graph = open_graph(str(graph_dir), FENCED_PROFILE, write=True)
     rows = graph.manifest.snapshot(MAIN).table(TABLE_KEY).row_count

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.storage import CLAIM_PATH, MIGRATION_DIR, GraphStore
+from engine.storage import MIGRATION_DIR, GraphStore
 
 CLAIM_OPERATION = "fencing-migration"
 

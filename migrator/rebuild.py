@@ -36,6 +36,7 @@ from engine.ops import create_branch, export_lines
 from engine.ops.load import load
 from engine.storage import FORMAT_4, FORMAT_5, open_store
 
+
 @dataclass(frozen=True)
 class RebuiltBranch:
     """One branch copied: its parent and the rows loaded per table key."""

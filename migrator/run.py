@@ -47,7 +47,6 @@ from ledger import (
     Aborted,
     BarrierSet,
     ClaimReleased,
-    DriftDetected as DriftRecord,
     ImageState,
     ImageValidated,
     Ledger,
@@ -59,6 +58,9 @@ from ledger import (
     UnitStep,
     ValidationFailedRecord,
     Verified,
+)
+from ledger import (
+    DriftDetected as DriftRecord,
 )
 from migrator import sidecar as sidecars
 from migrator.claim_ops import refuse_live_holder

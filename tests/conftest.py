@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 
-
 def _free_loopback_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -88,8 +88,8 @@ def build_duplicate(uri: str, tmp_path: Path, compact: bool = True) -> str:
 
 
 def count_ids(uri: str, branch: str, table_key: str, entity_id: str) -> int:
-    from engine.storage import open_dataset
     from engine.manifest import Manifest
+    from engine.storage import open_dataset
 
     store = open_store(uri)
     entry = Manifest(store).snapshot(branch).table(table_key)

@@ -16,7 +16,6 @@ import httpx
 
 from engine.access import list_records
 from engine.storage import open_store
-
 from tests.graph_helpers import ACTOR, OMNIGRAPH, jsonl
 
 STARTUP_SECONDS = 60.0

@@ -20,7 +20,6 @@ import pytest
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS, STOP_SUFFIX, wait_until_stopped
 from engine.reconcile import RECOVERY_LOG_DIR, abandoned, list_intents
 from engine.storage import open_store
-
 from tests.conftest import new_root
 from tests.graph_helpers import OMNIGRAPH, PROJECT, export_text, graph_for, make_example_graph, omnigraph, person, write_jsonl
 from tests.serve_helpers import start_fenced

@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from graph_helpers import (
     OMNIGRAPH,
     export_text,
     graph_for,
     init,
-    lance_branch_names,
-    load_lines,
-    make_example_graph,
     invoke,
     invoke_all,
     knows,
+    lance_branch_names,
+    load_lines,
+    make_example_graph,
     omnigraph,
     person,
     snapshot,

@@ -7,6 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from graph_helpers import (
     OMNIGRAPH,
     OMNIGRAPH_V4,
@@ -26,8 +27,6 @@ from graph_helpers import (
     storage_state,
     write_jsonl,
 )
-
-import pytest
 
 from engine.errors import BadRequest, KeyConflict
 from engine.ops import create_branch

@@ -162,8 +162,8 @@ def test_an_intent_disarmed_while_listing_is_skipped(tmp_path: Path, monkeypatch
 
 def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypatch: pytest.MonkeyPatch) -> None:
     """kill(pid, 0) refused (another user's process): the start marker decides, not the refusal."""
-    from engine.reconcile import intents as intent_module
     from engine.reconcile import WriteIntent, owner_is_alive, this_host
+    from engine.reconcile import intents as intent_module
 
     def refuse(pid: int, signal: int) -> None:
         raise PermissionError(pid)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import new_root
 from graph_helpers import (
     DATA_PATH,

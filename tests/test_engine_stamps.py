@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from graph_helpers import (
     LEGACY_PROFILE,
     OMNIGRAPH,
@@ -22,8 +23,6 @@ from graph_helpers import (
     storage_state,
     write_jsonl,
 )
-
-import pytest
 
 from engine.manifest import FORMAT_KEY, Manifest
 from engine.ops import create_branch

@@ -12,8 +12,8 @@ Every test runs on both backends (local disk and an S3 moto server) through ``ro
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import lance

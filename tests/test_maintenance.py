@@ -351,8 +351,8 @@ def test_recover_command_named_by_recovery_required_resolves_an_interrupted_comm
 
 
 def test_optimize_cleanup_keeps_a_version_a_migration_sidecar_pins(root_uri: str) -> None:
-    from engine.storage import canonical_json
     from engine.schema.ids import new_ulid
+    from engine.storage import canonical_json
     from ledger import UnitPlan
     from migrator.layout import sidecar_path
     from migrator.sidecar import ManifestDelta, UnitSidecar

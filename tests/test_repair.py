@@ -53,10 +53,9 @@ def _graph_with_a_duplicate_edge(tmp_path: Path) -> tuple[str, str]:
     """Compact fixture whose branch ``dup`` holds edge id ``w-dup`` twice (written by the v4 writer)."""
     import pyarrow as pa
 
-    from engine.ops import create_branch
-    from engine.graph import open_graph
     from engine.door import LEGACY_PROFILE
-    from engine.ops import TableWrite, commit
+    from engine.graph import open_graph
+    from engine.ops import TableWrite, commit, create_branch
     from tests.migration_fixtures import build_fixture
 
     uri = new_root("local", tmp_path)
