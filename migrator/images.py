@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import lance
 
-from engine.storage import GraphStore, open_dataset
+from engine.storage import GraphStore, ImageRef, open_pinned
 
 VALIDATING = "validating ids"
 
@@ -25,10 +25,15 @@ class PinnedImage:
     table_branch: str | None
     table_version: int
 
+    @property
+    def image(self) -> ImageRef:
+        """The image as a storage reference."""
+        return ImageRef(self.table_path, self.table_branch, self.table_version)
+
 
 def open_images(store: GraphStore, images: list[PinnedImage]) -> dict[str, lance.LanceDataset]:
     """Every image checked out at its pinned version, by image id, in the order given."""
     return {
-        image.image_id: open_dataset(store, image.table_path, image.table_branch, image.table_version)
+        image.image_id: open_pinned(store, image.image)
         for image in images
     }

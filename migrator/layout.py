@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from engine.storage import MIGRATION_DIR, GraphStore
+from engine.storage import CLAIM_PATH, MIGRATION_DIR, GraphStore
+
+__all__ = ["CLAIM_OPERATION", "CLAIM_PATH", "ledger_dir", "migration_ids", "sidecar_path", "units_dir"]
 
 CLAIM_OPERATION = "fencing-migration"
 

@@ -35,7 +35,7 @@ from engine.maintenance.progress import Progress, SilentProgress
 from engine.manifest import BranchSnapshot, Manifest
 from engine.ops import TableWrite, commit, present_ids
 from engine.schema.ids import new_ulid
-from engine.storage import FORMAT_MIGRATING, open_dataset, open_store
+from engine.storage import FORMAT_MIGRATING, ImageRef, open_pinned, open_store
 from ledger import InventoryEntry, RepairApplied, RepairDecision
 from migrator.context import Migration
 from migrator.inventory import inventory, validate_images
@@ -93,7 +93,7 @@ class DecisionsFile(BaseModel):
 
 
 def _rows_with_id(graph: Graph, entry_path: str, table_branch: str | None, version: int, entity_id: str | None) -> pa.Table:
-    dataset = open_dataset(graph.store, entry_path, table_branch, version)
+    dataset = open_pinned(graph.store, ImageRef(entry_path, table_branch, version))
     predicate = pc.field("id").is_null() if entity_id is None else pc.field("id") == entity_id
     return dataset.scanner(filter=predicate, with_row_id=True).to_table()
 
@@ -185,7 +185,7 @@ def _edges_referencing(graph: Graph, snapshot: BranchSnapshot, node_type: str, n
         if table.kind != "edge" or node_type not in (table.from_type, table.to_type):
             continue
         entry = snapshot.table(table_key)
-        dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+        dataset = open_pinned(graph.store, entry.image)
         hits = dataset.to_table(columns=["id"], filter=(pc.field("src") == node_id) | (pc.field("dst") == node_id))
         found += [f"{table_key} {edge_id}" for edge_id in hits.column("id").to_pylist()]
     return sorted(found)

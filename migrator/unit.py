@@ -27,9 +27,11 @@ from engine.door import KEY_COLUMN, CommitConflict, install_primary_key
 from engine.failpoints import failpoint
 from engine.manifest import TableEntry
 from engine.storage import (
+    ImageRef,
     LanceBranch,
     list_branches,
     open_dataset,
+    open_pinned,
     primary_key,
     wait_for_branch,
 )
@@ -196,7 +198,7 @@ def _publish(m: Migration, unit: UnitPlan, branch: str | None, version: int) -> 
 
 
 def _check_rows(m: Migration, unit: UnitPlan, image: ImageState, branch: str | None, version: int) -> str:
-    dataset = open_dataset(m.store, unit.table_path, branch, version)
+    dataset = open_pinned(m.store, ImageRef(unit.table_path, branch, version))
     if physical_fingerprint(dataset) == image.fingerprint:
         _step(m, unit, "digest_checked", branch, version, "same data files")
         return image.digest

@@ -18,7 +18,7 @@ from engine.access import foreign_heads, refence_command
 from engine.door import KEY_COLUMN
 from engine.manifest import Manifest
 from engine.reconcile import intents
-from engine.storage import GraphStore, latest_version, open_dataset, primary_key
+from engine.storage import GraphStore, latest_version, open_pinned, primary_key
 from ledger import DriftItem, FoldedState, Ledger
 from migrator.errors import DriftDetected
 from migrator.fingerprint import physical_fingerprint
@@ -32,7 +32,7 @@ def structural_problems(store: GraphStore, manifest: Manifest) -> list[str]:
     pinned_heads: dict[tuple[str, str | None], int] = {}
     for branch in manifest.branches():
         for table_key, entry in manifest.snapshot(branch).tables.items():
-            dataset = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version)
+            dataset = open_pinned(store, entry.image)
             pk = primary_key(dataset.schema)
             if pk != [KEY_COLUMN]:
                 problems.append(f"{branch}: {table_key} has primary key {pk}, not ['id']")
@@ -82,7 +82,7 @@ def migration_drift(store: GraphStore, manifest: Manifest, state: FoldedState) -
         if head != entry.table_version:
             drift.append(DriftItem(what=f"HEAD of {entry.table_path} on {entry.table_branch or 'main'}", expected=f"v{entry.table_version}", actual=f"v{head}"))
         image = state.images.get(unit.image_id)
-        dataset = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version)
+        dataset = open_pinned(store, entry.image)
         if image is not None and physical_fingerprint(dataset) != image.fingerprint:
             if validate_image(dataset).digest != image.digest:
                 drift.append(DriftItem(what=f"rows of {unit.table_key} on {unit.graph_branch}", expected=image.digest, actual="changed"))

@@ -162,8 +162,7 @@ def test_an_intent_disarmed_while_listing_is_skipped(tmp_path: Path, monkeypatch
 
 def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypatch: pytest.MonkeyPatch) -> None:
     """kill(pid, 0) refused (another user's process): the start marker decides, not the refusal."""
-    from engine.reconcile import WriteIntent, owner_is_alive, this_host
-    from engine.reconcile import intents as intent_module
+    from engine.reconcile import WriteIntent, owner_is_alive, process_start_marker, this_host
 
     def refuse(pid: int, signal: int) -> None:
         raise PermissionError(pid)
@@ -173,7 +172,7 @@ def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypa
                        base_commit_id="c", tables=[], actor="t", program="omnigraph", host=this_host(),
                        pid=1, process_start="not-the-real-start", created_at=0)
     assert owner_is_alive(dead) is False
-    live = dead.model_copy(update={"pid": os.getpid(), "process_start": intent_module.process_start_marker(os.getpid())})
+    live = dead.model_copy(update={"pid": os.getpid(), "process_start": process_start_marker(os.getpid())})
     assert owner_is_alive(live) is True
 
 

@@ -25,6 +25,7 @@ from engine.graph import init_graph
 from engine.manifest import Manifest
 from engine.reconcile import WriteIntent, drift, intents
 from engine.storage import open_dataset, open_store
+from engine.storage.process import process_start_marker, this_host
 from tests.graph_helpers import (
     ACTOR,
     FENCED_PROFILE,
@@ -212,7 +213,7 @@ def _check_images_readable(uri: str, expected: dict[tuple[str, str | None, int],
 def _make_live(store: Any, intent: WriteIntent, pid: int, start: str | None) -> None:
     """Re-arm ``intent`` as if process ``pid`` owned it."""
     intents.disarm(store, intent.operation_id)
-    intents.arm(store, intent.model_copy(update={"pid": pid, "process_start": start, "host": intents.this_host()}))
+    intents.arm(store, intent.model_copy(update={"pid": pid, "process_start": start, "host": this_host()}))
 
 
 def test_optimize_cleanup_keeps_every_version_a_branch_commit_or_intent_needs(root_uri: str, tmp_path: Path) -> None:
@@ -231,7 +232,7 @@ def test_optimize_cleanup_keeps_every_version_a_branch_commit_or_intent_needs(ro
     assert crashed.returncode == 86, crashed.describe()
     store = open_store(root_uri)
     (intent,) = intents.list_intents(store)
-    _make_live(store, intent, os.getpid(), intents.process_start_marker(os.getpid()))
+    _make_live(store, intent, os.getpid(), process_start_marker(os.getpid()))
 
     exports = {b: export_text(root_uri, b) for b in ("main", "lazy", "own")}
     images = _every_pinned_image(root_uri)

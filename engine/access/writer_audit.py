@@ -24,7 +24,7 @@ from typing import Any
 from engine.door import KEY_COLUMN
 from engine.errors import FormatRefused
 from engine.manifest import BranchSnapshot, Manifest
-from engine.storage import FORMAT_4, GraphStore, open_dataset, primary_key
+from engine.storage import FORMAT_4, GraphStore, open_pinned, primary_key
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def readiness_problems(store: GraphStore, manifest: Manifest) -> list[str]:
             image = (entry.table_path, entry.table_branch, entry.table_version)
             if image not in checked:
                 try:
-                    schema = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version).schema
+                    schema = open_pinned(store, entry.image).schema
                 except (ValueError, OSError):
                     if manifest.incarnation(branch) is not None:
                         raise

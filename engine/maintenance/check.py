@@ -48,6 +48,7 @@ from engine.storage import (
     latest_version,
     list_branches,
     open_dataset,
+    open_pinned,
     open_store,
     primary_key,
 )
@@ -206,7 +207,7 @@ class _Checker:
             dataset = self.images.get(image)
             if dataset is None:
                 try:
-                    dataset = open_dataset(self.store, entry.table_path, entry.table_branch, entry.table_version)
+                    dataset = open_pinned(self.store, entry.image)
                 except (OSError, ValueError) as error:
                     self.add("table_version_missing", f"{key} pins {_image_name(image)}, which cannot be opened: {error}",
                              details={"table_branch": entry.table_branch, "version": entry.table_version}, **where)

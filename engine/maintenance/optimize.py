@@ -34,7 +34,7 @@ from engine.graph import Graph
 from engine.maintenance.progress import Progress
 from engine.manifest import Manifest, TableEntry, lance_branch_name
 from engine.reconcile import drift, intents
-from engine.storage import GraphStore, latest_version, list_branches, open_dataset
+from engine.storage import GraphStore, latest_version, list_branches, open_dataset, open_pinned
 
 ImageRef = tuple[str, str | None, int]
 """(table path, Lance branch or None for main, version)."""
@@ -82,7 +82,7 @@ def _owned_tables(graph: Graph, branch: str, report: OptimizeReport) -> list[tup
 
 
 def _rewrite(graph: Graph, entry: TableEntry, compact: bool, index_column: str | None, dry_run: bool) -> dict[str, Any] | None:
-    dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+    dataset = open_pinned(graph.store, entry.image)
     fragments = len(dataset.get_fragments())
     actions = []
     if compact and fragments > 1:

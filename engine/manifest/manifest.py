@@ -33,6 +33,7 @@ from engine.storage import (
     MANIFEST_DIR,
     PK_METADATA_KEY,
     GraphStore,
+    ImageRef,
     LanceBranch,
     canonical_json,
     list_branches,
@@ -79,6 +80,11 @@ class TableEntry:
     row_count: int
     migration_id: str | None = None
     migration_unit: str | None = None
+
+    @property
+    def image(self) -> ImageRef:
+        """The image this entry pins."""
+        return ImageRef(self.table_path, self.table_branch, self.table_version)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from engine.errors import BadRequest
 from engine.graph import Graph
 from engine.records import arrow_to_records
-from engine.storage import open_dataset
+from engine.storage import open_pinned
 
 
 def export_lines(graph: Graph, branch: str, types: list[str] | None = None) -> Iterator[str]:
@@ -22,5 +22,5 @@ def export_lines(graph: Graph, branch: str, types: list[str] | None = None) -> I
         for table_key, entry in snapshot.tables.items():
             if wanted and table_key.split(":", 1)[1] not in wanted:
                 continue
-            dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+            dataset = open_pinned(graph.store, entry.image)
             yield from arrow_to_records(graph.catalog.table(table_key), dataset.to_table().sort_by("id"))

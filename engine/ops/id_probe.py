@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from engine.graph import Graph
 from engine.manifest import TableEntry
-from engine.storage import open_dataset
+from engine.storage import open_pinned
 
 FILTER_IDS = 8192
 """Up to this many ids are probed with a Lance filter; more are matched while streaming ``id``."""
@@ -41,7 +41,7 @@ def present_ids(graph: Graph, entry: TableEntry, ids: list[str] | pa.Array) -> s
     if not len(ids):
         return set()
     wanted = ids if isinstance(ids, pa.Array) else pa.array(ids, pa.utf8())
-    dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+    dataset = open_pinned(graph.store, entry.image)
     if len(wanted) <= FILTER_IDS:
         found = dataset.to_table(columns=["id"], filter=pc.field("id").isin(wanted))
         return set(found.column("id").to_pylist())

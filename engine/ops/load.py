@@ -35,7 +35,7 @@ from engine.manifest import BranchSnapshot, TableEntry
 from engine.ops.id_probe import ChunkProbe, present_ids
 from engine.ops.write import CommitResult, TableWrite, commit
 from engine.records import EdgeEnds, JsonlSource, RecordSet, check_edge_endpoints, read_records
-from engine.storage import open_dataset
+from engine.storage import open_pinned
 
 LoadMode = Literal["append", "merge", "overwrite"]
 MAX_ROWS = 8192
@@ -109,7 +109,7 @@ def _check_unique_committed(graph: Graph, entry: TableEntry, records: RecordSet,
         return
     own_ids: set[str] | None = None
     lines = records.column(table_key, "line", *span)
-    dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+    dataset = open_pinned(graph.store, entry.image)
     for prop in table.unique:
         values = records.column(table_key, prop, *span)
         given = values.is_valid()
@@ -171,7 +171,7 @@ def _check_dangling_edges(graph: Graph, snapshot: BranchSnapshot, records: Recor
             if node_key not in replaced:
                 continue
             entry = snapshot.table(table_key)
-            dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+            dataset = open_pinned(graph.store, entry.image)
             values = dataset.to_table(columns=["id", column])
             kept = values.filter(pc.invert(pc.is_in(values.column(column), value_set=records.column(node_key, "id"))))
             if kept.num_rows:

@@ -47,7 +47,7 @@ from engine.ops.load import MAX_ARROW_BYTES, MAX_ROWS
 from engine.ops.merge_check import check_merged
 from engine.ops.merge_diff import TableChanges, compare_table
 from engine.ops.write import CommitResult, TableWrite, commit
-from engine.storage import open_dataset
+from engine.storage import open_pinned
 
 MergeOutcome = Literal["up_to_date", "fast_forward", "merged"]
 
@@ -165,7 +165,7 @@ def _incoming_rows(graph: Graph, source: BranchSnapshot, change: TableChanges) -
     if not taken:
         return schema.empty_table()
     entry = source.table(change.table_key)
-    dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+    dataset = open_pinned(graph.store, entry.image)
     rows = dataset.to_table(columns=schema.names, filter=pc.field("id").isin(pa.array(taken, pa.utf8())))
     rows = rows.cast(schema).sort_by("id")
     if rows.nbytes > MAX_ARROW_BYTES:

@@ -21,13 +21,13 @@ import pyarrow.compute as pc
 from engine.graph import Graph
 from engine.manifest import BranchSnapshot, TableEntry
 from engine.ops.merge_diff import TableChanges
-from engine.storage import open_dataset
+from engine.storage import open_pinned
 
 Problem = dict[str, Any]
 
 
 def _read(graph: Graph, entry: TableEntry, columns: list[str], column: str, values: list[Any]) -> pa.Table:
-    dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+    dataset = open_pinned(graph.store, entry.image)
     wanted = pa.array(values, dataset.schema.field(column).type)
     return dataset.to_table(columns=columns, filter=pc.field(column).isin(wanted))
 

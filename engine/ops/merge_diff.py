@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from engine.manifest import TableEntry
-from engine.storage import GraphStore, open_dataset
+from engine.storage import GraphStore, open_pinned
 
 ConflictKind = Literal["divergent_insert", "delete_vs_update", "divergent_update"]
 _BATCH_ROWS = 8192
@@ -71,7 +71,7 @@ def image_digests(store: GraphStore, entry: TableEntry | None) -> dict[str, byte
     """``id -> digest`` of every row of the pinned image (empty for a missing table)."""
     if entry is None:
         return {}
-    dataset = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version)
+    dataset = open_pinned(store, entry.image)
     digests: dict[str, bytes] = {}
     for batch in dataset.to_batches(batch_size=_BATCH_ROWS):
         for row in batch.to_pylist():

@@ -53,7 +53,7 @@ from engine.ops.write import CommitResult, TableWrite, commit
 from engine.records import EdgeRow, NodeRow, rows_to_arrow
 from engine.schema import TableDef
 from engine.schema.ids import derive_node_id, new_ulid
-from engine.storage import open_dataset
+from engine.storage import open_pinned
 
 Row = NodeRow | EdgeRow
 
@@ -265,7 +265,7 @@ class _Evaluation:
 
     def _scan(self, table: TableDef, predicate: pc.Expression, columns: list[str] | None) -> pa.Table:
         entry = self._snapshot.table(table.table_key)
-        dataset = open_dataset(self._graph.store, entry.table_path, entry.table_branch, entry.table_version)
+        dataset = open_pinned(self._graph.store, entry.image)
         return dataset.to_table(columns=columns, filter=predicate)
 
     def _committed_ids(self, statement: BoundStatement, state: _Pending) -> list[str]:

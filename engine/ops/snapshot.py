@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.graph import Graph
-from engine.storage import open_dataset, primary_key
+from engine.storage import open_pinned, primary_key
 
 
 def snapshot_document(graph: Graph, branch: str) -> dict[str, Any]:
@@ -14,7 +14,7 @@ def snapshot_document(graph: Graph, branch: str) -> dict[str, Any]:
     tables = []
     with graph.manifest.reading(branch):
         for table_key, entry in snapshot.tables.items():
-            dataset = open_dataset(graph.store, entry.table_path, entry.table_branch, entry.table_version)
+            dataset = open_pinned(graph.store, entry.image)
             tables.append(
                 {
                     "table_key": table_key,

@@ -54,7 +54,8 @@ from engine.manifest import (
 )
 from engine.reconcile import IntentTable, WriteIntent, branch_guard, drift, intents, recovery
 from engine.schema.ids import new_ulid
-from engine.storage import FORMAT_4, FORMAT_5, ensure_fork, latest_version, list_branches, open_dataset
+from engine.storage import FORMAT_4, FORMAT_5, ensure_fork, latest_version, list_branches, open_dataset, open_pinned
+from engine.storage.process import process_start_marker, this_host
 
 WriteKind = Literal["insert", "upsert", "overwrite", "repair", "merge"]
 RETRY_SECONDS = 60.0
@@ -175,9 +176,9 @@ def _attempt(
         tables=plan,
         actor=actor,
         program=graph.profile.program,
-        host=intents.this_host(),
+        host=this_host(),
         pid=os.getpid(),
-        process_start=intents.process_start_marker(os.getpid()),
+        process_start=process_start_marker(os.getpid()),
         created_at=now_ms(),
     )
     intents.arm(graph.store, intent)
@@ -311,7 +312,7 @@ def _apply_effects(
             if table.fork_planned:
                 ensure_fork(store, entry.table_path, str(table.target_branch), entry.table_branch, entry.table_version, operation_id)
                 failpoint("write.after_fork")
-            dataset = open_dataset(store, entry.table_path, table.target_branch, entry.table_version)
+            dataset = open_pinned(store, entry.image.on(table.target_branch))
             if router.check_writable is not None:
                 router.check_writable(dataset, entry.table_path)
             if write.kind == "insert":
@@ -342,7 +343,7 @@ def _apply_effects(
             intents.disarm(store, operation_id)
             raise _NoEffectConflict(str(conflict)) from conflict
         # Merges advance the dataset object in place; writers that return a new dataset do not.
-        written = dataset if dataset.version == version else open_dataset(store, entry.table_path, table.target_branch, version)
+        written = dataset if dataset.version == version else open_pinned(store, entry.image.on(table.target_branch).at(version))
         rows = written.count_rows()
         entries.append(with_version(entry, table.target_branch, version, rows))
         failpoint("write.after_effect")

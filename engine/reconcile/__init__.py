@@ -18,9 +18,8 @@ from engine.reconcile.intents import (
     intent_path,
     list_intents,
     owner_is_alive,
-    process_start_marker,
-    this_host,
 )
+from engine.storage.process import process_start_marker, this_host  # what writers record in their intents
 
 __all__ = [
     "RECOVERY_LOG_DIR",

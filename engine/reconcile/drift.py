@@ -53,11 +53,13 @@ from engine.reconcile import intents
 from engine.schema.ids import new_ulid
 from engine.storage import (
     GraphStore,
+    ImageRef,
     LanceBranch,
     delete_branch_if_present,
     latest_version,
     list_branches,
     open_dataset,
+    open_pinned,
     primary_key,
 )
 
@@ -208,14 +210,14 @@ def classify(store: GraphStore, graph_branch: str, entry: TableEntry, head: int,
     ``compare_rows`` also compares the rows of a span that has row-changing steps (for
     ``drift show``); spans with a Rewrite are always compared.
     """
-    previous = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version)
+    previous = open_pinned(store, entry.image)
     pinned = previous
     previous_layout = _layout(previous)
     previous_key = primary_key(previous.schema)
     commits: list[OutOfBandCommit] = []
     current = previous
     for version in range(entry.table_version + 1, head + 1):
-        current = open_dataset(store, entry.table_path, entry.table_branch, version)
+        current = open_pinned(store, entry.image.at(version))
         layout, key = _layout(current), primary_key(current.schema)
         operation = operation_name(current, version)
         if layout == previous_layout and _keeps_fencing(previous_key, key):
@@ -415,7 +417,7 @@ def adopt(
         entry = snapshot.table(report.table_key)
         if (entry.table_branch, entry.table_version) != (report.pinned_table_branch, report.pinned_version):
             raise CommitConflict(f"{report.table_key} was re-pinned meanwhile")
-        image = open_dataset(store, entry.table_path, report.table_branch, report.head_version)
+        image = open_pinned(store, ImageRef(entry.table_path, report.table_branch, report.head_version))
         if require_fencing:
             problems = fencing_problems(image, f"{report.table_key} at v{report.head_version}")
             if problems:
@@ -446,7 +448,7 @@ def revert(store: GraphStore, manifest: Manifest, report: TableDriftReport, *, a
         message = _commit_message("reverted", [report]) + f" (deleted the unpublished fork {report.unpinned_fork.name!r})"
         head = HeadEntry(new_ulid(), (snapshot.head.commit_id,), actor, message, now_ms())
         return manifest.publish(snapshot, [], head)
-    open_dataset(store, entry.table_path, entry.table_branch, entry.table_version).restore()
+    open_pinned(store, entry.image).restore()
     restored = latest_version(store, entry.table_path, entry.table_branch)
     message = _commit_message("reverted", [report]) + f" (v{report.pinned_version} restored as v{restored})"
     head = HeadEntry(new_ulid(), (snapshot.head.commit_id,), actor, message, now_ms())

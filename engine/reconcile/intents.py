@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from engine.errors import Internal
 from engine.storage import RECOVERY_DIR, GraphStore, canonical_json
-from engine.storage.process import process_is_alive  # re-exported: writers record them
+from engine.storage.process import process_is_alive
 
 RECOVERY_LOG_DIR = f"{RECOVERY_DIR}/log"
 

@@ -35,7 +35,8 @@ from typing import Literal
 from engine.manifest import MAIN, Manifest, TableEntry, now_ms
 from engine.reconcile import branch_guard, intents
 from engine.reconcile.intents import IntentTable, RecoveredTable, RecoveryRecord, WriteIntent
-from engine.storage import GraphStore, delete_branch_if_present, latest_version, list_branches, open_dataset
+from engine.storage import GraphStore, delete_branch_if_present, latest_version, list_branches, open_dataset, open_pinned
+from engine.storage.process import this_host
 
 Outcome = Literal["published", "rolled_back", "branch_gone", "branch_deleted"]
 
@@ -101,7 +102,7 @@ def _roll_back(store: GraphStore, manifest: Manifest, intent: WriteIntent) -> li
         if head == entry.table_version:
             outcomes.append(RecoveredTable(table_key=table.table_key, action="unchanged", table_branch=table.target_branch))
             continue
-        dataset = open_dataset(store, entry.table_path, table.target_branch, entry.table_version)
+        dataset = open_pinned(store, entry.image.on(table.target_branch))
         dataset.restore()
         restored = latest_version(store, entry.table_path, table.target_branch)
         republish.append(replace(entry, table_version=restored))
@@ -136,7 +137,7 @@ def _record(store: GraphStore, intent: WriteIntent, outcome: Outcome, tables: li
         graph_branch=intent.graph_branch,
         outcome=outcome,
         tables=tables,
-        resolved_by_host=intents.this_host(),
+        resolved_by_host=this_host(),
         resolved_by_pid=os.getpid(),
         resolved_at=now_ms(),
     )

@@ -1,7 +1,8 @@
 """Storage: the graph root on object storage and the Lance datasets under it.
 
 :mod:`~engine.storage.store` is the object store (one URI, local or S3, with the atomic
-create-if-absent primitive), :mod:`~engine.storage.lance_io` opens Lance datasets at a (branch,
+create-if-absent primitive), :mod:`~engine.storage.image` names one pinned table image (:class:`ImageRef`) and opens it
+(:func:`open_pinned`), :mod:`~engine.storage.lance_io` opens Lance datasets at a (branch,
 version) and lists, forks and deletes Lance branches, :mod:`~engine.storage.names` holds every
 root-relative name used in several places, :mod:`~engine.storage.stamps` the format stamp values,
 :mod:`~engine.storage.canonical_json` the byte encoding of every persisted JSON document and
@@ -12,6 +13,7 @@ Nothing here writes table rows, and nothing here imports another engine sub-pack
 """
 
 from engine.storage.canonical_json import canonical_json
+from engine.storage.image import ImageRef, open_pinned
 from engine.storage.lance_io import (
     LanceBranch,
     create_empty_dataset,
@@ -49,6 +51,7 @@ __all__ = [
     "RECOVERY_DIR",
     "SCHEMA_FILE",
     "GraphStore",
+    "ImageRef",
     "LanceBranch",
     "canonical_json",
     "copy_root",
@@ -59,6 +62,7 @@ __all__ = [
     "list_branches",
     "open_dataset",
     "open_dataset_at",
+    "open_pinned",
     "open_store",
     "primary_key",
     "wait_for_branch",
