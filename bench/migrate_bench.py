@@ -345,9 +345,9 @@ def render_table(summaries: dict[int, dict[str, Any]]) -> str:
             f"{s['wall_ratio']:.1f}", f"{s['rss_ratio']:.1f}", versus,
         ])
     widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(headers)]
-    out = ["| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |"]
+    out = ["| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"]
     out.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    out.extend("| " + " | ".join(c.rjust(w) for c, w in zip(row, widths)) + " |" for row in lines)
+    out.extend("| " + " | ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in lines)
     return "\n".join(out)
 
 

@@ -117,7 +117,7 @@ def load_data(rows: int, out: Path) -> dict:
         writer.write_table(table)
     with open(out / "rows.jsonl", "w", encoding="utf-8") as sink:
         for start in range(0, rows, 100_000):
-            for name, n in zip(ids[start : start + 100_000].to_pylist(), range(start, min(rows, start + 100_000))):
+            for name, n in zip(ids[start : start + 100_000].to_pylist(), range(start, min(rows, start + 100_000)), strict=True):
                 sink.write(json.dumps({"type": "Item", "data": {"name": name, "n": n}}) + "\n")
     return {"rows": rows}
 

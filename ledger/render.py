@@ -23,7 +23,7 @@ def render_table(replay: LedgerReplay) -> str:
     """A human table ``seq | at | kind | summary`` of every record, then one line of state."""
     rows = [_HEADER] + [(str(seq), record.at, record.kind, summarize(record)) for seq, record in replay.records]
     widths = [max(len(row[column]) for row in rows) for column in range(len(_HEADER) - 1)]
-    lines = ["  ".join([cell.ljust(width) for cell, width in zip(row, widths)] + [row[-1]]).rstrip() for row in rows]
+    lines = ["  ".join([cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)] + [row[-1]]).rstrip() for row in rows]
     state = replay.state
     completed = sum(1 for unit in state.units.values() if unit.status == "completed")
     lines.append(

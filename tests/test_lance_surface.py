@@ -88,7 +88,7 @@ class Lx:
     def values(self, name: str, key: str = "id") -> list[tuple[str, int]]:
         """Sorted (key, v) pairs of the latest version."""
         table = self.open(name).to_table()
-        return sorted(zip(table[key].to_pylist(), table["v"].to_pylist()))
+        return sorted(zip(table[key].to_pylist(), table["v"].to_pylist(), strict=True))
 
     def keys(self, name: str, key: str = "id") -> list[str]:
         return sorted(self.open(name).to_table()[key].to_pylist())

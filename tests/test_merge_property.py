@@ -75,7 +75,7 @@ def _model_merge(base: Model, source: Model, target: Model) -> tuple[Model, list
     dangling = {
         (edge_id, column)
         for edge_id, ends in edges_merged.items()
-        for column, end in zip(("src", "dst"), ends)
+        for column, end in zip(("src", "dst"), ends, strict=True)
         if end not in people_merged
     }
     return Model(people_merged, edges_merged), edge_conflicts + people_conflicts, dangling

@@ -400,7 +400,7 @@ def test_generated_ids_follow_the_line_order_across_tables() -> None:
             by_line = sorted(
                 (line, row_id)
                 for key in records.table_keys()
-                for line, row_id in zip(records.column(key, "line").to_pylist(), records.column(key, "id").to_pylist())
+                for line, row_id in zip(records.column(key, "line").to_pylist(), records.column(key, "id").to_pylist(), strict=True)
             )
         ids = [row_id for _, row_id in by_line]
         assert ids == sorted(ids) and len(set(ids)) == 50

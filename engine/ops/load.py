@@ -117,7 +117,7 @@ def _check_unique_committed(graph: Graph, entry: TableEntry, records: RecordSet,
             continue
         values, value_lines = values.filter(given), lines.filter(given)
         hits = dataset.to_table(columns=["id", prop], filter=pc.field(prop).isin(values))
-        for committed_id, value in sorted(zip(hits.column("id").to_pylist(), hits.column(prop).to_pylist())):
+        for committed_id, value in sorted(zip(hits.column("id").to_pylist(), hits.column(prop).to_pylist(), strict=True)):
             own_ids = own_ids if own_ids is not None else set(records.column(table_key, "id", *span).to_pylist())
             if committed_id not in own_ids:
                 line = value_lines[pc.index(values, pa.scalar(value, values.type)).as_py()].as_py()

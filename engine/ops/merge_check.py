@@ -58,7 +58,7 @@ def _incoming_endpoints(
         for column, node_type in (("src", str(table.from_type)), ("dst", str(table.to_type))):
             values = rows.column(column).to_pylist()
             present = _node_present(graph, target, changes, node_type, set(values))
-            for edge_id, endpoint in zip(rows.column("id").to_pylist(), values):
+            for edge_id, endpoint in zip(rows.column("id").to_pylist(), values, strict=True):
                 if endpoint not in present:
                     problems.append(
                         {"table_key": table_key, "id": edge_id, "kind": "missing_endpoint", "column": column,
@@ -82,7 +82,7 @@ def _kept_edges_to_deleted_nodes(
             if node_change is None or not node_change.deletes:
                 continue
             hits = _read(graph, target.table(edge_key), ["id", column], column, node_change.deletes)
-            for edge_id, endpoint in zip(hits.column("id").to_pylist(), hits.column(column).to_pylist()):
+            for edge_id, endpoint in zip(hits.column("id").to_pylist(), hits.column(column).to_pylist(), strict=True):
                 if edge_id not in replaced:
                     problems.append(
                         {"table_key": edge_key, "id": edge_id, "kind": "missing_endpoint", "column": column,
@@ -102,7 +102,7 @@ def _unique_values(
         ids = rows.column("id").to_pylist()
         for prop in table.unique:
             owners: dict[Any, str] = {}
-            for row_id, value in sorted(zip(ids, rows.column(prop).to_pylist()), key=lambda pair: pair[0]):
+            for row_id, value in sorted(zip(ids, rows.column(prop).to_pylist(), strict=True), key=lambda pair: pair[0]):
                 if value is None:
                     continue
                 if value in owners:
@@ -115,7 +115,7 @@ def _unique_values(
             if not owners:
                 continue
             hits = _read(graph, target.table(table_key), ["id", prop], prop, list(owners))
-            for existing_id, value in zip(hits.column("id").to_pylist(), hits.column(prop).to_pylist()):
+            for existing_id, value in zip(hits.column("id").to_pylist(), hits.column(prop).to_pylist(), strict=True):
                 if existing_id not in replaced:
                     problems.append(
                         {"table_key": table_key, "id": owners[value], "kind": "unique_violation", "property": prop,

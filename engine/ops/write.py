@@ -306,7 +306,7 @@ def _apply_effects(
 ) -> list[TableEntry]:
     store, router = graph.store, graph.profile.router
     entries: list[TableEntry] = []
-    for write, table in zip(writes, plan):
+    for write, table in zip(writes, plan, strict=True):
         entry = snapshot.table(write.table_key)
         try:
             if table.fork_planned:

@@ -307,8 +307,8 @@ def out_of_band(
     with ThreadPoolExecutor(max_workers=HEAD_READERS) as pool:
         heads = list(pool.map(lambda entry: latest_version(store, entry.table_path, own), owned))
         forks = list(pool.map(lambda entry: _unpinned_fork(store, entry, str(own)), inherited))
-    ahead = [(entry, None, head) for entry, head in zip(owned, heads) if head > entry.table_version]
-    ahead += [(entry, found[0], found[1]) for entry, found in zip(inherited, forks) if found is not None]
+    ahead = [(entry, None, head) for entry, head in zip(owned, heads, strict=True) if head > entry.table_version]
+    ahead += [(entry, found[0], found[1]) for entry, found in zip(inherited, forks, strict=True) if found is not None]
     if not ahead:
         return []
     covered = in_flight_tables(store) if in_flight is None else in_flight

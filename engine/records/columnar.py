@@ -252,7 +252,7 @@ class _Pending:
 
 def _convert(table: TableDef, read: pa.Table, lines: np.ndarray) -> _Pending:
     data = read.column("data").combine_chunks()
-    fields = dict(zip((field.name for field in data.type), data.flatten()))
+    fields = dict(zip((field.name for field in data.type), data.flatten(), strict=True))
     explicit = fields["id"]
     if pc.any(pc.equal(pc.binary_length(explicit), 0)).as_py():
         raise Declined("an empty data.id")
