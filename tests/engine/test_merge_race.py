@@ -1,0 +1,77 @@
+"""A merge's new rows land through the fenced strict path: real processes released together, one
+``branch merge`` bringing id ``x`` into main and three ``load --mode append`` of ``x`` (another
+value) into main. Exactly one of them wins, ``x`` exists once, with the winner's value; a merge
+that loses reports the id as a ``divergent_insert`` conflict, a load that loses ``key_conflict``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.door import table_store
+from engine.errors import MergeConflict
+from engine.ops import create_branch, merge_branch
+from engine.reconcile import list_intents
+from engine.storage import open_store
+from tests.support.graph_helpers import omnigraph
+from tests.support.merge_helpers import new_graph, people, upsert
+from tests.support.process_race import race
+
+LOADERS = 3
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # the fence itself on S3: the test below
+def test_a_merge_insert_racing_strict_inserts_of_the_same_id_has_one_winner(root_uri: str, tmp_path: Path) -> None:
+    graph = new_graph(root_uri, {"a": 1})
+    create_branch(graph, "feature")
+    upsert(graph, "feature", {"x": 1})
+    data = tmp_path / "x.jsonl"
+    data.write_text(json.dumps({"type": "Person", "data": {"name": "x", "age": 2}}) + "\n")
+    load = ["load", "--mode", "append", "--data", str(data), "--json", root_uri]
+
+    merge, *loads = race("omnigraph", [["branch", "merge", "feature", "--json", root_uri]] + [load] * LOADERS)
+
+    winners = [o for o in [merge, *loads] if o.returncode == 0]
+    assert len(winners) == 1, [(o.returncode, o.stdout, o.stderr) for o in [merge, *loads]]
+    final = people(root_uri, "main")
+    if merge.returncode == 0:
+        assert merge.json()["outcome"] == "fast_forward"
+        assert final == {"a": 1, "x": 1}
+    else:
+        assert merge.json()["error"]["details"]["conflicts"] == [
+            {"table_key": "node:Person", "id": "x", "kind": "divergent_insert"}
+        ], merge.stderr
+        assert final == {"a": 1, "x": 2}
+    for loser in (o for o in loads if o.returncode != 0):
+        assert loser.json()["error"]["code"] == "key_conflict", loser.stderr
+
+
+def test_a_same_id_insert_committed_under_the_merge_fences_its_strict_insert(
+    root_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deterministic: another process commits ``x`` after the merge pinned the table and before
+    its strict insert runs; Lance refuses the merge's insert (the fence), nothing of the merge
+    lands, and the re-prepared merge reports ``x`` as a conflict."""
+    graph = new_graph(root_uri, {"a": 1})
+    create_branch(graph, "feature")
+    upsert(graph, "feature", {"x": 1})
+    data = tmp_path / "x.jsonl"
+    data.write_text(json.dumps({"type": "Person", "data": {"name": "x", "age": 2}}) + "\n")
+    real_strict_insert = table_store.strict_insert
+    calls: list[int] = []
+
+    def insert_after_a_concurrent_writer(dataset, rows):  # type: ignore[no-untyped-def]
+        calls.append(rows.num_rows)
+        if len(calls) == 1:
+            omnigraph("load", "--mode", "append", "--data", data, root_uri).ok()
+        return real_strict_insert(dataset, rows)
+
+    monkeypatch.setattr(table_store, "strict_insert", insert_after_a_concurrent_writer)
+    with pytest.raises(MergeConflict) as refused:
+        merge_branch(graph, "feature", "main", actor="test")
+    assert refused.value.details["conflicts"] == [{"table_key": "node:Person", "id": "x", "kind": "divergent_insert"}]
+    assert calls == [1]  # the fenced insert was refused; the re-prepared merge wrote nothing
+    assert people(root_uri, "main") == {"a": 1, "x": 2}
+    assert list_intents(open_store(root_uri)) == []

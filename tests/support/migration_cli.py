@@ -1,0 +1,67 @@
+"""Driving ``omnigraph-migrate`` as a real process, and the end state a finished migration leaves."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from claims import inspect
+from engine.door import FENCED_PROFILE, LEGACY_PROFILE
+from engine.errors import FormatRefused
+from engine.failpoints import FAILPOINT_ENV
+from engine.graph import open_graph
+from engine.manifest import Manifest
+from engine.reconcile import list_intents
+from engine.storage import latest_version, open_pinned, open_store, primary_key
+from ledger import Ledger
+from migrator import sidecar as sidecars
+from migrator.layout import CLAIM_PATH, ledger_dir
+from tests.support.check_helpers import assert_check_clean
+from tests.support.migration_fixtures import BIN, BRANCHES, exports
+
+MIGRATE = str(BIN / "omnigraph-migrate")
+
+
+def migrate(*args: str, failpoint: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``omnigraph-migrate ARGS`` in a new process, optionally exiting at ``failpoint``."""
+    env = dict(os.environ)
+    if failpoint:
+        env[FAILPOINT_ENV] = failpoint
+    return subprocess.run([MIGRATE, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def claim_token(uri: str) -> str:
+    """The token of the migration claim the graph holds now (the test fails if none)."""
+    holder = inspect(open_store(uri), CLAIM_PATH)
+    assert holder is not None
+    return holder.token
+
+
+def assert_fully_migrated(uri: str, before: dict[str, list[str]], migration_id: str, tables: int = 9) -> None:
+    """Every branch of the standard fixture is fenced in place, with the data of ``before``, and
+    the migration left nothing behind (claim, sidecars, intents), its ledger released."""
+    store = open_store(uri)
+    manifest = Manifest(store)
+    assert manifest.read_stamp() == ("5", None)
+    assert sorted(manifest.branches()) == BRANCHES
+    for branch in manifest.branches():
+        for table_key, entry in manifest.snapshot(branch).tables.items():
+            dataset = open_pinned(store, entry.image)
+            assert primary_key(dataset.schema) == ["id"], (branch, table_key)
+            assert latest_version(store, entry.table_path, entry.table_branch) == entry.table_version
+            expected_branch = None if branch == "main" else branch
+            assert entry.table_branch == expected_branch, (branch, table_key, entry.table_branch)
+    assert exports(uri) == before
+    assert inspect(store, CLAIM_PATH) is None
+    assert sidecars.remaining(store, migration_id) == []
+    assert list_intents(store) == []
+    state = Ledger(store, ledger_dir(migration_id)).replay().state
+    assert state.phase == "released" and state.stamp_written and state.claim_released
+    assert {u.status for u in state.units.values()} == {"completed"}
+    assert len(state.units) == len(BRANCHES) * tables
+    open_graph(uri, FENCED_PROFILE, write=True)
+    with pytest.raises(FormatRefused):
+        open_graph(uri, LEGACY_PROFILE, write=False)
+    assert_check_clean(uri)

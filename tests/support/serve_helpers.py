@@ -1,0 +1,103 @@
+"""Running real ``omnigraph serve`` / ``omnigraph-v4 serve`` processes on loopback for tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from engine.access import list_records
+from engine.storage import open_store
+from tests.support.graph_helpers import ACTOR, OMNIGRAPH, jsonl
+
+STARTUP_SECONDS = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    """A running server process and an httpx client bound to it."""
+
+    program: Path
+    graph: str
+    process: subprocess.Popen[bytes]
+    base_url: str
+    log: Any
+    client: httpx.Client = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client = httpx.Client(base_url=self.base_url, timeout=120.0)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Stop the process with ``sig`` and wait for it; its exit status."""
+        self.client.close()
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout=30)
+        finally:
+            self.log.close()
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode("utf-8", "replace")
+
+    def load(self, lines: list[str], mode: str = "append", branch: str = "main") -> httpx.Response:
+        return self.client.post(f"/branches/{branch}/load", params={"mode": mode}, content=jsonl(lines))
+
+
+def _registered(graph: str, address: str) -> int:
+    return sum(1 for record in list_records(open_store(graph)) if record.address == address)
+
+
+def start_server(program: Path, graph: str, *extra: str, workers: int = 1) -> Server:
+    """Start ``program serve graph`` on a free loopback port; wait until ``/healthz`` answers and
+    every worker process has registered in the fleet."""
+    port = free_port()
+    log = tempfile.TemporaryFile()
+    env = dict(os.environ)
+    env.pop("OMNIGRAPH_FAILPOINTS", None)
+    env["OMNIGRAPH_ACTOR"] = ACTOR
+    process = subprocess.Popen(
+        [str(program), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), *extra, graph],
+        stdout=log, stderr=subprocess.STDOUT, env=env,
+    )
+    server = Server(program, graph, process, f"http://127.0.0.1:{port}", log)
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"{program.name} serve exited with {process.returncode}:\n{server.output()}")
+        try:
+            if server.client.get("/healthz", timeout=1.0).status_code == 200 and _registered(graph, server.base_url) == workers:
+                return server
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    server.stop(signal.SIGKILL)
+    raise AssertionError(f"{program.name} serve did not answer /healthz within {STARTUP_SECONDS}s")
+
+
+def start_fenced(graph: str, *extra: str, workers: int = 1) -> Server:
+    return start_server(OMNIGRAPH, graph, *extra, workers=workers)
+
+
+def error_of(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """Assert ``response`` is the error ``code`` with HTTP ``status``; its ``error`` object."""
+    assert response.status_code == status, (response.status_code, response.text)
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}, body
+    assert body["error"]["code"] == code, body
+    return dict(body["error"])
