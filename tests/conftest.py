@@ -1,4 +1,5 @@
-"""Shared fixtures: a moto S3 server on a free loopback port, and graph roots on both backends."""
+"""Shared fixtures: a moto S3 server on a free loopback port (:mod:`tests.support.moto_s3`), and
+graph roots on both backends."""
 
 from __future__ import annotations
 
@@ -12,6 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+MOTO_S3 = Path(__file__).resolve().parent / "support" / "moto_s3.py"
+
+
+def s3_server_command(port: int) -> list[str]:
+    """The command that serves the tests' S3-compatible server on loopback ``port``."""
+    return [sys.executable, str(MOTO_S3), "-H", "127.0.0.1", "-p", str(port)]
 
 
 def _free_loopback_port() -> int:
@@ -36,7 +44,7 @@ def s3_server() -> Iterator[str]:
     """Start a moto S3 server on loopback for the session; export the AWS settings it needs."""
     port = _free_loopback_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        s3_server_command(port),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

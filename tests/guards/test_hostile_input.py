@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from migrator.layout import ledger_dir
 from migrator.repair import DecisionsFile
 from playbooks.model import Playbook
-from tests.conftest import _free_loopback_port, _wait_for_port
+from tests.conftest import _free_loopback_port, _wait_for_port, s3_server_command
 from tests.support.check_helpers import assert_check_clean, tree_digest
 from tests.support.graph_helpers import OMNIGRAPH, PROJECT, export_text, invoke, make_example_graph
 from tests.support.migration_cli import claim_token
@@ -202,7 +201,7 @@ def authenticating_s3() -> Any:
     """A moto server that checks credentials after its first request (which creates a bucket)."""
     port = _free_loopback_port()
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], env=env,
+    process = subprocess.Popen(s3_server_command(port), env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for_port(port)
