@@ -16,7 +16,7 @@ from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
 from migrator.out_of_band import out_of_band_reports, refuse_row_drift
 from migrator.plan import MigrationPlan, build_plan, is_inherited
-from migrator.run import UpToDate, already_fenced, refuse_unless_stamp_4
+from migrator.preconditions import UpToDate, already_fenced, refuse_unless_stamp_4
 from migrator.verify import verify_graph
 
 
