@@ -5,7 +5,7 @@ See :mod:`claims.claim` for the contracts and for why there is no time-based tak
 
 from claims.claim import acquire, break_, break_record_path, inspect, read_break, release
 from claims.document import BreakRecord, ClaimDocument
-from claims.errors import ClaimCorrupt, validation_problem
+from claims.errors import ClaimCorrupt, claim_held, validation_problem
 from claims.fields import ClaimToken, UtcTimestamp, new_token, utc_timestamp
 from claims.liveness import holder_alive_here
 from engine.storage import canonical_json
@@ -20,6 +20,7 @@ __all__ = [
     "break_",
     "break_record_path",
     "canonical_json",
+    "claim_held",
     "holder_alive_here",
     "inspect",
     "read_break",

@@ -34,9 +34,9 @@ from pydantic import ValidationError
 
 import engine
 from claims.document import BreakRecord, ClaimDocument
-from claims.errors import ClaimCorrupt, validation_problem
+from claims.errors import ClaimCorrupt, claim_held, validation_problem
 from claims.fields import new_token, utc_timestamp
-from engine.errors import BadRequest, ClaimHeld, PreconditionFailed
+from engine.errors import BadRequest, PreconditionFailed
 from engine.storage import GraphStore, canonical_json
 
 # How many times acquire retries when the claim vanished between its failed create and its read
@@ -67,12 +67,22 @@ def acquire(store: GraphStore, path: str, *, operation: str, migration_id: str, 
             return document
         holder = inspect(store, path)
         if holder is not None:
-            raise _claim_held(path, holder)
-    raise ClaimHeld(
+            raise claim_held(
+                f"{path} is held by owner {holder.owner!r} on host {holder.host}, pid {holder.pid} "
+                f"(operation {holder.operation!r}, migration {holder.migration_id}, since "
+                f"{holder.created_at}, token {holder.token}). Inspect the claim first. If that process "
+                "is alive, let it finish or resume/abort it with its token. Only once it is proven "
+                "dead (its process is gone on that host) break the claim with its token; there is no "
+                "time-based takeover.",
+                holder,
+                path=path,
+            )
+    raise claim_held(
         f"{path} kept changing hands: it was held at each of {_ACQUIRE_ATTEMPTS} attempts and "
         "released before it could be read. Another process is acquiring and releasing it; "
         "inspect the claim and retry once that has stopped.",
-        {"holder": None, "path": path},
+        None,
+        path=path,
     )
 
 
@@ -169,18 +179,6 @@ def _read_break_record(store: GraphStore, record_path: str) -> BreakRecord:
         return BreakRecord.model_validate_json(store.read_bytes(record_path))
     except ValidationError as error:
         raise ClaimCorrupt(record_path, validation_problem(error), what="break record") from error
-
-
-def _claim_held(path: str, holder: ClaimDocument) -> ClaimHeld:
-    return ClaimHeld(
-        f"{path} is held by owner {holder.owner!r} on host {holder.host}, pid {holder.pid} "
-        f"(operation {holder.operation!r}, migration {holder.migration_id}, since "
-        f"{holder.created_at}, token {holder.token}). Inspect the claim first. If that process "
-        "is alive, let it finish or resume/abort it with its token. Only once it is proven "
-        "dead (its process is gone on that host) break the claim with its token; there is no "
-        "time-based takeover.",
-        {"holder": holder.model_dump(mode="json"), "path": path},
-    )
 
 
 def _require_text(**values: str) -> None:

@@ -1,10 +1,24 @@
-"""Errors of the claims package that :mod:`engine.errors` does not already name."""
+"""Errors of the claims package: the one constructor of ``claim_held``, and what
+:mod:`engine.errors` does not already name."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ValidationError
 
-from engine.errors import OmnigraphError
+from claims.document import ClaimDocument
+from engine.errors import ClaimHeld, OmnigraphError
+
+
+def claim_held(message: str, holder: ClaimDocument | None, **context: Any) -> ClaimHeld:
+    """The ``claim_held`` error (exit 3) about a claim's holder: every one is made here.
+
+    ``message`` says who holds the claim and what to run next. ``details`` is ``context`` (for
+    example the claim's ``path``, or the graph's ``stamp``) plus ``holder``: the holder's document
+    as JSON, or None when no holder could be read.
+    """
+    return ClaimHeld(message, {**context, "holder": holder.model_dump(mode="json") if holder else None})
 
 
 def validation_problem(error: ValidationError) -> str:

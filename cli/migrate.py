@@ -28,8 +28,10 @@ from engine.maintenance.progress import Progress, SilentProgress
 from engine.storage import copy_root, open_store
 from ledger import InventoryEntry, render_table
 from migrator import inspection, repair
+from migrator.abort import abort_migration
 from migrator.inventory import inventory_lines
-from migrator.run import UpToDate, abort_migration, resume_migration, run_migration
+from migrator.preconditions import UpToDate
+from migrator.run import resume_migration, run_migration
 from playbooks.journal import default_journal_root
 from playbooks.model import load_playbook
 from playbooks.report import refusal_documents, write_json, write_junit

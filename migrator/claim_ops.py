@@ -2,9 +2,10 @@
 
 :func:`show_claim` is read-only. :func:`break_claim` removes the claim of a holder the operator has
 proven dead: it needs the holder's exact token and a reason, refuses (``claim_held``) when the
-holder is on this host and its pid is alive (:func:`refuse_live_holder`, also used by ``abort``),
-records ``claim_broken`` in the migration's ledger first, then removes the claim through
-:func:`claims.break_`, which leaves its audit record next to the claim. Breaking the claim does
+holder is on this host and its pid is alive (:func:`~migrator.preconditions.refuse_live_holder`,
+as ``abort`` does), records ``claim_broken`` in the migration's ledger first (started from the
+claim if the holder never started it), then removes the claim through :func:`claims.break_`,
+which leaves its audit record next to the claim. Breaking the claim does
 not lower the barrier: a graph left at stamp ``migrating`` is then aborted with the broken
 claim's token (``abort`` accepts it), and a graph still at stamp ``4`` can be migrated again.
 """
@@ -15,23 +16,14 @@ from typing import Any
 
 from claims import ClaimDocument, break_, holder_alive_here, inspect
 from claims.liveness import holder_on_this_host
-from engine.errors import ClaimHeld, NotFound, PreconditionFailed
+from engine.errors import NotFound, PreconditionFailed
+from engine.maintenance.progress import SilentProgress
 from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, GraphStore
-from ledger import ClaimBroken, Ledger, MigrationStarted
+from ledger import ClaimBroken
 from migrator.context import open_existing_graph
-from migrator.layout import CLAIM_PATH, ledger_dir
-
-
-def refuse_live_holder(holder: ClaimDocument, action: str) -> None:
-    """``claim_held`` if ``holder`` is a live process on this host: it is not dead."""
-    if holder_alive_here(holder):
-        raise ClaimHeld(
-            f"refusing to {action}: the claim's holder (owner {holder.owner!r}, migration "
-            f"{holder.migration_id}) is process {holder.pid} on this host ({holder.host}) and it is "
-            "alive. Let it finish, or stop that process and make sure it is gone, then run this "
-            "command again.",
-            {"holder": holder.model_dump(mode="json"), "path": CLAIM_PATH},
-        )
+from migrator.layout import CLAIM_PATH
+from migrator.preconditions import refuse_live_holder
+from migrator.start import attach, replay_started
 
 
 def _liveness(holder: ClaimDocument) -> str:
@@ -56,22 +48,9 @@ def show_claim(uri: str) -> dict[str, Any]:
 
 def _record_break(store: GraphStore, holder: ClaimDocument, breaker: str, reason: str) -> None:
     """Append ``claim_broken`` to the holder's ledger (started from the claim if it has none)."""
-    ledger = Ledger(store, ledger_dir(holder.migration_id))
-    try:
-        ledger.replay()
-    except NotFound:
-        ledger.append(
-            MigrationStarted(
-                token=holder.token,
-                migration_id=holder.migration_id,
-                owner=holder.owner,
-                host=holder.host,
-                pid=holder.pid,
-                tool_version=holder.tool_version,
-                graph_uri=store.uri,
-            )
-        )
-    ledger.append(ClaimBroken(token=holder.token, migration_id=holder.migration_id, breaker=breaker, reason=reason))
+    m = attach(store, holder, SilentProgress())
+    replay_started(m, holder)
+    m.record(ClaimBroken, breaker=breaker, reason=reason)
 
 
 def _after_break(uri: str, stamp: str | None, token: str) -> str:

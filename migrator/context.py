@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from claims import inspect
-from engine.errors import ClaimHeld, NotFound
+from claims import claim_held, inspect
+from engine.errors import NotFound
 from engine.maintenance.progress import Progress
 from engine.manifest import Manifest
 from engine.storage import GraphStore, open_store
@@ -32,13 +32,15 @@ class Migration:
         return self.ledger.append(record_type(token=self.token, migration_id=self.migration_id, **fields))
 
     def require_claim(self) -> None:
-        """Refuse to go on unless the claim still carries this migration's token."""
+        """``claim_held`` unless the claim still carries this migration's token: checked before
+        each unit and before the stamp, so a migration whose claim was broken or replaced stops."""
         holder = inspect(self.store, CLAIM_PATH)
         if holder is None or holder.token != self.token:
-            raise ClaimHeld(
+            raise claim_held(
                 f"the migration claim of {self.store.uri} no longer carries this migration's token; "
                 "stopping before any further effect",
-                {"holder": holder.model_dump(mode="json") if holder else None, "path": CLAIM_PATH},
+                holder,
+                path=CLAIM_PATH,
             )
 
 

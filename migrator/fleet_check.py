@@ -45,6 +45,8 @@ def fleet_document(store: GraphStore) -> list[dict[str, Any]]:
 
 
 def describe(entry: dict[str, Any]) -> str:
+    """One line naming a fleet record of :func:`fleet_document`: program, role, format, host, pid,
+    address, start, heartbeat age and status."""
     where = f" at {entry['address']}" if entry.get("address") else ""
     return (
         f"{entry['program']} {entry['role']} (writes format {entry['writes_format']}) on {entry['host']} "

@@ -16,11 +16,12 @@ from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
 from migrator.out_of_band import out_of_band_reports, refuse_row_drift
 from migrator.plan import MigrationPlan, build_plan, is_inherited
-from migrator.run import UpToDate, already_fenced, refuse_unless_stamp_4
+from migrator.preconditions import UpToDate, already_fenced, refuse_unless_stamp_4
 from migrator.verify import verify_graph
 
 
-def plan_document(plan: MigrationPlan) -> dict[str, Any]:
+def _plan_document(plan: MigrationPlan) -> dict[str, Any]:
+    """The branches, the units (each marked ``inherited`` or not) and the image count of ``plan``."""
     return {
         "branches": [b.model_dump(mode="json") for b in plan.branches],
         "units": [{**u.model_dump(mode="json"), "inherited": is_inherited(u)} for u in plan.units],
@@ -32,7 +33,7 @@ def plan_command(uri: str) -> dict[str, Any]:
     """The units a migration would process now."""
     store, manifest = open_existing_graph(uri)
     stamp, _ = manifest.read_stamp()
-    return {"graph": store.uri, "stamp": stamp, **plan_document(build_plan(manifest))}
+    return {"graph": store.uri, "stamp": stamp, **_plan_document(build_plan(manifest))}
 
 
 def up_to_date(uri: str) -> UpToDate | None:
@@ -59,7 +60,7 @@ def preflight(uri: str, validate: bool, progress: Progress, ignore_fleet: bool =
         "stamp": "4",
         "ready": True,
         "fleet": fleet,
-        **plan_document(plan),
+        **_plan_document(plan),
         "out_of_band": [r.to_json() for r in reports],
     }
     if validate:
@@ -82,7 +83,8 @@ def duplicates(uri: str, progress: Progress) -> dict[str, Any]:
     return {"graph": store.uri, "images": len(plan.images()), "inventory": [e.model_dump(mode="json") for e in entries]}
 
 
-def latest_migration(store: GraphStore) -> str | None:
+def _latest_migration(store: GraphStore) -> str | None:
+    """The newest migration that left a directory (ids are ULIDs), or None."""
     ids = migration_ids(store)
     return ids[-1] if ids else None
 
@@ -109,7 +111,7 @@ def status(uri: str) -> tuple[dict[str, Any], LedgerReplay | None]:
     store, manifest = open_existing_graph(uri)
     stamp, stamp_migration = manifest.read_stamp()
     holder = inspect(store, CLAIM_PATH)
-    migration_id = stamp_migration or (holder.migration_id if holder else None) or latest_migration(store)
+    migration_id = stamp_migration or (holder.migration_id if holder else None) or _latest_migration(store)
     document: dict[str, Any] = {
         "graph": store.uri,
         "stamp": stamp,

@@ -10,14 +10,17 @@ CLAIM_OPERATION = "fencing-migration"
 
 
 def ledger_dir(migration_id: str) -> str:
+    """The directory of the migration's ledger records."""
     return f"{MIGRATION_DIR}/{migration_id}/ledger"
 
 
 def units_dir(migration_id: str) -> str:
+    """The directory of the migration's unit sidecars."""
     return f"{MIGRATION_DIR}/{migration_id}/units"
 
 
 def sidecar_path(migration_id: str, unit_id: str) -> str:
+    """The sidecar of one unit (:mod:`migrator.sidecar`)."""
     return f"{units_dir(migration_id)}/{unit_id}.json"
 
 

@@ -21,6 +21,7 @@ def unit_id_for(graph_branch: str, table_key: str) -> str:
 
 
 def image_id_for(table_path: str, table_branch: str | None, version: int) -> str:
+    """The id of one physical image: ``<path>@<table branch or main>@v<version>``."""
     return f"{table_path}@{table_branch or 'main'}@v{version}"
 
 
@@ -31,6 +32,8 @@ def is_inherited(unit: UnitPlan) -> bool:
 
 @dataclass(frozen=True)
 class MigrationPlan:
+    """Every live graph branch (incarnation and head) and every unit, in plan order."""
+
     branches: list[BranchPlan]
     units: list[UnitPlan]
 

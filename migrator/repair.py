@@ -40,7 +40,7 @@ from ledger import InventoryEntry, RepairApplied, RepairDecision
 from migrator.context import Migration
 from migrator.inventory import inventory, validate_images
 from migrator.plan import build_plan
-from migrator.run import held_migration
+from migrator.start import held_migration
 
 # The libyaml-backed safe loader when available: the pure-Python one takes seconds per MB.
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -85,6 +85,8 @@ class RepairChoice(BaseModel):
 
 
 class DecisionsFile(BaseModel):
+    """The operator's decisions file: the migration it was written for, the graph, every choice."""
+
     model_config = ConfigDict(extra="forbid")
 
     migration_id: str
@@ -245,7 +247,13 @@ def apply(uri: str, token: str, decisions: DecisionsFile, actor: str) -> list[Re
     for (branch, table_key), choices in sorted(groups.items()):
         recorded: list[RepairDecision] = []
 
-        def prepare(snapshot: BranchSnapshot, choices: list[RepairChoice] = choices, table_key: str = table_key) -> list[TableWrite]:
+        def prepare(
+            snapshot: BranchSnapshot,
+            choices: list[RepairChoice] = choices,
+            table_key: str = table_key,
+            branch: str = branch,
+            recorded: list[RepairDecision] = recorded,
+        ) -> list[TableWrite]:
             entry = snapshot.table(table_key)
             recorded.clear()
             rows: list[dict[str, Any]] = []

@@ -13,10 +13,12 @@ from pydantic import BaseModel, ConfigDict
 from engine.storage import GraphStore, canonical_json
 from ledger import UnitPlan
 from migrator.errors import MigrationRefused
-from migrator.layout import migration_ids, sidecar_path
+from migrator.layout import migration_ids, sidecar_path, units_dir
 
 
 class PlannedFork(BaseModel):
+    """The table branch an inherited unit forks, from exactly this parent ref."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     branch: str
@@ -25,6 +27,8 @@ class PlannedFork(BaseModel):
 
 
 class ManifestDelta(BaseModel):
+    """The branch manifest row the unit publishes: its table branch and the migration marker."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     graph_branch: str
@@ -63,12 +67,13 @@ def write_or_match(store: GraphStore, sidecar: UnitSidecar) -> bool:
 
 
 def delete(store: GraphStore, migration_id: str, unit_id: str) -> None:
+    """Remove one unit's sidecar (the unit completed, or the migration was aborted)."""
     store.delete(sidecar_path(migration_id, unit_id))
 
 
 def remaining(store: GraphStore, migration_id: str) -> list[str]:
     """Unit ids whose sidecar is still present, sorted."""
-    return [name.removesuffix(".json") for name in store.list(f"__migration/{migration_id}/units") if name.endswith(".json")]
+    return [name.removesuffix(".json") for name in store.list(units_dir(migration_id)) if name.endswith(".json")]
 
 
 def pinned_images(store: GraphStore) -> list[tuple[str, str | None, int]]:

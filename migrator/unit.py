@@ -26,15 +26,7 @@ from dataclasses import replace
 from engine.door import KEY_COLUMN, CommitConflict, install_primary_key
 from engine.failpoints import failpoint
 from engine.manifest import TableEntry
-from engine.storage import (
-    ImageRef,
-    LanceBranch,
-    list_branches,
-    open_dataset,
-    open_pinned,
-    primary_key,
-    wait_for_branch,
-)
+from engine.storage import ForeignFork, ForkInterrupted, ImageRef, fork_or_adopt, open_dataset, open_pinned, primary_key
 from ledger import DriftItem, ImageState, UnitCompleted, UnitPlan, UnitStep
 from migrator import sidecar as sidecars
 from migrator.context import Migration
@@ -131,27 +123,22 @@ def _step(m: Migration, unit: UnitPlan, step: str, branch: str | None, version: 
 
 
 def _fork(m: Migration, unit: UnitPlan, fork: PlannedFork, recorded_identifier: str | None) -> None:
-    dataset = open_dataset(m.store, unit.table_path)
-    existing: LanceBranch | None = list_branches(dataset).get(fork.branch)
-    if existing is None:
-        reference = (fork.parent_branch or "main", fork.parent_version)
-        try:
-            dataset.create_branch(fork.branch, reference=reference)
-        except OSError as error:
-            existing = wait_for_branch(m.store, unit.table_path, fork.branch)
-            if existing is None:
-                raise MigrationRefused(
-                    f"{unit.table_path}: Lance branch {fork.branch!r} exists as data without a ref "
-                    f"({error}); an earlier fork was interrupted inside Lance. Inspect "
-                    f"{unit.table_path}/tree/{fork.branch} by hand before resuming.",
-                    {"unit_id": unit.unit_id, "table_path": unit.table_path, "branch": fork.branch},
-                ) from error
-        else:
-            created = list_branches(open_dataset(m.store, unit.table_path))[fork.branch]
-            _step(m, unit, "fork_created", fork.branch, fork.parent_version, f"identifier={created.identifier}")
-            return
-    matches = existing.parent_branch == fork.parent_branch and existing.parent_version == fork.parent_version
-    if not matches or (recorded_identifier is not None and existing.identifier != recorded_identifier):
+    """Fork the planned table branch, or adopt the one an earlier attempt made (its parent ref,
+    and the identifier the ledger recorded if any, must match the sidecar); ledger
+    ``fork_created`` or ``fork_adopted`` with the branch's identifier."""
+    try:
+        made = fork_or_adopt(
+            m.store, unit.table_path, fork.branch, fork.parent_branch, fork.parent_version, identifier=recorded_identifier
+        )
+    except ForkInterrupted as interrupted:
+        raise MigrationRefused(
+            f"{unit.table_path}: Lance branch {fork.branch!r} exists as data without a ref "
+            f"({interrupted.cause}); an earlier fork was interrupted inside Lance. Inspect "
+            f"{unit.table_path}/tree/{fork.branch} by hand before resuming.",
+            {"unit_id": unit.unit_id, "table_path": unit.table_path, "branch": fork.branch},
+        ) from interrupted.cause
+    except ForeignFork as foreign:
+        existing = foreign.existing
         raise MigrationRefused(
             f"{unit.table_path} already has a Lance branch {fork.branch!r} forked from "
             f"({existing.parent_branch or 'main'}, v{existing.parent_version}) with identifier "
@@ -160,8 +147,9 @@ def _fork(m: Migration, unit: UnitPlan, fork: PlannedFork, recorded_identifier: 
             + (f" with identifier {recorded_identifier}" if recorded_identifier else "")
             + ". It was not made by this migration; refusing to adopt it.",
             {"unit_id": unit.unit_id, "table_path": unit.table_path, "branch": fork.branch},
-        )
-    _step(m, unit, "fork_adopted", fork.branch, fork.parent_version, f"identifier={existing.identifier}")
+        ) from foreign
+    step = "fork_created" if made.created else "fork_adopted"
+    _step(m, unit, step, fork.branch, fork.parent_version, f"identifier={made.branch.identifier}")
 
 
 def _install(m: Migration, unit: UnitPlan, branch: str | None) -> int:

@@ -33,9 +33,9 @@ from engine.reconcile import intents
 from engine.storage import copy_root, open_store
 from ledger import render_table
 from migrator import inspection, repair
-from migrator.claim_ops import refuse_live_holder
 from migrator.layout import CLAIM_PATH
-from migrator.run import UpToDate, resume_migration, run_migration
+from migrator.preconditions import UpToDate, refuse_live_holder
+from migrator.run import resume_migration, run_migration
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,14 @@ Nothing here writes table rows, and nothing here imports another engine sub-pack
 from engine.storage.canonical_json import canonical_json
 from engine.storage.image import ImageRef, open_pinned
 from engine.storage.lance_io import (
+    ForeignFork,
+    Fork,
+    ForkInterrupted,
     LanceBranch,
     create_empty_dataset,
     delete_branch_if_present,
     ensure_fork,
+    fork_or_adopt,
     latest_version,
     list_branches,
     open_dataset,
@@ -50,6 +54,9 @@ __all__ = [
     "PK_METADATA_KEY",
     "RECOVERY_DIR",
     "SCHEMA_FILE",
+    "ForeignFork",
+    "Fork",
+    "ForkInterrupted",
     "GraphStore",
     "ImageRef",
     "LanceBranch",
@@ -58,6 +65,7 @@ __all__ = [
     "create_empty_dataset",
     "delete_branch_if_present",
     "ensure_fork",
+    "fork_or_adopt",
     "latest_version",
     "list_branches",
     "open_dataset",

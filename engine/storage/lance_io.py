@@ -127,20 +127,51 @@ def list_branches(dataset: lance.LanceDataset) -> dict[str, LanceBranch]:
     return branches
 
 
-def ensure_fork(
+@dataclass(frozen=True)
+class Fork:
+    """The outcome of :func:`fork_or_adopt`: the Lance branch, and whether this call created it
+    (False: an existing branch of that name, forked from the same origin, was adopted)."""
+
+    branch: LanceBranch
+    created: bool
+
+
+class ForkInterrupted(Exception):
+    """A fork's branch exists as data but its ref never appeared: a fork was interrupted inside
+    Lance. ``cause`` is the error Lance raised when the branch was created."""
+
+    def __init__(self, rel: str, branch: str, cause: OSError) -> None:
+        super().__init__(f"{rel}: Lance branch {branch!r} exists as data without a ref ({cause})")
+        self.cause = cause
+
+
+class ForeignFork(Exception):
+    """A Lance branch of the fork's name exists but not with the fork's origin: ``existing``."""
+
+    def __init__(self, rel: str, existing: LanceBranch) -> None:
+        super().__init__(
+            f"{rel}: Lance branch {existing.name!r} is forked from "
+            f"({existing.parent_branch or 'main'}, v{existing.parent_version}), identifier {existing.identifier}"
+        )
+        self.existing = existing
+
+
+def fork_or_adopt(
     store: GraphStore,
     rel: str,
     branch: str,
     parent_branch: str | None,
     parent_version: int,
-    operation_id: str,
-) -> LanceBranch:
-    """Fork ``branch`` of the dataset at ``rel`` from exactly ``(parent_branch, parent_version)``.
+    identifier: str | None = None,
+) -> Fork:
+    """Fork ``branch`` of the dataset at ``rel`` from exactly ``(parent_branch, parent_version)``,
+    or adopt the branch of that name that an earlier (crashed or concurrent) fork made.
 
-    An existing Lance branch of that name is adopted only if it was forked from exactly that
-    parent ref (a concurrent or crashed first write of the same graph branch made it); any other
-    existing branch of that name is refused with ``recovery_required``, because writing to it would
-    mix in rows that the graph manifest never published.
+    An existing branch is adopted only if its parent ref is exactly that one and, when
+    ``identifier`` is given, its identifier is ``identifier``; otherwise :class:`ForeignFork`.
+    A create that fails because the branch appeared meanwhile waits for its ref (a fork writes
+    data, then its ref) and adopts it under the same rule; a ref that never appears is
+    :class:`ForkInterrupted`. Callers turn both into the error of their protocol.
     """
     dataset = open_dataset(store, rel)
     existing = list_branches(dataset).get(branch)
@@ -149,20 +180,43 @@ def ensure_fork(
         try:
             dataset.create_branch(branch, reference=reference)
         except OSError as error:
-            # A concurrent first write created the branch; its ref appears a moment after its data.
             existing = wait_for_branch(store, rel, branch)
             if existing is None:
-                raise RecoveryRequired(
-                    operation_id,
-                    f"table {rel}: Lance branch {branch!r} exists as data but has no ref ({error}); "
-                    "a fork was interrupted. Reopen the graph read-write; if this persists, the "
-                    "branch directory must be inspected by hand",
-                    table_path=rel,
-                    branch=branch,
-                ) from error
+                raise ForkInterrupted(rel, branch, error) from error
         else:
-            return list_branches(open_dataset(store, rel))[branch]
-    if existing.parent_branch != parent_branch or existing.parent_version != parent_version:
+            return Fork(list_branches(open_dataset(store, rel))[branch], created=True)
+    same_origin = existing.parent_branch == parent_branch and existing.parent_version == parent_version
+    if not same_origin or (identifier is not None and existing.identifier != identifier):
+        raise ForeignFork(rel, existing)
+    return Fork(existing, created=False)
+
+
+def ensure_fork(
+    store: GraphStore,
+    rel: str,
+    branch: str,
+    parent_branch: str | None,
+    parent_version: int,
+    operation_id: str,
+) -> LanceBranch:
+    """:func:`fork_or_adopt` for the graph write ``operation_id``: the branch forked or adopted.
+
+    Either refusal is ``recovery_required`` naming the write: writing to a foreign branch would
+    mix in rows that the graph manifest never published.
+    """
+    try:
+        return fork_or_adopt(store, rel, branch, parent_branch, parent_version).branch
+    except ForkInterrupted as interrupted:
+        raise RecoveryRequired(
+            operation_id,
+            f"table {rel}: Lance branch {branch!r} exists as data but has no ref ({interrupted.cause}); "
+            "a fork was interrupted. Reopen the graph read-write; if this persists, the "
+            "branch directory must be inspected by hand",
+            table_path=rel,
+            branch=branch,
+        ) from interrupted.cause
+    except ForeignFork as foreign:
+        existing = foreign.existing
         raise RecoveryRequired(
             operation_id,
             f"table {rel} already has a Lance branch {branch!r} forked from "
@@ -170,8 +224,7 @@ def ensure_fork(
             f"({parent_branch or 'main'}, v{parent_version}); reopen the graph read-write to resolve it",
             table_path=rel,
             branch=branch,
-        )
-    return existing
+        ) from foreign
 
 
 @retry(

@@ -1,0 +1,76 @@
+"""``abort --token``: lower the barrier of a migration that did not reach stamp 5.
+
+Puts stamp ``4`` back, records ``aborted``, removes the unit sidecars left behind and releases the
+claim. Installed PKs and migration forks stay (roll-forward only), so old writers may run again
+and a later ``run`` validates every image again.
+
+Failpoint: ``abort.before_release``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from claims import inspect, read_break, release
+from engine.errors import FormatRefused
+from engine.failpoints import failpoint
+from engine.maintenance.progress import SilentProgress
+from engine.manifest import Manifest
+from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, open_store
+from ledger import Aborted, ClaimReleased
+from migrator import sidecar as sidecars
+from migrator.context import Migration
+from migrator.layout import CLAIM_PATH
+from migrator.preconditions import held_claim, refuse_live_holder
+from migrator.start import attach
+
+
+def abort_migration(uri: str, token: str, reason: str) -> dict[str, Any]:
+    """Put stamp 4 back and release the claim (before stamp 5 only); PKs and forks stay.
+
+    Refused while the claim's holder is a live process on this host (``claim_held``), and after
+    stamp 5 (``format_refused``: ``resume`` finishes it). A claim already broken with ``token``
+    is accepted while its migration still holds the barrier (nothing to release).
+
+    Idempotent: an abort interrupted after its ledger records is finished by running it again
+    (a resume of an aborted migration is refused and says so). Returns ``{migration_id, stamp,
+    sidecars_removed}``."""
+    m, broken = _abortable_migration(uri, token)
+    state = m.ledger.replay().state
+    stamp, _ = m.manifest.read_stamp()
+    if stamp == FORMAT_5:
+        raise FormatRefused(
+            f"migration {m.migration_id} already wrote stamp 5; it cannot be aborted. "
+            f"Finish it with `omnigraph-migrate resume {m.store.uri} --token {token}`.",
+            {"stamp": stamp},
+        )
+    if stamp == FORMAT_MIGRATING:
+        m.manifest.write_stamp(FORMAT_4, None)
+    if not state.aborted:
+        m.record(Aborted, stamp_restored=FORMAT_4, reason=reason)
+    leftovers = sidecars.remaining(m.store, m.migration_id)
+    for unit_id in leftovers:
+        sidecars.delete(m.store, m.migration_id, unit_id)
+    if not state.claim_released and not broken:
+        m.record(ClaimReleased)
+    failpoint("abort.before_release")
+    if not broken:
+        release(m.store, CLAIM_PATH, token)
+    return {"migration_id": m.migration_id, "stamp": FORMAT_4, "sidecars_removed": leftovers}
+
+
+def _abortable_migration(uri: str, token: str) -> tuple[Migration, bool]:
+    """The migration ``abort --token`` acts on, and whether its claim was broken.
+
+    Normally the claim carries ``token`` and its holder is not alive on this host. A claim broken
+    with ``token`` (``claim break``) also qualifies while the barrier still names its migration,
+    so the barrier a dead holder left can be lowered."""
+    store = open_store(uri)
+    if inspect(store, CLAIM_PATH) is None:
+        record = read_break(store, CLAIM_PATH, token)
+        stamp, migration_id = Manifest(store).read_stamp()
+        if record is not None and stamp == FORMAT_MIGRATING and migration_id == record.claim.migration_id:
+            return attach(store, record.claim, SilentProgress()), True
+    holder = held_claim(store, token)
+    refuse_live_holder(holder, "abort the migration")
+    return attach(store, holder, SilentProgress()), False

@@ -1,0 +1,85 @@
+"""How a process comes to act for a migration: it begins one under a new claim, or attaches to the
+one whose claim it has the token of.
+
+:func:`begin` (``run``, ``refence``) starts the executor before anything is written, so an
+executor that cannot start leaves the graph untouched; then it takes the claim
+(create-if-absent: a claim held by anyone is ``claim_held``) and records ``migration_started``
+before the migration acts. :func:`attach` (``resume``, ``abort``, ``repair``, ``claim break``)
+builds the :class:`~migrator.context.Migration` of an existing claim; :func:`replay_started`
+replays its ledger, starting it from the claim when the holder died between taking the claim and
+its first record. Either way ``migration_started`` names the process the claim names (owner,
+host, pid, release).
+"""
+
+from __future__ import annotations
+
+from claims import ClaimDocument, acquire
+from engine.errors import NotFound
+from engine.maintenance.progress import Progress
+from engine.manifest import Manifest
+from engine.schema.ids import new_ulid
+from engine.storage import GraphStore, open_store
+from ledger import Ledger, LedgerReplay, MigrationStarted
+from migrator.context import Migration
+from migrator.executors import ImageExecutor, LocalExecutor
+from migrator.layout import CLAIM_OPERATION, CLAIM_PATH, ledger_dir
+from migrator.preconditions import held_claim
+
+
+def open_graph(uri: str) -> tuple[GraphStore, Manifest]:
+    """The store and manifest of the graph ``run`` or ``refence`` migrates; ``not_found`` (with
+    no details) if there is no graph at ``uri``."""
+    store = open_store(uri)
+    manifest = Manifest(store)
+    if not manifest.exists():
+        raise NotFound(f"no graph at {store.uri}")
+    return store, manifest
+
+
+def begin(store: GraphStore, owner: str, progress: Progress, executor: ImageExecutor | None) -> Migration:
+    """A new migration of ``store`` held by this process for ``owner``, its start recorded.
+
+    ``executor`` (default: this process) is started first; the preconditions are the caller's.
+    """
+    executor = executor or LocalExecutor()
+    executor.start()
+    claim = acquire(store, CLAIM_PATH, operation=CLAIM_OPERATION, migration_id=new_ulid(), owner=owner)
+    m = attach(store, claim, progress, executor)
+    _record_start(m, claim)
+    return m
+
+
+def attach(store: GraphStore, claim: ClaimDocument, progress: Progress, executor: ImageExecutor | None = None) -> Migration:
+    """The migration ``claim`` was taken for, acting with its token; ``executor`` (default: this
+    process) validates whatever images it still has to validate. Reads and writes nothing."""
+    return Migration(
+        store, Manifest(store), Ledger(store, ledger_dir(claim.migration_id)), claim.migration_id, claim.token, progress,
+        executor or LocalExecutor(),
+    )
+
+
+def held_migration(uri: str, token: str, progress: Progress, executor: ImageExecutor | None = None) -> Migration:
+    """The migration whose claim carries ``token`` (:func:`~migrator.preconditions.held_claim`)."""
+    store = open_store(uri)
+    return attach(store, held_claim(store, token), progress, executor)
+
+
+def replay_started(m: Migration, claim: ClaimDocument) -> LedgerReplay:
+    """The migration's ledger, replayed; a ledger that does not exist yet (the holder of ``claim``
+    died before its first record) is started from ``claim`` first."""
+    try:
+        return m.ledger.replay()
+    except NotFound:
+        _record_start(m, claim)
+        return m.ledger.replay()
+
+
+def _record_start(m: Migration, claim: ClaimDocument) -> None:
+    m.record(
+        MigrationStarted,
+        owner=claim.owner,
+        host=claim.host,
+        pid=claim.pid,
+        tool_version=claim.tool_version,
+        graph_uri=m.store.uri,
+    )
