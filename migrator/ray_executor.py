@@ -23,7 +23,8 @@ Connecting (:meth:`RayExecutor.start`): no address starts a private local Ray in
 (``ray.init(address="local")``: never someone else's cluster, whatever ``RAY_ADDRESS`` says),
 which :meth:`RayExecutor.close` shuts down; an address (``HOST:PORT``, or ``auto`` for the cluster
 this machine joined) connects to that cluster, and ``close`` disconnects (the cluster keeps
-running). A ``HOST:PORT`` that accepts no connection is refused at once rather than retried. A process already connected to Ray keeps its connection.
+running). A ``HOST:PORT`` that accepts no connection is refused at once rather than retried. A
+process already connected to Ray keeps its connection.
 Worker output is not forwarded (stdout carries only the command's result).
 
 Failures: an error that validating raised in a task is raised here as it was (the same error and
@@ -123,7 +124,9 @@ class RayExecutor:
         progress.start(VALIDATING, sum(rows.values()))
         tasks = {
             _remote_validate.remote(
-                ImageTask(image.image_id, store.dataset_uri(image.table_path), store.storage_options, image.table_branch, image.table_version)
+                ImageTask(
+                    image.image_id, store.dataset_uri(image.table_path), store.storage_options, image.table_branch, image.table_version
+                )
             ): image.image_id
             for image in images
         }
@@ -180,7 +183,9 @@ def _result(ref: ray.ObjectRef, image_id: str) -> TaskResult:
         cause = getattr(failure, "cause", None)
         if isinstance(cause, Exception):
             raise cause from None
-        raise ExecutorFailed(f"the Ray task validating {image_id} failed: {failure}", {"executor": "ray", "image_id": image_id}) from failure
+        raise ExecutorFailed(
+            f"the Ray task validating {image_id} failed: {failure}", {"executor": "ray", "image_id": image_id}
+        ) from failure
     except ray.exceptions.RayError as failure:
         raise ExecutorFailed(
             f"the Ray task validating {image_id} was lost: {type(failure).__name__}: {failure}",

@@ -91,7 +91,9 @@ def _open_source(uri: str) -> Graph:
 def rebuild_graph(source_uri: str, destination_uri: str, actor: str, progress: Callable[[str], None] | None = None) -> RebuildOutcome:
     """Copy every branch of ``source_uri`` into a new format-5 graph at ``destination_uri``."""
     if not open_store(destination_uri).is_empty_root():
-        raise BadRequest(f"{destination_uri} is not empty; rebuild writes only into a new, empty location", {"destination": destination_uri})
+        raise BadRequest(
+            f"{destination_uri} is not empty; rebuild writes only into a new, empty location", {"destination": destination_uri}
+        )
     source = _open_source(source_uri)
     order = branch_order(source.manifest.branches())
     with tempfile.TemporaryDirectory(prefix="omnigraph-rebuild-") as scratch:

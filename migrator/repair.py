@@ -245,7 +245,10 @@ def apply(uri: str, token: str, decisions: DecisionsFile, actor: str) -> list[Re
     for (branch, table_key), choices in sorted(groups.items()):
         recorded: list[RepairDecision] = []
 
-        def prepare(snapshot: BranchSnapshot, choices: list[RepairChoice] = choices, table_key: str = table_key) -> list[TableWrite]:
+        def prepare(
+            snapshot: BranchSnapshot, choices: list[RepairChoice] = choices, table_key: str = table_key, branch: str = branch,
+            recorded: list[RepairDecision] = recorded,
+        ) -> list[TableWrite]:
             entry = snapshot.table(table_key)
             recorded.clear()
             rows: list[dict[str, Any]] = []

@@ -57,7 +57,9 @@ SELECT
 FROM groups
 """
 
-_CANDIDATES = "CREATE TEMP TABLE candidates AS SELECT h FROM (SELECT hash(id) AS h FROM ids WHERE id IS NOT NULL) GROUP BY h HAVING count(*) > 1"
+_CANDIDATES = (
+    "CREATE TEMP TABLE candidates AS SELECT h FROM (SELECT hash(id) AS h FROM ids WHERE id IS NOT NULL) GROUP BY h HAVING count(*) > 1"
+)
 
 _DUPLICATES = """
 SELECT id::VARCHAR AS id, count(*) AS c

@@ -76,11 +76,16 @@ def migration_drift(store: GraphStore, manifest: Manifest, state: FoldedState) -
             continue
         actual = f"{entry.table_branch or 'main'}@v{entry.table_version}"
         if achieved.status != "completed" or actual != expected or entry.migration_unit != unit.unit_id:
-            drift.append(DriftItem(what=f"{unit.table_key} on {unit.graph_branch}", expected=f"completed at {expected}", actual=f"{achieved.status} at {actual}"))
+            drift.append(DriftItem(
+                what=f"{unit.table_key} on {unit.graph_branch}", expected=f"completed at {expected}",
+                actual=f"{achieved.status} at {actual}",
+            ))
             continue
         head = latest_version(store, entry.table_path, entry.table_branch)
         if head != entry.table_version:
-            drift.append(DriftItem(what=f"HEAD of {entry.table_path} on {entry.table_branch or 'main'}", expected=f"v{entry.table_version}", actual=f"v{head}"))
+            drift.append(DriftItem(
+                what=f"HEAD of {entry.table_path} on {entry.table_branch or 'main'}", expected=f"v{entry.table_version}", actual=f"v{head}"
+            ))
         image = state.images.get(unit.image_id)
         dataset = open_pinned(store, entry.image)
         if image is not None and physical_fingerprint(dataset) != image.fingerprint:

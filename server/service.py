@@ -69,7 +69,8 @@ class GraphService:
         if writable and stamp == FORMAT_5 and self.profile.router.with_pk:
             problems = readiness_problems(self.store, self.manifest)
             if problems:
-                writable, reason = False, f"format_refused: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                writable, reason = False, f"format_refused: {problems[0]}{more}"
         return {"format": stamp, "writable": writable, "reason": reason}
 
     def snapshot(self, branch: str) -> dict[str, Any]:
