@@ -25,6 +25,7 @@ demo: bytecode
 	$(VENV)/bin/python -m examples.demo
 
 test: bytecode
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/python -m pytest -n 2 --dist worksteal -q
 
 clean:

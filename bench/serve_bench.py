@@ -164,7 +164,10 @@ def main() -> int:
     for mode in ("http", "api"):
         m = medians[mode]
         print(f"{mode:<6}{m['requests_per_s']:>10.1f}{m['p50_ms']:>10.1f}{m['p99_ms']:>10.1f}{m['peak_rss_mib']:>10.1f}")
-    print(f"{'ratio':<6}{ratios['requests_per_s']:>10.2f}{ratios['p50_ms']:>10.2f}{ratios['p99_ms']:>10.2f}{ratios['peak_rss_mib']:>10.2f}   (http / api)")
+    print(
+        f"{'ratio':<6}{ratios['requests_per_s']:>10.2f}{ratios['p50_ms']:>10.2f}{ratios['p99_ms']:>10.2f}"
+        f"{ratios['peak_rss_mib']:>10.2f}   (http / api)"
+    )
     if args.workdir is None:
         shutil.rmtree(workdir)
     if args.json_path:

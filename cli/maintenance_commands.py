@@ -60,7 +60,10 @@ def _table_filter(graph: Graph, branch: str, table: str | None) -> list[str] | N
     if table is None:
         return None
     if table not in graph.manifest.snapshot(branch).tables:
-        raise NotFound(f"branch {branch!r} has no table {table!r} (see `omnigraph snapshot --branch {branch} {graph.store.uri}`)", {"table": table})
+        raise NotFound(
+            f"branch {branch!r} has no table {table!r} (see `omnigraph snapshot --branch {branch} {graph.store.uri}`)",
+            {"table": table},
+        )
     return [table]
 
 

@@ -1,9 +1,10 @@
 """Opening and creating graph roots: the stamp rules, interrupted-init refusal, recovery.
 
 ``open_graph`` reads the stamp from ``__manifest`` main before anything else and applies the
-profile's rules: the format-5 engine writes only stamp ``5`` and reads ``4``/``migrating``/``5``;
-the format-4 writer reads and writes only ``4``. A read-write open at stamp ``5`` refuses
-(``format_refused``) a graph a format-4 writer published to after the stamp
+profile's rules (:func:`engine.access.write_permission`): the format-5 engine writes only stamp
+``5`` and reads ``4``/``migrating``/``5``; the format-4 writer reads and writes only ``4``. A
+read-write open at stamp ``5`` refuses (``format_refused``) a graph a format-4 writer published to
+after the stamp
 (:mod:`engine.access.writer_audit`), then resolves interrupted commits
 (:mod:`engine.reconcile.recovery`) before returning. Failpoint ``open.after_stamp``: the stamp was
 checked, nothing else yet.
@@ -15,15 +16,15 @@ import getpass
 import os
 from dataclasses import dataclass, field
 
-from engine.access import writer_audit
+from engine.access import write_permission, writer_audit
 from engine.door import EngineProfile
-from engine.errors import BadRequest, FormatRefused, NotFound
+from engine.errors import BadRequest, NotFound
 from engine.failpoints import failpoint
 from engine.manifest import HeadEntry, Manifest, TableEntry, now_ms
 from engine.reconcile import RecoveryRecord, drift, recovery
 from engine.schema import Catalog
 from engine.schema.ids import new_ulid
-from engine.storage import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS, SCHEMA_FILE, GraphStore, open_store
+from engine.storage import FORMAT_5, SCHEMA_FILE, GraphStore, open_store
 
 
 @dataclass
@@ -69,34 +70,6 @@ def _refuse_missing_manifest(store: GraphStore) -> None:
     )
 
 
-def _check_stamp(store: GraphStore, stamp: str | None, migration_id: str | None, profile: EngineProfile, write: bool) -> str:
-    if stamp is None:
-        raise FormatRefused(
-            f"{store.uri} has no omnigraph:format stamp on __manifest main; refusing to guess its format",
-            {"uri": store.uri},
-        )
-    if stamp not in KNOWN_STAMPS:
-        raise FormatRefused(
-            f"{store.uri} has unknown format stamp {stamp!r}; this {profile.program} knows {list(KNOWN_STAMPS)}",
-            {"uri": store.uri, "stamp": stamp},
-        )
-    allowed = profile.read_write_stamps if write else profile.read_only_stamps
-    if stamp not in allowed:
-        if stamp == FORMAT_MIGRATING:
-            detail = (
-                f"a migration ({migration_id}) holds the barrier; see `omnigraph-migrate status "
-                f"{store.uri}` and resume or abort it"
-            )
-        else:
-            detail = profile.refusal_hint
-        mode = "read-write" if write else "read-only"
-        raise FormatRefused(
-            f"{profile.program} refuses to open {store.uri} {mode} at format {stamp}: {detail}",
-            {"uri": store.uri, "stamp": stamp, "mode": mode, "migration_id": migration_id},
-        )
-    return stamp
-
-
 def open_graph(uri: str, profile: EngineProfile, *, write: bool) -> Graph:
     """Open a graph root, enforcing the stamp rules; a read-write open resolves recovery, then
     adopts out-of-band table commits that change no row (:mod:`engine.reconcile.drift`)."""
@@ -105,7 +78,12 @@ def open_graph(uri: str, profile: EngineProfile, *, write: bool) -> Graph:
     if not manifest.exists():
         _refuse_missing_manifest(store)
     stamp_value, migration_id = manifest.read_stamp()
-    stamp = _check_stamp(store, stamp_value, migration_id, profile, write)
+    # The stamp rules alone: an open does not read the migration claim (the barrier a long-running
+    # writer re-checks before each write does, engine.access.barrier).
+    refusal = write_permission(profile, stamp_value, migration_id).open_refusal(store.uri, write=write)
+    if refusal is not None:
+        raise refusal
+    stamp = str(stamp_value)
     catalog = Catalog.from_source(store.read_bytes(SCHEMA_FILE).decode("utf-8"))
     graph = Graph(store, manifest, catalog, stamp, profile, write)
     failpoint("open.after_stamp")

@@ -330,7 +330,10 @@ def duplicates(ctx: StepContext, params: dict[str, str]) -> StepResult:
     document = inspection.duplicates(params["graph"], ctx.progress)
     entries = document["inventory"]
     for entry in entries:
-        ctx.say(f"  {entry['entity_kind']} {entry['type_name']} {entry['entity_id']!r}: {entry['problem']}, {entry['rows']} rows, branches {', '.join(entry['graph_branches'])}")
+        ctx.say(
+            f"  {entry['entity_kind']} {entry['type_name']} {entry['entity_id']!r}: {entry['problem']}, {entry['rows']} rows, "
+            f"branches {', '.join(entry['graph_branches'])}"
+        )
     return StepResult(f"{len(entries)} duplicate or null id(s)", {"inventory": entries})
 
 

@@ -58,6 +58,8 @@ def refusal_documents(playbook: str, graph: str, error: OmnigraphError) -> tuple
         "error": error.to_json()["error"],
     }
     suite = ET.Element("testsuite", name=f"playbook {playbook}", tests="1", failures="1", skipped="0", time="0.000")
-    case = ET.SubElement(suite, "testcase", classname=f"playbook.{Path(playbook).stem}", name="load: Read and check the playbook", time="0.000")
+    case = ET.SubElement(
+        suite, "testcase", classname=f"playbook.{Path(playbook).stem}", name="load: Read and check the playbook", time="0.000"
+    )
     ET.SubElement(case, "failure", message=error.message).text = f"[{error.code}] {error.message}"
     return report, ET.tostring(suite, encoding="utf-8", xml_declaration=True)

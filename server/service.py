@@ -7,11 +7,12 @@ never on the event loop.
   ``4``, ``migrating`` and ``5`` are readable by the format-5 program); every read folds the
   latest ``__manifest``, so it sees the latest commits.
 - Writes are serialised within the process by one lock and re-read the stamp (and the migration
-  claim) right before each write (:func:`engine.access.barrier.require_writable_stamp`): a server that
-  started at format 4 starts accepting writes as soon as the stamp is 5, and one that was
-  accepting writes refuses them from the moment the barrier is stamped, without a restart. The
-  read-write graph (which resolves interrupted commits when opened) is opened on the first
-  allowed write and reopened after any ``recovery_required``.
+  claim) right before each write (:func:`engine.access.barrier.require_writable_stamp`, which acts
+  on :func:`engine.access.write_permission`): a server that started at format 4 starts accepting
+  writes as soon as the stamp is 5, and one that was accepting writes refuses them from the
+  moment the barrier is stamped, without a restart. The read-write graph (which resolves
+  interrupted commits when opened) is opened on the first allowed write and reopened after any
+  ``recovery_required``.
 - Several server processes on one graph (``--workers N``, or several hosts) contend through the
   fenced write protocol: duplicate ids are refused across processes, as for concurrent CLIs.
 """
@@ -22,7 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from engine.access import barrier_state, readiness_problems, require_writable_stamp
+from engine.access import current_permission, readiness_problems, require_writable_stamp
 from engine.door import EngineProfile
 from engine.errors import RecoveryRequired
 from engine.graph import Graph, open_graph
@@ -63,11 +64,13 @@ class GraphService:
     def readiness(self) -> dict[str, Any]:
         """``{format, writable, reason}``: the barrier, then, for a fenced program at stamp 5, the
         writer audit (a late format-4 commit or an image without the PK is not writable)."""
-        stamp, writable, reason = barrier_state(self.manifest, self.profile)
+        permission = current_permission(self.manifest, self.profile)
+        stamp, writable, reason = permission.stamp, permission.writable, permission.reason
         if writable and stamp == FORMAT_5 and self.profile.router.with_pk:
             problems = readiness_problems(self.store, self.manifest)
             if problems:
-                writable, reason = False, f"format_refused: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                writable, reason = False, f"format_refused: {problems[0]}{more}"
         return {"format": stamp, "writable": writable, "reason": reason}
 
     def snapshot(self, branch: str) -> dict[str, Any]:

@@ -1,10 +1,12 @@
 """The write barrier as a long-running writer sees it: the stamp, re-read before every write.
 
 A server opened once keeps running across a migration, so it cannot rely on the stamp it saw at
-start. :func:`require_writable_stamp` re-reads ``omnigraph:format`` on ``__manifest`` main and
-refuses with ``format_barrier`` (503) unless the stamp is one the program writes, naming the
-stamp, the migration id and the holder of the migration claim (read as plain JSON: the claim
-document belongs to ``claims/``, which the engine does not import).
+start. :func:`current_permission` re-reads ``omnigraph:format`` on ``__manifest`` main and the
+holder of the migration claim (read as plain JSON: the claim document belongs to ``claims/``,
+which the engine does not import) and hands both to
+:func:`~engine.access.permission.write_permission`; :func:`require_writable_stamp` refuses with
+``format_barrier`` (503) unless the verdict is writable, naming the stamp, the migration id and
+the claim's holder.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.access.permission import WritePermission, write_permission
 from engine.door import EngineProfile
-from engine.errors import FormatBarrier
 from engine.manifest import Manifest
-from engine.storage import CLAIM_PATH, FORMAT_MIGRATING
+from engine.storage import CLAIM_PATH
 
 _HOLDER_FIELDS = ("owner", "host", "pid", "migration_id", "created_at")
 
@@ -31,47 +33,16 @@ def claim_holder(manifest: Manifest) -> dict[str, Any] | None:
     return {name: document.get(name) for name in _HOLDER_FIELDS}
 
 
-def barrier_state(manifest: Manifest, profile: EngineProfile) -> tuple[str | None, bool, str]:
-    """(stamp, writable, reason) for ``profile`` right now; writable needs its stamp and no claim."""
+def current_permission(manifest: Manifest, profile: EngineProfile) -> WritePermission:
+    """May ``profile`` write now: the stamp and the migration claim, read afresh."""
     stamp, migration_id = manifest.read_stamp()
-    holder = claim_holder(manifest)
-    if stamp not in profile.read_write_stamps:
-        if stamp == FORMAT_MIGRATING:
-            reason = f"migration {migration_id} holds the barrier (stamp migrating)"
-        else:
-            reason = f"stamp is {stamp}; {profile.program} writes only format {'/'.join(sorted(profile.read_write_stamps))}"
-        return stamp, False, reason
-    if holder is not None:
-        return stamp, False, f"a migration claim is held by {holder.get('owner')} on {holder.get('host')}"
-    return stamp, True, f"stamp {stamp}, no migration claim held"
+    return write_permission(profile, stamp, migration_id, claim_holder(manifest))
 
 
 def require_writable_stamp(manifest: Manifest, profile: EngineProfile) -> str:
-    """The current stamp if ``profile`` may write now; else ``format_barrier`` (503).
-
-    Writable means the stamp is one the program writes and no migration claim is held (a claim
-    at stamp 4 is a migration about to raise the barrier; at stamp 5 one whose holder died after
-    stamping, which ``omnigraph-migrate resume --token`` releases).
-    """
-    stamp, migration_id = manifest.read_stamp()
-    holder = claim_holder(manifest)
-    if stamp in profile.read_write_stamps and holder is None:
-        return str(stamp)
-    uri = manifest.store.uri
-    if stamp == FORMAT_MIGRATING:
-        advice = (
-            f"a migration ({migration_id}) holds the barrier; writes resume on their own once it "
-            f"finishes (`omnigraph-migrate status {uri}` shows its progress)"
-        )
-    elif stamp in profile.read_write_stamps:
-        advice = (
-            f"a migration claim is held; writes resume on their own once it is released "
-            f"(`omnigraph-migrate status {uri}` names the next step)"
-        )
-    else:
-        advice = profile.refusal_hint
-    who = f"; claim held by {holder.get('owner')} on {holder.get('host')} (pid {holder.get('pid')})" if holder else ""
-    raise FormatBarrier(
-        f"{profile.program} refuses writes to {uri} at format {stamp}: {advice}{who}",
-        {"stamp": stamp, "migration_id": migration_id, "holder": holder, "program": profile.program},
-    )
+    """The current stamp if ``profile`` may write now; else ``format_barrier`` (503)."""
+    permission = current_permission(manifest, profile)
+    refusal = permission.barrier_refusal(manifest.store.uri)
+    if refusal is not None:
+        raise refusal
+    return str(permission.stamp)

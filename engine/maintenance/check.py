@@ -301,7 +301,8 @@ class _Checker:
         for batch in dataset.to_batches(columns=[KEY_COLUMN, "src", "dst"], batch_size=EDGE_BATCH_ROWS):
             for end, column, known in (("src", batch.column(1), sources), ("dst", batch.column(2), targets)):
                 absent = pc.invert(pc.fill_null(pc.is_in(column, value_set=known), False))
-                for edge_id, node_id in zip(pc.filter(batch.column(0), absent).to_pylist(), pc.filter(column, absent).to_pylist(), strict=True):
+                edge_ids, node_ids = pc.filter(batch.column(0), absent).to_pylist(), pc.filter(column, absent).to_pylist()
+                for edge_id, node_id in zip(edge_ids, node_ids, strict=True):
                     yield {"edge_id": edge_id, "end": end, "node_id": node_id}
 
 

@@ -70,7 +70,8 @@ def _owned_tables(graph: Graph, branch: str, report: OptimizeReport) -> list[tup
     ready = []
     for table_key, entry in graph.manifest.snapshot(branch).tables.items():
         if entry.table_branch != own:
-            report.skipped.append({"table_key": table_key, "reason": f"inherited from table branch {entry.table_branch or 'main'}; optimize the branch that owns it"})
+            reason = f"inherited from table branch {entry.table_branch or 'main'}; optimize the branch that owns it"
+            report.skipped.append({"table_key": table_key, "reason": reason})
         elif (entry.table_path, own) in busy:
             report.skipped.append({"table_key": table_key, "reason": "a commit is in flight on it"})
         elif table_key in drifted:

@@ -654,7 +654,9 @@ def test_branch_churn_under_concurrent_writers(tmp_path: Path, cleanup: Any, see
                 while time.monotonic() < deadline + 30:  # a create follows every successful delete
                     started = time.monotonic()
                     if rng.random() < 0.3:
-                        args = ("branch", "delete", CHURN, uri, "--json") if what == "delete" else ("branch", "create", CHURN, uri, "--json")
+                        args = (
+                            ("branch", "delete", CHURN, uri, "--json") if what == "delete" else ("branch", "create", CHURN, uri, "--json")
+                        )
                         cli = omnigraph(*args)
                         outcome, detail = _cli_outcome(cli), cli.stderr[-400:]
                     elif what == "delete":
@@ -775,7 +777,9 @@ def test_sigterm_of_two_workers_leaves_no_intent(tmp_path: Path, cleanup: Any) -
             blocker = cleanup.writer(HeldWriter(load_args(uri, tmp_path, "main", [person(f"b{round_index}")]), "write.after_effect"))
         replies: dict[str, Reply] = {}
 
-        def fire(key: str) -> None:
+        def fire(
+            key: str, blocker: HeldWriter | None = blocker, server: Server = server, replies: dict[str, Reply] = replies
+        ) -> None:
             records = [person(f"{key}-{k}") for k in range(500)] if blocker is None else wide_records(f"{key}-0")
             with httpx.Client(base_url=server.base_url, timeout=120.0) as client:
                 replies[key] = http_load(client, "main", records)

@@ -151,7 +151,12 @@ def test_a_primary_key_other_than_id(tmp_path: Path) -> None:
     store = open_store(uri)
     entry = Manifest(store).snapshot("main").table("node:Tag")
     schema = open_dataset(store, entry.table_path).schema
-    fields = [f.with_metadata({}) if f.name == "id" else f.with_metadata({"lance-schema:unenforced-primary-key": "true"}) if f.name == "label" else f for f in schema]
+    fields = [
+        f.with_metadata({}) if f.name == "id"
+        else f.with_metadata({"lance-schema:unenforced-primary-key": "true"}) if f.name == "label"
+        else f
+        for f in schema
+    ]
     wrong = lance.write_dataset(pa.schema(fields).empty_table(), store.dataset_uri("nodes/Tag-wrong"), schema=pa.schema(fields))
     publish_row(uri, "main", TableEntry("node:Tag", "nodes/Tag-wrong", None, int(wrong.version), 0))
     status, report = check(uri)

@@ -59,7 +59,8 @@ def test_same_id_strict_insert_race_has_exactly_one_winner(backend: str, root_ur
     assert len(_ids_on(root_uri, "main", "node:Person")) == rounds
 
 
-@pytest.mark.parametrize("backend", ["local"], indirect=True)  # local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
+# local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_disjoint_ids_from_concurrent_writers_all_land(root_uri: str, tmp_path: Path) -> None:
     init_graph(root_uri, SCHEMA, FENCED_PROFILE)
     files = [_person_file(tmp_path, f"person-{i}", f"d{i}") for i in range(WRITERS)]
@@ -70,7 +71,8 @@ def test_disjoint_ids_from_concurrent_writers_all_land(root_uri: str, tmp_path: 
     assert len(commits) == WRITERS
 
 
-@pytest.mark.parametrize("backend", ["local"], indirect=True)  # local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
+# local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_same_id_race_on_a_lazy_branch_has_one_winner(root_uri: str, tmp_path: Path) -> None:
     graph = init_graph(root_uri, SCHEMA, FENCED_PROFILE)
     from engine.ops import create_branch

@@ -228,7 +228,9 @@ def test_optimize_cleanup_keeps_every_version_a_branch_commit_or_intent_needs(ro
     _person_table(root_uri).optimize.compact_files()  # by hand: adopted, leaves an unpinned version
     # a writer on `own` crashed after its effect landed; its intent is made to look alive
     data = write_jsonl(tmp_path, "crash.jsonl", [person("own-2")])
-    crashed = omnigraph("load", "--mode", "append", "--data", data, "--branch", "own", root_uri, env={"OMNIGRAPH_FAILPOINTS": "write.after_effect"})
+    crashed = omnigraph(
+        "load", "--mode", "append", "--data", data, "--branch", "own", root_uri, env={"OMNIGRAPH_FAILPOINTS": "write.after_effect"}
+    )
     assert crashed.returncode == 86, crashed.describe()
     store = open_store(root_uri)
     (intent,) = intents.list_intents(store)
@@ -242,7 +244,9 @@ def test_optimize_cleanup_keeps_every_version_a_branch_commit_or_intent_needs(ro
     result = invoke(OMNIGRAPH, "optimize", "--compact", "--index", "id", "--cleanup-older-than", "0s", "--json", root_uri).ok().json()
     deleted = {(c["table_path"], c["table_branch"]): c["deleted_versions"] for c in result["cleanup"]}
     assert any(deleted.values()), result  # something was really cleaned up
-    assert {k: v for k, v in deleted.items() if v} == {(c["table_path"], c["table_branch"]): c["deleted_versions"] for c in dry["cleanup"] if c["deleted_versions"]}
+    assert {k: v for k, v in deleted.items() if v} == {
+        (c["table_path"], c["table_branch"]): c["deleted_versions"] for c in dry["cleanup"] if c["deleted_versions"]
+    }
     assert [t["table_key"] for t in result["tables"]] == [PERSON, "node:Tag"]
     assert _head_message(root_uri)[1].startswith("optimized ")
 
@@ -260,7 +264,9 @@ def test_optimize_cleanup_keeps_every_version_a_branch_commit_or_intent_needs(ro
 def _migrate(*args: str) -> Cli:
     from cli.migrate import cli as migrate_cli
 
-    result = CliRunner().invoke(migrate_cli, list(args), env={"OMNIGRAPH_ACTOR": ACTOR}, catch_exceptions=False, prog_name="omnigraph-migrate")
+    result = CliRunner().invoke(
+        migrate_cli, list(args), env={"OMNIGRAPH_ACTOR": ACTOR}, catch_exceptions=False, prog_name="omnigraph-migrate"
+    )
     return Cli(("omnigraph-migrate", *args), result.exit_code, result.stdout, result.stderr)
 
 
@@ -373,7 +379,9 @@ def test_optimize_cleanup_keeps_a_version_a_migration_sidecar_pins(root_uri: str
     )
     sidecar = UnitSidecar(
         migration_id=migration_id, token="t", unit=unit, planned_fork=None, planned_pk=["id"],
-        manifest_delta=ManifestDelta(graph_branch="main", table_key=PERSON, table_branch=None, migration_id=migration_id, migration_unit=unit.unit_id),
+        manifest_delta=ManifestDelta(
+            graph_branch="main", table_key=PERSON, table_branch=None, migration_id=migration_id, migration_unit=unit.unit_id
+        ),
     )
     assert store.put_if_absent(sidecar_path(migration_id, unit.unit_id), canonical_json(sidecar))
 

@@ -181,7 +181,9 @@ def test_read_your_writes_across_statements(root_uri: str) -> None:
     assert records[("node:Tag", "t9")]["data"]["seen"] == 1714979289123
     knows = [r for k, r in records.items() if k[0] == "edge:Knows" and r["from"] == "Eve"]
     assert knows[0]["data"]["since"] == 19724
-    deleted = _run(graph, 'query d() { delete Knows where from = "Bob"  delete Person where name = "Bob"  delete Person where name = "Bob" }')
+    deleted = _run(
+        graph, 'query d() { delete Knows where from = "Bob"  delete Person where name = "Bob"  delete Person where name = "Bob" }'
+    )
     # k1 by the first statement; the node delete cascades to k2 (dst) and Eve's edge; the repeat matches nothing.
     assert (deleted.affected_nodes, deleted.affected_edges) == (1, 3)
     assert not [k for k in _records(root_uri) if k[0] == "edge:Knows"]

@@ -50,7 +50,8 @@ def _query(tmp_path: Path, source: str) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("backend", ["local"], indirect=True)  # local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
+# local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_eight_processes_upserting_one_keyed_node(root_uri: str, tmp_path: Path) -> None:
     _graph(root_uri)
     query = _query(tmp_path, "query up($age: I32) { insert Person { name: \"racer\", age: $age } }")
@@ -70,7 +71,8 @@ def test_eight_processes_upserting_one_keyed_node(root_uri: str, tmp_path: Path)
     assert list_intents(open_graph(root_uri, FENCED_PROFILE, write=False).store) == []
 
 
-@pytest.mark.parametrize("backend", ["local"], indirect=True)  # local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
+# local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_eight_processes_strict_inserting_one_edge_id_are_fenced(root_uri: str, tmp_path: Path) -> None:
     _graph(root_uri)
     query = _query(tmp_path, 'query link() { insert Knows { id: "e1", from: "a", to: "b" } }')

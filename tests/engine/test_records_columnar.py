@@ -92,7 +92,9 @@ def _all_values(text: st.SearchStrategy[str], dates: st.SearchStrategy[Any]) -> 
     )
 
 
-def _records(text: st.SearchStrategy[str], key_text: st.SearchStrategy[str], dates: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+def _records(
+    text: st.SearchStrategy[str], key_text: st.SearchStrategy[str], dates: st.SearchStrategy[Any]
+) -> st.SearchStrategy[dict[str, Any]]:
     """One valid record of a random type (ids may still repeat across records)."""
     ids = st.sampled_from(["x-1", "x-2", "x-3", "y"])
     return st.one_of(
@@ -327,7 +329,9 @@ def test_examples_of_each_shape_go_through_the_fast_path() -> None:
 # line comes second where the first record of a block would catch it (it is read with ``json``
 # to choose the block's schema).
 ARROW_ACCEPTS_ROWS_REFUSE = {
-    "record count: two records on one line": b'{"type":"Num","data":{"n":1}}\n{"type":"Num","data":{"n":98}} {"type":"Num","data":{"n":99}}',
+    "record count: two records on one line": (
+        b'{"type":"Num","data":{"n":1}}\n{"type":"Num","data":{"n":98}} {"type":"Num","data":{"n":99}}'
+    ),
     "null guard: data null": b'{"edge":"Near","from":"a","to":"b","data":null}',
     "null guard: data.id null": b'{"type":"Tag","data":{"label":"x","id":null}}',
     "escape guard: a member name spelled with escapes": b'{"type":"Tag","data":{"label":"x","\\u0069d":null}}',

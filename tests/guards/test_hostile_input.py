@@ -188,7 +188,10 @@ def test_a_graph_path_that_is_a_file(tmp_path: Path) -> None:
     path.write_bytes(b"not a graph")
     data = tmp_path / "d.jsonl"
     data.write_bytes(b"")
-    for args in (["check"], ["snapshot"], ["load", "--mode", "append", "--data", str(data)], ["init", "--schema", str(PROJECT / "examples" / "social.pg")]):
+    for args in (
+        ["check"], ["snapshot"], ["load", "--mode", "append", "--data", str(data)],
+        ["init", "--schema", str(PROJECT / "examples" / "social.pg")],
+    ):
         result = invoke(OMNIGRAPH, *args, "--json", path)
         assert assert_typed_failure(result.returncode, result.stdout, result.stderr)["code"] == "bad_request"
     status, stdout, stderr = run_migrate("status", path, "--json")
@@ -353,8 +356,8 @@ def _ledger_with(uri: str, token: str, record: Path, original: bytes, document: 
         status, stdout, stderr = run_migrate("status", uri, "--json")
         if status == 0:
             return  # the reader accepts the edit (whitespace, an equivalent document): nothing to refuse
-        for status, stdout, stderr in ((status, stdout, stderr), run_migrate("resume", uri, "--token", token, "--json")):
-            error = assert_typed_failure(status, stdout, stderr)
+        for code, out, err in ((status, stdout, stderr), run_migrate("resume", uri, "--token", token, "--json")):
+            error = assert_typed_failure(code, out, err)
             assert error["code"] in ("ledger_corrupt", "bad_request", "precondition_failed"), error
             assert tree_digest(uri) == before
     finally:

@@ -61,7 +61,9 @@ def _acquire(store: GraphStore, owner: str = "alice") -> ClaimDocument:
 
 
 def test_sixteen_concurrent_acquirers_have_exactly_one_winner(root_uri: str) -> None:
-    outcomes = release_together([spawn([sys.executable, "-c", ACQUIRE_SCRIPT, root_uri, CLAIM, f"owner-{i:02d}"]) for i in range(16)], timeout=60)
+    outcomes = release_together(
+        [spawn([sys.executable, "-c", ACQUIRE_SCRIPT, root_uri, CLAIM, f"owner-{i:02d}"]) for i in range(16)], timeout=60
+    )
     assert all(o.returncode == 0 for o in outcomes), [o.stderr for o in outcomes]
     results = [o.json() for o in outcomes]
 

@@ -222,7 +222,9 @@ def test_a_writer_that_loses_a_sequence_number_stays_fenced(root_uri: str) -> No
 def test_eight_concurrent_appenders_leave_a_gap_free_ledger(root_uri: str) -> None:
     store = open_store(root_uri)
     Ledger(store, DIR).append(_started())
-    outcomes = release_together([spawn([sys.executable, "-c", APPEND_SCRIPT, root_uri, DIR, f"w{i}", TOKEN, str(APPENDS_PER_WRITER)]) for i in range(8)], timeout=60)
+    outcomes = release_together(
+        [spawn([sys.executable, "-c", APPEND_SCRIPT, root_uri, DIR, f"w{i}", TOKEN, str(APPENDS_PER_WRITER)]) for i in range(8)], timeout=60
+    )
     assert all(o.returncode == 0 for o in outcomes), [o.stderr for o in outcomes]
     results = [o.json() for o in outcomes]
 

@@ -152,7 +152,8 @@ def test_a_second_crash_during_resume_also_converges(compact_graph: str, first: 
     assert_fully_migrated(compact_graph, before, json.loads(resumed.stdout)["migration_id"], tables=4)
 
 
-@pytest.mark.parametrize("backend", ["local"], indirect=True)  # local only: on S3, create-if-absent races are test_claims' and test_storage's
+# local only: on S3, create-if-absent races are test_claims' and test_storage's
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_two_runs_at_once_one_proceeds_the_other_exits_3(graph: str) -> None:
     outcomes = race("omnigraph-migrate", [["run", graph, "--owner", f"sre-{i}", "--json"] for i in range(2)])
     codes = sorted(o.returncode for o in outcomes)

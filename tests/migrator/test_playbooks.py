@@ -348,7 +348,9 @@ def test_resume_crashed_playbook_after_a_failpoint_converges(compact_graph: str,
     interrupted = sorted(unit for unit, state in units.items() if state.status == "in_progress")
 
     report_path, junit_path = tmp_path / "r.json", tmp_path / "j.xml"
-    result = playbook(RESUME, compact_graph, "--yes", "--holder-dead", "--report", str(report_path), "--junit", str(junit_path), cwd=tmp_path)
+    result = playbook(
+        RESUME, compact_graph, "--yes", "--holder-dead", "--report", str(report_path), "--junit", str(junit_path), cwd=tmp_path
+    )
     assert result.returncode == 0, describe(result)
     report = json.loads(report_path.read_text())
     assert report["ok"] is True

@@ -294,5 +294,8 @@ def _mixed_load_loses_nothing(server: Server) -> None:
         assert people[name]["age"] in ages, (name, people[name], ages)
 
 
-CHECKS = [_health_version_docs_and_fleet_record, _reads_match_the_cli, _read_errors, _branch_lifecycle_and_errors, _load_modes_and_errors, _mutate, _sixteen_concurrent_strict_inserts_of_one_id, _out_of_band_commit_is_table_drift, _export_keys_are_unique]
+CHECKS = [
+    _health_version_docs_and_fleet_record, _reads_match_the_cli, _read_errors, _branch_lifecycle_and_errors, _load_modes_and_errors,
+    _mutate, _sixteen_concurrent_strict_inserts_of_one_id, _out_of_band_commit_is_table_drift, _export_keys_are_unique,
+]
 LOCAL_CHECKS = [_mixed_load_loses_nothing]

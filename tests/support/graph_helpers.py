@@ -141,7 +141,9 @@ def run_parallel(*calls: list[Any], timeout: float = 180) -> list[Cli]:
         err.seek(0)
         raw = out.read()
         results.append(
-            Cli(tuple([program.name, *args]), process.returncode, raw.decode("utf-8", "replace"), err.read().decode("utf-8", "replace"), raw)
+            Cli(
+                tuple([program.name, *args]), process.returncode, raw.decode("utf-8", "replace"), err.read().decode("utf-8", "replace"), raw
+            )
         )
         out.close()
         err.close()

@@ -1,0 +1,165 @@
+"""May this program write at this stamp: the one decision, and the words of each refusal.
+
+:func:`write_permission` is the only place that applies the stamp rules. It takes the stamp on
+``__manifest`` main (with the migration id a ``migrating`` stamp carries), who holds the migration
+claim (for a caller that reads it) and the program's :class:`~engine.door.EngineProfile`, and
+returns a :class:`WritePermission`: the :class:`Access` the program has (``writable``,
+``read-only`` or ``refused``) and the :class:`Ground` for it. The rules:
+
+* no stamp, or a value outside :data:`~engine.storage.KNOWN_STAMPS`: refused, whatever the profile;
+* a stamp the profile writes (``5`` for ``omnigraph``, ``4`` for ``omnigraph-v4``): writable, unless
+  a migration claim is held, which leaves it read-only (a claim at ``4`` is a migration about to
+  raise the barrier; at ``5`` one whose holder died after stamping);
+* a stamp the profile only reads (``4`` and ``migrating`` for ``omnigraph``): read-only;
+* any other known stamp (``migrating`` and ``5`` for ``omnigraph-v4``): refused.
+
+A program reads every stamp it writes (each profile's read-only stamps include its read-write ones).
+
+The verdict words its refusal for the caller that acts on it: a graph open
+(:meth:`WritePermission.open_refusal`, ``format_refused``) applies the stamp rules alone; a
+long-running writer re-checking before each write (:mod:`engine.access.barrier`) also honours the
+claim and refuses with :meth:`WritePermission.barrier_refusal` (``format_barrier``, 503), and a
+readiness probe reports :attr:`WritePermission.reason`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from engine.door import EngineProfile
+from engine.errors import FormatBarrier, FormatRefused
+from engine.storage import FORMAT_MIGRATING, KNOWN_STAMPS
+
+
+class Access(Enum):
+    """What the program may do with the graph at this stamp."""
+
+    WRITABLE = "writable"
+    READ_ONLY = "read-only"
+    REFUSED = "refused"
+
+
+class Ground(Enum):
+    """Why the verdict is what it is."""
+
+    WRITABLE = "writable"  # a stamp the program writes, no migration claim held
+    CLAIM_HELD = "claim_held"  # a stamp the program writes, but a migration claim is held
+    MIGRATING = "migrating"  # the barrier is up and the program does not write behind it
+    OTHER_FORMAT = "other_format"  # a known stamp the program does not write
+    NO_STAMP = "no_stamp"
+    UNKNOWN_STAMP = "unknown_stamp"
+
+
+@dataclass(frozen=True)
+class WritePermission:
+    """The verdict of :func:`write_permission` for one program at one stamp."""
+
+    profile: EngineProfile
+    stamp: str | None
+    migration_id: str | None
+    holder: dict[str, Any] | None
+    access: Access
+    ground: Ground
+
+    @property
+    def writable(self) -> bool:
+        return self.access is Access.WRITABLE
+
+    @property
+    def readable(self) -> bool:
+        return self.access is not Access.REFUSED
+
+    @property
+    def reason(self) -> str:
+        """One line for a readiness probe: why the program may write now, or why not."""
+        if self.ground is Ground.WRITABLE:
+            return f"stamp {self.stamp}, no migration claim held"
+        if self.ground is Ground.CLAIM_HELD:
+            holder = self.holder or {}
+            return f"a migration claim is held by {holder.get('owner')} on {holder.get('host')}"
+        if self.ground is Ground.MIGRATING:
+            return f"migration {self.migration_id} holds the barrier (stamp migrating)"
+        written = "/".join(sorted(self.profile.read_write_stamps))
+        return f"stamp is {self.stamp}; {self.profile.program} writes only format {written}"
+
+    def open_refusal(self, uri: str, *, write: bool) -> FormatRefused | None:
+        """The ``format_refused`` an open of ``uri`` (read-write or read-only) raises, or None."""
+        if self.ground is Ground.NO_STAMP:
+            return FormatRefused(
+                f"{uri} has no omnigraph:format stamp on __manifest main; refusing to guess its format",
+                {"uri": uri},
+            )
+        if self.ground is Ground.UNKNOWN_STAMP:
+            return FormatRefused(
+                f"{uri} has unknown format stamp {self.stamp!r}; this {self.profile.program} knows {list(KNOWN_STAMPS)}",
+                {"uri": uri, "stamp": self.stamp},
+            )
+        if self.writable or (self.readable and not write):
+            return None
+        if self.ground is Ground.MIGRATING:
+            detail = (
+                f"a migration ({self.migration_id}) holds the barrier; see `omnigraph-migrate status "
+                f"{uri}` and resume or abort it"
+            )
+        else:
+            detail = self.profile.refusal_hint
+        mode = "read-write" if write else "read-only"
+        return FormatRefused(
+            f"{self.profile.program} refuses to open {uri} {mode} at format {self.stamp}: {detail}",
+            {"uri": uri, "stamp": self.stamp, "mode": mode, "migration_id": self.migration_id},
+        )
+
+    def barrier_refusal(self, uri: str) -> FormatBarrier | None:
+        """The ``format_barrier`` (503) a long-running writer raises instead of writing, or None."""
+        if self.writable:
+            return None
+        if self.ground is Ground.MIGRATING:
+            advice = (
+                f"a migration ({self.migration_id}) holds the barrier; writes resume on their own once it "
+                f"finishes (`omnigraph-migrate status {uri}` shows its progress)"
+            )
+        elif self.ground is Ground.CLAIM_HELD:
+            advice = (
+                f"a migration claim is held; writes resume on their own once it is released "
+                f"(`omnigraph-migrate status {uri}` names the next step)"
+            )
+        else:
+            advice = self.profile.refusal_hint
+        holder = self.holder
+        who = f"; claim held by {holder.get('owner')} on {holder.get('host')} (pid {holder.get('pid')})" if holder else ""
+        return FormatBarrier(
+            f"{self.profile.program} refuses writes to {uri} at format {self.stamp}: {advice}{who}",
+            {"stamp": self.stamp, "migration_id": self.migration_id, "holder": holder, "program": self.profile.program},
+        )
+
+
+def write_permission(
+    profile: EngineProfile,
+    stamp: str | None,
+    migration_id: str | None = None,
+    holder: dict[str, Any] | None = None,
+) -> WritePermission:
+    """May ``profile``'s program write at ``stamp``; ``holder`` is the migration claim's holder.
+
+    ``holder`` is None when no claim is held, and for a caller that applies the stamp rules alone
+    (a graph open does not read the claim).
+    """
+    if stamp is None:
+        ground = Ground.NO_STAMP
+    elif stamp not in KNOWN_STAMPS:
+        ground = Ground.UNKNOWN_STAMP
+    elif stamp in profile.read_write_stamps:
+        ground = Ground.WRITABLE if holder is None else Ground.CLAIM_HELD
+    elif stamp == FORMAT_MIGRATING:
+        ground = Ground.MIGRATING
+    else:
+        ground = Ground.OTHER_FORMAT
+    if ground is Ground.WRITABLE:
+        access = Access.WRITABLE
+    elif stamp in KNOWN_STAMPS and stamp in profile.read_only_stamps:
+        access = Access.READ_ONLY
+    else:
+        access = Access.REFUSED
+    return WritePermission(profile, stamp, migration_id, holder, access, ground)
