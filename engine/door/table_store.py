@@ -99,7 +99,7 @@ def strict_insert(dataset: lance.LanceDataset, rows: pa.Table) -> int:
 
 def upsert(dataset: lance.LanceDataset, rows: pa.Table) -> int:
     """Insert or fully replace rows by primary key; returns the committed version."""
-    return _fenced_merge(dataset, rows, strict=True)
+    return _fenced_merge(dataset, rows, strict=False)
 
 
 def overwrite(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatchReader, schema: pa.Schema) -> int:
