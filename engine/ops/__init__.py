@@ -15,7 +15,8 @@ same name.
 from engine.ops.branches import branch_documents, create_branch, delete_branch
 from engine.ops.export import export_lines
 from engine.ops.id_probe import present_ids
-from engine.ops.load import MAX_ROWS, LoadMode, LoadResult
+from engine.ops.limits import MAX_ROWS
+from engine.ops.load import LoadMode, LoadResult
 from engine.ops.merge import merge_branch
 from engine.ops.mutate import MutationResult, select_query
 from engine.ops.snapshot import snapshot_document

@@ -27,9 +27,8 @@ again from fresh snapshots when a concurrent writer conflicts before any effect.
 
 Memory: per table whose source image differs from the base, the ``id -> digest`` maps of up to three
 images (:mod:`engine.ops.merge_diff`) plus the source rows the merge takes. Those are bounded by the
-per-table commit limit (:data:`engine.ops.load.MAX_ROWS` changed ids,
-:data:`engine.ops.load.MAX_ARROW_BYTES` of Arrow data); a larger merge is ``resource_limit`` with
-nothing written.
+per-table commit limits (:mod:`engine.ops.limits`: changed ids, and the Arrow data taken); a
+larger merge is ``resource_limit`` with nothing written.
 """
 
 from __future__ import annotations
@@ -40,16 +39,21 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import BadRequest, Internal, MergeConflict, ResourceLimit
+from engine.errors import BadRequest, Internal, MergeConflict
 from engine.graph import Graph
 from engine.manifest import BranchSnapshot, load_commit_graph
-from engine.ops.load import MAX_ARROW_BYTES, MAX_ROWS
+from engine.ops.limits import LimitWording, check_table
 from engine.ops.merge_check import check_merged
 from engine.ops.merge_diff import TableChanges, compare_table
 from engine.ops.write import CommitResult, TableWrite, commit
 from engine.storage import open_pinned
 
 MergeOutcome = Literal["up_to_date", "fast_forward", "merged"]
+_LIMIT_WORDING = LimitWording(
+    rows="{table_key}: the merge changes {actual} rows of this table, over the per-commit limit of {limit}; nothing was written",
+    arrow_bytes="{table_key}: the merge brings {actual} bytes of Arrow data into this table, over the per-commit limit of {limit}; "
+    "nothing was written",
+)
 
 
 @dataclass(frozen=True)
@@ -153,13 +157,7 @@ def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
 
 def _incoming_rows(graph: Graph, source: BranchSnapshot, change: TableChanges) -> pa.Table:
     """The source rows the merge takes for one table, in the catalog schema (limits checked)."""
-    if change.count > MAX_ROWS:
-        raise ResourceLimit(
-            "rows", MAX_ROWS, change.count,
-            f"{change.table_key}: the merge changes {change.count} rows of this table, over the per-commit "
-            f"limit of {MAX_ROWS}; nothing was written",
-            table_key=change.table_key,
-        )
+    check_table(change.table_key, _LIMIT_WORDING, rows=change.count)
     schema = graph.catalog.table(change.table_key).arrow_schema(with_pk=True)
     taken = change.inserts + change.updates
     if not taken:
@@ -168,13 +166,7 @@ def _incoming_rows(graph: Graph, source: BranchSnapshot, change: TableChanges) -
     dataset = open_pinned(graph.store, entry.image)
     rows = dataset.to_table(columns=schema.names, filter=pc.field("id").isin(pa.array(taken, pa.utf8())))
     rows = rows.cast(schema).sort_by("id")
-    if rows.nbytes > MAX_ARROW_BYTES:
-        raise ResourceLimit(
-            "arrow_bytes", MAX_ARROW_BYTES, rows.nbytes,
-            f"{change.table_key}: the merge brings {rows.nbytes} bytes of Arrow data into this table, over the "
-            f"per-commit limit of {MAX_ARROW_BYTES}; nothing was written",
-            table_key=change.table_key,
-        )
+    check_table(change.table_key, _LIMIT_WORDING, arrow_bytes=rows.nbytes)
     return rows
 
 

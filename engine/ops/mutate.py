@@ -15,8 +15,8 @@ Semantics (see ``docs/mutations.md``):
   (:func:`engine.ops.merge_check.check_merged`, the same checks as branch merge).
 
 Limits: per table, strict-insert plus upsert rows (an update's matched rows included, counted
-while matching) at most :data:`engine.ops.load.MAX_ROWS` and their Arrow data at most
-:data:`engine.ops.load.MAX_ARROW_BYTES`, else ``resource_limit`` before any intent is armed. Deleted
+while matching) and their Arrow data within the per-commit limits (:mod:`engine.ops.limits`),
+else ``resource_limit`` before any intent is armed. Deleted
 ids are not staged rows and are not limited.
 
 Conflicts (all through :func:`engine.ops.write.commit`, which re-runs ``prepare`` on a fresh
@@ -39,14 +39,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import BadRequest, KeyConflict, PreconditionFailed, ReadSetConflict, ResourceLimit
+from engine.errors import BadRequest, KeyConflict, PreconditionFailed, ReadSetConflict
 from engine.gq import parse
 from engine.gq.checker import BoundQuery, BoundStatement, Condition, check_mix, check_query
 from engine.gq.syntax import Query
 from engine.graph import Graph
 from engine.manifest import BranchSnapshot
 from engine.ops.id_probe import present_ids
-from engine.ops.load import MAX_ARROW_BYTES, MAX_ROWS
+from engine.ops.limits import LimitWording, check_table
 from engine.ops.merge_check import check_merged
 from engine.ops.merge_diff import TableChanges
 from engine.ops.write import CommitResult, TableWrite, commit
@@ -285,8 +285,8 @@ class _Evaluation:
         assert condition is not None
         table = statement.table
         ids = self._committed_ids(statement, state)
-        if state.staged() + len(ids) > MAX_ROWS:
-            raise _row_limit(table, state.staged() + len(ids), f"line {statement.line}: the update matches too many rows")
+        wording = _limit_wording(f"line {statement.line}: the update matches too many rows")
+        check_table(table.table_key, wording, rows=state.staged() + len(ids))
         committed: list[Row] = []
         if ids:
             stored = self._scan(table, pc.field("id").isin(pa.array(ids, pa.utf8())), None)
@@ -332,26 +332,20 @@ class _Evaluation:
                 continue
             strict = rows_to_arrow(state.table, list(state.strict.values()), with_pk=with_pk)  # type: ignore[arg-type]
             upserts = rows_to_arrow(state.table, list(state.upserts.values()), with_pk=with_pk)  # type: ignore[arg-type]
-            if state.staged() > MAX_ROWS:
-                raise _row_limit(state.table, state.staged(), "the query stages too many rows")
-            nbytes = strict.nbytes + upserts.nbytes
-            if nbytes > MAX_ARROW_BYTES:
-                raise ResourceLimit(
-                    "arrow_bytes", MAX_ARROW_BYTES, nbytes,
-                    f"{key}: {nbytes} bytes of Arrow data in one commit exceed the limit of {MAX_ARROW_BYTES}; "
-                    "split the mutation into smaller ones",
-                    table_key=key,
-                )
+            wording = _limit_wording("the query stages too many rows")
+            check_table(key, wording, rows=state.staged())
+            check_table(key, wording, arrow_bytes=strict.nbytes + upserts.nbytes)
             writes.append(TableWrite(key, "merge", strict, delete_ids=tuple(sorted(state.deleted)), upsert_rows=upserts))
         return writes
 
 
-def _row_limit(table: TableDef, actual: int, what: str) -> ResourceLimit:
-    return ResourceLimit(
-        "rows", MAX_ROWS, actual,
-        f"{table.table_key}: {what}: {actual} rows in one commit exceed the limit of {MAX_ROWS}; "
+def _limit_wording(what: str) -> LimitWording:
+    """A mutation's wording of the per-commit limits; ``what`` says what staged the rows."""
+    return LimitWording(
+        rows="{table_key}: " + what + ": {actual} rows in one commit exceed the limit of {limit}; "
         "split the mutation (for example, narrow its where clause) into several commits",
-        table_key=table.table_key,
+        arrow_bytes="{table_key}: {actual} bytes of Arrow data in one commit exceed the limit of {limit}; "
+        "split the mutation into smaller ones",
     )
 
 
