@@ -30,7 +30,6 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import pyarrow as pa
-from lance import LanceDataset
 from tenacity import (
     Retrying,
     retry_if_exception_type,
@@ -39,7 +38,7 @@ from tenacity import (
 )
 
 from engine.access import writer_audit
-from engine.door import CommitConflict, ExistingKeys, table_store
+from engine.door import CommitConflict, EffectLanded, ExistingKeys, MergeRows
 from engine.errors import BadRequest, NotFound, ReadSetConflict, RecoveryRequired
 from engine.failpoints import failpoint
 from engine.graph import Graph
@@ -70,7 +69,7 @@ class TableWrite:
     ``repair`` (duplicate repair behind the migration barrier only) first deletes the rows whose
     id is in ``delete_ids`` (and null-id rows if ``delete_null_ids``), then inserts ``rows``.
     ``merge`` (branch merge, ``.gq`` mutations) strict-inserts ``rows``, upserts ``upsert_rows`` and deletes
-    ``delete_ids``, each step skipped when empty (see :func:`_merge_effect`). An ``overwrite``
+    ``delete_ids``, each step skipped when empty (:class:`engine.door.MergeRows`). An ``overwrite``
     may give its rows as a ``RecordBatchReader`` (a load streams a large table into its one
     commit); the reader is consumed by the effect, so ``prepare`` makes a new one per attempt.
     """
@@ -320,13 +319,14 @@ def _apply_effects(
             elif write.kind == "upsert":
                 version = router.upsert(dataset, write.rows)
             elif write.kind == "merge":
-                version = _merge_effect(dataset, write)
+                changes = MergeRows(write.table_key, write.rows, write.upsert_rows, write.delete_ids)
+                version = router.merge(dataset, changes, lambda: failpoint("write.after_merge_step"))
             elif write.kind == "repair":
-                version = table_store.repair_rows(dataset, list(write.delete_ids), write.delete_null_ids, write.rows)
+                version = router.repair(dataset, list(write.delete_ids), write.delete_null_ids, write.rows)
             else:
                 schema = graph.catalog.table(write.table_key).arrow_schema(with_pk=router.with_pk)
                 version = router.overwrite(dataset, write.rows, schema)
-        except table_store.EffectLanded as landed:
+        except EffectLanded as landed:
             raise RecoveryRequired(
                 operation_id,
                 f"{write.table_key}: {landed}; resolve the commit with `{drift.recover_command(store.uri)}`",
@@ -348,32 +348,6 @@ def _apply_effects(
         entries.append(with_version(entry, table.target_branch, version, rows))
         failpoint("write.after_effect")
     return entries
-
-
-def _merge_effect(dataset: LanceDataset, write: TableWrite) -> int:
-    """Strict insert, then upsert, then delete (each only if non-empty), on one table.
-
-    A conflict on the first step landed nothing and propagates as such; on a later step it is
-    :class:`table_store.EffectLanded` (recovery restores the table to its pinned version). The
-    failpoint ``write.after_merge_step`` follows every step.
-    """
-    steps: list[Callable[[], int]] = []
-    if write.rows.num_rows:
-        steps.append(lambda: table_store.strict_insert(dataset, write.rows))
-    if write.upsert_rows is not None and write.upsert_rows.num_rows:
-        steps.append(lambda: table_store.upsert(dataset, write.upsert_rows))  # type: ignore[arg-type]
-    if write.delete_ids:
-        steps.append(lambda: table_store.delete_rows(dataset, list(write.delete_ids)))
-    version = int(dataset.version)
-    for index, step in enumerate(steps):
-        try:
-            version = step()
-        except (CommitConflict, ExistingKeys) as conflict:
-            if index == 0:
-                raise
-            raise table_store.EffectLanded(f"the merge of {write.table_key} conflicted after its first step: {conflict}") from conflict
-        failpoint("write.after_merge_step")
-    return version
 
 
 def _publish(
