@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, NoReturn
 
 import pyarrow as pa
 from tenacity import (
@@ -51,9 +51,9 @@ from engine.manifest import (
     now_ms,
     with_version,
 )
-from engine.reconcile import IntentTable, WriteIntent, branch_guard, drift, intents, recovery
+from engine.reconcile import IntentTable, PinVerdict, WriteIntent, branch_guard, drift, intents, pins, recovery
 from engine.schema.ids import new_ulid
-from engine.storage import FORMAT_4, FORMAT_5, ensure_fork, latest_version, list_branches, open_dataset, open_pinned
+from engine.storage import FORMAT_4, FORMAT_5, ensure_fork, open_dataset, open_pinned
 from engine.storage.process import process_start_marker, this_host
 
 WriteKind = Literal["insert", "upsert", "overwrite", "repair", "merge"]
@@ -160,7 +160,9 @@ def _attempt(
         if not writes and not publish_empty:
             return None
         failpoint("write.after_prepare")
-        _require_pinned_heads(graph, snapshot, writes, target, actor)
+        verdict = pins.check_pins(graph.store, graph.manifest, snapshot, [w.table_key for w in writes])
+        if verdict.action != "clean":
+            _settle_pins(graph, branch, verdict, actor)
     except (ValueError, OSError):  # Lance's "not found" when the branch's images were deleted meanwhile
         _require_incarnation(graph, branch, incarnation, None)
         raise
@@ -231,59 +233,26 @@ def _refuse_foreign_base(graph: Graph, snapshot: BranchSnapshot) -> None:
         raise writer_audit.foreign_refusal(graph.store.uri, [foreign])
 
 
-def _require_pinned_heads(
-    graph: Graph, snapshot: BranchSnapshot, writes: list[TableWrite], target: str | None, actor: str
-) -> None:
-    """Effects land only on the version the manifest pins, never on another commit's
-    unpublished effects (which would publish them with this commit).
-
-    A table branch ahead of its pin is another commit in flight: wait for it (retry) if its writer
-    is alive, resolve it if its writer is dead; a newer published pin means this snapshot is stale
-    (retry). Ahead with no intent at all was committed outside the engine: an owned table's commits,
-    or an unpublished fork of an inherited one, are classified (:mod:`engine.reconcile.drift`):
-    adopted when they change no row (retry), ``table_drift`` otherwise; a table that moved while it
-    was classified is looked at again (retry).
-    """
-    store = graph.store
-    ahead: list[tuple[TableEntry, int]] = []
-    for write in writes:
-        entry = snapshot.table(write.table_key)
-        if entry.table_branch == target:
-            pinned = entry.table_version
-        else:
-            fork = list_branches(open_dataset(store, entry.table_path)).get(str(target))
-            if fork is None:
-                continue
-            pinned = fork.parent_version
-            if (fork.parent_branch, fork.parent_version) != (entry.table_branch, entry.table_version):
-                pinned = -1  # forked from another image than the pin: never this branch's to write on
-        head = latest_version(store, entry.table_path, target)
-        if head > pinned:
-            ahead.append((entry, head))
-    if not ahead:
-        return
-    in_flight = intents.list_intents(store)  # listed before re-reading the manifest: no gap
-    fresh = graph.manifest.snapshot(snapshot.branch)
-    for entry, head in ahead:
-        now = fresh.table(entry.table_key)
-        if now.table_branch == target and now.table_version >= head:
-            raise _NoEffectConflict("the snapshot is stale: a concurrent commit was published")
-    moved = {(entry.table_path, target) for entry, _ in ahead}
-    covering = [intent for intent in in_flight if recovery.touched_tables(intent) & moved]
-    if any(intents.owner_is_alive(i) for i in covering):
+def _settle_pins(graph: Graph, branch: str, verdict: PinVerdict, actor: str) -> NoReturn:
+    """Act on a verdict other than ``clean`` (:mod:`engine.reconcile.pins`), as a step of its own
+    between two attempts: nothing of the abandoned attempt was armed. Ends by asking for a fresh
+    attempt, or with ``table_drift``."""
+    if verdict.action == "refresh":
+        raise _NoEffectConflict("the snapshot is stale: a concurrent commit was published")
+    if verdict.action == "wait":
         raise _NoEffectConflict("waiting for a concurrent commit in flight on the same table")
-    if covering:
-        recovery.resolve_intents(store, graph.manifest)
+    if verdict.action == "resolve":
+        recovery.resolve_intents(graph.store, graph.manifest)
         raise _NoEffectConflict("resolved an interrupted commit on the same table")
     try:
         adopted, drifted = drift.settle(
-            store, graph.manifest, snapshot.branch, actor=actor, require_fencing=graph.profile.router.with_pk,
-            table_keys=[entry.table_key for entry, _ in ahead], include_forks=True,
+            graph.store, graph.manifest, branch, actor=actor, require_fencing=graph.profile.router.with_pk,
+            table_keys=list(verdict.table_keys), include_forks=True,
         )
     except CommitConflict as conflict:
         raise _NoEffectConflict(str(conflict)) from conflict
     if drifted:
-        raise drift.drift_error(store.uri, drifted)
+        raise drift.drift_error(graph.store.uri, drifted)
     if adopted:
         raise _NoEffectConflict("adopted out-of-band commits that change no row")
     raise _NoEffectConflict("the table moved while it was classified (a concurrent commit); looking again")
