@@ -34,7 +34,8 @@ from engine.graph import Graph
 from engine.manifest import BranchSnapshot, TableEntry
 from engine.ops.id_probe import ChunkProbe, present_ids
 from engine.ops.limits import MAX_ROWS, LimitWording, check_table
-from engine.ops.write import CommitResult, TableWrite, commit
+from engine.ops.write import commit
+from engine.ops.write_plan import CommitPlan, CommitResult, Prepare, TableWrite
 from engine.records import EdgeEnds, JsonlSource, RecordSet, check_edge_endpoints, read_records
 from engine.storage import open_pinned
 
@@ -176,11 +177,11 @@ def _check_dangling_edges(graph: Graph, snapshot: BranchSnapshot, records: Recor
 
 
 def _prepare_for(
-    graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode, probe: ChunkProbe
-) -> Callable[[BranchSnapshot], list[TableWrite]]:
+    graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode, probe: ChunkProbe, message: str
+) -> Prepare[None]:
     replaced = set(chunk.ranges) if mode == "overwrite" else set()
 
-    def prepare(snapshot: BranchSnapshot) -> list[TableWrite]:
+    def prepare(snapshot: BranchSnapshot, _previous: CommitPlan[None] | None) -> CommitPlan[None]:
         writes = []
         for table_key, span in chunk.ranges.items():
             entry = snapshot.table(table_key)
@@ -197,7 +198,7 @@ def _prepare_for(
         _check_endpoints(graph, records, chunk, _committed_lookup(graph, snapshot, replaced))
         if mode == "overwrite":
             _check_dangling_edges(graph, snapshot, records, replaced)
-        return writes
+        return CommitPlan(tuple(writes), (snapshot.head.commit_id,), message, None)
 
     return prepare
 
@@ -246,7 +247,7 @@ def _publish(
     for index, chunk in enumerate(chunks):
         message = f"load --mode {mode}" + (f" (chunk {index + 1}/{len(chunks)})" if len(chunks) > 1 else "")
         try:
-            result = commit(graph, branch, _prepare_for(graph, records, chunk, mode, probe), message=message, actor=actor)
+            result = commit(graph, branch, _prepare_for(graph, records, chunk, mode, probe, message), actor=actor).published
         except OmnigraphError as error:
             if commits:
                 error.message += (
