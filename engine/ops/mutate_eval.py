@@ -84,6 +84,7 @@ class Evaluation:
         return self._pending.setdefault(table.table_key, _Pending(table))
 
     def run(self, bound: BoundQuery) -> Evaluation:
+        """Run every statement in order, then check a write query's result; returns ``self``."""
         for index, statement in enumerate(bound.statements):
             if statement.verb == "insert":
                 self._insert(index, statement)
