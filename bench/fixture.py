@@ -2,10 +2,10 @@
 
 The graph is written through the real format-4 write path: ``init_graph`` with the legacy
 profile, then one graph commit per branch through ``engine.ops.write.commit`` whose prepare step
-returns a ``TableWrite(..., "overwrite", rows)`` per table. The legacy router's overwrite replaces
-the table (no PK metadata, BTREE on ``id``) and the commit publishes the ``__manifest`` rows and
-head, exactly as ``omnigraph-v4 load --mode overwrite`` does, minus the JSONL parsing (which
-would dominate the build time at 1M rows per table).
+returns a ``CommitPlan`` with a ``TableWrite(..., "overwrite", rows)`` per table. The legacy
+router's overwrite replaces the table (no PK metadata, BTREE on ``id``) and the commit publishes
+the ``__manifest`` rows and head, exactly as ``omnigraph-v4 load --mode overwrite`` does, minus
+the JSONL parsing (which would dominate the build time at 1M rows per table).
 
 * ``main``: each table overwritten with N rows;
 * ``b1`` and ``b2``: created from ``main`` with ``create_branch``, then each of their 4 tables
@@ -33,7 +33,7 @@ from layout import BRANCHES, FIXTURE_FILE, FIXTURE_VERSION, GRAPH_DIR
 from engine.door import LEGACY_PROFILE
 from engine.graph import Graph, init_graph
 from engine.manifest import MAIN, BranchSnapshot
-from engine.ops import TableWrite, commit, create_branch
+from engine.ops import CommitPlan, TableWrite, commit, create_branch
 
 SCHEMA = """\
 // Benchmark schema: four keyed node types, ids derived from the @key.
@@ -79,11 +79,11 @@ def _rows(graph: Graph, table_key: str, branch: str, count: int) -> pa.Table:
 
 
 def _overwrite_all(graph: Graph, branch: str, count: int) -> None:
-    def prepare(snapshot: BranchSnapshot) -> list[TableWrite]:
-        return [TableWrite(key, "overwrite", _rows(graph, key, branch, count)) for key in sorted(snapshot.tables)]
+    def prepare(snapshot: BranchSnapshot, _previous: CommitPlan[None] | None) -> CommitPlan[None]:
+        writes = tuple(TableWrite(key, "overwrite", _rows(graph, key, branch, count)) for key in sorted(snapshot.tables))
+        return CommitPlan(writes, (snapshot.head.commit_id,), f"bench fixture: {count} rows per table", None)
 
-    result = commit(graph, branch, prepare, message=f"bench fixture: {count} rows per table", actor=ACTOR)
-    if result is None:
+    if commit(graph, branch, prepare, actor=ACTOR).published is None:
         raise RuntimeError(f"the fixture commit on {branch} wrote nothing")
 
 

@@ -33,7 +33,7 @@ from engine.errors import BadRequest, FormatRefused
 from engine.graph import Graph, open_graph
 from engine.maintenance.progress import Progress, SilentProgress
 from engine.manifest import BranchSnapshot, Manifest
-from engine.ops import TableWrite, commit, present_ids
+from engine.ops import CommitPlan, TableWrite, commit, present_ids
 from engine.schema.ids import new_ulid
 from engine.storage import FORMAT_MIGRATING, ImageRef, open_pinned, open_store
 from ledger import InventoryEntry, RepairApplied, RepairDecision
@@ -245,17 +245,15 @@ def apply(uri: str, token: str, decisions: DecisionsFile, actor: str) -> list[Re
         groups.setdefault((choice.graph_branch, choice.table_key), []).append(choice)
     applied: list[RepairApplied] = []
     for (branch, table_key), choices in sorted(groups.items()):
-        recorded: list[RepairDecision] = []
-
         def prepare(
             snapshot: BranchSnapshot,
+            _previous: CommitPlan[tuple[RepairDecision, ...]] | None,
             choices: list[RepairChoice] = choices,
             table_key: str = table_key,
             branch: str = branch,
-            recorded: list[RepairDecision] = recorded,
-        ) -> list[TableWrite]:
+        ) -> CommitPlan[tuple[RepairDecision, ...]]:
             entry = snapshot.table(table_key)
-            recorded.clear()
+            recorded: list[RepairDecision] = []
             rows: list[dict[str, Any]] = []
             for choice in choices:
                 if (entry.table_branch, entry.table_version) != (choice.table_branch, choice.table_version):
@@ -272,17 +270,18 @@ def apply(uri: str, token: str, decisions: DecisionsFile, actor: str) -> list[Re
             if taken:
                 raise BadRequest(f"{table_key} on {branch}: new id(s) {taken} are already used; choose others")
             nulls = any(c.entity_id is None for c in choices)
-            return [TableWrite(table_key, "repair", pa.Table.from_pylist(rows, schema=schema), tuple(ids), nulls)]
+            writes = (TableWrite(table_key, "repair", pa.Table.from_pylist(rows, schema=schema), tuple(ids), nulls),)
+            return CommitPlan(writes, (snapshot.head.commit_id,), f"duplicate repair ({m.migration_id})", tuple(recorded))
 
-        result = commit(graph, branch, prepare, message=f"duplicate repair ({m.migration_id})", actor=actor)
-        assert result is not None
+        done = commit(graph, branch, prepare, actor=actor)
+        assert done.published is not None
         record = RepairApplied(
             token=m.token,
             migration_id=m.migration_id,
             graph_branch=branch,
             table_key=table_key,
-            decisions=list(recorded),
-            commit_id=result.commit_id,
+            decisions=list(done.plan.payload),
+            commit_id=done.published.commit_id,
         )
         m.ledger.append(record)
         applied.append(record)

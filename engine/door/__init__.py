@@ -3,7 +3,8 @@
 :mod:`~engine.door.table_store` is the fenced door (format 5: every insert and upsert merges ON
 exactly the table's primary key), :mod:`~engine.door.legacy` the format-4 writer emulation
 (``omnigraph-v4``), :mod:`~engine.door.routing` the router contract an :class:`EngineProfile`
-carries and :mod:`~engine.door.fenced_profile` the format-5 profile. ``tests/test_write_door_guard.py``
+carries (every row write of the write protocol is one of its typed operations: strict insert,
+upsert, overwrite, merge, repair) and :mod:`~engine.door.fenced_profile` the format-5 profile. ``tests/test_write_door_guard.py``
 fails if code outside ``table_store.py`` and ``legacy.py`` appends to, or merges into, a keyed
 table. The door imports only :mod:`engine.storage`, :mod:`engine.errors` and :mod:`engine.schema`.
 """
@@ -11,8 +12,8 @@ table. The door imports only :mod:`engine.storage`, :mod:`engine.errors` and :mo
 from engine.door import table_store
 from engine.door.fenced_profile import FENCED_PROFILE, FENCED_ROUTER
 from engine.door.legacy import LEGACY_PROFILE
-from engine.door.routing import EngineProfile, TableRouter
-from engine.door.table_store import KEY_COLUMN, CommitConflict, ExistingKeys, install_primary_key
+from engine.door.routing import EngineProfile, MergeRows, TableRouter
+from engine.door.table_store import KEY_COLUMN, CommitConflict, EffectLanded, ExistingKeys, install_primary_key
 
 __all__ = [
     "FENCED_PROFILE",
@@ -20,8 +21,10 @@ __all__ = [
     "KEY_COLUMN",
     "LEGACY_PROFILE",
     "CommitConflict",
+    "EffectLanded",
     "EngineProfile",
     "ExistingKeys",
+    "MergeRows",
     "TableRouter",
     "install_primary_key",
     "table_store",

@@ -1,4 +1,5 @@
-"""The format-5 profile: every keyed write goes through the fenced door."""
+"""The format-5 profile: every keyed write (insert, upsert, overwrite, merge, repair) goes through
+the fenced door, :mod:`engine.door.table_store`."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ FENCED_ROUTER = TableRouter(
     strict_insert=table_store.strict_insert,
     upsert=table_store.upsert,
     overwrite=table_store.overwrite,
+    merge=table_store.merge_rows,
+    repair=table_store.repair_rows,
 )
 
 FENCED_PROFILE = EngineProfile(

@@ -11,17 +11,23 @@ metadata, a BTREE on ``id``, unfenced writes:
 * upsert is the default ``merge_insert("id")``, which takes the indexed route and attaches no
   key-conflict filter;
 * overwrite replaces the table with the catalog schema (no PK) and re-creates the BTREE;
-* PK metadata on a table (left by an aborted migration) is ignored, as the old binary did.
+* PK metadata on a table (left by an aborted migration) is ignored, as the old binary did;
+* branch merge and ``.gq`` mutations (which the format-4 release did not have) and duplicate
+  repair (which runs only behind the migration barrier) are refused, ``format_refused``, before
+  any Lance commit.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.door.routing import EngineProfile, TableRouter
+from engine.door.routing import EngineProfile, MergeRows, TableRouter
 from engine.door.table_store import ExistingKeys
+from engine.errors import FormatRefused
 from engine.storage import FORMAT_4, GraphStore, create_empty_dataset
 
 
@@ -55,6 +61,24 @@ def overwrite(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatchReader
     return int(result.version)
 
 
+def merge(dataset: lance.LanceDataset, changes: MergeRows, after_step: Callable[[], None]) -> int:
+    """Refused: the format-4 release had neither branch merge nor ``.gq`` mutations."""
+    raise FormatRefused(
+        f"{changes.where}: the format-4 writer (omnigraph-v4) has no branch merge or mutations; nothing was "
+        "written (upgrade the graph with `omnigraph-migrate`, then use `omnigraph`)",
+        {"table": changes.where},
+    )
+
+
+def repair(dataset: lance.LanceDataset, ids: list[str], null_ids: bool, rows: pa.Table) -> int:
+    """Refused: duplicate repair runs only behind the migration barrier (``omnigraph-migrate``)."""
+    raise FormatRefused(
+        f"{dataset.uri}: duplicate repair runs only behind the migration barrier (`omnigraph-migrate "
+        "duplicates`), never through the format-4 writer; nothing was written",
+        {"table": dataset.uri},
+    )
+
+
 LEGACY_ROUTER = TableRouter(
     with_pk=False,
     create_table=create_table,
@@ -62,6 +86,8 @@ LEGACY_ROUTER = TableRouter(
     strict_insert=strict_insert,
     upsert=upsert,
     overwrite=overwrite,
+    merge=merge,
+    repair=repair,
 )
 
 LEGACY_PROFILE = EngineProfile(

@@ -17,11 +17,38 @@ from engine.storage import GraphStore
 
 
 @dataclass(frozen=True)
+class MergeRows:
+    """One table's share of a branch merge or a ``.gq`` mutation (rows already validated).
+
+    Applied as up to three Lance commits on the table, in this order, each skipped when empty:
+    strict-insert ``inserts``, upsert ``upserts``, delete the rows whose id is in ``delete_ids``.
+    ``where`` names the table in errors.
+    """
+
+    where: str
+    inserts: pa.Table
+    upserts: pa.Table | None
+    delete_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class TableRouter:
     """How one binary creates and writes node/edge tables (rows are already validated).
 
-    ``check_writable`` runs on every table opened for a write, before any effect; ``None`` means
-    the binary checks nothing (the format-4 writer predates PK metadata and ignores it).
+    Every row write of the write protocol is one of these operations; each returns the table
+    version it committed. ``check_writable`` runs on every table opened for a write, before any
+    effect; ``None`` means the binary checks nothing (the format-4 writer predates PK metadata
+    and ignores it).
+
+    * ``strict_insert``, ``upsert``, ``overwrite``: one Lance commit each;
+    * ``merge``: a :class:`MergeRows` as a chain of commits; ``after_step`` is called after each
+      one. A conflict on the first commit landed nothing (``CommitConflict``/``ExistingKeys``); on
+      a later one it is ``EffectLanded``;
+    * ``repair`` (duplicate repair behind the migration barrier): delete the rows whose id is in
+      ``ids`` (and the null-id rows if ``null_ids``), then insert ``rows``; a failure of the
+      insert is ``EffectLanded``.
+
+    Outcomes are the typed exceptions of :mod:`engine.door.table_store`.
     """
 
     with_pk: bool
@@ -30,6 +57,8 @@ class TableRouter:
     strict_insert: Callable[[lance.LanceDataset, pa.Table], int]
     upsert: Callable[[lance.LanceDataset, pa.Table], int]
     overwrite: Callable[[lance.LanceDataset, pa.Table | pa.RecordBatchReader, pa.Schema], int]
+    merge: Callable[[lance.LanceDataset, MergeRows, Callable[[], None]], int]
+    repair: Callable[[lance.LanceDataset, list[str], bool, pa.Table], int]
 
 
 @dataclass(frozen=True)

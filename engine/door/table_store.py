@@ -15,18 +15,20 @@ Every rule here comes from a measured fact of the pinned Lance (see ``tests/test
 * PK metadata is installed only where absent: ``[id]`` already present is success, anything else
   is refused, because Lance cannot change or remove a PK once set.
 
-Outcomes are typed (:class:`CommitConflict`, :class:`ExistingKeys`); Lance's error text is
-interpreted here and nowhere else.
+Outcomes are typed (:class:`CommitConflict`, :class:`ExistingKeys`, :class:`EffectLanded`); Lance's
+error text is interpreted here and nowhere else.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.door.routing import MergeRows
 from engine.errors import FormatRefused, Internal
 from engine.storage import PK_METADATA_KEY, GraphStore, create_empty_dataset, primary_key
 
@@ -45,6 +47,10 @@ class ExistingKeys(Exception):
 
     The caller re-probes its attempted ids to name the conflicting one.
     """
+
+
+class EffectLanded(Exception):
+    """A multi-commit effect failed after its first commit landed (recovery must resolve it)."""
 
 
 def _classify(error: OSError) -> Exception:
@@ -115,10 +121,6 @@ def overwrite(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatchReader
     return int(result.version)
 
 
-class EffectLanded(Exception):
-    """A multi-commit effect failed after its first commit landed (recovery must resolve it)."""
-
-
 def repair_rows(dataset: lance.LanceDataset, ids: list[str], null_ids: bool, rows: pa.Table) -> int:
     """Duplicate repair behind the migration barrier: delete every row whose id is in ``ids``
     (and every null-id row if ``null_ids``), then insert ``rows`` with a strict merge ON ``id``.
@@ -180,3 +182,31 @@ def delete_rows(dataset: lance.LanceDataset, ids: list[str]) -> int:
     except OSError as error:
         raise _classify(error) from error
     return int(dataset.version)
+
+
+def merge_rows(dataset: lance.LanceDataset, changes: MergeRows, after_step: Callable[[], None]) -> int:
+    """Strict insert, then upsert, then delete (each only if non-empty) on one table; returns the
+    last committed version (the read version if every step was empty).
+
+    A conflict on the first step landed nothing and propagates as such; on a later step it is
+    :class:`EffectLanded` (recovery restores the table to its pinned version). ``after_step`` is
+    called after every step.
+    """
+    steps: list[Callable[[], int]] = []
+    if changes.inserts.num_rows:
+        steps.append(lambda: strict_insert(dataset, changes.inserts))
+    upserts = changes.upserts
+    if upserts is not None and upserts.num_rows:
+        steps.append(lambda: upsert(dataset, upserts))
+    if changes.delete_ids:
+        steps.append(lambda: delete_rows(dataset, list(changes.delete_ids)))
+    version = int(dataset.version)
+    for index, step in enumerate(steps):
+        try:
+            version = step()
+        except (CommitConflict, ExistingKeys) as conflict:
+            if index == 0:
+                raise
+            raise EffectLanded(f"the merge of {changes.where} conflicted after its first step: {conflict}") from conflict
+        after_step()
+    return version

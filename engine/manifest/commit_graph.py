@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import pyarrow.compute as pc
 
 from engine.errors import NotFound
-from engine.manifest.manifest import HEAD_OBJECT_ID, HeadEntry, Manifest, fold_rows
+from engine.manifest.manifest import Manifest
+from engine.manifest.rows import HEAD_OBJECT_ID, HeadEntry, fold_rows
 
 
 @dataclass(frozen=True)

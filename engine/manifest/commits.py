@@ -11,7 +11,8 @@ walks history.
 from __future__ import annotations
 
 from engine.manifest.commit_graph import load_commit_graph
-from engine.manifest.manifest import HeadEntry, Manifest
+from engine.manifest.manifest import Manifest
+from engine.manifest.rows import HeadEntry
 
 
 def commit_history(manifest: Manifest, branch: str) -> list[HeadEntry]:

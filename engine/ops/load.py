@@ -6,9 +6,9 @@ can be checked without committed state is checked for the whole file before any 
 against committed state (existing ids, ``@unique`` values, edge endpoints) run inside each
 commit's prepare step, so a retry re-validates against the fresh snapshot.
 
-Limits: strict-insert and upsert inputs are at most :data:`MAX_ROWS` rows and
-:data:`MAX_ARROW_BYTES` bytes of Arrow memory per table per commit (inclusive); every chunk is
-checked before the first write. Overwrite is the bulk-replacement path and is not limited, and
+Limits: strict-insert and upsert inputs stay within the per-commit limits of
+:mod:`engine.ops.limits` (rows and Arrow memory per table per commit); every chunk is checked
+before the first write. Overwrite is the bulk-replacement path and is not limited, and
 cannot be chunked (each chunk would replace the previous one). Chunks are cut from the file's
 records ordered node tables first, then edge tables, so every edge's endpoints are committed
 no later than the edge.
@@ -29,17 +29,17 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import BadRequest, KeyConflict, OmnigraphError, ResourceLimit
+from engine.errors import BadRequest, KeyConflict, OmnigraphError
 from engine.graph import Graph
 from engine.manifest import BranchSnapshot, TableEntry
 from engine.ops.id_probe import ChunkProbe, present_ids
-from engine.ops.write import CommitResult, TableWrite, commit
+from engine.ops.limits import MAX_ROWS, LimitWording, check_table
+from engine.ops.write import commit
+from engine.ops.write_plan import CommitPlan, CommitResult, Prepare, TableWrite
 from engine.records import EdgeEnds, JsonlSource, RecordSet, check_edge_endpoints, read_records
 from engine.storage import open_pinned
 
 LoadMode = Literal["append", "merge", "overwrite"]
-MAX_ROWS = 8192
-MAX_ARROW_BYTES = 32 * 1024 * 1024
 _WRITE_KIND = {"append": "insert", "merge": "upsert", "overwrite": "overwrite"}
 
 
@@ -80,26 +80,18 @@ def _chunks(records: RecordSet, chunk_rows: int | None) -> list[_Chunk]:
 
 
 def _check_limits(records: RecordSet, chunks: list[_Chunk], chunked: bool) -> None:
-    """Refuse (``resource_limit``) a commit of more than :data:`MAX_ROWS` rows or
-    :data:`MAX_ARROW_BYTES` bytes of Arrow data in a table, naming the option that splits it."""
+    """Refuse (``resource_limit``) a commit over the per-commit limits (:mod:`engine.ops.limits`)
+    in any table, naming the option that splits it."""
     hint = "" if chunked else f"; split the load with --chunk-rows {MAX_ROWS} (one commit per chunk)"
+    wording = LimitWording(
+        rows="{table_key}: {actual} rows in one commit exceed the limit of {limit}" + hint,
+        arrow_bytes="{table_key}: {actual} bytes of Arrow data in one commit exceed the limit of {limit}"
+        + (hint or "; use a smaller --chunk-rows"),
+    )
     for chunk in chunks:
         for table_key, (start, stop) in chunk.ranges.items():
-            rows = stop - start
-            if rows > MAX_ROWS:
-                raise ResourceLimit(
-                    "rows", MAX_ROWS, rows,
-                    f"{table_key}: {rows} rows in one commit exceed the limit of {MAX_ROWS}{hint}",
-                    table_key=table_key,
-                )
-            nbytes = records.rows(table_key, start, stop).nbytes
-            if nbytes > MAX_ARROW_BYTES:
-                raise ResourceLimit(
-                    "arrow_bytes", MAX_ARROW_BYTES, nbytes,
-                    f"{table_key}: {nbytes} bytes of Arrow data in one commit exceed the limit of "
-                    f"{MAX_ARROW_BYTES}{hint or '; use a smaller --chunk-rows'}",
-                    table_key=table_key,
-                )
+            check_table(table_key, wording, rows=stop - start)
+            check_table(table_key, wording, arrow_bytes=records.rows(table_key, start, stop).nbytes)
 
 
 def _check_unique_committed(graph: Graph, entry: TableEntry, records: RecordSet, table_key: str, span: tuple[int, int]) -> None:
@@ -185,11 +177,11 @@ def _check_dangling_edges(graph: Graph, snapshot: BranchSnapshot, records: Recor
 
 
 def _prepare_for(
-    graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode, probe: ChunkProbe
-) -> Callable[[BranchSnapshot], list[TableWrite]]:
+    graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode, probe: ChunkProbe, message: str
+) -> Prepare[None]:
     replaced = set(chunk.ranges) if mode == "overwrite" else set()
 
-    def prepare(snapshot: BranchSnapshot) -> list[TableWrite]:
+    def prepare(snapshot: BranchSnapshot, _previous: CommitPlan[None] | None) -> CommitPlan[None]:
         writes = []
         for table_key, span in chunk.ranges.items():
             entry = snapshot.table(table_key)
@@ -206,7 +198,7 @@ def _prepare_for(
         _check_endpoints(graph, records, chunk, _committed_lookup(graph, snapshot, replaced))
         if mode == "overwrite":
             _check_dangling_edges(graph, snapshot, records, replaced)
-        return writes
+        return CommitPlan(tuple(writes), (snapshot.head.commit_id,), message, None)
 
     return prepare
 
@@ -255,7 +247,7 @@ def _publish(
     for index, chunk in enumerate(chunks):
         message = f"load --mode {mode}" + (f" (chunk {index + 1}/{len(chunks)})" if len(chunks) > 1 else "")
         try:
-            result = commit(graph, branch, _prepare_for(graph, records, chunk, mode, probe), message=message, actor=actor)
+            result = commit(graph, branch, _prepare_for(graph, records, chunk, mode, probe, message), actor=actor).published
         except OmnigraphError as error:
             if commits:
                 error.message += (

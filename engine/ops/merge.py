@@ -21,15 +21,15 @@ is also ``merge_conflict``, with every problem listed. A commit is recorded even
 differs (both sides made the same changes), so the next merge starts from this one.
 
 Writes go through the write protocol (:func:`engine.ops.write.commit`: intent, effects, publish):
-per table, new rows by the fenced strict insert, updated rows by the fenced upsert, deleted ids by
-the door's delete; a table the target still inherits is forked first. Everything is prepared
+per table one router ``merge`` (:class:`engine.door.MergeRows`: new rows by the fenced strict
+insert, updated rows by the fenced upsert, deleted ids by the door's delete); a table the target
+still inherits is forked first. The commit plan's payload is the merge's outcome. Everything is prepared
 again from fresh snapshots when a concurrent writer conflicts before any effect.
 
 Memory: per table whose source image differs from the base, the ``id -> digest`` maps of up to three
 images (:mod:`engine.ops.merge_diff`) plus the source rows the merge takes. Those are bounded by the
-per-table commit limit (:data:`engine.ops.load.MAX_ROWS` changed ids,
-:data:`engine.ops.load.MAX_ARROW_BYTES` of Arrow data); a larger merge is ``resource_limit`` with
-nothing written.
+per-table commit limits (:mod:`engine.ops.limits`: changed ids, and the Arrow data taken); a
+larger merge is ``resource_limit`` with nothing written.
 """
 
 from __future__ import annotations
@@ -40,16 +40,22 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import BadRequest, Internal, MergeConflict, ResourceLimit
+from engine.errors import BadRequest, Internal, MergeConflict
 from engine.graph import Graph
 from engine.manifest import BranchSnapshot, load_commit_graph
-from engine.ops.load import MAX_ARROW_BYTES, MAX_ROWS
+from engine.ops.limits import LimitWording, check_table
 from engine.ops.merge_check import check_merged
 from engine.ops.merge_diff import TableChanges, compare_table
-from engine.ops.write import CommitResult, TableWrite, commit
+from engine.ops.write import commit
+from engine.ops.write_plan import CommitPlan, CommitResult, TableWrite
 from engine.storage import open_pinned
 
 MergeOutcome = Literal["up_to_date", "fast_forward", "merged"]
+_LIMIT_WORDING = LimitWording(
+    rows="{table_key}: the merge changes {actual} rows of this table, over the per-commit limit of {limit}; nothing was written",
+    arrow_bytes="{table_key}: the merge brings {actual} bytes of Arrow data into this table, over the per-commit limit of {limit}; "
+    "nothing was written",
+)
 
 
 @dataclass(frozen=True)
@@ -90,31 +96,30 @@ class MergeResult:
         return self.commit.parents
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Plan:
+    """What a merge of the source into one target snapshot does (the payload of its commit plan)."""
+
     outcome: MergeOutcome
     base: str
     source_head: str
     target_head: str
     changes: dict[str, TableChanges]
-    writes: list[TableWrite]
-
-
-class _AlreadyUpToDate(Exception):
-    """Raised from prepare: nothing to merge (the plan is kept by the caller)."""
+    writes: tuple[TableWrite, ...]
 
 
 def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
+    """The merge of ``source`` into ``target``; a fast-forward that changes no row is ``up_to_date``."""
     source_snapshot = graph.manifest.snapshot(source)
     source_head, target_head = source_snapshot.head.commit_id, target.head.commit_id
     if source_head == target_head:
-        return _Plan("up_to_date", source_head, source_head, target_head, {}, [])
+        return _Plan("up_to_date", source_head, source_head, target_head, {}, ())
     dag = load_commit_graph(graph.manifest)
     base_id = dag.merge_base(source_head, target_head)
     if base_id is None:
         raise Internal(f"branches {source!r} and {target.branch!r} share no commit; their histories are unreadable")
     if base_id == source_head:
-        return _Plan("up_to_date", base_id, source_head, target_head, {}, [])
+        return _Plan("up_to_date", base_id, source_head, target_head, {}, ())
     outcome: MergeOutcome = "fast_forward" if base_id == target_head else "merged"
     node = dag.nodes[base_id]
     base = graph.manifest.snapshot(node.branch, node.manifest_version)
@@ -140,26 +145,22 @@ def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
             "edge endpoint or a repeated @unique value); nothing was written",
             {"conflicts": problems, "base": base_id},
         )
-    writes = [
+    writes = tuple(
         TableWrite(
             key, "merge", incoming[key].filter(pc.field("id").isin(pa.array(changes[key].inserts, pa.utf8()))),
             delete_ids=tuple(changes[key].deletes),
             upsert_rows=incoming[key].filter(pc.field("id").isin(pa.array(changes[key].updates, pa.utf8()))),
         )
         for key in sorted(incoming)
-    ]
+    )
+    if outcome == "fast_forward" and not writes:
+        outcome = "up_to_date"
     return _Plan(outcome, base_id, source_head, target_head, changes, writes)
 
 
 def _incoming_rows(graph: Graph, source: BranchSnapshot, change: TableChanges) -> pa.Table:
     """The source rows the merge takes for one table, in the catalog schema (limits checked)."""
-    if change.count > MAX_ROWS:
-        raise ResourceLimit(
-            "rows", MAX_ROWS, change.count,
-            f"{change.table_key}: the merge changes {change.count} rows of this table, over the per-commit "
-            f"limit of {MAX_ROWS}; nothing was written",
-            table_key=change.table_key,
-        )
+    check_table(change.table_key, _LIMIT_WORDING, rows=change.count)
     schema = graph.catalog.table(change.table_key).arrow_schema(with_pk=True)
     taken = change.inserts + change.updates
     if not taken:
@@ -168,13 +169,7 @@ def _incoming_rows(graph: Graph, source: BranchSnapshot, change: TableChanges) -
     dataset = open_pinned(graph.store, entry.image)
     rows = dataset.to_table(columns=schema.names, filter=pc.field("id").isin(pa.array(taken, pa.utf8())))
     rows = rows.cast(schema).sort_by("id")
-    if rows.nbytes > MAX_ARROW_BYTES:
-        raise ResourceLimit(
-            "arrow_bytes", MAX_ARROW_BYTES, rows.nbytes,
-            f"{change.table_key}: the merge brings {rows.nbytes} bytes of Arrow data into this table, over the "
-            f"per-commit limit of {MAX_ARROW_BYTES}; nothing was written",
-            table_key=change.table_key,
-        )
+    check_table(change.table_key, _LIMIT_WORDING, arrow_bytes=rows.nbytes)
     return rows
 
 
@@ -184,28 +179,22 @@ def merge_branch(graph: Graph, source: str, into: str, *, actor: str) -> MergeRe
         raise BadRequest(f"cannot merge branch {source!r} into itself", {"branch": source})
     graph.manifest.require_branch(source)
     graph.manifest.require_branch(into)
-    plans: list[_Plan] = []
 
-    def prepare(target: BranchSnapshot) -> list[TableWrite]:
+    def prepare(target: BranchSnapshot, _previous: CommitPlan[_Plan] | None) -> CommitPlan[_Plan]:
         with graph.manifest.reading(source):  # the source deleted under the merge: a typed error
-            plans.append(_plan(graph, source, target))
-        if plans[-1].outcome == "fast_forward" and not plans[-1].writes:
-            plans[-1].outcome = "up_to_date"
-        if plans[-1].outcome == "up_to_date":
-            raise _AlreadyUpToDate()
-        return plans[-1].writes
+            plan = _plan(graph, source, target)
+        message = f"merge {source} into {into}"
+        return CommitPlan(
+            plan.writes,
+            (target.head.commit_id, plan.source_head),
+            message + (" (fast-forward)" if plan.outcome == "fast_forward" else ""),
+            plan,
+            publish_empty=plan.outcome != "up_to_date",
+            rebased_message=message,
+        )
 
-    def head_for(fresh: BranchSnapshot) -> tuple[tuple[str, ...], str]:
-        plan = plans[-1]
-        fast_forward = plan.outcome == "fast_forward" and fresh.head.commit_id == plan.target_head
-        suffix = " (fast-forward)" if fast_forward else ""
-        return (fresh.head.commit_id, plan.source_head), f"merge {source} into {into}{suffix}"
-
-    try:
-        published = commit(graph, into, prepare, message=f"merge {source} into {into}", actor=actor,
-                           head_for=head_for, publish_empty=True)
-    except _AlreadyUpToDate:
-        plan = plans[-1]
+    done = commit(graph, into, prepare, actor=actor)
+    plan = done.plan.payload
+    if plan.outcome == "up_to_date":
         return MergeResult("up_to_date", source, into, plan.base, plan.source_head, plan.target_head, None)
-    plan = plans[-1]
-    return MergeResult(plan.outcome, source, into, plan.base, plan.source_head, plan.target_head, published, plan.changes)
+    return MergeResult(plan.outcome, source, into, plan.base, plan.source_head, plan.target_head, done.published, plan.changes)

@@ -14,10 +14,13 @@ Semantics (see ``docs/mutations.md``):
 * edge endpoints and ``@unique`` are checked on the result before anything is armed
   (:func:`engine.ops.merge_check.check_merged`, the same checks as branch merge).
 
+This module selects and binds the query and runs it as one commit; the evaluation itself (what
+each statement stages) is :mod:`engine.ops.mutate_eval`.
+
 Limits: per table, strict-insert plus upsert rows (an update's matched rows included, counted
-while matching) at most :data:`engine.ops.load.MAX_ROWS` and their Arrow data at most
-:data:`engine.ops.load.MAX_ARROW_BYTES`, else ``resource_limit`` before any intent is armed. Deleted
-ids are not staged rows and are not limited.
+while matching) and their Arrow data within the per-commit limits (:mod:`engine.ops.limits`),
+else ``resource_limit`` before any intent is armed. Deleted ids are not staged rows and are not
+limited.
 
 Conflicts (all through :func:`engine.ops.write.commit`, which re-runs ``prepare`` on a fresh
 snapshot after a storage conflict that landed nothing): an insert-only query is re-prepared
@@ -31,31 +34,19 @@ generated ids stay the same, never turned into an upsert); a query with an ``upd
 from __future__ import annotations
 
 import datetime as dt
-import json
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from engine.errors import BadRequest, KeyConflict, PreconditionFailed, ReadSetConflict, ResourceLimit
+from engine.errors import BadRequest, PreconditionFailed, ReadSetConflict
 from engine.gq import parse
-from engine.gq.checker import BoundQuery, BoundStatement, Condition, check_mix, check_query
+from engine.gq.checker import BoundQuery, check_mix, check_query
 from engine.gq.syntax import Query
 from engine.graph import Graph
 from engine.manifest import BranchSnapshot
-from engine.ops.id_probe import present_ids
-from engine.ops.load import MAX_ARROW_BYTES, MAX_ROWS
-from engine.ops.merge_check import check_merged
-from engine.ops.merge_diff import TableChanges
-from engine.ops.write import CommitResult, TableWrite, commit
-from engine.records import EdgeRow, NodeRow, rows_to_arrow
-from engine.schema import TableDef
-from engine.schema.ids import derive_node_id, new_ulid
-from engine.storage import open_pinned
-
-Row = NodeRow | EdgeRow
+from engine.ops.mutate_eval import Affected, Evaluation
+from engine.ops.write import commit
+from engine.ops.write_plan import CommitPlan, CommitResult
+from engine.schema.ids import new_ulid
 
 
 @dataclass(frozen=True)
@@ -122,33 +113,27 @@ def mutate(
     graph.manifest.require_branch(branch)
     ids = _generated_ids(bound)
     reads_branch = any(statement.verb != "insert" for statement in bound.statements)
-    first_head: list[str] = []
-    outcome: dict[str, int] = {}
 
-    def prepare(snapshot: BranchSnapshot) -> list[TableWrite]:
+    def prepare(snapshot: BranchSnapshot, previous: CommitPlan[Affected] | None) -> CommitPlan[Affected]:
         head = snapshot.head.commit_id
         if if_commit is not None and head != if_commit:
             raise PreconditionFailed(
                 f"branch {branch!r} is at commit {head}, not {if_commit} (--if-commit); nothing was written",
                 {"expected": if_commit, "actual": head},
             )
-        if not first_head:
-            first_head.append(head)
-        elif reads_branch and head != first_head[0]:
+        if reads_branch and previous is not None and head != previous.base_head:
             raise ReadSetConflict(
-                f"branch {branch!r} moved from {first_head[0]} to {head} while query {bound.name!r} was "
+                f"branch {branch!r} moved from {previous.base_head} to {head} while query {bound.name!r} was "
                 "being written; its update/delete matched rows of the old head; nothing was written, "
                 "run the mutation again",
-                {"member": branch, "expected": first_head[0], "actual": head},
+                {"member": branch, "expected": previous.base_head, "actual": head},
             )
-        staged = _Evaluation(graph, snapshot, ids).run(bound)
-        outcome.update(nodes=staged.affected("node"), edges=staged.affected("edge"))
-        return staged.writes()
+        staged = Evaluation(graph, snapshot, ids).run(bound)
+        return CommitPlan(staged.writes(), (head,), f"mutate {bound.name}", staged.affected())
 
-    result = commit(graph, branch, prepare, message=f"mutate {bound.name}", actor=actor)
-    if result is None:
-        return MutationResult(bound.name, branch, 0, 0, None)
-    return MutationResult(bound.name, branch, outcome["nodes"], outcome["edges"], result)
+    done = commit(graph, branch, prepare, actor=actor)
+    affected = done.plan.payload
+    return MutationResult(bound.name, branch, affected.nodes, affected.edges, done.published)
 
 
 def _generated_ids(bound: BoundQuery) -> dict[int, str]:
@@ -158,235 +143,3 @@ def _generated_ids(bound: BoundQuery) -> dict[int, str]:
         for index, statement in enumerate(bound.statements)
         if statement.verb == "insert" and statement.table.key is None and "id" not in statement.values
     }
-
-
-@dataclass
-class _Pending:
-    """A table's staged rows: strict inserts and upserts by id (insertion order), deleted ids."""
-
-    table: TableDef
-    strict: dict[str, Row] = field(default_factory=dict)
-    upserts: dict[str, Row] = field(default_factory=dict)
-    deleted: set[str] = field(default_factory=set)
-
-    def rows(self) -> Iterable[Row]:
-        yield from self.strict.values()
-        yield from self.upserts.values()
-
-    def staged(self) -> int:
-        return len(self.strict) + len(self.upserts)
-
-    def get(self, row_id: str) -> Row | None:
-        return self.strict.get(row_id) or self.upserts.get(row_id)
-
-
-class _Evaluation:
-    """One evaluation of a bound query over one snapshot (a re-prepare starts a new one)."""
-
-    def __init__(self, graph: Graph, snapshot: BranchSnapshot, ids: dict[int, str]) -> None:
-        self._graph = graph
-        self._snapshot = snapshot
-        self._ids = ids
-        self._pending: dict[str, _Pending] = {}
-
-    def _state(self, table: TableDef) -> _Pending:
-        return self._pending.setdefault(table.table_key, _Pending(table))
-
-    def run(self, bound: BoundQuery) -> _Evaluation:
-        for index, statement in enumerate(bound.statements):
-            if statement.verb == "insert":
-                self._insert(index, statement)
-            elif statement.verb == "update":
-                self._update(statement)
-            else:
-                self._delete(statement)
-        if bound.kind == "write":
-            self._validate()
-        return self
-
-    # -- statements --------------------------------------------------------------------------
-
-    def _insert(self, index: int, statement: BoundStatement) -> None:
-        table, values = statement.table, dict(statement.values)
-        explicit = values.pop("id", None)
-        props = {prop.name: values[prop.name] for prop in table.properties}
-        state = self._state(table)
-        if table.key is not None:
-            row_id = derive_node_id(table, props)
-            if explicit is not None and explicit != row_id:
-                raise BadRequest(
-                    f"line {statement.line}: id {explicit!r} does not match the id {row_id!r} derived from "
-                    f"the @key of {table.type_name}",
-                    {"line": statement.line, "type_name": table.type_name, "id": explicit, "derived_id": row_id},
-                )
-            state.upserts[row_id] = NodeRow(statement.line, table.type_name, row_id, props)
-            return
-        row_id = explicit or self._ids[index]
-        if state.get(row_id) is not None:
-            raise BadRequest(
-                f"line {statement.line}: the query inserts {table.type_name} id {row_id!r} twice",
-                {"line": statement.line, "type_name": table.type_name, "id": row_id},
-            )
-        if table.kind == "node":
-            state.strict[row_id] = NodeRow(statement.line, table.type_name, row_id, props)
-        else:
-            state.strict[row_id] = EdgeRow(statement.line, table.type_name, row_id, values["src"], values["dst"], props)
-
-    def _update(self, statement: BoundStatement) -> None:
-        table, state = statement.table, self._state(statement.table)
-        assert statement.where is not None
-        for row in self._matching(statement, state):
-            values = {**row.values, **statement.values}
-            updated = NodeRow(statement.line, table.type_name, row.id, values)
-            if row.id in state.strict:
-                state.strict[row.id] = updated
-            else:
-                state.upserts[row.id] = updated
-
-    def _delete(self, statement: BoundStatement) -> None:
-        table, state = statement.table, self._state(statement.table)
-        ids = sorted(self._committed_ids(statement, state))  # a delete-only query stages no rows
-        state.deleted.update(ids)
-        if table.kind != "node" or not ids:
-            return
-        for edge in self._graph.catalog.tables():
-            columns = [c for c, t in (("src", edge.from_type), ("dst", edge.to_type)) if edge.kind == "edge" and t == table.type_name]
-            if not columns:
-                continue
-            edge_state = self._state(edge)
-            predicate = None
-            for column in columns:
-                test = pc.field(column).isin(pa.array(ids, pa.utf8()))
-                predicate = test if predicate is None else predicate | test
-            hits = self._scan(edge, predicate, ["id"])
-            edge_state.deleted.update(hits.column("id").to_pylist())
-
-    # -- reading -----------------------------------------------------------------------------
-
-    def _scan(self, table: TableDef, predicate: pc.Expression, columns: list[str] | None) -> pa.Table:
-        entry = self._snapshot.table(table.table_key)
-        dataset = open_pinned(self._graph.store, entry.image)
-        return dataset.to_table(columns=columns, filter=predicate)
-
-    def _committed_ids(self, statement: BoundStatement, state: _Pending) -> list[str]:
-        """Ids of committed rows that ``where`` matches, less those a pending row shadows or a
-        pending delete removed (only the ``id`` column is read)."""
-        condition = statement.where
-        assert condition is not None
-        shadowed = set(state.strict) | set(state.upserts) | state.deleted
-        scanned = self._scan(statement.table, condition.expression(), ["id"]).column("id").to_pylist()
-        return [row_id for row_id in scanned if row_id not in shadowed]
-
-    def _matching(self, statement: BoundStatement, state: _Pending) -> list[Row]:
-        """Rows that ``where`` matches: committed ones (see :meth:`_committed_ids`), then pending
-        ones. Committed matches would become new staged rows, so they are counted against the
-        table's row limit before their rows are read."""
-        condition = statement.where
-        assert condition is not None
-        table = statement.table
-        ids = self._committed_ids(statement, state)
-        if state.staged() + len(ids) > MAX_ROWS:
-            raise _row_limit(table, state.staged() + len(ids), f"line {statement.line}: the update matches too many rows")
-        committed: list[Row] = []
-        if ids:
-            stored = self._scan(table, pc.field("id").isin(pa.array(ids, pa.utf8())), None)
-            committed = _rows(table, stored, statement.line)
-        pending = [row for row in state.rows() if _matches(condition, row)]
-        return committed + pending
-
-    # -- result ------------------------------------------------------------------------------
-
-    def _validate(self) -> None:
-        for key, state in sorted(self._pending.items()):
-            if not state.strict:
-                continue
-            existing = present_ids(self._graph, self._snapshot.table(key), list(state.strict))
-            if existing:
-                raise KeyConflict(state.table.kind, state.table.type_name, min(existing))
-        changes = {
-            key: TableChanges(key, inserts=sorted(state.strict), updates=sorted(state.upserts))
-            for key, state in self._pending.items()
-            if state.staged()
-        }
-        problems = check_merged(self._graph, self._snapshot, changes, self._arrow())
-        if problems:
-            lines = {(key, row.id): row.line for key, state in self._pending.items() for row in state.rows()}
-            raise _invalid(problems, lines)
-
-    def _arrow(self) -> dict[str, pa.Table]:
-        with_pk = self._graph.profile.router.with_pk
-        return {
-            key: rows_to_arrow(state.table, list(state.rows()), with_pk=with_pk)  # type: ignore[arg-type]
-            for key, state in sorted(self._pending.items())
-            if state.staged()
-        }
-
-    def affected(self, kind: str) -> int:
-        return sum(len(s.deleted) + s.staged() for s in self._pending.values() if s.table.kind == kind)
-
-    def writes(self) -> list[TableWrite]:
-        with_pk = self._graph.profile.router.with_pk
-        writes = []
-        for key, state in sorted(self._pending.items()):
-            if not (state.staged() or state.deleted):
-                continue
-            strict = rows_to_arrow(state.table, list(state.strict.values()), with_pk=with_pk)  # type: ignore[arg-type]
-            upserts = rows_to_arrow(state.table, list(state.upserts.values()), with_pk=with_pk)  # type: ignore[arg-type]
-            if state.staged() > MAX_ROWS:
-                raise _row_limit(state.table, state.staged(), "the query stages too many rows")
-            nbytes = strict.nbytes + upserts.nbytes
-            if nbytes > MAX_ARROW_BYTES:
-                raise ResourceLimit(
-                    "arrow_bytes", MAX_ARROW_BYTES, nbytes,
-                    f"{key}: {nbytes} bytes of Arrow data in one commit exceed the limit of {MAX_ARROW_BYTES}; "
-                    "split the mutation into smaller ones",
-                    table_key=key,
-                )
-            writes.append(TableWrite(key, "merge", strict, delete_ids=tuple(sorted(state.deleted)), upsert_rows=upserts))
-        return writes
-
-
-def _row_limit(table: TableDef, actual: int, what: str) -> ResourceLimit:
-    return ResourceLimit(
-        "rows", MAX_ROWS, actual,
-        f"{table.table_key}: {what}: {actual} rows in one commit exceed the limit of {MAX_ROWS}; "
-        "split the mutation (for example, narrow its where clause) into several commits",
-        table_key=table.table_key,
-    )
-
-
-def _matches(condition: Condition, row: Row) -> bool:
-    if condition.column == "id":
-        return condition.matches(row.id)
-    if condition.column in ("src", "dst"):
-        return condition.matches(getattr(row, condition.column))
-    return condition.matches(row.values.get(condition.column))
-
-
-def _rows(table: TableDef, stored: pa.Table, line: int) -> list[Row]:
-    columns = {name: stored.column(name).to_pylist() for name in stored.column_names}
-    rows: list[Row] = []
-    for index, row_id in enumerate(columns["id"]):
-        values = {prop.name: columns[prop.name][index] for prop in table.properties}
-        if table.kind == "node":
-            rows.append(NodeRow(line, table.type_name, row_id, values))
-        else:
-            rows.append(EdgeRow(line, table.type_name, row_id, columns["src"][index], columns["dst"][index], values))
-    return sorted(rows, key=lambda row: row.id)
-
-
-def _invalid(problems: list[dict[str, Any]], lines: dict[tuple[str, str], int]) -> BadRequest:
-    """``bad_request`` naming the first problem and the statement line of its row; every problem
-    (with its ``line``) in ``details.problems``."""
-    problems = [{**problem, "line": lines.get((problem["table_key"], problem["id"]))} for problem in problems]
-    first = problems[0]
-    if first["kind"] == "missing_endpoint":
-        what = f"{first['table_key']} {first['id']!r}: {first['column']} {first['node_id']!r} is not a {first['node_type']} node"
-    else:
-        what = (
-            f"{first['table_key']} {first['id']!r}: {first['property']} value {first['value']!r} is already used by "
-            f"id {first['existing_id']!r} (@unique)"
-        )
-    more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-    safe = json.loads(json.dumps(problems, default=str))
-    return BadRequest(f"line {first['line']}: the mutation is invalid: {what}{more}; nothing was written", {"problems": safe})

@@ -1,129 +1,63 @@
 """The write protocol: one graph commit = prepare, arm, effects, publish, disarm.
 
-1. Prepare: ``prepare(snapshot)`` validates against the branch snapshot and returns the
-   per-table writes (it raises ``key_conflict``/``bad_request``/``resource_limit`` itself).
-   Before arming, every table to write must be at the version the manifest pins (no other
-   commit's unpublished effects under it): a live writer's commit in flight is waited for, a dead
-   writer's is resolved (:mod:`engine.reconcile.recovery`), a stale snapshot is refreshed.
+:func:`commit` is the one seam every write goes through. An attempt:
+
+1. Prepare: ``prepare(snapshot, previous)`` validates against the branch snapshot and returns
+   one :class:`~engine.ops.write_plan.CommitPlan` (it raises ``key_conflict``/``bad_request``/
+   ``resource_limit`` itself; the per-commit limits are :mod:`engine.ops.limits`). A plan with
+   nothing to publish ends the commit here. Every table to write must then be at the version the
+   manifest pins (:func:`engine.reconcile.pins.check_pins`); any other verdict abandons the
+   attempt before anything is armed and is acted on as a step of its own: wait for a live
+   writer's commit, resolve a dead writer's, settle out-of-band commits (which publishes its own
+   adoption commit, or refuses with ``table_drift``), or just refresh a stale snapshot; then the
+   next attempt starts.
 2. Arm: ``__recovery/<op>.json`` (create-if-absent) records every table's state before.
-3. Effects, per table in key order: fork the table if the branch inherits it (from exactly the
-   pinned version), then one Lance commit through the profile's router, from the pinned version.
-4. Publish: one ``__manifest`` commit (table rows + head row) from the snapshot's version.
+3. Effects (:mod:`engine.ops.write_effects`), per table in key order: fork if inherited, then one
+   router operation from the pinned version.
+4. Publish (:mod:`engine.ops.write_publish`): one ``__manifest`` commit (table rows + head row)
+   from the snapshot's version, rebased over concurrent publishes when that is safe.
 5. Disarm: delete the intent.
 
 A storage conflict before any table effect deletes the intent and re-runs the whole attempt from
-step 1 with a fresh snapshot (bounded, with jittered backoff); a strict insert therefore
-re-probes its ids and ends as ``key_conflict`` once a concurrent winner is published, and never
-turns into an upsert. A conflict after an effect landed is ``recovery_required`` with the intent
-kept. A publish that loses to a concurrent publish (two writers passed the pin check together)
-is rebased onto the new head when every table it touched only gained Update/Append commits in
-between (its rows are then contained in the newer version); otherwise it is
-``recovery_required``. Support boundary: one writer process per graph; concurrent processes are
-fenced against duplicate ids, not promised serializable multi-table commits.
+step 1 with a fresh snapshot (bounded by :data:`RETRY_SECONDS`, with jittered backoff); a strict
+insert therefore re-probes its ids and ends as ``key_conflict`` once a concurrent winner is
+published, and never turns into an upsert. A conflict after an effect landed is
+``recovery_required`` with the intent kept. Every attempt writes to the branch incarnation the
+commit started on or to none. Support boundary: one writer process per graph; concurrent
+processes are fenced against duplicate ids, not promised serializable multi-table commits.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Literal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Generic, NoReturn
 
-import pyarrow as pa
-from lance import LanceDataset
-from tenacity import (
-    Retrying,
-    retry_if_exception_type,
-    stop_after_delay,
-    wait_exponential_jitter,
-)
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
-from engine.access import writer_audit
-from engine.door import CommitConflict, ExistingKeys, table_store
-from engine.errors import BadRequest, NotFound, ReadSetConflict, RecoveryRequired
+from engine.door import CommitConflict
+from engine.errors import BadRequest, Internal, NotFound, ReadSetConflict
 from engine.failpoints import failpoint
 from engine.graph import Graph
-from engine.manifest import (
-    MAIN,
-    BranchSnapshot,
-    HeadEntry,
-    TableEntry,
-    lance_branch_name,
-    now_ms,
-    with_version,
-)
-from engine.reconcile import IntentTable, WriteIntent, branch_guard, drift, intents, recovery
+from engine.manifest import MAIN, BranchSnapshot, TableEntry, lance_branch_name, now_ms
+from engine.ops.write_effects import apply_effects
+from engine.ops.write_plan import CommitPlan, NoEffectConflict, P, Prepare, WriteResult
+from engine.ops.write_publish import publish, refuse_foreign_base
+from engine.reconcile import IntentTable, PinVerdict, WriteIntent, branch_guard, drift, intents, pins, recovery
 from engine.schema.ids import new_ulid
-from engine.storage import FORMAT_4, FORMAT_5, ensure_fork, latest_version, list_branches, open_dataset, open_pinned
 from engine.storage.process import process_start_marker, this_host
 
-WriteKind = Literal["insert", "upsert", "overwrite", "repair", "merge"]
 RETRY_SECONDS = 60.0
-PUBLISH_ATTEMPTS = 64
-_REBASE_SAFE_OPERATIONS = frozenset({"Update", "Append"})
 
 
-@dataclass(frozen=True)
-class TableWrite:
-    """Validated rows for one table and how to write them.
-
-    ``repair`` (duplicate repair behind the migration barrier only) first deletes the rows whose
-    id is in ``delete_ids`` (and null-id rows if ``delete_null_ids``), then inserts ``rows``.
-    ``merge`` (branch merge, ``.gq`` mutations) strict-inserts ``rows``, upserts ``upsert_rows`` and deletes
-    ``delete_ids``, each step skipped when empty (see :func:`_merge_effect`). An ``overwrite``
-    may give its rows as a ``RecordBatchReader`` (a load streams a large table into its one
-    commit); the reader is consumed by the effect, so ``prepare`` makes a new one per attempt.
-    """
-
-    table_key: str
-    kind: WriteKind
-    rows: pa.Table | pa.RecordBatchReader
-    delete_ids: tuple[str, ...] = ()
-    delete_null_ids: bool = False
-    upsert_rows: pa.Table | None = None
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    """A published graph commit."""
-
-    commit_id: str
-    branch: str
-    manifest_version: int
-    tables: list[TableEntry]
-    parents: tuple[str, ...] = ()
-
-
-Prepare = Callable[[BranchSnapshot], list[TableWrite]]
-HeadFor = Callable[[BranchSnapshot], tuple[tuple[str, ...], str]]
-"""``(parents, message)`` of the head row to publish on top of a branch snapshot."""
-
-
-class _NoEffectConflict(Exception):
-    """A storage conflict hit before any table effect: the attempt may be re-prepared."""
-
-
-def commit(
-    graph: Graph,
-    branch: str,
-    prepare: Prepare,
-    *,
-    message: str,
-    actor: str,
-    head_for: HeadFor | None = None,
-    publish_empty: bool = False,
-) -> CommitResult | None:
-    """Run one graph commit on ``branch``; None if ``prepare`` produced no writes.
-
-    ``head_for`` chooses the published head's parents and message (default: the branch head as
-    the only parent, and ``message``); it is asked again when the publish is rebased.
-    ``publish_empty`` publishes a head-only commit when ``prepare`` produced no writes.
-    """
-    choose_head: HeadFor = head_for or (lambda base: ((base.head.commit_id,), message))
+def commit(graph: Graph, branch: str, prepare: Prepare[P], *, actor: str) -> WriteResult[P]:
+    """Run one graph commit on ``branch`` (see the module docstring); the plan of the attempt
+    that finished, and the commit it published if it had anything to publish."""
     if not graph.writable:
         raise BadRequest("the graph was opened read-only")
     retrying = Retrying(
-        retry=retry_if_exception_type(_NoEffectConflict),
+        retry=retry_if_exception_type(NoEffectConflict),
         stop=stop_after_delay(RETRY_SECONDS),
         wait=wait_exponential_jitter(multiplier=0.02, max=0.5, jitter=0.05),
         reraise=True,
@@ -134,61 +68,112 @@ def commit(
         incarnation = graph.manifest.incarnation(branch)
         if incarnation is None:
             raise NotFound(f"graph branch {branch!r} does not exist (see `omnigraph branch list`)", {"branch": branch})
+    attempts = _Attempts(graph, branch, incarnation, prepare, actor)
     try:
-        for attempt in retrying:
-            with attempt:
-                return _attempt(graph, branch, incarnation, prepare, choose_head, actor, publish_empty)
-    except _NoEffectConflict as conflict:
+        return retrying(attempts.run)
+    except NoEffectConflict as conflict:
         raise ReadSetConflict(
             f"concurrent writers on branch {branch!r} kept conflicting for {RETRY_SECONDS:.0f}s; "
             "nothing was written, retry the operation",
             {"member": branch, "expected": "no concurrent conflicting commit", "actual": str(conflict)},
         ) from conflict
-    return None
 
 
-def _attempt(
-    graph: Graph, branch: str, incarnation: str, prepare: Prepare, head_for: HeadFor, actor: str,
-    publish_empty: bool,
-) -> CommitResult | None:
-    """One try of the protocol on the branch incarnation the commit started on (read before the
-    snapshot, so the snapshot is of it or of a later one, which the check after arming refuses)."""
-    target = lance_branch_name(branch)
+class _Attempts(Generic[P]):
+    """The attempts of one commit on the branch incarnation it started on (read before any
+    snapshot, so every snapshot is of it or of a later one, which the check after arming
+    refuses); remembers the last plan, the ``previous`` of the next prepare."""
+
+    def __init__(self, graph: Graph, branch: str, incarnation: str, prepare: Prepare[P], actor: str) -> None:
+        self.graph = graph
+        self.branch = branch
+        self.incarnation = incarnation
+        self.prepare = prepare
+        self.actor = actor
+        self.previous: CommitPlan[P] | None = None
+
+    def run(self) -> WriteResult[P]:
+        """One attempt; ends with :class:`NoEffectConflict` when it must be run again."""
+        with self._reading():
+            snapshot = self.graph.manifest.snapshot(self.branch)
+            refuse_foreign_base(self.graph, snapshot)
+            plan = self._plan(snapshot)
+            if not plan.writes and not plan.publish_empty:
+                return WriteResult(plan, None)
+            failpoint("write.after_prepare")
+            writes = sorted(plan.writes, key=lambda w: w.table_key)
+            verdict = pins.check_pins(self.graph.store, self.graph.manifest, snapshot, [w.table_key for w in writes])
+        if verdict.action != "clean":
+            with self._reading():  # a step of its own: nothing of this attempt is armed
+                _act_on_pins(self.graph, self.branch, verdict, self.actor)
+        operation_id = new_ulid()
+        target = lance_branch_name(self.branch)
+        tables = [_intent_table(snapshot.table(w.table_key), target) for w in writes]
+        intents.arm(self.graph.store, self._intent(operation_id, snapshot, tables))
+        failpoint("write.after_arm")
+        _require_incarnation(self.graph, self.branch, self.incarnation, operation_id)
+        entries = apply_effects(self.graph, snapshot, writes, tables, operation_id)
+        published = publish(self.graph, snapshot, entries, operation_id, plan, self.actor)
+        failpoint("write.after_publish")
+        intents.disarm(self.graph.store, operation_id)
+        return WriteResult(plan, published)
+
+    def _plan(self, snapshot: BranchSnapshot) -> CommitPlan[P]:
+        plan = self.prepare(snapshot, self.previous)
+        if not plan.parents or plan.base_head != snapshot.head.commit_id:
+            raise Internal(f"a commit plan's first parent must be the head it was prepared on ({snapshot.head.commit_id})")
+        self.previous = plan
+        return plan
+
+    def _intent(self, operation_id: str, snapshot: BranchSnapshot, tables: list[IntentTable]) -> WriteIntent:
+        return WriteIntent(
+            operation_id=operation_id,
+            graph_branch=self.branch,
+            graph_incarnation=self.incarnation,
+            base_manifest_version=snapshot.manifest_version,
+            base_commit_id=snapshot.head.commit_id,
+            tables=tables,
+            actor=self.actor,
+            program=self.graph.profile.program,
+            host=this_host(),
+            pid=os.getpid(),
+            process_start=process_start_marker(os.getpid()),
+            created_at=now_ms(),
+        )
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Lance's "not found" when the branch's images were deleted meanwhile: typed if the
+        branch went away (:func:`_require_incarnation`), else passed on."""
+        try:
+            yield
+        except (ValueError, OSError):
+            _require_incarnation(self.graph, self.branch, self.incarnation, None)
+            raise
+
+
+def _act_on_pins(graph: Graph, branch: str, verdict: PinVerdict, actor: str) -> NoReturn:
+    """Do what a pin verdict other than ``clean`` asks for; ends by asking for a fresh attempt
+    (:class:`NoEffectConflict`), or with ``table_drift``."""
+    if verdict.action == "refresh":
+        raise NoEffectConflict("the snapshot is stale: a concurrent commit was published")
+    if verdict.action == "wait":
+        raise NoEffectConflict("waiting for a concurrent commit in flight on the same table")
+    if verdict.action == "resolve":
+        recovery.resolve_intents(graph.store, graph.manifest)
+        raise NoEffectConflict("resolved an interrupted commit on the same table")
     try:
-        snapshot = graph.manifest.snapshot(branch)
-        _refuse_foreign_base(graph, snapshot)
-        writes = sorted(prepare(snapshot), key=lambda w: w.table_key)
-        if not writes and not publish_empty:
-            return None
-        failpoint("write.after_prepare")
-        _require_pinned_heads(graph, snapshot, writes, target, actor)
-    except (ValueError, OSError):  # Lance's "not found" when the branch's images were deleted meanwhile
-        _require_incarnation(graph, branch, incarnation, None)
-        raise
-    operation_id = new_ulid()
-    plan = [_intent_table(snapshot.table(w.table_key), target) for w in writes]
-    intent = WriteIntent(
-        operation_id=operation_id,
-        graph_branch=branch,
-        graph_incarnation=incarnation,
-        base_manifest_version=snapshot.manifest_version,
-        base_commit_id=snapshot.head.commit_id,
-        tables=plan,
-        actor=actor,
-        program=graph.profile.program,
-        host=this_host(),
-        pid=os.getpid(),
-        process_start=process_start_marker(os.getpid()),
-        created_at=now_ms(),
-    )
-    intents.arm(graph.store, intent)
-    failpoint("write.after_arm")
-    _require_incarnation(graph, branch, incarnation, operation_id)
-    entries = _apply_effects(graph, snapshot, writes, plan, operation_id)
-    published = _publish(graph, snapshot, entries, operation_id, head_for, actor)
-    failpoint("write.after_publish")
-    intents.disarm(graph.store, operation_id)
-    return published
+        adopted, drifted = drift.settle(
+            graph.store, graph.manifest, branch, actor=actor, require_fencing=graph.profile.router.with_pk,
+            table_keys=list(verdict.table_keys), include_forks=True,
+        )
+    except CommitConflict as conflict:
+        raise NoEffectConflict(str(conflict)) from conflict
+    if drifted:
+        raise drift.drift_error(graph.store.uri, drifted)
+    if adopted:
+        raise NoEffectConflict("adopted out-of-band commits that change no row")
+    raise NoEffectConflict("the table moved while it was classified (a concurrent commit); looking again")
 
 
 def _require_incarnation(graph: Graph, branch: str, incarnation: str, operation_id: str | None) -> None:
@@ -223,73 +208,6 @@ def _require_incarnation(graph: Graph, branch: str, incarnation: str, operation_
     )
 
 
-def _refuse_foreign_base(graph: Graph, snapshot: BranchSnapshot) -> None:
-    """A stamp-5 commit never builds on a head a format-4 writer published after the stamp."""
-    if graph.stamp != FORMAT_5 or snapshot.head.writer_format != FORMAT_4:
-        return
-    foreign = writer_audit.foreign_head(snapshot, graph.manifest.read_fenced_heads())
-    if foreign is not None:
-        raise writer_audit.foreign_refusal(graph.store.uri, [foreign])
-
-
-def _require_pinned_heads(
-    graph: Graph, snapshot: BranchSnapshot, writes: list[TableWrite], target: str | None, actor: str
-) -> None:
-    """Effects land only on the version the manifest pins, never on another commit's
-    unpublished effects (which would publish them with this commit).
-
-    A table branch ahead of its pin is another commit in flight: wait for it (retry) if its writer
-    is alive, resolve it if its writer is dead; a newer published pin means this snapshot is stale
-    (retry). Ahead with no intent at all was committed outside the engine: an owned table's commits,
-    or an unpublished fork of an inherited one, are classified (:mod:`engine.reconcile.drift`):
-    adopted when they change no row (retry), ``table_drift`` otherwise; a table that moved while it
-    was classified is looked at again (retry).
-    """
-    store = graph.store
-    ahead: list[tuple[TableEntry, int]] = []
-    for write in writes:
-        entry = snapshot.table(write.table_key)
-        if entry.table_branch == target:
-            pinned = entry.table_version
-        else:
-            fork = list_branches(open_dataset(store, entry.table_path)).get(str(target))
-            if fork is None:
-                continue
-            pinned = fork.parent_version
-            if (fork.parent_branch, fork.parent_version) != (entry.table_branch, entry.table_version):
-                pinned = -1  # forked from another image than the pin: never this branch's to write on
-        head = latest_version(store, entry.table_path, target)
-        if head > pinned:
-            ahead.append((entry, head))
-    if not ahead:
-        return
-    in_flight = intents.list_intents(store)  # listed before re-reading the manifest: no gap
-    fresh = graph.manifest.snapshot(snapshot.branch)
-    for entry, head in ahead:
-        now = fresh.table(entry.table_key)
-        if now.table_branch == target and now.table_version >= head:
-            raise _NoEffectConflict("the snapshot is stale: a concurrent commit was published")
-    moved = {(entry.table_path, target) for entry, _ in ahead}
-    covering = [intent for intent in in_flight if recovery.touched_tables(intent) & moved]
-    if any(intents.owner_is_alive(i) for i in covering):
-        raise _NoEffectConflict("waiting for a concurrent commit in flight on the same table")
-    if covering:
-        recovery.resolve_intents(store, graph.manifest)
-        raise _NoEffectConflict("resolved an interrupted commit on the same table")
-    try:
-        adopted, drifted = drift.settle(
-            store, graph.manifest, snapshot.branch, actor=actor, require_fencing=graph.profile.router.with_pk,
-            table_keys=[entry.table_key for entry, _ in ahead], include_forks=True,
-        )
-    except CommitConflict as conflict:
-        raise _NoEffectConflict(str(conflict)) from conflict
-    if drifted:
-        raise drift.drift_error(store.uri, drifted)
-    if adopted:
-        raise _NoEffectConflict("adopted out-of-band commits that change no row")
-    raise _NoEffectConflict("the table moved while it was classified (a concurrent commit); looking again")
-
-
 def _intent_table(entry: TableEntry, target: str | None) -> IntentTable:
     return IntentTable(
         table_key=entry.table_key,
@@ -300,124 +218,3 @@ def _intent_table(entry: TableEntry, target: str | None) -> IntentTable:
         fork_planned=entry.table_branch != target,
     )
 
-
-def _apply_effects(
-    graph: Graph, snapshot: BranchSnapshot, writes: list[TableWrite], plan: list[IntentTable], operation_id: str
-) -> list[TableEntry]:
-    store, router = graph.store, graph.profile.router
-    entries: list[TableEntry] = []
-    for write, table in zip(writes, plan, strict=True):
-        entry = snapshot.table(write.table_key)
-        try:
-            if table.fork_planned:
-                ensure_fork(store, entry.table_path, str(table.target_branch), entry.table_branch, entry.table_version, operation_id)
-                failpoint("write.after_fork")
-            dataset = open_pinned(store, entry.image.on(table.target_branch))
-            if router.check_writable is not None:
-                router.check_writable(dataset, entry.table_path)
-            if write.kind == "insert":
-                version = router.strict_insert(dataset, write.rows)
-            elif write.kind == "upsert":
-                version = router.upsert(dataset, write.rows)
-            elif write.kind == "merge":
-                version = _merge_effect(dataset, write)
-            elif write.kind == "repair":
-                version = table_store.repair_rows(dataset, list(write.delete_ids), write.delete_null_ids, write.rows)
-            else:
-                schema = graph.catalog.table(write.table_key).arrow_schema(with_pk=router.with_pk)
-                version = router.overwrite(dataset, write.rows, schema)
-        except table_store.EffectLanded as landed:
-            raise RecoveryRequired(
-                operation_id,
-                f"{write.table_key}: {landed}; resolve the commit with `{drift.recover_command(store.uri)}`",
-                table_key=write.table_key,
-            ) from landed
-        except (CommitConflict, ExistingKeys) as conflict:
-            if entries:
-                raise RecoveryRequired(
-                    operation_id,
-                    f"a concurrent commit conflicted on {write.table_key} after earlier tables of this "
-                    f"commit landed; resolve it with `{drift.recover_command(store.uri)}` before retrying",
-                    table_key=write.table_key,
-                ) from conflict
-            intents.disarm(store, operation_id)
-            raise _NoEffectConflict(str(conflict)) from conflict
-        # Merges advance the dataset object in place; writers that return a new dataset do not.
-        written = dataset if dataset.version == version else open_pinned(store, entry.image.on(table.target_branch).at(version))
-        rows = written.count_rows()
-        entries.append(with_version(entry, table.target_branch, version, rows))
-        failpoint("write.after_effect")
-    return entries
-
-
-def _merge_effect(dataset: LanceDataset, write: TableWrite) -> int:
-    """Strict insert, then upsert, then delete (each only if non-empty), on one table.
-
-    A conflict on the first step landed nothing and propagates as such; on a later step it is
-    :class:`table_store.EffectLanded` (recovery restores the table to its pinned version). The
-    failpoint ``write.after_merge_step`` follows every step.
-    """
-    steps: list[Callable[[], int]] = []
-    if write.rows.num_rows:
-        steps.append(lambda: table_store.strict_insert(dataset, write.rows))
-    if write.upsert_rows is not None and write.upsert_rows.num_rows:
-        steps.append(lambda: table_store.upsert(dataset, write.upsert_rows))  # type: ignore[arg-type]
-    if write.delete_ids:
-        steps.append(lambda: table_store.delete_rows(dataset, list(write.delete_ids)))
-    version = int(dataset.version)
-    for index, step in enumerate(steps):
-        try:
-            version = step()
-        except (CommitConflict, ExistingKeys) as conflict:
-            if index == 0:
-                raise
-            raise table_store.EffectLanded(f"the merge of {write.table_key} conflicted after its first step: {conflict}") from conflict
-        failpoint("write.after_merge_step")
-    return version
-
-
-def _publish(
-    graph: Graph, snapshot: BranchSnapshot, entries: list[TableEntry], operation_id: str, head_for: HeadFor, actor: str
-) -> CommitResult:
-    parents, message = head_for(snapshot)
-    head = HeadEntry(
-        operation_id, parents, actor, message, now_ms(),
-        writer_program=graph.profile.program, writer_format=graph.profile.init_stamp,
-    )
-    base = snapshot
-    for _ in range(PUBLISH_ATTEMPTS):
-        try:
-            version = graph.manifest.publish(base, entries, head)
-        except CommitConflict:
-            base = graph.manifest.snapshot(snapshot.branch)
-            _refuse_foreign_base(graph, base)
-            entries = [_rebase_entry(graph, ours, base, operation_id) for ours in entries]
-            parents, message = head_for(base)
-            head = replace(head, parents=parents, message=message)
-            continue
-        return CommitResult(operation_id, snapshot.branch, version, entries, head.parents)
-    raise RecoveryRequired(
-        operation_id,
-        f"publishing to branch {snapshot.branch!r} kept losing to concurrent publishes; resolve the "
-        f"commit with `{drift.recover_command(graph.store.uri)}`",
-    )
-
-
-def _rebase_entry(graph: Graph, ours: TableEntry, fresh: BranchSnapshot, operation_id: str) -> TableEntry:
-    theirs = fresh.table(ours.table_key)
-    if theirs.table_branch != ours.table_branch:
-        # The fresh manifest still pins the inherited image: our fork is the branch's first own image.
-        return ours
-    low, high = sorted((ours.table_version, theirs.table_version))
-    dataset = open_dataset(graph.store, ours.table_path, ours.table_branch)
-    for version in range(low + 1, high + 1):
-        operation = drift.operation_name(dataset, version)
-        if operation not in _REBASE_SAFE_OPERATIONS:
-            raise RecoveryRequired(
-                operation_id,
-                f"{ours.table_key} gained a {operation} commit (v{version}) during this commit; its "
-                "rows may not be visible, so the commit was not published; resolve it with "
-                f"`{drift.recover_command(graph.store.uri)}`",
-                table_key=ours.table_key,
-            )
-    return ours if ours.table_version >= theirs.table_version else theirs

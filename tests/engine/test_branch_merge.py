@@ -213,7 +213,8 @@ def test_refusals_name_the_problem(root_uri: str) -> None:
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_a_merge_over_the_per_table_row_limit_is_refused_before_any_write(root_uri: str) -> None:
-    from engine.ops.load import MAX_ROWS, load
+    from engine.ops.limits import MAX_ROWS
+    from engine.ops.load import load
 
     graph = new_graph(root_uri, {"a": 1})
     create_branch(graph, "feature")

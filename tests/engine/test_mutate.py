@@ -20,7 +20,8 @@ from engine.errors import BadRequest, KeyConflict, PreconditionFailed, ResourceL
 from engine.gq import GqError
 from engine.graph import Graph, init_graph, open_graph
 from engine.ops import create_branch
-from engine.ops.load import MAX_ROWS, load
+from engine.ops.limits import MAX_ROWS
+from engine.ops.load import load
 from engine.ops.mutate import MutationResult, mutate
 from tests.support.graph_helpers import OMNIGRAPH, commit_ids, export_text, invoke, storage_state
 

@@ -16,10 +16,11 @@ import pytest
 
 from engine.door import FENCED_PROFILE
 from engine.errors import KeyConflict, ReadSetConflict
+from engine.gq.checker import BoundQuery
 from engine.graph import Graph, init_graph, open_graph
-from engine.ops import mutate as mutate_module
 from engine.ops.load import load
 from engine.ops.mutate import mutate
+from engine.ops.mutate_eval import Evaluation
 from engine.reconcile import list_intents
 from tests.support.graph_helpers import export_text
 from tests.support.process_race import race
@@ -93,16 +94,16 @@ def _interleave(monkeypatch: pytest.MonkeyPatch, other: Callable[[], None]) -> l
     """Run ``other`` (a commit by a second writer) right after the first evaluation of the next
     mutation, before its intent is armed; returns a list that counts the evaluations."""
     evaluations: list[int] = []
-    real_run = mutate_module._Evaluation.run
+    real_run = Evaluation.run
 
-    def run(self: mutate_module._Evaluation, bound: mutate_module.BoundQuery) -> mutate_module._Evaluation:
+    def run(self: Evaluation, bound: BoundQuery) -> Evaluation:
         result = real_run(self, bound)
         evaluations.append(1)
         if len(evaluations) == 1:
             other()
         return result
 
-    monkeypatch.setattr(mutate_module._Evaluation, "run", run)
+    monkeypatch.setattr(Evaluation, "run", run)
     return evaluations
 
 

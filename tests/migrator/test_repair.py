@@ -55,7 +55,7 @@ def _graph_with_a_duplicate_edge(tmp_path: Path) -> tuple[str, str]:
 
     from engine.door import LEGACY_PROFILE
     from engine.graph import open_graph
-    from engine.ops import TableWrite, commit, create_branch
+    from engine.ops import CommitPlan, TableWrite, commit, create_branch
     from tests.support.migration_fixtures import build_fixture
 
     uri = new_root("local", tmp_path)
@@ -69,7 +69,8 @@ def _graph_with_a_duplicate_edge(tmp_path: Path) -> tuple[str, str]:
         {"id": "w-dup", "src": "Alice", "dst": "Acme"},
     ]
     table = pa.Table.from_pylist(rows, schema=schema)
-    commit(graph, "dup", lambda _: [TableWrite("edge:WorksAt", "overwrite", table)], message="dup edge", actor="t")
+    writes = (TableWrite("edge:WorksAt", "overwrite", table),)
+    commit(graph, "dup", lambda snapshot, _previous: CommitPlan(writes, (snapshot.head.commit_id,), "dup edge", None), actor="t")
     assert migrate("run", uri, "--owner", "ci").returncode == 4
     return uri, claim_token(uri)
 

@@ -8,7 +8,7 @@ from typing import Any
 from engine.door import FENCED_PROFILE
 from engine.graph import Graph, init_graph, open_graph
 from engine.manifest import BranchSnapshot
-from engine.ops import TableWrite, commit, export_lines
+from engine.ops import CommitPlan, TableWrite, commit, export_lines
 from engine.ops.load import load
 
 SCHEMA = """
@@ -54,10 +54,11 @@ def delete(graph: Graph, branch: str, table_key: str, ids: list[str]) -> None:
     """Delete rows by id on ``branch`` as one graph commit through the write protocol."""
     schema = graph.catalog.table(table_key).arrow_schema(with_pk=True)
 
-    def prepare(snapshot: BranchSnapshot) -> list[TableWrite]:
-        return [TableWrite(table_key, "merge", schema.empty_table(), delete_ids=tuple(sorted(ids)))]
+    def prepare(snapshot: BranchSnapshot, _previous: CommitPlan[None] | None) -> CommitPlan[None]:
+        writes = (TableWrite(table_key, "merge", schema.empty_table(), delete_ids=tuple(sorted(ids))),)
+        return CommitPlan(writes, (snapshot.head.commit_id,), "delete", None)
 
-    commit(graph, branch, prepare, message="delete", actor=ACTOR)
+    commit(graph, branch, prepare, actor=ACTOR)
 
 
 def people(uri: str, branch: str) -> dict[str, int | None]:

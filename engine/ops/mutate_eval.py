@@ -1,0 +1,283 @@
+"""One evaluation of a bound ``.gq`` query over one branch snapshot: the rows it stages.
+
+Statements run in order over the committed snapshot plus the query's own pending rows
+(read-your-writes: a pending row shadows the committed row with its id, a pending delete hides
+it). Per table the evaluation stages strict inserts (unkeyed inserts, by id), upserts (keyed
+inserts, updated rows) and deleted ids; a node delete also deletes every edge whose ``src`` or
+``dst`` is a deleted node. A write query's result is checked before anything is armed: strict
+ids must be absent (``key_conflict``), then edge endpoints and ``@unique`` on the merged result
+(:func:`engine.ops.merge_check.check_merged`, ``bad_request`` naming the statement line). The
+staged rows of each table are held to the per-commit limits (:mod:`engine.ops.limits`; an
+update's committed matches count before they are read). The evaluation reads the snapshot only;
+a re-prepare starts a new one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import BadRequest, KeyConflict
+from engine.gq.checker import BoundQuery, BoundStatement, Condition
+from engine.graph import Graph
+from engine.manifest import BranchSnapshot
+from engine.ops.id_probe import present_ids
+from engine.ops.limits import LimitWording, check_table
+from engine.ops.merge_check import check_merged
+from engine.ops.merge_diff import TableChanges
+from engine.ops.write_plan import TableWrite
+from engine.records import EdgeRow, NodeRow, rows_to_arrow
+from engine.schema import TableDef
+from engine.schema.ids import derive_node_id
+from engine.storage import open_pinned
+
+Row = NodeRow | EdgeRow
+
+
+@dataclass(frozen=True)
+class Affected:
+    """Rows a mutation stages or deletes, by kind (a node delete's edges count as edges)."""
+
+    nodes: int
+    edges: int
+
+
+@dataclass
+class _Pending:
+    """A table's staged rows: strict inserts and upserts by id (insertion order), deleted ids."""
+
+    table: TableDef
+    strict: dict[str, Row] = field(default_factory=dict)
+    upserts: dict[str, Row] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
+
+    def rows(self) -> Iterable[Row]:
+        yield from self.strict.values()
+        yield from self.upserts.values()
+
+    def staged(self) -> int:
+        return len(self.strict) + len(self.upserts)
+
+    def get(self, row_id: str) -> Row | None:
+        return self.strict.get(row_id) or self.upserts.get(row_id)
+
+
+class Evaluation:
+    """One evaluation of a bound query over one snapshot (see the module docstring).
+
+    ``ids`` holds the generated id of each strict insert without an explicit id, by statement
+    index: minted once per mutation, so every re-prepare attempts the same ids.
+    """
+
+    def __init__(self, graph: Graph, snapshot: BranchSnapshot, ids: dict[int, str]) -> None:
+        self._graph = graph
+        self._snapshot = snapshot
+        self._ids = ids
+        self._pending: dict[str, _Pending] = {}
+
+    def _state(self, table: TableDef) -> _Pending:
+        return self._pending.setdefault(table.table_key, _Pending(table))
+
+    def run(self, bound: BoundQuery) -> Evaluation:
+        """Run every statement in order, then check a write query's result; returns ``self``."""
+        for index, statement in enumerate(bound.statements):
+            if statement.verb == "insert":
+                self._insert(index, statement)
+            elif statement.verb == "update":
+                self._update(statement)
+            else:
+                self._delete(statement)
+        if bound.kind == "write":
+            self._validate()
+        return self
+
+    # -- statements --------------------------------------------------------------------------
+
+    def _insert(self, index: int, statement: BoundStatement) -> None:
+        table, values = statement.table, dict(statement.values)
+        explicit = values.pop("id", None)
+        props = {prop.name: values[prop.name] for prop in table.properties}
+        state = self._state(table)
+        if table.key is not None:
+            row_id = derive_node_id(table, props)
+            if explicit is not None and explicit != row_id:
+                raise BadRequest(
+                    f"line {statement.line}: id {explicit!r} does not match the id {row_id!r} derived from "
+                    f"the @key of {table.type_name}",
+                    {"line": statement.line, "type_name": table.type_name, "id": explicit, "derived_id": row_id},
+                )
+            state.upserts[row_id] = NodeRow(statement.line, table.type_name, row_id, props)
+            return
+        row_id = explicit or self._ids[index]
+        if state.get(row_id) is not None:
+            raise BadRequest(
+                f"line {statement.line}: the query inserts {table.type_name} id {row_id!r} twice",
+                {"line": statement.line, "type_name": table.type_name, "id": row_id},
+            )
+        if table.kind == "node":
+            state.strict[row_id] = NodeRow(statement.line, table.type_name, row_id, props)
+        else:
+            state.strict[row_id] = EdgeRow(statement.line, table.type_name, row_id, values["src"], values["dst"], props)
+
+    def _update(self, statement: BoundStatement) -> None:
+        table, state = statement.table, self._state(statement.table)
+        assert statement.where is not None
+        for row in self._matching(statement, state):
+            values = {**row.values, **statement.values}
+            updated = NodeRow(statement.line, table.type_name, row.id, values)
+            if row.id in state.strict:
+                state.strict[row.id] = updated
+            else:
+                state.upserts[row.id] = updated
+
+    def _delete(self, statement: BoundStatement) -> None:
+        table, state = statement.table, self._state(statement.table)
+        ids = sorted(self._committed_ids(statement, state))  # a delete-only query stages no rows
+        state.deleted.update(ids)
+        if table.kind != "node" or not ids:
+            return
+        for edge in self._graph.catalog.tables():
+            columns = [c for c, t in (("src", edge.from_type), ("dst", edge.to_type)) if edge.kind == "edge" and t == table.type_name]
+            if not columns:
+                continue
+            edge_state = self._state(edge)
+            predicate = None
+            for column in columns:
+                test = pc.field(column).isin(pa.array(ids, pa.utf8()))
+                predicate = test if predicate is None else predicate | test
+            hits = self._scan(edge, predicate, ["id"])
+            edge_state.deleted.update(hits.column("id").to_pylist())
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _scan(self, table: TableDef, predicate: pc.Expression, columns: list[str] | None) -> pa.Table:
+        entry = self._snapshot.table(table.table_key)
+        dataset = open_pinned(self._graph.store, entry.image)
+        return dataset.to_table(columns=columns, filter=predicate)
+
+    def _committed_ids(self, statement: BoundStatement, state: _Pending) -> list[str]:
+        """Ids of committed rows that ``where`` matches, less those a pending row shadows or a
+        pending delete removed (only the ``id`` column is read)."""
+        condition = statement.where
+        assert condition is not None
+        shadowed = set(state.strict) | set(state.upserts) | state.deleted
+        scanned = self._scan(statement.table, condition.expression(), ["id"]).column("id").to_pylist()
+        return [row_id for row_id in scanned if row_id not in shadowed]
+
+    def _matching(self, statement: BoundStatement, state: _Pending) -> list[Row]:
+        """Rows that ``where`` matches: committed ones (see :meth:`_committed_ids`), then pending
+        ones. Committed matches would become new staged rows, so they are counted against the
+        table's row limit before their rows are read."""
+        condition = statement.where
+        assert condition is not None
+        table = statement.table
+        ids = self._committed_ids(statement, state)
+        wording = _limit_wording(f"line {statement.line}: the update matches too many rows")
+        check_table(table.table_key, wording, rows=state.staged() + len(ids))
+        committed: list[Row] = []
+        if ids:
+            stored = self._scan(table, pc.field("id").isin(pa.array(ids, pa.utf8())), None)
+            committed = _rows(table, stored, statement.line)
+        pending = [row for row in state.rows() if _matches(condition, row)]
+        return committed + pending
+
+    # -- result ------------------------------------------------------------------------------
+
+    def _validate(self) -> None:
+        for key, state in sorted(self._pending.items()):
+            if not state.strict:
+                continue
+            existing = present_ids(self._graph, self._snapshot.table(key), list(state.strict))
+            if existing:
+                raise KeyConflict(state.table.kind, state.table.type_name, min(existing))
+        changes = {
+            key: TableChanges(key, inserts=sorted(state.strict), updates=sorted(state.upserts))
+            for key, state in self._pending.items()
+            if state.staged()
+        }
+        problems = check_merged(self._graph, self._snapshot, changes, self._arrow())
+        if problems:
+            lines = {(key, row.id): row.line for key, state in self._pending.items() for row in state.rows()}
+            raise _invalid(problems, lines)
+
+    def _arrow(self) -> dict[str, pa.Table]:
+        with_pk = self._graph.profile.router.with_pk
+        return {
+            key: rows_to_arrow(state.table, list(state.rows()), with_pk=with_pk)  # type: ignore[arg-type]
+            for key, state in sorted(self._pending.items())
+            if state.staged()
+        }
+
+    def affected(self) -> Affected:
+        """Staged plus deleted rows, nodes and edges."""
+        def count(kind: str) -> int:
+            return sum(len(s.deleted) + s.staged() for s in self._pending.values() if s.table.kind == kind)
+
+        return Affected(count("node"), count("edge"))
+
+    def writes(self) -> tuple[TableWrite, ...]:
+        """One ``merge`` write per table with staged or deleted rows, in table-key order."""
+        with_pk = self._graph.profile.router.with_pk
+        writes = []
+        for key, state in sorted(self._pending.items()):
+            if not (state.staged() or state.deleted):
+                continue
+            strict = rows_to_arrow(state.table, list(state.strict.values()), with_pk=with_pk)  # type: ignore[arg-type]
+            upserts = rows_to_arrow(state.table, list(state.upserts.values()), with_pk=with_pk)  # type: ignore[arg-type]
+            wording = _limit_wording("the query stages too many rows")
+            check_table(key, wording, rows=state.staged())
+            check_table(key, wording, arrow_bytes=strict.nbytes + upserts.nbytes)
+            writes.append(TableWrite(key, "merge", strict, delete_ids=tuple(sorted(state.deleted)), upsert_rows=upserts))
+        return tuple(writes)
+
+
+def _limit_wording(what: str) -> LimitWording:
+    """A mutation's wording of the per-commit limits; ``what`` says what staged the rows."""
+    return LimitWording(
+        rows="{table_key}: " + what + ": {actual} rows in one commit exceed the limit of {limit}; "
+        "split the mutation (for example, narrow its where clause) into several commits",
+        arrow_bytes="{table_key}: {actual} bytes of Arrow data in one commit exceed the limit of {limit}; "
+        "split the mutation into smaller ones",
+    )
+
+
+def _matches(condition: Condition, row: Row) -> bool:
+    if condition.column == "id":
+        return condition.matches(row.id)
+    if condition.column in ("src", "dst"):
+        return condition.matches(getattr(row, condition.column))
+    return condition.matches(row.values.get(condition.column))
+
+
+def _rows(table: TableDef, stored: pa.Table, line: int) -> list[Row]:
+    columns = {name: stored.column(name).to_pylist() for name in stored.column_names}
+    rows: list[Row] = []
+    for index, row_id in enumerate(columns["id"]):
+        values = {prop.name: columns[prop.name][index] for prop in table.properties}
+        if table.kind == "node":
+            rows.append(NodeRow(line, table.type_name, row_id, values))
+        else:
+            rows.append(EdgeRow(line, table.type_name, row_id, columns["src"][index], columns["dst"][index], values))
+    return sorted(rows, key=lambda row: row.id)
+
+
+def _invalid(problems: list[dict[str, Any]], lines: dict[tuple[str, str], int]) -> BadRequest:
+    """``bad_request`` naming the first problem and the statement line of its row; every problem
+    (with its ``line``) in ``details.problems``."""
+    problems = [{**problem, "line": lines.get((problem["table_key"], problem["id"]))} for problem in problems]
+    first = problems[0]
+    if first["kind"] == "missing_endpoint":
+        what = f"{first['table_key']} {first['id']!r}: {first['column']} {first['node_id']!r} is not a {first['node_type']} node"
+    else:
+        what = (
+            f"{first['table_key']} {first['id']!r}: {first['property']} value {first['value']!r} is already used by "
+            f"id {first['existing_id']!r} (@unique)"
+        )
+    more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+    safe = json.loads(json.dumps(problems, default=str))
+    return BadRequest(f"line {first['line']}: the mutation is invalid: {what}{more}; nothing was written", {"problems": safe})
