@@ -1,4 +1,4 @@
-"""Routine Lance maintenance must not wedge a graph (engine/reconcile/drift.py, engine/maintenance/optimize.py).
+"""Routine Lance maintenance must not wedge a graph (engine/reconcile/drift/detect.py, engine/maintenance/optimize.py).
 
 Commits are made by hand with Lance directly, as an operator would; the graph's next write must
 adopt the ones that change no row (a recorded graph commit) and refuse the others with

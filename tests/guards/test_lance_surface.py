@@ -612,7 +612,7 @@ def test_read_transaction_operation_names(lx: Lx) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# out-of-band maintenance commits (engine/reconcile/drift.py, engine/maintenance/optimize.py)
+# out-of-band maintenance commits (engine/reconcile/drift/detect.py, engine/maintenance/optimize.py)
 
 
 def fragment_layout(ds: lance.LanceDataset) -> list[str]:
@@ -640,7 +640,7 @@ def test_index_and_metadata_commits_keep_every_fragment(lx: Lx) -> None:
 def test_compaction_records_and_the_undecodable_rewrite(lx: Lx, indexed: bool) -> None:
     """compact_files commits two versions: an operation pylance has no class for (BaseOperation,
     fragments unchanged), then the Rewrite. With a BTREE on id, read_transaction of the Rewrite
-    raises TypeError naming RewrittenIndex (a binding defect of 14.0.2). Rule: engine/reconcile/drift.py
+    raises TypeError naming RewrittenIndex (a binding defect of 14.0.2). Rule: engine/reconcile/drift/detect.py
     names that failure a Rewrite and proves row preservation by comparing rows."""
     name = seeded(lx)
     for key in ("c", "d"):
