@@ -13,6 +13,7 @@ from cli.mutate import mutate_command
 from cli.serve_commands import add_serve_command
 from cli.shared_commands import add_shared_commands
 from cli.support import echo_result, emit_json, json_option, reports_errors
+from cli.token_commands import token_group
 from engine import __version__
 from engine.door import FENCED_PROFILE
 from engine.graph import open_graph
@@ -31,6 +32,7 @@ cli.add_command(mutate_command)
 add_serve_command(cli, FENCED_PROFILE)
 add_check_command(cli)
 add_maintenance_commands(cli)
+cli.add_command(token_group)
 
 
 @cli.group("commit")

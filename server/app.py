@@ -6,6 +6,12 @@ call runs on the event loop. Errors are ``{"error": {code, message, details}}`` 
 of the error's code (REFERENCE.md); ``format_barrier`` (503) is a write refused at a stamp this
 program does not write. Each process registers itself in the fleet registry
 (:mod:`engine.access.fleet`) for its lifetime.
+
+Every route is a :class:`server.gate.GuardedRoute` (host, token and grant, origin, content type,
+body limits, checked before the handler) and declares its grant (:mod:`server.access`); the app
+refuses to start with one that does not. Around the routes, outermost first:
+:class:`server.observe.Observe` (access log, metrics) and CORS headers for the allowed origins
+(only when some are configured).
 """
 
 from __future__ import annotations
@@ -17,23 +23,29 @@ from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine import __version__
 from engine.access import fleet
 from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
-from engine.errors import BadRequest, Internal, OmnigraphError, ResourceLimit
-from server import models
+from engine.errors import BadRequest, OmnigraphError
+from server import metrics, models
+from server.access import NDJSON_BODY, public, requires
+from server.docs_ui import add_docs_routes
+from server.gate import GuardedRoute, audit_routes, install_gate
+from server.grants import Grant, Principal
+from server.observe import Observe
 from server.service import GraphService
+from server.settings import ServeSettings, settings_from_env
+from server.tokens import TokenTable, read_tokens_file
 
 PROFILES: dict[str, EngineProfile] = {FENCED_PROFILE.program: FENCED_PROFILE, LEGACY_PROFILE.program: LEGACY_PROFILE}
-MAX_BODY_BYTES = int(os.environ.get("OMNIGRAPH_SERVE_MAX_BODY_BYTES", str(256 * 1024 * 1024)))
-DEFAULT_ACTOR = "http"
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": models.ErrorResponse} for status in (400, 404, 409, 412, 413, 500, 503)
+    status: {"model": models.ErrorResponse} for status in (400, 401, 403, 404, 408, 409, 412, 413, 415, 421, 500, 503)
 }
 
 
@@ -41,121 +53,127 @@ def _error_response(error: OmnigraphError, status: int | None = None) -> JSONRes
     return JSONResponse(error.to_json(), status_code=status or error.http_status)
 
 
-def create_app(uri: str, profile: EngineProfile, address: str | None = None) -> FastAPI:
-    """The application serving graph ``uri`` as ``profile.program``."""
-    service = GraphService(uri, profile)
+def create_app(settings: ServeSettings) -> FastAPI:
+    """The application serving ``settings.graph`` as ``settings.program``; the tokens file (when
+    the server is not unauthenticated) is read and validated here."""
+    profile = PROFILES[settings.program]
+    tokens = None if settings.tokens_file is None else TokenTable(read_tokens_file(settings.tokens_file))
+    service = GraphService(settings.graph, profile, on_recovery=metrics.count_recoveries)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        membership = fleet.Membership(service.store, profile.program, "server", profile.init_stamp, address)
+    async def lifespan(started: FastAPI) -> AsyncIterator[None]:
+        audit_routes(started)  # a route without a declared grant: refuse to start
+        membership = fleet.Membership(service.store, profile.program, "server", profile.init_stamp, settings.address)
         await run_in_threadpool(membership.start)
         try:
             yield
         finally:
             await run_in_threadpool(service.stop_writes)
             await run_in_threadpool(membership.stop)
+            metrics.forget_process(os.getpid())
 
     app = FastAPI(
         title=f"{profile.program} serve",
         version=__version__,
-        description=f"HTTP access to the graph at {service.store.uri} (writes format {profile.init_stamp}).",
+        description=f"HTTP access to one graph (writes format {profile.init_stamp}).",
         lifespan=lifespan,
         responses=_ERRORS,
+        docs_url=None, redoc_url=None, openapi_url=None,  # served by server.docs_ui, open routes like the rest
     )
+    app.router.route_class = GuardedRoute
     _install_error_handlers(app)
+    _add_routes(app, service, profile)
+    if settings.docs:
+        add_docs_routes(app)
+    install_gate(app, settings, tokens)
+    if settings.allowed_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.allowed_origins, allow_methods=["GET", "POST", "DELETE"],
+                           allow_headers=["Authorization", "Content-Type", "If-Match", "X-Omnigraph-Actor"])
+    app.add_middleware(Observe)
+    return app
 
-    def actor_of(header: str | None) -> str:
-        return header or DEFAULT_ACTOR
 
-    @app.get("/healthz", response_model=models.Health, tags=["health"])
+def _add_routes(app: FastAPI, service: GraphService, profile: EngineProfile) -> None:
+    @app.get("/healthz", response_model=models.Health, tags=["health"], dependencies=[public()])
     def healthz() -> dict[str, Any]:
         """The process is alive (touches no storage)."""
         return {"status": "ok"}
 
-    @app.get("/readyz", response_model=models.Readiness, tags=["health"],
+    @app.get("/readyz", response_model=models.Readiness, tags=["health"], dependencies=[public()],
              responses={503: {"model": models.Readiness, "description": "Not ready for writes (reads still work)."}})
     def readyz() -> JSONResponse:
         """Ready for writes: 200 when the stamp is one this program writes and no claim is held, else 503."""
         document = service.readiness()
         return JSONResponse(document, status_code=200 if document["writable"] else 503)
 
-    @app.get("/version", response_model=models.VersionInfo, tags=["health"])
+    @app.get("/version", response_model=models.VersionInfo, tags=["health"], dependencies=[requires(Grant.READ)])
     def version() -> dict[str, Any]:
         return {"program": profile.program, "version": __version__, "format": profile.init_stamp}
 
-    @app.get("/branches", response_model=models.BranchList, tags=["branches"])
+    @app.get("/metrics", tags=["health"], response_class=Response, dependencies=[requires(Grant.READ)],
+             responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text exposition."}})
+    def prometheus_metrics() -> Response:
+        """Every metric of every worker process, in the Prometheus text format (``docs/serving.md``)."""
+        return Response(metrics.exposition(service.manifest, profile.program), media_type=metrics.CONTENT_TYPE)
+
+    @app.get("/branches", response_model=models.BranchList, tags=["branches"], dependencies=[requires(Grant.READ)])
     def list_branches() -> dict[str, Any]:
         return {"branches": service.branches()}
 
-    @app.post("/branches", response_model=models.BranchCreated, status_code=201, tags=["branches"])
+    @app.post("/branches", response_model=models.BranchCreated, status_code=201, tags=["branches"],
+              dependencies=[requires(Grant.BRANCH)])
     def create_branch(body: models.BranchCreate) -> dict[str, Any]:
         return service.create_branch(body.name, body.from_branch)
 
-    @app.delete("/branches/{name}", response_model=models.BranchDeleted, tags=["branches"])
+    @app.delete("/branches/{name}", response_model=models.BranchDeleted, tags=["branches"], dependencies=[requires(Grant.BRANCH)])
     def delete_branch(name: str) -> dict[str, Any]:
         service.delete_branch(name)
         return {"deleted": name}
 
-    @app.get("/branches/{branch}/snapshot", response_model=models.Snapshot, tags=["reads"])
+    @app.get("/branches/{branch}/snapshot", response_model=models.Snapshot, tags=["reads"], dependencies=[requires(Grant.READ)])
     def snapshot(branch: str) -> dict[str, Any]:
         return service.snapshot(branch)
 
-    @app.get("/branches/{branch}/commits", response_model=models.CommitList, tags=["reads"])
+    @app.get("/branches/{branch}/commits", response_model=models.CommitList, tags=["reads"], dependencies=[requires(Grant.READ)])
     def commits(branch: str) -> dict[str, Any]:
         return {"branch": branch, "commits": service.commits(branch)}
 
-    @app.get("/branches/{branch}/export", tags=["reads"], response_class=StreamingResponse,
+    @app.get("/branches/{branch}/export", tags=["reads"], response_class=StreamingResponse, dependencies=[requires(Grant.EXPORT)],
              responses={200: {"content": {"application/x-ndjson": {}}, "description": "JSONL, sorted by table key then id."}})
     def export(branch: str, types: Annotated[list[str], Query(alias="type")] = []) -> StreamingResponse:  # noqa: B006
         """The branch as JSONL (the load format), streamed; ``type`` (repeatable) limits the types."""
         return StreamingResponse(service.export(branch, list(types)), media_type="application/x-ndjson")
 
-    @app.post("/branches/{branch}/load", response_model=models.LoadResponse, tags=["writes"])
+    @app.post("/branches/{branch}/load", response_model=models.LoadResponse, tags=["writes"],
+              openapi_extra={"requestBody": {"required": True, "content": {"application/x-ndjson": {}}}})
     async def load(
         branch: str,
         request: Request,
         mode: Annotated[Literal["append", "merge", "overwrite"], Query()],
-        x_omnigraph_actor: Annotated[str | None, Header()] = None,
+        principal: Annotated[Principal, requires(Grant.WRITE, body=NDJSON_BODY)],
     ) -> dict[str, Any]:
-        """Load a JSONL body as one commit: append = strict insert, merge = upsert, overwrite = replace."""
-        data = await _read_body(request)
-        return await run_in_threadpool(service.load, branch, mode, data, actor_of(x_omnigraph_actor))
+        """Load a JSONL body as one commit: append = strict insert, merge = upsert, overwrite = replace.
+        The body is parsed and validated before the server's write lock is taken."""
+        data = await request.body()  # read and bounded by the gate already
+        return await run_in_threadpool(service.load, branch, mode, data, principal.actor)
 
     if profile.program == FENCED_PROFILE.program:  # the format-4 release had neither
         @app.post("/branches/{name}/merge", response_model=models.MergeResponse, tags=["branches"])
-        def merge_branch(
-            name: str, body: models.MergeRequest, x_omnigraph_actor: Annotated[str | None, Header()] = None,
-        ) -> dict[str, Any]:
+        def merge_branch(name: str, body: models.MergeRequest, principal: Annotated[Principal, requires(Grant.MERGE)]) -> dict[str, Any]:
             """Three-way merge of branch ``name`` into ``into`` (up to date, fast-forward or a merge
             commit); any conflict is 409 ``merge_conflict`` with the full list, nothing written."""
-            return service.merge(name, body.into, actor_of(x_omnigraph_actor))
+            return service.merge(name, body.into, principal.actor)
 
         @app.post("/branches/{branch}/mutate", response_model=models.MutateResponse, tags=["writes"])
         def mutate(
             branch: str,
             body: models.MutateRequest,
+            principal: Annotated[Principal, requires(Grant.WRITE)],
             if_match: Annotated[str | None, Header()] = None,
-            x_omnigraph_actor: Annotated[str | None, Header()] = None,
         ) -> dict[str, Any]:
             """Run one ``.gq`` query as one commit; ``If-Match: <commit id>`` refuses (412) unless the
             branch head is that commit (``--if-commit``)."""
-            return service.mutate(branch, body.query, body.name, body.params, if_match, actor_of(x_omnigraph_actor))
-
-    return app
-
-
-async def _read_body(request: Request) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise ResourceLimit("body_bytes", MAX_BODY_BYTES, int(declared), f"request body of {declared} bytes exceeds {MAX_BODY_BYTES}")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise ResourceLimit("body_bytes", MAX_BODY_BYTES, size, f"request body exceeds {MAX_BODY_BYTES} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+            return service.mutate(branch, body.query, body.name, body.params, if_match, principal.actor)
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -180,12 +198,7 @@ def _install_error_handlers(app: FastAPI) -> None:
             body = {"error": {"code": "bad_request", "message": str(error.detail), "details": {}}}
         return JSONResponse(body, status_code=error.status_code)
 
-    @app.exception_handler(Exception)
-    async def unexpected(_: Request, error: Exception) -> JSONResponse:
-        return _error_response(Internal(f"{type(error).__name__}: {error}"))
-
 
 def app_from_env() -> FastAPI:
-    """uvicorn factory: ``OMNIGRAPH_SERVE_GRAPH``, ``OMNIGRAPH_SERVE_PROGRAM``, ``OMNIGRAPH_SERVE_ADDRESS``."""
-    program = os.environ.get("OMNIGRAPH_SERVE_PROGRAM", FENCED_PROFILE.program)
-    return create_app(os.environ["OMNIGRAPH_SERVE_GRAPH"], PROFILES[program], os.environ.get("OMNIGRAPH_SERVE_ADDRESS"))
+    """uvicorn factory: the app of the settings ``omnigraph serve`` put in the environment."""
+    return create_app(settings_from_env())

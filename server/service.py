@@ -6,7 +6,9 @@ never on the event loop.
 - Reads re-read the stamp per request and reopen the graph read-only when it changed (stamp
   ``4``, ``migrating`` and ``5`` are readable by the format-5 program); every read folds the
   latest ``__manifest``, so it sees the latest commits.
-- Writes are serialised within the process by one lock and re-read the stamp (and the migration
+- Writes are serialised within the process by one lock. What can be checked without committed
+  state is checked before the lock is taken (a load body is parsed and validated, a ``.gq``
+  source parsed), so a large or bad request never holds up the other writes. Writes re-read the stamp (and the migration
   claim) right before each write (:func:`engine.access.barrier.require_writable_stamp`, which acts
   on :func:`engine.access.write_permission`): a server that started at format 4 starts accepting
   writes as soon as the stamp is 5, and one that was accepting writes refuses them from the
@@ -29,8 +31,10 @@ from engine.errors import RecoveryRequired
 from engine.graph import Graph, open_graph
 from engine.manifest import Manifest, commit_history
 from engine.ops import branch_documents, create_branch, delete_branch, export_lines, merge_branch, snapshot_document
-from engine.ops.load import LoadMode, load
+from engine.ops.load import LoadMode, load_records
 from engine.ops.mutate import mutate, select_query
+from engine.reconcile.intents import RecoveryRecord
+from engine.records import read_records
 from engine.storage import FORMAT_5, open_store
 
 T = TypeVar("T")
@@ -39,9 +43,12 @@ T = TypeVar("T")
 class GraphService:
     """One graph served by one process under one program profile."""
 
-    def __init__(self, uri: str, profile: EngineProfile):
+    def __init__(self, uri: str, profile: EngineProfile,
+                 on_recovery: Callable[[list[RecoveryRecord]], None] | None = None):
+        """``on_recovery`` is told what each read-write open resolved (interrupted commits)."""
         self.uri = uri
         self.profile = profile
+        self._on_recovery = on_recovery
         self.store = open_store(uri)
         self.manifest = Manifest(self.store)
         self._write_lock = threading.Lock()
@@ -118,6 +125,8 @@ class GraphService:
             require_writable_stamp(self.manifest, self.profile)
             if self._writable is None:
                 self._writable = open_graph(self.uri, self.profile, write=True)
+                if self._on_recovery is not None and self._writable.recovered:
+                    self._on_recovery(self._writable.recovered)
             try:
                 return operation(self._writable)
             except RecoveryRequired:
@@ -125,7 +134,11 @@ class GraphService:
                 raise
 
     def load(self, branch: str, mode: LoadMode, data: bytes, actor: str) -> dict[str, Any]:
-        result = self.write(lambda graph: load(graph, data, mode=mode, branch=branch, actor=actor))
+        """Parse and validate ``data`` against the catalog first, then publish under the write lock."""
+        reader = self.reader()
+        reader.manifest.require_branch(branch)
+        with read_records(data, reader.catalog, with_pk=self.profile.router.with_pk) as records:
+            result = self.write(lambda graph: load_records(graph, records, mode=mode, branch=branch, actor=actor))
         return {
             "branch": result.branch,
             "mode": result.mode,

@@ -215,20 +215,42 @@ def load(
 ) -> LoadResult:
     """Validate ``data`` (JSONL bytes, or a binary file read in blocks) and publish it to
     ``branch``; see the module docstring."""
+    _check_options(mode, chunk_rows)
+    graph.manifest.require_branch(branch)
+    with read_records(data, graph.catalog, with_pk=graph.profile.router.with_pk) as records:
+        return load_records(graph, records, mode=mode, branch=branch, actor=actor, chunk_rows=chunk_rows, progress=progress)
+
+
+def load_records(
+    graph: Graph,
+    records: RecordSet,
+    *,
+    mode: LoadMode,
+    branch: str,
+    actor: str,
+    chunk_rows: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> LoadResult:
+    """:func:`load` of records already read by :func:`engine.records.read_records` against this
+    graph's catalog and ``with_pk`` (the caller keeps and closes them): a server parses and
+    validates a body before it takes its write lock, then publishes under it."""
+    _check_options(mode, chunk_rows)
+    graph.manifest.require_branch(branch)
+    chunks = _chunks(records, chunk_rows)
+    if mode != "overwrite":
+        _check_limits(records, chunks, chunked=chunk_rows is not None)
+    first = graph.manifest.snapshot(branch)
+    whole = _Chunk({key: (0, records.num_rows(key)) for key in records.table_keys()})
+    replaced = set(chunks[0].ranges) if mode == "overwrite" else set()
+    _check_endpoints(graph, records, whole, _committed_lookup(graph, first, replaced))
+    return _publish(graph, records, chunks, mode, branch, actor, progress)
+
+
+def _check_options(mode: LoadMode, chunk_rows: int | None) -> None:
     if chunk_rows is not None and chunk_rows < 1:
         raise BadRequest("--chunk-rows must be at least 1")
     if chunk_rows is not None and mode == "overwrite":
         raise BadRequest("--chunk-rows cannot be used with --mode overwrite: each chunk would replace the last")
-    graph.manifest.require_branch(branch)
-    with read_records(data, graph.catalog, with_pk=graph.profile.router.with_pk) as records:
-        chunks = _chunks(records, chunk_rows)
-        if mode != "overwrite":
-            _check_limits(records, chunks, chunked=chunk_rows is not None)
-        first = graph.manifest.snapshot(branch)
-        whole = _Chunk({key: (0, records.num_rows(key)) for key in records.table_keys()})
-        replaced = set(chunks[0].ranges) if mode == "overwrite" else set()
-        _check_endpoints(graph, records, whole, _committed_lookup(graph, first, replaced))
-        return _publish(graph, records, chunks, mode, branch, actor, progress)
 
 
 def _publish(
