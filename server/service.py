@@ -134,7 +134,9 @@ class GraphService:
                 raise
 
     def load(self, branch: str, mode: LoadMode, data: bytes, actor: str) -> dict[str, Any]:
-        """Parse and validate ``data`` against the catalog first, then publish under the write lock."""
+        """Parse and validate ``data`` against the catalog first, then publish under the write lock
+        (the barrier is checked before the parse too, so a refused write parses nothing)."""
+        require_writable_stamp(self.manifest, self.profile)
         reader = self.reader()
         reader.manifest.require_branch(branch)
         with read_records(data, reader.catalog, with_pk=self.profile.router.with_pk) as records:

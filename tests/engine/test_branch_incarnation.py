@@ -224,7 +224,7 @@ def http(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Reply:
 
 def http_load(client: httpx.Client, branch: str, lines: list[str]) -> Reply:
     return http(client, "POST", f"/branches/{branch}/load", params={"mode": "append"},
-                content="".join(line + "\n" for line in lines).encode())
+                content="".join(line + "\n" for line in lines).encode(), headers={"content-type": "application/x-ndjson"})
 
 
 def assert_refused_for(reply_or_cli: Reply | Cli, intent: WriteIntent) -> None:

@@ -187,7 +187,7 @@ def test_chunked_load_registers_while_it_runs(tmp_path: Path) -> None:
 
 
 def test_serve_refuses_a_missing_graph(tmp_path: Path) -> None:
-    result = invoke(OMNIGRAPH, "serve", "--port", "1", str(tmp_path / "absent"))
+    result = invoke(OMNIGRAPH, "serve", "--unauthenticated", "--port", "1", str(tmp_path / "absent"))
     assert result.returncode == 1 and "[not_found]" in result.stderr, result.describe()
 
 

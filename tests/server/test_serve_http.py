@@ -3,6 +3,8 @@ and locally a bounded load: 8 clients, 2,000 mixed requests.
 
 One server (two worker processes, so concurrent requests really cross processes) per backend
 serves one example graph for every check; the checks write disjoint rows so that they can share it.
+The server runs with a tokens file; the checks call it with a token holding every grant but
+``impersonate`` (the grants themselves are checked in test_serve_auth).
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import pyarrow as pa
 import pytest
 
 from engine.access import list_records
 from engine.door import table_store
 from engine.storage import open_dataset, open_store
+from server.grants import Grant
 from tests.conftest import new_root
 from tests.support.graph_helpers import (
     OMNIGRAPH,
@@ -32,7 +34,7 @@ from tests.support.graph_helpers import (
     record_key,
     snapshot,
 )
-from tests.support.serve_helpers import Server, error_of, start_fenced
+from tests.support.serve_helpers import NDJSON, Server, error_of, start_fenced, write_tokens
 
 LIMIT = 8192
 
@@ -42,7 +44,8 @@ def served(backend: str, tmp_path: Path) -> Iterator[Server]:
     """The example graph served by ``omnigraph serve --workers 2`` on the parametrised backend."""
     uri = new_root(backend, tmp_path)
     make_example_graph(uri)
-    server = start_fenced(uri, workers=2)
+    tokens = write_tokens(tmp_path, {"contract": [g for g in Grant if g != Grant.IMPERSONATE]})
+    server = start_fenced(uri, workers=2, tokens=tokens.path, token=tokens.by_actor["contract"])
     try:
         yield server
     finally:
@@ -160,7 +163,8 @@ def _load_modes_and_errors(served: Server) -> None:
     error_of(served.load([person("Nowhere")], branch="nope"), 404, "not_found")
     # overwrite replaces the tables present in the body, here Tag only
     tags = ['{"type": "Tag", "data": {"id": "t-http", "label": "http"}}']
-    replaced = client.post("/branches/main/load", params={"mode": "overwrite"}, content=("\n".join(tags) + "\n").encode())
+    replaced = client.post("/branches/main/load", params={"mode": "overwrite"}, content=("\n".join(tags) + "\n").encode(),
+                           headers=NDJSON)
     assert replaced.status_code == 200 and replaced.json()["rows"] == {"node:Tag": 1}, replaced.text
     exported_tags = client.get("/branches/main/export", params={"type": "Tag"}).text.splitlines()
     assert [json.loads(line) for line in exported_tags] == [{"type": "Tag", "data": {"id": "t-http", "label": "http"}}]
@@ -236,10 +240,10 @@ SHARED = 7
 READS = ["/healthz", "/readyz", "/version", "/branches", "/branches/main/snapshot"]
 
 
-def _client_run(base_url: str, client_id: int) -> list[tuple[str, str, int, str]]:
+def _client_run(server: Server, client_id: int) -> list[tuple[str, str, int, str]]:
     """(kind, key, status, error code) per request of one client."""
     outcomes = []
-    with httpx.Client(base_url=base_url, timeout=120.0) as client:
+    with server.new_client(server.token, **NDJSON) as client:
         for i in range(REQUESTS_PER_CLIENT):
             if i % 20 == 0:
                 name = f"load-{client_id}-{i}"
@@ -267,7 +271,7 @@ def _client_run(base_url: str, client_id: int) -> list[tuple[str, str, int, str]
 def _mixed_load_loses_nothing(server: Server) -> None:
     """8 clients, 2,000 mixed requests: no unexpected status, every accepted write exported."""
     with ThreadPoolExecutor(max_workers=CLIENTS) as pool:
-        runs = list(pool.map(lambda c: _client_run(server.base_url, c), range(CLIENTS)))
+        runs = list(pool.map(lambda c: _client_run(server, c), range(CLIENTS)))
     outcomes = [outcome for run in runs for outcome in run]
     assert len(outcomes) == CLIENTS * REQUESTS_PER_CLIENT
     by_kind = Counter((kind, status, code) for kind, _, status, code in outcomes)

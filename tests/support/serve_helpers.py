@@ -1,4 +1,8 @@
-"""Running real ``omnigraph serve`` / ``omnigraph-v4 serve`` processes on loopback for tests."""
+"""Running real ``omnigraph serve`` / ``omnigraph-v4 serve`` processes on loopback for tests.
+
+A server is started either with a tokens file (``tokens=``; the client then sends ``token``) or,
+explicitly, ``--unauthenticated``.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from engine.access import list_records
 from engine.storage import open_store
+from server.grants import Grant
+from server.tokens import TokenEntry, new_token
 from tests.support.graph_helpers import ACTOR, OMNIGRAPH, jsonl
 
 STARTUP_SECONDS = 60.0
+NDJSON = {"content-type": "application/x-ndjson"}
 
 
 def free_port() -> int:
@@ -36,10 +44,18 @@ class Server:
     process: subprocess.Popen[bytes]
     base_url: str
     log: Any
+    token: str | None = None
     client: httpx.Client = field(init=False)
 
     def __post_init__(self) -> None:
-        self.client = httpx.Client(base_url=self.base_url, timeout=120.0)
+        self.client = self.new_client(self.token)
+
+    def new_client(self, token: str | None, **headers: str) -> httpx.Client:
+        """A client of this server sending ``token`` (if any) and ``headers`` with every request."""
+        sent = dict(headers)
+        if token is not None:
+            sent["authorization"] = f"Bearer {token}"
+        return httpx.Client(base_url=self.base_url, timeout=120.0, headers=sent)
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         """Stop the process with ``sig`` and wait for it; its exit status."""
@@ -56,26 +72,50 @@ class Server:
         return self.log.read().decode("utf-8", "replace")
 
     def load(self, lines: list[str], mode: str = "append", branch: str = "main") -> httpx.Response:
-        return self.client.post(f"/branches/{branch}/load", params={"mode": mode}, content=jsonl(lines))
+        return self.client.post(f"/branches/{branch}/load", params={"mode": mode}, content=jsonl(lines), headers=NDJSON)
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """A tokens file written for a test, and the tokens it admits by actor."""
+
+    path: Path
+    by_actor: dict[str, str]
+
+
+def write_tokens(directory: Path, grants_by_actor: dict[str, list[Grant]]) -> Tokens:
+    """A tokens file (YAML) in ``directory`` with one fresh token per actor."""
+    entries: list[TokenEntry] = []
+    by_actor: dict[str, str] = {}
+    for actor, grants in grants_by_actor.items():
+        token, entry = new_token(actor, grants)
+        entries.append(entry)
+        by_actor[actor] = token
+    path = directory / "tokens.yaml"
+    path.write_text(yaml.safe_dump({"tokens": [entry.model_dump(mode="json") for entry in entries]}), encoding="utf-8")
+    return Tokens(path, by_actor)
 
 
 def _registered(graph: str, address: str) -> int:
     return sum(1 for record in list_records(open_store(graph)) if record.address == address)
 
 
-def start_server(program: Path, graph: str, *extra: str, workers: int = 1) -> Server:
-    """Start ``program serve graph`` on a free loopback port; wait until ``/healthz`` answers and
+def start_server(program: Path, graph: str, *extra: str, workers: int = 1, tokens: Path | None = None,
+                 token: str | None = None) -> Server:
+    """Start ``program serve graph`` on a free loopback port, with the tokens file ``tokens`` (the
+    client sending ``token``) or else ``--unauthenticated``; wait until ``/healthz`` answers and
     every worker process has registered in the fleet."""
+    auth = ["--tokens", str(tokens)] if tokens is not None else ["--unauthenticated"]
     port = free_port()
     log = tempfile.TemporaryFile()
     env = dict(os.environ)
     env.pop("OMNIGRAPH_FAILPOINTS", None)
     env["OMNIGRAPH_ACTOR"] = ACTOR
     process = subprocess.Popen(
-        [str(program), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), *extra, graph],
+        [str(program), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), *auth, *extra, graph],
         stdout=log, stderr=subprocess.STDOUT, env=env,
     )
-    server = Server(program, graph, process, f"http://127.0.0.1:{port}", log)
+    server = Server(program, graph, process, f"http://127.0.0.1:{port}", log, token)
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -90,8 +130,8 @@ def start_server(program: Path, graph: str, *extra: str, workers: int = 1) -> Se
     raise AssertionError(f"{program.name} serve did not answer /healthz within {STARTUP_SECONDS}s")
 
 
-def start_fenced(graph: str, *extra: str, workers: int = 1) -> Server:
-    return start_server(OMNIGRAPH, graph, *extra, workers=workers)
+def start_fenced(graph: str, *extra: str, workers: int = 1, tokens: Path | None = None, token: str | None = None) -> Server:
+    return start_server(OMNIGRAPH, graph, *extra, workers=workers, tokens=tokens, token=token)
 
 
 def error_of(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
@@ -101,3 +141,11 @@ def error_of(response: httpx.Response, status: int, code: str) -> dict[str, Any]
     assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}, body
     assert body["error"]["code"] == code, body
     return dict(body["error"])
+
+
+def stored_state(uri: str) -> dict[str, str]:
+    """Every object under the graph root with its digest, except the fleet registry (which running
+    servers rewrite on their own): equal before and after a request proves it wrote nothing."""
+    from tests.support.check_helpers import tree_digest
+
+    return {path: digest for path, digest in tree_digest(uri).items() if not path.startswith("__fleet/")}
