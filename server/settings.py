@@ -25,7 +25,7 @@ class Limits(BaseModel):
     body_timeout: float = Field(default=60.0, gt=0, description="Time to receive a whole request body.")
     header_timeout: float = Field(default=10.0, gt=0, description="Time to receive a request's line and headers.")
     keep_alive: int = Field(default=5, ge=1, description="An idle keep-alive connection is closed after this.")
-    max_connections: int = Field(default=1024, ge=1, description="Beyond this, requests are answered 503 at once.")
+    max_connections: int = Field(default=2048, ge=1, description="Beyond this, requests are answered 503 at once.")
     max_header_bytes: int = Field(default=16 * 1024, ge=1024, description="Request line and headers together.")
 
 
