@@ -46,6 +46,7 @@ class Server:
     log: Any
     token: str | None = None
     client: httpx.Client = field(init=False)
+    _final: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
         self.client = self.new_client(self.token)
@@ -58,16 +59,20 @@ class Server:
         return httpx.Client(base_url=self.base_url, timeout=120.0, headers=sent)
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
-        """Stop the process with ``sig`` and wait for it; its exit status."""
+        """Stop the process with ``sig`` and wait for it; its exit status (its output stays readable)."""
         self.client.close()
         if self.process.poll() is None:
             self.process.send_signal(sig)
         try:
             return self.process.wait(timeout=30)
         finally:
+            self._final = self.output()
             self.log.close()
 
     def output(self) -> str:
+        """Everything the process printed so far (stdout and stderr)."""
+        if self.log.closed:
+            return self._final
         self.log.seek(0)
         return self.log.read().decode("utf-8", "replace")
 
