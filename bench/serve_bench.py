@@ -3,7 +3,7 @@
 Each run builds two fresh example-schema graphs (``omnigraph init``, not measured) and then, side by
 side in the same run:
 
-1. **http**: starts ``omnigraph serve GRAPH --port P`` (one worker), waits for ``/healthz``, and
+1. **http**: starts ``omnigraph serve GRAPH --port P --unauthenticated`` (one worker), waits for ``/healthz``, and
    sends ``--requests`` sequential ``POST /branches/main/load?mode=merge`` requests of one
    ``Person`` row each (ids cycle over ``--distinct`` names, so both the insert and the update
    path of the upsert are taken) from this driver with httpx, after ``--warmup`` unmeasured
@@ -75,12 +75,12 @@ def run_http(graph: Path, requests: int, warmup: int, distinct: int) -> dict[str
 
     port = _free_port()
     server = subprocess.Popen(
-        [str(OMNIGRAPH), "serve", "--host", "127.0.0.1", "--port", str(port), str(graph)],
+        [str(OMNIGRAPH), "serve", "--host", "127.0.0.1", "--port", str(port), "--unauthenticated", str(graph)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     latencies: list[float] = []
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60, headers={"content-type": "application/x-ndjson"}) as client:
             deadline = time.monotonic() + 60
             while True:
                 try:
