@@ -276,3 +276,24 @@ def test_docs_load_nothing_from_another_site(served: Server) -> None:
         fetched = served.client.get(source)
         assert fetched.status_code == 200 and fetched.content, source
     assert served.client.get("/docs/assets/elsewhere.js").status_code in (400, 404)
+
+
+def test_allowed_origins_may_write_and_get_cors_headers(tmp_path: Path) -> None:
+    uri = str(tmp_path / "g")
+    make_example_graph(uri)
+    server = start_fenced(uri, "--allowed-origin", "https://app.example")
+    try:
+        client = server.client
+        preflight = client.options("/branches/main/load", headers={
+            "origin": "https://app.example", "access-control-request-method": "POST",
+            "access-control-request-headers": "authorization, content-type"})
+        assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == "https://app.example"
+        written = client.post("/branches/main/load", params={"mode": "append"}, content=f"{person('FromApp')}\n".encode(),
+                              headers={**NDJSON, "origin": "https://app.example"})
+        assert written.status_code == 200 and written.headers["access-control-allow-origin"] == "https://app.example"
+        refused = client.post("/branches/main/load", params={"mode": "append"}, content=f"{person('FromElsewhere')}\n".encode(),
+                              headers={**NDJSON, "origin": "https://other.example"})
+        error_of(refused, 403, "origin_refused")
+        assert "access-control-allow-origin" not in refused.headers
+    finally:
+        server.stop()
