@@ -1,4 +1,4 @@
-"""Type checking of a parsed ``.gq`` query against the catalog, and parameter binding.
+"""Type checking of a parsed ``.gq`` mutation against the catalog, and parameter binding.
 
 :func:`check_query` refuses, before any read of graph data:
 
@@ -283,6 +283,8 @@ class _Binder:
                     raise _error(f"parameter ${param.name}: {error}", value.token) from None
             return bound
         assert isinstance(value, LiteralValue)
+        if value.typed is not None and ptype != ScalarType(value.typed):
+            raise _error(f"a {value.token.text}(...) literal is a {value.typed}; this place takes {ptype}", value.token)
         if value.value is None:
             if not nullable:
                 raise _error(f"null is not allowed here (a non-null {ptype})", value.token)
