@@ -26,6 +26,7 @@ from engine.access import fleet
 from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
 from engine.errors import BadRequest, Internal, OmnigraphError, ResourceLimit
 from server import models
+from server.query_routes import query_router
 from server.service import GraphService
 
 PROFILES: dict[str, EngineProfile] = {FENCED_PROFILE.program: FENCED_PROFILE, LEGACY_PROFILE.program: LEGACY_PROFILE}
@@ -63,6 +64,7 @@ def create_app(uri: str, profile: EngineProfile, address: str | None = None) -> 
         responses=_ERRORS,
     )
     _install_error_handlers(app)
+    app.include_router(query_router(service))
 
     def actor_of(header: str | None) -> str:
         return header or DEFAULT_ACTOR
