@@ -33,6 +33,7 @@ from engine.gq.lexer import Token
 from engine.gq.read_types import STRING, aggregate_problem, aggregate_type, comparison_problem, integer_literal_type
 from engine.gq.syntax import (
     Aggregate,
+    Assignment,
     Binding,
     Clause,
     Filter,
@@ -42,6 +43,7 @@ from engine.gq.syntax import (
     ParamRef,
     PropRef,
     Query,
+    ReturnItem,
     Traversal,
 )
 from engine.gq.syntax import Operand as SourceOperand
@@ -212,7 +214,7 @@ class _Checker:
         left, right = self._operand(clause.left, scope), self._operand(clause.right, scope)
         return self._compare(left, clause.op, right, clause.op_token, (clause.left.token, clause.right.token))
 
-    def _constraint(self, index: int, member: Any) -> Compare:
+    def _constraint(self, index: int, member: Assignment) -> Compare:
         var = self._vars[index]
         ref = PropRef(var.name, member.prop, member.token, member.token)
         column = self._column(ref, {var.name: index})
@@ -223,7 +225,7 @@ class _Checker:
 
     # -- return and order --------------------------------------------------------------------
 
-    def _outputs(self, items: Any, scope: dict[str, int]) -> tuple[Output, ...]:
+    def _outputs(self, items: tuple[ReturnItem, ...], scope: dict[str, int]) -> tuple[Output, ...]:
         outputs: list[Output] = []
         seen: dict[str, Token] = {}
         for item in items:

