@@ -10,7 +10,8 @@ Shape::
 ``m`` holds one row per binding of the match's variables (``DISTINCT`` over their ids: a
 traversal reports a pair at most once, however many edges join it). A traversal of bounds
 ``{1,1}`` joins the edge view directly; any other is the pair table
-:mod:`engine.query.traverse` built (``relation`` returns its name). Order: the ``order`` keys
+:mod:`engine.query.traverse` built (``relation`` returns its name). A variable whose ``@key``
+members all equal constants also gets its implied id as a condition (:mod:`engine.query.keys`). Order: the ``order`` keys
 (ascending puts NULL first, descending last), then the bound entities' ids ascending in the
 order the variables first appear; a grouped query breaks ties by its group keys instead (NULL
 first). Without ``order`` the tie-break alone orders the rows, so every answer has one order.
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from engine.gq.bound_read import Block, BoundRead, Column, Hop, SortKey
+from engine.query.keys import implied_ids
 from engine.query.sql import SqlParams, compare_sql, quote
 
 Relation = Callable[[Hop], str | None]
@@ -47,6 +49,7 @@ class _Compiler:
                 froms.append(f"{quote(pairs)} AS {alias}")
                 conditions += [f"{alias}.a = v{hop.src}.id", f"{alias}.b = v{hop.dst}.id"]
         conditions += [compare_sql(compare, self._params) for compare in block.compares]
+        conditions += [f"v{var}.id = {self._params.add(node_id, 'VARCHAR')}" for var, node_id in implied_ids(block)]
         for negation in block.negations:
             inner_froms, inner_conditions = self.block(negation)
             sub = "SELECT 1" + (f" FROM {', '.join(inner_froms)}" if inner_froms else "")

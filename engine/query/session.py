@@ -1,8 +1,11 @@
 """The DuckDB session a read query runs in: bounded memory, spill to disk, typed failures.
 
-One connection per query. Its memory is limited to ``OMNIGRAPH_QUERY_MEMORY_MB`` MiB (default
-:data:`DEFAULT_MEMORY_MB`); intermediate results beyond it spill to a temporary directory that
-is removed with the session. A query that still cannot fit is ``resource_limit``
+One DuckDB database per process, created on first use, holds every query's memory: it is
+limited to ``OMNIGRAPH_QUERY_MEMORY_MB`` MiB (default :data:`DEFAULT_MEMORY_MB`, read when the
+database is created), and intermediate results beyond it spill to a temporary directory removed
+when the process exits. Each query runs on a connection of its own (a cursor: its registered
+tables and temp tables are invisible to other queries, and it costs well under a millisecond,
+where opening a database costs tens). A query that still cannot fit is ``resource_limit``
 ``{resource: "query_memory", limit, actual}`` (bytes; ``actual`` is the limit it reached).
 Any other DuckDB failure (a Lance scan that failed, for one) is raised as :class:`OSError` so
 that :meth:`engine.manifest.Manifest.reading` can tell a branch deleted meanwhile from a
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -65,19 +69,38 @@ class Session:
         )
 
 
+class _Database:
+    """The process's DuckDB database, created on first use (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._connection: duckdb.DuckDBPyConnection | None = None
+        self._spill: tempfile.TemporaryDirectory[str] | None = None
+        self.limit_mb = 0
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        with self._lock:
+            if self._connection is None:
+                self.limit_mb = memory_limit_mb()
+                self._spill = tempfile.TemporaryDirectory(prefix="omnigraph-query-")
+                self._connection = duckdb.connect(
+                    config={
+                        "memory_limit": f"{self.limit_mb}MiB",
+                        "temp_directory": self._spill.name,
+                        "threads": max(1, os.cpu_count() or 1),
+                    }
+                )
+            return self._connection.cursor()
+
+
+_DATABASE = _Database()
+
+
 @contextmanager
 def open_session() -> Iterator[Session]:
-    """A fresh session; closed, with its spill directory removed, when the block ends."""
-    limit = memory_limit_mb()
-    with tempfile.TemporaryDirectory(prefix="omnigraph-query-") as spill:
-        connection = duckdb.connect(
-            config={
-                "memory_limit": f"{limit}MiB",
-                "temp_directory": spill,
-                "threads": max(1, os.cpu_count() or 1),
-            }
-        )
-        try:
-            yield Session(connection, limit)
-        finally:
-            connection.close()
+    """A fresh connection to the process's database, closed when the block ends."""
+    connection = _DATABASE.cursor()
+    try:
+        yield Session(connection, _DATABASE.limit_mb)
+    finally:
+        connection.close()

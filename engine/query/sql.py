@@ -7,6 +7,12 @@ it). Numbers compare numerically (the reference's rule): an integer constant tak
 the integer column it is compared with when it fits (else both sides are ``HUGEINT``); a
 comparison between an integer and a float, or two float types, is made in ``DOUBLE``. NULL on
 either side makes a comparison NULL, which never matches.
+
+pylance 14's scanner cannot take a pushed filter on an unsigned integer column (its Substrait
+conversion refuses ``U32``/``U64`` fields, and the whole scan fails). A comparison that reads
+such a column is therefore written ``coalesce(comparison, FALSE)``: the same rows in a WHERE
+clause (NULL is not true either way), but an expression DuckDB does not push, so it filters
+those rows itself.
 """
 
 from __future__ import annotations
@@ -95,8 +101,19 @@ def operand_sql(operand: Operand, cast: str | None, params: SqlParams) -> str:
     return text if cast is None or cast == sql_type(operand.type) else f"CAST({text} AS {cast})"
 
 
+def _unsigned(operand: Operand) -> bool:
+    return isinstance(operand, Column) and isinstance(operand.type, ScalarType) and operand.type.name in ("U32", "U64")
+
+
 def compare_sql(compare: Compare, params: SqlParams) -> str:
-    """``compare`` as a SQL condition (NULL, never true, when a side is NULL)."""
+    """``compare`` as a SQL condition (never true when a side is NULL)."""
+    text = _compare_sql(compare, params)
+    if _unsigned(compare.left) or _unsigned(compare.right):
+        return f"coalesce({text}, FALSE)"
+    return text
+
+
+def _compare_sql(compare: Compare, params: SqlParams) -> str:
     left, op, right = compare.left, compare.op, compare.right
     if op == "starts_with":
         return f"starts_with({operand_sql(left, None, params)}, {operand_sql(right, None, params)})"

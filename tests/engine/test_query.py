@@ -269,3 +269,28 @@ def test_reads_work_at_format_4_and_while_migrating(tmp_path: Path) -> None:
     Manifest(open_store(root)).write_stamp("migrating", "m-1")
     migrating = open_graph(root, FENCED_PROFILE, write=False)
     assert migrating.stamp == "migrating" and _reference_answers(migrating) == expected
+
+
+def test_keyed_constraints_find_the_node_by_its_id_with_numeric_equality_kept(tmp_path: Path) -> None:
+    social = _social(str(tmp_path / "social"))
+    source = "query q() { match { $m: Membership { tenant: \"acme\", slot: %s } } return { $m.label, $m.id } }"
+    for slot in ("2", "2.0"):  # a decimal constant equals the integer but never spells the id
+        answer = run_query(social, source % slot)
+        assert answer["rows"] == [{"m.label": "editor", "m.id": '["2","acme"]'}], slot
+    assert run_query(social, source % "3")["rows"] == []
+    friends = run_query(social, 'query q() { match { $p: Person { name: "Carol" }  $p knows $f  $f wrote $d } return { $d.slug } }')
+    assert friends["rows"] == []  # Dave wrote nothing
+    wrote = run_query(social, 'query q() { match { $p: Person { name: "Bob" }  $q knows $p  $q wrote $d } return { $q.name, $d.slug } }')
+    assert wrote["rows"] == [{"q.name": "Alice", "d.slug": "intro-to-graphs"}]
+
+
+def test_lance_refuses_a_pushed_filter_on_an_unsigned_column(tmp_path: Path) -> None:
+    """The Lance fact behind ``engine.query.sql``'s ``coalesce`` on U32/U64 comparisons: when
+    this test fails, pylance pushes such filters and the workaround can go."""
+    import lance
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    dataset = lance.write_dataset(pa.table({"slot": pa.array([1, 2], pa.uint32())}), str(tmp_path / "u32"))
+    with pytest.raises(ValueError, match="Substrait"):
+        dataset.to_table(filter=pc.field("slot") == pa.scalar(1, pa.uint32()))

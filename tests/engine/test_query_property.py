@@ -2,7 +2,7 @@
 grammar, each answer compared (columns, rows and their order) with the pure-Python evaluator of
 :mod:`tests.support.query_model`.
 
-Graphs: up to six Person nodes (nullable age, score and tags), Cities whose names collide with
+Graphs: up to six Person nodes (nullable age, score, tags and an unsigned rank), Cities whose names collide with
 Person names (ids are unique per type only), Knows edges with self-loops and parallel edges,
 LivesIn edges. Queries: bindings with and without constraints, forward and reverse traversals
 with random bounds, filters of every operator (numbers, strings, lists, parameters, two
@@ -30,7 +30,7 @@ from tests.conftest import new_root
 from tests.support.query_model import Model, ModelGraph
 
 SCHEMA = """
-node Person { name: String @key  age: I32?  score: F64?  tags: [String]? }
+node Person { name: String @key  age: I32?  score: F64?  tags: [String]?  rank: U32? }
 node City   { name: String @key }
 edge Knows:   Person -> Person
 edge LivesIn: Person -> City
@@ -47,6 +47,7 @@ people = st.lists(
         st.one_of(st.none(), st.integers(0, 4)),
         st.one_of(st.none(), st.sampled_from([0.5, 1.25, 2.0, 2.75])),
         st.one_of(st.none(), st.lists(st.sampled_from(TAGS), max_size=2)),
+        st.one_of(st.none(), st.integers(0, 3)),
     ),
     min_size=1, max_size=6, unique_by=lambda person: person[0],
 )
@@ -55,7 +56,7 @@ people = st.lists(
 def _records(persons: list[tuple[Any, ...]], cities: list[str], knows: list[tuple[int, int]],
              lives: list[tuple[int, int]]) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = [
-        {"type": "Person", "data": {"name": n, "age": a, "score": s, "tags": t}} for n, a, s, t in persons
+        {"type": "Person", "data": {"name": n, "age": a, "score": s, "tags": t, "rank": r}} for n, a, s, t, r in persons
     ]
     records += [{"type": "City", "data": {"name": name}} for name in cities]
     names = [p[0] for p in persons]
@@ -102,7 +103,7 @@ def queries(draw: Any) -> tuple[str, dict[str, Any]]:
     people_vars = [v for v in variables if v != "c"]
     for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
         v, w = draw(st.sampled_from(people_vars)), draw(st.sampled_from(people_vars))
-        kind = draw(st.sampled_from(["age", "name", "prefix", "substring", "tags", "score", "two", "param", "city"]))
+        kind = draw(st.sampled_from(["age", "name", "prefix", "substring", "tags", "score", "two", "param", "city", "rank"]))
         op = draw(st.sampled_from(COMPARE))
         if kind == "age":
             clauses.append(f"${v}.age {op} {draw(st.sampled_from(['2', '2.5', '-1', '4']))}")
@@ -116,6 +117,8 @@ def queries(draw: Any) -> tuple[str, dict[str, Any]]:
             clauses.append(f'${v}.tags contains "{draw(st.sampled_from(TAGS))}"')
         elif kind == "score":
             clauses.append(f"${v}.score {op} {draw(st.sampled_from(['1.25', '2', '0']))}")
+        elif kind == "rank":
+            clauses.append(f"${v}.rank {op} {draw(st.sampled_from(['1', '-1', '2.5', '5000000000']))}")
         elif kind == "two":
             clauses.append(f"${v}.age {op} ${w}.age")
         elif kind == "param":
@@ -150,7 +153,7 @@ def _returns(draw: Any, variables: list[str]) -> tuple[str, list[str]]:
     """Return items and the order keys they allow (aliases and returned ``$v.prop``)."""
     people_vars = [v for v in variables if v != "c"]
     if draw(st.booleans()):
-        columns = [f"${v}.{prop}" for v in people_vars for prop in ("name", "age", "score")]
+        columns = [f"${v}.{prop}" for v in people_vars for prop in ("name", "age", "score", "rank")]
         columns += ["$c.name"] if "c" in variables else []
         chosen = draw(st.lists(st.sampled_from(columns), min_size=1, max_size=3, unique=True))
         return ", ".join(chosen), chosen
@@ -160,7 +163,7 @@ def _returns(draw: Any, variables: list[str]) -> tuple[str, list[str]]:
         return f"count(${v}) as n", ["n"]
     if shape == "grouped":
         return f"$p.name\n    count(${v}) as n", ["$p.name", "n"]
-    return f"$p.age, sum(${v}.age) as total, min(${v}.name) as first, max(${v}.score) as top, avg(${v}.age) as mean", \
+    return f"$p.age, sum(${v}.rank) as total, min(${v}.name) as first, max(${v}.score) as top, avg(${v}.age) as mean", \
         ["$p.age", "total", "first", "top"]
 
 
