@@ -15,7 +15,8 @@ from engine.manifest import MAIN
 from engine.ops.mutate import mutate, select_query
 
 
-def _params(raw: str | None) -> dict[str, Any]:
+def parse_params(raw: str | None) -> dict[str, Any]:
+    """The ``--params`` JSON object (``{}`` when not given); anything else is a usage error."""
     if raw is None:
         return {}
     try:
@@ -45,7 +46,7 @@ def mutate_command(
         source = query_file.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
         raise click.BadParameter(f"{query_file} is not UTF-8 text: {error.reason}", param_hint="--query") from None
-    params = _params(params_json)
+    params = parse_params(params_json)
     select_query(source, name)  # syntax, --name and the insert/delete mix: refused before any I/O
     opened = open_graph(graph, FENCED_PROFILE, write=True)
     for record in opened.recovered:

@@ -10,6 +10,7 @@ from cli.branch_merge import branch_merge
 from cli.check_commands import add_check_command
 from cli.maintenance_commands import add_maintenance_commands
 from cli.mutate import mutate_command
+from cli.query import query_command
 from cli.serve_commands import add_serve_command
 from cli.shared_commands import add_shared_commands
 from cli.support import echo_result, emit_json, json_option, reports_errors
@@ -29,6 +30,7 @@ def cli() -> None:
 add_shared_commands(cli, FENCED_PROFILE)
 cli.commands["branch"].add_command(branch_merge)  # type: ignore[attr-defined]
 cli.add_command(mutate_command)
+cli.add_command(query_command)
 add_serve_command(cli, FENCED_PROFILE)
 add_check_command(cli)
 add_maintenance_commands(cli)

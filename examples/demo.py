@@ -14,7 +14,9 @@ to ``sys.executable``) as subprocesses, in a fresh work directory (default ``./d
    then deletes the scratch branch, which is the only place the duplicate lives;
 4. prints what ``main`` and ``lazy`` pin before the upgrade (``omnigraph snapshot --json``,
    read-only, works at format 4);
-5. runs the upgrade playbook non-interactively, with a JSON report and JUnit XML;
+5. runs the upgrade playbook non-interactively, with a JSON report and JUnit XML, and checks that
+   a traversal and an aggregate (``omnigraph query``, ``examples/social.gq``) answer the same
+   before and after it;
 6. races N ``omnigraph`` processes strict-inserting one new id on ``main`` and on ``lazy``: one
    winner each, the others get ``key_conflict``, one row each;
 7. prints the snapshots after the upgrade and checks the old binary now refuses the graph;
@@ -244,6 +246,17 @@ class Demo:
 
     # --- the story --------------------------------------------------------------------------
 
+    def answers(self, graph: Path) -> dict[str, Any]:
+        """The rows of two read queries of ``examples/social.gq`` on ``main``: a traversal up to
+        three hops and a grouped aggregate (``omnigraph query --json``, read-only at any stamp)."""
+        found = {}
+        for name, params in (("circle", ["--params", '{"name": "Alice"}']), ("employers", [])):
+            outcome = self.run("omnigraph", "query", "--query", str(EXAMPLES / "social.gq"), "--name", name,
+                               *params, "--json", str(graph), quiet=True)
+            found[name] = outcome.document()["rows"]
+            self.note(f"{name}: {json.dumps(found[name], ensure_ascii=False)}")
+        return found
+
     def person_file(self, name: str, age: int) -> Path:
         path = self.workdir / f"person-{name.lower()}.jsonl"
         path.write_text(json.dumps({"type": "Person", "data": {"name": name, "age": age}}) + "\n", encoding="utf-8")
@@ -319,6 +332,8 @@ class Demo:
             "lazy inherits main's tables at older versions (no table branch of its own)",
         )
 
+        answers_before = self.answers(graph)
+
         self.heading("4. The upgrade: the upgrade playbook, non-interactively")
         report, junit = self.workdir / "upgrade-report.json", self.workdir / "upgrade-junit.xml"
         upgrade = self.run(
@@ -332,6 +347,8 @@ class Demo:
         self.expect(document["ok"] and [s["status"] for s in document["steps"]] == ["ok"] * 6,
                     f"report {self.show(report)}: 6 steps, all ok")
         self.expect('failures="0"' in junit.read_text(encoding="utf-8"), f"JUnit {self.show(junit)}: no failures")
+        self.expect(self.answers(graph) == answers_before,
+                    "a traversal and an aggregate (examples/social.gq) answer the same after the upgrade")
 
         self.heading(f"5. Format 5: {n} writers strict-insert one new id on main and on lazy, at once")
         data = self.person_file("Peggy", 27)

@@ -38,6 +38,7 @@ from server.docs_ui import add_docs_routes
 from server.gate import GuardedRoute, audit_routes, install_gate
 from server.grants import Grant, Principal
 from server.observe import Observe
+from server.query_routes import query_router
 from server.service import GraphService
 from server.settings import ServeSettings, settings_from_env
 from server.tokens import TokenTable, read_tokens_file
@@ -83,6 +84,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     app.router.route_class = GuardedRoute
     _install_error_handlers(app)
     _add_routes(app, service, profile)
+    app.include_router(query_router(service))
     if settings.docs:
         add_docs_routes(app)
     install_gate(app, settings, tokens)

@@ -1,4 +1,4 @@
-"""Type checking of a parsed ``.gq`` query against the catalog, and parameter binding.
+"""Type checking of a parsed ``.gq`` mutation against the catalog, and parameter binding.
 
 :func:`check_query` refuses, before any read of graph data:
 
@@ -114,32 +114,31 @@ def check_mix(query: Query) -> None:
 
 
 def bind_params(query: Query, params: dict[str, Any]) -> dict[str, Any]:
-    """Coerce the JSON ``params`` by the declared types; None stands for an absent nullable one."""
+    """Coerce the JSON ``params`` by the declared types; None stands for an absent nullable one.
+
+    A refusal names the parameter's declaration (an undeclared one: the query's name).
+    """
     declared = {param.name: param for param in query.params}
     unknown = sorted(set(params) - set(declared))
     if unknown:
-        raise BadRequest(
+        raise GqError(
             f"query {query.name!r} declares no parameter ${unknown[0]} (declared: "
             f"{', '.join('$' + name for name in declared) or 'none'})",
-            {"query": query.name, "param": unknown[0]},
+            query.token.line, query.token.column, query.token.text, {"query": query.name, "param": unknown[0]},
         )
     bound: dict[str, Any] = {}
     for name, param in declared.items():
         raw = params.get(name)
+        where = (param.token.line, param.token.column, param.token.text, {"query": query.name, "param": name})
         if raw is None:
             if not param.nullable:
-                raise BadRequest(
-                    f"query {query.name!r} needs parameter ${name} ({_spell(param)}); pass it with --params",
-                    {"query": query.name, "param": name},
-                )
+                raise GqError(f"query {query.name!r} needs parameter ${name} ({_spell(param)}); pass it with --params", *where)
             bound[name] = None
             continue
         try:
             bound[name] = coerce_value(param.type, raw)
         except InvalidValue as error:
-            raise BadRequest(
-                f"parameter ${name} ({_spell(param)}): {error}", {"query": query.name, "param": name}
-            ) from None
+            raise GqError(f"parameter ${name} ({_spell(param)}): {error}", *where) from None
     return bound
 
 
@@ -283,6 +282,8 @@ class _Binder:
                     raise _error(f"parameter ${param.name}: {error}", value.token) from None
             return bound
         assert isinstance(value, LiteralValue)
+        if value.typed is not None and ptype != ScalarType(value.typed):
+            raise _error(f"a {value.token.text}(...) literal is a {value.typed}; this place takes {ptype}", value.token)
         if value.value is None:
             if not nullable:
                 raise _error(f"null is not allowed here (a non-null {ptype})", value.token)

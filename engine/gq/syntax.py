@@ -1,4 +1,8 @@
-"""The syntax tree of a ``.gq`` source (positions kept for error messages)."""
+"""The syntax tree of a ``.gq`` source (positions kept for error messages).
+
+A query is a mutation (``statements``) or a read (``read``: ``match``/``return``/``order``/
+``limit``); both share parameters, literals and values.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +15,15 @@ from engine.schema.types import PropertyType
 
 @dataclass(frozen=True)
 class LiteralValue:
-    """A literal value as JSON would spell it (str, int, float, bool, None or a list of them)."""
+    """A literal value as JSON would spell it (str, int, float, bool, None or a list of them).
+
+    ``typed`` is ``"Date"`` or ``"DateTime"`` for ``date("...")``/``datetime("...")``, whose
+    ``value`` is then the text between the quotes.
+    """
 
     value: Any
     token: Token
+    typed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -77,10 +86,113 @@ class Statement:
 
 
 @dataclass(frozen=True)
+class PropRef:
+    """``$var.prop`` in a read query (``prop`` may be ``id``)."""
+
+    var: str
+    prop: str
+    token: Token
+    prop_token: Token
+
+
+Operand = PropRef | LiteralValue | ParamRef
+
+
+@dataclass(frozen=True)
+class Binding:
+    """``$var: Type`` or ``$var: Type { prop: value, ... }`` (each member an equality)."""
+
+    var: str
+    type_name: str
+    constraints: tuple[Assignment, ...]
+    token: Token
+    type_token: Token
+
+
+@dataclass(frozen=True)
+class Traversal:
+    """``$src edge $dst {min,max}``; ``edge`` is the edge type's name with a lower-case first letter."""
+
+    src: str
+    edge: str
+    dst: str
+    min_hops: int
+    max_hops: int
+    token: Token
+    edge_token: Token
+    dst_token: Token
+
+
+@dataclass(frozen=True)
+class Filter:
+    """``left op right``; ``op`` is ``= != < <= > >=``, ``contains`` or ``starts_with``."""
+
+    left: Operand
+    op: str
+    right: Operand
+    op_token: Token
+
+
+@dataclass(frozen=True)
+class Negation:
+    """``not { clause+ }``."""
+
+    clauses: tuple[Clause, ...]
+    token: Token
+
+
+Clause = Binding | Traversal | Filter | Negation
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """``count($v)`` (``prop`` None) or ``sum|avg|min|max($v.prop)``."""
+
+    func: str
+    var: str
+    prop: str | None
+    token: Token
+    var_token: Token
+
+
+@dataclass(frozen=True)
+class ReturnItem:
+    """One ``return`` item, ``expr [as alias]``."""
+
+    expr: PropRef | Aggregate
+    alias: str | None
+    alias_token: Token | None
+
+
+@dataclass(frozen=True)
+class OrderItem:
+    """``$v.prop`` or a return alias (a name token), ascending unless ``descending``."""
+
+    target: PropRef | Token
+    descending: bool
+
+
+@dataclass(frozen=True)
+class ReadBody:
+    """``match { ... } return { ... } [order { ... }] [limit N]``."""
+
+    match: tuple[Clause, ...]
+    returns: tuple[ReturnItem, ...]
+    order: tuple[OrderItem, ...]
+    limit: int | None
+    token: Token
+
+
+@dataclass(frozen=True)
 class Query:
-    """``query name(params) { statements }``."""
+    """``query name(params) { statements }`` (a mutation) or ``{ match ... }`` (a read, ``read`` set)."""
 
     name: str
     params: tuple[Param, ...]
     statements: tuple[Statement, ...]
     token: Token
+    read: ReadBody | None = None
+
+    @property
+    def is_read(self) -> bool:
+        return self.read is not None

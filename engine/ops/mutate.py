@@ -37,8 +37,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import BadRequest, PreconditionFailed, ReadSetConflict
-from engine.gq import parse
+from engine.errors import PreconditionFailed, ReadSetConflict
+from engine.gq import choose_query
 from engine.gq.checker import BoundQuery, check_mix, check_query
 from engine.gq.syntax import Query
 from engine.graph import Graph
@@ -69,24 +69,12 @@ class MutationResult:
 
 
 def select_query(source: str, name: str | None) -> Query:
-    """Parse ``source`` and pick the query ``name`` (optional when the source holds one).
+    """Parse ``source`` and pick the mutation ``name`` (optional when the source holds one query).
 
-    The insert/update + delete mix is refused here, before any I/O.
+    A read query is refused (it names ``omnigraph query``); so is the insert/update + delete
+    mix, before any I/O.
     """
-    queries = parse(source)
-    names = [query.name for query in queries]
-    if name is None:
-        if len(queries) > 1:
-            raise BadRequest(
-                f"the source declares {len(queries)} queries; choose one with --name ({', '.join(names)})",
-                {"queries": names},
-            )
-        query = queries[0]
-    else:
-        matching = [query for query in queries if query.name == name]
-        if not matching:
-            raise BadRequest(f"no query named {name!r} (the source declares: {', '.join(names)})", {"queries": names})
-        query = matching[0]
+    query = choose_query(source, name, "mutation")
     check_mix(query)
     return query
 

@@ -290,7 +290,7 @@ def test_update_refusals_and_validation(root_uri: str) -> None:
         ("", 1, 1, "", "at least one query"),
         ("query q() { delete Tag where id = 1 } query q() { delete Tag where id = 2 }", 1, 45, "q", "duplicate query name"),
         ("query q() { insert Tag { label: [1, [2]] } }", 1, 37, "[", "scalar literals only"),
-        ("query q() { insert Tag { label: \"a\" label: \"b\" } }", 1, 37, "label", "',' or '}'"),
+        ("query q() { insert Tag { label: \"a\" label: \"b\" } }", 1, 37, "label", "a line break or '}'"),
     ],
 )
 def test_parse_errors_name_line_column_and_token(source: str, line: int, column: int, token: str, text: str) -> None:

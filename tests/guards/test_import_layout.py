@@ -16,8 +16,9 @@ parsed with :mod:`ast`; nothing is imported. The rules:
   or ``claims``.
 * The engine's sub-packages and top-level modules are layered (:data:`ENGINE_LAYERS`, lowest
   first): ``errors`` and ``failpoints``; ``storage``; ``schema``; ``door``, ``records`` and
-  ``gq``; ``manifest``; ``reconcile``; ``access``; ``graph``; ``ops`` and ``maintenance``. Each
-  imports only from layers below its own, so they depend on one another without a cycle.
+  ``gq``; ``manifest``; ``reconcile``; ``access``; ``graph``; ``ops``, ``maintenance`` and
+  ``query``. Each imports only from layers below its own, so they depend on one another
+  without a cycle.
 * The module graph has no cycle. Only imports that run when a module is imported count: those at
   module level (including class bodies, ``try`` and ``if`` blocks), not those inside functions
   or under ``if TYPE_CHECKING:``. An import of ``a.b.c`` also depends on the packages ``a`` and
@@ -199,7 +200,7 @@ ENGINE_LAYERS = (
     ("engine.reconcile",),
     ("engine.access",),
     ("engine.graph",),
-    ("engine.ops", "engine.maintenance"),
+    ("engine.ops", "engine.maintenance", "engine.query"),
 )
 LAYER = {unit: index for index, units in enumerate(ENGINE_LAYERS) for unit in units}
 

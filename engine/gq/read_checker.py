@@ -1,0 +1,301 @@
+"""Type checking of a parsed read query against the catalog, and parameter binding.
+
+:func:`check_read` refuses, before any graph data is read (``bad_request`` with line:column and
+the offending token):
+
+* an unknown node type, edge or property; an edge type bound as a variable (``$e: Knows``);
+* a variable bound to two different types, a traversal whose source or destination variable
+  has the wrong node type for the edge (``$a`` is always the source side), a variable that no
+  binding or traversal introduces, ``$_.prop`` (``$_`` is anonymous), a variable spelled like a
+  declared parameter;
+* an incompatible comparison (:mod:`engine.gq.read_types`), a string literal that is not a value
+  of the enum it is compared with (``=``/``!=``), a list or vector property in a binding
+  constraint;
+* ``sum``/``avg`` of a non-number, ``min``/``max`` of a list or vector; two return columns with
+  one name; an ``order`` key that is neither ``$v.prop`` (in a grouped query: one of the
+  returned group keys) nor a return alias; a return item naming a variable local to a
+  ``not { ... }``;
+* an undeclared parameter; then the parameter values as :func:`engine.gq.checker.bind_params`
+  (a missing or null non-nullable one, a wrong type).
+
+Scoping: a ``not { ... }`` block sees every variable of the blocks around it; variables it
+introduces are its own. Within a block, clause order does not matter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.gq.bound_read import Block, BoundRead, Column, Compare, Const, Hop, Operand, Output, SortKey, Var
+from engine.gq.checker import bind_params
+from engine.gq.errors import GqError
+from engine.gq.lexer import Token
+from engine.gq.read_types import STRING, aggregate_problem, aggregate_type, comparison_problem, integer_literal_type
+from engine.gq.syntax import (
+    Aggregate,
+    Assignment,
+    Binding,
+    Clause,
+    Filter,
+    LiteralValue,
+    Negation,
+    Param,
+    ParamRef,
+    PropRef,
+    Query,
+    ReturnItem,
+    Traversal,
+)
+from engine.gq.syntax import Operand as SourceOperand
+from engine.schema import Catalog, EnumType, ListType, PropertyType, ScalarType, TableDef, VectorType
+from engine.schema.values import coerce_value
+
+ANONYMOUS = "_"
+
+
+def _error(message: str, token: Token) -> GqError:
+    return GqError(message, token.line, token.column, token.text)
+
+
+def check_read(query: Query, catalog: Catalog, params: dict[str, Any]) -> BoundRead:
+    """Check the read query ``query`` and bind ``params``; see the module docstring."""
+    declared = {param.name: param for param in query.params}
+    _Checker(catalog, declared, dict.fromkeys(declared)).run(query)  # type errors first
+    return _Checker(catalog, declared, bind_params(query, params)).run(query)
+
+
+class _Checker:
+    def __init__(self, catalog: Catalog, declared: dict[str, Param], params: dict[str, Any]) -> None:
+        self._catalog = catalog
+        self._declared = declared
+        self._params = params
+        self._vars: list[Var] = []
+        self._where: dict[int, Token] = {}
+        self._edges = {name[0].lower() + name[1:]: name for name in _edge_names(catalog)}
+
+    def run(self, query: Query) -> BoundRead:
+        read = query.read
+        assert read is not None
+        block, scope = self._block(read.match, {})
+        outputs = self._outputs(read.returns, scope)
+        grouped = any(output.func is not None for output in outputs)
+        order = tuple(self._sort_key(item.target, item.descending, outputs, grouped, scope) for item in read.order)
+        return BoundRead(query.name, tuple(self._vars), block, outputs, grouped, order, read.limit)
+
+    # -- variables and blocks ----------------------------------------------------------------
+
+    def _new_var(self, name: str, table: TableDef, token: Token) -> int:
+        index = len(self._vars)
+        if name == ANONYMOUS:
+            name = f"_{sum(var.anonymous for var in self._vars) + 1}"
+        elif name in self._declared:
+            raise _error(f"variable ${name} is spelled like the parameter ${name}; rename one of them", token)
+        self._vars.append(Var(name, table, index))
+        self._where[index] = token
+        return index
+
+    def _block(self, clauses: tuple[Clause, ...], outer: dict[str, int]) -> tuple[Block, dict[str, int]]:
+        declared = self._declared_types(clauses, outer)
+        scope = dict(outer)
+        local: list[int] = []
+        hops: list[Hop] = []
+        compares: list[Compare] = []
+
+        def endpoint(name: str, token: Token, table: TableDef) -> int:
+            if name != ANONYMOUS and name in scope:
+                return scope[name]
+            table, where = declared.get(name, (table, token))
+            index = self._new_var(name, table, where)
+            local.append(index)
+            if name != ANONYMOUS:
+                scope[name] = index
+            return index
+
+        for clause in clauses:
+            if isinstance(clause, Binding):
+                index = endpoint(clause.var, clause.token, self._node(clause))
+                compares.extend(self._constraint(index, member) for member in clause.constraints)
+            elif isinstance(clause, Traversal):
+                edge = self._edge(clause)
+                src = endpoint(clause.src, clause.token, self._catalog.node(str(edge.from_type)))
+                dst = endpoint(clause.dst, clause.dst_token, self._catalog.node(str(edge.to_type)))
+                self._check_endpoint(edge, src, "from", str(edge.from_type), clause.token)
+                self._check_endpoint(edge, dst, "to", str(edge.to_type), clause.dst_token)
+                hops.append(Hop(src, edge, dst, clause.min_hops, clause.max_hops))
+        compares.extend(self._filter(clause, scope) for clause in clauses if isinstance(clause, Filter))
+        negations = tuple(self._block(c.clauses, scope)[0] for c in clauses if isinstance(c, Negation))
+        variables = tuple(self._vars[index] for index in local)
+        return Block(variables, tuple(hops), tuple(compares), negations), scope
+
+    def _declared_types(self, clauses: tuple[Clause, ...], outer: dict[str, int]) -> dict[str, tuple[TableDef, Token]]:
+        """The node type each named variable is bound to by this block's bindings (checked
+        against each other and against the enclosing blocks)."""
+        found: dict[str, tuple[TableDef, Token]] = {}
+        for clause in clauses:
+            if not isinstance(clause, Binding) or clause.var == ANONYMOUS:
+                continue
+            table = self._node(clause)
+            known = found.get(clause.var)
+            if known is None and clause.var in outer:
+                var = self._vars[outer[clause.var]]
+                known = (var.table, self._where[var.index])
+            if known is not None and known[0].type_name != table.type_name:
+                where = known[1]
+                raise _error(
+                    f"${clause.var} is a {known[0].type_name} (bound at {where.line}:{where.column}); "
+                    f"it cannot also be a {table.type_name}",
+                    clause.type_token,
+                )
+            found.setdefault(clause.var, (table, clause.token))
+        return found
+
+    def _node(self, clause: Binding) -> TableDef:
+        name = clause.type_name
+        if self._catalog.has_node(name):
+            return self._catalog.node(name)
+        if self._catalog.has_edge(name):
+            lowered = name[0].lower() + name[1:]
+            raise _error(f"{name} is an edge type; bind node types and traverse edges ($a {lowered} $b)", clause.type_token)
+        raise _error(f"unknown node type {name!r}", clause.type_token)
+
+    def _edge(self, clause: Traversal) -> TableDef:
+        name = self._edges.get(clause.edge)
+        if name is None:
+            known = ", ".join(sorted(self._edges)) or "none"
+            raise _error(f"unknown edge {clause.edge!r} (edges are named with a lower-case first letter: {known})", clause.edge_token)
+        return self._catalog.edge(name)
+
+    def _check_endpoint(self, edge: TableDef, index: int, side: str, expected: str, token: Token) -> None:
+        var = self._vars[index]
+        if var.table.type_name != expected:
+            where = self._where[index]
+            raise _error(
+                f"{edge.type_name} goes from {edge.from_type} to {edge.to_type}; {token.text} is a "
+                f"{var.table.type_name} (bound at {where.line}:{where.column}), not the {side} side's {expected}",
+                token,
+            )
+
+    # -- operands and comparisons ------------------------------------------------------------
+
+    def _column(self, ref: PropRef, scope: dict[str, int]) -> Column:
+        if ref.var == ANONYMOUS:
+            raise _error("$_ is anonymous: it matches anything and has no properties to read", ref.token)
+        if ref.var not in scope:
+            raise _error(f"unknown variable ${ref.var} (bind it with ${ref.var}: Type or a traversal)", ref.token)
+        var = self._vars[scope[ref.var]]
+        if ref.prop == "id":
+            return Column(var.index, "id", STRING)
+        if not var.table.has_property(ref.prop):
+            raise _error(f"node type {var.table.type_name} has no property {ref.prop!r}", ref.prop_token)
+        return Column(var.index, ref.prop, var.table.property(ref.prop).type)
+
+    def _operand(self, operand: SourceOperand, scope: dict[str, int]) -> Operand:
+        if isinstance(operand, PropRef):
+            return self._column(operand, scope)
+        if isinstance(operand, ParamRef):
+            param = self._declared.get(operand.name)
+            if param is None:
+                raise _error(f"undeclared parameter ${operand.name}", operand.token)
+            return Const(self._params[operand.name], param.type)
+        return _literal(operand)
+
+    def _compare(self, left: Operand, op: str, right: Operand, token: Token, sides: tuple[Token, Token]) -> Compare:
+        problem = comparison_problem(left.type, op, right.type)
+        if problem is not None:
+            raise _error(problem, token)
+        if op in ("=", "!="):
+            for column, const, where in ((left, right, sides[1]), (right, left, sides[0])):
+                if isinstance(column, Column) and isinstance(const, Const) and isinstance(column.type, EnumType) \
+                        and const.type == STRING and const.value is not None and const.value not in column.type.values:
+                    raise _error(f"{const.value!r} is not a value of {column.type}", where)
+        return Compare(left, op, right)
+
+    def _filter(self, clause: Filter, scope: dict[str, int]) -> Compare:
+        left, right = self._operand(clause.left, scope), self._operand(clause.right, scope)
+        return self._compare(left, clause.op, right, clause.op_token, (clause.left.token, clause.right.token))
+
+    def _constraint(self, index: int, member: Assignment) -> Compare:
+        var = self._vars[index]
+        ref = PropRef(var.name, member.prop, member.token, member.token)
+        column = self._column(ref, {var.name: index})
+        if isinstance(column.type, (ListType, VectorType)):
+            raise _error(f"{var.table.type_name}.{member.prop} is a {column.type}; compare it in a filter (contains)", member.token)
+        value = self._operand(member.value, {})
+        return self._compare(column, "=", value, member.token, (member.token, member.value.token))
+
+    # -- return and order --------------------------------------------------------------------
+
+    def _outputs(self, items: tuple[ReturnItem, ...], scope: dict[str, int]) -> tuple[Output, ...]:
+        outputs: list[Output] = []
+        seen: dict[str, Token] = {}
+        for item in items:
+            expr = item.expr
+            if isinstance(expr, Aggregate):
+                column = None
+                if expr.prop is not None:
+                    column = self._column(PropRef(expr.var, expr.prop, expr.var_token, expr.var_token), scope)
+                    problem = aggregate_problem(expr.func, column.type)
+                    if problem is not None:
+                        raise _error(problem, expr.token)
+                else:
+                    self._column(PropRef(expr.var, "id", expr.var_token, expr.var_token), scope)
+                var = scope[expr.var]
+                text = f"{expr.func}(${expr.var}{'.' + expr.prop if expr.prop else ''})"
+                output = Output(item.alias or text, expr.func, var, column, aggregate_type(expr.func, column and column.type))
+                token = expr.token
+            else:
+                column = self._column(expr, scope)
+                output = Output(item.alias or f"{expr.var}.{expr.prop}", None, column.var, column, column.type)
+                token = expr.token
+            token = item.alias_token or token
+            if output.name in seen:
+                first = seen[output.name]
+                raise _error(
+                    f"two return columns are named {output.name!r} (the first at {first.line}:{first.column}); "
+                    "give one an alias with as",
+                    token,
+                )
+            seen[output.name] = token
+            outputs.append(output)
+        return tuple(outputs)
+
+    def _sort_key(self, target: PropRef | Token, descending: bool, outputs: tuple[Output, ...], grouped: bool,
+                  scope: dict[str, int]) -> SortKey:
+        if isinstance(target, Token):
+            for index, output in enumerate(outputs):
+                if output.name == target.text:
+                    return SortKey(index, None, descending)
+            raise _error(f"order by {target.text!r}: no return item is named so (order by $v.prop or an alias given with as)", target)
+        column = self._column(target, scope)
+        for index, output in enumerate(outputs):
+            if output.func is None and output.column == column:
+                return SortKey(index, None, descending)
+        if grouped:
+            raise _error(
+                f"order by ${target.var}.{target.prop}: a grouped query orders by its returned group keys or aliases",
+                target.token,
+            )
+        return SortKey(None, column, descending)
+
+
+def _literal(literal: LiteralValue) -> Const:
+    value = literal.value
+    if literal.typed is not None:
+        ptype = ScalarType(literal.typed)
+        return Const(coerce_value(ptype, value), ptype)
+    ltype: PropertyType | None
+    if isinstance(value, bool):
+        ltype = ScalarType("Bool")
+    elif isinstance(value, int):
+        ltype = integer_literal_type(value)
+        if ltype is None:
+            raise _error("integer literal out of range (beyond U64)", literal.token)
+    elif isinstance(value, float):
+        ltype = ScalarType("F64")
+    else:
+        ltype = STRING
+    return Const(value, ltype)
+
+
+def _edge_names(catalog: Catalog) -> list[str]:
+    return [table.type_name for table in catalog.tables() if table.kind == "edge"]

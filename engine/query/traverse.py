@@ -1,0 +1,105 @@
+"""Variable-length traversals: the (source, destination) pairs of a hop, as a DuckDB temp table.
+
+The reference's rule, breadth-first from each source ``s``: ``s`` counts as visited; hop ``k``
+reaches the unvisited nodes one edge away from those reached at hop ``k - 1`` (they become
+visited and are not expanded again), and a node reached at hop ``k - 1`` that has a stored
+self-loop is reported again at hop ``k``. So a pair ``(s, x)`` is reported when the shortest
+distance ``d`` from ``s`` to ``x`` (``d = 0`` for ``x = s``) lies in ``min..max``, or when
+``x`` has a self-loop and ``d + 1`` does. Each pair at most once.
+
+Breadth-first search runs in DuckDB, one ``INSERT ... SELECT`` per hop over a table
+``(s, n, d)`` of reached nodes and their distance (an anti-join with it is the visited set),
+starting from a *seed* set. The pair set of a source depends on that source alone, so any
+superset of the sources a query can bind gives the same answer: the seeds are the rows of the
+variable's node table that pass the comparisons of that variable alone in the block that
+introduces it. When the source variable has none and the destination does, the search runs
+backwards from the destinations (``d`` is then the distance to the seed; the self-loop that
+counts is the seed's). With neither, the sources are every node with an outgoing edge.
+
+Ids are unique per node type only: when the edge's endpoints are of different types, a second
+hop would join ids of different types, so only hop 1 exists (and a self-loop cannot).
+"""
+
+from __future__ import annotations
+
+from engine.gq.bound_read import Block, BoundRead, Compare, Const, Hop
+from engine.query.session import Session
+from engine.query.sql import SqlParams, compare_sql, quote
+
+
+def _alone(compare: Compare, var: int) -> bool:
+    """True if ``compare`` reads variable ``var`` and nothing but constants otherwise."""
+    sides = (compare.left, compare.right)
+    return all(isinstance(side, Const) or side.var == var for side in sides) and any(
+        not isinstance(side, Const) for side in sides
+    )
+
+
+def _declaring_blocks(block: Block, found: dict[int, Block] | None = None) -> dict[int, Block]:
+    found = {} if found is None else found
+    for var in block.variables:
+        found[var.index] = block
+    for negation in block.negations:
+        _declaring_blocks(negation, found)
+    return found
+
+
+class Traversals:
+    """Builds the pair table of each variable-length hop of one query, in one session."""
+
+    def __init__(self, session: Session, bound: BoundRead) -> None:
+        self._session = session
+        self._bound = bound
+        self._declaring = _declaring_blocks(bound.block)
+        self._built: dict[Hop, str] = {}
+
+    def relation(self, hop: Hop) -> str | None:
+        """None for a ``{1,1}`` hop (joined with the edge view); else the pair table ``(a, b)``."""
+        if hop.min_hops == 1 and hop.max_hops == 1:
+            return None
+        if hop not in self._built:
+            self._built[hop] = self._build(hop, f"pairs{len(self._built)}")
+        return self._built[hop]
+
+    def _seed_conditions(self, var: int) -> list[Compare]:
+        return [c for c in self._declaring[var].compares if _alone(c, var)]
+
+    def _build(self, hop: Hop, name: str) -> str:
+        forward = bool(self._seed_conditions(hop.src)) or not self._seed_conditions(hop.dst)
+        seed_var = hop.src if forward else hop.dst
+        same_type = hop.edge.from_type == hop.edge.to_type
+        edges = quote(hop.edge.table_key)
+        params = SqlParams()
+        conditions = self._seed_conditions(seed_var)
+        if conditions or not forward:
+            table = quote(self._bound.variables[seed_var].table.table_key)
+            where = " AND ".join(compare_sql(c, params) for c in conditions) or "TRUE"
+            seeds = f"SELECT v{seed_var}.id AS id FROM {table} AS v{seed_var} WHERE {where}"
+        else:
+            seeds = f"SELECT DISTINCT src AS id FROM {edges}"
+        reach, step = f"{name}_reach", f"{name}_step"
+        near, far = ("src", "dst") if forward else ("dst", "src")
+        run = self._session.execute
+        run(f"CREATE TEMP TABLE {reach} AS SELECT DISTINCT id AS s, id AS n, 0 AS d FROM ({seeds})", params.values)
+        for depth in range(1, (hop.max_hops if same_type else 1) + 1):
+            run(
+                f"CREATE OR REPLACE TEMP TABLE {step} AS SELECT DISTINCT f.s AS s, e.{far} AS n, {depth} AS d "
+                f"FROM {reach} f JOIN {edges} e ON e.{near} = f.n WHERE f.d = {depth - 1} "
+                f"AND NOT EXISTS (SELECT 1 FROM {reach} r WHERE r.s = f.s AND r.n = e.{far})"
+            )
+            run(f"INSERT INTO {reach} SELECT s, n, d FROM {step}")
+            (count,) = run(f"SELECT count(*) FROM {step}").fetchone()  # type: ignore[misc]
+            if count == 0:
+                break
+        a, b = ("s", "n") if forward else ("n", "s")
+        sql = f"CREATE TEMP TABLE {name} AS SELECT {a} AS a, {b} AS b FROM {reach} WHERE d BETWEEN {hop.min_hops} AND {hop.max_hops}"
+        if same_type:
+            loops = f"SELECT src FROM {edges} WHERE src = dst"
+            sql += (
+                f" UNION SELECT {a} AS a, {b} AS b FROM {reach} WHERE d + 1 BETWEEN {hop.min_hops} AND {hop.max_hops}"
+                f" AND {b} IN ({loops})"
+            )
+        run(sql)
+        run(f"DROP TABLE {reach}")
+        run(f"DROP TABLE IF EXISTS {step}")
+        return name

@@ -1,0 +1,164 @@
+"""The read-query language without storage: what it accepts, and every refusal with its place.
+
+Each refusal is ``bad_request`` (:class:`engine.gq.GqError`) whose details name the line, the
+column and the offending token; the reference's list of error kinds is covered one by one, as
+are the parse errors (escapes, bounds), the newline separators shared with mutations and the
+refusal of each kind of query by the other command.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine.gq import GqError, choose_query, parse
+from engine.gq.bound_read import BoundRead
+from engine.gq.read_checker import check_read
+from engine.ops.mutate import select_query
+from engine.schema import Catalog
+from tests.support.graph_helpers import SCHEMA_PATH
+
+CATALOG = Catalog.from_source(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def _check(source: str, params: dict[str, Any] | None = None) -> BoundRead:
+    return check_read(choose_query(source, None, "read"), CATALOG, params or {})
+
+
+def _refused(source: str, params: dict[str, Any] | None = None) -> GqError:
+    with pytest.raises(GqError) as refused:
+        _check(source, params)
+    assert refused.value.code == "bad_request" and refused.value.http_status == 400
+    return refused.value
+
+
+@pytest.mark.parametrize(
+    ("source", "params", "where", "text"),
+    [
+        # parameters: null or missing when required, wrong type, undeclared
+        ("query q($n: String) {\n match { $p: Person { name: $n } }\n return { $p.age }\n}", {}, (1, 9, "$n"), "needs parameter $n"),
+        ("query q($n: String) {\n match { $p: Person { name: $n } }\n return { $p.age }\n}", {"n": None}, (1, 9, "$n"), "needs"),
+        ("query q($n: I32) {\n match { $p: Person { age: $n } }\n return { $p.age }\n}", {"n": "x"}, (1, 9, "$n"), "expected I32"),
+        ("query q() {\n match { $p: Person { name: $n } }\n return { $p.age }\n}", {}, (2, 29, "$n"), "undeclared parameter $n"),
+        ("query q() {\n match { $p: Person }\n return { $p.age }\n}", {"x": 1}, (1, 7, "q"), "declares no parameter $x"),
+        # unknown type, property, edge; an edge bound as a node
+        ("query q() {\n match { $p: Persona }\n return { $p.age }\n}", {}, (2, 14, "Persona"), "unknown node type"),
+        ("query q() {\n match { $p: Person }\n return { $p.height }\n}", {}, (3, 14, "height"), "no property 'height'"),
+        ("query q() {\n match { $p: Person { nick: \"x\" } }\n return { $p.age }\n}", {}, (2, 23, "nick"), "no property 'nick'"),
+        ("query q() {\n match { $p likes $f }\n return { $p.age }\n}", {}, (2, 13, "likes"), "unknown edge 'likes'"),
+        ("query q() {\n match { $p Knows $f }\n return { $p.age }\n}", {}, (2, 13, "Knows"), "lower-case first letter"),
+        ("query q() {\n match { $k: Knows }\n return { $k.id }\n}", {}, (2, 14, "Knows"), "is an edge type"),
+        # a traversal from the wrong endpoint type ($a is always the source side)
+        ("query q() {\n match { $c: Company\n $c worksAt $p }\n return { $c.name }\n}", {}, (3, 2, "$c"), "goes from Person to Company"),
+        ("query q() {\n match { $d: Doc\n $p knows $d }\n return { $d.slug }\n}", {}, (3, 11, "$d"), "not the to side's Person"),
+        ("query q() {\n match { $p: Person\n $p: Company }\n return { $p.name }\n}", {}, (3, 6, "Company"), "cannot also be a Company"),
+        # incompatible comparisons
+        ("query q() {\n match { $p: Person\n $p.age = \"x\" }\n return { $p.name }\n}", {}, (3, 9, "="), "cannot compare I32 with String"),
+        ("query q() {\n match { $p: Person\n $p.name < 3 }\n return { $p.name }\n}", {}, (3, 10, "<"), "cannot compare String with I64"),
+        ("query q() {\n match { $d: Doc\n $d.tags = \"x\" }\n return { $d.slug }\n}", {}, (3, 10, "="), "a list takes contains"),
+        ("query q() {\n match { $d: Doc\n $d.embedding = 1.5 }\n return { $d.slug }\n}", {}, (3, 15, "="), "a vector is not comparable"),
+        ("query q() {\n match { $p: Person\n $p.age contains 3 }\n return { $p.name }\n}", {}, (3, 9, "contains"), "contains takes"),
+        ("query q() {\n match { $p: Person\n $p.age starts_with \"1\" }\n return { $p.name }\n}", {}, (3, 9, "starts_with"), "two strings"),
+        ("query q() {\n match { $k: Person $p knows $k\n $p.name = true }\n return { $p.name }\n}", {}, (3, 10, "="), "String with Bool"),
+        ("query q() {\n match { $d: Doc\n $d.status = \"gone\" }\n return { $d.slug }\n}", {}, (3, 14, '"gone"'), "not a value of enum"),
+        ("query q($d: Date) {\n match { $p: Person\n $p.age > $d }\n return { $p.name }\n}", {"d": 1}, (3, 9, ">"), "I32 with Date"),
+        # aggregates, columns, order
+        ("query q() {\n match { $p: Person }\n return { sum($p.name) }\n}", {}, (3, 11, "sum"), "sum takes a number property"),
+        ("query q() {\n match { $p: Person }\n return { avg($p.email) }\n}", {}, (3, 11, "avg"), "avg takes a number property"),
+        ("query q() {\n match { $d: Doc }\n return { max($d.tags) }\n}", {}, (3, 11, "max"), "max takes a scalar property"),
+        ("query q() {\n match { $p: Person }\n return { $p.name, $p.age as p.name }\n}", {}, (3, 31, "."), "a line break or '}'"),
+        ("query q() {\n match { $p: Person }\n return { $p.name, $p.age as n, $p.email as n }\n}", {}, (3, 45, "n"), "named 'n'"),
+        ("query q() {\n match { $p: Person }\n return { $p.name }\n order { nope }\n}", {}, (4, 10, "nope"), "no return item is named so"),
+        ("query q() {\n match { $p: Person }\n return { $p.name, count($p) as n }\n order { $p.age }\n}", {}, (4, 10, "$p"), "group keys"),
+        # variables
+        ("query q() {\n match { $p: Person\n $f.age > 1 }\n return { $p.name }\n}", {}, (3, 2, "$f"), "unknown variable $f"),
+        ("query q() {\n match { $p: Person  not { $p knows $f } }\n return { $f.name }\n}", {}, (3, 11, "$f"), "unknown variable $f"),
+        ("query q() {\n match { $p: Person  $p knows $_ }\n return { $_.name }\n}", {}, (3, 11, "$_"), "anonymous"),
+        ("query q($p: String) {\n match { $p: Person }\n return { $p.name }\n}", {"p": "x"}, (2, 10, "$p"), "spelled like the parameter"),
+        # bad bounds (parse errors)
+        ("query q() {\n match { $p: Person  $p knows $f {2,} }\n return { $p.name }\n}", {}, (2, 37, "}"), "{n,} is not allowed"),
+        ("query q() {\n match { $p: Person  $p knows $f {3, 2} }\n return { $p.name }\n}", {}, (2, 34, "{"), "minimum exceeds the maximum"),
+        ("query q() {\n match { $p: Person  $p knows $f {0,2} }\n return { $p.name }\n}", {}, (2, 35, "0"), "at least 1"),
+        # literals
+        ("query q() {\n match { $p: Person  $p.name = \"a\\qb\" }\n return { $p.name }\n}", {}, (2, 34, "\\q"), "unknown escape"),
+        ("query q() {\n match { $p: Person  $p.name = \"\\u{D800}\" }\n return { $p.name }\n}", {}, (2, 33, "\\u{D800}"), "scalar value"),
+        ("query q() {\n match { $p: Person  $p.born = date(\"2024-13-01\") }\n return { $p }\n}", {}, (2, 37, '"2024-13-01"'), "valid"),
+        ("query q() {\n match { $p: Person  $p.name = null }\n return { $p.name }\n}", {}, (2, 32, "null"), "expected a match clause"),
+        ("query q() {\n match { }\n return { $p.name }\n}", {}, (2, 10, "}"), "at least one clause"),
+        ("query q() {\n match { $p: Person }\n return { $p }\n}", {}, (3, 11, "$p"), "expected a return item"),
+        ("query q() {\n match { $p: Person, $p knows $f }\n return { $p.name }\n}", {}, (2, 20, ","), "expected a match clause"),
+        ("query q() {\n match { $p: Person }\n return { $p.name $p.age }\n}", {}, (3, 19, "$p"), "a line break or '}'"),
+    ],
+)
+def test_refusals_name_line_column_and_token(source: str, params: dict[str, Any], where: tuple[int, int, str], text: str) -> None:
+    refused = _refused(source, params)
+    line, column, token = where
+    assert (refused.details["line"], refused.details["column"], refused.details["token"]) == (line, column, token), refused.message
+    assert text in refused.message
+    assert refused.message.startswith(f"gq error at {line}:{column} near ")
+
+
+def test_the_reference_examples_check() -> None:
+    source = SCHEMA_EXAMPLES
+    bound = check_read(choose_query(source, "friends_of", "read"), CATALOG, {"name": "Alice"})
+    assert [output.name for output in bound.outputs] == ["f.name", "f.age"]
+    assert [var.name for var in bound.variables] == ["p", "f", "_1"]
+    assert bound.limit == 10 and [key.descending for key in bound.order] == [True, False]
+    counts = check_read(choose_query(source, "friend_counts", "read"), CATALOG, {})
+    assert [output.name for output in counts.outputs] == ["p.name", "friends"] and counts.grouped
+
+
+SCHEMA_EXAMPLES = """
+query friends_of($name: String, $min: I32?) {
+  match {
+    $p: Person { name: $name }
+    $p knows $f
+    $f.age >= $min
+    not { $f worksAt $_ }
+  }
+  return { $f.name, $f.age }
+  order { $f.age desc, $f.name }
+  limit 10
+}
+query friend_counts() {
+  match { $p: Person  $p knows $f }
+  return { $p.name, count($f) as friends }
+  order { friends desc }
+}
+"""
+
+
+def test_column_names_alias_property_and_aggregate_text() -> None:
+    bound = _check("query q() { match { $p: Person $p knows $f } return { $p.name, count($f), sum($f.age) as s, max($f.age) } }")
+    assert [o.name for o in bound.outputs] == ["p.name", "count($f)", "s", "max($f.age)"]
+
+
+def test_escapes_and_typed_literals_decode() -> None:
+    bound = _check('query q() { match { $p: Person  $p.name = "a\\"b\\\\c\\nd\\te\\u{1F600}\\u{e9}" } return { $p.name } }')
+    assert bound.block.compares[0].right.value == 'a"b\\c\nd\te\U0001F600\u00e9'  # type: ignore[union-attr]
+
+
+def test_newlines_separate_return_items_and_assignments() -> None:
+    bound = _check("query q() {\n match { $p: Person }\n return {\n  $p.name\n  $p.age as a\n }\n order {\n  a desc\n  $p.name\n }\n}")
+    assert [o.name for o in bound.outputs] == ["p.name", "a"] and len(bound.order) == 2
+    (mutation,) = parse("query m($n: String, $a: I32) {\n insert Person {\n  name: $n\n  age: $a\n }\n}")
+    assert [a.prop for a in mutation.statements[0].assignments] == ["name", "age"]
+
+
+def test_clause_order_does_not_matter() -> None:
+    first = _check("query q() { match { $f.age > 1  $p knows $f  $p: Person { name: \"Alice\" } } return { $f.name } }")
+    second = _check("query q() { match { $p: Person { name: \"Alice\" }  $p knows $f  $f.age > 1 } return { $f.name } }")
+    assert first.block.compares == second.block.compares and first.block.hops == second.block.hops
+
+
+def test_each_command_refuses_the_other_kind() -> None:
+    source = "query r() { match { $p: Person } return { $p.name } }\nquery m() { insert Company { name: \"X\" } }"
+    with pytest.raises(GqError) as refused:
+        select_query(source, "r")
+    assert "read query" in refused.value.message and "omnigraph query" in refused.value.message
+    assert refused.value.details["line"] == 1
+    with pytest.raises(GqError) as refused:
+        choose_query(source, "m", "read")
+    assert "mutation" in refused.value.message and "omnigraph mutate" in refused.value.message
+    assert refused.value.details["line"] == 2

@@ -1,0 +1,200 @@
+"""Property test of read queries (hypothesis): random small graphs and random queries from the
+grammar, each answer compared (columns, rows and their order) with the pure-Python evaluator of
+:mod:`tests.support.query_model`.
+
+Graphs: up to six Person nodes (nullable age, score, tags and an unsigned rank), Cities whose names collide with
+Person names (ids are unique per type only), Knows edges with self-loops and parallel edges,
+LivesIn edges. Queries: bindings with and without constraints, forward and reverse traversals
+with random bounds, filters of every operator (numbers, strings, lists, parameters, two
+variables), negations (nested, with ``$_``), projections and grouped aggregates, ``order`` and
+``limit``. Several queries run per graph; both backends (fewer examples on S3).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.door import FENCED_PROFILE
+from engine.gq import parse
+from engine.graph import init_graph
+from engine.ops.load import load
+from engine.query import run_query
+from tests.conftest import new_root
+from tests.support.query_model import Model, ModelGraph
+
+SCHEMA = """
+node Person { name: String @key  age: I32?  score: F64?  tags: [String]?  rank: U32? }
+node City   { name: String @key }
+edge Knows:   Person -> Person
+edge LivesIn: Person -> City
+"""
+PEOPLE = ["a", "b", "c", "d", "e", "f"]
+CITIES = ["a", "x", "y"]
+TAGS = ["t1", "t2", "t%"]
+BOUNDS = ["", " {1,1}", " {1,2}", " {2,2}", " {1,3}", " {2,4}", " {3,3}"]
+COMPARE = ["=", "!=", "<", "<=", ">", ">="]
+
+people = st.lists(
+    st.tuples(
+        st.sampled_from(PEOPLE),
+        st.one_of(st.none(), st.integers(0, 4)),
+        st.one_of(st.none(), st.sampled_from([0.5, 1.25, 2.0, 2.75])),
+        st.one_of(st.none(), st.lists(st.sampled_from(TAGS), max_size=2)),
+        st.one_of(st.none(), st.integers(0, 3)),
+    ),
+    min_size=1, max_size=6, unique_by=lambda person: person[0],
+)
+
+
+def _records(persons: list[tuple[Any, ...]], cities: list[str], knows: list[tuple[int, int]],
+             lives: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = [
+        {"type": "Person", "data": {"name": n, "age": a, "score": s, "tags": t, "rank": r}} for n, a, s, t, r in persons
+    ]
+    records += [{"type": "City", "data": {"name": name}} for name in cities]
+    names = [p[0] for p in persons]
+    records += [{"edge": "Knows", "from": names[i % len(names)], "to": names[j % len(names)]} for i, j in knows]
+    if cities:
+        records += [{"edge": "LivesIn", "from": names[i % len(names)], "to": cities[j % len(cities)]} for i, j in lives]
+    return records
+
+
+def _model_graph(records: list[dict[str, Any]], graph: Any) -> ModelGraph:
+    from engine.schema.values import coerce_property
+
+    model = ModelGraph(graph.catalog)
+    for record in records:
+        if "type" in record:
+            table = graph.catalog.node(record["type"])
+            data = {p.name: coerce_property(p, record["data"].get(p.name)) for p in table.properties}
+            model.nodes.setdefault(record["type"], {})[record["data"]["name"]] = data
+        else:
+            model.edges.setdefault(record["edge"], []).append((record["from"], record["to"]))
+    return model
+
+
+@st.composite
+def queries(draw: Any) -> tuple[str, dict[str, Any]]:
+    """One read query (source text) and its params, valid for :data:`SCHEMA`."""
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
+    declared: list[str] = []
+    variables = ["p"]
+    constraint = draw(st.sampled_from(["", "", "", f'{{ name: "{draw(st.sampled_from(PEOPLE))}" }}',
+                                       f"{{ age: {draw(st.integers(0, 4))} }}", "{ name: $who }"]))
+    if "$who" in constraint:
+        declared.append("$who: String")
+        params["who"] = draw(st.sampled_from(PEOPLE))
+    clauses.append(f"$p: Person {constraint}".strip())
+    if draw(st.booleans()):
+        bounds = draw(st.sampled_from(BOUNDS))
+        clauses.append(f"$p knows $f{bounds}" if draw(st.booleans()) else f"$f knows $p{bounds}")
+        variables.append("f")
+    if draw(st.booleans()):
+        clauses.append(f"${draw(st.sampled_from(variables))} livesIn $c")
+        variables.append("c")
+    people_vars = [v for v in variables if v != "c"]
+    for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
+        v, w = draw(st.sampled_from(people_vars)), draw(st.sampled_from(people_vars))
+        kind = draw(st.sampled_from(["age", "name", "prefix", "substring", "tags", "score", "two", "param", "city", "rank"]))
+        op = draw(st.sampled_from(COMPARE))
+        if kind == "age":
+            clauses.append(f"${v}.age {op} {draw(st.sampled_from(['2', '2.5', '-1', '4']))}")
+        elif kind == "name":
+            clauses.append(f'"{draw(st.sampled_from(PEOPLE))}" {op} ${v}.name')
+        elif kind == "prefix":
+            clauses.append(f'${v}.name starts_with "{draw(st.sampled_from(["a", "", "b"]))}"')
+        elif kind == "substring":
+            clauses.append(f'${v}.name contains "{draw(st.sampled_from(["a", "%", "_"]))}"')
+        elif kind == "tags":
+            clauses.append(f'${v}.tags contains "{draw(st.sampled_from(TAGS))}"')
+        elif kind == "score":
+            clauses.append(f"${v}.score {op} {draw(st.sampled_from(['1.25', '2', '0']))}")
+        elif kind == "rank":
+            clauses.append(f"${v}.rank {op} {draw(st.sampled_from(['1', '-1', '2.5', '5000000000']))}")
+        elif kind == "two":
+            clauses.append(f"${v}.age {op} ${w}.age")
+        elif kind == "param":
+            if "$min: I32?" not in declared:
+                declared.append("$min: I32?")
+                params["min"] = draw(st.one_of(st.none(), st.integers(0, 4)))
+            clauses.append(f"$min {op} ${v}.age")
+        elif "c" in variables:
+            clauses.append(f'$c.name {op} "{draw(st.sampled_from(CITIES))}"')
+    if draw(st.sampled_from([True, False, False])):
+        v = draw(st.sampled_from(people_vars))
+        clauses.append(draw(st.sampled_from([
+            f"not {{ ${v} knows $_ }}",
+            f"not {{ ${v} livesIn $k  $k.name = \"a\" }}",
+            f"not {{ ${v} knows $g  not {{ $g livesIn $_ }} }}",
+            f"not {{ $_ knows ${v}{draw(st.sampled_from(BOUNDS))} }}",
+            f"not {{ ${v}.age > 1 }}",
+        ])))
+    returns, aliases = _returns(draw, variables)
+    order = ""
+    if draw(st.booleans()):
+        keys = [k for k in aliases if draw(st.booleans())]
+        if keys:
+            order = "order { " + ", ".join(f"{k}{draw(st.sampled_from(['', ' asc', ' desc']))}" for k in keys) + " }"
+    limit = f"limit {draw(st.integers(0, 4))}" if draw(st.booleans()) else ""
+    body = "\n    ".join(clauses)
+    source = f"query q({', '.join(declared)}) {{\n  match {{\n    {body}\n  }}\n  return {{ {returns} }}\n  {order}\n  {limit}\n}}\n"
+    return source, params
+
+
+def _returns(draw: Any, variables: list[str]) -> tuple[str, list[str]]:
+    """Return items and the order keys they allow (aliases and returned ``$v.prop``)."""
+    people_vars = [v for v in variables if v != "c"]
+    if draw(st.booleans()):
+        columns = [f"${v}.{prop}" for v in people_vars for prop in ("name", "age", "score", "rank")]
+        columns += ["$c.name"] if "c" in variables else []
+        chosen = draw(st.lists(st.sampled_from(columns), min_size=1, max_size=3, unique=True))
+        return ", ".join(chosen), chosen
+    v = draw(st.sampled_from(people_vars))
+    shape = draw(st.sampled_from(["count", "grouped", "stats"]))
+    if shape == "count":
+        return f"count(${v}) as n", ["n"]
+    if shape == "grouped":
+        return f"$p.name\n    count(${v}) as n", ["$p.name", "n"]
+    return f"$p.age, sum(${v}.rank) as total, min(${v}.name) as first, max(${v}.score) as top, avg(${v}.age) as mean", \
+        ["$p.age", "total", "first", "top"]
+
+
+def _check(root: str, data: Any) -> None:
+    persons = data.draw(people)
+    cities = data.draw(st.lists(st.sampled_from(CITIES), max_size=3, unique=True))
+    pair = st.tuples(st.integers(0, 5), st.integers(0, 5))
+    knows = data.draw(st.lists(pair, min_size=2, max_size=12))
+    lives = data.draw(st.lists(pair, max_size=6))
+    records = _records(persons, cities, knows, lives)
+    graph = init_graph(root, SCHEMA, FENCED_PROFILE, "tests")
+    load(graph, "".join(json.dumps(r) + "\n" for r in records).encode(), mode="append", branch="main", actor="tests")
+    model_graph = _model_graph(records, graph)
+    for _ in range(4):
+        source, params = data.draw(queries())
+        answer = run_query(graph, source, params=params)
+        columns, rows = Model(model_graph, parse(source)[0], params).answer()
+        assert answer["columns"] == columns, source
+        assert [[row[c] for c in columns] for row in answer["rows"]] == rows, (source, params, records)
+
+
+@settings(max_examples=40, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_answers_match_the_reference_model(tmp_path: Path, data: Any) -> None:
+    _check(str(tmp_path / uuid.uuid4().hex), data)
+
+
+@pytest.mark.usefixtures("s3_server")
+@settings(max_examples=5, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_answers_match_the_reference_model_on_s3(tmp_path: Path, data: Any) -> None:
+    _check(new_root("s3", tmp_path), data)
