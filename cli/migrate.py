@@ -93,7 +93,7 @@ def preflight_command(graph: str, validate: bool, ignore_fleet: bool, as_json: b
             f"out-of-band: {report['table_key']} on {report['graph_branch']} v{report['pinned_version']}.."
             f"v{report['head_version']} changes no row; `run` adopts it before pinning"
         )
-    say(f"next: stop every server, CLI and embedded writer, then `omnigraph-migrate run {document['graph']} --owner NAME`")
+    say(f"next: stop every server, CLI and embedded writer, then `omnigraph-migrate run {document['graph']}`")
 
 
 @cli.command("plan")
@@ -113,20 +113,21 @@ def plan_command(graph: str, as_json: bool) -> None:
 
 @cli.command("run")
 @click.argument("graph")
-@click.option("--owner", required=True, help="Who runs the migration (recorded in the claim and ledger).")
+@click.option("--owner", default=None,
+              help="Who runs the migration (recorded in the claim and ledger) [default: OMNIGRAPH_ACTOR, else the login name].")
 @ignore_fleet_option
 @executor_options
 @json_option
 @reports_errors
 @_inventory_on_stdout
-def run_command(graph: str, owner: str, ignore_fleet: bool, executor: str, ray_address: str | None, as_json: bool) -> None:
+def run_command(graph: str, owner: str | None, ignore_fleet: bool, executor: str, ray_address: str | None, as_json: bool) -> None:
     """Migrate every branch of GRAPH to format 5 (needs every writer stopped).
 
     On a graph already at format 5 (no claim held, verify passes) it does nothing and exits 0.
     With --executor ray the images are validated as Ray tasks (docs/operations.md).
     """
     with chosen_executor(executor, ray_address) as validator:
-        outcome = run_migration(graph, owner, _progress(as_json), ignore_fleet, validator)
+        outcome = run_migration(graph, owner or actor_name(), _progress(as_json), ignore_fleet, validator)
     if as_json:
         emit_json(outcome.to_json())
         return
@@ -163,7 +164,7 @@ def resume_command(graph: str, token: str, executor: str, ray_address: str | Non
 @reports_errors
 def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
     """Put stamp 4 back and release the claim (before stamp 5 only). Installed PKs stay."""
-    document = abort_migration(graph, token, reason)
+    document = abort_migration(graph, token, reason, actor_name())
     if as_json:
         emit_json(document)
         return
@@ -176,11 +177,14 @@ def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
 
 @cli.command("status")
 @click.argument("graph")
+@click.option("--tail", "tail_records", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Show only the last N ledger records (the state is still the whole ledger's).")
 @json_option
 @reports_errors
-def status_command(graph: str, as_json: bool) -> None:
-    """The stamp, the claim holder and the latest migration's ledger."""
-    document, replay = inspection.status(graph)
+def status_command(graph: str, tail_records: int | None, as_json: bool) -> None:
+    """The stamp, the claim holder (and every process acting for it), the latest migration's
+    ledger, and the command to run next."""
+    document, replay = inspection.status(graph, tail_records)
     if as_json:
         emit_json(document)
         return
@@ -191,12 +195,25 @@ def status_command(graph: str, as_json: bool) -> None:
             f"claim held by {claim['owner']} on {claim['host']} (pid {claim['pid']}) since {claim['created_at']}; "
             f"migration {claim['migration_id']}, token {claim['token']}"
         )
+        for process in document["acting"]:
+            echo_result(
+                f"  {process['action']}: {process['owner']} on {process['host']} (pid {process['pid']}) "
+                f"since {process['since']}: {process['liveness']}"
+            )
     else:
         echo_result("no claim")
     if replay is not None:
         units = ", ".join(f"{state}: {count}" for state, count in document["units_by_state"].items()) or "none planned"
-        echo_result(f"migration {document['migration_id']}: units {units}; elapsed {document['elapsed_seconds']}s")
+        echo_result(
+            f"migration {document['migration_id']}: units {units}; {document['ledger_records']} ledger record(s) "
+            f"over {document['elapsed_seconds']}s"
+        )
         echo_result(render_table(replay).rstrip())
+    elif claim:
+        echo_result(
+            f"migration {claim['migration_id']}: no ledger record yet (its process stopped, or has not gone on, "
+            "after taking the claim)"
+        )
     echo_result(f"next: {document['next']}")
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from claims import inspect
+from claims import inspect, refuse_if_acting
 from engine.door import FENCED_PROFILE
 from engine.errors import (
     EXIT_CLAIM_HELD,
@@ -34,7 +34,7 @@ from engine.storage import copy_root, open_store
 from ledger import render_table
 from migrator import inspection, repair
 from migrator.layout import CLAIM_PATH
-from migrator.preconditions import UpToDate, refuse_live_holder
+from migrator.preconditions import UpToDate
 from migrator.run import resume_migration, run_migration
 
 
@@ -117,7 +117,7 @@ def _claim_outputs(graph: str) -> dict[str, str]:
 def _repair_route(graph: str) -> str:
     """Duplicates are repaired behind the barrier: a run stops at validation holding it."""
     return (
-        f"stop every writer, then `omnigraph-migrate run {graph} --owner NAME` (it stops at validation "
+        f"stop every writer, then `omnigraph-migrate run {graph}` (it stops at validation "
         f"and keeps the barrier), then `omnigraph-migrate playbook run playbooks/duplicate-repair.yaml {graph}`"
     )
 
@@ -133,7 +133,7 @@ def preflight(ctx: StepContext, params: dict[str, str]) -> StepResult:
         next_command = {
             "claim_held": f"omnigraph-migrate playbook run playbooks/resume-crashed.yaml {graph}",
             "format_refused": f"omnigraph-migrate verify {graph}",
-            "recovery_required": f"omnigraph-v4 branch create recover-tmp {graph} (a read-write open resolves pending writes), then rerun",
+            "recovery_required": f"omnigraph recover {graph}",
             "validation_failed": _repair_route(graph),
         }.get(error.code, f"omnigraph-migrate status {graph}")
         raise StepFailed(f"not ready: {error.message}", next_command, error.exit_code, error.details) from error
@@ -161,7 +161,7 @@ def confirm_holder_dead(ctx: StepContext, params: dict[str, str]) -> StepResult:
     if holder is None:
         raise StepFailed(f"no migration claim on {graph}: there is no holder", f"omnigraph-migrate status {graph}")
     try:
-        refuse_live_holder(holder, "go on")
+        refuse_if_acting(open_store(graph), CLAIM_PATH, holder, "go on")
     except ClaimHeld as alive:
         raise StepFailed(alive.message, ctx.rerun(), alive.exit_code, alive.details) from alive
     answer = ctx.holder_dead(question)
@@ -310,6 +310,13 @@ def status(ctx: StepContext, params: dict[str, str]) -> StepResult:
 def ledger_story(ctx: StepContext, params: dict[str, str]) -> StepResult:
     """What the ledger says happened, in one paragraph."""
     document, replay = inspection.status(params["graph"])
+    claim = document["claim"]
+    if replay is None and claim is not None:
+        story = (
+            f"migration {claim['migration_id']} by {claim['owner']}: its process took the claim and wrote no "
+            "ledger record; nothing else was done (stamp 5 not written)"
+        )
+        return StepResult(story, {"phase": None, "completed": 0, "units": 0})
     if replay is None:
         raise StepFailed("no migration ledger on this graph", f"omnigraph-migrate status {params['graph']}")
     state = replay.state

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.errors import EXIT_ERROR, BadRequest, OmnigraphError
+from engine.errors import EXIT_ERROR, BadRequest, NotFound, OmnigraphError
 from engine.failpoints import failpoint
 from engine.maintenance.progress import Progress
 from engine.schema.ids import new_ulid
@@ -91,8 +91,8 @@ class RunReport:
 class _LedgerLink:
     """Appends the run's finished steps, read back from its journal, to the migration's ledger.
 
-    Nothing is appended until a migration (graph, id, token) is known; then every finished step
-    so far is, and each later one as it finishes. Steps themselves append to the same ledger
+    Nothing is appended until a migration (graph, id, token) is known and its ledger has a first
+    record; then every finished step so far is, and each later one as it finishes. Steps themselves append to the same ledger
     (run, resume, repair), so every append opens the ledger afresh to find its current end.
     """
 
@@ -112,6 +112,10 @@ class _LedgerLink:
         graph, migration_id, token = self.target
         finished = [r for r in self.journal.records() if r.phase == "finished"]
         ledger = Ledger(open_store(graph), ledger_dir(migration_id))
+        try:
+            ledger.replay()
+        except NotFound:
+            return  # its holder died before the first record: linked once a resume starts the ledger
         for record in finished[self.linked:]:
             assert record.status is not None
             ledger.append(
