@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from migrator.abort import abort_migration
 from migrator.inventory import inventory_lines
 from migrator.preconditions import UpToDate
 from migrator.run import resume_migration, run_migration
+from playbooks.actions import AnswerUnavailable
 from playbooks.journal import default_journal_root
 from playbooks.model import load_playbook
 from playbooks.report import refusal_documents, write_json, write_junit
@@ -332,12 +334,14 @@ def playbook_run_command(
     def ask(question: str) -> bool:
         if yes:
             return True
+        if not sys.stdin.isatty():
+            raise AnswerUnavailable(question)
         return click.confirm(question, default=False, err=True)
 
     def ask_holder_dead(question: str) -> bool | None:
         if holder_dead:
             return True
-        if yes:
+        if yes or not sys.stdin.isatty():
             return None
         return click.confirm(question, default=False, err=True)
 

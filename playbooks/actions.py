@@ -76,6 +76,14 @@ class StepFailed(Exception):
         self.outputs = outputs or {}
 
 
+class AnswerUnavailable(Exception):
+    """The operator cannot be asked (``--yes`` not given and stdin is not a terminal)."""
+
+    def __init__(self, question: str):
+        super().__init__(question)
+        self.question = question
+
+
 @dataclass
 class StepContext:
     """What an action may use: variables, the operator, progress and the human channel."""
@@ -83,6 +91,7 @@ class StepContext:
     variables: dict[str, str]
     playbook_path: str
     ask: Callable[[str], bool]
+    """Asks the operator a yes/no question; raises :class:`AnswerUnavailable` when nobody can answer."""
     progress: Progress
     say: Callable[[str], None]
     holder_dead: Callable[[str], bool | None]
@@ -118,7 +127,7 @@ def _repair_route(graph: str) -> str:
     """Duplicates are repaired behind the barrier: a run stops at validation holding it."""
     return (
         f"stop every writer, then `omnigraph-migrate run {graph}` (it stops at validation "
-        f"and keeps the barrier), then `omnigraph-migrate playbook run playbooks/duplicate-repair.yaml {graph}`"
+        f"and keeps the barrier), then `omnigraph-migrate playbook run duplicate-repair {graph}`"
     )
 
 
@@ -131,7 +140,7 @@ def preflight(ctx: StepContext, params: dict[str, str]) -> StepResult:
         document = inspection.preflight(graph, _flag(params, "validate"), ctx.progress)
     except OmnigraphError as error:
         next_command = {
-            "claim_held": f"omnigraph-migrate playbook run playbooks/resume-crashed.yaml {graph}",
+            "claim_held": f"omnigraph-migrate playbook run resume-crashed {graph}",
             "format_refused": f"omnigraph-migrate verify {graph}",
             "recovery_required": f"omnigraph recover {graph}",
             "validation_failed": _repair_route(graph),
@@ -185,11 +194,11 @@ def migrate(ctx: StepContext, params: dict[str, str]) -> StepResult:
     except OmnigraphError as error:
         outputs = _claim_outputs(graph)
         if error.code == "validation_failed":
-            next_command = f"omnigraph-migrate playbook run playbooks/duplicate-repair.yaml {graph}"
+            next_command = f"omnigraph-migrate playbook run duplicate-repair {graph}"
         elif error.code == "drift_detected" and outputs:
             next_command = f"stop every writer, then omnigraph-migrate abort {graph} --token {outputs['token']}, then rerun"
         elif outputs:
-            next_command = f"omnigraph-migrate playbook run playbooks/resume-crashed.yaml {graph}"
+            next_command = f"omnigraph-migrate playbook run resume-crashed {graph}"
         else:
             next_command = f"omnigraph-migrate status {graph}"
         raise StepFailed(error.message, next_command, error.exit_code, error.details, outputs) from error

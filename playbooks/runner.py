@@ -1,7 +1,8 @@
 """Run a playbook step by step: show, (ask,) record, act, record, stop at the first failure.
 
 For each step the runner prints what it will do; a step with ``confirm: true`` asks before it
-acts unless ``--yes``. Every step is recorded in the run's durable journal
+acts unless ``--yes``; when nobody can answer (no ``--yes``, stdin not a terminal) the step fails
+as a usage error (exit 2) naming ``--yes``, before it acts. Every step is recorded in the run's durable journal
 (:mod:`playbooks.journal`, under ``journal_root``) before it acts and again with its outcome, and every finished step is
 also recorded as a ``playbook_step`` in the migration ledger as soon as a migration is known
 (steps before that are read back from the journal then). A failed step stops the playbook and
@@ -18,14 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.errors import EXIT_ERROR, BadRequest, NotFound, OmnigraphError
+from engine.errors import EXIT_ERROR, EXIT_USAGE, BadRequest, NotFound, OmnigraphError
 from engine.failpoints import failpoint
 from engine.maintenance.progress import Progress
 from engine.schema.ids import new_ulid
 from engine.storage import open_store
 from ledger import Ledger, PlaybookStep
 from migrator.layout import ledger_dir
-from playbooks.actions import ACTIONS, StepContext, StepFailed, StepResult
+from playbooks.actions import ACTIONS, AnswerUnavailable, StepContext, StepFailed, StepResult
 from playbooks.journal import JournalRecord, RunJournal
 from playbooks.model import Playbook, Step
 
@@ -208,6 +209,14 @@ def run_playbook(
             journal.append(_journal_record(playbook, variables, step, "acting"))
             failpoint(f"playbook.acting.{step.id}")
             result: StepResult = ACTIONS[step.action](context, params)
+        except AnswerUnavailable as unanswered:
+            outcome = StepReport(
+                step.id, step.title, step.action, "failed",
+                f"step {step.id} asks {unanswered.question!r}, but stdin is not a terminal and --yes was not "
+                "given: nothing was done; run it again with --yes to answer yes (or from a terminal)",
+                round(time.time() - started, 3), {}, context.rerun("--yes"),
+            )
+            report.exit_code = EXIT_USAGE
         except StepFailed as failure:
             variables.update(failure.outputs)
             outcome = StepReport(step.id, step.title, step.action, "failed", failure.summary,

@@ -8,10 +8,13 @@ armed, and returns its result.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+from pathlib import Path
 
-from tests.support.graph_helpers import BIN, Cli, run_cli
+from tests.support.graph_helpers import ACTOR, BIN, Cli
 
 PROGRAMS = ("omnigraph-migrate", "omnigraph-v4", "omnigraph")
 _QUOTED = re.compile(r"`([^`]+)`")
@@ -29,8 +32,16 @@ def first_command(text: str) -> str:
     return found[0]
 
 
-def run_printed(command: str, timeout: float = 300) -> Cli:
-    """Run ``command`` (a command line of a console script) as a real process."""
+def run_printed(command: str, cwd: Path | None = None, timeout: float = 300) -> Cli:
+    """Run ``command`` (a command line of a console script) as a real process in ``cwd``, its stdin
+    not a terminal (as in CI), no failpoint armed."""
     argv = shlex.split(command)
     assert argv and argv[0] in PROGRAMS, command
-    return run_cli(BIN / argv[0], *argv[1:], timeout=timeout)
+    env = {key: value for key, value in os.environ.items() if key != "OMNIGRAPH_FAILPOINTS"}
+    env["OMNIGRAPH_ACTOR"] = ACTOR
+    done = subprocess.run(
+        [str(BIN / argv[0]), *argv[1:]], cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
+        check=False,
+    )
+    return Cli(tuple(argv), done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"),
+               done.stdout)
