@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from claims import inspect, refuse_if_acting
+from claims import ClaimDocument, inspect, refuse_if_acting
 from engine.door import FENCED_PROFILE
 from engine.errors import (
     EXIT_CLAIM_HELD,
@@ -33,9 +33,11 @@ from engine.reconcile import intents
 from engine.storage import copy_root, open_store
 from ledger import render_table
 from migrator import inspection, repair
+from migrator.driver import MigrationOutcome
 from migrator.layout import CLAIM_PATH
 from migrator.preconditions import UpToDate
 from migrator.run import resume_migration, run_migration
+from playbooks.journal import Writer
 
 
 @dataclass(frozen=True)
@@ -97,14 +99,21 @@ class StepContext:
     holder_dead: Callable[[str], bool | None]
     """Answers "is the claim's holder dead?": True/False, or None when it may not be asked
     (``--yes`` without ``--holder-dead``: ``--yes`` never answers it)."""
+    resumed_from: tuple[Writer, ...] = ()
+    """The processes that ran this run before, when it is a ``playbook resume``."""
+    journal: str = ""
+    """Where this run is journalled (``ROOT/<run id>``)."""
 
     @property
     def actor(self) -> str:
         return self.variables["user"]
 
     def rerun(self, *flags: str, **extra: str) -> str:
-        """The command that runs this playbook again (with flags and extra --var settings)."""
+        """The command that runs this playbook again (with flags and extra --var settings); in a
+        resumed run, the command that resumes it again (its variables are the journalled ones)."""
         settings = "".join(f" {flag}" for flag in flags)
+        if self.resumed_from:
+            return f"omnigraph-migrate playbook resume {self.journal}{settings}"
         settings += "".join(f" --var {name}={value}" for name, value in sorted(extra.items()))
         return f"omnigraph-migrate playbook run {self.playbook_path} {self.variables['graph']}{settings}"
 
@@ -187,10 +196,26 @@ def confirm_holder_dead(ctx: StepContext, params: dict[str, str]) -> StepResult:
     return StepResult(f"confirmed dead: {holder.owner}'s process {holder.pid} on {holder.host}")
 
 
+def _own_claim(ctx: StepContext, graph: str) -> ClaimDocument | None:
+    """The migration claim of ``graph`` if a process that ran this playbook run before took it
+    (a resumed run whose runner died mid-migration), else None."""
+    holder = inspect(open_store(graph), CLAIM_PATH)
+    if holder is None:
+        return None
+    taken_by = (holder.host, holder.pid, holder.process_start)
+    return holder if any((w.host, w.pid, w.process_start) == taken_by for w in ctx.resumed_from) else None
+
+
 def migrate(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Run the migration; in a resumed run, continue the one this run's dead runner claimed
+    (``resume`` refuses if that process is alive after all)."""
     graph = params["graph"]
     try:
-        outcome = run_migration(graph, params["owner"], ctx.progress)
+        own = _own_claim(ctx, graph)
+        if own is not None:
+            outcome: MigrationOutcome | UpToDate = resume_migration(graph, own.token, ctx.actor, ctx.progress)
+        else:
+            outcome = run_migration(graph, params["owner"], ctx.progress)
     except OmnigraphError as error:
         outputs = _claim_outputs(graph)
         if error.code == "validation_failed":

@@ -32,7 +32,7 @@ from engine.manifest import Manifest
 from engine.storage import open_dataset, open_store
 from tests.support.advice import commands_in, first_command, run_printed
 from tests.support.check_helpers import assert_check_clean
-from tests.support.graph_helpers import OMNIGRAPH, OMNIGRAPH_V4, SCHEMA_PATH, Cli, make_example_graph, person, run_cli
+from tests.support.graph_helpers import BIN, OMNIGRAPH, OMNIGRAPH_V4, SCHEMA_PATH, Cli, make_example_graph, person, run_cli
 from tests.support.migration_cli import claim_token, migrate
 from tests.support.migration_fixtures import build_duplicate, build_fixture
 from tests.support.paused_process import pause_at
@@ -251,6 +251,38 @@ def playbook_run(tmp_path: Path) -> None:
     assert_check_clean(uri)
 
 
+def playbook_resume(tmp_path: Path) -> None:
+    uri = _format4(tmp_path)
+    journals = tmp_path / "journals"
+    killed = run_cli(BIN / "omnigraph-migrate", "playbook", "run", "upgrade", uri, "--yes", "--journal", journals,
+                     env={"OMNIGRAPH_FAILPOINTS": "unit.after_pk"})
+    assert killed.returncode == FAILPOINT_EXIT_STATUS, killed.describe()
+    [run] = migrate_cli_json("playbook", "list", "--journal", str(journals)).ok().json()["runs"]
+    shown = run_printed(f"omnigraph-migrate playbook show {run['journal']}").ok()
+    unanswered = run_printed(first_command(_next_line(shown)))
+    assert unanswered.returncode == 2, unanswered.describe()
+    run_printed(_next_line(unanswered).split("next: ", 1)[1]).ok()
+    assert _stamp(uri) == "5"
+    assert_check_clean(uri)
+
+
+def playbook_list(tmp_path: Path) -> None:
+    uri = _format4(tmp_path)
+    migrate_cli_json("playbook", "run", "upgrade", uri, "--yes").ok()
+    missing = _error(migrate_cli_json("playbook", "show", str(tmp_path / "journals" / "01NOSUCHRUN")), "not_found", 1)
+    listed = run_printed(first_command(missing["message"])).ok()
+    assert "upgrade" in listed.stdout and uri in listed.stdout
+
+
+def playbook_show(tmp_path: Path) -> None:
+    uri = _format4(tmp_path)
+    journals = tmp_path / "journals"
+    ran = migrate_cli_json("playbook", "run", "upgrade", uri, "--yes", "--journal", str(journals)).ok()
+    refused = _error(migrate_cli_json("playbook", "resume", ran.json()["journal"], "--yes"), "bad_request", 1)
+    shown = run_printed(first_command(refused["message"])).ok()
+    assert ": done" in shown.stdout and "release" in shown.stdout
+
+
 def preflight(tmp_path: Path) -> None:
     uri = _format4(tmp_path)
     error = _error(_load(OMNIGRAPH, uri, tmp_path, "Early"), "format_refused", 6)
@@ -336,7 +368,10 @@ SCENARIOS: dict[str, Callable[[Path], None]] = {
     "omnigraph-migrate abort": abort,
     "omnigraph-migrate claim show": claim_show,
     "omnigraph-migrate duplicates": duplicates,
+    "omnigraph-migrate playbook list": playbook_list,
+    "omnigraph-migrate playbook resume": playbook_resume,
     "omnigraph-migrate playbook run": playbook_run,
+    "omnigraph-migrate playbook show": playbook_show,
     "omnigraph-migrate preflight": preflight,
     "omnigraph-migrate refence": refence,
     "omnigraph-migrate resume": resume,
