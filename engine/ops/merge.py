@@ -110,7 +110,9 @@ class _Plan:
 
 
 def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
-    """The merge of ``source`` into ``target``; a fast-forward that changes no row is ``up_to_date``."""
+    """The merge of ``source`` into ``target``. A fast-forward (the base is the target's head) is
+    recorded even when it changes no row (the source's edits cancel out), so the source's lineage
+    is merged and the next merge starts from it."""
     source_snapshot = graph.manifest.snapshot(source)
     source_head, target_head = source_snapshot.head.commit_id, target.head.commit_id
     if source_head == target_head:
@@ -143,8 +145,6 @@ def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
         )
         for key in sorted(incoming)
     )
-    if outcome == "fast_forward" and not writes:
-        outcome = "up_to_date"
     return _Plan(outcome, base_id, source_head, target_head, changes, writes)
 
 

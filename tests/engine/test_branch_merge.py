@@ -80,15 +80,20 @@ def test_fast_forward_then_up_to_date(root_uri: str) -> None:
     before = storage_state(root_uri)
     again = _merge(root_uri, "feature")
     assert again["outcome"] == "up_to_date" and again["commit"] is None
-    # the other way: feature's head is an ancestor of main's, and no row differs
-    assert _merge(root_uri, "main", "feature")["outcome"] == "up_to_date"
     assert storage_state(root_uri) == before
+    # the other way: feature's head is main's merge base, and no row differs: a fast-forward commit
+    # that moves no table records main's lineage on feature; after it, feature is up to date
+    tables_before = Manifest(open_store(root_uri)).snapshot("feature").tables
+    back = _merge(root_uri, "main", "feature")
+    assert back["outcome"] == "fast_forward" and back["commit"] is not None
+    assert Manifest(open_store(root_uri)).snapshot("feature").tables == tables_before
+    assert _merge(root_uri, "main", "feature")["outcome"] == "up_to_date"
     # a branch with no commits of its own is up to date with its parent
     create_branch(graph, "empty")
     assert _merge(root_uri, "empty")["outcome"] == "up_to_date"
     # after the fast-forward, main's history continues feature's
     history = [c["commit_id"] for c in invoke(OMNIGRAPH, "commit", "list", "--json", root_uri).ok().json()["commits"]]
-    assert history[:2] == [document["commit"], source_head]
+    assert history[0] == document["commit"] and source_head in history
     assert target_head in history
     # deleting the merged branch keeps main's own history reachable
     invoke(OMNIGRAPH, "branch", "delete", "empty", root_uri).ok()
@@ -160,6 +165,24 @@ def test_merge_into_a_lazy_branch_forks_its_tables(root_uri: str) -> None:
     assert edges(root_uri, "target") == {"k2": ("a", "z")}
     assert Manifest(open_store(root_uri)).snapshot("target").table("edge:Knows").table_branch == "target"
     assert edges(root_uri, "main") == {}
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
+def test_edits_that_net_to_zero_merge_as_a_fast_forward_commit(root_uri: str) -> None:
+    """An edge added then deleted on the branch: the base is main's head, so a fast-forward commit
+    that moves no table records the branch's lineage (real ``omnigraph branch merge`` processes)."""
+    graph = new_graph(root_uri, {"a": 1, "b": 2})
+    create_branch(graph, "feature")
+    add_edges(graph, "feature", {"k1": ("a", "b")})
+    delete(graph, "feature", "edge:Knows", ["k1"])
+    source_head, target_head = _head(root_uri, "feature"), _head(root_uri, "main")
+    tables_before = Manifest(open_store(root_uri)).snapshot("main").tables
+    merged = run_cli(OMNIGRAPH, "branch", "merge", "feature", "--json", root_uri).ok().json()
+    assert merged["outcome"] == "fast_forward" and merged["parents"] == [target_head, source_head]
+    assert merged["changes"] == {}  # no row differs
+    assert Manifest(open_store(root_uri)).snapshot("main").tables == tables_before
+    assert _head(root_uri, "main") == merged["commit"]
+    assert run_cli(OMNIGRAPH, "branch", "merge", "feature", "--json", root_uri).ok().json()["outcome"] == "up_to_date"
 
 
 def _without_fix(problems: list[dict]) -> list[dict]:
