@@ -38,6 +38,7 @@ from claims.errors import ClaimCorrupt, claim_held, validation_problem
 from claims.fields import new_token, utc_timestamp
 from engine.errors import BadRequest, PreconditionFailed
 from engine.storage import GraphStore, canonical_json
+from engine.storage.process import process_start_marker
 
 # How many times acquire retries when the claim vanished between its failed create and its read
 # (the holder released it in between); each retry is another atomic create-if-absent.
@@ -60,6 +61,7 @@ def acquire(store: GraphStore, path: str, *, operation: str, migration_id: str, 
         pid=os.getpid(),
         created_at=utc_timestamp(),
         tool_version=engine.__version__,
+        process_start=process_start_marker(os.getpid()),
     )
     data = canonical_json(document)
     for _ in range(_ACQUIRE_ATTEMPTS):

@@ -1,12 +1,15 @@
-"""The claim document and the break record, as stored (canonical JSON, see :mod:`claims.canonical`).
+"""The claim document, the break record and the acting record, as stored (canonical JSON).
 
-Both models are frozen, forbid unknown fields and validate strictly (no string-to-int coercion),
-so a stored document either parses exactly or is refused.
+Every model is frozen, forbids unknown fields and validates strictly (no string-to-int
+coercion), so a stored document either parses exactly or is refused. ``process_start`` is the
+kernel start time of the process a document names (:func:`engine.storage.process.process_start_marker`):
+it tells that process apart from a later one that reuses its pid. It is None when unknown (a
+claim written before it was recorded, or a platform without ``/proc``).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
@@ -28,6 +31,7 @@ class ClaimDocument(BaseModel):
     pid: PositiveInt
     created_at: UtcTimestamp
     tool_version: Text
+    process_start: str | None = None
 
 
 class BreakRecord(BaseModel):
@@ -41,3 +45,24 @@ class BreakRecord(BaseModel):
     pid: PositiveInt
     reason: Text
     broken_at: UtcTimestamp
+
+
+class ActingRecord(BaseModel):
+    """One process starting or ending to act for a claim it did not create (:mod:`claims.acting`).
+
+    ``event`` ``started`` is written before the process acts (``action``: ``resume``, ``abort``,
+    ``repair``, ``break``); ``ended`` when it stops acting, also for the claim's own creator. A
+    process killed while acting leaves no ``ended`` record; it is then known dead only by its
+    host's process table.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    token: ClaimToken
+    event: Literal["started", "ended"]
+    action: Text
+    owner: Text
+    host: Text
+    pid: PositiveInt
+    process_start: str | None
+    at: UtcTimestamp

@@ -29,9 +29,10 @@ def add_check_command(group: click.Group) -> None:
     @reports_errors
     def check_command(graph: str, as_json: bool) -> None:
         """Check every branch of GRAPH: pins, heads, intents, stamp, ids and edge endpoints."""
+        from migrator.advice import claim_findings
         from migrator.validate import validate_image  # DuckDB: loaded only by the command that needs it
 
-        report = check_graph(graph, validate_image)
+        report = check_graph(graph, validate_image, claim_findings)
         summary = f"{len(report.branches)} branch(es), {report.images_checked} image(s), stamp {report.stamp}"
         if report.ok:
             if as_json:

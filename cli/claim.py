@@ -1,10 +1,11 @@
 """``omnigraph-migrate claim show|break``: inspect the migration claim, or break a dead holder's.
 
-``claim show GRAPH [--json]`` prints the claim (owner, host, pid, token, migration, since) and
-whether its holder process is alive as far as this host can tell; read-only, exit 0 with or
+``claim show GRAPH [--json]`` prints the claim (owner, host, pid, token, migration, since), every
+process recorded as acting for it (its creator, then each resume, abort, repair or break, with
+its liveness), and one word for them: ``alive`` if any runs on this host; read-only, exit 0 with or
 without a claim. ``claim break GRAPH --token T --reason R [--json]`` removes the claim whose
 holder the operator has proven dead; it is refused with exit 3 while the holder is a live
-process on this host, and exit 1 for a wrong token or an absent claim. The break is recorded in
+process on this host (or one that took it over is), and exit 1 for a wrong token or an absent claim. The break is recorded in
 the migration's ledger (``claim_broken``) and next to the claim; the command then names what to
 run next (``abort --token T`` while the barrier is up).
 """
@@ -38,9 +39,14 @@ def show_command(graph: str, as_json: bool) -> None:
         echo_result("no claim")
         return
     echo_result(
-        f"claim held by {claim['owner']} on {claim['host']} (pid {claim['pid']}, {document['holder_process']}) "
-        f"since {claim['created_at']}; migration {claim['migration_id']}, token {claim['token']}"
+        f"claim held by {claim['owner']} on {claim['host']} (pid {claim['pid']}) since {claim['created_at']}; "
+        f"migration {claim['migration_id']}, token {claim['token']}; acting for it: {document['holder_process']}"
     )
+    for process in document["acting"]:
+        echo_result(
+            f"  {process['action']}: {process['owner']} on {process['host']} (pid {process['pid']}) "
+            f"since {process['since']}: {process['liveness']}"
+        )
 
 
 @claim_group.command("break")

@@ -10,7 +10,6 @@ without ``--json``.
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +18,12 @@ import click
 from cli.claim import claim_group
 from cli.executor_options import chosen_executor, executor_options
 from cli.fleet_options import ignore_fleet_option, report_fleet
+from cli.playbook import playbook_group
 from cli.progress import StderrProgress
 from cli.rebuild import rebuild_command
 from cli.refence import refence_command
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from engine.errors import EXIT_VALIDATION_FAILED, OmnigraphError, ValidationFailed
+from engine.errors import EXIT_VALIDATION_FAILED, ValidationFailed
 from engine.maintenance.progress import Progress, SilentProgress
 from engine.storage import copy_root, open_store
 from ledger import InventoryEntry, render_table
@@ -32,10 +32,6 @@ from migrator.abort import abort_migration
 from migrator.inventory import inventory_lines
 from migrator.preconditions import UpToDate
 from migrator.run import resume_migration, run_migration
-from playbooks.journal import default_journal_root
-from playbooks.model import load_playbook
-from playbooks.report import refusal_documents, write_json, write_junit
-from playbooks.runner import run_playbook
 
 
 def _progress(as_json: bool) -> Progress:
@@ -93,7 +89,7 @@ def preflight_command(graph: str, validate: bool, ignore_fleet: bool, as_json: b
             f"out-of-band: {report['table_key']} on {report['graph_branch']} v{report['pinned_version']}.."
             f"v{report['head_version']} changes no row; `run` adopts it before pinning"
         )
-    say(f"next: stop every server, CLI and embedded writer, then `omnigraph-migrate run {document['graph']} --owner NAME`")
+    say(f"next: stop every server, CLI and embedded writer, then `omnigraph-migrate run {document['graph']}`")
 
 
 @cli.command("plan")
@@ -113,20 +109,21 @@ def plan_command(graph: str, as_json: bool) -> None:
 
 @cli.command("run")
 @click.argument("graph")
-@click.option("--owner", required=True, help="Who runs the migration (recorded in the claim and ledger).")
+@click.option("--owner", default=None,
+              help="Who runs the migration (recorded in the claim and ledger) [default: OMNIGRAPH_ACTOR, else the login name].")
 @ignore_fleet_option
 @executor_options
 @json_option
 @reports_errors
 @_inventory_on_stdout
-def run_command(graph: str, owner: str, ignore_fleet: bool, executor: str, ray_address: str | None, as_json: bool) -> None:
+def run_command(graph: str, owner: str | None, ignore_fleet: bool, executor: str, ray_address: str | None, as_json: bool) -> None:
     """Migrate every branch of GRAPH to format 5 (needs every writer stopped).
 
     On a graph already at format 5 (no claim held, verify passes) it does nothing and exits 0.
     With --executor ray the images are validated as Ray tasks (docs/operations.md).
     """
     with chosen_executor(executor, ray_address) as validator:
-        outcome = run_migration(graph, owner, _progress(as_json), ignore_fleet, validator)
+        outcome = run_migration(graph, owner or actor_name(), _progress(as_json), ignore_fleet, validator)
     if as_json:
         emit_json(outcome.to_json())
         return
@@ -163,7 +160,7 @@ def resume_command(graph: str, token: str, executor: str, ray_address: str | Non
 @reports_errors
 def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
     """Put stamp 4 back and release the claim (before stamp 5 only). Installed PKs stay."""
-    document = abort_migration(graph, token, reason)
+    document = abort_migration(graph, token, reason, actor_name())
     if as_json:
         emit_json(document)
         return
@@ -176,11 +173,14 @@ def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
 
 @cli.command("status")
 @click.argument("graph")
+@click.option("--tail", "tail_records", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Show only the last N ledger records (the state is still the whole ledger's).")
 @json_option
 @reports_errors
-def status_command(graph: str, as_json: bool) -> None:
-    """The stamp, the claim holder and the latest migration's ledger."""
-    document, replay = inspection.status(graph)
+def status_command(graph: str, tail_records: int | None, as_json: bool) -> None:
+    """The stamp, the claim holder (and every process acting for it), the latest migration's
+    ledger, and the command to run next."""
+    document, replay = inspection.status(graph, tail_records)
     if as_json:
         emit_json(document)
         return
@@ -191,12 +191,25 @@ def status_command(graph: str, as_json: bool) -> None:
             f"claim held by {claim['owner']} on {claim['host']} (pid {claim['pid']}) since {claim['created_at']}; "
             f"migration {claim['migration_id']}, token {claim['token']}"
         )
+        for process in document["acting"]:
+            echo_result(
+                f"  {process['action']}: {process['owner']} on {process['host']} (pid {process['pid']}) "
+                f"since {process['since']}: {process['liveness']}"
+            )
     else:
         echo_result("no claim")
     if replay is not None:
         units = ", ".join(f"{state}: {count}" for state, count in document["units_by_state"].items()) or "none planned"
-        echo_result(f"migration {document['migration_id']}: units {units}; elapsed {document['elapsed_seconds']}s")
+        echo_result(
+            f"migration {document['migration_id']}: units {units}; {document['ledger_records']} ledger record(s) "
+            f"over {document['elapsed_seconds']}s"
+        )
         echo_result(render_table(replay).rstrip())
+    elif claim:
+        echo_result(
+            f"migration {claim['migration_id']}: no ledger record yet (its process stopped, or has not gone on, "
+            "after taking the claim)"
+        )
     echo_result(f"next: {document['next']}")
 
 
@@ -281,78 +294,8 @@ def copy_command(source: str, destination: str, as_json: bool) -> None:
 cli.add_command(rebuild_command)
 
 
-@cli.group("playbook")
-def playbook_group() -> None:
-    """Run a YAML runbook (upgrade, staging-rehearsal, resume-crashed, duplicate-repair)."""
-
-
-@playbook_group.command("run")
-@click.argument("playbook_file")
-@click.argument("graph")
-@click.option("--yes", is_flag=True, help="Do not ask before acting (CI); confirmations count as given.")
-@click.option("--holder-dead", is_flag=True,
-              help="The operator has checked the claim's holder process is gone (--yes never answers that).")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), help="Write a JSON report.")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML.")
-@click.option("--journal", "journal_root", metavar="ROOT",
-              help="Directory or s3:// prefix for the run's step journal [default: $OMNIGRAPH_STATE_DIR/playbook-runs, "
-                   "else ~/.local/state/omnigraph/playbook-runs].")
-@click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Set a playbook variable (repeatable).")
-@json_option
-@reports_errors
-def playbook_run_command(
-    playbook_file: str, graph: str, yes: bool, holder_dead: bool, report_path: Path | None, junit_path: Path | None,
-    journal_root: str | None, variables: tuple[str, ...], as_json: bool,
-) -> None:
-    """Run PLAYBOOK_FILE (a path or a bundled name) against GRAPH, step by step."""
-    overrides = {}
-    for setting in variables:
-        name, sep, value = setting.partition("=")
-        if not sep or not name:
-            raise click.UsageError(f"--var takes NAME=VALUE, got {setting!r}")
-        overrides[name] = value
-
-    def ask(question: str) -> bool:
-        if yes:
-            return True
-        return click.confirm(question, default=False, err=True)
-
-    def ask_holder_dead(question: str) -> bool | None:
-        if holder_dead:
-            return True
-        if yes:
-            return None
-        return click.confirm(question, default=False, err=True)
-
-    try:
-        playbook, _ = load_playbook(playbook_file)
-        report = run_playbook(
-            playbook, playbook_file, graph, user=actor_name(), overrides=overrides,
-            journal_root=journal_root or default_journal_root(), ask=ask, holder_dead=ask_holder_dead,
-            progress=_progress(as_json), say=say,
-        )
-    except OmnigraphError as refused:
-        document, junit = refusal_documents(playbook_file, graph, refused)
-        if report_path is not None:
-            report_path.write_text(json.dumps(document, sort_keys=True, indent=2) + "\n", encoding="utf-8")
-        if junit_path is not None:
-            junit_path.write_bytes(junit)
-        raise
-    planned = [(step.id, step.title) for step in playbook.steps]
-    if report_path is not None:
-        write_json(report, report_path)
-    if junit_path is not None:
-        write_junit(report, planned, junit_path)
-    if as_json:
-        emit_json(report.to_json())
-    else:
-        verdict = "up to date, nothing to do" if report.up_to_date else ("ok" if report.ok else "FAILED")
-        echo_result(f"playbook {playbook.name}: {verdict} ({len(report.steps)}/{len(planned)} steps run)")
-    if not report.ok:
-        raise SystemExit(report.exit_code)
-
-
 cli.add_command(claim_group)
+cli.add_command(playbook_group)
 cli.add_command(refence_command)
 
 

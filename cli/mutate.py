@@ -56,6 +56,6 @@ def mutate_command(
     if as_json:
         emit_json(document)
         return
-    for key in ("affected_nodes", "affected_edges"):
+    for key in ("affected_nodes", "affected_edges", "distinct_nodes", "distinct_edges"):
         echo_result(f"{key}: {document[key]}")
     echo_result(f"commit: {document['commit'] or 'null'}")

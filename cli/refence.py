@@ -1,4 +1,4 @@
-"""``omnigraph-migrate refence GRAPH --owner NAME [--json]``: fence a stamp-5 graph again.
+"""``omnigraph-migrate refence GRAPH [--owner NAME] [--json]``: fence a stamp-5 graph again.
 
 For a graph a format-4 writer published to after stamp 5 (every format-5 write is then refused
 with exit 6, naming the commit), or one with a pinned table image without PK ``[id]``. Stop every
@@ -14,21 +14,22 @@ import click
 
 from cli.executor_options import chosen_executor, executor_options
 from cli.progress import StderrProgress
-from cli.support import echo_result, emit_json, json_option, reports_errors, say
+from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine.maintenance.progress import SilentProgress
 from migrator.run import refence_migration
 
 
 @click.command("refence")
 @click.argument("graph")
-@click.option("--owner", required=True, help="Who runs it (recorded in the claim and ledger).")
+@click.option("--owner", default=None,
+              help="Who runs it (recorded in the claim and ledger) [default: OMNIGRAPH_ACTOR, else the login name].")
 @executor_options
 @json_option
 @reports_errors
-def refence_command(graph: str, owner: str, executor: str, ray_address: str | None, as_json: bool) -> None:
+def refence_command(graph: str, owner: str | None, executor: str, ray_address: str | None, as_json: bool) -> None:
     """Fence again a stamp-5 graph that a format-4 writer wrote to after the stamp."""
     with chosen_executor(executor, ray_address) as validator:
-        outcome = refence_migration(graph, owner, SilentProgress() if as_json else StderrProgress(), validator)
+        outcome = refence_migration(graph, owner or actor_name(), SilentProgress() if as_json else StderrProgress(), validator)
     if as_json:
         emit_json(outcome.to_json())
         return

@@ -2,7 +2,8 @@
 
 ``open_graph`` reads the stamp from ``__manifest`` main before anything else and applies the
 profile's rules (:func:`engine.access.write_permission`): the format-5 engine writes only stamp
-``5`` and reads ``4``/``migrating``/``5``; the format-4 writer reads and writes only ``4``. A
+``5`` and reads ``4``/``migrating``/``5``; the format-4 writer reads and writes only ``4``; and
+no program writes while a migration claim is held (the barrier is the stamp and the claim). A
 read-write open at stamp ``5`` refuses (``format_refused``) a graph a format-4 writer published to
 after the stamp
 (:mod:`engine.access.writer_audit`), then resolves interrupted commits
@@ -16,7 +17,7 @@ import getpass
 import os
 from dataclasses import dataclass, field
 
-from engine.access import write_permission, writer_audit
+from engine.access import current_permission, write_permission, writer_audit
 from engine.door import EngineProfile
 from engine.errors import BadRequest, NotFound
 from engine.failpoints import failpoint
@@ -56,10 +57,10 @@ def table_dir(table_key: str) -> str:
     return f"{'nodes' if kind == 'node' else 'edges'}/{type_name}"
 
 
-def _refuse_missing_manifest(store: GraphStore) -> None:
+def _refuse_missing_manifest(store: GraphStore, profile: EngineProfile) -> None:
     if store.is_empty_root():
         raise NotFound(
-            f"no graph at {store.uri}; create one with `omnigraph init --schema FILE.pg {store.uri}`",
+            f"no graph at {store.uri}; create one with `{profile.program} init --schema FILE.pg {store.uri}`",
             {"uri": store.uri},
         )
     raise BadRequest(
@@ -70,19 +71,23 @@ def _refuse_missing_manifest(store: GraphStore) -> None:
     )
 
 
-def open_graph(uri: str, profile: EngineProfile, *, write: bool) -> Graph:
-    """Open a graph root, enforcing the stamp rules; a read-write open resolves recovery, then
-    adopts out-of-band table commits that change no row (:mod:`engine.reconcile.drift`)."""
+def open_graph(uri: str, profile: EngineProfile, *, write: bool, claim_token: str | None = None) -> Graph:
+    """Open a graph root, enforcing the write barrier; a read-write open resolves recovery, then
+    adopts out-of-band table commits that change no row (:mod:`engine.reconcile.drift`).
+
+    The barrier is the stamp and the migration claim, the same rule a server applies before each
+    write (:func:`engine.access.current_permission`): a read-write open is refused at a stamp the
+    profile does not write (``format_refused``) and, at one it does, while a migration claim is
+    held (``claim_held``), unless the claim carries ``claim_token`` (the caller acts under it)."""
     store = open_store(uri)
     manifest = Manifest(store)
     if not manifest.exists():
-        _refuse_missing_manifest(store)
-    stamp_value, migration_id = manifest.read_stamp()
-    # The stamp rules alone: an open does not read the migration claim (the barrier a long-running
-    # writer re-checks before each write does, engine.access.barrier).
-    refusal = write_permission(profile, stamp_value, migration_id).open_refusal(store.uri, write=write)
+        _refuse_missing_manifest(store, profile)
+    permission = current_permission(manifest, profile, claim_token) if write else write_permission(profile, *manifest.read_stamp())
+    refusal = permission.open_refusal(store.uri, write=write)
     if refusal is not None:
         raise refusal
+    stamp_value = permission.stamp
     stamp = str(stamp_value)
     catalog = Catalog.from_source(store.read_bytes(SCHEMA_FILE).decode("utf-8"))
     graph = Graph(store, manifest, catalog, stamp, profile, write)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from claims import inspect, read_break, release
-from engine.errors import FormatRefused
+from claims import acting_for, inspect, read_break, release
+from engine.errors import FormatRefused, NotFound
 from engine.failpoints import failpoint
 from engine.maintenance.progress import SilentProgress
 from engine.manifest import Manifest
@@ -21,22 +21,24 @@ from ledger import Aborted, ClaimReleased
 from migrator import sidecar as sidecars
 from migrator.context import Migration
 from migrator.layout import CLAIM_PATH
-from migrator.preconditions import held_claim, refuse_live_holder
-from migrator.start import attach
+from migrator.preconditions import held_claim
+from migrator.start import attach, replay_started
 
 
-def abort_migration(uri: str, token: str, reason: str) -> dict[str, Any]:
+def abort_migration(uri: str, token: str, reason: str, owner: str) -> dict[str, Any]:
     """Put stamp 4 back and release the claim (before stamp 5 only); PKs and forks stay.
 
-    Refused while the claim's holder is a live process on this host (``claim_held``), and after
-    stamp 5 (``format_refused``: ``resume`` finishes it). A claim already broken with ``token``
-    is accepted while its migration still holds the barrier (nothing to release).
+    Refused while a process acting for the claim (its creator, or a resume, abort or repair that
+    has not ended) is alive on this host (``claim_held``); this process (``owner``) is recorded as
+    acting for it before anything else (:mod:`claims.acting`). Refused after stamp 5
+    (``format_refused``: ``resume`` finishes it). A claim already broken with ``token`` is
+    accepted while its migration still holds the barrier (nothing to release). A migration whose
+    holder died before its first ledger record is started from the claim first, then aborted.
 
     Idempotent: an abort interrupted after its ledger records is finished by running it again
     (a resume of an aborted migration is refused and says so). Returns ``{migration_id, stamp,
     sidecars_removed}``."""
     m, broken = _abortable_migration(uri, token)
-    state = m.ledger.replay().state
     stamp, _ = m.manifest.read_stamp()
     if stamp == FORMAT_5:
         raise FormatRefused(
@@ -44,6 +46,23 @@ def abort_migration(uri: str, token: str, reason: str) -> dict[str, Any]:
             f"Finish it with `omnigraph-migrate resume {m.store.uri} --token {token}`.",
             {"stamp": stamp},
         )
+    _readable_ledger(m)
+    with acting_for(m.store, CLAIM_PATH, m.claim, action="abort", owner=owner):
+        return _abort(m, broken, token, reason, stamp)
+
+
+def _readable_ledger(m: Migration) -> None:
+    """Read the ledger once before acting, so one that cannot be read is refused with nothing
+    written; a ledger with no record yet (its holder died right after claiming) is fine."""
+    try:
+        m.ledger.replay()
+    except NotFound:
+        return
+
+
+def _abort(m: Migration, broken: bool, token: str, reason: str, stamp: str | None) -> dict[str, Any]:
+    """The body of :func:`abort_migration`, acting for the claim."""
+    state = replay_started(m, m.claim).state
     if stamp == FORMAT_MIGRATING:
         m.manifest.write_stamp(FORMAT_4, None)
     if not state.aborted:
@@ -62,15 +81,13 @@ def abort_migration(uri: str, token: str, reason: str) -> dict[str, Any]:
 def _abortable_migration(uri: str, token: str) -> tuple[Migration, bool]:
     """The migration ``abort --token`` acts on, and whether its claim was broken.
 
-    Normally the claim carries ``token`` and its holder is not alive on this host. A claim broken
-    with ``token`` (``claim break``) also qualifies while the barrier still names its migration,
-    so the barrier a dead holder left can be lowered."""
+    Normally the claim carries ``token``. A claim broken with ``token`` (``claim break``) also
+    qualifies while the barrier still names its migration, so the barrier a dead holder left can
+    be lowered."""
     store = open_store(uri)
     if inspect(store, CLAIM_PATH) is None:
         record = read_break(store, CLAIM_PATH, token)
         stamp, migration_id = Manifest(store).read_stamp()
         if record is not None and stamp == FORMAT_MIGRATING and migration_id == record.claim.migration_id:
             return attach(store, record.claim, SilentProgress()), True
-    holder = held_claim(store, token)
-    refuse_live_holder(holder, "abort the migration")
-    return attach(store, holder, SilentProgress()), False
+    return attach(store, held_claim(store, token), SilentProgress()), False

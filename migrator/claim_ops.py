@@ -1,48 +1,55 @@
 """``claim show`` and ``claim break``: an operator's view of the migration claim, and its removal.
 
 :func:`show_claim` is read-only. :func:`break_claim` removes the claim of a holder the operator has
-proven dead: it needs the holder's exact token and a reason, refuses (``claim_held``) when the
-holder is on this host and its pid is alive (:func:`~migrator.preconditions.refuse_live_holder`,
-as ``abort`` does), records ``claim_broken`` in the migration's ledger first (started from the
-claim if the holder never started it), then removes the claim through :func:`claims.break_`,
-which leaves its audit record next to the claim. Breaking the claim does
-not lower the barrier: a graph left at stamp ``migrating`` is then aborted with the broken
-claim's token (``abort`` accepts it), and a graph still at stamp ``4`` can be migrated again.
+proven dead: it needs the holder's exact token and a reason, refuses (``claim_held``) while a
+process acting for the claim (its creator, or a resume, abort or repair that has not ended) is
+alive on this host (:func:`claims.acting.take_over`, as ``abort`` and ``resume`` do), records
+``claim_broken`` in the migration's ledger first (started from the claim if the holder never
+started it), then removes the claim through :func:`claims.break_`, which leaves its audit record
+next to the claim. Breaking the claim does not lower the barrier: a graph left at stamp
+``migrating`` is then aborted with the broken claim's token (``abort`` accepts it), and a graph
+still at stamp ``4`` can be migrated again.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from claims import ClaimDocument, break_, holder_alive_here, inspect
-from claims.liveness import holder_on_this_host
+from claims import ActingProcess, ClaimDocument, acting_for, acting_processes, break_, inspect
 from engine.errors import NotFound, PreconditionFailed
 from engine.maintenance.progress import SilentProgress
 from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, GraphStore
 from ledger import ClaimBroken
 from migrator.context import open_existing_graph
 from migrator.layout import CLAIM_PATH
-from migrator.preconditions import refuse_live_holder
 from migrator.start import attach, replay_started
 
 
-def _liveness(holder: ClaimDocument) -> str:
-    if not holder_on_this_host(holder):
-        return "unknown (another host: check there)"
-    return "alive" if holder_alive_here(holder) else "dead"
+def holder_liveness(processes: list[ActingProcess]) -> str:
+    """One word for the processes acting for a claim: ``alive`` if one of them is alive on this
+    host and has not ended, else ``unknown (another host: check there)`` if one that has not ended
+    is on another host, else ``dead``."""
+    states = {p.liveness for p in processes}
+    if "alive" in states:
+        return "alive"
+    return next((state for state in states if state.startswith("unknown")), "dead")
 
 
 def show_claim(uri: str) -> dict[str, Any]:
-    """The claim (or None), whether its holder is alive as far as this host can tell, the stamp."""
+    """The claim (or None), every process recorded as acting for it (its creator first, then each
+    resume, abort, repair or break) with its liveness as far as this host can tell, the word for
+    all of them (``holder_process``: see :func:`holder_liveness`) and the stamp."""
     store, manifest = open_existing_graph(uri)
     stamp, migration_id = manifest.read_stamp()
     holder = inspect(store, CLAIM_PATH)
+    processes = acting_processes(store, CLAIM_PATH, holder) if holder else []
     return {
         "graph": store.uri,
         "stamp": stamp,
         "stamp_migration_id": migration_id,
         "claim": holder.model_dump(mode="json") if holder else None,
-        "holder_process": _liveness(holder) if holder else None,
+        "holder_process": holder_liveness(processes) if holder else None,
+        "acting": [p.to_json() for p in processes],
     }
 
 
@@ -59,7 +66,7 @@ def _after_break(uri: str, stamp: str | None, token: str) -> str:
     if stamp == FORMAT_5:
         return f"nothing: the graph is at stamp 5 (`omnigraph-migrate verify {uri}` checks it)"
     if stamp == FORMAT_4:
-        return f"`omnigraph-migrate run {uri} --owner NAME` migrates it again"
+        return f"`omnigraph-migrate run {uri}` migrates it again"
     return f"`omnigraph-migrate status {uri}`"
 
 
@@ -75,9 +82,9 @@ def break_claim(uri: str, token: str, reason: str, breaker: str) -> dict[str, An
             f"(`omnigraph-migrate claim show {store.uri}` shows it); nothing was changed",
             {"expected": "the holder's token", "actual": token, "holder": holder.model_dump(mode="json")},
         )
-    refuse_live_holder(holder, "break the claim")
-    _record_break(store, holder, breaker, reason)
-    record = break_(store, CLAIM_PATH, token, reason, breaker)
+    with acting_for(store, CLAIM_PATH, holder, action="break the claim", owner=breaker):
+        _record_break(store, holder, breaker, reason)
+        record = break_(store, CLAIM_PATH, token, reason, breaker)
     stamp, _ = manifest.read_stamp()
     return {
         "graph": store.uri,

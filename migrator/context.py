@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from claims import claim_held, inspect
+from claims import ClaimDocument, claim_held, inspect
 from engine.errors import NotFound
 from engine.maintenance.progress import Progress
 from engine.manifest import Manifest
@@ -17,7 +17,8 @@ from migrator.layout import CLAIM_PATH
 
 @dataclass
 class Migration:
-    """A migration this process holds the claim of; ``executor`` validates its images."""
+    """A migration this process holds the claim of; ``executor`` validates its images; ``claim``
+    is the claim document it acts under."""
 
     store: GraphStore
     manifest: Manifest
@@ -25,6 +26,7 @@ class Migration:
     migration_id: str
     token: str
     progress: Progress
+    claim: ClaimDocument
     executor: ImageExecutor = field(default_factory=LocalExecutor)
 
     def record(self, record_type: type[Any], **fields: Any) -> int:

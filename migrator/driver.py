@@ -182,7 +182,7 @@ def _validate(m: Migration, plan: MigrationPlan, replay: LedgerReplay) -> dict[s
         raise ValidationFailed(
             f"{len(broken)} duplicate or null id(s) found; no primary key was installed. The barrier "
             f"stays up (the graph is closed to writers). Repair them under the claim "
-            f"(`omnigraph-migrate playbook run playbooks/duplicate-repair.yaml {m.store.uri}`) and "
+            f"(`omnigraph-migrate playbook run duplicate-repair {m.store.uri}`) and "
             f"`omnigraph-migrate resume {m.store.uri} --token {m.token}`, or "
             f"`omnigraph-migrate abort {m.store.uri} --token {m.token}`.",
             {

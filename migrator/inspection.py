@@ -5,11 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from claims import inspect
-from engine.errors import ValidationFailed
+from claims import ClaimDocument, acting_processes, inspect
+from engine.errors import NotFound, ValidationFailed
 from engine.maintenance.progress import Progress
-from engine.storage import GraphStore
+from engine.storage import FORMAT_5, FORMAT_MIGRATING, GraphStore
 from ledger import Ledger, LedgerReplay, render_json
+from migrator.advice import claim_next_step, unclaimed_barrier_next_step
 from migrator.context import open_existing_graph
 from migrator.fleet_check import refuse_live_writers
 from migrator.inventory import inventory, validate_images
@@ -99,60 +100,71 @@ def _parse_utc(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def _elapsed(first_at: str, last_at: str | None) -> float:
-    end = _parse_utc(last_at) if last_at else dt.datetime.now(dt.timezone.utc)
-    return round((end - _parse_utc(first_at)).total_seconds(), 3)
+def _elapsed(replay: LedgerReplay) -> float:
+    """Seconds from the first to the last ledger record: what the migration took so far, the same
+    on every read (a dead migration's does not grow with the clock)."""
+    return round((_parse_utc(replay.records[-1][1].at) - _parse_utc(replay.records[0][1].at)).total_seconds(), 3)
 
 
-def status(uri: str) -> tuple[dict[str, Any], LedgerReplay | None]:
-    """The stamp, the claim, and the latest migration's ledger (records and folded state).
+def _replay(store: GraphStore, migration_id: str) -> LedgerReplay | None:
+    """The migration's ledger, or None if it has no record (its holder died right after claiming)."""
+    try:
+        return Ledger(store, ledger_dir(migration_id)).replay()
+    except NotFound:
+        return None
 
-    Returns the JSON document and the replayed ledger (None if no migration ever ran)."""
+
+def tail(replay: LedgerReplay, count: int | None) -> LedgerReplay:
+    """``replay`` with only its last ``count`` records (all with None); the state is the whole ledger's."""
+    if count is None:
+        return replay
+    return LedgerReplay(records=replay.records[-count:] if count else [], state=replay.state)
+
+
+def status(uri: str, tail_records: int | None = None) -> tuple[dict[str, Any], LedgerReplay | None]:
+    """The stamp, the claim and who acts for it, and the latest migration's ledger (its last
+    ``tail_records`` records, or all, and the folded state of all of them).
+
+    Returns the JSON document and the replayed ledger as shown (None if no migration ever wrote a
+    ledger record: none ran, or its holder died between taking the claim and its first record).
+    ``next`` names one command to run, with the claim's token (:mod:`migrator.advice`)."""
     store, manifest = open_existing_graph(uri)
     stamp, stamp_migration = manifest.read_stamp()
     holder = inspect(store, CLAIM_PATH)
     migration_id = stamp_migration or (holder.migration_id if holder else None) or _latest_migration(store)
+    replay = _replay(store, migration_id) if migration_id is not None else None
     document: dict[str, Any] = {
         "graph": store.uri,
         "stamp": stamp,
         "claim": holder.model_dump(mode="json") if holder else None,
+        "acting": [p.to_json() for p in acting_processes(store, CLAIM_PATH, holder)] if holder else [],
         "migration_id": migration_id,
         "ledger": None,
+        "ledger_records": 0,
         "units_by_state": {},
         "elapsed_seconds": None,
-        "next": _next_step(store.uri, stamp, holder is not None, None),
+        "next": _next_step(store, stamp, stamp_migration, holder),
     }
-    if migration_id is None:
+    if replay is None:
         return document, None
-    replay = Ledger(store, ledger_dir(migration_id)).replay()
     counts: dict[str, int] = {}
     for unit in replay.state.units.values():
         counts[unit.status] = counts.get(unit.status, 0) + 1
-    finished = replay.state.claim_released or replay.state.aborted
-    document["ledger"] = render_json(replay)
+    shown = tail(replay, tail_records)
+    document["ledger"] = render_json(shown)
+    document["ledger_records"] = len(replay.records)
     document["units_by_state"] = dict(sorted(counts.items()))
-    document["elapsed_seconds"] = _elapsed(replay.records[0][1].at, replay.records[-1][1].at if finished else None)
-    document["next"] = _next_step(store.uri, stamp, holder is not None, replay.state.phase)
-    return document, replay
+    document["elapsed_seconds"] = _elapsed(replay)
+    return document, shown
 
 
-def _next_step(uri: str, stamp: str | None, claimed: bool, phase: str | None) -> str:
-    """What the operator runs next, from the stamp, the claim and the ledger's phase."""
-    if stamp == "5" and not claimed:
+def _next_step(store: GraphStore, stamp: str | None, stamp_migration: str | None, holder: ClaimDocument | None) -> str:
+    """What the operator runs next, from the stamp, the claim (and who acts for it) and the ledger."""
+    uri = store.uri
+    if holder is not None:
+        return claim_next_step(store, holder, stamp)
+    if stamp == FORMAT_5:
         return f"nothing: the graph is fenced (`omnigraph-migrate verify {uri}` checks it)"
-    if stamp == "5":
-        return (
-            f"stamp 5 is written but the claim is still held (the holder died before releasing it): "
-            f"`omnigraph-migrate resume {uri} --token TOKEN` releases it; TOKEN is the claim's token"
-        )
-    if phase == "validation_failed":
-        return (
-            f"repair the duplicates under the claim: `omnigraph-migrate playbook run "
-            f"playbooks/duplicate-repair.yaml {uri}`, or `omnigraph-migrate abort {uri} --token TOKEN`"
-        )
-    if claimed or stamp == "migrating":
-        return (
-            f"if the holder is dead: `omnigraph-migrate resume {uri} --token TOKEN` "
-            f"(or `abort {uri} --token TOKEN`); TOKEN is the claim's token shown above"
-        )
-    return f"`omnigraph-migrate preflight {uri}` then `omnigraph-migrate run {uri} --owner NAME`"
+    if stamp == FORMAT_MIGRATING and stamp_migration is not None:
+        return unclaimed_barrier_next_step(store, stamp_migration)
+    return f"`omnigraph-migrate preflight {uri}` then `omnigraph-migrate run {uri}`"

@@ -5,8 +5,8 @@ the error that says what the operator runs next.
 ``verify`` needs nothing), then :func:`refuse_unless_stamp_4`, which ``preflight`` shares.
 ``refence`` needs :func:`refuse_unless_refence_needed`. ``resume`` and ``abort`` act only with the
 claim's exact token (:func:`held_claim`); ``resume`` refuses a claim broken with that token
-(:func:`refuse_broken`), and ``abort`` and ``claim break`` refuse a holder alive on this host
-(:func:`refuse_live_holder`). Every ``claim_held`` refusal is made by :func:`claims.claim_held`.
+(:func:`refuse_broken`); whoever acts for an existing claim is refused while another process
+acting for it is alive on this host (:mod:`claims.acting`). Every ``claim_held`` refusal is made by :func:`claims.claim_held`.
 Nothing here writes to the graph.
 """
 
@@ -15,12 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from claims import ClaimDocument, claim_held, holder_alive_here, inspect, read_break
+from claims import ClaimDocument, claim_held, inspect, read_break
 from engine.access import readiness_problems
 from engine.errors import FormatRefused, NotFound, PreconditionFailed, RecoveryRequired
 from engine.manifest import Manifest
 from engine.reconcile import intents
 from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, GraphStore
+from migrator.advice import claim_next_step, unclaimed_barrier_next_step
 from migrator.layout import CLAIM_PATH
 from migrator.verify import verify_graph
 
@@ -63,17 +64,20 @@ def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
     if stamp == FORMAT_5 and (holder := inspect(store, CLAIM_PATH)) is not None:
         raise claim_held(
             f"{store.uri} is stamped 5 but the claim of migration {holder.migration_id} is still held by "
-            f"{holder.owner} on {holder.host} (pid {holder.pid}); if that process is gone, "
-            f"`omnigraph-migrate resume {store.uri} --token {holder.token}` releases it",
+            f"{holder.owner} on {holder.host} (pid {holder.pid}); next: {claim_next_step(store, holder, stamp)}",
             holder,
             stamp=stamp,
         )
     if stamp == FORMAT_MIGRATING:
         holder = inspect(store, CLAIM_PATH)
+        if holder is not None:
+            advice = claim_next_step(store, holder, stamp)
+        else:
+            advice = unclaimed_barrier_next_step(store, str(migration_id))
         raise claim_held(
             f"migration {migration_id} holds the barrier on {store.uri}"
-            + (f" (claim held by {holder.owner} on {holder.host}, pid {holder.pid})" if holder else "")
-            + f"; see `omnigraph-migrate status {store.uri}`, then `resume --token` or `abort --token`",
+            + (f" (claim held by {holder.owner} on {holder.host}, pid {holder.pid})" if holder else " (its claim was broken)")
+            + f"; next: {advice}",
             holder,
             stamp=stamp,
             migration_id=migration_id,
@@ -92,9 +96,8 @@ def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
         ids = [i.operation_id for i in pending]
         raise RecoveryRequired(
             ids[0],
-            f"{len(ids)} interrupted write(s) are pending recovery on {store.uri}; open the graph "
-            f"read-write with the old binary (for example `omnigraph-v4 branch list` is read-only, "
-            f"`omnigraph-v4 branch create tmp {store.uri}` then `branch delete tmp`) to resolve them first",
+            f"{len(ids)} interrupted write(s) are pending recovery on {store.uri}; "
+            f"`omnigraph recover {store.uri}` resolves those of writers that are gone, then preflight again",
             pending=ids,
         )
 
@@ -131,9 +134,10 @@ def _refuse_claim(store: GraphStore) -> None:
     """``claim_held`` if any migration claim exists: a new migration would not get it."""
     holder = inspect(store, CLAIM_PATH)
     if holder is not None:
+        stamp, _ = Manifest(store).read_stamp()
         raise claim_held(
             f"a migration claim exists on {store.uri}: {holder.owner} on {holder.host} (pid {holder.pid}), "
-            f"migration {holder.migration_id}; inspect it with `omnigraph-migrate status {store.uri}`",
+            f"migration {holder.migration_id}; next: {claim_next_step(store, holder, stamp)}",
             holder,
             path=CLAIM_PATH,
         )
@@ -172,18 +176,4 @@ def refuse_broken(store: GraphStore, token: str) -> None:
             f"`omnigraph-migrate abort {store.uri} --token {token}` lowers the barrier it left, then run "
             "the migration again",
             {"expected": "a held claim", "actual": "broken", "migration_id": record.claim.migration_id},
-        )
-
-
-def refuse_live_holder(holder: ClaimDocument, action: str) -> None:
-    """``claim_held`` if ``holder`` is a live process on this host: it is not dead, so nobody may
-    ``action`` in its place."""
-    if holder_alive_here(holder):
-        raise claim_held(
-            f"refusing to {action}: the claim's holder (owner {holder.owner!r}, migration "
-            f"{holder.migration_id}) is process {holder.pid} on this host ({holder.host}) and it is "
-            "alive. Let it finish, or stop that process and make sure it is gone, then run this "
-            "command again.",
-            holder,
-            path=CLAIM_PATH,
         )

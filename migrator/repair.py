@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from claims import acting_for
 from engine.door import FENCED_ROUTER, EngineProfile
 from engine.errors import BadRequest, FormatRefused
 from engine.graph import Graph, open_graph
@@ -39,6 +40,7 @@ from engine.storage import FORMAT_MIGRATING, ImageRef, open_pinned, open_store
 from ledger import InventoryEntry, RepairApplied, RepairDecision
 from migrator.context import Migration
 from migrator.inventory import inventory, validate_images
+from migrator.layout import CLAIM_PATH
 from migrator.plan import build_plan
 from migrator.start import held_migration
 
@@ -228,7 +230,12 @@ def _rows_to_insert(graph: Graph, choice: RepairChoice, snapshot: BranchSnapshot
 
 
 def apply(uri: str, token: str, decisions: DecisionsFile, actor: str) -> list[RepairApplied]:
-    """Apply every decision (see the module docstring); returns the ledger records written."""
+    """Apply every decision (see the module docstring); returns the ledger records written.
+
+    The decisions are checked against the claim, the barrier and the catalog first (a refusal
+    writes nothing); then this process (``actor``) is recorded as acting for the claim, refused
+    (``claim_held``) while another process acting for it is alive on this host
+    (:mod:`claims.acting`)."""
     m: Migration = held_migration(uri, token, SilentProgress())
     if decisions.migration_id != m.migration_id:
         raise BadRequest(
@@ -237,9 +244,16 @@ def apply(uri: str, token: str, decisions: DecisionsFile, actor: str) -> list[Re
     stamp, _ = Manifest(open_store(uri)).read_stamp()
     if stamp != FORMAT_MIGRATING:
         raise FormatRefused(f"repair needs the migration barrier (stamp migrating), found {stamp!r}")
-    graph = open_graph(uri, REPAIR_PROFILE, write=True)
+    checking = open_graph(uri, REPAIR_PROFILE, write=False)
     for choice in decisions.decisions:
-        _check_choice(graph, choice)
+        _check_choice(checking, choice)
+    with acting_for(m.store, CLAIM_PATH, m.claim, action="repair", owner=actor):
+        return _apply(m, uri, decisions, actor)
+
+
+def _apply(m: Migration, uri: str, decisions: DecisionsFile, actor: str) -> list[RepairApplied]:
+    """The body of :func:`apply`, acting for the claim."""
+    graph = open_graph(uri, REPAIR_PROFILE, write=True, claim_token=m.token)
     groups: dict[tuple[str, str], list[RepairChoice]] = {}
     for choice in decisions.decisions:
         groups.setdefault((choice.graph_branch, choice.table_key), []).append(choice)

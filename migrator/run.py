@@ -20,15 +20,18 @@ from __future__ import annotations
 import os
 import socket
 
-from engine.errors import PreconditionFailed
+from claims import acting_for
+from engine.errors import NotFound, PreconditionFailed
 from engine.failpoints import failpoint
 from engine.maintenance.progress import Progress
 from engine.reconcile import recovery
 from engine.storage import FORMAT_5, FORMAT_MIGRATING, open_store
 from ledger import BarrierSet, Resumed, StampWritten
+from migrator.context import Migration
 from migrator.driver import MigrationOutcome, drive, release_claim
 from migrator.executors import ImageExecutor
 from migrator.fleet_check import refuse_live_writers
+from migrator.layout import CLAIM_PATH
 from migrator.out_of_band import out_of_band_reports, refuse_row_drift
 from migrator.preconditions import (
     UpToDate,
@@ -56,9 +59,9 @@ def run_migration(
     refuse_unless_stamp_4(store, manifest)
     refuse_live_writers(store, ignore_fleet)
     refuse_row_drift(store, out_of_band_reports(store, manifest))
-    m = begin(store, owner, progress, executor)
-    failpoint("migrate.after_claim")
-    return drive(m)
+    with begin(store, owner, progress, executor) as m:
+        failpoint("migrate.after_claim")
+        return drive(m)
 
 
 def refence_migration(uri: str, owner: str, progress: Progress, executor: ImageExecutor | None = None) -> MigrationOutcome:
@@ -76,12 +79,12 @@ def refence_migration(uri: str, owner: str, progress: Progress, executor: ImageE
     """
     store, manifest = open_graph(uri)
     refuse_unless_refence_needed(store, manifest, owner)
-    m = begin(store, owner, progress, executor)
-    m.manifest.write_stamp(FORMAT_MIGRATING, m.migration_id)
-    m.record(BarrierSet, previous_format=FORMAT_5)
-    failpoint("refence.after_barrier")
-    recovery.resolve_intents(store, m.manifest)
-    return drive(m)
+    with begin(store, owner, progress, executor) as m:
+        m.manifest.write_stamp(FORMAT_MIGRATING, m.migration_id)
+        m.record(BarrierSet, previous_format=FORMAT_5)
+        failpoint("refence.after_barrier")
+        recovery.resolve_intents(store, m.manifest)
+        return drive(m)
 
 
 def resume_migration(
@@ -92,19 +95,39 @@ def resume_migration(
 
     A claim broken with ``token`` is not resumed (its holder's claim is gone for good): the
     refusal names ``abort --token``, which lowers the barrier it left. An aborted migration is not
-    resumed either. ``resumed`` names this process (``owner``) before it acts. At stamp 5 (the
-    holder died after the stamp) it only records the stamp and releases the claim."""
+    resumed either. Refused (``claim_held``) while a process recorded as acting for the claim
+    (its creator, or an earlier resume, abort or repair that has not ended) is alive on this
+    host; this process is recorded as acting for it before anything else (:mod:`claims.acting`),
+    and ``resumed`` names it (``owner``) in the ledger. At stamp 5 (the holder died after the
+    stamp) it only records the stamp and releases the claim."""
     store = open_store(uri)
     refuse_broken(store, token)
     claim = held_claim(store, token)
     m = attach(store, claim, progress, executor)
-    state = replay_started(m, claim).state
-    if state.aborted:
+    _refuse_aborted(m)
+    with acting_for(store, CLAIM_PATH, claim, action="resume", owner=owner):
+        return _resume(m, owner)
+
+
+def _refuse_aborted(m: Migration) -> None:
+    """``precondition_failed`` if the migration's ledger says it was aborted; reads only (a
+    ledger that cannot be read is refused here, before anything is written)."""
+    try:
+        aborted = m.ledger.replay().state.aborted
+    except NotFound:
+        return  # its holder died before the first record: nothing was aborted
+    if aborted:
         raise PreconditionFailed(
             f"migration {m.migration_id} was aborted; finish the abort with "
-            f"`omnigraph-migrate abort {m.store.uri} --token {token}`, then start a new run",
+            f"`omnigraph-migrate abort {m.store.uri} --token {m.token}`, then start a new run",
             {"expected": "a migration that was not aborted", "actual": "aborted"},
         )
+
+
+def _resume(m: Migration, owner: str) -> MigrationOutcome:
+    """The body of :func:`resume_migration`, acting for the claim."""
+    token = m.token
+    state = replay_started(m, m.claim).state
     m.record(Resumed, owner=owner, host=socket.gethostname(), pid=os.getpid())
     stamp, _ = m.manifest.read_stamp()
     if stamp == FORMAT_5:

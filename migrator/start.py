@@ -3,18 +3,24 @@ one whose claim it has the token of.
 
 :func:`begin` (``run``, ``refence``) starts the executor before anything is written, so an
 executor that cannot start leaves the graph untouched; then it takes the claim
-(create-if-absent: a claim held by anyone is ``claim_held``) and records ``migration_started``
-before the migration acts. :func:`attach` (``resume``, ``abort``, ``repair``, ``claim break``)
-builds the :class:`~migrator.context.Migration` of an existing claim; :func:`replay_started`
-replays its ledger, starting it from the claim when the holder died between taking the claim and
-its first record. Either way ``migration_started`` names the process the claim names (owner,
-host, pid, release).
+(create-if-absent: a claim held by anyone is ``claim_held``; the claim names this process) and
+records ``migration_started`` before the migration acts. Every other process that acts for an
+existing claim records itself first (:func:`claims.acting.take_over`, called by the command).
+:func:`attach` (``resume``, ``abort``, ``repair``, ``claim break``) builds the
+:class:`~migrator.context.Migration` of an existing claim; :func:`replay_started` replays its
+ledger, starting it from the claim when the holder died between taking the claim and its first
+record. Either way ``migration_started`` names the process the claim names (owner, host, pid,
+release).
 """
 
 from __future__ import annotations
 
-from claims import ClaimDocument, acquire
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from claims import ClaimDocument, acquire, acting_for
 from engine.errors import NotFound
+from engine.failpoints import failpoint
 from engine.maintenance.progress import Progress
 from engine.manifest import Manifest
 from engine.schema.ids import new_ulid
@@ -36,17 +42,25 @@ def open_graph(uri: str) -> tuple[GraphStore, Manifest]:
     return store, manifest
 
 
-def begin(store: GraphStore, owner: str, progress: Progress, executor: ImageExecutor | None) -> Migration:
-    """A new migration of ``store`` held by this process for ``owner``, its start recorded.
+@contextmanager
+def begin(store: GraphStore, owner: str, progress: Progress, executor: ImageExecutor | None) -> Iterator[Migration]:
+    """A new migration of ``store`` held by this process for ``owner``, its start recorded, for
+    the block to drive.
 
     ``executor`` (default: this process) is started first; the preconditions are the caller's.
+    If the block (or the start record) raises while the claim is still held, this process records
+    that it stopped acting for it (:func:`claims.acting.ended`), so a ``resume`` in another process
+    is not refused for it. Failpoint ``migrate.after_claim_created``: the claim exists, the ledger
+    does not yet.
     """
     executor = executor or LocalExecutor()
     executor.start()
     claim = acquire(store, CLAIM_PATH, operation=CLAIM_OPERATION, migration_id=new_ulid(), owner=owner)
-    m = attach(store, claim, progress, executor)
-    _record_start(m, claim)
-    return m
+    failpoint("migrate.after_claim_created")
+    with acting_for(store, CLAIM_PATH, claim, action="run", owner=owner, take=False):
+        m = attach(store, claim, progress, executor)
+        _record_start(m, claim)
+        yield m
 
 
 def attach(store: GraphStore, claim: ClaimDocument, progress: Progress, executor: ImageExecutor | None = None) -> Migration:
@@ -54,7 +68,7 @@ def attach(store: GraphStore, claim: ClaimDocument, progress: Progress, executor
     process) validates whatever images it still has to validate. Reads and writes nothing."""
     return Migration(
         store, Manifest(store), Ledger(store, ledger_dir(claim.migration_id)), claim.migration_id, claim.token, progress,
-        executor or LocalExecutor(),
+        claim, executor or LocalExecutor(),
     )
 
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from claims import inspect
+from claims import claim_held, inspect
 from engine.access import foreign_heads, refence_command
 from engine.door import KEY_COLUMN
 from engine.manifest import Manifest
 from engine.reconcile import intents
 from engine.storage import GraphStore, latest_version, open_pinned, primary_key
 from ledger import DriftItem, FoldedState, Ledger
+from migrator.advice import claim_next_step
 from migrator.errors import DriftDetected
 from migrator.fingerprint import physical_fingerprint
 from migrator.layout import CLAIM_PATH, ledger_dir
@@ -105,7 +106,9 @@ def verify_graph(store: GraphStore, manifest: Manifest) -> dict[str, Any]:
     """The ``verify`` document of a graph; raises ``drift_detected`` listing what is not fenced.
 
     Read-only. Checks the stamp is 5, :func:`structural_problems`, no pending write intent, no
-    held claim, and, for the migration that stamped the graph, :func:`migration_drift`.
+    held claim (``claim_held`` instead, naming the command that releases it, with the other
+    problems in its details), and, for the migration that stamped the graph,
+    :func:`migration_drift`.
     """
     stamp, migration_id = manifest.read_stamp()
     problems = [] if stamp == "5" else [f"the stamp is {stamp}, not 5: the graph is not (fully) migrated"]
@@ -116,7 +119,16 @@ def verify_graph(store: GraphStore, manifest: Manifest) -> dict[str, Any]:
     problems += [f"write intent {op} is pending recovery" for op in pending]
     holder = inspect(store, CLAIM_PATH)
     if holder is not None:
-        problems.append(f"the migration claim of {holder.migration_id} is still held")
+        advice = claim_next_step(store, holder, stamp)
+        raise claim_held(
+            f"{store.uri} is not released: the claim of migration {holder.migration_id} is still held by "
+            f"{holder.owner} on {holder.host} (pid {holder.pid}); next: {advice}",
+            holder,
+            graph=store.uri,
+            stamp=stamp,
+            problems=problems,
+            next=advice,
+        )
     drift: list[dict[str, str]] = []
     if migration_id is not None:
         state = Ledger(store, ledger_dir(migration_id)).replay().state

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from claims import inspect
+from claims import ClaimDocument, inspect, refuse_if_acting
 from engine.door import FENCED_PROFILE
 from engine.errors import (
     EXIT_CLAIM_HELD,
@@ -33,9 +33,11 @@ from engine.reconcile import intents
 from engine.storage import copy_root, open_store
 from ledger import render_table
 from migrator import inspection, repair
+from migrator.driver import MigrationOutcome
 from migrator.layout import CLAIM_PATH
-from migrator.preconditions import UpToDate, refuse_live_holder
+from migrator.preconditions import UpToDate
 from migrator.run import resume_migration, run_migration
+from playbooks.journal import Writer
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,14 @@ class StepFailed(Exception):
         self.outputs = outputs or {}
 
 
+class AnswerUnavailable(Exception):
+    """The operator cannot be asked (``--yes`` not given and stdin is not a terminal)."""
+
+    def __init__(self, question: str):
+        super().__init__(question)
+        self.question = question
+
+
 @dataclass
 class StepContext:
     """What an action may use: variables, the operator, progress and the human channel."""
@@ -83,19 +93,27 @@ class StepContext:
     variables: dict[str, str]
     playbook_path: str
     ask: Callable[[str], bool]
+    """Asks the operator a yes/no question; raises :class:`AnswerUnavailable` when nobody can answer."""
     progress: Progress
     say: Callable[[str], None]
     holder_dead: Callable[[str], bool | None]
     """Answers "is the claim's holder dead?": True/False, or None when it may not be asked
     (``--yes`` without ``--holder-dead``: ``--yes`` never answers it)."""
+    resumed_from: tuple[Writer, ...] = ()
+    """The processes that ran this run before, when it is a ``playbook resume``."""
+    journal: str = ""
+    """Where this run is journalled (``ROOT/<run id>``)."""
 
     @property
     def actor(self) -> str:
         return self.variables["user"]
 
     def rerun(self, *flags: str, **extra: str) -> str:
-        """The command that runs this playbook again (with flags and extra --var settings)."""
+        """The command that runs this playbook again (with flags and extra --var settings); in a
+        resumed run, the command that resumes it again (its variables are the journalled ones)."""
         settings = "".join(f" {flag}" for flag in flags)
+        if self.resumed_from:
+            return f"omnigraph-migrate playbook resume {self.journal}{settings}"
         settings += "".join(f" --var {name}={value}" for name, value in sorted(extra.items()))
         return f"omnigraph-migrate playbook run {self.playbook_path} {self.variables['graph']}{settings}"
 
@@ -117,8 +135,8 @@ def _claim_outputs(graph: str) -> dict[str, str]:
 def _repair_route(graph: str) -> str:
     """Duplicates are repaired behind the barrier: a run stops at validation holding it."""
     return (
-        f"stop every writer, then `omnigraph-migrate run {graph} --owner NAME` (it stops at validation "
-        f"and keeps the barrier), then `omnigraph-migrate playbook run playbooks/duplicate-repair.yaml {graph}`"
+        f"stop every writer, then `omnigraph-migrate run {graph}` (it stops at validation "
+        f"and keeps the barrier), then `omnigraph-migrate playbook run duplicate-repair {graph}`"
     )
 
 
@@ -131,9 +149,9 @@ def preflight(ctx: StepContext, params: dict[str, str]) -> StepResult:
         document = inspection.preflight(graph, _flag(params, "validate"), ctx.progress)
     except OmnigraphError as error:
         next_command = {
-            "claim_held": f"omnigraph-migrate playbook run playbooks/resume-crashed.yaml {graph}",
+            "claim_held": f"omnigraph-migrate playbook run resume-crashed {graph}",
             "format_refused": f"omnigraph-migrate verify {graph}",
-            "recovery_required": f"omnigraph-v4 branch create recover-tmp {graph} (a read-write open resolves pending writes), then rerun",
+            "recovery_required": f"omnigraph recover {graph}",
             "validation_failed": _repair_route(graph),
         }.get(error.code, f"omnigraph-migrate status {graph}")
         raise StepFailed(f"not ready: {error.message}", next_command, error.exit_code, error.details) from error
@@ -161,7 +179,7 @@ def confirm_holder_dead(ctx: StepContext, params: dict[str, str]) -> StepResult:
     if holder is None:
         raise StepFailed(f"no migration claim on {graph}: there is no holder", f"omnigraph-migrate status {graph}")
     try:
-        refuse_live_holder(holder, "go on")
+        refuse_if_acting(open_store(graph), CLAIM_PATH, holder, "go on")
     except ClaimHeld as alive:
         raise StepFailed(alive.message, ctx.rerun(), alive.exit_code, alive.details) from alive
     answer = ctx.holder_dead(question)
@@ -178,18 +196,34 @@ def confirm_holder_dead(ctx: StepContext, params: dict[str, str]) -> StepResult:
     return StepResult(f"confirmed dead: {holder.owner}'s process {holder.pid} on {holder.host}")
 
 
+def _own_claim(ctx: StepContext, graph: str) -> ClaimDocument | None:
+    """The migration claim of ``graph`` if a process that ran this playbook run before took it
+    (a resumed run whose runner died mid-migration), else None."""
+    holder = inspect(open_store(graph), CLAIM_PATH)
+    if holder is None:
+        return None
+    taken_by = (holder.host, holder.pid, holder.process_start)
+    return holder if any((w.host, w.pid, w.process_start) == taken_by for w in ctx.resumed_from) else None
+
+
 def migrate(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Run the migration; in a resumed run, continue the one this run's dead runner claimed
+    (``resume`` refuses if that process is alive after all)."""
     graph = params["graph"]
     try:
-        outcome = run_migration(graph, params["owner"], ctx.progress)
+        own = _own_claim(ctx, graph)
+        if own is not None:
+            outcome: MigrationOutcome | UpToDate = resume_migration(graph, own.token, ctx.actor, ctx.progress)
+        else:
+            outcome = run_migration(graph, params["owner"], ctx.progress)
     except OmnigraphError as error:
         outputs = _claim_outputs(graph)
         if error.code == "validation_failed":
-            next_command = f"omnigraph-migrate playbook run playbooks/duplicate-repair.yaml {graph}"
+            next_command = f"omnigraph-migrate playbook run duplicate-repair {graph}"
         elif error.code == "drift_detected" and outputs:
             next_command = f"stop every writer, then omnigraph-migrate abort {graph} --token {outputs['token']}, then rerun"
         elif outputs:
-            next_command = f"omnigraph-migrate playbook run playbooks/resume-crashed.yaml {graph}"
+            next_command = f"omnigraph-migrate playbook run resume-crashed {graph}"
         else:
             next_command = f"omnigraph-migrate status {graph}"
         raise StepFailed(error.message, next_command, error.exit_code, error.details, outputs) from error
@@ -310,6 +344,13 @@ def status(ctx: StepContext, params: dict[str, str]) -> StepResult:
 def ledger_story(ctx: StepContext, params: dict[str, str]) -> StepResult:
     """What the ledger says happened, in one paragraph."""
     document, replay = inspection.status(params["graph"])
+    claim = document["claim"]
+    if replay is None and claim is not None:
+        story = (
+            f"migration {claim['migration_id']} by {claim['owner']}: its process took the claim and wrote no "
+            "ledger record; nothing else was done (stamp 5 not written)"
+        )
+        return StepResult(story, {"phase": None, "completed": 0, "units": 0})
     if replay is None:
         raise StepFailed("no migration ledger on this graph", f"omnigraph-migrate status {params['graph']}")
     state = replay.state

@@ -9,12 +9,16 @@ It is kept outside the graph on purpose: preflight and the other read-only steps
 to the graph, a staging rehearsal only reads its source, and a re-run on a fenced graph writes
 nothing.
 
-For each step the runner appends an ``acting`` record after any confirmation and before the
-action runs, then a ``finished`` record with the outcome (a declined confirmation has only the
-latter). The journal exists from the first step on, so the steps that run before any migration
-exists (preflight, the quiesce confirmation), and the step a killed runner was in, stay on
-record; once a migration is known the finished steps are also appended to its ledger as
-``playbook_step`` records.
+Before the first step the runner writes the run's :class:`RunStarted` document
+(``<run_id>/run.json``: the playbook as given, the graph, the ``--var`` settings, the user), so
+that ``playbook resume`` can finish a run whose runner died. For each step the runner appends an
+``acting`` record after any confirmation and before the action runs, then a ``finished`` record
+with the outcome and the variables the step established (``outputs``; a declined confirmation
+has only the latter). Every record names the process that wrote it (host, pid, process start),
+so a resume can tell whether the run's runner is still alive. The journal exists from the first
+step on, so the steps that run before any migration exists (preflight, the quiesce
+confirmation), and the step a killed runner was in, stay on record; once a migration is known
+the finished steps are also appended to its ledger as ``playbook_step`` records.
 """
 
 from __future__ import annotations
@@ -29,9 +33,40 @@ from claims.errors import validation_problem
 from claims.fields import UtcTimestamp, utc_timestamp
 from engine.errors import Internal
 from engine.storage import GraphStore, canonical_json
+from engine.storage.process import process_start_marker, this_host
 from ledger.layout import parse_record_name, record_path
 
 Text = Annotated[str, Field(min_length=1)]
+
+
+class Writer(BaseModel):
+    """The process that wrote a journal document (see :func:`this_writer`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    host: Text
+    pid: int
+    process_start: str | None
+
+
+def this_writer() -> Writer:
+    """This process, as a journal document records it."""
+    return Writer(host=this_host(), pid=os.getpid(), process_start=process_start_marker(os.getpid()))
+
+
+class RunStarted(BaseModel):
+    """What a playbook run was asked to do: enough to finish it in another process."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    run_id: Text
+    playbook: Text
+    playbook_name: Text
+    graph: Text
+    overrides: dict[str, str]
+    user: Text
+    writer: Writer
+    at: UtcTimestamp = Field(default_factory=utc_timestamp)
 
 
 class JournalRecord(BaseModel):
@@ -47,6 +82,12 @@ class JournalRecord(BaseModel):
     status: Literal["ok", "failed", "skipped"] | None = None
     detail: str = ""
     migration_id: str | None = None
+    outputs: dict[str, str] = Field(default_factory=dict)
+    exit_code: int = 0
+    next_command: str | None = None
+    duration_seconds: float = 0.0
+    ends_run: bool = False
+    writer: Writer | None = None
     at: UtcTimestamp = Field(default_factory=utc_timestamp)
 
 
@@ -59,21 +100,43 @@ def default_journal_root() -> str:
     return str(Path(base) / "omnigraph" / "playbook-runs")
 
 
+START_DOCUMENT = "run.json"
+
+
 class RunJournal:
-    """The journal of run ``run_id`` on ``store``; this process is its only writer."""
+    """The journal of run ``run_id`` on ``store``; one process writes it at a time (a resume
+    checks the last writer is gone first, :mod:`playbooks.resume`)."""
 
     def __init__(self, store: GraphStore, run_id: str) -> None:
         self.store = store
         self.directory = run_id
-        self._next_seq = 1
+        self._next_seq: int | None = None
 
     @property
     def location(self) -> str:
         return f"{self.store.uri}/{self.directory}"
 
+    def start(self, started: RunStarted) -> None:
+        """Write the run's start document (create-if-absent); ``Internal`` if it exists."""
+        path = f"{self.directory}/{START_DOCUMENT}"
+        if not self.store.put_if_absent(path, canonical_json(started)):
+            raise Internal(f"playbook journal {path} already exists: two runners share run id {started.run_id}")
+
+    def started(self) -> RunStarted | None:
+        """The run's start document, or None if there is none (a run journalled before it existed)."""
+        path = f"{self.directory}/{START_DOCUMENT}"
+        try:
+            data = self.store.read_bytes(path)
+        except FileNotFoundError:
+            return None
+        try:
+            return RunStarted.model_validate_json(data)
+        except ValidationError as error:
+            raise Internal(f"playbook journal {path} is not valid: {validation_problem(error)}") from error
+
     def append(self, record: JournalRecord) -> int:
         """Write ``record`` as the next sequence number (create-if-absent) and return it."""
-        seq = self._next_seq
+        seq = self._next_seq if self._next_seq is not None else len(self.records()) + 1
         path = record_path(self.directory, seq)
         if not self.store.put_if_absent(path, canonical_json(record)):
             raise Internal(f"playbook journal record {path} already exists: two runners share run id {record.run_id}")

@@ -1,7 +1,8 @@
 """Run a playbook step by step: show, (ask,) record, act, record, stop at the first failure.
 
 For each step the runner prints what it will do; a step with ``confirm: true`` asks before it
-acts unless ``--yes``. Every step is recorded in the run's durable journal
+acts unless ``--yes``; when nobody can answer (no ``--yes``, stdin not a terminal) the step fails
+as a usage error (exit 2) naming ``--yes``, before it acts. Every step is recorded in the run's durable journal
 (:mod:`playbooks.journal`, under ``journal_root``) before it acts and again with its outcome, and every finished step is
 also recorded as a ``playbook_step`` in the migration ledger as soon as a migration is known
 (steps before that are read back from the journal then). A failed step stops the playbook and
@@ -18,15 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.errors import EXIT_ERROR, BadRequest, OmnigraphError
+from engine.errors import EXIT_ERROR, EXIT_USAGE, BadRequest, NotFound, OmnigraphError
 from engine.failpoints import failpoint
 from engine.maintenance.progress import Progress
 from engine.schema.ids import new_ulid
 from engine.storage import open_store
 from ledger import Ledger, PlaybookStep
 from migrator.layout import ledger_dir
-from playbooks.actions import ACTIONS, StepContext, StepFailed, StepResult
-from playbooks.journal import JournalRecord, RunJournal
+from playbooks.actions import ACTIONS, AnswerUnavailable, StepContext, StepFailed, StepResult
+from playbooks.journal import JournalRecord, RunJournal, RunStarted, Writer, this_writer
 from playbooks.model import Playbook, Step
 
 StepStatus = Literal["ok", "failed", "skipped"]
@@ -91,15 +92,15 @@ class RunReport:
 class _LedgerLink:
     """Appends the run's finished steps, read back from its journal, to the migration's ledger.
 
-    Nothing is appended until a migration (graph, id, token) is known; then every finished step
-    so far is, and each later one as it finishes. Steps themselves append to the same ledger
+    Nothing is appended until a migration (graph, id, token) is known and its ledger has a first
+    record; then every finished step so far is, and each later one as it finishes. Steps themselves append to the same ledger
     (run, resume, repair), so every append opens the ledger afresh to find its current end.
     """
 
-    def __init__(self, playbook: str, journal: RunJournal):
+    def __init__(self, playbook: str, journal: RunJournal, linked: int = 0):
         self.playbook = playbook
         self.journal = journal
-        self.linked = 0
+        self.linked = linked
         self.target: tuple[str, str, str] | None = None
         self.location: str | None = None
 
@@ -112,6 +113,10 @@ class _LedgerLink:
         graph, migration_id, token = self.target
         finished = [r for r in self.journal.records() if r.phase == "finished"]
         ledger = Ledger(open_store(graph), ledger_dir(migration_id))
+        try:
+            ledger.replay()
+        except NotFound:
+            return  # its holder died before the first record: linked once a resume starts the ledger
         for record in finished[self.linked:]:
             assert record.status is not None
             ledger.append(
@@ -137,7 +142,11 @@ def _expand(value: str, variables: dict[str, str], step: Step) -> str:
         ) from None
 
 
-def _variables(playbook: Playbook, graph: str, user: str, overrides: dict[str, str]) -> dict[str, str]:
+def playbook_variables(
+    playbook: Playbook, graph: str, user: str, overrides: dict[str, str], run_id: str | None = None
+) -> dict[str, str]:
+    """The run's variables: the built-ins (``graph``, ``run_id``, new unless given, ``user``), the
+    playbook's defaults, then ``overrides`` (``--var``); ``bad_request`` for an unknown one."""
     settable = playbook.settable_variables()
     unknown = sorted(set(overrides) - settable)
     if unknown:
@@ -146,7 +155,7 @@ def _variables(playbook: Playbook, graph: str, user: str, overrides: dict[str, s
             f"(settable: {', '.join(sorted(settable)) or 'none'}; graph, run_id and user are built in)",
             {"unknown": unknown, "settable": sorted(settable)},
         )
-    variables = {"graph": graph, "run_id": new_ulid(), "user": user}
+    variables = {"graph": graph, "run_id": run_id or new_ulid(), "user": user}
     for name, spec in sorted(playbook.variables.items()):
         if name in overrides:
             continue
@@ -158,7 +167,7 @@ def _variables(playbook: Playbook, graph: str, user: str, overrides: dict[str, s
 
 def _journal_record(
     playbook: Playbook, variables: dict[str, str], step: Step, phase: Literal["acting", "finished"],
-    outcome: StepReport | None = None,
+    outcome: StepReport | None = None, outputs: dict[str, str] | None = None, exit_code: int = 0, ends_run: bool = False,
 ) -> JournalRecord:
     return JournalRecord(
         run_id=variables["run_id"],
@@ -169,7 +178,23 @@ def _journal_record(
         status=outcome.status if outcome else None,
         detail=outcome.summary if outcome else "",
         migration_id=variables.get("migration_id"),
+        outputs=dict(sorted((outputs or {}).items())),
+        exit_code=exit_code,
+        next_command=outcome.next_command if outcome else None,
+        duration_seconds=outcome.duration_seconds if outcome else 0.0,
+        ends_run=ends_run,
+        writer=this_writer(),
     )
+
+
+@dataclass
+class Operator:
+    """How a run reaches its operator: questions, progress and the human channel."""
+
+    ask: Callable[[str], bool]
+    holder_dead: Callable[[str], bool | None]
+    progress: Progress
+    say: Callable[[str], None]
 
 
 def run_playbook(
@@ -180,32 +205,71 @@ def run_playbook(
     user: str,
     overrides: dict[str, str],
     journal_root: str,
-    ask: Callable[[str], bool],
-    holder_dead: Callable[[str], bool | None],
-    progress: Progress,
-    say: Callable[[str], None],
+    operator: Operator,
 ) -> RunReport:
-    """Run every step in order until one fails; returns the report (never raises for a step)."""
-    variables = _variables(playbook, open_store(graph).uri, user, overrides)
+    """Run every step in order until one fails; returns the report (never raises for a step).
+
+    The run's start is journalled first (:class:`~playbooks.journal.RunStarted`), so that
+    ``playbook resume`` can finish it if this process dies."""
+    variables = playbook_variables(playbook, open_store(graph).uri, user, overrides)
     report = RunReport(playbook.name, variables["graph"], variables["run_id"], time.time())
     journal = RunJournal(open_store(journal_root), variables["run_id"])
-    link = _LedgerLink(playbook.name, journal)
-    context = StepContext(variables, playbook_path, ask, progress, say, holder_dead)
+    journal.start(
+        RunStarted(
+            run_id=variables["run_id"], playbook=playbook_path, playbook_name=playbook.name, graph=variables["graph"],
+            overrides=dict(sorted(overrides.items())), user=user, writer=this_writer(),
+        )
+    )
+    return run_steps(playbook, playbook_path, variables, journal, report, operator)
+
+
+def run_steps(
+    playbook: Playbook,
+    playbook_path: str,
+    variables: dict[str, str],
+    journal: RunJournal,
+    report: RunReport,
+    operator: Operator,
+    *,
+    first: int = 0,
+    resumed_from: tuple[Writer, ...] = (),
+    linked: int = 0,
+) -> RunReport:
+    """Run the steps of ``playbook`` from index ``first`` until one fails, adding to ``report``.
+
+    ``resumed_from`` are the processes that ran this run before (a ``playbook resume``): a step
+    whose goal already holds then counts as done and the run goes on to its later steps (the
+    smoke test and release check after a migration a crash interrupted), and a migrate step
+    continues a migration whose claim one of them took. ``linked`` finished steps of the journal
+    are already in the migration's ledger."""
+    link = _LedgerLink(playbook.name, journal, linked)
+    context = StepContext(variables, playbook_path, operator.ask, operator.progress, operator.say, operator.holder_dead,
+                          resumed_from, journal.location)
+    say = operator.say
     total = len(playbook.steps)
-    for number, step in enumerate(playbook.steps, start=1):
+    for number, step in enumerate(playbook.steps[first:], start=first + 1):
         say(f"\n[{number}/{total}] {step.title}")
         say(f"    {string.Template(step.explain.strip()).safe_substitute(variables)}")
         started = time.time()
         finished = False
+        outputs: dict[str, str] = {}
         try:
             params = {name: _expand(value, variables, step) for name, value in sorted(step.params.items())}
-            if step.confirm and not ask(f"Run step '{step.title}' now?"):
+            if step.confirm and not operator.ask(f"Run step '{step.title}' now?"):
                 raise StepFailed(f"the operator declined step {step.id}", context.rerun())
             journal.append(_journal_record(playbook, variables, step, "acting"))
             failpoint(f"playbook.acting.{step.id}")
             result: StepResult = ACTIONS[step.action](context, params)
+        except AnswerUnavailable as unanswered:
+            outcome = StepReport(
+                step.id, step.title, step.action, "failed",
+                f"step {step.id} asks {unanswered.question!r}, but stdin is not a terminal and --yes was not "
+                "given: nothing was done; run it again with --yes to answer yes (or from a terminal)",
+                round(time.time() - started, 3), {}, context.rerun("--yes"),
+            )
+            report.exit_code = EXIT_USAGE
         except StepFailed as failure:
-            variables.update(failure.outputs)
+            outputs = failure.outputs
             outcome = StepReport(step.id, step.title, step.action, "failed", failure.summary,
                                  round(time.time() - started, 3), failure.data, failure.next_command)
             report.exit_code = failure.exit_code
@@ -220,13 +284,14 @@ def run_playbook(
                                  f"omnigraph-migrate status {variables['graph']} (and report this error)")
             report.exit_code = EXIT_ERROR
         else:
-            variables.update(result.outputs)
-            finished = result.finished
+            outputs = result.outputs
+            finished = result.finished and not resumed_from
             status: StepStatus = "skipped" if result.skipped else "ok"
             outcome = StepReport(step.id, step.title, step.action, status, result.summary,
                                  round(time.time() - started, 3), result.data)
+        variables.update(outputs)
         report.steps.append(outcome)
-        journal.append(_journal_record(playbook, variables, step, "finished", outcome))
+        journal.append(_journal_record(playbook, variables, step, "finished", outcome, outputs, report.exit_code, finished))
         link.sync(variables)
         failpoint(f"playbook.finished.{step.id}")
         if outcome.status == "failed":

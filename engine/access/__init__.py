@@ -14,7 +14,7 @@ from engine.access import barrier, fleet, permission, writer_audit
 from engine.access.barrier import current_permission, require_writable_stamp
 from engine.access.fleet import FleetRecord, list_records, record_path
 from engine.access.permission import Access, Ground, WritePermission, write_permission
-from engine.access.writer_audit import foreign_heads, readiness_problems, refence_command
+from engine.access.writer_audit import foreign_head, foreign_heads, readiness_problems, refence_command
 
 __all__ = [
     "Access",
@@ -24,6 +24,7 @@ __all__ = [
     "barrier",
     "current_permission",
     "fleet",
+    "foreign_head",
     "foreign_heads",
     "list_records",
     "permission",

@@ -15,11 +15,11 @@ returns a :class:`WritePermission`: the :class:`Access` the program has (``writa
 
 A program reads every stamp it writes (each profile's read-only stamps include its read-write ones).
 
-The verdict words its refusal for the caller that acts on it: a graph open
-(:meth:`WritePermission.open_refusal`, ``format_refused``) applies the stamp rules alone; a
-long-running writer re-checking before each write (:mod:`engine.access.barrier`) also honours the
-claim and refuses with :meth:`WritePermission.barrier_refusal` (``format_barrier``, 503), and a
-readiness probe reports :attr:`WritePermission.reason`.
+Every writer applies the same verdict, stamp and claim (the barrier is both): a graph open
+(:meth:`WritePermission.open_refusal`: ``format_refused`` for the stamp, ``claim_held`` for a
+claim) and a long-running writer re-checking before each write (:mod:`engine.access.barrier`,
+:meth:`WritePermission.barrier_refusal`: ``format_barrier``, 503) differ only in the words and
+the error; a readiness probe reports :attr:`WritePermission.reason`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from enum import Enum
 from typing import Any
 
 from engine.door import EngineProfile
-from engine.errors import FormatBarrier, FormatRefused
+from engine.errors import ClaimHeld, FormatBarrier, FormatRefused
 from engine.storage import FORMAT_MIGRATING, KNOWN_STAMPS
 
 
@@ -84,8 +84,10 @@ class WritePermission:
         written = "/".join(sorted(self.profile.read_write_stamps))
         return f"stamp is {self.stamp}; {self.profile.program} writes only format {written}"
 
-    def open_refusal(self, uri: str, *, write: bool) -> FormatRefused | None:
-        """The ``format_refused`` an open of ``uri`` (read-write or read-only) raises, or None."""
+    def open_refusal(self, uri: str, *, write: bool) -> FormatRefused | ClaimHeld | None:
+        """What an open of ``uri`` (read-write or read-only) raises, or None: ``claim_held`` for a
+        read-write open at a stamp the program writes while a migration claim is held,
+        ``format_refused`` for a stamp it may not open so."""
         if self.ground is Ground.NO_STAMP:
             return FormatRefused(
                 f"{uri} has no omnigraph:format stamp on __manifest main; refusing to guess its format",
@@ -98,13 +100,22 @@ class WritePermission:
             )
         if self.writable or (self.readable and not write):
             return None
+        if self.ground is Ground.CLAIM_HELD:
+            holder = self.holder or {}
+            return ClaimHeld(
+                f"{self.profile.program} refuses to open {uri} read-write at format {self.stamp}: the migration "
+                f"claim of migration {holder.get('migration_id')} is held by {holder.get('owner')} on "
+                f"{holder.get('host')} (pid {holder.get('pid')}), so no program writes until it is released; "
+                f"`omnigraph-migrate status {uri}` names the command that releases it",
+                {"uri": uri, "stamp": self.stamp, "mode": "read-write", "holder": holder},
+            )
         if self.ground is Ground.MIGRATING:
             detail = (
                 f"a migration ({self.migration_id}) holds the barrier; see `omnigraph-migrate status "
                 f"{uri}` and resume or abort it"
             )
         else:
-            detail = self.profile.refusal_hint
+            detail = self.profile.refusal_hint.format(uri=uri)
         mode = "read-write" if write else "read-only"
         return FormatRefused(
             f"{self.profile.program} refuses to open {uri} {mode} at format {self.stamp}: {detail}",
@@ -126,7 +137,7 @@ class WritePermission:
                 f"(`omnigraph-migrate status {uri}` names the next step)"
             )
         else:
-            advice = self.profile.refusal_hint
+            advice = self.profile.refusal_hint.format(uri=uri)
         holder = self.holder
         who = f"; claim held by {holder.get('owner')} on {holder.get('host')} (pid {holder.get('pid')})" if holder else ""
         return FormatBarrier(
@@ -143,8 +154,8 @@ def write_permission(
 ) -> WritePermission:
     """May ``profile``'s program write at ``stamp``; ``holder`` is the migration claim's holder.
 
-    ``holder`` is None when no claim is held, and for a caller that applies the stamp rules alone
-    (a graph open does not read the claim).
+    ``holder`` is None when no claim is held (or the caller acts under it), and for a caller that
+    only reads (a read-only open does not read the claim).
     """
     if stamp is None:
         ground = Ground.NO_STAMP

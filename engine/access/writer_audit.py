@@ -73,7 +73,7 @@ def foreign_heads(manifest: Manifest) -> list[ForeignCommit]:
 
 
 def refence_command(uri: str) -> str:
-    return f"omnigraph-migrate refence {uri} --owner NAME"
+    return f"omnigraph-migrate refence {uri}"
 
 
 def foreign_refusal(uri: str, found: list[ForeignCommit]) -> FormatRefused:

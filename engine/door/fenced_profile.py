@@ -32,7 +32,7 @@ FENCED_PROFILE = EngineProfile(
     read_only_stamps=frozenset({FORMAT_4, FORMAT_MIGRATING, FORMAT_5}),
     router=FENCED_ROUTER,
     refusal_hint=(
-        "this graph is not fenced yet: upgrade it with `omnigraph-migrate preflight GRAPH` then "
-        "`omnigraph-migrate run GRAPH --owner NAME` (reads still work)"
+        "this graph is not fenced yet: upgrade it with `omnigraph-migrate preflight {uri}` then "
+        "`omnigraph-migrate run {uri}` (reads still work)"
     ),
 )

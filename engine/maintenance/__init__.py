@@ -2,7 +2,8 @@
 
 :mod:`~engine.maintenance.optimize` compacts, indexes and cleans up old versions of the tables a
 branch owns, publishing each change as a graph commit; :mod:`~engine.maintenance.check` reads a
-whole graph (any stamp, every branch), writes nothing and reports every inconsistency;
+whole graph (any stamp, every branch), writes nothing and reports every inconsistency as the
+findings of :mod:`~engine.maintenance.findings`;
 :mod:`~engine.maintenance.progress` is the progress protocol of long work (optimize here, and the
 migrator's steps) with its silent implementation.
 
@@ -11,6 +12,7 @@ The function ``optimize`` is imported from its module
 submodule of the same name.
 """
 
-from engine.maintenance.check import CheckReport, check_graph
+from engine.maintenance.check import check_graph
+from engine.maintenance.findings import CheckReport, ClaimFindings, Finding
 
-__all__ = ["CheckReport", "check_graph"]
+__all__ = ["CheckReport", "ClaimFindings", "Finding", "check_graph"]

@@ -12,30 +12,35 @@
 * no table branch HEAD is ahead of every pin of it and no Lance branch of a table is pinned by
   no graph branch, unless a pending write intent names that table (an interrupted commit);
 * no branch create or delete was interrupted holding its guard (``omnigraph recover`` completes it);
-* no write intent is left in ``__recovery/`` (each one is a finding, with the command that
-  resolves it);
+* no write intent is left in ``__recovery/`` (each one is a finding naming ``omnigraph recover``);
+* at stamp ``5``, no branch head was published by a format-4 writer after the stamp
+  (``unfenced_commit``, naming ``omnigraph-migrate refence``: every format-5 write refuses it);
+* what the caller's ``claim_findings`` reports about the migration claim (the CLI passes the
+  migrator's: a claim held, by a live process or a dead one, or broken, each naming the command
+  that resolves it), because no writer writes while a claim is held;
 * ids are non-null and unique in every pinned image (each physical image is scanned once, with
   the caller's bounded-memory scanner, see :data:`IdScanner`);
 * every edge's ``src`` and ``dst`` exist in the endpoint node images its branch pins. The node
   ids of one endpoint image are held in memory while its edges are streamed.
 
-The id scan is passed in by the caller (the CLI passes the migrator's partitioned validator),
-because the engine does not depend on the migrator.
+The id scan and the claim findings are passed in by the caller (the CLI passes the migrator's
+partitioned validator and claim advice), because the engine does not depend on the migrator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from collections.abc import Iterator
+from typing import Any
 
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict, Field
 
+from engine.access import foreign_head, refence_command
 from engine.door import KEY_COLUMN
 from engine.errors import NotFound, OmnigraphError
 from engine.graph import SCHEMA_FILE
+from engine.maintenance.findings import CheckReport, ClaimFindings, Finding, IdScanner, ImageKey
 from engine.manifest import BranchSnapshot, Manifest
 from engine.reconcile import WriteIntent, branch_guard
 from engine.schema import Catalog
@@ -55,55 +60,6 @@ from engine.storage import (
 
 LISTED_PER_FINDING = 100
 EDGE_BATCH_ROWS = 32_768
-
-ImageKey = tuple[str, str | None, int]
-
-
-class IdScan(Protocol):
-    """What an id scanner reports about one image."""
-
-    rows: int
-    null_ids: int
-    duplicates: list[tuple[str, int]]
-
-
-IdScanner = Callable[[lance.LanceDataset], IdScan]
-
-
-class Finding(BaseModel):
-    """One integrity problem. ``kind`` is stable (scripts match on it); ``details`` its facts."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: str
-    branch: str | None = None
-    table_key: str | None = None
-    table_path: str | None = None
-    message: str
-    details: dict[str, Any] = Field(default_factory=dict)
-
-    def sort_key(self) -> tuple[str, str, str, str, str]:
-        return (self.kind, self.branch or "", self.table_key or "", self.table_path or "", self.message)
-
-
-class CheckReport(BaseModel):
-    """The whole check: what was examined and every finding, sorted."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    graph: str
-    stamp: str | None
-    branches: list[str]
-    images_checked: int
-    findings: list[Finding]
-
-    @property
-    def ok(self) -> bool:
-        return not self.findings
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.model_dump(mode="json"), "ok": self.ok}
-
 
 def _image_name(key: ImageKey) -> str:
     path, table_branch, version = key
@@ -129,10 +85,14 @@ class _Checker:
 
     # -- stamp and intents ---------------------------------------------------------------------
 
-    def check_stamp(self) -> str | None:
+    def check_stamp(self, claim_findings: ClaimFindings | None) -> str | None:
+        """The stamp; a finding if it is unknown, or ``migrating`` (worded by ``claim_findings``
+        when given, which names the exact next command)."""
         stamp, migration_id = self.manifest.read_stamp()
         if stamp is None or stamp not in KNOWN_STAMPS:
             self.add("stamp_invalid", f"the format stamp is {stamp!r}, not one of {list(KNOWN_STAMPS)}", details={"stamp": stamp})
+        if claim_findings is not None:
+            self.findings.extend(claim_findings(self.store, stamp))
         elif stamp == FORMAT_MIGRATING:
             self.add(
                 "migration_in_progress",
@@ -142,12 +102,24 @@ class _Checker:
             )
         return stamp
 
+    def check_unfenced_commits(self, stamp: str | None, snapshots: dict[str, BranchSnapshot]) -> None:
+        if stamp != FORMAT_5:
+            return
+        fenced = self.manifest.read_fenced_heads()
+        for snapshot in snapshots.values():
+            commit = foreign_head(snapshot, fenced)
+            if commit is None:
+                continue
+            command = refence_command(self.store.uri)
+            self.add(
+                "unfenced_commit",
+                f"{commit.describe()}: every format-5 write is refused until `{command}` fences the graph again",
+                branch=commit.branch,
+                details={**commit.to_json(), "next": command},
+            )
+
     def check_intents(self, stamp: str | None) -> None:
-        writer = "omnigraph-v4" if stamp == "4" else "omnigraph"
-        advice = (
-            f"a read-write open resolves it: `{writer} branch create recover-tmp {self.store.uri}` "
-            f"then `{writer} branch delete recover-tmp {self.store.uri}`"
-        )
+        advice = f"`omnigraph recover {self.store.uri}` resolves it once its writer is gone"
         for name in self.store.list(RECOVERY_DIR):
             if not name.endswith(".json"):
                 continue
@@ -316,18 +288,21 @@ def _read_catalog(checker: _Checker) -> Catalog | None:
     return None
 
 
-def check_graph(uri: str, scan_ids: IdScanner) -> CheckReport:
-    """Check the graph at ``uri`` (see the module docstring); never writes."""
+def check_graph(uri: str, scan_ids: IdScanner, claim_findings: ClaimFindings | None = None) -> CheckReport:
+    """Check the graph at ``uri`` (see the module docstring); never writes. ``claim_findings``
+    reports the migration claim, and a ``migrating`` stamp, with the command that resolves each
+    (``migration_in_progress`` behind the barrier, ``claim_held`` at any other stamp)."""
     store = open_store(uri)
     manifest = Manifest(store)
     if not manifest.exists():
         raise NotFound(f"no graph at {store.uri} (no __manifest)", {"uri": store.uri})
     checker = _Checker(store, manifest, scan_ids)
-    stamp = checker.check_stamp()
+    stamp = checker.check_stamp(claim_findings)
     checker.check_intents(stamp)
     checker.check_branch_guards()
     catalog = _read_catalog(checker)
     snapshots = checker.snapshots()
+    checker.check_unfenced_commits(stamp, snapshots)
     for snapshot in snapshots.values():
         checker.check_tables(snapshot, catalog, stamp)
     checker.check_heads()

@@ -174,7 +174,7 @@ class Manifest:
     def require_branch(self, branch: str) -> None:
         if branch != MAIN and branch not in self._branch_listing():
             raise NotFound(
-                f"graph branch {branch!r} does not exist (see `omnigraph branch list`)",
+                f"graph branch {branch!r} does not exist (see `omnigraph branch list {self.store.uri}`)",
                 {"branch": branch},
             )
 

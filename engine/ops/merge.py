@@ -14,10 +14,11 @@ The merge base is the nearest common ancestor of the two heads in the commit gra
   next merge base;
 * ``merged``: one commit with two parents (target head, source head).
 
-Per table and id the rules of :mod:`engine.ops.merge_diff` apply. Any conflict is
-``merge_conflict`` (409) listing every conflicting id, sorted, before anything is written. The
-merged result is then checked (:mod:`engine.ops.merge_check`: endpoints, ``@unique``); any problem
-is also ``merge_conflict``, with every problem listed. A commit is recorded even when no row
+Per table and id the rules of :mod:`engine.ops.merge_diff` apply. The merged result is checked
+(:mod:`engine.ops.merge_check`: endpoints, ``@unique``, with the ids in conflict as the target has
+them). Row conflicts and problems of the merged result are one ``merge_conflict`` (409) that lists
+them all (the conflicts sorted, then the problems sorted, each problem with its fix), before
+anything is written, so one answer names everything to fix. A commit is recorded even when no row
 differs (both sides made the same changes), so the next merge starts from this one.
 
 Writes go through the write protocol (:func:`engine.ops.write.commit`: intent, effects, publish):
@@ -109,7 +110,9 @@ class _Plan:
 
 
 def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
-    """The merge of ``source`` into ``target``; a fast-forward that changes no row is ``up_to_date``."""
+    """The merge of ``source`` into ``target``. A fast-forward (the base is the target's head) is
+    recorded even when it changes no row (the source's edits cancel out), so the source's lineage
+    is merged and the next merge starts from it."""
     source_snapshot = graph.manifest.snapshot(source)
     source_head, target_head = source_snapshot.head.commit_id, target.head.commit_id
     if source_head == target_head:
@@ -130,21 +133,10 @@ def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
             target.tables.get(table_key),
         )
     conflicts = sorted((c for change in changes.values() for c in change.conflicts), key=lambda c: (c.table_key, c.id))
-    if conflicts:
-        raise MergeConflict(
-            f"merging {source!r} into {target.branch!r}: {len(conflicts)} id(s) changed differently on both "
-            f"branches since their merge base {base_id}; nothing was written. Make each listed row equal on "
-            "both branches (or undo one side's change), then merge again",
-            {"conflicts": [c.document() for c in conflicts], "base": base_id},
-        )
     incoming = {key: _incoming_rows(graph, source_snapshot, change) for key, change in changes.items() if change.count}
-    problems = check_merged(graph, target, changes, incoming)
-    if problems:
-        raise MergeConflict(
-            f"merging {source!r} into {target.branch!r} would leave {len(problems)} invalid row(s) (a missing "
-            "edge endpoint or a repeated @unique value); nothing was written",
-            {"conflicts": problems, "base": base_id},
-        )
+    problems = check_merged(graph, target, changes, incoming, source)
+    if conflicts or problems:
+        raise _refusal(source, target.branch, base_id, [c.document() for c in conflicts], problems)
     writes = tuple(
         TableWrite(
             key, "merge", incoming[key].filter(pc.field("id").isin(pa.array(changes[key].inserts, pa.utf8()))),
@@ -153,9 +145,29 @@ def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
         )
         for key in sorted(incoming)
     )
-    if outcome == "fast_forward" and not writes:
-        outcome = "up_to_date"
     return _Plan(outcome, base_id, source_head, target_head, changes, writes)
+
+
+def _refusal(source: str, target: str, base: str, conflicts: list[dict[str, str]], problems: list[dict[str, Any]]) -> MergeConflict:
+    """One ``merge_conflict`` listing every problem at once: the ids changed differently on both
+    branches, then the rows the merged result would leave invalid (checked with the conflicting
+    ids as the target has them), each with its fix."""
+    parts = []
+    if conflicts:
+        parts.append(
+            f"{len(conflicts)} id(s) changed differently on both branches since their merge base {base} (make each "
+            "listed row equal on both branches, or undo one side's change)"
+        )
+    if problems:
+        parts.append(
+            f"{len(problems)} row(s) the merged result would leave invalid, a missing edge endpoint or a repeated "
+            "@unique value (each lists its fix)"
+        )
+    return MergeConflict(
+        f"merging {source!r} into {target!r}: nothing was written; " + "; and ".join(parts) + ". Fix every listed "
+        "row, then merge again",
+        {"conflicts": conflicts + problems, "base": base},
+    )
 
 
 def _incoming_rows(graph: Graph, source: BranchSnapshot, change: TableChanges) -> pa.Table:

@@ -7,8 +7,9 @@ source rows it takes (inserts and updates) put in. Checked, against that image o
 * no edge the target keeps points at a node the merge deletes;
 * every ``@unique`` value the merge brings in is used by no other row of the merged table.
 
-Each failure is one problem document ``{table_key, id, kind, ...}`` (``kind``
-``missing_endpoint`` or ``unique_violation``); all are returned, sorted.
+Each failure is one problem document ``{table_key, id, kind, ..., fix}`` (``kind``
+``missing_endpoint`` or ``unique_violation``; for a merge, ``fix`` says, naming the branches,
+what change on which branch removes it); all are returned, sorted.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def _node_present(
 
 
 def _incoming_endpoints(
-    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], incoming: dict[str, pa.Table]
+    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], incoming: dict[str, pa.Table], source: str
 ) -> list[Problem]:
     problems: list[Problem] = []
     for table_key, rows in incoming.items():
@@ -62,13 +63,16 @@ def _incoming_endpoints(
                 if endpoint not in present:
                     problems.append(
                         {"table_key": table_key, "id": edge_id, "kind": "missing_endpoint", "column": column,
-                         "node_type": node_type, "node_id": endpoint}
+                         "node_type": node_type, "node_id": endpoint,
+                         "fix": f"{source} brings edge {edge_id} whose {column} is {node_type} {endpoint!r}, which "
+                                f"{target.branch} does not have after the merge: insert that node on {target.branch} "
+                                f"(or on {source}), or delete the edge on {source}"}
                     )
     return problems
 
 
 def _kept_edges_to_deleted_nodes(
-    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges]
+    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], source: str
 ) -> list[Problem]:
     problems: list[Problem] = []
     for edge_key in graph.catalog.table_keys():
@@ -86,13 +90,22 @@ def _kept_edges_to_deleted_nodes(
                 if edge_id not in replaced:
                     problems.append(
                         {"table_key": edge_key, "id": edge_id, "kind": "missing_endpoint", "column": column,
-                         "node_type": node_type, "node_id": endpoint}
+                         "node_type": node_type, "node_id": endpoint,
+                         "fix": f"edge {edge_id} on {target.branch} has {column} {node_type} {endpoint!r}, which "
+                                f"{source} deletes: delete the edge on {target.branch}, or undo the delete on {source}"}
                     )
     return problems
 
 
+def _unique_fix(table_key: str, row_id: str, prop: str, value: Any, existing_id: str, source: str, target: str) -> str:
+    return (
+        f"{table_key} {row_id!r} from {source} and {existing_id!r} would both have {prop} {value!r}: change "
+        f"{prop} of one of them (on {source} or {target})"
+    )
+
+
 def _unique_values(
-    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], incoming: dict[str, pa.Table]
+    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], incoming: dict[str, pa.Table], source: str
 ) -> list[Problem]:
     problems: list[Problem] = []
     for table_key, rows in incoming.items():
@@ -108,7 +121,8 @@ def _unique_values(
                 if value in owners:
                     problems.append(
                         {"table_key": table_key, "id": row_id, "kind": "unique_violation", "property": prop,
-                         "value": value, "existing_id": owners[value]}
+                         "value": value, "existing_id": owners[value],
+                         "fix": _unique_fix(table_key, row_id, prop, value, owners[value], source, target.branch)}
                     )
                 else:
                     owners[value] = row_id
@@ -119,18 +133,26 @@ def _unique_values(
                 if existing_id not in replaced:
                     problems.append(
                         {"table_key": table_key, "id": owners[value], "kind": "unique_violation", "property": prop,
-                         "value": value, "existing_id": existing_id}
+                         "value": value, "existing_id": existing_id,
+                         "fix": _unique_fix(table_key, owners[value], prop, value, existing_id, source, target.branch)}
                     )
     return problems
 
 
 def check_merged(
-    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], incoming: dict[str, pa.Table]
+    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], incoming: dict[str, pa.Table],
+    source: str | None = None,
 ) -> list[Problem]:
-    """Every endpoint and ``@unique`` problem of the merged result, sorted (empty = valid)."""
+    """Every endpoint and ``@unique`` problem of putting ``changes`` into ``target``, sorted (empty =
+    valid). For a merge of branch ``source`` each problem carries its ``fix`` (a mutation's caller,
+    which passes no source, words its own refusal); ids in conflict are not in ``changes``, so
+    they are checked as the target has them."""
+    named = source or "the change"
     problems = (
-        _incoming_endpoints(graph, target, changes, incoming)
-        + _kept_edges_to_deleted_nodes(graph, target, changes)
-        + _unique_values(graph, target, changes, incoming)
+        _incoming_endpoints(graph, target, changes, incoming, named)
+        + _kept_edges_to_deleted_nodes(graph, target, changes, named)
+        + _unique_values(graph, target, changes, incoming, named)
     )
+    if source is None:
+        problems = [{key: value for key, value in p.items() if key != "fix"} for p in problems]
     return sorted(problems, key=lambda p: (p["table_key"], p["id"], p["kind"], str(p.get("column", p.get("property")))))

@@ -57,13 +57,17 @@ class MutationResult:
     branch: str
     affected_nodes: int
     affected_edges: int
+    distinct_nodes: int
+    distinct_edges: int
     commit: CommitResult | None
 
     def document(self) -> dict[str, Any]:
-        """The ``mutate --json`` document."""
+        """The ``mutate --json`` document: ``affected_*`` per statement, ``distinct_*`` each row once."""
         return {
             "affected_nodes": self.affected_nodes,
             "affected_edges": self.affected_edges,
+            "distinct_nodes": self.distinct_nodes,
+            "distinct_edges": self.distinct_edges,
             "commit": self.commit.commit_id if self.commit else None,
         }
 
@@ -121,7 +125,9 @@ def mutate(
 
     done = commit(graph, branch, prepare, actor=actor)
     affected = done.plan.payload
-    return MutationResult(bound.name, branch, affected.nodes, affected.edges, done.published)
+    return MutationResult(
+        bound.name, branch, affected.nodes, affected.edges, affected.distinct_nodes, affected.distinct_edges, done.published
+    )
 
 
 def _generated_ids(bound: BoundQuery) -> dict[int, str]:

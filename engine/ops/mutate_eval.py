@@ -41,10 +41,16 @@ Row = NodeRow | EdgeRow
 
 @dataclass(frozen=True)
 class Affected:
-    """Rows a mutation stages or deletes, by kind (a node delete's edges count as edges)."""
+    """What a mutation touched, by kind (a node delete's edges count as edges).
+
+    ``nodes``/``edges`` count per statement, as graph tools do: each statement adds the rows it
+    inserted, updated or deleted, so "insert X, then update X" is 2. ``distinct_nodes``/
+    ``distinct_edges`` count each row once (the rows the commit writes or deletes)."""
 
     nodes: int
     edges: int
+    distinct_nodes: int
+    distinct_edges: int
 
 
 @dataclass
@@ -79,6 +85,7 @@ class Evaluation:
         self._snapshot = snapshot
         self._ids = ids
         self._pending: dict[str, _Pending] = {}
+        self._per_statement = {"node": 0, "edge": 0}
 
     def _state(self, table: TableDef) -> _Pending:
         return self._pending.setdefault(table.table_key, _Pending(table))
@@ -112,6 +119,7 @@ class Evaluation:
                     {"line": statement.line, "type_name": table.type_name, "id": explicit, "derived_id": row_id},
                 )
             state.upserts[row_id] = NodeRow(statement.line, table.type_name, row_id, props)
+            self._per_statement[table.kind] += 1
             return
         row_id = explicit or self._ids[index]
         if state.get(row_id) is not None:
@@ -123,6 +131,7 @@ class Evaluation:
             state.strict[row_id] = NodeRow(statement.line, table.type_name, row_id, props)
         else:
             state.strict[row_id] = EdgeRow(statement.line, table.type_name, row_id, values["src"], values["dst"], props)
+        self._per_statement[table.kind] += 1
 
     def _update(self, statement: BoundStatement) -> None:
         table, state = statement.table, self._state(statement.table)
@@ -134,11 +143,13 @@ class Evaluation:
                 state.strict[row.id] = updated
             else:
                 state.upserts[row.id] = updated
+            self._per_statement[table.kind] += 1
 
     def _delete(self, statement: BoundStatement) -> None:
         table, state = statement.table, self._state(statement.table)
         ids = sorted(self._committed_ids(statement, state))  # a delete-only query stages no rows
         state.deleted.update(ids)
+        self._per_statement[table.kind] += len(ids)
         if table.kind != "node" or not ids:
             return
         for edge in self._graph.catalog.tables():
@@ -150,8 +161,9 @@ class Evaluation:
             for column in columns:
                 test = pc.field(column).isin(pa.array(ids, pa.utf8()))
                 predicate = test if predicate is None else predicate | test
-            hits = self._scan(edge, predicate, ["id"])
-            edge_state.deleted.update(hits.column("id").to_pylist())
+            hits = set(self._scan(edge, predicate, ["id"]).column("id").to_pylist())
+            self._per_statement["edge"] += len(hits - edge_state.deleted)  # read-your-writes: gone already
+            edge_state.deleted.update(hits)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -214,11 +226,11 @@ class Evaluation:
         }
 
     def affected(self) -> Affected:
-        """Staged plus deleted rows, nodes and edges."""
+        """Per statement, and distinct (staged plus deleted rows), nodes and edges."""
         def count(kind: str) -> int:
             return sum(len(s.deleted) + s.staged() for s in self._pending.values() if s.table.kind == kind)
 
-        return Affected(count("node"), count("edge"))
+        return Affected(self._per_statement["node"], self._per_statement["edge"], count("node"), count("edge"))
 
     def writes(self) -> tuple[TableWrite, ...]:
         """One ``merge`` write per table with staged or deleted rows, in table-key order."""

@@ -67,7 +67,9 @@ def commit(graph: Graph, branch: str, prepare: Prepare[P], *, actor: str) -> Wri
         graph.manifest.require_branch(branch)  # not_found, unless it was created just now
         incarnation = graph.manifest.incarnation(branch)
         if incarnation is None:
-            raise NotFound(f"graph branch {branch!r} does not exist (see `omnigraph branch list`)", {"branch": branch})
+            raise NotFound(
+                f"graph branch {branch!r} does not exist (see `omnigraph branch list {graph.store.uri}`)", {"branch": branch}
+            )
     attempts = _Attempts(graph, branch, incarnation, prepare, actor)
     try:
         return retrying(attempts.run)

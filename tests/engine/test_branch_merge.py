@@ -11,7 +11,7 @@ import pytest
 from engine.manifest import Manifest
 from engine.ops import create_branch
 from engine.storage import open_store
-from tests.support.graph_helpers import OMNIGRAPH, invoke, storage_state
+from tests.support.graph_helpers import OMNIGRAPH, invoke, person, run_cli, storage_state
 from tests.support.merge_helpers import add_edges, delete, edges, new_graph, people, upsert
 
 
@@ -80,15 +80,20 @@ def test_fast_forward_then_up_to_date(root_uri: str) -> None:
     before = storage_state(root_uri)
     again = _merge(root_uri, "feature")
     assert again["outcome"] == "up_to_date" and again["commit"] is None
-    # the other way: feature's head is an ancestor of main's, and no row differs
-    assert _merge(root_uri, "main", "feature")["outcome"] == "up_to_date"
     assert storage_state(root_uri) == before
+    # the other way: feature's head is main's merge base, and no row differs: a fast-forward commit
+    # that moves no table records main's lineage on feature; after it, feature is up to date
+    tables_before = Manifest(open_store(root_uri)).snapshot("feature").tables
+    back = _merge(root_uri, "main", "feature")
+    assert back["outcome"] == "fast_forward" and back["commit"] is not None
+    assert Manifest(open_store(root_uri)).snapshot("feature").tables == tables_before
+    assert _merge(root_uri, "main", "feature")["outcome"] == "up_to_date"
     # a branch with no commits of its own is up to date with its parent
     create_branch(graph, "empty")
     assert _merge(root_uri, "empty")["outcome"] == "up_to_date"
     # after the fast-forward, main's history continues feature's
     history = [c["commit_id"] for c in invoke(OMNIGRAPH, "commit", "list", "--json", root_uri).ok().json()["commits"]]
-    assert history[:2] == [document["commit"], source_head]
+    assert history[0] == document["commit"] and source_head in history
     assert target_head in history
     # deleting the merged branch keeps main's own history reachable
     invoke(OMNIGRAPH, "branch", "delete", "empty", root_uri).ok()
@@ -163,6 +168,28 @@ def test_merge_into_a_lazy_branch_forks_its_tables(root_uri: str) -> None:
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
+def test_edits_that_net_to_zero_merge_as_a_fast_forward_commit(root_uri: str) -> None:
+    """An edge added then deleted on the branch: the base is main's head, so a fast-forward commit
+    that moves no table records the branch's lineage (real ``omnigraph branch merge`` processes)."""
+    graph = new_graph(root_uri, {"a": 1, "b": 2})
+    create_branch(graph, "feature")
+    add_edges(graph, "feature", {"k1": ("a", "b")})
+    delete(graph, "feature", "edge:Knows", ["k1"])
+    source_head, target_head = _head(root_uri, "feature"), _head(root_uri, "main")
+    tables_before = Manifest(open_store(root_uri)).snapshot("main").tables
+    merged = run_cli(OMNIGRAPH, "branch", "merge", "feature", "--json", root_uri).ok().json()
+    assert merged["outcome"] == "fast_forward" and merged["parents"] == [target_head, source_head]
+    assert merged["changes"] == {}  # no row differs
+    assert Manifest(open_store(root_uri)).snapshot("main").tables == tables_before
+    assert _head(root_uri, "main") == merged["commit"]
+    assert run_cli(OMNIGRAPH, "branch", "merge", "feature", "--json", root_uri).ok().json()["outcome"] == "up_to_date"
+
+
+def _without_fix(problems: list[dict]) -> list[dict]:
+    return [{key: value for key, value in problem.items() if key != "fix"} for problem in problems]
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_missing_endpoints_and_unique_values_are_refused(root_uri: str) -> None:
     graph = new_graph(root_uri, {"a": 1, "b": 2, "c": 3})
     add_edges(graph, "main", {"kc": ("a", "c")})
@@ -178,12 +205,16 @@ def test_missing_endpoints_and_unique_values_are_refused(root_uri: str) -> None:
     assert result.returncode == 1, result.describe()
     error = result.json()["error"]
     assert error["code"] == "merge_conflict"
-    assert error["details"]["conflicts"] == [
+    assert _without_fix(error["details"]["conflicts"]) == [
         {"table_key": "edge:Knows", "id": "k1", "kind": "missing_endpoint", "column": "dst",
          "node_type": "Person", "node_id": "b"},
         {"table_key": "node:Person", "id": "e1", "kind": "unique_violation", "property": "email",
          "value": "x@example.com", "existing_id": "e2"},
     ]
+    fixes = [p["fix"] for p in error["details"]["conflicts"]]
+    assert fixes[0].startswith("feature brings edge k1 whose dst is Person 'b', which main does not have")
+    assert "insert that node on main" in fixes[0] and "delete the edge on feature" in fixes[0]
+    assert "would both have email 'x@example.com'" in fixes[1]
     assert storage_state(root_uri) == before
 
 
@@ -195,10 +226,14 @@ def test_a_source_delete_of_a_node_the_target_links_to_is_refused(root_uri: str)
     add_edges(graph, "main", {"k1": ("a", "b")})
     before = storage_state(root_uri)
     result = invoke(OMNIGRAPH, "branch", "merge", "feature", "--json", root_uri)
-    assert result.json()["error"]["details"]["conflicts"] == [
+    [problem] = result.json()["error"]["details"]["conflicts"]
+    assert _without_fix([problem]) == [
         {"table_key": "edge:Knows", "id": "k1", "kind": "missing_endpoint", "column": "dst",
          "node_type": "Person", "node_id": "b"},
     ]
+    assert problem["fix"] == (
+        "edge k1 on main has dst Person 'b', which feature deletes: delete the edge on main, or undo the delete on feature"
+    )
     assert storage_state(root_uri) == before
 
 
@@ -228,3 +263,30 @@ def test_a_merge_over_the_per_table_row_limit_is_refused_before_any_write(root_u
     assert error["code"] == "resource_limit"
     assert error["details"] == {"resource": "rows", "limit": MAX_ROWS, "actual": MAX_ROWS + 2, "table_key": "node:Person"}
     assert storage_state(root_uri) == before
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
+def test_row_conflicts_and_endpoint_problems_come_in_one_answer_then_the_fixes_merge(root_uri: str, tmp_path) -> None:
+    """A divergent update and an edge to a node the target deleted are listed by the same merge
+    (real ``omnigraph branch merge`` processes); doing what each entry says makes the next merge pass."""
+    graph = new_graph(root_uri, {"a": 1, "b": 2})
+    create_branch(graph, "feature")
+    upsert(graph, "feature", {"a": 10})
+    add_edges(graph, "feature", {"k1": ("a", "b")})
+    upsert(graph, "main", {"a": 20})
+    delete(graph, "main", "node:Person", ["b"])
+    before = storage_state(root_uri)
+
+    refused = run_cli(OMNIGRAPH, "branch", "merge", "feature", "--json", root_uri)
+    assert refused.returncode == 1, refused.describe()
+    listed = refused.json()["error"]["details"]["conflicts"]
+    assert [(p["kind"], p["id"]) for p in listed] == [("divergent_update", "a"), ("missing_endpoint", "k1")]
+    assert "insert that node on main" in listed[1]["fix"]
+    assert storage_state(root_uri) == before
+
+    fixes = tmp_path / "fixes.jsonl"
+    fixes.write_text(person("a", 10) + "\n" + person("b", 2) + "\n")  # a equal on both sides; b back on main
+    run_cli(OMNIGRAPH, "load", "--mode", "merge", "--data", fixes, root_uri).ok()
+    merged = run_cli(OMNIGRAPH, "branch", "merge", "feature", "--json", root_uri)
+    assert merged.returncode == 0, merged.describe()
+    assert edges(root_uri, "main") == {"k1": ("a", "b")} and people(root_uri, "main") == {"a": 10, "b": 2}

@@ -80,7 +80,7 @@ def test_an_interrupted_write_is_a_pending_intent_that_the_named_commands_resolv
     assert status == 4 and kinds(report) == ["pending_intent"]  # the intent explains the HEAD ahead
     message = report["findings"][0]["message"]
     commands = [part for part in message.split("`") if part.startswith("omnigraph ")]
-    assert commands == [f"omnigraph branch create recover-tmp {uri}", f"omnigraph branch delete recover-tmp {uri}"]
+    assert commands == [f"omnigraph recover {uri}"]
     for command in commands:
         run_cli(OMNIGRAPH, *command.split()[1:]).ok()
     assert_check_clean(uri)
@@ -143,7 +143,12 @@ def test_stamp_5_over_tables_without_a_primary_key(tmp_path: Path) -> None:
     assert status == 0 and report["stamp"] == "4"  # format 4 without PKs is consistent
     Manifest(open_store(uri)).write_stamp("5", None)
     status, report = check(uri)
-    assert status == 4 and kinds(report) == ["pk_missing"] and len(report["findings"]) == 3 * 8  # every pin of every branch
+    # every pin of every branch, and every branch head (written by the format-4 writer, not fenced by a stamp)
+    assert status == 4 and kinds(report) == ["pk_missing", "unfenced_commit"]
+    assert [f["kind"] for f in report["findings"]].count("pk_missing") == 3 * 8
+    unfenced = [f for f in report["findings"] if f["kind"] == "unfenced_commit"]
+    assert sorted(f["branch"] for f in unfenced) == ["feat", "lazy", "main"]
+    assert {f["details"]["next"] for f in unfenced} == {f"omnigraph-migrate refence {uri}"}
 
 
 def test_a_primary_key_other_than_id(tmp_path: Path) -> None:

@@ -136,11 +136,12 @@ def test_merge_matches_the_three_way_model(initial: dict[str, int], rounds: list
             except MergeConflict as error:
                 listed = error.details["conflicts"]
                 event("merge_conflict: " + ("three-way" if conflicts else "missing_endpoint"))
-                if conflicts:
-                    assert listed == sorted(conflicts, key=lambda c: (c["table_key"], c["id"]))
-                else:
-                    assert {(p["id"], p["column"]) for p in listed} == dangling
-                    assert {p["kind"] for p in listed} == {"missing_endpoint"}
+                # one answer: the row conflicts, then every endpoint the merged result would miss
+                rows = [c for c in listed if c["kind"] != "missing_endpoint"]
+                assert rows == sorted(conflicts, key=lambda c: (c["table_key"], c["id"]))
+                endpoints = [p for p in listed if p["kind"] == "missing_endpoint"]
+                assert {(p["id"], p["column"]) for p in endpoints} == dangling
+                assert listed == rows + endpoints and all(p["fix"] for p in endpoints)
                 assert _observed(uri, "main") == main
                 return
             assert conflicts == [] and dangling == set()
@@ -150,8 +151,8 @@ def test_merge_matches_the_three_way_model(initial: dict[str, int], rounds: list
                 assert result.outcome == "up_to_date"
             elif target_commits > 0:
                 assert result.outcome == "merged"
-            elif first_round:
-                assert result.outcome == ("fast_forward" if expected != main else "up_to_date")
+            elif first_round:  # the base is main's head: recorded as a fast-forward, rows changed or not
+                assert result.outcome == "fast_forward"
             else:
                 assert result.outcome in ({"merged", "fast_forward", "up_to_date"} if expected == main else {"merged", "fast_forward"})
             first_round = False

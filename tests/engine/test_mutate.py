@@ -83,7 +83,8 @@ def _records(uri: str, branch: str = "main") -> dict[tuple[str, str], dict]:
 def test_reference_examples(root_uri: str) -> None:
     graph = _graph(root_uri)
     onboarded = _run(graph, REFERENCE_QUERIES, "onboard", name="Ann")
-    assert onboarded.document() == {"affected_nodes": 1, "affected_edges": 1, "commit": onboarded.commit.commit_id}
+    assert onboarded.document() == {"affected_nodes": 1, "affected_edges": 1, "distinct_nodes": 1, "distinct_edges": 1,
+                                    "commit": onboarded.commit.commit_id}
     records = _records(root_uri)
     assert records[("node:Person", "Ann")]["data"] == {"id": "Ann", "name": "Ann", "age": 30}
     [works] = [r for k, r in records.items() if k[0] == "edge:WorksAt"]
@@ -162,6 +163,14 @@ def test_keyed_insert_replaces_the_whole_row_and_unkeyed_inserts_are_strict(root
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
+def test_insert_then_update_counts_two_per_statement_and_one_distinct(root_uri: str) -> None:
+    graph = _graph(root_uri)
+    result = _run(graph, 'query q() { insert Person { name: "Zed", age: 1 }  update Person set { age: 2 } where name = "Zed" }')
+    assert (result.affected_nodes, result.distinct_nodes) == (2, 1)
+    assert result.document()["distinct_nodes"] == 1
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_read_your_writes_across_statements(root_uri: str) -> None:
     graph = _graph(root_uri)
     source = """
@@ -175,7 +184,9 @@ def test_read_your_writes_across_statements(root_uri: str) -> None:
       update Person set { title: "old" } where age >= 21
     }"""
     result = _run(graph, source, at="2024-05-06T07:08:09.123Z")
-    assert (result.affected_nodes, result.affected_edges) == (4, 2)  # Eve, Bob, Cy, t9
+    # per statement: Eve, Eve, t9, t9, then Eve, Bob and Cy; distinct: Eve, Bob, Cy, t9
+    assert (result.affected_nodes, result.affected_edges) == (7, 2)
+    assert (result.distinct_nodes, result.distinct_edges) == (4, 2)
     records = _records(root_uri)
     assert records[("node:Person", "Eve")]["data"] == {"id": "Eve", "name": "Eve", "age": 21, "email": "eve@example.com", "title": "old"}
     assert records[("node:Person", "Bob")]["data"]["title"] == "old"
@@ -187,6 +198,7 @@ def test_read_your_writes_across_statements(root_uri: str) -> None:
     )
     # k1 by the first statement; the node delete cascades to k2 (dst) and Eve's edge; the repeat matches nothing.
     assert (deleted.affected_nodes, deleted.affected_edges) == (1, 3)
+    assert (deleted.distinct_nodes, deleted.distinct_edges) == (1, 3)
     assert not [k for k in _records(root_uri) if k[0] == "edge:Knows"]
 
 
@@ -209,9 +221,9 @@ def test_nothing_matched_publishes_no_commit(root_uri: str, tmp_path: Path) -> N
     before = storage_state(root_uri)
     human = invoke(OMNIGRAPH, "mutate", "--query", query, root_uri)
     assert human.returncode == 0, human.describe()
-    assert human.stdout == "affected_nodes: 0\naffected_edges: 0\ncommit: null\n"
+    assert human.stdout == "affected_nodes: 0\naffected_edges: 0\ndistinct_nodes: 0\ndistinct_edges: 0\ncommit: null\n"
     as_json = invoke(OMNIGRAPH, "mutate", "--query", query, "--json", root_uri)
-    assert as_json.json() == {"affected_nodes": 0, "affected_edges": 0, "commit": None}
+    assert as_json.json() == {"affected_nodes": 0, "affected_edges": 0, "distinct_nodes": 0, "distinct_edges": 0, "commit": None}
     query.write_text('query q() { delete Knows where id = "none" }')
     assert invoke(OMNIGRAPH, "mutate", "--query", query, "--json", root_uri).json()["commit"] is None
     assert storage_state(root_uri) == before

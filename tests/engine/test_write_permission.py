@@ -13,7 +13,7 @@ import pytest
 
 from engine.access import Access, Ground, WritePermission, write_permission
 from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
-from engine.errors import FormatBarrier, FormatRefused
+from engine.errors import ClaimHeld, FormatBarrier, FormatRefused
 from migrator.repair import REPAIR_PROFILE
 
 W, RO, X = Access.WRITABLE, Access.READ_ONLY, Access.REFUSED
@@ -87,12 +87,17 @@ def test_decision(program: str, stamp: str | None, claim: bool) -> None:
 
 @pytest.mark.parametrize(("program", "stamp", "claim"), CASES)
 def test_open_acts_on_the_verdict(program: str, stamp: str | None, claim: bool) -> None:
-    """A read-write open needs a writable verdict, a read-only open a readable one; refusals are format_refused."""
+    """A read-write open needs a writable verdict, a read-only open a readable one; a claim held at a
+    stamp the program writes is claim_held (exit 3), every other refusal format_refused."""
     permission = verdict(program, stamp, claim)
     for write, allowed in ((True, permission.writable), (False, permission.readable)):
         refusal = permission.open_refusal(URI, write=write)
         if allowed:
             assert refusal is None
+        elif permission.ground is Ground.CLAIM_HELD:
+            assert isinstance(refusal, ClaimHeld)
+            assert (refusal.code, refusal.http_status, refusal.exit_code) == ("claim_held", 409, 3)
+            assert f"`omnigraph-migrate status {URI}`" in str(refusal) and "held by ops on h1 (pid 7)" in str(refusal)
         else:
             assert isinstance(refusal, FormatRefused)
             assert (refusal.code, refusal.http_status, refusal.exit_code) == ("format_refused", 409, 6)
@@ -120,7 +125,7 @@ def test_the_words_of_each_ground() -> None:
     fenced_4 = verdict("omnigraph", "4", False)
     assert fenced_4.reason == "stamp is 4; omnigraph writes only format 5"
     assert str(fenced_4.open_refusal(URI, write=True)) == (
-        f"omnigraph refuses to open {URI} read-write at format 4: {FENCED_PROFILE.refusal_hint}"
+        f"omnigraph refuses to open {URI} read-write at format 4: {FENCED_PROFILE.refusal_hint.format(uri=URI)}"
     )
     migrating = verdict("omnigraph", "migrating", False)
     assert migrating.reason == "migration M1 holds the barrier (stamp migrating)"

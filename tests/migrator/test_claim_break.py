@@ -62,7 +62,8 @@ def test_break_and_abort_refuse_a_live_holder_then_break_abort_and_rerun(tmp_pat
         assert shown["claim"]["pid"] == holder.pid and shown["holder_process"] == "alive"
         token = shown["claim"]["token"]
         human = migrate("claim", "show", uri).ok()
-        assert f"pid {holder.pid}, alive" in human.stdout and token in human.stdout
+        assert f"(pid {holder.pid}) since" in human.stdout and "acting for it: alive" in human.stdout
+        assert f"  claim: night-sre on {shown['claim']['host']} (pid {holder.pid})" in human.stdout and token in human.stdout
 
         refused = migrate("claim", "break", uri, "--token", token, "--reason", "looked stuck", "--json")
         assert refused.returncode == 3, refused.describe()

@@ -1,0 +1,135 @@
+"""Playbooks on call, with real processes: a run that cannot ask is a usage error naming ``--yes``;
+an upgrade run killed mid-migration is finished by ``playbook resume`` (found with ``playbook
+list`` and ``playbook show``), which continues the dead runner's migration and runs the smoke test
+and the release check, and writes the report and JUnit of the whole run; a re-run of the upgrade
+after someone else finished the migration names the unfinished run. Each advised command is run
+exactly as printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
+from engine.manifest import Manifest
+from engine.storage import open_store
+from ledger import Ledger, Resumed
+from migrator.layout import ledger_dir
+from tests.conftest import new_root
+from tests.support.advice import first_command, run_printed
+from tests.support.check_helpers import assert_check_clean, tree_digest
+from tests.support.graph_helpers import Cli
+from tests.support.migration_cli import MIGRATE, claim_token, migrate
+from tests.support.migration_fixtures import build_fixture
+
+STEPS = ["preflight", "quiesce", "migrate", "verify", "smoke-test", "release"]
+
+
+def _playbook(*args: str, failpoint: str | None = None, cwd: Path | None = None) -> Cli:
+    """``omnigraph-migrate playbook ARGS`` as a real process whose stdin is not a terminal."""
+    env = {key: value for key, value in os.environ.items() if key != FAILPOINT_ENV}
+    if failpoint:
+        env[FAILPOINT_ENV] = failpoint
+    done = subprocess.run([MIGRATE, "playbook", *args], env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=300)
+    return Cli(("omnigraph-migrate", "playbook", *args), done.returncode, done.stdout, done.stderr)
+
+
+def _next(result: Cli) -> str:
+    lines = [line.strip() for line in result.stderr.splitlines() if line.strip().startswith("next:")]
+    assert lines, (result.stdout, result.stderr)
+    return lines[-1].removeprefix("next: ")
+
+
+def _killed_upgrade(uri: str, journals: Path) -> dict:
+    killed = _playbook("run", "upgrade", uri, "--yes", "--journal", str(journals), failpoint="unit.after_pk")
+    assert killed.returncode == FAILPOINT_EXIT_STATUS, killed.stderr
+    assert Manifest(open_store(uri)).read_stamp()[0] == "migrating"
+    listed = _playbook("list", "--journal", str(journals), "--json")
+    assert listed.returncode == 0, listed.stderr
+    [run] = json.loads(listed.stdout)["runs"]
+    assert run["state"] == "interrupted" and run["playbook"] == "upgrade" and run["steps_finished"] == ["preflight", "quiesce"]
+    assert run["last"]["step"] == "migrate" and run["last"]["phase"] == "acting"
+    return dict(run)
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
+def test_a_playbook_that_cannot_ask_is_a_usage_error_naming_yes(backend: str, tmp_path: Path) -> None:
+    uri = new_root(backend, tmp_path)
+    build_fixture(uri, compact=True)
+    before = tree_digest(uri)
+    report = tmp_path / "report.json"
+    refused = _playbook("run", "upgrade", uri, "--journal", str(tmp_path / "journals"), "--report", str(report))
+    assert refused.returncode == 2, refused.stderr
+    assert "internal error" not in refused.stderr and "stdin is not a terminal" in refused.stderr
+    command = _next(refused)
+    assert command == f"omnigraph-migrate playbook run upgrade {uri} --yes"
+    assert tree_digest(uri) == before
+    document = json.loads(report.read_text())
+    assert document["exit_code"] == 2 and document["steps"][0]["next_command"] == command
+    run_printed(command + f" --journal {tmp_path / 'journals'}").ok()
+    assert Manifest(open_store(uri)).read_stamp()[0] == "5"
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"], indirect=True)
+def test_an_upgrade_killed_mid_migration_is_finished_by_playbook_resume(backend: str, tmp_path: Path) -> None:
+    uri = new_root(backend, tmp_path)
+    build_fixture(uri, compact=True)
+    journals = tmp_path / "journals"
+    run = _killed_upgrade(uri, journals)
+    token = claim_token(uri)
+
+    shown = _playbook("show", run["journal"])
+    assert shown.returncode == 0 and "interrupted" in shown.stdout, shown.stderr
+    resume = first_command(_next(shown))
+    assert resume == f"omnigraph-migrate playbook resume {run['journal']}"
+    unanswered = run_printed(resume)
+    assert unanswered.returncode == 2, unanswered.describe()  # the migrate step asks first
+    with_yes = _next(unanswered)
+    assert with_yes == f"{resume} --yes"
+    report, junit = tmp_path / "report.json", tmp_path / "junit.xml"
+    finished = run_printed(f"{with_yes} --report {report} --junit {junit}")
+    assert finished.returncode == 0, finished.describe()
+
+    document = json.loads(report.read_text())
+    assert document["ok"] is True and document["run_id"] == run["run_id"]
+    assert [(s["id"], s["status"]) for s in document["steps"]] == [(step, "ok") for step in STEPS]
+    cases = ET.fromstring(junit.read_bytes()).findall("testcase")
+    assert [c.get("name", "").split(":")[0] for c in cases] == STEPS
+    assert all(c.find("failure") is None and c.find("skipped") is None for c in cases)
+    migration_id = document["steps"][2]["data"]["migration_id"]
+    records = [r for _, r in Ledger(open_store(uri), ledger_dir(migration_id)).replay().records]
+    assert document["steps"][2]["data"]["token"] == token and any(isinstance(r, Resumed) for r in records)
+    # every finished step of the journal, the unanswered attempt included, in order
+    assert [(r.step, r.status) for r in records if r.kind == "playbook_step"] == (
+        [("preflight", "ok"), ("quiesce", "ok"), ("migrate", "failed")] + [(step, "ok") for step in STEPS[2:]]
+    )
+    assert json.loads(_playbook("list", "--journal", str(journals), "--json").stdout)["runs"][0]["state"] == "done"
+    done = _playbook("resume", run["journal"], "--yes")
+    assert done.returncode == 1 and "is done" in done.stderr
+    assert_check_clean(uri)
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
+def test_a_rerun_after_an_outside_resume_names_the_unfinished_run(backend: str, tmp_path: Path) -> None:
+    uri = new_root(backend, tmp_path)
+    build_fixture(uri, compact=True)
+    journals = tmp_path / "journals"
+    run = _killed_upgrade(uri, journals)
+    assert migrate("resume", uri, "--token", claim_token(uri)).returncode == 0
+    again = _playbook("run", "upgrade", uri, "--yes", "--journal", str(journals), "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["status"] == "up_to_date", again.stderr
+    command = first_command(_next(again))
+    assert command == f"omnigraph-migrate playbook resume {run['journal']}"
+    finished = run_printed(command + " --yes --json")
+    assert finished.returncode == 0, finished.describe()
+    steps = json.loads(finished.stdout)["steps"]
+    assert [(s["id"], s["status"]) for s in steps] == [(step, "ok") for step in STEPS]
+    assert "already at format 5" in steps[2]["summary"]
+    assert_check_clean(uri)
