@@ -36,6 +36,7 @@ from tests.support.graph_helpers import BIN, OMNIGRAPH, OMNIGRAPH_V4, SCHEMA_PAT
 from tests.support.migration_cli import claim_token, migrate
 from tests.support.migration_fixtures import build_duplicate, build_fixture
 from tests.support.paused_process import pause_at
+from tests.support.serve_helpers import start_fenced
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("cli", "migrator", "engine", "playbooks", "claims", "ledger", "server")
@@ -360,11 +361,50 @@ def migrate_cli_json(*args: str) -> Cli:
     return Cli(("omnigraph-migrate", *args), result.returncode, result.stdout, result.stderr)
 
 
+def token_create(tmp_path: Path) -> None:
+    """``serve`` with no tokens file names ``token create``; its entry in a tokens file lets the
+    server start and answer the token."""
+    uri = _fenced(tmp_path)
+    refused = run_cli(OMNIGRAPH, "serve", "--host", "127.0.0.1", "--port", "1", uri)
+    assert refused.returncode == 2, refused.describe()
+    command = first_command(refused.stderr)
+    assert command == "omnigraph token create --actor NAME --grant read", command
+    created = run_printed(command.replace("NAME", "oncall") + " --json").ok().json()
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(yaml.safe_dump({"tokens": [created["entry"]]}), encoding="utf-8")
+    server = start_fenced(uri, tokens=tokens, token=created["token"])
+    try:
+        assert server.client.get("/branches").status_code == 200
+    finally:
+        server.stop()
+
+
+def serve_allowed_host(tmp_path: Path) -> None:
+    """A request naming a host the server does not answer to is 421 naming ``serve
+    --allowed-host``; a server started with that option answers it."""
+    uri = _fenced(tmp_path)
+    server = start_fenced(uri)
+    try:
+        refused = server.client.get("/branches", headers={"Host": "graph.internal"})
+        assert refused.status_code == 421, refused.text
+        command = first_command(refused.json()["error"]["message"])
+        assert command == "omnigraph serve --allowed-host NAME", command
+    finally:
+        server.stop()
+    server = start_fenced(uri, "--allowed-host", "graph.internal")
+    try:
+        assert server.client.get("/branches", headers={"Host": "graph.internal"}).status_code == 200
+    finally:
+        server.stop()
+
+
 SCENARIOS: dict[str, Callable[[Path], None]] = {
     "omnigraph branch list": branch_list,
     "omnigraph drift": drift,
     "omnigraph recover": recover,
+    "omnigraph serve": serve_allowed_host,
     "omnigraph snapshot": snapshot,
+    "omnigraph token create": token_create,
     "omnigraph-migrate abort": abort,
     "omnigraph-migrate claim show": claim_show,
     "omnigraph-migrate duplicates": duplicates,

@@ -66,6 +66,8 @@ def endpoints() -> list[Endpoint]:
         Endpoint("GET", "/branches/{branch}/snapshot", Grant.READ, lambda c, n: c.get("/branches/main/snapshot")),
         Endpoint("GET", "/branches/{branch}/commits", Grant.READ, lambda c, n: c.get("/branches/main/commits")),
         Endpoint("GET", "/branches/{branch}/export", Grant.EXPORT, lambda c, n: c.get("/branches/main/export")),
+        Endpoint("POST", "/branches/{branch}/query", Grant.READ, lambda c, n: c.post(
+            "/branches/main/query", json={"query": "query people() { match { $p: Person } return { $p.name } }"})),
         Endpoint("POST", "/branches", Grant.BRANCH, lambda c, n: c.post("/branches", json={"name": f"made-{n}"}), ok=201),
         Endpoint("DELETE", "/branches/{name}", Grant.BRANCH, lambda c, n: c.delete(f"/branches/doomed-{n}"), setup=_doomed),
         Endpoint("POST", "/branches/{branch}/load", Grant.WRITE, lambda c, n: c.post(
