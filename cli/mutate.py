@@ -1,8 +1,11 @@
-"""``omnigraph mutate --query F.gq [--name N] [--params JSON] [--branch B] [--if-commit ID] [--json] GRAPH``."""
+"""``omnigraph mutate --query F.gq [--name N] [--params JSON] [--branch B] [--if-commit ID] [--json] GRAPH``,
+and for an update or delete that matches more rows than one commit carries, ``--chunk-rows N``
+(one atomic commit per chunk, :mod:`engine.ops.mutate_chunked`) and ``--resume OPERATION``."""
 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +13,12 @@ import click
 
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine.door import FENCED_PROFILE
+from engine.errors import ResourceLimit
 from engine.graph import open_graph
 from engine.manifest import MAIN
+from engine.ops import MAX_ROWS
 from engine.ops.mutate import mutate, select_query
+from engine.ops.mutate_chunked import mutate_chunked
 
 
 def parse_params(raw: str | None) -> dict[str, Any]:
@@ -28,30 +34,71 @@ def parse_params(raw: str | None) -> dict[str, Any]:
     return value
 
 
+def _source(query_file: Path | None) -> str | None:
+    if query_file is None:
+        return None
+    try:
+        return query_file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise click.BadParameter(f"{query_file} is not UTF-8 text: {error.reason}", param_hint="--query") from None
+
+
 @click.command("mutate")
-@click.option("--query", "query_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The .gq file.")
+@click.option("--query", "query_file", default=None, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The .gq file (required unless --resume).")
 @click.option("--name", default=None, help="The query to run (required when the file declares several).")
 @click.option("--params", "params_json", default=None, help='Parameter values as a JSON object, e.g. \'{"name": "Ann"}\'.')
 @click.option("--branch", default=MAIN, show_default=True)
 @click.option("--if-commit", default=None, help="Refuse (precondition_failed) unless the branch head is this commit.")
+@click.option("--chunk-rows", type=click.IntRange(min=1, max=8192), default=None,
+              help="Update/delete only: one commit per chunk of at most N matched rows (not atomic as a whole).")
+@click.option("--resume", "resume", default=None, metavar="OPERATION",
+              help="Continue the chunked mutation OPERATION from its last committed chunk.")
 @json_option
 @click.argument("graph")
 @reports_errors
 def mutate_command(
-    query_file: Path, name: str | None, params_json: str | None, branch: str, if_commit: str | None, graph: str, as_json: bool
+    query_file: Path | None, name: str | None, params_json: str | None, branch: str, if_commit: str | None,
+    chunk_rows: int | None, resume: str | None, graph: str, as_json: bool,
 ) -> None:
-    """Run one .gq mutation query on a branch as one graph commit."""
-    try:
-        source = query_file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise click.BadParameter(f"{query_file} is not UTF-8 text: {error.reason}", param_hint="--query") from None
+    """Run one .gq mutation query on a branch as one graph commit (or, chunked, as one per chunk)."""
+    source = _source(query_file)
     params = parse_params(params_json)
-    select_query(source, name)  # syntax, --name and the insert/delete mix: refused before any I/O
+    if resume is not None and (query_file is not None or chunk_rows is not None or if_commit is not None):
+        raise click.UsageError("--resume continues a chunked mutation with its own query and options; give only GRAPH")
+    if resume is None and source is None:
+        raise click.UsageError("--query is required (or --resume OPERATION)")
+    if chunk_rows is not None and if_commit is not None:
+        raise click.UsageError("--if-commit and --chunk-rows do not combine: a chunked mutation makes many commits")
+    if source is not None:
+        select_query(source, name)  # syntax, --name and the insert/delete mix: refused before any I/O
     opened = open_graph(graph, FENCED_PROFILE, write=True)
     for record in opened.recovered:
         say(f"recovered interrupted commit {record.operation_id} on {record.graph_branch}: {record.outcome}")
-    result = mutate(opened, source, name=name, params=params, branch=branch, if_commit=if_commit, actor=actor_name())
+    if chunk_rows is not None or resume is not None:
+        chunked = mutate_chunked(opened, source, name=name, params=params, branch=branch, chunk_rows=chunk_rows,
+                                 actor=actor_name(), resume=resume, announce=say)
+        document = chunked.document()
+        if as_json:
+            emit_json(document)
+            return
+        for key in ("affected_nodes", "affected_edges"):
+            echo_result(f"{key}: {document[key]}")
+        echo_result(f"commits: {len(document['commits'])} (operation {document['operation_id']})")
+        return
+    assert source is not None and query_file is not None
+    try:
+        result = mutate(opened, source, name=name, params=params, branch=branch, if_commit=if_commit, actor=actor_name())
+    except ResourceLimit as limit:
+        if limit.details.get("resource") == "rows" and all(s.verb != "insert" for s in select_query(source, name).statements):
+            command = shlex.join(
+                ["omnigraph", "mutate", "--query", str(query_file), *(["--name", name] if name else []),
+                 *(["--params", params_json] if params_json else []), "--branch", branch, "--chunk-rows", str(MAX_ROWS),
+                 opened.store.uri]
+            )
+            limit.message += f"; next: `{command}`"
+            limit.details["next"] = command
+        raise
     document = result.document()
     if as_json:
         emit_json(document)

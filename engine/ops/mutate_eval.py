@@ -9,7 +9,8 @@ ids must be absent (``key_conflict``), then edge endpoints and ``@unique`` on th
 (:func:`engine.ops.merge_check.check_merged`, ``bad_request`` naming the statement line). The
 staged rows of each table are held to the per-commit limits (:mod:`engine.ops.limits`; an
 update's committed matches count before they are read). The evaluation reads the snapshot only;
-a re-prepare starts a new one.
+a re-prepare starts a new one. A chunked evaluation (a :class:`Window`) takes only the next ids
+of each statement's committed matches, ids ascending.
 """
 
 from __future__ import annotations
@@ -53,6 +54,15 @@ class Affected:
     distinct_edges: int
 
 
+@dataclass(frozen=True)
+class Window:
+    """Which committed matches a chunked evaluation takes (:mod:`engine.ops.mutate_chunked`): the
+    first ``limit`` ids greater than ``after`` (all ids when ``after`` is None), ids ascending."""
+
+    after: str | None
+    limit: int
+
+
 @dataclass
 class _Pending:
     """A table's staged rows: strict inserts and upserts by id (insertion order), deleted ids."""
@@ -80,10 +90,13 @@ class Evaluation:
     index: minted once per mutation, so every re-prepare attempts the same ids.
     """
 
-    def __init__(self, graph: Graph, snapshot: BranchSnapshot, ids: dict[int, str]) -> None:
+    def __init__(self, graph: Graph, snapshot: BranchSnapshot, ids: dict[int, str], window: Window | None = None) -> None:
         self._graph = graph
         self._snapshot = snapshot
         self._ids = ids
+        self._window = window
+        self.window_last: str | None = None
+        """With a window: the greatest id it took, None if it took none."""
         self._pending: dict[str, _Pending] = {}
         self._per_statement = {"node": 0, "edge": 0}
 
@@ -179,7 +192,13 @@ class Evaluation:
         assert condition is not None
         shadowed = set(state.strict) | set(state.upserts) | state.deleted
         scanned = self._scan(statement.table, condition.expression(), ["id"]).column("id").to_pylist()
-        return [row_id for row_id in scanned if row_id not in shadowed]
+        ids = [row_id for row_id in scanned if row_id not in shadowed]
+        if self._window is None:
+            return ids
+        after = self._window.after
+        taken = sorted(row_id for row_id in ids if after is None or row_id > after)[: self._window.limit]
+        self.window_last = taken[-1] if taken else None
+        return taken
 
     def _matching(self, statement: BoundStatement, state: _Pending) -> list[Row]:
         """Rows that ``where`` matches: committed ones (see :meth:`_committed_ids`), then pending
@@ -251,8 +270,9 @@ class Evaluation:
 def _limit_wording(what: str) -> LimitWording:
     """A mutation's wording of the per-commit limits; ``what`` says what staged the rows."""
     return LimitWording(
-        rows="{table_key}: " + what + ": {actual} rows in one commit exceed the limit of {limit}; "
-        "split the mutation (for example, narrow its where clause) into several commits",
+        rows="{table_key}: " + what + ": {actual} rows in one commit exceed the limit of {limit}; nothing was "
+        "written. An update or delete can run in chunks (omnigraph mutate with --chunk-rows {limit}: one commit "
+        "per chunk of at most {limit} rows, not atomic as a whole), or narrow its where clause",
         arrow_bytes="{table_key}: {actual} bytes of Arrow data in one commit exceed the limit of {limit}; "
         "split the mutation into smaller ones",
     )

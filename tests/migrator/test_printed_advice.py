@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from engine.storage import open_dataset, open_store
 from tests.support.advice import commands_in, first_command, run_printed
 from tests.support.check_helpers import assert_check_clean
 from tests.support.graph_helpers import BIN, OMNIGRAPH, OMNIGRAPH_V4, SCHEMA_PATH, Cli, make_example_graph, person, run_cli
+from tests.support.many_people import PEOPLE, ages, many_people
 from tests.support.migration_cli import claim_token, migrate
 from tests.support.migration_fixtures import build_duplicate, build_fixture
 from tests.support.paused_process import pause_at
@@ -267,6 +269,22 @@ def playbook_resume(tmp_path: Path) -> None:
     assert_check_clean(uri)
 
 
+def mutate_chunks(tmp_path: Path) -> None:
+    """A large update is refused naming the chunked command; a chunked run killed between chunks
+    names its --resume command; both are run as printed."""
+    uri = str(tmp_path / "many")
+    many_people(uri)
+    query = tmp_path / "q.gq"
+    query.write_text("query older() { update Person set { age: 31 } where age < 50 }\n")
+    error = _error(run_cli(OMNIGRAPH, "mutate", "--query", query, "--json", uri), "resource_limit", 1)
+    printed = shlex.split(first_command(error["message"]))
+    # the printed command, killed after its first chunk (the situation that prints the next advice)
+    killed = run_cli(OMNIGRAPH, *printed[1:], env={"OMNIGRAPH_FAILPOINTS": "mutate.after_chunk"})
+    assert killed.returncode == FAILPOINT_EXIT_STATUS, killed.describe()
+    run_printed(first_command(killed.stderr)).ok()
+    assert set(ages(uri).values()) == {31} and len(ages(uri)) == PEOPLE
+
+
 def playbook_list(tmp_path: Path) -> None:
     uri = _format4(tmp_path)
     migrate_cli_json("playbook", "run", "upgrade", uri, "--yes").ok()
@@ -401,6 +419,7 @@ def serve_allowed_host(tmp_path: Path) -> None:
 SCENARIOS: dict[str, Callable[[Path], None]] = {
     "omnigraph branch list": branch_list,
     "omnigraph drift": drift,
+    "omnigraph mutate": mutate_chunks,
     "omnigraph recover": recover,
     "omnigraph serve": serve_allowed_host,
     "omnigraph snapshot": snapshot,
