@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from cli.answer_options import answer_check_options, chosen_queries
 from cli.claim import claim_group
 from cli.executor_options import chosen_executor, executor_options
 from cli.fleet_options import ignore_fleet_option, report_fleet
@@ -29,6 +30,7 @@ from engine.storage import copy_root, open_store
 from ledger import InventoryEntry, render_table
 from migrator import inspection, repair
 from migrator.abort import abort_migration
+from migrator.driver import MigrationOutcome
 from migrator.inventory import inventory_lines
 from migrator.preconditions import UpToDate
 from migrator.run import resume_migration, run_migration
@@ -113,17 +115,23 @@ def plan_command(graph: str, as_json: bool) -> None:
               help="Who runs the migration (recorded in the claim and ledger) [default: OMNIGRAPH_ACTOR, else the login name].")
 @ignore_fleet_option
 @executor_options
+@answer_check_options
 @json_option
 @reports_errors
 @_inventory_on_stdout
-def run_command(graph: str, owner: str | None, ignore_fleet: bool, executor: str, ray_address: str | None, as_json: bool) -> None:
+def run_command(
+    graph: str, owner: str | None, ignore_fleet: bool, executor: str, ray_address: str | None,
+    queries_path: Path | None, query_params_path: Path | None, as_json: bool,
+) -> None:
     """Migrate every branch of GRAPH to format 5 (needs every writer stopped).
 
     On a graph already at format 5 (no claim held, verify passes) it does nothing and exits 0.
-    With --executor ray the images are validated as Ray tasks (docs/operations.md).
+    With --executor ray the images are validated as Ray tasks (docs/operations.md). With
+    --queries the stamp also needs every read query to answer as it did before (docs/queries.md).
     """
+    queries = chosen_queries(queries_path, query_params_path)
     with chosen_executor(executor, ray_address) as validator:
-        outcome = run_migration(graph, owner or actor_name(), _progress(as_json), ignore_fleet, validator)
+        outcome = run_migration(graph, owner or actor_name(), _progress(as_json), ignore_fleet, validator, queries)
     if as_json:
         emit_json(outcome.to_json())
         return
@@ -131,6 +139,7 @@ def run_command(graph: str, owner: str | None, ignore_fleet: bool, executor: str
         echo_result(outcome.message)
         return
     echo_result(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}")
+    _say_answers(outcome)
     say(f"next: `omnigraph-migrate verify {graph}`, then restart writers with the new omnigraph")
 
 
@@ -138,18 +147,25 @@ def run_command(graph: str, owner: str | None, ignore_fleet: bool, executor: str
 @click.argument("graph")
 @click.option("--token", required=True, help="The token of the crashed migration's claim.")
 @executor_options
+@answer_check_options
 @json_option
 @reports_errors
 @_inventory_on_stdout
-def resume_command(graph: str, token: str, executor: str, ray_address: str | None, as_json: bool) -> None:
+def resume_command(
+    graph: str, token: str, executor: str, ray_address: str | None, queries_path: Path | None,
+    query_params_path: Path | None, as_json: bool,
+) -> None:
     """Continue a crashed migration from its ledger and sidecars (images not yet found clean
-    are validated on --executor)."""
+    are validated on --executor). Answers the migration recorded are checked before the stamp;
+    --queries is only needed if the run died before recording them."""
+    queries = chosen_queries(queries_path, query_params_path)
     with chosen_executor(executor, ray_address) as validator:
-        outcome = resume_migration(graph, token, actor_name(), _progress(as_json), validator)
+        outcome = resume_migration(graph, token, actor_name(), _progress(as_json), validator, queries)
     if as_json:
         emit_json(outcome.to_json())
         return
     echo_result(f"migration {outcome.migration_id} completed: {outcome.units} unit(s); stamp is {outcome.stamp}")
+    _say_answers(outcome)
 
 
 @cli.command("abort")
@@ -215,15 +231,25 @@ def status_command(graph: str, tail_records: int | None, as_json: bool) -> None:
 
 @cli.command("verify")
 @click.argument("graph")
+@answer_check_options
 @json_option
 @reports_errors
-def verify_command(graph: str, as_json: bool) -> None:
-    """Check every live table on every branch has the PK [id] and nothing is unpublished."""
-    document = inspection.verify(graph)
+def verify_command(graph: str, queries_path: Path | None, query_params_path: Path | None, as_json: bool) -> None:
+    """Check every live table on every branch has the PK [id] and nothing is unpublished; with
+    --queries, also that they answer as when the migration recorded them."""
+    document = inspection.verify(graph, chosen_queries(queries_path, query_params_path))
     if as_json:
         emit_json(document)
         return
     echo_result(f"ok: every live table on every branch of {document['graph']} is fenced (stamp {document['stamp']})")
+    for case in document.get("answer_check", []):
+        echo_result(f"ok: query {case['query']} on {case['graph_branch']}: {case['message']}")
+
+
+def _say_answers(outcome: MigrationOutcome) -> None:
+    """One line per checked answer (nothing without an answer check)."""
+    for case in outcome.to_json()["answer_check"]:
+        echo_result(f"answer unchanged: query {case['query']} on {case['graph_branch']} ({case['rows']} row(s))")
 
 
 @cli.command("duplicates")

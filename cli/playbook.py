@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from cli.answer_options import answer_check_options, chosen_queries
 from cli.progress import StderrProgress
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from engine.errors import OmnigraphError
@@ -107,19 +108,29 @@ def playbook_group() -> None:
 @junit_option
 @journal_root_option
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Set a playbook variable (repeatable).")
+@answer_check_options
 @json_option
 @reports_errors
 def run_command(
     playbook_file: str, graph: str, yes: bool, holder_dead: bool, report_path: Path | None, junit_path: Path | None,
-    journal_root: str | None, variables: tuple[str, ...], as_json: bool,
+    journal_root: str | None, variables: tuple[str, ...], queries_path: Path | None, query_params_path: Path | None,
+    as_json: bool,
 ) -> None:
-    """Run PLAYBOOK_FILE (a path or a bundled name) against GRAPH, step by step."""
+    """Run PLAYBOOK_FILE (a path or a bundled name) against GRAPH, step by step.
+
+    --queries and --query-params set the variables queries and query_params (the answer check
+    of the upgrade and staging-rehearsal playbooks), as absolute paths."""
     overrides = {}
     for setting in variables:
         name, sep, value = setting.partition("=")
         if not sep or not name:
             raise click.UsageError(f"--var takes NAME=VALUE, got {setting!r}")
         overrides[name] = value
+    chosen_queries(queries_path, query_params_path)  # unusable files: a usage error before any step
+    if queries_path is not None:
+        overrides["queries"] = str(queries_path.resolve())
+    if query_params_path is not None:
+        overrides["query_params"] = str(query_params_path.resolve())
 
     def run() -> tuple[RunReport, list[tuple[str, str]]]:
         playbook, _ = load_playbook(playbook_file)

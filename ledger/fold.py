@@ -7,15 +7,19 @@ offending record's path):
 - every record carries the first record's ``token`` and ``migration_id``;
 - ``plan_recorded`` lists distinct unit ids; a later ``plan_recorded`` (a re-plan after a
   duplicate repair) replaces the plan only while no unit has progressed;
-- ``unit_step`` / ``unit_completed`` name a planned unit that is not completed yet.
+- ``unit_step`` / ``unit_completed`` name a planned unit that is not completed yet;
+- ``answers_recorded`` appears at most once, after a plan and before any unit progressed (the
+  answer check's baseline is taken before the first PK effect).
 
 ``phase`` is the phase of the last lifecycle record (see :data:`PHASE_OF_KIND`); the other kinds
-(``drift_detected``, ``resumed``, ``claim_broken``, ``playbook_step``, ``repair_applied``) leave
-it unchanged. ``owner`` is the owner of ``migration_started`` or of the last ``resumed``. A unit
-starts ``planned`` at its pinned location; a ``unit_step`` makes it ``in_progress`` and, when it
-reports a ``table_version``, moves it to ``(table_branch, table_version)``; ``unit_completed``
-makes it ``completed`` at the location it reports. ``images`` maps image id to the digest,
-fingerprint and row count of its last ``image_validated`` record.
+(``drift_detected``, ``resumed``, ``claim_broken``, ``playbook_step``, ``repair_applied``,
+``answers_recorded``, ``answers_checked``) leave it unchanged. ``owner`` is the owner of
+``migration_started`` or of the last ``resumed``. A unit starts ``planned`` at its pinned location;
+a ``unit_step`` makes it ``in_progress`` and, when it reports a ``table_version``, moves it to
+``(table_branch, table_version)``; ``unit_completed`` makes it ``completed`` at the location it
+reports. ``images`` maps image id to the digest, fingerprint and row count of its last
+``image_validated`` record. ``answers`` are the digests of ``answers_recorded`` (empty without one)
+and ``answers_sha256`` its ``queries_sha256``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from ledger.errors import LedgerCorrupt
 from ledger.layout import record_path
 from ledger.records import (
     Aborted,
+    AnswerDigest,
+    AnswersRecorded,
     BranchPlan,
     ClaimReleased,
     ImageValidated,
@@ -103,6 +109,8 @@ class FoldedState(BaseModel):
     plan: list[UnitPlan]
     branches: list[BranchPlan]
     images: dict[str, ImageState]
+    answers: list[AnswerDigest]
+    answers_sha256: str | None
     stamp_written: bool
     claim_released: bool
     aborted: bool
@@ -126,6 +134,7 @@ def fold(records: list[tuple[int, Record]], directory: str) -> FoldedState:
     branches: list[BranchPlan] = []
     units: dict[str, UnitState] = {}
     images: dict[str, ImageState] = {}
+    answers: AnswersRecorded | None = None
     stamp_written = claim_released = aborted = False
     for seq, record in records[1:]:
         path = record_path(directory, seq)
@@ -143,6 +152,9 @@ def fold(records: list[tuple[int, Record]], directory: str) -> FoldedState:
             images[record.image_id] = ImageState(
                 digest=record.digest, fingerprint=record.fingerprint, rows=record.rows
             )
+        elif isinstance(record, AnswersRecorded):
+            _check_answers_baseline(path, plan, units, answers)
+            answers = record
         elif isinstance(record, Resumed):
             owner = record.owner
         elif isinstance(record, StampWritten):
@@ -160,6 +172,8 @@ def fold(records: list[tuple[int, Record]], directory: str) -> FoldedState:
         plan=plan or [],
         branches=branches,
         images=images,
+        answers=list(answers.answers) if answers else [],
+        answers_sha256=answers.queries_sha256 if answers else None,
         stamp_written=stamp_written,
         claim_released=claim_released,
         aborted=aborted,
@@ -184,6 +198,17 @@ def _check_identity(path: str, first: MigrationStarted, record: Record) -> None:
             expected_migration_id=first.migration_id,
             actual_migration_id=record.migration_id,
         )
+
+
+def _check_answers_baseline(
+    path: str, plan: list[UnitPlan] | None, units: dict[str, UnitState], earlier: AnswersRecorded | None
+) -> None:
+    if earlier is not None:
+        raise LedgerCorrupt(path, "answers_recorded twice; the answer check has one baseline")
+    if plan is None:
+        raise LedgerCorrupt(path, "answers_recorded before plan_recorded")
+    if any(unit.status != "planned" for unit in units.values()):
+        raise LedgerCorrupt(path, "answers_recorded after units progressed; the baseline is taken before any PK effect")
 
 
 def _planned_units(path: str, plan: list[UnitPlan]) -> dict[str, UnitState]:

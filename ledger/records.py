@@ -94,6 +94,39 @@ class RepairDecision(_Strict):
         return self
 
 
+class AnswerDigest(_Strict):
+    """The answer of one read query, with one params object, on one live graph branch.
+
+    ``params`` is the canonical JSON of the params object; ``commit`` is the branch head read;
+    ``digest`` is the sha256 over the answer's rows in its order (each
+    row's canonical JSON and a newline). ``answer`` holds those row texts when they total at most
+    64 KiB (None above that, when only the digest is kept)."""
+
+    query: Text
+    params: Text
+    graph_branch: Text
+    commit: Text
+    rows: NonNegativeInt
+    digest: Text
+    answer: list[str] | None
+
+
+class AnswerChange(_Strict):
+    """A recorded answer that differs now: the first differing row (0-based) and both versions
+    of it (None for a row one side does not have, or when the recorded rows were not kept)."""
+
+    query: Text
+    params: Text
+    graph_branch: Text
+    expected_digest: Text
+    actual_digest: Text
+    expected_rows: NonNegativeInt
+    actual_rows: NonNegativeInt
+    first_row: NonNegativeInt | None
+    expected_row: str | None
+    actual_row: str | None
+
+
 class LedgerRecord(_Strict):
     """Fields every record carries; ``at`` defaults to now."""
 
@@ -163,6 +196,26 @@ class UnitCompleted(LedgerRecord):
     digest: Text
 
 
+class AnswersRecorded(LedgerRecord):
+    """The answer check's baseline, taken under the barrier before the first PK effect: the
+    ``.gq`` source, the params by query name (canonical JSON) and every answer's digest."""
+
+    kind: Literal["answers_recorded"] = "answers_recorded"
+    source: Text
+    params: Text
+    queries_sha256: Text
+    answers: list[AnswerDigest]
+
+
+class AnswersChecked(LedgerRecord):
+    """The answers taken again after verification and before the stamp; ``changed`` is empty
+    when ``ok``."""
+
+    kind: Literal["answers_checked"] = "answers_checked"
+    ok: bool
+    changed: list[AnswerChange]
+
+
 class DriftDetected(LedgerRecord):
     kind: Literal["drift_detected"] = "drift_detected"
     moved: list[DriftItem]
@@ -226,6 +279,8 @@ Record = Annotated[
     | ValidationFailedRecord
     | UnitStep
     | UnitCompleted
+    | AnswersRecorded
+    | AnswersChecked
     | DriftDetected
     | Verified
     | StampWritten

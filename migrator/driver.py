@@ -3,9 +3,11 @@ steps 3 to 7): what ``run``, ``refence`` and ``resume`` drive once they hold the
 
 :func:`drive` continues a :class:`~migrator.context.Migration` from whatever its ledger says is
 done: barrier stamp ``migrating`` (if not up yet), plan (adopting out-of-band commits that change
-no row first), validation of every image not yet found clean since the plan, every unit not yet
-completed (:mod:`migrator.unit`), verification against the ledger, stamp ``5`` last, then the
-release of the claim (:func:`release_claim`). Every step is a ledger record, so a crash anywhere
+no row first), validation of every image not yet found clean since the plan, the answer check's baseline when
+queries are given (:mod:`migrator.answers`: every read query on every live branch, recorded
+before the first PK effect), every unit not yet completed (:mod:`migrator.unit`), verification
+against the ledger, the recorded answers taken again (``answers_changed`` on any difference),
+stamp ``5`` last, then the release of the claim (:func:`release_claim`). Every step is a ledger record, so a crash anywhere
 is continued by ``resume --token``.
 
 A validation failure records the full inventory and raises ``validation_failed`` before any PK
@@ -26,11 +28,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from claims import inspect, release
-from engine.errors import FormatRefused, ValidationFailed
+from engine.errors import FormatRefused, PreconditionFailed, ValidationFailed
 from engine.failpoints import failpoint
 from engine.manifest import Manifest
 from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 from ledger import (
+    AnswerDigest,
+    AnswersChecked,
+    AnswersRecorded,
     BarrierSet,
     ClaimReleased,
     ImageState,
@@ -44,6 +49,16 @@ from ledger import (
 )
 from ledger import (
     DriftDetected as DriftRecord,
+)
+from migrator.answers import (
+    AnswerQueries,
+    answer_cases,
+    answers_changed,
+    compare_answers,
+    read_graph,
+    recorded_queries,
+    refuse_other_queries,
+    take_answers,
 )
 from migrator.context import Migration
 from migrator.errors import DriftDetected
@@ -64,6 +79,8 @@ class MigrationOutcome:
     units: int
     images: int
     stamp: str
+    answers: tuple[AnswerDigest, ...] = ()
+    """The answers the stamp was checked against (empty without an answer check)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,15 +90,20 @@ class MigrationOutcome:
             "units": self.units,
             "images": self.images,
             "stamp": self.stamp,
+            "answer_check": answer_cases(list(self.answers), []),
         }
 
 
-def drive(m: Migration) -> MigrationOutcome:
+def drive(m: Migration, queries: AnswerQueries | None = None) -> MigrationOutcome:
     """Continue ``m`` from its ledger to stamp 5 and the release of its claim (module docstring).
 
     The graph must be at stamp 4 (the barrier is raised) or ``migrating``; any other stamp is
-    ``format_refused``.
+    ``format_refused``. ``queries`` are the answer check's: refused (``precondition_failed``,
+    before any effect) if the ledger recorded answers for other queries, or if units already
+    progressed without a recorded baseline. Answers already recorded are checked whether or not
+    ``queries`` are given.
     """
+    _refuse_late_queries(m, queries)
     _raise_barrier(m)
     replay = m.ledger.replay()
     plan = _plan_of(replay)
@@ -96,6 +118,15 @@ def drive(m: Migration) -> MigrationOutcome:
         replay = m.ledger.replay()
     images = _validate(m, plan, replay)
     failpoint("migrate.after_validate")
+    if queries is not None and m.ledger.replay().state.answers_sha256 is None:
+        m.record(
+            AnswersRecorded,
+            source=queries.source,
+            params=queries.params_json,
+            queries_sha256=queries.sha256,
+            answers=take_answers(read_graph(m.store.uri), queries),
+        )
+        failpoint("migrate.after_answers")
     replay = m.ledger.replay()
     identifiers = _fork_identifiers(replay)
     pending = [u for u in plan.units if replay.state.units[u.unit_id].status != "completed"]
@@ -107,7 +138,8 @@ def drive(m: Migration) -> MigrationOutcome:
     m.progress.finish()
     failpoint("migrate.after_units")
     _verify_then_stamp(m)
-    return MigrationOutcome(m.migration_id, m.token, len(plan.units), len(plan.images()), FORMAT_5)
+    answers = tuple(m.ledger.replay().state.answers)
+    return MigrationOutcome(m.migration_id, m.token, len(plan.units), len(plan.images()), FORMAT_5, answers)
 
 
 def release_claim(m: Migration) -> None:
@@ -119,6 +151,21 @@ def release_claim(m: Migration) -> None:
     if inspect(m.store, CLAIM_PATH) is not None:
         release(m.store, CLAIM_PATH, m.token)
     failpoint("migrate.after_release")
+
+
+def _refuse_late_queries(m: Migration, queries: AnswerQueries | None) -> None:
+    """The ``queries`` refusals of :func:`drive`; reads the ledger only."""
+    if queries is None:
+        return
+    state = m.ledger.replay().state
+    resume = f"omnigraph-migrate resume {m.store.uri} --token {m.token}"
+    refuse_other_queries(queries, state.answers_sha256, f", or run `{resume}` without them: it checks the recorded queries")
+    if state.answers_sha256 is None and any(unit.status != "planned" for unit in state.units.values()):
+        raise PreconditionFailed(
+            "this migration installed primary keys without an answer check, and the check's baseline "
+            f"must be taken before the first one; run `{resume}` without --queries",
+            {"migration_id": m.migration_id},
+        )
 
 
 def _raise_barrier(m: Migration) -> None:
@@ -225,11 +272,35 @@ def _verify_then_stamp(m: Migration) -> None:
             "verification failed; the format-5 stamp was NOT written: " + "; ".join(problems),
             {"problems": problems, "migration_id": m.migration_id},
         )
+    _check_answers(m)
     failpoint("migrate.before_stamp")
     m.manifest.write_stamp(FORMAT_5, None, _current_heads(m.manifest))
     m.record(StampWritten, format=FORMAT_5)
     failpoint("migrate.after_stamp")
     release_claim(m)
+
+
+def _check_answers(m: Migration) -> None:
+    """Take the recorded answers again (if any were recorded); ``answers_changed`` on any
+    difference, after recording it. The barrier stays up and the claim held."""
+    replay = m.ledger.replay()
+    queries = recorded_queries(replay)
+    if queries is None:
+        return
+    recorded = list(replay.state.answers)
+    changed = compare_answers(read_graph(m.store.uri), queries, recorded)
+    m.record(AnswersChecked, ok=not changed, changed=changed)
+    if changed:
+        raise answers_changed(
+            f"{len(changed)} of {len(recorded)} answer(s) of the answer check changed under the barrier",
+            "The format-5 stamp was NOT written and the barrier stays up (the graph is closed to writers). "
+            "Nothing the migration does changes a row: find what did, then "
+            f"`omnigraph-migrate abort {m.store.uri} --token {m.token}` puts stamp 4 back",
+            recorded,
+            changed,
+            migration_id=m.migration_id,
+            token=m.token,
+        )
 
 
 def _current_heads(manifest: Manifest) -> dict[str, str]:

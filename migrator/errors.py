@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.errors import EXIT_ERROR, OmnigraphError
+from engine.errors import EXIT_ERROR, EXIT_VALIDATION_FAILED, OmnigraphError
 
 
 class DriftDetected(OmnigraphError):
@@ -29,3 +29,12 @@ class ExecutorFailed(OmnigraphError):
     code = "executor_failed"
     http_status = 503
     exit_code = EXIT_ERROR
+
+
+class AnswersChanged(OmnigraphError):
+    """A read query of the answer check answers differently than when its answer was recorded
+    under the barrier: the stamp is not written (``verify --queries``: the graph is reported)."""
+
+    code = "answers_changed"
+    http_status = 409
+    exit_code = EXIT_VALIDATION_FAILED

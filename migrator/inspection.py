@@ -11,6 +11,7 @@ from engine.maintenance.progress import Progress
 from engine.storage import FORMAT_5, FORMAT_MIGRATING, GraphStore
 from ledger import Ledger, LedgerReplay, render_json
 from migrator.advice import claim_next_step, unclaimed_barrier_next_step
+from migrator.answers import AnswerQueries
 from migrator.context import open_existing_graph
 from migrator.fleet_check import refuse_live_writers
 from migrator.inventory import inventory, validate_images
@@ -90,10 +91,11 @@ def _latest_migration(store: GraphStore) -> str | None:
     return ids[-1] if ids else None
 
 
-def verify(uri: str) -> dict[str, Any]:
-    """Structural fencing checks; during a migration also the ledger comparison."""
+def verify(uri: str, queries: AnswerQueries | None = None) -> dict[str, Any]:
+    """Structural fencing checks; during a migration also the ledger comparison; with
+    ``queries``, the recorded answers taken again (:func:`migrator.verify.verify_graph`)."""
     store, manifest = open_existing_graph(uri)
-    return verify_graph(store, manifest)
+    return verify_graph(store, manifest, queries)
 
 
 def _parse_utc(text: str) -> dt.datetime:

@@ -9,7 +9,9 @@ safe). Otherwise the graph must be at stamp 4, with no live registered writer an
 out-of-band commit; then claim, barrier, plan, validate, units, verify, stamp ``5``, release.
 ``refence`` fences a stamp-5 graph again after a format-4 writer published to it. ``resume
 --token`` continues the same migration from its ledger: completed units are skipped and the
-others continue step by step (see :mod:`migrator.unit`).
+others continue step by step (see :mod:`migrator.unit`). ``run`` and ``resume`` given answer
+queries (:mod:`migrator.answers`) bind them against the catalog before anything is written, and
+the driver records and re-checks their answers.
 
 Failpoints: ``migrate.after_claim``, ``refence.after_barrier`` and those of
 :mod:`migrator.driver`.
@@ -27,6 +29,7 @@ from engine.maintenance.progress import Progress
 from engine.reconcile import recovery
 from engine.storage import FORMAT_5, FORMAT_MIGRATING, open_store
 from ledger import BarrierSet, Resumed, StampWritten
+from migrator.answers import AnswerQueries, check_queries, read_graph
 from migrator.context import Migration
 from migrator.driver import MigrationOutcome, drive, release_claim
 from migrator.executors import ImageExecutor
@@ -45,13 +48,19 @@ from migrator.start import attach, begin, open_graph, replay_started
 
 
 def run_migration(
-    uri: str, owner: str, progress: Progress, ignore_fleet: bool = False, executor: ImageExecutor | None = None
+    uri: str,
+    owner: str,
+    progress: Progress,
+    ignore_fleet: bool = False,
+    executor: ImageExecutor | None = None,
+    queries: AnswerQueries | None = None,
 ) -> MigrationOutcome | UpToDate:
     """Migrate the format-4 graph at ``uri`` to format 5 (see the module docstring); refused while
     a registered writer is live unless ``ignore_fleet`` (:mod:`migrator.fleet_check`).
 
     ``executor`` validates the images (default: this process); it is started before the claim is
-    taken, so an executor that cannot start leaves the graph untouched."""
+    taken, so an executor that cannot start leaves the graph untouched. ``queries`` are the
+    answer check's (``bad_request`` before anything is written if one does not bind)."""
     store, manifest = open_graph(uri)
     up_to_date = already_fenced(store, manifest)
     if up_to_date is not None:
@@ -59,9 +68,11 @@ def run_migration(
     refuse_unless_stamp_4(store, manifest)
     refuse_live_writers(store, ignore_fleet)
     refuse_row_drift(store, out_of_band_reports(store, manifest))
+    if queries is not None:
+        check_queries(read_graph(uri), queries)
     with begin(store, owner, progress, executor) as m:
         failpoint("migrate.after_claim")
-        return drive(m)
+        return drive(m, queries)
 
 
 def refence_migration(uri: str, owner: str, progress: Progress, executor: ImageExecutor | None = None) -> MigrationOutcome:
@@ -88,7 +99,12 @@ def refence_migration(uri: str, owner: str, progress: Progress, executor: ImageE
 
 
 def resume_migration(
-    uri: str, token: str, owner: str, progress: Progress, executor: ImageExecutor | None = None
+    uri: str,
+    token: str,
+    owner: str,
+    progress: Progress,
+    executor: ImageExecutor | None = None,
+    queries: AnswerQueries | None = None,
 ) -> MigrationOutcome:
     """Continue the migration whose claim carries ``token`` from its ledger; ``executor`` validates
     the images not yet found clean (started only if there is one).
@@ -99,14 +115,18 @@ def resume_migration(
     (its creator, or an earlier resume, abort or repair that has not ended) is alive on this
     host; this process is recorded as acting for it before anything else (:mod:`claims.acting`),
     and ``resumed`` names it (``owner``) in the ledger. At stamp 5 (the holder died after the
-    stamp) it only records the stamp and releases the claim."""
+    stamp) it only records the stamp and releases the claim. Answers recorded by the migration
+    are checked before the stamp whether or not ``queries`` are given; given, they must be the
+    recorded ones (see :func:`migrator.driver.drive`)."""
     store = open_store(uri)
     refuse_broken(store, token)
     claim = held_claim(store, token)
     m = attach(store, claim, progress, executor)
     _refuse_aborted(m)
+    if queries is not None:
+        check_queries(read_graph(uri), queries)
     with acting_for(store, CLAIM_PATH, claim, action="resume", owner=owner):
-        return _resume(m, owner)
+        return _resume(m, owner, queries)
 
 
 def _refuse_aborted(m: Migration) -> None:
@@ -124,7 +144,7 @@ def _refuse_aborted(m: Migration) -> None:
         )
 
 
-def _resume(m: Migration, owner: str) -> MigrationOutcome:
+def _resume(m: Migration, owner: str, queries: AnswerQueries | None) -> MigrationOutcome:
     """The body of :func:`resume_migration`, acting for the claim."""
     token = m.token
     state = replay_started(m, m.claim).state
@@ -135,5 +155,7 @@ def _resume(m: Migration, owner: str) -> MigrationOutcome:
             m.record(StampWritten, format=FORMAT_5)
         release_claim(m)
         replay = m.ledger.replay()
-        return MigrationOutcome(m.migration_id, token, len(replay.state.plan), len(replay.state.images), FORMAT_5)
-    return drive(m)
+        return MigrationOutcome(
+            m.migration_id, token, len(replay.state.plan), len(replay.state.images), FORMAT_5, tuple(replay.state.answers)
+        )
+    return drive(m, queries)

@@ -6,7 +6,9 @@ what a manifest pins (no unpublished effects). :func:`migration_drift` additiona
 graph with a migration's ledger: the same branches with the same incarnations and heads, every
 unit published at the image the ledger recorded, with the validated rows. :func:`verify_graph`
 is the read-only ``verify`` command: both checks, plus no pending intent, no held claim and, at
-stamp 5, no head a format-4 writer published after the stamp (:mod:`engine.access.writer_audit`).
+stamp 5, no head a format-4 writer published after the stamp (:mod:`engine.access.writer_audit`);
+given answer queries, the answers the stamping migration recorded are taken again
+(:mod:`migrator.answers`).
 """
 
 from __future__ import annotations
@@ -16,14 +18,16 @@ from typing import Any
 from claims import claim_held, inspect
 from engine.access import foreign_heads, refence_command
 from engine.door import KEY_COLUMN
+from engine.errors import NotFound, PreconditionFailed
 from engine.manifest import Manifest
 from engine.reconcile import intents
 from engine.storage import GraphStore, latest_version, open_pinned, primary_key
 from ledger import DriftItem, FoldedState, Ledger
 from migrator.advice import claim_next_step
+from migrator.answers import AnswerQueries, answer_cases, answers_changed, compare_answers, read_graph, refuse_other_queries
 from migrator.errors import DriftDetected
 from migrator.fingerprint import physical_fingerprint
-from migrator.layout import CLAIM_PATH, ledger_dir
+from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
 from migrator.validate import validate_image
 
 
@@ -102,13 +106,16 @@ def migration_drift(store: GraphStore, manifest: Manifest, state: FoldedState) -
     return drift
 
 
-def verify_graph(store: GraphStore, manifest: Manifest) -> dict[str, Any]:
+def verify_graph(store: GraphStore, manifest: Manifest, queries: AnswerQueries | None = None) -> dict[str, Any]:
     """The ``verify`` document of a graph; raises ``drift_detected`` listing what is not fenced.
 
     Read-only. Checks the stamp is 5, :func:`structural_problems`, no pending write intent, no
     held claim (``claim_held`` instead, naming the command that releases it, with the other
     problems in its details), and, for the migration that stamped the graph,
-    :func:`migration_drift`.
+    :func:`migration_drift`. With ``queries``, once all that holds, the answers that migration
+    recorded are taken again: ``answers_changed`` (exit 4) if one differs, ``precondition_failed``
+    if it recorded none or recorded them with other queries; ``answer_check`` in the document
+    lists one case per recorded answer.
     """
     stamp, migration_id = manifest.read_stamp()
     problems = [] if stamp == "5" else [f"the stamp is {stamp}, not 5: the graph is not (fully) migrated"]
@@ -139,4 +146,43 @@ def verify_graph(store: GraphStore, manifest: Manifest) -> dict[str, Any]:
         found = problems + [d["what"] for d in drift]
         shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
         raise DriftDetected(f"{store.uri} is not fully fenced: {shown}", document)
+    if queries is not None:
+        document["answer_check"] = _recheck_answers(store, migration_id, queries)
     return document
+
+
+def _recheck_answers(store: GraphStore, migration_id: str | None, queries: AnswerQueries) -> list[dict[str, Any]]:
+    """The answer check of ``verify --queries`` against the digests of the migration that stamped
+    the graph (at stamp 5: the newest that wrote a stamp)."""
+    state = _stamping_migration(store) if migration_id is None else Ledger(store, ledger_dir(migration_id)).replay().state
+    if state is None or state.answers_sha256 is None:
+        raise PreconditionFailed(
+            f"the migration that stamped {store.uri} recorded no answers to check against; answers are "
+            f"recorded by `omnigraph-migrate run {store.uri} --queries F.gq` under the barrier",
+            {"migration_id": None if state is None else state.migration_id},
+        )
+    refuse_other_queries(queries, state.answers_sha256, " that migration was run with")
+    changed = compare_answers(read_graph(store.uri), queries, state.answers)
+    if changed:
+        raise answers_changed(
+            f"{len(changed)} of {len(state.answers)} answer(s) differ from those migration {state.migration_id} "
+            "recorded before its stamp",
+            "A write since the stamp changes answers too; if none was made, rows changed outside the engine",
+            state.answers,
+            changed,
+            graph=store.uri,
+            migration_id=state.migration_id,
+        )
+    return answer_cases(state.answers, [])
+
+
+def _stamping_migration(store: GraphStore) -> FoldedState | None:
+    """The newest migration whose ledger records a stamp, or None."""
+    for candidate in reversed(migration_ids(store)):
+        try:
+            state = Ledger(store, ledger_dir(candidate)).replay().state
+        except NotFound:
+            continue
+        if state.stamp_written:
+            return state
+    return None

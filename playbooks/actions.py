@@ -33,6 +33,7 @@ from engine.reconcile import intents
 from engine.storage import copy_root, open_store
 from ledger import render_table
 from migrator import inspection, repair
+from migrator.answers import AnswerQueries
 from migrator.driver import MigrationOutcome
 from migrator.layout import CLAIM_PATH
 from migrator.preconditions import UpToDate
@@ -206,20 +207,31 @@ def _own_claim(ctx: StepContext, graph: str) -> ClaimDocument | None:
     return holder if any((w.host, w.pid, w.process_start) == taken_by for w in ctx.resumed_from) else None
 
 
+def _answer_queries(params: dict[str, str]) -> AnswerQueries | None:
+    """The answer check the step's ``queries`` / ``query_params`` name (None when empty)."""
+    if not params.get("queries"):
+        return None
+    return AnswerQueries.from_files(Path(params["queries"]), Path(params["query_params"]) if params.get("query_params") else None)
+
+
 def migrate(ctx: StepContext, params: dict[str, str]) -> StepResult:
     """Run the migration; in a resumed run, continue the one this run's dead runner claimed
-    (``resume`` refuses if that process is alive after all)."""
+    (``resume`` refuses if that process is alive after all). ``queries`` (and ``query_params``)
+    name the answer check's files."""
     graph = params["graph"]
     try:
+        queries = _answer_queries(params)
         own = _own_claim(ctx, graph)
         if own is not None:
-            outcome: MigrationOutcome | UpToDate = resume_migration(graph, own.token, ctx.actor, ctx.progress)
+            outcome: MigrationOutcome | UpToDate = resume_migration(graph, own.token, ctx.actor, ctx.progress, queries=queries)
         else:
-            outcome = run_migration(graph, params["owner"], ctx.progress)
+            outcome = run_migration(graph, params["owner"], ctx.progress, queries=queries)
     except OmnigraphError as error:
         outputs = _claim_outputs(graph)
         if error.code == "validation_failed":
             next_command = f"omnigraph-migrate playbook run duplicate-repair {graph}"
+        elif error.code == "answers_changed" and outputs:
+            next_command = f"find what changed the rows, then omnigraph-migrate abort {graph} --token {outputs['token']}"
         elif error.code == "drift_detected" and outputs:
             next_command = f"stop every writer, then omnigraph-migrate abort {graph} --token {outputs['token']}, then rerun"
         elif outputs:

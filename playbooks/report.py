@@ -14,17 +14,25 @@ def write_json(report: RunReport, path: Path) -> None:
     path.write_text(json.dumps(report.to_json(), sort_keys=True, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def _answer_cases(step_data: dict[str, object]) -> list[dict[str, object]]:
+    """The answer check's cases a step reported (``answer_check``: one per query and branch)."""
+    cases = step_data.get("answer_check")
+    return cases if isinstance(cases, list) else []
+
+
 def junit_xml(report: RunReport, planned_steps: list[tuple[str, str]]) -> bytes:
-    """JUnit XML: every planned step is a test case; steps never reached are skipped."""
+    """JUnit XML: every planned step is a test case (steps never reached are skipped), and every
+    answer an answer check took is one more, named by its query and branch."""
+    reached = {step.id: step for step in report.steps}
+    answer_cases = [(step.id, case) for step in report.steps for case in _answer_cases(step.data)]
     suite = ET.Element(
         "testsuite",
         name=f"playbook {report.playbook}",
-        tests=str(len(planned_steps)),
-        failures=str(sum(1 for s in report.steps if s.status == "failed")),
+        tests=str(len(planned_steps) + len(answer_cases)),
+        failures=str(sum(1 for s in report.steps if s.status == "failed") + sum(1 for _, c in answer_cases if not c["ok"])),
         skipped=str(len(planned_steps) - sum(1 for s in report.steps if s.status != "skipped")),
         time=f"{report.finished_at - report.started_at:.3f}",
     )
-    reached = {step.id: step for step in report.steps}
     for step_id, title in planned_steps:
         step = reached.get(step_id)
         case = ET.SubElement(
@@ -40,6 +48,15 @@ def junit_xml(report: RunReport, planned_steps: list[tuple[str, str]]) -> bytes:
             ET.SubElement(case, "skipped", message=step.summary)
         else:
             ET.SubElement(case, "system-out").text = step.summary
+    for step_id, answer in answer_cases:
+        case = ET.SubElement(
+            suite, "testcase", classname=f"playbook.{report.playbook}.answers",
+            name=f"{step_id}: query {answer['query']} on {answer['graph_branch']}", time="0.000",
+        )
+        if answer["ok"]:
+            ET.SubElement(case, "system-out").text = str(answer["message"])
+        else:
+            ET.SubElement(case, "failure", message=str(answer["message"]))
     return ET.tostring(suite, encoding="utf-8", xml_declaration=True)
 
 
