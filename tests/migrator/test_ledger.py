@@ -344,6 +344,8 @@ def test_committed_schema_matches_the_models() -> None:
     assert sorted(schema["discriminator"]["mapping"]) == sorted(
         [
             "aborted",
+            "answers_checked",
+            "answers_recorded",
             "barrier_set",
             "claim_broken",
             "claim_released",
