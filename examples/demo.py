@@ -14,9 +14,10 @@ to ``sys.executable``) as subprocesses, in a fresh work directory (default ``./d
    then deletes the scratch branch, which is the only place the duplicate lives;
 4. prints what ``main`` and ``lazy`` pin before the upgrade (``omnigraph snapshot --json``,
    read-only, works at format 4);
-5. runs the upgrade playbook non-interactively, with a JSON report and JUnit XML, and checks that
-   a traversal and an aggregate (``omnigraph query``, ``examples/social.gq``) answer the same
-   before and after it;
+5. runs the upgrade playbook non-interactively, with a JSON report and JUnit XML and the answer
+   check (``--queries examples/social.gq``: every read query answered on every branch before the
+   first primary key and again before the stamp), and checks that a traversal and an aggregate
+   (``omnigraph query``) answer the same before and after it;
 6. races N ``omnigraph`` processes strict-inserting one new id on ``main`` and on ``lazy``: one
    winner each, the others get ``key_conflict``, one row each;
 7. prints the snapshots after the upgrade and checks the old binary now refuses the graph;
@@ -338,6 +339,7 @@ class Demo:
         report, junit = self.workdir / "upgrade-report.json", self.workdir / "upgrade-junit.xml"
         upgrade = self.run(
             "omnigraph-migrate", "playbook", "run", str(UPGRADE_PLAYBOOK), str(graph), "--yes",
+            "--queries", str(EXAMPLES / "social.gq"), "--query-params", str(EXAMPLES / "social.params.json"),
             "--report", str(report), "--junit", str(junit), quiet=True,
         )
         for line in upgrade.stderr.splitlines():
@@ -347,6 +349,10 @@ class Demo:
         self.expect(document["ok"] and [s["status"] for s in document["steps"]] == ["ok"] * 6,
                     f"report {self.show(report)}: 6 steps, all ok")
         self.expect('failures="0"' in junit.read_text(encoding="utf-8"), f"JUnit {self.show(junit)}: no failures")
+        checked = next(s for s in document["steps"] if s["id"] == "migrate")["data"]["answer_check"]
+        self.expect(checked and all(case["ok"] for case in checked),
+                    f"the answer check: {len(checked)} answers (every read query of examples/social.gq on every "
+                    "branch) recorded before the first primary key and unchanged before the stamp")
         self.expect(self.answers(graph) == answers_before,
                     "a traversal and an aggregate (examples/social.gq) answer the same after the upgrade")
 
