@@ -1,9 +1,10 @@
 """Benchmark ``omnigraph branch merge`` against a full export of the same table (not a test).
 
 For each size N: build (once) a format-5 graph whose ``node:Person`` holds N rows (``load --mode
-overwrite``), a branch ``feature`` that updates 5 rows and inserts 5, and 10 other rows upserted
-on ``main`` afterwards, so the merge is a true three-way merge that reads the base, source and
-target images of that table. Then ``--runs`` times, on a fresh copy of that graph:
+overwrite``), a branch ``feature`` that updates 5 rows and inserts 5 (with ``--all-changed``:
+that overwrites every row with a new age, so the merge brings N updates as a chain of N/8,192
+fenced commits), and 10 other rows upserted on ``main`` afterwards (new ones with ``--all-changed``), so the merge is a true
+three-way merge that reads the base, source and target images of that table. Then ``--runs`` times, on a fresh copy of that graph:
 
 1. ``omnigraph branch merge feature --json GRAPH`` as a subprocess: wall time around it, peak
    RSS from ``os.wait4`` -> ``ru_maxrss``; it must exit 0 with outcome ``merged``;
@@ -15,7 +16,7 @@ to their parent by path, see "What a copy still reads from its source" in docs/o
 the merge writes only into the copy. Prints the medians per size and the merge/baseline ratios. The driver imports neither Lance nor
 the engine (a child's ``ru_maxrss`` includes its spawner's high-water RSS).
 
-Usage: ``.venv/bin/python bench/merge_bench.py --sizes 10000 100000 --runs 3 --workdir DIR``.
+Usage: ``.venv/bin/python bench/merge_bench.py --sizes 10000 100000 --runs 3 --workdir DIR [--all-changed]``.
 """
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ def _people(path: Path, names: list[str], age: int) -> None:
             handle.write(json.dumps({"type": "Person", "data": {"name": name, "age": age, "note": f"n-{name}"}}) + "\n")
 
 
-def _build(root: Path, size: int) -> Path:
-    graph = root / f"graph-{size}"
-    if (root / f"graph-{size}.ready").exists():
+def _build(root: Path, size: int, all_changed: bool) -> Path:
+    name = f"graph-{size}{'-all' if all_changed else ''}"
+    graph = root / name
+    if (root / f"{name}.ready").exists():
         return graph
     shutil.rmtree(graph, ignore_errors=True)
     scratch = root / f"scratch-{size}"
@@ -66,19 +68,24 @@ def _build(root: Path, size: int) -> Path:
     scratch.mkdir(parents=True)
     (scratch / "schema.pg").write_text(SCHEMA, encoding="utf-8")
     _people(scratch / "all.jsonl", [f"p{i:08d}" for i in range(size)], 1)
-    _people(scratch / "feature.jsonl", [f"p{i:08d}" for i in range(5)] + [f"new{i}" for i in range(5)], 2)
-    _people(scratch / "main.jsonl", [f"p{i:08d}" for i in range(100, 110)], 3)
+    if all_changed:
+        _people(scratch / "feature.jsonl", [f"p{i:08d}" for i in range(size)], 2)
+    else:
+        _people(scratch / "feature.jsonl", [f"p{i:08d}" for i in range(5)] + [f"new{i}" for i in range(5)], 2)
+    # main's own rows: 10 updates, or 10 inserts when the branch changes every row (no conflict)
+    _people(scratch / "main.jsonl", [f"p{i:08d}" for i in (range(size, size + 10) if all_changed else range(100, 110))], 3)
     building = graph  # built in place: Lance branches refer to their parent dataset by path
     steps = [
         ["init", "--schema", str(scratch / "schema.pg"), str(building)],
         ["load", "--mode", "overwrite", "--data", str(scratch / "all.jsonl"), str(building)],
         ["branch", "create", "feature", str(building)],
-        ["load", "--mode", "merge", "--data", str(scratch / "feature.jsonl"), "--branch", "feature", str(building)],
+        ["load", "--mode", "overwrite" if all_changed else "merge", "--data", str(scratch / "feature.jsonl"),
+         "--branch", "feature", str(building)],
         ["load", "--mode", "merge", "--data", str(scratch / "main.jsonl"), str(building)],
     ]
     for step in steps:
         subprocess.run([OMNIGRAPH, *step], check=True, capture_output=True)
-    (root / f"graph-{size}.ready").touch()
+    (root / f"{name}.ready").touch()
     shutil.rmtree(scratch)
     return graph
 
@@ -88,12 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument("--all-changed", action="store_true", help="the branch changes every row (see the docstring)")
     args = parser.parse_args(argv)
     compile_project()
     args.workdir.mkdir(parents=True, exist_ok=True)
     print(f"{'rows':>9} {'merge s':>8} {'merge MiB':>10} {'export s':>9} {'export MiB':>11} {'time x':>7} {'rss x':>6}")
     for size in args.sizes:
-        fixture = _build(args.workdir, size)
+        fixture = _build(args.workdir, size, args.all_changed)
         merges, exports = [], []
         for run in range(args.runs):
             copy = args.workdir / f"run-{size}-{run}"

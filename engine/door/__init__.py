@@ -13,9 +13,19 @@ from engine.door import table_store
 from engine.door.fenced_profile import FENCED_PROFILE, FENCED_ROUTER
 from engine.door.legacy import LEGACY_PROFILE
 from engine.door.routing import EngineProfile, MergeRows, TableRouter
-from engine.door.table_store import KEY_COLUMN, CommitConflict, EffectLanded, ExistingKeys, install_primary_key
+from engine.door.table_store import (
+    COMMIT_ARROW_BYTES,
+    COMMIT_ROWS,
+    KEY_COLUMN,
+    CommitConflict,
+    EffectLanded,
+    ExistingKeys,
+    install_primary_key,
+)
 
 __all__ = [
+    "COMMIT_ARROW_BYTES",
+    "COMMIT_ROWS",
     "FENCED_PROFILE",
     "FENCED_ROUTER",
     "KEY_COLUMN",

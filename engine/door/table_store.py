@@ -21,6 +21,7 @@ error text is interpreted here and nowhere else.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Literal
 
@@ -33,6 +34,11 @@ from engine.errors import FormatRefused, Internal
 from engine.storage import PK_METADATA_KEY, GraphStore, create_empty_dataset, primary_key
 
 KEY_COLUMN = "id"
+COMMIT_ROWS = 8192
+"""Rows of one table in one fenced commit at most: the per-commit limit of writes that stage
+rows, and the size of each link of a merge's chain of commits."""
+COMMIT_ARROW_BYTES = 32 * 1024 * 1024
+"""Bytes of Arrow data of one table in one fenced commit at most (same use as :data:`COMMIT_ROWS`)."""
 
 _RETRYABLE_MARKERS = ("Too many concurrent writers", "Retryable commit conflict", "CommitConflict")
 _EXISTING_KEY_MARKER = "found matching row with key values"
@@ -184,22 +190,38 @@ def delete_rows(dataset: lance.LanceDataset, ids: list[str]) -> int:
     return int(dataset.version)
 
 
-def merge_rows(dataset: lance.LanceDataset, changes: MergeRows, after_step: Callable[[], None]) -> int:
-    """Strict insert, then upsert, then delete (each only if non-empty) on one table; returns the
-    last committed version (the read version if every step was empty).
+def commit_slices(rows: pa.Table) -> list[pa.Table]:
+    """``rows`` cut, in order, into slices of at most :data:`COMMIT_ROWS` rows and
+    :data:`COMMIT_ARROW_BYTES` bytes (a single row larger than that is a slice of its own);
+    zero-copy. An empty table has no slice."""
+    slices: list[pa.Table] = []
+    pending = [rows.slice(start, COMMIT_ROWS) for start in range(0, rows.num_rows, COMMIT_ROWS)]
+    while pending:
+        piece = pending.pop(0)
+        if piece.nbytes > COMMIT_ARROW_BYTES and piece.num_rows > 1:
+            half = piece.num_rows // 2
+            pending[:0] = [piece.slice(0, half), piece.slice(half)]
+        else:
+            slices.append(piece)
+    return slices
 
-    A conflict on the first step landed nothing and propagates as such; on a later step it is
-    :class:`EffectLanded` (recovery restores the table to its pinned version). ``after_step`` is
-    called after every step.
+
+def merge_rows(dataset: lance.LanceDataset, changes: MergeRows, after_step: Callable[[], None]) -> int:
+    """Strict insert, then upsert, then delete on one table, as a chain of fenced commits of at most
+    :data:`COMMIT_ROWS` rows and :data:`COMMIT_ARROW_BYTES` bytes each (:func:`commit_slices`; ids
+    to delete :data:`COMMIT_ROWS` at a time); returns the last committed version (the read version
+    if there was nothing to write).
+
+    A conflict on the first commit landed nothing and propagates as such; on a later one it is
+    :class:`EffectLanded` (recovery restores the table to its pinned version, undoing every commit
+    of the chain). ``after_step`` is called after every commit.
     """
     steps: list[Callable[[], int]] = []
-    if changes.inserts.num_rows:
-        steps.append(lambda: strict_insert(dataset, changes.inserts))
-    upserts = changes.upserts
-    if upserts is not None and upserts.num_rows:
-        steps.append(lambda: upsert(dataset, upserts))
-    if changes.delete_ids:
-        steps.append(lambda: delete_rows(dataset, list(changes.delete_ids)))
+    steps += [functools.partial(strict_insert, dataset, piece) for piece in commit_slices(changes.inserts)]
+    if changes.upserts is not None:
+        steps += [functools.partial(upsert, dataset, piece) for piece in commit_slices(changes.upserts)]
+    ids = list(changes.delete_ids)
+    steps += [functools.partial(delete_rows, dataset, ids[start:start + COMMIT_ROWS]) for start in range(0, len(ids), COMMIT_ROWS)]
     version = int(dataset.version)
     for index, step in enumerate(steps):
         try:
@@ -207,6 +229,8 @@ def merge_rows(dataset: lance.LanceDataset, changes: MergeRows, after_step: Call
         except (CommitConflict, ExistingKeys) as conflict:
             if index == 0:
                 raise
-            raise EffectLanded(f"the merge of {changes.where} conflicted after its first step: {conflict}") from conflict
+            raise EffectLanded(
+                f"the merge of {changes.where} conflicted after {index} of its {len(steps)} commits: {conflict}"
+            ) from conflict
         after_step()
     return version

@@ -1,22 +1,24 @@
 """The per-commit limits: at most :data:`MAX_ROWS` rows and :data:`MAX_ARROW_BYTES` bytes of Arrow
 data per table per graph commit (both inclusive).
 
-Every write that stages rows (load's strict inserts and upserts, ``.gq`` mutations, branch merge)
+Every write that stages rows as one commit (load's strict inserts and upserts, ``.gq`` mutations)
 refuses a commit over either limit with :func:`check_table`, before any intent is armed; the
 caller words the refusal (:class:`LimitWording`: its hint names what splits the commit), the
 error's code and fields are the same for all of them: ``resource_limit`` ``{resource, limit,
 actual, table_key}`` with ``resource`` ``rows`` or ``arrow_bytes``. Overwrite loads (the bulk
-replacement path) and deleted ids are not limited.
+replacement path) and deleted ids are not limited; a branch merge brings any number of rows, as a
+chain of commits within these limits under one intent (:func:`engine.door.table_store.merge_rows`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.door import COMMIT_ARROW_BYTES, COMMIT_ROWS
 from engine.errors import ResourceLimit
 
-MAX_ROWS = 8192
-MAX_ARROW_BYTES = 32 * 1024 * 1024
+MAX_ROWS = COMMIT_ROWS
+MAX_ARROW_BYTES = COMMIT_ARROW_BYTES
 
 
 @dataclass(frozen=True)

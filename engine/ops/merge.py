@@ -23,14 +23,17 @@ differs (both sides made the same changes), so the next merge starts from this o
 
 Writes go through the write protocol (:func:`engine.ops.write.commit`: intent, effects, publish):
 per table one router ``merge`` (:class:`engine.door.MergeRows`: new rows by the fenced strict
-insert, updated rows by the fenced upsert, deleted ids by the door's delete); a table the target
-still inherits is forked first. The commit plan's payload is the merge's outcome. Everything is prepared
+insert, updated rows by the fenced upsert, deleted ids by the door's delete), each a chain of
+commits of at most 8,192 rows and 32 MiB (:func:`engine.door.table_store.merge_rows`), all under
+the one intent and published by the one manifest commit: a merge of any size is all-or-nothing,
+and recovery restores every table it touched. A table the target still inherits is forked first.
+The commit plan's payload is the merge's outcome. Everything is prepared
 again from fresh snapshots when a concurrent writer conflicts before any effect.
 
-Memory: per table whose source image differs from the base, the ``id -> digest`` maps of up to three
-images (:mod:`engine.ops.merge_diff`) plus the source rows the merge takes. Those are bounded by the
-per-table commit limits (:mod:`engine.ops.limits`: changed ids, and the Arrow data taken); a
-larger merge is ``resource_limit`` with nothing written.
+Memory: the three-way comparison runs in DuckDB under a memory limit, spilling beyond it
+(:mod:`engine.ops.merge_diff`); Python holds the ids the merge changes and, as Arrow, the source
+rows it takes, one table at a time while they are compared and checked, then every table's until
+the commit is written (``bench/merge_bench.py`` measures it).
 """
 
 from __future__ import annotations
@@ -44,7 +47,6 @@ import pyarrow.compute as pc
 from engine.errors import BadRequest, Internal, MergeConflict
 from engine.graph import Graph
 from engine.manifest import BranchSnapshot, load_commit_graph
-from engine.ops.limits import LimitWording, check_table
 from engine.ops.merge_check import check_merged
 from engine.ops.merge_diff import TableChanges, compare_table
 from engine.ops.write import commit
@@ -52,11 +54,6 @@ from engine.ops.write_plan import CommitPlan, CommitResult, TableWrite
 from engine.storage import open_pinned
 
 MergeOutcome = Literal["up_to_date", "fast_forward", "merged"]
-_LIMIT_WORDING = LimitWording(
-    rows="{table_key}: the merge changes {actual} rows of this table, over the per-commit limit of {limit}; nothing was written",
-    arrow_bytes="{table_key}: the merge brings {actual} bytes of Arrow data into this table, over the per-commit limit of {limit}; "
-    "nothing was written",
-)
 
 
 @dataclass(frozen=True)
@@ -171,8 +168,7 @@ def _refusal(source: str, target: str, base: str, conflicts: list[dict[str, str]
 
 
 def _incoming_rows(graph: Graph, source: BranchSnapshot, change: TableChanges) -> pa.Table:
-    """The source rows the merge takes for one table, in the catalog schema (limits checked)."""
-    check_table(change.table_key, _LIMIT_WORDING, rows=change.count)
+    """The source rows the merge takes for one table, in the catalog schema, sorted by id."""
     schema = graph.catalog.table(change.table_key).arrow_schema(with_pk=True)
     taken = change.inserts + change.updates
     if not taken:
@@ -180,9 +176,7 @@ def _incoming_rows(graph: Graph, source: BranchSnapshot, change: TableChanges) -
     entry = source.table(change.table_key)
     dataset = open_pinned(graph.store, entry.image)
     rows = dataset.to_table(columns=schema.names, filter=pc.field("id").isin(pa.array(taken, pa.utf8())))
-    rows = rows.cast(schema).sort_by("id")
-    check_table(change.table_key, _LIMIT_WORDING, arrow_bytes=rows.nbytes)
-    return rows
+    return rows.cast(schema).sort_by("id")
 
 
 def merge_branch(graph: Graph, source: str, into: str, *, actor: str) -> MergeResult:
