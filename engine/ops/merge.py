@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.acero as ac
 import pyarrow.compute as pc
 
 from engine.errors import BadRequest, Internal, MergeConflict
@@ -54,6 +55,8 @@ from engine.ops.write_plan import CommitPlan, CommitResult, TableWrite
 from engine.storage import open_pinned
 
 MergeOutcome = Literal["up_to_date", "fast_forward", "merged"]
+_LOOKUP_IDS = 8192
+"""Up to this many taken ids are looked up with a Lance filter; more are a filtered scan."""
 
 
 @dataclass(frozen=True)
@@ -175,7 +178,19 @@ def _incoming_rows(graph: Graph, source: BranchSnapshot, change: TableChanges) -
         return schema.empty_table()
     entry = source.table(change.table_key)
     dataset = open_pinned(graph.store, entry.image)
-    rows = dataset.to_table(columns=schema.names, filter=pc.field("id").isin(pa.array(taken, pa.utf8())))
+    if len(taken) <= _LOOKUP_IDS:
+        rows = dataset.to_table(columns=schema.names, filter=pc.field("id").isin(pa.array(taken, pa.utf8())))
+    else:  # a streamed semi-join with the ids: Lance would compile a filter of that many literals first
+        join = ac.Declaration(
+            "hashjoin",
+            ac.HashJoinNodeOptions("left semi", left_keys=["id"], right_keys=["id"]),
+            inputs=[
+                ac.Declaration("record_batch_reader_source", ac.RecordBatchReaderSourceNodeOptions(
+                    dataset.scanner(columns=schema.names).to_reader())),
+                ac.Declaration("table_source", ac.TableSourceNodeOptions(pa.table({"id": pa.array(taken, pa.utf8())}))),
+            ],
+        )
+        rows = join.to_table(use_threads=True)
     return rows.cast(schema).sort_by("id")
 
 

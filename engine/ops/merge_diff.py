@@ -1,10 +1,11 @@
 """Three-way comparison of one table across a merge: base, source and target images.
 
 The comparison runs in DuckDB over Arrow scans of the three pinned Lance images: each row is
-summarised as the md5 of its JSON text (every column, in the image's column order), the three
-``id -> digest`` relations are joined on ``id``, and only the ids whose source digest differs
-from the base's come back to Python, sorted, 8,192 at a time. DuckDB holds the relations under a
-memory limit (:data:`MEMORY_LIMIT`) and spills to a temporary directory beyond it, so a table
+summarised as the md5 of its JSON text (every column, in the image's column order) in a DuckDB
+table on disk, the three ``id -> digest`` relations are joined on ``id`` one hash partition of
+at most :data:`PARTITION_ROWS` ids at a time, and only the ids whose source digest differs from
+the base's come back to Python, 8,192 at a time (then sorted). DuckDB works under a memory limit
+(:data:`MEMORY_LIMIT`) and spills beyond it, and each partition's join fits in it, so a table
 costs Python memory in proportion to the ids the merge changes, never to its rows. An image whose
 pin equals the base's or the target's is not read twice. Per id (absence counts as a value;
 "changed" = differs from base):
@@ -32,12 +33,15 @@ from engine.storage import GraphStore, open_pinned
 ConflictKind = Literal["divergent_insert", "delete_vs_update", "divergent_update"]
 _BATCH_ROWS = 8192
 MEMORY_LIMIT = "256MB"
+PARTITION_ROWS = 262_144
 _CHANGED = """
-SELECT coalesce(base.id, source.id) AS id, base.d, source.d, ours.d
-FROM base FULL OUTER JOIN source ON base.id = source.id
-LEFT JOIN {target} AS ours ON ours.id = coalesce(base.id, source.id)
-WHERE base.d IS DISTINCT FROM source.d
-ORDER BY 1
+WITH b AS (SELECT id, d FROM base WHERE hash(id) % {parts} = {part}),
+     s AS (SELECT id, d FROM source WHERE hash(id) % {parts} = {part}),
+     o AS (SELECT id, d FROM {target} WHERE hash(id) % {parts} = {part})
+SELECT coalesce(b.id, s.id) AS id, b.d, s.d, o.d
+FROM b FULL OUTER JOIN s ON b.id = s.id
+LEFT JOIN o ON o.id = coalesce(b.id, s.id)
+WHERE b.d IS DISTINCT FROM s.d
 """
 
 
@@ -74,9 +78,13 @@ def _pin(entry: TableEntry | None) -> tuple[str, str | None, int] | None:
 
 @contextmanager
 def _database() -> Iterator[duckdb.DuckDBPyConnection]:
-    """A DuckDB connection limited to :data:`MEMORY_LIMIT`, spilling to a directory of its own."""
+    """A DuckDB database limited to :data:`MEMORY_LIMIT`, in a file of a directory of its own that
+    also takes its spills (removed afterwards): tables beyond the limit live on disk."""
     with tempfile.TemporaryDirectory(prefix="omnigraph-merge-") as spill:
-        connection = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill, "threads": 2})
+        connection = duckdb.connect(
+            f"{spill}/merge.duckdb",
+            config={"memory_limit": MEMORY_LIMIT, "temp_directory": spill, "threads": 2, "preserve_insertion_order": False},
+        )
         try:
             yield connection
         finally:
@@ -84,15 +92,15 @@ def _database() -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 def _digests(connection: duckdb.DuckDBPyConnection, store: GraphStore, name: str, entry: TableEntry | None) -> None:
-    """Create the temp table ``name`` of ``(id, d)``: every row's id and digest (none for a missing table)."""
+    """Create the table ``name`` of ``(id, d)``: every row's id and digest (none for a missing table)."""
     if entry is None:
-        connection.execute(f"CREATE TEMP TABLE {name} (id VARCHAR, d VARCHAR)")
+        connection.execute(f"CREATE TABLE {name} (id VARCHAR, d VARCHAR)")
         return
     dataset = open_pinned(store, entry.image)
     connection.register(f"{name}_image", dataset)
     columns = ", ".join(f'"{column}"' for column in dataset.schema.names)
     connection.execute(
-        f"CREATE TEMP TABLE {name} AS SELECT id, md5(to_json(struct_pack({columns}))::VARCHAR) AS d FROM {name}_image"
+        f"CREATE TABLE {name} AS SELECT id, md5(to_json(struct_pack({columns}))::VARCHAR) AS d FROM {name}_image"
     )
     connection.unregister(f"{name}_image")
 
@@ -122,11 +130,22 @@ def compare_table(
         target_table = "base" if _pin(target) == _pin(base) else "target"
         if target_table == "target":
             _digests(connection, store, "target", target)
-        cursor = connection.execute(_CHANGED.format(target=target_table))
-        while batch := cursor.fetchmany(_BATCH_ROWS):
-            for row_id, was, theirs, ours in batch:
-                _classify(changes, row_id, was, theirs, ours)
+        rows = max(_count(connection, name) for name in ("base", "source", target_table))
+        parts = max(1, -(-rows // PARTITION_ROWS))
+        for part in range(parts):
+            cursor = connection.execute(_CHANGED.format(target=target_table, parts=parts, part=part))
+            while batch := cursor.fetchmany(_BATCH_ROWS):
+                for row_id, was, theirs, ours in batch:
+                    _classify(changes, row_id, was, theirs, ours)
+    for ids in (changes.inserts, changes.updates, changes.deletes):
+        ids.sort()
+    changes.conflicts.sort(key=lambda conflict: conflict.id)
     return changes
+
+
+def _count(connection: duckdb.DuckDBPyConnection, table: str) -> int:
+    row = connection.execute(f"SELECT count(*) FROM {table}").fetchone()
+    return int(row[0]) if row else 0
 
 
 def _classify(changes: TableChanges, row_id: str, was: str | None, theirs: str | None, ours: str | None) -> None:
