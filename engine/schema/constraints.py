@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from engine.schema.printer import quote
+
 Bound = int | float
 
 
@@ -79,7 +81,7 @@ class CheckRule:
         return self._compiled.fullmatch(value) is not None
 
     def describe(self) -> str:
-        return f"@check({self.property}, {self.pattern!r})"
+        return f"@check({self.property}, {quote(self.pattern)})"
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,7 @@ CASES = {
     ),
     "check": Case(
         [{"type": "Person", "data": {"name": "a", "code": "ABC"}}], [{"type": "Person", "data": {"name": "b", "code": "ABCD"}}],
-        "Person.code value 'ABCD' does not match @check(code, '[A-Z]{3}')", {"type_name": "Person", "property": "code", "id": "b"},
+        "Person.code value 'ABCD' does not match @check(code, \"[A-Z]{3}\")", {"type_name": "Person", "property": "code", "id": "b"},
     ),
     "unique": Case(
         [{"type": "Company", "data": {"name": "y", "tenant": "t", "slot": 2}}, {"type": "Company", "data": {"name": "z", "tenant": "t"}},
