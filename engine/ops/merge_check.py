@@ -19,21 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine.graph import Graph
-from engine.manifest import BranchSnapshot, TableEntry
-from engine.ops.constraint_check import constraint_problems
+from engine.manifest import BranchSnapshot
+from engine.ops.constraint_check import constraint_problems, read_matching
 from engine.ops.merge_diff import TableChanges
-from engine.storage import open_pinned
 
 Problem = dict[str, Any]
-
-
-def _read(graph: Graph, entry: TableEntry, columns: list[str], column: str, values: list[Any]) -> pa.Table:
-    dataset = open_pinned(graph.store, entry.image)
-    wanted = pa.array(values, dataset.schema.field(column).type)
-    return dataset.to_table(columns=columns, filter=pc.field(column).isin(wanted))
 
 
 def _node_present(
@@ -46,7 +38,7 @@ def _node_present(
     present = ids & brought
     lookup = sorted(ids - brought - removed)
     if lookup:
-        found = _read(graph, target.table(table_key), ["id"], "id", lookup)
+        found = read_matching(graph, target.table(table_key), ["id"], "id", lookup)
         present |= set(found.column("id").to_pylist())
     return present
 
@@ -88,7 +80,7 @@ def _kept_edges_to_deleted_nodes(
             node_change = changes.get(f"node:{node_type}")
             if node_change is None or not node_change.deletes:
                 continue
-            hits = _read(graph, target.table(edge_key), ["id", column], column, node_change.deletes)
+            hits = read_matching(graph, target.table(edge_key), ["id", column], column, node_change.deletes)
             for edge_id, endpoint in zip(hits.column("id").to_pylist(), hits.column(column).to_pylist(), strict=True):
                 if edge_id not in replaced:
                     problems.append(
@@ -131,7 +123,7 @@ def _unique_values(
                     owners[value] = row_id
             if not owners:
                 continue
-            hits = _read(graph, target.table(table_key), ["id", prop], prop, list(owners))
+            hits = read_matching(graph, target.table(table_key), ["id", prop], prop, list(owners))
             for existing_id, value in zip(hits.column("id").to_pylist(), hits.column(prop).to_pylist(), strict=True):
                 if existing_id not in replaced:
                     problems.append(

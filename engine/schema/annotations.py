@@ -81,15 +81,22 @@ def metadata(annotation: Annotation, warnings: list[SchemaWarning]) -> Metadata:
     return Metadata(name.value, args)
 
 
+def _distinct(annotations: tuple[Annotation, ...]) -> set[str]:
+    """The names of ``annotations``; the second of two with one name is refused."""
+    seen: set[str] = set()
+    for annotation in annotations:
+        if annotation.name.value in seen:
+            raise _error(f"duplicate annotation '@{annotation.name.value}'", annotation.name)
+        seen.add(annotation.name.value)
+    return seen
+
+
 def property_annotations(annotations: tuple[Annotation, ...], warnings: list[SchemaWarning]) -> tuple[set[str], tuple[Metadata, ...]]:
     """The flags (``key``/``unique``/``index``) and kept metadata of one property's annotations."""
-    seen: set[str] = set()
+    seen = _distinct(annotations)
     kept: list[Metadata] = []
     for annotation in annotations:
         name = annotation.name
-        if name.value in seen:
-            raise _error(f"duplicate annotation '@{name.value}'", name)
-        seen.add(name.value)
         if name.value in ("key", "unique", "index"):
             continue
         if name.value == "card":
@@ -103,13 +110,10 @@ def header_annotations(
 ) -> tuple[Cardinality, tuple[Metadata, ...]]:
     """The cardinality and kept metadata written after a type's header."""
     cardinality = Cardinality()
-    seen: set[str] = set()
+    _distinct(annotations)
     kept: list[Metadata] = []
     for annotation in annotations:
         name = annotation.name
-        if name.value in seen:
-            raise _error(f"duplicate annotation '@{name.value}'", name)
-        seen.add(name.value)
         if name.value == "card":
             if kind != "edge":
                 raise _error("@card is only allowed on edge types", name)
