@@ -3,8 +3,8 @@
 overwrite, with both writers' profiles), ``mutate`` (insert, update, delete) and branch merge;
 every refusal names the type, property, id and line and leaves the storage untouched.
 
-In-process and local: the checks run in ``prepare`` above the storage layer, which other suites
-run on both backends."""
+In-process; local, except the load refusals of both writers, which also run on S3 (the checks
+run in ``prepare``, above the storage layer)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def _jsonl(records: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(record) + "\n" for record in records).encode()
 
 
-def _graph(root: Path, profile: EngineProfile = FENCED_PROFILE) -> Graph:
+def _graph(root: Path | str, profile: EngineProfile = FENCED_PROFILE) -> Graph:
     graph = init_graph(str(root), SCHEMA, profile, ACTOR)
     load(graph, _jsonl(BASE), mode="append", branch="main", actor=ACTOR)
     return graph
@@ -146,7 +146,7 @@ CASES = {
 }
 
 
-def _refused(graph: Graph, root: Path, write: Write, records: list[dict[str, Any]]) -> BadRequest:
+def _refused(graph: Graph, root: Path | str, write: Write, records: list[dict[str, Any]]) -> BadRequest:
     before = storage_state(str(root))
     with pytest.raises(BadRequest) as caught:
         write(graph, records)
@@ -175,11 +175,12 @@ def test_each_constraint_at_its_bound_and_one_past_it(tmp_path: Path, case: str,
 
 
 @pytest.mark.parametrize("profile", [FENCED_PROFILE, LEGACY_PROFILE], ids=["format-5", "format-4"])
-def test_both_writers_enforce_on_load(tmp_path: Path, profile: EngineProfile) -> None:
-    graph = _graph(tmp_path / "g", profile)
+def test_both_writers_enforce_on_load_on_both_backends(root_uri: str, profile: EngineProfile) -> None:
+    graph = _graph(root_uri, profile)
     for case in ("range-high", "check", "unique", "card-max", "card-min"):
-        error = _refused(graph, tmp_path / "g", WRITES["load-append"], CASES[case].refused)
+        error = _refused(graph, root_uri, WRITES["load-append"], CASES[case].refused)
         assert CASES[case].fragment in error.message
+        WRITES["load-merge"](graph, CASES[case].accepted)
 
 
 def _run(graph: Graph, query: str) -> object:
