@@ -6,7 +6,7 @@ with (``{message, line, column}``), and ``catalog`` :meth:`engine.schema.Catalog
 ``tables`` in table-key order (properties with their types, nullability, ``unique``/``index``
 flags and metadata annotations; the key, implemented interfaces, composite ``unique``,
 ``indexes``, ``ranges``, ``checks``, ``cardinality`` and type metadata) and ``interfaces`` by
-name. Everything is deterministic: the same graph gives the same document. Reading needs no
+name (each with its ``key``, properties and metadata). Everything is deterministic: the same graph gives the same document. Reading needs no
 write access and works at every stamp the program reads.
 """
 
@@ -76,7 +76,8 @@ def render_schema(graph: Graph) -> list[str]:
     lines = [f"{graph.store.uri}: format {graph.stamp}, {len(catalog.table_keys())} table(s), fingerprint {catalog.fingerprint()}"]
     for interface in catalog.interfaces():
         described = interface.describe()
-        lines.append(f"interface {interface.name}{_metadata(described['metadata'])}")
+        key = f"  key ({', '.join(interface.key)})" if interface.key else ""
+        lines.append(f"interface {interface.name}{key}{_metadata(described['metadata'])}")
         for prop in interface.properties:
             lines.append(f"    {prop.name}: {prop.type}{'?' if prop.nullable else ''}{_metadata([m.describe() for m in prop.metadata])}")
     for table in catalog.tables():

@@ -46,10 +46,13 @@ class InterfaceDef:
     name: str
     properties: tuple[Property, ...]
     metadata: tuple[Metadata, ...] = ()
+    key: tuple[str, ...] = ()
+    """The properties marked ``@key`` (the key of every node that implements it)."""
 
     def describe(self) -> dict[str, object]:
         return {
             "name": self.name,
+            "key": list(self.key),
             "properties": [prop.describe() for prop in self.properties],
             "metadata": [m.describe() for m in self.metadata],
         }
@@ -107,7 +110,8 @@ def _interface(decl: TypeDecl, warnings: list[SchemaWarning]) -> InterfaceDef:
             raise unsupported(f"body constraint @{annotation.name.value} in an interface", annotation.name)
     _, metadata = header_annotations("interface", decl.annotations + decl.body, warnings)
     properties = _merged_properties((), decl.properties, f"interface {decl.name.value}")
-    return InterfaceDef(decl.name.value, tuple(_property(p, warnings) for p in properties), metadata)
+    key = tuple(p.name.value for p in properties for a in p.annotations if a.name.value == "key")
+    return InterfaceDef(decl.name.value, tuple(_property(p, warnings) for p in properties), metadata, key)
 
 
 def _injected(decl: TypeDecl, interfaces: dict[str, TypeDecl]) -> tuple[PropDecl, ...]:

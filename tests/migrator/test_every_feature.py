@@ -83,12 +83,14 @@ def test_schema_show_prints_the_catalog_with_its_metadata(tmp_path: Path) -> Non
     assert person["metadata"] == [{"name": "instruction", "args": ["Look people up by name"], "known": True}]
     assert tables["edge:Lead"]["cardinality"] == {"min": 1, "max": 2} and tables["edge:Lead"]["unique"] == [["src", "dst"]]
     assert tables["node:Company"]["ranges"] == [{"property": "rating", "low": -1.5, "high": 5}]
+    assert [(i["name"], i["key"]) for i in document["catalog"]["interfaces"]] == [("Aged", []), ("Named", ["name"])]
     team = tables["node:Team"]["properties"][0]
     assert team["metadata"] == [{"name": "x_owner", "args": ["platform"], "known": False}]
     human = invoke(OMNIGRAPH, "schema", "show", root)
     assert human.returncode == 0 and human.stdout == invoke(OMNIGRAPH, "schema", "show", root).stdout
     lines = human.stdout.splitlines()
     assert "edge:Lead  Team -> Person  @card(1..2)" in lines
+    assert 'interface Named  key (name)  @description("Something with a name")' in lines
     assert '    bio: String?  @embed("name")' in lines
     assert "    @check(code, \"[A-Z]{3}\")" in lines
     assert lines[lines.index("--- accepted source ---") + 1:] == SCHEMA.read_text().rstrip("\n").split("\n")
