@@ -11,6 +11,7 @@ from cli.check_commands import add_check_command
 from cli.maintenance_commands import add_maintenance_commands
 from cli.mutate import mutate_command
 from cli.query import query_command
+from cli.schema_commands import schema_group
 from cli.serve_commands import add_serve_command
 from cli.shared_commands import add_shared_commands
 from cli.support import echo_result, emit_json, json_option, reports_errors
@@ -35,6 +36,7 @@ add_serve_command(cli, FENCED_PROFILE)
 add_check_command(cli)
 add_maintenance_commands(cli)
 cli.add_command(token_group)
+cli.add_command(schema_group)
 
 
 @cli.group("commit")

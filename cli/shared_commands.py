@@ -92,6 +92,8 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
         """Create a new graph at GRAPH (a directory or s3://bucket/prefix)."""
         source = _decode_utf8(_read_file(schema_path, "schema file"), "schema file", schema_path)
         created = init_graph(graph, source, profile, actor_name())
+        for warning in created.catalog.warnings:
+            say(f"warning: {warning}")
         document = {"graph": created.store.uri, "format": created.stamp, "tables": created.catalog.table_keys()}
         if as_json:
             emit_json(document)

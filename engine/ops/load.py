@@ -2,9 +2,11 @@
 
 Modes: ``append`` = strict insert (an existing id is ``key_conflict``, nothing written),
 ``merge`` = upsert by id, ``overwrite`` = replace the tables present in the file. Everything that
-can be checked without committed state is checked for the whole file before any write; checks
-against committed state (existing ids, ``@unique`` values, edge endpoints) run inside each
-commit's prepare step, so a retry re-validates against the fresh snapshot.
+can be checked without committed state (types, in-file duplicates, ``@range``/``@check``) is
+checked for the whole file before any write; checks against committed state (existing ids,
+``@unique`` values, edge endpoints, composite ``@unique`` and ``@card``,
+:mod:`engine.ops.load_constraints`) run inside each commit's prepare step, so a retry
+re-validates against the fresh snapshot.
 
 Limits: strict-insert and upsert inputs stay within the per-commit limits of
 :mod:`engine.ops.limits` (rows and Arrow memory per table per commit); every chunk is checked
@@ -34,6 +36,7 @@ from engine.graph import Graph
 from engine.manifest import BranchSnapshot, TableEntry
 from engine.ops.id_probe import ChunkProbe, present_ids
 from engine.ops.limits import MAX_ROWS, LimitWording, check_table
+from engine.ops.load_constraints import check_chunk_constraints, check_overwrite_constraints
 from engine.ops.write import commit
 from engine.ops.write_plan import CommitPlan, CommitResult, Prepare, TableWrite
 from engine.records import EdgeEnds, JsonlSource, RecordSet, check_edge_endpoints, read_records
@@ -198,6 +201,10 @@ def _prepare_for(
         _check_endpoints(graph, records, chunk, _committed_lookup(graph, snapshot, replaced))
         if mode == "overwrite":
             _check_dangling_edges(graph, snapshot, records, replaced)
+            check_overwrite_constraints(graph, snapshot, records)
+        else:
+            incoming = {write.table_key: write.rows for write in writes}
+            check_chunk_constraints(graph, snapshot, records, chunk.ranges, incoming, upsert=mode == "merge")  # type: ignore[arg-type]
         return CommitPlan(tuple(writes), (snapshot.head.commit_id,), message, None)
 
     return prepare

@@ -160,8 +160,8 @@ def _refusal(source: str, target: str, base: str, conflicts: list[dict[str, str]
         )
     if problems:
         parts.append(
-            f"{len(problems)} row(s) the merged result would leave invalid, a missing edge endpoint or a repeated "
-            "@unique value (each lists its fix)"
+            f"{len(problems)} row(s) the merged result would leave invalid: a missing edge endpoint, a repeated "
+            "@unique value, a value outside @range/@check or a source outside @card (each lists its fix)"
         )
     return MergeConflict(
         f"merging {source!r} into {target!r}: nothing was written; " + "; and ".join(parts) + ". Fix every listed "

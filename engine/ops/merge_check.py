@@ -1,14 +1,16 @@
-"""Validation of a merged result before it is published: edge endpoints and ``@unique``.
+"""Validation of a merged result before it is published: edge endpoints, ``@unique`` and the
+schema's other row constraints.
 
 The merged image of a table is the target's image with the merge's deletes removed and the
 source rows it takes (inserts and updates) put in. Checked, against that image only:
 
 * every edge the merge brings in has its ``src``/``dst`` node in the merged node tables;
 * no edge the target keeps points at a node the merge deletes;
-* every ``@unique`` value the merge brings in is used by no other row of the merged table.
+* every ``@unique`` value the merge brings in is used by no other row of the merged table;
+* the value rules, composite ``@unique`` and ``@card`` (:mod:`engine.ops.constraint_check`).
 
 Each failure is one problem document ``{table_key, id, kind, ..., fix}`` (``kind``
-``missing_endpoint`` or ``unique_violation``; for a merge, ``fix`` says, naming the branches,
+``missing_endpoint``, ``unique_violation`` or one of :mod:`engine.ops.constraint_check`'s; for a merge, ``fix`` says, naming the branches,
 what change on which branch removes it); all are returned, sorted.
 """
 
@@ -17,20 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from engine.graph import Graph
-from engine.manifest import BranchSnapshot, TableEntry
+from engine.manifest import BranchSnapshot
+from engine.ops.constraint_check import constraint_problems, read_matching
 from engine.ops.merge_diff import TableChanges
-from engine.storage import open_pinned
 
 Problem = dict[str, Any]
-
-
-def _read(graph: Graph, entry: TableEntry, columns: list[str], column: str, values: list[Any]) -> pa.Table:
-    dataset = open_pinned(graph.store, entry.image)
-    wanted = pa.array(values, dataset.schema.field(column).type)
-    return dataset.to_table(columns=columns, filter=pc.field(column).isin(wanted))
 
 
 def _node_present(
@@ -43,7 +38,7 @@ def _node_present(
     present = ids & brought
     lookup = sorted(ids - brought - removed)
     if lookup:
-        found = _read(graph, target.table(table_key), ["id"], "id", lookup)
+        found = read_matching(graph, target.table(table_key), ["id"], "id", lookup)
         present |= set(found.column("id").to_pylist())
     return present
 
@@ -85,7 +80,7 @@ def _kept_edges_to_deleted_nodes(
             node_change = changes.get(f"node:{node_type}")
             if node_change is None or not node_change.deletes:
                 continue
-            hits = _read(graph, target.table(edge_key), ["id", column], column, node_change.deletes)
+            hits = read_matching(graph, target.table(edge_key), ["id", column], column, node_change.deletes)
             for edge_id, endpoint in zip(hits.column("id").to_pylist(), hits.column(column).to_pylist(), strict=True):
                 if edge_id not in replaced:
                     problems.append(
@@ -128,7 +123,7 @@ def _unique_values(
                     owners[value] = row_id
             if not owners:
                 continue
-            hits = _read(graph, target.table(table_key), ["id", prop], prop, list(owners))
+            hits = read_matching(graph, target.table(table_key), ["id", prop], prop, list(owners))
             for existing_id, value in zip(hits.column("id").to_pylist(), hits.column(prop).to_pylist(), strict=True):
                 if existing_id not in replaced:
                     problems.append(
@@ -143,7 +138,7 @@ def check_merged(
     graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], incoming: dict[str, pa.Table],
     source: str | None = None,
 ) -> list[Problem]:
-    """Every endpoint and ``@unique`` problem of putting ``changes`` into ``target``, sorted (empty =
+    """Every endpoint and constraint problem of putting ``changes`` into ``target``, sorted (empty =
     valid). For a merge of branch ``source`` each problem carries its ``fix`` (a mutation's caller,
     which passes no source, words its own refusal); ids in conflict are not in ``changes``, so
     they are checked as the target has them."""
@@ -152,6 +147,7 @@ def check_merged(
         _incoming_endpoints(graph, target, changes, incoming, named)
         + _kept_edges_to_deleted_nodes(graph, target, changes, named)
         + _unique_values(graph, target, changes, incoming, named)
+        + constraint_problems(graph, target, changes, incoming, named)
     )
     if source is None:
         problems = [{key: value for key, value in p.items() if key != "fix"} for p in problems]

@@ -5,8 +5,10 @@ Statements run in order over the committed snapshot plus the query's own pending
 it). Per table the evaluation stages strict inserts (unkeyed inserts, by id), upserts (keyed
 inserts, updated rows) and deleted ids; a node delete also deletes every edge whose ``src`` or
 ``dst`` is a deleted node. A write query's result is checked before anything is armed: strict
-ids must be absent (``key_conflict``), then edge endpoints and ``@unique`` on the merged result
-(:func:`engine.ops.merge_check.check_merged`, ``bad_request`` naming the statement line). The
+ids must be absent (``key_conflict``), then edge endpoints, ``@unique`` and the other row
+constraints (``@range``, ``@check``, composite ``@unique``, ``@card``, deletes included) on the
+merged result (:func:`engine.ops.merge_check.check_merged`, ``bad_request`` naming the
+statement line); a delete-only query is checked against ``@card`` minimums only. The
 staged rows of each table are held to the per-commit limits (:mod:`engine.ops.limits`; an
 update's committed matches count before they are read). The evaluation reads the snapshot only;
 a re-prepare starts a new one. A chunked evaluation (a :class:`Window`) takes only the next ids
@@ -27,6 +29,7 @@ from engine.errors import BadRequest, KeyConflict
 from engine.gq.checker import BoundQuery, BoundStatement, Condition
 from engine.graph import Graph
 from engine.manifest import BranchSnapshot
+from engine.ops.constraint_check import constraint_problems
 from engine.ops.id_probe import present_ids
 from engine.ops.limits import LimitWording, check_table
 from engine.ops.merge_check import check_merged
@@ -71,6 +74,13 @@ class _Pending:
     strict: dict[str, Row] = field(default_factory=dict)
     upserts: dict[str, Row] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
+    deleted_at: dict[str, int] = field(default_factory=dict)
+    """The statement line that deleted each id (the first one)."""
+
+    def delete(self, ids: Iterable[str], line: int) -> None:
+        for row_id in ids:
+            self.deleted.add(row_id)
+            self.deleted_at.setdefault(row_id, line)
 
     def rows(self) -> Iterable[Row]:
         yield from self.strict.values()
@@ -114,6 +124,8 @@ class Evaluation:
                 self._delete(statement)
         if bound.kind == "write":
             self._validate()
+        else:
+            self._validate_deletes()
         return self
 
     # -- statements --------------------------------------------------------------------------
@@ -161,7 +173,7 @@ class Evaluation:
     def _delete(self, statement: BoundStatement) -> None:
         table, state = statement.table, self._state(statement.table)
         ids = sorted(self._committed_ids(statement, state))  # a delete-only query stages no rows
-        state.deleted.update(ids)
+        state.delete(ids, statement.line)
         self._per_statement[table.kind] += len(ids)
         if table.kind != "node" or not ids:
             return
@@ -176,7 +188,7 @@ class Evaluation:
                 predicate = test if predicate is None else predicate | test
             hits = set(self._scan(edge, predicate, ["id"]).column("id").to_pylist())
             self._per_statement["edge"] += len(hits - edge_state.deleted)  # read-your-writes: gone already
-            edge_state.deleted.update(hits)
+            edge_state.delete(sorted(hits), statement.line)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -226,15 +238,30 @@ class Evaluation:
             existing = present_ids(self._graph, self._snapshot.table(key), list(state.strict))
             if existing:
                 raise KeyConflict(state.table.kind, state.table.type_name, min(existing))
-        changes = {
-            key: TableChanges(key, inserts=sorted(state.strict), updates=sorted(state.upserts))
-            for key, state in self._pending.items()
-            if state.staged()
-        }
-        problems = check_merged(self._graph, self._snapshot, changes, self._arrow())
+        problems = check_merged(self._graph, self._snapshot, self._changes(), self._arrow())
         if problems:
-            lines = {(key, row.id): row.line for key, state in self._pending.items() for row in state.rows()}
-            raise _invalid(problems, lines)
+            raise _invalid(problems, self._lines())
+
+    def _changes(self) -> dict[str, TableChanges]:
+        return {
+            key: TableChanges(key, inserts=sorted(state.strict), updates=sorted(state.upserts), deletes=sorted(state.deleted))
+            for key, state in self._pending.items()
+            if state.staged() or state.deleted
+        }
+
+    def _lines(self) -> dict[tuple[str, str], int]:
+        """The statement line of every staged row and deleted id, by (table key, id)."""
+        lines = {(key, row.id): row.line for key, state in self._pending.items() for row in state.rows()}
+        lines.update({(key, row_id): line for key, state in self._pending.items() for row_id, line in state.deleted_at.items()})
+        return lines
+
+    def _validate_deletes(self) -> None:
+        """A delete-only query cascades edges, so it leaves no endpoint missing and repeats no
+        value: only ``@card`` minimums of the sources it removes edges from can break."""
+        problems = constraint_problems(self._graph, self._snapshot, self._changes(), {}, "the mutation")
+        if problems:
+            stripped = [{key: value for key, value in p.items() if key != "fix"} for p in problems]
+            raise _invalid(sorted(stripped, key=lambda p: (p["table_key"], p["id"])), self._lines())
 
     def _arrow(self) -> dict[str, pa.Table]:
         with_pk = self._graph.profile.router.with_pk
@@ -298,18 +325,29 @@ def _rows(table: TableDef, stored: pa.Table, line: int) -> list[Row]:
     return sorted(rows, key=lambda row: row.id)
 
 
+def _line(problem: dict[str, Any], lines: dict[tuple[str, str], int]) -> int | None:
+    """The statement line of a problem's row; for a ``@card`` problem whose node the query did not
+    write, the line of the first of its edges the query wrote or deleted."""
+    line = lines.get((problem["table_key"], problem["id"]))
+    if line is None and problem["kind"] == "cardinality_violation":
+        edge_key = f"edge:{problem['edge']}"
+        found = [lines[(edge_key, edge_id)] for edge_id in problem["via"] if (edge_key, edge_id) in lines]
+        line = min(found) if found else None
+    return line
+
+
 def _invalid(problems: list[dict[str, Any]], lines: dict[tuple[str, str], int]) -> BadRequest:
     """``bad_request`` naming the first problem and the statement line of its row; every problem
     (with its ``line``) in ``details.problems``."""
-    problems = [{**problem, "line": lines.get((problem["table_key"], problem["id"]))} for problem in problems]
+    problems = [{**problem, "line": _line(problem, lines)} for problem in problems]
     first = problems[0]
+    what = f"{first['table_key']} {first['id']!r}: "
     if first["kind"] == "missing_endpoint":
-        what = f"{first['table_key']} {first['id']!r}: {first['column']} {first['node_id']!r} is not a {first['node_type']} node"
+        what += f"{first['column']} {first['node_id']!r} is not a {first['node_type']} node"
+    elif first["kind"] == "unique_violation" and "what" not in first:
+        what += f"{first['property']} value {first['value']!r} is already used by id {first['existing_id']!r} (@unique)"
     else:
-        what = (
-            f"{first['table_key']} {first['id']!r}: {first['property']} value {first['value']!r} is already used by "
-            f"id {first['existing_id']!r} (@unique)"
-        )
+        what += first["what"]
     more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
     safe = json.loads(json.dumps(problems, default=str))
     return BadRequest(f"line {first['line']}: the mutation is invalid: {what}{more}; nothing was written", {"problems": safe})

@@ -17,7 +17,8 @@ What makes a block decline (all rare in generated or exported files, all legal t
   same in Arrow, but the row path tells them apart);
 - anything the reader refuses (malformed JSON, duplicate members, unknown members, wrong JSON
   types, out-of-range integers), an unknown type, a record with both or neither of
-  ``type``/``edge``, and every value :mod:`engine.records.columns` declines.
+  ``type``/``edge``, every value :mod:`engine.records.columns` declines, and a value outside
+  the type's ``@range``/``@check`` rules.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from engine.records.columns import DATE, Declined, coerce_column, compact, deriv
 from engine.records.jsonl_blocks import JsonlBlock
 from engine.schema import Catalog, TableDef
 from engine.schema.ids import new_ulids
+from engine.schema.rule_check import table_violations
 
 __all__ = ["Declined", "TableBatch", "parse_block", "read_schema"]
 
@@ -76,7 +78,11 @@ def parse_block(block: JsonlBlock, catalog: Catalog, with_pk: bool) -> list[Tabl
     _guard_text(block)
     pending = [_convert(table, read, lines) for table, read, lines in _read_groups(block, records, catalog)]
     _generate_ids(pending)
-    return sorted((item.batch(with_pk) for item in pending), key=lambda batch: batch.table_key)
+    batches = sorted((item.batch(with_pk) for item in pending), key=lambda batch: batch.table_key)
+    for batch, table in ((batch, catalog.table(batch.table_key)) for batch in batches):
+        if table.has_value_rules and table_violations(table, batch.rows):
+            raise Declined("a value outside a @range or @check rule")
+    return batches
 
 
 def _record_lines(block: JsonlBlock) -> np.ndarray:

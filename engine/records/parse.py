@@ -31,6 +31,7 @@ from engine.records.jsonl_blocks import BOM
 from engine.records.rows import EdgeRow, NodeRow
 from engine.schema import Catalog, TableDef
 from engine.schema.ids import canonical_scalar, derive_node_id, new_ulid
+from engine.schema.rule_check import row_violation
 from engine.schema.types import EnumType
 from engine.schema.values import InvalidValue, coerce_property
 
@@ -102,8 +103,9 @@ def parse_jsonl(data: bytes, catalog: Catalog) -> ParsedFile:
 
     Lines are split on ``\\n`` and numbered from 1; blank lines are skipped but counted, a final
     newline does not start a line, and a UTF-8 byte-order mark at the start is ignored. Within
-    the file, a second row with the same id, ``@key`` value or non-null ``@unique`` value in one
-    table is refused, naming both lines (``details["first_line"]``).
+    the file, a second row with the same id, ``@key`` value or non-null ``@unique`` value (or
+    composite ``@unique(p, q)`` value) in one table is refused, naming both lines
+    (``details["first_line"]``); so is a value outside the type's ``@range``/``@check`` rules.
     """
     lines = data.removeprefix(BOM).split(b"\n")
     if lines and lines[-1] == b"":
@@ -134,7 +136,7 @@ def parse_lines(lines: Sequence[bytes], first_line: int, catalog: Catalog) -> Pa
             nodes.setdefault(node.type_name, []).append(node)
         elif "edge" in record:
             edge = _edge(record, number, catalog)
-            index.add(catalog.edge(edge.type_name), edge.id, edge.values, number)
+            index.add(catalog.edge(edge.type_name), edge.id, edge.values, number, (edge.src, edge.dst))
             edges.setdefault(edge.type_name, []).append(edge)
         else:
             raise _fail(number, "a record needs 'type' (a node) or 'edge' (an edge)")
@@ -179,7 +181,7 @@ def _node(record: dict[str, Any], line: int, catalog: Catalog) -> NodeRow:
     values = _values(table, data, line)
     explicit = _explicit_id(table, data, line)
     if table.key is None:
-        return NodeRow(line, type_name, explicit or new_ulid(), values)
+        return _checked(NodeRow(line, type_name, explicit or new_ulid(), values), table)
     derived = derive_node_id(table, values)
     if explicit is not None and explicit != derived:
         raise _fail(
@@ -189,7 +191,15 @@ def _node(record: dict[str, Any], line: int, catalog: Catalog) -> NodeRow:
             id=explicit,
             derived_id=derived,
         )
-    return NodeRow(line, type_name, derived, values)
+    return _checked(NodeRow(line, type_name, derived, values), table)
+
+
+def _checked(row: NodeRow | EdgeRow, table: TableDef) -> Any:
+    """``row``, if its values keep the type's ``@range``/``@check`` rules."""
+    violation = row_violation(table, row.values)
+    if violation is not None:
+        raise _fail(row.line, f"{violation.describe()} (id {row.id!r})", id=row.id, **violation.details())
+    return row
 
 
 def _edge(record: dict[str, Any], line: int, catalog: Catalog) -> EdgeRow:
@@ -207,7 +217,7 @@ def _edge(record: dict[str, Any], line: int, catalog: Catalog) -> EdgeRow:
     data = _data(record, line)
     values = _values(table, data, line)
     edge_id = _explicit_id(table, data, line) or new_ulid()
-    return EdgeRow(line, type_name, edge_id, endpoints[0], endpoints[1], values)
+    return _checked(EdgeRow(line, type_name, edge_id, endpoints[0], endpoints[1], values), table)
 
 
 def _explicit_id(table: TableDef, data: dict[str, Any], line: int) -> str | None:
@@ -243,14 +253,27 @@ def _values(table: TableDef, data: dict[str, Any], line: int) -> dict[str, Any]:
     return values
 
 
+def _canonical(table: TableDef, name: str, values: dict[str, Any], ends: tuple[str, str] | None) -> str | None:
+    """The canonical string of one ``@unique`` member of a row (``src``/``dst`` of an edge too)."""
+    if name in ("src", "dst") and not table.has_property(name):
+        assert ends is not None
+        return ends[0] if name == "src" else ends[1]
+    value = values[name]
+    if value is None:
+        return None
+    ptype = table.property(name).type
+    return canonical_scalar("String" if isinstance(ptype, EnumType) else ptype.describe(), value)
+
+
 class _FileIndex:
-    """Ids and ``@unique`` values seen so far in one file, per table, with their line."""
+    """Ids and ``@unique`` values (single and composite; a composite value with a null member
+    is exempt) seen so far in one file, per table, with their line."""
 
     def __init__(self) -> None:
         self._ids: dict[tuple[str, str], int] = {}
         self._unique: dict[tuple[str, str, str], int] = {}
 
-    def add(self, table: TableDef, row_id: str, values: dict[str, Any], line: int) -> None:
+    def add(self, table: TableDef, row_id: str, values: dict[str, Any], line: int, ends: tuple[str, str] | None = None) -> None:
         """Record one row; a repeated id or non-null ``@unique`` value raises ``BadRequest``."""
         first = self._ids.setdefault((table.table_key, row_id), line)
         if first != line:
@@ -262,21 +285,24 @@ class _FileIndex:
                 type_name=table.type_name,
                 id=row_id,
             )
-        for name in table.unique:
-            value = values[name]
-            if value is None:
+        for members in [(name,) for name in table.unique] + list(table.composite_unique):
+            parts = [_canonical(table, name, values, ends) for name in members]
+            if any(part is None for part in parts):
                 continue
-            ptype = table.property(name).type
-            canonical = canonical_scalar("String" if isinstance(ptype, EnumType) else ptype.describe(), value)
+            canonical = parts[0] if len(parts) == 1 else json.dumps(parts, separators=(",", ":"), ensure_ascii=False)
+            assert canonical is not None
+            name = ", ".join(members)
+            spelled = f"{table.type_name}.{name}" if len(members) == 1 else f"{table.type_name}({name})"
             first = self._unique.setdefault((table.table_key, name, canonical), line)
             if first != line:
                 raise _fail(
                     line,
-                    f"duplicate @unique value {canonical!r} for {table.type_name}.{name} (first at line {first})",
+                    f"duplicate @unique value {canonical!r} for {spelled} (first at line {first})",
                     first_line=first,
                     type_name=table.type_name,
                     property=name,
                     value=canonical,
+                    id=row_id,
                 )
 
 

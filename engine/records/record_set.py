@@ -3,7 +3,7 @@
 Rows live in a :class:`engine.records.row_spool.RowSpool` (bounded memory, spilled to temporary files
 beyond its budget). The columns that checks across rows need are kept in memory as Arrow
 arrays: ``id``, the input line of every row, ``src``/``dst`` of edges and the ``@unique``
-properties (a few tens of bytes per row, the only memory that grows with the input).
+properties (composite ``@unique`` members too) (a few tens of bytes per row, the only memory that grows with the input).
 """
 
 from __future__ import annotations
@@ -45,6 +45,22 @@ def _repeats(values: pa.ChunkedArray) -> bool:
     return len(pc.unique(values)) != len(values)
 
 
+def _repeats_together(columns: _Columns, members: tuple[str, ...]) -> bool:
+    """Whether two rows share the values of every member (rows with a null member are exempt)."""
+    parts = {}
+    for name in members:
+        values = columns.sealed[name]
+        if name in columns.table.system_columns:
+            parts[name] = values
+            continue
+        ptype = columns.table.property(name).type
+        if isinstance(ptype, ScalarType) and ptype.name in FLOAT_SCALARS:
+            values = pc.add(values, pa.scalar(0.0, values.type))
+        parts[name] = values
+    together = pa.table(parts).drop_null()
+    return together.num_rows > 1 and together.group_by(list(members)).aggregate([]).num_rows != together.num_rows
+
+
 class RecordSet:
     """Validated rows by table key; add with :meth:`add`, then :meth:`seal` before reading.
 
@@ -64,7 +80,7 @@ class RecordSet:
         kept = {"id": batch.rows.column("id"), "line": batch.lines}
         if table.kind == "edge":
             kept["src"], kept["dst"] = batch.rows.column("src"), batch.rows.column("dst")
-        for name in table.unique:
+        for name in table.unique + tuple(m for members in table.composite_unique for m in members):
             kept[name] = batch.rows.column(name)
         for name, column in kept.items():
             array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
@@ -91,7 +107,7 @@ class RecordSet:
         return len(self._columns[table_key].sealed["id"])
 
     def column(self, table_key: str, name: str, start: int = 0, stop: int | None = None) -> pa.Array:
-        """An in-memory column (``id``, ``line``, ``src``, ``dst`` or a ``@unique`` property),
+        """An in-memory column (``id``, ``line``, ``src``, ``dst`` or a ``@unique`` member),
         rows ``[start, stop)`` (a copy only when they span several input blocks)."""
         chunked = self._columns[table_key].sealed[name]
         return chunked.slice(start, (len(chunked) if stop is None else stop) - start).combine_chunks()
@@ -110,8 +126,9 @@ class RecordSet:
         return self.spool.reader(table_key)
 
     def has_duplicates(self) -> bool:
-        """Whether some table repeats an id, or a non-null ``@unique`` value (by key canonical
-        form: numerically equal floats, such as ``-0.0`` and ``0.0``, are the same value)."""
+        """Whether some table repeats an id, or a non-null ``@unique`` value, single or composite
+        (by key canonical form: numerically equal floats, such as ``-0.0`` and ``0.0``, are the
+        same value)."""
         for columns in self._columns.values():
             if _repeats(columns.sealed["id"]):
                 return True
@@ -121,6 +138,9 @@ class RecordSet:
                 if isinstance(ptype, ScalarType) and ptype.name in FLOAT_SCALARS:
                     values = pc.add(values, pa.scalar(0.0, values.type))
                 if _repeats(values):
+                    return True
+            for members in columns.table.composite_unique:
+                if _repeats_together(columns, members):
                     return True
         return False
 

@@ -1,17 +1,21 @@
 """The catalog: every node and edge type of one accepted schema source.
 
-Equality is semantic: two catalogs are equal when they declare the same types with the same
-properties, keys and endpoints, whatever their comments, whitespace or type declaration order.
-:meth:`Catalog.fingerprint` hashes exactly what equality compares.
+Equality is semantic: two catalogs are equal when they declare the same types (with the same
+properties, keys, endpoints, constraints and metadata) and interfaces, whatever their comments,
+whitespace or declaration order. :meth:`Catalog.fingerprint` hashes exactly what equality
+compares. The catalog is derived from the accepted source (``_schema.pg`` of a graph), which is
+what every program stores and reads.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from engine.errors import BadRequest
-from engine.schema.checker import check
+from engine.schema.annotations import SchemaWarning
+from engine.schema.checker import InterfaceDef, check
 from engine.schema.parser import parse
 from engine.schema.tables import TableDef
 
@@ -19,16 +23,34 @@ from engine.schema.tables import TableDef
 class Catalog:
     """Checked types of a schema, addressed by table key (``node:<Type>`` / ``edge:<Type>``)."""
 
-    def __init__(self, source: str, tables: list[TableDef]) -> None:
+    def __init__(
+        self,
+        source: str,
+        tables: list[TableDef],
+        interfaces: list[InterfaceDef] | None = None,
+        warnings: list[SchemaWarning] | None = None,
+    ) -> None:
         self._source = source
         self._tables: dict[str, TableDef] = {
             table.table_key: table for table in sorted(tables, key=lambda t: t.table_key.encode())
         }
+        self._interfaces = {i.name: i for i in sorted(interfaces or [], key=lambda i: i.name.encode())}
+        self._warnings = list(warnings or [])
 
     @classmethod
     def from_source(cls, text: str) -> Catalog:
         """Parse and check ``text``; a refused source raises :class:`SchemaError`."""
-        return cls(text, check(parse(text)))
+        checked = check(parse(text))
+        return cls(text, checked.tables, checked.interfaces, checked.warnings)
+
+    @property
+    def warnings(self) -> list[SchemaWarning]:
+        """What the source was accepted with but should be told (unknown annotations), in source order."""
+        return list(self._warnings)
+
+    def interfaces(self) -> list[InterfaceDef]:
+        """Every interface, by name (byte order)."""
+        return list(self._interfaces.values())
 
     @property
     def source(self) -> str:
@@ -72,14 +94,21 @@ class Catalog:
 
     def fingerprint(self) -> str:
         """sha256 hex of the canonical JSON description of the types (see module docstring)."""
-        description = [table.describe() for table in self._tables.values()]
-        canonical = json.dumps(description, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        canonical = json.dumps(self.describe(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def describe(self) -> dict[str, Any]:
+        """The JSON-serialisable description of the catalog: ``tables`` in table-key order and
+        ``interfaces`` by name (what equality compares)."""
+        return {
+            "tables": [table.describe() for table in self._tables.values()],
+            "interfaces": [interface.describe() for interface in self._interfaces.values()],
+        }
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Catalog):
             return NotImplemented
-        return self._tables == other._tables
+        return self._tables == other._tables and self._interfaces == other._interfaces
 
     def __hash__(self) -> int:
         return hash(self.fingerprint())

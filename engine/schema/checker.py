@@ -2,11 +2,17 @@
 
 Rules (each refusal is a :class:`SchemaError` at the offending token):
 
-- type names match ``[A-Z][A-Za-z0-9_]*`` and are unique across nodes and edges;
+- type and interface names match ``[A-Z][A-Za-z0-9_]*`` and are unique across nodes, edges and
+  interfaces;
 - property names match ``[a-z_][A-Za-z0-9_]*``, are unique within their type, and are not
   ``id``, ``src``, ``dst`` or ``_``-prefixed;
-- an annotation appears at most once per property; ``@unique`` is refused on list and vector
-  properties;
+- an annotation appears at most once per property and per type header; ``@unique`` is refused
+  on list and vector properties; annotations mean what :mod:`engine.schema.annotations` says;
+- ``node T implements A, B``: each name is a declared interface, named once; the interfaces'
+  properties (in ``implements`` order, each in declaration order) come first, then the node's
+  own. A property declared again (by another interface or by the node) must have the identical
+  type and nullability; its annotations are the union (the same annotation twice must have the
+  same arguments). Interfaces hold properties and metadata only;
 - ``@key`` (on one property) or ``@key(p, q)`` (in the body): nodes only, at most one per type
   (the later one in source order is refused), members exist, are distinct, non-nullable, and are
   neither lists nor vectors;
@@ -18,9 +24,13 @@ Errors are reported in source order of the declarations.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
+from engine.schema.annotations import SchemaWarning, body_annotations, header_annotations, property_annotations
+from engine.schema.constraints import Metadata
 from engine.schema.errors import SchemaError
-from engine.schema.parser import Name, PropDecl, TypeDecl
+from engine.schema.parser import unsupported
+from engine.schema.syntax import Annotation, Name, PropDecl, TypeDecl
 from engine.schema.tables import Property, TableDef
 from engine.schema.types import ListType, VectorType
 
@@ -29,24 +39,60 @@ PROPERTY_NAME = re.compile(r"[a-z_][A-Za-z0-9_]*\Z")
 RESERVED_PROPERTY_NAMES = frozenset({"id", "src", "dst"})
 
 
+@dataclass(frozen=True)
+class InterfaceDef:
+    """A checked interface: the properties it injects, and its kept metadata."""
+
+    name: str
+    properties: tuple[Property, ...]
+    metadata: tuple[Metadata, ...] = ()
+    key: tuple[str, ...] = ()
+    """The properties marked ``@key`` (the key of every node that implements it)."""
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "key": list(self.key),
+            "properties": [prop.describe() for prop in self.properties],
+            "metadata": [m.describe() for m in self.metadata],
+        }
+
+
+@dataclass(frozen=True)
+class CheckedSchema:
+    """Every table (declaration order), interface (declaration order) and warning of a source."""
+
+    tables: list[TableDef]
+    interfaces: list[InterfaceDef]
+    warnings: list[SchemaWarning]
+
+
 def _error(message: str, at: Name) -> SchemaError:
     return SchemaError(message, at.line, at.column)
 
 
-def check(decls: list[TypeDecl]) -> list[TableDef]:
-    """One :class:`TableDef` per declaration, in declaration order."""
+def check(decls: list[TypeDecl]) -> CheckedSchema:
+    """Check ``decls`` (see the module docstring)."""
     node_names = {decl.name.value for decl in decls if decl.kind == "node"}
+    interfaces = {decl.name.value: decl for decl in decls if decl.kind == "interface"}
     seen: dict[str, Name] = {}
+    warnings: list[SchemaWarning] = []
     tables: list[TableDef] = []
+    checked_interfaces: list[InterfaceDef] = []
     for decl in decls:
         _check_type_name(decl.name, seen)
+        if decl.kind == "interface":
+            checked_interfaces.append(_interface(decl, warnings))
+            continue
         if decl.kind == "edge":
             for endpoint in (decl.from_type, decl.to_type):
                 assert endpoint is not None
+                if endpoint.value in interfaces:
+                    raise _error(f"'{endpoint.value}' is an interface; an edge endpoint must be a node type", endpoint)
                 if endpoint.value not in node_names:
                     raise _error(f"unknown node type '{endpoint.value}'", endpoint)
-        tables.append(_table(decl))
-    return tables
+        tables.append(_table(decl, _injected(decl, interfaces), warnings))
+    return CheckedSchema(tables, checked_interfaces, warnings)
 
 
 def _check_type_name(name: Name, seen: dict[str, Name]) -> None:
@@ -58,12 +104,81 @@ def _check_type_name(name: Name, seen: dict[str, Name]) -> None:
     seen[name.value] = name
 
 
-def _table(decl: TypeDecl) -> TableDef:
-    properties: dict[str, Property] = {}
-    for prop in decl.properties:
-        _check_property_name(prop.name, properties)
-        properties[prop.name.value] = _property(prop)
-    key = _key(decl, properties)
+def _interface(decl: TypeDecl, warnings: list[SchemaWarning]) -> InterfaceDef:
+    for annotation in decl.body:
+        if annotation.name.value in ("key", "unique", "index", "range", "check", "card"):
+            raise unsupported(f"body constraint @{annotation.name.value} in an interface", annotation.name)
+    _, metadata = header_annotations("interface", decl.annotations + decl.body, warnings)
+    properties = _merged_properties((), decl.properties, f"interface {decl.name.value}")
+    key = tuple(p.name.value for p in properties for a in p.annotations if a.name.value == "key")
+    return InterfaceDef(decl.name.value, tuple(_property(p, warnings) for p in properties), metadata, key)
+
+
+def _injected(decl: TypeDecl, interfaces: dict[str, TypeDecl]) -> tuple[PropDecl, ...]:
+    """The properties ``decl``'s interfaces inject, merged in ``implements`` order."""
+    named: set[str] = set()
+    injected: tuple[PropDecl, ...] = ()
+    for name in decl.implements:
+        interface = interfaces.get(name.value)
+        if interface is None:
+            raise _error(f"unknown interface '{name.value}'", name)
+        if name.value in named:
+            raise _error(f"interface '{name.value}' is named twice", name)
+        named.add(name.value)
+        injected = _merged_properties(injected, interface.properties, f"interface {name.value}")
+    return injected
+
+
+def _merged_properties(first: tuple[PropDecl, ...], more: tuple[PropDecl, ...], where: str) -> tuple[PropDecl, ...]:
+    """``first`` then ``more``; a property of ``more`` already in ``first`` is merged into it."""
+    merged = {prop.name.value: prop for prop in first}
+    own: set[str] = set()
+    for prop in more:
+        _check_property_name(prop.name)
+        if prop.name.value in own:
+            raise _error(f"duplicate property '{prop.name.value}'", prop.name)
+        own.add(prop.name.value)
+        earlier = merged.get(prop.name.value)
+        merged[prop.name.value] = prop if earlier is None else _redeclared(earlier, prop, where)
+    return tuple(merged.values())
+
+
+def _redeclared(earlier: PropDecl, again: PropDecl, where: str) -> PropDecl:
+    written = f"{again.type}{'?' if again.nullable else ''}"
+    expected = f"{earlier.type}{'?' if earlier.nullable else ''}"
+    if written != expected:
+        raise _error(
+            f"property '{again.name.value}' of {where} is {written}, but it is already declared as {expected} "
+            f"(at {earlier.name.line}:{earlier.name.column}); a redeclared property must have the identical type",
+            again.name,
+        )
+    annotations: dict[str, Annotation] = {a.name.value: a for a in earlier.annotations}
+    for annotation in again.annotations:
+        kept = annotations.setdefault(annotation.name.value, annotation)
+        if kept.args != annotation.args:
+            where_kept = f"{kept.name.line}:{kept.name.column}"
+            raise _error(f"annotation '@{annotation.name.value}' differs from the one declared at {where_kept}", annotation.name)
+    return PropDecl(earlier.name, earlier.type, earlier.nullable, tuple(annotations.values()))
+
+
+def _table(decl: TypeDecl, injected: tuple[PropDecl, ...], warnings: list[SchemaWarning]) -> TableDef:
+    decls = _merged_properties(injected, decl.properties, f"type {decl.name.value}")
+    properties = {prop.name.value: _property(prop, warnings) for prop in decls}
+    cardinality, metadata = header_annotations(decl.kind, decl.annotations, warnings)
+    rules = body_annotations(decl.kind, decl.body, properties, warnings)
+    key = _key(decl, decls, rules.keys, properties)
+    composite = []
+    for members in rules.unique:
+        if len(members) == 1 and members[0] in properties:
+            properties[members[0]] = _with(properties[members[0]], unique=True)
+        else:
+            composite.append(members)
+    indexes = []
+    for members in rules.indexes:
+        if len(members) == 1 and members[0] in properties:
+            properties[members[0]] = _with(properties[members[0]], index=True)
+        else:
+            indexes.append(members)
     return TableDef(
         kind=decl.kind,
         type_name=decl.name.value,
@@ -71,45 +186,59 @@ def _table(decl: TypeDecl) -> TableDef:
         key=key,
         from_type=decl.from_type.value if decl.from_type else None,
         to_type=decl.to_type.value if decl.to_type else None,
+        composite_unique=tuple(composite),
+        indexes=tuple(indexes),
+        ranges=tuple(rules.ranges),
+        checks=tuple(rules.checks),
+        cardinality=cardinality,
+        implements=tuple(name.value for name in decl.implements),
+        metadata=metadata + tuple(rules.metadata),
     )
 
 
-def _check_property_name(name: Name, declared: dict[str, Property]) -> None:
+def _with(prop: Property, *, unique: bool | None = None, index: bool | None = None) -> Property:
+    return Property(
+        prop.name, prop.type, prop.nullable,
+        unique=prop.unique if unique is None else unique,
+        index=prop.index if index is None else index,
+        metadata=prop.metadata,
+    )
+
+
+def _check_property_name(name: Name) -> None:
     if name.value in RESERVED_PROPERTY_NAMES or name.value.startswith("_"):
         raise _error(f"property name '{name.value}' is reserved", name)
     if not PROPERTY_NAME.match(name.value):
         raise _error(f"property name '{name.value}' must match [a-z_][A-Za-z0-9_]*", name)
-    if name.value in declared:
-        raise _error(f"duplicate property '{name.value}'", name)
 
 
-def _property(prop: PropDecl) -> Property:
-    names: set[str] = set()
-    for annotation in prop.annotations:
-        if annotation.value in names:
-            raise _error(f"duplicate annotation '@{annotation.value}'", annotation)
-        names.add(annotation.value)
-        if annotation.value == "unique" and isinstance(prop.type, (ListType, VectorType)):
-            raise _error(f"@unique is not allowed on a {prop.type} property", annotation)
+def _property(prop: PropDecl, warnings: list[SchemaWarning]) -> Property:
+    flags, metadata = property_annotations(prop.annotations, warnings)
+    if "unique" in flags and isinstance(prop.type, (ListType, VectorType)):
+        at = next(a.name for a in prop.annotations if a.name.value == "unique")
+        raise _error(f"@unique is not allowed on a {prop.type} property", at)
     return Property(
         name=prop.name.value,
         type=prop.type,
         nullable=prop.nullable,
-        unique="unique" in names,
-        index="index" in names,
+        unique="unique" in flags,
+        index="index" in flags,
+        metadata=metadata,
     )
 
 
-def _key(decl: TypeDecl, properties: dict[str, Property]) -> tuple[str, ...] | None:
+def _key(
+    decl: TypeDecl, decls: tuple[PropDecl, ...], body_keys: list[tuple[Name, tuple[Name, ...]]], properties: dict[str, Property]
+) -> tuple[str, ...] | None:
     """The checked key members of ``decl`` (as written), or None when it has no key."""
     # A property-level @key reports member errors at the annotation itself.
     candidates: list[tuple[Name, tuple[Name, ...]]] = [
-        (annotation, (Name(prop.name.value, annotation.line, annotation.column),))
-        for prop in decl.properties
+        (annotation.name, (Name(prop.name.value, annotation.name.line, annotation.name.column),))
+        for prop in decls
         for annotation in prop.annotations
-        if annotation.value == "key"
+        if annotation.name.value == "key"
     ]
-    candidates += [(key_decl.at, key_decl.members) for key_decl in decl.keys]
+    candidates += body_keys
     if not candidates:
         return None
     candidates.sort(key=lambda item: (item[0].line, item[0].column))

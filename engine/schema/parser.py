@@ -1,25 +1,30 @@
-"""Syntax of the ``.pg`` schema language: tokens to declarations, positions kept.
+"""Syntax of the ``.pg`` schema language: tokens to declarations (:mod:`engine.schema.syntax`).
 
 Grammar (commas between members are optional; whitespace and newlines separate)::
 
     schema     := decl*
-    decl       := "node" NAME body | "edge" NAME ":" NAME "->" NAME body?
+    decl       := "interface" NAME annotation* body
+                | "node" NAME ("implements" NAME ("," NAME)*)? annotation* body
+                | "edge" NAME ":" NAME "->" NAME annotation* body?
     body       := "{" (member ","?)* "}"
-    member     := property | "@key" "(" NAME ("," NAME)* ","? ")"
-    property   := NAME ":" type "?"? ("@key" | "@unique" | "@index")*
+    member     := property | annotation                       (a body-level constraint)
+    property   := NAME ":" type "?"? annotation*
+    annotation := "@" NAME ("(" (arg ("," arg)* ","?)? ")")?
+    arg        := NAME | STRING | NUMBER | NUMBER? ".." (NUMBER | "*")?
     type       := SCALAR | "[" SCALAR "]" | "enum" "(" NAME ("," NAME)* ","? ")" | "Vector" "(" INT ")"
 
-A ``@key`` immediately followed by ``(`` is the body-level (composite) form; otherwise it
-annotates the property before it. Only syntax is checked here: names, keys and endpoints are
-checked by :mod:`engine.schema.checker`.
+After a property, ``@range(...)`` and ``@check(...)``, and ``@key``/``@unique``/``@index``
+immediately followed by ``(``, start a body-level member; every other annotation belongs to
+the property before it. Only syntax is checked here (names, annotations and their arguments
+are checked by :mod:`engine.schema.checker`). Syntax that other graph schema languages use
+and this one does not is refused as ``unsupported schema feature: <name>`` at its position.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from engine.schema.errors import SchemaError
 from engine.schema.lexer import Token, tokenize
+from engine.schema.syntax import Annotation, Arg, Name, Number, PropDecl, Range, TypeDecl
 from engine.schema.types import (
     SCALAR_ARROW_TYPES,
     EnumType,
@@ -29,52 +34,31 @@ from engine.schema.types import (
     VectorType,
 )
 
-ANNOTATIONS = ("key", "unique", "index")
 MAX_VECTOR_DIM = 2**31 - 1
-
-
-@dataclass(frozen=True)
-class Name:
-    """An identifier (or annotation name) and where it was written."""
-
-    value: str
-    line: int
-    column: int
-
-
-@dataclass(frozen=True)
-class PropDecl:
-    """``name: type? @annotations``."""
-
-    name: Name
-    type: PropertyType
-    nullable: bool
-    annotations: tuple[Name, ...]
-
-
-@dataclass(frozen=True)
-class KeyDecl:
-    """A body-level ``@key(members)``; ``at`` is the ``@key`` token."""
-
-    at: Name
-    members: tuple[Name, ...]
-
-
-@dataclass(frozen=True)
-class TypeDecl:
-    """A ``node`` or ``edge`` declaration; endpoints are None for nodes."""
-
-    kind: str
-    name: Name
-    from_type: Name | None
-    to_type: Name | None
-    properties: tuple[PropDecl, ...]
-    keys: tuple[KeyDecl, ...]
+BODY_ONLY = frozenset({"range", "check"})
+"""Annotations that are body-level members wherever they are written."""
+BODY_WITH_ARGS = frozenset({"key", "unique", "index"})
+"""Annotations that are body-level members when written with parentheses."""
+UNSUPPORTED_TYPES = {"Blob": "Blob"}
+"""Type names of other releases of the language, refused by feature name."""
+UNSUPPORTED_DECLS = {"enum": "enum declaration", "type": "type declaration", "import": "import"}
+"""Top-level words of other graph schema languages, refused by feature name."""
 
 
 def parse(source: str) -> list[TypeDecl]:
     """The declarations of ``source`` in order; a syntax error raises :class:`SchemaError`."""
     return _Parser(tokenize(source)).schema()
+
+
+def unsupported(feature: str, token: Token | Name) -> SchemaError:
+    """The refusal of syntax the language recognises but does not support."""
+    return SchemaError(f"unsupported schema feature: {feature}", token.line, token.column)
+
+
+def starts_body_member(annotation: Annotation) -> bool:
+    """Whether ``annotation``, written after a property, is a body-level member of its own."""
+    name = annotation.name.value
+    return name in BODY_ONLY or (name in BODY_WITH_ARGS and annotation.args is not None)
 
 
 def _name(token: Token) -> Name:
@@ -86,7 +70,13 @@ def _describe(token: Token) -> str:
         return "end of input"
     if token.kind == "annotation":
         return f"'@{token.value}'"
+    if token.kind == "string":
+        return "a string"
     return f"'{token.value}'"
+
+
+def _number(token: Token) -> Number:
+    return float(token.value) if "." in token.value else int(token.value)
 
 
 class _Parser:
@@ -129,15 +119,36 @@ class _Parser:
         decls: list[TypeDecl] = []
         while self._peek().kind != "eof":
             token = self._next()
-            if token.kind == "ident" and token.value == "node":
-                name = self._ident("a type name")
-                properties, keys = self._body()
-                decls.append(TypeDecl("node", name, None, None, properties, keys))
-            elif token.kind == "ident" and token.value == "edge":
+            word = token.value if token.kind == "ident" else None
+            if word == "node":
+                decls.append(self._node())
+            elif word == "edge":
                 decls.append(self._edge())
+            elif word == "interface":
+                name = self._ident("an interface name")
+                annotations = self._annotations(in_body=False)
+                properties, body = self._body()
+                decls.append(TypeDecl("interface", name, annotations=annotations, properties=properties, body=body))
+            elif word in UNSUPPORTED_DECLS:
+                raise unsupported(UNSUPPORTED_DECLS[word], token)
             else:
-                raise self._fail(token, "'node' or 'edge'")
+                raise self._fail(token, "'node', 'edge' or 'interface'")
         return decls
+
+    def _node(self) -> TypeDecl:
+        name = self._ident("a type name")
+        if self._is_punct(":"):
+            raise unsupported("type inheritance (':'); declare an interface and use 'implements'", self._peek())
+        implements: list[Name] = []
+        if self._peek().kind == "ident" and self._peek().value == "implements":
+            self._next()
+            implements.append(self._ident("an interface name"))
+            while self._is_punct(","):
+                self._next()
+                implements.append(self._ident("an interface name"))
+        annotations = self._annotations(in_body=False)
+        properties, body = self._body()
+        return TypeDecl("node", name, implements=tuple(implements), annotations=annotations, properties=properties, body=body)
 
     def _edge(self) -> TypeDecl:
         name = self._ident("a type name")
@@ -145,47 +156,81 @@ class _Parser:
         from_type = self._ident("a node type name")
         self._punct("->")
         to_type = self._ident("a node type name")
+        annotations = self._annotations(in_body=False)
         properties: tuple[PropDecl, ...] = ()
-        keys: tuple[KeyDecl, ...] = ()
+        body: tuple[Annotation, ...] = ()
         if self._is_punct("{"):
-            properties, keys = self._body()
-        return TypeDecl("edge", name, from_type, to_type, properties, keys)
+            properties, body = self._body()
+        return TypeDecl("edge", name, from_type, to_type, annotations=annotations, properties=properties, body=body)
 
-    def _starts_key_decl(self) -> bool:
+    def _starts_body_member(self) -> bool:
         token = self._peek()
-        return token.kind == "annotation" and token.value == "key" and self._is_punct("(", 1)
+        if token.kind != "annotation":
+            return False
+        return token.value in BODY_ONLY or (token.value in BODY_WITH_ARGS and self._is_punct("(", 1))
 
-    def _body(self) -> tuple[tuple[PropDecl, ...], tuple[KeyDecl, ...]]:
+    def _body(self) -> tuple[tuple[PropDecl, ...], tuple[Annotation, ...]]:
         self._punct("{")
         properties: list[PropDecl] = []
-        keys: list[KeyDecl] = []
+        body: list[Annotation] = []
         while not self._is_punct("}"):
             token = self._peek()
-            if self._starts_key_decl():
-                keys.append(self._key_decl())
+            if token.kind == "annotation":
+                body.append(self._annotation())
             elif token.kind == "ident":
                 properties.append(self._property())
-            elif token.kind == "annotation":
-                raise SchemaError(
-                    f"annotation '@{token.value}' must follow a property type", token.line, token.column
-                )
             else:
-                raise self._fail(token, "a property or '}'")
+                raise self._fail(token, "a property, a body annotation or '}'")
             self._skip_comma()
         self._next()
-        return tuple(properties), tuple(keys)
+        return tuple(properties), tuple(body)
 
-    def _key_decl(self) -> KeyDecl:
-        at = _name(self._next())
-        self._punct("(")
-        members = [self._ident("a property name")]
-        while self._is_punct(","):
-            self._next()
-            if self._is_punct(")"):
+    def _annotations(self, in_body: bool) -> tuple[Annotation, ...]:
+        """Annotations up to the next token that is not one (in a body: up to a body member)."""
+        annotations: list[Annotation] = []
+        while self._peek().kind == "annotation" and not (in_body and self._starts_body_member()):
+            annotations.append(self._annotation())
+        return tuple(annotations)
+
+    def _annotation(self) -> Annotation:
+        name = _name(self._next())
+        if not self._is_punct("("):
+            return Annotation(name)
+        self._next()
+        args: list[Arg] = []
+        while not self._is_punct(")"):
+            args.append(self._arg())
+            if not self._is_punct(","):
                 break
-            members.append(self._ident("a property name"))
+            self._next()
         self._punct(")")
-        return KeyDecl(at, tuple(members))
+        return Annotation(name, tuple(args))
+
+    def _bound(self) -> Number | None:
+        token = self._peek()
+        if token.kind == "number":
+            self._next()
+            return _number(token)
+        return None
+
+    def _arg(self) -> Arg:
+        token = self._peek()
+        if token.kind == "ident":
+            self._next()
+            return Arg("name", token.value, token.line, token.column)
+        if token.kind == "string":
+            self._next()
+            return Arg("string", token.value, token.line, token.column)
+        low = self._bound()
+        if not self._is_punct(".."):
+            if low is None:
+                raise self._fail(token, "an annotation argument (a name, a string, a number or a range)")
+            return Arg("number", low, token.line, token.column)
+        self._next()
+        high = self._bound()
+        if high is None and self._is_punct("*"):
+            self._next()
+        return Arg("range", Range(low, high), token.line, token.column)
 
     def _property(self) -> PropDecl:
         name = self._ident("a property name")
@@ -195,21 +240,16 @@ class _Parser:
         if self._is_punct("?"):
             self._next()
             nullable = True
-        annotations: list[Name] = []
-        while self._peek().kind == "annotation" and not self._starts_key_decl():
-            token = self._next()
-            if token.value not in ANNOTATIONS:
-                raise SchemaError(
-                    f"unknown annotation '@{token.value}' (expected @key, @unique or @index)",
-                    token.line,
-                    token.column,
-                )
-            annotations.append(_name(token))
-        return PropDecl(name, ptype, nullable, tuple(annotations))
+        annotations = self._annotations(in_body=True)
+        if self._is_punct("="):
+            raise unsupported("default value", self._peek())
+        return PropDecl(name, ptype, nullable, annotations)
 
     def _scalar(self, token: Token) -> ScalarType:
         if token.kind != "ident":
             raise self._fail(token, "a type")
+        if token.value in UNSUPPORTED_TYPES:
+            raise unsupported(UNSUPPORTED_TYPES[token.value], token)
         if token.value not in SCALAR_ARROW_TYPES:
             raise SchemaError(f"unknown type '{token.value}'", token.line, token.column)
         return ScalarType(token.value)
@@ -225,6 +265,8 @@ class _Parser:
                     f"list items must be scalar types, not {item_token.value}", item_token.line, item_token.column
                 )
             item = self._scalar(item_token)
+            if self._is_punct("?"):
+                raise unsupported("nullable list items ('[T?]'); list items are always nullable", self._peek())
             self._punct("]")
             return ListType(item)
         if token.kind == "ident" and token.value == "enum":
@@ -252,7 +294,7 @@ class _Parser:
     def _vector(self) -> VectorType:
         self._punct("(")
         token = self._next()
-        if token.kind != "int":
+        if token.kind != "number" or not token.value.isdigit():
             raise self._fail(token, "a vector dimension")
         dim = int(token.value)
         if not 1 <= dim <= MAX_VECTOR_DIM:

@@ -13,19 +13,23 @@ from typing import Any
 import pyarrow as pa
 
 from engine.errors import BadRequest
+from engine.schema.constraints import Cardinality, CheckRule, Metadata, RangeRule
 from engine.schema.types import PropertyType
 from engine.storage.names import PK_METADATA_KEY
 
 
 @dataclass(frozen=True)
 class Property:
-    """A declared property: ``nullable`` from ``?``; ``unique``/``index`` from annotations."""
+    """A declared property: ``nullable`` from ``?``; ``unique``/``index`` from annotations
+    (``@unique`` on the property or a one-member body ``@unique(p)``); ``metadata`` the kept
+    annotations (:class:`engine.schema.constraints.Metadata`), in source order."""
 
     name: str
     type: PropertyType
     nullable: bool
     unique: bool = False
     index: bool = False
+    metadata: tuple[Metadata, ...] = ()
 
     def arrow_field(self) -> pa.Field:
         """The Arrow field of this property's column (no metadata)."""
@@ -39,6 +43,7 @@ class Property:
             "nullable": self.nullable,
             "unique": self.unique,
             "index": self.index,
+            "metadata": [m.describe() for m in self.metadata],
         }
 
 
@@ -48,7 +53,12 @@ class TableDef:
 
     ``key`` holds the ``@key`` property names as written (None when the type is unkeyed; always
     None for edges); ``from_type``/``to_type`` are the endpoint node types of an edge (None for
-    nodes).
+    nodes). ``properties`` include those a node's interfaces (``implements``) inject.
+    Constraints (:mod:`engine.schema.constraints`): ``composite_unique`` holds the member tuples
+    of body ``@unique(p, q)`` with two or more members or naming ``src``/``dst`` (one-member
+    forms set :attr:`Property.unique`), ``indexes`` the body ``@index(...)`` hints, ``ranges``
+    and ``checks`` the value rules, ``cardinality`` an edge's ``@card``; ``metadata`` the kept
+    type-level annotations.
     """
 
     kind: str
@@ -57,6 +67,13 @@ class TableDef:
     key: tuple[str, ...] | None = None
     from_type: str | None = None
     to_type: str | None = None
+    composite_unique: tuple[tuple[str, ...], ...] = ()
+    indexes: tuple[tuple[str, ...], ...] = ()
+    ranges: tuple[RangeRule, ...] = ()
+    checks: tuple[CheckRule, ...] = ()
+    cardinality: Cardinality = Cardinality()
+    implements: tuple[str, ...] = ()
+    metadata: tuple[Metadata, ...] = ()
     _by_name: dict[str, Property] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -71,6 +88,11 @@ class TableDef:
     def unique(self) -> tuple[str, ...]:
         """Names of the ``@unique`` properties, in declaration order."""
         return tuple(prop.name for prop in self.properties if prop.unique)
+
+    @property
+    def has_value_rules(self) -> bool:
+        """Whether rows must be checked against ``@range`` or ``@check`` rules."""
+        return bool(self.ranges or self.checks)
 
     @property
     def system_columns(self) -> tuple[str, ...]:
@@ -99,6 +121,13 @@ class TableDef:
             "to_type": self.to_type,
             "key": list(self.key) if self.key is not None else None,
             "properties": [prop.describe() for prop in self.properties],
+            "implements": list(self.implements),
+            "unique": [list(members) for members in self.composite_unique],
+            "indexes": [list(members) for members in self.indexes],
+            "ranges": [{"property": r.property, "low": r.low, "high": r.high} for r in self.ranges],
+            "checks": [{"property": c.property, "pattern": c.pattern} for c in self.checks],
+            "cardinality": {"min": self.cardinality.min, "max": self.cardinality.max},
+            "metadata": [m.describe() for m in self.metadata],
         }
 
     # Defined last: inside the class body this name shadows the ``property`` decorator.

@@ -244,7 +244,7 @@ def test_duplicate_unique_value_names_both_lines_and_nulls_are_exempt() -> None:
         )
     )
     assert error.message.startswith("line 3: duplicate @unique value 'x@y' for Person.email (first at line 1)")
-    assert error.details == {"line": 3, "first_line": 1, "type_name": "Person", "property": "email", "value": "x@y"}
+    assert error.details == {"line": 3, "first_line": 1, "type_name": "Person", "property": "email", "value": "x@y", "id": "B"}
 
 
 def test_duplicate_unique_value_on_edges() -> None:
