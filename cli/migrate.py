@@ -23,15 +23,13 @@ from cli.progress import StderrProgress
 from cli.rebuild import rebuild_command
 from cli.refence import refence_command
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from engine.errors import EXIT_VALIDATION_FAILED, ValidationFailed
-from engine.maintenance.progress import Progress, SilentProgress
-from engine.storage import copy_root, open_store
 from ledger import InventoryEntry, render_table
 from migrator import inspection, repair
 from migrator.abort import abort_migration
 from migrator.inventory import inventory_lines
-from migrator.preconditions import UpToDate
-from migrator.run import resume_migration, run_migration
+from omnigraph import migrate
+from omnigraph.errors import EXIT_VALIDATION_FAILED, ValidationFailed
+from omnigraph.migrate import Progress, SilentProgress
 
 
 def _progress(as_json: bool) -> Progress:
@@ -73,7 +71,7 @@ def cli() -> None:
 def preflight_command(graph: str, validate: bool, ignore_fleet: bool, as_json: bool) -> None:
     """Read-only readiness check: stamp 4, no pending writes, no claim, no live registered writer,
     every unit listed."""
-    document = inspection.preflight(graph, validate, _progress(as_json), ignore_fleet)
+    document = migrate.preflight(graph, validate=validate, ignore_fleet=ignore_fleet, progress=_progress(as_json)).to_dict()
     if as_json:
         emit_json(document)
         return
@@ -98,7 +96,7 @@ def preflight_command(graph: str, validate: bool, ignore_fleet: bool, as_json: b
 @reports_errors
 def plan_command(graph: str, as_json: bool) -> None:
     """List the units (branch, table, pinned image) a migration would process."""
-    document = inspection.plan_command(graph)
+    document = migrate.plan(graph).to_dict()
     if as_json:
         emit_json(document)
         return
@@ -123,11 +121,11 @@ def run_command(graph: str, owner: str | None, ignore_fleet: bool, executor: str
     With --executor ray the images are validated as Ray tasks (docs/operations.md).
     """
     with chosen_executor(executor, ray_address) as validator:
-        outcome = run_migration(graph, owner or actor_name(), _progress(as_json), ignore_fleet, validator)
+        outcome = migrate.run(graph, owner=owner, ignore_fleet=ignore_fleet, executor=validator, progress=_progress(as_json))
     if as_json:
-        emit_json(outcome.to_json())
+        emit_json(outcome.to_dict())
         return
-    if isinstance(outcome, UpToDate):
+    if isinstance(outcome, migrate.UpToDate):
         echo_result(outcome.message)
         return
     echo_result(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}")
@@ -145,9 +143,9 @@ def resume_command(graph: str, token: str, executor: str, ray_address: str | Non
     """Continue a crashed migration from its ledger and sidecars (images not yet found clean
     are validated on --executor)."""
     with chosen_executor(executor, ray_address) as validator:
-        outcome = resume_migration(graph, token, actor_name(), _progress(as_json), validator)
+        outcome = migrate.resume(graph, token=token, executor=validator, progress=_progress(as_json))
     if as_json:
-        emit_json(outcome.to_json())
+        emit_json(outcome.to_dict())
         return
     echo_result(f"migration {outcome.migration_id} completed: {outcome.units} unit(s); stamp is {outcome.stamp}")
 
@@ -219,7 +217,7 @@ def status_command(graph: str, tail_records: int | None, as_json: bool) -> None:
 @reports_errors
 def verify_command(graph: str, as_json: bool) -> None:
     """Check every live table on every branch has the PK [id] and nothing is unpublished."""
-    document = inspection.verify(graph)
+    document = migrate.verify(graph).to_dict()
     if as_json:
         emit_json(document)
         return
@@ -283,8 +281,7 @@ def copy_command(source: str, destination: str, as_json: bool) -> None:
     SOURCE is only read. Branches of the copy keep reading their inherited data files from
     SOURCE (Lance records the root's URI), so keep SOURCE in place: the copy is not a backup.
     """
-    copied = copy_root(open_store(source), open_store(destination))
-    document = {"source": source, "destination": destination, "objects": len(copied), "bytes": sum(size for _, size in copied)}
+    document = migrate.copy(source, destination).to_dict()
     if as_json:
         emit_json(document)
         return

@@ -52,6 +52,7 @@ from omnigraph.errors import (
 )
 
 if TYPE_CHECKING:
+    from engine.maintenance import CheckReport
     from engine.reconcile import RecoveryRecord
     from omnigraph.graph import Graph
 
@@ -120,6 +121,8 @@ __all__ = [
     "SnapshotTable",
     "ValidationFailed",
     "__version__",
+    "check",
+    "default_actor",
     "errors",
     "init",
     "migrate",
@@ -197,6 +200,32 @@ def init(
     from omnigraph.graph import create
 
     return create(os.fspath(uri), _schema_source(schema), actor=actor, storage_options=storage_options, program=program)
+
+
+def check(uri: str | os.PathLike[str], *, storage_options: Mapping[str, str] | None = None) -> CheckReport:
+    """The read-only integrity check of the graph at ``uri``, as ``omnigraph check`` runs it: every
+    branch at any stamp (a graph no program may open included), pins, heads, intents, the stamp
+    and the claim, duplicate or null ids, edge endpoints. A report with findings is returned, not
+    raised (``report.ok`` is False; each finding names the command that resolves it).
+
+    Raises:
+        NotFound: there is no graph at ``uri``.
+    """
+    from engine.maintenance import check_graph
+    from engine.storage import storage_options_scope
+    from migrator.advice import claim_findings
+    from migrator.validate import validate_image  # DuckDB: loaded only when a check runs
+
+    with storage_options_scope(storage_options):
+        return check_graph(os.fspath(uri), validate_image, claim_findings)
+
+
+def default_actor() -> str:
+    """Who commits record when no actor is given: ``OMNIGRAPH_ACTOR`` if set, else the login name
+    (``unknown`` if there is none)."""
+    from engine.graph import default_actor as engine_default_actor
+
+    return engine_default_actor()
 
 
 def _schema_source(schema: str | Path) -> str:

@@ -39,6 +39,7 @@ import pyarrow as pa
 from engine.access import current_permission, fleet, readiness_problems, require_writable_stamp
 from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
 from engine.errors import BadRequest, ReadOnlyGraph, RecoveryRequired
+from engine.gq import choose_query
 from engine.graph import Graph as EngineGraph
 from engine.graph import default_actor, init_graph, open_graph
 from engine.manifest import MAIN, Manifest, commit_history
@@ -342,6 +343,7 @@ class Graph:
             NotFound: no branch ``branch``, or no commit ``at`` on it.
             ResourceLimit: the query needs more memory than its limit.
         """
+        choose_query(query, name, "read")  # syntax, the name and the kind: refused before any I/O
         with self._scope(), open_answer(self._reading(), query, name=name, params=dict(params or {}),
                                         branch=branch, at=at) as answer:
             yield answer
@@ -360,19 +362,15 @@ class Graph:
             return QueryResult.from_document(answer.document())
 
     def check(self) -> CheckReport:
-        """The read-only integrity check of the whole graph (every branch, any stamp), as
-        ``omnigraph check`` runs it; a report with findings is returned, not raised.
+        """:func:`omnigraph.check` of this graph's root (read-only; findings are returned, not raised).
 
         Raises:
-            NotFound: there is no graph at the root.
+            NotFound: there is no graph at the root any more.
         """
         self._require_open()
-        from engine.maintenance import check_graph
-        from migrator.advice import claim_findings
-        from migrator.validate import validate_image
+        import omnigraph
 
-        with self._scope():
-            return check_graph(self.uri, validate_image, claim_findings)
+        return omnigraph.check(self.uri, storage_options=self._storage_options)
 
     # -- writes --------------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.graph import default_actor
 from engine.maintenance.progress import Progress, SilentProgress
-from engine.storage import storage_options_scope
+from engine.storage import copy_root, open_store, storage_options_scope
 from migrator import inspection
 from migrator.preconditions import UpToDate as _UpToDate
 from migrator.run import resume_migration, run_migration
@@ -38,13 +38,16 @@ if TYPE_CHECKING:
     from migrator.executors import ImageExecutor
 
 __all__ = [
+    "Copied",
     "Migrated",
     "Plan",
     "Preflight",
     "Progress",
+    "SilentProgress",
     "Status",
     "UpToDate",
     "Verification",
+    "copy",
     "plan",
     "preflight",
     "resume",
@@ -241,3 +244,27 @@ def verify(uri: str, *, storage_options: Mapping[str, str] | None = None) -> Ver
     """
     with storage_options_scope(storage_options):
         return Verification.from_document(inspection.verify(uri))
+
+
+@dataclass(frozen=True)
+class Copied(Result):
+    """``omnigraph-migrate copy --json``: how many objects and bytes were copied."""
+
+    source: str
+    destination: str
+    objects: int
+    bytes: int
+
+
+def copy(source: str, destination: str, *, storage_options: Mapping[str, str] | None = None) -> Copied:
+    """Copy a graph root (every branch and version) to an empty ``destination``, for rehearsals.
+    ``source`` is only read. Branches of the copy keep reading their inherited data files from
+    ``source`` (Lance records the root's URI), so the copy is not a backup.
+
+    Raises:
+        BadRequest: ``destination`` is not empty.
+        NotFound: no such bucket.
+    """
+    with storage_options_scope(storage_options):
+        copied = copy_root(open_store(source), open_store(destination))
+    return Copied(source=source, destination=destination, objects=len(copied), bytes=sum(size for _, size in copied))
