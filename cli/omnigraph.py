@@ -14,7 +14,7 @@ from cli.mutate import mutate_command
 from cli.query import query_command
 from cli.serve_commands import add_serve_command
 from cli.shared_commands import add_shared_commands
-from cli.support import echo_result, emit_json, json_option, reports_errors
+from cli.support import echo_result, emit_json, json_option, open_graph, reports_errors
 from cli.token_commands import token_group
 
 MAIN = "main"
@@ -47,7 +47,7 @@ def commit_group() -> None:
 @reports_errors
 def commit_list(branch: str, graph: str, as_json: bool) -> None:
     """List the commits reachable from a branch head, newest first."""
-    with omnigraph.open(graph, read_only=True) as opened:
+    with open_graph(graph, read_only=True) as opened:
         documents = [commit.to_dict() for commit in opened.commits(branch)]
     if as_json:
         emit_json({"branch": branch, "commits": documents})

@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-import omnigraph
 from cli.mutate import parse_params
-from cli.support import echo_result, emit_json, json_option, reports_errors
+from cli.support import echo_result, emit_json, json_option, open_graph, reports_errors
 
 if TYPE_CHECKING:
     from omnigraph.graph import Answer
@@ -91,6 +90,6 @@ def query_command(
     from omnigraph.sources import check_read_query
 
     check_read_query(source, name)  # syntax, --name and the kind: refused before any I/O
-    with omnigraph.open(graph, read_only=True) as opened, \
+    with open_graph(graph, read_only=True) as opened, \
             opened.open_query(source, name=name, params=params, branch=branch, at=at_commit) as answer:
         _write(answer, "json" if as_json else output or "table")

@@ -18,8 +18,7 @@ import tempfile
 
 import click
 
-import omnigraph
-from cli.support import reports_errors, say
+from cli.support import open_graph, reports_errors, say
 from server.settings import Limits, ServeSettings
 from server.tokens import read_tokens_file
 
@@ -121,7 +120,7 @@ def add_serve_command(group: click.Group, program: str) -> None:
         _check_authentication(host, tokens, unauthenticated, allow_remote_unauthenticated)
         if tokens is not None:
             read_tokens_file(tokens)  # refuse a bad file now, not in each worker
-        with omnigraph.open(graph, read_only=True, program=program) as opened:  # refuse a missing or unknown-format graph now
+        with open_graph(graph, read_only=True, program=program) as opened:  # refuse a missing or unknown-format graph now
             uri, stamp = opened.uri, opened.format
         address = f"http://{host}:{port}"
         limits = Limits(json_body_bytes=max_json_bytes, load_body_bytes=max_load_bytes, body_timeout=body_timeout,

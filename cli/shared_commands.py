@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 import omnigraph
-from cli.support import echo_result, emit_json, json_option, reports_errors, say_recovered
+from cli.support import echo_result, emit_json, json_option, open_graph, reports_errors, say_recovered
 from omnigraph.errors import BadRequest
 
 MAIN = "main"
@@ -83,7 +83,7 @@ def add_shared_commands(group: click.Group, program: str) -> None:
         """Load a JSONL file into a branch as one atomic commit (or one per chunk)."""
         from omnigraph.inputs import open_data_file
 
-        with open_data_file(data_path) as data, omnigraph.open(graph, program=program) as opened:
+        with open_data_file(data_path) as data, open_graph(graph, program=program) as opened:
             say_recovered(opened)
             if chunk_rows is None:
                 result = opened.load(data, mode=mode, branch=branch)  # type: ignore[arg-type]
@@ -106,7 +106,7 @@ def add_shared_commands(group: click.Group, program: str) -> None:
     @reports_errors
     def branch_create(name: str, source: str, graph: str, as_json: bool) -> None:
         """Create branch NAME from the current state of --from."""
-        with omnigraph.open(graph, program=program) as opened:
+        with open_graph(graph, program=program) as opened:
             say_recovered(opened)
             created = opened.create_branch(name, from_branch=source)
         if as_json:
@@ -120,7 +120,7 @@ def add_shared_commands(group: click.Group, program: str) -> None:
     @reports_errors
     def branch_list(graph: str, as_json: bool) -> None:
         """List graph branches."""
-        with omnigraph.open(graph, read_only=True, program=program) as opened:
+        with open_graph(graph, read_only=True, program=program) as opened:
             branches = opened.branches()
         if as_json:
             emit_json({"branches": [b.to_dict() for b in branches]})
@@ -136,7 +136,7 @@ def add_shared_commands(group: click.Group, program: str) -> None:
     @reports_errors
     def branch_delete(name: str, graph: str, as_json: bool) -> None:
         """Delete branch NAME (refused while other branches were forked from it)."""
-        with omnigraph.open(graph, program=program) as opened:
+        with open_graph(graph, program=program) as opened:
             say_recovered(opened)
             deleted = opened.delete_branch(name)
         if as_json:
@@ -151,7 +151,7 @@ def add_shared_commands(group: click.Group, program: str) -> None:
     @reports_errors
     def snapshot_command(branch: str, graph: str, as_json: bool) -> None:
         """Show what a branch pins: every table's image, rows and primary key."""
-        with omnigraph.open(graph, read_only=True, program=program) as opened:
+        with open_graph(graph, read_only=True, program=program) as opened:
             document = opened.snapshot(branch).to_dict()
         if as_json:
             emit_json(document)
@@ -168,6 +168,6 @@ def add_shared_commands(group: click.Group, program: str) -> None:
     @reports_errors
     def export_command(branch: str, types: tuple[str, ...], graph: str) -> None:
         """Write a branch as JSONL on stdout (loadable with `load`)."""
-        with omnigraph.open(graph, read_only=True, program=program) as opened:
+        with open_graph(graph, read_only=True, program=program) as opened:
             for line in opened.export_jsonl(branch, list(types)):
                 sys.stdout.write(line + "\n")

@@ -78,6 +78,12 @@ def _report(error: OmnigraphError, as_json: bool) -> None:
     say(f"error [{error.code}]: {error.message}")
 
 
+def open_graph(uri: str, *, read_only: bool = False, program: str = omnigraph.ENGINE) -> omnigraph.Graph:
+    """The graph a command acts on: opened now, with the stamp and the claim checked at the open
+    only (a command opens, acts once and exits, as a one-shot program always has)."""
+    return omnigraph.open(uri, read_only=read_only, program=program, stamp_checks="at_open")
+
+
 def say_recovered(graph: omnigraph.Graph) -> None:
     """One stderr line per interrupted commit the graph's read-write open resolved."""
     for record in graph.recovered:

@@ -30,7 +30,7 @@ import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from engine import __version__
 from omnigraph import errors
@@ -139,6 +139,7 @@ def open(  # noqa: A001 - the library's entry point, as in lancedb.connect / duc
     program: str = ENGINE,
     lazy: bool = False,
     on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None = None,
+    stamp_checks: Literal["every_call", "at_open"] = "every_call",
 ) -> Graph:
     """Open the graph at ``uri`` (a directory, ``file://`` URL or ``s3://bucket/prefix``).
 
@@ -158,6 +159,9 @@ def open(  # noqa: A001 - the library's entry point, as in lancedb.connect / duc
         program: :data:`ENGINE`, or :data:`FORMAT_4_WRITER` for the format-4 writer's emulation.
         lazy: defer every open to the first use.
         on_recovery: called with what each read-write open resolved, when it resolved anything.
+        stamp_checks: ``"every_call"`` re-reads the stamp (and, before a write, the claim) on each
+            call; ``"at_open"`` only when a handle is opened (a command that opens, acts once
+            and exits).
 
     Raises:
         NotFound: no graph at ``uri`` (or no such bucket).
@@ -168,7 +172,7 @@ def open(  # noqa: A001 - the library's entry point, as in lancedb.connect / duc
     from omnigraph.graph import connect
 
     return connect(os.fspath(uri), read_only=read_only, actor=actor, storage_options=storage_options, program=program,
-                   lazy=lazy, on_recovery=on_recovery)
+                   lazy=lazy, on_recovery=on_recovery, stamp_checks=stamp_checks)
 
 
 def init(

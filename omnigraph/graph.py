@@ -16,6 +16,9 @@ process follows, because the server is built on it:
   stamp and the migration claim are re-read right before each write: a graph behind a
   migration barrier refuses writes (``format_barrier``) and accepts them again once it is
   stamped ``5``, without reopening.
+- ``stamp_checks="at_open"`` (what each console-script command uses: it opens, does one thing
+  and exits) checks the stamp and the claim only when a handle is opened, never again: a
+  long-lived :class:`Graph` keeps the default, ``"every_call"``.
 - Several :class:`Graph` objects (in one process or many) on one root contend through the fenced
   write protocol: of two strict inserts of one id, exactly one wins and the other raises
   :class:`~omnigraph.errors.KeyConflict`. Crash recovery assumes one writer *process* per graph
@@ -77,6 +80,7 @@ if TYPE_CHECKING:
 __all__ = ["PROGRAMS", "Graph", "connect", "create"]
 
 T = TypeVar("T")
+StampChecks = Literal["every_call", "at_open"]
 
 PROGRAMS: dict[str, EngineProfile] = {ENGINE: FENCED_PROFILE, FORMAT_4_WRITER: LEGACY_PROFILE}
 """The program profiles a graph can be opened with: the engine (writes stamp ``5``, reads ``4``,
@@ -99,7 +103,8 @@ class Graph:
 
     def __init__(self, store: GraphStore, profile: EngineProfile, *, read_only: bool, actor: str | None,
                  storage_options: Mapping[str, str] | None,
-                 on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None) -> None:
+                 on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None,
+                 stamp_checks: StampChecks = "every_call") -> None:
         """Not for direct use: :func:`omnigraph.open` and :func:`omnigraph.init` build graphs."""
         self._store = store
         self._manifest = Manifest(store)
@@ -108,11 +113,10 @@ class Graph:
         self._actor = actor
         self._storage_options = dict(storage_options or {})
         self._on_recovery = on_recovery
+        self._every_call = stamp_checks == "every_call"
         self._write_lock = threading.Lock()
         self._reader: EngineGraph | None = None
         self._writer: EngineGraph | None = None
-        self._fresh_reader = False  # opened just now: the next read need not re-read the stamp
-        self._fresh_writer = False  # opened just now: the next write need not re-check the barrier
         self._recovered: tuple[RecoveryRecord, ...] = ()
         self._closed = False
 
@@ -195,32 +199,29 @@ class Graph:
     def _open_reader(self) -> EngineGraph:
         with self._scope():
             self._reader = open_graph(self.uri, self._profile, write=False)
-        self._fresh_reader = True
         return self._reader
 
     def _open_writer(self) -> EngineGraph:
         with self._scope():
             writer = open_graph(self.uri, self._profile, write=True)
-        self._writer, self._fresh_writer = writer, True
+        self._writer = writer
         self._recovered = tuple(writer.recovered)
         if self._on_recovery is not None and writer.recovered:
             self._on_recovery(writer.recovered)
         return writer
 
     def _adopt_writer(self, writer: EngineGraph) -> None:
-        self._writer, self._fresh_writer = writer, True
+        self._writer = writer
 
     def _reading(self) -> EngineGraph:
         """The read-only handle, reopened (stamp rules applied afresh) when the stamp changed."""
         self._require_open()
         graph = self._reader
-        if graph is not None and self._fresh_reader:
-            self._fresh_reader = False
+        if graph is not None and not self._every_call:
             return graph
         with self._scope():
             if graph is None or self._manifest.read_stamp()[0] != graph.stamp:
                 graph = self._open_reader()
-                self._fresh_reader = False
         return graph
 
     def _handle(self) -> EngineGraph:
@@ -238,7 +239,7 @@ class Graph:
 
     def _check_barrier(self) -> None:
         """Refuse a write before its input is parsed when the barrier holds (``format_barrier``)."""
-        if not self._fresh_writer:
+        if self._every_call:
             with self._scope():
                 require_writable_stamp(self._manifest, self._profile)
 
@@ -247,12 +248,9 @@ class Graph:
         with self._write_lock:
             self._require_open()
             with self._scope():
-                if self._fresh_writer:
-                    self._fresh_writer = False
-                else:
+                if self._every_call or self._writer is None:
                     require_writable_stamp(self._manifest, self._profile)
                 writer = self._writer or self._open_writer()
-                self._fresh_writer = False
                 try:
                     return operation(writer)
                 except RecoveryRequired:
@@ -528,12 +526,14 @@ class Graph:
 
 def connect(uri: str, *, read_only: bool = False, actor: str | None = None, storage_options: Mapping[str, str] | None = None,
             program: str = ENGINE, lazy: bool = False,
-            on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None = None) -> Graph:
+            on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None = None,
+            stamp_checks: StampChecks = "every_call") -> Graph:
     """:func:`omnigraph.open` (see there)."""
     profile = _profile(program)
     with storage_options_scope(storage_options):
         store = open_store(uri)
-    graph = Graph(store, profile, read_only=read_only, actor=actor, storage_options=storage_options, on_recovery=on_recovery)
+    graph = Graph(store, profile, read_only=read_only, actor=actor, storage_options=storage_options, on_recovery=on_recovery,
+                  stamp_checks=stamp_checks)
     if lazy:
         return graph
     if read_only:
