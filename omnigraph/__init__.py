@@ -84,7 +84,7 @@ _LAZY = {
     "SnapshotTable": "omnigraph.results",
 }
 _RENAMED = {"Recovery": "RecoveryRecord"}
-_SUBMODULES = ("graph", "inputs", "migrate", "results", "tooling")
+_SUBMODULES = ("graph", "inputs", "maintenance", "migrate", "results", "sources")
 
 __all__ = [
     "ENGINE",
@@ -125,6 +125,7 @@ __all__ = [
     "default_actor",
     "errors",
     "init",
+    "maintenance",
     "migrate",
     "open",
 ]

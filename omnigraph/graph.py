@@ -450,7 +450,7 @@ class Graph:
             FormatBarrier: a migration barrier holds.
             RecoveryRequired: a commit was interrupted after an effect landed.
         """
-        self._refuse_if_read_only("mutate")
+        self._refuse_if_read_only("mutate_chunked")
         return self._chunked(query, name=name, params=dict(params or {}), branch=branch, chunk_rows=chunk_rows,
                              actor=actor or self.actor, resume=None, announce=announce)
 
@@ -462,7 +462,7 @@ class Graph:
             NotFound: no chunked mutation ``operation_id``.
             FormatBarrier: a migration barrier holds.
         """
-        self._refuse_if_read_only("mutate")
+        self._refuse_if_read_only("resume_mutation")
         return self._chunked(None, name=None, params={}, branch=MAIN, chunk_rows=None, actor=self.actor,
                              resume=operation_id, announce=announce)
 
