@@ -25,7 +25,6 @@ from cli.refence import refence_command
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from ledger import InventoryEntry, render_table
 from migrator import inspection, repair
-from migrator.abort import abort_migration
 from migrator.inventory import inventory_lines
 from omnigraph import migrate
 from omnigraph.errors import EXIT_VALIDATION_FAILED, ValidationFailed
@@ -158,7 +157,7 @@ def resume_command(graph: str, token: str, executor: str, ray_address: str | Non
 @reports_errors
 def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
     """Put stamp 4 back and release the claim (before stamp 5 only). Installed PKs stay."""
-    document = abort_migration(graph, token, reason, actor_name())
+    document = migrate.abort(graph, token=token, reason=reason).to_dict()
     if as_json:
         emit_json(document)
         return

@@ -30,6 +30,7 @@ from engine.graph import default_actor
 from engine.maintenance.progress import Progress, SilentProgress
 from engine.storage import copy_root, open_store, storage_options_scope
 from migrator import inspection
+from migrator.abort import abort_migration
 from migrator.preconditions import UpToDate as _UpToDate
 from migrator.run import resume_migration, run_migration
 from omnigraph.results import Result
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from migrator.executors import ImageExecutor
 
 __all__ = [
+    "Aborted",
     "Copied",
     "Migrated",
     "Plan",
@@ -47,6 +49,7 @@ __all__ = [
     "Status",
     "UpToDate",
     "Verification",
+    "abort",
     "copy",
     "plan",
     "preflight",
@@ -268,3 +271,29 @@ def copy(source: str, destination: str, *, storage_options: Mapping[str, str] | 
     with storage_options_scope(storage_options):
         copied = copy_root(open_store(source), open_store(destination))
     return Copied(source=source, destination=destination, objects=len(copied), bytes=sum(size for _, size in copied))
+
+
+@dataclass(frozen=True)
+class Aborted(Result):
+    """``omnigraph-migrate abort --json``: stamp 4 is back and the claim released (installed
+    primary keys stay: the migration is rolled forward only)."""
+
+    migration_id: str
+    stamp: str
+    sidecars_removed: tuple[str, ...]
+
+
+def abort(uri: str, *, token: str, reason: str = "aborted by operator", actor: str | None = None,
+          storage_options: Mapping[str, str] | None = None) -> Aborted:
+    """Give up the migration whose claim carries ``token`` (before stamp 5 only): put stamp 4
+    back and release the claim. Old writers may run again, so a later :func:`run` validates every
+    image again.
+
+    Raises:
+        NotFound: no graph, or no claim to abort.
+        PreconditionFailed: ``token`` is not the claim's.
+        FormatRefused: the graph is already at stamp 5.
+        ClaimHeld: a process acting for the claim is still alive on this host.
+    """
+    with storage_options_scope(storage_options):
+        return Aborted.from_document(abort_migration(uri, token, reason, actor or default_actor()))

@@ -39,8 +39,8 @@ PUBLIC: dict[str, set[str]] = {
     "omnigraph.inputs": {"LoadData", "open_data_file", "opened_data"},
     "omnigraph.sources": {"MAX_ROWS", "MutationSource", "check_mutation", "check_read_query"},
     "omnigraph.migrate": {
-        "Copied", "Migrated", "Plan", "Preflight", "Progress", "SilentProgress", "Status", "UpToDate", "Verification",
-        "copy", "plan", "preflight", "resume", "run", "status", "verify",
+        "Aborted", "Copied", "Migrated", "Plan", "Preflight", "Progress", "SilentProgress", "Status", "UpToDate",
+        "Verification", "abort", "copy", "plan", "preflight", "resume", "run", "status", "verify",
     },
     "omnigraph.maintenance": {
         "DriftAdopted", "DriftReverted", "DriftShown", "OptimizeReport", "Recovered", "drift_adopt", "drift_revert",
