@@ -2,9 +2,11 @@
 
 ::
 
+    from pathlib import Path
+
     import omnigraph
 
-    with omnigraph.init("social", open("social.pg").read()) as graph:
+    with omnigraph.init("social", Path("social.pg")) as graph:
         graph.load("social.jsonl", mode="append")
         print(graph.snapshot("main").tables[0].rows)
 
@@ -19,6 +21,9 @@ A graph root is a directory or ``s3://bucket/prefix``. S3 settings come from the
 (``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ...), as for the console scripts,
 or from ``storage_options`` (``aws_endpoint``, ``aws_region``, ``aws_access_key_id``,
 ``aws_secret_access_key``, ``aws_session_token``, ``allow_http``), which take precedence.
+
+``open`` is public but left out of ``__all__``, so that ``from omnigraph import *`` does not
+shadow the builtin ``open``.
 
 Importing this package loads no Lance, Arrow or DuckDB code: the graph machinery is imported by
 the first :func:`open` or :func:`init` (or the first use of a name that needs it).
@@ -127,7 +132,6 @@ __all__ = [
     "init",
     "maintenance",
     "migrate",
-    "open",
 ]
 
 

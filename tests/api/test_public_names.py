@@ -21,7 +21,7 @@ PUBLIC: dict[str, set[str]] = {
         "LoadResult", "MergeConflict", "MergeResult", "MutationResult", "NotFound", "OmnigraphError", "PreconditionFailed",
         "QueryResult", "ReadOnlyGraph", "ReadSetConflict", "Readiness", "Recovery", "RecoveryRequired", "ResourceLimit",
         "Snapshot", "SnapshotTable", "ValidationFailed", "WRITES_FORMAT", "__version__", "check", "default_actor", "errors",
-        "init", "maintenance", "migrate", "open",
+        "init", "maintenance", "migrate",
     },
     "omnigraph.errors": {
         "BadRequest", "ClaimCorrupt", "ClaimHeld", "DriftDetected", "EXIT_CLAIM_HELD", "EXIT_ERROR", "EXIT_FORMAT_REFUSED",
@@ -64,6 +64,13 @@ def test_no_public_name_disappears(module_name: str) -> None:
         assert getattr(module, name) is not None, name
 
 
+def test_open_is_public_but_not_star_exported() -> None:
+    assert inspect.isfunction(omnigraph.open) and "open" not in omnigraph.__all__
+    namespace: dict[str, object] = {}
+    exec("from omnigraph import *", namespace)  # noqa: S102 - what a star import brings
+    assert "open" not in namespace and "init" in namespace
+
+
 def test_every_graph_method_stays() -> None:
     methods = {name for name, _ in inspect.getmembers(omnigraph.Graph, callable) if not name.startswith("_")}
     assert GRAPH_METHODS - methods == set()
@@ -73,7 +80,7 @@ def _documented() -> list[tuple[str, object]]:
     found: list[tuple[str, object]] = []
     for module_name in sorted(PUBLIC):
         module = importlib.import_module(module_name)
-        for name in module.__all__:
+        for name in [*module.__all__, *(["open"] if module is omnigraph else [])]:
             value = getattr(module, name)
             if (inspect.isfunction(value) or inspect.isclass(value)) and value.__module__.startswith("omnigraph"):
                 found.append((f"{module_name}.{name}", value))
