@@ -32,20 +32,18 @@ sections name the errors a caller is expected to handle (any method may also rai
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pyarrow as pa
 
-from engine.access import current_permission, fleet, readiness_problems, require_writable_stamp
+from engine.access import current_permission, fleet, readiness_problems
 from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
-from engine.errors import BadRequest, ReadOnlyGraph, RecoveryRequired
+from engine.errors import BadRequest, ReadOnlyGraph
 from engine.gq import choose_query
-from engine.graph import Graph as EngineGraph
-from engine.graph import default_actor, init_graph, open_graph
-from engine.manifest import MAIN, Manifest, commit_history
+from engine.graph import default_actor, init_graph
+from engine.manifest import MAIN, commit_history
 from engine.ops import branch_documents, export_lines, export_tables, merge_branch, snapshot_document
 from engine.ops import create_branch as create_engine_branch
 from engine.ops import delete_branch as delete_engine_branch
@@ -57,6 +55,7 @@ from engine.reconcile import RecoveryRecord
 from engine.records import read_records
 from engine.storage import FORMAT_5, GraphStore, open_store, storage_options_scope
 from omnigraph import ENGINE, FORMAT_4_WRITER
+from omnigraph._handles import Handles
 from omnigraph.inputs import LoadData, opened_data
 from omnigraph.results import (
     Branch,
@@ -106,36 +105,27 @@ class Graph:
                  on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None,
                  stamp_checks: StampChecks = "every_call") -> None:
         """Not for direct use: :func:`omnigraph.open` and :func:`omnigraph.init` build graphs."""
-        self._store = store
-        self._manifest = Manifest(store)
-        self._profile = profile
+        self._h = Handles(store, profile, storage_options=storage_options, on_recovery=on_recovery,
+                          every_call=stamp_checks == "every_call")
         self._read_only = read_only
         self._actor = actor
-        self._storage_options = dict(storage_options or {})
-        self._on_recovery = on_recovery
-        self._every_call = stamp_checks == "every_call"
-        self._write_lock = threading.Lock()
-        self._reader: EngineGraph | None = None
-        self._writer: EngineGraph | None = None
-        self._recovered: tuple[RecoveryRecord, ...] = ()
-        self._closed = False
 
     # -- identity ------------------------------------------------------------------------------
 
     @property
     def uri(self) -> str:
         """The graph's root as the engine names it (an absolute path, or ``s3://bucket/prefix``)."""
-        return self._store.uri
+        return self._h.store.uri
 
     @property
     def program(self) -> str:
         """The program profile the graph was opened with (:data:`ENGINE` unless asked otherwise)."""
-        return self._profile.program
+        return self._h.profile.program
 
     @property
     def writes_format(self) -> str:
         """The stamp this program writes (``5`` for the engine)."""
-        return self._profile.init_stamp
+        return self._h.profile.init_stamp
 
     @property
     def read_only(self) -> bool:
@@ -151,19 +141,18 @@ class Graph:
     @property
     def recovered(self) -> tuple[RecoveryRecord, ...]:
         """The interrupted commits the latest read-write open resolved (empty if none)."""
-        return self._recovered
+        return self._h.recovered
 
     @property
     def format(self) -> str:
         """The stamp the graph had when a handle of this :class:`Graph` last opened it (no I/O;
         :meth:`stamp` reads it now)."""
-        handle = self._writer or self._reader or self._handle()
-        return handle.stamp
+        return self._h.any().stamp
 
     @property
     def tables(self) -> tuple[str, ...]:
         """Every table key of the schema (``node:Person``, ``edge:Knows``, ...), in catalog order."""
-        return tuple(self._handle().catalog.table_keys())
+        return tuple(self._h.any().catalog.table_keys())
 
     def stamp(self) -> str:
         """The format stamp as it is now (``4``, ``migrating`` or ``5``).
@@ -171,9 +160,9 @@ class Graph:
         Raises:
             FormatRefused: the graph has no stamp or an unknown one.
         """
-        self._require_open()
-        with self._scope():
-            return str(self._manifest.read_stamp()[0])
+        self._h.require_open()
+        with self._h.scope():
+            return str(self._h.manifest.read_stamp()[0])
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -185,77 +174,15 @@ class Graph:
 
     def close(self) -> None:
         """Release both handles (waiting for a write in flight); later calls raise ``bad_request``."""
-        with self._write_lock:
-            self._closed = True
-            self._reader = self._writer = None
-
-    def _require_open(self) -> None:
-        if self._closed:
-            raise BadRequest(f"this Graph of {self.uri} is closed", {"uri": self.uri})
-
-    def _scope(self) -> AbstractContextManager[None]:
-        return storage_options_scope(self._storage_options) if self._storage_options else nullcontext()
-
-    def _open_reader(self) -> EngineGraph:
-        with self._scope():
-            self._reader = open_graph(self.uri, self._profile, write=False)
-        return self._reader
-
-    def _open_writer(self) -> EngineGraph:
-        with self._scope():
-            writer = open_graph(self.uri, self._profile, write=True)
-        self._writer = writer
-        self._recovered = tuple(writer.recovered)
-        if self._on_recovery is not None and writer.recovered:
-            self._on_recovery(writer.recovered)
-        return writer
-
-    def _adopt_writer(self, writer: EngineGraph) -> None:
-        self._writer = writer
-
-    def _reading(self) -> EngineGraph:
-        """The read-only handle, reopened (stamp rules applied afresh) when the stamp changed."""
-        self._require_open()
-        graph = self._reader
-        if graph is not None and not self._every_call:
-            return graph
-        with self._scope():
-            if graph is None or self._manifest.read_stamp()[0] != graph.stamp:
-                graph = self._open_reader()
-        return graph
-
-    def _handle(self) -> EngineGraph:
-        """Any open handle (for the catalog, which never changes), opening the reader if none is."""
-        self._require_open()
-        return self._writer or self._reader or self._open_reader()
+        self._h.close()
 
     def _refuse_if_read_only(self, operation: str) -> None:
-        self._require_open()
+        self._h.require_open()
         if self._read_only:
             raise ReadOnlyGraph(
                 f"{operation} refused: this Graph of {self.uri} was opened read-only (omnigraph.open(..., read_only=True))",
                 {"operation": operation},
             )
-
-    def _check_barrier(self) -> None:
-        """Refuse a write before its input is parsed when the barrier holds (``format_barrier``)."""
-        if self._every_call:
-            with self._scope():
-                require_writable_stamp(self._manifest, self._profile)
-
-    def _write(self, operation: Callable[[EngineGraph], T]) -> T:
-        """Run ``operation`` on the read-write handle, under the write lock, once the barrier allows."""
-        with self._write_lock:
-            self._require_open()
-            with self._scope():
-                if self._every_call or self._writer is None:
-                    require_writable_stamp(self._manifest, self._profile)
-                writer = self._writer or self._open_writer()
-                try:
-                    return operation(writer)
-                except RecoveryRequired:
-                    self._writer = None  # the next write reopens read-write, which resolves it
-                    raise
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -268,12 +195,12 @@ class Graph:
         Raises:
             FormatRefused: the graph has no stamp or an unknown one.
         """
-        self._require_open()
-        with self._scope():
-            permission = current_permission(self._manifest, self._profile)
+        self._h.require_open()
+        with self._h.scope():
+            permission = current_permission(self._h.manifest, self._h.profile)
             stamp, writable, reason = permission.stamp, permission.writable, permission.reason
-            if writable and stamp == FORMAT_5 and self._profile.router.with_pk:
-                problems = readiness_problems(self._store, self._manifest)
+            if writable and stamp == FORMAT_5 and self._h.profile.router.with_pk:
+                problems = readiness_problems(self._h.store, self._h.manifest)
                 if problems:
                     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
                     writable, reason = False, f"format_refused: {problems[0]}{more}"
@@ -281,7 +208,7 @@ class Graph:
 
     def branches(self) -> tuple[Branch, ...]:
         """Every branch with its parent and incarnation: ``main`` first, then by name."""
-        return documents(Branch, branch_documents(self._reading()))
+        return documents(Branch, branch_documents(self._h.reading()))
 
     def snapshot(self, branch: str = MAIN) -> Snapshot:
         """What ``branch`` pins: every table's image, rows and primary key.
@@ -289,7 +216,7 @@ class Graph:
         Raises:
             NotFound: no branch ``branch``.
         """
-        return Snapshot.from_document(snapshot_document(self._reading(), branch))
+        return Snapshot.from_document(snapshot_document(self._h.reading(), branch))
 
     def commits(self, branch: str = MAIN) -> tuple[Commit, ...]:
         """The commits reachable from the head of ``branch`` through every parent, newest first.
@@ -297,7 +224,7 @@ class Graph:
         Raises:
             NotFound: no branch ``branch``.
         """
-        history = commit_history(self._reading().manifest, branch)
+        history = commit_history(self._h.reading().manifest, branch)
         return tuple(Commit(h.commit_id, tuple(h.parents), h.actor, h.message, h.committed_at) for h in history)
 
     def export_jsonl(self, branch: str = MAIN, types: Sequence[str] | None = None) -> Iterator[str]:
@@ -309,7 +236,7 @@ class Graph:
             NotFound: no branch ``branch`` (when the first line is asked for).
             BadRequest: ``types`` names a type the branch does not have.
         """
-        return export_lines(self._reading(), branch, list(types or []))
+        return export_lines(self._h.reading(), branch, list(types or []))
 
     def export(self, branch: str = MAIN, types: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
         """The branch as record dicts in the JSONL shape (:meth:`export_jsonl`, parsed).
@@ -328,7 +255,7 @@ class Graph:
             NotFound: no branch ``branch``.
             BadRequest: ``types`` names a type the branch does not have.
         """
-        return export_tables(self._reading(), branch, list(types or []))
+        return export_tables(self._h.reading(), branch, list(types or []))
 
     @contextmanager
     def open_query(self, query: str, *, name: str | None = None, params: Mapping[str, Any] | None = None,
@@ -342,7 +269,7 @@ class Graph:
             ResourceLimit: the query needs more memory than its limit.
         """
         choose_query(query, name, "read")  # syntax, the name and the kind: refused before any I/O
-        with self._scope(), open_answer(self._reading(), query, name=name, params=dict(params or {}),
+        with self._h.scope(), open_answer(self._h.reading(), query, name=name, params=dict(params or {}),
                                         branch=branch, at=at) as answer:
             yield answer
 
@@ -365,10 +292,10 @@ class Graph:
         Raises:
             NotFound: there is no graph at the root any more.
         """
-        self._require_open()
+        self._h.require_open()
         import omnigraph
 
-        return omnigraph.check(self.uri, storage_options=self._storage_options)
+        return omnigraph.check(self.uri, storage_options=self._h.storage_options)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -394,17 +321,17 @@ class Graph:
             RecoveryRequired: a commit was interrupted after an effect landed.
         """
         self._refuse_if_read_only("load")
-        self._check_barrier()
+        self._h.check_barrier()
         check_load_options(mode, chunk_rows)
-        with self._scope():
-            self._manifest.require_branch(branch)
-        catalog = self._handle().catalog
-        registration = (fleet.registered(self._store, self.program, "load", self.writes_format)
+        with self._h.scope():
+            self._h.manifest.require_branch(branch)
+        catalog = self._h.any().catalog
+        registration = (fleet.registered(self._h.store, self.program, "load", self.writes_format)
                         if chunk_rows is not None else nullcontext())
         edges = frozenset(t.type_name for t in catalog.tables() if t.kind == "edge")
-        with self._scope(), registration, opened_data(data, edges) as source, \
-                read_records(source, catalog, with_pk=self._profile.router.with_pk) as records:
-            result = self._write(lambda graph: load_records(graph, records, mode=mode, branch=branch, actor=actor or self.actor,
+        with self._h.scope(), registration, opened_data(data, edges) as source, \
+                read_records(source, catalog, with_pk=self._h.profile.router.with_pk) as records:
+            result = self._h.write(lambda graph: load_records(graph, records, mode=mode, branch=branch, actor=actor or self.actor,
                                                             chunk_rows=chunk_rows, progress=progress))
         return LoadResult.from_document({
             "branch": result.branch,
@@ -432,7 +359,7 @@ class Graph:
         """
         self._refuse_if_read_only("mutate")
         select_query(query, name)
-        result = self._write(lambda graph: mutate(graph, query, name=name, params=dict(params or {}), branch=branch,
+        result = self._h.write(lambda graph: mutate(graph, query, name=name, params=dict(params or {}), branch=branch,
                                                   if_commit=if_commit, actor=actor or self.actor))
         return MutationResult.from_document(result.document())
 
@@ -468,7 +395,7 @@ class Graph:
 
     def _chunked(self, query: str | None, *, name: str | None, params: dict[str, Any], branch: str, chunk_rows: int | None,
                  actor: str, resume: str | None, announce: Callable[[str], None] | None) -> ChunkedMutationResult:
-        result = self._write(lambda graph: mutate_chunked(graph, query, name=name, params=params, branch=branch,
+        result = self._h.write(lambda graph: mutate_chunked(graph, query, name=name, params=params, branch=branch,
                                                           chunk_rows=chunk_rows, actor=actor, resume=resume,
                                                           announce=announce or (lambda _line: None)))
         return ChunkedMutationResult.from_document(result.document())
@@ -484,7 +411,7 @@ class Graph:
             FormatBarrier: a migration barrier holds.
         """
         self._refuse_if_read_only("create_branch")
-        branch = self._write(lambda graph: create_engine_branch(graph, name, from_branch))
+        branch = self._h.write(lambda graph: create_engine_branch(graph, name, from_branch))
         return CreatedBranch(name=branch.name, parent_branch=branch.parent_branch, incarnation=branch.incarnation)
 
     def delete_branch(self, name: str) -> DeletedBranch:
@@ -498,7 +425,7 @@ class Graph:
             FormatBarrier: a migration barrier holds.
         """
         self._refuse_if_read_only("delete_branch")
-        self._write(lambda graph: delete_engine_branch(graph, name))
+        self._h.write(lambda graph: delete_engine_branch(graph, name))
         return DeletedBranch(deleted=name)
 
     def merge(self, source: str, *, into: str = MAIN, actor: str | None = None) -> MergeResult:
@@ -514,14 +441,14 @@ class Graph:
             RecoveryRequired: a commit was interrupted after an effect landed.
         """
         self._refuse_if_read_only("merge")
-        result = self._write(lambda graph: merge_branch(graph, source, into, actor=actor or self.actor))
+        result = self._h.write(lambda graph: merge_branch(graph, source, into, actor=actor or self.actor))
         return MergeResult.from_document(result.document())
 
     def fleet_membership(self, role: Literal["server", "load"], address: str | None = None) -> fleet.Membership:
         """A fleet-registry record for this process (``start()`` creates and heartbeats it,
         ``stop()`` deletes it): how servers announce themselves to ``omnigraph-migrate``."""
-        self._require_open()
-        return fleet.Membership(self._store, self.program, role, self.writes_format, address)
+        self._h.require_open()
+        return fleet.Membership(self._h.store, self.program, role, self.writes_format, address)
 
 
 def connect(uri: str, *, read_only: bool = False, actor: str | None = None, storage_options: Mapping[str, str] | None = None,
@@ -537,9 +464,9 @@ def connect(uri: str, *, read_only: bool = False, actor: str | None = None, stor
     if lazy:
         return graph
     if read_only:
-        graph._open_reader()
+        graph._h.open_reader()
     else:
-        graph._open_writer()
+        graph._h.open_writer()
     return graph
 
 
@@ -550,5 +477,5 @@ def create(uri: str, schema: str, *, actor: str | None = None, storage_options: 
     with storage_options_scope(storage_options):
         created = init_graph(uri, schema, profile, actor or default_actor())
     graph = Graph(created.store, profile, read_only=False, actor=actor, storage_options=storage_options, on_recovery=None)
-    graph._adopt_writer(created)
+    graph._h.adopt_writer(created)
     return graph
