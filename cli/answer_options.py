@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 
 import click
 
-from engine.errors import BadRequest
-from migrator.answers import AnswerQueries
+from omnigraph.errors import BadRequest
+from omnigraph.migrate import AnswerQueries
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import click
 
-from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from engine.door import FENCED_PROFILE
-from engine.graph import open_graph
-from engine.manifest import MAIN
-from engine.ops import merge_branch
+from cli.support import echo_result, emit_json, json_option, open_graph, reports_errors, say_recovered
+
+MAIN = "main"
 
 
 @click.command("merge")
@@ -19,22 +17,21 @@ from engine.ops import merge_branch
 @reports_errors
 def branch_merge(source: str, into: str, graph: str, as_json: bool) -> None:
     """Merge branch SOURCE into --into: up to date, fast-forward, or one merge commit."""
-    opened = open_graph(graph, FENCED_PROFILE, write=True)
-    for record in opened.recovered:
-        say(f"recovered interrupted commit {record.operation_id} on {record.graph_branch}: {record.outcome}")
-    result = merge_branch(opened, source, into, actor=actor_name())
+    with open_graph(graph) as opened:
+        say_recovered(opened)
+        result = opened.merge(source, into=into)
     if as_json:
-        emit_json(result.document())
+        emit_json(result.to_dict())
         return
     if result.commit is None:
         echo_result(f"{into} is already up to date with {source}")
         return
-    counts = result.document()["changes"]
+    counts = result.changes
     inserted = sum(c["inserted"] for c in counts.values())
     updated = sum(c["updated"] for c in counts.values())
     deleted = sum(c["deleted"] for c in counts.values())
     kind = "fast-forwarded" if result.outcome == "fast_forward" else "merged"
     echo_result(
-        f"{kind} {source} into {into}: commit {result.commit.commit_id} "
-        f"(parents {' '.join(result.commit.parents)}); {inserted} inserted, {updated} updated, {deleted} deleted"
+        f"{kind} {source} into {into}: commit {result.commit} "
+        f"(parents {' '.join(result.parents)}); {inserted} inserted, {updated} updated, {deleted} deleted"
     )

@@ -8,11 +8,16 @@ document whose ``details`` is the report (``graph``, ``stamp``, ``branches``, ``
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
+import omnigraph
 from cli.support import echo_result, emit_json, json_option, reports_errors
-from engine.errors import ValidationFailed
-from engine.maintenance import CheckReport, check_graph
+from omnigraph.errors import ValidationFailed
+
+if TYPE_CHECKING:
+    from omnigraph import CheckReport
 
 
 def _render(report: CheckReport) -> None:
@@ -29,10 +34,7 @@ def add_check_command(group: click.Group) -> None:
     @reports_errors
     def check_command(graph: str, as_json: bool) -> None:
         """Check every branch of GRAPH: pins, heads, intents, stamp, ids and edge endpoints."""
-        from migrator.advice import claim_findings
-        from migrator.validate import validate_image  # DuckDB: loaded only by the command that needs it
-
-        report = check_graph(graph, validate_image, claim_findings)
+        report = omnigraph.check(graph)
         summary = f"{len(report.branches)} branch(es), {report.images_checked} image(s), stamp {report.stamp}"
         if report.ok:
             if as_json:

@@ -15,16 +15,9 @@ import re
 import click
 
 from cli.progress import StderrProgress
-from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from engine.door import FENCED_PROFILE, LEGACY_PROFILE
-from engine.errors import BadRequest, NotFound
-from engine.graph import Graph, open_graph
-from engine.maintenance.optimize import optimize
-from engine.maintenance.progress import SilentProgress
-from engine.manifest import MAIN, Manifest
-from engine.reconcile import drift, intents, recovery
-from engine.storage import FORMAT_4, open_store
+from cli.support import echo_result, emit_json, json_option, reports_errors, say
 
+MAIN = "main"
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -35,36 +28,6 @@ def parse_duration(text: str) -> dt.timedelta:
     if not parts or "".join(n + u for n, u in parts) != text:
         raise click.BadParameter(f"{text!r} is not a duration such as 0s, 15m, 12h, 7d or 2w")
     return dt.timedelta(seconds=sum(int(n) * _UNIT_SECONDS[u] for n, u in parts))
-
-
-def open_for_maintenance(uri: str, *, write: bool) -> Graph:
-    """Open with the profile of the graph's format: 5 -> fenced engine, 4 -> format-4 rules.
-
-    Any other stamp is refused by the fenced engine's rules (a migration barrier names
-    ``omnigraph-migrate status``)."""
-    store = open_store(uri)
-    manifest = Manifest(store)
-    stamp = manifest.read_stamp()[0] if manifest.exists() else None
-    profile = LEGACY_PROFILE if stamp == FORMAT_4 else FENCED_PROFILE
-    return open_graph(uri, profile, write=write)
-
-
-def _report_opened(graph: Graph) -> None:
-    for record in graph.recovered:
-        say(f"recovered interrupted commit {record.operation_id} on {record.graph_branch}: {record.outcome}")
-    for adopted in graph.adopted:
-        say(f"adopted {'+'.join(adopted.operations)} {adopted.span} on {adopted.table_key} ({adopted.graph_branch})")
-
-
-def _table_filter(graph: Graph, branch: str, table: str | None) -> list[str] | None:
-    if table is None:
-        return None
-    if table not in graph.manifest.snapshot(branch).tables:
-        raise NotFound(
-            f"branch {branch!r} has no table {table!r} (see `omnigraph snapshot --branch {branch} {graph.store.uri}`)",
-            {"table": table},
-        )
-    return [table]
 
 
 def add_maintenance_commands(group: click.Group) -> None:
@@ -82,20 +45,19 @@ def add_maintenance_commands(group: click.Group) -> None:
     @reports_errors
     def drift_show(branch: str, table: str | None, graph: str, as_json: bool) -> None:
         """Show the commits between each table's pin and its HEAD, and whether they change rows."""
-        opened = open_for_maintenance(graph, write=False)
-        opened.manifest.require_branch(branch)
-        reports = drift.out_of_band(
-            opened.store, opened.manifest, branch, _table_filter(opened, branch, table), compare_rows=True, include_forks=True
-        )
+        from omnigraph.maintenance import drift_show
+
+        shown = drift_show(graph, branch=branch, table=table)
+        reports = shown.tables
         if as_json:
-            emit_json({"branch": branch, "tables": [r.to_json() for r in reports]})
+            emit_json(shown.to_dict())
             return
         if not reports:
             echo_result(f"no out-of-band commits on branch {branch}")
         for report in reports:
             echo_result(f"{report.describe()}: {report.verdict} (rows preserved: {report.rows_preserved})")
             if report.verdict == "drift":
-                commands = drift.commands_for(opened.store.uri, report)
+                commands = shown.commands(report)
                 say(f"  keep the rows: {commands['adopt']}\n  restore v{report.pinned_version}: {commands['revert']}")
 
     @drift_group.command("adopt")
@@ -106,18 +68,12 @@ def add_maintenance_commands(group: click.Group) -> None:
     @reports_errors
     def drift_adopt(branch: str, table: str | None, graph: str, as_json: bool) -> None:
         """Pin each table's HEAD (after the fencing checks) in one graph commit."""
-        opened = open_for_maintenance(graph, write=True)
-        _report_opened(opened)
-        opened.manifest.require_branch(branch)
-        reports = drift.out_of_band(opened.store, opened.manifest, branch, _table_filter(opened, branch, table), include_forks=True)
-        version = None
-        if reports:
-            version = drift.adopt(
-                opened.store, opened.manifest, branch, reports, actor=actor_name(),
-                require_fencing=opened.profile.router.with_pk,
-            )
+        from omnigraph.maintenance import drift_adopt
+
+        adopted = drift_adopt(graph, branch=branch, table=table, announce=say)
+        reports = adopted.adopted
         if as_json:
-            emit_json({"branch": branch, "adopted": [r.to_json() for r in reports], "manifest_version": version})
+            emit_json(adopted.to_dict())
             return
         if not reports:
             echo_result(f"nothing to adopt on branch {branch}")
@@ -132,13 +88,12 @@ def add_maintenance_commands(group: click.Group) -> None:
     @reports_errors
     def drift_revert(branch: str, table: str | None, graph: str, as_json: bool) -> None:
         """Restore each table's pinned rows as a new version and pin it (one graph commit per table)."""
-        opened = open_for_maintenance(graph, write=True)
-        _report_opened(opened)
-        opened.manifest.require_branch(branch)
-        reports = drift.out_of_band(opened.store, opened.manifest, branch, _table_filter(opened, branch, table), include_forks=True)
-        versions = [drift.revert(opened.store, opened.manifest, report, actor=actor_name()) for report in reports]
+        from omnigraph.maintenance import drift_revert
+
+        reverted = drift_revert(graph, branch=branch, table=table, announce=say)
+        reports = reverted.reverted
         if as_json:
-            emit_json({"branch": branch, "reverted": [r.to_json() for r in reports], "manifest_versions": versions})
+            emit_json(reverted.to_dict())
             return
         if not reports:
             echo_result(f"nothing to revert on branch {branch}")
@@ -152,34 +107,18 @@ def add_maintenance_commands(group: click.Group) -> None:
     def recover_command(graph: str, as_json: bool) -> None:
         """Open the graph read-write: resolve interrupted commits of dead writers, adopt out-of-band
         commits that change no row, then report any drift left (exit 5, naming `omnigraph drift`)."""
-        opened = open_for_maintenance(graph, write=True)
-        _report_opened(opened)
-        finished = recovery.finish_interrupted_branch_operations(opened.store, opened.manifest)
-        for name in finished:
-            say(f"completed an interrupted create or delete of branch {name}")
-        drifted = []
-        for branch in opened.manifest.branches():
-            drifted += drift.out_of_band(opened.store, opened.manifest, branch, include_forks=True)
-        pending = [i.operation_id for i in intents.list_intents(opened.store)]
-        document = {
-            "recovered": [r.model_dump(mode="json") for r in opened.recovered],
-            "adopted": [r.to_json() for r in opened.adopted],
-            "in_flight": pending,
-            "branch_operations_completed": finished,
-        }
-        if drifted:
-            error = drift.drift_error(opened.store.uri, drifted)
-            error.details["recovered"] = document["recovered"]
-            raise error
+        from omnigraph.maintenance import recover
+
+        result = recover(graph, announce=say)
         if as_json:
-            emit_json(document)
+            emit_json(result.to_dict())
             return
         echo_result(
-            f"recovered {len(opened.recovered)} interrupted commit(s), adopted {len(opened.adopted)} "
+            f"recovered {len(result.recovered)} interrupted commit(s), adopted {len(result.adopted)} "
             f"out-of-band span(s); no drift"
         )
-        if pending:
-            say(f"{len(pending)} commit(s) of live writers are still in flight: {', '.join(pending)}")
+        if result.in_flight:
+            say(f"{len(result.in_flight)} commit(s) of live writers are still in flight: {', '.join(result.in_flight)}")
 
     @group.command("optimize")
     @click.option("--branch", default=MAIN, show_default=True)
@@ -196,17 +135,12 @@ def add_maintenance_commands(group: click.Group) -> None:
         graph: str, as_json: bool,
     ) -> None:
         """Compact, index and clean up old versions; compaction and indexes are published as a graph commit."""
-        older_than = parse_duration(cleanup_older_than) if cleanup_older_than is not None else None
-        if not compact and index_column is None and older_than is None:
-            raise BadRequest("nothing to do: pass --compact, --index COLUMN and/or --cleanup-older-than DUR")
-        opened = open_for_maintenance(graph, write=True)
-        _report_opened(opened)
-        from migrator.sidecar import pinned_images  # the ledger models: loaded only by optimize
+        from omnigraph.maintenance import optimize
 
+        older_than = parse_duration(cleanup_older_than) if cleanup_older_than is not None else None
         report = optimize(
-            opened, branch, compact=compact, index_column=index_column, cleanup_older_than=older_than,
-            dry_run=dry_run, actor=actor_name(), progress=SilentProgress() if as_json else StderrProgress(),
-            extra_pins=pinned_images(opened.store),
+            graph, branch=branch, compact=compact, index_column=index_column, cleanup_older_than=older_than,
+            dry_run=dry_run, progress=None if as_json else StderrProgress(), announce=say,
         )
         if as_json:
             emit_json(report.to_json())

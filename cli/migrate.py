@@ -24,16 +24,12 @@ from cli.progress import StderrProgress
 from cli.rebuild import rebuild_command
 from cli.refence import refence_command
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from engine.errors import EXIT_VALIDATION_FAILED, ValidationFailed
-from engine.maintenance.progress import Progress, SilentProgress
-from engine.storage import copy_root, open_store
 from ledger import InventoryEntry, render_table
 from migrator import inspection, repair
-from migrator.abort import abort_migration
-from migrator.driver import MigrationOutcome
 from migrator.inventory import inventory_lines
-from migrator.preconditions import UpToDate
-from migrator.run import resume_migration, run_migration
+from omnigraph import migrate
+from omnigraph.errors import EXIT_VALIDATION_FAILED, ValidationFailed
+from omnigraph.migrate import Progress, SilentProgress
 
 
 def _progress(as_json: bool) -> Progress:
@@ -75,7 +71,7 @@ def cli() -> None:
 def preflight_command(graph: str, validate: bool, ignore_fleet: bool, as_json: bool) -> None:
     """Read-only readiness check: stamp 4, no pending writes, no claim, no live registered writer,
     every unit listed."""
-    document = inspection.preflight(graph, validate, _progress(as_json), ignore_fleet)
+    document = migrate.preflight(graph, validate=validate, ignore_fleet=ignore_fleet, progress=_progress(as_json)).to_dict()
     if as_json:
         emit_json(document)
         return
@@ -100,7 +96,7 @@ def preflight_command(graph: str, validate: bool, ignore_fleet: bool, as_json: b
 @reports_errors
 def plan_command(graph: str, as_json: bool) -> None:
     """List the units (branch, table, pinned image) a migration would process."""
-    document = inspection.plan_command(graph)
+    document = migrate.plan(graph).to_dict()
     if as_json:
         emit_json(document)
         return
@@ -131,11 +127,13 @@ def run_command(
     """
     queries = chosen_queries(queries_path, query_params_path)
     with chosen_executor(executor, ray_address) as validator:
-        outcome = run_migration(graph, owner or actor_name(), _progress(as_json), ignore_fleet, validator, queries)
+        outcome = migrate.run(
+            graph, owner=owner, ignore_fleet=ignore_fleet, executor=validator, progress=_progress(as_json), queries=queries
+        )
     if as_json:
-        emit_json(outcome.to_json())
+        emit_json(outcome.to_dict())
         return
-    if isinstance(outcome, UpToDate):
+    if isinstance(outcome, migrate.UpToDate):
         echo_result(outcome.message)
         return
     echo_result(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}")
@@ -160,9 +158,9 @@ def resume_command(
     --queries is only needed if the run died before recording them."""
     queries = chosen_queries(queries_path, query_params_path)
     with chosen_executor(executor, ray_address) as validator:
-        outcome = resume_migration(graph, token, actor_name(), _progress(as_json), validator, queries)
+        outcome = migrate.resume(graph, token=token, executor=validator, progress=_progress(as_json), queries=queries)
     if as_json:
-        emit_json(outcome.to_json())
+        emit_json(outcome.to_dict())
         return
     echo_result(f"migration {outcome.migration_id} completed: {outcome.units} unit(s); stamp is {outcome.stamp}")
     _say_answers(outcome)
@@ -176,7 +174,7 @@ def resume_command(
 @reports_errors
 def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
     """Put stamp 4 back and release the claim (before stamp 5 only). Installed PKs stay."""
-    document = abort_migration(graph, token, reason, actor_name())
+    document = migrate.abort(graph, token=token, reason=reason).to_dict()
     if as_json:
         emit_json(document)
         return
@@ -237,7 +235,7 @@ def status_command(graph: str, tail_records: int | None, as_json: bool) -> None:
 def verify_command(graph: str, queries_path: Path | None, query_params_path: Path | None, as_json: bool) -> None:
     """Check every live table on every branch has the PK [id] and nothing is unpublished; with
     --queries, also that they answer as when the migration recorded them."""
-    document = inspection.verify(graph, chosen_queries(queries_path, query_params_path))
+    document = migrate.verify(graph, queries=chosen_queries(queries_path, query_params_path)).to_dict()
     if as_json:
         emit_json(document)
         return
@@ -246,9 +244,9 @@ def verify_command(graph: str, queries_path: Path | None, query_params_path: Pat
         echo_result(f"ok: query {case['query']} on {case['graph_branch']}: {case['message']}")
 
 
-def _say_answers(outcome: MigrationOutcome) -> None:
+def _say_answers(outcome: migrate.Migrated) -> None:
     """One line per checked answer (nothing without an answer check)."""
-    for case in outcome.to_json()["answer_check"]:
+    for case in outcome.answer_check:
         echo_result(f"answer unchanged: query {case['query']} on {case['graph_branch']} ({case['rows']} row(s))")
 
 
@@ -309,8 +307,7 @@ def copy_command(source: str, destination: str, as_json: bool) -> None:
     SOURCE is only read. Branches of the copy keep reading their inherited data files from
     SOURCE (Lance records the root's URI), so keep SOURCE in place: the copy is not a backup.
     """
-    copied = copy_root(open_store(source), open_store(destination))
-    document = {"source": source, "destination": destination, "objects": len(copied), "bytes": sum(size for _, size in copied)}
+    document = migrate.copy(source, destination).to_dict()
     if as_json:
         emit_json(document)
         return

@@ -11,14 +11,10 @@ from typing import Any
 
 import click
 
-from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from engine.door import FENCED_PROFILE
-from engine.errors import ResourceLimit
-from engine.graph import open_graph
-from engine.manifest import MAIN
-from engine.ops import MAX_ROWS
-from engine.ops.mutate import mutate, select_query
-from engine.ops.mutate_chunked import mutate_chunked
+import omnigraph
+from cli.support import echo_result, emit_json, json_option, open_graph, reports_errors, say, say_recovered
+
+MAIN = "main"
 
 
 def parse_params(raw: str | None) -> dict[str, Any]:
@@ -70,15 +66,32 @@ def mutate_command(
         raise click.UsageError("--query is required (or --resume OPERATION)")
     if chunk_rows is not None and if_commit is not None:
         raise click.UsageError("--if-commit and --chunk-rows do not combine: a chunked mutation makes many commits")
-    if source is not None:
-        select_query(source, name)  # syntax, --name and the insert/delete mix: refused before any I/O
-    opened = open_graph(graph, FENCED_PROFILE, write=True)
-    for record in opened.recovered:
-        say(f"recovered interrupted commit {record.operation_id} on {record.graph_branch}: {record.outcome}")
+    from omnigraph.sources import MAX_ROWS, check_mutation
+
+    checked = check_mutation(source, name) if source is not None else None  # refused before any I/O
+    with open_graph(graph) as opened:
+        say_recovered(opened)
+        if resume is not None:
+            document = opened.resume_mutation(resume, announce=say).to_dict()
+        elif chunk_rows is not None:
+            assert source is not None
+            document = opened.mutate_chunked(source, chunk_rows=chunk_rows, params=params, name=name, branch=branch,
+                                             announce=say).to_dict()
+        else:
+            assert source is not None and query_file is not None and checked is not None
+            try:
+                document = opened.mutate(source, params=params, name=name, branch=branch, if_commit=if_commit).to_dict()
+            except omnigraph.ResourceLimit as limit:
+                if limit.details.get("resource") == "rows" and "insert" not in checked.verbs:
+                    command = shlex.join(
+                        ["omnigraph", "mutate", "--query", str(query_file), *(["--name", name] if name else []),
+                         *(["--params", params_json] if params_json else []), "--branch", branch, "--chunk-rows", str(MAX_ROWS),
+                         opened.uri]
+                    )
+                    limit.message += f"; next: `{command}`"
+                    limit.details["next"] = command
+                raise
     if chunk_rows is not None or resume is not None:
-        chunked = mutate_chunked(opened, source, name=name, params=params, branch=branch, chunk_rows=chunk_rows,
-                                 actor=actor_name(), resume=resume, announce=say)
-        document = chunked.document()
         if as_json:
             emit_json(document)
             return
@@ -86,20 +99,6 @@ def mutate_command(
             echo_result(f"{key}: {document[key]}")
         echo_result(f"commits: {len(document['commits'])} (operation {document['operation_id']})")
         return
-    assert source is not None and query_file is not None
-    try:
-        result = mutate(opened, source, name=name, params=params, branch=branch, if_commit=if_commit, actor=actor_name())
-    except ResourceLimit as limit:
-        if limit.details.get("resource") == "rows" and all(s.verb != "insert" for s in select_query(source, name).statements):
-            command = shlex.join(
-                ["omnigraph", "mutate", "--query", str(query_file), *(["--name", name] if name else []),
-                 *(["--params", params_json] if params_json else []), "--branch", branch, "--chunk-rows", str(MAX_ROWS),
-                 opened.store.uri]
-            )
-            limit.message += f"; next: `{command}`"
-            limit.details["next"] = command
-        raise
-    document = result.document()
     if as_json:
         emit_json(document)
         return

@@ -6,6 +6,7 @@ import datetime as dt
 
 import click
 
+import omnigraph
 from cli.branch_merge import branch_merge
 from cli.check_commands import add_check_command
 from cli.maintenance_commands import add_maintenance_commands
@@ -14,13 +15,10 @@ from cli.query import query_command
 from cli.schema_commands import schema_group
 from cli.serve_commands import add_serve_command
 from cli.shared_commands import add_shared_commands
-from cli.support import echo_result, emit_json, json_option, reports_errors
+from cli.support import echo_result, emit_json, json_option, open_graph, reports_errors
 from cli.token_commands import token_group
-from engine import __version__
-from engine.door import FENCED_PROFILE
-from engine.graph import open_graph
-from engine.manifest import MAIN, commit_history
-from engine.storage import FORMAT_5
+
+MAIN = "main"
 
 
 @click.group()
@@ -28,11 +26,11 @@ def cli() -> None:
     """omnigraph: the fenced graph engine (format 5)."""
 
 
-add_shared_commands(cli, FENCED_PROFILE)
+add_shared_commands(cli, omnigraph.ENGINE)
 cli.commands["branch"].add_command(branch_merge)  # type: ignore[attr-defined]
 cli.add_command(mutate_command)
 cli.add_command(query_command)
-add_serve_command(cli, FENCED_PROFILE)
+add_serve_command(cli, omnigraph.ENGINE)
 add_check_command(cli)
 add_maintenance_commands(cli)
 cli.add_command(token_group)
@@ -51,18 +49,8 @@ def commit_group() -> None:
 @reports_errors
 def commit_list(branch: str, graph: str, as_json: bool) -> None:
     """List the commits reachable from a branch head, newest first."""
-    opened = open_graph(graph, FENCED_PROFILE, write=False)
-    history = commit_history(opened.manifest, branch)
-    documents = [
-        {
-            "commit_id": head.commit_id,
-            "parents": list(head.parents),
-            "actor": head.actor,
-            "message": head.message,
-            "committed_at": head.committed_at,
-        }
-        for head in history
-    ]
+    with open_graph(graph, read_only=True) as opened:
+        documents = [commit.to_dict() for commit in opened.commits(branch)]
     if as_json:
         emit_json({"branch": branch, "commits": documents})
         return
@@ -77,9 +65,9 @@ def commit_list(branch: str, graph: str, as_json: bool) -> None:
 def version_command(as_json: bool) -> None:
     """Print the tool version and the format it writes."""
     if as_json:
-        emit_json({"version": __version__, "format": FORMAT_5})
+        emit_json({"version": omnigraph.__version__, "format": omnigraph.WRITES_FORMAT})
         return
-    echo_result(f"omnigraph {__version__} (writes format {FORMAT_5})")
+    echo_result(f"omnigraph {omnigraph.__version__} (writes format {omnigraph.WRITES_FORMAT})")
 
 
 def main() -> None:

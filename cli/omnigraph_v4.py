@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
+import omnigraph
 from cli.serve_commands import add_serve_command
 from cli.shared_commands import add_shared_commands
-from engine.door import LEGACY_PROFILE
 
 
 @click.group()
@@ -14,8 +14,8 @@ def cli() -> None:
     """omnigraph-v4: the format-4 writer (no key-conflict fencing)."""
 
 
-add_shared_commands(cli, LEGACY_PROFILE)
-add_serve_command(cli, LEGACY_PROFILE)
+add_shared_commands(cli, omnigraph.FORMAT_4_WRITER)
+add_serve_command(cli, omnigraph.FORMAT_4_WRITER)
 
 
 def main() -> None:

@@ -22,8 +22,8 @@ import click
 from cli.answer_options import answer_check_options, chosen_queries
 from cli.progress import StderrProgress
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from engine.errors import OmnigraphError
-from engine.maintenance.progress import SilentProgress
+from omnigraph.errors import OmnigraphError
+from omnigraph.migrate import SilentProgress
 from playbooks.actions import AnswerUnavailable
 from playbooks.journal import default_journal_root
 from playbooks.model import load_playbook

@@ -14,18 +14,17 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from cli.mutate import parse_params
-from cli.support import echo_result, emit_json, json_option, reports_errors
-from engine.door import FENCED_PROFILE
-from engine.gq import choose_query
-from engine.graph import open_graph
-from engine.manifest import MAIN
-from engine.query import Answer, open_answer
+from cli.support import echo_result, emit_json, json_option, open_graph, reports_errors
 
+if TYPE_CHECKING:
+    from omnigraph.graph import Answer
+
+MAIN = "main"
 FORMATS = ("table", "json", "jsonl", "csv")
 
 
@@ -88,7 +87,9 @@ def query_command(
     except UnicodeDecodeError as error:
         raise click.BadParameter(f"{query_file} is not UTF-8 text: {error.reason}", param_hint="--query") from None
     params = parse_params(params_json)
-    choose_query(source, name, "read")  # syntax, --name and the kind: refused before any I/O
-    opened = open_graph(graph, FENCED_PROFILE, write=False)
-    with open_answer(opened, source, name=name, params=params, branch=branch, at=at_commit) as answer:
+    from omnigraph.sources import check_read_query
+
+    check_read_query(source, name)  # syntax, --name and the kind: refused before any I/O
+    with open_graph(graph, read_only=True) as opened, \
+            opened.open_query(source, name=name, params=params, branch=branch, at=at_commit) as answer:
         _write(answer, "json" if as_json else output or "table")

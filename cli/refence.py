@@ -15,8 +15,8 @@ import click
 from cli.executor_options import chosen_executor, executor_options
 from cli.progress import StderrProgress
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from engine.maintenance.progress import SilentProgress
 from migrator.run import refence_migration
+from omnigraph.migrate import SilentProgress
 
 
 @click.command("refence")

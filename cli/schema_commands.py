@@ -1,16 +1,13 @@
 """``omnigraph schema show [--json] GRAPH``: the accepted schema and its catalog, read-only.
 
-The document and the rendering are :mod:`engine.ops.schema_document`'s.
+The document and the rendering are :meth:`omnigraph.Graph.schema` and :meth:`omnigraph.Graph.schema_text`.
 """
 
 from __future__ import annotations
 
 import click
 
-from cli.support import echo_result, emit_json, json_option, reports_errors
-from engine.door import FENCED_PROFILE
-from engine.graph import open_graph
-from engine.ops.schema_document import render_schema, schema_document
+from cli.support import echo_result, emit_json, json_option, open_graph, reports_errors
 
 
 @click.group("schema")
@@ -24,9 +21,9 @@ def schema_group() -> None:
 @reports_errors
 def schema_show(graph: str, as_json: bool) -> None:
     """Print the accepted schema of GRAPH and the catalog derived from it, metadata included."""
-    opened = open_graph(graph, FENCED_PROFILE, write=False)
-    if as_json:
-        emit_json(schema_document(opened))
-        return
-    for line in render_schema(opened):
-        echo_result(line)
+    with open_graph(graph, read_only=True) as opened:
+        if as_json:
+            emit_json(opened.schema())
+            return
+        for line in opened.schema_text():
+            echo_result(line)

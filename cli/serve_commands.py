@@ -18,9 +18,7 @@ import tempfile
 
 import click
 
-from cli.support import reports_errors, say
-from engine.door import EngineProfile
-from engine.graph import open_graph
+from cli.support import open_graph, reports_errors, say
 from server.settings import Limits, ServeSettings
 from server.tokens import read_tokens_file
 
@@ -79,8 +77,8 @@ def _raise_open_files_limit(connections: int) -> None:
                 "lower --max-connections or raise the hard limit (ulimit -Hn)")
 
 
-def add_serve_command(group: click.Group, profile: EngineProfile) -> None:
-    """Attach ``serve GRAPH`` and its options for ``profile`` to ``group``."""
+def add_serve_command(group: click.Group, program: str) -> None:
+    """Attach ``serve GRAPH`` and its options for ``program`` (an :mod:`omnigraph` program profile) to ``group``."""
 
     @group.command("serve")
     @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
@@ -122,12 +120,13 @@ def add_serve_command(group: click.Group, profile: EngineProfile) -> None:
         _check_authentication(host, tokens, unauthenticated, allow_remote_unauthenticated)
         if tokens is not None:
             read_tokens_file(tokens)  # refuse a bad file now, not in each worker
-        opened = open_graph(graph, profile, write=False)  # refuse a missing or unknown-format graph now
+        with open_graph(graph, read_only=True, program=program) as opened:  # refuse a missing or unknown-format graph now
+            uri, stamp = opened.uri, opened.format
         address = f"http://{host}:{port}"
         limits = Limits(json_body_bytes=max_json_bytes, load_body_bytes=max_load_bytes, body_timeout=body_timeout,
                         header_timeout=header_timeout, keep_alive=keep_alive, max_connections=max_connections)
         settings = ServeSettings(
-            graph=opened.store.uri, program=profile.program, address=address,
+            graph=uri, program=program, address=address,
             tokens_file=None if tokens is None else os.path.abspath(tokens),
             allowed_hosts=sorted({host.strip("[]").lower(), "localhost", *(h.lower() for h in allowed_hosts)}),
             allowed_origins=list(allowed_origins), docs=docs, limits=limits,
@@ -137,7 +136,7 @@ def add_serve_command(group: click.Group, profile: EngineProfile) -> None:
         if own_metrics_dir:
             os.environ[METRICS_DIR_ENV] = tempfile.mkdtemp(prefix="omnigraph-metrics-")
         _raise_open_files_limit(max_connections)
-        say(f"{profile.program} serving {opened.store.uri} (format {opened.stamp}) on {address} with {workers} worker(s)")
+        say(f"{program} serving {uri} (format {stamp}) on {address} with {workers} worker(s)")
         # uvicorn re-raises a SIGTERM it handled once it has shut down gracefully, which would end
         # this process with -15; a handler that does nothing makes that a clean exit 0.
         previous = signal.signal(signal.SIGTERM, lambda *_: None)

@@ -6,47 +6,22 @@ export; only the profile (stamps and write routing) differs.
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import click
 
-from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from engine.access import fleet
-from engine.door import EngineProfile
-from engine.errors import BadRequest
-from engine.graph import Graph, init_graph, open_graph
-from engine.manifest import MAIN
-from engine.ops import branch_documents, create_branch, delete_branch, export_lines, snapshot_document
-from engine.ops.load import LoadResult, load
+import omnigraph
+from cli.support import echo_result, emit_json, json_option, open_graph, reports_errors, say, say_recovered
+from omnigraph.errors import BadRequest
 
-PIPE_COPY_BYTES = 1 << 20
+MAIN = "main"
 
 
 def _read_file(path: str, what: str) -> bytes:
     try:
         return Path(path).read_bytes()
-    except OSError as error:
-        raise BadRequest(f"cannot read {what} {path!r}: {error.strerror}", {"path": path}) from error
-
-
-def _open_file(path: str, what: str) -> BinaryIO:
-    """``path`` opened for binary reading (a load reads it in blocks, never whole); the caller
-    closes it. A pipe (``/dev/stdin``, a process substitution) is first copied to an anonymous
-    temporary file, because a refused record makes the load read its input again from the start
-    to name the first refused line."""
-    try:
-        stream = open(path, "rb")  # noqa: SIM115 - the caller closes it
-        if stream.seekable():
-            return stream
-        with stream:
-            copy = tempfile.TemporaryFile(prefix="omnigraph-load-")  # noqa: SIM115 - the caller closes it
-            shutil.copyfileobj(stream, copy, PIPE_COPY_BYTES)
-        copy.seek(0)
-        return copy
     except OSError as error:
         raise BadRequest(f"cannot read {what} {path!r}: {error.strerror}", {"path": path}) from error
 
@@ -58,12 +33,7 @@ def _decode_utf8(data: bytes, what: str, path: str) -> str:
         raise BadRequest(f"{what} {path!r} is not UTF-8: {error.reason} at byte {error.start}", {"path": path}) from None
 
 
-def _report_recovery(graph: Graph) -> None:
-    for record in graph.recovered:
-        say(f"recovered interrupted commit {record.operation_id} on {record.graph_branch}: {record.outcome}")
-
-
-def _chunked_load(graph: Graph, data: BinaryIO, mode: str, branch: str, chunk_rows: int) -> LoadResult:
+def _chunked_load(graph: omnigraph.Graph, data: Any, mode: str, branch: str, chunk_rows: int) -> omnigraph.LoadResult:
     """``load`` with ``--chunk-rows``, with a progress bar of the commits on stderr."""
     bars: list[Any] = []
 
@@ -74,15 +44,15 @@ def _chunked_load(graph: Graph, data: BinaryIO, mode: str, branch: str, chunk_ro
         bars[0].update(done - bars[0].pos)
 
     try:
-        return load(graph, data, mode=mode, branch=branch, actor=actor_name(),  # type: ignore[arg-type]
-                    chunk_rows=chunk_rows, progress=progress)
+        return graph.load(data, mode=mode, branch=branch, chunk_rows=chunk_rows, progress=progress)  # type: ignore[arg-type]
     finally:
         if bars:
             bars[0].__exit__(None, None, None)
 
 
-def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
-    """Attach init, load, branch, snapshot and export for ``profile`` to ``group``."""
+def add_shared_commands(group: click.Group, program: str) -> None:
+    """Attach init, load, branch, snapshot and export for ``program`` (an :mod:`omnigraph`
+    program profile) to ``group``."""
     @group.command("init")
     @click.option("--schema", "schema_path", required=True, help="The .pg schema file.")
     @json_option
@@ -91,14 +61,15 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
     def init_command(schema_path: str, graph: str, as_json: bool) -> None:
         """Create a new graph at GRAPH (a directory or s3://bucket/prefix)."""
         source = _decode_utf8(_read_file(schema_path, "schema file"), "schema file", schema_path)
-        created = init_graph(graph, source, profile, actor_name())
-        for warning in created.catalog.warnings:
+        with omnigraph.init(graph, source, program=program) as created:
+            result = omnigraph.InitResult(graph=created.uri, format=created.format, tables=created.tables)
+            warnings = created.schema_warnings
+        for warning in warnings:
             say(f"warning: {warning}")
-        document = {"graph": created.store.uri, "format": created.stamp, "tables": created.catalog.table_keys()}
         if as_json:
-            emit_json(document)
+            emit_json(result.to_dict())
             return
-        echo_result(f"initialised {created.store.uri} at format {created.stamp} with {len(document['tables'])} tables")
+        echo_result(f"initialised {result.graph} at format {result.format} with {len(result.tables)} tables")
 
     @group.command("load")
     @click.option("--mode", type=click.Choice(["overwrite", "append", "merge"]), required=True,
@@ -113,23 +84,16 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
     @reports_errors
     def load_command(mode: str, data_path: str, branch: str, chunk_rows: int | None, graph: str, as_json: bool) -> None:
         """Load a JSONL file into a branch as one atomic commit (or one per chunk)."""
-        with _open_file(data_path, "data file") as data:
-            opened = open_graph(graph, profile, write=True)
-            _report_recovery(opened)
+        from omnigraph.inputs import open_data_file
+
+        with open_data_file(data_path) as data, open_graph(graph, program=program) as opened:
+            say_recovered(opened)
             if chunk_rows is None:
-                result = load(opened, data, mode=mode, branch=branch, actor=actor_name())  # type: ignore[arg-type]
+                result = opened.load(data, mode=mode, branch=branch)  # type: ignore[arg-type]
             else:
-                with fleet.registered(opened.store, profile.program, "load", profile.init_stamp):
-                    result = _chunked_load(opened, data, mode, branch, chunk_rows)
-        document = {
-            "branch": result.branch,
-            "mode": result.mode,
-            "commits": [c.commit_id for c in result.commits],
-            "manifest_version": result.commits[-1].manifest_version if result.commits else None,
-            "rows": result.rows,
-        }
+                result = _chunked_load(opened, data, mode, branch, chunk_rows)
         if as_json:
-            emit_json(document)
+            emit_json(result.to_dict())
             return
         echo_result(f"loaded {sum(result.rows.values())} rows into {branch} in {len(result.commits)} commit(s)")
 
@@ -145,11 +109,11 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
     @reports_errors
     def branch_create(name: str, source: str, graph: str, as_json: bool) -> None:
         """Create branch NAME from the current state of --from."""
-        opened = open_graph(graph, profile, write=True)
-        _report_recovery(opened)
-        branch = create_branch(opened, name, source)
+        with open_graph(graph, program=program) as opened:
+            say_recovered(opened)
+            created = opened.create_branch(name, from_branch=source)
         if as_json:
-            emit_json({"name": branch.name, "parent_branch": branch.parent_branch, "incarnation": branch.incarnation})
+            emit_json(created.to_dict())
             return
         echo_result(f"created branch {name} from {source}")
 
@@ -159,13 +123,14 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
     @reports_errors
     def branch_list(graph: str, as_json: bool) -> None:
         """List graph branches."""
-        documents = branch_documents(open_graph(graph, profile, write=False))
+        with open_graph(graph, read_only=True, program=program) as opened:
+            branches = opened.branches()
         if as_json:
-            emit_json({"branches": documents})
+            emit_json({"branches": [b.to_dict() for b in branches]})
             return
-        for doc in documents:
-            parent = f" (from {doc['parent_branch']})" if doc["parent_branch"] else ""
-            echo_result(f"{doc['name']}{parent}")
+        for branch in branches:
+            parent = f" (from {branch.parent_branch})" if branch.parent_branch else ""
+            echo_result(f"{branch.name}{parent}")
 
     @branch_group.command("delete")
     @click.argument("name")
@@ -174,11 +139,11 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
     @reports_errors
     def branch_delete(name: str, graph: str, as_json: bool) -> None:
         """Delete branch NAME (refused while other branches were forked from it)."""
-        opened = open_graph(graph, profile, write=True)
-        _report_recovery(opened)
-        delete_branch(opened, name)
+        with open_graph(graph, program=program) as opened:
+            say_recovered(opened)
+            deleted = opened.delete_branch(name)
         if as_json:
-            emit_json({"deleted": name})
+            emit_json(deleted.to_dict())
             return
         echo_result(f"deleted branch {name}")
 
@@ -189,7 +154,8 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
     @reports_errors
     def snapshot_command(branch: str, graph: str, as_json: bool) -> None:
         """Show what a branch pins: every table's image, rows and primary key."""
-        document = snapshot_document(open_graph(graph, profile, write=False), branch)
+        with open_graph(graph, read_only=True, program=program) as opened:
+            document = opened.snapshot(branch).to_dict()
         if as_json:
             emit_json(document)
             return
@@ -205,6 +171,6 @@ def add_shared_commands(group: click.Group, profile: EngineProfile) -> None:
     @reports_errors
     def export_command(branch: str, types: tuple[str, ...], graph: str) -> None:
         """Write a branch as JSONL on stdout (loadable with `load`)."""
-        opened = open_graph(graph, profile, write=False)
-        for line in export_lines(opened, branch, list(types)):
-            sys.stdout.write(line + "\n")
+        with open_graph(graph, read_only=True, program=program) as opened:
+            for line in opened.export_jsonl(branch, list(types)):
+                sys.stdout.write(line + "\n")

@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 import click
 
-from engine.errors import Internal, OmnigraphError, exit_code_for
-from engine.graph import default_actor
+import omnigraph
+from omnigraph.errors import Internal, OmnigraphError, exit_code_for
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -78,6 +78,18 @@ def _report(error: OmnigraphError, as_json: bool) -> None:
     say(f"error [{error.code}]: {error.message}")
 
 
+def open_graph(uri: str, *, read_only: bool = False, program: str = omnigraph.ENGINE) -> omnigraph.Graph:
+    """The graph a command acts on: opened now, with the stamp and the claim checked at the open
+    only (a command opens, acts once and exits, as a one-shot program always has)."""
+    return omnigraph.open(uri, read_only=read_only, program=program, stamp_checks="at_open")
+
+
+def say_recovered(graph: omnigraph.Graph) -> None:
+    """One stderr line per interrupted commit the graph's read-write open resolved."""
+    for record in graph.recovered:
+        say(f"recovered interrupted commit {record.operation_id} on {record.graph_branch}: {record.outcome}")
+
+
 def actor_name() -> str:
     """Who is writing: ``OMNIGRAPH_ACTOR`` or the login name."""
-    return default_actor()
+    return omnigraph.default_actor()

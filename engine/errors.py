@@ -125,6 +125,14 @@ class ValidationFailed(OmnigraphError):
     exit_code = EXIT_VALIDATION_FAILED
 
 
+class ReadOnlyGraph(OmnigraphError):
+    """A write was asked of a graph handle opened read-only (``omnigraph.open(..., read_only=True)``);
+    nothing was read or written."""
+
+    code = "read_only"
+    http_status = 409
+
+
 class StorageAccessDenied(OmnigraphError):
     """The object store refused our credentials for the graph's bucket."""
 

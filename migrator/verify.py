@@ -141,7 +141,10 @@ def verify_graph(store: GraphStore, manifest: Manifest, queries: AnswerQueries |
         state = Ledger(store, ledger_dir(migration_id)).replay().state
         if state.plan and all(u.status == "completed" for u in state.units.values()):
             drift = [d.model_dump(mode="json") for d in migration_drift(store, manifest, state)]
-    document = {"graph": store.uri, "stamp": stamp, "ok": not problems and not drift, "problems": problems, "drift": drift}
+    document: dict[str, Any] = {
+        "graph": store.uri, "stamp": stamp, "ok": not problems and not drift, "problems": problems, "drift": drift,
+        "answer_check": [],
+    }
     if not document["ok"]:
         found = problems + [d["what"] for d in drift]
         shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")

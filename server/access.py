@@ -28,7 +28,7 @@ from fastapi import Depends, Request
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from engine.errors import Internal
+from omnigraph.errors import Internal
 from server.grants import Grant, Principal
 
 BodyKind = Literal["json", "ndjson"]

@@ -5,7 +5,7 @@ threads) or ``await`` :func:`starlette.concurrency.run_in_threadpool`: no Lance 
 call runs on the event loop. Errors are ``{"error": {code, message, details}}`` with the HTTP status
 of the error's code (REFERENCE.md); ``format_barrier`` (503) is a write refused at a stamp this
 program does not write. Each process registers itself in the fleet registry
-(:mod:`engine.access.fleet`) for its lifetime.
+(``Graph.fleet_membership``) for its lifetime.
 
 Every route is a :class:`server.gate.GuardedRoute` (host, token and grant, origin, content type,
 body limits, checked before the handler) and declares its grant (:mod:`server.access`); the app
@@ -28,10 +28,9 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from engine import __version__
-from engine.access import fleet
-from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
-from engine.errors import BadRequest, OmnigraphError
+import omnigraph
+from omnigraph import __version__
+from omnigraph.errors import BadRequest, OmnigraphError
 from server import metrics, models
 from server.access import NDJSON_BODY, public, requires
 from server.docs_ui import add_docs_routes
@@ -42,8 +41,6 @@ from server.query_routes import query_router
 from server.service import GraphService
 from server.settings import ServeSettings, settings_from_env
 from server.tokens import TokenTable, read_tokens_file
-
-PROFILES: dict[str, EngineProfile] = {FENCED_PROFILE.program: FENCED_PROFILE, LEGACY_PROFILE.program: LEGACY_PROFILE}
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": models.ErrorResponse} for status in (400, 401, 403, 404, 408, 409, 412, 413, 415, 421, 500, 503)
@@ -57,14 +54,14 @@ def _error_response(error: OmnigraphError, status: int | None = None) -> JSONRes
 def create_app(settings: ServeSettings) -> FastAPI:
     """The application serving ``settings.graph`` as ``settings.program``; the tokens file (when
     the server is not unauthenticated) is read and validated here."""
-    profile = PROFILES[settings.program]
+    program = settings.program
     tokens = None if settings.tokens_file is None else TokenTable(read_tokens_file(settings.tokens_file))
-    service = GraphService(settings.graph, profile, on_recovery=metrics.count_recoveries)
+    service = GraphService(settings.graph, program, on_recovery=metrics.count_recoveries)
 
     @asynccontextmanager
     async def lifespan(started: FastAPI) -> AsyncIterator[None]:
         audit_routes(started)  # a route without a declared grant: refuse to start
-        membership = fleet.Membership(service.store, profile.program, "server", profile.init_stamp, settings.address)
+        membership = service.graph.fleet_membership("server", settings.address)
         await run_in_threadpool(membership.start)
         try:
             yield
@@ -74,16 +71,16 @@ def create_app(settings: ServeSettings) -> FastAPI:
             metrics.forget_process(os.getpid())
 
     app = FastAPI(
-        title=f"{profile.program} serve",
+        title=f"{program} serve",
         version=__version__,
-        description=f"HTTP access to one graph (writes format {profile.init_stamp}).",
+        description=f"HTTP access to one graph (writes format {service.graph.writes_format}).",
         lifespan=lifespan,
         responses=_ERRORS,
         docs_url=None, redoc_url=None, openapi_url=None,  # served by server.docs_ui, open routes like the rest
     )
     app.router.route_class = GuardedRoute
     _install_error_handlers(app)
-    _add_routes(app, service, profile)
+    _add_routes(app, service, program)
     app.include_router(query_router(service))
     if settings.docs:
         add_docs_routes(app)
@@ -95,7 +92,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     return app
 
 
-def _add_routes(app: FastAPI, service: GraphService, profile: EngineProfile) -> None:
+def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
     @app.get("/healthz", response_model=models.Health, tags=["health"], dependencies=[public()])
     def healthz() -> dict[str, Any]:
         """The process is alive (touches no storage)."""
@@ -110,13 +107,13 @@ def _add_routes(app: FastAPI, service: GraphService, profile: EngineProfile) -> 
 
     @app.get("/version", response_model=models.VersionInfo, tags=["health"], dependencies=[requires(Grant.READ)])
     def version() -> dict[str, Any]:
-        return {"program": profile.program, "version": __version__, "format": profile.init_stamp}
+        return {"program": program, "version": __version__, "format": service.graph.writes_format}
 
     @app.get("/metrics", tags=["health"], response_class=Response, dependencies=[requires(Grant.READ)],
              responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text exposition."}})
     def prometheus_metrics() -> Response:
         """Every metric of every worker process, in the Prometheus text format (``docs/serving.md``)."""
-        return Response(metrics.exposition(service.manifest, profile.program), media_type=metrics.CONTENT_TYPE)
+        return Response(metrics.exposition(service.graph.stamp, program), media_type=metrics.CONTENT_TYPE)
 
     @app.get("/branches", response_model=models.BranchList, tags=["branches"], dependencies=[requires(Grant.READ)])
     def list_branches() -> dict[str, Any]:
@@ -159,7 +156,7 @@ def _add_routes(app: FastAPI, service: GraphService, profile: EngineProfile) -> 
         data = await request.body()  # read and bounded by the gate already
         return await run_in_threadpool(service.load, branch, mode, data, principal.actor)
 
-    if profile.program == FENCED_PROFILE.program:  # the format-4 release had neither
+    if program == omnigraph.ENGINE:  # the format-4 release had neither
         @app.post("/branches/{name}/merge", response_model=models.MergeResponse, tags=["branches"])
         def merge_branch(name: str, body: models.MergeRequest, principal: Annotated[Principal, requires(Grant.MERGE)]) -> dict[str, Any]:
             """Three-way merge of branch ``name`` into ``into`` (up to date, fast-forward or a merge

@@ -6,7 +6,7 @@ They belong to the one error family (:class:`engine.errors.OmnigraphError`), so 
 
 from __future__ import annotations
 
-from engine.errors import OmnigraphError
+from omnigraph.errors import OmnigraphError
 
 
 class Unauthorized(OmnigraphError):

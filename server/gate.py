@@ -36,7 +36,7 @@ from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 from starlette.types import Message, Receive, Scope
 
-from engine.errors import BadRequest, Internal, OmnigraphError, ResourceLimit
+from omnigraph.errors import BadRequest, Internal, OmnigraphError, ResourceLimit
 from server.access import JSON_BODY, PRINCIPAL_KEY, Policy, single_policy
 from server.errors import Forbidden, MisdirectedRequest, OriginRefused, RequestTimeout, Unauthorized, UnsupportedMediaType
 from server.grants import Grant, Principal, anonymous

@@ -14,16 +14,15 @@ at each scrape: the format stamp of the graph and the program's build.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import REGISTRY, Collector
 
-from engine import __version__
-from engine.manifest import Manifest
-from engine.reconcile.intents import RecoveryRecord
+import omnigraph
+from omnigraph import __version__
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -42,7 +41,7 @@ RECOVERIES = Counter("omnigraph_recoveries", "Interrupted commits resolved when 
                      ["outcome"])
 
 
-def count_recoveries(records: list[RecoveryRecord]) -> None:
+def count_recoveries(records: Sequence[omnigraph.Recovery]) -> None:
     """The service's ``on_recovery`` hook."""
     for record in records:
         RECOVERIES.labels(record.outcome).inc()
@@ -51,12 +50,12 @@ def count_recoveries(records: list[RecoveryRecord]) -> None:
 class _ScrapeTime(Collector):
     """The graph's format stamp (one ``omnigraph_format_stamp{stamp}`` series at 1) and the build."""
 
-    def __init__(self, manifest: Manifest, program: str) -> None:
-        self.manifest = manifest
+    def __init__(self, stamp: Callable[[], str], program: str) -> None:
+        self.stamp = stamp
         self.program = program
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        stamp, _ = self.manifest.read_stamp()
+        stamp = self.stamp()
         stamp_family = GaugeMetricFamily("omnigraph_format_stamp", "The graph's format stamp, read at this scrape.", labels=["stamp"])
         stamp_family.add_metric([str(stamp)], 1.0)
         yield stamp_family
@@ -65,15 +64,16 @@ class _ScrapeTime(Collector):
         yield build
 
 
-def exposition(manifest: Manifest, program: str) -> bytes:
-    """The text exposition of every metric (all workers' when in multiprocess mode); reads the stamp."""
+def exposition(stamp: Callable[[], str], program: str) -> bytes:
+    """The text exposition of every metric (all workers' when in multiprocess mode); ``stamp``
+    reads the graph's stamp at this scrape."""
     if os.environ.get(MULTIPROC_ENV):
         counted = CollectorRegistry()
         MultiProcessCollector(counted)
     else:
         counted = REGISTRY
     scraped = CollectorRegistry()
-    scraped.register(_ScrapeTime(manifest, program))
+    scraped.register(_ScrapeTime(stamp, program))
     return generate_latest(counted) + generate_latest(scraped)
 
 

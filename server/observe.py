@@ -31,7 +31,7 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.errors import BadRequest, Internal, OmnigraphError
+from omnigraph.errors import BadRequest, Internal, OmnigraphError
 from server import metrics
 from server.access import PRINCIPAL_KEY
 from server.gate import READ_METHODS, ROUTE_KEY

@@ -14,9 +14,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.door import FENCED_PROFILE
-from engine.gq import choose_query
-from engine.query import run_query
+import omnigraph
 from server.access import requires
 from server.gate import GuardedRoute
 from server.grants import Grant
@@ -46,14 +44,13 @@ def query_router(service: GraphService) -> APIRouter:
     """The query route of ``service``'s graph; none for the format-4 writer's emulation (the
     release it emulates had no read queries)."""
     router = APIRouter(route_class=GuardedRoute)
-    if service.profile.program != FENCED_PROFILE.program:
+    if service.program != omnigraph.ENGINE:
         return router
 
     @router.post("/branches/{branch}/query", response_model=QueryResponse, tags=["reads"],
                  dependencies=[requires(GRANT)])
     def query(branch: str, body: QueryRequest) -> dict[str, Any]:
         """Run one read query on ``branch`` (or its commit ``at``)."""
-        choose_query(body.query, body.name, "read")
-        return run_query(service.reader(), body.query, name=body.name, params=body.params, branch=branch, at=body.at)
+        return service.query(branch, body.query, body.name, body.params, body.at)
 
     return router

@@ -9,8 +9,7 @@ never on the event loop.
 - Writes are serialised within the process by one lock. What can be checked without committed
   state is checked before the lock is taken (a load body is parsed and validated, a ``.gq``
   source parsed), so a large or bad request never holds up the other writes. Writes re-read the stamp (and the migration
-  claim) right before each write (:func:`engine.access.barrier.require_writable_stamp`, which acts
-  on :func:`engine.access.write_permission`): a server that started at format 4 starts accepting
+  claim) right before each write (:class:`omnigraph.Graph` applies the barrier): a server that started at format 4 starts accepting
   writes as soon as the stamp is 5, and one that was accepting writes refuses them from the
   moment the barrier is stamped, without a restart. The read-write graph (which resolves
   interrupted commits when opened) is opened on the first allowed write and reopened after any
@@ -21,82 +20,45 @@ never on the event loop.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
 
-from engine.access import current_permission, readiness_problems, require_writable_stamp
-from engine.door import EngineProfile
-from engine.errors import RecoveryRequired
-from engine.graph import Graph, open_graph
-from engine.manifest import Manifest, commit_history
-from engine.ops import branch_documents, create_branch, delete_branch, export_lines, merge_branch, snapshot_document
-from engine.ops.load import LoadMode, load_records
-from engine.ops.mutate import mutate, select_query
-from engine.reconcile.intents import RecoveryRecord
-from engine.records import read_records
-from engine.storage import FORMAT_5, open_store
+import omnigraph
 
-T = TypeVar("T")
+LoadMode = Literal["append", "merge", "overwrite"]
 
 
 class GraphService:
-    """One graph served by one process under one program profile."""
+    """One graph served by one process under one program profile: a lazy :class:`omnigraph.Graph`
+    (nothing is opened until the first request), whose reads run in parallel and whose writes it
+    serialises."""
 
-    def __init__(self, uri: str, profile: EngineProfile,
-                 on_recovery: Callable[[list[RecoveryRecord]], None] | None = None):
+    def __init__(self, uri: str, program: str = omnigraph.ENGINE,
+                 on_recovery: Callable[[Sequence[omnigraph.Recovery]], None] | None = None):
         """``on_recovery`` is told what each read-write open resolved (interrupted commits)."""
         self.uri = uri
-        self.profile = profile
-        self._on_recovery = on_recovery
-        self.store = open_store(uri)
-        self.manifest = Manifest(self.store)
-        self._write_lock = threading.Lock()
-        self._writable: Graph | None = None
-        self._reader: Graph | None = None
+        self.program = program
+        self.graph = omnigraph.open(uri, program=program, lazy=True, on_recovery=on_recovery)
 
     # -- reads ---------------------------------------------------------------------------------
-
-    def reader(self) -> Graph:
-        """The graph opened read-only, reopened (stamp rules applied afresh) when the stamp changed.
-
-        Every read then reads the latest ``__manifest`` itself; only the store client and the
-        catalog are reused between requests.
-        """
-        graph = self._reader
-        if graph is None or self.manifest.read_stamp()[0] != graph.stamp:
-            graph = self._reader = open_graph(self.uri, self.profile, write=False)
-        return graph
 
     def readiness(self) -> dict[str, Any]:
         """``{format, writable, reason}``: the barrier, then, for a fenced program at stamp 5, the
         writer audit (a late format-4 commit or an image without the PK is not writable)."""
-        permission = current_permission(self.manifest, self.profile)
-        stamp, writable, reason = permission.stamp, permission.writable, permission.reason
-        if writable and stamp == FORMAT_5 and self.profile.router.with_pk:
-            problems = readiness_problems(self.store, self.manifest)
-            if problems:
-                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-                writable, reason = False, f"format_refused: {problems[0]}{more}"
-        return {"format": stamp, "writable": writable, "reason": reason}
+        return self.graph.readiness().to_dict()
 
     def snapshot(self, branch: str) -> dict[str, Any]:
-        return snapshot_document(self.reader(), branch)
+        return self.graph.snapshot(branch).to_dict()
 
     def branches(self) -> list[dict[str, Any]]:
-        return branch_documents(self.reader())
+        return [branch.to_dict() for branch in self.graph.branches()]
 
     def commits(self, branch: str) -> list[dict[str, Any]]:
-        history = commit_history(self.reader().manifest, branch)
-        return [
-            {"commit_id": h.commit_id, "parents": list(h.parents), "actor": h.actor, "message": h.message,
-             "committed_at": h.committed_at}
-            for h in history
-        ]
+        return [commit.to_dict() for commit in self.graph.commits(branch)]
 
     def export(self, branch: str, types: list[str]) -> Iterator[str]:
         """JSONL lines; the first line is produced here, so a bad request fails before streaming."""
-        lines = export_lines(self.reader(), branch, types)
+        lines = self.graph.export_jsonl(branch, types)
         first = next(lines, None)
 
         def chained() -> Iterator[str]:
@@ -108,61 +70,36 @@ class GraphService:
 
         return chained()
 
+    def query(self, branch: str, source: str, name: str | None, params: dict[str, Any], at: str | None) -> dict[str, Any]:
+        """The output document of one read query (parsed and checked before any data is read)."""
+        return self.graph.query(source, name=name, params=params, branch=branch, at=at).to_dict()
+
     # -- writes --------------------------------------------------------------------------------
 
     def stop_writes(self) -> None:
-        """Wait for the write in flight, then take the write lock for good: the process is exiting.
+        """Wait for the write in flight, then close the graph: the process is exiting.
 
         Called on shutdown after the server stopped taking requests, so a request cancelled by
         the graceful-shutdown timeout still finishes (or fails typed) its commit before the
         process ends, and leaves no intent; writes queued behind it never start.
         """
-        self._write_lock.acquire()
-
-    def write(self, operation: Callable[[Graph], T]) -> T:
-        """Run ``operation`` on the read-write graph once the barrier allows writes."""
-        with self._write_lock:
-            require_writable_stamp(self.manifest, self.profile)
-            if self._writable is None:
-                self._writable = open_graph(self.uri, self.profile, write=True)
-                if self._on_recovery is not None and self._writable.recovered:
-                    self._on_recovery(self._writable.recovered)
-            try:
-                return operation(self._writable)
-            except RecoveryRequired:
-                self._writable = None  # the next write reopens read-write, which resolves it
-                raise
+        self.graph.close()
 
     def load(self, branch: str, mode: LoadMode, data: bytes, actor: str) -> dict[str, Any]:
         """Parse and validate ``data`` against the catalog first, then publish under the write lock
         (the barrier is checked before the parse too, so a refused write parses nothing)."""
-        require_writable_stamp(self.manifest, self.profile)
-        reader = self.reader()
-        reader.manifest.require_branch(branch)
-        with read_records(data, reader.catalog, with_pk=self.profile.router.with_pk) as records:
-            result = self.write(lambda graph: load_records(graph, records, mode=mode, branch=branch, actor=actor))
-        return {
-            "branch": result.branch,
-            "mode": result.mode,
-            "commits": [c.commit_id for c in result.commits],
-            "manifest_version": result.commits[-1].manifest_version if result.commits else None,
-            "rows": result.rows,
-        }
+        return self.graph.load(data, mode=mode, branch=branch, actor=actor).to_dict()
 
     def create_branch(self, name: str, source: str) -> dict[str, Any]:
-        branch = self.write(lambda graph: create_branch(graph, name, source))
-        return {"name": branch.name, "parent_branch": branch.parent_branch, "incarnation": branch.incarnation}
+        return self.graph.create_branch(name, from_branch=source).to_dict()
 
     def delete_branch(self, name: str) -> None:
-        self.write(lambda graph: delete_branch(graph, name))
+        self.graph.delete_branch(name)
 
     def mutate(self, branch: str, source: str, name: str | None, params: dict[str, Any], if_commit: str | None,
                actor: str) -> dict[str, Any]:
         """One ``.gq`` query as one commit; syntax and the insert/delete mix are refused before any I/O."""
-        select_query(source, name)
-        result = self.write(lambda graph: mutate(graph, source, name=name, params=params, branch=branch,
-                                                 if_commit=if_commit, actor=actor))
-        return result.document()
+        return self.graph.mutate(source, name=name, params=params, branch=branch, if_commit=if_commit, actor=actor).to_dict()
 
     def merge(self, source: str, into: str, actor: str) -> dict[str, Any]:
-        return self.write(lambda graph: merge_branch(graph, source, into, actor=actor)).document()
+        return self.graph.merge(source, into=into, actor=actor).to_dict()

@@ -24,7 +24,7 @@ from typing import Annotated
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
-from engine.errors import BadRequest
+from omnigraph.errors import BadRequest
 from server.grants import Grant, Principal
 
 TOKEN_PREFIX = "og_"

@@ -18,7 +18,7 @@ same name.
 """
 
 from engine.ops.branches import branch_documents, create_branch, delete_branch
-from engine.ops.export import export_lines
+from engine.ops.export import export_lines, export_tables
 from engine.ops.id_probe import present_ids
 from engine.ops.limits import MAX_ARROW_BYTES, MAX_ROWS
 from engine.ops.load import LoadMode, LoadResult
@@ -43,6 +43,7 @@ __all__ = [
     "create_branch",
     "delete_branch",
     "export_lines",
+    "export_tables",
     "merge_branch",
     "present_ids",
     "select_query",

@@ -222,7 +222,7 @@ def load(
 ) -> LoadResult:
     """Validate ``data`` (JSONL bytes, or a binary file read in blocks) and publish it to
     ``branch``; see the module docstring."""
-    _check_options(mode, chunk_rows)
+    check_load_options(mode, chunk_rows)
     graph.manifest.require_branch(branch)
     with read_records(data, graph.catalog, with_pk=graph.profile.router.with_pk) as records:
         return load_records(graph, records, mode=mode, branch=branch, actor=actor, chunk_rows=chunk_rows, progress=progress)
@@ -241,7 +241,7 @@ def load_records(
     """:func:`load` of records already read by :func:`engine.records.read_records` against this
     graph's catalog and ``with_pk`` (the caller keeps and closes them): a server parses and
     validates a body before it takes its write lock, then publishes under it."""
-    _check_options(mode, chunk_rows)
+    check_load_options(mode, chunk_rows)
     graph.manifest.require_branch(branch)
     chunks = _chunks(records, chunk_rows)
     if mode != "overwrite":
@@ -253,7 +253,8 @@ def load_records(
     return _publish(graph, records, chunks, mode, branch, actor, progress)
 
 
-def _check_options(mode: LoadMode, chunk_rows: int | None) -> None:
+def check_load_options(mode: LoadMode, chunk_rows: int | None) -> None:
+    """``bad_request`` for ``chunk_rows`` below 1 or with ``overwrite`` (each chunk would replace the last)."""
     if chunk_rows is not None and chunk_rows < 1:
         raise BadRequest("--chunk-rows must be at least 1")
     if chunk_rows is not None and mode == "overwrite":

@@ -40,7 +40,14 @@ from engine.storage.names import (
     SCHEMA_FILE,
 )
 from engine.storage.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS
-from engine.storage.store import GraphStore, copy_root, open_store
+from engine.storage.store import (
+    STORAGE_OPTION_ENV,
+    GraphStore,
+    check_storage_options,
+    copy_root,
+    open_store,
+    storage_options_scope,
+)
 
 __all__ = [
     "CLAIM_PATH",
@@ -54,6 +61,7 @@ __all__ = [
     "PK_METADATA_KEY",
     "RECOVERY_DIR",
     "SCHEMA_FILE",
+    "STORAGE_OPTION_ENV",
     "ForeignFork",
     "Fork",
     "ForkInterrupted",
@@ -61,6 +69,7 @@ __all__ = [
     "ImageRef",
     "LanceBranch",
     "canonical_json",
+    "check_storage_options",
     "copy_root",
     "create_empty_dataset",
     "delete_branch_if_present",
@@ -73,5 +82,6 @@ __all__ = [
     "open_pinned",
     "open_store",
     "primary_key",
+    "storage_options_scope",
     "wait_for_branch",
 ]

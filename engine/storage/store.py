@@ -2,7 +2,9 @@
 
 A graph URI is a local path, a ``file://`` URL or ``s3://bucket/prefix``. S3 settings come from
 the environment (``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``/``AWS_DEFAULT_REGION``).
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``/``AWS_DEFAULT_REGION``), overlaid
+by the storage options a caller gives for a block of work (:func:`storage_options_scope`, what the
+Python API's ``storage_options`` uses).
 
 Paths handed to a :class:`GraphStore` are relative to the graph root and use ``/``.
 :meth:`GraphStore.put_if_absent` is the one atomic create-if-absent primitive the toolkit relies
@@ -17,7 +19,9 @@ import functools
 import json
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlparse
@@ -223,11 +227,64 @@ def _fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
+STORAGE_OPTION_ENV: dict[str, str] = {
+    "aws_access_key_id": "AWS_ACCESS_KEY_ID",
+    "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "aws_session_token": "AWS_SESSION_TOKEN",
+    "aws_region": "AWS_REGION",
+    "aws_endpoint": "AWS_ENDPOINT_URL",
+    "allow_http": "AWS_ALLOW_HTTP",
+}
+"""The S3 settings a caller may give instead of the environment (Lance's option names), and the
+environment variable each one stands for."""
+
+_STORAGE_OPTIONS: ContextVar[Mapping[str, str] | None] = ContextVar("omnigraph_storage_options", default=None)
+
+
+def check_storage_options(options: Mapping[str, str] | None) -> dict[str, str]:
+    """``options`` as a plain dict of strings; ``bad_request`` naming an unknown option."""
+    checked = {str(key): str(value) for key, value in (options or {}).items()}
+    unknown = sorted(set(checked) - set(STORAGE_OPTION_ENV))
+    if unknown:
+        raise BadRequest(
+            f"unknown storage option(s) {unknown}; accepted: {sorted(STORAGE_OPTION_ENV)}",
+            {"unknown": unknown, "accepted": sorted(STORAGE_OPTION_ENV)},
+        )
+    return checked
+
+
+@contextmanager
+def storage_options_scope(options: Mapping[str, str] | None) -> Iterator[None]:
+    """Within the block, stores opened by this thread (or task) take their S3 settings from
+    ``options`` first and the environment second (see :data:`STORAGE_OPTION_ENV`).
+
+    An empty or None ``options`` changes nothing. Only :func:`open_store` reads them, so a store
+    keeps the settings it was opened with."""
+    token = _STORAGE_OPTIONS.set(check_storage_options(options) or None)
+    try:
+        yield
+    finally:
+        _STORAGE_OPTIONS.reset(token)
+
+
+def _s3_environment() -> dict[str, str]:
+    """The AWS settings in effect: the environment, overlaid by the scope's storage options."""
+    names = (*STORAGE_OPTION_ENV.values(), "AWS_ENDPOINT", "AWS_DEFAULT_REGION")
+    values = {name: os.environ[name] for name in names if os.environ.get(name)}
+    for option, value in (_STORAGE_OPTIONS.get() or {}).items():
+        name = STORAGE_OPTION_ENV[option]
+        values[name] = value
+        values.pop({"AWS_ENDPOINT_URL": "AWS_ENDPOINT", "AWS_REGION": "AWS_DEFAULT_REGION"}.get(name, ""), None)
+    return values
+
+
 def s3_settings_from_env() -> tuple[dict[str, object], dict[str, str]]:
-    """(s3fs keyword arguments, Lance storage options) built from the AWS environment."""
-    endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT")
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    allow_http = os.environ.get("AWS_ALLOW_HTTP", "").lower() in ("1", "true", "yes")
+    """(s3fs keyword arguments, Lance storage options) built from the AWS environment, overlaid by
+    the storage options of :func:`storage_options_scope`."""
+    env = _s3_environment()
+    endpoint = env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT")
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
+    allow_http = env.get("AWS_ALLOW_HTTP", "").lower() in ("1", "true", "yes")
     # Bounded retry budgets: botocore (3 attempts per call), then GraphStore's tenacity policy
     # (s3fs's own wrapper is set to one attempt in open_store); Lance: 10 retries within 60 s.
     fs_kwargs: dict[str, object] = {
@@ -248,9 +305,13 @@ def s3_settings_from_env() -> tuple[dict[str, object], dict[str, str]]:
         ("AWS_SECRET_ACCESS_KEY", "aws_secret_access_key"),
         ("AWS_SESSION_TOKEN", "aws_session_token"),
     ):
-        value = os.environ.get(env_name)
+        value = env.get(env_name)
         if value:
             lance_options[option] = value
+    given = _STORAGE_OPTIONS.get() or {}
+    for option, s3fs_name in (("aws_access_key_id", "key"), ("aws_secret_access_key", "secret"), ("aws_session_token", "token")):
+        if option in given:  # botocore reads the environment by itself; given keys are passed on
+            fs_kwargs[s3fs_name] = given[option]
     fs_kwargs["client_kwargs"] = client_kwargs
     return fs_kwargs, lance_options
 

@@ -21,7 +21,6 @@ from click.testing import CliRunner
 
 from cli.migrate import cli as migrate_cli
 from engine.access import readiness_problems
-from engine.door import FENCED_PROFILE
 from engine.manifest import FORMAT_KEY, Manifest
 from engine.storage import MANIFEST_DIR, open_dataset, open_store, primary_key
 from server.service import GraphService
@@ -94,7 +93,7 @@ def _caught_then_refenced(uri: str, tmp_path: Path, mode: str) -> None:
 
     problems = readiness_problems(store, Manifest(store))
     assert any(late in p for p in problems), problems
-    ready = GraphService(uri, FENCED_PROFILE).readiness()
+    ready = GraphService(uri).readiness()
     assert ready["format"] == "5" and ready["writable"] is False and late in ready["reason"], ready
     verified = migrate("verify", uri, "--json")
     assert verified.returncode == 1, verified.describe()
@@ -107,7 +106,7 @@ def _caught_then_refenced(uri: str, tmp_path: Path, mode: str) -> None:
     assert refenced.returncode == 0, refenced.describe()
     assert migrate("verify", uri).returncode == 0
     assert readiness_problems(store, Manifest(store)) == []
-    assert GraphService(uri, FENCED_PROFILE).readiness()["writable"] is True
+    assert GraphService(uri).readiness()["writable"] is True
 
     assert _pk_of(uri, table_key) == ["id"]
     written = invoke(OMNIGRAPH, "load", "--mode", "append", "--data", str(other), uri)

@@ -1,0 +1,127 @@
+"""The engine handles behind one :class:`omnigraph.Graph`, and the rules for using them from threads.
+
+A :class:`Handles` holds at most one read-only and one read-write engine handle of a root:
+
+- :meth:`Handles.reading` returns the read-only handle, opened on first use and reopened (the
+  stamp rules applied afresh) whenever the stamp changed since it was opened. Reads share it and
+  run in parallel: each read folds the latest ``__manifest`` itself.
+- :meth:`Handles.write` runs one write on the read-write handle under one lock, after re-reading
+  the stamp and the migration claim (``format_barrier`` while a migration holds the barrier). The
+  handle is opened (which resolves interrupted commits) on the first write that the barrier
+  allows, and dropped after a ``recovery_required`` so that the next write reopens and resolves it.
+- With ``every_call=False`` (a command that opens, acts once and exits) the stamp and the claim
+  are checked only when a handle is opened.
+
+Every handle is opened inside the graph's storage-options scope, so it keeps those S3 settings.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import TypeVar
+
+from engine.access import require_writable_stamp
+from engine.door import EngineProfile
+from engine.errors import BadRequest, RecoveryRequired
+from engine.graph import Graph as EngineGraph
+from engine.graph import open_graph
+from engine.manifest import Manifest
+from engine.reconcile import RecoveryRecord
+from engine.storage import GraphStore, storage_options_scope
+
+__all__ = ["Handles"]
+
+T = TypeVar("T")
+
+
+class Handles:
+    """The read-only and read-write engine handles of one root (see the module docstring)."""
+
+    def __init__(self, store: GraphStore, profile: EngineProfile, *, storage_options: Mapping[str, str] | None,
+                 on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None, every_call: bool) -> None:
+        """``on_recovery`` is told what each read-write open resolved, when it resolved anything."""
+        self.store = store
+        self.manifest = Manifest(store)
+        self.profile = profile
+        self.storage_options = dict(storage_options or {})
+        self.recovered: tuple[RecoveryRecord, ...] = ()
+        self._on_recovery = on_recovery
+        self._every_call = every_call
+        self._write_lock = threading.Lock()
+        self._reader: EngineGraph | None = None
+        self._writer: EngineGraph | None = None
+        self._closed = False
+
+    def scope(self) -> AbstractContextManager[None]:
+        """The block in which stores opened by this thread use the graph's storage options."""
+        return storage_options_scope(self.storage_options) if self.storage_options else nullcontext()
+
+    def require_open(self) -> None:
+        """``bad_request`` once :meth:`close` was called."""
+        if self._closed:
+            raise BadRequest(f"this Graph of {self.store.uri} is closed", {"uri": self.store.uri})
+
+    def open_reader(self) -> EngineGraph:
+        """Open (or reopen) the read-only handle now: ``not_found``, ``format_refused`` as the open rules say."""
+        with self.scope():
+            self._reader = open_graph(self.store.uri, self.profile, write=False)
+        return self._reader
+
+    def open_writer(self) -> EngineGraph:
+        """Open the read-write handle now, resolving interrupted commits: ``format_refused`` or
+        ``claim_held`` when the barrier forbids writing."""
+        with self.scope():
+            writer = open_graph(self.store.uri, self.profile, write=True)
+        self._writer = writer
+        self.recovered = tuple(writer.recovered)
+        if self._on_recovery is not None and writer.recovered:
+            self._on_recovery(writer.recovered)
+        return writer
+
+    def adopt_writer(self, writer: EngineGraph) -> None:
+        """Use ``writer`` (a graph just created by init) as the read-write handle."""
+        self._writer = writer
+
+    def reading(self) -> EngineGraph:
+        """The read-only handle, reopened (stamp rules applied afresh) when the stamp changed."""
+        self.require_open()
+        graph = self._reader
+        if graph is not None and not self._every_call:
+            return graph
+        with self.scope():
+            if graph is None or self.manifest.read_stamp()[0] != graph.stamp:
+                graph = self.open_reader()
+        return graph
+
+    def any(self) -> EngineGraph:
+        """Any open handle (for the catalog, which never changes), opening the reader if none is."""
+        self.require_open()
+        return self._writer or self._reader or self.open_reader()
+
+    def check_barrier(self) -> None:
+        """Refuse a write before its input is parsed while the barrier holds (``format_barrier``)."""
+        if self._every_call:
+            with self.scope():
+                require_writable_stamp(self.manifest, self.profile)
+
+    def write(self, operation: Callable[[EngineGraph], T]) -> T:
+        """Run ``operation`` on the read-write handle, under the write lock, once the barrier allows."""
+        with self._write_lock:
+            self.require_open()
+            with self.scope():
+                if self._every_call or self._writer is None:
+                    require_writable_stamp(self.manifest, self.profile)
+                writer = self._writer or self.open_writer()
+                try:
+                    return operation(writer)
+                except RecoveryRequired:
+                    self._writer = None  # the next write reopens read-write, which resolves it
+                    raise
+
+    def close(self) -> None:
+        """Wait for the write in flight, then drop both handles; later use is ``bad_request``."""
+        with self._write_lock:
+            self._closed = True
+            self._reader = self._writer = None

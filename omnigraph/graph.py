@@ -1,0 +1,497 @@
+"""``omnigraph.Graph``: one graph root opened by an application, read and written in-process.
+
+A :class:`Graph` holds up to two engine handles on the root: a read-only one for every read and a
+read-write one for every write (opened, which resolves interrupted commits of dead writers, on
+:func:`omnigraph.open` or on the first write of a ``lazy`` graph). It follows the rules a server
+process follows, because the server is built on it:
+
+- **Reads run in parallel.** Each read folds the latest ``__manifest`` itself, so it sees every
+  commit published before it started (by this process or any other), and reads one consistent
+  commit whatever is published meanwhile. The stamp is re-read before each read and the
+  read-only handle reopened when it changed (the format-5 program reads stamps ``4``,
+  ``migrating`` and ``5``).
+- **Writes are serialised** by one lock per :class:`Graph`. What can be checked without
+  committed state (a load's records are parsed and validated, a ``.gq`` source is parsed) is
+  checked before the lock is taken, so a bad or large write never holds up the others. The
+  stamp and the migration claim are re-read right before each write: a graph behind a
+  migration barrier refuses writes (``format_barrier``) and accepts them again once it is
+  stamped ``5``, without reopening.
+- ``stamp_checks="at_open"`` (what each console-script command uses: it opens, does one thing
+  and exits) checks the stamp and the claim only when a handle is opened, never again: a
+  long-lived :class:`Graph` keeps the default, ``"every_call"``.
+- Several :class:`Graph` objects (in one process or many) on one root contend through the fenced
+  write protocol: of two strict inserts of one id, exactly one wins and the other raises
+  :class:`~omnigraph.errors.KeyConflict`. Crash recovery assumes one writer *process* per graph
+  (a read-write open treats the intents of other hosts' writers as abandoned).
+
+Every method raises the :class:`~omnigraph.errors.OmnigraphError` family; the ``Raises``
+sections name the errors a caller is expected to handle (any method may also raise
+``storage_unavailable`` or ``access_denied`` when the object store fails or refuses).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import pyarrow as pa
+
+from engine.access import current_permission, fleet, readiness_problems
+from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
+from engine.errors import BadRequest, ReadOnlyGraph
+from engine.gq import choose_query
+from engine.graph import default_actor, init_graph
+from engine.manifest import MAIN, commit_history
+from engine.ops import branch_documents, export_lines, export_tables, merge_branch, snapshot_document
+from engine.ops import create_branch as create_engine_branch
+from engine.ops.schema_document import render_schema, schema_document
+from engine.ops import delete_branch as delete_engine_branch
+from engine.ops.load import LoadMode, check_load_options, load_records
+from engine.ops.mutate import mutate, select_query
+from engine.ops.mutate_chunked import mutate_chunked
+from engine.query import open_answer
+from engine.reconcile import RecoveryRecord
+from engine.records import read_records
+from engine.storage import FORMAT_5, GraphStore, open_store, storage_options_scope
+from omnigraph import ENGINE, FORMAT_4_WRITER
+from omnigraph._handles import Handles
+from omnigraph.inputs import LoadData, opened_data
+from omnigraph.results import (
+    Branch,
+    ChunkedMutationResult,
+    Commit,
+    CreatedBranch,
+    DeletedBranch,
+    LoadResult,
+    MergeResult,
+    MutationResult,
+    QueryResult,
+    Readiness,
+    Snapshot,
+    documents,
+)
+
+if TYPE_CHECKING:
+    from engine.maintenance import CheckReport
+    from engine.query import Answer
+
+__all__ = ["PROGRAMS", "Graph", "connect", "create"]
+
+T = TypeVar("T")
+StampChecks = Literal["every_call", "at_open"]
+
+PROGRAMS: dict[str, EngineProfile] = {ENGINE: FENCED_PROFILE, FORMAT_4_WRITER: LEGACY_PROFILE}
+"""The program profiles a graph can be opened with: the engine (writes stamp ``5``, reads ``4``,
+``migrating`` and ``5``) and the format-4 writer's emulation (reads and writes only ``4``)."""
+
+
+def _profile(program: str) -> EngineProfile:
+    try:
+        return PROGRAMS[program]
+    except KeyError:
+        raise BadRequest(f"unknown program {program!r}; one of {sorted(PROGRAMS)}", {"program": program}) from None
+
+
+class Graph:
+    """A graph root opened with :func:`omnigraph.open` or :func:`omnigraph.init`.
+
+    Safe to share between threads (see the module docstring). Use it as a context manager, or
+    call :meth:`close`, to release its handles; a closed graph refuses every call.
+    """
+
+    def __init__(self, store: GraphStore, profile: EngineProfile, *, read_only: bool, actor: str | None,
+                 storage_options: Mapping[str, str] | None,
+                 on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None,
+                 stamp_checks: StampChecks = "every_call") -> None:
+        """Not for direct use: :func:`omnigraph.open` and :func:`omnigraph.init` build graphs."""
+        self._h = Handles(store, profile, storage_options=storage_options, on_recovery=on_recovery,
+                          every_call=stamp_checks == "every_call")
+        self._read_only = read_only
+        self._actor = actor
+
+    # -- identity ------------------------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        """The graph's root as the engine names it (an absolute path, or ``s3://bucket/prefix``)."""
+        return self._h.store.uri
+
+    @property
+    def program(self) -> str:
+        """The program profile the graph was opened with (:data:`ENGINE` unless asked otherwise)."""
+        return self._h.profile.program
+
+    @property
+    def writes_format(self) -> str:
+        """The stamp this program writes (``5`` for the engine)."""
+        return self._h.profile.init_stamp
+
+    @property
+    def read_only(self) -> bool:
+        """True when every write is refused with :class:`~omnigraph.errors.ReadOnlyGraph`."""
+        return self._read_only
+
+    @property
+    def actor(self) -> str:
+        """Who the graph's commits record unless a write names its own actor: the ``actor`` given
+        to :func:`omnigraph.open`, else ``OMNIGRAPH_ACTOR``, else the login name."""
+        return self._actor or default_actor()
+
+    @property
+    def recovered(self) -> tuple[RecoveryRecord, ...]:
+        """The interrupted commits the latest read-write open resolved (empty if none)."""
+        return self._h.recovered
+
+    @property
+    def format(self) -> str:
+        """The stamp the graph had when a handle of this :class:`Graph` last opened it (no I/O;
+        :meth:`stamp` reads it now)."""
+        return self._h.any().stamp
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """Every table key of the schema (``node:Person``, ``edge:Knows``, ...), in catalog order."""
+        return tuple(self._h.any().catalog.table_keys())
+
+    @property
+    def schema_warnings(self) -> tuple[str, ...]:
+        """The schema's warnings (annotations it keeps but does not know), each with line:column."""
+        return tuple(self._h.any().catalog.warnings)
+
+    def schema(self) -> dict[str, Any]:
+        """The ``omnigraph schema show --json`` document: the accepted schema source, its warnings
+        and the catalog derived from it, metadata included (no I/O)."""
+        return schema_document(self._h.any())
+
+    def schema_text(self) -> list[str]:
+        """The lines ``omnigraph schema show`` prints (a summary, then one block per table and
+        interface; no I/O)."""
+        return render_schema(self._h.any())
+
+    def stamp(self) -> str:
+        """The format stamp as it is now (``4``, ``migrating`` or ``5``).
+
+        Raises:
+            FormatRefused: the graph has no stamp or an unknown one.
+        """
+        self._h.require_open()
+        with self._h.scope():
+            return str(self._h.manifest.read_stamp()[0])
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def __enter__(self) -> Graph:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release both handles (waiting for a write in flight); later calls raise ``bad_request``."""
+        self._h.close()
+
+    def _refuse_if_read_only(self, operation: str) -> None:
+        self._h.require_open()
+        if self._read_only:
+            raise ReadOnlyGraph(
+                f"{operation} refused: this Graph of {self.uri} was opened read-only (omnigraph.open(..., read_only=True))",
+                {"operation": operation},
+            )
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def readiness(self) -> Readiness:
+        """Whether this program may write the graph now, and why (what ``GET /readyz`` answers).
+
+        At stamp ``5`` the engine also runs the writer audit: a commit a format-4 writer published
+        after the stamp, or an image without the primary key, makes the graph not writable.
+
+        Raises:
+            FormatRefused: the graph has no stamp or an unknown one.
+        """
+        self._h.require_open()
+        with self._h.scope():
+            permission = current_permission(self._h.manifest, self._h.profile)
+            stamp, writable, reason = permission.stamp, permission.writable, permission.reason
+            if writable and stamp == FORMAT_5 and self._h.profile.router.with_pk:
+                problems = readiness_problems(self._h.store, self._h.manifest)
+                if problems:
+                    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                    writable, reason = False, f"format_refused: {problems[0]}{more}"
+        return Readiness(format=stamp, writable=writable, reason=reason)
+
+    def branches(self) -> tuple[Branch, ...]:
+        """Every branch with its parent and incarnation: ``main`` first, then by name."""
+        return documents(Branch, branch_documents(self._h.reading()))
+
+    def snapshot(self, branch: str = MAIN) -> Snapshot:
+        """What ``branch`` pins: every table's image, rows and primary key.
+
+        Raises:
+            NotFound: no branch ``branch``.
+        """
+        return Snapshot.from_document(snapshot_document(self._h.reading(), branch))
+
+    def commits(self, branch: str = MAIN) -> tuple[Commit, ...]:
+        """The commits reachable from the head of ``branch`` through every parent, newest first.
+
+        Raises:
+            NotFound: no branch ``branch``.
+        """
+        history = commit_history(self._h.reading().manifest, branch)
+        return tuple(Commit(h.commit_id, tuple(h.parents), h.actor, h.message, h.committed_at) for h in history)
+
+    def export_jsonl(self, branch: str = MAIN, types: Sequence[str] | None = None) -> Iterator[str]:
+        """The branch as JSONL lines (no newline), what ``omnigraph export`` writes and ``load``
+        accepts: tables in table-key order, rows by id. The branch is read as one commit; the
+        lines are produced as they are consumed.
+
+        Raises:
+            NotFound: no branch ``branch`` (when the first line is asked for).
+            BadRequest: ``types`` names a type the branch does not have.
+        """
+        return export_lines(self._h.reading(), branch, list(types or []))
+
+    def export(self, branch: str = MAIN, types: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
+        """The branch as record dicts in the JSONL shape (:meth:`export_jsonl`, parsed).
+
+        Raises:
+            NotFound: no branch ``branch``.
+            BadRequest: ``types`` names a type the branch does not have.
+        """
+        return (json.loads(line) for line in self.export_jsonl(branch, types))
+
+    def export_tables(self, branch: str = MAIN, types: Sequence[str] | None = None) -> dict[str, pa.Table]:
+        """The branch as one ``pyarrow.Table`` per table key (``node:Person``, ...), sorted by id,
+        with the physical columns (``id``, for edges ``src`` and ``dst``, then the properties).
+
+        Raises:
+            NotFound: no branch ``branch``.
+            BadRequest: ``types`` names a type the branch does not have.
+        """
+        return export_tables(self._h.reading(), branch, list(types or []))
+
+    @contextmanager
+    def open_query(self, query: str, *, name: str | None = None, params: Mapping[str, Any] | None = None,
+                   branch: str = MAIN, at: str | None = None) -> Iterator[Answer]:
+        """Run a read query and stream its answer inside the block: the answer's ``columns``,
+        ``commit`` and ``rows()`` (an iterator of value lists, consumable once).
+
+        Raises:
+            BadRequest: a syntax, type or parameter error (with line:column), or a mutation.
+            NotFound: no branch ``branch``, or no commit ``at`` on it.
+            ResourceLimit: the query needs more memory than its limit.
+        """
+        choose_query(query, name, "read")  # syntax, the name and the kind: refused before any I/O
+        with self._h.scope(), open_answer(self._h.reading(), query, name=name, params=dict(params or {}),
+                                        branch=branch, at=at) as answer:
+            yield answer
+
+    def query(self, query: str, *, name: str | None = None, params: Mapping[str, Any] | None = None,
+              branch: str = MAIN, at: str | None = None) -> QueryResult:
+        """Run the read query ``name`` of the ``.gq`` source ``query`` (``name`` may be left out
+        when the source declares one query) on ``branch``, or on its commit ``at``.
+
+        Raises:
+            BadRequest: a syntax, type or parameter error (with line:column), or a mutation.
+            NotFound: no branch ``branch``, or no commit ``at`` on it.
+            ResourceLimit: the query needs more memory than its limit.
+        """
+        with self.open_query(query, name=name, params=params, branch=branch, at=at) as answer:
+            return QueryResult.from_document(answer.document())
+
+    def check(self) -> CheckReport:
+        """:func:`omnigraph.check` of this graph's root (read-only; findings are returned, not raised).
+
+        Raises:
+            NotFound: there is no graph at the root any more.
+        """
+        self._h.require_open()
+        import omnigraph
+
+        return omnigraph.check(self.uri, storage_options=self._h.storage_options)
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def load(self, data: LoadData, *, mode: LoadMode, branch: str = MAIN, chunk_rows: int | None = None,
+             actor: str | None = None, progress: Callable[[int, int], None] | None = None) -> LoadResult:
+        """Load records into ``branch`` as one commit (or, with ``chunk_rows``, one per chunk).
+
+        ``data`` is a path, JSONL bytes, a binary file, an iterable of record dicts or a mapping
+        from type name to ``pyarrow.Table`` (:mod:`omnigraph.inputs`). ``mode``: ``append`` is a
+        strict insert, ``merge`` an upsert by id, ``overwrite`` replaces the tables present.
+        The records are parsed and validated before the write lock is taken. A chunked load
+        registers in the fleet registry while it runs and calls ``progress(done, total)`` after
+        each commit.
+
+        Raises:
+            ReadOnlyGraph: the graph was opened read-only.
+            BadRequest: invalid records (with the line or record number), ``chunk_rows`` with
+                ``overwrite``.
+            NotFound: no branch ``branch``.
+            KeyConflict: ``append`` met an existing id (nothing was written).
+            ResourceLimit: a commit would exceed 8,192 rows or 32 MiB for a table.
+            FormatBarrier: a migration barrier holds (the stamp is not ``5``, or a claim is held).
+            RecoveryRequired: a commit was interrupted after an effect landed.
+        """
+        self._refuse_if_read_only("load")
+        self._h.check_barrier()
+        check_load_options(mode, chunk_rows)
+        with self._h.scope():
+            self._h.manifest.require_branch(branch)
+        catalog = self._h.any().catalog
+        registration = (fleet.registered(self._h.store, self.program, "load", self.writes_format)
+                        if chunk_rows is not None else nullcontext())
+        edges = frozenset(t.type_name for t in catalog.tables() if t.kind == "edge")
+        with self._h.scope(), registration, opened_data(data, edges) as source, \
+                read_records(source, catalog, with_pk=self._h.profile.router.with_pk) as records:
+            result = self._h.write(lambda graph: load_records(graph, records, mode=mode, branch=branch, actor=actor or self.actor,
+                                                            chunk_rows=chunk_rows, progress=progress))
+        return LoadResult.from_document({
+            "branch": result.branch,
+            "mode": result.mode,
+            "commits": [c.commit_id for c in result.commits],
+            "manifest_version": result.commits[-1].manifest_version if result.commits else None,
+            "rows": result.rows,
+        })
+
+    def mutate(self, query: str, *, params: Mapping[str, Any] | None = None, name: str | None = None, branch: str = MAIN,
+               if_commit: str | None = None, actor: str | None = None) -> MutationResult:
+        """Run one ``.gq`` mutation query as one commit (none when nothing matched).
+
+        Raises:
+            ReadOnlyGraph: the graph was opened read-only.
+            BadRequest: a syntax, type or parameter error (before any I/O), an insert/delete mix.
+            NotFound: no branch ``branch``.
+            KeyConflict: a strict insert met an existing id.
+            PreconditionFailed: ``if_commit`` is not the branch head.
+            ReadSetConflict: the branch moved while an update or delete was being written.
+            ResourceLimit: an update or delete matches more than 8,192 rows of a table
+                (:meth:`mutate_chunked` applies it in chunks).
+            FormatBarrier: a migration barrier holds.
+            RecoveryRequired: a commit was interrupted after an effect landed.
+        """
+        self._refuse_if_read_only("mutate")
+        select_query(query, name)
+        result = self._h.write(lambda graph: mutate(graph, query, name=name, params=dict(params or {}), branch=branch,
+                                                  if_commit=if_commit, actor=actor or self.actor))
+        return MutationResult.from_document(result.document())
+
+    def mutate_chunked(self, query: str, *, chunk_rows: int, params: Mapping[str, Any] | None = None, name: str | None = None,
+                       branch: str = MAIN, actor: str | None = None,
+                       announce: Callable[[str], None] | None = None) -> ChunkedMutationResult:
+        """Run an update or delete that matches more rows than one commit carries, as one commit
+        per chunk of at most ``chunk_rows`` matched rows (not atomic as a whole; resumable with
+        :meth:`resume_mutation`). ``announce`` is told the operation id once it is recorded.
+
+        Raises:
+            ReadOnlyGraph: the graph was opened read-only.
+            BadRequest: a syntax, type or parameter error, or an insert.
+            NotFound: no branch ``branch``.
+            FormatBarrier: a migration barrier holds.
+            RecoveryRequired: a commit was interrupted after an effect landed.
+        """
+        self._refuse_if_read_only("mutate_chunked")
+        return self._chunked(query, name=name, params=dict(params or {}), branch=branch, chunk_rows=chunk_rows,
+                             actor=actor or self.actor, resume=None, announce=announce)
+
+    def resume_mutation(self, operation_id: str, *, announce: Callable[[str], None] | None = None) -> ChunkedMutationResult:
+        """Continue the chunked mutation ``operation_id`` from its last committed chunk.
+
+        Raises:
+            ReadOnlyGraph: the graph was opened read-only.
+            NotFound: no chunked mutation ``operation_id``.
+            FormatBarrier: a migration barrier holds.
+        """
+        self._refuse_if_read_only("resume_mutation")
+        return self._chunked(None, name=None, params={}, branch=MAIN, chunk_rows=None, actor=self.actor,
+                             resume=operation_id, announce=announce)
+
+    def _chunked(self, query: str | None, *, name: str | None, params: dict[str, Any], branch: str, chunk_rows: int | None,
+                 actor: str, resume: str | None, announce: Callable[[str], None] | None) -> ChunkedMutationResult:
+        result = self._h.write(lambda graph: mutate_chunked(graph, query, name=name, params=params, branch=branch,
+                                                          chunk_rows=chunk_rows, actor=actor, resume=resume,
+                                                          announce=announce or (lambda _line: None)))
+        return ChunkedMutationResult.from_document(result.document())
+
+    def create_branch(self, name: str, *, from_branch: str = MAIN) -> CreatedBranch:
+        """Create branch ``name`` from the current head of ``from_branch`` (only the catalog is
+        forked; tables fork on their first write).
+
+        Raises:
+            ReadOnlyGraph: the graph was opened read-only.
+            BadRequest: an invalid or existing name.
+            NotFound: no branch ``from_branch``.
+            FormatBarrier: a migration barrier holds.
+        """
+        self._refuse_if_read_only("create_branch")
+        branch = self._h.write(lambda graph: create_engine_branch(graph, name, from_branch))
+        return CreatedBranch(name=branch.name, parent_branch=branch.parent_branch, incarnation=branch.incarnation)
+
+    def delete_branch(self, name: str) -> DeletedBranch:
+        """Delete branch ``name``.
+
+        Raises:
+            ReadOnlyGraph: the graph was opened read-only.
+            BadRequest: ``main``, or a branch other branches were forked from.
+            NotFound: no branch ``name``.
+            ReadSetConflict: a write to the branch is in flight.
+            FormatBarrier: a migration barrier holds.
+        """
+        self._refuse_if_read_only("delete_branch")
+        self._h.write(lambda graph: delete_engine_branch(graph, name))
+        return DeletedBranch(deleted=name)
+
+    def merge(self, source: str, *, into: str = MAIN, actor: str | None = None) -> MergeResult:
+        """Merge branch ``source`` into ``into`` three-way from their merge base: up to date, a
+        fast-forward, or one merge commit.
+
+        Raises:
+            ReadOnlyGraph: the graph was opened read-only.
+            NotFound: no branch ``source`` or ``into``.
+            MergeConflict: ids changed differently on both branches (all listed; nothing written).
+            ResourceLimit: the merge would exceed a commit's limits.
+            FormatBarrier: a migration barrier holds.
+            RecoveryRequired: a commit was interrupted after an effect landed.
+        """
+        self._refuse_if_read_only("merge")
+        result = self._h.write(lambda graph: merge_branch(graph, source, into, actor=actor or self.actor))
+        return MergeResult.from_document(result.document())
+
+    def fleet_membership(self, role: Literal["server", "load"], address: str | None = None) -> fleet.Membership:
+        """A fleet-registry record for this process (``start()`` creates and heartbeats it,
+        ``stop()`` deletes it): how servers announce themselves to ``omnigraph-migrate``."""
+        self._h.require_open()
+        return fleet.Membership(self._h.store, self.program, role, self.writes_format, address)
+
+
+def connect(uri: str, *, read_only: bool = False, actor: str | None = None, storage_options: Mapping[str, str] | None = None,
+            program: str = ENGINE, lazy: bool = False,
+            on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None = None,
+            stamp_checks: StampChecks = "every_call") -> Graph:
+    """:func:`omnigraph.open` (see there)."""
+    profile = _profile(program)
+    with storage_options_scope(storage_options):
+        store = open_store(uri)
+    graph = Graph(store, profile, read_only=read_only, actor=actor, storage_options=storage_options, on_recovery=on_recovery,
+                  stamp_checks=stamp_checks)
+    if lazy:
+        return graph
+    if read_only:
+        graph._h.open_reader()
+    else:
+        graph._h.open_writer()
+    return graph
+
+
+def create(uri: str, schema: str, *, actor: str | None = None, storage_options: Mapping[str, str] | None = None,
+           program: str = ENGINE) -> Graph:
+    """:func:`omnigraph.init` (see there) of the schema source ``schema``."""
+    profile = _profile(program)
+    with storage_options_scope(storage_options):
+        created = init_graph(uri, schema, profile, actor or default_actor())
+    graph = Graph(created.store, profile, read_only=False, actor=actor, storage_options=storage_options, on_recovery=None)
+    graph._h.adopt_writer(created)
+    return graph

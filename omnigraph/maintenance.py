@@ -1,0 +1,242 @@
+"""Routine Lance maintenance of a graph: out-of-band table commits (drift), recovery, optimize.
+
+What ``omnigraph drift show|adopt|revert``, ``omnigraph recover`` and ``omnigraph optimize`` do,
+from Python. Each works on format-5 graphs and on format-4 graphs (maintenance changes no row
+through the write door, and a format-4 graph must be maintainable before its migration); a graph
+under a migration barrier is refused. On a format-4 graph ``drift_adopt`` skips the fencing
+checks (the migration makes them) and ``optimize`` protects every version a migration sidecar
+pins.
+
+The functions that open the graph read-write first resolve interrupted commits and adopt
+out-of-band commits that change no row, as every read-write open does; ``announce`` (default:
+nothing) is told one line for each, and for what the operation itself completes on the way.
+Results carry the engine's drift reports (``describe()``, ``verdict``, ``to_json()``, ...) and
+``to_dict()`` gives the command's ``--json`` document.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.errors import BadRequest, NotFound
+from engine.graph import Graph, default_actor, open_graph
+from engine.maintenance.optimize import OptimizeReport
+from engine.maintenance.optimize import optimize as optimize_graph
+from engine.maintenance.progress import Progress, SilentProgress
+from engine.manifest import MAIN, Manifest
+from engine.reconcile import drift, intents, recovery
+from engine.reconcile.drift import TableDriftReport
+from engine.storage import FORMAT_4, open_store
+from omnigraph import ENGINE, FORMAT_4_WRITER
+from omnigraph.graph import PROGRAMS
+
+__all__ = [
+    "DriftAdopted",
+    "DriftReverted",
+    "DriftShown",
+    "OptimizeReport",
+    "Recovered",
+    "drift_adopt",
+    "drift_revert",
+    "drift_show",
+    "optimize",
+    "recover",
+]
+
+Announce = Callable[[str], None]
+
+
+def _quiet(_line: str) -> None:
+    return None
+
+
+def _open(uri: str, *, write: bool, announce: Announce) -> Graph:
+    """Open with the profile of the graph's format: 5 -> the engine, 4 -> the format-4 rules.
+
+    Any other stamp is refused by the engine's rules (a migration barrier names
+    ``omnigraph-migrate status``)."""
+    manifest = Manifest(open_store(uri))
+    stamp = manifest.read_stamp()[0] if manifest.exists() else None
+    graph = open_graph(uri, PROGRAMS[FORMAT_4_WRITER if stamp == FORMAT_4 else ENGINE], write=write)
+    for record in graph.recovered:
+        announce(f"recovered interrupted commit {record.operation_id} on {record.graph_branch}: {record.outcome}")
+    for adopted in graph.adopted:
+        announce(f"adopted {'+'.join(adopted.operations)} {adopted.span} on {adopted.table_key} ({adopted.graph_branch})")
+    return graph
+
+
+def _table_filter(graph: Graph, branch: str, table: str | None) -> list[str] | None:
+    if table is None:
+        return None
+    if table not in graph.manifest.snapshot(branch).tables:
+        raise NotFound(
+            f"branch {branch!r} has no table {table!r} (see `omnigraph snapshot --branch {branch} {graph.store.uri}`)",
+            {"table": table},
+        )
+    return [table]
+
+
+@dataclass(frozen=True)
+class DriftShown:
+    """``drift show``: the commits between each table's pin and its HEAD on ``branch``."""
+
+    graph: str
+    branch: str
+    tables: tuple[TableDriftReport, ...]
+
+    def commands(self, report: TableDriftReport) -> dict[str, str]:
+        """The exact ``omnigraph drift show|adopt|revert`` commands for one table's drift."""
+        return drift.commands_for(self.graph, report)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"branch": self.branch, "tables": [r.to_json() for r in self.tables]}
+
+
+@dataclass(frozen=True)
+class DriftAdopted:
+    """``drift adopt``: the spans pinned, in one graph commit (``manifest_version`` None if none)."""
+
+    branch: str
+    adopted: tuple[TableDriftReport, ...]
+    manifest_version: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"branch": self.branch, "adopted": [r.to_json() for r in self.adopted], "manifest_version": self.manifest_version}
+
+
+@dataclass(frozen=True)
+class DriftReverted:
+    """``drift revert``: the tables restored to their pinned rows, one graph commit each."""
+
+    branch: str
+    reverted: tuple[TableDriftReport, ...]
+    manifest_versions: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"branch": self.branch, "reverted": [r.to_json() for r in self.reverted],
+                "manifest_versions": list(self.manifest_versions)}
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """``recover``: what the read-write open resolved and adopted, the writes of live writers
+    still in flight, and the interrupted branch creations or deletions completed."""
+
+    recovered: tuple[dict[str, Any], ...]
+    adopted: tuple[dict[str, Any], ...]
+    in_flight: tuple[str, ...]
+    branch_operations_completed: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"recovered": list(self.recovered), "adopted": list(self.adopted), "in_flight": list(self.in_flight),
+                "branch_operations_completed": list(self.branch_operations_completed)}
+
+
+def drift_show(uri: str, *, branch: str = MAIN, table: str | None = None) -> DriftShown:
+    """The out-of-band commits of every table of ``branch`` (or of ``table``), and whether each
+    changes rows (read-only).
+
+    Raises:
+        NotFound: no graph, branch or table.
+        FormatRefused: the stamp is one the engine does not read.
+    """
+    graph = _open(uri, write=False, announce=_quiet)
+    graph.manifest.require_branch(branch)
+    reports = drift.out_of_band(graph.store, graph.manifest, branch, _table_filter(graph, branch, table),
+                                compare_rows=True, include_forks=True)
+    return DriftShown(graph.store.uri, branch, tuple(reports))
+
+
+def drift_adopt(uri: str, *, branch: str = MAIN, table: str | None = None, actor: str | None = None,
+                announce: Announce = _quiet) -> DriftAdopted:
+    """Pin each table's HEAD on ``branch`` (after the fencing checks) in one graph commit.
+
+    Raises:
+        NotFound: no graph, branch or table.
+        FormatRefused: the graph is behind a migration barrier.
+        ClaimHeld: a migration claim is held.
+        ValidationFailed: the change would break the fence (revert it instead).
+    """
+    graph = _open(uri, write=True, announce=announce)
+    graph.manifest.require_branch(branch)
+    reports = drift.out_of_band(graph.store, graph.manifest, branch, _table_filter(graph, branch, table), include_forks=True)
+    version = None
+    if reports:
+        version = drift.adopt(graph.store, graph.manifest, branch, reports, actor=actor or default_actor(),
+                              require_fencing=graph.profile.router.with_pk)
+    return DriftAdopted(branch, tuple(reports), version)
+
+
+def drift_revert(uri: str, *, branch: str = MAIN, table: str | None = None, actor: str | None = None,
+                 announce: Announce = _quiet) -> DriftReverted:
+    """Restore each table's pinned rows on ``branch`` as a new version and pin it (one graph
+    commit per table).
+
+    Raises:
+        NotFound: no graph, branch or table.
+        FormatRefused: the graph is behind a migration barrier.
+        ClaimHeld: a migration claim is held.
+    """
+    graph = _open(uri, write=True, announce=announce)
+    graph.manifest.require_branch(branch)
+    reports = drift.out_of_band(graph.store, graph.manifest, branch, _table_filter(graph, branch, table), include_forks=True)
+    versions = [drift.revert(graph.store, graph.manifest, report, actor=actor or default_actor()) for report in reports]
+    return DriftReverted(branch, tuple(reports), tuple(versions))
+
+
+def recover(uri: str, *, announce: Announce = _quiet) -> Recovered:
+    """Open the graph read-write: resolve the interrupted commits of dead writers, complete
+    interrupted branch creations and deletions, adopt out-of-band commits that change no row.
+
+    Raises:
+        TableDrift: drift that changes rows is left (every drifted table in the details, with
+            the ``omnigraph drift`` commands); ``details["recovered"]`` says what was resolved.
+        FormatRefused: the graph is behind a migration barrier.
+        ClaimHeld: a migration claim is held.
+    """
+    graph = _open(uri, write=True, announce=announce)
+    finished = recovery.finish_interrupted_branch_operations(graph.store, graph.manifest)
+    for name in finished:
+        announce(f"completed an interrupted create or delete of branch {name}")
+    drifted = []
+    for branch in graph.manifest.branches():
+        drifted += drift.out_of_band(graph.store, graph.manifest, branch, include_forks=True)
+    result = Recovered(
+        recovered=tuple(r.model_dump(mode="json") for r in graph.recovered),
+        adopted=tuple(r.to_json() for r in graph.adopted),
+        in_flight=tuple(i.operation_id for i in intents.list_intents(graph.store)),
+        branch_operations_completed=tuple(finished),
+    )
+    if drifted:
+        error = drift.drift_error(graph.store.uri, drifted)
+        error.details["recovered"] = list(result.recovered)
+        raise error
+    return result
+
+
+def optimize(uri: str, *, branch: str = MAIN, compact: bool = False, index_column: str | None = None,
+             cleanup_older_than: dt.timedelta | None = None, dry_run: bool = False, actor: str | None = None,
+             progress: Progress | None = None, announce: Announce = _quiet) -> OptimizeReport:
+    """Compact the tables ``branch`` owns, build a BTREE index on ``index_column``, and delete
+    table versions older than ``cleanup_older_than`` that nothing pins (no branch, reachable
+    commit, intent or migration sidecar); compactions and indexes are published as a graph commit.
+
+    Raises:
+        BadRequest: nothing to do (none of ``compact``, ``index_column``, ``cleanup_older_than``).
+        NotFound: no graph or branch.
+        FormatRefused: the graph is behind a migration barrier.
+        ClaimHeld: a migration claim is held.
+    """
+    if not compact and index_column is None and cleanup_older_than is None:
+        raise BadRequest("nothing to do: pass --compact, --index COLUMN and/or --cleanup-older-than DUR")
+    graph = _open(uri, write=True, announce=announce)
+    from migrator.sidecar import pinned_images  # the ledger models: loaded only by optimize
+
+    return optimize_graph(
+        graph, branch, compact=compact, index_column=index_column, cleanup_older_than=cleanup_older_than,
+        dry_run=dry_run, actor=actor or default_actor(), progress=progress or SilentProgress(),
+        extra_pins=pinned_images(graph.store),
+    )

@@ -1,0 +1,55 @@
+"""``omnigraph`` is the one door to the engine: no module under ``cli/`` or ``server/`` imports
+``engine`` (only ``omnigraph``, and the migrator's own packages for ``omnigraph-migrate``), and
+neither ``engine/`` nor ``migrator/`` imports ``omnigraph``. Every import counts, wherever it is
+(a lazy import inside a function is still a dependency). And ``import omnigraph`` loads none of
+Lance, Arrow or DuckDB (the console scripts start without them).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.guards.test_import_layout import MODULES, imported_modules
+
+HEAVY = ("lance", "pyarrow", "duckdb")
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _violations(importers: tuple[str, ...], forbidden: str) -> list[str]:
+    return [
+        f"{module} imports {target}"
+        for module in sorted(MODULES)
+        if any(_inside(module, top) for top in importers)
+        for target in sorted(imported_modules(module, module_level=False))
+        if _inside(target, forbidden)
+    ]
+
+
+def test_the_walk_sees_both_sides() -> None:
+    assert {"cli.omnigraph", "server.service", "omnigraph", "omnigraph.graph", "migrator.run"} <= set(MODULES)
+    assert "omnigraph" in imported_modules("server.service", module_level=False)
+
+
+def test_cli_and_server_import_no_engine_module() -> None:
+    assert _violations(("cli", "server"), "engine") == []
+
+
+def test_engine_and_migrator_never_import_omnigraph() -> None:
+    assert _violations(("engine", "migrator"), "omnigraph") == []
+
+
+def _loaded_after(statement: str) -> list[str]:
+    probe = f"import sys; {statement}; print(__import__('json').dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+    completed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    return list(json.loads(completed.stdout))
+
+
+def test_import_omnigraph_and_the_cli_load_no_lance_arrow_or_duckdb() -> None:
+    assert _loaded_after("import omnigraph, omnigraph.errors, omnigraph.results") == []
+    assert _loaded_after("import cli.omnigraph") == []
+    assert _loaded_after("import omnigraph; omnigraph.Graph") == ["duckdb", "lance", "pyarrow"]
