@@ -46,11 +46,11 @@ from engine.graph import default_actor, init_graph
 from engine.manifest import MAIN, commit_history
 from engine.ops import branch_documents, export_lines, export_tables, merge_branch, snapshot_document
 from engine.ops import create_branch as create_engine_branch
-from engine.ops.schema_document import render_schema, schema_document
 from engine.ops import delete_branch as delete_engine_branch
 from engine.ops.load import LoadMode, check_load_options, load_records
 from engine.ops.mutate import mutate, select_query
 from engine.ops.mutate_chunked import mutate_chunked
+from engine.ops.schema_document import render_schema, schema_document
 from engine.query import open_answer
 from engine.reconcile import RecoveryRecord
 from engine.records import read_records
