@@ -7,9 +7,11 @@ self-loop is reported again at hop ``k``. So a pair ``(s, x)`` is reported when 
 distance ``d`` from ``s`` to ``x`` (``d = 0`` for ``x = s``) lies in ``min..max``, or when
 ``x`` has a self-loop and ``d + 1`` does. Each pair at most once.
 
-Breadth-first search runs in DuckDB, one ``INSERT ... SELECT`` per hop over a table
-``(s, n, d)`` of reached nodes and their distance (an anti-join with it is the visited set),
-starting from a *seed* set. The pair set of a source depends on that source alone, so any
+Breadth-first search runs in DuckDB, one join of the frontier with the edges per hop (the edge
+scan filtered on the frontier's nodes; the join also finds the frontier's self-loops, so no
+separate scan of the edges looks for them), then an
+``INSERT ... SELECT`` into a table ``(s, n, d)`` of reached nodes and their distance (an
+anti-join with it is the visited set), starting from a *seed* set. The pair set of a source depends on that source alone, so any
 superset of the sources a query can bind gives the same answer: the seeds are the rows of the
 variable's node table that pass the comparisons of that variable alone in the block that
 introduces it. When the source variable has none and the destination does, the search runs
@@ -25,6 +27,10 @@ from __future__ import annotations
 from engine.gq.bound_read import Block, BoundRead, Compare, Const, Hop
 from engine.query.session import Session
 from engine.query.sql import SqlParams, compare_sql, quote
+
+LISTED_FRONTIER = 4096
+"""A frontier of at most this many nodes is passed to the edge scan as a list, which the scan
+filters on (fewer rows leave Lance); a larger one is a semi-join with the reached nodes."""
 
 
 def _alone(compare: Compare, var: int) -> bool:
@@ -77,29 +83,45 @@ class Traversals:
             seeds = f"SELECT v{seed_var}.id AS id FROM {table} AS v{seed_var} WHERE {where}"
         else:
             seeds = f"SELECT DISTINCT src AS id FROM {edges}"
-        reach, step = f"{name}_reach", f"{name}_step"
+        reach, expand, step, loops = (f"{name}_{part}" for part in ("reach", "expand", "step", "loops"))
         near, far = ("src", "dst") if forward else ("dst", "src")
         run = self._session.execute
         run(f"CREATE TEMP TABLE {reach} AS SELECT DISTINCT id AS s, id AS n, 0 AS d FROM ({seeds})", params.values)
+        run(f"CREATE TEMP TABLE {loops} (s VARCHAR, n VARCHAR, d INTEGER)")
         for depth in range(1, (hop.max_hops if same_type else 1) + 1):
+            # one scan of the edges per hop: the frontier's edges, its self-loops among them
+            frontier = f"SELECT DISTINCT n FROM {reach} WHERE d = {depth - 1}"
+            (size,) = run(f"SELECT count(*) FROM ({frontier})").fetchone()  # type: ignore[misc]
+            if size <= LISTED_FRONTIER:  # a list the Lance scan filters on
+                nodes: list[object] = [[row[0] for row in run(frontier).fetchall()]]
+                near_filter = f"{near} = ANY($1)"
+            else:
+                nodes, near_filter = [], f"{near} IN ({frontier})"
             run(
-                f"CREATE OR REPLACE TEMP TABLE {step} AS SELECT DISTINCT f.s AS s, e.{far} AS n, {depth} AS d "
-                f"FROM {reach} f JOIN {edges} e ON e.{near} = f.n WHERE f.d = {depth - 1} "
-                f"AND NOT EXISTS (SELECT 1 FROM {reach} r WHERE r.s = f.s AND r.n = e.{far})"
+                f"CREATE OR REPLACE TEMP TABLE {expand} AS SELECT f.s AS s, f.n AS n_from, e.{far} AS n "
+                f"FROM (SELECT {near}, {far} FROM {edges} WHERE {near_filter}) e "
+                f"JOIN {reach} f ON f.n = e.{near} AND f.d = {depth - 1}",
+                nodes,
             )
-            run(f"INSERT INTO {reach} SELECT s, n, d FROM {step}")
-            (count,) = run(f"SELECT count(*) FROM {step}").fetchone()  # type: ignore[misc]
+            if same_type:
+                run(f"INSERT INTO {loops} SELECT DISTINCT s, n, {depth - 1} FROM {expand} WHERE n = n_from")
+            run(
+                f"CREATE OR REPLACE TEMP TABLE {step} AS SELECT DISTINCT x.s AS s, x.n AS n, {depth} AS d FROM {expand} x "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {reach} r WHERE r.s = x.s AND r.n = x.n)"
+            )
+            (count,) = run(f"INSERT INTO {reach} SELECT s, n, d FROM {step}").fetchone()  # type: ignore[misc]
             if count == 0:
                 break
         a, b = ("s", "n") if forward else ("n", "s")
         sql = f"CREATE TEMP TABLE {name} AS SELECT {a} AS a, {b} AS b FROM {reach} WHERE d BETWEEN {hop.min_hops} AND {hop.max_hops}"
-        if same_type:
-            loops = f"SELECT src FROM {edges} WHERE src = dst"
+        if same_type and forward:  # a reached node's self-loop reports it again one hop later
+            sql += f" UNION SELECT s AS a, n AS b FROM {loops} WHERE d + 1 BETWEEN {hop.min_hops} AND {hop.max_hops}"
+        elif same_type:  # backwards the path ends at the seed: its own self-loop counts
             sql += (
-                f" UNION SELECT {a} AS a, {b} AS b FROM {reach} WHERE d + 1 BETWEEN {hop.min_hops} AND {hop.max_hops}"
-                f" AND {b} IN ({loops})"
+                f" UNION SELECT n AS a, s AS b FROM {reach} WHERE d + 1 BETWEEN {hop.min_hops} AND {hop.max_hops}"
+                f" AND s IN (SELECT s FROM {loops} WHERE d = 0)"
             )
         run(sql)
-        run(f"DROP TABLE {reach}")
-        run(f"DROP TABLE IF EXISTS {step}")
+        for table in (reach, expand, step, loops):
+            run(f"DROP TABLE IF EXISTS {table}")
         return name

@@ -16,6 +16,7 @@ import json
 import uuid
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,7 +26,7 @@ from engine.door import FENCED_PROFILE
 from engine.gq import parse
 from engine.graph import init_graph
 from engine.ops.load import load
-from engine.query import run_query
+from engine.query import run_query, traverse
 from tests.conftest import new_root
 from tests.support.query_model import Model, ModelGraph
 
@@ -198,3 +199,13 @@ def test_answers_match_the_reference_model(tmp_path: Path, data: Any) -> None:
 @given(data=st.data())
 def test_answers_match_the_reference_model_on_s3(tmp_path: Path, data: Any) -> None:
     _check(new_root("s3", tmp_path), data)
+
+
+@settings(max_examples=15, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_answers_match_the_reference_model_when_every_frontier_is_a_semi_join(tmp_path: Path, data: Any) -> None:
+    """The same, with the traversal's other edge-scan filter: every frontier as a semi-join with
+    the reached nodes (the path a frontier of more than ``LISTED_FRONTIER`` nodes takes)."""
+    with mock.patch.object(traverse, "LISTED_FRONTIER", -1):
+        _check(str(tmp_path / uuid.uuid4().hex), data)
