@@ -29,8 +29,14 @@ from engine.query.session import Session
 from engine.query.sql import SqlParams, compare_sql, quote
 
 LISTED_FRONTIER = 4096
-"""A frontier of at most this many nodes is passed to the edge scan as a list, which the scan
-filters on (fewer rows leave Lance); a larger one is a semi-join with the reached nodes."""
+"""A frontier of at most this many nodes is written into the edge scan's filter as literals,
+which the Lance scan applies (fewer rows leave Lance); a larger one is a semi-join with the
+reached nodes."""
+
+
+def string_literal(value: str) -> str:
+    """``value`` as a SQL string literal (quotes doubled)."""
+    return "'" + value.replace("'", "''") + "'"
 
 
 def _alone(compare: Compare, var: int) -> bool:
@@ -83,7 +89,7 @@ class Traversals:
             seeds = f"SELECT v{seed_var}.id AS id FROM {table} AS v{seed_var} WHERE {where}"
         else:
             seeds = f"SELECT DISTINCT src AS id FROM {edges}"
-        reach, expand, step, loops = (f"{name}_{part}" for part in ("reach", "expand", "step", "loops"))
+        reach, hop_edges, expand, step, loops = (f"{name}_{part}" for part in ("reach", "edges", "expand", "step", "loops"))
         near, far = ("src", "dst") if forward else ("dst", "src")
         run = self._session.execute
         run(f"CREATE TEMP TABLE {reach} AS SELECT DISTINCT id AS s, id AS n, 0 AS d FROM ({seeds})", params.values)
@@ -92,16 +98,15 @@ class Traversals:
             # one scan of the edges per hop: the frontier's edges, its self-loops among them
             frontier = f"SELECT DISTINCT n FROM {reach} WHERE d = {depth - 1}"
             (size,) = run(f"SELECT count(*) FROM ({frontier})").fetchone()  # type: ignore[misc]
-            if size <= LISTED_FRONTIER:  # a list the Lance scan filters on
-                nodes: list[object] = [[row[0] for row in run(frontier).fetchall()]]
-                near_filter = f"{near} = ANY($1)"
+            if size <= LISTED_FRONTIER:  # literals, which DuckDB hands to the Lance scan as its filter
+                listed = ", ".join(string_literal(row[0]) for row in run(frontier).fetchall())
+                near_filter = f"{near} IN ({listed})"
             else:
-                nodes, near_filter = [], f"{near} IN ({frontier})"
+                near_filter = f"{near} IN ({frontier})"
+            run(f"CREATE OR REPLACE TEMP TABLE {hop_edges} AS SELECT {near}, {far} FROM {edges} WHERE {near_filter}")
             run(
                 f"CREATE OR REPLACE TEMP TABLE {expand} AS SELECT f.s AS s, f.n AS n_from, e.{far} AS n "
-                f"FROM (SELECT {near}, {far} FROM {edges} WHERE {near_filter}) e "
-                f"JOIN {reach} f ON f.n = e.{near} AND f.d = {depth - 1}",
-                nodes,
+                f"FROM {hop_edges} e JOIN {reach} f ON f.n = e.{near} AND f.d = {depth - 1}"
             )
             if same_type:
                 run(f"INSERT INTO {loops} SELECT DISTINCT s, n, {depth - 1} FROM {expand} WHERE n = n_from")
@@ -122,6 +127,6 @@ class Traversals:
                 f" AND s IN (SELECT s FROM {loops} WHERE d = 0)"
             )
         run(sql)
-        for table in (reach, expand, step, loops):
+        for table in (reach, hop_edges, expand, step, loops):
             run(f"DROP TABLE IF EXISTS {table}")
         return name
