@@ -9,7 +9,9 @@ read-write open adopt it (an index-only table commit), then, in a fresh process 
 each query ``--runs`` times through :func:`engine.query.run_query` and the floor: a hand-written
 DuckDB statement over the same pinned Lance datasets, registered once, in the same process.
 Reported: the median wall time of each, their ratio, and the process's peak RSS
-(``os.wait4`` ``ru_maxrss``) for the whole size. Not a test; CI never runs it.
+(``os.wait4`` ``ru_maxrss``) for the whole size, then the peak RSS of a second process that runs
+only the engine's queries (the floor's DuckDB has no memory limit, so the first peak is mostly
+the floor's). Not a test; CI never runs it.
 """
 
 from __future__ import annotations
@@ -84,8 +86,9 @@ def build(root: Path, nodes: int) -> None:
     open_graph(str(root), FENCED_PROFILE, write=True)  # adopts the index-only commit
 
 
-def measure(root: Path, runs: int) -> dict[str, Any]:
-    """Median seconds per query, engine and floor (in this process)."""
+def measure(root: Path, runs: int, engine_only: bool = False) -> dict[str, Any]:
+    """Median seconds per query, engine and floor (in this process); ``engine_only`` runs only
+    the engine's queries (for the engine's own peak RSS: the floor's DuckDB has no memory limit)."""
     import duckdb
 
     from engine.door import FENCED_PROFILE
@@ -106,27 +109,40 @@ def measure(root: Path, runs: int) -> dict[str, Any]:
             started = time.perf_counter()
             answer = run_query(graph, QUERIES, name=name, params=params)
             engine_times.append(time.perf_counter() - started)
+            if engine_only:
+                continue
             started = time.perf_counter()
             floor_rows = floor.execute(sql, list(params.values())).fetchall()
             floor_times.append(time.perf_counter() - started)
+        if engine_only:
+            results[name] = {"engine": statistics.median(engine_times), "rows": len(answer["rows"])}
+            continue
         results[name] = {"engine": statistics.median(engine_times), "floor": statistics.median(floor_times),
                          "rows": len(answer["rows"]), "floor_rows": len(floor_rows)}
     return results
 
 
-def one_size(nodes: int, runs: int, work: Path) -> dict[str, Any]:
-    """Build if needed, then measure in a child process; its results and peak RSS."""
-    root = work / f"qbench-{nodes}"
-    if not root.exists():
-        subprocess.run([sys.executable, __file__, "--build", str(nodes), "--work", str(work)], check=True)
-    child = subprocess.Popen([sys.executable, __file__, "--measure", str(nodes), "--runs", str(runs), "--work", str(work)],
+def _child(nodes: int, runs: int, work: Path, *flags: str) -> tuple[dict[str, Any], float]:
+    """One measuring child process: its results and its peak RSS in MiB (``os.wait4``)."""
+    child = subprocess.Popen([sys.executable, __file__, "--measure", str(nodes), "--runs", str(runs), "--work", str(work), *flags],
                              stdout=subprocess.PIPE)
     assert child.stdout is not None
     output = child.stdout.read()
     _, status, usage = os.wait4(child.pid, 0)
     if status != 0:
         raise RuntimeError(f"measuring {nodes} nodes failed with status {status}")
-    return {"results": json.loads(output), "peak_rss_mib": usage.ru_maxrss / 1024}
+    return json.loads(output), usage.ru_maxrss / 1024
+
+
+def one_size(nodes: int, runs: int, work: Path) -> dict[str, Any]:
+    """Build if needed, then measure in a child process (engine and floor), and the engine's
+    peak RSS alone in another."""
+    root = work / f"qbench-{nodes}"
+    if not root.exists():
+        subprocess.run([sys.executable, __file__, "--build", str(nodes), "--work", str(work)], check=True)
+    results, peak = _child(nodes, runs, work)
+    _, engine_peak = _child(nodes, 1, work, "--engine-only")
+    return {"results": results, "peak_rss_mib": peak, "engine_peak_rss_mib": engine_peak}
 
 
 def main() -> int:
@@ -136,12 +152,13 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=Path("bench-out"))
     parser.add_argument("--build", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--measure", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--engine-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.build:
         build(args.work / f"qbench-{args.build}", args.build)
         return 0
     if args.measure:
-        print(json.dumps(measure(args.work / f"qbench-{args.measure}", args.runs)))
+        print(json.dumps(measure(args.work / f"qbench-{args.measure}", args.runs, args.engine_only)))
         return 0
     args.work.mkdir(parents=True, exist_ok=True)
     print("| nodes | query | engine ms | floor ms | ratio | rows |")
@@ -152,6 +169,7 @@ def main() -> int:
             print(f"| {nodes:,} | {name} | {row['engine'] * 1000:.1f} | {row['floor'] * 1000:.1f} | "
                   f"{row['engine'] / row['floor']:.2f} | {row['rows']} |")
         print(f"| {nodes:,} | peak RSS | {size['peak_rss_mib']:.0f} MiB | | | |")
+        print(f"| {nodes:,} | peak RSS, engine only | {size['engine_peak_rss_mib']:.0f} MiB | | | |")
     return 0
 
 
