@@ -22,9 +22,8 @@ from engine.ops.load import load
 from engine.storage import open_store
 from ledger import AnswersChecked, AnswersRecorded, Ledger, LedgerCorrupt, MigrationStarted, PlanRecorded, UnitPlan, UnitStep, fold
 from migrator.layout import ledger_dir
-from tests.conftest import new_root
 from tests.support.migration_cli import claim_token, migrate
-from tests.support.migration_fixtures import BRANCHES, build_fixture, clone
+from tests.support.migration_fixtures import BRANCHES, clone, compact_copy
 
 QUERIES = """
 query people() {
@@ -65,12 +64,7 @@ def sources() -> dict[str, str]:
 @pytest.fixture
 def graph(backend: str, tmp_path: Path, sources: dict[str, str]) -> str:
     """A fresh copy of the compact format-4 fixture (four branches) on ``backend``."""
-    if backend not in sources:
-        sources[backend] = new_root(backend, tmp_path, "answer-source")
-        build_fixture(sources[backend], compact=True)
-    uri = new_root(backend, tmp_path)
-    clone(sources[backend], uri)
-    return uri
+    return compact_copy(backend, tmp_path, sources)
 
 
 @pytest.fixture

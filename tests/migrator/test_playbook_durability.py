@@ -24,8 +24,7 @@ from engine.storage import open_store
 from ledger import Ledger, PlaybookStep
 from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
 from playbooks.journal import RunJournal
-from tests.conftest import new_root
-from tests.support.migration_fixtures import BIN, build_fixture, clone
+from tests.support.migration_fixtures import BIN, compact_copy
 
 UPGRADE_STEPS = ["preflight", "quiesce", "migrate", "verify", "smoke-test", "release"]
 
@@ -34,15 +33,6 @@ UPGRADE_STEPS = ["preflight", "quiesce", "migrate", "verify", "smoke-test", "rel
 def sources() -> dict[str, str]:
     """A compact format-4 source graph per backend, built on first use."""
     return {}
-
-
-def _graph(backend: str, tmp_path: Path, sources: dict[str, str]) -> str:
-    if backend not in sources:
-        sources[backend] = new_root(backend, tmp_path, "source")
-        build_fixture(sources[backend], compact=True)
-    uri = new_root(backend, tmp_path)
-    clone(sources[backend], uri)
-    return uri
 
 
 def _killed_upgrade(uri: str, journal: Path, failpoint: str) -> None:
@@ -70,7 +60,7 @@ def _ledger_steps(uri: str) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("step", UPGRADE_STEPS)
 def test_runner_killed_before_each_step_acts(step: str, tmp_path: Path, sources: dict[str, str]) -> None:
-    uri = _graph("local", tmp_path, sources)
+    uri = compact_copy("local", tmp_path, sources)
     _killed_upgrade(uri, tmp_path / "journal", f"playbook.acting.{step}")
     done = UPGRADE_STEPS[: UPGRADE_STEPS.index(step)]
     expected = [entry for earlier in done for entry in ((earlier, "acting", None), (earlier, "finished", "ok"))]
@@ -83,7 +73,7 @@ def test_runner_killed_before_each_step_acts(step: str, tmp_path: Path, sources:
 
 
 def test_runner_killed_after_the_migration_step_keeps_the_earlier_steps(tmp_path: Path, sources: dict[str, str]) -> None:
-    uri = _graph("local", tmp_path, sources)
+    uri = compact_copy("local", tmp_path, sources)
     _killed_upgrade(uri, tmp_path / "journal", "playbook.finished.migrate")
     assert _journal(tmp_path / "journal") == [
         ("preflight", "acting", None), ("preflight", "finished", "ok"),

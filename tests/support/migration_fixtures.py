@@ -105,3 +105,16 @@ def exports(uri: str, stamp_profile=None) -> dict[str, list[str]]:
 
 def clone(source_uri: str, destination_uri: str) -> None:
     copy_root(open_store(source_uri), open_store(destination_uri))
+
+
+def compact_copy(backend: str, tmp_path: Path, sources: dict[str, str]) -> str:
+    """A fresh copy of the compact fixture on ``backend``; ``sources`` keeps the one fixture
+    built per backend (build it once per module, copy it per test)."""
+    from tests.conftest import new_root
+
+    if backend not in sources:
+        sources[backend] = new_root(backend, tmp_path, "fixture-source")
+        build_fixture(sources[backend], compact=True)
+    uri = new_root(backend, tmp_path)
+    clone(sources[backend], uri)
+    return uri
