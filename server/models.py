@@ -119,8 +119,10 @@ class MutateRequest(BaseModel):
 
 
 class MutateResponse(BaseModel):
-    affected_nodes: int
-    affected_edges: int
+    affected_nodes: int = Field(description="Node rows touched, counted per statement.")
+    affected_edges: int = Field(description="Edge rows touched, counted per statement.")
+    distinct_nodes: int = Field(description="Distinct node rows the commit changed.")
+    distinct_edges: int = Field(description="Distinct edge rows the commit changed.")
     commit: str | None = Field(description="The published commit; null when the mutation matched nothing.")
 
 

@@ -144,8 +144,4 @@ def test_the_api_the_cli_and_http_agree(backend: str, tmp_path: Path) -> None:
     assert api["steps"][4]["code"] == "key_conflict" and api["steps"][5][0] == "fast_forward"
     assert "Dave" not in api["exports"][0] and "Dave" in api["exports"][1] and '"age": 41' in api["exports"][0]
     assert outcomes["cli"] == api
-    http = outcomes["http"]
-    for index in (3, 6):  # the server's mutate answer is {affected_nodes, affected_edges, commit} (docs/serving.md)
-        assert http["steps"][index] == {key: api["steps"][index][key] for key in http["steps"][index]}
-        http["steps"][index] = api["steps"][index]
-    assert http == api
+    assert outcomes["http"] == api
