@@ -1,7 +1,7 @@
 """Three-way comparison of one table across a merge: base, source and target images.
 
 The comparison runs in DuckDB over Arrow scans of the three pinned Lance images: each row is
-summarised as the md5 of its JSON text (every column, in the image's column order) in a DuckDB
+summarised as the md5 of its JSON text (every column, by column name) in a DuckDB
 table on disk, the three ``id -> digest`` relations are joined on ``id`` one hash partition of
 at most :data:`PARTITION_ROWS` ids at a time, and only the ids whose source digest differs from
 the base's come back to Python, 8,192 at a time (then sorted). DuckDB works under a memory limit
@@ -98,7 +98,7 @@ def _digests(connection: duckdb.DuckDBPyConnection, store: GraphStore, name: str
         return
     dataset = open_pinned(store, entry.image)
     connection.register(f"{name}_image", dataset)
-    columns = ", ".join(f'"{column}"' for column in dataset.schema.names)
+    columns = ", ".join(f'"{column}"' for column in sorted(dataset.schema.names))  # images may order them differently
     connection.execute(
         f"CREATE TABLE {name} AS SELECT id, md5(to_json(struct_pack({columns}))::VARCHAR) AS d FROM {name}_image"
     )
