@@ -94,6 +94,15 @@ class RepairDecision(_Strict):
         return self
 
 
+class AnswerCheck(_Strict):
+    """The answer check a migration was asked for: the ``.gq`` source, the params by query name
+    (canonical JSON) and the sha256 that identifies the two together."""
+
+    source: Text
+    params: Text
+    queries_sha256: Text
+
+
 class AnswerDigest(_Strict):
     """The answer of one read query, with one params object, on one live graph branch.
 
@@ -137,7 +146,8 @@ class LedgerRecord(_Strict):
 
 
 class MigrationStarted(LedgerRecord):
-    """First record of every ledger: who runs the migration of which graph."""
+    """First record of every ledger: who runs the migration of which graph, and the answer check
+    it was asked for (None without one), so a resume after any crash still takes it."""
 
     kind: Literal["migration_started"] = "migration_started"
     owner: Text
@@ -145,6 +155,7 @@ class MigrationStarted(LedgerRecord):
     pid: PositiveInt
     tool_version: Text
     graph_uri: Text
+    answer_check: AnswerCheck | None = None
 
 
 class BarrierSet(LedgerRecord):

@@ -11,7 +11,8 @@ source: any difference is ``answers_changed`` (exit 4), naming the query, the br
 first differing row, and the stamp is not written.
 
 A digest is the sha256 over the answer's rows in the answer's own (total, deterministic) order,
-each row's canonical JSON followed by a newline. The row texts themselves are kept in the record
+each row's JSON text (sorted keys) followed by a newline. The queries run on one thread
+(``repeatable``), so a float aggregate gives the same bits on the same data every time. The row texts themselves are kept in the record
 while they total at most :data:`KEPT_ANSWER_BYTES`, so a change is shown as the first row that
 differs; above that only the digest and the row count are kept.
 """
@@ -33,7 +34,7 @@ from engine.gq.read_checker import check_read
 from engine.graph import Graph, open_graph
 from engine.query import open_answer
 from engine.storage import canonical_json
-from ledger import AnswerChange, AnswerDigest, AnswersRecorded, LedgerReplay
+from ledger import AnswerChange, AnswerCheck, AnswerDigest, AnswersRecorded, LedgerReplay, MigrationStarted
 from migrator.errors import AnswersChanged
 
 KEPT_ANSWER_BYTES = 64 * 1024
@@ -73,7 +74,7 @@ class AnswerQueries:
         mapping: Any = {}
         if params is not None:
             try:
-                mapping = json.loads(_read_text(params))
+                mapping = json.loads(_read_text(params), parse_constant=_refuse_constant)
             except ValueError as error:
                 raise BadRequest(f"{params} is not valid JSON: {error}", {"path": str(params)}) from None
             if not isinstance(mapping, dict):
@@ -81,9 +82,13 @@ class AnswerQueries:
         return cls.from_text(source, mapping, origin=str(queries))
 
     @classmethod
-    def from_record(cls, record: AnswersRecorded) -> AnswerQueries:
-        """The queries an ``answers_recorded`` record was taken with."""
+    def from_record(cls, record: AnswersRecorded | AnswerCheck) -> AnswerQueries:
+        """The queries of an ``answers_recorded`` record, or of the check ``migration_started`` asked for."""
         return cls(record.source, json.loads(record.params))
+
+    def check(self) -> AnswerCheck:
+        """These queries as ``migration_started`` records them."""
+        return AnswerCheck(source=self.source, params=self.params_json, queries_sha256=self.sha256)
 
     def read_queries(self) -> list[str]:
         """The names of the read queries, sorted."""
@@ -101,6 +106,10 @@ class AnswerQueries:
     def sha256(self) -> str:
         """Identifies the source and params together: a resume or verify must give the same."""
         return hashlib.sha256(canonical_json({"params": self.params, "source": self.source})).hexdigest()
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _read_text(path: Path) -> str:
@@ -148,9 +157,15 @@ class _Reading:
 @contextmanager
 def _row_texts(graph: Graph, queries: AnswerQueries, name: str, branch: str) -> Iterator[tuple[str, Iterator[str]]]:
     """The head commit read and the answer's rows as canonical JSON texts, streamed once."""
-    with open_answer(graph, queries.source, name=name, params=queries.params_of(name), branch=branch) as answer:
+    with open_answer(graph, queries.source, name=name, params=queries.params_of(name), branch=branch, repeatable=True) as answer:
         columns = answer.columns
-        yield answer.commit, (canonical_json(dict(zip(columns, row, strict=True))).decode("utf-8") for row in answer.rows())
+        yield answer.commit, (_row_text(dict(zip(columns, row, strict=True))) for row in answer.rows())
+
+
+def _row_text(row: dict[str, Any]) -> str:
+    """A row as compact JSON with sorted keys; a non-finite float is ``NaN``/``Infinity``, so
+    every answer has a text (canonical JSON refuses them)."""
+    return json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
 
 
 def take_answers(graph: Graph, queries: AnswerQueries) -> list[AnswerDigest]:
@@ -275,6 +290,18 @@ def recorded_queries(replay: LedgerReplay) -> AnswerQueries | None:
     for _, record in replay.records:
         if isinstance(record, AnswersRecorded):
             return AnswerQueries.from_record(record)
+    return None
+
+
+def requested_queries(replay: LedgerReplay) -> AnswerQueries | None:
+    """The queries of the migration's answer check: those its answers were recorded with, else
+    those ``migration_started`` asked for (its baseline not taken yet), else None."""
+    recorded = recorded_queries(replay)
+    if recorded is not None:
+        return recorded
+    first = replay.records[0][1]
+    if isinstance(first, MigrationStarted) and first.answer_check is not None:
+        return AnswerQueries.from_record(first.answer_check)
     return None
 
 

@@ -58,6 +58,7 @@ from migrator.answers import (
     read_graph,
     recorded_queries,
     refuse_other_queries,
+    requested_queries,
     take_answers,
 )
 from migrator.context import Migration
@@ -99,11 +100,11 @@ def drive(m: Migration, queries: AnswerQueries | None = None) -> MigrationOutcom
 
     The graph must be at stamp 4 (the barrier is raised) or ``migrating``; any other stamp is
     ``format_refused``. ``queries`` are the answer check's: refused (``precondition_failed``,
-    before any effect) if the ledger recorded answers for other queries, or if units already
-    progressed without a recorded baseline. Answers already recorded are checked whether or not
-    ``queries`` are given.
+    before any effect) if the migration recorded, or was started with, other queries, or if
+    units already progressed without a baseline. The check the migration was started with, or
+    whose answers it recorded, is taken whether or not ``queries`` are given.
     """
-    _refuse_late_queries(m, queries)
+    queries = _answer_queries(m, queries)
     _raise_barrier(m)
     replay = m.ledger.replay()
     plan = _plan_of(replay)
@@ -153,19 +154,20 @@ def release_claim(m: Migration) -> None:
     failpoint("migrate.after_release")
 
 
-def _refuse_late_queries(m: Migration, queries: AnswerQueries | None) -> None:
-    """The ``queries`` refusals of :func:`drive`; reads the ledger only."""
-    if queries is None:
-        return
-    state = m.ledger.replay().state
+def _answer_queries(m: Migration, given: AnswerQueries | None) -> AnswerQueries | None:
+    """The answer check :func:`drive` takes: the queries the migration recorded or was started
+    with, else ``given``; the refusals of :func:`drive`. Reads the ledger only."""
+    replay = m.ledger.replay()
+    known = requested_queries(replay)
     resume = f"omnigraph-migrate resume {m.store.uri} --token {m.token}"
-    refuse_other_queries(queries, state.answers_sha256, f", or run `{resume}` without them: it checks the recorded queries")
-    if state.answers_sha256 is None and any(unit.status != "planned" for unit in state.units.values()):
+    refuse_other_queries(given, known.sha256 if known else None, f", or run `{resume}` without them: it checks the recorded queries")
+    if known is None and given is not None and any(unit.status != "planned" for unit in replay.state.units.values()):
         raise PreconditionFailed(
             "this migration installed primary keys without an answer check, and the check's baseline "
             f"must be taken before the first one; run `{resume}` without --queries",
             {"migration_id": m.migration_id},
         )
+    return known or given
 
 
 def _raise_barrier(m: Migration) -> None:

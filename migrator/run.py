@@ -70,7 +70,7 @@ def run_migration(
     refuse_row_drift(store, out_of_band_reports(store, manifest))
     if queries is not None:
         check_queries(read_graph(uri), queries)
-    with begin(store, owner, progress, executor) as m:
+    with begin(store, owner, progress, executor, queries.check() if queries else None) as m:
         failpoint("migrate.after_claim")
         return drive(m, queries)
 
@@ -147,7 +147,7 @@ def _refuse_aborted(m: Migration) -> None:
 def _resume(m: Migration, owner: str, queries: AnswerQueries | None) -> MigrationOutcome:
     """The body of :func:`resume_migration`, acting for the claim."""
     token = m.token
-    state = replay_started(m, m.claim).state
+    state = replay_started(m, m.claim, queries.check() if queries else None).state
     m.record(Resumed, owner=owner, host=socket.gethostname(), pid=os.getpid())
     stamp, _ = m.manifest.read_stamp()
     if stamp == FORMAT_5:

@@ -25,7 +25,7 @@ from engine.maintenance.progress import Progress
 from engine.manifest import Manifest
 from engine.schema.ids import new_ulid
 from engine.storage import GraphStore, open_store
-from ledger import Ledger, LedgerReplay, MigrationStarted
+from ledger import AnswerCheck, Ledger, LedgerReplay, MigrationStarted
 from migrator.context import Migration
 from migrator.executors import ImageExecutor, LocalExecutor
 from migrator.layout import CLAIM_OPERATION, CLAIM_PATH, ledger_dir
@@ -43,9 +43,11 @@ def open_graph(uri: str) -> tuple[GraphStore, Manifest]:
 
 
 @contextmanager
-def begin(store: GraphStore, owner: str, progress: Progress, executor: ImageExecutor | None) -> Iterator[Migration]:
-    """A new migration of ``store`` held by this process for ``owner``, its start recorded, for
-    the block to drive.
+def begin(
+    store: GraphStore, owner: str, progress: Progress, executor: ImageExecutor | None, answer_check: AnswerCheck | None = None
+) -> Iterator[Migration]:
+    """A new migration of ``store`` held by this process for ``owner``, its start recorded (with
+    the ``answer_check`` it is asked for), for the block to drive.
 
     ``executor`` (default: this process) is started first; the preconditions are the caller's.
     If the block (or the start record) raises while the claim is still held, this process records
@@ -59,7 +61,7 @@ def begin(store: GraphStore, owner: str, progress: Progress, executor: ImageExec
     failpoint("migrate.after_claim_created")
     with acting_for(store, CLAIM_PATH, claim, action="run", owner=owner, take=False):
         m = attach(store, claim, progress, executor)
-        _record_start(m, claim)
+        _record_start(m, claim, answer_check)
         yield m
 
 
@@ -78,17 +80,18 @@ def held_migration(uri: str, token: str, progress: Progress, executor: ImageExec
     return attach(store, held_claim(store, token), progress, executor)
 
 
-def replay_started(m: Migration, claim: ClaimDocument) -> LedgerReplay:
+def replay_started(m: Migration, claim: ClaimDocument, answer_check: AnswerCheck | None = None) -> LedgerReplay:
     """The migration's ledger, replayed; a ledger that does not exist yet (the holder of ``claim``
-    died before its first record) is started from ``claim`` first."""
+    died before its first record, so nothing recorded the answer check it was asked for: the
+    resume's ``answer_check`` is the one) is started from ``claim`` first."""
     try:
         return m.ledger.replay()
     except NotFound:
-        _record_start(m, claim)
+        _record_start(m, claim, answer_check)
         return m.ledger.replay()
 
 
-def _record_start(m: Migration, claim: ClaimDocument) -> None:
+def _record_start(m: Migration, claim: ClaimDocument, answer_check: AnswerCheck | None) -> None:
     m.record(
         MigrationStarted,
         owner=claim.owner,
@@ -96,4 +99,5 @@ def _record_start(m: Migration, claim: ClaimDocument) -> None:
         pid=claim.pid,
         tool_version=claim.tool_version,
         graph_uri=m.store.uri,
+        answer_check=answer_check,
     )

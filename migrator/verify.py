@@ -160,8 +160,9 @@ def _recheck_answers(store: GraphStore, migration_id: str | None, queries: Answe
     state = _stamping_migration(store) if migration_id is None else Ledger(store, ledger_dir(migration_id)).replay().state
     if state is None or state.answers_sha256 is None:
         raise PreconditionFailed(
-            f"the migration that stamped {store.uri} recorded no answers to check against; answers are "
-            f"recorded by `omnigraph-migrate run {store.uri} --queries F.gq` under the barrier",
+            f"the migration that stamped {store.uri} recorded no answers to check against: answers are "
+            "recorded only during a migration run with --queries, under its barrier. Check the fencing "
+            f"alone with `omnigraph-migrate verify {store.uri}`",
             {"migration_id": None if state is None else state.migration_id},
         )
     refuse_other_queries(queries, state.answers_sha256, " that migration was run with")

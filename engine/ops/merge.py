@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pyarrow as pa
-import pyarrow.acero as ac
 import pyarrow.compute as pc
 
 from engine.errors import BadRequest, Internal, MergeConflict
@@ -57,6 +56,7 @@ from engine.storage import open_pinned
 MergeOutcome = Literal["up_to_date", "fast_forward", "merged"]
 _LOOKUP_IDS = 8192
 """Up to this many taken ids are looked up with a Lance filter; more are a filtered scan."""
+_SCAN_BATCH_ROWS = 65_536
 
 
 @dataclass(frozen=True)
@@ -180,17 +180,14 @@ def _incoming_rows(graph: Graph, source: BranchSnapshot, change: TableChanges) -
     dataset = open_pinned(graph.store, entry.image)
     if len(taken) <= _LOOKUP_IDS:
         rows = dataset.to_table(columns=schema.names, filter=pc.field("id").isin(pa.array(taken, pa.utf8())))
-    else:  # a streamed semi-join with the ids: Lance would compile a filter of that many literals first
-        join = ac.Declaration(
-            "hashjoin",
-            ac.HashJoinNodeOptions("left semi", left_keys=["id"], right_keys=["id"]),
-            inputs=[
-                ac.Declaration("record_batch_reader_source", ac.RecordBatchReaderSourceNodeOptions(
-                    dataset.scanner(columns=schema.names).to_reader())),
-                ac.Declaration("table_source", ac.TableSourceNodeOptions(pa.table({"id": pa.array(taken, pa.utf8())}))),
-            ],
+    else:  # a scan filtered here: Lance would compile a filter of that many literals first
+        wanted = pa.array(taken, pa.utf8())
+        # batches at least as large as the id set, so the set's hash table is built a few times only
+        scanner = dataset.scanner(columns=schema.names, batch_size=max(_SCAN_BATCH_ROWS, len(taken)))
+        rows = pa.Table.from_batches(
+            [batch.filter(pc.is_in(batch.column("id"), value_set=wanted)) for batch in scanner.to_batches()],
+            schema=scanner.projected_schema,
         )
-        rows = join.to_table(use_threads=True)
     return rows.cast(schema).sort_by("id")
 
 

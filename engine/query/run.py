@@ -88,11 +88,16 @@ def open_answer(
     params: dict[str, Any] | None = None,
     branch: str = MAIN,
     at: str | None = None,
+    repeatable: bool = False,
 ) -> Iterator[Answer]:
-    """Run the read query ``name`` of ``source``; the answer's rows can be read inside the block."""
+    """Run the read query ``name`` of ``source``; the answer's rows can be read inside the block.
+
+    ``repeatable``: the same data gives the same answer to the bit, float aggregates included
+    (the query runs on one thread, see :func:`engine.query.session.open_session`); for a process
+    that compares answers across runs, like the migrator's answer check."""
     bound = check_read(choose_query(source, name, "read"), graph.catalog, params or {})
     point = read_point(graph.manifest, branch, at)
-    with graph.manifest.reading(point.manifest_branch), open_session() as session:
+    with graph.manifest.reading(point.manifest_branch), open_session(one_thread=repeatable) as session:
         for table_key in sorted(_tables(bound.block)):
             session.connection.register(table_key, open_pinned(graph.store, point.snapshot.table(table_key).image))
         sql, values = statement(bound, Traversals(session, bound).relation)

@@ -77,6 +77,7 @@ class _Database:
         self._connection: duckdb.DuckDBPyConnection | None = None
         self._spill: tempfile.TemporaryDirectory[str] | None = None
         self.limit_mb = 0
+        self.threads = max(1, os.cpu_count() or 1)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         with self._lock:
@@ -87,7 +88,7 @@ class _Database:
                     config={
                         "memory_limit": f"{self.limit_mb}MiB",
                         "temp_directory": self._spill.name,
-                        "threads": max(1, os.cpu_count() or 1),
+                        "threads": self.threads,
                     }
                 )
             return self._connection.cursor()
@@ -97,10 +98,19 @@ _DATABASE = _Database()
 
 
 @contextmanager
-def open_session() -> Iterator[Session]:
-    """A fresh connection to the process's database, closed when the block ends."""
+def open_session(*, one_thread: bool = False) -> Iterator[Session]:
+    """A fresh connection to the process's database, closed when the block ends.
+
+    ``one_thread``: the database runs on one thread while the block runs (a database-wide
+    setting, for a process that runs one query at a time), so a float aggregate adds its values
+    in scan order and gives the same bits on every run; in parallel the order, and so the last
+    bits of a ``sum`` or ``avg`` of floats, vary from run to run."""
     connection = _DATABASE.cursor()
     try:
+        if one_thread:
+            connection.execute("SET threads = 1")
         yield Session(connection, _DATABASE.limit_mb)
     finally:
+        if one_thread:
+            connection.execute(f"SET threads = {_DATABASE.threads}")
         connection.close()

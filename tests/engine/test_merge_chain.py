@@ -18,13 +18,13 @@ import pytest
 
 from engine.door import COMMIT_ROWS, FENCED_PROFILE
 from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.graph import open_graph
+from engine.graph import init_graph, open_graph
 from engine.manifest import load_commit_graph
 from engine.ops import create_branch
 from engine.ops.load import load
 from engine.storage import latest_version, open_store
 from tests.support.crash_helpers import assert_write_converged
-from tests.support.merge_helpers import new_graph, people, upsert
+from tests.support.merge_helpers import people, upsert
 
 OMNIGRAPH = str(Path(sys.executable).parent / "omnigraph")
 
@@ -36,12 +36,16 @@ def _merge(uri: str, failpoint: str | None = None) -> subprocess.CompletedProces
     return subprocess.run([OMNIGRAPH, "branch", "merge", "feature", "--json", uri], env=env, capture_output=True, text=True, timeout=300)
 
 
+SCHEMA = "node Person { name: String @key  age: I32?  tags: [String]?  email: String? @unique }\n"
+
+
 def _big_feature(uri: str) -> None:
-    """main: a, then z after the branch point; feature: 8,192 new people in one load, then one more,
-    and an update of a (a two-parent merge of 8,193 inserts and 1 update)."""
-    graph = new_graph(uri, {"a": 1})
+    """main: a, then z after the branch point; feature: 8,192 new people in one load (with a list
+    property), then one more, and an update of a (a two-parent merge of 8,193 inserts and 1 update)."""
+    graph = init_graph(uri, SCHEMA, FENCED_PROFILE, "test")
+    upsert(graph, "main", {"a": 1})
     create_branch(graph, "feature")
-    rows = [{"type": "Person", "data": {"name": f"p{i:05d}", "age": i % 90}} for i in range(COMMIT_ROWS)]
+    rows = [{"type": "Person", "data": {"name": f"p{i:05d}", "age": i % 90, "tags": [f"t{i % 7}"]}} for i in range(COMMIT_ROWS)]
     load(graph, "".join(json.dumps(r) + "\n" for r in rows).encode(), mode="append", branch="feature", actor="test")
     load(graph, b'{"type": "Person", "data": {"name": "last"}}\n', mode="append", branch="feature", actor="test")
     upsert(graph, "feature", {"a": 2})

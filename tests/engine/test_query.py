@@ -294,3 +294,32 @@ def test_lance_refuses_a_pushed_filter_on_an_unsigned_column(tmp_path: Path) -> 
     dataset = lance.write_dataset(pa.table({"slot": pa.array([1, 2], pa.uint32())}), str(tmp_path / "u32"))
     with pytest.raises(ValueError, match="Substrait"):
         dataset.to_table(filter=pc.field("slot") == pa.scalar(1, pa.uint32()))
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_a_repeatable_float_aggregate_gives_the_same_bits_every_time(root_uri: str) -> None:
+    """A sum of 400,000 random floats is scanned in parallel batches; ``repeatable`` (the answer
+    check's mode) runs it on one thread, in scan order, so every run gives the same bits."""
+    import random
+
+    import pyarrow as pa
+
+    from engine.door import FENCED_PROFILE
+    from engine.graph import init_graph
+    from engine.ops import CommitPlan, TableWrite, commit
+    from engine.query import open_answer
+
+    graph = init_graph(root_uri, "node Reading { name: String @key  value: F64 }\n", FENCED_PROFILE, "test")
+    generator = random.Random(7)
+    count = 400_000
+    rows = pa.table({"id": [f"r{i}" for i in range(count)], "name": [f"r{i}" for i in range(count)],
+                     "value": [generator.uniform(-1e6, 1e6) for _ in range(count)]})
+    rows = rows.cast(graph.catalog.table("node:Reading").arrow_schema(with_pk=True))
+    commit(graph, "main", lambda snapshot, _previous: CommitPlan(
+        (TableWrite("node:Reading", "overwrite", rows),), (snapshot.head.commit_id,), "readings", None), actor="test")
+    source = "query total() { match { $r: Reading } return { sum($r.value) as s, avg($r.value) as a } }"
+    answers = set()
+    for _ in range(5):
+        with open_answer(graph, source, repeatable=True) as answer:
+            answers.add(tuple(answer.rows().__next__()))
+    assert len(answers) == 1

@@ -170,6 +170,20 @@ def test_resume_reuses_the_recorded_queries_and_refuses_other_ones(graph: str, q
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_a_run_that_died_before_its_baseline_is_resumed_as_advised_and_still_checked(
+    graph: str, query_files: tuple[str, str]
+) -> None:
+    queries, params = query_files
+    crashed = migrate("run", graph, "--owner", "ci", "--queries", queries, "--query-params", params, failpoint="migrate.after_validate")
+    assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
+    advice = json.loads(migrate("status", graph, "--json").stdout)["next"].split("`")[1]
+    assert "--queries" not in advice  # the check was recorded with the start: the advice needs no files
+    resumed = migrate(*advice.split()[1:], "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(json.loads(resumed.stdout)["answer_check"]) == len(READS) * len(BRANCHES)
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_queries_given_only_after_the_first_primary_key_are_refused_with_a_resume_that_works(
     graph: str, query_files: tuple[str, str]
 ) -> None:
@@ -220,7 +234,10 @@ def test_verify_queries_compares_with_the_stamping_migration_and_sees_later_writ
     clone(graph, no_answers)
     assert migrate("run", no_answers, "--owner", "ci").returncode == 0
     nothing = migrate("verify", no_answers, "--queries", queries, "--query-params", params, "--json")
-    assert nothing.returncode == 1 and "recorded no answers" in json.loads(nothing.stdout)["error"]["message"]
+    message = json.loads(nothing.stdout)["error"]["message"]
+    assert nothing.returncode == 1 and "recorded no answers" in message
+    advised = message.split("`")[1]
+    assert advised == f"omnigraph-migrate verify {no_answers}" and migrate(*advised.split()[1:]).returncode == 0
     assert migrate("run", graph, "--owner", "ci", "--queries", queries, "--query-params", params).returncode == 0
     opened = open_graph(graph, FENCED_PROFILE, write=True)
     load(opened, b'{"type": "Person", "data": {"name": "Carol"}}\n', mode="append", branch="main", actor="ci")
