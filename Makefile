@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 # uv installs the project into the venv: the same resolution as pip, several times faster.
 UV := uv==0.13.9
 
-.PHONY: demo test venv bytecode clean
+.PHONY: demo test bench venv bytecode clean
 
 $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
@@ -27,6 +27,20 @@ demo: bytecode
 test: bytecode
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/python -m pytest -n 2 --dist worksteal -q
+
+# Benchmarks, not tests: CI never runs them. Each prints its table (bench/README.md keeps the last
+# measured ones and how to read them); every one runs, and the target fails if any missed its goal.
+BENCH_WORKDIR ?= $(or $(TMPDIR),/tmp)/omnigraph-bench
+
+bench: bytecode
+	status=0; \
+	for script in startup_bench write_bench serve_bench query_bench migrate_bench; do \
+		$(VENV)/bin/python bench/$$script.py || status=1; \
+	done; \
+	for script in merge_bench mutate_bench; do \
+		$(VENV)/bin/python bench/$$script.py --workdir $(BENCH_WORKDIR)/$$script || status=1; \
+	done; \
+	exit $$status
 
 clean:
 	rm -rf $(VENV) demo-out

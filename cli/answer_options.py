@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from omnigraph.errors import BadRequest
-from omnigraph.migrate import AnswerQueries
+
+if TYPE_CHECKING:
+    from omnigraph.migrate import AnswerQueries
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,6 +46,8 @@ def chosen_queries(queries_path: Path | None, query_params_path: Path | None) ->
         if query_params_path is not None:
             raise click.UsageError("--query-params needs --queries")
         return None
+    from omnigraph.migrate import AnswerQueries
+
     try:
         return AnswerQueries.from_files(queries_path, query_params_path)
     except BadRequest as error:

@@ -1,9 +1,10 @@
-"""``omnigraph branch merge SRC [--into B] [--json] GRAPH``."""
+"""``omnigraph branch merge SRC [--into B] [--json] GRAPH``, and the engine's ``branch`` group that holds it."""
 
 from __future__ import annotations
 
 import click
 
+from cli.shared_commands import branch_group_for
 from cli.support import echo_result, emit_json, json_option, open_graph, reports_errors, say_recovered
 
 MAIN = "main"
@@ -35,3 +36,10 @@ def branch_merge(source: str, into: str, graph: str, as_json: bool) -> None:
         f"{kind} {source} into {into}: commit {result.commit} "
         f"(parents {' '.join(result.parents)}); {inserted} inserted, {updated} updated, {deleted} deleted"
     )
+
+
+def branch_group_with_merge(program: str) -> click.Group:
+    """The shared ``branch`` group of ``program`` with ``merge`` added (the format-5 CLI's)."""
+    group = branch_group_for(program)
+    group.add_command(branch_merge)
+    return group

@@ -25,23 +25,20 @@ def _render(report: CheckReport) -> None:
         echo_result(f"{finding.kind}\t{finding.branch or '-'}\t{finding.table_key or finding.table_path or '-'}\t{finding.message}")
 
 
-def add_check_command(group: click.Group) -> None:
-    """Attach ``check`` to ``group``."""
-
-    @group.command("check")
-    @json_option
-    @click.argument("graph")
-    @reports_errors
-    def check_command(graph: str, as_json: bool) -> None:
-        """Check every branch of GRAPH: pins, heads, intents, stamp, ids and edge endpoints."""
-        report = omnigraph.check(graph)
-        summary = f"{len(report.branches)} branch(es), {report.images_checked} image(s), stamp {report.stamp}"
-        if report.ok:
-            if as_json:
-                emit_json(report.to_json())
-            else:
-                echo_result(f"{report.graph}: clean ({summary})")
-            return
-        if not as_json:
-            _render(report)
-        raise ValidationFailed(f"{report.graph}: {len(report.findings)} integrity finding(s) ({summary})", report.to_json())
+@click.command("check")
+@json_option
+@click.argument("graph")
+@reports_errors
+def check_command(graph: str, as_json: bool) -> None:
+    """Check every branch of GRAPH: pins, heads, intents, stamp, ids and edge endpoints."""
+    report = omnigraph.check(graph)
+    summary = f"{len(report.branches)} branch(es), {report.images_checked} image(s), stamp {report.stamp}"
+    if report.ok:
+        if as_json:
+            emit_json(report.to_json())
+        else:
+            echo_result(f"{report.graph}: clean ({summary})")
+        return
+    if not as_json:
+        _render(report)
+    raise ValidationFailed(f"{report.graph}: {len(report.findings)} integrity finding(s) ({summary})", report.to_json())

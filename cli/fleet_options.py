@@ -7,7 +7,6 @@ from typing import Any
 import click
 
 from cli.support import say
-from migrator.fleet_check import describe
 
 ignore_fleet_option = click.option(
     "--ignore-fleet", is_flag=True,
@@ -17,5 +16,7 @@ ignore_fleet_option = click.option(
 
 def report_fleet(entries: list[dict[str, Any]]) -> None:
     """One stderr line per fleet record (advice for the operator, not the command's result)."""
+    from migrator.fleet_check import describe
+
     for entry in entries:
         say(f"fleet: {describe(entry)}")

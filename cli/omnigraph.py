@@ -1,4 +1,9 @@
-"""``omnigraph``: the format-5 (fenced) engine CLI."""
+"""``omnigraph``: the format-5 (fenced) engine CLI.
+
+Every subcommand but ``commit`` and ``version`` lives in its own module, imported only when it
+is invoked (:class:`cli.lazy.LazyGroup`): ``omnigraph --help`` and ``omnigraph version`` load
+none of Lance, Arrow, DuckDB or FastAPI (``tests/guards/test_startup_imports.py``).
+"""
 
 from __future__ import annotations
 
@@ -7,34 +12,43 @@ import datetime as dt
 import click
 
 import omnigraph
-from cli.branch_merge import branch_merge
-from cli.check_commands import add_check_command
-from cli.maintenance_commands import add_maintenance_commands
-from cli.mutate import mutate_command
-from cli.query import query_command
-from cli.schema_commands import schema_group
-from cli.serve_commands import add_serve_command
-from cli.shared_commands import add_shared_commands
+from cli.lazy import LazyCommand, LazyGroup
+from cli.shared_commands import shared_lazy_commands
 from cli.support import echo_result, emit_json, json_option, open_graph, reports_errors
-from cli.token_commands import token_group
 
 MAIN = "main"
 
+COMMANDS = {
+    **shared_lazy_commands(omnigraph.ENGINE),
+    "branch": LazyCommand("cli.branch_merge:branch_group_with_merge", "Create, list and delete graph branches.", (omnigraph.ENGINE,)),
+    "check": LazyCommand(
+        "cli.check_commands:check_command", "Check every branch of GRAPH: pins, heads, intents, stamp, ids and edge endpoints."
+    ),
+    "drift": LazyCommand(
+        "cli.maintenance_commands:drift_group", "Table commits made outside the engine: show, adopt or revert them."
+    ),
+    "mutate": LazyCommand(
+        "cli.mutate:mutate_command", "Run one .gq mutation query on a branch as one graph commit (or, chunked, as one per chunk)."
+    ),
+    "optimize": LazyCommand(
+        "cli.maintenance_commands:optimize_command",
+        "Compact, index and clean up old versions; compaction and indexes are published as a graph commit.",
+    ),
+    "query": LazyCommand("cli.query:query_command", "Run one .gq read query on a branch (or one of its commits) and print the answer."),
+    "recover": LazyCommand(
+        "cli.maintenance_commands:recover_command",
+        "Open the graph read-write: resolve interrupted commits of dead writers, adopt out-of-band commits that change "
+        "no row, then report any drift left (exit 5, naming `omnigraph drift`).",
+    ),
+    "schema": LazyCommand("cli.schema_commands:schema_group", "The graph's schema."),
+    "token": LazyCommand("cli.token_commands:token_group", "Bearer tokens for `omnigraph serve`."),
+}
+"""The lazy subcommands: where each is built and the one-line help ``omnigraph --help`` lists."""
 
-@click.group()
+
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS)
 def cli() -> None:
     """omnigraph: the fenced graph engine (format 5)."""
-
-
-add_shared_commands(cli, omnigraph.ENGINE)
-cli.commands["branch"].add_command(branch_merge)  # type: ignore[attr-defined]
-cli.add_command(mutate_command)
-cli.add_command(query_command)
-add_serve_command(cli, omnigraph.ENGINE)
-add_check_command(cli)
-add_maintenance_commands(cli)
-cli.add_command(token_group)
-cli.add_command(schema_group)
 
 
 @cli.group("commit")

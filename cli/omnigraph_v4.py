@@ -1,21 +1,23 @@
-"""``omnigraph-v4``: the previous release's CLI (format 4, unfenced writes)."""
+"""``omnigraph-v4``: the previous release's CLI (format 4, unfenced writes).
+
+Every subcommand is imported only when it is invoked (:class:`cli.lazy.LazyGroup`).
+"""
 
 from __future__ import annotations
 
 import click
 
 import omnigraph
-from cli.serve_commands import add_serve_command
-from cli.shared_commands import add_shared_commands
+from cli.lazy import LazyGroup
+from cli.shared_commands import shared_lazy_commands
+
+COMMANDS = shared_lazy_commands(omnigraph.FORMAT_4_WRITER)
+"""The lazy subcommands: where each is built and the one-line help ``omnigraph-v4 --help`` lists."""
 
 
-@click.group()
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS)
 def cli() -> None:
     """omnigraph-v4: the format-4 writer (no key-conflict fencing)."""
-
-
-add_shared_commands(cli, omnigraph.FORMAT_4_WRITER)
-add_serve_command(cli, omnigraph.FORMAT_4_WRITER)
 
 
 def main() -> None:

@@ -77,10 +77,10 @@ def _raise_open_files_limit(connections: int) -> None:
                 "lower --max-connections or raise the hard limit (ulimit -Hn)")
 
 
-def add_serve_command(group: click.Group, program: str) -> None:
-    """Attach ``serve GRAPH`` and its options for ``program`` (an :mod:`omnigraph` program profile) to ``group``."""
+def serve_command_for(program: str) -> click.Command:
+    """``serve GRAPH`` and its options for ``program`` (an :mod:`omnigraph` program profile)."""
 
-    @group.command("serve")
+    @click.command("serve")
     @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
     @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
     @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
@@ -150,3 +150,5 @@ def add_serve_command(group: click.Group, program: str) -> None:
             signal.signal(signal.SIGTERM, previous)
             if own_metrics_dir:
                 shutil.rmtree(os.environ.pop(METRICS_DIR_ENV), ignore_errors=True)
+
+    return serve_command

@@ -1,7 +1,10 @@
-"""The graph commands both binaries share, built for a given :class:`EngineProfile`.
+"""The graph commands both binaries share, built for a given program profile.
 
 ``omnigraph`` and ``omnigraph-v4`` expose the same flags for init, load, branch, snapshot and
-export; only the profile (stamps and write routing) differs.
+export; only the profile (stamps and write routing) differs. Each ``*_for`` function here builds
+one command (or the ``branch`` group) for a profile; :func:`shared_lazy_commands` is the table
+entry of each (``serve`` included) that both console scripts' :class:`cli.lazy.LazyGroup` use,
+so a command is built only when it is invoked.
 """
 
 from __future__ import annotations
@@ -13,10 +16,34 @@ from typing import Any
 import click
 
 import omnigraph
+from cli.lazy import LazyCommand
 from cli.support import echo_result, emit_json, json_option, open_graph, reports_errors, say, say_recovered
 from omnigraph.errors import BadRequest
 
 MAIN = "main"
+
+
+def shared_lazy_commands(program: str) -> dict[str, LazyCommand]:
+    """The lazy table entries of init, load, branch, snapshot, export and serve for ``program``."""
+    profile = (program,)
+    return {
+        "branch": LazyCommand("cli.shared_commands:branch_group_for", "Create, list and delete graph branches.", profile),
+        "export": LazyCommand(
+            "cli.shared_commands:export_command_for", "Write a branch as JSONL on stdout (loadable with `load`).", profile
+        ),
+        "init": LazyCommand(
+            "cli.shared_commands:init_command_for", "Create a new graph at GRAPH (a directory or s3://bucket/prefix).", profile
+        ),
+        "load": LazyCommand(
+            "cli.shared_commands:load_command_for", "Load a JSONL file into a branch as one atomic commit (or one per chunk).", profile
+        ),
+        "serve": LazyCommand(
+            "cli.serve_commands:serve_command_for", "Serve GRAPH over HTTP until interrupted (OpenAPI at /docs).", profile
+        ),
+        "snapshot": LazyCommand(
+            "cli.shared_commands:snapshot_command_for", "Show what a branch pins: every table's image, rows and primary key.", profile
+        ),
+    }
 
 
 def _read_file(path: str, what: str) -> bytes:
@@ -50,10 +77,10 @@ def _chunked_load(graph: omnigraph.Graph, data: Any, mode: str, branch: str, chu
             bars[0].__exit__(None, None, None)
 
 
-def add_shared_commands(group: click.Group, program: str) -> None:
-    """Attach init, load, branch, snapshot and export for ``program`` (an :mod:`omnigraph`
-    program profile) to ``group``."""
-    @group.command("init")
+def init_command_for(program: str) -> click.Command:
+    """``init`` for ``program`` (an :mod:`omnigraph` program profile)."""
+
+    @click.command("init")
     @click.option("--schema", "schema_path", required=True, help="The .pg schema file.")
     @json_option
     @click.argument("graph")
@@ -71,7 +98,13 @@ def add_shared_commands(group: click.Group, program: str) -> None:
             return
         echo_result(f"initialised {result.graph} at format {result.format} with {len(result.tables)} tables")
 
-    @group.command("load")
+    return init_command
+
+
+def load_command_for(program: str) -> click.Command:
+    """``load`` for ``program``."""
+
+    @click.command("load")
     @click.option("--mode", type=click.Choice(["overwrite", "append", "merge"]), required=True,
                   help="append = strict insert, merge = upsert, overwrite = replace the tables in the file.")
     @click.option("--data", "data_path", required=True, help="The JSONL file to load.")
@@ -97,7 +130,13 @@ def add_shared_commands(group: click.Group, program: str) -> None:
             return
         echo_result(f"loaded {sum(result.rows.values())} rows into {branch} in {len(result.commits)} commit(s)")
 
-    @group.group("branch")
+    return load_command
+
+
+def branch_group_for(program: str) -> click.Group:
+    """``branch create|list|delete`` for ``program``."""
+
+    @click.group("branch")
     def branch_group() -> None:
         """Create, list and delete graph branches."""
 
@@ -147,7 +186,13 @@ def add_shared_commands(group: click.Group, program: str) -> None:
             return
         echo_result(f"deleted branch {name}")
 
-    @group.command("snapshot")
+    return branch_group
+
+
+def snapshot_command_for(program: str) -> click.Command:
+    """``snapshot`` for ``program``."""
+
+    @click.command("snapshot")
     @click.option("--branch", default=MAIN, show_default=True)
     @json_option
     @click.argument("graph")
@@ -164,7 +209,13 @@ def add_shared_commands(group: click.Group, program: str) -> None:
             pinned = f"{table['table_branch'] or 'main'}@v{table['version']}"
             echo_result(f"  {table['table_key']:<28} {pinned:<24} rows={table['rows']:<8} pk={table['pk']}")
 
-    @group.command("export")
+    return snapshot_command
+
+
+def export_command_for(program: str) -> click.Command:
+    """``export`` for ``program``."""
+
+    @click.command("export")
     @click.option("--branch", default=MAIN, show_default=True)
     @click.option("--type", "types", multiple=True, help="Only these node/edge types (repeatable).")
     @click.argument("graph")
@@ -174,3 +225,5 @@ def add_shared_commands(group: click.Group, program: str) -> None:
         with open_graph(graph, read_only=True, program=program) as opened:
             for line in opened.export_jsonl(branch, list(types)):
                 sys.stdout.write(line + "\n")
+
+    return export_command

@@ -27,13 +27,16 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import duckdb
 import lance
 import pyarrow as pa
 
 import engine
 from migrator.fingerprint import physical_fingerprint
+
+if TYPE_CHECKING:
+    import duckdb
 
 MEMORY_LIMIT = "128MB"
 BATCH_ROWS = 32_768
@@ -93,13 +96,18 @@ def _digest(rows: int, null_ids: int, total: int, xor: int) -> str:
 def digest_release() -> dict[str, str]:
     """The versions a report depends on: this tool's, DuckDB's (its ``hash`` makes the digest)
     and Lance's (it decides which rows an image holds). Equal releases give equal reports."""
+    import duckdb
+
     return {"omnigraph-fence": engine.__version__, "duckdb": duckdb.__version__, "pylance": lance.__version__}
 
 
 @contextmanager
 def validation_session(threads: int | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """One DuckDB connection (memory limit, spill directory) for validating several images,
-    using ``threads`` threads (default: every core of this machine)."""
+    using ``threads`` threads (default: every core of this machine). DuckDB is imported here, by
+    the first validation, not by every migrator command."""
+    import duckdb
+
     with tempfile.TemporaryDirectory(prefix="omnigraph-validate-") as spill_dir:
         con = duckdb.connect(
             config={

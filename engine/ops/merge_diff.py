@@ -23,12 +23,13 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal
-
-import duckdb
+from typing import TYPE_CHECKING, Literal
 
 from engine.manifest import TableEntry
 from engine.storage import GraphStore, open_pinned
+
+if TYPE_CHECKING:
+    import duckdb
 
 ConflictKind = Literal["divergent_insert", "delete_vs_update", "divergent_update"]
 _BATCH_ROWS = 8192
@@ -79,7 +80,10 @@ def _pin(entry: TableEntry | None) -> tuple[str, str | None, int] | None:
 @contextmanager
 def _database() -> Iterator[duckdb.DuckDBPyConnection]:
     """A DuckDB database limited to :data:`MEMORY_LIMIT`, in a file of a directory of its own that
-    also takes its spills (removed afterwards): tables beyond the limit live on disk."""
+    also takes its spills (removed afterwards): tables beyond the limit live on disk. DuckDB is
+    imported here, by the first merge, not by every command that imports the engine."""
+    import duckdb
+
     with tempfile.TemporaryDirectory(prefix="omnigraph-merge-") as spill:
         connection = duckdb.connect(
             f"{spill}/merge.duckdb",

@@ -19,11 +19,12 @@ import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
-
-import duckdb
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import BadRequest, ResourceLimit
+
+if TYPE_CHECKING:
+    import duckdb
 
 DEFAULT_MEMORY_MB = 1024
 MEMORY_ENV = "OMNIGRAPH_QUERY_MEMORY_MB"
@@ -45,6 +46,8 @@ class Session:
         self._limit_bytes = limit_mb * 1024 * 1024
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> duckdb.DuckDBPyConnection:
+        import duckdb  # loaded already: the connection is DuckDB's
+
         try:
             return self.connection.execute(sql, list(params))
         except duckdb.OutOfMemoryException as error:
@@ -54,6 +57,8 @@ class Session:
 
     def fetch(self, cursor: duckdb.DuckDBPyConnection, size: int) -> list[tuple[Any, ...]]:
         """The next ``size`` rows of an executed statement (fewer at the end)."""
+        import duckdb  # loaded already: the cursor is DuckDB's
+
         try:
             return cursor.fetchmany(size)
         except duckdb.OutOfMemoryException as error:
@@ -80,6 +85,9 @@ class _Database:
         self.threads = max(1, os.cpu_count() or 1)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A new cursor of the database; the first call imports DuckDB and creates the database."""
+        import duckdb
+
         with self._lock:
             if self._connection is None:
                 self.limit_mb = memory_limit_mb()

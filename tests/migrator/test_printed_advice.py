@@ -76,9 +76,10 @@ def _resolve(program: str, words: list[str]) -> str | None:
     command: click.Command = GROUPS[program]
     path = [program]
     for word in words:
-        if not isinstance(command, click.Group) or word not in command.commands:
+        found = command.get_command(click.Context(command), word) if isinstance(command, click.Group) else None
+        if found is None:
             break
-        command = command.commands[word]
+        command = found
         path.append(word)
     return " ".join(path) if len(path) > 1 else None
 

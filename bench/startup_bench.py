@@ -1,0 +1,222 @@
+"""Benchmark the console scripts' start-up against ``python -c "import lance"`` (not a test).
+
+Each command is a whole process, the console script next to ``sys.executable``, timed with a
+wall clock around ``Popen`` ... ``os.wait4``; its peak RSS is ``ru_maxrss`` from that ``wait4``
+(KiB on Linux, shown in MiB). ``--runs`` rounds (default 5) each run every command once, in
+order, so the baseline and the commands share the machine's state; each figure is the median of
+its runs, and the ratio is that median over the median of ``python -c "import lance"``.
+
+Commands (issue 24's targets: ``--help`` and ``version`` at most 0.25x the baseline, the graph
+commands at most 1.3x):
+
+* ``omnigraph --help``, ``omnigraph version``, ``omnigraph-v4 --help``, ``omnigraph-migrate --help``;
+* ``omnigraph snapshot G5`` and ``omnigraph load --mode merge --data ONE G5`` (one ``Person``
+  row, upserted, so every run commits the same row again) on a format-5 example graph;
+* ``omnigraph-migrate status G4`` and ``omnigraph-migrate preflight G4`` on a format-4 example
+  graph (``omnigraph-v4 init`` and ``load``; both commands only read).
+
+Floors, measured the same way in the same rounds: ``python -c pass``, ``python -c "import
+click"`` and ``python -c "import pyarrow"``. The graphs are built before the first round (not
+measured) in a temporary directory, removed at the end. The driver imports only the standard
+library, so its own RSS does not inflate the children's ``ru_maxrss``. Every measured process
+must exit 0.
+
+``--split`` then splits each graph command's time: ``--runs`` fresh interpreters each run it
+in process (the script's click group, as its entry point calls it) after timing each import in
+turn: click, Lance (with numpy and pyarrow), fsspec, pydantic, the project's modules the command
+needs (:data:`PROJECT_MODULES`, with what they import), then the command itself (the imports it
+still makes, and its work). Each is also timed as a whole process, beside a ``python -c pass``
+(the interpreter's start); what the steps and the start leave of that wall time is the
+interpreter's shutdown, mostly. Medians of the runs.
+
+Usage: ``.venv/bin/python bench/startup_bench.py [--runs 5] [--split] [--json FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bytecode import compile_project
+
+BENCH_DIR = Path(__file__).resolve().parent
+PROJECT = BENCH_DIR.parent
+SCHEMA = PROJECT / "examples" / "social.pg"
+DATA = PROJECT / "examples" / "social.jsonl"
+BIN = Path(sys.executable).parent
+PYTHON = sys.executable
+MIB = 1024.0
+BASELINE = "import lance"
+HELP_TARGET = 0.25
+GRAPH_TARGET = 1.3
+THIRD_PARTY = ("click", "lance", "fsspec", "pydantic")
+# The project's modules each graph command needs: its script's group, its command module, the API.
+PROJECT_MODULES = {
+    "omnigraph snapshot G5": ("cli.omnigraph", "cli.shared_commands", "omnigraph.graph"),
+    "omnigraph load (1 row) G5": ("cli.omnigraph", "cli.shared_commands", "omnigraph.graph", "omnigraph.inputs"),
+    "omnigraph-migrate status G4": ("cli.migrate", "cli.migrate_commands", "migrator.inspection", "ledger"),
+    "omnigraph-migrate preflight G4": ("cli.migrate", "cli.migrate_commands", "migrator.inspection", "omnigraph.migrate"),
+}
+SPLIT_PROBE = """
+import contextlib, importlib, io, json, sys, time
+group_module, program, modules, *args = sys.argv[1:]
+marks = [time.perf_counter()]
+for name in [*THIRD_PARTY, None]:
+    for module in [name] if name else modules.split(","):
+        importlib.import_module(module)
+    marks.append(time.perf_counter())
+with contextlib.redirect_stdout(io.StringIO()):
+    code = importlib.import_module(group_module).cli.main(args, prog_name=program, standalone_mode=False)
+marks.append(time.perf_counter())
+print(json.dumps({"exit": code or 0, "steps": [b - a for a, b in zip(marks, marks[1:])]}), file=sys.stderr)
+""".replace("THIRD_PARTY", repr(THIRD_PARTY))
+SCRIPT_MODULES = {"omnigraph": "cli.omnigraph", "omnigraph-v4": "cli.omnigraph_v4", "omnigraph-migrate": "cli.migrate"}
+
+
+def measure(argv: list[str]) -> tuple[float, float]:
+    """Run ``argv`` to completion (exit 0 or RuntimeError): wall seconds and peak RSS in MiB."""
+    start = time.perf_counter()
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    stderr = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {process.returncode}: {stderr.decode(errors='replace')}")
+    return wall, usage.ru_maxrss / MIB
+
+
+def build_graphs(workdir: Path) -> tuple[str, str, str]:
+    """A format-5 and a format-4 example graph, and a one-row JSONL file: (g5, g4, one_row)."""
+    g5, g4, one = workdir / "g5", workdir / "g4", workdir / "one.jsonl"
+    one.write_text(json.dumps({"type": "Person", "data": {"name": "Alice", "age": 35}}) + "\n", encoding="utf-8")
+    for program, graph in (("omnigraph", g5), ("omnigraph-v4", g4)):
+        for args in (["init", "--schema", str(SCHEMA), str(graph)], ["load", "--mode", "append", "--data", str(DATA), str(graph)]):
+            subprocess.run([str(BIN / program), *args], check=True, stdout=subprocess.DEVNULL)
+    return str(g5), str(g4), str(one)
+
+
+def commands(g5: str, g4: str, one: str) -> list[tuple[str, list[str], float | None]]:
+    """(label, argv, target ratio or None for a floor), the baseline first."""
+    omnigraph, v4, migrate = str(BIN / "omnigraph"), str(BIN / "omnigraph-v4"), str(BIN / "omnigraph-migrate")
+    return [
+        (f'python -c "{BASELINE}"', [PYTHON, "-c", BASELINE], None),
+        ('python -c "pass"', [PYTHON, "-c", "pass"], None),
+        ('python -c "import click"', [PYTHON, "-c", "import click"], None),
+        ('python -c "import pyarrow"', [PYTHON, "-c", "import pyarrow"], None),
+        ("omnigraph --help", [omnigraph, "--help"], HELP_TARGET),
+        ("omnigraph version", [omnigraph, "version"], HELP_TARGET),
+        ("omnigraph-v4 --help", [v4, "--help"], HELP_TARGET),
+        ("omnigraph-migrate --help", [migrate, "--help"], HELP_TARGET),
+        ("omnigraph snapshot G5", [omnigraph, "snapshot", g5], GRAPH_TARGET),
+        ("omnigraph load (1 row) G5", [omnigraph, "load", "--mode", "merge", "--data", one, g5], GRAPH_TARGET),
+        ("omnigraph-migrate status G4", [migrate, "status", g4], GRAPH_TARGET),
+        ("omnigraph-migrate preflight G4", [migrate, "preflight", g4], GRAPH_TARGET),
+    ]
+
+
+def run(runs: int, with_split: bool) -> dict[str, object]:
+    """Every command ``runs`` times, round-robin; the medians, ratios and verdicts (and the
+    split of the graph commands with ``with_split``)."""
+    workdir = Path(tempfile.mkdtemp(prefix="omnigraph-startup-"))
+    try:
+        listed = commands(*build_graphs(workdir))
+        samples: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in listed}
+        for _ in range(runs):
+            for label, argv, _ in listed:
+                samples[label].append(measure(argv))
+        parts = split(listed, runs) if with_split else []
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    baseline = statistics.median(wall for wall, _ in samples[listed[0][0]])
+    rows = []
+    for label, _, target in listed:
+        wall = statistics.median(w for w, _ in samples[label])
+        rss = statistics.median(r for _, r in samples[label])
+        ratio = wall / baseline
+        rows.append({
+            "command": label, "wall_s": wall, "rss_mib": rss, "ratio": ratio, "target": target,
+            "met": None if target is None else ratio <= target, "walls": [w for w, _ in samples[label]],
+        })
+    return {"runs": runs, "load_average": os.getloadavg(), "cpus": os.cpu_count(), "rows": rows, "split": parts}
+
+
+def split(listed: list[tuple[str, list[str], float | None]], runs: int) -> list[dict[str, object]]:
+    """For each graph command, ``runs`` rounds of ``python -c pass`` and of the command run in
+    process by :data:`SPLIT_PROBE`, both whole processes: the median seconds of the interpreter's
+    start (``pass``), of each import step and of the command in process, and of the rest of the
+    probe's wall time (the interpreter's shutdown, mostly), and the probe's median wall."""
+    rows = []
+    for label, argv, _ in listed:
+        if label not in PROJECT_MODULES:
+            continue
+        program, args = Path(argv[0]).name, argv[1:]
+        probe = [PYTHON, "-c", SPLIT_PROBE, SCRIPT_MODULES[program], program, ",".join(PROJECT_MODULES[label]), *args]
+        starts, walls, steps = [], [], []
+        for _ in range(runs):
+            starts.append(measure([PYTHON, "-c", "pass"])[0])
+            began = time.perf_counter()
+            completed = subprocess.run(probe, capture_output=True, text=True, check=False)
+            walls.append(time.perf_counter() - began)
+            report = json.loads(completed.stderr.strip().splitlines()[-1]) if completed.returncode == 0 else {"exit": None}
+            if report["exit"] != 0:
+                raise RuntimeError(f"split of {label} failed: {completed.stderr}")
+            steps.append(report["steps"])
+        parts = [statistics.median(run[i] for run in steps) for i in range(len(steps[0]))]
+        start, wall = statistics.median(starts), statistics.median(walls)
+        rows.append({"command": label, "start": start, "parts": parts, "rest": wall - start - sum(parts), "wall": wall})
+    return rows
+
+
+def render_split(rows: list[dict[str, object]]) -> str:
+    """The split table, milliseconds."""
+    names = ["python start", *THIRD_PARTY, "project modules", "command", "rest (shutdown)", "whole process"]
+    lines = ["| command | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for row in rows:
+        values = [row["start"], *row["parts"], row["rest"], row["wall"]]  # type: ignore[misc]
+        lines.append(f"| `{row['command']}` | " + " | ".join(f"{1000 * v:.0f}" for v in values) + " |")
+    return "\n".join(lines)
+
+
+def render(result: dict[str, object]) -> str:
+    """The table: command, median wall (ms), median peak RSS (MiB), ratio to the baseline, target."""
+    lines = [
+        "| command | wall ms | peak RSS MiB | x import lance | target |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for row in result["rows"]:  # type: ignore[attr-defined]
+        target = "floor" if row["target"] is None else f"<= {row['target']}x {'met' if row['met'] else 'MISSED'}"
+        lines.append(f"| `{row['command']}` | {1000 * row['wall_s']:.0f} | {row['rss_mib']:.0f} | {row['ratio']:.3f} | {target} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit 0 when every target is met, 1 when one is missed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="rounds of every command (the median is reported)")
+    parser.add_argument("--split", action="store_true", help="also split each graph command's time (imports, command, rest)")
+    parser.add_argument("--json", type=Path, default=None, help="also write every run and the medians here")
+    args = parser.parse_args(argv)
+    compile_project()
+    result = run(args.runs, args.split)
+    print(f"median of {args.runs} runs; load average {result['load_average'][0]:.2f}, {result['cpus']} CPUs")  # type: ignore[index]
+    print(render(result))
+    if args.split:
+        print(f"\nsplit of the graph commands, ms (medians of {args.runs} runs):")
+        print(render_split(result["split"]))  # type: ignore[arg-type]
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0 if all(row["met"] is not False for row in result["rows"]) else 1  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Start-up cost of the console scripts: what ``--help`` and ``version`` import, and that the lazy
+command tables tell the truth.
+
+* ``--help`` of each console script and ``omnigraph version`` run in a fresh interpreter (the
+  script's click group, called as its entry point calls it) and load none of Lance, Arrow,
+  DuckDB or FastAPI; the other two scripts have no ``version`` command.
+* Invoking a lazy subcommand imports its module, and the group's ``--help`` does not.
+* Each script's ``--help`` listing, printed from the table without importing a command, is the
+  listing click prints with every command loaded, at narrow and wide terminals; every table
+  entry builds a command of its own name from a module under ``cli``.
+
+``bench/startup_bench.py`` measures the same commands' wall time and memory.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+
+from cli.lazy import LazyGroup
+
+HEAVY = ("lance", "pyarrow", "duckdb", "fastapi")
+SCRIPTS = {"omnigraph": "cli.omnigraph", "omnigraph-v4": "cli.omnigraph_v4", "omnigraph-migrate": "cli.migrate"}
+TABLES = ("cli.shared_commands",)  # holds the table entries of the commands both engine CLIs share
+# The script's own group, run as its console entry point runs it; then every loaded module's name.
+PROBE = """
+import json, sys
+from importlib import import_module
+group = import_module(sys.argv[1]).cli
+code = group.main(sys.argv[3:], prog_name=sys.argv[2], standalone_mode=False)
+sys.stdout.flush()
+print(json.dumps({"exit": code or 0, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+def _run(program: str, *args: str) -> tuple[str, set[str]]:
+    """``program args`` in a fresh interpreter: its stdout and the modules loaded when it ended."""
+    completed = subprocess.run(
+        [sys.executable, "-c", PROBE, SCRIPTS[program], program, *args], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stderr.strip().splitlines()[-1])
+    assert report["exit"] == 0, completed.stderr
+    return completed.stdout, set(report["modules"])
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(name for name in HEAVY if name in modules or any(m.startswith(name + ".") for m in modules))
+
+
+@pytest.mark.parametrize(
+    ("program", "args", "expected"),
+    [
+        ("omnigraph", ("--help",), "Usage: omnigraph [OPTIONS] COMMAND [ARGS]..."),
+        ("omnigraph", ("version",), "omnigraph "),
+        ("omnigraph-v4", ("--help",), "Usage: omnigraph-v4 [OPTIONS] COMMAND [ARGS]..."),
+        ("omnigraph-migrate", ("--help",), "Usage: omnigraph-migrate [OPTIONS] COMMAND [ARGS]..."),
+    ],
+)
+def test_help_and_version_load_no_lance_arrow_duckdb_or_fastapi(program: str, args: tuple[str, ...], expected: str) -> None:
+    out, modules = _run(program, *args)
+    assert out.startswith(expected), out
+    assert _heavy(modules) == []
+    assert sorted(m for m in modules if m.startswith("cli.") and m not in TABLES) == sorted({SCRIPTS[program], "cli.lazy"} | (
+        {"cli.support"} if program != "omnigraph-migrate" else set()
+    ))
+
+
+def test_a_lazy_command_is_imported_when_invoked_and_not_before() -> None:
+    listed, before = _run("omnigraph", "--help")
+    assert "serve" in listed and "cli.serve_commands" not in before
+    shown, after = _run("omnigraph", "serve", "--help")
+    assert shown.startswith("Usage: omnigraph serve [OPTIONS] GRAPH")
+    assert {"cli.serve_commands", "server.settings", "pydantic"} <= after
+    assert "cli.token_commands" not in after and _heavy(after) == []
+
+
+def _group(program: str) -> LazyGroup:
+    group = importlib.import_module(SCRIPTS[program]).cli
+    assert isinstance(group, LazyGroup)
+    return group
+
+
+def _help(group: click.Group, program: str, width: int) -> str:
+    return group.get_help(click.Context(group, info_name=program, terminal_width=width))
+
+
+@pytest.mark.parametrize("program", sorted(SCRIPTS))
+def test_the_listing_from_the_table_is_the_listing_of_the_loaded_commands(program: str) -> None:
+    group = _group(program)
+    eager = {name: command for name, command in group.commands.items() if name not in group.lazy_commands}
+    unloaded = LazyGroup(name=group.name, help=group.help, commands=dict(eager), lazy_commands=group.lazy_commands)
+    loaded = click.Group(
+        name=group.name, help=group.help, commands={**eager, **{name: lazy.load() for name, lazy in group.lazy_commands.items()}}
+    )
+    for width in (50, 80, 120, 200):
+        assert _help(unloaded, program, width) == _help(loaded, program, width)
+    assert set(unloaded.commands) == set(eager)  # printing the listing loaded nothing
+
+
+@pytest.mark.parametrize("program", sorted(SCRIPTS))
+def test_every_table_entry_builds_its_command_from_the_cli_package(program: str) -> None:
+    group = _group(program)
+    for name, lazy in group.lazy_commands.items():
+        assert lazy.target.startswith("cli."), lazy.target
+        command = lazy.load()
+        assert command.name == name and not command.hidden
+        for limit in (20, 45, 80, 1000):
+            assert click.Command(name, help=lazy.short_help).get_short_help_str(limit) == command.get_short_help_str(limit), name
