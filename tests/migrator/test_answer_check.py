@@ -288,3 +288,16 @@ def test_the_ledger_accepts_one_baseline_before_any_unit_progressed() -> None:
         _fold(started, plan, baseline, baseline)
     with pytest.raises(LedgerCorrupt, match="after units progressed"):
         _fold(started, plan, step, baseline)
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_a_crash_between_the_check_and_the_stamp_is_checked_again_by_the_resume(graph: str, query_files: tuple[str, str]) -> None:
+    queries, params = query_files
+    crashed = migrate("run", graph, "--owner", "ci", "--queries", queries, "--query-params", params, failpoint="migrate.before_stamp")
+    assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
+    assert _stamp(graph) == "migrating"
+    resumed = migrate("resume", graph, "--token", claim_token(graph), "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    records = _records(graph, json.loads(resumed.stdout)["migration_id"])
+    assert [r.ok for r in records if isinstance(r, AnswersChecked)] == [True, True]
+    assert _stamp(graph) == "5"
