@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from migrator.executors import EXECUTORS, ImageExecutor, executor_unavailable, open_executor, ray_address_problem
+from migrator.executor_names import EXECUTORS, executor_unavailable, ray_address_problem
+
+if TYPE_CHECKING:
+    from migrator.executors import ImageExecutor
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,4 +46,6 @@ def chosen_executor(executor: str, ray_address: str | None) -> AbstractContextMa
     missing = executor_unavailable(executor)
     if missing is not None:
         raise click.UsageError(missing)
+    from migrator.executors import open_executor  # the validator's imports: only for a command that runs
+
     return open_executor(executor, ray_address)

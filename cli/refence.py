@@ -15,8 +15,6 @@ import click
 from cli.executor_options import chosen_executor, executor_options
 from cli.progress import StderrProgress
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from migrator.run import refence_migration
-from omnigraph.migrate import SilentProgress
 
 
 @click.command("refence")
@@ -28,6 +26,9 @@ from omnigraph.migrate import SilentProgress
 @reports_errors
 def refence_command(graph: str, owner: str | None, executor: str, ray_address: str | None, as_json: bool) -> None:
     """Fence again a stamp-5 graph that a format-4 writer wrote to after the stamp."""
+    from migrator.run import refence_migration
+    from omnigraph.migrate import SilentProgress
+
     with chosen_executor(executor, ray_address) as validator:
         outcome = refence_migration(graph, owner or actor_name(), SilentProgress() if as_json else StderrProgress(), validator)
     if as_json:

@@ -18,7 +18,6 @@ the context's exit releases it.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
@@ -26,11 +25,9 @@ from typing import Protocol
 from engine.errors import BadRequest
 from engine.maintenance.progress import Progress
 from engine.storage import GraphStore
+from migrator.executor_names import EXECUTORS
 from migrator.images import VALIDATING, PinnedImage, open_images
 from migrator.validate import ImageReport, validate_image, validation_session
-
-EXECUTORS = ("local", "ray")
-RAY_INSTALL = "pip install -e '.[ray]' in a checkout of omnigraph-fence (`make venv` installs it into .venv)"
 
 
 class ImageExecutor(Protocol):
@@ -61,33 +58,12 @@ class LocalExecutor:
         return None
 
 
-def executor_unavailable(name: str) -> str | None:
-    """Why executor ``name`` cannot run in this installation (a package is missing), or None."""
-    if name != "ray":
-        return None
-    try:
-        importlib.import_module("ray")
-    except ImportError:
-        return f"--executor ray needs Ray, which is not installed: {RAY_INSTALL}"
-    return None
-
-
-def ray_address_problem(address: str) -> str | None:
-    """What is wrong with a ``--ray-address`` value, or None: ``auto`` or ``HOST:PORT``."""
-    if address == "auto":
-        return None
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or "/" in host or not port.isdigit() or not 0 < int(port) < 65536:
-        return f"{address!r} is not a Ray cluster address: give HOST:PORT of the cluster's head, or auto"
-    return None
-
-
 @contextmanager
 def open_executor(name: str, ray_address: str | None = None) -> Iterator[ImageExecutor]:
     """The executor called ``name`` (one of :data:`EXECUTORS`), released on exit.
 
     ``ray_address`` is the Ray cluster to connect to (``ray`` only; None starts a private local
-    Ray instance). Check :func:`executor_unavailable` first: a missing package raises ImportError.
+    Ray instance). Check :func:`migrator.executor_names.executor_unavailable` first: a missing package raises ImportError.
     """
     executor: ImageExecutor
     if name == "local":

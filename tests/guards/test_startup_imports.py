@@ -71,6 +71,14 @@ def test_help_and_version_load_no_lance_arrow_duckdb_or_fastapi(program: str, ar
     ))
 
 
+@pytest.mark.parametrize("command", ["run", "resume", "refence", "verify"])
+def test_the_help_of_a_migrator_command_loads_no_lance_arrow_duckdb_or_fastapi(command: str) -> None:
+    """Its --executor and --queries options name their choices without the validator's imports."""
+    out, modules = _run("omnigraph-migrate", command, "--help")
+    assert out.startswith(f"Usage: omnigraph-migrate {command} [OPTIONS] GRAPH"), out
+    assert _heavy(modules) == []
+
+
 def test_a_lazy_command_is_imported_when_invoked_and_not_before() -> None:
     listed, before = _run("omnigraph", "--help")
     assert "serve" in listed and "cli.serve_commands" not in before
