@@ -37,7 +37,7 @@ bench: bytecode
 	for script in startup_bench write_bench serve_bench query_bench migrate_bench; do \
 		$(VENV)/bin/python bench/$$script.py || status=1; \
 	done; \
-	for script in merge_bench mutate_bench; do \
+	for script in merge_bench mutate_bench commit_split; do \
 		$(VENV)/bin/python bench/$$script.py --workdir $(BENCH_WORKDIR)/$$script || status=1; \
 	done; \
 	exit $$status

@@ -52,7 +52,7 @@ def build(rows: int, out: Path, btree: bool) -> dict:
     from engine.door import FENCED_PROFILE
     from engine.graph import init_graph
     from engine.manifest import MAIN, BranchSnapshot
-    from engine.ops import TableWrite, commit
+    from engine.ops import CommitPlan, TableWrite, commit
 
     graph = init_graph(str(out / GRAPH), SCHEMA, FENCED_PROFILE, actor=ACTOR)
     schema = graph.catalog.table(TABLE_KEY).arrow_schema(with_pk=True)
@@ -60,10 +60,10 @@ def build(rows: int, out: Path, btree: bool) -> dict:
     values = {"id": ids, "name": ids, "n": pa.array(np.arange(rows, dtype=np.int64))}
     table = pa.Table.from_arrays([values[f.name].cast(f.type) for f in schema], schema=schema)
 
-    def prepare(snapshot: BranchSnapshot) -> list[TableWrite]:
-        return [TableWrite(TABLE_KEY, "overwrite", table)]
+    def prepare(snapshot: BranchSnapshot, _previous: CommitPlan[None] | None) -> CommitPlan[None]:
+        return CommitPlan((TableWrite(TABLE_KEY, "overwrite", table),), (snapshot.head.commit_id,), f"bench: {rows} rows", None)
 
-    commit(graph, MAIN, prepare, message=f"bench: {rows} rows", actor=ACTOR)
+    commit(graph, MAIN, prepare, actor=ACTOR)
     snapshot = graph.manifest.snapshot(MAIN)
     entry = snapshot.table(TABLE_KEY)
     if btree:
