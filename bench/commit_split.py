@@ -190,24 +190,27 @@ def install(split: Split) -> None:
 
 def floor_commit(floor_root: Path, table_path: str, table_rows: Any, manifest_rows: Any, strict: bool, session: Any) -> dict[str, float]:
     """The protocol's necessary Lance work on the floor copy: the fenced table merge of the
-    engine's rows, then the one ``__manifest`` merge of the publish's rows; seconds per part."""
+    engine's rows, then the one ``__manifest`` merge of the publish's rows; seconds per part.
+
+    Both merges are the door's own calls (:mod:`engine.door.table_store`: one Lance
+    ``merge_insert`` ON the primary key with ``use_index(False)`` and ``conflict_retries(0)``,
+    nothing else), so the floor is Lance's work and no keyed write bypasses the door."""
     import lance
+
+    from engine.door import table_store
 
     times: dict[str, float] = {}
     started = time.perf_counter()
     table = lance.dataset(str(floor_root / table_path), session=session)
     times["table_open"] = time.perf_counter() - started
     started = time.perf_counter()
-    builder = table.merge_insert("id")
-    builder = builder.when_matched_fail() if strict else builder.when_matched_update_all()
-    builder.when_not_matched_insert_all().conflict_retries(0).use_index(False).execute(table_rows)
+    (table_store.strict_insert if strict else table_store.upsert)(table, table_rows)
     times["table_merge"] = time.perf_counter() - started
     started = time.perf_counter()
     manifest = lance.dataset(str(floor_root / "__manifest"), session=session)
     times["manifest_open"] = time.perf_counter() - started
     started = time.perf_counter()
-    (manifest.merge_insert("object_id").when_matched_update_all().when_not_matched_insert_all()
-     .conflict_retries(0).use_index(False).execute(manifest_rows))
+    table_store.upsert(manifest, manifest_rows)
     times["manifest_merge"] = time.perf_counter() - started
     return times
 
