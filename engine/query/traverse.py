@@ -97,10 +97,9 @@ class Traversals:
         for depth in range(1, (hop.max_hops if same_type else 1) + 1):
             # one scan of the edges per hop: the frontier's edges, its self-loops among them
             frontier = f"SELECT DISTINCT n FROM {reach} WHERE d = {depth - 1}"
-            (size,) = run(f"SELECT count(*) FROM ({frontier})").fetchone()  # type: ignore[misc]
-            if size <= LISTED_FRONTIER:  # literals, which DuckDB hands to the Lance scan as its filter
-                listed = ", ".join(string_literal(row[0]) for row in run(frontier).fetchall())
-                near_filter = f"{near} IN ({listed})"
+            first = run(f"{frontier} LIMIT {LISTED_FRONTIER + 1}").fetchall()
+            if len(first) <= LISTED_FRONTIER:  # literals, which DuckDB hands to the Lance scan as its filter
+                near_filter = f"{near} IN ({', '.join(string_literal(row[0]) for row in first)})"
             else:
                 near_filter = f"{near} IN ({frontier})"
             run(f"CREATE OR REPLACE TEMP TABLE {hop_edges} AS SELECT {near}, {far} FROM {edges} WHERE {near_filter}")
