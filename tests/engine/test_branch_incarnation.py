@@ -669,9 +669,11 @@ def test_branch_churn_under_concurrent_writers(tmp_path: Path, cleanup: Any, see
                         reply = http(client, "POST", "/branches", json={"name": CHURN})
                         outcome, detail = _http_outcome(reply), reply.text[:400]
                     record(Attempt(what, CHURN, what, started, time.monotonic(), outcome, detail))
-                    if what == "delete" or outcome == "ok" or outcome not in TYPED_WRITE_FAILURES:
+                    # a delete that lost a race to a write is retried, like a create that lost one
+                    retried = {"read_set_conflict"} if what == "delete" else TYPED_WRITE_FAILURES
+                    if outcome == "ok" or outcome not in retried:
                         break
-                    time.sleep(0.05)
+                    time.sleep(rng.uniform(0.02, 0.2))
                 if outcome != "ok":
                     break
                 time.sleep(rng.uniform(0, 0.3))
