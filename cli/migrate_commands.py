@@ -18,6 +18,7 @@ import click
 from cli.answer_options import answer_check_options, chosen_queries
 from cli.executor_options import chosen_executor, executor_options
 from cli.fleet_options import ignore_fleet_option, report_fleet
+from cli.parallel_option import parallel_option
 from cli.progress import StderrProgress
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from omnigraph.errors import EXIT_VALIDATION_FAILED, ValidationFailed
@@ -109,12 +110,13 @@ def plan_command(graph: str, as_json: bool) -> None:
               help="Who runs the migration (recorded in the claim and ledger) [default: OMNIGRAPH_ACTOR, else the login name].")
 @ignore_fleet_option
 @executor_options
+@parallel_option
 @answer_check_options
 @json_option
 @reports_errors
 @_inventory_on_stdout
 def run_command(
-    graph: str, owner: str | None, ignore_fleet: bool, executor: str, ray_address: str | None,
+    graph: str, owner: str | None, ignore_fleet: bool, executor: str, ray_address: str | None, parallel: int | None,
     queries_path: Path | None, query_params_path: Path | None, as_json: bool,
 ) -> None:
     """Migrate every branch of GRAPH to format 5 (needs every writer stopped).
@@ -128,7 +130,8 @@ def run_command(
     queries = chosen_queries(queries_path, query_params_path)
     with chosen_executor(executor, ray_address) as validator:
         outcome = migrate.run(
-            graph, owner=owner, ignore_fleet=ignore_fleet, executor=validator, progress=_progress(as_json), queries=queries
+            graph, owner=owner, ignore_fleet=ignore_fleet, executor=validator, progress=_progress(as_json), queries=queries,
+            parallel=parallel,
         )
     if as_json:
         emit_json(outcome.to_dict())
@@ -145,12 +148,13 @@ def run_command(
 @click.argument("graph")
 @click.option("--token", required=True, help="The token of the crashed migration's claim.")
 @executor_options
+@parallel_option
 @answer_check_options
 @json_option
 @reports_errors
 @_inventory_on_stdout
 def resume_command(
-    graph: str, token: str, executor: str, ray_address: str | None, queries_path: Path | None,
+    graph: str, token: str, executor: str, ray_address: str | None, parallel: int | None, queries_path: Path | None,
     query_params_path: Path | None, as_json: bool,
 ) -> None:
     """Continue a crashed migration from its ledger and sidecars (images not yet found clean
@@ -160,7 +164,9 @@ def resume_command(
 
     queries = chosen_queries(queries_path, query_params_path)
     with chosen_executor(executor, ray_address) as validator:
-        outcome = migrate.resume(graph, token=token, executor=validator, progress=_progress(as_json), queries=queries)
+        outcome = migrate.resume(
+            graph, token=token, executor=validator, progress=_progress(as_json), queries=queries, parallel=parallel
+        )
     if as_json:
         emit_json(outcome.to_dict())
         return

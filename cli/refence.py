@@ -13,6 +13,7 @@ from __future__ import annotations
 import click
 
 from cli.executor_options import chosen_executor, executor_options
+from cli.parallel_option import parallel_option
 from cli.progress import StderrProgress
 from cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 
@@ -22,15 +23,19 @@ from cli.support import actor_name, echo_result, emit_json, json_option, reports
 @click.option("--owner", default=None,
               help="Who runs it (recorded in the claim and ledger) [default: OMNIGRAPH_ACTOR, else the login name].")
 @executor_options
+@parallel_option
 @json_option
 @reports_errors
-def refence_command(graph: str, owner: str | None, executor: str, ray_address: str | None, as_json: bool) -> None:
+def refence_command(
+    graph: str, owner: str | None, executor: str, ray_address: str | None, parallel: int | None, as_json: bool
+) -> None:
     """Fence again a stamp-5 graph that a format-4 writer wrote to after the stamp."""
     from migrator.run import refence_migration
     from omnigraph.migrate import SilentProgress
 
     with chosen_executor(executor, ray_address) as validator:
-        outcome = refence_migration(graph, owner or actor_name(), SilentProgress() if as_json else StderrProgress(), validator)
+        progress = SilentProgress() if as_json else StderrProgress()
+        outcome = refence_migration(graph, owner or actor_name(), progress, validator, parallel)
     if as_json:
         emit_json(outcome.to_json())
         return

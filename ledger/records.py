@@ -189,7 +189,11 @@ class ValidationFailedRecord(LedgerRecord):
 
 
 class UnitStep(LedgerRecord):
-    """One achieved step of a unit; ``table_version`` None when the step moved no table."""
+    """One achieved step of a unit; ``table_version`` None when the step moved no table.
+
+    Written by earlier releases between a unit's sidecar and its ``unit_completed``; read (and
+    folded) so that a migration they started can be resumed. This release records a unit's
+    achieved steps in its ``unit_completed`` alone."""
 
     kind: Literal["unit_step"] = "unit_step"
     unit_id: Text
@@ -200,11 +204,24 @@ class UnitStep(LedgerRecord):
 
 
 class UnitCompleted(LedgerRecord):
+    """A unit done: its PK is on ``(table_branch, table_version)``, published, rows unchanged.
+
+    The other fields say how each step was achieved (None in records of earlier releases,
+    which recorded them as ``unit_step`` records): ``fork`` ``created`` or ``adopted`` (None for
+    an owned image) with the fork's Lance ``fork_identifier``; ``pk`` ``installed`` or
+    ``present``; ``manifest_version`` of the publish (None if an earlier attempt published);
+    ``rows_check`` ``same data files`` or ``ids re-read``."""
+
     kind: Literal["unit_completed"] = "unit_completed"
     unit_id: Text
     table_branch: str | None
     table_version: NonNegativeInt
     digest: Text
+    fork: Literal["created", "adopted"] | None = None
+    fork_identifier: str | None = None
+    pk: Literal["installed", "present"] | None = None
+    manifest_version: NonNegativeInt | None = None
+    rows_check: Literal["same data files", "ids re-read"] | None = None
 
 
 class AnswersRecorded(LedgerRecord):

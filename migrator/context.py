@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,10 +29,14 @@ class Migration:
     progress: Progress
     claim: ClaimDocument
     executor: ImageExecutor = field(default_factory=LocalExecutor)
+    _appending: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def record(self, record_type: type[Any], **fields: Any) -> int:
-        """Append a ledger record of ``record_type`` carrying this migration's token and id."""
-        return self.ledger.append(record_type(token=self.token, migration_id=self.migration_id, **fields))
+        """Append a ledger record of ``record_type`` carrying this migration's token and id; one
+        append at a time (units in flight at once share the ledger's one sequence)."""
+        record = record_type(token=self.token, migration_id=self.migration_id, **fields)
+        with self._appending:
+            return self.ledger.append(record)
 
     def require_claim(self) -> None:
         """``claim_held`` unless the claim still carries this migration's token: checked before

@@ -5,7 +5,7 @@ steps 3 to 7): what ``run``, ``refence`` and ``resume`` drive once they hold the
 done: barrier stamp ``migrating`` (if not up yet), plan (adopting out-of-band commits that change
 no row first), validation of every image not yet found clean since the plan, the answer check's baseline when
 queries are given (:mod:`migrator.answers`: every read query on every live branch, recorded
-before the first PK effect), every unit not yet completed (:mod:`migrator.unit`), verification
+before the first PK effect), every unit not yet completed (:mod:`migrator.unit`, several at once: :mod:`migrator.unit_pool`), verification
 against the ledger, the recorded answers taken again (``answers_changed`` on any difference),
 stamp ``5`` last, then the release of the claim (:func:`release_claim`). Every step is a ledger record, so a crash anywhere
 is continued by ``resume --token``.
@@ -50,6 +50,7 @@ from ledger import (
 from ledger import (
     DriftDetected as DriftRecord,
 )
+from migrator import sidecar as sidecars
 from migrator.answers import (
     AnswerQueries,
     answer_cases,
@@ -63,11 +64,12 @@ from migrator.answers import (
 )
 from migrator.context import Migration
 from migrator.errors import DriftDetected
+from migrator.fan_out import default_parallel, fan_out
 from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_PATH
 from migrator.out_of_band import adopt_before_plan
 from migrator.plan import MigrationPlan, build_plan
-from migrator.unit import migrate_unit
+from migrator.unit_pool import run_units
 from migrator.verify import migration_drift, structural_problems
 
 
@@ -95,14 +97,16 @@ class MigrationOutcome:
         }
 
 
-def drive(m: Migration, queries: AnswerQueries | None = None) -> MigrationOutcome:
+def drive(m: Migration, queries: AnswerQueries | None = None, parallel: int | None = None) -> MigrationOutcome:
     """Continue ``m`` from its ledger to stamp 5 and the release of its claim (module docstring).
 
     The graph must be at stamp 4 (the barrier is raised) or ``migrating``; any other stamp is
     ``format_refused``. ``queries`` are the answer check's: refused (``precondition_failed``,
     before any effect) if the migration recorded, or was started with, other queries, or if
     units already progressed without a baseline. The check the migration was started with, or
-    whose answers it recorded, is taken whether or not ``queries`` are given.
+    whose answers it recorded, is taken whether or not ``queries`` are given. ``parallel`` units
+    (of distinct graph branches) are in flight at once (:mod:`migrator.unit_pool`; default
+    :func:`~migrator.fan_out.default_parallel` for the store).
     """
     queries = _answer_queries(m, queries)
     _raise_barrier(m)
@@ -133,9 +137,7 @@ def drive(m: Migration, queries: AnswerQueries | None = None) -> MigrationOutcom
     pending = [u for u in plan.units if replay.state.units[u.unit_id].status != "completed"]
     m.progress.start("migrating units", len(plan.units))
     m.progress.advance(len(plan.units) - len(pending))
-    for unit in pending:
-        migrate_unit(m, unit, images[unit.image_id], identifiers.get(unit.unit_id))
-        m.progress.advance()
+    run_units(m, pending, images, identifiers, parallel or default_parallel(m.store.is_local))
     m.progress.finish()
     failpoint("migrate.after_units")
     _verify_then_stamp(m)
@@ -161,7 +163,8 @@ def _answer_queries(m: Migration, given: AnswerQueries | None) -> AnswerQueries 
     known = requested_queries(replay)
     resume = f"omnigraph-migrate resume {m.store.uri} --token {m.token}"
     refuse_other_queries(given, known.sha256 if known else None, f", or run `{resume}` without them: it checks the recorded queries")
-    if known is None and given is not None and any(unit.status != "planned" for unit in replay.state.units.values()):
+    progressed = any(unit.status != "planned" for unit in replay.state.units.values())
+    if known is None and given is not None and (progressed or sidecars.remaining(m.store, m.migration_id)):
         raise PreconditionFailed(
             "this migration installed primary keys without an answer check, and the check's baseline "
             f"must be taken before the first one; run `{resume}` without --queries",
@@ -307,4 +310,6 @@ def _check_answers(m: Migration) -> None:
 
 def _current_heads(manifest: Manifest) -> dict[str, str]:
     """Every live branch's head commit id: what stamp 5 records as its fenced heads."""
-    return {branch: manifest.snapshot(branch).head.commit_id for branch in manifest.branches()}
+    branches = list(manifest.branches())
+    snapshots = fan_out(manifest.snapshot, branches, default_parallel(manifest.store.is_local))
+    return {branch: snapshot.head.commit_id for branch, snapshot in zip(branches, snapshots, strict=True)}

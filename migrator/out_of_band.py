@@ -15,14 +15,14 @@ from engine.manifest import Manifest
 from engine.reconcile import drift
 from engine.storage import GraphStore
 from migrator.errors import DriftDetected
+from migrator.fan_out import default_parallel, fan_out
 
 
 def out_of_band_reports(store: GraphStore, manifest: Manifest) -> list[drift.TableDriftReport]:
     """Every owned table past its pin, on every live branch (main first, then by name)."""
-    reports: list[drift.TableDriftReport] = []
-    for branch in manifest.branches():
-        reports += drift.out_of_band(store, manifest, branch)
-    return reports
+    branches = list(manifest.branches())
+    found = fan_out(lambda branch: drift.out_of_band(store, manifest, branch), branches, default_parallel(store.is_local))
+    return [report for reports in found for report in reports]
 
 
 def refuse_row_drift(store: GraphStore, reports: list[drift.TableDriftReport]) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from engine.manifest import Manifest, lance_branch_name
 from ledger import BranchPlan, UnitPlan
+from migrator.fan_out import default_parallel, fan_out
 
 
 def unit_id_for(graph_branch: str, table_key: str) -> str:
@@ -49,8 +50,9 @@ def build_plan(manifest: Manifest) -> MigrationPlan:
     """Enumerate every live graph branch (with its incarnation) and every table it pins."""
     branches: list[BranchPlan] = []
     units: list[UnitPlan] = []
-    for name, branch in manifest.branches().items():
-        snapshot = manifest.snapshot(name)
+    live = manifest.branches()
+    snapshots = fan_out(manifest.snapshot, list(live), default_parallel(manifest.store.is_local))
+    for (name, branch), snapshot in zip(live.items(), snapshots, strict=True):
         branches.append(BranchPlan(graph_branch=name, incarnation=branch.incarnation, head_commit_id=snapshot.head.commit_id))
         for table_key, entry in snapshot.tables.items():
             units.append(

@@ -54,13 +54,15 @@ def run_migration(
     ignore_fleet: bool = False,
     executor: ImageExecutor | None = None,
     queries: AnswerQueries | None = None,
+    parallel: int | None = None,
 ) -> MigrationOutcome | UpToDate:
     """Migrate the format-4 graph at ``uri`` to format 5 (see the module docstring); refused while
     a registered writer is live unless ``ignore_fleet`` (:mod:`migrator.fleet_check`).
 
     ``executor`` validates the images (default: this process); it is started before the claim is
     taken, so an executor that cannot start leaves the graph untouched. ``queries`` are the
-    answer check's (``bad_request`` before anything is written if one does not bind)."""
+    answer check's (``bad_request`` before anything is written if one does not bind). ``parallel``
+    units are in flight at once (:func:`migrator.driver.drive`)."""
     store, manifest = open_graph(uri)
     up_to_date = already_fenced(store, manifest)
     if up_to_date is not None:
@@ -72,10 +74,12 @@ def run_migration(
         check_queries(read_graph(uri), queries)
     with begin(store, owner, progress, executor, queries.check() if queries else None) as m:
         failpoint("migrate.after_claim")
-        return drive(m, queries)
+        return drive(m, queries, parallel)
 
 
-def refence_migration(uri: str, owner: str, progress: Progress, executor: ImageExecutor | None = None) -> MigrationOutcome:
+def refence_migration(
+    uri: str, owner: str, progress: Progress, executor: ImageExecutor | None = None, parallel: int | None = None
+) -> MigrationOutcome:
     """Fence again a stamp-5 graph that a format-4 writer published to after the stamp.
 
     Needs stamp 5 and a readiness problem (:func:`engine.access.writer_audit.readiness_problems`: a
@@ -86,7 +90,7 @@ def refence_migration(uri: str, owner: str, progress: Progress, executor: ImageE
     the old writer let in stops it at ``validation_failed``, repaired like any other), PK
     installed where missing, verify, and stamp 5 recording the current heads as fenced. A crash
     is resumed with ``resume --token``; ``abort --token`` puts stamp 4 back, as for any migration.
-    ``executor`` validates the images, as for :func:`run_migration`.
+    ``executor`` and ``parallel`` as for :func:`run_migration`.
     """
     store, manifest = open_graph(uri)
     refuse_unless_refence_needed(store, manifest, owner)
@@ -95,7 +99,7 @@ def refence_migration(uri: str, owner: str, progress: Progress, executor: ImageE
         m.record(BarrierSet, previous_format=FORMAT_5)
         failpoint("refence.after_barrier")
         recovery.resolve_intents(store, m.manifest)
-        return drive(m)
+        return drive(m, parallel=parallel)
 
 
 def resume_migration(
@@ -105,6 +109,7 @@ def resume_migration(
     progress: Progress,
     executor: ImageExecutor | None = None,
     queries: AnswerQueries | None = None,
+    parallel: int | None = None,
 ) -> MigrationOutcome:
     """Continue the migration whose claim carries ``token`` from its ledger; ``executor`` validates
     the images not yet found clean (started only if there is one).
@@ -117,7 +122,7 @@ def resume_migration(
     and ``resumed`` names it (``owner``) in the ledger. At stamp 5 (the holder died after the
     stamp) it only records the stamp and releases the claim. Answers recorded by the migration
     are checked before the stamp whether or not ``queries`` are given; given, they must be the
-    recorded ones (see :func:`migrator.driver.drive`)."""
+    recorded ones (see :func:`migrator.driver.drive`); ``parallel`` as for :func:`run_migration`."""
     store = open_store(uri)
     refuse_broken(store, token)
     claim = held_claim(store, token)
@@ -126,7 +131,7 @@ def resume_migration(
     if queries is not None:
         check_queries(read_graph(uri), queries)
     with acting_for(store, CLAIM_PATH, claim, action="resume", owner=owner):
-        return _resume(m, owner, queries)
+        return _resume(m, owner, queries, parallel)
 
 
 def _refuse_aborted(m: Migration) -> None:
@@ -144,7 +149,7 @@ def _refuse_aborted(m: Migration) -> None:
         )
 
 
-def _resume(m: Migration, owner: str, queries: AnswerQueries | None) -> MigrationOutcome:
+def _resume(m: Migration, owner: str, queries: AnswerQueries | None, parallel: int | None) -> MigrationOutcome:
     """The body of :func:`resume_migration`, acting for the claim."""
     token = m.token
     state = replay_started(m, m.claim, queries.check() if queries else None).state
@@ -158,4 +163,4 @@ def _resume(m: Migration, owner: str, queries: AnswerQueries | None) -> Migratio
         return MigrationOutcome(
             m.migration_id, token, len(replay.state.plan), len(replay.state.images), FORMAT_5, tuple(replay.state.answers)
         )
-    return drive(m, queries)
+    return drive(m, queries, parallel)

@@ -6,7 +6,7 @@ where it stopped and never redoes an effect:
 1. revalidate: the claim token, the branch incarnation, the pinned tuple (or this migration's own
    published marker), and for an owned table that its HEAD is the pinned version (or the pinned
    version plus this migration's PK commit);
-2. sidecar (``failpoint unit.after_sidecar``);
+2. sidecar (``failpoint unit.after_sidecar``): while it exists, the unit is in progress;
 3. inherited image: fork the graph branch's table branch from exactly the pinned version, or
    adopt an existing fork only if its parent ref (and the identifier recorded in the ledger, if
    any) match the sidecar (``unit.after_fork``);
@@ -16,7 +16,12 @@ where it stopped and never redoes an effect:
    unmoved (``unit.after_publish``);
 6. check the rows are unchanged: the physical fingerprint equals the validated image's, else the
    re-read id digest must equal it (``unit.after_digest``);
-7. ledger ``unit_completed``, delete the sidecar.
+7. ledger ``unit_completed`` with what each step achieved (the fork's identity, the PK, the
+   publish, the rows check), delete the sidecar.
+
+A unit writes three migration documents to the store (its sidecar, its ``unit_completed``, the
+sidecar's deletion) besides Lance's own commits (fork, PK, publish). A resume finds an
+in-progress unit by its sidecar and redoes each step's check, never the step's effect.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from engine.door import KEY_COLUMN, CommitConflict, install_primary_key
 from engine.failpoints import failpoint
 from engine.manifest import TableEntry
 from engine.storage import ForeignFork, ForkInterrupted, ImageRef, fork_or_adopt, open_dataset, open_pinned, primary_key
-from ledger import DriftItem, ImageState, UnitCompleted, UnitPlan, UnitStep
+from ledger import DriftItem, ImageState, UnitCompleted, UnitPlan
 from migrator import sidecar as sidecars
 from migrator.context import Migration
 from migrator.errors import DriftDetected, MigrationRefused
@@ -76,8 +81,7 @@ def _check_entry(m: Migration, unit: UnitPlan, entry: TableEntry | None) -> None
 
 def _revalidate(m: Migration, unit: UnitPlan) -> None:
     m.require_claim()
-    branches = m.manifest.branches()
-    branch = branches.get(unit.graph_branch)
+    branch = m.manifest.branch(unit.graph_branch)
     if branch is None or branch.incarnation != unit.branch_incarnation:
         raise _drift(
             f"graph branch {unit.graph_branch}",
@@ -118,14 +122,10 @@ def _sidecar_for(m: Migration, unit: UnitPlan) -> UnitSidecar:
     )
 
 
-def _step(m: Migration, unit: UnitPlan, step: str, branch: str | None, version: int | None, detail: str = "") -> None:
-    m.record(UnitStep, unit_id=unit.unit_id, step=step, table_branch=branch, table_version=version, detail=detail)
-
-
-def _fork(m: Migration, unit: UnitPlan, fork: PlannedFork, recorded_identifier: str | None) -> None:
+def _fork(m: Migration, unit: UnitPlan, fork: PlannedFork, recorded_identifier: str | None) -> dict[str, str]:
     """Fork the planned table branch, or adopt the one an earlier attempt made (its parent ref,
-    and the identifier the ledger recorded if any, must match the sidecar); ledger
-    ``fork_created`` or ``fork_adopted`` with the branch's identifier."""
+    and the identifier a ledger of an earlier release recorded if any, must match the sidecar);
+    the ``unit_completed`` fields of what was done."""
     try:
         made = fork_or_adopt(
             m.store, unit.table_path, fork.branch, fork.parent_branch, fork.parent_version, identifier=recorded_identifier
@@ -148,27 +148,28 @@ def _fork(m: Migration, unit: UnitPlan, fork: PlannedFork, recorded_identifier: 
             + ". It was not made by this migration; refusing to adopt it.",
             {"unit_id": unit.unit_id, "table_path": unit.table_path, "branch": fork.branch},
         ) from foreign
-    step = "fork_created" if made.created else "fork_adopted"
-    _step(m, unit, step, fork.branch, fork.parent_version, f"identifier={made.branch.identifier}")
+    return {"fork": "created" if made.created else "adopted", "fork_identifier": made.branch.identifier}
 
 
-def _install(m: Migration, unit: UnitPlan, branch: str | None) -> int:
+def _install(m: Migration, unit: UnitPlan, branch: str | None) -> tuple[int, str]:
+    """The PK on ``branch`` (installed now, or by an earlier attempt): its version and
+    ``installed`` or ``present``."""
     dataset = open_dataset(m.store, unit.table_path, branch)
     base = unit.pinned_table_version
     if dataset.version != base:
         if not _is_own_pk_commit(m, unit, branch, dataset.version, base):
             raise _drift(f"HEAD of {unit.table_path} on table branch {branch or 'main'}", f"v{base}", f"v{dataset.version}")
-        _step(m, unit, "pk_present", branch, int(dataset.version), "installed by an earlier attempt")
-        return int(dataset.version)
+        return int(dataset.version), "present"
     try:
         outcome, version = install_primary_key(dataset)
     except CommitConflict as conflict:
         raise _drift(f"HEAD of {unit.table_path} on table branch {branch or 'main'}", f"v{base}", "a concurrent commit") from conflict
-    _step(m, unit, "pk_installed" if outcome == "installed" else "pk_present", branch, version)
-    return version
+    return version, "installed" if outcome == "installed" else "present"
 
 
-def _publish(m: Migration, unit: UnitPlan, branch: str | None, version: int) -> None:
+def _publish(m: Migration, unit: UnitPlan, branch: str | None, version: int) -> int | None:
+    """Publish the unit's manifest row at the achieved image; the manifest version, or None if
+    an earlier attempt published it."""
     snapshot = m.manifest.snapshot(unit.graph_branch)
     entry = snapshot.table(unit.table_key)
     _check_entry(m, unit, entry)
@@ -176,43 +177,51 @@ def _publish(m: Migration, unit: UnitPlan, branch: str | None, version: int) -> 
         entry, table_branch=branch, table_version=version, migration_id=m.migration_id, migration_unit=unit.unit_id
     )
     if entry == achieved:
-        _step(m, unit, "published", branch, version, "already published")
-        return
+        return None
     try:
-        manifest_version = m.manifest.publish(snapshot, [achieved], head=None)
+        return m.manifest.publish(snapshot, [achieved], head=None)
     except CommitConflict as conflict:
         raise _drift(f"__manifest branch {unit.graph_branch}", f"v{snapshot.manifest_version}", "a concurrent publish") from conflict
-    _step(m, unit, "published", branch, version, f"manifest v{manifest_version}")
 
 
-def _check_rows(m: Migration, unit: UnitPlan, image: ImageState, branch: str | None, version: int) -> str:
+def _check_rows(m: Migration, unit: UnitPlan, image: ImageState, branch: str | None, version: int) -> tuple[str, str]:
+    """The rows of the achieved image are the validated ones: their digest and how that was
+    established (``same data files``, else ``ids re-read``); drift otherwise."""
     dataset = open_pinned(m.store, ImageRef(unit.table_path, branch, version))
     if physical_fingerprint(dataset) == image.fingerprint:
-        _step(m, unit, "digest_checked", branch, version, "same data files")
-        return image.digest
+        return image.digest, "same data files"
     report = validate_image(dataset)
     if report.digest != image.digest:
         raise _drift(f"rows of {unit.table_key} on {unit.graph_branch}", f"digest {image.digest}", f"digest {report.digest}")
-    _step(m, unit, "digest_checked", branch, version, "ids re-read")
-    return report.digest
+    return report.digest, "ids re-read"
 
 
 def migrate_unit(m: Migration, unit: UnitPlan, image: ImageState, recorded_fork_identifier: str | None) -> None:
     """Run (or continue) one unit to completion; see the module docstring."""
     _revalidate(m, unit)
     declared = _sidecar_for(m, unit)
-    written = sidecars.write_or_match(m.store, declared)
-    _step(m, unit, "sidecar_written", unit.pinned_table_branch, None, "" if written else "already present")
+    sidecars.write_or_match(m.store, declared)
     failpoint("unit.after_sidecar")
     branch = target_branch(unit)
+    fork: dict[str, str] = {}
     if declared.planned_fork is not None:
-        _fork(m, unit, declared.planned_fork, recorded_fork_identifier)
+        fork = _fork(m, unit, declared.planned_fork, recorded_fork_identifier)
         failpoint("unit.after_fork")
-    version = _install(m, unit, branch)
+    version, pk = _install(m, unit, branch)
     failpoint("unit.after_pk")
-    _publish(m, unit, branch, version)
+    manifest_version = _publish(m, unit, branch, version)
     failpoint("unit.after_publish")
-    digest = _check_rows(m, unit, image, branch, version)
+    digest, rows_check = _check_rows(m, unit, image, branch, version)
     failpoint("unit.after_digest")
-    m.record(UnitCompleted, unit_id=unit.unit_id, table_branch=branch, table_version=version, digest=digest)
+    m.record(
+        UnitCompleted,
+        unit_id=unit.unit_id,
+        table_branch=branch,
+        table_version=version,
+        digest=digest,
+        pk=pk,
+        manifest_version=manifest_version,
+        rows_check=rows_check,
+        **fork,
+    )
     sidecars.delete(m.store, m.migration_id, unit.unit_id)

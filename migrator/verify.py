@@ -19,13 +19,14 @@ from claims import claim_held, inspect
 from engine.access import foreign_heads, refence_command
 from engine.door import KEY_COLUMN
 from engine.errors import NotFound, PreconditionFailed
-from engine.manifest import Manifest
+from engine.manifest import BranchSnapshot, Manifest, TableEntry
 from engine.reconcile import intents
 from engine.storage import GraphStore, latest_version, open_pinned, primary_key
-from ledger import DriftItem, FoldedState, Ledger
+from ledger import DriftItem, FoldedState, Ledger, UnitPlan
 from migrator.advice import claim_next_step
 from migrator.answers import AnswerQueries, answer_cases, answers_changed, compare_answers, read_graph, refuse_other_queries
 from migrator.errors import DriftDetected
+from migrator.fan_out import default_parallel, fan_out
 from migrator.fingerprint import physical_fingerprint
 from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
 from migrator.validate import validate_image
@@ -33,18 +34,25 @@ from migrator.validate import validate_image
 
 def structural_problems(store: GraphStore, manifest: Manifest) -> list[str]:
     """Problems that make a graph not fenced, sorted; [] when every table is fenced."""
-    problems: list[str] = []
+    workers = default_parallel(store.is_local)
+    branches = list(manifest.branches())
+    snapshots = fan_out(manifest.snapshot, branches, workers)
+    pins = [(branch, table_key, entry) for branch, snapshot in zip(branches, snapshots, strict=True)
+            for table_key, entry in snapshot.tables.items()]
+
+    def pk_problem(pin: tuple[str, str, TableEntry]) -> str | None:
+        branch, table_key, entry = pin
+        pk = primary_key(open_pinned(store, entry.image).schema)
+        return None if pk == [KEY_COLUMN] else f"{branch}: {table_key} has primary key {pk}, not ['id']"
+
+    problems = [problem for problem in fan_out(pk_problem, pins, workers) if problem is not None]
     pinned_heads: dict[tuple[str, str | None], int] = {}
-    for branch in manifest.branches():
-        for table_key, entry in manifest.snapshot(branch).tables.items():
-            dataset = open_pinned(store, entry.image)
-            pk = primary_key(dataset.schema)
-            if pk != [KEY_COLUMN]:
-                problems.append(f"{branch}: {table_key} has primary key {pk}, not ['id']")
-            key = (entry.table_path, entry.table_branch)
-            pinned_heads[key] = max(pinned_heads.get(key, 0), entry.table_version)
-    for (path, table_branch), pinned in sorted(pinned_heads.items(), key=lambda item: (item[0][0], item[0][1] or "")):
-        head = latest_version(store, path, table_branch)
+    for _, _, entry in pins:
+        key = (entry.table_path, entry.table_branch)
+        pinned_heads[key] = max(pinned_heads.get(key, 0), entry.table_version)
+    tables = sorted(pinned_heads.items(), key=lambda item: (item[0][0], item[0][1] or ""))
+    heads = fan_out(lambda table: latest_version(store, table[0][0], table[0][1]), tables, workers)
+    for ((path, table_branch), pinned), head in zip(tables, heads, strict=True):
         if head > pinned:
             problems.append(f"{path} on table branch {table_branch or 'main'} is at v{head}, ahead of every pin (v{pinned})")
     return sorted(problems)
@@ -62,47 +70,53 @@ def migration_drift(store: GraphStore, manifest: Manifest, state: FoldedState) -
             drift.append(DriftItem(what=f"graph branch {name}", expected="absent", actual="created"))
         elif branches[name].incarnation != planned[name].incarnation:
             drift.append(DriftItem(what=f"graph branch {name}", expected=planned[name].incarnation, actual=branches[name].incarnation))
-    snapshots = {name: manifest.snapshot(name) for name in sorted(set(branches) & set(planned))}
+    workers = default_parallel(store.is_local)
+    names = sorted(set(branches) & set(planned))
+    snapshots = dict(zip(names, fan_out(manifest.snapshot, names, workers), strict=True))
     for name, snapshot in snapshots.items():
         if snapshot.head.commit_id != planned[name].head_commit_id:
             drift.append(DriftItem(what=f"head of {name}", expected=planned[name].head_commit_id, actual=snapshot.head.commit_id))
         planned_keys = {u.table_key for u in state.plan if u.graph_branch == name}
         for extra in sorted(set(snapshot.tables) - planned_keys):
             drift.append(DriftItem(what=f"{extra} on {name}", expected="absent", actual="present"))
-    for unit in state.plan:
-        snapshot = snapshots.get(unit.graph_branch)
-        achieved = state.units.get(unit.unit_id)
-        if snapshot is None or achieved is None:
-            continue
-        entry = snapshot.tables.get(unit.table_key)
-        expected = f"{achieved.table_branch or 'main'}@v{achieved.table_version}"
-        if entry is None:
-            drift.append(DriftItem(what=f"{unit.table_key} on {unit.graph_branch}", expected=expected, actual="absent"))
-            continue
-        actual = f"{entry.table_branch or 'main'}@v{entry.table_version}"
-        if achieved.status != "completed" or actual != expected or entry.migration_unit != unit.unit_id:
-            drift.append(
-                DriftItem(
-                    what=f"{unit.table_key} on {unit.graph_branch}",
-                    expected=f"completed at {expected}",
-                    actual=f"{achieved.status} at {actual}",
-                )
+    for found in fan_out(lambda unit: _unit_drift(store, state, snapshots.get(unit.graph_branch), unit), state.plan, workers):
+        drift += found
+    return drift
+
+
+def _unit_drift(store: GraphStore, state: FoldedState, snapshot: BranchSnapshot | None, unit: UnitPlan) -> list[DriftItem]:
+    """How one unit's table differs from what the ledger says the unit did ([] if it does not)."""
+    achieved = state.units.get(unit.unit_id)
+    if snapshot is None or achieved is None:
+        return []
+    entry = snapshot.tables.get(unit.table_key)
+    expected = f"{achieved.table_branch or 'main'}@v{achieved.table_version}"
+    if entry is None:
+        return [DriftItem(what=f"{unit.table_key} on {unit.graph_branch}", expected=expected, actual="absent")]
+    actual = f"{entry.table_branch or 'main'}@v{entry.table_version}"
+    if achieved.status != "completed" or actual != expected or entry.migration_unit != unit.unit_id:
+        return [
+            DriftItem(
+                what=f"{unit.table_key} on {unit.graph_branch}",
+                expected=f"completed at {expected}",
+                actual=f"{achieved.status} at {actual}",
             )
-            continue
-        head = latest_version(store, entry.table_path, entry.table_branch)
-        if head != entry.table_version:
-            drift.append(
-                DriftItem(
-                    what=f"HEAD of {entry.table_path} on {entry.table_branch or 'main'}",
-                    expected=f"v{entry.table_version}",
-                    actual=f"v{head}",
-                )
+        ]
+    drift: list[DriftItem] = []
+    head = latest_version(store, entry.table_path, entry.table_branch)
+    if head != entry.table_version:
+        drift.append(
+            DriftItem(
+                what=f"HEAD of {entry.table_path} on {entry.table_branch or 'main'}",
+                expected=f"v{entry.table_version}",
+                actual=f"v{head}",
             )
-        image = state.images.get(unit.image_id)
-        dataset = open_pinned(store, entry.image)
-        if image is not None and physical_fingerprint(dataset) != image.fingerprint:
-            if validate_image(dataset).digest != image.digest:
-                drift.append(DriftItem(what=f"rows of {unit.table_key} on {unit.graph_branch}", expected=image.digest, actual="changed"))
+        )
+    image = state.images.get(unit.image_id)
+    dataset = open_pinned(store, entry.image)
+    if image is not None and physical_fingerprint(dataset) != image.fingerprint:
+        if validate_image(dataset).digest != image.digest:
+            drift.append(DriftItem(what=f"rows of {unit.table_key} on {unit.graph_branch}", expected=image.digest, actual="changed"))
     return drift
 
 

@@ -196,13 +196,14 @@ def _outcome(outcome: Any) -> Migrated | UpToDate:
 
 def run(uri: str, *, owner: str | None = None, ignore_fleet: bool = False, executor: ImageExecutor | None = None,
         progress: Progress | None = None, storage_options: Mapping[str, str] | None = None,
-        queries: AnswerQueries | None = None) -> Migrated | UpToDate:
+        queries: AnswerQueries | None = None, parallel: int | None = None) -> Migrated | UpToDate:
     """Migrate every branch of the graph to format 5 in place: claim, barrier, plan, validate,
     install the primary keys unit by unit, verify, stamp 5, release. Crash-safe: a run that
     died is continued with :func:`resume` (its token is in :func:`status`).
 
     ``owner`` is recorded in the claim and the ledger (default ``OMNIGRAPH_ACTOR``, else the
-    login name). ``queries``: the answer check (module docstring).
+    login name). ``queries``: the answer check (module docstring). ``parallel``: how many units
+    (of distinct branches) are in flight at once (default 16 on an object store, 1 on local disk).
 
     Raises:
         NotFound: no graph at ``uri``.
@@ -219,16 +220,17 @@ def run(uri: str, *, owner: str | None = None, ignore_fleet: bool = False, execu
     """
     with storage_options_scope(storage_options):
         return _outcome(
-            run_migration(uri, owner or default_actor(), progress or SilentProgress(), ignore_fleet, executor, queries)
+            run_migration(uri, owner or default_actor(), progress or SilentProgress(), ignore_fleet, executor, queries, parallel)
         )
 
 
 def resume(uri: str, *, token: str, owner: str | None = None, executor: ImageExecutor | None = None,
            progress: Progress | None = None, storage_options: Mapping[str, str] | None = None,
-           queries: AnswerQueries | None = None) -> Migrated:
+           queries: AnswerQueries | None = None, parallel: int | None = None) -> Migrated:
     """Continue the migration whose claim carries ``token`` from its ledger (after a crash, or a
     repair of duplicates under the claim). Answers the migration recorded are checked before the
     stamp; ``queries`` is needed only if it died before recording them, and must be the same.
+    ``parallel`` as for :func:`run`.
 
     Raises:
         AnswersChanged: an answer of the answer check changed; the stamp was not written.
@@ -240,7 +242,9 @@ def resume(uri: str, *, token: str, owner: str | None = None, executor: ImageExe
         DriftDetected: something moved under the barrier.
     """
     with storage_options_scope(storage_options):
-        outcome = resume_migration(uri, token, owner or default_actor(), progress or SilentProgress(), executor, queries)
+        outcome = resume_migration(
+            uri, token, owner or default_actor(), progress or SilentProgress(), executor, queries, parallel
+        )
     return Migrated.from_document(outcome.to_json())
 
 

@@ -33,6 +33,7 @@ from engine.reconcile import intents
 from engine.storage import copy_root, open_store
 from ledger import render_table
 from migrator import inspection, repair
+from migrator import sidecar as sidecars
 from migrator.answers import AnswerQueries
 from migrator.driver import MigrationOutcome
 from migrator.layout import CLAIM_PATH
@@ -368,7 +369,12 @@ def ledger_story(ctx: StepContext, params: dict[str, str]) -> StepResult:
     state = replay.state
     last_seq, last = replay.records[-1]
     completed = sorted(u for u, s in state.units.items() if s.status == "completed")
-    in_progress = sorted(f"{u} (after {s.last_step})" for u, s in state.units.items() if s.status == "in_progress")
+    with_sidecar = set(sidecars.remaining(open_store(params["graph"]), state.migration_id))
+    in_progress = sorted(
+        f"{u} (after {s.last_step})" if s.status == "in_progress" else f"{u} (sidecar written)"
+        for u, s in state.units.items()
+        if s.status == "in_progress" or (s.status != "completed" and u in with_sidecar)
+    )
     story = (
         f"migration {state.migration_id} by {state.owner}: phase {state.phase}; "
         f"{len(completed)}/{len(state.units)} unit(s) completed"

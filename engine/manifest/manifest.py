@@ -35,7 +35,7 @@ from engine.manifest.rows import (
     rows_table,
     table_row,
 )
-from engine.storage import MANIFEST_DIR, GraphStore, LanceBranch, canonical_json, list_branches, open_dataset
+from engine.storage import MANIFEST_DIR, GraphStore, LanceBranch, canonical_json, list_branches, open_dataset, read_branch
 
 FORMAT_KEY = "omnigraph:format"
 MIGRATION_ID_KEY = "omnigraph:migration_id"
@@ -143,10 +143,16 @@ class Manifest:
 
         A branch deleted and created again under the same name is a new incarnation.
         """
-        if branch == MAIN:
-            return MAIN
-        found = self._branch_listing().get(branch)
-        return None if found is None else found.identifier
+        found = self.branch(branch)
+        return None if found is None else found.incarnation
+
+    def branch(self, name: str) -> GraphBranch | None:
+        """Graph branch ``name`` now, None if it does not exist: one read of its ref, not a
+        listing of every branch."""
+        if name == MAIN:
+            return GraphBranch(MAIN, None, None, MAIN)
+        found = read_branch(self.store, MANIFEST_DIR, name)
+        return None if found is None else _graph_branch(found)
 
     def _branch_listing(self) -> dict[str, LanceBranch]:
         """The Lance branches of ``__manifest``: every graph branch but main."""
@@ -172,7 +178,7 @@ class Manifest:
             raise
 
     def require_branch(self, branch: str) -> None:
-        if branch != MAIN and branch not in self._branch_listing():
+        if self.branch(branch) is None:
             raise NotFound(
                 f"graph branch {branch!r} does not exist (see `omnigraph branch list {self.store.uri}`)",
                 {"branch": branch},

@@ -28,6 +28,7 @@ from engine.storage.lance_io import (
     open_dataset,
     open_dataset_at,
     primary_key,
+    read_branch,
     wait_for_branch,
 )
 from engine.storage.names import (
@@ -82,6 +83,7 @@ __all__ = [
     "open_pinned",
     "open_store",
     "primary_key",
+    "read_branch",
     "storage_options_scope",
     "wait_for_branch",
 ]

@@ -8,6 +8,7 @@ fenced door (:mod:`engine.door.table_store`) or the legacy writer (:mod:`engine.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import lance
@@ -127,6 +128,30 @@ def list_branches(dataset: lance.LanceDataset) -> dict[str, LanceBranch]:
     return branches
 
 
+BRANCH_REFS_DIR = "_refs/branches"
+"""Where a Lance dataset keeps one ref document per branch, ``<name>.json`` (Lance's layout)."""
+
+
+def read_branch(store: GraphStore, rel: str, name: str) -> LanceBranch | None:
+    """Lance branch ``name`` of the dataset at ``rel``, or None if it has none of that name.
+
+    Reads the branch's one ref document, the same one :func:`list_branches` reads for every
+    branch after listing them all: one object read instead of a listing plus one per branch. The
+    document's layout is Lance's (the Lance surface-guard tests check that both agree).
+    """
+    try:
+        ref = json.loads(store.read_bytes(f"{rel}/{BRANCH_REFS_DIR}/{name}.json"))
+    except FileNotFoundError:
+        return None
+    mapping = ref["identifier"]["version_mapping"]
+    return LanceBranch(
+        name=name,
+        parent_branch=ref["parentBranch"],
+        parent_version=int(ref["parentVersion"]),
+        identifier=mapping[-1][1] if mapping else "",
+    )
+
+
 @dataclass(frozen=True)
 class Fork:
     """The outcome of :func:`fork_or_adopt`: the Lance branch, and whether this call created it
@@ -173,18 +198,20 @@ def fork_or_adopt(
     data, then its ref) and adopts it under the same rule; a ref that never appears is
     :class:`ForkInterrupted`. Callers turn both into the error of their protocol.
     """
-    dataset = open_dataset(store, rel)
-    existing = list_branches(dataset).get(branch)
+    existing = read_branch(store, rel, branch)
     if existing is None:
         reference = (parent_branch if parent_branch is not None else "main", parent_version)
         try:
-            dataset.create_branch(branch, reference=reference)
+            open_dataset(store, rel).create_branch(branch, reference=reference)
         except OSError as error:
             existing = wait_for_branch(store, rel, branch)
             if existing is None:
                 raise ForkInterrupted(rel, branch, error) from error
         else:
-            return Fork(list_branches(open_dataset(store, rel))[branch], created=True)
+            created = wait_for_branch(store, rel, branch)
+            if created is None:
+                raise RuntimeError(f"{rel}: Lance created branch {branch!r} but its ref cannot be read")
+            return Fork(created, created=True)
     same_origin = existing.parent_branch == parent_branch and existing.parent_version == parent_version
     if not same_origin or (identifier is not None and existing.identifier != identifier):
         raise ForeignFork(rel, existing)
@@ -236,7 +263,7 @@ def ensure_fork(
 def wait_for_branch(store: GraphStore, rel: str, branch: str) -> LanceBranch | None:
     """The Lance branch ``branch`` once its ref is visible (a fork writes data, then its ref);
     None if it does not appear within a few seconds."""
-    return list_branches(open_dataset(store, rel)).get(branch)
+    return read_branch(store, rel, branch)
 
 
 def delete_branch_if_present(store: GraphStore, rel: str, branch: str) -> bool:

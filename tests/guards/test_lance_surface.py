@@ -20,7 +20,7 @@ import lance
 import pyarrow as pa
 import pytest
 
-from engine.storage import open_store
+from engine.storage import list_branches, open_store, read_branch
 
 PK_KEY = "lance-schema:unenforced-primary-key"
 RETRYABLE = "Too many concurrent writers"
@@ -534,6 +534,28 @@ def test_branches_list_reports_parentage(lx: Lx) -> None:
     assert len(b_ident) == 1 and len(c_ident) == 2
     assert c_ident[0] == b_ident[0]
     assert all(isinstance(part, tuple) and len(part) == 2 for part in c_ident)
+
+
+def test_one_branch_ref_document_agrees_with_the_listing(lx: Lx) -> None:
+    """Each branch has one ref document, ``_refs/branches/<name>.json``, holding what
+    branches.list() reports for it (parentBranch, parentVersion, identifier.version_mapping);
+    it is gone once the branch is deleted, and a name never created has none. Rule: the engine
+    reads one branch's incarnation from that one document (read_branch), not from a listing."""
+    name = seeded(lx)
+    store = open_store(lx.root)
+    main = lx.open(name)
+    b = main.create_branch("b", reference=("main", main.version), storage_options=lx.opts)
+    fenced_insert(b, rows(["c"], [10]))
+    b = lx.open(name).checkout_version(("b", None))
+    b.create_branch("c-1.x_y", reference=("b", b.version), storage_options=lx.opts)
+    listed = list_branches(lx.open(name))
+    assert sorted(listed) == ["b", "c-1.x_y"]
+    for branch, expected in listed.items():
+        assert read_branch(store, name, branch) == expected
+    assert read_branch(store, name, "never") is None
+    lx.open(name).branches.delete("c-1.x_y")
+    assert read_branch(store, name, "c-1.x_y") is None
+    assert read_branch(store, name, "b") == listed["b"]
 
 
 def test_deleting_a_branch_with_a_child_is_refused(lx: Lx) -> None:

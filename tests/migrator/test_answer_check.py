@@ -114,7 +114,7 @@ def test_a_clean_migration_records_every_answer_and_checks_it_before_the_stamp(g
     assert [r.ok for r in checked] == [True]
     kinds = [r.kind for r in records]
     # the baseline is taken before the first PK effect, the check after verification, before the stamp
-    assert kinds.index("answers_recorded") < kinds.index("unit_step")
+    assert kinds.index("answers_recorded") < kinds.index("unit_completed")
     assert kinds.index("verified") < kinds.index("answers_checked") < kinds.index("stamp_written")
     verified = migrate("verify", graph, "--queries", queries, "--query-params", params, "--json")
     assert verified.returncode == 0, verified.stderr

@@ -27,6 +27,7 @@ from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from engine.manifest import Manifest
 from engine.storage import list_branches, open_dataset, open_store, primary_key
 from ledger import Ledger, PlaybookStep, RepairApplied
+from migrator import sidecar as sidecars
 from migrator.layout import CLAIM_PATH, ledger_dir
 from tests.conftest import new_root
 from tests.support.migration_cli import assert_fully_migrated, claim_token
@@ -345,7 +346,9 @@ def test_resume_crashed_playbook_after_a_failpoint_converges(compact_graph: str,
     holder = claim_holder(compact_graph)
     migration_id = holder.migration_id
     units = Ledger(open_store(compact_graph), ledger_dir(migration_id)).replay().state.units
-    interrupted = sorted(unit for unit, state in units.items() if state.status == "in_progress")
+    # a unit in progress is one whose sidecar is still there (nothing else is recorded before it completes)
+    interrupted = sidecars.remaining(open_store(compact_graph), migration_id)
+    assert all(units[unit].status == "planned" for unit in interrupted), units
 
     report_path, junit_path = tmp_path / "r.json", tmp_path / "j.xml"
     result = playbook(
@@ -360,7 +363,7 @@ def test_resume_crashed_playbook_after_a_failpoint_converges(compact_graph: str,
     assert migration_id in story
     if failpoint == "unit.after_pk":
         assert len(interrupted) == 1, units
-        assert interrupted[0] in story, story
+        assert f"{interrupted[0]} (sidecar written)" in story, story
     else:
         assert interrupted == []
         assert f"{len(units)}/{len(units)}" in story, story

@@ -14,7 +14,8 @@ Random faults are injected before the upstream sees the request, so a request th
 took effect (what a store's front end losing a request looks like). ``schedule`` lists the faults
 of the first requests explicitly; it may also name ``drop_after_forward`` (the request takes
 effect, its answer is lost). ``counts`` records how many of
-each fault were injected, so a test can prove it ran under faults.
+each fault were injected, so a test can prove it ran under faults; ``requests`` lists every
+request's ``(method, path)`` in arrival order, so a benchmark can count them by kind.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class FaultProxy:
         self._schedule = list(schedule or [])
         self.slow_seconds = slow_seconds
         self.counts: Counter[str] = Counter()
+        self.requests: list[tuple[str, str]] = []
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -74,10 +76,11 @@ class FaultProxy:
         self._server.shutdown()
         self._server.server_close()
 
-    def draw(self) -> str | None:
-        """The fault for the next request (None = forward untouched)."""
+    def draw(self, method: str = "", path: str = "") -> str | None:
+        """The fault for the next request, ``method path`` (None = forward untouched)."""
         with self._lock:
             self.counts["requests"] += 1
+            self.requests.append((method, path))
             if self._schedule:
                 fault = self._schedule.pop(0)
                 if fault is not None:
@@ -120,7 +123,7 @@ class FaultProxy:
 
             def _handle(self) -> None:
                 body = self._body()
-                fault = proxy.draw()
+                fault = proxy.draw(self.command, self.path)
                 if fault == "drop":
                     self._drop()
                     return

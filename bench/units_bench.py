@@ -1,0 +1,187 @@
+"""Benchmark a many-units migration on local disk and on S3 behind 20 ms of latency (not a test).
+
+The graph (:mod:`units_fixture`): format 4, 32 graph branches x 4 small node tables = 128
+units, most inherited. For each ``--parallel`` value, ``--runs`` times:
+
+1. local: build a fresh fixture in a temporary directory (not measured), then time
+   ``omnigraph-migrate run GRAPH --owner bench --json --parallel N`` as a subprocess (wall, peak
+   RSS from ``os.wait4``); exit 0 and stamp 5 are required;
+2. S3: build a fresh fixture in a new bucket of the moto server (directly, not measured), then
+   run the same command against a loopback proxy to it (``tests/support/s3_fault_proxy.py``)
+   that holds every answer for ``--latency`` seconds, and count the requests the migration made
+   by kind: object-store writes (PUT/POST/DELETE) of the migration's own documents (under
+   ``__migration/``), writes of Lance (its data, manifests and refs), and reads.
+
+It prints one table of medians per N: local and S3 wall, their ratio (the target is
+S3 <= 3x local), and requests per unit (the target is at most 3 migration-document writes per
+unit besides Lance's own commits).
+
+Usage: ``.venv/bin/python bench/units_bench.py [--runs 3] [--parallel 1 8] [--branches 32]
+[--latency 0.02] [--json results.json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support.s3_fault_proxy import FaultProxy  # noqa: E402
+
+BIN = Path(sys.executable).parent
+MIGRATE = BIN / "omnigraph-migrate"
+FIXTURE = BENCH_DIR / "units_fixture.py"
+MOTO = ROOT / "tests" / "support" / "moto_s3.py"
+S3_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    "AWS_ALLOW_HTTP": "true",
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measured migration."""
+
+    backend: str
+    parallel: int
+    wall_s: float
+    peak_rss_mib: float
+    migration_writes: int = 0
+    lance_writes: int = 0
+    reads: int = 0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def _build(uri: str, branches: int, env: dict[str, str]) -> int:
+    done = subprocess.run(
+        [sys.executable, str(FIXTURE), "--uri", uri, "--branches", str(branches)], env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"fixture build failed: {done.stderr[-2000:]}")
+    return int(json.loads(done.stdout)["units"])
+
+
+def _migrate(uri: str, parallel: int, env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB, from ``os.wait4``) of one ``omnigraph-migrate run``."""
+    command = [str(MIGRATE), "run", uri, "--owner", "bench", "--json", "--parallel", str(parallel)]
+    env = {key: value for key, value in env.items() if key != "OMNIGRAPH_FAILPOINTS"}
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    if process.returncode != 0 or json.loads(stdout)["stamp"] != "5":
+        raise RuntimeError(f"migration failed ({process.returncode}): {stderr[-2000:]}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def _kind(method: str, path: str) -> str:
+    if method in ("PUT", "POST", "DELETE"):
+        return "migration_writes" if "/__migration/" in path else "lance_writes"
+    return "reads"
+
+
+def run_local(branches: int, parallel: int) -> Run:
+    with tempfile.TemporaryDirectory(prefix="units-bench-") as directory:
+        uri = str(Path(directory) / "graph")
+        _build(uri, branches, dict(os.environ))
+        wall, rss = _migrate(uri, parallel, dict(os.environ))
+    return Run("local", parallel, wall, rss)
+
+
+def run_s3(endpoint: str, branches: int, parallel: int, latency: float) -> Run:
+    import boto3
+
+    bucket = f"bench-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                 aws_secret_access_key="testing").create_bucket(Bucket=bucket)
+    uri = f"s3://{bucket}/graph"
+    _build(uri, branches, {**os.environ, **S3_ENV, "AWS_ENDPOINT_URL": endpoint})
+    with FaultProxy(endpoint, seed=0, rate=1.0, faults=("slow",), slow_seconds=latency) as proxy:
+        wall, rss = _migrate(uri, parallel, {**os.environ, **S3_ENV, "AWS_ENDPOINT_URL": proxy.endpoint})
+        kinds = Counter(_kind(method, path) for method, path in proxy.requests)
+    return Run("s3", parallel, wall, rss, kinds["migration_writes"], kinds["lance_writes"], kinds["reads"])
+
+
+def _median(runs: list[Run], field: str) -> float:
+    return statistics.median(getattr(run, field) for run in runs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--parallel", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--branches", type=int, default=32)
+    parser.add_argument("--latency", type=float, default=0.02, help="seconds added to every S3 answer")
+    parser.add_argument("--json", type=Path, help="write every run here")
+    args = parser.parse_args(argv)
+    units = args.branches * 4
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, str(MOTO), "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs: list[Run] = []
+    try:
+        _wait_for(port)
+        endpoint = f"http://127.0.0.1:{port}"
+        for parallel in args.parallel:
+            for _ in range(args.runs):
+                runs.append(run_local(args.branches, parallel))
+                runs.append(run_s3(endpoint, args.branches, parallel, args.latency))
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    print(f"{units} units ({args.branches} branches x 4 tables), S3 latency {args.latency * 1000:.0f} ms, "
+          f"medians of {args.runs}")
+    print(f"{'parallel':>8} {'local s':>8} {'S3 s':>8} {'S3/local':>9} {'mig writes/unit':>16} "
+          f"{'Lance writes/unit':>18} {'reads/unit':>11} {'RSS MiB':>8}")
+    for parallel in args.parallel:
+        local = [r for r in runs if r.backend == "local" and r.parallel == parallel]
+        s3 = [r for r in runs if r.backend == "s3" and r.parallel == parallel]
+        local_wall, s3_wall = _median(local, "wall_s"), _median(s3, "wall_s")
+        print(f"{parallel:>8} {local_wall:>8.2f} {s3_wall:>8.2f} {s3_wall / local_wall:>8.2f}x "
+              f"{_median(s3, 'migration_writes') / units:>16.2f} {_median(s3, 'lance_writes') / units:>18.2f} "
+              f"{_median(s3, 'reads') / units:>11.1f} {_median(s3, 'peak_rss_mib'):>8.0f}")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in runs], indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
