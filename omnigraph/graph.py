@@ -47,6 +47,7 @@ from engine.manifest import MAIN, commit_history
 from engine.ops import branch_documents, export_lines, export_tables, merge_branch, snapshot_document
 from engine.ops import create_branch as create_engine_branch
 from engine.ops import delete_branch as delete_engine_branch
+from engine.ops.blob_get import BlobReader, open_blob
 from engine.ops.load import LoadMode, check_load_options, load_records
 from engine.ops.mutate import mutate, select_query
 from engine.ops.mutate_chunked import mutate_chunked
@@ -272,6 +273,27 @@ class Graph:
             BadRequest: ``types`` names a type the branch does not have.
         """
         return export_tables(self._h.reading(), branch, list(types or []))
+
+    def open_blob(self, type_name: str, row_id: str, prop: str, *, branch: str = MAIN) -> BlobReader:
+        """One Blob cell of ``branch``'s current commit, opened for streaming: a reader with
+        ``size``, ``read(n)`` and ``chunks()``; close it (or use it in a ``with`` block).
+
+        Raises:
+            NotFound: no branch ``branch``, no such type, property or id, a null cell, or an
+                external object the cell references that is gone.
+            BadRequest: ``prop`` is not a Blob property.
+        """
+        return open_blob(self._h.reading(), branch, type_name, row_id, prop)
+
+    def blob(self, type_name: str, row_id: str, prop: str, *, branch: str = MAIN) -> bytes:
+        """The bytes of one Blob cell (:meth:`open_blob`, read whole).
+
+        Raises:
+            NotFound: as :meth:`open_blob`.
+            BadRequest: as :meth:`open_blob`.
+        """
+        with self.open_blob(type_name, row_id, prop, branch=branch) as reader:
+            return reader.read()
 
     @contextmanager
     def open_query(self, query: str, *, name: str | None = None, params: Mapping[str, Any] | None = None,

@@ -70,6 +70,12 @@ class GraphService:
 
         return chained()
 
+    def blob(self, branch: str, type_name: str, row_id: str, prop: str) -> tuple[int, Iterator[bytes]]:
+        """One Blob cell's size and its bytes as a stream; the cell is opened here, so a refused
+        cell fails before streaming (the stream closes the cell when it ends)."""
+        reader = self.graph.open_blob(type_name, row_id, prop, branch=branch)
+        return reader.size, reader.chunks()
+
     def query(self, branch: str, source: str, name: str | None, params: dict[str, Any], at: str | None) -> dict[str, Any]:
         """The output document of one read query (parsed and checked before any data is read)."""
         return self.graph.query(source, name=name, params=params, branch=branch, at=at).to_dict()
