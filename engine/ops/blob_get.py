@@ -20,7 +20,7 @@ from engine.errors import BadRequest, NotFound
 from engine.graph import Graph
 from engine.schema import BlobType, TableDef
 from engine.storage import open_pinned
-from engine.storage.blob_cells import READ_CHUNK, ROW_ID, whole_reference
+from engine.storage.blob_cells import READ_CHUNK, ROW_ID, cells, whole_reference
 
 
 class BlobReader:
@@ -97,15 +97,12 @@ def open_blob(graph: Graph, branch: str, type_name: str, row_id: str, prop: str)
         if descriptor is None:
             raise NotFound(f"{type_name} {row_id!r} has no {prop} on branch {branch!r} (the cell is null)", where)
         try:
-            (cell,) = dataset.take_blobs(prop, ids=[found.column(ROW_ID)[0].as_py()])
-        except (OSError, ValueError) as error:
-            uri = whole_reference(descriptor)
-            if uri is None:
-                raise
+            (cell,) = cells(dataset, prop, [found.column(ROW_ID)[0].as_py()])
+        except NotFound as gone:
             raise NotFound(
-                f"{type_name} {row_id!r}.{prop} references the external object {uri!r}, which is gone ({error}); "
-                "restore the object, or load the cell again with its bytes",
-                {**where, "uri": uri},
-            ) from None
+                f"{type_name} {row_id!r}.{prop} references the external object {whole_reference(descriptor)!r}, which is "
+                "gone; restore the object, or load the row again with its bytes (omnigraph load --mode merge --data FILE GRAPH)",
+                {**where, "uri": whole_reference(descriptor)},
+            ) from gone
     assert cell is not None
     return BlobReader(cell)

@@ -20,7 +20,11 @@ import pyarrow as pa
 from lance.blob import Blob, blob_array
 from lance.blob import BlobType as LanceBlobType
 
+from engine.errors import NotFound
+
 ROW_ID = "_rowid"
+_GONE = "Not found"
+"""How Lance's error for a missing object starts (the pinned Lance's wording)."""
 REFERENCE_KIND = 3
 """The descriptor kind of an external reference."""
 READ_CHUNK = 1024 * 1024
@@ -42,9 +46,20 @@ def whole_reference(descriptor: dict[str, Any] | None) -> str | None:
 
 def cells(dataset: lance.LanceDataset, column: str, row_ids: list[int]) -> Iterator[lance.BlobFile | None]:
     """The cells of ``column`` for ``row_ids`` (stable row ids of ``dataset``), in order; None
-    for a null cell. Handles are opened :data:`_TAKE_BATCH` at a time."""
+    for a null cell. Handles are opened :data:`_TAKE_BATCH` at a time. A referenced external
+    object that is gone is ``not_found`` (Lance fails the whole take)."""
     for start in range(0, len(row_ids), _TAKE_BATCH):
-        yield from dataset.take_blobs(column, ids=row_ids[start:start + _TAKE_BATCH])
+        try:
+            taken = dataset.take_blobs(column, ids=row_ids[start:start + _TAKE_BATCH])
+        except (OSError, ValueError) as error:
+            if _GONE not in str(error):
+                raise
+            raise NotFound(
+                f"a {column} cell references an external object that is gone ({error}); restore the object, or "
+                "load the row again with its bytes (omnigraph load --mode merge --data FILE GRAPH)",
+                {"property": column},
+            ) from None
+        yield from taken
 
 
 def stored_sizes(dataset: lance.LanceDataset, rows: pa.Table, names: list[str]) -> int:

@@ -32,6 +32,14 @@ PUT_TWO = (
 BUMP = "query bump($slug: String) { update Doc set { n: 5 } where slug = $slug }"
 
 
+def delete_object(uri: str) -> None:
+    if uri.startswith("s3://"):
+        bucket, key = uri[len("s3://"):].split("/", 1)
+        boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"]).delete_object(Bucket=bucket, Key=key)
+    else:
+        Path(uri[len("file://"):]).unlink()
+
+
 def put_object(root: str, tmp_path: Path, name: str, data: bytes) -> str:
     """An external object beside the graph (same bucket on S3, outside the root); its URI."""
     if root.startswith("s3://"):
@@ -106,7 +114,8 @@ def test_the_aggregate_of_declared_sizes_is_limited_at_exactly_32_mib(root_uri: 
 
 def test_overwrite_keeps_an_external_uri_and_append_copies_it(root_uri: str, tmp_path: Path) -> None:
     """After the object changes, the overwritten cell reads the new bytes (a reference) and the
-    appended one the old (a copy); export spells them as load accepts them, and they load back."""
+    appended one the old (a copy); export spells them as load accepts them, and they load back.
+    Once the object is gone, reading the reference or updating its row is ``not_found``."""
     uri = put_object(root_uri, tmp_path, "shared.bin", b"version one")
     with omnigraph.init(root_uri, SCHEMA) as graph:
         graph.load([doc("ref", uri), doc("none")], mode="overwrite")
@@ -124,6 +133,13 @@ def test_overwrite_keeps_an_external_uri_and_append_copies_it(root_uri: str, tmp
     with omnigraph.init(again, SCHEMA) as copy:
         copy.load(exported, mode="overwrite")
         assert list(copy.export()) == exported
+    delete_object(uri)
+    before = storage_state(root_uri)
+    with omnigraph.open(root_uri) as graph:
+        assert refusal(lambda: graph.blob("Doc", "ref", "body")).code == "not_found"
+        assert refusal(lambda: graph.mutate(BUMP, params={"slug": "ref"})).code == "not_found"
+        assert graph.blob("Doc", "copy", "body") == b"version one"
+    assert storage_state(root_uri) == before
     assert_check_clean(root_uri)
 
 
