@@ -14,9 +14,8 @@ their declared sizes, :mod:`engine.ops.blob_staging`); every chunk is checked be
 write, and a chunk's external Blob objects are copied into it when its commit is prepared.
 Overwrite is the bulk-replacement path and is not limited, and cannot be chunked (each chunk
 would replace the previous one); it keeps external Blob URIs as references (after checking that
-the objects exist). Chunks are cut from the file's
-records ordered node tables first, then edge tables, so every edge's endpoints are committed
-no later than the edge.
+the objects exist). Chunks are cut from the file's records ordered node tables first, then edge
+tables, so every edge's endpoints are committed no later than the edge.
 
 Reading: the input (bytes, or a binary file read in blocks) is validated by
 :func:`engine.records.read.read_records`, columnar where it can be and row by row where it must,

@@ -32,8 +32,8 @@ again from fresh snapshots when a concurrent writer conflicts before any effect.
 
 Memory: the three-way comparison runs in DuckDB under a memory limit, spilling beyond it
 (:mod:`engine.ops.merge_diff`); Python holds the ids the merge changes and, as Arrow, the source
-rows it takes (Blob cells as their payloads), one table at a time while they are compared and checked, then every table's until
-the commit is written (``bench/merge_bench.py`` measures it).
+rows it takes (Blob cells as their payloads), one table at a time while they are compared and
+checked, then every table's until the commit is written (``bench/merge_bench.py`` measures it).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ merged result (:func:`engine.ops.merge_check.check_merged`, ``bad_request`` nami
 statement line); a delete-only query is checked against ``@card`` minimums only. The
 staged rows of each table are held to the per-commit limits (:mod:`engine.ops.limits`; an
 update's committed matches count before they are read, Blob cells by their sizes, and an update
-rewrites the Blob payloads of the rows it matches, :mod:`engine.ops.blob_staging`). The evaluation reads the snapshot only;
-a re-prepare starts a new one. A chunked evaluation (a :class:`Window`) takes only the next ids
+rewrites the Blob payloads of the rows it matches, :mod:`engine.ops.blob_staging`). The
+evaluation reads the snapshot only; a re-prepare starts a new one. A chunked evaluation (a :class:`Window`) takes only the next ids
 of each statement's committed matches, ids ascending.
 """
 

@@ -12,8 +12,8 @@ object). Every function here reads at most one cell's payload at a time, except
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import lance
 import pyarrow as pa
@@ -22,6 +22,7 @@ from lance.blob import BlobType as LanceBlobType
 
 from engine.errors import NotFound
 
+T = TypeVar("T")
 ROW_ID = "_rowid"
 _GONE = "Not found"
 """How Lance's error for a missing object starts (the pinned Lance's wording)."""
@@ -104,35 +105,32 @@ def digest(cell: lance.BlobFile) -> str:
     return hasher.hexdigest()
 
 
-def digests(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatch, name: str) -> pa.Array:
-    """A Utf8 summary of each cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``)
-    that differs whenever the stored value does: ``sha256:<hex>`` of managed bytes (read one cell
-    at a time), ``uri:<uri>`` of a whole-object reference (its object is not read); null for null.
-    Descriptors alone would not do: a rewritten cell may get the same descriptor."""
+def _each(
+    dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatch, name: str, read: Callable[[lance.BlobFile], T]
+) -> list[str | T | None]:
+    """Per cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``): None for null, the
+    URI of a whole-object reference (its object is not opened), else ``read`` of the cell (one
+    cell at a time)."""
     descriptors = rows.column(name).to_pylist()
-    summary: list[str | None] = [None if d is None else _reference_summary(d) for d in descriptors]
-    managed = [i for i, (d, s) in enumerate(zip(descriptors, summary, strict=True)) if d is not None and s is None]
-    row_ids = rows.column(ROW_ID).to_pylist()
-    for index, cell in zip(managed, cells(dataset, name, [row_ids[i] for i in managed]), strict=True):
-        assert cell is not None
-        summary[index] = "sha256:" + digest(cell)
-    return pa.array(summary, pa.utf8())
-
-
-def _reference_summary(descriptor: dict[str, Any]) -> str | None:
-    uri = whole_reference(descriptor)
-    return None if uri is None else "uri:" + uri
-
-
-def contents(dataset: lance.LanceDataset, rows: pa.Table, name: str) -> list[bytes | str | None]:
-    """Each cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``) as what it stores:
-    the URI (``str``) of a whole-object reference (its object is not read), else its bytes (a
-    ranged reference gives the bytes of its range); None for null."""
-    descriptors = rows.column(name).to_pylist()
-    found: list[bytes | str | None] = [None if d is None else whole_reference(d) for d in descriptors]
+    found: list[str | T | None] = [None if d is None else whole_reference(d) for d in descriptors]
     managed = [i for i, (d, f) in enumerate(zip(descriptors, found, strict=True)) if d is not None and f is None]
     row_ids = rows.column(ROW_ID).to_pylist()
     for index, cell in zip(managed, cells(dataset, name, [row_ids[i] for i in managed]), strict=True):
         assert cell is not None
-        found[index] = cell.readall()
+        found[index] = read(cell)
     return found
+
+
+def digests(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatch, name: str) -> pa.Array:
+    """A Utf8 summary of each cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``)
+    that differs whenever the stored value does: ``sha256:<hex>`` of managed bytes, the URI of a
+    whole-object reference (a URI never starts ``sha256:``); null for null. Descriptors alone
+    would not do: a rewritten cell may get the same descriptor."""
+    return pa.array(_each(dataset, rows, name, lambda cell: "sha256:" + digest(cell)), pa.utf8())
+
+
+def contents(dataset: lance.LanceDataset, rows: pa.Table, name: str) -> list[bytes | str | None]:
+    """Each cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``) as what it stores:
+    the URI (``str``) of a whole-object reference, else its bytes (a ranged reference gives the
+    bytes of its range); None for null."""
+    return _each(dataset, rows, name, lambda cell: cell.readall())
