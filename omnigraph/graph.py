@@ -338,7 +338,8 @@ class Graph:
     # -- writes --------------------------------------------------------------------------------
 
     def load(self, data: LoadData, *, mode: LoadMode, branch: str = MAIN, chunk_rows: int | None = None,
-             actor: str | None = None, progress: Callable[[int, int], None] | None = None) -> LoadResult:
+             actor: str | None = None, progress: Callable[[int, int], None] | None = None,
+             external_blobs: bool = True) -> LoadResult:
         """Load records into ``branch`` as one commit (or, with ``chunk_rows``, one per chunk).
 
         ``data`` is a path, JSONL bytes, a binary file, an iterable of record dicts or a mapping
@@ -346,7 +347,8 @@ class Graph:
         strict insert, ``merge`` an upsert by id, ``overwrite`` replaces the tables present.
         The records are parsed and validated before the write lock is taken. A chunked load
         registers in the fleet registry while it runs and calls ``progress(done, total)`` after
-        each commit.
+        each commit. ``external_blobs=False`` refuses a Blob value that names an external object
+        (a file:// or s3:// URI) instead of reading it: what a server does for its callers.
 
         Raises:
             ReadOnlyGraph: the graph was opened read-only.
@@ -370,7 +372,8 @@ class Graph:
         with self._h.scope(), registration, opened_data(data, edges) as source, \
                 read_records(source, catalog, with_pk=self._h.profile.router.with_pk) as records:
             result = self._h.write(lambda graph: load_records(graph, records, mode=mode, branch=branch, actor=actor or self.actor,
-                                                            chunk_rows=chunk_rows, progress=progress))
+                                                            chunk_rows=chunk_rows, progress=progress,
+                                                            external_blobs=external_blobs))
         return LoadResult.from_document({
             "branch": result.branch,
             "mode": result.mode,
@@ -380,8 +383,9 @@ class Graph:
         })
 
     def mutate(self, query: str, *, params: Mapping[str, Any] | None = None, name: str | None = None, branch: str = MAIN,
-               if_commit: str | None = None, actor: str | None = None) -> MutationResult:
-        """Run one ``.gq`` mutation query as one commit (none when nothing matched).
+               if_commit: str | None = None, actor: str | None = None, external_blobs: bool = True) -> MutationResult:
+        """Run one ``.gq`` mutation query as one commit (none when nothing matched);
+        ``external_blobs=False`` refuses a Blob value naming an external object (see :meth:`load`).
 
         Raises:
             ReadOnlyGraph: the graph was opened read-only.
@@ -398,7 +402,8 @@ class Graph:
         self._refuse_if_read_only("mutate")
         select_query(query, name)
         result = self._h.write(lambda graph: mutate(graph, query, name=name, params=dict(params or {}), branch=branch,
-                                                  if_commit=if_commit, actor=actor or self.actor))
+                                                  if_commit=if_commit, actor=actor or self.actor,
+                                                  external_blobs=external_blobs))
         return MutationResult.from_document(result.document())
 
     def mutate_chunked(self, query: str, *, chunk_rows: int, params: Mapping[str, Any] | None = None, name: str | None = None,

@@ -10,12 +10,14 @@ object may have grown in between). A load overwrite keeps references instead
 (:func:`check_references` only proves the objects exist).
 
 A missing external object is ``bad_request`` naming the line (when known), the property, the
-id and the URI; nothing has been armed or written at that point.
+id and the URI; nothing has been armed or written at that point. A door that must not read
+objects on its caller's behalf (the HTTP server: a URI would make it read its own files or
+buckets) refuses every external URI first (:func:`refuse_external`, :data:`BYTES_ONLY`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,6 +26,43 @@ from lance.blob import Blob, blob_array
 from engine.errors import BadRequest
 from engine.schema import BlobType, TableDef
 from engine.storage.blob_objects import ExternalObjectMissing, object_size, read_object
+
+BYTES_ONLY = (
+    "is the external URI {uri!r}; Blob values sent to a server are bytes only (it does not read its own files or "
+    "buckets for its callers): send them as \"base64:...\", or run omnigraph load --mode append --data FILE GRAPH "
+    "where the object may be read"
+)
+"""The end of the refusal of an external URI where only bytes are taken (``str.format`` over ``uri``)."""
+
+
+def refuse_external(table: TableDef, batches: Iterable[pa.RecordBatch], lines: pa.Array | None = None) -> None:
+    """``bad_request`` for the first Blob cell of the rows that names an external object."""
+    for batch, name, batch_lines in _blob_columns(table, batches, lines):
+        uris = _parts(batch, name)[1].to_pylist()
+        index = next((i for i, uri in enumerate(uris) if uri is not None), None)
+        if index is None:
+            continue
+        line = None if batch_lines is None else batch_lines[index].as_py()
+        row_id = batch.column("id")[index].as_py()
+        where = {"type_name": table.type_name, "property": name, "id": row_id, **({} if line is None else {"line": line})}
+        raise BadRequest(
+            f"{'' if line is None else f'line {line}: '}{table.type_name}.{name} of id {row_id!r} " + BYTES_ONLY.format(uri=uris[index]),
+            where,
+        )
+
+
+def _blob_columns(
+    table: TableDef, batches: Iterable[pa.RecordBatch], lines: pa.Array | None
+) -> Iterator[tuple[pa.RecordBatch, str, pa.Array | None]]:
+    """Each (batch, Blob property, the batch's input lines) of a stream of ``table``'s rows."""
+    names = blob_properties(table)
+    if not names:
+        return
+    offset = 0
+    for batch in batches:
+        for name in names:
+            yield batch, name, None if lines is None else lines.slice(offset, batch.num_rows)
+        offset += batch.num_rows
 
 
 def blob_properties(table: TableDef) -> list[str]:
@@ -100,12 +139,5 @@ def copy_external(table: TableDef, rows: pa.Table, lines: pa.Array | None = None
 
 def check_references(table: TableDef, batches: Iterable[pa.RecordBatch], lines: pa.Array | None = None) -> None:
     """Every external object the rows name exists (an overwrite stores the references as they are)."""
-    names = blob_properties(table)
-    if not names:
-        return
-    offset = 0
-    for batch in batches:
-        batch_lines = None if lines is None else lines.slice(offset, batch.num_rows)
-        for name in names:
-            _external_sizes(table, batch, name, batch_lines)
-        offset += batch.num_rows
+    for batch, name, batch_lines in _blob_columns(table, batches, lines):
+        _external_sizes(table, batch, name, batch_lines)

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from engine.errors import BadRequest, KeyConflict, OmnigraphError
 from engine.graph import Graph
 from engine.manifest import BranchSnapshot, TableEntry
-from engine.ops.blob_staging import check_references, copy_external, staged_bytes
+from engine.ops.blob_staging import check_references, copy_external, refuse_external, staged_bytes
 from engine.ops.id_probe import ChunkProbe, present_ids
 from engine.ops.limits import MAX_ROWS, LimitWording, check_table
 from engine.ops.load_constraints import check_chunk_constraints, check_overwrite_constraints
@@ -255,11 +255,16 @@ def load_records(
     actor: str,
     chunk_rows: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    external_blobs: bool = True,
 ) -> LoadResult:
     """:func:`load` of records already read by :func:`engine.records.read_records` against this
     graph's catalog and ``with_pk`` (the caller keeps and closes them): a server parses and
-    validates a body before it takes its write lock, then publishes under it."""
+    validates a body before it takes its write lock, then publishes under it. Without
+    ``external_blobs`` a Blob cell naming an external object is refused before anything else."""
     check_load_options(mode, chunk_rows)
+    if not external_blobs:
+        for table_key in records.table_keys():
+            refuse_external(graph.catalog.table(table_key), records.reader(table_key), records.column(table_key, "line"))
     graph.manifest.require_branch(branch)
     chunks = _chunks(records, chunk_rows)
     if mode != "overwrite":

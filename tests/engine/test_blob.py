@@ -8,6 +8,7 @@ loopback, started by the session)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,8 @@ def test_a_merge_takes_a_changed_payload_and_refuses_divergent_ones(tmp_path: Pa
 
 
 def test_blob_get_through_the_cli_a_server_and_the_python_api(tmp_path: Path) -> None:
+    """Bytes out through every door; a server also refuses Blob URIs in bodies (it would read its
+    own files for the caller) with nothing written, and takes bytes."""
     root, payload = str(tmp_path / "graph"), os.urandom(700_000)
     with omnigraph.init(root, SCHEMA) as graph:
         graph.load([doc("a", payload), doc("empty")], mode="append")
@@ -213,6 +216,15 @@ def test_blob_get_through_the_cli_a_server_and_the_python_api(tmp_path: Path) ->
         error_of(server.client.get("/branches/main/blob", params={"type": "Doc", "id": "zz", "property": "body"}), 404, "not_found")
         error_of(server.client.get("/branches/main/blob", params={"type": "Doc", "id": "a", "property": "n"}), 400, "bad_request")
         error_of(server.client.get("/branches/nope/blob", params={"type": "Doc", "id": "a", "property": "body"}), 404, "not_found")
+        secret = (tmp_path / "secret.txt").as_uri()
+        (tmp_path / "secret.txt").write_text("the server's own file")
+        before = storage_state(root)
+        loaded = error_of(server.load([json.dumps(doc("leak", secret))]), 400, "bad_request")
+        assert "bytes only" in loaded["message"] and loaded["details"]["line"] == 1
+        mutated = server.client.post("/branches/main/mutate", json={"query": PUT, "params": {"slug": "leak", "body": secret}})
+        assert "bytes only" in error_of(mutated, 400, "bad_request")["message"]
+        assert storage_state(root) == before
+        assert server.load([json.dumps(doc("sent", "base64:c2VudA=="))]).status_code == 200
     finally:
         server.stop()
     with omnigraph.open(root, read_only=True) as graph:
