@@ -724,7 +724,8 @@ def test_external_blob_uris_need_the_overwrite_flag_and_merge_insert_refuses_the
     """An external URI (outside the dataset's bases) is refused by merge_insert, and by overwrite
     unless ``allow_external_blob_outside_bases=True``, which stores it as a reference (kind 3,
     position and size 0 for the whole object) read through on every take. Rules: load overwrite
-    keeps references (the door passes the flag); inserts and upserts copy the bytes first."""
+    keeps references (the door passes the flag); inserts and upserts copy the bytes first; a
+    reference whose object is gone is not_found."""
     from lance.blob import Blob
 
     target = tmp_path / "object.bin"
@@ -741,6 +742,9 @@ def test_external_blob_uris_need_the_overwrite_flag_and_merge_insert_refuses_the
     assert descriptors(ds)["r"] == {"kind": 3, "position": 0, "size": 0, "blob_id": 0, "blob_uri": uri}
     target.write_bytes(b"second!")
     assert ds.take_blobs("b", indices=[0])[0].readall() == b"second!"
+    target.unlink()  # a gone object fails the whole take, "Not found" (engine.storage.blob_cells)
+    with pytest.raises((OSError, ValueError), match="Not found"):
+        ds.take_blobs("b", indices=[0])
 
 
 def test_an_upsert_rewrites_only_matched_rows_and_may_repeat_a_descriptor(lx: Lx) -> None:
