@@ -266,7 +266,9 @@ class Graph:
 
     def export_tables(self, branch: str = MAIN, types: Sequence[str] | None = None) -> dict[str, pa.Table]:
         """The branch as one ``pyarrow.Table`` per table key (``node:Person``, ...), sorted by id,
-        with the physical columns (``id``, for edges ``src`` and ``dst``, then the properties).
+        with the physical columns (``id``, for edges ``src`` and ``dst``, then the properties; a
+        Blob column as Utf8 spellings, ``base64:`` of its bytes or a reference's URI, so every
+        payload of the table is read into memory).
 
         Raises:
             NotFound: no branch ``branch``.
