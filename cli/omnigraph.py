@@ -20,6 +20,7 @@ MAIN = "main"
 
 COMMANDS = {
     **shared_lazy_commands(omnigraph.ENGINE),
+    "blob": LazyCommand("cli.blob_commands:blob_group", "Stream the bytes of one Blob property cell (`blob get`)."),
     "branch": LazyCommand("cli.branch_merge:branch_group_with_merge", "Create, list and delete graph branches.", (omnigraph.ENGINE,)),
     "check": LazyCommand(
         "cli.check_commands:check_command", "Check every branch of GRAPH: pins, heads, intents, stamp, ids and edge endpoints."

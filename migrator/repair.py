@@ -37,6 +37,7 @@ from engine.manifest import BranchSnapshot, Manifest
 from engine.ops import CommitPlan, TableWrite, commit, present_ids
 from engine.schema.ids import new_ulid
 from engine.storage import FORMAT_MIGRATING, ImageRef, open_pinned, open_store
+from engine.storage.blob_cells import ROW_ID, blob_names, materialize
 from ledger import InventoryEntry, RepairApplied, RepairDecision
 from migrator.context import Migration
 from migrator.inventory import inventory, validate_images
@@ -195,10 +196,20 @@ def _edges_referencing(graph: Graph, snapshot: BranchSnapshot, node_type: str, n
     return sorted(found)
 
 
+def _with_payloads(graph: Graph, path: str, choice: RepairChoice, found: pa.Table) -> pa.Table:
+    """``found`` (scanned with ``_rowid``) with each Blob cell's descriptor replaced by its bytes,
+    so a kept or renamed row is inserted again with its payload."""
+    dataset = open_pinned(graph.store, ImageRef(path, choice.table_branch, choice.table_version))
+    names = blob_names(dataset.schema)
+    if not names:
+        return found
+    return materialize(dataset, found, names).append_column(ROW_ID, found.column(ROW_ID))
+
+
 def _rows_to_insert(graph: Graph, choice: RepairChoice, snapshot: BranchSnapshot) -> tuple[list[dict[str, Any]], list[RepairDecision]]:
     path = snapshot.table(choice.table_key).table_path
     found = _rows_with_id(graph, path, choice.table_branch, choice.table_version, choice.entity_id)
-    by_row = {int(row.pop("_rowid")): row for row in found.to_pylist()}
+    by_row = {int(row.pop("_rowid")): row for row in _with_payloads(graph, path, choice, found).to_pylist()}
     listed = sorted(row.row_id for row in choice.rows)
     if sorted(by_row) != listed:
         raise BadRequest(

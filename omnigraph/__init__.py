@@ -58,6 +58,7 @@ from omnigraph.errors import (
 
 if TYPE_CHECKING:
     from engine.maintenance import CheckReport
+    from engine.ops.blob_get import BlobReader
     from engine.reconcile import RecoveryRecord
     from omnigraph.graph import Graph
 
@@ -72,6 +73,7 @@ fencing) so that rehearsals and tests have real format-4 graphs to migrate; not 
 
 _LAZY = {
     "Graph": "omnigraph.graph",
+    "BlobReader": "engine.ops.blob_get",
     "CheckReport": "engine.maintenance",
     "Recovery": "engine.reconcile",
     "Branch": "omnigraph.results",
@@ -96,6 +98,7 @@ __all__ = [
     "FORMAT_4_WRITER",
     "WRITES_FORMAT",
     "BadRequest",
+    "BlobReader",
     "Branch",
     "CheckReport",
     "ChunkedMutationResult",

@@ -47,6 +47,7 @@ from engine.manifest import MAIN, commit_history
 from engine.ops import branch_documents, export_lines, export_tables, merge_branch, snapshot_document
 from engine.ops import create_branch as create_engine_branch
 from engine.ops import delete_branch as delete_engine_branch
+from engine.ops.blob_get import BlobReader, open_blob
 from engine.ops.load import LoadMode, check_load_options, load_records
 from engine.ops.mutate import mutate, select_query
 from engine.ops.mutate_chunked import mutate_chunked
@@ -265,13 +266,36 @@ class Graph:
 
     def export_tables(self, branch: str = MAIN, types: Sequence[str] | None = None) -> dict[str, pa.Table]:
         """The branch as one ``pyarrow.Table`` per table key (``node:Person``, ...), sorted by id,
-        with the physical columns (``id``, for edges ``src`` and ``dst``, then the properties).
+        with the physical columns (``id``, for edges ``src`` and ``dst``, then the properties; a
+        Blob column as Utf8 spellings, ``base64:`` of its bytes or a reference's URI, so every
+        payload of the table is read into memory).
 
         Raises:
             NotFound: no branch ``branch``.
             BadRequest: ``types`` names a type the branch does not have.
         """
         return export_tables(self._h.reading(), branch, list(types or []))
+
+    def open_blob(self, type_name: str, row_id: str, prop: str, *, branch: str = MAIN) -> BlobReader:
+        """One Blob cell of ``branch``'s current commit, opened for streaming: a reader with
+        ``size``, ``read(n)`` and ``chunks()``; close it (or use it in a ``with`` block).
+
+        Raises:
+            NotFound: no branch ``branch``, no such type, property or id, a null cell, or an
+                external object the cell references that is gone.
+            BadRequest: ``prop`` is not a Blob property.
+        """
+        return open_blob(self._h.reading(), branch, type_name, row_id, prop)
+
+    def blob(self, type_name: str, row_id: str, prop: str, *, branch: str = MAIN) -> bytes:
+        """The bytes of one Blob cell (:meth:`open_blob`, read whole).
+
+        Raises:
+            NotFound: as :meth:`open_blob`.
+            BadRequest: as :meth:`open_blob`.
+        """
+        with self.open_blob(type_name, row_id, prop, branch=branch) as reader:
+            return reader.read()
 
     @contextmanager
     def open_query(self, query: str, *, name: str | None = None, params: Mapping[str, Any] | None = None,
@@ -316,7 +340,8 @@ class Graph:
     # -- writes --------------------------------------------------------------------------------
 
     def load(self, data: LoadData, *, mode: LoadMode, branch: str = MAIN, chunk_rows: int | None = None,
-             actor: str | None = None, progress: Callable[[int, int], None] | None = None) -> LoadResult:
+             actor: str | None = None, progress: Callable[[int, int], None] | None = None,
+             external_blobs: bool = True) -> LoadResult:
         """Load records into ``branch`` as one commit (or, with ``chunk_rows``, one per chunk).
 
         ``data`` is a path, JSONL bytes, a binary file, an iterable of record dicts or a mapping
@@ -324,7 +349,8 @@ class Graph:
         strict insert, ``merge`` an upsert by id, ``overwrite`` replaces the tables present.
         The records are parsed and validated before the write lock is taken. A chunked load
         registers in the fleet registry while it runs and calls ``progress(done, total)`` after
-        each commit.
+        each commit. ``external_blobs=False`` refuses a Blob value that names an external object
+        (a file:// or s3:// URI) instead of reading it: what a server does for its callers.
 
         Raises:
             ReadOnlyGraph: the graph was opened read-only.
@@ -348,7 +374,8 @@ class Graph:
         with self._h.scope(), registration, opened_data(data, edges) as source, \
                 read_records(source, catalog, with_pk=self._h.profile.router.with_pk) as records:
             result = self._h.write(lambda graph: load_records(graph, records, mode=mode, branch=branch, actor=actor or self.actor,
-                                                            chunk_rows=chunk_rows, progress=progress))
+                                                            chunk_rows=chunk_rows, progress=progress,
+                                                            external_blobs=external_blobs))
         return LoadResult.from_document({
             "branch": result.branch,
             "mode": result.mode,
@@ -358,8 +385,9 @@ class Graph:
         })
 
     def mutate(self, query: str, *, params: Mapping[str, Any] | None = None, name: str | None = None, branch: str = MAIN,
-               if_commit: str | None = None, actor: str | None = None) -> MutationResult:
-        """Run one ``.gq`` mutation query as one commit (none when nothing matched).
+               if_commit: str | None = None, actor: str | None = None, external_blobs: bool = True) -> MutationResult:
+        """Run one ``.gq`` mutation query as one commit (none when nothing matched);
+        ``external_blobs=False`` refuses a Blob value naming an external object (see :meth:`load`).
 
         Raises:
             ReadOnlyGraph: the graph was opened read-only.
@@ -376,7 +404,8 @@ class Graph:
         self._refuse_if_read_only("mutate")
         select_query(query, name)
         result = self._h.write(lambda graph: mutate(graph, query, name=name, params=dict(params or {}), branch=branch,
-                                                  if_commit=if_commit, actor=actor or self.actor))
+                                                  if_commit=if_commit, actor=actor or self.actor,
+                                                  external_blobs=external_blobs))
         return MutationResult.from_document(result.document())
 
     def mutate_chunked(self, query: str, *, chunk_rows: int, params: Mapping[str, Any] | None = None, name: str | None = None,

@@ -12,7 +12,8 @@ refused with the same error, line numbers included):
 - any other iterable: record dicts in the JSONL shape (``{"type": T, "data": {...}}`` or
   ``{"edge": E, "from": A, "to": B, "data": {...}}``).
 
-Dates become epoch days and date-times epoch milliseconds, as in the JSONL format.
+Dates become epoch days, date-times epoch milliseconds and bytes (a Blob's managed payload)
+``"base64:..."``, as in the JSONL format.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Union
 
 from engine.errors import BadRequest
+from engine.schema.blob_values import spell_bytes
 
 if TYPE_CHECKING:
     import pyarrow
@@ -63,7 +65,8 @@ def open_data_file(path: str, what: str = "data file") -> BinaryIO:
 
 
 def _json_value(value: Any) -> Any:
-    """``json.dumps`` default: dates as epoch days, date-times as epoch milliseconds."""
+    """``json.dumps`` default: dates as epoch days, date-times as epoch milliseconds, bytes as the
+    ``base64:`` spelling of a Blob's managed bytes."""
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.timezone.utc)
@@ -74,6 +77,8 @@ def _json_value(value: Any) -> Any:
         return dict(value)
     if isinstance(value, tuple):
         return list(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return spell_bytes(bytes(value))
     raise TypeError(f"a value of type {type(value).__name__} cannot be loaded: {value!r}")
 
 

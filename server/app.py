@@ -143,6 +143,19 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
         """The branch as JSONL (the load format), streamed; ``type`` (repeatable) limits the types."""
         return StreamingResponse(service.export(branch, list(types)), media_type="application/x-ndjson")
 
+    @app.get("/branches/{branch}/blob", tags=["reads"], response_class=StreamingResponse, dependencies=[requires(Grant.READ)],
+             responses={200: {"content": {"application/octet-stream": {}}, "description": "The cell's bytes."}})
+    def blob(
+        branch: str,
+        type_name: Annotated[str, Query(alias="type")],
+        row_id: Annotated[str, Query(alias="id")],
+        prop: Annotated[str, Query(alias="property")],
+    ) -> StreamingResponse:
+        """One Blob cell's bytes, streamed (``omnigraph blob get``): ``?type=T&id=ID&property=P``
+        (query parameters, so any id fits); ``Content-Length`` is the cell's size."""
+        size, chunks = service.blob(branch, type_name, row_id, prop)
+        return StreamingResponse(chunks, media_type="application/octet-stream", headers={"Content-Length": str(size)})
+
     @app.post("/branches/{branch}/load", response_model=models.LoadResponse, tags=["writes"],
               openapi_extra={"requestBody": {"required": True, "content": {"application/x-ndjson": {}}}})
     async def load(

@@ -70,6 +70,12 @@ class GraphService:
 
         return chained()
 
+    def blob(self, branch: str, type_name: str, row_id: str, prop: str) -> tuple[int, Iterator[bytes]]:
+        """One Blob cell's size and its bytes as a stream; the cell is opened here, so a refused
+        cell fails before streaming (the stream closes the cell when it ends)."""
+        reader = self.graph.open_blob(type_name, row_id, prop, branch=branch)
+        return reader.size, reader.chunks()
+
     def query(self, branch: str, source: str, name: str | None, params: dict[str, Any], at: str | None) -> dict[str, Any]:
         """The output document of one read query (parsed and checked before any data is read)."""
         return self.graph.query(source, name=name, params=params, branch=branch, at=at).to_dict()
@@ -87,8 +93,9 @@ class GraphService:
 
     def load(self, branch: str, mode: LoadMode, data: bytes, actor: str) -> dict[str, Any]:
         """Parse and validate ``data`` against the catalog first, then publish under the write lock
-        (the barrier is checked before the parse too, so a refused write parses nothing)."""
-        return self.graph.load(data, mode=mode, branch=branch, actor=actor).to_dict()
+        (the barrier is checked before the parse too, so a refused write parses nothing). A Blob
+        value must be bytes: an external URI would have the server read its own files or buckets."""
+        return self.graph.load(data, mode=mode, branch=branch, actor=actor, external_blobs=False).to_dict()
 
     def create_branch(self, name: str, source: str) -> dict[str, Any]:
         return self.graph.create_branch(name, from_branch=source).to_dict()
@@ -98,8 +105,10 @@ class GraphService:
 
     def mutate(self, branch: str, source: str, name: str | None, params: dict[str, Any], if_commit: str | None,
                actor: str) -> dict[str, Any]:
-        """One ``.gq`` query as one commit; syntax and the insert/delete mix are refused before any I/O."""
-        return self.graph.mutate(source, name=name, params=params, branch=branch, if_commit=if_commit, actor=actor).to_dict()
+        """One ``.gq`` query as one commit; syntax, the insert/delete mix and an external Blob URI
+        (see :meth:`load`) are refused before any I/O."""
+        return self.graph.mutate(source, name=name, params=params, branch=branch, if_commit=if_commit, actor=actor,
+                                 external_blobs=False).to_dict()
 
     def merge(self, source: str, into: str, actor: str) -> dict[str, Any]:
         return self.graph.merge(source, into=into, actor=actor).to_dict()

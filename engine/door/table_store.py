@@ -118,10 +118,13 @@ def overwrite(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatchReader
     """Replace the table's contents (on the dataset's checked-out branch) keeping the PK.
 
     ``schema`` is the catalog schema including the PK metadata; the result is re-read and a
-    missing PK is reported as an internal error.
+    missing PK is reported as an internal error. An external Blob URI is stored as a reference
+    (``allow_external_blob_outside_bases``: the write parameter merge-insert cannot take).
     """
     expected = primary_key(schema)
-    result = lance.write_dataset(rows.cast(schema), dataset, schema=schema, mode="overwrite")
+    result = lance.write_dataset(
+        rows.cast(schema), dataset, schema=schema, mode="overwrite", allow_external_blob_outside_bases=True
+    )
     if primary_key(result.schema) != expected:
         raise Internal(f"overwrite of {dataset.uri} lost its primary key {expected}")
     return int(result.version)

@@ -36,7 +36,8 @@ from engine.errors import BadRequest
 from engine.gq.errors import GqError
 from engine.gq.lexer import Token
 from engine.gq.syntax import LiteralValue, Now, Param, ParamRef, Query, Statement, Value
-from engine.schema import Catalog, EnumType, ListType, Property, PropertyType, ScalarType, TableDef, VectorType
+from engine.schema import Catalog, EnumType, Property, PropertyType, ScalarType, TableDef
+from engine.schema.types import UNORDERED_TYPES
 from engine.schema.values import InvalidValue, coerce_value
 
 MIX_MESSAGE = (
@@ -255,7 +256,7 @@ class _Binder:
             arrow_type = pa.utf8()
         else:
             prop = self._property(table, where.token)
-            if isinstance(prop.type, (ListType, VectorType)):
+            if isinstance(prop.type, UNORDERED_TYPES):
                 raise _error(f"where cannot compare the {prop.type} property {prop.name!r}", where.token)
             column, ptype = prop.name, prop.type
             arrow_type = prop.type.arrow_type()

@@ -25,7 +25,7 @@ from engine.gq.errors import GqError
 from engine.gq.lexer import tokenize
 from engine.gq.read_parser import read_body
 from engine.gq.syntax import Assignment, Param, Predicate, Query, Statement
-from engine.schema.types import SCALAR_ARROW_TYPES, ListType, PropertyType, ScalarType, VectorType
+from engine.schema.types import SCALAR_ARROW_TYPES, BlobType, ListType, PropertyType, ScalarType, VectorType
 
 VERBS = ("insert", "update", "delete")
 MAX_VECTOR_DIM = 2**31 - 1
@@ -107,12 +107,15 @@ class _Parser(Cursor):
                 raise self.fail("a vector dimension must be at least 1", size)
             self.expect("punct", ")")
             return VectorType(size.value)
+        if self.at("name", "Blob"):
+            self.next()
+            return BlobType()
         return self._scalar()
 
     def _scalar(self) -> ScalarType:
         token = self.peek
         if token.kind != "name" or token.text not in SCALAR_ARROW_TYPES:
-            raise self.fail(f"expected a type ({', '.join(SCALAR_ARROW_TYPES)}, [T] or Vector(n))")
+            raise self.fail(f"expected a type ({', '.join(SCALAR_ARROW_TYPES)}, [T], Vector(n) or Blob)")
         self.next()
         return ScalarType(token.text)
 

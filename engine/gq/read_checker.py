@@ -47,7 +47,7 @@ from engine.gq.syntax import (
     Traversal,
 )
 from engine.gq.syntax import Operand as SourceOperand
-from engine.schema import Catalog, EnumType, ListType, PropertyType, ScalarType, TableDef, VectorType
+from engine.schema import BlobType, Catalog, EnumType, ListType, PropertyType, ScalarType, TableDef, VectorType
 from engine.schema.values import coerce_value
 
 ANONYMOUS = "_"
@@ -187,7 +187,14 @@ class _Checker:
             return Column(var.index, "id", STRING)
         if not var.table.has_property(ref.prop):
             raise _error(f"node type {var.table.type_name} has no property {ref.prop!r}", ref.prop_token)
-        return Column(var.index, ref.prop, var.table.property(ref.prop).type)
+        ptype = var.table.property(ref.prop).type
+        if isinstance(ptype, BlobType):
+            raise _error(
+                f"{var.table.type_name}.{ref.prop} is a Blob, which a read query cannot use; read its bytes with "
+                f"omnigraph blob get --type {var.table.type_name} --id ID --property {ref.prop} GRAPH",
+                ref.prop_token,
+            )
+        return Column(var.index, ref.prop, ptype)
 
     def _operand(self, operand: SourceOperand, scope: dict[str, int]) -> Operand:
         if isinstance(operand, PropRef):

@@ -1,17 +1,27 @@
 """``export``: a branch as JSONL, tables in table-key order, rows by id (byte order), or as one
-Arrow table per table key in the same order."""
+Arrow table per table key in the same order.
+
+A Blob cell is exported in the spelling load accepts (:mod:`engine.schema.blob_values`): the
+URI of an external reference, ``base64:`` of managed bytes. JSONL export reads the payloads of
+:data:`BLOB_ROWS` rows at a time (one cell at a time within them)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+import lance
 import pyarrow as pa
 
 from engine.errors import BadRequest
 from engine.graph import Graph
 from engine.manifest import BranchSnapshot, TableEntry
 from engine.records import arrow_to_records
+from engine.schema.blob_values import spell_bytes
 from engine.storage import open_pinned
+from engine.storage.blob_cells import ROW_ID, blob_names, contents
+
+BLOB_ROWS = 64
+"""Rows of a table with Blob columns whose cells are spelled (payloads read) at a time."""
 
 
 def _wanted(snapshot: BranchSnapshot, types: list[str] | None) -> list[tuple[str, TableEntry]]:
@@ -32,13 +42,37 @@ def export_lines(graph: Graph, branch: str, types: list[str] | None = None) -> I
     with graph.manifest.reading(branch):
         for table_key, entry in chosen:
             dataset = open_pinned(graph.store, entry.image)
-            yield from arrow_to_records(graph.catalog.table(table_key), dataset.to_table().sort_by("id"))
+            table, rows = graph.catalog.table(table_key), _sorted(dataset)
+            step = BLOB_ROWS if blob_names(dataset.schema) else max(rows.num_rows, 1)
+            for start in range(0, rows.num_rows, step):
+                yield from arrow_to_records(table, _spelled(dataset, rows.slice(start, step)))
+
+
+def _sorted(dataset: lance.LanceDataset) -> pa.Table:
+    """Every row of an image by id; with ``_rowid`` when it has Blob columns (to read their cells)."""
+    return dataset.to_table(with_row_id=bool(blob_names(dataset.schema))).sort_by("id")
+
+
+def _spelled(dataset: lance.LanceDataset, rows: pa.Table) -> pa.Table:
+    """``rows`` of :func:`_sorted` with each Blob column as the Utf8 spellings of its cells, and
+    without ``_rowid``."""
+    names = blob_names(dataset.schema)
+    for name in names:
+        cells = contents(dataset, rows, name)
+        spelled = pa.array([spell_bytes(c) if isinstance(c, bytes) else c for c in cells], pa.utf8())
+        rows = rows.set_column(rows.schema.get_field_index(name), name, spelled)
+    return rows.drop_columns([ROW_ID]) if names else rows
 
 
 def export_tables(graph: Graph, branch: str, types: list[str] | None = None) -> dict[str, pa.Table]:
     """The rows :func:`export_lines` would write, as one Arrow table per table key (sorted by id,
-    the physical columns: ``id``, for edges ``src`` and ``dst``, then the properties)."""
+    the physical columns: ``id``, for edges ``src`` and ``dst``, then the properties; a Blob
+    column as the Utf8 spellings of its cells, so every payload of the table is in memory)."""
     snapshot = graph.manifest.snapshot(branch)
     chosen = _wanted(snapshot, types)
     with graph.manifest.reading(branch):
-        return {key: open_pinned(graph.store, entry.image).to_table().sort_by("id") for key, entry in chosen}
+        tables = {}
+        for key, entry in chosen:
+            dataset = open_pinned(graph.store, entry.image)
+            tables[key] = _spelled(dataset, _sorted(dataset))
+        return tables

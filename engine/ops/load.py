@@ -9,11 +9,13 @@ checked for the whole file before any write; checks against committed state (exi
 re-validates against the fresh snapshot.
 
 Limits: strict-insert and upsert inputs stay within the per-commit limits of
-:mod:`engine.ops.limits` (rows and Arrow memory per table per commit); every chunk is checked
-before the first write. Overwrite is the bulk-replacement path and is not limited, and
-cannot be chunked (each chunk would replace the previous one). Chunks are cut from the file's
-records ordered node tables first, then edge tables, so every edge's endpoints are committed
-no later than the edge.
+:mod:`engine.ops.limits` (rows and Arrow memory per table per commit, Blob cells counted by
+their declared sizes, :mod:`engine.ops.blob_staging`); every chunk is checked before the first
+write, and a chunk's external Blob objects are copied into it when its commit is prepared.
+Overwrite is the bulk-replacement path and is not limited, and cannot be chunked (each chunk
+would replace the previous one); it keeps external Blob URIs as references (after checking that
+the objects exist). Chunks are cut from the file's records ordered node tables first, then edge
+tables, so every edge's endpoints are committed no later than the edge.
 
 Reading: the input (bytes, or a binary file read in blocks) is validated by
 :func:`engine.records.read.read_records`, columnar where it can be and row by row where it must,
@@ -34,6 +36,7 @@ import pyarrow.compute as pc
 from engine.errors import BadRequest, KeyConflict, OmnigraphError
 from engine.graph import Graph
 from engine.manifest import BranchSnapshot, TableEntry
+from engine.ops.blob_staging import check_references, copy_external, refuse_external, staged_bytes
 from engine.ops.id_probe import ChunkProbe, present_ids
 from engine.ops.limits import MAX_ROWS, LimitWording, check_table
 from engine.ops.load_constraints import check_chunk_constraints, check_overwrite_constraints
@@ -44,6 +47,10 @@ from engine.storage import open_pinned
 
 LoadMode = Literal["append", "merge", "overwrite"]
 _WRITE_KIND = {"append": "insert", "merge": "upsert", "overwrite": "overwrite"}
+_COPIED = (
+    "{table_key}: the external Blob objects grew while they were copied: {actual} bytes in one commit exceed the "
+    "limit of {limit}; nothing was written. Load again once the objects stop changing"
+)
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,18 @@ def _check_limits(records: RecordSet, chunks: list[_Chunk], chunked: bool) -> No
     for chunk in chunks:
         for table_key, (start, stop) in chunk.ranges.items():
             check_table(table_key, wording, rows=stop - start)
-            check_table(table_key, wording, arrow_bytes=records.rows(table_key, start, stop).nbytes)
+            table, rows = records.catalog.table(table_key), records.rows(table_key, start, stop)
+            lines = records.column(table_key, "line", start, stop)
+            check_table(table_key, wording, arrow_bytes=staged_bytes(table, rows, lines))
+
+
+def _staged(graph: Graph, records: RecordSet, table_key: str, span: tuple[int, int]) -> pa.Table:
+    """A strict-insert or upsert chunk of one table with its external Blob objects copied in
+    (their sizes were checked by :func:`_check_limits`; the copies are checked again)."""
+    table, lines = graph.catalog.table(table_key), records.column(table_key, "line", *span)
+    rows = copy_external(table, records.rows(table_key, *span), lines)
+    check_table(table_key, LimitWording(rows=_COPIED, arrow_bytes=_COPIED), arrow_bytes=staged_bytes(table, rows))
+    return rows
 
 
 def _check_unique_committed(graph: Graph, entry: TableEntry, records: RecordSet, table_key: str, span: tuple[int, int]) -> None:
@@ -196,7 +214,7 @@ def _prepare_for(
                     raise KeyConflict(table.kind, table.type_name, min(existing))
             if mode != "overwrite":
                 _check_unique_committed(graph, entry, records, table_key, span)
-            rows = records.reader(table_key) if mode == "overwrite" else records.rows(table_key, *span)
+            rows = records.reader(table_key) if mode == "overwrite" else _staged(graph, records, table_key, span)
             writes.append(TableWrite(table_key, _WRITE_KIND[mode], rows))  # type: ignore[arg-type]
         _check_endpoints(graph, records, chunk, _committed_lookup(graph, snapshot, replaced))
         if mode == "overwrite":
@@ -237,15 +255,23 @@ def load_records(
     actor: str,
     chunk_rows: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    external_blobs: bool = True,
 ) -> LoadResult:
     """:func:`load` of records already read by :func:`engine.records.read_records` against this
     graph's catalog and ``with_pk`` (the caller keeps and closes them): a server parses and
-    validates a body before it takes its write lock, then publishes under it."""
+    validates a body before it takes its write lock, then publishes under it. Without
+    ``external_blobs`` a Blob cell naming an external object is refused before anything else."""
     check_load_options(mode, chunk_rows)
+    if not external_blobs:
+        for table_key in records.table_keys():
+            refuse_external(graph.catalog.table(table_key), records.reader(table_key), records.column(table_key, "line"))
     graph.manifest.require_branch(branch)
     chunks = _chunks(records, chunk_rows)
     if mode != "overwrite":
         _check_limits(records, chunks, chunked=chunk_rows is not None)
+    else:
+        for table_key in records.table_keys():
+            check_references(graph.catalog.table(table_key), records.reader(table_key), records.column(table_key, "line"))
     first = graph.manifest.snapshot(branch)
     whole = _Chunk({key: (0, records.num_rows(key)) for key in records.table_keys()})
     replaced = set(chunks[0].ranges) if mode == "overwrite" else set()

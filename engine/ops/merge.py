@@ -32,8 +32,8 @@ again from fresh snapshots when a concurrent writer conflicts before any effect.
 
 Memory: the three-way comparison runs in DuckDB under a memory limit, spilling beyond it
 (:mod:`engine.ops.merge_diff`); Python holds the ids the merge changes and, as Arrow, the source
-rows it takes, one table at a time while they are compared and checked, then every table's until
-the commit is written (``bench/merge_bench.py`` measures it).
+rows it takes (Blob cells as their payloads), one table at a time while they are compared and
+checked, then every table's until the commit is written (``bench/merge_bench.py`` measures it).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from engine.ops.merge_diff import TableChanges, compare_table
 from engine.ops.write import commit
 from engine.ops.write_plan import CommitPlan, CommitResult, TableWrite
 from engine.storage import open_pinned
+from engine.storage.blob_cells import blob_names, materialize
 
 MergeOutcome = Literal["up_to_date", "fast_forward", "merged"]
 _LOOKUP_IDS = 8192
@@ -178,16 +179,21 @@ def _incoming_rows(graph: Graph, source: BranchSnapshot, change: TableChanges) -
         return schema.empty_table()
     entry = source.table(change.table_key)
     dataset = open_pinned(graph.store, entry.image)
+    blobs = blob_names(schema)
     if len(taken) <= _LOOKUP_IDS:
-        rows = dataset.to_table(columns=schema.names, filter=pc.field("id").isin(pa.array(taken, pa.utf8())))
+        rows = dataset.to_table(
+            columns=schema.names, filter=pc.field("id").isin(pa.array(taken, pa.utf8())), with_row_id=bool(blobs)
+        )
     else:  # a scan filtered here: Lance would compile a filter of that many literals first
         wanted = pa.array(taken, pa.utf8())
         # batches at least as large as the id set, so the set's hash table is built a few times only
-        scanner = dataset.scanner(columns=schema.names, batch_size=max(_SCAN_BATCH_ROWS, len(taken)))
+        scanner = dataset.scanner(columns=schema.names, batch_size=max(_SCAN_BATCH_ROWS, len(taken)), with_row_id=bool(blobs))
         rows = pa.Table.from_batches(
             [batch.filter(pc.is_in(batch.column("id"), value_set=wanted)) for batch in scanner.to_batches()],
             schema=scanner.projected_schema,
         )
+    if blobs:  # the payloads, copied: the fenced merge-insert stores bytes, not descriptors
+        rows = materialize(dataset, rows, blobs)
     return rows.cast(schema).sort_by("id")
 
 

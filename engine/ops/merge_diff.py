@@ -1,8 +1,10 @@
 """Three-way comparison of one table across a merge: base, source and target images.
 
 The comparison runs in DuckDB over Arrow scans of the three pinned Lance images: each row is
-summarised as the md5 of its JSON text (every column, by column name) in a DuckDB
-table on disk, the three ``id -> digest`` relations are joined on ``id`` one hash partition of
+summarised as the md5 of its JSON text (every column, by column name; a Blob column as the
+SHA-256 of each cell's payload, read one cell at a time, or its reference's URI:
+:func:`engine.storage.blob_cells.digests`) in a DuckDB table on disk, the three
+``id -> digest`` relations are joined on ``id`` one hash partition of
 at most :data:`PARTITION_ROWS` ids at a time, and only the ids whose source digest differs from
 the base's come back to Python, 8,192 at a time (then sorted). DuckDB works under a memory limit
 (:data:`MEMORY_LIMIT`) and spills beyond it, and each partition's join fits in it, so a table
@@ -25,14 +27,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+import lance
+import pyarrow as pa
+
 from engine.manifest import TableEntry
 from engine.storage import GraphStore, open_pinned
+from engine.storage.blob_cells import blob_names, digests
 
 if TYPE_CHECKING:
     import duckdb
 
 ConflictKind = Literal["divergent_insert", "delete_vs_update", "divergent_update"]
 _BATCH_ROWS = 8192
+_BLOB_BATCH_ROWS = 256
+"""Rows of an image with Blob columns digested at a time."""
 MEMORY_LIMIT = "256MB"
 PARTITION_ROWS = 262_144
 _CHANGED = """
@@ -101,12 +109,27 @@ def _digests(connection: duckdb.DuckDBPyConnection, store: GraphStore, name: str
         connection.execute(f"CREATE TABLE {name} (id VARCHAR, d VARCHAR)")
         return
     dataset = open_pinned(store, entry.image)
-    connection.register(f"{name}_image", dataset)
+    connection.register(f"{name}_image", _summarised(dataset) if blob_names(dataset.schema) else dataset)
     columns = ", ".join(f'"{column}"' for column in sorted(dataset.schema.names))  # images may order them differently
     connection.execute(
         f"CREATE TABLE {name} AS SELECT id, md5(to_json(struct_pack({columns}))::VARCHAR) AS d FROM {name}_image"
     )
     connection.unregister(f"{name}_image")
+
+
+def _summarised(dataset: lance.LanceDataset) -> pa.RecordBatchReader:
+    """The image's rows as a stream, each Blob column replaced by its cells' digests (Utf8)."""
+    names = blob_names(dataset.schema)
+    schema = dataset.schema
+    for column in names:
+        schema = schema.set(schema.get_field_index(column), pa.field(column, pa.utf8()))
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in dataset.scanner(with_row_id=True, batch_size=_BLOB_BATCH_ROWS).to_batches():
+            summarised = {column: digests(dataset, batch, column) for column in names}
+            yield pa.RecordBatch.from_arrays([summarised.get(f.name, batch.column(f.name)) for f in schema], schema=schema)
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
 
 
 def _conflict_kind(base: str | None, source: str | None, target: str | None) -> ConflictKind:

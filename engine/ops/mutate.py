@@ -37,12 +37,15 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import PreconditionFailed, ReadSetConflict
+from lance.blob import Blob
+
+from engine.errors import BadRequest, PreconditionFailed, ReadSetConflict
 from engine.gq import choose_query
 from engine.gq.checker import BoundQuery, check_mix, check_query
 from engine.gq.syntax import Query
 from engine.graph import Graph
 from engine.manifest import BranchSnapshot
+from engine.ops.blob_staging import BYTES_ONLY
 from engine.ops.mutate_eval import Affected, Evaluation
 from engine.ops.write import commit
 from engine.ops.write_plan import CommitPlan, CommitResult
@@ -98,10 +101,14 @@ def mutate(
     branch: str,
     if_commit: str | None = None,
     actor: str,
+    external_blobs: bool = True,
 ) -> MutationResult:
-    """Run the query ``name`` of ``source`` on ``branch``; see the module docstring."""
+    """Run the query ``name`` of ``source`` on ``branch``; see the module docstring. Without
+    ``external_blobs`` a Blob value naming an external object is refused before any I/O."""
     query = select_query(source, name)
     bound = check_query(query, graph.catalog, params or {}, now_utc())
+    if not external_blobs:
+        _refuse_external(bound)
     graph.manifest.require_branch(branch)
     ids = _generated_ids(bound)
     reads_branch = any(statement.verb != "insert" for statement in bound.statements)
@@ -128,6 +135,16 @@ def mutate(
     return MutationResult(
         bound.name, branch, affected.nodes, affected.edges, affected.distinct_nodes, affected.distinct_edges, done.published
     )
+
+
+def _refuse_external(bound: BoundQuery) -> None:
+    for statement in bound.statements:
+        for prop, value in sorted(statement.values.items()):
+            if isinstance(value, Blob) and value.uri is not None:
+                raise BadRequest(
+                    f"line {statement.line}: {statement.table.type_name}.{prop} " + BYTES_ONLY.format(uri=value.uri),
+                    {"line": statement.line, "type_name": statement.table.type_name, "property": prop},
+                )
 
 
 def _generated_ids(bound: BoundQuery) -> dict[int, str]:

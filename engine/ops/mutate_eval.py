@@ -10,8 +10,9 @@ constraints (``@range``, ``@check``, composite ``@unique``, ``@card``, deletes i
 merged result (:func:`engine.ops.merge_check.check_merged`, ``bad_request`` naming the
 statement line); a delete-only query is checked against ``@card`` minimums only. The
 staged rows of each table are held to the per-commit limits (:mod:`engine.ops.limits`; an
-update's committed matches count before they are read). The evaluation reads the snapshot only;
-a re-prepare starts a new one. A chunked evaluation (a :class:`Window`) takes only the next ids
+update's committed matches count before they are read, Blob cells by their sizes, and an update
+rewrites the Blob payloads of the rows it matches, :mod:`engine.ops.blob_staging`). The
+evaluation reads the snapshot only; a re-prepare starts a new one. A chunked evaluation (a :class:`Window`) takes only the next ids
 of each statement's committed matches, ids ascending.
 """
 
@@ -29,6 +30,7 @@ from engine.errors import BadRequest, KeyConflict
 from engine.gq.checker import BoundQuery, BoundStatement, Condition
 from engine.graph import Graph
 from engine.manifest import BranchSnapshot
+from engine.ops.blob_staging import blob_properties, copy_external, staged_bytes
 from engine.ops.constraint_check import constraint_problems
 from engine.ops.id_probe import present_ids
 from engine.ops.limits import LimitWording, check_table
@@ -39,6 +41,7 @@ from engine.records import EdgeRow, NodeRow, rows_to_arrow
 from engine.schema import TableDef
 from engine.schema.ids import derive_node_id
 from engine.storage import open_pinned
+from engine.storage.blob_cells import materialize, stored_sizes, stored_values
 
 Row = NodeRow | EdgeRow
 
@@ -224,10 +227,24 @@ class Evaluation:
         check_table(table.table_key, wording, rows=state.staged() + len(ids))
         committed: list[Row] = []
         if ids:
-            stored = self._scan(table, pc.field("id").isin(pa.array(ids, pa.utf8())), None)
-            committed = _rows(table, stored, statement.line)
+            committed = _rows(table, self._stored(table, ids, state, wording), statement.line)
         pending = [row for row in state.rows() if _matches(condition, row)]
         return committed + pending
+
+    def _stored(self, table: TableDef, ids: list[str], state: _Pending, wording: LimitWording) -> pa.Table:
+        """The committed rows ``ids``, each Blob cell as managed bytes: their stored sizes, with the
+        other columns and the table's pending rows, are held to the Arrow limit before any payload
+        is read (an update rewrites the payloads of the rows it matches, changed or not)."""
+        predicate = pc.field("id").isin(pa.array(ids, pa.utf8()))
+        names = blob_properties(table)
+        if not names:
+            return self._scan(table, predicate, None)
+        dataset = open_pinned(self._graph.store, self._snapshot.table(table.table_key).image)
+        stored = dataset.to_table(filter=predicate, with_row_id=True)
+        pending = rows_to_arrow(table, list(state.rows()), with_pk=self._graph.profile.router.with_pk)  # type: ignore[arg-type]
+        budget = staged_bytes(table, pending) + stored.drop_columns(names).nbytes + stored_sizes(dataset, stored, names)
+        check_table(table.table_key, wording, arrow_bytes=budget)
+        return materialize(dataset, stored, names)
 
     # -- result ------------------------------------------------------------------------------
 
@@ -289,7 +306,9 @@ class Evaluation:
             upserts = rows_to_arrow(state.table, list(state.upserts.values()), with_pk=with_pk)  # type: ignore[arg-type]
             wording = _limit_wording("the query stages too many rows")
             check_table(key, wording, rows=state.staged())
-            check_table(key, wording, arrow_bytes=strict.nbytes + upserts.nbytes)
+            check_table(key, wording, arrow_bytes=staged_bytes(state.table, strict) + staged_bytes(state.table, upserts))
+            strict, upserts = copy_external(state.table, strict), copy_external(state.table, upserts)
+            check_table(key, wording, arrow_bytes=staged_bytes(state.table, strict) + staged_bytes(state.table, upserts))
             writes.append(TableWrite(key, "merge", strict, delete_ids=tuple(sorted(state.deleted)), upsert_rows=upserts))
         return tuple(writes)
 
@@ -314,7 +333,7 @@ def _matches(condition: Condition, row: Row) -> bool:
 
 
 def _rows(table: TableDef, stored: pa.Table, line: int) -> list[Row]:
-    columns = {name: stored.column(name).to_pylist() for name in stored.column_names}
+    columns = {name: stored_values(stored.column(name)) for name in stored.column_names}
     rows: list[Row] = []
     for index, row_id in enumerate(columns["id"]):
         values = {prop.name: columns[prop.name][index] for prop in table.properties}

@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pyarrow as pa
+from lance.blob import BlobType as LanceBlobType
+from lance.blob import blob_array
 
 from engine.records.rows import EdgeRow, NodeRow
 from engine.schema import TableDef
@@ -21,8 +23,13 @@ def rows_to_arrow(table: TableDef, rows: list[NodeRow] | list[EdgeRow], with_pk:
         columns["dst"] = [row.dst for row in rows]  # type: ignore[union-attr]
     for prop in table.properties:
         columns[prop.name] = [row.values[prop.name] for row in rows]
-    arrays = [pa.array(columns[field.name], type=field.type) for field in schema]
+    arrays = [_array(columns[field.name], field.type) for field in schema]
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _array(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
+    """One column of coerced values (a Blob column from ``lance.blob.Blob`` values)."""
+    return blob_array(values) if isinstance(arrow_type, LanceBlobType) else pa.array(values, type=arrow_type)
 
 
 def arrow_to_records(table: TableDef, arrow_table: pa.Table) -> list[str]:
@@ -30,7 +37,8 @@ def arrow_to_records(table: TableDef, arrow_table: pa.Table) -> list[str]:
 
     Nodes: ``{"type": T, "data": {...}}``; edges: ``{"edge": E, "from": src, "to": dst,
     "data": {...}}``. ``data`` holds ``id`` first, then the non-null properties in declaration
-    order, as :func:`engine.schema.values.export_value` spells them. Columns are read by name.
+    order, as :func:`engine.schema.values.export_value` spells them (a Blob column holds its
+    cells' spellings already, as Utf8). Columns are read by name.
     """
     ids = arrow_table.column("id").to_pylist()
     props = [(prop, arrow_table.column(prop.name).to_pylist()) for prop in table.properties]

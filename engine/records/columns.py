@@ -12,7 +12,8 @@ Arrow type (a float, a bool or an out-of-range value fails the read); floats as 
 integer is accepted, as the row path does; F32 is then rounded from float64, as the row path
 does); Date and DateTime as int64 (epoch days / ms), range-checked here, except a Date property
 the caller reads as text (``"YYYY-MM-DD"``, checked by Arrow's strict ISO cast; ISO DateTime
-spellings are left to the row path); enums as Utf8, checked against their values here.
+spellings are left to the row path); enums as Utf8, checked against their values here; Blob
+properties as Utf8, and always declined (the row path decodes their spellings).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from engine.schema.ids import EPOCH_DATE, EPOCH_DATETIME, ONE_MS
 from engine.schema.tables import Property, TableDef
 from engine.schema.types import (
     FLOAT_SCALARS,
+    BlobType,
     EnumType,
     ListType,
     PropertyType,
@@ -60,7 +62,7 @@ def read_type(ptype: PropertyType, as_text: bool = False) -> pa.DataType:
         return pa.utf8()
     if isinstance(ptype, ScalarType):
         return _READ_SCALARS.get(ptype.name, ptype.arrow_type())
-    if isinstance(ptype, EnumType):
+    if isinstance(ptype, (EnumType, BlobType)):
         return pa.utf8()
     if isinstance(ptype, ListType):
         return pa.list_(pa.field("item", read_type(ptype.item), nullable=True))
@@ -79,6 +81,8 @@ def coerce_column(prop: Property, column: pa.Array) -> pa.Array:
 
 
 def _coerce(ptype: PropertyType, column: pa.Array, name: str) -> pa.Array:
+    if isinstance(ptype, BlobType):
+        raise Declined(f"{name}: a Blob property (decoded row by row)")
     if isinstance(ptype, ScalarType):
         return _scalar(ptype.name, column, name)
     if isinstance(ptype, EnumType):
@@ -183,8 +187,11 @@ def compact(array: pa.Array) -> pa.Array:
 
     ``pa.array`` allocates no bitmap for a column without nulls, while compute kernels may keep
     an all-valid one; dropping it makes ``nbytes`` (the per-commit Arrow limit) the same for
-    the rows of either parsing path.
+    the rows of either parsing path. An extension array (a Blob column, which the limit counts
+    by its payload sizes, :mod:`engine.ops.blob_staging`) is returned as it is.
     """
+    if isinstance(array.type, pa.ExtensionType):
+        return array
     children = None
     if pa.types.is_list(array.type) or pa.types.is_fixed_size_list(array.type):
         children = [compact(array.values)]

@@ -7,10 +7,11 @@
 from engine.schema.catalog import Catalog
 from engine.schema.errors import SchemaError
 from engine.schema.tables import PK_METADATA_KEY, Property, TableDef
-from engine.schema.types import EnumType, ListType, PropertyType, ScalarType, VectorType
+from engine.schema.types import BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType
 
 __all__ = [
     "PK_METADATA_KEY",
+    "BlobType",
     "Catalog",
     "EnumType",
     "ListType",

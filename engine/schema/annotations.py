@@ -22,7 +22,7 @@ from engine.schema.constraints import Cardinality, CheckRule, Metadata, RangeRul
 from engine.schema.errors import SchemaError
 from engine.schema.syntax import Annotation, Arg, Name, Range
 from engine.schema.tables import Property
-from engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, ListType, ScalarType, VectorType
+from engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, UNORDERED_TYPES, BlobType, ScalarType
 
 KNOWN_METADATA = ("description", "instruction", "embed", "rename_from")
 """Metadata annotations the language knows: one string argument (``@embed`` also takes a name)."""
@@ -153,7 +153,7 @@ def _members(
     annotation: Annotation, kind: str, properties: dict[str, Property], allow_collections: bool
 ) -> tuple[str, ...]:
     """The checked members of a body ``@unique``/``@index``: declared properties (an edge may name
-    ``src``/``dst``), distinct, and (for ``@unique``) neither lists nor vectors."""
+    ``src``/``dst``), distinct, never a Blob, and (for ``@unique``) neither lists nor vectors."""
     seen: list[str] = []
     for member in _member_names(annotation, 1):
         system = kind == "edge" and member.value in EDGE_SYSTEM_MEMBERS
@@ -162,7 +162,8 @@ def _members(
             raise _error(f"@{annotation.name.value} names unknown property '{member.value}'", member)
         if member.value in seen:
             raise _error(f"@{annotation.name.value} names '{member.value}' twice", member)
-        if prop is not None and not allow_collections and isinstance(prop.type, (ListType, VectorType)):
+        refused = BlobType if allow_collections else UNORDERED_TYPES
+        if prop is not None and isinstance(prop.type, refused):
             raise _error(f"@{annotation.name.value} is not allowed on a {prop.type} property", member)
         seen.append(member.value)
     return tuple(seen)

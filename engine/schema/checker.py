@@ -32,7 +32,7 @@ from engine.schema.errors import SchemaError
 from engine.schema.parser import unsupported
 from engine.schema.syntax import Annotation, Name, PropDecl, TypeDecl
 from engine.schema.tables import Property, TableDef
-from engine.schema.types import ListType, VectorType
+from engine.schema.types import UNORDERED_TYPES, BlobType
 
 TYPE_NAME = re.compile(r"[A-Z][A-Za-z0-9_]*\Z")
 PROPERTY_NAME = re.compile(r"[a-z_][A-Za-z0-9_]*\Z")
@@ -214,9 +214,10 @@ def _check_property_name(name: Name) -> None:
 
 def _property(prop: PropDecl, warnings: list[SchemaWarning]) -> Property:
     flags, metadata = property_annotations(prop.annotations, warnings)
-    if "unique" in flags and isinstance(prop.type, (ListType, VectorType)):
-        at = next(a.name for a in prop.annotations if a.name.value == "unique")
-        raise _error(f"@unique is not allowed on a {prop.type} property", at)
+    for flag, refused in (("unique", UNORDERED_TYPES), ("index", BlobType)):
+        if flag in flags and isinstance(prop.type, refused):
+            at = next(a.name for a in prop.annotations if a.name.value == flag)
+            raise _error(f"@{flag} is not allowed on a {prop.type} property", at)
     return Property(
         name=prop.name.value,
         type=prop.type,
@@ -262,6 +263,6 @@ def _key_members(members: tuple[Name, ...], properties: dict[str, Property]) -> 
         seen.add(member.value)
         if prop.nullable:
             raise _error(f"@key property '{member.value}' must not be nullable", member)
-        if isinstance(prop.type, (ListType, VectorType)):
+        if isinstance(prop.type, UNORDERED_TYPES):
             raise _error(f"@key property '{member.value}' must not be a {prop.type}", member)
     return tuple(member.value for member in members)

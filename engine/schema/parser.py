@@ -11,7 +11,7 @@ Grammar (commas between members are optional; whitespace and newlines separate):
     property   := NAME ":" type "?"? annotation*
     annotation := "@" NAME ("(" (arg ("," arg)* ","?)? ")")?
     arg        := NAME | STRING | NUMBER | NUMBER? ".." (NUMBER | "*")?
-    type       := SCALAR | "[" SCALAR "]" | "enum" "(" NAME ("," NAME)* ","? ")" | "Vector" "(" INT ")"
+    type       := SCALAR | "[" SCALAR "]" | "enum" "(" NAME ("," NAME)* ","? ")" | "Vector" "(" INT ")" | "Blob"
 
 After a property, ``@range(...)`` and ``@check(...)``, and ``@key``/``@unique``/``@index``
 immediately followed by ``(``, start a body-level member; every other annotation belongs to
@@ -27,6 +27,7 @@ from engine.schema.lexer import Token, tokenize
 from engine.schema.syntax import Annotation, Arg, Name, Number, PropDecl, Range, TypeDecl
 from engine.schema.types import (
     SCALAR_ARROW_TYPES,
+    BlobType,
     EnumType,
     ListType,
     PropertyType,
@@ -39,8 +40,6 @@ BODY_ONLY = frozenset({"range", "check"})
 """Annotations that are body-level members wherever they are written."""
 BODY_WITH_ARGS = frozenset({"key", "unique", "index"})
 """Annotations that are body-level members when written with parentheses."""
-UNSUPPORTED_TYPES = {"Blob": "Blob"}
-"""Type names of other releases of the language, refused by feature name."""
 UNSUPPORTED_DECLS = {"enum": "enum declaration", "type": "type declaration", "import": "import"}
 """Top-level words of other graph schema languages, refused by feature name."""
 
@@ -248,8 +247,6 @@ class _Parser:
     def _scalar(self, token: Token) -> ScalarType:
         if token.kind != "ident":
             raise self._fail(token, "a type")
-        if token.value in UNSUPPORTED_TYPES:
-            raise unsupported(UNSUPPORTED_TYPES[token.value], token)
         if token.value not in SCALAR_ARROW_TYPES:
             raise SchemaError(f"unknown type '{token.value}'", token.line, token.column)
         return ScalarType(token.value)
@@ -260,7 +257,7 @@ class _Parser:
             item_token = self._next()
             if item_token.kind == "punct" and item_token.value == "[":
                 raise SchemaError("list items must be scalar types", item_token.line, item_token.column)
-            if item_token.kind == "ident" and item_token.value in ("enum", "Vector"):
+            if item_token.kind == "ident" and item_token.value in ("enum", "Vector", "Blob"):
                 raise SchemaError(
                     f"list items must be scalar types, not {item_token.value}", item_token.line, item_token.column
                 )
@@ -273,6 +270,8 @@ class _Parser:
             return self._enum()
         if token.kind == "ident" and token.value == "Vector":
             return self._vector()
+        if token.kind == "ident" and token.value == "Blob":
+            return BlobType()
         return self._scalar(token)
 
     def _enum(self) -> EnumType:

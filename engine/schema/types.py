@@ -1,8 +1,9 @@
 """Property types of the schema language and their Arrow storage types.
 
 The hierarchy is closed: :class:`ScalarType`, :class:`ListType` (a list of scalars),
-:class:`EnumType` (a string restricted to an allowed set) and :class:`VectorType`
-(``fixed_size_list<float32, n>``). ``str(t)`` spells a type as the schema language does.
+:class:`EnumType` (a string restricted to an allowed set), :class:`VectorType`
+(``fixed_size_list<float32, n>``) and :class:`BlobType` (a Lance blob column). ``str(t)`` spells
+a type as the schema language does.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import pyarrow as pa
+from lance.blob import BlobType as LanceBlobType
 
 SCALAR_ARROW_TYPES: dict[str, pa.DataType] = {
     "String": pa.utf8(),
@@ -106,3 +108,22 @@ class VectorType(PropertyType):
 
     def describe(self) -> str:
         return f"Vector({self.dim})"
+
+
+@dataclass(frozen=True)
+class BlobType(PropertyType):
+    """``Blob``: a byte payload stored in a Lance blob column (``lance.blob.v2``).
+
+    A cell holds managed bytes or a reference to an external object (:mod:`engine.blobs`); reads
+    of the column give descriptors, and the bytes are fetched one cell at a time.
+    """
+
+    def arrow_type(self) -> pa.DataType:
+        return LanceBlobType()
+
+    def describe(self) -> str:
+        return "Blob"
+
+
+UNORDERED_TYPES = (ListType, VectorType, BlobType)
+"""Types whose values are not compared as wholes: never a key, ``@unique`` or ``where`` operand."""

@@ -17,6 +17,8 @@ DateTime       int epoch ms or ISO-8601 string       naive UTC ``datetime.dateti
                (naive = UTC; sub-ms refused)         epoch ms
 [T]            array of T (null items allowed)       ``list``
 Vector(n)      array of exactly n finite numbers     ``list[float]`` of float32 values
+Blob           ``"base64:..."`` or a URI string      ``lance.blob.Blob`` (:mod:`engine.schema.blob_values`);
+                                                     exported by the export itself (it reads the bytes)
 =============  ====================================  ==========================================
 """
 
@@ -29,10 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from engine.schema.blob_values import BlobSpellingError, parse_blob
 from engine.schema.ids import EPOCH_DATE, EPOCH_DATETIME, ONE_MS
 from engine.schema.tables import Property
 from engine.schema.types import (
     INTEGER_RANGES,
+    BlobType,
     EnumType,
     ListType,
     PropertyType,
@@ -76,6 +80,11 @@ def coerce_value(ptype: PropertyType, value: Any) -> Any:
         if not isinstance(value, list):
             raise InvalidValue(f"expected {ptype}, got {_show(value)}")
         return [None if item is None else _scalar(ptype.item.name, item) for item in value]
+    if isinstance(ptype, BlobType):
+        try:
+            return parse_blob(value)
+        except BlobSpellingError as error:
+            raise InvalidValue(str(error)) from None
     assert isinstance(ptype, VectorType)
     if not isinstance(value, list) or len(value) != ptype.dim:
         raise InvalidValue(f"expected {ptype} (a list of {ptype.dim} numbers), got {_show(value)}")
@@ -159,7 +168,8 @@ def _datetime(value: Any) -> dt.datetime:
 
 
 def export_value(ptype: PropertyType, value: Any) -> Any:
-    """The JSON value of a stored (``to_pylist``) non-null ``value`` of ``ptype``."""
+    """The JSON value of a stored (``to_pylist``) non-null ``value`` of ``ptype``; a Blob cell
+    arrives already spelled (by :mod:`engine.ops.export`)."""
     if isinstance(ptype, ScalarType):
         return _export_scalar(ptype.name, value)
     if isinstance(ptype, ListType):

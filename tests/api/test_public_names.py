@@ -16,7 +16,7 @@ import omnigraph
 
 PUBLIC: dict[str, set[str]] = {
     "omnigraph": {
-        "BadRequest", "Branch", "CheckReport", "ChunkedMutationResult", "ClaimHeld", "Commit", "CreatedBranch",
+        "BadRequest", "BlobReader", "Branch", "CheckReport", "ChunkedMutationResult", "ClaimHeld", "Commit", "CreatedBranch",
         "DeletedBranch", "ENGINE", "FORMAT_4_WRITER", "FormatBarrier", "FormatRefused", "Graph", "InitResult", "KeyConflict",
         "LoadResult", "MergeConflict", "MergeResult", "MutationResult", "NotFound", "OmnigraphError", "PreconditionFailed",
         "QueryResult", "ReadOnlyGraph", "ReadSetConflict", "Readiness", "Recovery", "RecoveryRequired", "ResourceLimit",
@@ -48,8 +48,8 @@ PUBLIC: dict[str, set[str]] = {
     },
 }
 GRAPH_METHODS = {
-    "branches", "check", "close", "commits", "create_branch", "delete_branch", "export", "export_jsonl", "export_tables",
-    "fleet_membership", "load", "merge", "mutate", "mutate_chunked", "open_query", "query", "readiness",
+    "blob", "branches", "check", "close", "commits", "create_branch", "delete_branch", "export", "export_jsonl", "export_tables",
+    "fleet_membership", "load", "merge", "mutate", "mutate_chunked", "open_blob", "open_query", "query", "readiness",
     "resume_mutation", "snapshot", "stamp",
 }
 RAISES = re.compile(r"^\s*Raises:\n((?:\s{8,}.*\n?)+)", re.MULTILINE)

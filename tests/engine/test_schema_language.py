@@ -74,7 +74,10 @@ def test_identical_redeclaration_merges_annotations() -> None:
 
 
 REFUSALS = [
-    ("node A { x: Blob }", 1, 13, "unsupported schema feature: Blob"),
+    ("node A { x: Blob @key }", 1, 18, "@key property 'x' must not be a Blob"),
+    ("node A { x: Blob @index }", 1, 18, "@index is not allowed on a Blob property"),
+    ("node A { x: Blob  y: I32  @index(y, x) }", 1, 37, "@index is not allowed on a Blob property"),
+    ("node A { x: [Blob] }", 1, 14, "list items must be scalar types, not Blob"),
     ("node B {}\nnode A : B {}", 2, 8, "unsupported schema feature: type inheritance"),
     ("node A { x: I32 = 3 }", 1, 17, "unsupported schema feature: default value"),
     ("enum Color { red }", 1, 1, "unsupported schema feature: enum declaration"),
@@ -175,7 +178,7 @@ def _annotation(draw: st.DrawFn, names: list[str]) -> str:
 
 @st.composite
 def _type(draw: st.DrawFn) -> str:
-    kind = draw(st.sampled_from(["scalar", "list", "enum", "vector"]))
+    kind = draw(st.sampled_from(["scalar", "list", "enum", "vector", "blob"]))
     scalar = draw(st.sampled_from(_SCALARS))
     if kind == "list":
         return f"[{scalar}]"
@@ -183,6 +186,8 @@ def _type(draw: st.DrawFn) -> str:
         return f"enum({', '.join(draw(st.lists(_PROP_NAMES, min_size=1, max_size=3, unique=True)))})"
     if kind == "vector":
         return f"Vector({draw(st.integers(1, 64))})"
+    if kind == "blob":
+        return "Blob"
     return scalar
 
 

@@ -702,3 +702,90 @@ def test_cleanup_with_a_version_list_deletes_exactly_those_versions(lx: Lx) -> N
     assert sorted(lx.open(name).checkout_version(("b", 5)).to_table()["id"].to_pylist()) == ["a", "b", "c", "d", "x", "y"]
     assert [v["version"] for v in lx.open(name).versions()] == [1, 3, 4]
     assert isinstance(lx.open(name).versions()[0]["timestamp"], dt.datetime)
+
+
+# ---------------------------------------------------------------------------------------------
+# Blob columns (engine.storage.blob_cells, engine.ops.blob_staging, the door's overwrite)
+
+
+def blob_schema() -> pa.Schema:
+    from lance.blob import blob_field
+
+    return pa.schema([pa.field("id", pa.string(), nullable=False, metadata={PK_KEY: "true"}), blob_field("b")])
+
+
+def blob_rows(values: dict[str, object]) -> pa.Table:
+    from lance.blob import blob_array
+
+    return pa.table({"id": list(values), "b": blob_array(list(values.values()))}, schema=blob_schema())
+
+
+def descriptors(ds: lance.LanceDataset) -> dict[str, dict[str, object] | None]:
+    table = ds.to_table()
+    return dict(zip(table["id"].to_pylist(), table["b"].to_pylist(), strict=True))
+
+
+def test_blob_columns_read_as_descriptors_and_bytes_come_by_row_id(lx: Lx) -> None:
+    """A ``blob_field`` column is stored as ``lance.blob.v2``; a scan gives descriptors
+    ``{kind, position, size, blob_id, blob_uri}`` (kind 0 inline, 1 packed, 2 dedicated, by
+    size), and ``take_blobs(ids=_rowid)`` gives file-like cells (None for null). Rule: the
+    engine reads payloads through take_blobs, one cell at a time, and sizes cells by descriptor."""
+    lx.create("blob", blob_rows({"a": b"x", "big": b"y" * (5 << 20), "mid": b"z" * 100_000, "n": None}))
+    ds = lx.open("blob")
+    assert str(ds.schema.field("b").type) == "extension<lance.blob.v2<BlobType>>"
+    found = descriptors(ds)
+    assert found["n"] is None and {d["kind"] for d in found.values() if d} == {0, 1, 2}
+    assert {k: d["size"] for k, d in found.items() if d} == {"a": 1, "big": 5 << 20, "mid": 100_000}
+    scanned = ds.to_table(columns=["id"], with_row_id=True)
+    by_id = dict(zip(scanned["id"].to_pylist(), scanned["_rowid"].to_pylist(), strict=True))
+    cells = ds.take_blobs("b", ids=[by_id["mid"], by_id["n"], by_id["a"]])
+    assert cells[1] is None and cells[0].readall() == b"z" * 100_000 and cells[2].size() == 1
+
+
+def test_external_blob_uris_need_the_overwrite_flag_and_merge_insert_refuses_them(lx: Lx, tmp_path) -> None:
+    """An external URI (outside the dataset's bases) is refused by merge_insert, and by overwrite
+    unless ``allow_external_blob_outside_bases=True``, which stores it as a reference (kind 3,
+    position and size 0 for the whole object) read through on every take. Rules: load overwrite
+    keeps references (the door passes the flag); inserts and upserts copy the bytes first; a
+    reference whose object is gone is not_found."""
+    from lance.blob import Blob
+
+    target = tmp_path / "object.bin"
+    target.write_bytes(b"first")
+    uri = target.as_uri()
+    lx.create("ext", blob_rows({"seed": b"s"}))
+    with pytest.raises(OSError, match="outside registered external bases"):
+        fenced_insert(lx.open("ext"), blob_rows({"r": Blob.from_uri(uri)}))
+    with pytest.raises(OSError, match="allow_external_blob_outside_bases"):
+        lx.overwrite("ext", blob_rows({"r": Blob.from_uri(uri)}))
+    lance.write_dataset(blob_rows({"r": Blob.from_uri(uri)}), lx.uri("ext"), mode="overwrite",
+                        storage_options=lx.opts, allow_external_blob_outside_bases=True)
+    ds = lx.open("ext")
+    assert descriptors(ds)["r"] == {"kind": 3, "position": 0, "size": 0, "blob_id": 0, "blob_uri": uri}
+    target.write_bytes(b"second!")
+    assert ds.take_blobs("b", indices=[0])[0].readall() == b"second!"
+    target.unlink()  # a gone object fails the whole take, "Not found" (engine.storage.blob_cells)
+    with pytest.raises((OSError, ValueError), match="Not found"):
+        ds.take_blobs("b", indices=[0])
+
+
+def test_an_upsert_rewrites_only_matched_rows_and_may_repeat_a_descriptor(lx: Lx) -> None:
+    """A fenced upsert of one row of a blob table deletes it from its fragment (a deletion file,
+    the fragment's data files untouched) and writes it, payload included, to a new fragment; the
+    new inline cell can carry the very descriptor the old one had although its bytes differ.
+    Rules: an update rewrites the payloads of matched rows only; the merge diff and drift
+    comparisons digest payloads, never descriptors."""
+    lx.create("up", blob_rows({"a": b"1", "b": b"2", "c": b"3"}))
+    before = {f.fragment_id: [d.path for d in f.data_files()] for f in lx.open("up").get_fragments()}
+    was = descriptors(lx.open("up"))["a"]
+    fenced_upsert(lx.open("up"), blob_rows({"a": b"9"}))
+    ds = lx.open("up")
+    fragments = {f.fragment_id: f for f in ds.get_fragments()}
+    (old,) = before
+    assert [d.path for d in fragments[old].data_files()] == before[old]
+    assert fragments[old].metadata.deletion_file.num_deleted_rows == 1
+    (new,) = set(fragments) - {old}
+    assert fragments[new].count_rows() == 1
+    assert descriptors(ds)["a"] == was
+    row = ds.to_table(columns=["id"], filter="id = 'a'", with_row_id=True)["_rowid"].to_pylist()
+    assert ds.take_blobs("b", ids=row)[0].readall() == b"9"

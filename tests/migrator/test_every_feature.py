@@ -64,6 +64,8 @@ def test_every_feature_on_both_binaries_and_after_the_upgrade(tmp_path: Path) ->
         query.write_text(DELETE_LEAD)
         refused = invoke(OMNIGRAPH, "mutate", "--query", query, root)
         assert refused.returncode == 1 and "Team 'Core': would be the source of 0 Lead edge(s)" in refused.stderr
+        logo = invoke(OMNIGRAPH, "blob", "get", "--type", "Team", "--id", "Core", "--property", "logo", root)
+        assert logo.returncode == 0 and logo.stdout_bytes == b"\x89PNG\r\n\x1a\n", logo.describe()
         assert_check_clean(str(root))
 
 

@@ -66,6 +66,9 @@ def endpoints() -> list[Endpoint]:
         Endpoint("GET", "/branches/{branch}/snapshot", Grant.READ, lambda c, n: c.get("/branches/main/snapshot")),
         Endpoint("GET", "/branches/{branch}/commits", Grant.READ, lambda c, n: c.get("/branches/main/commits")),
         Endpoint("GET", "/branches/{branch}/export", Grant.EXPORT, lambda c, n: c.get("/branches/main/export")),
+        # the example graph has no Blob property: a granted call reaches the handler, which refuses `age`
+        Endpoint("GET", "/branches/{branch}/blob", Grant.READ, lambda c, n: c.get(
+            "/branches/main/blob", params={"type": "Person", "id": "Alice", "property": "age"}), ok=400),
         Endpoint("POST", "/branches/{branch}/query", Grant.READ, lambda c, n: c.post(
             "/branches/main/query", json={"query": "query people() { match { $p: Person } return { $p.name } }"})),
         Endpoint("POST", "/branches", Grant.BRANCH, lambda c, n: c.post("/branches", json={"name": f"made-{n}"}), ok=201),

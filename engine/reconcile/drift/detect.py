@@ -47,6 +47,7 @@ from engine.manifest import Manifest, TableEntry, lance_branch_name
 from engine.reconcile import intents
 from engine.reconcile.drift.report import UNDECODED, OutOfBandCommit, StepKind, TableDriftReport
 from engine.storage import GraphStore, LanceBranch, latest_version, list_branches, open_dataset, open_pinned, primary_key
+from engine.storage.blob_cells import ROW_ID, blob_names, digests
 
 _REWRITE = "Rewrite"
 _UNDECODABLE_REWRITE_MARKER = "RewrittenIndex"
@@ -81,12 +82,20 @@ def _keeps_fencing(before: list[str], after: list[str]) -> bool:
 
 
 def _sorted_rows(dataset: lance.LanceDataset) -> pa.Table:
-    table = dataset.to_table()
+    """Every row by id; a Blob column as its cells' digests (a rewrite moves the payloads, so the
+    descriptors change while the bytes do not)."""
+    names = blob_names(dataset.schema)
+    table = dataset.to_table(with_row_id=bool(names))
+    for name in names:
+        table = table.set_column(table.schema.get_field_index(name), name, digests(dataset, table, name))
+    if names:
+        table = table.drop_columns([ROW_ID])
     return table.sort_by([(KEY_COLUMN, "ascending")]).combine_chunks()
 
 
 def same_rows(first: lance.LanceDataset, second: lance.LanceDataset) -> bool:
-    """True if both images hold the same rows (ids and every column), whatever their layout."""
+    """True if both images hold the same rows (ids and every column, Blob payloads by digest),
+    whatever their layout."""
     if first.count_rows() != second.count_rows():
         return False
     return _sorted_rows(first).equals(_sorted_rows(second))

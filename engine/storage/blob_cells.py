@@ -1,0 +1,136 @@
+"""Stored Blob cells: reading a blob column's payloads from a pinned image.
+
+A scan of a Lance blob column yields *descriptors* (``kind, position, size, blob_id,
+blob_uri``), not bytes; the bytes of a cell come from ``LanceDataset.take_blobs`` by stable row id
+(``_rowid``), one file-like :class:`lance.BlobFile` per cell, read lazily. Descriptor kinds of
+the pinned Lance (``tests/guards/test_lance_surface.py``): 0 inline, 1 packed, 2 dedicated (all
+three: bytes the table manages), 3 external (a reference; ``position``/``size`` 0 for the whole
+object). Every function here reads at most one cell's payload at a time, except
+:func:`materialize`, whose caller bounds the bytes first (:func:`stored_sizes`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import lance
+import pyarrow as pa
+from lance.blob import Blob, blob_array
+from lance.blob import BlobType as LanceBlobType
+
+from engine.errors import NotFound
+
+T = TypeVar("T")
+ROW_ID = "_rowid"
+_GONE = "Not found"
+"""How Lance's error for a missing object starts (the pinned Lance's wording)."""
+REFERENCE_KIND = 3
+"""The descriptor kind of an external reference."""
+READ_CHUNK = 1024 * 1024
+_TAKE_BATCH = 256
+"""Cells opened per ``take_blobs`` call (handles only: payloads are read one at a time)."""
+
+
+def blob_names(schema: pa.Schema) -> list[str]:
+    """The names of the blob columns of a logical (dataset or catalog) schema, in schema order."""
+    return [f.name for f in schema if isinstance(f.type, LanceBlobType)]
+
+
+def whole_reference(descriptor: dict[str, Any] | None) -> str | None:
+    """The URI of a descriptor that references a whole external object, else None."""
+    if descriptor is None or descriptor["kind"] != REFERENCE_KIND:
+        return None
+    return str(descriptor["blob_uri"]) if descriptor["position"] == 0 and descriptor["size"] == 0 else None
+
+
+def cells(dataset: lance.LanceDataset, column: str, row_ids: list[int]) -> Iterator[lance.BlobFile | None]:
+    """The cells of ``column`` for ``row_ids`` (stable row ids of ``dataset``), in order; None
+    for a null cell. Handles are opened :data:`_TAKE_BATCH` at a time. A referenced external
+    object that is gone is ``not_found`` (Lance fails the whole take)."""
+    for start in range(0, len(row_ids), _TAKE_BATCH):
+        try:
+            taken = dataset.take_blobs(column, ids=row_ids[start:start + _TAKE_BATCH])
+        except (OSError, ValueError) as error:
+            if _GONE not in str(error):
+                raise
+            raise NotFound(
+                f"a {column} cell references an external object that is gone ({error}); restore the object, or "
+                "load the row again with its bytes (omnigraph load --mode merge --data FILE GRAPH)",
+                {"property": column},
+            ) from None
+        yield from taken
+
+
+def stored_sizes(dataset: lance.LanceDataset, rows: pa.Table, names: list[str]) -> int:
+    """The payload bytes of the blob cells of ``rows`` (descriptors and ``_rowid`` as scanned),
+    read from the descriptors; a whole-object reference (size unknown to its descriptor) is
+    sized by its handle. No payload is read."""
+    total = 0
+    row_ids = rows.column(ROW_ID).to_pylist()
+    for name in names:
+        descriptors = rows.column(name).to_pylist()
+        unsized = [row_id for row_id, d in zip(row_ids, descriptors, strict=True) if whole_reference(d) is not None]
+        total += sum(int(d["size"]) for d in descriptors if d is not None and whole_reference(d) is None)
+        total += sum(cell.size() for cell in cells(dataset, name, unsized) if cell is not None)
+    return total
+
+
+def materialize(dataset: lance.LanceDataset, rows: pa.Table, names: list[str]) -> pa.Table:
+    """``rows`` (scanned with ``_rowid``) with each blob column's descriptors replaced by its
+    payloads as managed bytes (a reference's bytes are copied: Lance's merge-insert cannot keep
+    one), and ``_rowid`` dropped. The caller has bounded the bytes (:func:`stored_sizes`)."""
+    row_ids = rows.column(ROW_ID).to_pylist()
+    for name in names:
+        values = [None if cell is None else Blob.from_bytes(cell.readall()) for cell in cells(dataset, name, row_ids)]
+        rows = rows.set_column(rows.schema.get_field_index(name), name, blob_array(values))
+    return rows.drop_columns([ROW_ID])
+
+
+def stored_values(column: pa.ChunkedArray) -> list[Any]:
+    """``column.to_pylist()``, except that a materialized Blob column (:func:`materialize`) gives
+    ``lance.blob.Blob`` values, as coercion does, so that its rows can be staged again."""
+    if not isinstance(column.type, LanceBlobType):
+        return column.to_pylist()
+    cells = column.combine_chunks().storage.to_pylist()
+    return [None if cell is None else Blob.from_bytes(cell["data"]) for cell in cells]
+
+
+def digest(cell: lance.BlobFile) -> str:
+    """The SHA-256 (hex) of one cell's payload, read :data:`READ_CHUNK` bytes at a time."""
+    hasher = hashlib.sha256()
+    while chunk := cell.read(READ_CHUNK):
+        hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def _each(
+    dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatch, name: str, read: Callable[[lance.BlobFile], T]
+) -> list[str | T | None]:
+    """Per cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``): None for null, the
+    URI of a whole-object reference (its object is not opened), else ``read`` of the cell (one
+    cell at a time)."""
+    descriptors = rows.column(name).to_pylist()
+    found: list[str | T | None] = [None if d is None else whole_reference(d) for d in descriptors]
+    managed = [i for i, (d, f) in enumerate(zip(descriptors, found, strict=True)) if d is not None and f is None]
+    row_ids = rows.column(ROW_ID).to_pylist()
+    for index, cell in zip(managed, cells(dataset, name, [row_ids[i] for i in managed]), strict=True):
+        assert cell is not None
+        found[index] = read(cell)
+    return found
+
+
+def digests(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatch, name: str) -> pa.Array:
+    """A Utf8 summary of each cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``)
+    that differs whenever the stored value does: ``sha256:<hex>`` of managed bytes, the URI of a
+    whole-object reference (a URI never starts ``sha256:``); null for null. Descriptors alone
+    would not do: a rewritten cell may get the same descriptor."""
+    return pa.array(_each(dataset, rows, name, lambda cell: "sha256:" + digest(cell)), pa.utf8())
+
+
+def contents(dataset: lance.LanceDataset, rows: pa.Table, name: str) -> list[bytes | str | None]:
+    """Each cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``) as what it stores:
+    the URI (``str``) of a whole-object reference, else its bytes (a ranged reference gives the
+    bytes of its range); None for null."""
+    return _each(dataset, rows, name, lambda cell: cell.readall())
