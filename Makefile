@@ -34,7 +34,7 @@ BENCH_WORKDIR ?= $(or $(TMPDIR),/tmp)/omnigraph-bench
 
 bench: bytecode
 	status=0; \
-	for script in startup_bench write_bench serve_bench migrate_bench; do \
+	for script in startup_bench write_bench serve_bench migrate_bench units_bench; do \
 		$(VENV)/bin/python bench/$$script.py || status=1; \
 	done; \
 	$(VENV)/bin/python bench/query_bench.py --work $(BENCH_WORKDIR)/query_bench || status=1; \

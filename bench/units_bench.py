@@ -6,15 +6,16 @@ units, most inherited. For each ``--parallel`` value, ``--runs`` times:
 1. local: build a fresh fixture in a temporary directory (not measured), then time
    ``omnigraph-migrate run GRAPH --owner bench --json --parallel N`` as a subprocess (wall, peak
    RSS from ``os.wait4``); exit 0 and stamp 5 are required;
-2. S3: build a fresh fixture in a new bucket of the moto server (directly, not measured), then
-   run the same command against a loopback proxy to it (``tests/support/s3_fault_proxy.py``)
-   that holds every answer for ``--latency`` seconds, and count the requests the migration made
+2. S3, twice: build a fresh fixture in a new bucket of the moto server (directly, not
+   measured), then run the same command against a loopback proxy to it
+   (``tests/support/s3_fault_proxy.py``) that holds every answer for ``--latency`` seconds (and
+   once for 0 s: what the test server itself costs), and count the requests the migration made
    by kind: object-store writes (PUT/POST/DELETE) of the migration's own documents (under
    ``__migration/``), writes of Lance (its data, manifests and refs), and reads.
 
-It prints one table of medians per N: local and S3 wall, their ratio (the target is
-S3 <= 3x local), and requests per unit (the target is at most 3 migration-document writes per
-unit besides Lance's own commits).
+It prints one table of medians per N: local wall, S3 wall without and with the added latency,
+the ratio of the latter to local (the target is <= 3x), and requests per unit (the target is at
+most 3 migration-document writes per unit besides Lance's own commits).
 
 Usage: ``.venv/bin/python bench/units_bench.py [--runs 3] [--parallel 1 8] [--branches 32]
 [--latency 0.02] [--json results.json]``.
@@ -127,6 +128,7 @@ def run_local(branches: int, parallel: int) -> Run:
 
 
 def run_s3(endpoint: str, branches: int, parallel: int, latency: float) -> Run:
+    """One migration on S3 behind ``latency`` seconds per request (backend ``s3+<ms>ms``)."""
     import boto3
 
     bucket = f"bench-{uuid.uuid4().hex[:12]}"
@@ -137,7 +139,8 @@ def run_s3(endpoint: str, branches: int, parallel: int, latency: float) -> Run:
     with FaultProxy(endpoint, seed=0, rate=1.0, faults=("slow",), slow_seconds=latency) as proxy:
         wall, rss = _migrate(uri, parallel, {**os.environ, **S3_ENV, "AWS_ENDPOINT_URL": proxy.endpoint})
         kinds = Counter(_kind(method, path) for method, path in proxy.requests)
-    return Run("s3", parallel, wall, rss, kinds["migration_writes"], kinds["lance_writes"], kinds["reads"])
+    backend = f"s3+{latency * 1000:.0f}ms"
+    return Run(backend, parallel, wall, rss, kinds["migration_writes"], kinds["lance_writes"], kinds["reads"])
 
 
 def _median(runs: list[Run], field: str) -> float:
@@ -163,19 +166,22 @@ def main(argv: list[str] | None = None) -> int:
         for parallel in args.parallel:
             for _ in range(args.runs):
                 runs.append(run_local(args.branches, parallel))
+                runs.append(run_s3(endpoint, args.branches, parallel, 0.0))
                 runs.append(run_s3(endpoint, args.branches, parallel, args.latency))
     finally:
         server.terminate()
         server.wait(timeout=10)
     print(f"{units} units ({args.branches} branches x 4 tables), S3 latency {args.latency * 1000:.0f} ms, "
           f"medians of {args.runs}")
-    print(f"{'parallel':>8} {'local s':>8} {'S3 s':>8} {'S3/local':>9} {'mig writes/unit':>16} "
+    slow = f"s3+{args.latency * 1000:.0f}ms"
+    print(f"{'parallel':>8} {'local s':>8} {'S3 s':>8} {slow + ' s':>10} {'/local':>7} {'mig writes/unit':>16} "
           f"{'Lance writes/unit':>18} {'reads/unit':>11} {'RSS MiB':>8}")
     for parallel in args.parallel:
         local = [r for r in runs if r.backend == "local" and r.parallel == parallel]
-        s3 = [r for r in runs if r.backend == "s3" and r.parallel == parallel]
+        fast = [r for r in runs if r.backend == "s3+0ms" and r.parallel == parallel]
+        s3 = [r for r in runs if r.backend == slow and r.parallel == parallel]
         local_wall, s3_wall = _median(local, "wall_s"), _median(s3, "wall_s")
-        print(f"{parallel:>8} {local_wall:>8.2f} {s3_wall:>8.2f} {s3_wall / local_wall:>8.2f}x "
+        print(f"{parallel:>8} {local_wall:>8.2f} {_median(fast, 'wall_s'):>8.2f} {s3_wall:>10.2f} {s3_wall / local_wall:>6.2f}x "
               f"{_median(s3, 'migration_writes') / units:>16.2f} {_median(s3, 'lance_writes') / units:>18.2f} "
               f"{_median(s3, 'reads') / units:>11.1f} {_median(s3, 'peak_rss_mib'):>8.0f}")
     if args.json:

@@ -189,7 +189,7 @@ class GraphStore:
     def delete(self, rel: str) -> None:
         """Remove the object at ``rel``; absent is not an error."""
         try:
-            self.fs.rm(self.path(rel))
+            self.fs.rm_file(self.path(rel))
         except FileNotFoundError:
             pass
 

@@ -8,12 +8,16 @@ from pathlib import Path
 import pytest
 
 from claims import inspect
+from cli import parallel_option
 from engine.door import LEGACY_PROFILE
 from engine.failpoints import FAILPOINT_EXIT_STATUS
 from engine.graph import open_graph
 from engine.manifest import Manifest
 from engine.storage import list_branches, open_dataset, open_store, primary_key
 from ledger import Ledger
+from migrator import sidecar as sidecars
+from migrator import unit_pool
+from migrator.fan_out import fan_out
 from migrator.layout import CLAIM_PATH, ledger_dir
 from tests.conftest import new_root
 from tests.support.check_helpers import assert_check_clean, assert_check_finds
@@ -234,3 +238,60 @@ def test_an_interrupted_abort_is_finished_by_aborting_again(compact_graph: str) 
     # The abort keeps the fork the crashed unit made and never published; check names it.
     report = assert_check_finds(compact_graph, ["unpinned_table_branch"])
     assert [f["details"]["table_branch"] for f in report["findings"]] == ["feat"]
+
+
+# --parallel: units of distinct branches in flight at once. The compact fixture has four
+# branches, so a crash with --parallel 4 may leave up to four units in progress at once.
+@pytest.mark.parametrize("failpoint", ["unit.after_sidecar", "unit.after_pk", "unit.after_publish"])
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # on S3 the default is 16 in flight: S3_FAILPOINTS
+def test_crash_with_units_in_flight_then_parallel_resume_converges(compact_graph: str, failpoint: str) -> None:
+    before = exports(compact_graph)
+    crashed = migrate("run", compact_graph, "--owner", "ci", "--parallel", "4", failpoint=failpoint)
+    assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
+    token = claim_token(compact_graph)
+    holder = inspect(open_store(compact_graph), CLAIM_PATH)
+    assert holder is not None
+    in_progress = sidecars.remaining(open_store(compact_graph), holder.migration_id)
+    assert len(in_progress) >= 1
+    assert len({unit.split("~")[0] for unit in in_progress}) == len(in_progress)  # at most one per branch
+    resumed = migrate("resume", compact_graph, "--token", token, "--parallel", "4", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    migration_id = json.loads(resumed.stdout)["migration_id"]
+    assert_fully_migrated(compact_graph, before, migration_id, tables=4)
+    records = Ledger(open_store(compact_graph), ledger_dir(migration_id)).replay().records
+    assert [seq for seq, _ in records] == list(range(1, len(records) + 1))
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+def test_parallel_out_of_range_is_a_usage_error_with_nothing_written(compact_graph: str) -> None:
+    for value in ("0", "65", "x"):
+        refused = migrate("run", compact_graph, "--owner", "ci", "--parallel", value)
+        assert refused.returncode == 2, refused.stderr
+        assert "--parallel" in refused.stderr
+    assert Manifest(open_store(compact_graph)).read_stamp()[0] == "4"
+    assert inspect(open_store(compact_graph), CLAIM_PATH) is None
+    assert unit_pool.MAX_PARALLEL == parallel_option.MAX_PARALLEL
+
+
+def test_fan_out_keeps_the_order_of_its_inputs_and_raises_the_first_failure() -> None:
+    import threading
+    import time
+
+    seen: set[str] = set()
+
+    def slow_echo(item: int) -> int:
+        seen.add(threading.current_thread().name)
+        time.sleep(0.02 * (5 - item))
+        return item * 10
+
+    assert fan_out(slow_echo, [0, 1, 2, 3, 4], 5) == [0, 10, 20, 30, 40]
+    assert len(seen) > 1  # really in flight at once
+
+    def failing(item: int) -> int:
+        time.sleep(0.01 * (5 - item))
+        if item in (1, 3):
+            raise ValueError(f"item {item}")
+        return item
+
+    with pytest.raises(ValueError, match="item 1"):
+        fan_out(failing, [0, 1, 2, 3, 4], 4)

@@ -24,6 +24,8 @@ from engine.graph import init_graph
 from engine.ops import create_branch
 from engine.ops.load import load
 from engine.storage import open_store
+from ledger import Ledger
+from migrator.layout import ledger_dir
 from tests.conftest import new_root
 from tests.support.check_helpers import assert_check_clean
 from tests.support.migration_cli import claim_token
@@ -115,3 +117,34 @@ def test_a_create_if_absent_whose_answer_was_lost_is_recognised_as_ours(
         assert not store.put_if_absent("claim.json", b"someone else's")
         assert proxy.counts["drop_after_forward"] == 1
     assert open_store(uri).read_bytes("claim.json") == b"ours"
+
+
+def test_a_unit_writes_three_migration_documents_on_s3(s3_server: str, tmp_path: Path) -> None:
+    """Counted at the S3 server: each unit writes its sidecar, its ``unit_completed`` record and
+    the sidecar's deletion under ``__migration/``, nothing more (besides Lance's own commits); the
+    migration's other records are a fixed number, whatever the number of units."""
+    uri = new_root("s3", tmp_path)
+    graph = init_graph(uri, COMPACT_SCHEMA, LEGACY_PROFILE, actor="faults")
+    load(graph, "".join(json.dumps(r) + "\n" for r in COMPACT_DATA).encode(), mode="append", branch="main", actor="faults")
+    for branch in ("b1", "b2", "b3"):
+        create_branch(graph, branch)
+    with FaultProxy(s3_server, seed=0, rate=0.0) as proxy:
+        done = _run(proxy.endpoint, "omnigraph-migrate", "run", uri, "--owner", "ci", "--json")
+        assert done.returncode == 0, done.stderr
+        requests = list(proxy.requests)
+    outcome = json.loads(done.stdout)
+    units = outcome["units"]
+    assert units == 16
+    migration = f"/__migration/{outcome['migration_id']}/"
+    writes = [(method, path.split("?")[0]) for method, path in requests
+              if method in ("PUT", "POST", "DELETE") and migration in path]
+    sidecar_puts = [w for w in writes if w[0] == "PUT" and "/units/" in w[1]]
+    sidecar_deletes = [w for w in writes if w[0] == "DELETE" and "/units/" in w[1]]
+    ledger_puts = [w for w in writes if w[0] == "PUT" and "/ledger/" in w[1]]
+    records = Ledger(open_store(uri), ledger_dir(outcome["migration_id"])).replay().records
+    unit_records = [r for _, r in records if r.kind in ("unit_completed", "unit_step")]
+    assert len(ledger_puts) == len(records)
+    assert len(sidecar_puts) == len(sidecar_deletes) == len(unit_records) == units
+    assert len(writes) == len(sidecar_puts) + len(sidecar_deletes) + len(ledger_puts)
+    assert len(writes) - (len(records) - units) == 3 * units
+    assert len(records) - units <= 12  # started, barrier, plan, images, verified, stamp, release
