@@ -67,6 +67,7 @@ PHASE_OF_KIND: dict[str, Phase] = {
     "image_validated": "validating",
     "validation_failed": "validation_failed",
     "unit_step": "installing",
+    "units_started": "installing",
     "unit_completed": "installing",
     "verified": "verified",
     "stamp_written": "stamped",

@@ -203,6 +203,13 @@ class UnitStep(LedgerRecord):
     detail: str = ""
 
 
+class UnitsStarted(LedgerRecord):
+    """The units are about to run (phase ``installing``): written once, before the first unit's
+    sidecar. A unit's own progress is its sidecar, then its ``unit_completed``."""
+
+    kind: Literal["units_started"] = "units_started"
+
+
 class UnitCompleted(LedgerRecord):
     """A unit done: its PK is on ``(table_branch, table_version)``, published, rows unchanged.
 
@@ -306,6 +313,7 @@ Record = Annotated[
     | ImageValidated
     | ValidationFailedRecord
     | UnitStep
+    | UnitsStarted
     | UnitCompleted
     | AnswersRecorded
     | AnswersChecked

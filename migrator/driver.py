@@ -43,6 +43,7 @@ from ledger import (
     LedgerReplay,
     PlanRecorded,
     StampWritten,
+    UnitsStarted,
     UnitStep,
     ValidationFailedRecord,
     Verified,
@@ -135,6 +136,8 @@ def drive(m: Migration, queries: AnswerQueries | None = None, parallel: int | No
     replay = m.ledger.replay()
     identifiers = _fork_identifiers(replay)
     pending = [u for u in plan.units if replay.state.units[u.unit_id].status != "completed"]
+    if pending and replay.state.phase != "installing":
+        m.record(UnitsStarted)
     m.progress.start("migrating units", len(plan.units))
     m.progress.advance(len(plan.units) - len(pending))
     run_units(m, pending, images, identifiers, parallel or default_parallel(m.store.is_local))

@@ -10,6 +10,7 @@ from engine.errors import NotFound, ValidationFailed
 from engine.maintenance.progress import Progress
 from engine.storage import FORMAT_5, FORMAT_MIGRATING, GraphStore
 from ledger import Ledger, LedgerReplay, render_json
+from migrator import sidecar as sidecars
 from migrator.advice import claim_next_step, unclaimed_barrier_next_step
 from migrator.answers import AnswerQueries
 from migrator.context import open_existing_graph
@@ -149,9 +150,12 @@ def status(uri: str, tail_records: int | None = None) -> tuple[dict[str, Any], L
     }
     if replay is None:
         return document, None
+    with_sidecar = set(sidecars.remaining(store, replay.state.migration_id))
     counts: dict[str, int] = {}
-    for unit in replay.state.units.values():
-        counts[unit.status] = counts.get(unit.status, 0) + 1
+    for unit_id, unit in replay.state.units.items():
+        # a unit whose sidecar is written is in progress, though its first record is unit_completed
+        state = "in_progress" if unit.status == "planned" and unit_id in with_sidecar else unit.status
+        counts[state] = counts.get(state, 0) + 1
     shown = tail(replay, tail_records)
     document["ledger"] = render_json(shown)
     document["ledger_records"] = len(replay.records)
