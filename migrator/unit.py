@@ -204,11 +204,12 @@ def migrate_unit(m: Migration, unit: UnitPlan, image: ImageState, recorded_fork_
     failpoint("unit.after_sidecar")
     branch = target_branch(unit)
     fork: dict[str, str] = {}
-    if declared.planned_fork is not None:
-        fork = _fork(m, unit, declared.planned_fork, recorded_fork_identifier)
-        failpoint("unit.after_fork")
-    version, pk = _install(m, unit, branch)
-    failpoint("unit.after_pk")
+    with m.table_lock(unit.table_path):
+        if declared.planned_fork is not None:
+            fork = _fork(m, unit, declared.planned_fork, recorded_fork_identifier)
+            failpoint("unit.after_fork")
+        version, pk = _install(m, unit, branch)
+        failpoint("unit.after_pk")
     manifest_version = _publish(m, unit, branch, version)
     failpoint("unit.after_publish")
     digest, rows_check = _check_rows(m, unit, image, branch, version)

@@ -2,9 +2,11 @@
 
 Units of one graph branch run one after another, in plan order, because each publishes a row
 of that branch's ``__manifest`` and two publishes from one base conflict (which the unit
-protocol reports as drift). Units of different graph branches are independent — distinct Lance
-table branches, distinct manifest branches — so up to ``parallel`` graph branches have a unit in
-flight at a time. Every unit keeps its own protocol (:mod:`migrator.unit`): a crash at any point
+protocol reports as drift). Units of different graph branches touch distinct Lance table
+branches and distinct manifest branches, so up to ``parallel`` graph branches have a unit in
+flight at a time; their Lance commits to one dataset (forks, PKs) take turns
+(:meth:`~migrator.context.Migration.table_lock`). Every unit keeps its own protocol
+(:mod:`migrator.unit`): a crash at any point
 leaves each in-flight unit resumable from its sidecar, so ``resume`` continues them all.
 
 The first unit that fails stops the pool: no unit starts after it, the units already in flight

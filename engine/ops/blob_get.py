@@ -54,25 +54,26 @@ class BlobReader:
 
 
 def _table(graph: Graph, type_name: str) -> TableDef:
+    uri = graph.store.uri
     for kind in ("node", "edge"):
         if (graph.catalog.has_node if kind == "node" else graph.catalog.has_edge)(type_name):
             return graph.catalog.table(f"{kind}:{type_name}")
     raise NotFound(
-        f"the graph has no node or edge type {type_name!r}; `omnigraph schema show GRAPH` lists its types",
+        f"the graph has no node or edge type {type_name!r}; `omnigraph schema show {uri}` lists its types",
         {"type_name": type_name},
     )
 
 
-def _blob_property(table: TableDef, name: str) -> None:
+def _blob_property(table: TableDef, name: str, uri: str) -> None:
     if not table.has_property(name):
         raise NotFound(
-            f"{table.type_name} has no property {name!r}; `omnigraph schema show GRAPH` lists its properties",
+            f"{table.type_name} has no property {name!r}; `omnigraph schema show {uri}` lists its properties",
             {"type_name": table.type_name, "property": name},
         )
     ptype = table.property(name).type
     if not isinstance(ptype, BlobType):
         raise BadRequest(
-            f"{table.type_name}.{name} is a {ptype}, not a Blob; `omnigraph export --type {table.type_name} GRAPH` "
+            f"{table.type_name}.{name} is a {ptype}, not a Blob; `omnigraph export --type {table.type_name} {uri}` "
             "prints its values",
             {"type_name": table.type_name, "property": name, "type": str(ptype)},
         )
@@ -81,7 +82,7 @@ def _blob_property(table: TableDef, name: str) -> None:
 def open_blob(graph: Graph, branch: str, type_name: str, row_id: str, prop: str) -> BlobReader:
     """The cell ``type_name``/``row_id``/``prop`` of ``branch``, opened (see the module docstring)."""
     table = _table(graph, type_name)
-    _blob_property(table, prop)
+    _blob_property(table, prop, graph.store.uri)
     snapshot = graph.manifest.snapshot(branch)
     where = {"type_name": type_name, "id": row_id, "property": prop, "branch": branch}
     with graph.manifest.reading(branch):
@@ -90,7 +91,7 @@ def open_blob(graph: Graph, branch: str, type_name: str, row_id: str, prop: str)
         if not found.num_rows:
             raise NotFound(
                 f"{type_name} has no id {row_id!r} on branch {branch!r}; `omnigraph export --type {type_name} "
-                f"--branch {branch} GRAPH` lists its rows",
+                f"--branch {branch} {graph.store.uri}` lists its rows",
                 where,
             )
         descriptor = found.column(prop)[0].as_py()
@@ -101,7 +102,7 @@ def open_blob(graph: Graph, branch: str, type_name: str, row_id: str, prop: str)
         except NotFound as gone:
             raise NotFound(
                 f"{type_name} {row_id!r}.{prop} references the external object {whole_reference(descriptor)!r}, which is "
-                "gone; restore the object, or load the row again with its bytes (omnigraph load --mode merge --data FILE GRAPH)",
+                "gone; restore the object, or load the row again with its bytes (a load in merge mode)",
                 {**where, "uri": whole_reference(descriptor)},
             ) from gone
     assert cell is not None

@@ -29,8 +29,8 @@ from engine.storage.blob_objects import ExternalObjectMissing, object_size, read
 
 BYTES_ONLY = (
     "is the external URI {uri!r}; Blob values sent to a server are bytes only (it does not read its own files or "
-    "buckets for its callers): send them as \"base64:...\", or run omnigraph load --mode append --data FILE GRAPH "
-    "where the object may be read"
+    "buckets for its callers): send them as \"base64:...\", or load the file with the command-line "
+    "tool where the object may be read"
 )
 """The end of the refusal of an external URI where only bytes are taken (``str.format`` over ``uri``)."""
 

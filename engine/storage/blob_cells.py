@@ -57,7 +57,7 @@ def cells(dataset: lance.LanceDataset, column: str, row_ids: list[int]) -> Itera
                 raise
             raise NotFound(
                 f"a {column} cell references an external object that is gone ({error}); restore the object, or "
-                "load the row again with its bytes (omnigraph load --mode merge --data FILE GRAPH)",
+                "load the row again with its bytes (a load in merge mode)",
                 {"property": column},
             ) from None
         yield from taken

@@ -359,6 +359,7 @@ def test_committed_schema_matches_the_models() -> None:
             "stamp_written",
             "unit_completed",
             "unit_step",
+            "units_started",
             "validation_failed",
             "verified",
         ]

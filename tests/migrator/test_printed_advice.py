@@ -192,6 +192,24 @@ def snapshot(tmp_path: Path) -> None:
     assert "node:Person" in shown.stdout
 
 
+def schema_show(tmp_path: Path) -> None:
+    """``blob get`` of a type the graph lacks names ``schema show``, which lists the types."""
+    uri = _fenced(tmp_path)
+    result = run_cli(OMNIGRAPH, "blob", "get", "--type", "Nope", "--id", "x", "--property", "p", uri)
+    assert result.returncode == 1, result.describe()
+    shown = run_printed(first_command(result.stderr)).ok()
+    assert "Person" in shown.stdout
+
+
+def export(tmp_path: Path) -> None:
+    """``blob get`` of a property that is not a Blob names ``export --type``, which prints its values."""
+    uri = _fenced(tmp_path)
+    result = run_cli(OMNIGRAPH, "blob", "get", "--type", "Person", "--id", "x", "--property", "name", uri)
+    assert result.returncode == 1, result.describe()
+    shown = run_printed(first_command(result.stderr)).ok()
+    assert '"type": "Person"' in shown.stdout or '"type":"Person"' in shown.stdout, shown.stdout[:400]
+
+
 def abort(tmp_path: Path) -> None:
     uri = _format4(tmp_path)
     assert migrate("run", uri, "--owner", "ci", failpoint="migrate.after_plan").returncode == FAILPOINT_EXIT_STATUS
@@ -420,8 +438,10 @@ def serve_allowed_host(tmp_path: Path) -> None:
 SCENARIOS: dict[str, Callable[[Path], None]] = {
     "omnigraph branch list": branch_list,
     "omnigraph drift": drift,
+    "omnigraph export": export,
     "omnigraph mutate": mutate_chunks,
     "omnigraph recover": recover,
+    "omnigraph schema show": schema_show,
     "omnigraph serve": serve_allowed_host,
     "omnigraph snapshot": snapshot,
     "omnigraph token create": token_create,
