@@ -17,33 +17,14 @@ import argparse
 import json
 import time
 
+from fixture import SCHEMA  # the four keyed node types of the migration benchmark
+
 from engine.door import LEGACY_PROFILE
 from engine.graph import init_graph
 from engine.manifest import MAIN
 from engine.ops import create_branch
 from engine.ops.load import load
 
-SCHEMA = """\
-node Account {
-    name: String @key
-    n: I64
-}
-
-node Device {
-    name: String @key
-    n: I64
-}
-
-node Order {
-    name: String @key
-    n: I64
-}
-
-node Session {
-    name: String @key
-    n: I64
-}
-"""
 TYPES = ("Account", "Device", "Order", "Session")
 ACTOR = "bench"
 

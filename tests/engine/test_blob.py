@@ -201,9 +201,9 @@ def test_blob_get_through_the_cli_a_server_and_the_python_api(tmp_path: Path) ->
     run_cli(OMNIGRAPH, "blob", "get", "--id", "a", "--output", target, "--property", "body", "--type", "Doc", root).ok()
     assert target.read_bytes() == payload
     for args, code, fix in (
-        (("--id", "zz", "--property", "body"), "not_found", "omnigraph export --type Doc --branch main GRAPH"),
+        (("--id", "zz", "--property", "body"), "not_found", f"omnigraph export --type Doc --branch main {root}`"),
         (("--id", "empty", "--property", "body"), "not_found", "the cell is null"),
-        (("--id", "a", "--property", "slug"), "bad_request", "omnigraph export --type Doc GRAPH"),
+        (("--id", "a", "--property", "slug"), "bad_request", f"omnigraph export --type Doc {root}`"),
     ):
         refused = run_cli(OMNIGRAPH, "blob", "get", "--type", "Doc", *args, root)
         assert refused.returncode == 1 and f"[{code}]" in refused.stderr and fix in refused.stderr, refused.describe()
