@@ -1,7 +1,7 @@
 """``--parallel N``: how many migration units ``run``, ``resume`` and ``refence`` keep in flight.
 
-Light at import (no engine, Lance or migrator import): the bounds are repeated here and checked
-against :mod:`migrator.unit_pool` by a test.
+Light at import: :mod:`migrator.fan_out`, where the bounds and defaults live, imports no engine,
+Lance or Arrow module.
 """
 
 from __future__ import annotations
@@ -11,16 +11,17 @@ from typing import TypeVar
 
 import click
 
-F = TypeVar("F", bound=Callable[..., object])
+from migrator.fan_out import DEFAULT_PARALLEL_LOCAL, DEFAULT_PARALLEL_OBJECT_STORE, MAX_PARALLEL
 
-MAX_PARALLEL = 64
+F = TypeVar("F", bound=Callable[..., object])
 
 _parallel_option = click.option(
     "--parallel",
     type=click.IntRange(1, MAX_PARALLEL),
     default=None,
     metavar="N",
-    help="Units of distinct branches in flight at once (1 to 64) [default: 16 on an object store, 1 on local disk].",
+    help=f"Units of distinct branches in flight at once (1 to {MAX_PARALLEL}) [default: "
+    f"{DEFAULT_PARALLEL_OBJECT_STORE} on an object store, {DEFAULT_PARALLEL_LOCAL} on local disk].",
 )
 
 

@@ -30,7 +30,6 @@ class Migration:
     claim: ClaimDocument
     executor: ImageExecutor = field(default_factory=LocalExecutor)
     _appending: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-    _table_locks: dict[str, threading.Lock] = field(default_factory=dict, repr=False, compare=False)
 
     def record(self, record_type: type[Any], **fields: Any) -> int:
         """Append a ledger record of ``record_type`` carrying this migration's token and id; one
@@ -38,14 +37,6 @@ class Migration:
         record = record_type(token=self.token, migration_id=self.migration_id, **fields)
         with self._appending:
             return self.ledger.append(record)
-
-    def table_lock(self, table_path: str) -> threading.Lock:
-        """The one lock of the dataset at ``table_path`` in this process: units in flight at once
-        take it around their Lance commits to that dataset (fork, PK), because Lance fails
-        (internally, leaving a fork's data without its ref) when a branch is created on a
-        dataset while another commit to it is in flight."""
-        with self._appending:
-            return self._table_locks.setdefault(table_path, threading.Lock())
 
     def require_claim(self) -> None:
         """``claim_held`` unless the claim still carries this migration's token: checked before

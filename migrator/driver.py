@@ -5,8 +5,8 @@ steps 3 to 7): what ``run``, ``refence`` and ``resume`` drive once they hold the
 done: barrier stamp ``migrating`` (if not up yet), plan (adopting out-of-band commits that change
 no row first), validation of every image not yet found clean since the plan, the answer check's baseline when
 queries are given (:mod:`migrator.answers`: every read query on every live branch, recorded
-before the first PK effect), every unit not yet completed (:mod:`migrator.unit`, several at once: :mod:`migrator.unit_pool`), verification
-against the ledger, the recorded answers taken again (``answers_changed`` on any difference),
+before the first PK effect), every unit not yet completed (:mod:`migrator.unit`, several at
+once: :mod:`migrator.unit_pool`), verification against the ledger, the recorded answers taken again (``answers_changed`` on any difference),
 stamp ``5`` last, then the release of the claim (:func:`release_claim`). Every step is a ledger record, so a crash anywhere
 is continued by ``resume --token``.
 
@@ -65,7 +65,7 @@ from migrator.answers import (
 )
 from migrator.context import Migration
 from migrator.errors import DriftDetected
-from migrator.fan_out import default_parallel, fan_out
+from migrator.fan_out import default_parallel, read_snapshots
 from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_PATH
 from migrator.out_of_band import adopt_before_plan
@@ -140,7 +140,7 @@ def drive(m: Migration, queries: AnswerQueries | None = None, parallel: int | No
         m.record(UnitsStarted)
     m.progress.start("migrating units", len(plan.units))
     m.progress.advance(len(plan.units) - len(pending))
-    run_units(m, pending, images, identifiers, parallel or default_parallel(m.store.is_local))
+    run_units(m, pending, images, identifiers, parallel or default_parallel(m.store))
     m.progress.finish()
     failpoint("migrate.after_units")
     _verify_then_stamp(m)
@@ -314,5 +314,5 @@ def _check_answers(m: Migration) -> None:
 def _current_heads(manifest: Manifest) -> dict[str, str]:
     """Every live branch's head commit id: what stamp 5 records as its fenced heads."""
     branches = list(manifest.branches())
-    snapshots = fan_out(manifest.snapshot, branches, default_parallel(manifest.store.is_local))
+    snapshots = read_snapshots(manifest, branches)
     return {branch: snapshot.head.commit_id for branch, snapshot in zip(branches, snapshots, strict=True)}

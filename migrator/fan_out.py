@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from engine.manifest import BranchSnapshot, Manifest
+    from engine.storage import GraphStore
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -20,11 +24,13 @@ DEFAULT_PARALLEL_LOCAL = 1
 """Work in flight on local disk when not chosen: there it costs CPU, not waiting."""
 DEFAULT_PARALLEL_OBJECT_STORE = 16
 """Work in flight on an object store when not chosen: there it mostly waits on requests."""
+MAX_PARALLEL = 64
+"""The most units in flight that ``--parallel`` accepts."""
 
 
-def default_parallel(is_local: bool) -> int:
-    """How many units (or reads) are in flight when ``--parallel`` is not given."""
-    return DEFAULT_PARALLEL_LOCAL if is_local else DEFAULT_PARALLEL_OBJECT_STORE
+def default_parallel(store: GraphStore) -> int:
+    """How many units (or reads) are in flight on ``store`` when ``--parallel`` is not given."""
+    return DEFAULT_PARALLEL_LOCAL if store.is_local else DEFAULT_PARALLEL_OBJECT_STORE
 
 
 def fan_out(work: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]:
@@ -43,3 +49,9 @@ def fan_out(work: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]
         if error is not None:
             raise error
     return [future.result() for future in futures]
+
+
+def read_snapshots(manifest: Manifest, branches: Sequence[str]) -> list[BranchSnapshot]:
+    """The latest snapshot of each of ``branches``, in their order, read
+    :func:`default_parallel` at a time; a branch that does not exist is ``not_found``."""
+    return fan_out(manifest.snapshot, branches, default_parallel(manifest.store))

@@ -21,7 +21,7 @@ from migrator.fan_out import default_parallel, fan_out
 def out_of_band_reports(store: GraphStore, manifest: Manifest) -> list[drift.TableDriftReport]:
     """Every owned table past its pin, on every live branch (main first, then by name)."""
     branches = list(manifest.branches())
-    found = fan_out(lambda branch: drift.out_of_band(store, manifest, branch), branches, default_parallel(store.is_local))
+    found = fan_out(lambda branch: drift.out_of_band(store, manifest, branch), branches, default_parallel(store))
     return [report for reports in found for report in reports]
 
 

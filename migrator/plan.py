@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from engine.manifest import Manifest, lance_branch_name
 from ledger import BranchPlan, UnitPlan
-from migrator.fan_out import default_parallel, fan_out
+from migrator.fan_out import read_snapshots
 
 
 def unit_id_for(graph_branch: str, table_key: str) -> str:
@@ -51,7 +51,7 @@ def build_plan(manifest: Manifest) -> MigrationPlan:
     branches: list[BranchPlan] = []
     units: list[UnitPlan] = []
     live = manifest.branches()
-    snapshots = fan_out(manifest.snapshot, list(live), default_parallel(manifest.store.is_local))
+    snapshots = read_snapshots(manifest, list(live))
     for (name, branch), snapshot in zip(live.items(), snapshots, strict=True):
         branches.append(BranchPlan(graph_branch=name, incarnation=branch.incarnation, head_commit_id=snapshot.head.commit_id))
         for table_key, entry in snapshot.tables.items():

@@ -31,7 +31,17 @@ from dataclasses import replace
 from engine.door import KEY_COLUMN, CommitConflict, install_primary_key
 from engine.failpoints import failpoint
 from engine.manifest import TableEntry
-from engine.storage import ForeignFork, ForkInterrupted, ImageRef, fork_or_adopt, open_dataset, open_pinned, primary_key
+from engine.storage import (
+    ForeignFork,
+    Fork,
+    ForkInterrupted,
+    ImageRef,
+    fork_or_adopt,
+    open_dataset,
+    open_pinned,
+    primary_key,
+    remove_unreferenced_fork,
+)
 from ledger import DriftItem, ImageState, UnitCompleted, UnitPlan
 from migrator import sidecar as sidecars
 from migrator.context import Migration
@@ -125,11 +135,23 @@ def _sidecar_for(m: Migration, unit: UnitPlan) -> UnitSidecar:
 def _fork(m: Migration, unit: UnitPlan, fork: PlannedFork, recorded_identifier: str | None) -> dict[str, str]:
     """Fork the planned table branch, or adopt the one an earlier attempt made (its parent ref,
     and the identifier a ledger of an earlier release recorded if any, must match the sidecar);
-    the ``unit_completed`` fields of what was done."""
-    try:
-        made = fork_or_adopt(
+    the ``unit_completed`` fields of what was done.
+
+    A fork an earlier attempt was killed inside (its data without a ref) is removed and made
+    again: the sidecar planned that fork, and under the claim no other process forks the name.
+    """
+    def fork_now() -> Fork:
+        return fork_or_adopt(
             m.store, unit.table_path, fork.branch, fork.parent_branch, fork.parent_version, identifier=recorded_identifier
         )
+
+    try:
+        try:
+            made = fork_now()
+        except ForkInterrupted:
+            if not remove_unreferenced_fork(m.store, unit.table_path, fork.branch):
+                raise
+            made = fork_now()
     except ForkInterrupted as interrupted:
         raise MigrationRefused(
             f"{unit.table_path}: Lance branch {fork.branch!r} exists as data without a ref "
@@ -204,12 +226,11 @@ def migrate_unit(m: Migration, unit: UnitPlan, image: ImageState, recorded_fork_
     failpoint("unit.after_sidecar")
     branch = target_branch(unit)
     fork: dict[str, str] = {}
-    with m.table_lock(unit.table_path):
-        if declared.planned_fork is not None:
-            fork = _fork(m, unit, declared.planned_fork, recorded_fork_identifier)
-            failpoint("unit.after_fork")
-        version, pk = _install(m, unit, branch)
-        failpoint("unit.after_pk")
+    if declared.planned_fork is not None:
+        fork = _fork(m, unit, declared.planned_fork, recorded_fork_identifier)
+        failpoint("unit.after_fork")
+    version, pk = _install(m, unit, branch)
+    failpoint("unit.after_pk")
     manifest_version = _publish(m, unit, branch, version)
     failpoint("unit.after_publish")
     digest, rows_check = _check_rows(m, unit, image, branch, version)

@@ -4,8 +4,7 @@ Units of one graph branch run one after another, in plan order, because each pub
 of that branch's ``__manifest`` and two publishes from one base conflict (which the unit
 protocol reports as drift). Units of different graph branches touch distinct Lance table
 branches and distinct manifest branches, so up to ``parallel`` graph branches have a unit in
-flight at a time; their Lance commits to one dataset (forks, PKs) take turns
-(:meth:`~migrator.context.Migration.table_lock`). Every unit keeps its own protocol
+flight at a time. Every unit keeps its own protocol
 (:mod:`migrator.unit`): a crash at any point
 leaves each in-flight unit resumable from its sidecar, so ``resume`` continues them all.
 
@@ -23,11 +22,8 @@ from collections.abc import Mapping
 from engine.errors import BadRequest
 from ledger import ImageState, UnitPlan
 from migrator.context import Migration
-from migrator.fan_out import fan_out
+from migrator.fan_out import MAX_PARALLEL, fan_out
 from migrator.unit import migrate_unit
-
-MAX_PARALLEL = 64
-"""The largest --parallel accepted (the CLI repeats it: cli.parallel_option)."""
 
 
 def by_graph_branch(units: list[UnitPlan]) -> list[list[UnitPlan]]:

@@ -26,7 +26,7 @@ from ledger import DriftItem, FoldedState, Ledger, UnitPlan
 from migrator.advice import claim_next_step
 from migrator.answers import AnswerQueries, answer_cases, answers_changed, compare_answers, read_graph, refuse_other_queries
 from migrator.errors import DriftDetected
-from migrator.fan_out import default_parallel, fan_out
+from migrator.fan_out import default_parallel, fan_out, read_snapshots
 from migrator.fingerprint import physical_fingerprint
 from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
 from migrator.validate import validate_image
@@ -34,9 +34,9 @@ from migrator.validate import validate_image
 
 def structural_problems(store: GraphStore, manifest: Manifest) -> list[str]:
     """Problems that make a graph not fenced, sorted; [] when every table is fenced."""
-    workers = default_parallel(store.is_local)
+    workers = default_parallel(store)
     branches = list(manifest.branches())
-    snapshots = fan_out(manifest.snapshot, branches, workers)
+    snapshots = read_snapshots(manifest, branches)
     pins = [(branch, table_key, entry) for branch, snapshot in zip(branches, snapshots, strict=True)
             for table_key, entry in snapshot.tables.items()]
 
@@ -70,9 +70,9 @@ def migration_drift(store: GraphStore, manifest: Manifest, state: FoldedState) -
             drift.append(DriftItem(what=f"graph branch {name}", expected="absent", actual="created"))
         elif branches[name].incarnation != planned[name].incarnation:
             drift.append(DriftItem(what=f"graph branch {name}", expected=planned[name].incarnation, actual=branches[name].incarnation))
-    workers = default_parallel(store.is_local)
+    workers = default_parallel(store)
     names = sorted(set(branches) & set(planned))
-    snapshots = dict(zip(names, fan_out(manifest.snapshot, names, workers), strict=True))
+    snapshots = dict(zip(names, read_snapshots(manifest, names), strict=True))
     for name, snapshot in snapshots.items():
         if snapshot.head.commit_id != planned[name].head_commit_id:
             drift.append(DriftItem(what=f"head of {name}", expected=planned[name].head_commit_id, actual=snapshot.head.commit_id))

@@ -40,6 +40,8 @@ from engine.storage import MANIFEST_DIR, GraphStore, LanceBranch, canonical_json
 FORMAT_KEY = "omnigraph:format"
 MIGRATION_ID_KEY = "omnigraph:migration_id"
 FENCED_HEADS_KEY = "omnigraph:fenced_heads"
+MAIN_BRANCH = GraphBranch(MAIN, None, None, MAIN)
+"""The main graph branch: never forked, its incarnation is its name."""
 
 
 class Manifest:
@@ -133,7 +135,7 @@ class Manifest:
 
     def branches(self) -> dict[str, GraphBranch]:
         """Every live graph branch, main first, then by name."""
-        result = {MAIN: GraphBranch(MAIN, None, None, MAIN)}
+        result = {MAIN: MAIN_BRANCH}
         for name, info in self._branch_listing().items():
             result[name] = _graph_branch(info)
         return result
@@ -150,7 +152,7 @@ class Manifest:
         """Graph branch ``name`` now, None if it does not exist: one read of its ref, not a
         listing of every branch."""
         if name == MAIN:
-            return GraphBranch(MAIN, None, None, MAIN)
+            return MAIN_BRANCH
         found = read_branch(self.store, MANIFEST_DIR, name)
         return None if found is None else _graph_branch(found)
 

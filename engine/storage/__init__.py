@@ -29,6 +29,7 @@ from engine.storage.lance_io import (
     open_dataset_at,
     primary_key,
     read_branch,
+    remove_unreferenced_fork,
     wait_for_branch,
 )
 from engine.storage.names import (
@@ -84,6 +85,7 @@ __all__ = [
     "open_store",
     "primary_key",
     "read_branch",
+    "remove_unreferenced_fork",
     "storage_options_scope",
     "wait_for_branch",
 ]

@@ -218,6 +218,22 @@ def fork_or_adopt(
     return Fork(existing, created=False)
 
 
+def remove_unreferenced_fork(store: GraphStore, rel: str, branch: str) -> bool:
+    """Remove what an interrupted fork of ``branch`` left in the dataset at ``rel`` (its
+    ``tree/<branch>`` directory: a fork writes its manifest there, then its ref); True if there
+    was any. A branch with a ref is never touched (False).
+
+    Only for a caller that owns the name ``branch`` on that dataset, so that no other fork of it
+    can be in flight (the migration, under its claim, for the fork its unit's sidecar planned):
+    Lance refuses to fork a name whose directory is left without a ref, and this is what lets the
+    fork be made again.
+    """
+    if read_branch(store, rel, branch) is not None or not store.list(f"{rel}/tree/{branch}"):
+        return False
+    store.delete_tree(f"{rel}/tree/{branch}")
+    return True
+
+
 def ensure_fork(
     store: GraphStore,
     rel: str,

@@ -193,6 +193,14 @@ class GraphStore:
         except FileNotFoundError:
             pass
 
+    @_s3_io
+    def delete_tree(self, rel_dir: str) -> None:
+        """Remove every object under ``rel_dir``; absent is not an error."""
+        try:
+            self.fs.rm(self.path(rel_dir), recursive=True)
+        except FileNotFoundError:
+            pass
+
 
     def is_empty_root(self) -> bool:
         """True if the graph root does not exist or holds nothing."""

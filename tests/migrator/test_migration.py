@@ -295,3 +295,31 @@ def test_fan_out_keeps_the_order_of_its_inputs_and_raises_the_first_failure() ->
 
     with pytest.raises(ValueError, match="item 1"):
         fan_out(failing, [0, 1, 2, 3, 4], 4)
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"], indirect=True)
+def test_a_fork_killed_inside_lance_is_made_again_on_resume(compact_graph: str) -> None:
+    """A process killed inside Lance's fork leaves the fork's ``tree/<branch>`` without a ref,
+    which Lance refuses to fork again. Resume removes it (the unit's sidecar planned that fork)
+    and forks again. The state is made here as the kill leaves it: the fork made, its ref gone."""
+    before = exports(compact_graph)
+    crashed = migrate("run", compact_graph, "--owner", "ci", "--parallel", "1", failpoint="unit.after_sidecar")
+    assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
+    store = open_store(compact_graph)
+    holder = inspect(store, CLAIM_PATH)
+    assert holder is not None
+    state = Ledger(store, ledger_dir(holder.migration_id)).replay().state
+    inherited = next(u for u in state.plan if u.pinned_table_branch != u.graph_branch and u.graph_branch != "main")
+    # the unit with the sidecar is main's (owned); make the interrupted fork of an inherited one
+    dataset = open_dataset(store, inherited.table_path)
+    parent = inherited.pinned_table_branch or "main"
+    dataset.create_branch(inherited.graph_branch, reference=(parent, inherited.pinned_table_version))
+    store.delete(f"{inherited.table_path}/_refs/branches/{inherited.graph_branch}.json")
+    assert inherited.graph_branch not in list_branches(open_dataset(store, inherited.table_path))
+    resumed = migrate("resume", compact_graph, "--token", claim_token(compact_graph), "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    migration_id = json.loads(resumed.stdout)["migration_id"]
+    assert_fully_migrated(compact_graph, before, migration_id, tables=4)
+    completed = [r for _, r in Ledger(store, ledger_dir(migration_id)).replay().records
+                 if r.kind == "unit_completed" and r.unit_id == inherited.unit_id]
+    assert [r.fork for r in completed] == ["created"]
