@@ -6,7 +6,16 @@ can be checked without committed state (types, in-file duplicates, ``@range``/``
 checked for the whole file before any write; checks against committed state (existing ids,
 ``@unique`` values, edge endpoints, composite ``@unique`` and ``@card``,
 :mod:`engine.ops.load_constraints`) run inside each commit's prepare step, so a retry
-re-validates against the fresh snapshot.
+re-validates against the fresh snapshot. A chunked load with edges also checks every edge's
+endpoints against the branch before its first commit.
+
+Existing ids of a strict insert: at format 5 the first table of a commit's first attempt is not
+probed when the branch already owns its image (no fork). Its fenced strict merge
+(``when_matched_fail``) fails with nothing landed on an id present at the pinned version, and,
+being the commit's first effect, that disarms the intent and runs the attempt again
+(:mod:`engine.ops.write_effects`), which probes and refuses with ``key_conflict`` as before.
+Every other table is probed before anything is armed, because a refusal after an earlier
+table's effect landed would be ``recovery_required``.
 
 Limits: strict-insert and upsert inputs stay within the per-commit limits of
 :mod:`engine.ops.limits` (rows and Arrow memory per table per commit, Blob cells counted by
@@ -35,7 +44,7 @@ import pyarrow.compute as pc
 
 from engine.errors import BadRequest, KeyConflict, OmnigraphError
 from engine.graph import Graph
-from engine.manifest import BranchSnapshot, TableEntry
+from engine.manifest import BranchSnapshot, TableEntry, lance_branch_name
 from engine.ops.blob_staging import check_references, copy_external, refuse_external, staged_bytes
 from engine.ops.id_probe import ChunkProbe, present_ids
 from engine.ops.limits import MAX_ROWS, LimitWording, check_table
@@ -201,12 +210,16 @@ def _prepare_for(
     graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode, probe: ChunkProbe, message: str
 ) -> Prepare[None]:
     replaced = set(chunk.ranges) if mode == "overwrite" else set()
+    fenced = graph.profile.router.with_pk
 
-    def prepare(snapshot: BranchSnapshot, _previous: CommitPlan[None] | None) -> CommitPlan[None]:
+    def prepare(snapshot: BranchSnapshot, previous: CommitPlan[None] | None) -> CommitPlan[None]:
+        _check_endpoints(graph, records, chunk, _committed_lookup(graph, snapshot, replaced))
         writes = []
-        for table_key, span in chunk.ranges.items():
+        own_branch = lance_branch_name(snapshot.branch)
+        for index, (table_key, span) in enumerate(chunk.ranges.items()):
             entry = snapshot.table(table_key)
-            if mode == "append":
+            fenced_first = fenced and previous is None and index == 0 and entry.table_branch == own_branch
+            if mode == "append" and not fenced_first:
                 ids = records.column(table_key, "id", *span)
                 existing = probe.existing(entry, ids, span[0], lambda key=table_key, start=span[0]: records.column(key, "id", start))
                 if existing:
@@ -216,7 +229,6 @@ def _prepare_for(
                 _check_unique_committed(graph, entry, records, table_key, span)
             rows = records.reader(table_key) if mode == "overwrite" else _staged(graph, records, table_key, span)
             writes.append(TableWrite(table_key, _WRITE_KIND[mode], rows))  # type: ignore[arg-type]
-        _check_endpoints(graph, records, chunk, _committed_lookup(graph, snapshot, replaced))
         if mode == "overwrite":
             _check_dangling_edges(graph, snapshot, records, replaced)
             check_overwrite_constraints(graph, snapshot, records)
@@ -272,10 +284,9 @@ def load_records(
     else:
         for table_key in records.table_keys():
             check_references(graph.catalog.table(table_key), records.reader(table_key), records.column(table_key, "line"))
-    first = graph.manifest.snapshot(branch)
-    whole = _Chunk({key: (0, records.num_rows(key)) for key in records.table_keys()})
-    replaced = set(chunks[0].ranges) if mode == "overwrite" else set()
-    _check_endpoints(graph, records, whole, _committed_lookup(graph, first, replaced))
+    if len(chunks) > 1 and any(graph.catalog.table(key).kind == "edge" for key in records.table_keys()):
+        whole = _Chunk({key: (0, records.num_rows(key)) for key in records.table_keys()})
+        _check_endpoints(graph, records, whole, _committed_lookup(graph, graph.manifest.snapshot(branch), set()))
     return _publish(graph, records, chunks, mode, branch, actor, progress)
 
 

@@ -1,10 +1,14 @@
-"""Chunked strict inserts probe existing ids once per table state, and never miss one.
+"""Strict inserts probe existing ids only where the fenced merge cannot refuse them alone, and
+never miss one.
 
-:class:`engine.ops.id_probe.ChunkProbe` answers "which of this chunk's ids exist?" from one probe
-while the table has changed only by the load's own commits. These tests count the probes and
-show that every other change (a concurrent commit between chunks, a fork of an inherited
-table) is probed again, so a conflicting id is still ``key_conflict`` with nothing of that
-chunk written.
+At format 5 the first table of a commit's first attempt is not probed (when the branch owns its
+image): its fenced strict merge fails with nothing landed on an existing id, and the attempt is
+run again, probed. Every other table, every retry, and every table of the format-4 writer (which
+has no fenced merge) is probed. :class:`engine.ops.id_probe.ChunkProbe` answers "which of this
+chunk's ids exist?" from one probe while the table has changed only by the load's own commits;
+these tests count the probes and show that every other change (a concurrent commit between
+chunks, a fork of an inherited table) is probed again, so a conflicting id is still
+``key_conflict`` with nothing of that chunk written.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import engine.ops.id_probe as id_probe
 from engine.errors import KeyConflict
 from engine.ops import create_branch
 from engine.ops.load import load
-from tests.support.graph_helpers import export_text, init
+from engine.storage import open_store
+from tests.support.graph_helpers import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile, export_text, init, jsonl, knows, person
 
 ACTOR = "tests"
 
@@ -42,8 +47,48 @@ def probes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
+def _intents(uri: str) -> list[str]:
+    return sorted(name for name in open_store(uri).list("__recovery") if name.endswith(".json"))
+
+
+def test_a_fenced_strict_insert_of_one_table_probes_nothing_and_still_refuses_an_existing_id(
+    tmp_path: Path, probes: list[int]
+) -> None:
+    uri = str(tmp_path / "g")
+    graph = init(uri)
+    load(graph, _people(["p001", "p002", "p003"]), mode="append", branch="main", actor=ACTOR, chunk_rows=2)
+    assert probes == []
+    with pytest.raises(KeyConflict) as refused:
+        load(graph, _people(["p004", "p002"]), mode="append", branch="main", actor=ACTOR)
+    assert refused.value.details["entity_id"] == "p002"
+    assert probes == [2]  # the attempt the fenced merge refused is run again, probed
+    assert _intents(uri) == []
+    exported = export_text(uri)
+    assert '"p004"' not in exported and exported.count('"id": "p002"') == 1
+
+
+def test_only_the_first_table_of_a_fenced_commit_goes_unprobed(tmp_path: Path, probes: list[int]) -> None:
+    """Tables are written in key order (``edge:Knows`` before ``node:Person``). An existing id in
+    the second table is refused before anything is armed; one in the first is refused by its
+    merge, the attempt runs again probed, and the second table's new rows never land."""
+    uri = str(tmp_path / "g")
+    graph = init(uri)
+    load(graph, jsonl([person("a"), person("b"), knows("a", "b", "e1")]), mode="append", branch="main", actor=ACTOR)
+    probes.clear()
+    with pytest.raises(KeyConflict) as refused:
+        load(graph, jsonl([person("a"), knows("a", "b", "e2")]), mode="append", branch="main", actor=ACTOR)
+    assert refused.value.details["entity_id"] == "a" and probes == [1]
+    probes.clear()
+    with pytest.raises(KeyConflict) as refused:
+        load(graph, jsonl([person("c"), knows("c", "a", "e1")]), mode="append", branch="main", actor=ACTOR)
+    assert refused.value.details["entity_id"] == "e1" and probes == [1, 1]  # node:Person, then edge:Knows again
+    assert _intents(uri) == []
+    exported = export_text(uri)
+    assert '"c"' not in exported and '"e2"' not in exported and exported.count('"id": "e1"') == 1
+
+
 def test_one_probe_serves_every_chunk_of_an_undisturbed_load(tmp_path: Path, probes: list[int]) -> None:
-    graph = init(str(tmp_path / "g"))
+    graph = init(str(tmp_path / "g"), LEGACY_PROFILE)
     result = load(graph, _people([f"p{i:03d}" for i in range(10)]), mode="append", branch="main", actor=ACTOR, chunk_rows=3)
     assert len(result.commits) == 4
     assert probes == [10]  # every id the load had left, once
@@ -53,7 +98,7 @@ def test_a_commit_between_chunks_is_probed_again_and_its_conflict_refused(tmp_pa
     """Another writer inserts p007 after the first chunk: the third chunk is refused with
     ``key_conflict`` naming it, after two chunks landed; p007 is the other writer's row."""
     uri = str(tmp_path / "g")
-    graph = init(uri)
+    graph = init(uri, LEGACY_PROFILE)
     other = {"done": False}
 
     def between_chunks(done: int, total: int) -> None:
@@ -67,13 +112,13 @@ def test_a_commit_between_chunks_is_probed_again_and_its_conflict_refused(tmp_pa
     assert refused.value.details["entity_id"] == "p007"
     assert refused.value.details["chunks_total"] == 4 and len(refused.value.details["committed_chunks"]) == 2
     assert probes == [10, 1, 7]  # the load, the other writer's own probe, the load again
-    exported = export_text(uri)
+    exported = export_text(uri, profile=LEGACY_PROFILE)
     assert all(f'"p{i:03d}"' in exported for i in (0, 1, 2, 3, 4, 5, 7)) and '"p006"' not in exported
 
 
 def test_an_existing_id_is_refused_in_its_chunk(tmp_path: Path, probes: list[int]) -> None:
     uri = str(tmp_path / "g")
-    graph = init(uri)
+    graph = init(uri, LEGACY_PROFILE)
     load(graph, _people(["p008"]), mode="append", branch="main", actor=ACTOR)
     probes.clear()
     with pytest.raises(KeyConflict) as refused:
@@ -82,17 +127,20 @@ def test_an_existing_id_is_refused_in_its_chunk(tmp_path: Path, probes: list[int
     assert probes == [10]
 
 
-def test_a_fork_is_probed_afresh(tmp_path: Path, probes: list[int]) -> None:
-    """On a branch that inherits the table, the first chunk forks it: the next chunk probes
-    the fork; ids of the parent's rows are still conflicts."""
+@pytest.mark.parametrize(("profile", "expected"), [(LEGACY_PROFILE, [9, 6]), (FENCED_PROFILE, [9])], ids=["format4", "format5"])
+def test_a_fork_is_probed_afresh(tmp_path: Path, probes: list[int], profile: EngineProfile, expected: list[int]) -> None:
+    """On a branch that inherits the table, the first chunk forks it and is probed against the
+    inherited image; ids of the parent's rows are still conflicts. The format-4 writer probes
+    the fork made by chunk 1 for the next chunk (and reuses that for chunk 3); at format 5 the
+    chunks after the fork are left to their fenced merge."""
     uri = str(tmp_path / "g")
-    graph = init(uri)
+    graph = init(uri, profile)
     load(graph, _people(["p009"]), mode="append", branch="main", actor=ACTOR)
     create_branch(graph, "feat")
     probes.clear()
     result = load(graph, _people([f"p{i:03d}" for i in range(9)]), mode="append", branch="feat", actor=ACTOR, chunk_rows=3)
     assert len(result.commits) == 3
-    assert probes == [9, 6]  # the inherited image, then the fork made by chunk 1 (reused by chunk 3)
+    assert probes == expected
     with pytest.raises(KeyConflict) as refused:
         load(graph, _people(["q1", "q2", "q3", "p009"]), mode="append", branch="feat", actor=ACTOR, chunk_rows=3)
     assert refused.value.details["entity_id"] == "p009"
