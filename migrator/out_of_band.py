@@ -33,9 +33,17 @@ def refuse_row_drift(store: GraphStore, reports: list[drift.TableDriftReport]) -
 
 
 def adopt_before_plan(store: GraphStore, manifest: Manifest, migration_id: str, token: str) -> list[drift.TableDriftReport]:
-    """Adopt every change-no-row HEAD on every branch under the claim; returns what was adopted."""
+    """Adopt every change-no-row HEAD on every branch under the claim; returns what was adopted.
+
+    The branches are looked at :func:`~migrator.fan_out.default_parallel` at a time (reads only);
+    those with a table past its pin are then settled one after another, main first, then by name,
+    so the first drift met in that order is the one refused. Under the claim and the barrier no
+    writer moves a table between the two reads.
+    """
     adopted: list[drift.TableDriftReport] = []
-    for branch in manifest.branches():
+    branches = list(manifest.branches())
+    found = fan_out(lambda branch: drift.out_of_band(store, manifest, branch), branches, default_parallel(store))
+    for branch in [name for name, reports in zip(branches, found, strict=True) if reports]:
         done, drifted = drift.settle(store, manifest, branch, actor=f"omnigraph-migrate {migration_id}", require_fencing=False)
         adopted += done
         if drifted:
