@@ -9,7 +9,10 @@ manifest entries that pin the new versions.
 Failures, by what had landed: a storage conflict on the first table (nothing landed) disarms
 the intent and is :class:`~engine.ops.write_plan.NoEffectConflict` (the commit is prepared
 again); a conflict on a later table, or a multi-commit effect that failed after its first
-commit (``EffectLanded``), is ``recovery_required`` with the intent kept. Failpoints:
+commit (``EffectLanded``), is ``recovery_required`` with the intent kept. A fork blocked by
+another writer's (interrupted inside Lance, or of the same name from another image) is
+``recovery_required`` naming ``omnigraph recover``, with the intent withdrawn first if nothing
+had landed. Failpoints:
 ``write.after_fork``, ``write.after_merge_step`` (after each commit of a merge),
 ``write.after_effect``.
 """
@@ -25,7 +28,7 @@ from engine.graph import Graph
 from engine.manifest import BranchSnapshot, TableEntry, with_version
 from engine.ops.write_plan import NoEffectConflict, TableWrite
 from engine.reconcile import IntentTable, drift, intents
-from engine.storage import ensure_fork, open_pinned
+from engine.storage import ForeignFork, ForkInterrupted, fork_or_adopt, open_pinned
 
 
 def apply_effects(
@@ -38,7 +41,7 @@ def apply_effects(
         entry = snapshot.table(write.table_key)
         try:
             if table.fork_planned:
-                ensure_fork(store, entry.table_path, str(table.target_branch), entry.table_branch, entry.table_version, operation_id)
+                _fork(graph, entry, str(table.target_branch), operation_id, landed=bool(entries))
                 failpoint("write.after_fork")
             dataset = open_pinned(store, entry.image.on(table.target_branch))
             version = _write_table(graph, dataset, entry.table_path, write)
@@ -64,6 +67,35 @@ def apply_effects(
         entries.append(with_version(entry, table.target_branch, version, rows))
         failpoint("write.after_effect")
     return entries
+
+
+def _fork(graph: Graph, entry: TableEntry, branch: str, operation_id: str, *, landed: bool) -> None:
+    """Fork (or adopt) the table branch the write targets; ``recovery_required`` naming
+    ``omnigraph recover`` when another writer's fork is in the way: one interrupted inside Lance
+    (data without a ref) or one of the same name from another image. Before any table of the
+    commit landed this write's intent is withdrawn first, so the read-write open of the recovery
+    (or of this process's next write) resolves the dead writer's intent that planned that fork,
+    with no live intent of this process holding the table."""
+    store = graph.store
+    try:
+        fork_or_adopt(store, entry.table_path, branch, entry.table_branch, entry.table_version)
+        return
+    except (ForkInterrupted, ForeignFork) as blocked:
+        problem = str(blocked)
+        cause: Exception = blocked
+    fix = f"`{drift.recover_command(store.uri)}`"
+    if landed:
+        raise RecoveryRequired(
+            operation_id, f"{problem}; earlier tables of this commit landed: resolve it with {fix}",
+            table_path=entry.table_path, branch=branch,
+        ) from cause
+    intents.disarm(store, operation_id)
+    raise RecoveryRequired(
+        None,
+        f"{problem}: another writer's fork of this table was interrupted. Nothing of this write was "
+        f"written; run {fix} (it resolves that writer's commit), then retry",
+        table_path=entry.table_path, branch=branch,
+    ) from cause
 
 
 def _write_table(graph: Graph, dataset: lance.LanceDataset, table_path: str, write: TableWrite) -> int:

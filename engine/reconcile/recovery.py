@@ -6,7 +6,8 @@ is left for a later open):
 
 * if the graph branch of that name is gone, or is another incarnation than the one the intent
   recorded (deleted and created again), the commit died with its branch: only forks it planned
-  that no live branch pins, forked from exactly the image the intent recorded, are deleted;
+  that no live branch pins, forked from exactly the image the intent recorded, are deleted (and
+  the leftovers of one it was killed inside, data without a ref);
   nothing is restored and no manifest is published (DESIGN section 5: an intent is never
   applied to a new branch of the same name);
 * if the commit id appears as the head of its branch at a manifest version after the intent's
@@ -35,7 +36,15 @@ from typing import Literal
 from engine.manifest import MAIN, Manifest, TableEntry, now_ms
 from engine.reconcile import branch_guard, intents
 from engine.reconcile.intents import IntentTable, RecoveredTable, RecoveryRecord, WriteIntent
-from engine.storage import GraphStore, delete_branch_if_present, latest_version, list_branches, open_dataset, open_pinned
+from engine.storage import (
+    GraphStore,
+    delete_branch_if_present,
+    latest_version,
+    list_branches,
+    open_dataset,
+    open_pinned,
+    remove_unreferenced_fork,
+)
 from engine.storage.process import this_host
 
 Outcome = Literal["published", "rolled_back", "branch_gone", "branch_deleted"]
@@ -59,17 +68,30 @@ def pinned_anywhere(manifest: Manifest, table_path: str, table_branch: str | Non
 
 
 def _delete_dead_fork(store: GraphStore, manifest: Manifest, table: IntentTable) -> RecoveredTable:
-    """Delete the fork ``table`` planned if it is exactly that fork and nothing pins it."""
-    fork = list_branches(open_dataset(store, table.table_path)).get(str(table.target_branch))
-    deleted = (
-        fork is not None
-        and (fork.parent_branch, fork.parent_version) == (table.branch_before, table.version_before)
-        and not pinned_anywhere(manifest, table.table_path, table.target_branch)
-    )
-    if deleted:
-        open_dataset(store, table.table_path).branches.delete(str(table.target_branch))
+    """Delete the fork ``table`` planned if it is exactly that fork and nothing pins it; a fork
+    the dead writer was killed inside (its data without a ref) has its leftovers removed, unless
+    a live writer's intent targets the same table branch."""
+    name = str(table.target_branch)
+    fork = list_branches(open_dataset(store, table.table_path)).get(name)
+    if fork is None:
+        deleted = not _live_intent_targets(store, table.table_path, name) and remove_unreferenced_fork(
+            store, table.table_path, name
+        )
+    else:
+        deleted = (fork.parent_branch, fork.parent_version) == (table.branch_before, table.version_before) and not (
+            pinned_anywhere(manifest, table.table_path, table.target_branch)
+        )
+        if deleted:
+            open_dataset(store, table.table_path).branches.delete(name)
     return RecoveredTable(
         table_key=table.table_key, action="fork_deleted" if deleted else "unchanged", table_branch=table.target_branch
+    )
+
+
+def _live_intent_targets(store: GraphStore, table_path: str, branch: str) -> bool:
+    """An intent armed by a live writer targets ``branch`` of ``table_path`` (its fork may be in flight)."""
+    return any(
+        (table_path, branch) in touched_tables(intent) for intent in intents.list_intents(store) if intents.owner_is_alive(intent)
     )
 
 
@@ -187,13 +209,14 @@ def resolve_intents(store: GraphStore, manifest: Manifest) -> list[RecoveryRecor
 def complete_interrupted(store: GraphStore, manifest: Manifest, record: branch_guard.GuardRecord) -> None:
     """Finish what a process that died holding a branch's guard left (the caller holds the guard
     now): if the branch does not exist (a delete that removed it, a create that had not made it
-    yet), delete the table forks of its name that no live branch pins. An existing branch is
-    left as it is."""
+    yet), delete the table forks of its name that no live branch pins, and what a fork or a delete
+    of one killed inside Lance left (data without a ref). An existing branch is left as it is."""
     if record.operation == "recover" or record.branch in manifest.branches():
         return
     for entry in manifest.snapshot(MAIN).tables.values():
         if not pinned_anywhere(manifest, entry.table_path, record.branch):
             delete_branch_if_present(store, entry.table_path, record.branch)
+            remove_unreferenced_fork(store, entry.table_path, record.branch)
 
 
 def finish_interrupted_branch_operations(store: GraphStore, manifest: Manifest) -> list[str]:

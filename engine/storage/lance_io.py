@@ -22,7 +22,6 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from engine.errors import RecoveryRequired
 from engine.storage.names import PK_METADATA_KEY
 from engine.storage.store import GraphStore
 
@@ -224,50 +223,16 @@ def remove_unreferenced_fork(store: GraphStore, rel: str, branch: str) -> bool:
     was any. A branch with a ref is never touched (False).
 
     Only for a caller that owns the name ``branch`` on that dataset, so that no other fork of it
-    can be in flight (the migration, under its claim, for the fork its unit's sidecar planned):
-    Lance refuses to fork a name whose directory is left without a ref, and this is what lets the
-    fork be made again.
+    can be in flight: the migration, under its claim, for the fork its unit's sidecar planned;
+    recovery, for the fork a dead writer's intent planned when no live writer's intent targets
+    it, and for the table branches of a graph branch that no longer exists, under its guard.
+    Lance refuses to fork a name whose directory is left without a ref, and this is what lets
+    the fork be made again.
     """
     if read_branch(store, rel, branch) is not None or not store.list(f"{rel}/tree/{branch}"):
         return False
     store.delete_tree(f"{rel}/tree/{branch}")
     return True
-
-
-def ensure_fork(
-    store: GraphStore,
-    rel: str,
-    branch: str,
-    parent_branch: str | None,
-    parent_version: int,
-    operation_id: str,
-) -> LanceBranch:
-    """:func:`fork_or_adopt` for the graph write ``operation_id``: the branch forked or adopted.
-
-    Either refusal is ``recovery_required`` naming the write: writing to a foreign branch would
-    mix in rows that the graph manifest never published.
-    """
-    try:
-        return fork_or_adopt(store, rel, branch, parent_branch, parent_version).branch
-    except ForkInterrupted as interrupted:
-        raise RecoveryRequired(
-            operation_id,
-            f"table {rel}: Lance branch {branch!r} exists as data but has no ref ({interrupted.cause}); "
-            "a fork was interrupted. Reopen the graph read-write; if this persists, the "
-            "branch directory must be inspected by hand",
-            table_path=rel,
-            branch=branch,
-        ) from interrupted.cause
-    except ForeignFork as foreign:
-        existing = foreign.existing
-        raise RecoveryRequired(
-            operation_id,
-            f"table {rel} already has a Lance branch {branch!r} forked from "
-            f"({existing.parent_branch or 'main'}, v{existing.parent_version}), not from the pinned "
-            f"({parent_branch or 'main'}, v{parent_version}); reopen the graph read-write to resolve it",
-            table_path=rel,
-            branch=branch,
-        ) from foreign
 
 
 @retry(

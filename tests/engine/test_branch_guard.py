@@ -105,6 +105,26 @@ def test_a_killed_delete_is_reported_by_check_and_completed_by_recover(graph: st
     _assert_clean(graph)
 
 
+def test_a_delete_killed_inside_lance_leaves_nothing_that_blocks_the_next_branch_of_its_name(
+    graph: str, tmp_path: Path
+) -> None:
+    """Killed after the manifest branch went, and inside Lance's delete of a table branch (its ref
+    gone, its data left): `omnigraph recover` removes the data too, so a new ``tmp`` forks that
+    table again."""
+    killed = omnigraph("branch", "delete", "tmp", graph, env={FAILPOINT_ENV: "branch.after_delete"})
+    assert killed.returncode == FAILPOINT_EXIT_STATUS, killed.describe()
+    store = open_store(graph)
+    person_table = graph_for(graph, write=False).manifest.snapshot("main").table("node:Person").table_path
+    store.delete(f"{person_table}/_refs/branches/tmp.json")
+    assert store.list(f"{person_table}/tree/tmp")
+    omnigraph("recover", graph).ok()
+    assert not store.list(f"{person_table}/tree/tmp")
+    omnigraph("branch", "create", "tmp", graph).ok()
+    _load(graph, write_jsonl(tmp_path, "n.jsonl", [person("n1", 2)]), "tmp").ok()
+    assert "n1" in _names(graph, "tmp")
+    _assert_clean(graph)
+
+
 def test_a_killed_create_is_completed_by_recover(graph: str, tmp_path: Path) -> None:
     killed = omnigraph("branch", "create", "other", graph, env={FAILPOINT_ENV: "branch.before_create"})
     assert killed.returncode == FAILPOINT_EXIT_STATUS, killed.describe()

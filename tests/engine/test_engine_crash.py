@@ -191,3 +191,55 @@ def test_a_writer_does_not_publish_a_dead_commits_unpublished_rows(root_uri: str
     exported = "\n".join(_export(root_uri, "main"))
     assert '"k2"' in exported and '"cid"' not in exported and '"k1"' not in exported
     assert list_intents(open_store(root_uri)) == []
+
+
+def _interrupt_fork(uri: str, branch: str, table_key: str) -> str:
+    """What a writer killed inside Lance's fork of ``table_key`` for ``branch`` leaves: the fork's
+    ``tree/<branch>`` written, its ref not (made here by forking, then deleting the ref)."""
+    from engine.manifest import Manifest
+    from engine.storage import list_branches, open_dataset
+
+    store = open_store(uri)
+    entry = Manifest(store).snapshot(branch).table(table_key)
+    open_dataset(store, entry.table_path).create_branch(branch, reference=("main", entry.table_version))
+    store.delete(f"{entry.table_path}/_refs/branches/{branch}.json")
+    assert branch not in list_branches(open_dataset(store, entry.table_path))
+    assert store.list(f"{entry.table_path}/tree/{branch}")
+    return entry.table_path
+
+
+def test_a_writer_killed_inside_a_fork_is_resolved_by_the_next_write(tmp_path: Path) -> None:
+    """A real kill after the intent is armed, then the fork's leftovers as a kill inside Lance
+    leaves them. The next write's read-write open removes them (its dead intent planned that
+    fork), forks again and lands; a live process that met them first was told to run
+    `omnigraph recover`, which does the same."""
+    uri = str(tmp_path / "g")
+    graph = init_graph(uri, SCHEMA, FENCED_PROFILE, actor="t")
+    load(graph, _jsonl(BASE), mode="append", branch="main", actor="t")
+    create_branch(graph, "feat")
+    live = open_graph(uri, FENCED_PROFILE, write=True)  # a long-lived writer, opened before the crash
+    data = tmp_path / "delta.jsonl"
+    data.write_bytes(_jsonl(DELTA[:1]))
+    assert _run_load(uri, data, "feat", "write.after_arm").returncode == FAILPOINT_EXIT_STATUS
+    _interrupt_fork(uri, "feat", "node:Person")
+
+    from engine.errors import RecoveryRequired
+
+    with pytest.raises(RecoveryRequired) as refused:
+        load(live, _jsonl([{"type": "Person", "data": {"name": "dan"}}]), mode="append", branch="feat", actor="t")
+    assert list_intents(open_store(uri))[0].operation_id != refused.value.details.get("operation_id")
+    assert len(list_intents(open_store(uri))) == 1  # the dead writer's; the live one disarmed its own
+    advice = f"omnigraph recover {uri}"
+    assert advice in refused.value.message
+    recovered = subprocess.run([OMNIGRAPH, *advice.split()[1:], "--json"], capture_output=True, text=True, timeout=120)
+    assert recovered.returncode == 0, recovered.stderr
+    assert list_intents(open_store(uri)) == []
+
+    _interrupt_fork(uri, "feat", "node:Person")  # once more, for the next command's own open
+    assert _run_load(uri, data, "feat", "write.after_arm").returncode == FAILPOINT_EXIT_STATUS
+    landed = _run_load(uri, data, "feat", None)
+    assert landed.returncode == 0, landed.stderr
+    assert any('"cid"' in line for line in _export(uri, "feat"))
+    assert list_intents(open_store(uri)) == []
+    check = subprocess.run([OMNIGRAPH, "check", "--json", uri], capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout
