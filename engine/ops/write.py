@@ -22,7 +22,11 @@ A storage conflict before any table effect deletes the intent and re-runs the wh
 step 1 with a fresh snapshot (bounded by :data:`RETRY_SECONDS`, with jittered backoff); a strict
 insert therefore re-probes its ids and ends as ``key_conflict`` once a concurrent winner is
 published, and never turns into an upsert. A conflict after an effect landed is
-``recovery_required`` with the intent kept. Every attempt writes to the branch incarnation the
+``recovery_required`` with the intent kept. An attempt that fails after arming for any other
+reason (a storage error, say) keeps its intent too. Either way the process gives that commit up
+(:func:`engine.reconcile.intents.abandon`): its own next pin check or read-write open resolves the
+intent as a dead writer's, so a long-lived process (a server) is not stuck behind its own failed
+commit. Every attempt writes to the branch incarnation the
 commit started on or to none. Support boundary: one writer process per graph; concurrent
 processes are fenced against duplicate ids, not promised serializable multi-table commits.
 """
@@ -112,12 +116,16 @@ class _Attempts(Generic[P]):
         target = lance_branch_name(self.branch)
         tables = [_intent_table(snapshot.table(w.table_key), target) for w in writes]
         intents.arm(self.graph.store, self._intent(operation_id, snapshot, tables))
-        failpoint("write.after_arm")
-        _require_incarnation(self.graph, self.branch, self.incarnation, operation_id)
-        entries = apply_effects(self.graph, snapshot, writes, tables, operation_id)
-        published = publish(self.graph, snapshot, entries, operation_id, plan, self.actor)
-        failpoint("write.after_publish")
-        intents.disarm(self.graph.store, operation_id)
+        try:
+            failpoint("write.after_arm")
+            _require_incarnation(self.graph, self.branch, self.incarnation, operation_id)
+            entries = apply_effects(self.graph, snapshot, writes, tables, operation_id)
+            published = publish(self.graph, snapshot, entries, operation_id, plan, self.actor)
+            failpoint("write.after_publish")
+            intents.disarm(self.graph.store, operation_id)
+        except BaseException:
+            intents.abandon(operation_id)  # given up with the intent kept: recovery may resolve it now
+            raise
         return WriteResult(plan, published)
 
     def _plan(self, snapshot: BranchSnapshot) -> CommitPlan[P]:

@@ -8,13 +8,15 @@ Resolution records are written to ``__recovery/log/<operation-id>.json``.
 
 from __future__ import annotations
 
+import os
+import threading
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from engine.errors import Internal
 from engine.storage import RECOVERY_DIR, GraphStore, canonical_json
-from engine.storage.process import process_is_alive
+from engine.storage.process import process_is_alive, process_start_marker, this_host
 
 RECOVERY_LOG_DIR = f"{RECOVERY_DIR}/log"
 
@@ -85,14 +87,39 @@ def intent_path(operation_id: str) -> str:
     return f"{RECOVERY_DIR}/{operation_id}.json"
 
 
+_IN_FLIGHT: set[str] = set()
+"""Operation ids of this process's commits that are still running (armed, not yet disarmed or
+given up): an intent of this process is its writer's live commit only while it is listed here."""
+_IN_FLIGHT_LOCK = threading.Lock()
+
+
 def arm(store: GraphStore, intent: WriteIntent) -> None:
-    """Persist ``intent``; an existing intent with the same id is an internal error."""
-    if not store.put_if_absent(intent_path(intent.operation_id), canonical_json(intent)):
+    """Persist ``intent`` (listed as in flight in this process first); an existing intent with
+    the same id is an internal error."""
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.add(intent.operation_id)
+    try:
+        created = store.put_if_absent(intent_path(intent.operation_id), canonical_json(intent))
+    except BaseException:
+        abandon(intent.operation_id)
+        raise
+    if not created:
+        abandon(intent.operation_id)
         raise Internal(f"recovery intent {intent.operation_id} already exists")
 
 
 def disarm(store: GraphStore, operation_id: str) -> None:
+    """Delete the intent of ``operation_id``; it is no longer in flight in this process."""
     store.delete(intent_path(operation_id))
+    abandon(operation_id)
+
+
+def abandon(operation_id: str) -> None:
+    """This process gave up commit ``operation_id`` with its intent kept (or never had it in
+    flight): from now on its intent is resolved like a dead writer's, by the next read-write open
+    or pin check of this process, or by another process once this one has exited."""
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.discard(operation_id)
 
 
 def list_intents(store: GraphStore) -> list[WriteIntent]:
@@ -112,7 +139,11 @@ def list_intents(store: GraphStore) -> list[WriteIntent]:
 
 
 def owner_is_alive(intent: WriteIntent) -> bool:
-    """True if the intent's writer is a live process on this host (its commit is in flight)."""
+    """True if the intent's commit is in flight: its writer is a live process on this host and,
+    when that is this process, the commit has not been given up (:func:`abandon`)."""
+    if intent.host == this_host() and intent.pid == os.getpid() and intent.process_start == process_start_marker(intent.pid):
+        with _IN_FLIGHT_LOCK:
+            return intent.operation_id in _IN_FLIGHT
     return process_is_alive(intent.host, intent.pid, intent.process_start)
 
 

@@ -106,19 +106,20 @@ def _registered(graph: str, address: str) -> int:
 
 
 def start_server(program: Path, graph: str, *extra: str, workers: int = 1, tokens: Path | None = None,
-                 token: str | None = None) -> Server:
+                 token: str | None = None, env: dict[str, str] | None = None) -> Server:
     """Start ``program serve graph`` on a free loopback port, with the tokens file ``tokens`` (the
-    client sending ``token``) or else ``--unauthenticated``; wait until ``/healthz`` answers and
-    every worker process has registered in the fleet."""
+    client sending ``token``) or else ``--unauthenticated``, and ``env`` on top of this process's
+    environment (no failpoint unless ``env`` arms one); wait until ``/healthz`` answers and every
+    worker process has registered in the fleet."""
     auth = ["--tokens", str(tokens)] if tokens is not None else ["--unauthenticated"]
     port = free_port()
     log = tempfile.TemporaryFile()
-    env = dict(os.environ)
-    env.pop("OMNIGRAPH_FAILPOINTS", None)
-    env["OMNIGRAPH_ACTOR"] = ACTOR
+    environment = {key: value for key, value in os.environ.items() if key != "OMNIGRAPH_FAILPOINTS"}
+    environment["OMNIGRAPH_ACTOR"] = ACTOR
+    environment.update(env or {})
     process = subprocess.Popen(
         [str(program), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), *auth, *extra, graph],
-        stdout=log, stderr=subprocess.STDOUT, env=env,
+        stdout=log, stderr=subprocess.STDOUT, env=environment,
     )
     server = Server(program, graph, process, f"http://127.0.0.1:{port}", log, token)
     deadline = time.monotonic() + STARTUP_SECONDS
@@ -135,8 +136,9 @@ def start_server(program: Path, graph: str, *extra: str, workers: int = 1, token
     raise AssertionError(f"{program.name} serve did not answer /healthz within {STARTUP_SECONDS}s")
 
 
-def start_fenced(graph: str, *extra: str, workers: int = 1, tokens: Path | None = None, token: str | None = None) -> Server:
-    return start_server(OMNIGRAPH, graph, *extra, workers=workers, tokens=tokens, token=token)
+def start_fenced(graph: str, *extra: str, workers: int = 1, tokens: Path | None = None, token: str | None = None,
+                 env: dict[str, str] | None = None) -> Server:
+    return start_server(OMNIGRAPH, graph, *extra, workers=workers, tokens=tokens, token=token, env=env)
 
 
 def error_of(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
