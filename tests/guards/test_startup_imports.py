@@ -79,7 +79,7 @@ def test_help_and_version_load_no_lance_arrow_duckdb_or_fastapi(program: str, ar
     assert out.startswith(expected), out
     assert _heavy(modules) == []
     assert sorted(m for m in modules if m.startswith("cli.") and m not in TABLES) == sorted(
-        {SCRIPTS[program], "cli.lazy"} | ({"cli.support"} if program != "omnigraph-migrate" else set())
+        {SCRIPTS[program], "cli.console", "cli.lazy"} | ({"cli.support"} if program != "omnigraph-migrate" else set())
     )
 
 
