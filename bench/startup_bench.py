@@ -21,15 +21,24 @@ measured) in a temporary directory, removed at the end. The driver imports only 
 library, so its own RSS does not inflate the children's ``ru_maxrss``. Every measured process
 must exit 0.
 
-``--split`` then splits each graph command's time: ``--runs`` fresh interpreters each run it
-in process (the script's click group, as its entry point calls it) after timing each import in
-turn: click, Lance (with numpy and pyarrow), fsspec, pydantic, the project's modules the command
-needs (:data:`PROJECT_MODULES`, with what they import), then the command itself (the imports it
-still makes, and its work). Each is also timed as a whole process, beside a ``python -c pass``
-(the interpreter's start); what the steps and the start leave of that wall time is the
-interpreter's shutdown, mostly. Medians of the runs.
+``--baseline TREE`` runs every command with a target a second time in each round, as
+``python -c "...; main()"`` with ``TREE`` (a checkout of the project, e.g. at the commit before a
+change; its ``bench/bytecode.py`` is run first) first on ``sys.path``, so that its modules are
+imported instead of the installed ones: its rows (``[baseline]``) are measured in the same rounds.
 
-Usage: ``.venv/bin/python bench/startup_bench.py [--runs 5] [--split] [--json FILE]``.
+``--split`` then splits each graph command's time: ``--runs`` fresh interpreters each time
+each import in turn: click, Lance (with numpy and pyarrow), fsspec, pydantic (with the modules it
+imports only when the first model is defined), the project's modules the command needs
+(:data:`PROJECT_MODULES`, with what they import); then they call the script's ``main()``, as the
+console script does, and time the command (the imports it still makes, and its work) up to the
+first ``atexit`` handler of its exit. Each is also timed as a whole process, beside a ``python -c
+pass`` (the interpreter's start); what the steps and the start leave of that wall time is the
+process's exit: the ``atexit`` handlers and, unless the script skips it (:mod:`cli.console`),
+the interpreter's teardown. Medians of the runs. To split another tree's commands, put it on
+``PYTHONPATH`` and run from outside any project tree (``python -c`` puts the working directory
+first on ``sys.path``).
+
+Usage: ``.venv/bin/python bench/startup_bench.py [--runs 5] [--split] [--baseline TREE] [--json FILE]``.
 """
 
 from __future__ import annotations
@@ -58,6 +67,10 @@ BASELINE = "import lance"
 HELP_TARGET = 0.25
 GRAPH_TARGET = 1.3
 THIRD_PARTY = ("click", "lance", "fsspec", "pydantic")
+# What each step of the split imports: pydantic imports its model machinery (pydantic.main, its
+# fields and types) only when the first model is defined, which would count it as the project's.
+THIRD_PARTY_IMPORTS = [("pydantic", "pydantic.main", "pydantic.fields", "pydantic.types") if name == "pydantic" else (name,)
+                       for name in THIRD_PARTY]
 # The project's modules each graph command needs: its script's group, its command module, the API.
 PROJECT_MODULES = {
     "omnigraph snapshot G5": ("cli.omnigraph", "cli.shared_commands", "omnigraph.graph"),
@@ -66,19 +79,35 @@ PROJECT_MODULES = {
     "omnigraph-migrate preflight G4": ("cli.migrate", "cli.migrate_commands", "migrator.inspection", "omnigraph.migrate"),
 }
 SPLIT_PROBE = """
-import contextlib, importlib, io, json, sys, time
-group_module, program, modules, *args = sys.argv[1:]
+import atexit, importlib, json, sys, time
+script_module, program, modules, *args = sys.argv[1:]
 marks = [time.perf_counter()]
-for name in [*THIRD_PARTY, None]:
-    for module in [name] if name else modules.split(","):
+for step in [*THIRD_PARTY_IMPORTS, None]:
+    for module in step or modules.split(","):
         importlib.import_module(module)
     marks.append(time.perf_counter())
-with contextlib.redirect_stdout(io.StringIO()):
-    code = importlib.import_module(group_module).cli.main(args, prog_name=program, standalone_mode=False)
-marks.append(time.perf_counter())
-print(json.dumps({"exit": code or 0, "steps": [b - a for a, b in zip(marks, marks[1:])]}), file=sys.stderr)
-""".replace("THIRD_PARTY", repr(THIRD_PARTY))
+
+
+def report():
+    marks.append(time.perf_counter())
+    print(json.dumps({"steps": [b - a for a, b in zip(marks, marks[1:])]}), file=sys.stderr)
+
+
+atexit.register(report)  # the first handler of the exit: its mark ends the command's step
+sys.argv = [program, *args]
+importlib.import_module(script_module).main()
+""".replace("THIRD_PARTY_IMPORTS", repr(THIRD_PARTY_IMPORTS))
 SCRIPT_MODULES = {"omnigraph": "cli.omnigraph", "omnigraph-v4": "cli.omnigraph_v4", "omnigraph-migrate": "cli.migrate"}
+BASELINE_SUFFIX = " [baseline]"
+# A console script's entry point, imported from the tree given first (argv: tree, module, program, args).
+BASELINE_ENTRY = """
+import sys
+tree, module = sys.argv.pop(1), sys.argv.pop(1)
+sys.path.insert(0, tree)
+sys.argv[0] = sys.argv.pop(1)
+from importlib import import_module
+sys.exit(import_module(module).main())
+"""
 
 
 def measure(argv: list[str]) -> tuple[float, float]:
@@ -124,12 +153,28 @@ def commands(g5: str, g4: str, one: str) -> list[tuple[str, list[str], float | N
     ]
 
 
-def run(runs: int, with_split: bool) -> dict[str, object]:
-    """Every command ``runs`` times, round-robin; the medians, ratios and verdicts (and the
-    split of the graph commands with ``with_split``)."""
+def with_baseline(listed: list[tuple[str, list[str], float | None]], tree: Path) -> list[tuple[str, list[str], float | None]]:
+    """``listed``, each command with a target followed by the same command from ``tree``."""
+    result = []
+    for label, argv, target in listed:
+        result.append((label, argv, target))
+        if target is not None:
+            program = Path(argv[0]).name
+            result.append((f"{label}{BASELINE_SUFFIX}", [PYTHON, "-c", BASELINE_ENTRY, str(tree), SCRIPT_MODULES[program], program,
+                                                    *argv[1:]], target))
+    return result
+
+
+def run(runs: int, with_split: bool, baseline: Path | None = None) -> dict[str, object]:
+    """Every command ``runs`` times, round-robin (each beside its ``baseline`` run, given a
+    tree); the medians, ratios and verdicts (and the split of the graph commands with
+    ``with_split``)."""
     workdir = Path(tempfile.mkdtemp(prefix="omnigraph-startup-"))
     try:
         listed = commands(*build_graphs(workdir))
+        if baseline is not None:
+            subprocess.run([PYTHON, str(baseline / "bench" / "bytecode.py")], check=True)
+            listed = with_baseline(listed, baseline)
         samples: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in listed}
         for _ in range(runs):
             for label, argv, _ in listed:
@@ -154,7 +199,7 @@ def split(listed: list[tuple[str, list[str], float | None]], runs: int) -> list[
     """For each graph command, ``runs`` rounds of ``python -c pass`` and of the command run in
     process by :data:`SPLIT_PROBE`, both whole processes: the median seconds of the interpreter's
     start (``pass``), of each import step and of the command in process, and of the rest of the
-    probe's wall time (the interpreter's shutdown, mostly), and the probe's median wall."""
+    probe's wall time (the process's exit), and the probe's median wall."""
     rows = []
     for label, argv, _ in listed:
         if label not in PROJECT_MODULES:
@@ -167,10 +212,9 @@ def split(listed: list[tuple[str, list[str], float | None]], runs: int) -> list[
             began = time.perf_counter()
             completed = subprocess.run(probe, capture_output=True, text=True, check=False)
             walls.append(time.perf_counter() - began)
-            report = json.loads(completed.stderr.strip().splitlines()[-1]) if completed.returncode == 0 else {"exit": None}
-            if report["exit"] != 0:
-                raise RuntimeError(f"split of {label} failed: {completed.stderr}")
-            steps.append(report["steps"])
+            if completed.returncode != 0:
+                raise RuntimeError(f"split of {label} exited {completed.returncode}: {completed.stderr}")
+            steps.append(json.loads(completed.stderr.strip().splitlines()[-1])["steps"])
         parts = [statistics.median(run[i] for run in steps) for i in range(len(steps[0]))]
         start, wall = statistics.median(starts), statistics.median(walls)
         rows.append({"command": label, "start": start, "parts": parts, "rest": wall - start - sum(parts), "wall": wall})
@@ -179,7 +223,7 @@ def split(listed: list[tuple[str, list[str], float | None]], runs: int) -> list[
 
 def render_split(rows: list[dict[str, object]]) -> str:
     """The split table, milliseconds."""
-    names = ["python start", *THIRD_PARTY, "project modules", "command", "rest (shutdown)", "whole process"]
+    names = ["python start", *THIRD_PARTY, "project modules", "command", "rest (exit)", "whole process"]
     lines = ["| command | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
     for row in rows:
         values = [row["start"], *row["parts"], row["rest"], row["wall"]]  # type: ignore[misc]
@@ -200,14 +244,16 @@ def render(result: dict[str, object]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exit 0 when every target is met, 1 when one is missed."""
+    """Exit 0 when every target is met, 1 when one is missed (the baseline's rows do not count)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="rounds of every command (the median is reported)")
     parser.add_argument("--split", action="store_true", help="also split each graph command's time (imports, command, rest)")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="TREE",
+                        help="also run each command with a target from this source tree, in the same rounds")
     parser.add_argument("--json", type=Path, default=None, help="also write every run and the medians here")
     args = parser.parse_args(argv)
     compile_project()
-    result = run(args.runs, args.split)
+    result = run(args.runs, args.split, args.baseline.resolve() if args.baseline else None)
     print(f"median of {args.runs} runs; load average {result['load_average'][0]:.2f}, {result['cpus']} CPUs")  # type: ignore[index]
     print(render(result))
     if args.split:
@@ -215,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         print(render_split(result["split"]))  # type: ignore[arg-type]
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    return 0 if all(row["met"] is not False for row in result["rows"]) else 1  # type: ignore[attr-defined]
+    rows = [row for row in result["rows"] if not row["command"].endswith(BASELINE_SUFFIX)]  # type: ignore[attr-defined]
+    return 0 if all(row["met"] is not False for row in rows) else 1
 
 
 if __name__ == "__main__":

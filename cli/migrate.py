@@ -12,8 +12,11 @@ this binary defines itself are in :mod:`cli.migrate_commands`.
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import click
 
+from cli.console import run_script
 from cli.lazy import LazyCommand, LazyGroup
 
 COMMANDS = {
@@ -69,5 +72,6 @@ def cli() -> None:
     """omnigraph-migrate: upgrade a format-4 graph to key-conflict fencing (format 5) in place."""
 
 
-def main() -> None:
-    cli()
+def main() -> NoReturn:
+    """The ``omnigraph-migrate`` console script: :func:`cli.console.run_script` of :data:`cli`."""
+    run_script(cli)

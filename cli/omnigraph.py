@@ -8,10 +8,12 @@ none of Lance, Arrow, DuckDB or FastAPI (``tests/guards/test_startup_imports.py`
 from __future__ import annotations
 
 import datetime as dt
+from typing import NoReturn
 
 import click
 
 import omnigraph
+from cli.console import run_script
 from cli.lazy import LazyCommand, LazyGroup
 from cli.shared_commands import shared_lazy_commands
 from cli.support import echo_result, emit_json, json_option, open_graph, reports_errors
@@ -85,5 +87,6 @@ def version_command(as_json: bool) -> None:
     echo_result(f"omnigraph {omnigraph.__version__} (writes format {omnigraph.WRITES_FORMAT})")
 
 
-def main() -> None:
-    cli()
+def main() -> NoReturn:
+    """The ``omnigraph`` console script: :func:`cli.console.run_script` of :data:`cli`."""
+    run_script(cli)

@@ -5,9 +5,12 @@ Every subcommand is imported only when it is invoked (:class:`cli.lazy.LazyGroup
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import click
 
 import omnigraph
+from cli.console import run_script
 from cli.lazy import LazyGroup
 from cli.shared_commands import shared_lazy_commands
 
@@ -20,5 +23,6 @@ def cli() -> None:
     """omnigraph-v4: the format-4 writer (no key-conflict fencing)."""
 
 
-def main() -> None:
-    cli()
+def main() -> NoReturn:
+    """The ``omnigraph-v4`` console script: :func:`cli.console.run_script` of :data:`cli`."""
+    run_script(cli)

@@ -16,16 +16,21 @@ from __future__ import annotations
 import getpass
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from engine.access import current_permission, write_permission, writer_audit
+from engine.access import current_permission, write_permission
 from engine.door import EngineProfile
 from engine.errors import BadRequest, NotFound
 from engine.failpoints import failpoint
 from engine.manifest import HeadEntry, Manifest, TableEntry, now_ms
-from engine.reconcile import RecoveryRecord, drift, recovery
 from engine.schema import Catalog
 from engine.schema.ids import new_ulid
 from engine.storage import FORMAT_5, SCHEMA_FILE, GraphStore, open_store
+
+# What only a read-write open runs (the writer audit, recovery, drift adoption) is imported by
+# it: a read-only open loads neither those modules nor their pydantic models.
+if TYPE_CHECKING:
+    from engine.reconcile import RecoveryRecord, drift
 
 
 @dataclass
@@ -92,11 +97,15 @@ def open_graph(uri: str, profile: EngineProfile, *, write: bool, claim_token: st
     catalog = Catalog.from_source(store.read_bytes(SCHEMA_FILE).decode("utf-8"))
     graph = Graph(store, manifest, catalog, stamp, profile, write)
     failpoint("open.after_stamp")
-    if write and stamp == FORMAT_5:
+    if not write:
+        return graph
+    from engine.access import writer_audit
+    from engine.reconcile import drift, recovery
+
+    if stamp == FORMAT_5:
         writer_audit.refuse_foreign_heads(store, manifest)
-    if write:
-        graph.recovered = recovery.resolve_intents(store, manifest)
-        graph.adopted = drift.settle_all(store, manifest, actor=default_actor(), require_fencing=profile.router.with_pk)
+    graph.recovered = recovery.resolve_intents(store, manifest)
+    graph.adopted = drift.settle_all(store, manifest, actor=default_actor(), require_fencing=profile.router.with_pk)
     return graph
 
 

@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from claims import ClaimDocument, acting_processes, inspect
 from engine.errors import NotFound, ValidationFailed
-from engine.maintenance.progress import Progress
 from engine.storage import FORMAT_5, FORMAT_MIGRATING, GraphStore
 from ledger import Ledger, LedgerReplay, render_json
 from migrator import sidecar as sidecars
 from migrator.advice import claim_next_step, unclaimed_barrier_next_step
-from migrator.answers import AnswerQueries
 from migrator.context import open_existing_graph
-from migrator.fleet_check import refuse_live_writers
 from migrator.inventory import inventory, validate_images
 from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
-from migrator.out_of_band import out_of_band_reports, refuse_row_drift
 from migrator.plan import MigrationPlan, build_plan, is_inherited
 from migrator.preconditions import UpToDate, already_fenced, refuse_unless_stamp_4
-from migrator.verify import verify_graph
+
+# What one command alone needs (preflight's fleet and drift checks, verify with the answer
+# check's query engine) is imported by that command: `status` loads neither.
+if TYPE_CHECKING:
+    from engine.maintenance.progress import Progress
+    from migrator.answers import AnswerQueries
 
 
 def _plan_document(plan: MigrationPlan) -> dict[str, Any]:
@@ -52,6 +53,9 @@ def preflight(uri: str, validate: bool, progress: Progress, ignore_fleet: bool =
     Out-of-band table commits are listed under ``out_of_band``: ``run`` adopts the ones that
     change no row before planning (the listed units show the pins before that adoption);
     row-changing drift is refused with ``table_drift``."""
+    from migrator.fleet_check import refuse_live_writers
+    from migrator.out_of_band import out_of_band_reports, refuse_row_drift
+
     store, manifest = open_existing_graph(uri)
     refuse_unless_stamp_4(store, manifest)
     fleet = refuse_live_writers(store, ignore_fleet)
@@ -95,6 +99,8 @@ def _latest_migration(store: GraphStore) -> str | None:
 def verify(uri: str, queries: AnswerQueries | None = None) -> dict[str, Any]:
     """Structural fencing checks; during a migration also the ledger comparison; with
     ``queries``, the recorded answers taken again (:func:`migrator.verify.verify_graph`)."""
+    from migrator.verify import verify_graph
+
     store, manifest = open_existing_graph(uri)
     return verify_graph(store, manifest, queries)
 

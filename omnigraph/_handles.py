@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from engine.access import require_writable_stamp
 from engine.door import EngineProfile
@@ -28,8 +28,10 @@ from engine.errors import BadRequest, RecoveryRequired
 from engine.graph import Graph as EngineGraph
 from engine.graph import open_graph
 from engine.manifest import Manifest
-from engine.reconcile import RecoveryRecord
 from engine.storage import GraphStore, storage_options_scope
+
+if TYPE_CHECKING:
+    from engine.reconcile import RecoveryRecord
 
 __all__ = ["Handles"]
 

@@ -33,32 +33,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import pyarrow as pa
-
-from engine.access import current_permission, fleet, readiness_problems
 from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
 from engine.errors import BadRequest, ReadOnlyGraph
-from engine.gq import choose_query
 from engine.graph import default_actor, init_graph
 from engine.manifest import MAIN, commit_history
-from engine.ops import branch_documents, export_lines, export_tables, merge_branch, snapshot_document
-from engine.ops import create_branch as create_engine_branch
-from engine.ops import delete_branch as delete_engine_branch
-from engine.ops.blob_get import BlobReader, open_blob
-from engine.ops.load import LoadMode, check_load_options, load_records
-from engine.ops.mutate import mutate, select_query
-from engine.ops.mutate_chunked import mutate_chunked
-from engine.ops.schema_document import render_schema, schema_document
-from engine.query import open_answer
-from engine.reconcile import RecoveryRecord
-from engine.records import read_records
 from engine.storage import FORMAT_5, GraphStore, open_store, storage_options_scope
 from omnigraph import ENGINE, FORMAT_4_WRITER
 from omnigraph._handles import Handles
-from omnigraph.inputs import LoadData, opened_data
 from omnigraph.results import (
     Branch,
     ChunkedMutationResult,
@@ -74,9 +58,19 @@ from omnigraph.results import (
     documents,
 )
 
+# Each engine capability (load, mutate, merge, export, blobs, queries, the fleet registry, the
+# writer audit) is imported by the method that uses it: a command that opens a graph and does one
+# thing loads only that thing (``tests/guards/test_startup_imports.py``).
 if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from engine.access import fleet
     from engine.maintenance import CheckReport
+    from engine.ops.blob_get import BlobReader
+    from engine.ops.load import LoadMode
     from engine.query import Answer
+    from engine.reconcile import RecoveryRecord
+    from omnigraph.inputs import LoadData
 
 __all__ = ["PROGRAMS", "Graph", "connect", "create"]
 
@@ -164,11 +158,15 @@ class Graph:
     def schema(self) -> dict[str, Any]:
         """The ``omnigraph schema show --json`` document: the accepted schema source, its warnings
         and the catalog derived from it, metadata included (no I/O)."""
+        from engine.ops.schema_document import schema_document
+
         return schema_document(self._h.any())
 
     def schema_text(self) -> list[str]:
         """The lines ``omnigraph schema show`` prints (a summary, then one block per table and
         interface; no I/O)."""
+        from engine.ops.schema_document import render_schema
+
         return render_schema(self._h.any())
 
     def stamp(self) -> str:
@@ -212,6 +210,8 @@ class Graph:
         Raises:
             FormatRefused: the graph has no stamp or an unknown one.
         """
+        from engine.access import current_permission, readiness_problems
+
         self._h.require_open()
         with self._h.scope():
             permission = current_permission(self._h.manifest, self._h.profile)
@@ -225,6 +225,8 @@ class Graph:
 
     def branches(self) -> tuple[Branch, ...]:
         """Every branch with its parent and incarnation: ``main`` first, then by name."""
+        from engine.ops.branches import branch_documents
+
         return documents(Branch, branch_documents(self._h.reading()))
 
     def snapshot(self, branch: str = MAIN) -> Snapshot:
@@ -233,6 +235,8 @@ class Graph:
         Raises:
             NotFound: no branch ``branch``.
         """
+        from engine.ops.snapshot import snapshot_document
+
         return Snapshot.from_document(snapshot_document(self._h.reading(), branch))
 
     def commits(self, branch: str = MAIN) -> tuple[Commit, ...]:
@@ -253,6 +257,8 @@ class Graph:
             NotFound: no branch ``branch`` (when the first line is asked for).
             BadRequest: ``types`` names a type the branch does not have.
         """
+        from engine.ops.export import export_lines
+
         return export_lines(self._h.reading(), branch, list(types or []))
 
     def export(self, branch: str = MAIN, types: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
@@ -274,6 +280,8 @@ class Graph:
             NotFound: no branch ``branch``.
             BadRequest: ``types`` names a type the branch does not have.
         """
+        from engine.ops.export import export_tables
+
         return export_tables(self._h.reading(), branch, list(types or []))
 
     def open_blob(self, type_name: str, row_id: str, prop: str, *, branch: str = MAIN) -> BlobReader:
@@ -285,6 +293,8 @@ class Graph:
                 external object the cell references that is gone.
             BadRequest: ``prop`` is not a Blob property.
         """
+        from engine.ops.blob_get import open_blob
+
         return open_blob(self._h.reading(), branch, type_name, row_id, prop)
 
     def blob(self, type_name: str, row_id: str, prop: str, *, branch: str = MAIN) -> bytes:
@@ -308,6 +318,9 @@ class Graph:
             NotFound: no branch ``branch``, or no commit ``at`` on it.
             ResourceLimit: the query needs more memory than its limit.
         """
+        from engine.gq import choose_query
+        from engine.query import open_answer
+
         choose_query(query, name, "read")  # syntax, the name and the kind: refused before any I/O
         with self._h.scope(), open_answer(self._h.reading(), query, name=name, params=dict(params or {}),
                                         branch=branch, at=at) as answer:
@@ -362,14 +375,21 @@ class Graph:
             FormatBarrier: a migration barrier holds (the stamp is not ``5``, or a claim is held).
             RecoveryRequired: a commit was interrupted after an effect landed.
         """
+        from engine.ops.load import check_load_options, load_records
+        from engine.records import read_records
+        from omnigraph.inputs import opened_data
+
         self._refuse_if_read_only("load")
         self._h.check_barrier()
         check_load_options(mode, chunk_rows)
         with self._h.scope():
             self._h.manifest.require_branch(branch)
         catalog = self._h.any().catalog
-        registration = (fleet.registered(self._h.store, self.program, "load", self.writes_format)
-                        if chunk_rows is not None else nullcontext())
+        registration: AbstractContextManager[object] = nullcontext()
+        if chunk_rows is not None:  # a chunked load registers in the fleet registry
+            from engine.access import fleet
+
+            registration = fleet.registered(self._h.store, self.program, "load", self.writes_format)
         edges = frozenset(t.type_name for t in catalog.tables() if t.kind == "edge")
         with self._h.scope(), registration, opened_data(data, edges) as source, \
                 read_records(source, catalog, with_pk=self._h.profile.router.with_pk) as records:
@@ -401,6 +421,8 @@ class Graph:
             FormatBarrier: a migration barrier holds.
             RecoveryRequired: a commit was interrupted after an effect landed.
         """
+        from engine.ops.mutate import mutate, select_query
+
         self._refuse_if_read_only("mutate")
         select_query(query, name)
         result = self._h.write(lambda graph: mutate(graph, query, name=name, params=dict(params or {}), branch=branch,
@@ -440,6 +462,8 @@ class Graph:
 
     def _chunked(self, query: str | None, *, name: str | None, params: dict[str, Any], branch: str, chunk_rows: int | None,
                  actor: str, resume: str | None, announce: Callable[[str], None] | None) -> ChunkedMutationResult:
+        from engine.ops.mutate_chunked import mutate_chunked
+
         result = self._h.write(lambda graph: mutate_chunked(graph, query, name=name, params=params, branch=branch,
                                                           chunk_rows=chunk_rows, actor=actor, resume=resume,
                                                           announce=announce or (lambda _line: None)))
@@ -455,6 +479,8 @@ class Graph:
             NotFound: no branch ``from_branch``.
             FormatBarrier: a migration barrier holds.
         """
+        from engine.ops.branches import create_branch as create_engine_branch
+
         self._refuse_if_read_only("create_branch")
         branch = self._h.write(lambda graph: create_engine_branch(graph, name, from_branch))
         return CreatedBranch(name=branch.name, parent_branch=branch.parent_branch, incarnation=branch.incarnation)
@@ -469,6 +495,8 @@ class Graph:
             ReadSetConflict: a write to the branch is in flight.
             FormatBarrier: a migration barrier holds.
         """
+        from engine.ops.branches import delete_branch as delete_engine_branch
+
         self._refuse_if_read_only("delete_branch")
         self._h.write(lambda graph: delete_engine_branch(graph, name))
         return DeletedBranch(deleted=name)
@@ -485,6 +513,8 @@ class Graph:
             FormatBarrier: a migration barrier holds.
             RecoveryRequired: a commit was interrupted after an effect landed.
         """
+        from engine.ops.merge import merge_branch
+
         self._refuse_if_read_only("merge")
         result = self._h.write(lambda graph: merge_branch(graph, source, into, actor=actor or self.actor))
         return MergeResult.from_document(result.document())
@@ -492,6 +522,8 @@ class Graph:
     def fleet_membership(self, role: Literal["server", "load"], address: str | None = None) -> fleet.Membership:
         """A fleet-registry record for this process (``start()`` creates and heartbeats it,
         ``stop()`` deletes it): how servers announce themselves to ``omnigraph-migrate``."""
+        from engine.access import fleet
+
         self._h.require_open()
         return fleet.Membership(self._h.store, self.program, role, self.writes_format, address)
 

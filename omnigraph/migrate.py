@@ -36,13 +36,14 @@ from engine.graph import default_actor
 from engine.maintenance.progress import Progress, SilentProgress
 from engine.storage import copy_root, open_store, storage_options_scope
 from migrator import inspection
-from migrator.abort import abort_migration
-from migrator.answers import AnswerQueries
 from migrator.preconditions import UpToDate as _UpToDate
-from migrator.run import resume_migration, run_migration
 from omnigraph.results import Result
 
+# The migration itself (``run``, ``resume``, ``abort``) and the answer check's query engine
+# (:class:`AnswerQueries`, imported on first access) are imported where they are used: the
+# read-only ``preflight``, ``plan`` and ``status`` load neither.
 if TYPE_CHECKING:
+    from migrator.answers import AnswerQueries
     from migrator.executors import ImageExecutor
 
 __all__ = [
@@ -218,6 +219,8 @@ def run(uri: str, *, owner: str | None = None, ignore_fleet: bool = False, execu
         DriftDetected: something moved under the barrier (a writer was not stopped).
         ExecutorFailed: the executor could not validate the images.
     """
+    from migrator.run import run_migration
+
     with storage_options_scope(storage_options):
         return _outcome(
             run_migration(uri, owner or default_actor(), progress or SilentProgress(), ignore_fleet, executor, queries, parallel)
@@ -241,6 +244,8 @@ def resume(uri: str, *, token: str, owner: str | None = None, executor: ImageExe
         MigrationRefused: a table fork is not the one its sidecar planned.
         DriftDetected: something moved under the barrier.
     """
+    from migrator.run import resume_migration
+
     with storage_options_scope(storage_options):
         outcome = resume_migration(
             uri, token, owner or default_actor(), progress or SilentProgress(), executor, queries, parallel
@@ -323,5 +328,21 @@ def abort(uri: str, *, token: str, reason: str = "aborted by operator", actor: s
         FormatRefused: the graph is already at stamp 5.
         ClaimHeld: a process acting for the claim is still alive on this host.
     """
+    from migrator.abort import abort_migration
+
     with storage_options_scope(storage_options):
         return Aborted.from_document(abort_migration(uri, token, reason, actor or default_actor()))
+
+
+def __getattr__(name: str) -> Any:
+    """:class:`AnswerQueries` (of :mod:`migrator.answers`), imported on first access."""
+    if name != "AnswerQueries":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from migrator.answers import AnswerQueries
+
+    globals()[name] = AnswerQueries
+    return AnswerQueries
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -8,30 +8,49 @@ long-running writer re-reads before every write (the stamp and the migration cla
 the readiness check built on it) and :mod:`~engine.access.fleet` is the registry of running
 servers and long writers under ``__fleet/``. The stamp values themselves are on-disk names:
 :mod:`engine.storage.stamps`.
+
+The names below (and the submodules) are imported on first access (a module-level
+``__getattr__``): opening a graph needs the permission and the barrier, not the fleet registry
+(pydantic models) nor the writer audit.
 """
 
-from engine.access import barrier, fleet, permission, writer_audit
-from engine.access.barrier import current_permission, require_writable_stamp
-from engine.access.fleet import FleetRecord, list_records, record_path
-from engine.access.permission import Access, Ground, WritePermission, write_permission
-from engine.access.writer_audit import foreign_head, foreign_heads, readiness_problems, refence_command
+from __future__ import annotations
 
-__all__ = [
-    "Access",
-    "FleetRecord",
-    "Ground",
-    "WritePermission",
-    "barrier",
-    "current_permission",
-    "fleet",
-    "foreign_head",
-    "foreign_heads",
-    "list_records",
-    "permission",
-    "readiness_problems",
-    "record_path",
-    "refence_command",
-    "require_writable_stamp",
-    "write_permission",
-    "writer_audit",
-]
+import importlib
+from typing import Any
+
+_LAZY = {
+    "Access": "permission",
+    "FleetRecord": "fleet",
+    "Ground": "permission",
+    "WritePermission": "permission",
+    "current_permission": "barrier",
+    "foreign_head": "writer_audit",
+    "foreign_heads": "writer_audit",
+    "list_records": "fleet",
+    "readiness_problems": "writer_audit",
+    "record_path": "fleet",
+    "refence_command": "writer_audit",
+    "require_writable_stamp": "barrier",
+    "write_permission": "permission",
+}
+"""Each exported name and the submodule that defines it."""
+_SUBMODULES = ("barrier", "fleet", "permission", "writer_audit")
+
+__all__ = sorted([*_LAZY, *_SUBMODULES])
+
+
+def __getattr__(name: str) -> Any:
+    """The names of :data:`_LAZY` and the submodules, imported on first access."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -10,9 +10,30 @@ migrator's steps) with its silent implementation.
 The function ``optimize`` is imported from its module
 (``from engine.maintenance.optimize import optimize``): exporting it here would shadow the
 submodule of the same name.
+
+The names below are imported from their modules on first access (a module-level
+``__getattr__``): the progress protocol and the findings do not load the check.
 """
 
-from engine.maintenance.check import check_graph
-from engine.maintenance.findings import CheckReport, ClaimFindings, Finding
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {"CheckReport": "findings", "ClaimFindings": "findings", "Finding": "findings", "check_graph": "check"}
+"""Each exported name and the module of this package that defines it."""
 
 __all__ = ["CheckReport", "ClaimFindings", "Finding", "check_graph"]
+
+
+def __getattr__(name: str) -> Any:
+    """The names of :data:`_LAZY`, imported from their modules on first access."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -15,37 +15,51 @@ already holds, for load and mutate.
 The functions ``load`` and ``mutate`` are imported from their modules
 (``from engine.ops.load import load``): exporting them here would shadow the submodules of the
 same name.
+
+The names below are imported from their modules on first access (a module-level
+``__getattr__``), so that importing one operation's module (``engine.ops.snapshot``, say) runs
+none of the others: a read does not load the write protocol, the merge or ``.gq`` mutations.
 """
 
-from engine.ops.branches import branch_documents, create_branch, delete_branch
-from engine.ops.export import export_lines, export_tables
-from engine.ops.id_probe import present_ids
-from engine.ops.limits import MAX_ARROW_BYTES, MAX_ROWS
-from engine.ops.load import LoadMode, LoadResult
-from engine.ops.merge import merge_branch
-from engine.ops.mutate import MutationResult, select_query
-from engine.ops.snapshot import snapshot_document
-from engine.ops.write import commit
-from engine.ops.write_plan import CommitPlan, CommitResult, TableWrite, WriteResult
+from __future__ import annotations
 
-__all__ = [
-    "MAX_ARROW_BYTES",
-    "MAX_ROWS",
-    "CommitPlan",
-    "CommitResult",
-    "LoadMode",
-    "LoadResult",
-    "MutationResult",
-    "TableWrite",
-    "WriteResult",
-    "branch_documents",
-    "commit",
-    "create_branch",
-    "delete_branch",
-    "export_lines",
-    "export_tables",
-    "merge_branch",
-    "present_ids",
-    "select_query",
-    "snapshot_document",
-]
+import importlib
+from typing import Any
+
+_LAZY = {
+    "MAX_ARROW_BYTES": "limits",
+    "MAX_ROWS": "limits",
+    "CommitPlan": "write_plan",
+    "CommitResult": "write_plan",
+    "LoadMode": "load",
+    "LoadResult": "load",
+    "MutationResult": "mutate",
+    "TableWrite": "write_plan",
+    "WriteResult": "write_plan",
+    "branch_documents": "branches",
+    "commit": "write",
+    "create_branch": "branches",
+    "delete_branch": "branches",
+    "export_lines": "export",
+    "export_tables": "export",
+    "merge_branch": "merge",
+    "present_ids": "id_probe",
+    "select_query": "mutate",
+    "snapshot_document": "snapshot",
+}
+"""Each exported name and the module of this package that defines it."""
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    """The names of :data:`_LAZY`, imported from their modules on first access."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -7,39 +7,47 @@ table commits made outside the engine, :mod:`~engine.reconcile.pins` decides wha
 about a table past its pin (wait, resolve, settle, refresh) and
 :mod:`~engine.reconcile.branch_guard` is the per-branch guard that branch create, delete and
 recovery hold.
+
+The names below (and the submodules) are imported on first access (a module-level
+``__getattr__``): reading the write intents does not load drift adoption or recovery.
 """
 
-from engine.reconcile import branch_guard, drift, intents, pins, recovery
-from engine.reconcile.branch_guard import abandoned
-from engine.reconcile.intents import (
-    RECOVERY_LOG_DIR,
-    IntentTable,
-    RecoveryRecord,
-    WriteIntent,
-    arm,
-    intent_path,
-    list_intents,
-    owner_is_alive,
-)
-from engine.reconcile.pins import PinVerdict
-from engine.storage.process import process_start_marker, this_host  # what writers record in their intents
+from __future__ import annotations
 
-__all__ = [
-    "RECOVERY_LOG_DIR",
-    "IntentTable",
-    "PinVerdict",
-    "RecoveryRecord",
-    "WriteIntent",
-    "abandoned",
-    "arm",
-    "branch_guard",
-    "drift",
-    "intent_path",
-    "intents",
-    "list_intents",
-    "owner_is_alive",
-    "pins",
-    "process_start_marker",
-    "recovery",
-    "this_host",
-]
+import importlib
+from typing import Any
+
+_LAZY = {
+    "RECOVERY_LOG_DIR": "engine.reconcile.intents",
+    "IntentTable": "engine.reconcile.intents",
+    "PinVerdict": "engine.reconcile.pins",
+    "RecoveryRecord": "engine.reconcile.intents",
+    "WriteIntent": "engine.reconcile.intents",
+    "abandoned": "engine.reconcile.branch_guard",
+    "arm": "engine.reconcile.intents",
+    "intent_path": "engine.reconcile.intents",
+    "list_intents": "engine.reconcile.intents",
+    "owner_is_alive": "engine.reconcile.intents",
+    "process_start_marker": "engine.storage.process",  # what writers record in their intents
+    "this_host": "engine.storage.process",
+}
+"""Each exported name and the module that defines it."""
+_SUBMODULES = ("branch_guard", "drift", "intents", "pins", "recovery")
+
+__all__ = sorted([*_LAZY, *_SUBMODULES])
+
+
+def __getattr__(name: str) -> Any:
+    """The names of :data:`_LAZY` and the submodules, imported on first access."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -5,6 +5,10 @@ command tables tell the truth.
   script's click group, called as its entry point calls it) and load none of Lance, Arrow,
   DuckDB or FastAPI; the other two scripts have no ``version`` command.
 * Invoking a lazy subcommand imports its module, and the group's ``--help`` does not.
+* ``omnigraph snapshot`` and ``load`` (one commit) on a small format-5 graph, ``omnigraph-migrate
+  status`` and ``preflight`` on a format-4 one, load none of the engine's capabilities they do not
+  use (:data:`NOT_NEEDED`): the query language, the other writes, the check, the migration, and
+  DuckDB or FastAPI. Each entry is a module a module-level import used to bring in.
 * Each script's ``--help`` listing, printed from the table without importing a command, is the
   listing click prints with every command loaded, at narrow and wide terminals; every table
   entry builds a command of its own name from a module under ``cli``.
@@ -18,14 +22,17 @@ import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
 
+import omnigraph
 from cli.lazy import LazyGroup
 
 HEAVY = ("lance", "pyarrow", "duckdb", "fastapi")
 SCRIPTS = {"omnigraph": "cli.omnigraph", "omnigraph-v4": "cli.omnigraph_v4", "omnigraph-migrate": "cli.migrate"}
+PROJECT = Path(__file__).resolve().parents[2]
 TABLES = ("cli.shared_commands",)  # holds the table entries of the commands both engine CLIs share
 # The script's own group, run as its console entry point runs it; then every loaded module's name.
 PROBE = """
@@ -38,10 +45,10 @@ print(json.dumps({"exit": code or 0, "modules": sorted(sys.modules)}), file=sys.
 """
 
 
-def _run(program: str, *args: str) -> tuple[str, set[str]]:
+def _run(program: str, *args: str | Path) -> tuple[str, set[str]]:
     """``program args`` in a fresh interpreter: its stdout and the modules loaded when it ended."""
     completed = subprocess.run(
-        [sys.executable, "-c", PROBE, SCRIPTS[program], program, *args], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", PROBE, SCRIPTS[program], program, *map(str, args)], capture_output=True, text=True, timeout=120, check=False
     )
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stderr.strip().splitlines()[-1])
@@ -49,8 +56,13 @@ def _run(program: str, *args: str) -> tuple[str, set[str]]:
     return completed.stdout, set(report["modules"])
 
 
+def _loaded(names: tuple[str, ...], modules: set[str]) -> list[str]:
+    """The ``names`` among ``modules``: each a module or a package any of whose modules is loaded."""
+    return sorted(name for name in names if name in modules or any(m.startswith(name + ".") for m in modules))
+
+
 def _heavy(modules: set[str]) -> list[str]:
-    return sorted(name for name in HEAVY if name in modules or any(m.startswith(name + ".") for m in modules))
+    return _loaded(HEAVY, modules)
 
 
 @pytest.mark.parametrize(
@@ -66,9 +78,9 @@ def test_help_and_version_load_no_lance_arrow_duckdb_or_fastapi(program: str, ar
     out, modules = _run(program, *args)
     assert out.startswith(expected), out
     assert _heavy(modules) == []
-    assert sorted(m for m in modules if m.startswith("cli.") and m not in TABLES) == sorted({SCRIPTS[program], "cli.lazy"} | (
-        {"cli.support"} if program != "omnigraph-migrate" else set()
-    ))
+    assert sorted(m for m in modules if m.startswith("cli.") and m not in TABLES) == sorted(
+        {SCRIPTS[program], "cli.console", "cli.lazy"} | ({"cli.support"} if program != "omnigraph-migrate" else set())
+    )
 
 
 @pytest.mark.parametrize("command", ["run", "resume", "refence", "verify"])
@@ -86,6 +98,52 @@ def test_a_lazy_command_is_imported_when_invoked_and_not_before() -> None:
     assert shown.startswith("Usage: omnigraph serve [OPTIONS] GRAPH")
     assert {"cli.serve_commands", "server.settings", "pydantic"} <= after
     assert "cli.token_commands" not in after and _heavy(after) == []
+
+
+# Not imported by a one-shot command on the example graph; all were, at module level, until the
+# engine's capabilities were imported where they are used (``bench/README.md``, "Start-up").
+NOT_NEEDED_ANYWHERE = (
+    "duckdb", "fastapi", "engine.gq", "engine.query", "engine.maintenance.check", "engine.ops.merge", "engine.ops.mutate",
+    "migrator.verify", "migrator.answers", "migrator.run",
+)
+NOT_NEEDED = {
+    "snapshot": (*NOT_NEEDED_ANYWHERE, "engine.ops.load", "engine.ops.write", "engine.ops.export", "engine.records",
+                 "engine.reconcile", "engine.access.fleet", "engine.access.writer_audit", "omnigraph.inputs"),
+    "load": (*NOT_NEEDED_ANYWHERE, "engine.ops.export", "engine.ops.branches", "engine.access.fleet"),
+    "status": (*NOT_NEEDED_ANYWHERE, "engine.ops", "engine.graph", "engine.reconcile.drift", "engine.access.fleet",
+               "omnigraph.migrate"),
+    "preflight": (*NOT_NEEDED_ANYWHERE, "engine.ops", "engine.reconcile.recovery", "migrator.abort"),
+}
+
+
+@pytest.fixture(scope="module")
+def example_graphs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The example graph at format 5 (``g5``) and at format 4 (``g4``), and a one-row JSONL file."""
+    root = tmp_path_factory.mktemp("startup")
+    for name, program in (("g5", omnigraph.ENGINE), ("g4", omnigraph.FORMAT_4_WRITER)):
+        with omnigraph.init(root / name, PROJECT / "examples" / "social.pg", program=program) as graph:
+            graph.load(PROJECT / "examples" / "social.jsonl", mode="append")
+    one = root / "one.jsonl"
+    one.write_text(json.dumps({"type": "Person", "data": {"name": "Alice", "age": 35}}) + "\n", encoding="utf-8")
+    return {"g5": root / "g5", "g4": root / "g4", "one": one}
+
+
+@pytest.mark.parametrize(
+    ("command", "program", "args", "expected"),
+    [
+        ("snapshot", "omnigraph", ("snapshot", "g5"), "branch main  manifest v2  format 5"),
+        ("load", "omnigraph", ("load", "--mode", "merge", "--data", "one", "g5"), "loaded 1 rows into main in 1 commit(s)"),
+        ("status", "omnigraph-migrate", ("status", "g4"), "graph "),
+        ("preflight", "omnigraph-migrate", ("preflight", "g4"), "ready: "),
+    ],
+)
+def test_a_graph_command_loads_only_what_it_uses(
+    command: str, program: str, args: tuple[str, ...], expected: str, example_graphs: dict[str, Path]
+) -> None:
+    out, modules = _run(program, *(example_graphs.get(arg, arg) for arg in args))
+    assert out.startswith(expected), out
+    assert _loaded(NOT_NEEDED[command], modules) == []
+    assert {"lance", "engine.storage"} <= modules  # it did open the graph
 
 
 def _group(program: str) -> LazyGroup:

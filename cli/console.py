@@ -1,0 +1,72 @@
+"""The console scripts' entry point: run a click group, then end the process without tearing the
+interpreter down.
+
+After the command has returned (or raised :class:`SystemExit`, as click's standalone mode always
+does), :func:`run_script` flushes stdout and stderr, runs the ``atexit`` handlers (logging's
+shutdown, ``weakref.finalize`` callbacks such as temporary-directory cleanup and s3fs's session
+close, Ray's and multiprocessing's shutdown) and calls ``os._exit`` with the command's status.
+What it skips is the interpreter's own teardown: clearing every module and collecting the heap,
+the largest part of what a graph command spends after its work (``bench/README.md``,
+"Start-up").
+
+Why skipping it loses nothing: every write a command makes is complete when the call making it
+returns (a Lance commit, an fsspec ``pipe``/``put`` or a ``with fs.open(...)`` block, a local
+put-if-absent with its ``fsync``), and what has reached the operating system stays there however
+the process ends; the project opens no Python file it does not close in a ``with`` block; what
+teardown would still run are ``__del__`` methods of objects left alive, which Python does not
+promise to call at exit. An s3fs session needs no close for what it has
+written (each request has completed); its close runs anyway, as a ``weakref.finalize`` callback.
+Where the normal exit does more than the teardown, it is used instead: while another non-daemon
+thread is alive (the normal exit joins it before the ``atexit`` handlers), when flushing stdout
+or stderr fails (a closed pipe: the normal exit reports it and exits 120), and for an exit code
+that is not an int or None (Python prints it).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+from typing import NoReturn
+
+import click
+
+
+def run_script(group: click.Group) -> NoReturn:
+    """Run ``group`` as its console script (arguments from ``sys.argv``) and end the process with
+    the command's exit status: by ``os._exit`` after flushing and the ``atexit`` handlers, or by
+    raising :class:`SystemExit` where that is not safe (module docstring)."""
+    try:
+        group.main()
+        code: object = 0  # not reached in standalone mode, which always raises SystemExit
+    except SystemExit as stop:
+        code = stop.code
+    fast_exit(code)
+
+
+def fast_exit(code: object) -> NoReturn:
+    """End the process with ``code`` (a :class:`SystemExit` code) without the interpreter's
+    teardown when nothing but teardown would be skipped; else raise ``SystemExit(code)``."""
+    if not (code is None or isinstance(code, int)) or _other_threads_alive() or not _flushed():
+        raise SystemExit(code)
+    atexit._run_exitfuncs()  # runs each handler once: a normal exit after it finds none left
+    if not _flushed():  # what the handlers wrote
+        raise SystemExit(code)
+    os._exit(code or 0)
+
+
+def _other_threads_alive() -> bool:
+    main = threading.main_thread()
+    return any(thread is not main and not thread.daemon and thread.is_alive() for thread in threading.enumerate())
+
+
+def _flushed() -> bool:
+    """Flush stdout and stderr: False if either fails (a closed pipe or stream)."""
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):
+        return False
+    return True
