@@ -8,14 +8,20 @@ re-encoded is byte-identical to what was written.
 from __future__ import annotations
 
 import json
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 
 def canonical_json(value: BaseModel | Any) -> bytes:
-    """The canonical UTF-8 JSON bytes of ``value`` (a pydantic model is dumped in JSON mode)."""
-    if isinstance(value, BaseModel):
+    """The canonical UTF-8 JSON bytes of ``value`` (a pydantic model is dumped in JSON mode).
+
+    pydantic is not imported here: a model exists only once pydantic is, so a process that
+    encodes plain values (a read-only command) never pays for importing it."""
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is not None and isinstance(value, pydantic.BaseModel):
         value = value.model_dump(mode="json")
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return text.encode("utf-8")

@@ -108,7 +108,7 @@ NOT_NEEDED_ANYWHERE = (
 )
 NOT_NEEDED = {
     "snapshot": (*NOT_NEEDED_ANYWHERE, "engine.ops.load", "engine.ops.write", "engine.ops.export", "engine.records",
-                 "engine.reconcile", "engine.access.fleet", "engine.access.writer_audit", "omnigraph.inputs"),
+                 "engine.reconcile", "engine.access.fleet", "engine.access.writer_audit", "omnigraph.inputs", "pydantic"),
     "load": (*NOT_NEEDED_ANYWHERE, "engine.ops.export", "engine.ops.branches", "engine.access.fleet"),
     "status": (*NOT_NEEDED_ANYWHERE, "engine.ops", "engine.graph", "engine.reconcile.drift", "engine.access.fleet",
                "omnigraph.migrate"),
