@@ -172,8 +172,27 @@ def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypa
                        base_commit_id="c", tables=[], actor="t", program="omnigraph", host=this_host(),
                        pid=1, process_start="not-the-real-start", created_at=0)
     assert owner_is_alive(dead) is False
-    live = dead.model_copy(update={"pid": os.getpid(), "process_start": process_start_marker(os.getpid())})
+    parent = os.getppid()  # a live process other than this one (this one's own intents are told apart otherwise)
+    live = dead.model_copy(update={"pid": parent, "process_start": process_start_marker(parent)})
     assert owner_is_alive(live) is True
+
+
+def test_this_processs_intent_is_alive_only_while_its_commit_runs(tmp_path: Path) -> None:
+    """Armed: in flight. Given up with the intent kept (:func:`abandon`): resolvable as a dead
+    writer's although this process lives on."""
+    from engine.reconcile import WriteIntent, intents, owner_is_alive, process_start_marker, this_host
+
+    store = open_store(str(tmp_path / "g"))
+    mine = WriteIntent(operation_id="01OWN0000000000000000000", graph_branch="main", base_manifest_version=1,
+                       base_commit_id="c", tables=[], actor="t", program="omnigraph", host=this_host(),
+                       pid=os.getpid(), process_start=process_start_marker(os.getpid()), created_at=0)
+    intents.arm(store, mine)
+    assert owner_is_alive(mine) is True
+    intents.abandon(mine.operation_id)
+    assert owner_is_alive(mine) is False
+    assert [i.operation_id for i in list_intents(store)] == [mine.operation_id]  # kept for recovery
+    intents.disarm(store, mine.operation_id)
+    assert list_intents(store) == []
 
 
 def test_a_writer_does_not_publish_a_dead_commits_unpublished_rows(root_uri: str, tmp_path: Path) -> None:
