@@ -31,13 +31,13 @@ the first :func:`open` or :func:`init` (or the first use of a name that needs it
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from engine import __version__
+from engine.lazy_exports import lazy_exports
 from omnigraph import errors
 from omnigraph.errors import (
     BadRequest,
@@ -252,17 +252,4 @@ def _schema_source(schema: str | Path) -> str:
                          {"path": str(schema)}) from None
 
 
-def __getattr__(name: str) -> Any:
-    """The names of :data:`_LAZY` and the submodules, imported on first access."""
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), _RENAMED.get(name, name))
-    elif name in _SUBMODULES:
-        value = importlib.import_module(f"omnigraph.{name}")
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _SUBMODULES, renamed=_RENAMED)

@@ -16,8 +16,7 @@ The names below (and the submodules) are imported on first access (a module-leve
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from engine.lazy_exports import lazy_exports
 
 _LAZY = {
     "Access": "permission",
@@ -40,17 +39,4 @@ _SUBMODULES = ("barrier", "fleet", "permission", "writer_audit")
 __all__ = sorted([*_LAZY, *_SUBMODULES])
 
 
-def __getattr__(name: str) -> Any:
-    """The names of :data:`_LAZY` and the submodules, imported on first access."""
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    elif name in _SUBMODULES:
-        value = importlib.import_module(f"{__name__}.{name}")
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, {k: f"{__name__}.{v}" for k, v in _LAZY.items()}, _SUBMODULES)

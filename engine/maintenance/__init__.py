@@ -17,8 +17,7 @@ The names below are imported from their modules on first access (a module-level
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from engine.lazy_exports import lazy_exports
 
 _LAZY = {"CheckReport": "findings", "ClaimFindings": "findings", "Finding": "findings", "check_graph": "check"}
 """Each exported name and the module of this package that defines it."""
@@ -26,14 +25,4 @@ _LAZY = {"CheckReport": "findings", "ClaimFindings": "findings", "Finding": "fin
 __all__ = ["CheckReport", "ClaimFindings", "Finding", "check_graph"]
 
 
-def __getattr__(name: str) -> Any:
-    """The names of :data:`_LAZY`, imported from their modules on first access."""
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, {k: f"{__name__}.{v}" for k, v in _LAZY.items()})

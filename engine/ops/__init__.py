@@ -23,8 +23,7 @@ none of the others: a read does not load the write protocol, the merge or ``.gq`
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from engine.lazy_exports import lazy_exports
 
 _LAZY = {
     "MAX_ARROW_BYTES": "limits",
@@ -52,14 +51,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    """The names of :data:`_LAZY`, imported from their modules on first access."""
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, {k: f"{__name__}.{v}" for k, v in _LAZY.items()})

@@ -14,8 +14,7 @@ The names below (and the submodules) are imported on first access (a module-leve
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from engine.lazy_exports import lazy_exports
 
 _LAZY = {
     "RECOVERY_LOG_DIR": "engine.reconcile.intents",
@@ -37,17 +36,4 @@ _SUBMODULES = ("branch_guard", "drift", "intents", "pins", "recovery")
 __all__ = sorted([*_LAZY, *_SUBMODULES])
 
 
-def __getattr__(name: str) -> Any:
-    """The names of :data:`_LAZY` and the submodules, imported on first access."""
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-    elif name in _SUBMODULES:
-        value = importlib.import_module(f"{__name__}.{name}")
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _SUBMODULES)
