@@ -216,9 +216,10 @@ def _prepare_for(
         _check_endpoints(graph, records, chunk, _committed_lookup(graph, snapshot, replaced))
         writes = []
         own_branch = lance_branch_name(snapshot.branch)
-        for index, (table_key, span) in enumerate(chunk.ranges.items()):
+        first_effect = min(chunk.ranges, default=None)  # the commit writes its tables in key order
+        for table_key, span in chunk.ranges.items():
             entry = snapshot.table(table_key)
-            fenced_first = fenced and previous is None and index == 0 and entry.table_branch == own_branch
+            fenced_first = fenced and previous is None and table_key == first_effect and entry.table_branch == own_branch
             if mode == "append" and not fenced_first:
                 ids = records.column(table_key, "id", *span)
                 existing = probe.existing(entry, ids, span[0], lambda key=table_key, start=span[0]: records.column(key, "id", start))
