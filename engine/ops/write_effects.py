@@ -79,23 +79,20 @@ def _fork(graph: Graph, entry: TableEntry, branch: str, operation_id: str, *, la
     store = graph.store
     try:
         fork_or_adopt(store, entry.table_path, branch, entry.table_branch, entry.table_version)
-        return
     except (ForkInterrupted, ForeignFork) as blocked:
-        problem = str(blocked)
-        cause: Exception = blocked
-    fix = f"`{drift.recover_command(store.uri)}`"
-    if landed:
+        fix = f"`{drift.recover_command(store.uri)}`"
+        if landed:
+            raise RecoveryRequired(
+                operation_id, f"{blocked}; earlier tables of this commit landed: resolve it with {fix}",
+                table_path=entry.table_path, branch=branch,
+            ) from blocked
+        intents.disarm(store, operation_id)
         raise RecoveryRequired(
-            operation_id, f"{problem}; earlier tables of this commit landed: resolve it with {fix}",
+            None,
+            f"{blocked}: another writer's fork of this table was interrupted. Nothing of this write was "
+            f"written; run {fix} (it resolves that writer's commit), then retry",
             table_path=entry.table_path, branch=branch,
-        ) from cause
-    intents.disarm(store, operation_id)
-    raise RecoveryRequired(
-        None,
-        f"{problem}: another writer's fork of this table was interrupted. Nothing of this write was "
-        f"written; run {fix} (it resolves that writer's commit), then retry",
-        table_path=entry.table_path, branch=branch,
-    ) from cause
+        ) from blocked
 
 
 def _write_table(graph: Graph, dataset: lance.LanceDataset, table_path: str, write: TableWrite) -> int:
