@@ -15,7 +15,10 @@ units, most inherited. For each ``--parallel`` value, ``--runs`` times:
 
 It prints one table of medians per N: local wall, S3 wall without and with the added latency,
 the ratio of the latter to local (the target is <= 3x), and requests per unit (the target is at
-most 3 migration-document writes per unit besides Lance's own commits).
+most 3 migration-document writes per unit besides Lance's own commits). A second table says whose
+CPU time each run was: the migrator's (user+sys from its ``wait4``), the moto server's and the
+proxy's (this driver's own, where the proxy's threads run), read from ``/proc`` (Linux) before and
+after the migration, against the machine's capacity (wall x CPUs).
 
 Usage: ``.venv/bin/python bench/units_bench.py [--runs 3] [--parallel 1 8] [--branches 32]
 [--latency 0.02] [--json results.json]``.
@@ -64,9 +67,13 @@ class Run:
     parallel: int
     wall_s: float
     peak_rss_mib: float
+    migrator_cpu_s: float
+    server_cpu_s: float = 0.0
+    proxy_cpu_s: float = 0.0
     migration_writes: int = 0
     lance_writes: int = 0
     reads: int = 0
+    reads_by_place: dict[str, int] | None = None
 
 
 def _free_port() -> int:
@@ -95,8 +102,15 @@ def _build(uri: str, branches: int, env: dict[str, str]) -> int:
     return int(json.loads(done.stdout)["units"])
 
 
-def _migrate(uri: str, parallel: int, env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB, from ``os.wait4``) of one ``omnigraph-migrate run``."""
+def _cpu_seconds(pid: int) -> float:
+    """User+sys CPU seconds process ``pid`` has used so far (``/proc/PID/stat``, Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _migrate(uri: str, parallel: int, env: dict[str, str]) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MiB) and user+sys CPU seconds (both from ``os.wait4``) of one
+    ``omnigraph-migrate run``."""
     command = [str(MIGRATE), "run", uri, "--owner", "bench", "--json", "--parallel", str(parallel)]
     env = {key: value for key, value in env.items() if key != "OMNIGRAPH_FAILPOINTS"}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -110,7 +124,7 @@ def _migrate(uri: str, parallel: int, env: dict[str, str]) -> tuple[float, float
         stdout, stderr = out.read().decode(), err.read().decode()
     if process.returncode != 0 or json.loads(stdout)["stamp"] != "5":
         raise RuntimeError(f"migration failed ({process.returncode}): {stderr[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def _kind(method: str, path: str) -> str:
@@ -119,16 +133,29 @@ def _kind(method: str, path: str) -> str:
     return "reads"
 
 
+def _place(path: str) -> str:
+    """Where a request went, for the read breakdown: the migration's documents, ``__manifest``,
+    a table's Lance branch refs, versions and manifests, or its data and indexes."""
+    key = path.split("?", 1)[0]
+    for marker, place in (("/__migration/", "migration documents"), ("/__manifest", "__manifest"),
+                          ("/_refs/", "Lance branch refs of tables"), ("/_versions", "Lance versions and manifests"),
+                          ("/tree/", "Lance branch trees"), ("/_indices/", "Lance indexes"), ("/data/", "Lance data files")):
+        if marker in key:
+            return place
+    return "other (listings, the stamp, the graph's documents)"
+
+
 def run_local(branches: int, parallel: int) -> Run:
     with tempfile.TemporaryDirectory(prefix="units-bench-") as directory:
         uri = str(Path(directory) / "graph")
         _build(uri, branches, dict(os.environ))
-        wall, rss = _migrate(uri, parallel, dict(os.environ))
-    return Run("local", parallel, wall, rss)
+        wall, rss, cpu = _migrate(uri, parallel, dict(os.environ))
+    return Run("local", parallel, wall, rss, cpu)
 
 
-def run_s3(endpoint: str, branches: int, parallel: int, latency: float) -> Run:
-    """One migration on S3 behind ``latency`` seconds per request (backend ``s3+<ms>ms``)."""
+def run_s3(endpoint: str, server_pid: int, branches: int, parallel: int, latency: float) -> Run:
+    """One migration on S3 behind ``latency`` seconds per request (backend ``s3+<ms>ms``); the
+    moto server's (``server_pid``) and the proxy's CPU time are counted over the migration alone."""
     import boto3
 
     bucket = f"bench-{uuid.uuid4().hex[:12]}"
@@ -137,10 +164,14 @@ def run_s3(endpoint: str, branches: int, parallel: int, latency: float) -> Run:
     uri = f"s3://{bucket}/graph"
     _build(uri, branches, {**os.environ, **S3_ENV, "AWS_ENDPOINT_URL": endpoint})
     with FaultProxy(endpoint, seed=0, rate=1.0, faults=("slow",), slow_seconds=latency) as proxy:
-        wall, rss = _migrate(uri, parallel, {**os.environ, **S3_ENV, "AWS_ENDPOINT_URL": proxy.endpoint})
+        server_before, proxy_before = _cpu_seconds(server_pid), _cpu_seconds(os.getpid())
+        wall, rss, cpu = _migrate(uri, parallel, {**os.environ, **S3_ENV, "AWS_ENDPOINT_URL": proxy.endpoint})
+        server_cpu, proxy_cpu = _cpu_seconds(server_pid) - server_before, _cpu_seconds(os.getpid()) - proxy_before
         kinds = Counter(_kind(method, path) for method, path in proxy.requests)
+        places = Counter(_place(path) for method, path in proxy.requests if _kind(method, path) == "reads")
     backend = f"s3+{latency * 1000:.0f}ms"
-    return Run(backend, parallel, wall, rss, kinds["migration_writes"], kinds["lance_writes"], kinds["reads"])
+    return Run(backend, parallel, wall, rss, cpu, server_cpu, proxy_cpu, kinds["migration_writes"], kinds["lance_writes"],
+               kinds["reads"], dict(sorted(places.items())))
 
 
 def _median(runs: list[Run], field: str) -> float:
@@ -166,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         for parallel in args.parallel:
             for _ in range(args.runs):
                 runs.append(run_local(args.branches, parallel))
-                runs.append(run_s3(endpoint, args.branches, parallel, 0.0))
-                runs.append(run_s3(endpoint, args.branches, parallel, args.latency))
+                runs.append(run_s3(endpoint, server.pid, args.branches, parallel, 0.0))
+                runs.append(run_s3(endpoint, server.pid, args.branches, parallel, args.latency))
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -184,6 +215,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{parallel:>8} {local_wall:>8.2f} {_median(fast, 'wall_s'):>8.2f} {s3_wall:>10.2f} {s3_wall / local_wall:>6.2f}x "
               f"{_median(s3, 'migration_writes') / units:>16.2f} {_median(s3, 'lance_writes') / units:>18.2f} "
               f"{_median(s3, 'reads') / units:>11.1f} {_median(s3, 'peak_rss_mib'):>8.0f}")
+    for parallel in args.parallel:
+        chosen = [r for r in runs if r.backend == slow and r.parallel == parallel and r.reads_by_place]
+        if chosen:
+            places = ", ".join(f"{place} {count / units:.1f}" for place, count in sorted(chosen[0].reads_by_place.items()))
+            print(f"reads per unit by place (parallel {parallel}, first run): {places}")
+    cpus = os.cpu_count() or 1
+    print(f"\nwhose CPU time (s, medians), against the machine's {cpus} CPUs x wall:")
+    print(f"{'parallel':>8} {'backend':>9} {'wall s':>7} {'migrator':>9} {'S3 server':>10} {'proxy':>6} {'CPU used / capacity':>20}")
+    for parallel in args.parallel:
+        for backend in ("local", "s3+0ms", slow):
+            chosen = [r for r in runs if r.backend == backend and r.parallel == parallel]
+            used = statistics.median(r.migrator_cpu_s + r.server_cpu_s + r.proxy_cpu_s for r in chosen)
+            wall = _median(chosen, "wall_s")
+            print(f"{parallel:>8} {backend:>9} {wall:>7.2f} {_median(chosen, 'migrator_cpu_s'):>9.2f} "
+                  f"{_median(chosen, 'server_cpu_s'):>10.2f} {_median(chosen, 'proxy_cpu_s'):>6.2f} {used / (wall * cpus):>19.0%}")
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in runs], indent=1) + "\n", encoding="utf-8")
     return 0

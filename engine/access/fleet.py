@@ -81,7 +81,8 @@ def list_records(store: GraphStore) -> list[FleetRecord]:
        stop=stop_after_attempt(5), wait=wait_exponential_jitter(multiplier=0.05, max=0.5), reraise=True)
 def _read_record(store: GraphStore, rel: str) -> FleetRecord | None:
     try:
-        raw = store.fs.cat_file(store.path(rel))  # one GET: no ETag check across chunked reads
+        # On S3 one GET (no ETag check across chunked reads); a local file is read whole.
+        raw = store.read_bytes(rel) if store.is_local else store.fs.cat_file(store.path(rel))
     except FileNotFoundError:
         return None
     try:

@@ -8,11 +8,13 @@ endpoint, region and keys from the environment). A missing object is
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-import fsspec
-
 from engine.storage.store import s3_settings_from_env
+
+if TYPE_CHECKING:
+    import fsspec
 
 
 class ExternalObjectMissing(Exception):
@@ -24,6 +26,8 @@ class ExternalObjectMissing(Exception):
 
 
 def _located(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    import fsspec  # only a load with external Blob values reaches here
+
     parsed = urlparse(uri)
     if parsed.scheme == "s3":
         fs_kwargs, _ = s3_settings_from_env()

@@ -1,4 +1,4 @@
-"""Graph roots on object storage: one URI gives an fsspec filesystem and Lance storage options.
+"""Graph roots on object storage: one URI gives a :class:`GraphStore` and Lance storage options.
 
 A graph URI is a local path, a ``file://`` URL or ``s3://bucket/prefix``. S3 settings come from
 the environment (``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ``AWS_ACCESS_KEY_ID``,
@@ -11,6 +11,11 @@ Paths handed to a :class:`GraphStore` are relative to the graph root and use ``/
 on for recovery intents, claims and ledger records: on a local disk it links a complete,
 fsynced temporary file into place with ``link(2)`` (which fails if the name exists), and on S3 it
 sends ``If-None-Match: *``. It never checks-then-writes.
+
+A local root's objects are plain files, read and written with the standard library's file calls;
+an S3 root's go through s3fs, with transient errors retried. :attr:`GraphStore.fs` gives the
+fsspec filesystem of either kind for whole-tree walks (``find``); fsspec is imported only then or
+for an S3 root, so a command on a local root does not load it.
 """
 
 from __future__ import annotations
@@ -19,14 +24,14 @@ import functools
 import json
 import os
 import secrets
+import shutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
-import fsspec
 from tenacity import (
     retry,
     retry_if_exception,
@@ -36,6 +41,9 @@ from tenacity import (
 )
 
 from engine.errors import BadRequest, NotFound, StorageAccessDenied, StorageUnavailable
+
+if TYPE_CHECKING:
+    import fsspec
 
 T = TypeVar("T")
 
@@ -100,13 +108,24 @@ class GraphStore:
     """A graph root: where plain objects and Lance datasets of one graph live."""
 
     uri: str
-    fs: fsspec.AbstractFileSystem = field(compare=False, repr=False)
     root: str = field(compare=False)
     storage_options: dict[str, str] | None = field(compare=False, default=None)
+    s3_fs: fsspec.AbstractFileSystem | None = field(compare=False, repr=False, default=None)
+    """The s3fs filesystem of an S3 root; None for a local root."""
 
     @property
     def is_local(self) -> bool:
         return not self.uri.startswith("s3://")
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        """The fsspec filesystem the root's paths (:meth:`path`) belong to: s3fs for an S3 root,
+        fsspec's local filesystem (imported on first use) for a local one."""
+        if self.s3_fs is not None:
+            return self.s3_fs
+        import fsspec
+
+        return fsspec.filesystem("file")
 
     def path(self, rel: str) -> str:
         """The filesystem path of ``rel`` (relative to the graph root)."""
@@ -158,7 +177,8 @@ class GraphStore:
     @_s3_io
     def read_bytes(self, rel: str) -> bytes:
         """The bytes at ``rel``; ``FileNotFoundError`` if absent."""
-        with self.fs.open(self.path(rel), "rb") as handle:
+        opener = open if self.is_local else self.fs.open
+        with opener(self.path(rel), "rb") as handle:
             return handle.read()
 
     @_s3_io
@@ -166,19 +186,29 @@ class GraphStore:
         """Create or replace ``rel`` (only for documents that are not create-if-absent)."""
         if self.is_local:
             os.makedirs(os.path.dirname(self.path(rel)), exist_ok=True)
+            with open(self.path(rel), "wb") as handle:
+                handle.write(data)
+            return
         with self.fs.open(self.path(rel), "wb") as handle:
             handle.write(data)
 
     @_s3_io
     def exists(self, rel: str) -> bool:
+        if self.is_local:
+            return os.path.exists(self.path(rel))
         return bool(self.fs.exists(self.path(rel)))
 
     @_s3_io
     def list(self, rel_dir: str) -> list[str]:
         """Sorted names (not paths) of the entries directly under ``rel_dir``; [] if absent."""
         path = self.path(rel_dir)
+        if self.is_local:
+            try:
+                return sorted(os.listdir(path))
+            except (FileNotFoundError, NotADirectoryError):
+                return []
         try:
-            entries = self.fs.ls(path, detail=False, refresh=True) if not self.is_local else self.fs.ls(path, detail=False)
+            entries = self.fs.ls(path, detail=False, refresh=True)
         except FileNotFoundError:
             return []
         names = {entry.rstrip("/").rsplit("/", 1)[-1] for entry in entries}
@@ -189,7 +219,10 @@ class GraphStore:
     def delete(self, rel: str) -> None:
         """Remove the object at ``rel``; absent is not an error."""
         try:
-            self.fs.rm_file(self.path(rel))
+            if self.is_local:
+                os.remove(self.path(rel))
+            else:
+                self.fs.rm_file(self.path(rel))
         except FileNotFoundError:
             pass
 
@@ -197,7 +230,10 @@ class GraphStore:
     def delete_tree(self, rel_dir: str) -> None:
         """Remove every object under ``rel_dir``; absent is not an error."""
         try:
-            self.fs.rm(self.path(rel_dir), recursive=True)
+            if self.is_local:
+                shutil.rmtree(self.path(rel_dir))
+            else:
+                self.fs.rm(self.path(rel_dir), recursive=True)
         except FileNotFoundError:
             pass
 
@@ -354,6 +390,8 @@ def open_store(uri: str) -> GraphStore:
     if parsed.scheme == "s3":
         if not parsed.netloc:
             raise BadRequest(f"{uri!r} names no bucket; use s3://bucket/prefix")
+        import fsspec
+
         fs_kwargs, lance_options = s3_settings_from_env()
         fs = fsspec.filesystem("s3", **fs_kwargs)
         fs.retries = 1  # one attempt per s3fs call: botocore and GraphStore's tenacity policy retry
@@ -362,14 +400,13 @@ def open_store(uri: str) -> GraphStore:
         if checked not in _VERIFIED_BUCKETS:  # once per bucket and settings, not per open
             _require_bucket(fs, parsed.netloc)
             _VERIFIED_BUCKETS.add(checked)
-        return GraphStore(uri=f"s3://{root}", fs=fs, root=root, storage_options=lance_options)
+        return GraphStore(uri=f"s3://{root}", root=root, storage_options=lance_options, s3_fs=fs)
     if parsed.scheme in ("file", ""):
         local = parsed.path if parsed.scheme == "file" else uri
         root = os.path.abspath(local).rstrip("/") or "/"
         if os.path.exists(root) and not os.path.isdir(root):
             raise BadRequest(f"{root} is a file, not a graph root (a directory)", {"uri": root})
-        fs = fsspec.filesystem("file")
-        return GraphStore(uri=root, fs=fs, root=root, storage_options=None)
+        return GraphStore(uri=root, root=root)
     raise BadRequest(f"unsupported graph URI scheme {parsed.scheme!r}; use a path, file:// or s3://")
 
 

@@ -164,3 +164,43 @@ def test_fast_exit_leaves_the_end_to_python_when_stdout_is_a_closed_pipe() -> No
     finally:
         os.close(write)
     assert code == 120 and "BrokenPipeError" in err
+
+
+HELD = """
+import gc, os, time, weakref
+import click
+from cli import console
+
+class Node:
+    pass
+
+@click.command()
+def held() -> None:
+    assert not gc.isenabled(), "the collector runs while the script starts"
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if gc.isenabled() else 3)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, "a forked child has no collector"
+    cycle = Node()
+    cycle.self = cycle
+    dead = weakref.ref(cycle)
+    del cycle
+    assert dead() is not None  # only the collector frees a cycle
+    deadline = time.monotonic() + 30
+    while not gc.isenabled() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert gc.isenabled(), "the collector was not given back"
+    assert dead() is None, "a cycle made while it was held was frozen instead of freed"
+    assert gc.get_freeze_count() > 0
+    print("given back")
+
+console.COLLECTOR_HELD_SECONDS = 0.2
+console.run_script(held)
+"""
+
+
+def test_a_script_starts_without_the_collector_and_gets_it_back_after_freeing_its_cycles() -> None:
+    """:func:`cli.console.run_script` holds the cyclic collector off while the command starts, then
+    gives it back after one collection and ``gc.freeze``; a forked child gets it at once."""
+    done = subprocess.run([sys.executable, "-c", HELD], capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (0, "given back\n"), done.stderr

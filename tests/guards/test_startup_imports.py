@@ -103,7 +103,7 @@ def test_a_lazy_command_is_imported_when_invoked_and_not_before() -> None:
 # Not imported by a one-shot command on the example graph; all were, at module level, until the
 # engine's capabilities were imported where they are used (``bench/README.md``, "Start-up").
 NOT_NEEDED_ANYWHERE = (
-    "duckdb", "fastapi", "engine.gq", "engine.query", "engine.maintenance.check", "engine.ops.merge", "engine.ops.mutate",
+    "duckdb", "fastapi", "fsspec", "engine.gq", "engine.query", "engine.maintenance.check", "engine.ops.merge", "engine.ops.mutate",
     "migrator.verify", "migrator.answers", "migrator.run",
 )
 NOT_NEEDED = {

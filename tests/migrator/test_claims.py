@@ -187,7 +187,7 @@ class _VanishingClaimStore(GraphStore):
 
 def test_a_claim_that_keeps_changing_hands_is_reported_held(tmp_path) -> None:
     real = open_store(str(tmp_path / "g"))
-    store = _VanishingClaimStore(uri=real.uri, fs=real.fs, root=real.root)
+    store = _VanishingClaimStore(uri=real.uri, root=real.root)
     with pytest.raises(ClaimHeld) as held:
         _acquire(store)
     assert held.value.details == {"holder": None, "path": CLAIM}
