@@ -39,6 +39,7 @@ import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from urllib.parse import parse_qs
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -135,14 +136,19 @@ def _kind(method: str, path: str) -> str:
 
 def _place(path: str) -> str:
     """Where a request went, for the read breakdown: the migration's documents, ``__manifest``,
-    a table's Lance branch refs, versions and manifests, or its data and indexes."""
-    key = path.split("?", 1)[0]
+    a table's Lance branch refs, versions and manifests, or its data and indexes; a listing
+    (``?prefix=``) is placed by its prefix and marked as one."""
+    key, _, query = path.partition("?")
+    prefix = parse_qs(query).get("prefix")
+    listing = " (listings)" if prefix else ""
+    if prefix:
+        key = f"{key.rstrip('/')}/{prefix[0]}"
     for marker, place in (("/__migration/", "migration documents"), ("/__manifest", "__manifest"),
                           ("/_refs/", "Lance branch refs of tables"), ("/_versions", "Lance versions and manifests"),
                           ("/tree/", "Lance branch trees"), ("/_indices/", "Lance indexes"), ("/data/", "Lance data files")):
         if marker in key:
-            return place
-    return "other (listings, the stamp, the graph's documents)"
+            return place + listing
+    return "other (the stamp, the graph's documents)" + listing
 
 
 def run_local(branches: int, parallel: int) -> Run:
