@@ -7,8 +7,8 @@ command tables tell the truth.
 * Invoking a lazy subcommand imports its module, and the group's ``--help`` does not.
 * ``omnigraph snapshot`` and ``load`` (one commit) on a small format-5 graph, ``omnigraph-migrate
   status`` and ``preflight`` on a format-4 one, load none of the engine's capabilities they do not
-  use (:data:`NOT_NEEDED`): the query language, the other writes, the check, the migration, and
-  DuckDB or FastAPI. Each entry is a module a module-level import used to bring in.
+  use (:data:`NOT_NEEDED`): the query language, the other writes, the check, the migration,
+  DuckDB, FastAPI, and fsspec (a local root is read with plain file calls). Each entry is a module a module-level import used to bring in.
 * Each script's ``--help`` listing, printed from the table without importing a command, is the
   listing click prints with every command loaded, at narrow and wide terminals; every table
   entry builds a command of its own name from a module under ``cli``.
