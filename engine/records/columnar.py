@@ -129,8 +129,11 @@ def _guard_text(block: JsonlBlock) -> None:
 
 def _read(payload: bytes, schema: pa.Schema, unexpected: str = "error") -> pa.Table:
     """``payload`` (JSONL) read with ``schema``; the reader's block (its unit of parallel
-    parsing) is widened to hold the longest line, which it cannot split."""
-    options = pj.ReadOptions(use_threads=True, block_size=max(_READ_BLOCK, _longest_line(payload) + 2))
+    parsing) is widened to hold the longest line, which it cannot split. A payload of one block
+    is parsed on the calling thread: there is nothing to parse in parallel, and handing it to
+    Arrow's thread pool costs more than parsing it."""
+    block = max(_READ_BLOCK, _longest_line(payload) + 2)
+    options = pj.ReadOptions(use_threads=len(payload) > block, block_size=block)
     parse = pj.ParseOptions(explicit_schema=schema, newlines_in_values=False, unexpected_field_behavior=unexpected)
     try:
         return pj.read_json(pa.BufferReader(payload), read_options=options, parse_options=parse)
