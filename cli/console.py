@@ -62,7 +62,6 @@ def run_script(group: click.Group) -> NoReturn:
     fast_exit(code)
 
 
-
 def hold_collector(seconds: float) -> None:
     """Disable the cyclic garbage collector now and give it back after ``seconds`` (from a daemon
     timer thread, so a process that ends sooner is not kept waiting), or in a forked child at once."""
