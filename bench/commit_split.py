@@ -5,7 +5,7 @@ For each size N (rows of one keyed format-5 node table ``Item``, the fixture of
 a copy of the fixture graph with the engine and runs, after one unmeasured warm-up round,
 ``--runs`` rounds of:
 
-* an engine **upsert**: ``engine.ops.load.load`` of 32 existing ids, ``mode="merge"``;
+* an engine **upsert**: ``omnigraph.engine.ops.load.load`` of 32 existing ids, ``mode="merge"``;
 * an engine **strict insert**: the same with 32 new ids, ``mode="append"``;
 * after each, the **floor** on a second copy of the same fixture, with Lance alone: open the
   table at its latest version and run the same fenced ``merge_insert("id")`` on the same 32 rows
@@ -17,7 +17,7 @@ a copy of the fixture graph with the engine and runs, after one unmeasured warm-
 
 The engine's phases are timed by wrappers this script installs around engine functions (no
 engine code changes): each phase's own time, its children's subtracted, so the phases add up to
-the engine total. Every Lance dataset open (``engine.storage.lance_io.open_dataset_at``) is also
+the engine total. Every Lance dataset open (``omnigraph.engine.storage.lance_io.open_dataset_at``) is also
 counted and timed inside whichever phase made it, without being subtracted from it.
 
 Usage: ``.venv/bin/python bench/commit_split.py --sizes 1k 100k 1M --runs 7 [--workdir DIR]``; exit
@@ -141,13 +141,13 @@ class Split:
 
 def install(split: Split) -> None:
     """Install the phase wrappers around the engine's write path (module attributes only)."""
-    import engine.ops.id_probe as id_probe
-    import engine.ops.load as load_module
-    import engine.ops.write as write
-    import engine.storage.lance_io as lance_io
-    from engine.door import table_store
-    from engine.manifest.manifest import Manifest
-    from engine.reconcile import intents, pins
+    import omnigraph.engine.ops.id_probe as id_probe
+    import omnigraph.engine.ops.load as load_module
+    import omnigraph.engine.ops.write as write
+    import omnigraph.engine.storage.lance_io as lance_io
+    from omnigraph.engine.door import table_store
+    from omnigraph.engine.manifest.manifest import Manifest
+    from omnigraph.engine.reconcile import intents, pins
 
     split.wrap(load_module, "load_records", "load_checks")
     split.wrap(load_module, "commit", "commit_loop")
@@ -192,12 +192,12 @@ def floor_commit(floor_root: Path, table_path: str, table_rows: Any, manifest_ro
     """The protocol's necessary Lance work on the floor copy: the fenced table merge of the
     engine's rows, then the one ``__manifest`` merge of the publish's rows; seconds per part.
 
-    Both merges are the door's own calls (:mod:`engine.door.table_store`: one Lance
+    Both merges are the door's own calls (:mod:`omnigraph.engine.door.table_store`: one Lance
     ``merge_insert`` ON the primary key with ``use_index(False)`` and ``conflict_retries(0)``,
     nothing else), so the floor is Lance's work and no keyed write bypasses the door."""
     import lance
 
-    from engine.door import table_store
+    from omnigraph.engine.door import table_store
 
     times: dict[str, float] = {}
     started = time.perf_counter()
@@ -219,10 +219,10 @@ def measure(engine_root: Path, floor_root: Path, runs: int, warmup: int) -> dict
     """The child process of one size: ``warmup`` + ``runs`` rounds of upsert, floor, insert, floor."""
     import lance
 
-    from engine.door import FENCED_PROFILE
-    from engine.graph import open_graph
-    from engine.manifest import MAIN
-    from engine.ops.load import load
+    from omnigraph.engine.door import FENCED_PROFILE
+    from omnigraph.engine.graph import open_graph
+    from omnigraph.engine.manifest import MAIN
+    from omnigraph.engine.ops.load import load
 
     split = Split()
     install(split)

@@ -1,7 +1,7 @@
 """Build the benchmark's format-4 graph: 3 branches x 4 node tables x N rows, 12 distinct images.
 
 The graph is written through the real format-4 write path: ``init_graph`` with the legacy
-profile, then one graph commit per branch through ``engine.ops.write.commit`` whose prepare step
+profile, then one graph commit per branch through ``omnigraph.engine.ops.write.commit`` whose prepare step
 returns a ``CommitPlan`` with a ``TableWrite(..., "overwrite", rows)`` per table. The legacy
 router's overwrite replaces the table (no PK metadata, BTREE on ``id``) and the commit publishes
 the ``__manifest`` rows and head, exactly as ``omnigraph-v4 load --mode overwrite`` does, minus
@@ -30,10 +30,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from layout import BRANCHES, FIXTURE_FILE, FIXTURE_VERSION, GRAPH_DIR
 
-from engine.door import LEGACY_PROFILE
-from engine.graph import Graph, init_graph
-from engine.manifest import MAIN, BranchSnapshot
-from engine.ops import CommitPlan, TableWrite, commit, create_branch
+from omnigraph.engine.door import LEGACY_PROFILE
+from omnigraph.engine.graph import Graph, init_graph
+from omnigraph.engine.manifest import MAIN, BranchSnapshot
+from omnigraph.engine.ops import CommitPlan, TableWrite, commit, create_branch
 
 SCHEMA = """\
 // Benchmark schema: four keyed node types, ids derived from the @key.

@@ -1,4 +1,4 @@
-"""Read-query benchmark: ``engine.query`` against hand-written DuckDB SQL over the same Lance data.
+"""Read-query benchmark: ``omnigraph.engine.query`` against hand-written DuckDB SQL over the same Lance data.
 
 ``python bench/query_bench.py [--sizes 100000 1000000] [--runs 5] [--work DIR]``
 
@@ -6,7 +6,7 @@ For each size N it builds (once, kept in ``DIR/qbench-N``) a format-5 graph of N
 nodes (``name: String @key, age: I32``) and 5N random ``Knows`` edges through the engine's own
 commit path (one overwrite commit), adds a BTREE on ``Person.name`` with Lance and lets a
 read-write open adopt it (an index-only table commit), then, in a fresh process per size, runs
-each query ``--runs`` times through :func:`engine.query.run_query` and the floor: a hand-written
+each query ``--runs`` times through :func:`omnigraph.engine.query.run_query` and the floor: a hand-written
 DuckDB statement over the same pinned Lance datasets, registered once, in the same process.
 Reported: the median wall time of each, their ratio, and the process's peak RSS
 (``os.wait4`` ``ru_maxrss``) for the whole size, then the peak RSS of a second process that runs
@@ -57,10 +57,10 @@ def build(root: Path, nodes: int) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from engine.door import FENCED_PROFILE
-    from engine.graph import init_graph, open_graph
-    from engine.ops import CommitPlan, TableWrite, commit
-    from engine.storage import open_pinned
+    from omnigraph.engine.door import FENCED_PROFILE
+    from omnigraph.engine.graph import init_graph, open_graph
+    from omnigraph.engine.ops import CommitPlan, TableWrite, commit
+    from omnigraph.engine.storage import open_pinned
 
     graph = init_graph(str(root), SCHEMA, FENCED_PROFILE, actor="bench")
     rng = np.random.default_rng(7)
@@ -91,10 +91,10 @@ def measure(root: Path, runs: int, engine_only: bool = False) -> dict[str, Any]:
     the engine's queries (for the engine's own peak RSS: the floor's DuckDB has no memory limit)."""
     import duckdb
 
-    from engine.door import FENCED_PROFILE
-    from engine.graph import open_graph
-    from engine.query import run_query
-    from engine.storage import open_pinned
+    from omnigraph.engine.door import FENCED_PROFILE
+    from omnigraph.engine.graph import open_graph
+    from omnigraph.engine.query import run_query
+    from omnigraph.engine.storage import open_pinned
 
     graph = open_graph(str(root), FENCED_PROFILE, write=False)
     snapshot = graph.manifest.snapshot("main")

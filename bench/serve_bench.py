@@ -10,7 +10,7 @@ side in the same run:
    requests. Latency is measured per request at the client; the server process is then stopped
    with SIGTERM and its peak RSS read from ``os.wait4`` (``ru_maxrss``, KiB on Linux).
 2. **api**: runs this script as a subprocess in ``--api-worker`` mode, which opens the graph with
-   ``open_graph(..., write=True)`` and calls ``engine.ops.load.load(..., mode="merge")`` with the same
+   ``open_graph(..., write=True)`` and calls ``omnigraph.engine.ops.load.load(..., mode="merge")`` with the same
    one-row bodies, measuring each call the same way and printing the latencies as JSON; its peak
    RSS comes from ``os.wait4``.
 
@@ -121,9 +121,9 @@ def run_api(graph: Path, requests: int, warmup: int, distinct: int) -> dict[str,
 def api_worker(graph: str, requests: int, warmup: int, distinct: int) -> None:
     """The Python API side: same upserts, in this process; prints the latencies as JSON."""
     sys.path.insert(0, str(PROJECT))
-    from engine.door import FENCED_PROFILE
-    from engine.graph import open_graph
-    from engine.ops.load import load
+    from omnigraph.engine.door import FENCED_PROFILE
+    from omnigraph.engine.graph import open_graph
+    from omnigraph.engine.ops.load import load
 
     opened = open_graph(graph, FENCED_PROFILE, write=True)
     latencies = []

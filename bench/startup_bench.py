@@ -34,7 +34,7 @@ first model is defined), tenacity, the project's modules the command needs
 console script does, and time the command (the imports it still makes, and its work) up to the
 first ``atexit`` handler of its exit. Each is also timed as a whole process, beside a ``python -c
 pass`` (the interpreter's start); what the steps and the start leave of that wall time is the
-process's exit: the ``atexit`` handlers and, unless the script skips it (:mod:`cli.console`),
+process's exit: the ``atexit`` handlers and, unless the script skips it (:mod:`omnigraph.cli.console`),
 the interpreter's teardown. Medians of the runs. To split another tree's commands, put it on
 ``PYTHONPATH`` and run from outside any project tree (``python -c`` puts the working directory
 first on ``sys.path``).
@@ -74,14 +74,14 @@ THIRD_PARTY_IMPORTS = [("pydantic", "pydantic.main", "pydantic.fields", "pydanti
                        for name in THIRD_PARTY]
 # The project's modules each graph command needs: its script's group, its command module, the API.
 PROJECT_MODULES = {
-    "omnigraph snapshot G5": ("cli.omnigraph", "cli.shared_commands", "omnigraph.graph"),
-    "omnigraph load (1 row) G5": ("cli.omnigraph", "cli.shared_commands", "omnigraph.graph", "omnigraph.inputs"),
-    "omnigraph-migrate status G4": ("cli.migrate", "cli.migrate_commands", "migrator.inspection", "ledger"),
-    "omnigraph-migrate preflight G4": ("cli.migrate", "cli.migrate_commands", "migrator.inspection", "omnigraph.migrate"),
+    "omnigraph snapshot G5": ("omnigraph.cli.omnigraph", "omnigraph.cli.shared_commands", "omnigraph.graph"),
+    "omnigraph load (1 row) G5": ("omnigraph.cli.omnigraph", "omnigraph.cli.shared_commands", "omnigraph.graph", "omnigraph.inputs"),
+    "omnigraph-migrate status G4": ("omnigraph.cli.migrate", "omnigraph.cli.migrate_commands", "omnigraph.migrator.inspection", "ledger"),
+    "omnigraph-migrate preflight G4": ("omnigraph.cli.migrate", "omnigraph.cli.migrate_commands", "omnigraph.migrator.inspection", "omnigraph.migrate"),
 }
 SPLIT_PROBE = """
 import atexit, gc, importlib, json, sys, time
-gc.disable()  # as the console script holds the collector off while it starts (cli.console)
+gc.disable()  # as the console script holds the collector off while it starts (omnigraph.cli.console)
 script_module, program, modules, *args = sys.argv[1:]
 marks = [time.perf_counter()]
 for step in [*THIRD_PARTY_IMPORTS, None]:
@@ -99,7 +99,7 @@ atexit.register(report)  # the first handler of the exit: its mark ends the comm
 sys.argv = [program, *args]
 importlib.import_module(script_module).main()
 """.replace("THIRD_PARTY_IMPORTS", repr(THIRD_PARTY_IMPORTS))
-SCRIPT_MODULES = {"omnigraph": "cli.omnigraph", "omnigraph-v4": "cli.omnigraph_v4", "omnigraph-migrate": "cli.migrate"}
+SCRIPT_MODULES = {"omnigraph": "omnigraph.cli.omnigraph", "omnigraph-v4": "omnigraph.cli.omnigraph_v4", "omnigraph-migrate": "omnigraph.cli.migrate"}
 BASELINE_SUFFIX = " [baseline]"
 # A console script's entry point, imported from the tree given first (argv: tree, module, program, args).
 BASELINE_ENTRY = """

@@ -1,7 +1,7 @@
 """Build the many-units benchmark graph: format 4, ``--branches`` graph branches x 4 small node tables.
 
 The graph is written through the real format-4 write path (``init_graph`` with the legacy
-profile, then ``engine.ops.load`` of a few rows per table). ``main`` holds ``--rows`` rows in
+profile, then ``omnigraph.engine.ops.load`` of a few rows per table). ``main`` holds ``--rows`` rows in
 each of the 4 tables; branches ``b01`` ... are created from ``main``; every fourth branch then
 appends one row to one table (so it owns that table's image, forked on its first write), and
 the rest inherit every table. With the default 32 branches that is 128 units, 8 of them owned.
@@ -19,11 +19,11 @@ import time
 
 from fixture import SCHEMA  # the four keyed node types of the migration benchmark
 
-from engine.door import LEGACY_PROFILE
-from engine.graph import init_graph
-from engine.manifest import MAIN
-from engine.ops import create_branch
-from engine.ops.load import load
+from omnigraph.engine.door import LEGACY_PROFILE
+from omnigraph.engine.graph import init_graph
+from omnigraph.engine.manifest import MAIN
+from omnigraph.engine.ops import create_branch
+from omnigraph.engine.ops.load import load
 
 TYPES = ("Account", "Device", "Order", "Session")
 ACTOR = "bench"

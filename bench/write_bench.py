@@ -3,7 +3,7 @@
 Write cost: for each size N (rows in one keyed format-5 table) and each index layout (no index;
 a BTREE on ``id`` added by hand), ``--runs`` times, each in its own process (``write_ops.py``):
 
-* a fenced 32-row upsert (``engine.ops.load.load`` with ``mode="merge"``, 32 existing ids) on a fresh
+* a fenced 32-row upsert (``omnigraph.engine.ops.load.load`` with ``mode="merge"``, 32 existing ids) on a fresh
   copy of the fixture graph;
 * a fenced 32-row strict insert (``mode="append"``, 32 new ids) on another fresh copy;
 * the floor: Lance alone streams the ``id`` column of the same pinned table version.

@@ -8,7 +8,7 @@
   hand with Lance (``create_scalar_index``) and the ``__manifest`` pin is moved to that index
   commit, as an operator would after adding an index outside the engine. ``DIR/fixture.json``
   names the table and its pinned version;
-* ``upsert GRAPH`` / ``insert GRAPH``: ``engine.ops.load.load`` of a 32-row JSONL document with
+* ``upsert GRAPH`` / ``insert GRAPH``: ``omnigraph.engine.ops.load.load`` of a 32-row JSONL document with
   ``mode="merge"`` (fenced upsert of 32 existing ids) / ``mode="append"`` (fenced strict insert of
   32 new ids), the whole engine path (snapshot, id probes, intent, Lance merge, publish);
 * ``scan GRAPH``: Lance alone streams the ``id`` column of the pinned table version (the floor);
@@ -49,10 +49,10 @@ def item_ids(first: int, count: int) -> pa.Array:
 
 
 def build(rows: int, out: Path, btree: bool) -> dict:
-    from engine.door import FENCED_PROFILE
-    from engine.graph import init_graph
-    from engine.manifest import MAIN, BranchSnapshot
-    from engine.ops import CommitPlan, TableWrite, commit
+    from omnigraph.engine.door import FENCED_PROFILE
+    from omnigraph.engine.graph import init_graph
+    from omnigraph.engine.manifest import MAIN, BranchSnapshot
+    from omnigraph.engine.ops import CommitPlan, TableWrite, commit
 
     graph = init_graph(str(out / GRAPH), SCHEMA, FENCED_PROFILE, actor=ACTOR)
     schema = graph.catalog.table(TABLE_KEY).arrow_schema(with_pk=True)
@@ -82,10 +82,10 @@ def _jsonl(first: int, count: int, n: int) -> bytes:
 
 
 def engine_write(graph_dir: Path, mode: str) -> dict:
-    from engine.door import FENCED_PROFILE
-    from engine.graph import open_graph
-    from engine.manifest import MAIN
-    from engine.ops.load import load
+    from omnigraph.engine.door import FENCED_PROFILE
+    from omnigraph.engine.graph import open_graph
+    from omnigraph.engine.manifest import MAIN
+    from omnigraph.engine.ops.load import load
 
     graph = open_graph(str(graph_dir), FENCED_PROFILE, write=True)
     rows = graph.manifest.snapshot(MAIN).table(TABLE_KEY).row_count

@@ -2,7 +2,7 @@
 
 A claim names the process that created it. A process that later acts with the claim's token (a
 ``resume`` after a crash, an ``abort``, a ``repair``, a ``claim break``) does not rewrite the
-claim: before it acts it appends an :class:`~claims.document.ActingRecord` ``started`` (host, pid,
+claim: before it acts it appends an :class:`~omnigraph.claims.document.ActingRecord` ``started`` (host, pid,
 process start) at ``<claim path>.acting/<token>/<seq:08d>.json``, create-if-absent with sequence
 numbers from 1, and an ``ended`` record when it stops acting (also the creator, see
 :func:`ended`). So every process that may be acting is on record before its first effect, and
@@ -28,14 +28,14 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from claims.claim import inspect
-from claims.document import ActingRecord, ClaimDocument
-from claims.errors import ClaimCorrupt, claim_held, validation_problem
-from claims.fields import utc_timestamp
-from claims.liveness import alive_here, is_this_process
-from engine.errors import ClaimHeld
-from engine.storage import GraphStore, canonical_json
-from engine.storage.process import process_start_marker, this_host
+from omnigraph.claims.claim import inspect
+from omnigraph.claims.document import ActingRecord, ClaimDocument
+from omnigraph.claims.errors import ClaimCorrupt, claim_held, validation_problem
+from omnigraph.claims.fields import utc_timestamp
+from omnigraph.claims.liveness import alive_here, is_this_process
+from omnigraph.engine.errors import ClaimHeld
+from omnigraph.engine.storage import GraphStore, canonical_json
+from omnigraph.engine.storage.process import process_start_marker, this_host
 
 Liveness = Literal["alive", "ended", "dead", "unknown (another host: check there)"]
 

@@ -1,8 +1,8 @@
 """Create-if-absent claims on a graph store: acquire, inspect, release, break.
 
 A claim is one object at a caller-chosen path relative to the graph root (the migrator uses
-``__migration/claim.json``), holding a :class:`~claims.document.ClaimDocument` in canonical JSON.
-It is created with :meth:`engine.storage.store.GraphStore.put_if_absent` (``link(2)`` locally,
+``__migration/claim.json``), holding a :class:`~omnigraph.claims.document.ClaimDocument` in canonical JSON.
+It is created with :meth:`omnigraph.engine.storage.store.GraphStore.put_if_absent` (``link(2)`` locally,
 ``If-None-Match: *`` on S3), so of any number of concurrent acquirers exactly one wins.
 
 There is no time-based takeover anywhere, on purpose: no lease, no expiry, no "stale after N
@@ -12,11 +12,11 @@ claim. Only an operator who has proven the holder dead (its process is gone on i
 remove the claim, with :func:`break_` and the holder's exact token; the break leaves an audit
 record next to the claim.
 
-Refusals: a claim held by someone else raises :class:`engine.errors.ClaimHeld`; a release or
+Refusals: a claim held by someone else raises :class:`omnigraph.engine.errors.ClaimHeld`; a release or
 break with a token that is not the stored one (or of a claim that is absent) raises
-:class:`engine.errors.PreconditionFailed` with ``details`` ``{"path", "expected_token",
+:class:`omnigraph.engine.errors.PreconditionFailed` with ``details`` ``{"path", "expected_token",
 "actual_token", "holder"}`` and changes nothing; a stored object that does not parse raises
-:class:`claims.errors.ClaimCorrupt` and is never treated as absent.
+:class:`omnigraph.claims.errors.ClaimCorrupt` and is never treated as absent.
 
 Residual window: the store has no conditional delete, so release and break re-read the claim
 and delete it only if it still carries the token. The claim can change hands between that read
@@ -32,13 +32,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-import engine
-from claims.document import BreakRecord, ClaimDocument
-from claims.errors import ClaimCorrupt, claim_held, validation_problem
-from claims.fields import new_token, utc_timestamp
-from engine.errors import BadRequest, PreconditionFailed
-from engine.storage import GraphStore, canonical_json
-from engine.storage.process import process_start_marker
+from omnigraph.engine import __version__
+from omnigraph.claims.document import BreakRecord, ClaimDocument
+from omnigraph.claims.errors import ClaimCorrupt, claim_held, validation_problem
+from omnigraph.claims.fields import new_token, utc_timestamp
+from omnigraph.engine.errors import BadRequest, PreconditionFailed
+from omnigraph.engine.storage import GraphStore, canonical_json
+from omnigraph.engine.storage.process import process_start_marker
 
 # How many times acquire retries when the claim vanished between its failed create and its read
 # (the holder released it in between); each retry is another atomic create-if-absent.
@@ -60,7 +60,7 @@ def acquire(store: GraphStore, path: str, *, operation: str, migration_id: str, 
         host=socket.gethostname(),
         pid=os.getpid(),
         created_at=utc_timestamp(),
-        tool_version=engine.__version__,
+        tool_version=__version__,
         process_start=process_start_marker(os.getpid()),
     )
     data = canonical_json(document)
@@ -111,7 +111,7 @@ def break_(store: GraphStore, path: str, token: str, reason: str, breaker: str) 
 
     ``token`` must be the holder's exact token (see :func:`inspect`); otherwise, or if there is
     no claim, ``PreconditionFailed`` is raised and nothing changes. The
-    :class:`~claims.document.BreakRecord` is created (create-if-absent) at
+    :class:`~omnigraph.claims.document.BreakRecord` is created (create-if-absent) at
     :func:`break_record_path` before the claim is removed; if a previous break of the same claim
     wrote it and stopped before removing the claim, that record is reused and returned.
     """

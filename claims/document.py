@@ -2,7 +2,7 @@
 
 Every model is frozen, forbids unknown fields and validates strictly (no string-to-int
 coercion), so a stored document either parses exactly or is refused. ``process_start`` is the
-kernel start time of the process a document names (:func:`engine.storage.process.process_start_marker`):
+kernel start time of the process a document names (:func:`omnigraph.engine.storage.process.process_start_marker`):
 it tells that process apart from a later one that reuses its pid. It is None when unknown (a
 claim written before it was recorded, or a platform without ``/proc``).
 """
@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
-from claims.fields import ClaimToken, UtcTimestamp
+from omnigraph.claims.fields import ClaimToken, UtcTimestamp
 
 Text = Annotated[str, Field(min_length=1)]
 
@@ -48,7 +48,7 @@ class BreakRecord(BaseModel):
 
 
 class ActingRecord(BaseModel):
-    """One process starting or ending to act for a claim it did not create (:mod:`claims.acting`).
+    """One process starting or ending to act for a claim it did not create (:mod:`omnigraph.claims.acting`).
 
     ``event`` ``started`` is written before the process acts (``action``: ``resume``, ``abort``,
     ``repair``, ``break``); ``ended`` when it stops acting, also for the claim's own creator. A

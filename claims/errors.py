@@ -1,5 +1,5 @@
 """Errors of the claims package: the one constructor of ``claim_held``, and what
-:mod:`engine.errors` does not already name."""
+:mod:`omnigraph.engine.errors` does not already name."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from claims.document import ClaimDocument
-from engine.errors import ClaimHeld, OmnigraphError
+from omnigraph.claims.document import ClaimDocument
+from omnigraph.engine.errors import ClaimHeld, OmnigraphError
 
 
 def claim_held(message: str, holder: ClaimDocument | None, **context: Any) -> ClaimHeld:

@@ -2,7 +2,7 @@
 
 :func:`alive_here` is True when the host is this host and the pid is a running (non-zombie)
 process here. With a recorded process start it must also be *that* process (a pid reused by a
-later process is not it: :func:`engine.storage.process.process_is_alive`); without one, any
+later process is not it: :func:`omnigraph.engine.storage.process.process_is_alive`); without one, any
 process holding the pid counts, which errs on the safe side (a refusal). It never says a process
 is dead: a process on another host, or whose pid is gone here, is simply not *known* alive, and
 proving it dead stays the operator's job.
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 
-from claims.document import ClaimDocument
-from engine.storage.process import pid_running_here, process_is_alive, process_start_marker, this_host
+from omnigraph.claims.document import ClaimDocument
+from omnigraph.engine.storage.process import pid_running_here, process_is_alive, process_start_marker, this_host
 
 
 def alive_here(host: str, pid: int, process_start: str | None) -> bool:

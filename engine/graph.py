@@ -1,13 +1,13 @@
 """Opening and creating graph roots: the stamp rules, interrupted-init refusal, recovery.
 
 ``open_graph`` reads the stamp from ``__manifest`` main before anything else and applies the
-profile's rules (:func:`engine.access.write_permission`): the format-5 engine writes only stamp
+profile's rules (:func:`omnigraph.engine.access.write_permission`): the format-5 engine writes only stamp
 ``5`` and reads ``4``/``migrating``/``5``; the format-4 writer reads and writes only ``4``; and
 no program writes while a migration claim is held (the barrier is the stamp and the claim). A
 read-write open at stamp ``5`` refuses (``format_refused``) a graph a format-4 writer published to
 after the stamp
-(:mod:`engine.access.writer_audit`), then resolves interrupted commits
-(:mod:`engine.reconcile.recovery`) before returning. Failpoint ``open.after_stamp``: the stamp was
+(:mod:`omnigraph.engine.access.writer_audit`), then resolves interrupted commits
+(:mod:`omnigraph.engine.reconcile.recovery`) before returning. Failpoint ``open.after_stamp``: the stamp was
 checked, nothing else yet.
 """
 
@@ -18,19 +18,19 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.access import current_permission, write_permission
-from engine.door import EngineProfile
-from engine.errors import BadRequest, NotFound
-from engine.failpoints import failpoint
-from engine.manifest import HeadEntry, Manifest, TableEntry, now_ms
-from engine.schema import Catalog
-from engine.schema.ids import new_ulid
-from engine.storage import FORMAT_5, SCHEMA_FILE, GraphStore, open_store
+from omnigraph.engine.access import current_permission, write_permission
+from omnigraph.engine.door import EngineProfile
+from omnigraph.engine.errors import BadRequest, NotFound
+from omnigraph.engine.failpoints import failpoint
+from omnigraph.engine.manifest import HeadEntry, Manifest, TableEntry, now_ms
+from omnigraph.engine.schema import Catalog
+from omnigraph.engine.schema.ids import new_ulid
+from omnigraph.engine.storage import FORMAT_5, SCHEMA_FILE, GraphStore, open_store
 
 # What only a read-write open runs (the writer audit, recovery, drift adoption) is imported by
 # it: a read-only open loads neither those modules nor their pydantic models.
 if TYPE_CHECKING:
-    from engine.reconcile import RecoveryRecord, drift
+    from omnigraph.engine.reconcile import RecoveryRecord, drift
 
 
 @dataclass
@@ -78,10 +78,10 @@ def _refuse_missing_manifest(store: GraphStore, profile: EngineProfile) -> None:
 
 def open_graph(uri: str, profile: EngineProfile, *, write: bool, claim_token: str | None = None) -> Graph:
     """Open a graph root, enforcing the write barrier; a read-write open resolves recovery, then
-    adopts out-of-band table commits that change no row (:mod:`engine.reconcile.drift`).
+    adopts out-of-band table commits that change no row (:mod:`omnigraph.engine.reconcile.drift`).
 
     The barrier is the stamp and the migration claim, the same rule a server applies before each
-    write (:func:`engine.access.current_permission`): a read-write open is refused at a stamp the
+    write (:func:`omnigraph.engine.access.current_permission`): a read-write open is refused at a stamp the
     profile does not write (``format_refused``) and, at one it does, while a migration claim is
     held (``claim_held``), unless the claim carries ``claim_token`` (the caller acts under it)."""
     store = open_store(uri)
@@ -99,8 +99,8 @@ def open_graph(uri: str, profile: EngineProfile, *, write: bool, claim_token: st
     failpoint("open.after_stamp")
     if not write:
         return graph
-    from engine.access import writer_audit
-    from engine.reconcile import drift, recovery
+    from omnigraph.engine.access import writer_audit
+    from omnigraph.engine.reconcile import drift, recovery
 
     if stamp == FORMAT_5:
         writer_audit.refuse_foreign_heads(store, manifest)

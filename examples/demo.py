@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.failpoints import run_held
+from omnigraph.engine.failpoints import run_held
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

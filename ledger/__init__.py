@@ -1,15 +1,15 @@
 """The migration ledger: append-only, sequence-numbered, create-if-absent records.
 
 Layout: ``__migration/<migration-id>/ledger/<seq:08d>.json`` under the graph root (the caller
-passes the directory). See :mod:`ledger.ledger` for the write/read contracts,
-:mod:`ledger.records` for the record kinds and :mod:`ledger.fold` for the folded state.
+passes the directory). See :mod:`omnigraph.ledger.ledger` for the write/read contracts,
+:mod:`omnigraph.ledger.records` for the record kinds and :mod:`omnigraph.ledger.fold` for the folded state.
 """
 
-from ledger.errors import LedgerCorrupt, LedgerFenced
-from ledger.fold import PHASE_OF_KIND, FoldedState, ImageState, Phase, UnitState, fold
-from ledger.layout import record_path
-from ledger.ledger import Ledger, LedgerReplay
-from ledger.records import (
+from omnigraph.ledger.errors import LedgerCorrupt, LedgerFenced
+from omnigraph.ledger.fold import PHASE_OF_KIND, FoldedState, ImageState, Phase, UnitState, fold
+from omnigraph.ledger.layout import record_path
+from omnigraph.ledger.ledger import Ledger, LedgerReplay
+from omnigraph.ledger.records import (
     RECORD_ADAPTER,
     RECORD_TYPES,
     Aborted,
@@ -44,8 +44,8 @@ from ledger.records import (
     Verified,
     parse_record,
 )
-from ledger.render import render_json, render_table, summarize
-from ledger.schema import SCHEMA_FILE, record_json_schema, schema_text
+from omnigraph.ledger.render import render_json, render_table, summarize
+from omnigraph.ledger.schema import SCHEMA_FILE, record_json_schema, schema_text
 
 __all__ = [
     "PHASE_OF_KIND",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ledger.schema import schema_text
+from omnigraph.ledger.schema import schema_text
 
 
 def main(argv: list[str] | None = None) -> int:

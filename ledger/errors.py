@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.errors import EXIT_CLAIM_HELD, OmnigraphError
+from omnigraph.engine.errors import EXIT_CLAIM_HELD, OmnigraphError
 
 
 class LedgerFenced(OmnigraphError):

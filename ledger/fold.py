@@ -1,6 +1,6 @@
 """Fold a replayed ledger into the migration's current state.
 
-Contract of :func:`fold` (every violation is a :class:`~ledger.errors.LedgerCorrupt` naming the
+Contract of :func:`fold` (every violation is a :class:`~omnigraph.ledger.errors.LedgerCorrupt` naming the
 offending record's path):
 
 - the first record is ``migration_started`` and no later record is;
@@ -28,9 +28,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_serializer
 
-from ledger.errors import LedgerCorrupt
-from ledger.layout import record_path
-from ledger.records import (
+from omnigraph.ledger.errors import LedgerCorrupt
+from omnigraph.ledger.layout import record_path
+from omnigraph.ledger.records import (
     Aborted,
     AnswerDigest,
     AnswersRecorded,

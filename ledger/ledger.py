@@ -1,18 +1,18 @@
 """The migration ledger: append-only, sequence-numbered, create-if-absent records on a store.
 
 Records live at ``<directory>/<seq:08d>.json`` (seq from 1, no gaps), each written once with
-:meth:`engine.storage.store.GraphStore.put_if_absent` in canonical JSON and never rewritten or deleted.
+:meth:`omnigraph.engine.storage.store.GraphStore.put_if_absent` in canonical JSON and never rewritten or deleted.
 
 Writing: a :class:`Ledger` lists its directory once (on the first :meth:`Ledger.append` or
 :meth:`Ledger.replay`) and then tracks its own next sequence number. If another writer created
-that number first, ``append`` raises :class:`~ledger.errors.LedgerFenced` and the ledger object
+that number first, ``append`` raises :class:`~omnigraph.ledger.errors.LedgerFenced` and the ledger object
 refuses every later append: the loser stops, it never retries at a higher number. The first
 record must be ``migration_started``; every later record must carry its token and migration id
-(else :class:`engine.errors.BadRequest`, nothing written).
+(else :class:`omnigraph.engine.errors.BadRequest`, nothing written).
 
-Reading: :meth:`Ledger.replay` reads every record in order and folds them (:mod:`ledger.fold`).
+Reading: :meth:`Ledger.replay` reads every record in order and folds them (:mod:`omnigraph.ledger.fold`).
 A gap, a foreign file name, a file that is not JSON or not a valid record, or a record
-inconsistent with the ledger raises :class:`~ledger.errors.LedgerCorrupt` naming the path; files
+inconsistent with the ledger raises :class:`~omnigraph.ledger.errors.LedgerCorrupt` naming the path; files
 are never modified and nothing is skipped.
 """
 
@@ -22,13 +22,13 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from claims.errors import validation_problem
-from engine.errors import BadRequest, NotFound
-from engine.storage import GraphStore, canonical_json
-from ledger.errors import LedgerCorrupt, LedgerFenced
-from ledger.fold import FoldedState, fold
-from ledger.layout import is_staging_name, parse_record_name, record_path
-from ledger.records import RECORD_TYPES, MigrationStarted, Record, parse_record
+from omnigraph.claims.errors import validation_problem
+from omnigraph.engine.errors import BadRequest, NotFound
+from omnigraph.engine.storage import GraphStore, canonical_json
+from omnigraph.ledger.errors import LedgerCorrupt, LedgerFenced
+from omnigraph.ledger.fold import FoldedState, fold
+from omnigraph.ledger.layout import is_staging_name, parse_record_name, record_path
+from omnigraph.ledger.records import RECORD_TYPES, MigrationStarted, Record, parse_record
 
 
 @dataclass(frozen=True)

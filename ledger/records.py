@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from claims.fields import ClaimToken, UtcTimestamp, utc_timestamp
+from omnigraph.claims.fields import ClaimToken, UtcTimestamp, utc_timestamp
 
 Text = Annotated[str, Field(min_length=1)]
 UnitStepName = Literal[

@@ -11,8 +11,8 @@ import json
 import re
 from typing import Any
 
-from ledger.ledger import LedgerReplay
-from ledger.records import LedgerRecord, Record
+from omnigraph.ledger.ledger import LedgerReplay
+from omnigraph.ledger.records import LedgerRecord, Record
 
 _BASE_FIELDS = frozenset(LedgerRecord.model_fields)
 _BARE_TEXT = re.compile(r"^[\w./:@+-]+$")

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ledger.records import RECORD_ADAPTER
+from omnigraph.ledger.records import RECORD_ADAPTER
 
 SCHEMA_FILE = Path(__file__).with_name("record-schema.json")
 

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from claims import acting_for, inspect, read_break, release
-from engine.errors import FormatRefused, NotFound
-from engine.failpoints import failpoint
-from engine.maintenance.progress import SilentProgress
-from engine.manifest import Manifest
-from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, open_store
-from ledger import Aborted, ClaimReleased
-from migrator import sidecar as sidecars
-from migrator.context import Migration
-from migrator.layout import CLAIM_PATH
-from migrator.preconditions import held_claim
-from migrator.start import attach, replay_started
+from omnigraph.claims import acting_for, inspect, read_break, release
+from omnigraph.engine.errors import FormatRefused, NotFound
+from omnigraph.engine.failpoints import failpoint
+from omnigraph.engine.maintenance.progress import SilentProgress
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, open_store
+from omnigraph.ledger import Aborted, ClaimReleased
+from omnigraph.migrator import sidecar as sidecars
+from omnigraph.migrator.context import Migration
+from omnigraph.migrator.layout import CLAIM_PATH
+from omnigraph.migrator.preconditions import held_claim
+from omnigraph.migrator.start import attach, replay_started
 
 
 def abort_migration(uri: str, token: str, reason: str, owner: str) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def abort_migration(uri: str, token: str, reason: str, owner: str) -> dict[str, 
 
     Refused while a process acting for the claim (its creator, or a resume, abort or repair that
     has not ended) is alive on this host (``claim_held``); this process (``owner``) is recorded as
-    acting for it before anything else (:mod:`claims.acting`). Refused after stamp 5
+    acting for it before anything else (:mod:`omnigraph.claims.acting`). Refused after stamp 5
     (``format_refused``: ``resume`` finishes it). A claim already broken with ``token`` is
     accepted while its migration still holds the barrier (nothing to release). A migration whose
     holder died before its first ledger record is started from the claim first, then aborted.

@@ -1,6 +1,6 @@
 """What the operator runs next about a migration claim: the one wording every command prints.
 
-:func:`claim_next_step` reads who acts for the claim (:mod:`claims.acting`) and the migration's
+:func:`claim_next_step` reads who acts for the claim (:mod:`omnigraph.claims.acting`) and the migration's
 ledger phase, and names one command with the claim's real token, never a placeholder, so the
 advice can be run as printed: while a recorded process is alive on this host, nothing but
 waiting (and ``claim show``); otherwise ``resume --token`` (which releases the claim at stamp 5,
@@ -13,13 +13,13 @@ for a barrier whose claim was broken (``abort`` with the broken claim's token), 
 
 from __future__ import annotations
 
-from claims import ClaimDocument, acting_processes, break_record_path, inspect, read_break
-from engine.errors import NotFound
-from engine.maintenance import Finding
-from engine.manifest import Manifest
-from engine.storage import FORMAT_5, FORMAT_MIGRATING, GraphStore
-from ledger import Ledger
-from migrator.layout import CLAIM_PATH, ledger_dir
+from omnigraph.claims import ClaimDocument, acting_processes, break_record_path, inspect, read_break
+from omnigraph.engine.errors import NotFound
+from omnigraph.engine.maintenance import Finding
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import FORMAT_5, FORMAT_MIGRATING, GraphStore
+from omnigraph.ledger import Ledger
+from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 
 
 def ledger_phase(store: GraphStore, migration_id: str) -> str | None:

@@ -3,7 +3,7 @@
 :func:`show_claim` is read-only. :func:`break_claim` removes the claim of a holder the operator has
 proven dead: it needs the holder's exact token and a reason, refuses (``claim_held``) while a
 process acting for the claim (its creator, or a resume, abort or repair that has not ended) is
-alive on this host (:func:`claims.acting.take_over`, as ``abort`` and ``resume`` do), records
+alive on this host (:func:`omnigraph.claims.acting.take_over`, as ``abort`` and ``resume`` do), records
 ``claim_broken`` in the migration's ledger first (started from the claim if the holder never
 started it), then removes the claim through :func:`claims.break_`, which leaves its audit record
 next to the claim. Breaking the claim does not lower the barrier: a graph left at stamp
@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from claims import ActingProcess, ClaimDocument, acting_for, acting_processes, break_, inspect
-from engine.errors import NotFound, PreconditionFailed
-from engine.maintenance.progress import SilentProgress
-from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, GraphStore
-from ledger import ClaimBroken
-from migrator.context import open_existing_graph
-from migrator.layout import CLAIM_PATH
-from migrator.start import attach, replay_started
+from omnigraph.claims import ActingProcess, ClaimDocument, acting_for, acting_processes, break_, inspect
+from omnigraph.engine.errors import NotFound, PreconditionFailed
+from omnigraph.engine.maintenance.progress import SilentProgress
+from omnigraph.engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, GraphStore
+from omnigraph.ledger import ClaimBroken
+from omnigraph.migrator.context import open_existing_graph
+from omnigraph.migrator.layout import CLAIM_PATH
+from omnigraph.migrator.start import attach, replay_started
 
 
 def holder_liveness(processes: list[ActingProcess]) -> str:

@@ -6,14 +6,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from claims import ClaimDocument, claim_held, inspect
-from engine.errors import NotFound
-from engine.maintenance.progress import Progress
-from engine.manifest import Manifest
-from engine.storage import GraphStore, open_store
-from ledger import Ledger
-from migrator.executors import ImageExecutor, LocalExecutor
-from migrator.layout import CLAIM_PATH
+from omnigraph.claims import ClaimDocument, claim_held, inspect
+from omnigraph.engine.errors import NotFound
+from omnigraph.engine.maintenance.progress import Progress
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import GraphStore, open_store
+from omnigraph.ledger import Ledger
+from omnigraph.migrator.executors import ImageExecutor, LocalExecutor
+from omnigraph.migrator.layout import CLAIM_PATH
 
 
 @dataclass

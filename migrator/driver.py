@@ -1,12 +1,12 @@
 """The migration protocol under the claim, from the barrier to the release (DESIGN section 7,
 steps 3 to 7): what ``run``, ``refence`` and ``resume`` drive once they hold the claim.
 
-:func:`drive` continues a :class:`~migrator.context.Migration` from whatever its ledger says is
+:func:`drive` continues a :class:`~omnigraph.migrator.context.Migration` from whatever its ledger says is
 done: barrier stamp ``migrating`` (if not up yet), plan (adopting out-of-band commits that change
 no row first), validation of every image not yet found clean since the plan, the answer check's baseline when
-queries are given (:mod:`migrator.answers`: every read query on every live branch, recorded
-before the first PK effect), every unit not yet completed (:mod:`migrator.unit`, several at
-once: :mod:`migrator.unit_pool`), verification against the ledger, the recorded answers taken again (``answers_changed`` on any difference),
+queries are given (:mod:`omnigraph.migrator.answers`: every read query on every live branch, recorded
+before the first PK effect), every unit not yet completed (:mod:`omnigraph.migrator.unit`, several at
+once: :mod:`omnigraph.migrator.unit_pool`), verification against the ledger, the recorded answers taken again (``answers_changed`` on any difference),
 stamp ``5`` last, then the release of the claim (:func:`release_claim`). Every step is a ledger record, so a crash anywhere
 is continued by ``resume --token``.
 
@@ -14,7 +14,7 @@ A validation failure records the full inventory and raises ``validation_failed``
 effect, leaving the barrier up and the claim held: the graph stays closed to every writer while
 the operator repairs the duplicates under the claim, then resumes (planning and validating
 afresh) or aborts. Images are validated by the migration's executor
-(:mod:`migrator.executors`): the records, results and exit codes are the same on any executor.
+(:mod:`omnigraph.migrator.executors`): the records, results and exit codes are the same on any executor.
 
 Failpoints: ``migrate.after_barrier``, ``migrate.after_plan``, ``migrate.after_image_records``,
 ``migrate.after_validate``, ``migrate.after_units``, ``migrate.before_stamp``,
@@ -27,12 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from claims import inspect, release
-from engine.errors import FormatRefused, PreconditionFailed, ValidationFailed
-from engine.failpoints import failpoint
-from engine.manifest import Manifest
-from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
-from ledger import (
+from omnigraph.claims import inspect, release
+from omnigraph.engine.errors import FormatRefused, PreconditionFailed, ValidationFailed
+from omnigraph.engine.failpoints import failpoint
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
+from omnigraph.ledger import (
     AnswerDigest,
     AnswersChecked,
     AnswersRecorded,
@@ -48,11 +48,11 @@ from ledger import (
     ValidationFailedRecord,
     Verified,
 )
-from ledger import (
+from omnigraph.ledger import (
     DriftDetected as DriftRecord,
 )
-from migrator import sidecar as sidecars
-from migrator.answers import (
+from omnigraph.migrator import sidecar as sidecars
+from omnigraph.migrator.answers import (
     AnswerQueries,
     answer_cases,
     answers_changed,
@@ -63,15 +63,15 @@ from migrator.answers import (
     requested_queries,
     take_answers,
 )
-from migrator.context import Migration
-from migrator.errors import DriftDetected
-from migrator.fan_out import default_parallel, read_snapshots
-from migrator.inventory import inventory, validate_images
-from migrator.layout import CLAIM_PATH
-from migrator.out_of_band import adopt_before_plan
-from migrator.plan import MigrationPlan, build_plan
-from migrator.unit_pool import run_units
-from migrator.verify import migration_drift, structural_problems
+from omnigraph.migrator.context import Migration
+from omnigraph.migrator.errors import DriftDetected
+from omnigraph.migrator.fan_out import default_parallel, read_snapshots
+from omnigraph.migrator.inventory import inventory, validate_images
+from omnigraph.migrator.layout import CLAIM_PATH
+from omnigraph.migrator.out_of_band import adopt_before_plan
+from omnigraph.migrator.plan import MigrationPlan, build_plan
+from omnigraph.migrator.unit_pool import run_units
+from omnigraph.migrator.verify import migration_drift, structural_problems
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,8 @@ def drive(m: Migration, queries: AnswerQueries | None = None, parallel: int | No
     before any effect) if the migration recorded, or was started with, other queries, or if
     units already progressed without a baseline. The check the migration was started with, or
     whose answers it recorded, is taken whether or not ``queries`` are given. ``parallel`` units
-    (of distinct graph branches) are in flight at once (:mod:`migrator.unit_pool`; default
-    :func:`~migrator.fan_out.default_parallel` for the store).
+    (of distinct graph branches) are in flight at once (:mod:`omnigraph.migrator.unit_pool`; default
+    :func:`~omnigraph.migrator.fan_out.default_parallel` for the store).
     """
     queries = _answer_queries(m, queries)
     _raise_barrier(m)

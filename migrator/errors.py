@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.errors import EXIT_ERROR, EXIT_VALIDATION_FAILED, OmnigraphError
+from omnigraph.engine.errors import EXIT_ERROR, EXIT_VALIDATION_FAILED, OmnigraphError
 
 
 class DriftDetected(OmnigraphError):

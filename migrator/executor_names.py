@@ -1,5 +1,5 @@
 """The executors' names and the checks of their options that need no executor: light enough for
-a command's ``--help`` to import (:mod:`migrator.executors` imports Lance, pyarrow and the
+a command's ``--help`` to import (:mod:`omnigraph.migrator.executors` imports Lance, pyarrow and the
 validator)."""
 
 from __future__ import annotations

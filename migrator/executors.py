@@ -1,16 +1,16 @@
 """Where step 5 of the migration (validate every pinned image) runs: the executor seam.
 
-An executor validates pinned images (:class:`~migrator.images.PinnedImage`) and returns one
-:class:`~migrator.validate.ImageReport` per image, keyed by image id in image-id order. Every
+An executor validates pinned images (:class:`~omnigraph.migrator.images.PinnedImage`) and returns one
+:class:`~omnigraph.migrator.validate.ImageReport` per image, keyed by image id in image-id order. Every
 executor keeps one contract: an image's report is exactly what
-:func:`~migrator.validate.validate_image` gives for that image opened in this process (rows, null
+:func:`~omnigraph.migrator.validate.validate_image` gives for that image opened in this process (rows, null
 ids, duplicates, digest, fingerprint), so the ledger records written from the reports, the
 duplicate inventory and the exit code do not depend on the executor. Progress is
 ``start("validating ids", rows of every image)``, ``advance(rows)`` as rows are validated, then
 ``finish()``. An executor writes nothing to the graph or the ledger.
 
 Executors (:data:`EXECUTORS`): ``local`` validates in this process (:class:`LocalExecutor`);
-``ray`` validates as tasks on a Ray cluster (:mod:`migrator.ray_executor`, imported only when
+``ray`` validates as tasks on a Ray cluster (:mod:`omnigraph.migrator.ray_executor`, imported only when
 chosen: it needs the ``[ray]`` extra). Lifecycle: :func:`open_executor` gives a context manager;
 ``start()`` acquires what the executor needs (idempotent; ``validate`` starts it when needed) and
 the context's exit releases it.
@@ -22,12 +22,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Protocol
 
-from engine.errors import BadRequest
-from engine.maintenance.progress import Progress
-from engine.storage import GraphStore
-from migrator.executor_names import EXECUTORS
-from migrator.images import VALIDATING, PinnedImage, open_images
-from migrator.validate import ImageReport, validate_image, validation_session
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.maintenance.progress import Progress
+from omnigraph.engine.storage import GraphStore
+from omnigraph.migrator.executor_names import EXECUTORS
+from omnigraph.migrator.images import VALIDATING, PinnedImage, open_images
+from omnigraph.migrator.validate import ImageReport, validate_image, validation_session
 
 
 class ImageExecutor(Protocol):
@@ -63,7 +63,7 @@ def open_executor(name: str, ray_address: str | None = None) -> Iterator[ImageEx
     """The executor called ``name`` (one of :data:`EXECUTORS`), released on exit.
 
     ``ray_address`` is the Ray cluster to connect to (``ray`` only; None starts a private local
-    Ray instance). Check :func:`migrator.executor_names.executor_unavailable` first: a missing package raises ImportError.
+    Ray instance). Check :func:`omnigraph.migrator.executor_names.executor_unavailable` first: a missing package raises ImportError.
     """
     executor: ImageExecutor
     if name == "local":
@@ -71,7 +71,7 @@ def open_executor(name: str, ray_address: str | None = None) -> Iterator[ImageEx
             raise BadRequest("a Ray address needs the ray executor", {"executor": name})
         executor = LocalExecutor()
     elif name == "ray":
-        from migrator.ray_executor import RayExecutor
+        from omnigraph.migrator.ray_executor import RayExecutor
 
         executor = RayExecutor(ray_address)
     else:

@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from engine.manifest import BranchSnapshot, Manifest
-    from engine.storage import GraphStore
+    from omnigraph.engine.manifest import BranchSnapshot, Manifest
+    from omnigraph.engine.storage import GraphStore
 
 T = TypeVar("T")
 R = TypeVar("R")

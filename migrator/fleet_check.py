@@ -1,8 +1,8 @@
 """The fleet seen by the migrator: who announced itself as a writer, and refusing while one is live.
 
-``preflight`` and ``run`` list every record of the fleet registry (:mod:`engine.access.fleet`) with its
+``preflight`` and ``run`` list every record of the fleet registry (:mod:`omnigraph.engine.access.fleet`) with its
 status and refuse (``fleet_active``, exit 3) while a record is ``live``: a server or long load of
-either format that heartbeated within :data:`engine.access.fleet.STALE_AFTER_SECONDS` and is not known
+either format that heartbeated within :data:`omnigraph.engine.access.fleet.STALE_AFTER_SECONDS` and is not known
 dead. ``--ignore-fleet`` overrides it (the operator knows better, for example a record left by a
 host that was switched off). The registry is information, never a lock: the barrier itself is the
 claim and the ``migrating`` stamp that every writer re-reads before it commits.
@@ -13,10 +13,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from engine.access import fleet
-from engine.errors import EXIT_CLAIM_HELD, OmnigraphError
-from engine.manifest import now_ms
-from engine.storage import GraphStore
+from omnigraph.engine.access import fleet
+from omnigraph.engine.errors import EXIT_CLAIM_HELD, OmnigraphError
+from omnigraph.engine.manifest import now_ms
+from omnigraph.engine.storage import GraphStore
 
 
 class FleetActive(OmnigraphError):

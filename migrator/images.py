@@ -1,8 +1,8 @@
 """Pinned images, as every executor sees them: what one is, and opening them at their versions.
 
-:mod:`migrator.executors` (the executor seam and the local executor) and
-:mod:`migrator.ray_executor` (the ``ray`` executor) both use these; neither imports the other at
-import time (:mod:`migrator.executors` imports the Ray executor only when it is chosen).
+:mod:`omnigraph.migrator.executors` (the executor seam and the local executor) and
+:mod:`omnigraph.migrator.ray_executor` (the ``ray`` executor) both use these; neither imports the other at
+import time (:mod:`omnigraph.migrator.executors` imports the Ray executor only when it is chosen).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import lance
 
-from engine.storage import GraphStore, ImageRef, open_pinned
+from omnigraph.engine.storage import GraphStore, ImageRef, open_pinned
 
 VALIDATING = "validating ids"
 

@@ -5,23 +5,23 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from claims import ClaimDocument, acting_processes, inspect
-from engine.errors import NotFound, ValidationFailed
-from engine.storage import FORMAT_5, FORMAT_MIGRATING, GraphStore
-from ledger import Ledger, LedgerReplay, render_json
-from migrator import sidecar as sidecars
-from migrator.advice import claim_next_step, unclaimed_barrier_next_step
-from migrator.context import open_existing_graph
-from migrator.inventory import inventory, validate_images
-from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
-from migrator.plan import MigrationPlan, build_plan, is_inherited
-from migrator.preconditions import UpToDate, already_fenced, refuse_unless_stamp_4
+from omnigraph.claims import ClaimDocument, acting_processes, inspect
+from omnigraph.engine.errors import NotFound, ValidationFailed
+from omnigraph.engine.storage import FORMAT_5, FORMAT_MIGRATING, GraphStore
+from omnigraph.ledger import Ledger, LedgerReplay, render_json
+from omnigraph.migrator import sidecar as sidecars
+from omnigraph.migrator.advice import claim_next_step, unclaimed_barrier_next_step
+from omnigraph.migrator.context import open_existing_graph
+from omnigraph.migrator.inventory import inventory, validate_images
+from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
+from omnigraph.migrator.plan import MigrationPlan, build_plan, is_inherited
+from omnigraph.migrator.preconditions import UpToDate, already_fenced, refuse_unless_stamp_4
 
 # What one command alone needs (preflight's fleet and drift checks, verify with the answer
 # check's query engine) is imported by that command: `status` loads neither.
 if TYPE_CHECKING:
-    from engine.maintenance.progress import Progress
-    from migrator.answers import AnswerQueries
+    from omnigraph.engine.maintenance.progress import Progress
+    from omnigraph.migrator.answers import AnswerQueries
 
 
 def _plan_document(plan: MigrationPlan) -> dict[str, Any]:
@@ -53,8 +53,8 @@ def preflight(uri: str, validate: bool, progress: Progress, ignore_fleet: bool =
     Out-of-band table commits are listed under ``out_of_band``: ``run`` adopts the ones that
     change no row before planning (the listed units show the pins before that adoption);
     row-changing drift is refused with ``table_drift``."""
-    from migrator.fleet_check import refuse_live_writers
-    from migrator.out_of_band import out_of_band_reports, refuse_row_drift
+    from omnigraph.migrator.fleet_check import refuse_live_writers
+    from omnigraph.migrator.out_of_band import out_of_band_reports, refuse_row_drift
 
     store, manifest = open_existing_graph(uri)
     refuse_unless_stamp_4(store, manifest)
@@ -98,8 +98,8 @@ def _latest_migration(store: GraphStore) -> str | None:
 
 def verify(uri: str, queries: AnswerQueries | None = None) -> dict[str, Any]:
     """Structural fencing checks; during a migration also the ledger comparison; with
-    ``queries``, the recorded answers taken again (:func:`migrator.verify.verify_graph`)."""
-    from migrator.verify import verify_graph
+    ``queries``, the recorded answers taken again (:func:`omnigraph.migrator.verify.verify_graph`)."""
+    from omnigraph.migrator.verify import verify_graph
 
     store, manifest = open_existing_graph(uri)
     return verify_graph(store, manifest, queries)
@@ -136,7 +136,7 @@ def status(uri: str, tail_records: int | None = None) -> tuple[dict[str, Any], L
 
     Returns the JSON document and the replayed ledger as shown (None if no migration ever wrote a
     ledger record: none ran, or its holder died between taking the claim and its first record).
-    ``next`` names one command to run, with the claim's token (:mod:`migrator.advice`)."""
+    ``next`` names one command to run, with the claim's token (:mod:`omnigraph.migrator.advice`)."""
     store, manifest = open_existing_graph(uri)
     stamp, stamp_migration = manifest.read_stamp()
     holder = inspect(store, CLAIM_PATH)

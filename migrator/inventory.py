@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from engine.maintenance.progress import Progress
-from engine.storage import GraphStore
-from ledger import InventoryEntry, UnitPlan
-from migrator.executors import ImageExecutor, LocalExecutor
-from migrator.images import PinnedImage
-from migrator.plan import MigrationPlan
-from migrator.validate import ImageReport
+from omnigraph.engine.maintenance.progress import Progress
+from omnigraph.engine.storage import GraphStore
+from omnigraph.ledger import InventoryEntry, UnitPlan
+from omnigraph.migrator.executors import ImageExecutor, LocalExecutor
+from omnigraph.migrator.images import PinnedImage
+from omnigraph.migrator.plan import MigrationPlan
+from omnigraph.migrator.validate import ImageReport
 
 
 def pinned_images(plan: MigrationPlan, only: set[str] | None = None) -> list[PinnedImage]:
@@ -28,7 +28,7 @@ def validate_images(
     executor: ImageExecutor | None = None,
 ) -> dict[str, ImageReport]:
     """Validate every distinct image of the plan once (or those in ``only``), in image order,
-    on ``executor`` (default: this process; :mod:`migrator.executors`)."""
+    on ``executor`` (default: this process; :mod:`omnigraph.migrator.executors`)."""
     return (executor or LocalExecutor()).validate(store, pinned_images(plan, only), progress)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.storage import CLAIM_PATH, MIGRATION_DIR, GraphStore
+from omnigraph.engine.storage import CLAIM_PATH, MIGRATION_DIR, GraphStore
 
 __all__ = ["CLAIM_OPERATION", "CLAIM_PATH", "ledger_dir", "migration_ids", "sidecar_path", "units_dir"]
 
@@ -20,7 +20,7 @@ def units_dir(migration_id: str) -> str:
 
 
 def sidecar_path(migration_id: str, unit_id: str) -> str:
-    """The sidecar of one unit (:mod:`migrator.sidecar`)."""
+    """The sidecar of one unit (:mod:`omnigraph.migrator.sidecar`)."""
     return f"{units_dir(migration_id)}/{unit_id}.json"
 
 

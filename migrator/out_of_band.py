@@ -2,7 +2,7 @@
 
 A format-4 graph gets routine Lance maintenance too (an index, a compaction). Before anything is
 claimed, :func:`out_of_band_reports` classifies every table HEAD past its pin on every live
-branch (:mod:`engine.reconcile.drift`): preflight reports them, and row-changing drift refuses the
+branch (:mod:`omnigraph.engine.reconcile.drift`): preflight reports them, and row-changing drift refuses the
 migration (``table_drift``, naming the ``omnigraph drift`` commands that resolve it). Under the
 claim and the barrier, before the plan pins any image, :func:`adopt_before_plan` re-pins the
 HEADs that change no row with a recorded graph commit, so the units pin them; drift that
@@ -11,11 +11,11 @@ appeared after the check stops the run (the unit drift checks stop it later too)
 
 from __future__ import annotations
 
-from engine.manifest import Manifest
-from engine.reconcile import drift
-from engine.storage import GraphStore
-from migrator.errors import DriftDetected
-from migrator.fan_out import default_parallel, fan_out
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.reconcile import drift
+from omnigraph.engine.storage import GraphStore
+from omnigraph.migrator.errors import DriftDetected
+from omnigraph.migrator.fan_out import default_parallel, fan_out
 
 
 def out_of_band_reports(store: GraphStore, manifest: Manifest) -> list[drift.TableDriftReport]:
@@ -35,7 +35,7 @@ def refuse_row_drift(store: GraphStore, reports: list[drift.TableDriftReport]) -
 def adopt_before_plan(store: GraphStore, manifest: Manifest, migration_id: str, token: str) -> list[drift.TableDriftReport]:
     """Adopt every change-no-row HEAD on every branch under the claim; returns what was adopted.
 
-    The branches are looked at :func:`~migrator.fan_out.default_parallel` at a time (reads only);
+    The branches are looked at :func:`~omnigraph.migrator.fan_out.default_parallel` at a time (reads only);
     those with a table past its pin are then settled one after another, main first, then by name,
     so the first drift met in that order is the one refused. Under the claim and the barrier no
     writer moves a table between the two reads.

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.manifest import Manifest, lance_branch_name
-from ledger import BranchPlan, UnitPlan
-from migrator.fan_out import read_snapshots
+from omnigraph.engine.manifest import Manifest, lance_branch_name
+from omnigraph.ledger import BranchPlan, UnitPlan
+from omnigraph.migrator.fan_out import read_snapshots
 
 
 def unit_id_for(graph_branch: str, table_key: str) -> str:

@@ -6,7 +6,7 @@ the error that says what the operator runs next.
 ``refence`` needs :func:`refuse_unless_refence_needed`. ``resume`` and ``abort`` act only with the
 claim's exact token (:func:`held_claim`); ``resume`` refuses a claim broken with that token
 (:func:`refuse_broken`); whoever acts for an existing claim is refused while another process
-acting for it is alive on this host (:mod:`claims.acting`). Every ``claim_held`` refusal is made by :func:`claims.claim_held`.
+acting for it is alive on this host (:mod:`omnigraph.claims.acting`). Every ``claim_held`` refusal is made by :func:`claims.claim_held`.
 Nothing here writes to the graph.
 """
 
@@ -15,14 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from claims import ClaimDocument, claim_held, inspect, read_break
-from engine.access import readiness_problems
-from engine.errors import FormatRefused, NotFound, PreconditionFailed, RecoveryRequired
-from engine.manifest import Manifest
-from engine.reconcile import intents
-from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, GraphStore
-from migrator.advice import claim_next_step, unclaimed_barrier_next_step
-from migrator.layout import CLAIM_PATH
+from omnigraph.claims import ClaimDocument, claim_held, inspect, read_break
+from omnigraph.engine.access import readiness_problems
+from omnigraph.engine.errors import FormatRefused, NotFound, PreconditionFailed, RecoveryRequired
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.reconcile import intents
+from omnigraph.engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, GraphStore
+from omnigraph.migrator.advice import claim_next_step, unclaimed_barrier_next_step
+from omnigraph.migrator.layout import CLAIM_PATH
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def already_fenced(store: GraphStore, manifest: Manifest) -> UpToDate | None:
     None for any other stamp, or at stamp 5 while a claim is held (the caller refuses those). At
     stamp 5 a failing ``verify`` raises its ``drift_detected`` error.
     """
-    from migrator.verify import verify_graph  # the answer check's query engine: only at stamp 5
+    from omnigraph.migrator.verify import verify_graph  # the answer check's query engine: only at stamp 5
 
     stamp, _ = manifest.read_stamp()
     if stamp != FORMAT_5 or inspect(store, CLAIM_PATH) is not None:
@@ -105,7 +105,7 @@ def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
 
 def refuse_unless_refence_needed(store: GraphStore, manifest: Manifest, owner: str) -> None:
     """``refence`` needs stamp 5 (else ``format_refused``), a readiness problem
-    (:func:`engine.access.writer_audit.readiness_problems`; none is ``precondition_failed``), no
+    (:func:`omnigraph.engine.access.writer_audit.readiness_problems`; none is ``precondition_failed``), no
     claim (``claim_held``) and no commit in flight by a live process on this host
     (``recovery_required``; ``owner`` is named in the command to run again)."""
     stamp, _ = manifest.read_stamp()

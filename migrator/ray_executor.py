@@ -1,6 +1,6 @@
 """The ``ray`` executor: pinned images validated as Ray tasks, one task per image.
 
-Importing this module imports Ray (the ``[ray]`` extra); :mod:`migrator.executors` imports it only
+Importing this module imports Ray (the ``[ray]`` extra); :mod:`omnigraph.migrator.executors` imports it only
 when ``--executor ray`` is chosen. Every node of the cluster must have the same omnigraph-fence
 release installed (the workers import this module), and must reach the graph: an ``s3://`` root
 is read with the Lance storage options of the migrating process, which travel with each task
@@ -8,12 +8,12 @@ is read with the Lance storage options of the migrating process, which travel wi
 the same path on every node.
 
 A task gets plain values only (:class:`ImageTask`: dataset URI, storage options, table branch and
-version, never a :class:`~engine.storage.store.GraphStore` or a Lance dataset), opens the image itself
-and runs :func:`~migrator.validate.validate_image` on it, with DuckDB using the CPUs Ray assigned
+version, never a :class:`~omnigraph.engine.storage.store.GraphStore` or a Lance dataset), opens the image itself
+and runs :func:`~omnigraph.migrator.validate.validate_image` on it, with DuckDB using the CPUs Ray assigned
 to the task (one) under the usual memory limit. So a report is the local report of that image.
 The worker also returns the versions the digest depends on
-(:func:`~migrator.validate.digest_release`); a worker with other versions is refused
-(:class:`~migrator.errors.ExecutorFailed`) rather than trusted to compute equal digests.
+(:func:`~omnigraph.migrator.validate.digest_release`); a worker with other versions is refused
+(:class:`~omnigraph.migrator.errors.ExecutorFailed`) rather than trusted to compute equal digests.
 
 One task per image, not per fragment: a duplicate id can sit in two fragments of one image, so
 exact fragment tasks would need a shuffle of every id hash across the cluster; images are the
@@ -29,7 +29,7 @@ Worker output is not forwarded (stdout carries only the command's result).
 
 Failures: an error that validating raised in a task is raised here as it was (the same error and
 exit code as locally); a cluster that cannot be reached or a task whose worker was lost raises
-:class:`~migrator.errors.ExecutorFailed`. The remaining tasks are cancelled.
+:class:`~omnigraph.migrator.errors.ExecutorFailed`. The remaining tasks are cancelled.
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ from dataclasses import dataclass
 import ray
 import ray.exceptions
 
-from engine.maintenance.progress import Progress
-from engine.storage import GraphStore, open_dataset_at
-from migrator.errors import ExecutorFailed
-from migrator.images import VALIDATING, PinnedImage, open_images
-from migrator.validate import ImageReport, digest_release, validate_image, validation_session
+from omnigraph.engine.maintenance.progress import Progress
+from omnigraph.engine.storage import GraphStore, open_dataset_at
+from omnigraph.migrator.errors import ExecutorFailed
+from omnigraph.migrator.images import VALIDATING, PinnedImage, open_images
+from omnigraph.migrator.validate import ImageReport, digest_release, validate_image, validation_session
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.door import FENCED_PROFILE
-from engine.errors import BadRequest, FormatRefused, OmnigraphError
-from engine.graph import Graph, init_graph, open_graph
-from engine.manifest import MAIN, GraphBranch
-from engine.ops import create_branch, export_lines
-from engine.ops.load import load
-from engine.storage import FORMAT_4, FORMAT_5, open_store
+from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.errors import BadRequest, FormatRefused, OmnigraphError
+from omnigraph.engine.graph import Graph, init_graph, open_graph
+from omnigraph.engine.manifest import MAIN, GraphBranch
+from omnigraph.engine.ops import create_branch, export_lines
+from omnigraph.engine.ops.load import load
+from omnigraph.engine.storage import FORMAT_4, FORMAT_5, open_store
 
 
 @dataclass(frozen=True)

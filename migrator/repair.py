@@ -28,22 +28,22 @@ import pyarrow.compute as pc
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from claims import acting_for
-from engine.door import FENCED_ROUTER, EngineProfile
-from engine.errors import BadRequest, FormatRefused
-from engine.graph import Graph, open_graph
-from engine.maintenance.progress import Progress, SilentProgress
-from engine.manifest import BranchSnapshot, Manifest
-from engine.ops import CommitPlan, TableWrite, commit, present_ids
-from engine.schema.ids import new_ulid
-from engine.storage import FORMAT_MIGRATING, ImageRef, open_pinned, open_store
-from engine.storage.blob_cells import ROW_ID, blob_names, materialize
-from ledger import InventoryEntry, RepairApplied, RepairDecision
-from migrator.context import Migration
-from migrator.inventory import inventory, validate_images
-from migrator.layout import CLAIM_PATH
-from migrator.plan import build_plan
-from migrator.start import held_migration
+from omnigraph.claims import acting_for
+from omnigraph.engine.door import FENCED_ROUTER, EngineProfile
+from omnigraph.engine.errors import BadRequest, FormatRefused
+from omnigraph.engine.graph import Graph, open_graph
+from omnigraph.engine.maintenance.progress import Progress, SilentProgress
+from omnigraph.engine.manifest import BranchSnapshot, Manifest
+from omnigraph.engine.ops import CommitPlan, TableWrite, commit, present_ids
+from omnigraph.engine.schema.ids import new_ulid
+from omnigraph.engine.storage import FORMAT_MIGRATING, ImageRef, open_pinned, open_store
+from omnigraph.engine.storage.blob_cells import ROW_ID, blob_names, materialize
+from omnigraph.ledger import InventoryEntry, RepairApplied, RepairDecision
+from omnigraph.migrator.context import Migration
+from omnigraph.migrator.inventory import inventory, validate_images
+from omnigraph.migrator.layout import CLAIM_PATH
+from omnigraph.migrator.plan import build_plan
+from omnigraph.migrator.start import held_migration
 
 # The libyaml-backed safe loader when available: the pure-Python one takes seconds per MB.
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -246,7 +246,7 @@ def apply(uri: str, token: str, decisions: DecisionsFile, actor: str) -> list[Re
     The decisions are checked against the claim, the barrier and the catalog first (a refusal
     writes nothing); then this process (``actor``) is recorded as acting for the claim, refused
     (``claim_held``) while another process acting for it is alive on this host
-    (:mod:`claims.acting`)."""
+    (:mod:`omnigraph.claims.acting`)."""
     m: Migration = held_migration(uri, token, SilentProgress())
     if decisions.migration_id != m.migration_id:
         raise BadRequest(

@@ -1,20 +1,20 @@
 """``run``, ``refence`` and ``resume``: the commands that carry a migration to stamp 5.
 
-Each is its preconditions (:mod:`migrator.preconditions`), a start (:mod:`migrator.start`: a new
-claim, or the held one) and the protocol under the claim (:mod:`migrator.driver`).
+Each is its preconditions (:mod:`omnigraph.migrator.preconditions`), a start (:mod:`omnigraph.migrator.start`: a new
+claim, or the held one) and the protocol under the claim (:mod:`omnigraph.migrator.driver`).
 
 ``run``: on a graph already at stamp 5 with no claim held and ``verify`` passing, nothing to do
-(:class:`~migrator.preconditions.UpToDate`, exit 0, nothing written: re-running the upgrade is
+(:class:`~omnigraph.migrator.preconditions.UpToDate`, exit 0, nothing written: re-running the upgrade is
 safe). Otherwise the graph must be at stamp 4, with no live registered writer and no row-changing
 out-of-band commit; then claim, barrier, plan, validate, units, verify, stamp ``5``, release.
 ``refence`` fences a stamp-5 graph again after a format-4 writer published to it. ``resume
 --token`` continues the same migration from its ledger: completed units are skipped and the
-others continue step by step (see :mod:`migrator.unit`). ``run`` and ``resume`` given answer
-queries (:mod:`migrator.answers`) bind them against the catalog before anything is written, and
+others continue step by step (see :mod:`omnigraph.migrator.unit`). ``run`` and ``resume`` given answer
+queries (:mod:`omnigraph.migrator.answers`) bind them against the catalog before anything is written, and
 the driver records and re-checks their answers.
 
 Failpoints: ``migrate.after_claim``, ``refence.after_barrier`` and those of
-:mod:`migrator.driver`.
+:mod:`omnigraph.migrator.driver`.
 """
 
 from __future__ import annotations
@@ -22,21 +22,21 @@ from __future__ import annotations
 import os
 import socket
 
-from claims import acting_for
-from engine.errors import NotFound, PreconditionFailed
-from engine.failpoints import failpoint
-from engine.maintenance.progress import Progress
-from engine.reconcile import recovery
-from engine.storage import FORMAT_5, FORMAT_MIGRATING, open_store
-from ledger import BarrierSet, Resumed, StampWritten
-from migrator.answers import AnswerQueries, check_queries, read_graph
-from migrator.context import Migration
-from migrator.driver import MigrationOutcome, drive, release_claim
-from migrator.executors import ImageExecutor
-from migrator.fleet_check import refuse_live_writers
-from migrator.layout import CLAIM_PATH
-from migrator.out_of_band import out_of_band_reports, refuse_row_drift
-from migrator.preconditions import (
+from omnigraph.claims import acting_for
+from omnigraph.engine.errors import NotFound, PreconditionFailed
+from omnigraph.engine.failpoints import failpoint
+from omnigraph.engine.maintenance.progress import Progress
+from omnigraph.engine.reconcile import recovery
+from omnigraph.engine.storage import FORMAT_5, FORMAT_MIGRATING, open_store
+from omnigraph.ledger import BarrierSet, Resumed, StampWritten
+from omnigraph.migrator.answers import AnswerQueries, check_queries, read_graph
+from omnigraph.migrator.context import Migration
+from omnigraph.migrator.driver import MigrationOutcome, drive, release_claim
+from omnigraph.migrator.executors import ImageExecutor
+from omnigraph.migrator.fleet_check import refuse_live_writers
+from omnigraph.migrator.layout import CLAIM_PATH
+from omnigraph.migrator.out_of_band import out_of_band_reports, refuse_row_drift
+from omnigraph.migrator.preconditions import (
     UpToDate,
     already_fenced,
     held_claim,
@@ -44,7 +44,7 @@ from migrator.preconditions import (
     refuse_unless_refence_needed,
     refuse_unless_stamp_4,
 )
-from migrator.start import attach, begin, open_graph, replay_started
+from omnigraph.migrator.start import attach, begin, open_graph, replay_started
 
 
 def run_migration(
@@ -57,12 +57,12 @@ def run_migration(
     parallel: int | None = None,
 ) -> MigrationOutcome | UpToDate:
     """Migrate the format-4 graph at ``uri`` to format 5 (see the module docstring); refused while
-    a registered writer is live unless ``ignore_fleet`` (:mod:`migrator.fleet_check`).
+    a registered writer is live unless ``ignore_fleet`` (:mod:`omnigraph.migrator.fleet_check`).
 
     ``executor`` validates the images (default: this process); it is started before the claim is
     taken, so an executor that cannot start leaves the graph untouched. ``queries`` are the
     answer check's (``bad_request`` before anything is written if one does not bind). ``parallel``
-    units are in flight at once (:func:`migrator.driver.drive`)."""
+    units are in flight at once (:func:`omnigraph.migrator.driver.drive`)."""
     store, manifest = open_graph(uri)
     up_to_date = already_fenced(store, manifest)
     if up_to_date is not None:
@@ -82,7 +82,7 @@ def refence_migration(
 ) -> MigrationOutcome:
     """Fence again a stamp-5 graph that a format-4 writer published to after the stamp.
 
-    Needs stamp 5 and a readiness problem (:func:`engine.access.writer_audit.readiness_problems`: a
+    Needs stamp 5 and a readiness problem (:func:`omnigraph.engine.access.writer_audit.readiness_problems`: a
     format-4 head after the stamp, or a pinned image without PK ``[id]``), no claim and no commit
     in flight by a live process on this host. It then runs the whole migration protocol again
     under a new claim: barrier (stamp ``migrating``, ``barrier_set`` with previous format 5),
@@ -118,11 +118,11 @@ def resume_migration(
     refusal names ``abort --token``, which lowers the barrier it left. An aborted migration is not
     resumed either. Refused (``claim_held``) while a process recorded as acting for the claim
     (its creator, or an earlier resume, abort or repair that has not ended) is alive on this
-    host; this process is recorded as acting for it before anything else (:mod:`claims.acting`),
+    host; this process is recorded as acting for it before anything else (:mod:`omnigraph.claims.acting`),
     and ``resumed`` names it (``owner``) in the ledger. At stamp 5 (the holder died after the
     stamp) it only records the stamp and releases the claim. Answers recorded by the migration
     are checked before the stamp whether or not ``queries`` are given; given, they must be the
-    recorded ones (see :func:`migrator.driver.drive`); ``parallel`` as for :func:`run_migration`."""
+    recorded ones (see :func:`omnigraph.migrator.driver.drive`); ``parallel`` as for :func:`run_migration`."""
     store = open_store(uri)
     refuse_broken(store, token)
     claim = held_claim(store, token)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from engine.storage import GraphStore, canonical_json
-from ledger import UnitPlan
-from migrator.errors import MigrationRefused
-from migrator.layout import migration_ids, sidecar_path, units_dir
+from omnigraph.engine.storage import GraphStore, canonical_json
+from omnigraph.ledger import UnitPlan
+from omnigraph.migrator.errors import MigrationRefused
+from omnigraph.migrator.layout import migration_ids, sidecar_path, units_dir
 
 
 class PlannedFork(BaseModel):

@@ -5,9 +5,9 @@ one whose claim it has the token of.
 executor that cannot start leaves the graph untouched; then it takes the claim
 (create-if-absent: a claim held by anyone is ``claim_held``; the claim names this process) and
 records ``migration_started`` before the migration acts. Every other process that acts for an
-existing claim records itself first (:func:`claims.acting.take_over`, called by the command).
+existing claim records itself first (:func:`omnigraph.claims.acting.take_over`, called by the command).
 :func:`attach` (``resume``, ``abort``, ``repair``, ``claim break``) builds the
-:class:`~migrator.context.Migration` of an existing claim; :func:`replay_started` replays its
+:class:`~omnigraph.migrator.context.Migration` of an existing claim; :func:`replay_started` replays its
 ledger, starting it from the claim when the holder died between taking the claim and its first
 record. Either way ``migration_started`` names the process the claim names (owner, host, pid,
 release).
@@ -18,18 +18,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from claims import ClaimDocument, acquire, acting_for
-from engine.errors import NotFound
-from engine.failpoints import failpoint
-from engine.maintenance.progress import Progress
-from engine.manifest import Manifest
-from engine.schema.ids import new_ulid
-from engine.storage import GraphStore, open_store
-from ledger import AnswerCheck, Ledger, LedgerReplay, MigrationStarted
-from migrator.context import Migration
-from migrator.executors import ImageExecutor, LocalExecutor
-from migrator.layout import CLAIM_OPERATION, CLAIM_PATH, ledger_dir
-from migrator.preconditions import held_claim
+from omnigraph.claims import ClaimDocument, acquire, acting_for
+from omnigraph.engine.errors import NotFound
+from omnigraph.engine.failpoints import failpoint
+from omnigraph.engine.maintenance.progress import Progress
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.schema.ids import new_ulid
+from omnigraph.engine.storage import GraphStore, open_store
+from omnigraph.ledger import AnswerCheck, Ledger, LedgerReplay, MigrationStarted
+from omnigraph.migrator.context import Migration
+from omnigraph.migrator.executors import ImageExecutor, LocalExecutor
+from omnigraph.migrator.layout import CLAIM_OPERATION, CLAIM_PATH, ledger_dir
+from omnigraph.migrator.preconditions import held_claim
 
 
 def open_graph(uri: str) -> tuple[GraphStore, Manifest]:
@@ -51,7 +51,7 @@ def begin(
 
     ``executor`` (default: this process) is started first; the preconditions are the caller's.
     If the block (or the start record) raises while the claim is still held, this process records
-    that it stopped acting for it (:func:`claims.acting.ended`), so a ``resume`` in another process
+    that it stopped acting for it (:func:`omnigraph.claims.acting.ended`), so a ``resume`` in another process
     is not refused for it. Failpoint ``migrate.after_claim_created``: the claim exists, the ledger
     does not yet.
     """
@@ -75,7 +75,7 @@ def attach(store: GraphStore, claim: ClaimDocument, progress: Progress, executor
 
 
 def held_migration(uri: str, token: str, progress: Progress, executor: ImageExecutor | None = None) -> Migration:
-    """The migration whose claim carries ``token`` (:func:`~migrator.preconditions.held_claim`)."""
+    """The migration whose claim carries ``token`` (:func:`~omnigraph.migrator.preconditions.held_claim`)."""
     store = open_store(uri)
     return attach(store, held_claim(store, token), progress, executor)
 

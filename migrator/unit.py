@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.door import KEY_COLUMN, CommitConflict, install_primary_key
-from engine.failpoints import failpoint
-from engine.manifest import TableEntry
-from engine.storage import (
+from omnigraph.engine.door import KEY_COLUMN, CommitConflict, install_primary_key
+from omnigraph.engine.failpoints import failpoint
+from omnigraph.engine.manifest import TableEntry
+from omnigraph.engine.storage import (
     ForeignFork,
     Fork,
     ForkInterrupted,
@@ -42,14 +42,14 @@ from engine.storage import (
     primary_key,
     remove_unreferenced_fork,
 )
-from ledger import DriftItem, ImageState, UnitCompleted, UnitPlan
-from migrator import sidecar as sidecars
-from migrator.context import Migration
-from migrator.errors import DriftDetected, MigrationRefused
-from migrator.fingerprint import physical_fingerprint
-from migrator.plan import is_inherited
-from migrator.sidecar import ManifestDelta, PlannedFork, UnitSidecar
-from migrator.validate import validate_image
+from omnigraph.ledger import DriftItem, ImageState, UnitCompleted, UnitPlan
+from omnigraph.migrator import sidecar as sidecars
+from omnigraph.migrator.context import Migration
+from omnigraph.migrator.errors import DriftDetected, MigrationRefused
+from omnigraph.migrator.fingerprint import physical_fingerprint
+from omnigraph.migrator.plan import is_inherited
+from omnigraph.migrator.sidecar import ManifestDelta, PlannedFork, UnitSidecar
+from omnigraph.migrator.validate import validate_image
 
 _PK_COMMIT_OPERATION = "UpdateConfig"
 

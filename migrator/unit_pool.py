@@ -5,12 +5,12 @@ of that branch's ``__manifest`` and two publishes from one base conflict (which 
 protocol reports as drift). Units of different graph branches touch distinct Lance table
 branches and distinct manifest branches, so up to ``parallel`` graph branches have a unit in
 flight at a time. Every unit keeps its own protocol
-(:mod:`migrator.unit`): a crash at any point
+(:mod:`omnigraph.migrator.unit`): a crash at any point
 leaves each in-flight unit resumable from its sidecar, so ``resume`` continues them all.
 
 The first unit that fails stops the pool: no unit starts after it, the units already in flight
 finish (or fail), and the failure of the earliest graph branch in plan order is raised.
-Ledger records stay one strict sequence (:meth:`migrator.context.Migration.record` is
+Ledger records stay one strict sequence (:meth:`omnigraph.migrator.context.Migration.record` is
 serialized); their order between branches depends on timing.
 """
 
@@ -19,11 +19,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from engine.errors import BadRequest
-from ledger import ImageState, UnitPlan
-from migrator.context import Migration
-from migrator.fan_out import MAX_PARALLEL, fan_out
-from migrator.unit import migrate_unit
+from omnigraph.engine.errors import BadRequest
+from omnigraph.ledger import ImageState, UnitPlan
+from omnigraph.migrator.context import Migration
+from omnigraph.migrator.fan_out import MAX_PARALLEL, fan_out
+from omnigraph.migrator.unit import migrate_unit
 
 
 def by_graph_branch(units: list[UnitPlan]) -> list[list[UnitPlan]]:

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 import lance
 import pyarrow as pa
 
-import engine
-from migrator.fingerprint import physical_fingerprint
+from omnigraph.engine import __version__
+from omnigraph.migrator.fingerprint import physical_fingerprint
 
 if TYPE_CHECKING:
     import duckdb
@@ -98,7 +98,7 @@ def digest_release() -> dict[str, str]:
     and Lance's (it decides which rows an image holds). Equal releases give equal reports."""
     import duckdb
 
-    return {"omnigraph-fence": engine.__version__, "duckdb": duckdb.__version__, "pylance": lance.__version__}
+    return {"omnigraph-fence": __version__, "duckdb": duckdb.__version__, "pylance": lance.__version__}
 
 
 @contextmanager

@@ -6,30 +6,30 @@ what a manifest pins (no unpublished effects). :func:`migration_drift` additiona
 graph with a migration's ledger: the same branches with the same incarnations and heads, every
 unit published at the image the ledger recorded, with the validated rows. :func:`verify_graph`
 is the read-only ``verify`` command: both checks, plus no pending intent, no held claim and, at
-stamp 5, no head a format-4 writer published after the stamp (:mod:`engine.access.writer_audit`);
+stamp 5, no head a format-4 writer published after the stamp (:mod:`omnigraph.engine.access.writer_audit`);
 given answer queries, the answers the stamping migration recorded are taken again
-(:mod:`migrator.answers`).
+(:mod:`omnigraph.migrator.answers`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from claims import claim_held, inspect
-from engine.access import foreign_heads, refence_command
-from engine.door import KEY_COLUMN
-from engine.errors import NotFound, PreconditionFailed
-from engine.manifest import BranchSnapshot, Manifest, TableEntry
-from engine.reconcile import intents
-from engine.storage import GraphStore, latest_version, open_pinned, primary_key
-from ledger import DriftItem, FoldedState, Ledger, UnitPlan
-from migrator.advice import claim_next_step
-from migrator.answers import AnswerQueries, answer_cases, answers_changed, compare_answers, read_graph, refuse_other_queries
-from migrator.errors import DriftDetected
-from migrator.fan_out import default_parallel, fan_out, read_snapshots
-from migrator.fingerprint import physical_fingerprint
-from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
-from migrator.validate import validate_image
+from omnigraph.claims import claim_held, inspect
+from omnigraph.engine.access import foreign_heads, refence_command
+from omnigraph.engine.door import KEY_COLUMN
+from omnigraph.engine.errors import NotFound, PreconditionFailed
+from omnigraph.engine.manifest import BranchSnapshot, Manifest, TableEntry
+from omnigraph.engine.reconcile import intents
+from omnigraph.engine.storage import GraphStore, latest_version, open_pinned, primary_key
+from omnigraph.ledger import DriftItem, FoldedState, Ledger, UnitPlan
+from omnigraph.migrator.advice import claim_next_step
+from omnigraph.migrator.answers import AnswerQueries, answer_cases, answers_changed, compare_answers, read_graph, refuse_other_queries
+from omnigraph.migrator.errors import DriftDetected
+from omnigraph.migrator.fan_out import default_parallel, fan_out, read_snapshots
+from omnigraph.migrator.fingerprint import physical_fingerprint
+from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
+from omnigraph.migrator.validate import validate_image
 
 
 def structural_problems(store: GraphStore, manifest: Manifest) -> list[str]:

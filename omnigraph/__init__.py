@@ -36,8 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from engine import __version__
-from engine.lazy_exports import lazy_exports
+from omnigraph.engine import __version__
+from omnigraph.engine.lazy_exports import lazy_exports
 from omnigraph import errors
 from omnigraph.errors import (
     BadRequest,
@@ -57,9 +57,9 @@ from omnigraph.errors import (
 )
 
 if TYPE_CHECKING:
-    from engine.maintenance import CheckReport
-    from engine.ops.blob_get import BlobReader
-    from engine.reconcile import RecoveryRecord
+    from omnigraph.engine.maintenance import CheckReport
+    from omnigraph.engine.ops.blob_get import BlobReader
+    from omnigraph.engine.reconcile import RecoveryRecord
     from omnigraph.graph import Graph
 
 WRITES_FORMAT = "5"
@@ -73,9 +73,9 @@ fencing) so that rehearsals and tests have real format-4 graphs to migrate; not 
 
 _LAZY = {
     "Graph": "omnigraph.graph",
-    "BlobReader": "engine.ops.blob_get",
-    "CheckReport": "engine.maintenance",
-    "Recovery": "engine.reconcile",
+    "BlobReader": "omnigraph.engine.ops.blob_get",
+    "CheckReport": "omnigraph.engine.maintenance",
+    "Recovery": "omnigraph.engine.reconcile",
     "Branch": "omnigraph.results",
     "ChunkedMutationResult": "omnigraph.results",
     "Commit": "omnigraph.results",
@@ -223,10 +223,10 @@ def check(uri: str | os.PathLike[str], *, storage_options: Mapping[str, str] | N
     Raises:
         NotFound: there is no graph at ``uri``.
     """
-    from engine.maintenance import check_graph
-    from engine.storage import storage_options_scope
-    from migrator.advice import claim_findings
-    from migrator.validate import validate_image  # DuckDB: loaded only when a check runs
+    from omnigraph.engine.maintenance import check_graph
+    from omnigraph.engine.storage import storage_options_scope
+    from omnigraph.migrator.advice import claim_findings
+    from omnigraph.migrator.validate import validate_image  # DuckDB: loaded only when a check runs
 
     with storage_options_scope(storage_options):
         return check_graph(os.fspath(uri), validate_image, claim_findings)
@@ -235,7 +235,7 @@ def check(uri: str | os.PathLike[str], *, storage_options: Mapping[str, str] | N
 def default_actor() -> str:
     """Who commits record when no actor is given: ``OMNIGRAPH_ACTOR`` if set, else the login name
     (``unknown`` if there is none)."""
-    from engine.graph import default_actor as engine_default_actor
+    from omnigraph.engine.graph import default_actor as engine_default_actor
 
     return engine_default_actor()
 

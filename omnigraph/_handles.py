@@ -22,16 +22,16 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, TypeVar
 
-from engine.access import require_writable_stamp
-from engine.door import EngineProfile
-from engine.errors import BadRequest, RecoveryRequired
-from engine.graph import Graph as EngineGraph
-from engine.graph import open_graph
-from engine.manifest import Manifest
-from engine.storage import GraphStore, storage_options_scope
+from omnigraph.engine.access import require_writable_stamp
+from omnigraph.engine.door import EngineProfile
+from omnigraph.engine.errors import BadRequest, RecoveryRequired
+from omnigraph.engine.graph import Graph as EngineGraph
+from omnigraph.engine.graph import open_graph
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import GraphStore, storage_options_scope
 
 if TYPE_CHECKING:
-    from engine.reconcile import RecoveryRecord
+    from omnigraph.engine.reconcile import RecoveryRecord
 
 __all__ = ["Handles"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import (
+from omnigraph.engine.errors import (
     EXIT_CLAIM_HELD,
     EXIT_ERROR,
     EXIT_FORMAT_REFUSED,
@@ -48,18 +48,18 @@ from engine.errors import (
     ValidationFailed,
     exit_code_for,
 )
-from migrator.errors import AnswersChanged, DriftDetected, ExecutorFailed, MigrationRefused
+from omnigraph.migrator.errors import AnswersChanged, DriftDetected, ExecutorFailed, MigrationRefused
 
 if TYPE_CHECKING:
-    from claims.errors import ClaimCorrupt
-    from ledger.errors import LedgerCorrupt, LedgerFenced
-    from migrator.fleet_check import FleetActive
+    from omnigraph.claims.errors import ClaimCorrupt
+    from omnigraph.ledger.errors import LedgerCorrupt, LedgerFenced
+    from omnigraph.migrator.fleet_check import FleetActive
 
 _LAZY = {
-    "ClaimCorrupt": "claims.errors",
-    "FleetActive": "migrator.fleet_check",
-    "LedgerCorrupt": "ledger.errors",
-    "LedgerFenced": "ledger.errors",
+    "ClaimCorrupt": "omnigraph.claims.errors",
+    "FleetActive": "omnigraph.migrator.fleet_check",
+    "LedgerCorrupt": "omnigraph.ledger.errors",
+    "LedgerFenced": "omnigraph.ledger.errors",
 }
 
 __all__ = [

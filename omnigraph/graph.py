@@ -36,11 +36,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
-from engine.errors import BadRequest, ReadOnlyGraph
-from engine.graph import default_actor, init_graph
-from engine.manifest import MAIN, commit_history
-from engine.storage import FORMAT_5, GraphStore, open_store, storage_options_scope
+from omnigraph.engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
+from omnigraph.engine.errors import BadRequest, ReadOnlyGraph
+from omnigraph.engine.graph import default_actor, init_graph
+from omnigraph.engine.manifest import MAIN, commit_history
+from omnigraph.engine.storage import FORMAT_5, GraphStore, open_store, storage_options_scope
 from omnigraph import ENGINE, FORMAT_4_WRITER
 from omnigraph._handles import Handles
 from omnigraph.results import (
@@ -64,12 +64,12 @@ from omnigraph.results import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from engine.access import fleet
-    from engine.maintenance import CheckReport
-    from engine.ops.blob_get import BlobReader
-    from engine.ops.load import LoadMode
-    from engine.query import Answer
-    from engine.reconcile import RecoveryRecord
+    from omnigraph.engine.access import fleet
+    from omnigraph.engine.maintenance import CheckReport
+    from omnigraph.engine.ops.blob_get import BlobReader
+    from omnigraph.engine.ops.load import LoadMode
+    from omnigraph.engine.query import Answer
+    from omnigraph.engine.reconcile import RecoveryRecord
     from omnigraph.inputs import LoadData
 
 __all__ = ["PROGRAMS", "Graph", "connect", "create"]
@@ -158,14 +158,14 @@ class Graph:
     def schema(self) -> dict[str, Any]:
         """The ``omnigraph schema show --json`` document: the accepted schema source, its warnings
         and the catalog derived from it, metadata included (no I/O)."""
-        from engine.ops.schema_document import schema_document
+        from omnigraph.engine.ops.schema_document import schema_document
 
         return schema_document(self._h.any())
 
     def schema_text(self) -> list[str]:
         """The lines ``omnigraph schema show`` prints (a summary, then one block per table and
         interface; no I/O)."""
-        from engine.ops.schema_document import render_schema
+        from omnigraph.engine.ops.schema_document import render_schema
 
         return render_schema(self._h.any())
 
@@ -210,7 +210,7 @@ class Graph:
         Raises:
             FormatRefused: the graph has no stamp or an unknown one.
         """
-        from engine.access import current_permission, readiness_problems
+        from omnigraph.engine.access import current_permission, readiness_problems
 
         self._h.require_open()
         with self._h.scope():
@@ -225,7 +225,7 @@ class Graph:
 
     def branches(self) -> tuple[Branch, ...]:
         """Every branch with its parent and incarnation: ``main`` first, then by name."""
-        from engine.ops.branches import branch_documents
+        from omnigraph.engine.ops.branches import branch_documents
 
         return documents(Branch, branch_documents(self._h.reading()))
 
@@ -235,7 +235,7 @@ class Graph:
         Raises:
             NotFound: no branch ``branch``.
         """
-        from engine.ops.snapshot import snapshot_document
+        from omnigraph.engine.ops.snapshot import snapshot_document
 
         return Snapshot.from_document(snapshot_document(self._h.reading(), branch))
 
@@ -257,7 +257,7 @@ class Graph:
             NotFound: no branch ``branch`` (when the first line is asked for).
             BadRequest: ``types`` names a type the branch does not have.
         """
-        from engine.ops.export import export_lines
+        from omnigraph.engine.ops.export import export_lines
 
         return export_lines(self._h.reading(), branch, list(types or []))
 
@@ -280,7 +280,7 @@ class Graph:
             NotFound: no branch ``branch``.
             BadRequest: ``types`` names a type the branch does not have.
         """
-        from engine.ops.export import export_tables
+        from omnigraph.engine.ops.export import export_tables
 
         return export_tables(self._h.reading(), branch, list(types or []))
 
@@ -293,7 +293,7 @@ class Graph:
                 external object the cell references that is gone.
             BadRequest: ``prop`` is not a Blob property.
         """
-        from engine.ops.blob_get import open_blob
+        from omnigraph.engine.ops.blob_get import open_blob
 
         return open_blob(self._h.reading(), branch, type_name, row_id, prop)
 
@@ -318,8 +318,8 @@ class Graph:
             NotFound: no branch ``branch``, or no commit ``at`` on it.
             ResourceLimit: the query needs more memory than its limit.
         """
-        from engine.gq import choose_query
-        from engine.query import open_answer
+        from omnigraph.engine.gq import choose_query
+        from omnigraph.engine.query import open_answer
 
         choose_query(query, name, "read")  # syntax, the name and the kind: refused before any I/O
         with self._h.scope(), open_answer(self._h.reading(), query, name=name, params=dict(params or {}),
@@ -375,8 +375,8 @@ class Graph:
             FormatBarrier: a migration barrier holds (the stamp is not ``5``, or a claim is held).
             RecoveryRequired: a commit was interrupted after an effect landed.
         """
-        from engine.ops.load import check_load_options, load_records
-        from engine.records import read_records
+        from omnigraph.engine.ops.load import check_load_options, load_records
+        from omnigraph.engine.records import read_records
         from omnigraph.inputs import opened_data
 
         self._refuse_if_read_only("load")
@@ -387,7 +387,7 @@ class Graph:
         catalog = self._h.any().catalog
         registration: AbstractContextManager[object] = nullcontext()
         if chunk_rows is not None:  # a chunked load registers in the fleet registry
-            from engine.access import fleet
+            from omnigraph.engine.access import fleet
 
             registration = fleet.registered(self._h.store, self.program, "load", self.writes_format)
         edges = frozenset(t.type_name for t in catalog.tables() if t.kind == "edge")
@@ -421,7 +421,7 @@ class Graph:
             FormatBarrier: a migration barrier holds.
             RecoveryRequired: a commit was interrupted after an effect landed.
         """
-        from engine.ops.mutate import mutate, select_query
+        from omnigraph.engine.ops.mutate import mutate, select_query
 
         self._refuse_if_read_only("mutate")
         select_query(query, name)
@@ -462,7 +462,7 @@ class Graph:
 
     def _chunked(self, query: str | None, *, name: str | None, params: dict[str, Any], branch: str, chunk_rows: int | None,
                  actor: str, resume: str | None, announce: Callable[[str], None] | None) -> ChunkedMutationResult:
-        from engine.ops.mutate_chunked import mutate_chunked
+        from omnigraph.engine.ops.mutate_chunked import mutate_chunked
 
         result = self._h.write(lambda graph: mutate_chunked(graph, query, name=name, params=params, branch=branch,
                                                           chunk_rows=chunk_rows, actor=actor, resume=resume,
@@ -479,7 +479,7 @@ class Graph:
             NotFound: no branch ``from_branch``.
             FormatBarrier: a migration barrier holds.
         """
-        from engine.ops.branches import create_branch as create_engine_branch
+        from omnigraph.engine.ops.branches import create_branch as create_engine_branch
 
         self._refuse_if_read_only("create_branch")
         branch = self._h.write(lambda graph: create_engine_branch(graph, name, from_branch))
@@ -495,7 +495,7 @@ class Graph:
             ReadSetConflict: a write to the branch is in flight.
             FormatBarrier: a migration barrier holds.
         """
-        from engine.ops.branches import delete_branch as delete_engine_branch
+        from omnigraph.engine.ops.branches import delete_branch as delete_engine_branch
 
         self._refuse_if_read_only("delete_branch")
         self._h.write(lambda graph: delete_engine_branch(graph, name))
@@ -513,7 +513,7 @@ class Graph:
             FormatBarrier: a migration barrier holds.
             RecoveryRequired: a commit was interrupted after an effect landed.
         """
-        from engine.ops.merge import merge_branch
+        from omnigraph.engine.ops.merge import merge_branch
 
         self._refuse_if_read_only("merge")
         result = self._h.write(lambda graph: merge_branch(graph, source, into, actor=actor or self.actor))
@@ -522,7 +522,7 @@ class Graph:
     def fleet_membership(self, role: Literal["server", "load"], address: str | None = None) -> fleet.Membership:
         """A fleet-registry record for this process (``start()`` creates and heartbeats it,
         ``stop()`` deletes it): how servers announce themselves to ``omnigraph-migrate``."""
-        from engine.access import fleet
+        from omnigraph.engine.access import fleet
 
         self._h.require_open()
         return fleet.Membership(self._h.store, self.program, role, self.writes_format, address)

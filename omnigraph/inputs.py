@@ -27,8 +27,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Union
 
-from engine.errors import BadRequest
-from engine.schema.blob_values import spell_bytes
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.schema.blob_values import spell_bytes
 
 if TYPE_CHECKING:
     import pyarrow

@@ -21,15 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import BadRequest, NotFound
-from engine.graph import Graph, default_actor, open_graph
-from engine.maintenance.optimize import OptimizeReport
-from engine.maintenance.optimize import optimize as optimize_graph
-from engine.maintenance.progress import Progress, SilentProgress
-from engine.manifest import MAIN, Manifest
-from engine.reconcile import drift, intents, recovery
-from engine.reconcile.drift import TableDriftReport
-from engine.storage import FORMAT_4, open_store
+from omnigraph.engine.errors import BadRequest, NotFound
+from omnigraph.engine.graph import Graph, default_actor, open_graph
+from omnigraph.engine.maintenance.optimize import OptimizeReport
+from omnigraph.engine.maintenance.optimize import optimize as optimize_graph
+from omnigraph.engine.maintenance.progress import Progress, SilentProgress
+from omnigraph.engine.manifest import MAIN, Manifest
+from omnigraph.engine.reconcile import drift, intents, recovery
+from omnigraph.engine.reconcile.drift import TableDriftReport
+from omnigraph.engine.storage import FORMAT_4, open_store
 from omnigraph import ENGINE, FORMAT_4_WRITER
 from omnigraph.graph import PROGRAMS
 
@@ -233,7 +233,7 @@ def optimize(uri: str, *, branch: str = MAIN, compact: bool = False, index_colum
     if not compact and index_column is None and cleanup_older_than is None:
         raise BadRequest("nothing to do: pass --compact, --index COLUMN and/or --cleanup-older-than DUR")
     graph = _open(uri, write=True, announce=announce)
-    from migrator.sidecar import pinned_images  # the ledger models: loaded only by optimize
+    from omnigraph.migrator.sidecar import pinned_images  # the ledger models: loaded only by optimize
 
     return optimize_graph(
         graph, branch, compact=compact, index_column=index_column, cleanup_older_than=cleanup_older_than,

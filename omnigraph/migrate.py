@@ -23,7 +23,7 @@ first primary key and again before the stamp, and any difference refuses the sta
 
 ``progress`` takes an object with ``start(label, total)``, ``advance(amount=1)`` and ``finish()``
 (:class:`Progress`); by default nothing is reported. ``executor`` is an image executor of
-:mod:`migrator.executors` (default: this process validates the images).
+:mod:`omnigraph.migrator.executors` (default: this process validates the images).
 """
 
 from __future__ import annotations
@@ -32,19 +32,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.graph import default_actor
-from engine.maintenance.progress import Progress, SilentProgress
-from engine.storage import copy_root, open_store, storage_options_scope
-from migrator import inspection
-from migrator.preconditions import UpToDate as _UpToDate
+from omnigraph.engine.graph import default_actor
+from omnigraph.engine.maintenance.progress import Progress, SilentProgress
+from omnigraph.engine.storage import copy_root, open_store, storage_options_scope
+from omnigraph.migrator import inspection
+from omnigraph.migrator.preconditions import UpToDate as _UpToDate
 from omnigraph.results import Result
 
 # The migration itself (``run``, ``resume``, ``abort``) and the answer check's query engine
 # (:class:`AnswerQueries`, imported on first access) are imported where they are used: the
 # read-only ``preflight``, ``plan`` and ``status`` load neither.
 if TYPE_CHECKING:
-    from migrator.answers import AnswerQueries
-    from migrator.executors import ImageExecutor
+    from omnigraph.migrator.answers import AnswerQueries
+    from omnigraph.migrator.executors import ImageExecutor
 
 __all__ = [
     "Aborted",
@@ -219,7 +219,7 @@ def run(uri: str, *, owner: str | None = None, ignore_fleet: bool = False, execu
         DriftDetected: something moved under the barrier (a writer was not stopped).
         ExecutorFailed: the executor could not validate the images.
     """
-    from migrator.run import run_migration
+    from omnigraph.migrator.run import run_migration
 
     with storage_options_scope(storage_options):
         return _outcome(
@@ -244,7 +244,7 @@ def resume(uri: str, *, token: str, owner: str | None = None, executor: ImageExe
         MigrationRefused: a table fork is not the one its sidecar planned.
         DriftDetected: something moved under the barrier.
     """
-    from migrator.run import resume_migration
+    from omnigraph.migrator.run import resume_migration
 
     with storage_options_scope(storage_options):
         outcome = resume_migration(
@@ -328,17 +328,17 @@ def abort(uri: str, *, token: str, reason: str = "aborted by operator", actor: s
         FormatRefused: the graph is already at stamp 5.
         ClaimHeld: a process acting for the claim is still alive on this host.
     """
-    from migrator.abort import abort_migration
+    from omnigraph.migrator.abort import abort_migration
 
     with storage_options_scope(storage_options):
         return Aborted.from_document(abort_migration(uri, token, reason, actor or default_actor()))
 
 
 def __getattr__(name: str) -> Any:
-    """:class:`AnswerQueries` (of :mod:`migrator.answers`), imported on first access."""
+    """:class:`AnswerQueries` (of :mod:`omnigraph.migrator.answers`), imported on first access."""
     if name != "AnswerQueries":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from migrator.answers import AnswerQueries
+    from omnigraph.migrator.answers import AnswerQueries
 
     globals()[name] = AnswerQueries
     return AnswerQueries

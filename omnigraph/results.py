@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-from engine.errors import BadRequest
+from omnigraph.engine.errors import BadRequest
 
 if TYPE_CHECKING:
     import pandas

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.gq import choose_query
-from engine.ops.limits import MAX_ROWS
-from engine.ops.mutate import select_query
+from omnigraph.engine.gq import choose_query
+from omnigraph.engine.ops.limits import MAX_ROWS
+from omnigraph.engine.ops.mutate import select_query
 
 __all__ = ["MAX_ROWS", "MutationSource", "check_mutation", "check_read_query"]
 

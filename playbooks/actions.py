@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from claims import ClaimDocument, inspect, refuse_if_acting
-from engine.door import FENCED_PROFILE
-from engine.errors import (
+from omnigraph.claims import ClaimDocument, inspect, refuse_if_acting
+from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.errors import (
     EXIT_CLAIM_HELD,
     EXIT_ERROR,
     EXIT_VALIDATION_FAILED,
@@ -24,22 +24,22 @@ from engine.errors import (
     KeyConflict,
     OmnigraphError,
 )
-from engine.graph import Graph, open_graph
-from engine.maintenance.progress import Progress
-from engine.manifest import MAIN, Manifest
-from engine.ops import create_branch, delete_branch, export_lines
-from engine.ops.load import load
-from engine.reconcile import intents
-from engine.storage import copy_root, open_store
-from ledger import render_table
-from migrator import inspection, repair
-from migrator import sidecar as sidecars
-from migrator.answers import AnswerQueries
-from migrator.driver import MigrationOutcome
-from migrator.layout import CLAIM_PATH
-from migrator.preconditions import UpToDate
-from migrator.run import resume_migration, run_migration
-from playbooks.journal import Writer
+from omnigraph.engine.graph import Graph, open_graph
+from omnigraph.engine.maintenance.progress import Progress
+from omnigraph.engine.manifest import MAIN, Manifest
+from omnigraph.engine.ops import create_branch, delete_branch, export_lines
+from omnigraph.engine.ops.load import load
+from omnigraph.engine.reconcile import intents
+from omnigraph.engine.storage import copy_root, open_store
+from omnigraph.ledger import render_table
+from omnigraph.migrator import inspection, repair
+from omnigraph.migrator import sidecar as sidecars
+from omnigraph.migrator.answers import AnswerQueries
+from omnigraph.migrator.driver import MigrationOutcome
+from omnigraph.migrator.layout import CLAIM_PATH
+from omnigraph.migrator.preconditions import UpToDate
+from omnigraph.migrator.run import resume_migration, run_migration
+from omnigraph.playbooks.journal import Writer
 
 
 @dataclass(frozen=True)

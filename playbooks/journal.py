@@ -29,12 +29,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from claims.errors import validation_problem
-from claims.fields import UtcTimestamp, utc_timestamp
-from engine.errors import Internal
-from engine.storage import GraphStore, canonical_json
-from engine.storage.process import process_start_marker, this_host
-from ledger.layout import parse_record_name, record_path
+from omnigraph.claims.errors import validation_problem
+from omnigraph.claims.fields import UtcTimestamp, utc_timestamp
+from omnigraph.engine.errors import Internal
+from omnigraph.engine.storage import GraphStore, canonical_json
+from omnigraph.engine.storage.process import process_start_marker, this_host
+from omnigraph.ledger.layout import parse_record_name, record_path
 
 Text = Annotated[str, Field(min_length=1)]
 

@@ -8,7 +8,7 @@ variables:
 steps:
   - id: run
     title: Migrate every branch
-    action: migrate            # one of playbooks.actions.ACTIONS
+    action: migrate            # one of omnigraph.playbooks.actions.ACTIONS
     explain: what the step will do, shown before it acts
     confirm: true              # ask before acting (unless --yes)
     with: {owner: "${owner}"}  # action parameters; ${name} expands variables
@@ -33,7 +33,7 @@ from pydantic import (
     model_validator,
 )
 
-from engine.errors import BadRequest
+from omnigraph.engine.errors import BadRequest
 
 # The libyaml-backed safe loader when available: the pure-Python one takes seconds per MB.
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -69,7 +69,7 @@ class Step(BaseModel):
     @field_validator("action")
     @classmethod
     def _known_action(cls, value: str) -> str:
-        from playbooks.actions import ACTIONS
+        from omnigraph.playbooks.actions import ACTIONS
 
         if value not in ACTIONS:
             raise ValueError(f"unknown action {value!r}; actions: {', '.join(sorted(ACTIONS))}")

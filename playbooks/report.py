@@ -6,8 +6,8 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from engine.errors import OmnigraphError
-from playbooks.runner import RunReport
+from omnigraph.engine.errors import OmnigraphError
+from omnigraph.playbooks.runner import RunReport
 
 
 def write_json(report: RunReport, path: Path) -> None:

@@ -3,7 +3,7 @@
 For each step the runner prints what it will do; a step with ``confirm: true`` asks before it
 acts unless ``--yes``; when nobody can answer (no ``--yes``, stdin not a terminal) the step fails
 as a usage error (exit 2) naming ``--yes``, before it acts. Every step is recorded in the run's durable journal
-(:mod:`playbooks.journal`, under ``journal_root``) before it acts and again with its outcome, and every finished step is
+(:mod:`omnigraph.playbooks.journal`, under ``journal_root``) before it acts and again with its outcome, and every finished step is
 also recorded as a ``playbook_step`` in the migration ledger as soon as a migration is known
 (steps before that are read back from the journal then). A failed step stops the playbook and
 prints the exact next command; the JSON report and JUnit XML describe the whole run.
@@ -19,16 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.errors import EXIT_ERROR, EXIT_USAGE, BadRequest, NotFound, OmnigraphError
-from engine.failpoints import failpoint
-from engine.maintenance.progress import Progress
-from engine.schema.ids import new_ulid
-from engine.storage import open_store
-from ledger import Ledger, PlaybookStep
-from migrator.layout import ledger_dir
-from playbooks.actions import ACTIONS, AnswerUnavailable, StepContext, StepFailed, StepResult
-from playbooks.journal import JournalRecord, RunJournal, RunStarted, Writer, this_writer
-from playbooks.model import Playbook, Step
+from omnigraph.engine.errors import EXIT_ERROR, EXIT_USAGE, BadRequest, NotFound, OmnigraphError
+from omnigraph.engine.failpoints import failpoint
+from omnigraph.engine.maintenance.progress import Progress
+from omnigraph.engine.schema.ids import new_ulid
+from omnigraph.engine.storage import open_store
+from omnigraph.ledger import Ledger, PlaybookStep
+from omnigraph.migrator.layout import ledger_dir
+from omnigraph.playbooks.actions import ACTIONS, AnswerUnavailable, StepContext, StepFailed, StepResult
+from omnigraph.playbooks.journal import JournalRecord, RunJournal, RunStarted, Writer, this_writer
+from omnigraph.playbooks.model import Playbook, Step
 
 StepStatus = Literal["ok", "failed", "skipped"]
 
@@ -209,7 +209,7 @@ def run_playbook(
 ) -> RunReport:
     """Run every step in order until one fails; returns the report (never raises for a step).
 
-    The run's start is journalled first (:class:`~playbooks.journal.RunStarted`), so that
+    The run's start is journalled first (:class:`~omnigraph.playbooks.journal.RunStarted`), so that
     ``playbook resume`` can finish it if this process dies."""
     variables = playbook_variables(playbook, open_store(graph).uri, user, overrides)
     report = RunReport(playbook.name, variables["graph"], variables["run_id"], time.time())

@@ -1,6 +1,6 @@
 """Playbook runs after the fact: list the journalled runs, show one, and finish one whose runner died.
 
-A run is its journal (:mod:`playbooks.journal`) at ``<journal root>/<run id>``. Its state is
+A run is its journal (:mod:`omnigraph.playbooks.journal`) at ``<journal root>/<run id>``. Its state is
 folded from the records: ``done`` (every step finished ok or skipped, or a step found the goal
 already reached), ``failed`` (the last step finished failed), otherwise ``running`` while the
 process that wrote its last record is alive on this host, else ``interrupted`` (its runner died
@@ -23,12 +23,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from claims.liveness import alive_here
-from engine.errors import BadRequest, ClaimHeld, NotFound
-from engine.storage import open_store
-from playbooks.journal import JournalRecord, RunJournal, RunStarted, Writer
-from playbooks.model import load_playbook
-from playbooks.runner import Operator, RunReport, StepReport, playbook_variables, run_steps
+from omnigraph.claims.liveness import alive_here
+from omnigraph.engine.errors import BadRequest, ClaimHeld, NotFound
+from omnigraph.engine.storage import open_store
+from omnigraph.playbooks.journal import JournalRecord, RunJournal, RunStarted, Writer
+from omnigraph.playbooks.model import load_playbook
+from omnigraph.playbooks.runner import Operator, RunReport, StepReport, playbook_variables, run_steps
 
 RunState = Literal["done", "failed", "interrupted", "running"]
 

@@ -1,13 +1,13 @@
 """Access: who may write a graph now, as every writer re-checks it.
 
-:mod:`~engine.access.permission` is the one decision "may this program write at this stamp"
+:mod:`~omnigraph.engine.access.permission` is the one decision "may this program write at this stamp"
 (:func:`write_permission`, whose :class:`WritePermission` verdict a graph open, the barrier and
-the readiness probe all act on), :mod:`~engine.access.barrier` is the write barrier a
+the readiness probe all act on), :mod:`~omnigraph.engine.access.barrier` is the write barrier a
 long-running writer re-reads before every write (the stamp and the migration claim),
-:mod:`~engine.access.writer_audit` catches a format-4 writer that published after stamp 5 (and
-the readiness check built on it) and :mod:`~engine.access.fleet` is the registry of running
+:mod:`~omnigraph.engine.access.writer_audit` catches a format-4 writer that published after stamp 5 (and
+the readiness check built on it) and :mod:`~omnigraph.engine.access.fleet` is the registry of running
 servers and long writers under ``__fleet/``. The stamp values themselves are on-disk names:
-:mod:`engine.storage.stamps`.
+:mod:`omnigraph.engine.storage.stamps`.
 
 The names below (and the submodules) are imported on first access (a module-level
 ``__getattr__``): opening a graph needs the permission and the barrier, not the fleet registry
@@ -16,7 +16,7 @@ The names below (and the submodules) are imported on first access (a module-leve
 
 from __future__ import annotations
 
-from engine.lazy_exports import lazy_exports
+from omnigraph.engine.lazy_exports import lazy_exports
 
 _LAZY = {
     "Access": "permission",

@@ -1,11 +1,11 @@
 """The write barrier as a long-running writer sees it: the stamp, re-read before every write.
 
 A server opened once keeps running across a migration, so it cannot rely on the stamp it saw at
-start (and a graph open, :func:`engine.graph.open_graph`, makes the same check once).
+start (and a graph open, :func:`omnigraph.engine.graph.open_graph`, makes the same check once).
 :func:`current_permission` re-reads ``omnigraph:format`` on ``__manifest`` main and the holder of
 the migration claim (read as plain JSON: the claim document belongs to ``claims/``,
 which the engine does not import) and hands both to
-:func:`~engine.access.permission.write_permission`; :func:`require_writable_stamp` refuses with
+:func:`~omnigraph.engine.access.permission.write_permission`; :func:`require_writable_stamp` refuses with
 ``format_barrier`` (503) unless the verdict is writable, naming the stamp, the migration id and
 the claim's holder.
 """
@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.access.permission import WritePermission, write_permission
-from engine.door import EngineProfile
-from engine.manifest import Manifest
-from engine.storage import CLAIM_PATH
+from omnigraph.engine.access.permission import WritePermission, write_permission
+from omnigraph.engine.door import EngineProfile
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import CLAIM_PATH
 
 _HOLDER_FIELDS = ("owner", "host", "pid", "migration_id", "created_at")
 

@@ -28,10 +28,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from engine.manifest import now_ms
-from engine.schema.ids import new_ulid
-from engine.storage import FLEET_DIR, GraphStore, canonical_json
-from engine.storage.process import process_is_alive, process_start_marker, this_host
+from omnigraph.engine.manifest import now_ms
+from omnigraph.engine.schema.ids import new_ulid
+from omnigraph.engine.storage import FLEET_DIR, GraphStore, canonical_json
+from omnigraph.engine.storage.process import process_is_alive, process_start_marker, this_host
 
 HEARTBEAT_SECONDS = float(os.environ.get("OMNIGRAPH_FLEET_HEARTBEAT_SECONDS", "5"))
 STALE_AFTER_SECONDS = max(30.0, 6 * HEARTBEAT_SECONDS)

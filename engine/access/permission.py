@@ -2,11 +2,11 @@
 
 :func:`write_permission` is the only place that applies the stamp rules. It takes the stamp on
 ``__manifest`` main (with the migration id a ``migrating`` stamp carries), who holds the migration
-claim (for a caller that reads it) and the program's :class:`~engine.door.EngineProfile`, and
+claim (for a caller that reads it) and the program's :class:`~omnigraph.engine.door.EngineProfile`, and
 returns a :class:`WritePermission`: the :class:`Access` the program has (``writable``,
 ``read-only`` or ``refused``) and the :class:`Ground` for it. The rules:
 
-* no stamp, or a value outside :data:`~engine.storage.KNOWN_STAMPS`: refused, whatever the profile;
+* no stamp, or a value outside :data:`~omnigraph.engine.storage.KNOWN_STAMPS`: refused, whatever the profile;
 * a stamp the profile writes (``5`` for ``omnigraph``, ``4`` for ``omnigraph-v4``): writable, unless
   a migration claim is held, which leaves it read-only (a claim at ``4`` is a migration about to
   raise the barrier; at ``5`` one whose holder died after stamping);
@@ -17,7 +17,7 @@ A program reads every stamp it writes (each profile's read-only stamps include i
 
 Every writer applies the same verdict, stamp and claim (the barrier is both): a graph open
 (:meth:`WritePermission.open_refusal`: ``format_refused`` for the stamp, ``claim_held`` for a
-claim) and a long-running writer re-checking before each write (:mod:`engine.access.barrier`,
+claim) and a long-running writer re-checking before each write (:mod:`omnigraph.engine.access.barrier`,
 :meth:`WritePermission.barrier_refusal`: ``format_barrier``, 503) differ only in the words and
 the error; a readiness probe reports :attr:`WritePermission.reason`.
 """
@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from engine.door import EngineProfile
-from engine.errors import ClaimHeld, FormatBarrier, FormatRefused
-from engine.storage import FORMAT_MIGRATING, KNOWN_STAMPS
+from omnigraph.engine.door import EngineProfile
+from omnigraph.engine.errors import ClaimHeld, FormatBarrier, FormatRefused
+from omnigraph.engine.storage import FORMAT_MIGRATING, KNOWN_STAMPS
 
 
 class Access(Enum):

@@ -1,7 +1,7 @@
 """Catching a format-4 writer that published after stamp 5, and the readiness check built on it.
 
 Every graph commit's head row records the program and format that wrote it
-(:class:`engine.manifest.HeadEntry`); stamp ``5`` records every branch's head at stamping time
+(:class:`omnigraph.engine.manifest.HeadEntry`); stamp ``5`` records every branch's head at stamping time
 (``omnigraph:fenced_heads``). A branch head written by a format-4 writer that is not one of
 those heads was published after the stamp, by an old binary that had opened the graph before the
 barrier: its rows went in without the fence (a bare Append, an unfiltered merge, or an overwrite
@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.door import KEY_COLUMN
-from engine.errors import FormatRefused
-from engine.manifest import BranchSnapshot, Manifest
-from engine.storage import FORMAT_4, GraphStore, open_pinned, primary_key
+from omnigraph.engine.door import KEY_COLUMN
+from omnigraph.engine.errors import FormatRefused
+from omnigraph.engine.manifest import BranchSnapshot, Manifest
+from omnigraph.engine.storage import FORMAT_4, GraphStore, open_pinned, primary_key
 
 
 @dataclass(frozen=True)

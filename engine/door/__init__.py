@@ -1,19 +1,19 @@
 """The door: the only code that writes rows of keyed tables.
 
-:mod:`~engine.door.table_store` is the fenced door (format 5: every insert and upsert merges ON
-exactly the table's primary key), :mod:`~engine.door.legacy` the format-4 writer emulation
-(``omnigraph-v4``), :mod:`~engine.door.routing` the router contract an :class:`EngineProfile`
+:mod:`~omnigraph.engine.door.table_store` is the fenced door (format 5: every insert and upsert merges ON
+exactly the table's primary key), :mod:`~omnigraph.engine.door.legacy` the format-4 writer emulation
+(``omnigraph-v4``), :mod:`~omnigraph.engine.door.routing` the router contract an :class:`EngineProfile`
 carries (every row write of the write protocol is one of its typed operations: strict insert,
-upsert, overwrite, merge, repair) and :mod:`~engine.door.fenced_profile` the format-5 profile. ``tests/test_write_door_guard.py``
+upsert, overwrite, merge, repair) and :mod:`~omnigraph.engine.door.fenced_profile` the format-5 profile. ``tests/test_write_door_guard.py``
 fails if code outside ``table_store.py`` and ``legacy.py`` appends to, or merges into, a keyed
-table. The door imports only :mod:`engine.storage`, :mod:`engine.errors` and :mod:`engine.schema`.
+table. The door imports only :mod:`omnigraph.engine.storage`, :mod:`omnigraph.engine.errors` and :mod:`omnigraph.engine.schema`.
 """
 
-from engine.door import table_store
-from engine.door.fenced_profile import FENCED_PROFILE, FENCED_ROUTER
-from engine.door.legacy import LEGACY_PROFILE
-from engine.door.routing import EngineProfile, MergeRows, TableRouter
-from engine.door.table_store import (
+from omnigraph.engine.door import table_store
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE, FENCED_ROUTER
+from omnigraph.engine.door.legacy import LEGACY_PROFILE
+from omnigraph.engine.door.routing import EngineProfile, MergeRows, TableRouter
+from omnigraph.engine.door.table_store import (
     COMMIT_ARROW_BYTES,
     COMMIT_ROWS,
     KEY_COLUMN,

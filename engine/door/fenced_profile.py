@@ -1,13 +1,13 @@
 """The format-5 profile: every keyed write (insert, upsert, overwrite, merge, repair) goes through
-the fenced door, :mod:`engine.door.table_store`."""
+the fenced door, :mod:`omnigraph.engine.door.table_store`."""
 
 from __future__ import annotations
 
 import lance
 
-from engine.door import table_store
-from engine.door.routing import EngineProfile, TableRouter
-from engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
+from omnigraph.engine.door import table_store
+from omnigraph.engine.door.routing import EngineProfile, TableRouter
+from omnigraph.engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 
 
 def _check_writable(dataset: lance.LanceDataset, where: str) -> None:

@@ -25,10 +25,10 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.door.routing import EngineProfile, MergeRows, TableRouter
-from engine.door.table_store import ExistingKeys
-from engine.errors import FormatRefused
-from engine.storage import FORMAT_4, GraphStore, create_empty_dataset
+from omnigraph.engine.door.routing import EngineProfile, MergeRows, TableRouter
+from omnigraph.engine.door.table_store import ExistingKeys
+from omnigraph.engine.errors import FormatRefused
+from omnigraph.engine.storage import FORMAT_4, GraphStore, create_empty_dataset
 
 
 def create_table(store: GraphStore, rel: str, schema: pa.Schema) -> int:

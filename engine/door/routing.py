@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import lance
 import pyarrow as pa
 
-from engine.storage import GraphStore
+from omnigraph.engine.storage import GraphStore
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class TableRouter:
       ``ids`` (and the null-id rows if ``null_ids``), then insert ``rows``; a failure of the
       insert is ``EffectLanded``.
 
-    Outcomes are the typed exceptions of :mod:`engine.door.table_store`.
+    Outcomes are the typed exceptions of :mod:`omnigraph.engine.door.table_store`.
     """
 
     with_pk: bool

@@ -29,9 +29,9 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.door.routing import MergeRows
-from engine.errors import FormatRefused, Internal
-from engine.storage import PK_METADATA_KEY, GraphStore, create_empty_dataset, primary_key
+from omnigraph.engine.door.routing import MergeRows
+from omnigraph.engine.errors import FormatRefused, Internal
+from omnigraph.engine.storage import PK_METADATA_KEY, GraphStore, create_empty_dataset, primary_key
 
 KEY_COLUMN = "id"
 COMMIT_ROWS = 8192

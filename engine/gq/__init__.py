@@ -1,15 +1,15 @@
 """The ``.gq`` language: tokens, syntax tree, parser and type checkers, for mutations and reads.
 
 ``parse(source)`` returns the queries of a source; :func:`choose_query` picks one of the kind a
-command runs. :func:`engine.gq.checker.check_query` checks a mutation and
-:func:`engine.gq.read_checker.check_read` a read query against a catalog, binding the
+command runs. :func:`omnigraph.engine.gq.checker.check_query` checks a mutation and
+:func:`omnigraph.engine.gq.read_checker.check_read` a read query against a catalog, binding the
 parameters. Every refusal is a :class:`GqError` (``bad_request``) naming line, column and the
 offending token.
 """
 
-from engine.gq.errors import GqError
-from engine.gq.parser import parse
-from engine.gq.select import choose_query
-from engine.gq.syntax import Query
+from omnigraph.engine.gq.errors import GqError
+from omnigraph.engine.gq.parser import parse
+from omnigraph.engine.gq.select import choose_query
+from omnigraph.engine.gq.syntax import Query
 
 __all__ = ["GqError", "Query", "choose_query", "parse"]

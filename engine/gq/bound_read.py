@@ -1,4 +1,4 @@
-"""A checked read query with its parameters bound: what :mod:`engine.query` executes.
+"""A checked read query with its parameters bound: what :mod:`omnigraph.engine.query` executes.
 
 Variables are numbered in the order of their first appearance in the source (``index``); an
 anonymous ``$_`` is a variable of its own at each occurrence (named ``_1``, ``_2``, ...). A
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engine.schema import PropertyType, TableDef
+from omnigraph.engine.schema import PropertyType, TableDef
 
 AggregateFunc = Literal["count", "sum", "avg", "min", "max"]
 

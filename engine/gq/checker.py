@@ -8,7 +8,7 @@
 * ``update`` on an edge type, and an update that assigns a ``@key`` member, ``id``, ``from`` or
   ``to``;
 * a value that does not fit its property (literals follow load's value rules,
-  :func:`engine.schema.values.coerce_value`), a parameter whose declared type differs from the
+  :func:`omnigraph.engine.schema.values.coerce_value`), a parameter whose declared type differs from the
   property's (a ``String`` parameter fits an enum property), a nullable parameter or ``null``
   assigned to a non-nullable property or compared in ``where``, ``now()`` anywhere but a
   ``DateTime`` property, ``where`` on a list or vector property;
@@ -32,13 +32,13 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import BadRequest
-from engine.gq.errors import GqError
-from engine.gq.lexer import Token
-from engine.gq.syntax import LiteralValue, Now, Param, ParamRef, Query, Statement, Value
-from engine.schema import Catalog, EnumType, Property, PropertyType, ScalarType, TableDef
-from engine.schema.types import UNORDERED_TYPES
-from engine.schema.values import InvalidValue, coerce_value
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.gq.errors import GqError
+from omnigraph.engine.gq.lexer import Token
+from omnigraph.engine.gq.syntax import LiteralValue, Now, Param, ParamRef, Query, Statement, Value
+from omnigraph.engine.schema import Catalog, EnumType, Property, PropertyType, ScalarType, TableDef
+from omnigraph.engine.schema.types import UNORDERED_TYPES
+from omnigraph.engine.schema.values import InvalidValue, coerce_value
 
 MIX_MESSAGE = (
     "mutation '{name}' on the same query mixes inserts/updates and deletes; split into separate "

@@ -12,11 +12,11 @@ A read query accepts the literals without ``null``, lists and ``now()``
 
 from __future__ import annotations
 
-from engine.gq.errors import GqError
-from engine.gq.lexer import Token
-from engine.gq.syntax import LiteralValue, Now, ParamRef, Value
-from engine.schema import ScalarType
-from engine.schema.values import InvalidValue, coerce_value
+from omnigraph.engine.gq.errors import GqError
+from omnigraph.engine.gq.lexer import Token
+from omnigraph.engine.gq.syntax import LiteralValue, Now, ParamRef, Value
+from omnigraph.engine.schema import ScalarType
+from omnigraph.engine.schema.values import InvalidValue, coerce_value
 
 TYPED_LITERALS = {"date": "Date", "datetime": "DateTime"}
 

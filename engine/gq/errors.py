@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.errors import BadRequest
+from omnigraph.engine.errors import BadRequest
 
 
 class GqError(BadRequest):

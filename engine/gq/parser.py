@@ -12,20 +12,20 @@ Grammar (list members are separated by a comma or a line break; a trailing comma
     assign     := NAME ":" value                 (NAME may be "from" or "to" on edges)
     predicate  := NAME OP value                  (OP: = != < <= > >=)
 
-``value`` is :mod:`engine.gq.cursor`'s; ``read`` (a body starting with ``match``) is
-:mod:`engine.gq.read_parser`'s. Only syntax is checked here; names and types are checked
-against the catalog by :mod:`engine.gq.checker` (mutations) and :mod:`engine.gq.read_checker`
+``value`` is :mod:`omnigraph.engine.gq.cursor`'s; ``read`` (a body starting with ``match``) is
+:mod:`omnigraph.engine.gq.read_parser`'s. Only syntax is checked here; names and types are checked
+against the catalog by :mod:`omnigraph.engine.gq.checker` (mutations) and :mod:`omnigraph.engine.gq.read_checker`
 (reads). Every refusal is a :class:`GqError` with line, column and token.
 """
 
 from __future__ import annotations
 
-from engine.gq.cursor import Cursor
-from engine.gq.errors import GqError
-from engine.gq.lexer import tokenize
-from engine.gq.read_parser import read_body
-from engine.gq.syntax import Assignment, Param, Predicate, Query, Statement
-from engine.schema.types import SCALAR_ARROW_TYPES, BlobType, ListType, PropertyType, ScalarType, VectorType
+from omnigraph.engine.gq.cursor import Cursor
+from omnigraph.engine.gq.errors import GqError
+from omnigraph.engine.gq.lexer import tokenize
+from omnigraph.engine.gq.read_parser import read_body
+from omnigraph.engine.gq.syntax import Assignment, Param, Predicate, Query, Statement
+from omnigraph.engine.schema.types import SCALAR_ARROW_TYPES, BlobType, ListType, PropertyType, ScalarType, VectorType
 
 VERBS = ("insert", "update", "delete")
 MAX_VECTOR_DIM = 2**31 - 1

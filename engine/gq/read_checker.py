@@ -8,14 +8,14 @@ the offending token):
   has the wrong node type for the edge (``$a`` is always the source side), a variable that no
   binding or traversal introduces, ``$_.prop`` (``$_`` is anonymous), a variable spelled like a
   declared parameter;
-* an incompatible comparison (:mod:`engine.gq.read_types`), a string literal that is not a value
+* an incompatible comparison (:mod:`omnigraph.engine.gq.read_types`), a string literal that is not a value
   of the enum it is compared with (``=``/``!=``), a list or vector property in a binding
   constraint;
 * ``sum``/``avg`` of a non-number, ``min``/``max`` of a list or vector; two return columns with
   one name; an ``order`` key that is neither ``$v.prop`` (in a grouped query: one of the
   returned group keys) nor a return alias; a return item naming a variable local to a
   ``not { ... }``;
-* an undeclared parameter; then the parameter values as :func:`engine.gq.checker.bind_params`
+* an undeclared parameter; then the parameter values as :func:`omnigraph.engine.gq.checker.bind_params`
   (a missing or null non-nullable one, a wrong type).
 
 Scoping: a ``not { ... }`` block sees every variable of the blocks around it; variables it
@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.gq.bound_read import Block, BoundRead, Column, Compare, Const, Hop, Operand, Output, SortKey, Var
-from engine.gq.checker import bind_params
-from engine.gq.errors import GqError
-from engine.gq.lexer import Token
-from engine.gq.read_types import STRING, aggregate_problem, aggregate_type, comparison_problem, integer_literal_type
-from engine.gq.syntax import (
+from omnigraph.engine.gq.bound_read import Block, BoundRead, Column, Compare, Const, Hop, Operand, Output, SortKey, Var
+from omnigraph.engine.gq.checker import bind_params
+from omnigraph.engine.gq.errors import GqError
+from omnigraph.engine.gq.lexer import Token
+from omnigraph.engine.gq.read_types import STRING, aggregate_problem, aggregate_type, comparison_problem, integer_literal_type
+from omnigraph.engine.gq.syntax import (
     Aggregate,
     Assignment,
     Binding,
@@ -46,9 +46,9 @@ from engine.gq.syntax import (
     ReturnItem,
     Traversal,
 )
-from engine.gq.syntax import Operand as SourceOperand
-from engine.schema import BlobType, Catalog, EnumType, ListType, PropertyType, ScalarType, TableDef, VectorType
-from engine.schema.values import coerce_value
+from omnigraph.engine.gq.syntax import Operand as SourceOperand
+from omnigraph.engine.schema import BlobType, Catalog, EnumType, ListType, PropertyType, ScalarType, TableDef, VectorType
+from omnigraph.engine.schema.values import coerce_value
 
 ANONYMOUS = "_"
 

@@ -14,15 +14,15 @@
 
 ``SEP`` is a comma or a line break; match clauses are separated by whitespace only. ``VAR`` and
 ``PARAM`` are both spelled ``$name``: ``$name`` is a variable where a binding, traversal or
-``.prop`` needs one, a parameter elsewhere. Literals are :meth:`engine.gq.cursor.Cursor.operand_value`'s.
+``.prop`` needs one, a parameter elsewhere. Literals are :meth:`omnigraph.engine.gq.cursor.Cursor.operand_value`'s.
 Bounds: ``{min,max}`` with ``1 <= min <= max``; ``{n,}`` (no upper bound) is refused.
 """
 
 from __future__ import annotations
 
-from engine.gq.cursor import Cursor
-from engine.gq.lexer import Token
-from engine.gq.syntax import (
+from omnigraph.engine.gq.cursor import Cursor
+from omnigraph.engine.gq.lexer import Token
+from omnigraph.engine.gq.syntax import (
     Aggregate,
     Assignment,
     Binding,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from engine.errors import BadRequest
-from engine.gq.errors import GqError
-from engine.gq.parser import parse
-from engine.gq.syntax import Query
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.gq.errors import GqError
+from omnigraph.engine.gq.parser import parse
+from omnigraph.engine.gq.syntax import Query
 
 Kind = Literal["read", "mutation"]
 _RUN_WITH = {

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engine.gq.lexer import Token
-from engine.schema.types import PropertyType
+from omnigraph.engine.gq.lexer import Token
+from omnigraph.engine.schema.types import PropertyType
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,14 @@
 """Maintenance: routine Lance upkeep owned by the engine, and the read-only integrity check.
 
-:mod:`~engine.maintenance.optimize` compacts, indexes and cleans up old versions of the tables a
-branch owns, publishing each change as a graph commit; :mod:`~engine.maintenance.check` reads a
+:mod:`~omnigraph.engine.maintenance.optimize` compacts, indexes and cleans up old versions of the tables a
+branch owns, publishing each change as a graph commit; :mod:`~omnigraph.engine.maintenance.check` reads a
 whole graph (any stamp, every branch), writes nothing and reports every inconsistency as the
-findings of :mod:`~engine.maintenance.findings`;
-:mod:`~engine.maintenance.progress` is the progress protocol of long work (optimize here, and the
+findings of :mod:`~omnigraph.engine.maintenance.findings`;
+:mod:`~omnigraph.engine.maintenance.progress` is the progress protocol of long work (optimize here, and the
 migrator's steps) with its silent implementation.
 
 The function ``optimize`` is imported from its module
-(``from engine.maintenance.optimize import optimize``): exporting it here would shadow the
+(``from omnigraph.engine.maintenance.optimize import optimize``): exporting it here would shadow the
 submodule of the same name.
 
 The names below are imported from their modules on first access (a module-level
@@ -17,7 +17,7 @@ The names below are imported from their modules on first access (a module-level
 
 from __future__ import annotations
 
-from engine.lazy_exports import lazy_exports
+from omnigraph.engine.lazy_exports import lazy_exports
 
 _LAZY = {"CheckReport": "findings", "ClaimFindings": "findings", "Finding": "findings", "check_graph": "check"}
 """Each exported name and the module of this package that defines it."""

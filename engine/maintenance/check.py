@@ -36,15 +36,15 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.access import foreign_head, refence_command
-from engine.door import KEY_COLUMN
-from engine.errors import NotFound, OmnigraphError
-from engine.graph import SCHEMA_FILE
-from engine.maintenance.findings import CheckReport, ClaimFindings, Finding, IdScanner, ImageKey
-from engine.manifest import BranchSnapshot, Manifest
-from engine.reconcile import WriteIntent, branch_guard
-from engine.schema import Catalog
-from engine.storage import (
+from omnigraph.engine.access import foreign_head, refence_command
+from omnigraph.engine.door import KEY_COLUMN
+from omnigraph.engine.errors import NotFound, OmnigraphError
+from omnigraph.engine.graph import SCHEMA_FILE
+from omnigraph.engine.maintenance.findings import CheckReport, ClaimFindings, Finding, IdScanner, ImageKey
+from omnigraph.engine.manifest import BranchSnapshot, Manifest
+from omnigraph.engine.reconcile import WriteIntent, branch_guard
+from omnigraph.engine.schema import Catalog
+from omnigraph.engine.storage import (
     FORMAT_5,
     FORMAT_MIGRATING,
     KNOWN_STAMPS,

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import lance
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.storage import GraphStore
+from omnigraph.engine.storage import GraphStore
 
 ImageKey = tuple[str, str | None, int]
 

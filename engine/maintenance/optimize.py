@@ -3,7 +3,7 @@
 Compaction (``compact_files``) and index building (a BTREE, ``create_scalar_index(...,
 replace=True)``) run on the tables a graph branch owns, at the version the branch pins, and are
 then published as one graph commit (``optimized <operations> vA..vB on <table>``) after the same
-classification an out-of-band commit gets (:mod:`engine.reconcile.drift`): the new versions must
+classification an out-of-band commit gets (:mod:`omnigraph.engine.reconcile.drift`): the new versions must
 change no row, which is checked, not assumed. A crash between the Lance commit and the publish
 leaves an adoptable span that the next read-write open adopts. Tables inherited from another
 branch, covered by a commit in flight, or with unresolved drift are skipped and reported. Indexes
@@ -28,13 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.door import CommitConflict
-from engine.errors import BadRequest
-from engine.graph import Graph
-from engine.maintenance.progress import Progress
-from engine.manifest import Manifest, TableEntry, lance_branch_name
-from engine.reconcile import drift, intents
-from engine.storage import GraphStore, latest_version, list_branches, open_dataset, open_pinned
+from omnigraph.engine.door import CommitConflict
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.maintenance.progress import Progress
+from omnigraph.engine.manifest import Manifest, TableEntry, lance_branch_name
+from omnigraph.engine.reconcile import drift, intents
+from omnigraph.engine.storage import GraphStore, latest_version, list_branches, open_dataset, open_pinned
 
 ImageRef = tuple[str, str | None, int]
 """(table path, Lance branch or None for main, version)."""

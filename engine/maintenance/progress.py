@@ -1,6 +1,6 @@
 """The progress protocol for long work (optimize, migration steps), and a silent implementation.
 
-The stderr progress bar people see lives in :mod:`cli.progress`; nothing in the engine or the
+The stderr progress bar people see lives in :mod:`omnigraph.cli.progress`; nothing in the engine or the
 migrator draws one.
 """
 

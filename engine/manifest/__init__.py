@@ -1,15 +1,15 @@
 """The manifest: the ``__manifest`` catalog dataset, graph branches and the graph commit history.
 
-:mod:`~engine.manifest.rows` is the row schema of ``__manifest`` and how a branch's rows fold into
-a :class:`BranchSnapshot`, :mod:`~engine.manifest.manifest` reads and publishes ``__manifest``
-(its rows, the format stamp, graph branches), :mod:`~engine.manifest.commit_graph` is the
-commit DAG with its merge bases and :mod:`~engine.manifest.commits` the ``commit list`` walk.
+:mod:`~omnigraph.engine.manifest.rows` is the row schema of ``__manifest`` and how a branch's rows fold into
+a :class:`BranchSnapshot`, :mod:`~omnigraph.engine.manifest.manifest` reads and publishes ``__manifest``
+(its rows, the format stamp, graph branches), :mod:`~omnigraph.engine.manifest.commit_graph` is the
+commit DAG with its merge bases and :mod:`~omnigraph.engine.manifest.commits` the ``commit list`` walk.
 """
 
-from engine.manifest.commit_graph import load_commit_graph
-from engine.manifest.commits import commit_history
-from engine.manifest.manifest import FORMAT_KEY, Manifest
-from engine.manifest.rows import (
+from omnigraph.engine.manifest.commit_graph import load_commit_graph
+from omnigraph.engine.manifest.commits import commit_history
+from omnigraph.engine.manifest.manifest import FORMAT_KEY, Manifest
+from omnigraph.engine.manifest.rows import (
     MAIN,
     BranchSnapshot,
     GraphBranch,

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from engine.errors import NotFound
-from engine.manifest.manifest import Manifest
-from engine.manifest.rows import HEAD_OBJECT_ID, HeadEntry, fold_rows
+from omnigraph.engine.errors import NotFound
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import HEAD_OBJECT_ID, HeadEntry, fold_rows
 
 
 @dataclass(frozen=True)

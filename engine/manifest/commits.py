@@ -1,6 +1,6 @@
 """``commit list``: the graph commits reachable from a branch head, newest first.
 
-Walks the commit graph (:mod:`engine.manifest.commit_graph`) from the branch head through every parent,
+Walks the commit graph (:mod:`omnigraph.engine.manifest.commit_graph`) from the branch head through every parent,
 so a merge commit's history includes both lines; commits are ordered by commit time, newest
 first (ties by commit id), each listed once. Versions that did not move the head (migration and
 recovery publishes) are folded into the commit they belong to. The cost is proportional to the
@@ -10,9 +10,9 @@ walks history.
 
 from __future__ import annotations
 
-from engine.manifest.commit_graph import load_commit_graph
-from engine.manifest.manifest import Manifest
-from engine.manifest.rows import HeadEntry
+from omnigraph.engine.manifest.commit_graph import load_commit_graph
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import HeadEntry
 
 
 def commit_history(manifest: Manifest, branch: str) -> list[HeadEntry]:

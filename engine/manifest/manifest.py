@@ -1,7 +1,7 @@
 """``__manifest``: the graph catalog dataset, read and published; the format stamp; graph branches.
 
 ``__manifest`` is a Lance dataset keyed by ``object_id``; its rows are
-:mod:`engine.manifest.rows`. Graph branch B is Lance branch B of it. One graph commit is one
+:mod:`omnigraph.engine.manifest.rows`. Graph branch B is Lance branch B of it. One graph commit is one
 Lance commit on that branch. Every content publish rewrites the head row, so two publishers from
 the same base conflict; a publish that touches only table rows (a migration publish) leaves the
 head alone.
@@ -9,7 +9,7 @@ head alone.
 The format stamp is schema metadata ``omnigraph:format`` on ``__manifest`` main, read before
 any branch is opened. Stamp ``5`` also carries ``omnigraph:fenced_heads``: the head commit id of
 every branch when the stamp was written (canonical JSON), so a head written later by a format-4
-writer can be told from one it wrote before the migration (:mod:`engine.access.writer_audit`).
+writer can be told from one it wrote before the migration (:mod:`omnigraph.engine.access.writer_audit`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from contextlib import contextmanager
 
 import lance
 
-from engine.door import table_store
-from engine.errors import FormatRefused, NotFound, ReadSetConflict
-from engine.manifest.rows import (
+from omnigraph.engine.door import table_store
+from omnigraph.engine.errors import FormatRefused, NotFound, ReadSetConflict
+from omnigraph.engine.manifest.rows import (
     MAIN,
     MANIFEST_SCHEMA,
     BranchSnapshot,
@@ -35,7 +35,7 @@ from engine.manifest.rows import (
     rows_table,
     table_row,
 )
-from engine.storage import MANIFEST_DIR, GraphStore, LanceBranch, canonical_json, list_branches, open_dataset, read_branch
+from omnigraph.engine.storage import MANIFEST_DIR, GraphStore, LanceBranch, canonical_json, list_branches, open_dataset, read_branch
 
 FORMAT_KEY = "omnigraph:format"
 MIGRATION_ID_KEY = "omnigraph:migration_id"
@@ -198,7 +198,7 @@ class Manifest:
         """One Lance commit on ``base.branch`` from ``base.manifest_version``; returns its version.
 
         ``head=None`` publishes table rows only (migration and recovery publishes). Raises
-        :class:`engine.door.table_store.CommitConflict` if a concurrent publish rewrote the same rows.
+        :class:`omnigraph.engine.door.table_store.CommitConflict` if a concurrent publish rewrote the same rows.
         """
         rows = [table_row(t) for t in sorted(tables, key=lambda t: t.table_key)]
         if head is not None:

@@ -7,7 +7,7 @@ whose ``__manifest`` predates those columns: unknown) and one row per live table
 (``object_id = "table:<table_key>"``: path, pinned table branch and version, row count, and the
 migration marker). :func:`table_row`/:func:`head_row`/:func:`rows_table` build rows,
 :func:`fold_rows` folds them into a :class:`BranchSnapshot`; reading and publishing them is
-:class:`engine.manifest.manifest.Manifest`. Nothing here does I/O.
+:class:`omnigraph.engine.manifest.manifest.Manifest`. Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
-from engine.errors import FormatRefused, NotFound
-from engine.storage import PK_METADATA_KEY, ImageRef
+from omnigraph.engine.errors import FormatRefused, NotFound
+from omnigraph.engine.storage import PK_METADATA_KEY, ImageRef
 
 MAIN = "main"
 HEAD_OBJECT_ID = "head"

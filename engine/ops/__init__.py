@@ -1,29 +1,29 @@
-"""Operations: one module per user operation, each over an open :class:`~engine.graph.Graph`.
+"""Operations: one module per user operation, each over an open :class:`~omnigraph.engine.graph.Graph`.
 
-:mod:`~engine.ops.write` is the commit protocol every write goes through (snapshot, arm an
+:mod:`~omnigraph.engine.ops.write` is the commit protocol every write goes through (snapshot, arm an
 intent, fork, effect, publish): a write's ``prepare`` returns one
-:class:`~engine.ops.write_plan.CommitPlan` per attempt and :func:`commit` returns a
-:class:`~engine.ops.write_plan.WriteResult` carrying it; :mod:`~engine.ops.write_effects` and
-:mod:`~engine.ops.write_publish` are its effect and publish steps, :mod:`~engine.ops.limits` the
-per-commit limits. :mod:`~engine.ops.load`, :mod:`~engine.ops.mutate` (``.gq`` mutations, with
-:mod:`~engine.ops.mutate_eval`) and :mod:`~engine.ops.merge` (branch merge, with
-:mod:`~engine.ops.merge_diff` and :mod:`~engine.ops.merge_check`) are the writes built on it;
-:mod:`~engine.ops.branches` creates and deletes graph branches; :mod:`~engine.ops.snapshot` and
-:mod:`~engine.ops.export` are reads; :mod:`~engine.ops.id_probe` answers which ids a table
+:class:`~omnigraph.engine.ops.write_plan.CommitPlan` per attempt and :func:`commit` returns a
+:class:`~omnigraph.engine.ops.write_plan.WriteResult` carrying it; :mod:`~omnigraph.engine.ops.write_effects` and
+:mod:`~omnigraph.engine.ops.write_publish` are its effect and publish steps, :mod:`~omnigraph.engine.ops.limits` the
+per-commit limits. :mod:`~omnigraph.engine.ops.load`, :mod:`~omnigraph.engine.ops.mutate` (``.gq`` mutations, with
+:mod:`~omnigraph.engine.ops.mutate_eval`) and :mod:`~omnigraph.engine.ops.merge` (branch merge, with
+:mod:`~omnigraph.engine.ops.merge_diff` and :mod:`~omnigraph.engine.ops.merge_check`) are the writes built on it;
+:mod:`~omnigraph.engine.ops.branches` creates and deletes graph branches; :mod:`~omnigraph.engine.ops.snapshot` and
+:mod:`~omnigraph.engine.ops.export` are reads; :mod:`~omnigraph.engine.ops.id_probe` answers which ids a table
 already holds, for load and mutate.
 
 The functions ``load`` and ``mutate`` are imported from their modules
-(``from engine.ops.load import load``): exporting them here would shadow the submodules of the
+(``from omnigraph.engine.ops.load import load``): exporting them here would shadow the submodules of the
 same name.
 
 The names below are imported from their modules on first access (a module-level
-``__getattr__``), so that importing one operation's module (``engine.ops.snapshot``, say) runs
+``__getattr__``), so that importing one operation's module (``omnigraph.engine.ops.snapshot``, say) runs
 none of the others: a read does not load the write protocol, the merge or ``.gq`` mutations.
 """
 
 from __future__ import annotations
 
-from engine.lazy_exports import lazy_exports
+from omnigraph.engine.lazy_exports import lazy_exports
 
 _LAZY = {
     "MAX_ARROW_BYTES": "limits",

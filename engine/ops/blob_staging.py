@@ -1,6 +1,6 @@
 """Blob cells of rows a keyed write stages (load append/merge, ``.gq`` inserts and updates).
 
-The per-commit Arrow limit (:mod:`engine.ops.limits`) counts a staged table as the Arrow bytes
+The per-commit Arrow limit (:mod:`omnigraph.engine.ops.limits`) counts a staged table as the Arrow bytes
 of its other columns plus the *declared* size of every Blob cell: the length of managed bytes,
 the size of an external object (one metadata request each, no payload read). So the limit is
 checked before any external payload is read, and blob bytes count once. Then
@@ -23,9 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from lance.blob import Blob, blob_array
 
-from engine.errors import BadRequest
-from engine.schema import BlobType, TableDef
-from engine.storage.blob_objects import ExternalObjectMissing, object_size, read_object
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.schema import BlobType, TableDef
+from omnigraph.engine.storage.blob_objects import ExternalObjectMissing, object_size, read_object
 
 BYTES_ONLY = (
     "is the external URI {uri!r}; Blob values sent to a server are bytes only (it does not read its own files or "

@@ -6,7 +6,7 @@ table forks that table. Deleting a branch removes its ``__manifest`` branch firs
 branch is gone atomically) and then its own table forks; a branch that another branch was
 forked from cannot be deleted.
 
-Both hold the branch's guard (:mod:`engine.reconcile.branch_guard`), so no two processes create,
+Both hold the branch's guard (:mod:`omnigraph.engine.reconcile.branch_guard`), so no two processes create,
 delete or recover one branch name at once. Delete refuses (``read_set_conflict``, naming the
 operation) while a write intent on the branch is armed by a live process; the intents of dead
 writers on it are resolved with it: their effects were on the branch's own table forks, which go
@@ -19,12 +19,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from engine.errors import BadRequest, NotFound, ReadSetConflict
-from engine.failpoints import failpoint
-from engine.graph import Graph
-from engine.manifest import MAIN, GraphBranch
-from engine.reconcile import branch_guard, intents, recovery
-from engine.storage import delete_branch_if_present
+from omnigraph.engine.errors import BadRequest, NotFound, ReadSetConflict
+from omnigraph.engine.failpoints import failpoint
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest import MAIN, GraphBranch
+from omnigraph.engine.reconcile import branch_guard, intents, recovery
+from omnigraph.engine.storage import delete_branch_if_present
 
 BRANCH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 

@@ -1,7 +1,7 @@
 """The schema's row constraints on a write's result: value rules, composite ``@unique``, ``@card``.
 
-A write is described as :mod:`engine.ops.merge_check` describes it: per table the ids it
-inserts, updates (replaces) and deletes (:class:`~engine.ops.merge_diff.TableChanges`) and the
+A write is described as :mod:`omnigraph.engine.ops.merge_check` describes it: per table the ids it
+inserts, updates (replaces) and deletes (:class:`~omnigraph.engine.ops.merge_diff.TableChanges`) and the
 rows it brings in (``incoming``, physical schema), put into the target snapshot's images. Checked
 before anything is armed (every caller runs this in its ``prepare``):
 
@@ -30,12 +30,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.graph import Graph
-from engine.manifest import BranchSnapshot, TableEntry
-from engine.ops.merge_diff import TableChanges
-from engine.schema import TableDef
-from engine.schema.rule_check import table_violations
-from engine.storage import open_pinned
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest import BranchSnapshot, TableEntry
+from omnigraph.engine.ops.merge_diff import TableChanges
+from omnigraph.engine.schema import TableDef
+from omnigraph.engine.schema.rule_check import table_violations
+from omnigraph.engine.storage import open_pinned
 
 Problem = dict[str, Any]
 

@@ -1,7 +1,7 @@
 """``export``: a branch as JSONL, tables in table-key order, rows by id (byte order), or as one
 Arrow table per table key in the same order.
 
-A Blob cell is exported in the spelling load accepts (:mod:`engine.schema.blob_values`): the
+A Blob cell is exported in the spelling load accepts (:mod:`omnigraph.engine.schema.blob_values`): the
 URI of an external reference, ``base64:`` of managed bytes. JSONL export reads the payloads of
 :data:`BLOB_ROWS` rows at a time (one cell at a time within them)."""
 
@@ -12,13 +12,13 @@ from collections.abc import Iterator
 import lance
 import pyarrow as pa
 
-from engine.errors import BadRequest
-from engine.graph import Graph
-from engine.manifest import BranchSnapshot, TableEntry
-from engine.records import arrow_to_records
-from engine.schema.blob_values import spell_bytes
-from engine.storage import open_pinned
-from engine.storage.blob_cells import ROW_ID, blob_names, contents
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest import BranchSnapshot, TableEntry
+from omnigraph.engine.records import arrow_to_records
+from omnigraph.engine.schema.blob_values import spell_bytes
+from omnigraph.engine.storage import open_pinned
+from omnigraph.engine.storage.blob_cells import ROW_ID, blob_names, contents
 
 BLOB_ROWS = 64
 """Rows of a table with Blob columns whose cells are spelled (payloads read) at a time."""

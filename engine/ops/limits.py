@@ -7,15 +7,15 @@ caller words the refusal (:class:`LimitWording`: its hint names what splits the 
 error's code and fields are the same for all of them: ``resource_limit`` ``{resource, limit,
 actual, table_key}`` with ``resource`` ``rows`` or ``arrow_bytes``. Overwrite loads (the bulk
 replacement path) and deleted ids are not limited; a branch merge brings any number of rows, as a
-chain of commits within these limits under one intent (:func:`engine.door.table_store.merge_rows`).
+chain of commits within these limits under one intent (:func:`omnigraph.engine.door.table_store.merge_rows`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.door import COMMIT_ARROW_BYTES, COMMIT_ROWS
-from engine.errors import ResourceLimit
+from omnigraph.engine.door import COMMIT_ARROW_BYTES, COMMIT_ROWS
+from omnigraph.engine.errors import ResourceLimit
 
 MAX_ROWS = COMMIT_ROWS
 MAX_ARROW_BYTES = COMMIT_ARROW_BYTES

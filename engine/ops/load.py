@@ -5,7 +5,7 @@ Modes: ``append`` = strict insert (an existing id is ``key_conflict``, nothing w
 can be checked without committed state (types, in-file duplicates, ``@range``/``@check``) is
 checked for the whole file before any write; checks against committed state (existing ids,
 ``@unique`` values, edge endpoints, composite ``@unique`` and ``@card``,
-:mod:`engine.ops.load_constraints`) run inside each commit's prepare step, so a retry
+:mod:`omnigraph.engine.ops.load_constraints`) run inside each commit's prepare step, so a retry
 re-validates against the fresh snapshot. A chunked load with edges also checks every edge's
 endpoints against the branch before its first commit.
 
@@ -13,13 +13,13 @@ Existing ids of a strict insert: at format 5 the first table of a commit's first
 probed when the branch already owns its image (no fork). Its fenced strict merge
 (``when_matched_fail``) fails with nothing landed on an id present at the pinned version, and,
 being the commit's first effect, that disarms the intent and runs the attempt again
-(:mod:`engine.ops.write_effects`), which probes and refuses with ``key_conflict`` as before.
+(:mod:`omnigraph.engine.ops.write_effects`), which probes and refuses with ``key_conflict`` as before.
 Every other table is probed before anything is armed, because a refusal after an earlier
 table's effect landed would be ``recovery_required``.
 
 Limits: strict-insert and upsert inputs stay within the per-commit limits of
-:mod:`engine.ops.limits` (rows and Arrow memory per table per commit, Blob cells counted by
-their declared sizes, :mod:`engine.ops.blob_staging`); every chunk is checked before the first
+:mod:`omnigraph.engine.ops.limits` (rows and Arrow memory per table per commit, Blob cells counted by
+their declared sizes, :mod:`omnigraph.engine.ops.blob_staging`); every chunk is checked before the first
 write, and a chunk's external Blob objects are copied into it when its commit is prepared.
 Overwrite is the bulk-replacement path and is not limited, and cannot be chunked (each chunk
 would replace the previous one); it keeps external Blob URIs as references (after checking that
@@ -27,9 +27,9 @@ the objects exist). Chunks are cut from the file's records ordered node tables f
 tables, so every edge's endpoints are committed no later than the edge.
 
 Reading: the input (bytes, or a binary file read in blocks) is validated by
-:func:`engine.records.read.read_records`, columnar where it can be and row by row where it must,
+:func:`omnigraph.engine.records.read.read_records`, columnar where it can be and row by row where it must,
 with the row parser's results and errors either way. The validated rows wait in a bounded
-spool (:mod:`engine.records.row_spool`); an overwrite streams them into its one Lance commit, a chunked
+spool (:mod:`omnigraph.engine.records.row_spool`); an overwrite streams them into its one Lance commit, a chunked
 load reads them chunk by chunk. The checks against committed state work on Arrow columns.
 """
 
@@ -42,17 +42,17 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import BadRequest, KeyConflict, OmnigraphError
-from engine.graph import Graph
-from engine.manifest import BranchSnapshot, TableEntry, lance_branch_name
-from engine.ops.blob_staging import check_references, copy_external, refuse_external, staged_bytes
-from engine.ops.id_probe import ChunkProbe, present_ids
-from engine.ops.limits import MAX_ROWS, LimitWording, check_table
-from engine.ops.load_constraints import check_chunk_constraints, check_overwrite_constraints
-from engine.ops.write import commit
-from engine.ops.write_plan import CommitPlan, CommitResult, Prepare, TableWrite
-from engine.records import EdgeEnds, JsonlSource, RecordSet, check_edge_endpoints, read_records
-from engine.storage import open_pinned
+from omnigraph.engine.errors import BadRequest, KeyConflict, OmnigraphError
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest import BranchSnapshot, TableEntry, lance_branch_name
+from omnigraph.engine.ops.blob_staging import check_references, copy_external, refuse_external, staged_bytes
+from omnigraph.engine.ops.id_probe import ChunkProbe, present_ids
+from omnigraph.engine.ops.limits import MAX_ROWS, LimitWording, check_table
+from omnigraph.engine.ops.load_constraints import check_chunk_constraints, check_overwrite_constraints
+from omnigraph.engine.ops.write import commit
+from omnigraph.engine.ops.write_plan import CommitPlan, CommitResult, Prepare, TableWrite
+from omnigraph.engine.records import EdgeEnds, JsonlSource, RecordSet, check_edge_endpoints, read_records
+from omnigraph.engine.storage import open_pinned
 
 LoadMode = Literal["append", "merge", "overwrite"]
 _WRITE_KIND = {"append": "insert", "merge": "upsert", "overwrite": "overwrite"}
@@ -99,7 +99,7 @@ def _chunks(records: RecordSet, chunk_rows: int | None) -> list[_Chunk]:
 
 
 def _check_limits(records: RecordSet, chunks: list[_Chunk], chunked: bool) -> None:
-    """Refuse (``resource_limit``) a commit over the per-commit limits (:mod:`engine.ops.limits`)
+    """Refuse (``resource_limit``) a commit over the per-commit limits (:mod:`omnigraph.engine.ops.limits`)
     in any table, naming the option that splits it."""
     hint = "" if chunked else f"; split the load with --chunk-rows {MAX_ROWS} (one commit per chunk)"
     wording = LimitWording(
@@ -270,7 +270,7 @@ def load_records(
     progress: Callable[[int, int], None] | None = None,
     external_blobs: bool = True,
 ) -> LoadResult:
-    """:func:`load` of records already read by :func:`engine.records.read_records` against this
+    """:func:`load` of records already read by :func:`omnigraph.engine.records.read_records` against this
     graph's catalog and ``with_pk`` (the caller keeps and closes them): a server parses and
     validates a body before it takes its write lock, then publishes under it. Without
     ``external_blobs`` a Blob cell naming an external object is refused before anything else."""

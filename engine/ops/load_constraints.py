@@ -1,11 +1,11 @@
 """A load's checks of the schema's row constraints against committed state, inside ``prepare``.
 
 The value rules (``@range``/``@check``) and in-file duplicates of composite ``@unique`` values
-are refused while the file is read (:mod:`engine.records`). What needs committed state is
+are refused while the file is read (:mod:`omnigraph.engine.records`). What needs committed state is
 checked here, per commit:
 
 * strict insert / upsert chunks: composite ``@unique`` against the committed rows the chunk keeps
-  and ``@card`` of every source node the chunk touches (:mod:`engine.ops.constraint_check`; an
+  and ``@card`` of every source node the chunk touches (:mod:`omnigraph.engine.ops.constraint_check`; an
   upsert's ids count as replacing committed rows of the same id);
 * overwrite: ``@card`` of every source node of the result, when the file replaces the edge
   type's table or its source node table (the other side is read from the snapshot).
@@ -25,14 +25,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import BadRequest
-from engine.graph import Graph
-from engine.manifest import BranchSnapshot
-from engine.ops.constraint_check import Problem, cardinality_text, constraint_problems
-from engine.ops.merge_diff import TableChanges
-from engine.records import RecordSet
-from engine.schema import Catalog
-from engine.storage import open_pinned
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest import BranchSnapshot
+from omnigraph.engine.ops.constraint_check import Problem, cardinality_text, constraint_problems
+from omnigraph.engine.ops.merge_diff import TableChanges
+from omnigraph.engine.records import RecordSet
+from omnigraph.engine.schema import Catalog
+from omnigraph.engine.storage import open_pinned
 
 _LOAD = "the load"
 

@@ -1,7 +1,7 @@
 """``branch merge SRC --into B``: a three-way merge of two graph branches as one graph commit.
 
 The merge base is the nearest common ancestor of the two heads in the commit graph
-(:mod:`engine.manifest.commit_graph`). Outcomes:
+(:mod:`omnigraph.engine.manifest.commit_graph`). Outcomes:
 
 * ``up_to_date``: the heads are equal or the base is the source head; nothing is written;
 * ``fast_forward``: the base is the target head. The source's changes are applied to the
@@ -14,24 +14,24 @@ The merge base is the nearest common ancestor of the two heads in the commit gra
   next merge base;
 * ``merged``: one commit with two parents (target head, source head).
 
-Per table and id the rules of :mod:`engine.ops.merge_diff` apply. The merged result is checked
-(:mod:`engine.ops.merge_check`: endpoints, ``@unique``, with the ids in conflict as the target has
+Per table and id the rules of :mod:`omnigraph.engine.ops.merge_diff` apply. The merged result is checked
+(:mod:`omnigraph.engine.ops.merge_check`: endpoints, ``@unique``, with the ids in conflict as the target has
 them). Row conflicts and problems of the merged result are one ``merge_conflict`` (409) that lists
 them all (the conflicts sorted, then the problems sorted, each problem with its fix), before
 anything is written, so one answer names everything to fix. A commit is recorded even when no row
 differs (both sides made the same changes), so the next merge starts from this one.
 
-Writes go through the write protocol (:func:`engine.ops.write.commit`: intent, effects, publish):
-per table one router ``merge`` (:class:`engine.door.MergeRows`: new rows by the fenced strict
+Writes go through the write protocol (:func:`omnigraph.engine.ops.write.commit`: intent, effects, publish):
+per table one router ``merge`` (:class:`omnigraph.engine.door.MergeRows`: new rows by the fenced strict
 insert, updated rows by the fenced upsert, deleted ids by the door's delete), each a chain of
-commits of at most 8,192 rows and 32 MiB (:func:`engine.door.table_store.merge_rows`), all under
+commits of at most 8,192 rows and 32 MiB (:func:`omnigraph.engine.door.table_store.merge_rows`), all under
 the one intent and published by the one manifest commit: a merge of any size is all-or-nothing,
 and recovery restores every table it touched. A table the target still inherits is forked first.
 The commit plan's payload is the merge's outcome. Everything is prepared
 again from fresh snapshots when a concurrent writer conflicts before any effect.
 
 Memory: the three-way comparison runs in DuckDB under a memory limit, spilling beyond it
-(:mod:`engine.ops.merge_diff`); Python holds the ids the merge changes and, as Arrow, the source
+(:mod:`omnigraph.engine.ops.merge_diff`); Python holds the ids the merge changes and, as Arrow, the source
 rows it takes (Blob cells as their payloads), one table at a time while they are compared and
 checked, then every table's until the commit is written (``bench/merge_bench.py`` measures it).
 """
@@ -44,15 +44,15 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import BadRequest, Internal, MergeConflict
-from engine.graph import Graph
-from engine.manifest import BranchSnapshot, load_commit_graph
-from engine.ops.merge_check import check_merged
-from engine.ops.merge_diff import TableChanges, compare_table
-from engine.ops.write import commit
-from engine.ops.write_plan import CommitPlan, CommitResult, TableWrite
-from engine.storage import open_pinned
-from engine.storage.blob_cells import blob_names, materialize
+from omnigraph.engine.errors import BadRequest, Internal, MergeConflict
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest import BranchSnapshot, load_commit_graph
+from omnigraph.engine.ops.merge_check import check_merged
+from omnigraph.engine.ops.merge_diff import TableChanges, compare_table
+from omnigraph.engine.ops.write import commit
+from omnigraph.engine.ops.write_plan import CommitPlan, CommitResult, TableWrite
+from omnigraph.engine.storage import open_pinned
+from omnigraph.engine.storage.blob_cells import blob_names, materialize
 
 MergeOutcome = Literal["up_to_date", "fast_forward", "merged"]
 _LOOKUP_IDS = 8192

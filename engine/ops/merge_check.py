@@ -7,10 +7,10 @@ source rows it takes (inserts and updates) put in. Checked, against that image o
 * every edge the merge brings in has its ``src``/``dst`` node in the merged node tables;
 * no edge the target keeps points at a node the merge deletes;
 * every ``@unique`` value the merge brings in is used by no other row of the merged table;
-* the value rules, composite ``@unique`` and ``@card`` (:mod:`engine.ops.constraint_check`).
+* the value rules, composite ``@unique`` and ``@card`` (:mod:`omnigraph.engine.ops.constraint_check`).
 
 Each failure is one problem document ``{table_key, id, kind, ..., fix}`` (``kind``
-``missing_endpoint``, ``unique_violation`` or one of :mod:`engine.ops.constraint_check`'s; for a merge, ``fix`` says, naming the branches,
+``missing_endpoint``, ``unique_violation`` or one of :mod:`omnigraph.engine.ops.constraint_check`'s; for a merge, ``fix`` says, naming the branches,
 what change on which branch removes it); all are returned, sorted.
 """
 
@@ -20,10 +20,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.graph import Graph
-from engine.manifest import BranchSnapshot
-from engine.ops.constraint_check import constraint_problems, read_matching
-from engine.ops.merge_diff import TableChanges
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest import BranchSnapshot
+from omnigraph.engine.ops.constraint_check import constraint_problems, read_matching
+from omnigraph.engine.ops.merge_diff import TableChanges
 
 Problem = dict[str, Any]
 

@@ -12,17 +12,17 @@ Semantics (see ``docs/mutations.md``):
   (read-your-writes: a pending row shadows the committed row with its id, a pending delete hides
   it); one commit at the end; a query that writes nothing publishes no commit (``commit`` None);
 * edge endpoints and ``@unique`` are checked on the result before anything is armed
-  (:func:`engine.ops.merge_check.check_merged`, the same checks as branch merge).
+  (:func:`omnigraph.engine.ops.merge_check.check_merged`, the same checks as branch merge).
 
 This module selects and binds the query and runs it as one commit; the evaluation itself (what
-each statement stages) is :mod:`engine.ops.mutate_eval`.
+each statement stages) is :mod:`omnigraph.engine.ops.mutate_eval`.
 
 Limits: per table, strict-insert plus upsert rows (an update's matched rows included, counted
-while matching) and their Arrow data within the per-commit limits (:mod:`engine.ops.limits`),
+while matching) and their Arrow data within the per-commit limits (:mod:`omnigraph.engine.ops.limits`),
 else ``resource_limit`` before any intent is armed. Deleted ids are not staged rows and are not
 limited.
 
-Conflicts (all through :func:`engine.ops.write.commit`, which re-runs ``prepare`` on a fresh
+Conflicts (all through :func:`omnigraph.engine.ops.write.commit`, which re-runs ``prepare`` on a fresh
 snapshot after a storage conflict that landed nothing): an insert-only query is re-prepared
 (upserts retried, strict inserts re-probed: ``key_conflict`` only if an attempted id now exists,
 generated ids stay the same, never turned into an upsert); a query with an ``update`` or
@@ -39,17 +39,17 @@ from typing import Any
 
 from lance.blob import Blob
 
-from engine.errors import BadRequest, PreconditionFailed, ReadSetConflict
-from engine.gq import choose_query
-from engine.gq.checker import BoundQuery, check_mix, check_query
-from engine.gq.syntax import Query
-from engine.graph import Graph
-from engine.manifest import BranchSnapshot
-from engine.ops.blob_staging import BYTES_ONLY
-from engine.ops.mutate_eval import Affected, Evaluation
-from engine.ops.write import commit
-from engine.ops.write_plan import CommitPlan, CommitResult
-from engine.schema.ids import new_ulid
+from omnigraph.engine.errors import BadRequest, PreconditionFailed, ReadSetConflict
+from omnigraph.engine.gq import choose_query
+from omnigraph.engine.gq.checker import BoundQuery, check_mix, check_query
+from omnigraph.engine.gq.syntax import Query
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest import BranchSnapshot
+from omnigraph.engine.ops.blob_staging import BYTES_ONLY
+from omnigraph.engine.ops.mutate_eval import Affected, Evaluation
+from omnigraph.engine.ops.write import commit
+from omnigraph.engine.ops.write_plan import CommitPlan, CommitResult
+from omnigraph.engine.schema.ids import new_ulid
 
 
 @dataclass(frozen=True)

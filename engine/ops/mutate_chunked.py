@@ -1,6 +1,6 @@
 """``mutate --chunk-rows N``: an update- or delete-only query applied as a chain of atomic commits.
 
-For a query that matches more rows than one commit may carry (:mod:`engine.ops.limits`), each
+For a query that matches more rows than one commit may carry (:mod:`omnigraph.engine.ops.limits`), each
 statement runs in chunks: a chunk is the next at most ``N`` committed rows it matches whose id is
 greater than the last id done (ids ascending; an update never changes an id, so the order is
 stable and a row is updated once even when the update keeps it matching), evaluated on a fresh
@@ -30,17 +30,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.errors import BadRequest, NotFound, OmnigraphError
-from engine.failpoints import failpoint
-from engine.gq.checker import BoundQuery, check_query
-from engine.graph import Graph, default_actor
-from engine.manifest import BranchSnapshot
-from engine.ops.mutate import now_utc, select_query
-from engine.ops.mutate_eval import Affected, Evaluation, Window
-from engine.ops.write import commit
-from engine.ops.write_plan import CommitPlan
-from engine.schema.ids import new_ulid
-from engine.storage import RECOVERY_DIR, canonical_json
+from omnigraph.engine.errors import BadRequest, NotFound, OmnigraphError
+from omnigraph.engine.failpoints import failpoint
+from omnigraph.engine.gq.checker import BoundQuery, check_query
+from omnigraph.engine.graph import Graph, default_actor
+from omnigraph.engine.manifest import BranchSnapshot
+from omnigraph.engine.ops.mutate import now_utc, select_query
+from omnigraph.engine.ops.mutate_eval import Affected, Evaluation, Window
+from omnigraph.engine.ops.write import commit
+from omnigraph.engine.ops.write_plan import CommitPlan
+from omnigraph.engine.schema.ids import new_ulid
+from omnigraph.engine.storage import RECOVERY_DIR, canonical_json
 
 PROGRESS_DIR = f"{RECOVERY_DIR}/chunked"
 

@@ -7,11 +7,11 @@ inserts, updated rows) and deleted ids; a node delete also deletes every edge wh
 ``dst`` is a deleted node. A write query's result is checked before anything is armed: strict
 ids must be absent (``key_conflict``), then edge endpoints, ``@unique`` and the other row
 constraints (``@range``, ``@check``, composite ``@unique``, ``@card``, deletes included) on the
-merged result (:func:`engine.ops.merge_check.check_merged`, ``bad_request`` naming the
+merged result (:func:`omnigraph.engine.ops.merge_check.check_merged`, ``bad_request`` naming the
 statement line); a delete-only query is checked against ``@card`` minimums only. The
-staged rows of each table are held to the per-commit limits (:mod:`engine.ops.limits`; an
+staged rows of each table are held to the per-commit limits (:mod:`omnigraph.engine.ops.limits`; an
 update's committed matches count before they are read, Blob cells by their sizes, and an update
-rewrites the Blob payloads of the rows it matches, :mod:`engine.ops.blob_staging`). The
+rewrites the Blob payloads of the rows it matches, :mod:`omnigraph.engine.ops.blob_staging`). The
 evaluation reads the snapshot only; a re-prepare starts a new one. A chunked evaluation (a :class:`Window`) takes only the next ids
 of each statement's committed matches, ids ascending.
 """
@@ -26,22 +26,22 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import BadRequest, KeyConflict
-from engine.gq.checker import BoundQuery, BoundStatement, Condition
-from engine.graph import Graph
-from engine.manifest import BranchSnapshot
-from engine.ops.blob_staging import blob_properties, copy_external, staged_bytes
-from engine.ops.constraint_check import constraint_problems
-from engine.ops.id_probe import present_ids
-from engine.ops.limits import LimitWording, check_table
-from engine.ops.merge_check import check_merged
-from engine.ops.merge_diff import TableChanges
-from engine.ops.write_plan import TableWrite
-from engine.records import EdgeRow, NodeRow, rows_to_arrow
-from engine.schema import TableDef
-from engine.schema.ids import derive_node_id
-from engine.storage import open_pinned
-from engine.storage.blob_cells import materialize, stored_sizes, stored_values
+from omnigraph.engine.errors import BadRequest, KeyConflict
+from omnigraph.engine.gq.checker import BoundQuery, BoundStatement, Condition
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest import BranchSnapshot
+from omnigraph.engine.ops.blob_staging import blob_properties, copy_external, staged_bytes
+from omnigraph.engine.ops.constraint_check import constraint_problems
+from omnigraph.engine.ops.id_probe import present_ids
+from omnigraph.engine.ops.limits import LimitWording, check_table
+from omnigraph.engine.ops.merge_check import check_merged
+from omnigraph.engine.ops.merge_diff import TableChanges
+from omnigraph.engine.ops.write_plan import TableWrite
+from omnigraph.engine.records import EdgeRow, NodeRow, rows_to_arrow
+from omnigraph.engine.schema import TableDef
+from omnigraph.engine.schema.ids import derive_node_id
+from omnigraph.engine.storage import open_pinned
+from omnigraph.engine.storage.blob_cells import materialize, stored_sizes, stored_values
 
 Row = NodeRow | EdgeRow
 
@@ -62,7 +62,7 @@ class Affected:
 
 @dataclass(frozen=True)
 class Window:
-    """Which committed matches a chunked evaluation takes (:mod:`engine.ops.mutate_chunked`): the
+    """Which committed matches a chunked evaluation takes (:mod:`omnigraph.engine.ops.mutate_chunked`): the
     first ``limit`` ids greater than ``after`` (all ids when ``after`` is None), ids ascending."""
 
     after: str | None

@@ -2,7 +2,7 @@
 
 The document (``schema show --json``) is ``{graph, format, fingerprint, source, warnings,
 catalog}``: ``source`` is the stored ``_schema.pg`` verbatim, ``warnings`` what it was accepted
-with (``{message, line, column}``), and ``catalog`` :meth:`engine.schema.Catalog.describe`:
+with (``{message, line, column}``), and ``catalog`` :meth:`omnigraph.engine.schema.Catalog.describe`:
 ``tables`` in table-key order (properties with their types, nullability, ``unique``/``index``
 flags and metadata annotations; the key, implemented interfaces, composite ``unique``,
 ``indexes``, ``ranges``, ``checks``, ``cardinality`` and type metadata) and ``interfaces`` by
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.graph import Graph
-from engine.schema import Catalog, TableDef
-from engine.schema.printer import quote
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.schema import Catalog, TableDef
+from omnigraph.engine.schema.printer import quote
 
 
 def schema_document(graph: Graph) -> dict[str, Any]:

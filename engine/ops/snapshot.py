@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.graph import Graph
-from engine.storage import open_pinned, primary_key
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.storage import open_pinned, primary_key
 
 
 def snapshot_document(graph: Graph, branch: str) -> dict[str, Any]:

@@ -3,18 +3,18 @@
 :func:`commit` is the one seam every write goes through. An attempt:
 
 1. Prepare: ``prepare(snapshot, previous)`` validates against the branch snapshot and returns
-   one :class:`~engine.ops.write_plan.CommitPlan` (it raises ``key_conflict``/``bad_request``/
-   ``resource_limit`` itself; the per-commit limits are :mod:`engine.ops.limits`). A plan with
+   one :class:`~omnigraph.engine.ops.write_plan.CommitPlan` (it raises ``key_conflict``/``bad_request``/
+   ``resource_limit`` itself; the per-commit limits are :mod:`omnigraph.engine.ops.limits`). A plan with
    nothing to publish ends the commit here. Every table to write must then be at the version the
-   manifest pins (:func:`engine.reconcile.pins.check_pins`); any other verdict abandons the
+   manifest pins (:func:`omnigraph.engine.reconcile.pins.check_pins`); any other verdict abandons the
    attempt before anything is armed and is acted on as a step of its own: wait for a live
    writer's commit, resolve a dead writer's, settle out-of-band commits (which publishes its own
    adoption commit, or refuses with ``table_drift``), or just refresh a stale snapshot; then the
    next attempt starts.
 2. Arm: ``__recovery/<op>.json`` (create-if-absent) records every table's state before.
-3. Effects (:mod:`engine.ops.write_effects`), per table in key order: fork if inherited, then one
+3. Effects (:mod:`omnigraph.engine.ops.write_effects`), per table in key order: fork if inherited, then one
    router operation from the pinned version.
-4. Publish (:mod:`engine.ops.write_publish`): one ``__manifest`` commit (table rows + head row)
+4. Publish (:mod:`omnigraph.engine.ops.write_publish`): one ``__manifest`` commit (table rows + head row)
    from the snapshot's version, rebased over concurrent publishes when that is safe.
 5. Disarm: delete the intent.
 
@@ -24,7 +24,7 @@ insert therefore re-probes its ids and ends as ``key_conflict`` once a concurren
 published, and never turns into an upsert. A conflict after an effect landed is
 ``recovery_required`` with the intent kept. An attempt that fails after arming for any other
 reason (a storage error, say) keeps its intent too. Either way the process gives that commit up
-(:func:`engine.reconcile.intents.abandon`): its own next pin check or read-write open resolves the
+(:func:`omnigraph.engine.reconcile.intents.abandon`): its own next pin check or read-write open resolves the
 intent as a dead writer's, so a long-lived process (a server) is not stuck behind its own failed
 commit. Every attempt writes to the branch incarnation the
 commit started on or to none. Support boundary: one writer process per graph; concurrent
@@ -40,17 +40,17 @@ from typing import Generic, NoReturn
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
-from engine.door import CommitConflict
-from engine.errors import BadRequest, Internal, NotFound, ReadSetConflict
-from engine.failpoints import failpoint
-from engine.graph import Graph
-from engine.manifest import MAIN, BranchSnapshot, TableEntry, lance_branch_name, now_ms
-from engine.ops.write_effects import apply_effects
-from engine.ops.write_plan import CommitPlan, NoEffectConflict, P, Prepare, WriteResult
-from engine.ops.write_publish import publish, refuse_foreign_base
-from engine.reconcile import IntentTable, PinVerdict, WriteIntent, branch_guard, drift, intents, pins, recovery
-from engine.schema.ids import new_ulid
-from engine.storage.process import process_start_marker, this_host
+from omnigraph.engine.door import CommitConflict
+from omnigraph.engine.errors import BadRequest, Internal, NotFound, ReadSetConflict
+from omnigraph.engine.failpoints import failpoint
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest import MAIN, BranchSnapshot, TableEntry, lance_branch_name, now_ms
+from omnigraph.engine.ops.write_effects import apply_effects
+from omnigraph.engine.ops.write_plan import CommitPlan, NoEffectConflict, P, Prepare, WriteResult
+from omnigraph.engine.ops.write_publish import publish, refuse_foreign_base
+from omnigraph.engine.reconcile import IntentTable, PinVerdict, WriteIntent, branch_guard, drift, intents, pins, recovery
+from omnigraph.engine.schema.ids import new_ulid
+from omnigraph.engine.storage.process import process_start_marker, this_host
 
 RETRY_SECONDS = 60.0
 
@@ -191,7 +191,7 @@ def _require_incarnation(graph: Graph, branch: str, incarnation: str, operation_
 
     Called once the intent is armed (``operation_id``; disarmed here on refusal, nothing was
     written): a deleter that started before this check is seen here, one that starts after it
-    sees the armed intent and refuses (:mod:`engine.reconcile.branch_guard`). Called with None after a
+    sees the armed intent and refuses (:mod:`omnigraph.engine.reconcile.branch_guard`). Called with None after a
     failed read: the error is typed if the branch went away under it.
     """
     if branch == MAIN:

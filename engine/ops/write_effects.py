@@ -3,11 +3,11 @@
 Per table, in table-key order: fork the table if the branch inherits it (from exactly the pinned
 version, named after the graph branch), open it at the pin on the target branch, check it is
 writable (the profile's ``check_writable``), then one router operation
-(:class:`engine.door.TableRouter`: strict insert, upsert, overwrite, merge, repair). Returns the
+(:class:`omnigraph.engine.door.TableRouter`: strict insert, upsert, overwrite, merge, repair). Returns the
 manifest entries that pin the new versions.
 
 Failures, by what had landed: a storage conflict on the first table (nothing landed) disarms
-the intent and is :class:`~engine.ops.write_plan.NoEffectConflict` (the commit is prepared
+the intent and is :class:`~omnigraph.engine.ops.write_plan.NoEffectConflict` (the commit is prepared
 again); a conflict on a later table, or a multi-commit effect that failed after its first
 commit (``EffectLanded``), is ``recovery_required`` with the intent kept. A fork blocked by
 another writer's (interrupted inside Lance, or of the same name from another image) is
@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import lance
 
-from engine.door import CommitConflict, EffectLanded, ExistingKeys, MergeRows
-from engine.errors import RecoveryRequired
-from engine.failpoints import failpoint
-from engine.graph import Graph
-from engine.manifest import BranchSnapshot, TableEntry, with_version
-from engine.ops.write_plan import NoEffectConflict, TableWrite
-from engine.reconcile import IntentTable, drift, intents
-from engine.storage import ForeignFork, ForkInterrupted, fork_or_adopt, open_pinned
+from omnigraph.engine.door import CommitConflict, EffectLanded, ExistingKeys, MergeRows
+from omnigraph.engine.errors import RecoveryRequired
+from omnigraph.engine.failpoints import failpoint
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest import BranchSnapshot, TableEntry, with_version
+from omnigraph.engine.ops.write_plan import NoEffectConflict, TableWrite
+from omnigraph.engine.reconcile import IntentTable, drift, intents
+from omnigraph.engine.storage import ForeignFork, ForkInterrupted, fork_or_adopt, open_pinned
 
 
 def apply_effects(

@@ -1,6 +1,6 @@
 """The write seam's vocabulary: what a write's ``prepare`` step returns, and what a commit returns.
 
-A write hands :func:`engine.ops.write.commit` one :data:`Prepare` function. Each attempt of the
+A write hands :func:`omnigraph.engine.ops.write.commit` one :data:`Prepare` function. Each attempt of the
 commit calls it with a fresh branch snapshot and the plan of the attempt before (None on the
 first), and it returns one :class:`CommitPlan`: the per-table writes (:class:`TableWrite`), the
 parents and message of the head to publish, whether a commit without writes is published, and
@@ -19,7 +19,7 @@ from typing import Generic, Literal, TypeVar
 
 import pyarrow as pa
 
-from engine.manifest import BranchSnapshot, TableEntry
+from omnigraph.engine.manifest import BranchSnapshot, TableEntry
 
 WriteKind = Literal["insert", "upsert", "overwrite", "repair", "merge"]
 P = TypeVar("P")
@@ -28,12 +28,12 @@ P = TypeVar("P")
 @dataclass(frozen=True)
 class TableWrite:
     """Validated rows for one table and how to write them (one router operation,
-    :class:`engine.door.TableRouter`).
+    :class:`omnigraph.engine.door.TableRouter`).
 
     ``repair`` (duplicate repair behind the migration barrier only) first deletes the rows whose
     id is in ``delete_ids`` (and null-id rows if ``delete_null_ids``), then inserts ``rows``.
     ``merge`` (branch merge, ``.gq`` mutations) strict-inserts ``rows``, upserts ``upsert_rows`` and deletes
-    ``delete_ids``, each step skipped when empty (:class:`engine.door.MergeRows`). An ``overwrite``
+    ``delete_ids``, each step skipped when empty (:class:`omnigraph.engine.door.MergeRows`). An ``overwrite``
     may give its rows as a ``RecordBatchReader`` (a load streams a large table into its one
     commit); the reader is consumed by the effect, so ``prepare`` makes a new one per attempt.
     """
@@ -52,7 +52,7 @@ class CommitPlan(Generic[P]):
 
     ``parents`` are the parents of the head to publish; the first is the branch head the plan
     was prepared on (:attr:`base_head`; a plan with another first parent is refused). A publish
-    rebased onto a newer head (:mod:`engine.ops.write_publish`) puts that head first instead and
+    rebased onto a newer head (:mod:`omnigraph.engine.ops.write_publish`) puts that head first instead and
     uses ``rebased_message`` (``message`` when None). Without ``writes`` the commit publishes a
     head-only commit if ``publish_empty``, else nothing. ``payload`` is the caller's.
     """
@@ -93,7 +93,7 @@ class CommitResult:
 
 @dataclass(frozen=True)
 class WriteResult(Generic[P]):
-    """What :func:`engine.ops.write.commit` did: the plan of its last attempt, and the commit it
+    """What :func:`omnigraph.engine.ops.write.commit` did: the plan of its last attempt, and the commit it
     published (None when the plan had no writes and did not ask for an empty commit)."""
 
     plan: CommitPlan[P]

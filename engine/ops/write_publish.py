@@ -4,7 +4,7 @@ The commit publishes from the snapshot its plan was prepared on. A publish that 
 concurrent publish (two writers passed the pin check together) is rebased onto the new head when
 every table it touched only gained Update/Append commits in between (its rows are then contained
 in the newer version): the head's first parent and message come from the plan again
-(:meth:`~engine.ops.write_plan.CommitPlan.head_on`). Otherwise, or after
+(:meth:`~omnigraph.engine.ops.write_plan.CommitPlan.head_on`). Otherwise, or after
 :data:`PUBLISH_ATTEMPTS` lost publishes, it is ``recovery_required`` with the intent kept. A
 stamp-5 commit never builds on a head a format-4 writer published after the stamp
 (:func:`refuse_foreign_base`).
@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.access import writer_audit
-from engine.door import CommitConflict
-from engine.errors import RecoveryRequired
-from engine.graph import Graph
-from engine.manifest import BranchSnapshot, HeadEntry, TableEntry, now_ms
-from engine.ops.write_plan import CommitPlan, CommitResult
-from engine.reconcile import drift
-from engine.storage import FORMAT_4, FORMAT_5, open_dataset
+from omnigraph.engine.access import writer_audit
+from omnigraph.engine.door import CommitConflict
+from omnigraph.engine.errors import RecoveryRequired
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest import BranchSnapshot, HeadEntry, TableEntry, now_ms
+from omnigraph.engine.ops.write_plan import CommitPlan, CommitResult
+from omnigraph.engine.reconcile import drift
+from omnigraph.engine.storage import FORMAT_4, FORMAT_5, open_dataset
 
 PUBLISH_ATTEMPTS = 64
 _REBASE_SAFE_OPERATIONS = frozenset({"Update", "Append"})

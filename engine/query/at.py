@@ -1,7 +1,7 @@
 """Which catalog image a read query reads: a branch head, or a commit of the branch (``--at``).
 
 Time travel: the graph as of commit ``C`` of branch ``B`` is the ``__manifest`` version where
-``C`` first became a head (:func:`engine.manifest.load_commit_graph`); its table rows pin the
+``C`` first became a head (:func:`omnigraph.engine.manifest.load_commit_graph`); its table rows pin the
 images that commit published, which version cleanup keeps while the commit is reachable. ``C``
 must be reachable from ``B``'s head (``B``'s own commits and those it inherited or merged),
 else ``not_found``. Finding it reads one head row per ``__manifest`` version of the live
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.errors import NotFound
-from engine.manifest import BranchSnapshot, Manifest, load_commit_graph
+from omnigraph.engine.errors import NotFound
+from omnigraph.engine.manifest import BranchSnapshot, Manifest, load_commit_graph
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from engine.gq.bound_read import Block, Column, Compare, Const
-from engine.schema import EnumType, ScalarType, TableDef
-from engine.schema.ids import derive_node_id
-from engine.schema.types import INTEGER_RANGES
+from omnigraph.engine.gq.bound_read import Block, Column, Compare, Const
+from omnigraph.engine.schema import EnumType, ScalarType, TableDef
+from omnigraph.engine.schema.ids import derive_node_id
+from omnigraph.engine.schema.types import INTEGER_RANGES
 
 _KINDS: dict[str, type | tuple[type, ...]] = {"String": str, "Bool": bool, "Date": dt.date, "DateTime": dt.datetime}
 

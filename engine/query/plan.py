@@ -10,8 +10,8 @@ Shape::
 ``m`` holds one row per binding of the match's variables (``DISTINCT`` over their ids: a
 traversal reports a pair at most once, however many edges join it). A traversal of bounds
 ``{1,1}`` joins the edge view directly; any other is the pair table
-:mod:`engine.query.traverse` built (``relation`` returns its name). A variable whose ``@key``
-members all equal constants also gets its implied id as a condition (:mod:`engine.query.keys`). Order: the ``order`` keys
+:mod:`omnigraph.engine.query.traverse` built (``relation`` returns its name). A variable whose ``@key``
+members all equal constants also gets its implied id as a condition (:mod:`omnigraph.engine.query.keys`). Order: the ``order`` keys
 (ascending puts NULL first, descending last), then the bound entities' ids ascending in the
 order the variables first appear; a grouped query breaks ties by its group keys instead (NULL
 first). Without ``order`` the tie-break alone orders the rows, so every answer has one order.
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.gq.bound_read import Block, BoundRead, Column, Hop, SortKey
-from engine.query.keys import implied_ids
-from engine.query.sql import SqlParams, compare_sql, quote
+from omnigraph.engine.gq.bound_read import Block, BoundRead, Column, Hop, SortKey
+from omnigraph.engine.query.keys import implied_ids
+from omnigraph.engine.query.sql import SqlParams, compare_sql, quote
 
 Relation = Callable[[Hop], str | None]
 

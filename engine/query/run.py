@@ -2,17 +2,17 @@
 
 The query is parsed and checked before any graph data is read (``bad_request`` with
 line:column; a mutation is refused naming ``omnigraph mutate``). The answer reads one folded
-manifest (:mod:`engine.query.at`), so it is the state of one commit however many writers
+manifest (:mod:`omnigraph.engine.query.at`), so it is the state of one commit however many writers
 publish meanwhile. Each table the query names is opened at its pinned Lance image and
-registered with a DuckDB session (:mod:`engine.query.session`); DuckDB scans it as Arrow,
+registered with a DuckDB session (:mod:`omnigraph.engine.query.session`); DuckDB scans it as Arrow,
 pushing the projection and the column-versus-constant comparisons into the Lance scanner.
-Variable-length traversals are built first (:mod:`engine.query.traverse`), then one statement
-(:mod:`engine.query.plan`) produces the rows, which are fetched in batches: no table is ever
+Variable-length traversals are built first (:mod:`omnigraph.engine.query.traverse`), then one statement
+(:mod:`omnigraph.engine.query.plan`) produces the rows, which are fetched in batches: no table is ever
 turned into Python rows, only the answer is. Reads work at every stamp this program reads
 (``4``, ``migrating``, ``5``).
 
 Output document: ``{query, branch, commit, columns, rows: [{column: value}]}`` (values as
-:mod:`engine.query.render` says; ``columns`` is there even when ``rows`` is empty).
+:mod:`omnigraph.engine.query.render` says; ``columns`` is there even when ``rows`` is empty).
 """
 
 from __future__ import annotations
@@ -22,17 +22,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from engine.gq import choose_query
-from engine.gq.bound_read import Block, BoundRead
-from engine.gq.read_checker import check_read
-from engine.graph import Graph
-from engine.manifest import MAIN
-from engine.query.at import read_point
-from engine.query.plan import statement
-from engine.query.render import row_renderer
-from engine.query.session import Session, open_session
-from engine.query.traverse import Traversals
-from engine.storage import open_pinned
+from omnigraph.engine.gq import choose_query
+from omnigraph.engine.gq.bound_read import Block, BoundRead
+from omnigraph.engine.gq.read_checker import check_read
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest import MAIN
+from omnigraph.engine.query.at import read_point
+from omnigraph.engine.query.plan import statement
+from omnigraph.engine.query.render import row_renderer
+from omnigraph.engine.query.session import Session, open_session
+from omnigraph.engine.query.traverse import Traversals
+from omnigraph.engine.storage import open_pinned
 
 FETCH_ROWS = 2048
 
@@ -93,7 +93,7 @@ def open_answer(
     """Run the read query ``name`` of ``source``; the answer's rows can be read inside the block.
 
     ``repeatable``: the same data gives the same answer to the bit, float aggregates included
-    (the query runs on one thread, see :func:`engine.query.session.open_session`); for a process
+    (the query runs on one thread, see :func:`omnigraph.engine.query.session.open_session`); for a process
     that compares answers across runs, like the migrator's answer check."""
     bound = check_read(choose_query(source, name, "read"), graph.catalog, params or {})
     point = read_point(graph.manifest, branch, at)

@@ -8,7 +8,7 @@ tables and temp tables are invisible to other queries, and it costs well under a
 where opening a database costs tens). A query that still cannot fit is ``resource_limit``
 ``{resource: "query_memory", limit, actual}`` (bytes; ``actual`` is the limit it reached).
 Any other DuckDB failure (a Lance scan that failed, for one) is raised as :class:`OSError` so
-that :meth:`engine.manifest.Manifest.reading` can tell a branch deleted meanwhile from a
+that :meth:`omnigraph.engine.manifest.Manifest.reading` can tell a branch deleted meanwhile from a
 storage error.
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import BadRequest, ResourceLimit
+from omnigraph.engine.errors import BadRequest, ResourceLimit
 
 if TYPE_CHECKING:
     import duckdb

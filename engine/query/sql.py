@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.gq.bound_read import Column, Compare, Const, Operand
-from engine.gq.read_types import family
-from engine.schema import EnumType, ListType, PropertyType, ScalarType, VectorType
-from engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES
+from omnigraph.engine.gq.bound_read import Column, Compare, Const, Operand
+from omnigraph.engine.gq.read_types import family
+from omnigraph.engine.schema import EnumType, ListType, PropertyType, ScalarType, VectorType
+from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES
 
 SQL_SCALARS = {
     "I32": "INTEGER", "I64": "BIGINT", "U32": "UINTEGER", "U64": "UBIGINT", "F32": "FLOAT",

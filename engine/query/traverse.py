@@ -24,9 +24,9 @@ hop would join ids of different types, so only hop 1 exists (and a self-loop can
 
 from __future__ import annotations
 
-from engine.gq.bound_read import Block, BoundRead, Compare, Const, Hop
-from engine.query.session import Session
-from engine.query.sql import SqlParams, compare_sql, quote
+from omnigraph.engine.gq.bound_read import Block, BoundRead, Compare, Const, Hop
+from omnigraph.engine.query.session import Session
+from omnigraph.engine.query.sql import SqlParams, compare_sql, quote
 
 LISTED_FRONTIER = 4096
 """A frontier of at most this many nodes is written into the edge scan's filter as literals,

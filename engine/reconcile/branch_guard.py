@@ -15,7 +15,7 @@ next record as ``released``. After acquiring, the holder deletes the records bel
 guard stays at one or two objects.
 
 Writers do not take the guard. A commit on a branch other than ``main`` arms its intent first and
-then reads the guard and the branch's incarnation (:func:`engine.ops.write.commit`): a live
+then reads the guard and the branch's incarnation (:func:`omnigraph.engine.ops.write.commit`): a live
 ``delete`` holder, or a changed incarnation, aborts the commit before its first effect. A
 deleter takes the guard first and then lists intents, refusing while an intent on the branch is
 armed by a live process. Each writes its own record before reading the other's, so at least one
@@ -32,10 +32,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from engine.errors import ReadSetConflict
-from engine.manifest import now_ms
-from engine.storage import RECOVERY_DIR, GraphStore, canonical_json
-from engine.storage.process import process_is_alive, process_start_marker, this_host
+from omnigraph.engine.errors import ReadSetConflict
+from omnigraph.engine.manifest import now_ms
+from omnigraph.engine.storage import RECOVERY_DIR, GraphStore, canonical_json
+from omnigraph.engine.storage.process import process_is_alive, process_start_marker, this_host
 
 GUARD_DIR = f"{RECOVERY_DIR}/branches"
 GuardOperation = Literal["create", "delete", "recover"]

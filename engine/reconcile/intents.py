@@ -14,9 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from engine.errors import Internal
-from engine.storage import RECOVERY_DIR, GraphStore, canonical_json
-from engine.storage.process import process_is_alive, process_start_marker, this_host
+from omnigraph.engine.errors import Internal
+from omnigraph.engine.storage import RECOVERY_DIR, GraphStore, canonical_json
+from omnigraph.engine.storage.process import process_is_alive, process_start_marker, this_host
 
 RECOVERY_LOG_DIR = f"{RECOVERY_DIR}/log"
 

@@ -13,9 +13,9 @@ another image than the pin it is never this branch's to write on), and returns o
 * ``wait``: an intent of a live writer covers a table ahead (``operation_id``): its commit is in
   flight; prepare again later;
 * ``resolve``: only intents of dead writers cover the tables ahead (``operation_id``, the first):
-  resolve them (:func:`engine.reconcile.recovery.resolve_intents`), then prepare again;
+  resolve them (:func:`omnigraph.engine.reconcile.recovery.resolve_intents`), then prepare again;
 * ``settle``: no intent covers them: they were committed outside the engine; classify and adopt
-  them (:func:`engine.reconcile.drift.settle`, which publishes its own graph commit or refuses
+  them (:func:`omnigraph.engine.reconcile.drift.settle`, which publishes its own graph commit or refuses
   with ``table_drift``), then prepare again.
 
 The intents are listed before the manifest is read again, so a commit that publishes in between
@@ -28,10 +28,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from engine.manifest import BranchSnapshot, Manifest, TableEntry, lance_branch_name
-from engine.reconcile import intents
-from engine.reconcile.recovery import touched_tables
-from engine.storage import GraphStore, latest_version, list_branches, open_dataset
+from omnigraph.engine.manifest import BranchSnapshot, Manifest, TableEntry, lance_branch_name
+from omnigraph.engine.reconcile import intents
+from omnigraph.engine.reconcile.recovery import touched_tables
+from omnigraph.engine.storage import GraphStore, latest_version, list_branches, open_dataset
 
 PinAction = Literal["clean", "refresh", "wait", "resolve", "settle"]
 

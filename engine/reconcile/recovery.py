@@ -1,7 +1,7 @@
 """Resolve interrupted graph commits on a read-write open.
 
 For every armed intent whose writer is not a live process on this host, holding the guard of
-the intent's graph branch (:mod:`engine.reconcile.branch_guard`; a branch whose guard a live process holds
+the intent's graph branch (:mod:`omnigraph.engine.reconcile.branch_guard`; a branch whose guard a live process holds
 is left for a later open):
 
 * if the graph branch of that name is gone, or is another incarnation than the one the intent
@@ -33,10 +33,10 @@ from dataclasses import replace
 from itertools import groupby
 from typing import Literal
 
-from engine.manifest import MAIN, Manifest, TableEntry, now_ms
-from engine.reconcile import branch_guard, intents
-from engine.reconcile.intents import IntentTable, RecoveredTable, RecoveryRecord, WriteIntent
-from engine.storage import (
+from omnigraph.engine.manifest import MAIN, Manifest, TableEntry, now_ms
+from omnigraph.engine.reconcile import branch_guard, intents
+from omnigraph.engine.reconcile.intents import IntentTable, RecoveredTable, RecoveryRecord, WriteIntent
+from omnigraph.engine.storage import (
     GraphStore,
     delete_branch_if_present,
     latest_version,
@@ -45,7 +45,7 @@ from engine.storage import (
     open_pinned,
     remove_unreferenced_fork,
 )
-from engine.storage.process import this_host
+from omnigraph.engine.storage.process import this_host
 
 Outcome = Literal["published", "rolled_back", "branch_gone", "branch_deleted"]
 

@@ -9,9 +9,9 @@ import pyarrow as pa
 from lance.blob import BlobType as LanceBlobType
 from lance.blob import blob_array
 
-from engine.records.rows import EdgeRow, NodeRow
-from engine.schema import TableDef
-from engine.schema.values import export_value
+from omnigraph.engine.records.rows import EdgeRow, NodeRow
+from omnigraph.engine.schema import TableDef
+from omnigraph.engine.schema.values import export_value
 
 
 def rows_to_arrow(table: TableDef, rows: list[NodeRow] | list[EdgeRow], with_pk: bool) -> pa.Table:
@@ -37,7 +37,7 @@ def arrow_to_records(table: TableDef, arrow_table: pa.Table) -> list[str]:
 
     Nodes: ``{"type": T, "data": {...}}``; edges: ``{"edge": E, "from": src, "to": dst,
     "data": {...}}``. ``data`` holds ``id`` first, then the non-null properties in declaration
-    order, as :func:`engine.schema.values.export_value` spells them (a Blob column holds its
+    order, as :func:`omnigraph.engine.schema.values.export_value` spells them (a Blob column holds its
     cells' spellings already, as Utf8). Columns are read by name.
     """
     ids = arrow_table.column("id").to_pylist()

@@ -1,9 +1,9 @@
 """The fast path of JSONL parsing: one block of lines to physical Arrow tables, columnar.
 
 :func:`parse_block` reads a block with ``pyarrow.json`` against an explicit schema per record
-type (derived from the catalog, see :mod:`engine.records.columns`) and validates and converts the
+type (derived from the catalog, see :mod:`omnigraph.engine.records.columns`) and validates and converts the
 columns with Arrow compute. It vouches for a result only when the row-by-row parser
-(:func:`engine.records.parse.parse_lines`) would accept the same lines and produce the same rows, ids
+(:func:`omnigraph.engine.records.parse.parse_lines`) would accept the same lines and produce the same rows, ids
 and line numbers; in every other case it raises :class:`Declined`, and the caller uses the row
 path, which produces the precise refusal. Duplicates across rows (ids, ``@unique`` values) are
 not looked for here: the caller checks them over the whole input.
@@ -17,7 +17,7 @@ What makes a block decline (all rare in generated or exported files, all legal t
   same in Arrow, but the row path tells them apart);
 - anything the reader refuses (malformed JSON, duplicate members, unknown members, wrong JSON
   types, out-of-range integers), an unknown type, a record with both or neither of
-  ``type``/``edge``, every value :mod:`engine.records.columns` declines, and a value outside
+  ``type``/``edge``, every value :mod:`omnigraph.engine.records.columns` declines, and a value outside
   the type's ``@range``/``@check`` rules.
 """
 
@@ -31,11 +31,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from engine.records.columns import DATE, Declined, coerce_column, compact, derive_ids, read_type
-from engine.records.jsonl_blocks import JsonlBlock
-from engine.schema import Catalog, TableDef
-from engine.schema.ids import new_ulids
-from engine.schema.rule_check import table_violations
+from omnigraph.engine.records.columns import DATE, Declined, coerce_column, compact, derive_ids, read_type
+from omnigraph.engine.records.jsonl_blocks import JsonlBlock
+from omnigraph.engine.schema import Catalog, TableDef
+from omnigraph.engine.schema.ids import new_ulids
+from omnigraph.engine.schema.rule_check import table_violations
 
 __all__ = ["Declined", "TableBatch", "parse_block", "read_schema"]
 

@@ -1,7 +1,7 @@
 """Columnar coercion of JSONL property values, and key-derived node ids, with Arrow compute.
 
-The columnar counterpart of :mod:`engine.schema.values` and :func:`engine.schema.ids.derive_node_id`
-for the fast load path (:mod:`engine.records.columnar`). It never refuses a value itself: where
+The columnar counterpart of :mod:`omnigraph.engine.schema.values` and :func:`omnigraph.engine.schema.ids.derive_node_id`
+for the fast load path (:mod:`omnigraph.engine.records.columnar`). It never refuses a value itself: where
 the row-by-row rules would refuse a value, or where this module cannot prove it would reach the
 same result, it raises :class:`Declined` and the caller hands the input to the row path, which
 produces the precise error (or the same rows).
@@ -24,9 +24,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.schema.ids import EPOCH_DATE, EPOCH_DATETIME, ONE_MS
-from engine.schema.tables import Property, TableDef
-from engine.schema.types import (
+from omnigraph.engine.schema.ids import EPOCH_DATE, EPOCH_DATETIME, ONE_MS
+from omnigraph.engine.schema.tables import Property, TableDef
+from omnigraph.engine.schema.types import (
     FLOAT_SCALARS,
     BlobType,
     EnumType,
@@ -52,7 +52,7 @@ _JSON_ESCAPED = r'["\\\x00-\x1f]'
 DATE = ScalarType("Date")
 """The Date scalar type (a column the caller may read as ``YYYY-MM-DD`` text)."""
 _DATE_TEXT = r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\z"
-"""The row path's ``YYYY-MM-DD`` pattern (:mod:`engine.schema.values`)."""
+"""The row path's ``YYYY-MM-DD`` pattern (:mod:`omnigraph.engine.schema.values`)."""
 
 
 def read_type(ptype: PropertyType, as_text: bool = False) -> pa.DataType:
@@ -150,7 +150,7 @@ def _vector(ptype: VectorType, column: pa.Array, name: str) -> pa.Array:
 
 
 def derive_ids(table: TableDef, columns: dict[str, pa.Array]) -> pa.Array:
-    """The key-derived id of every row of a keyed node table (see :mod:`engine.schema.ids`).
+    """The key-derived id of every row of a keyed node table (see :mod:`omnigraph.engine.schema.ids`).
 
     ``columns`` are the coerced key members (never null: key members are non-nullable). Float
     keys are declined (their canonical spelling is numpy's Dragon4, not an Arrow cast), and so is
@@ -188,7 +188,7 @@ def compact(array: pa.Array) -> pa.Array:
     ``pa.array`` allocates no bitmap for a column without nulls, while compute kernels may keep
     an all-valid one; dropping it makes ``nbytes`` (the per-commit Arrow limit) the same for
     the rows of either parsing path. An extension array (a Blob column, which the limit counts
-    by its payload sizes, :mod:`engine.ops.blob_staging`) is returned as it is.
+    by its payload sizes, :mod:`omnigraph.engine.ops.blob_staging`) is returned as it is.
     """
     if isinstance(array.type, pa.ExtensionType):
         return array

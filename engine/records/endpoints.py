@@ -1,6 +1,6 @@
 """Edge endpoint checks on columns: every ``src``/``dst`` must name a node of the right type.
 
-The check behind :func:`engine.records.parse.check_endpoints` and the columnar load: the same
+The check behind :func:`omnigraph.engine.records.parse.check_endpoints` and the columnar load: the same
 refusal (the first edge by line with a missing endpoint, and the count of every missing
 reference), computed with Arrow set membership instead of Python sets.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import BadRequest
+from omnigraph.engine.errors import BadRequest
 
 CommittedNodeIds = Callable[[str, list[str]], set[str]]
 """``(node_type, sorted ids)`` -> the subset of those ids committed as nodes of that type."""

@@ -1,6 +1,6 @@
 """JSONL input cut into bounded blocks of whole lines, each line with its number.
 
-The line rules are those of :func:`engine.records.parse.parse_jsonl`: lines are split on ``\\n`` and
+The line rules are those of :func:`omnigraph.engine.records.parse.parse_jsonl`: lines are split on ``\\n`` and
 numbered from 1, a final newline does not start a line, and a UTF-8 byte-order mark at the very
 start of the input is not part of line 1. A block holds whole lines only; it is about
 ``block_bytes`` long (longer only when one line is). The input is bytes already in memory or a
@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 import numpy as np
 
-from engine.errors import BadRequest
+from omnigraph.engine.errors import BadRequest
 
 JsonlSource = bytes | BinaryIO
 """JSONL input: the bytes of a document, or a readable (and, for the row path, seekable) binary file."""

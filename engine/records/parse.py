@@ -6,11 +6,11 @@ One record per line::
     {"edge": "Knows", "from": "Alice", "to": "Bob", "data": {"since": 19723}}
 
 :func:`parse_jsonl` validates everything that does not need committed state and returns typed
-rows (:mod:`engine.records.rows`), one line at a time: it is the reference parser, whose results
-and errors the load's columnar reader (:mod:`engine.records.read`) reproduces, and which that
+rows (:mod:`omnigraph.engine.records.rows`), one line at a time: it is the reference parser, whose results
+and errors the load's columnar reader (:mod:`omnigraph.engine.records.read`) reproduces, and which that
 reader uses itself for the lines its fast path does not take. :func:`check_endpoints` checks edge
 endpoints against the file plus committed state;
-:func:`rows_to_arrow` / :func:`arrow_to_records` (from :mod:`engine.records.arrow`) convert rows
+:func:`rows_to_arrow` / :func:`arrow_to_records` (from :mod:`omnigraph.engine.records.arrow`) convert rows
 to physical tables and stored tables back to records. Every refusal is a ``BadRequest`` whose
 message starts ``line N:`` and whose details hold ``{"line": N, ...}``.
 """
@@ -24,16 +24,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.errors import BadRequest
-from engine.records.arrow import arrow_to_records, rows_to_arrow
-from engine.records.endpoints import EdgeEnds, check_edge_endpoints
-from engine.records.jsonl_blocks import BOM
-from engine.records.rows import EdgeRow, NodeRow
-from engine.schema import Catalog, TableDef
-from engine.schema.ids import canonical_scalar, derive_node_id, new_ulid
-from engine.schema.rule_check import row_violation
-from engine.schema.types import EnumType
-from engine.schema.values import InvalidValue, coerce_property
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.records.arrow import arrow_to_records, rows_to_arrow
+from omnigraph.engine.records.endpoints import EdgeEnds, check_edge_endpoints
+from omnigraph.engine.records.jsonl_blocks import BOM
+from omnigraph.engine.records.rows import EdgeRow, NodeRow
+from omnigraph.engine.schema import Catalog, TableDef
+from omnigraph.engine.schema.ids import canonical_scalar, derive_node_id, new_ulid
+from omnigraph.engine.schema.rule_check import row_violation
+from omnigraph.engine.schema.types import EnumType
+from omnigraph.engine.schema.values import InvalidValue, coerce_property
 
 __all__ = [
     "EdgeRow",
@@ -317,7 +317,7 @@ def check_endpoints(
     at most once per node type, in type-name order, only with ids the file does not hold)
     returns it. The first edge (by line) with a missing endpoint raises ``BadRequest``
     "line N: missing endpoint ..."; ``details["missing_count"]`` counts all missing references.
-    (:func:`engine.records.endpoints.check_edge_endpoints` does the work on columns.)
+    (:func:`omnigraph.engine.records.endpoints.check_edge_endpoints` does the work on columns.)
     """
     node_ids = {name: pa.array([row.id for row in rows], pa.utf8()) for name, rows in parsed.nodes.items()}
     edges = []

@@ -1,12 +1,12 @@
 """Read and validate a whole JSONL input into a :class:`RecordSet`: columnar first, rows if need be.
 
-:func:`read_records` accepts exactly what :func:`engine.records.parse.parse_jsonl` accepts, yields
+:func:`read_records` accepts exactly what :func:`omnigraph.engine.records.parse.parse_jsonl` accepts, yields
 the same rows, ids (generated ones aside, which are fresh ULIDs in input line order either way)
 and line numbers, and refuses with the same error. It reads the input in bounded blocks
-(:mod:`engine.records.jsonl_blocks`):
+(:mod:`omnigraph.engine.records.jsonl_blocks`):
 
-1. each block goes through the columnar fast path (:func:`engine.records.columnar.parse_block`);
-2. a block the fast path declines is parsed row by row (:func:`engine.records.parse.parse_lines`);
+1. each block goes through the columnar fast path (:func:`omnigraph.engine.records.columnar.parse_block`);
+2. a block the fast path declines is parsed row by row (:func:`omnigraph.engine.records.parse.parse_lines`);
 3. if that refuses a line, or once every block is in, some table repeats an id or an
    ``@unique`` value, the whole input is parsed row by row from its start, which raises the
    first refusal of the file exactly as ``parse_jsonl`` does.
@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from engine.errors import BadRequest
-from engine.records.columnar import Declined, TableBatch, parse_block
-from engine.records.jsonl_blocks import JsonlBlock, JsonlSource, iter_blocks, read_all
-from engine.records.parse import ParsedFile, parse_jsonl, parse_lines, rows_to_arrow
-from engine.records.record_set import RecordSet
-from engine.records.row_spool import RowSpool
-from engine.schema import Catalog
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.records.columnar import Declined, TableBatch, parse_block
+from omnigraph.engine.records.jsonl_blocks import JsonlBlock, JsonlSource, iter_blocks, read_all
+from omnigraph.engine.records.parse import ParsedFile, parse_jsonl, parse_lines, rows_to_arrow
+from omnigraph.engine.records.record_set import RecordSet
+from omnigraph.engine.records.row_spool import RowSpool
+from omnigraph.engine.schema import Catalog
 
 
 def read_records(
@@ -39,8 +39,8 @@ def read_records(
     """The validated records of ``source`` (see the module docstring); the caller closes them.
 
     ``with_pk`` selects the physical schema (``TableDef.arrow_schema``); ``block_bytes`` is the
-    input read at a time (default :data:`engine.records.jsonl_blocks.BLOCK_BYTES`); ``spool_budget``
-    bounds the rows held in memory (default :data:`engine.records.row_spool.SPOOL_BUDGET_BYTES`). With
+    input read at a time (default :data:`omnigraph.engine.records.jsonl_blocks.BLOCK_BYTES`); ``spool_budget``
+    bounds the rows held in memory (default :data:`omnigraph.engine.records.row_spool.SPOOL_BUDGET_BYTES`). With
     ``fallback=False`` nothing is parsed row by row: where the fast path does not vouch for the
     input, :class:`Declined` is raised instead (this is how the fast path alone is checked
     against the row path).

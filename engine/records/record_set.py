@@ -1,6 +1,6 @@
 """The validated records of one JSONL input, by table, in input order, held for a load.
 
-Rows live in a :class:`engine.records.row_spool.RowSpool` (bounded memory, spilled to temporary files
+Rows live in a :class:`omnigraph.engine.records.row_spool.RowSpool` (bounded memory, spilled to temporary files
 beyond its budget). The columns that checks across rows need are kept in memory as Arrow
 arrays: ``id``, the input line of every row, ``src``/``dst`` of edges and the ``@unique``
 properties (composite ``@unique`` members too) (a few tens of bytes per row, the only memory that grows with the input).
@@ -14,11 +14,11 @@ from types import TracebackType
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.records.columnar import TableBatch
-from engine.records.columns import compact
-from engine.records.row_spool import RowSpool
-from engine.schema import Catalog, TableDef
-from engine.schema.types import FLOAT_SCALARS, ScalarType
+from omnigraph.engine.records.columnar import TableBatch
+from omnigraph.engine.records.columns import compact
+from omnigraph.engine.records.row_spool import RowSpool
+from omnigraph.engine.schema import Catalog, TableDef
+from omnigraph.engine.schema.types import FLOAT_SCALARS, ScalarType
 
 
 @dataclass

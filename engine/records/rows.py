@@ -1,7 +1,7 @@
 """The typed rows a parse yields: :class:`NodeRow` and :class:`EdgeRow`.
 
-They live apart from the parser (:mod:`engine.records.parse`) so that the Arrow conversion
-(:mod:`engine.records.arrow`), which the parser re-exports, can import them without importing
+They live apart from the parser (:mod:`omnigraph.engine.records.parse`) so that the Arrow conversion
+(:mod:`omnigraph.engine.records.arrow`), which the parser re-exports, can import them without importing
 the parser.
 """
 

@@ -4,10 +4,10 @@
 (a ``BadRequest``) carrying the 1-based ``line`` and ``column``.
 """
 
-from engine.schema.catalog import Catalog
-from engine.schema.errors import SchemaError
-from engine.schema.tables import PK_METADATA_KEY, Property, TableDef
-from engine.schema.types import BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType
+from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.schema.errors import SchemaError
+from omnigraph.engine.schema.tables import PK_METADATA_KEY, Property, TableDef
+from omnigraph.engine.schema.types import BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType
 
 __all__ = [
     "PK_METADATA_KEY",

@@ -6,7 +6,7 @@
   name ``src``/``dst``), ``@range(p, low..high)``, ``@check(p, "regex")``; anything else is
   type-level metadata.
 
-Metadata is kept (:class:`engine.schema.constraints.Metadata`): the known names
+Metadata is kept (:class:`omnigraph.engine.schema.constraints.Metadata`): the known names
 (:data:`KNOWN_METADATA`) have their arguments checked; any other name is kept as written and
 reported by a :class:`SchemaWarning`. Every refusal is a :class:`SchemaError` at the offending
 annotation or argument.
@@ -18,11 +18,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from engine.schema.constraints import Cardinality, CheckRule, Metadata, RangeRule
-from engine.schema.errors import SchemaError
-from engine.schema.syntax import Annotation, Arg, Name, Range
-from engine.schema.tables import Property
-from engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, UNORDERED_TYPES, BlobType, ScalarType
+from omnigraph.engine.schema.constraints import Cardinality, CheckRule, Metadata, RangeRule
+from omnigraph.engine.schema.errors import SchemaError
+from omnigraph.engine.schema.syntax import Annotation, Arg, Name, Range
+from omnigraph.engine.schema.tables import Property
+from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, UNORDERED_TYPES, BlobType, ScalarType
 
 KNOWN_METADATA = ("description", "instruction", "embed", "rename_from")
 """Metadata annotations the language knows: one string argument (``@embed`` also takes a name)."""

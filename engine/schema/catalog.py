@@ -13,11 +13,11 @@ import hashlib
 import json
 from typing import Any
 
-from engine.errors import BadRequest
-from engine.schema.annotations import SchemaWarning
-from engine.schema.checker import InterfaceDef, check
-from engine.schema.parser import parse
-from engine.schema.tables import TableDef
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.schema.annotations import SchemaWarning
+from omnigraph.engine.schema.checker import InterfaceDef, check
+from omnigraph.engine.schema.parser import parse
+from omnigraph.engine.schema.tables import TableDef
 
 
 class Catalog:

@@ -7,7 +7,7 @@ Rules (each refusal is a :class:`SchemaError` at the offending token):
 - property names match ``[a-z_][A-Za-z0-9_]*``, are unique within their type, and are not
   ``id``, ``src``, ``dst`` or ``_``-prefixed;
 - an annotation appears at most once per property and per type header; ``@unique`` is refused
-  on list and vector properties; annotations mean what :mod:`engine.schema.annotations` says;
+  on list and vector properties; annotations mean what :mod:`omnigraph.engine.schema.annotations` says;
 - ``node T implements A, B``: each name is a declared interface, named once; the interfaces'
   properties (in ``implements`` order, each in declaration order) come first, then the node's
   own. A property declared again (by another interface or by the node) must have the identical
@@ -26,13 +26,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from engine.schema.annotations import SchemaWarning, body_annotations, header_annotations, property_annotations
-from engine.schema.constraints import Metadata
-from engine.schema.errors import SchemaError
-from engine.schema.parser import unsupported
-from engine.schema.syntax import Annotation, Name, PropDecl, TypeDecl
-from engine.schema.tables import Property, TableDef
-from engine.schema.types import UNORDERED_TYPES, BlobType
+from omnigraph.engine.schema.annotations import SchemaWarning, body_annotations, header_annotations, property_annotations
+from omnigraph.engine.schema.constraints import Metadata
+from omnigraph.engine.schema.errors import SchemaError
+from omnigraph.engine.schema.parser import unsupported
+from omnigraph.engine.schema.syntax import Annotation, Name, PropDecl, TypeDecl
+from omnigraph.engine.schema.tables import Property, TableDef
+from omnigraph.engine.schema.types import UNORDERED_TYPES, BlobType
 
 TYPE_NAME = re.compile(r"[A-Z][A-Za-z0-9_]*\Z")
 PROPERTY_NAME = re.compile(r"[a-z_][A-Za-z0-9_]*\Z")

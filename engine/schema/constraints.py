@@ -12,7 +12,7 @@
   write.
 
 Composite ``@unique(p, q)`` and ``@index(p, q)`` are tuples of member names on
-:class:`engine.schema.tables.TableDef`. Nulls are exempt from every value rule.
+:class:`omnigraph.engine.schema.tables.TableDef`. Nulls are exempt from every value rule.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from engine.schema.printer import quote
+from omnigraph.engine.schema.printer import quote
 
 Bound = int | float
 

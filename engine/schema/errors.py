@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.errors import BadRequest
+from omnigraph.engine.errors import BadRequest
 
 
 class SchemaError(BadRequest):

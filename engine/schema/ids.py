@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from engine.errors import BadRequest
-from engine.schema.tables import TableDef
-from engine.schema.types import INTEGER_RANGES, EnumType, ScalarType
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.schema.types import INTEGER_RANGES, EnumType, ScalarType
 
 EPOCH_DATE = dt.date(1970, 1, 1)
 EPOCH_DATETIME = dt.datetime(1970, 1, 1)

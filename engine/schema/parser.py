@@ -1,4 +1,4 @@
-"""Syntax of the ``.pg`` schema language: tokens to declarations (:mod:`engine.schema.syntax`).
+"""Syntax of the ``.pg`` schema language: tokens to declarations (:mod:`omnigraph.engine.schema.syntax`).
 
 Grammar (commas between members are optional; whitespace and newlines separate)::
 
@@ -16,16 +16,16 @@ Grammar (commas between members are optional; whitespace and newlines separate):
 After a property, ``@range(...)`` and ``@check(...)``, and ``@key``/``@unique``/``@index``
 immediately followed by ``(``, start a body-level member; every other annotation belongs to
 the property before it. Only syntax is checked here (names, annotations and their arguments
-are checked by :mod:`engine.schema.checker`). Syntax that other graph schema languages use
+are checked by :mod:`omnigraph.engine.schema.checker`). Syntax that other graph schema languages use
 and this one does not is refused as ``unsupported schema feature: <name>`` at its position.
 """
 
 from __future__ import annotations
 
-from engine.schema.errors import SchemaError
-from engine.schema.lexer import Token, tokenize
-from engine.schema.syntax import Annotation, Arg, Name, Number, PropDecl, Range, TypeDecl
-from engine.schema.types import (
+from omnigraph.engine.schema.errors import SchemaError
+from omnigraph.engine.schema.lexer import Token, tokenize
+from omnigraph.engine.schema.syntax import Annotation, Arg, Name, Number, PropDecl, Range, TypeDecl
+from omnigraph.engine.schema.types import (
     SCALAR_ARROW_TYPES,
     BlobType,
     EnumType,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.schema.parser import starts_body_member
-from engine.schema.syntax import Annotation, Arg, Number, PropDecl, Range, TypeDecl
+from omnigraph.engine.schema.parser import starts_body_member
+from omnigraph.engine.schema.syntax import Annotation, Arg, Number, PropDecl, Range, TypeDecl
 
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t"}
 

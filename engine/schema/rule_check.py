@@ -13,8 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.schema.constraints import CheckRule, RangeRule
-from engine.schema.tables import TableDef
+from omnigraph.engine.schema.constraints import CheckRule, RangeRule
+from omnigraph.engine.schema.tables import TableDef
 
 
 @dataclass(frozen=True)

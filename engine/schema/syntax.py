@@ -1,15 +1,15 @@
-"""The syntax tree of a ``.pg`` source, as :mod:`engine.schema.parser` reads it.
+"""The syntax tree of a ``.pg`` source, as :mod:`omnigraph.engine.schema.parser` reads it.
 
 Every node keeps where it was written (1-based line and column) for messages, but positions
 take no part in equality: two trees are equal when they say the same thing, which is what the
-round trip parse -> :func:`engine.schema.printer.print_schema` -> parse preserves.
+round trip parse -> :func:`omnigraph.engine.schema.printer.print_schema` -> parse preserves.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.schema.types import PropertyType
+from omnigraph.engine.schema.types import PropertyType
 
 Number = int | float
 """A numeric literal: an ``int`` when written without a fraction, else a ``float``."""

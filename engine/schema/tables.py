@@ -12,17 +12,17 @@ from typing import Any
 
 import pyarrow as pa
 
-from engine.errors import BadRequest
-from engine.schema.constraints import Cardinality, CheckRule, Metadata, RangeRule
-from engine.schema.types import PropertyType
-from engine.storage.names import PK_METADATA_KEY
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.schema.constraints import Cardinality, CheckRule, Metadata, RangeRule
+from omnigraph.engine.schema.types import PropertyType
+from omnigraph.engine.storage.names import PK_METADATA_KEY
 
 
 @dataclass(frozen=True)
 class Property:
     """A declared property: ``nullable`` from ``?``; ``unique``/``index`` from annotations
     (``@unique`` on the property or a one-member body ``@unique(p)``); ``metadata`` the kept
-    annotations (:class:`engine.schema.constraints.Metadata`), in source order."""
+    annotations (:class:`omnigraph.engine.schema.constraints.Metadata`), in source order."""
 
     name: str
     type: PropertyType
@@ -54,7 +54,7 @@ class TableDef:
     ``key`` holds the ``@key`` property names as written (None when the type is unkeyed; always
     None for edges); ``from_type``/``to_type`` are the endpoint node types of an edge (None for
     nodes). ``properties`` include those a node's interfaces (``implements``) inject.
-    Constraints (:mod:`engine.schema.constraints`): ``composite_unique`` holds the member tuples
+    Constraints (:mod:`omnigraph.engine.schema.constraints`): ``composite_unique`` holds the member tuples
     of body ``@unique(p, q)`` with two or more members or naming ``src``/``dst`` (one-member
     forms set :attr:`Property.unique`), ``indexes`` the body ``@index(...)`` hints, ``ranges``
     and ``checks`` the value rules, ``cardinality`` an edge's ``@card``; ``metadata`` the kept

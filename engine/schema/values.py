@@ -17,7 +17,7 @@ DateTime       int epoch ms or ISO-8601 string       naive UTC ``datetime.dateti
                (naive = UTC; sub-ms refused)         epoch ms
 [T]            array of T (null items allowed)       ``list``
 Vector(n)      array of exactly n finite numbers     ``list[float]`` of float32 values
-Blob           ``"base64:..."`` or a URI string      ``lance.blob.Blob`` (:mod:`engine.schema.blob_values`);
+Blob           ``"base64:..."`` or a URI string      ``lance.blob.Blob`` (:mod:`omnigraph.engine.schema.blob_values`);
                                                      exported by the export itself (it reads the bytes)
 =============  ====================================  ==========================================
 """
@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.schema.blob_values import BlobSpellingError, parse_blob
-from engine.schema.ids import EPOCH_DATE, EPOCH_DATETIME, ONE_MS
-from engine.schema.tables import Property
-from engine.schema.types import (
+from omnigraph.engine.schema.blob_values import BlobSpellingError, parse_blob
+from omnigraph.engine.schema.ids import EPOCH_DATE, EPOCH_DATETIME, ONE_MS
+from omnigraph.engine.schema.tables import Property
+from omnigraph.engine.schema.types import (
     INTEGER_RANGES,
     BlobType,
     EnumType,
@@ -169,7 +169,7 @@ def _datetime(value: Any) -> dt.datetime:
 
 def export_value(ptype: PropertyType, value: Any) -> Any:
     """The JSON value of a stored (``to_pylist``) non-null ``value`` of ``ptype``; a Blob cell
-    arrives already spelled (by :mod:`engine.ops.export`)."""
+    arrives already spelled (by :mod:`omnigraph.engine.ops.export`)."""
     if isinstance(ptype, ScalarType):
         return _export_scalar(ptype.name, value)
     if isinstance(ptype, ListType):

@@ -1,20 +1,20 @@
 """Storage: the graph root on object storage and the Lance datasets under it.
 
-:mod:`~engine.storage.store` is the object store (one URI, local or S3, with the atomic
-create-if-absent primitive), :mod:`~engine.storage.image` names one pinned table image (:class:`ImageRef`) and opens it
-(:func:`open_pinned`), :mod:`~engine.storage.lance_io` opens Lance datasets at a (branch,
-version) and lists, forks and deletes Lance branches, :mod:`~engine.storage.names` holds every
-root-relative name used in several places, :mod:`~engine.storage.stamps` the format stamp values,
-:mod:`~engine.storage.canonical_json` the byte encoding of every persisted JSON document and
-:mod:`~engine.storage.process` the liveness of the processes those documents name (host, pid,
+:mod:`~omnigraph.engine.storage.store` is the object store (one URI, local or S3, with the atomic
+create-if-absent primitive), :mod:`~omnigraph.engine.storage.image` names one pinned table image (:class:`ImageRef`) and opens it
+(:func:`open_pinned`), :mod:`~omnigraph.engine.storage.lance_io` opens Lance datasets at a (branch,
+version) and lists, forks and deletes Lance branches, :mod:`~omnigraph.engine.storage.names` holds every
+root-relative name used in several places, :mod:`~omnigraph.engine.storage.stamps` the format stamp values,
+:mod:`~omnigraph.engine.storage.canonical_json` the byte encoding of every persisted JSON document and
+:mod:`~omnigraph.engine.storage.process` the liveness of the processes those documents name (host, pid,
 start time).
 Nothing here writes table rows, and nothing here imports another engine sub-package but
-:mod:`engine.errors`.
+:mod:`omnigraph.engine.errors`.
 """
 
-from engine.storage.canonical_json import canonical_json
-from engine.storage.image import ImageRef, open_pinned
-from engine.storage.lance_io import (
+from omnigraph.engine.storage.canonical_json import canonical_json
+from omnigraph.engine.storage.image import ImageRef, open_pinned
+from omnigraph.engine.storage.lance_io import (
     ForeignFork,
     Fork,
     ForkInterrupted,
@@ -31,7 +31,7 @@ from engine.storage.lance_io import (
     remove_unreferenced_fork,
     wait_for_branch,
 )
-from engine.storage.names import (
+from omnigraph.engine.storage.names import (
     CLAIM_PATH,
     FLEET_DIR,
     MANIFEST_DIR,
@@ -40,8 +40,8 @@ from engine.storage.names import (
     RECOVERY_DIR,
     SCHEMA_FILE,
 )
-from engine.storage.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS
-from engine.storage.store import (
+from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS
+from omnigraph.engine.storage.store import (
     STORAGE_OPTION_ENV,
     GraphStore,
     check_storage_options,

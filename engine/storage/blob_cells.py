@@ -20,7 +20,7 @@ import pyarrow as pa
 from lance.blob import Blob, blob_array
 from lance.blob import BlobType as LanceBlobType
 
-from engine.errors import NotFound
+from omnigraph.engine.errors import NotFound
 
 T = TypeVar("T")
 ROW_ID = "_rowid"

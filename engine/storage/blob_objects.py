@@ -1,7 +1,7 @@
 """External Blob objects: the size and the bytes of an object named by a ``file://`` or
-``s3://`` URI (:data:`engine.schema.blob_values.EXTERNAL_SCHEMES`).
+``s3://`` URI (:data:`omnigraph.engine.schema.blob_values.EXTERNAL_SCHEMES`).
 
-S3 objects are reached with the same settings as graph roots (:func:`engine.storage.store.s3_settings_from_env`:
+S3 objects are reached with the same settings as graph roots (:func:`omnigraph.engine.storage.store.s3_settings_from_env`:
 endpoint, region and keys from the environment). A missing object is
 :class:`ExternalObjectMissing`; callers word it for their input (line, property, id).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from engine.storage.store import s3_settings_from_env
+from omnigraph.engine.storage.store import s3_settings_from_env
 
 if TYPE_CHECKING:
     import fsspec

@@ -3,7 +3,7 @@
 A graph branch pins each of its tables at one immutable *image*: a dataset path, a Lance table
 branch of that dataset (``None`` = the dataset's main branch) and a version of that branch.
 Every fixed-version open in the project goes through :func:`open_pinned` with an
-:class:`ImageRef`; :func:`engine.storage.lance_io.open_dataset` with no version is for the latest
+:class:`ImageRef`; :func:`omnigraph.engine.storage.lance_io.open_dataset` with no version is for the latest
 version of a branch (a HEAD, which is not an image: it can move).
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import lance
 
-from engine.storage.lance_io import open_dataset
-from engine.storage.store import GraphStore
+from omnigraph.engine.storage.lance_io import open_dataset
+from omnigraph.engine.storage.store import GraphStore
 
 
 @dataclass(frozen=True, order=True)

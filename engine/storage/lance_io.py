@@ -3,7 +3,7 @@
 A *table branch* of ``None`` means the dataset's main branch. Lance numbers a branch's versions
 from its fork point: a branch created from ``(parent, v)`` starts at version ``v``.
 Nothing here writes table rows (it creates empty datasets and forks); row writes go through the
-fenced door (:mod:`engine.door.table_store`) or the legacy writer (:mod:`engine.door.legacy`).
+fenced door (:mod:`omnigraph.engine.door.table_store`) or the legacy writer (:mod:`omnigraph.engine.door.legacy`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from engine.storage.names import PK_METADATA_KEY
-from engine.storage.store import GraphStore
+from omnigraph.engine.storage.names import PK_METADATA_KEY
+from omnigraph.engine.storage.store import GraphStore
 
 
 @dataclass(frozen=True)

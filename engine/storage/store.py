@@ -40,7 +40,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from engine.errors import BadRequest, NotFound, StorageAccessDenied, StorageUnavailable
+from omnigraph.engine.errors import BadRequest, NotFound, StorageAccessDenied, StorageUnavailable
 
 if TYPE_CHECKING:
     import fsspec

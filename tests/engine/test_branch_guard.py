@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS, STOP_SUFFIX, wait_until_stopped
-from engine.reconcile import RECOVERY_LOG_DIR, abandoned, list_intents
-from engine.storage import open_store
+from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS, STOP_SUFFIX, wait_until_stopped
+from omnigraph.engine.reconcile import RECOVERY_LOG_DIR, abandoned, list_intents
+from omnigraph.engine.storage import open_store
 from tests.conftest import new_root
 from tests.support.graph_helpers import OMNIGRAPH, PROJECT, export_text, graph_for, make_example_graph, omnigraph, person, write_jsonl
 from tests.support.serve_helpers import start_fenced
@@ -191,8 +191,8 @@ def test_a_dead_writers_intent_is_resolved_by_the_delete(graph: str, tmp_path: P
 
 _DELETER = """
 import os, sys
-from engine.ops import delete_branch
-from engine.failpoints import FAILPOINT_ENV
+from omnigraph.engine.ops import delete_branch
+from omnigraph.engine.failpoints import FAILPOINT_ENV
 from tests.support.graph_helpers import graph_for
 graph = graph_for(sys.argv[1], write=True)  # open read-write now, before the intent below dies
 print("ready", flush=True)
@@ -239,10 +239,10 @@ def test_whole_graph_reads_skip_a_branch_deleted_after_they_listed_it(graph: str
     graph, branch list) lists the branches, then reads each: a branch deleted in between is left
     out instead of failing the whole read. The interleaving is fixed by answering the listing
     with the one taken before the delete."""
-    from engine.access import writer_audit
-    from engine.manifest import Manifest, load_commit_graph
-    from engine.ops import branch_documents
-    from engine.reconcile import drift
+    from omnigraph.engine.access import writer_audit
+    from omnigraph.engine.manifest import Manifest, load_commit_graph
+    from omnigraph.engine.ops import branch_documents
+    from omnigraph.engine.reconcile import drift
 
     stale = Manifest(open_store(graph)).branches()
     omnigraph("branch", "delete", "tmp", graph).ok()

@@ -12,7 +12,7 @@ recovery act only on the table branches of the incarnation they started on.
   incarnation of the branch, and never moves another branch's tables.
 * A clean SIGTERM shutdown of ``omnigraph serve --workers 2`` leaves no intent behind.
 
-Writers are held with ``name:stop`` failpoints (:mod:`engine.failpoints`): a CLI ``omnigraph
+Writers are held with ``name:stop`` failpoints (:mod:`omnigraph.engine.failpoints`): a CLI ``omnigraph
 load`` process stopped by SIGSTOP at a named step of its commit is alive and holds its intent,
 while a two-worker server started without failpoints serves the deletes, creates and other loads.
 """
@@ -36,10 +36,10 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.failpoints import FAILPOINT_ENV, STOP_SUFFIX
-from engine.manifest import Manifest
-from engine.reconcile import WriteIntent, list_intents
-from engine.storage import latest_version, list_branches, open_dataset, open_store
+from omnigraph.engine.failpoints import FAILPOINT_ENV, STOP_SUFFIX
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.reconcile import WriteIntent, list_intents
+from omnigraph.engine.storage import latest_version, list_branches, open_dataset, open_store
 from tests.support.crash_helpers import assert_write_converged
 from tests.support.graph_helpers import ACTOR, OMNIGRAPH, Cli, init, invoke, person, run_cli, write_jsonl
 from tests.support.serve_helpers import Server, start_fenced

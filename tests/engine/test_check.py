@@ -15,11 +15,11 @@ import lance
 import pyarrow as pa
 import pytest
 
-from engine.door import LEGACY_PROFILE, table_store
-from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.manifest import Manifest, TableEntry, with_version
-from engine.ops import create_branch
-from engine.storage import open_dataset, open_store
+from omnigraph.engine.door import LEGACY_PROFILE, table_store
+from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
+from omnigraph.engine.manifest import Manifest, TableEntry, with_version
+from omnigraph.engine.ops import create_branch
+from omnigraph.engine.storage import open_dataset, open_store
 from tests.conftest import new_root
 from tests.support.check_helpers import assert_check_clean, tree_digest
 from tests.support.graph_helpers import (

@@ -17,15 +17,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
-from engine.errors import BadRequest, MergeConflict
-from engine.graph import Graph, init_graph
-from engine.ops import create_branch
-from engine.ops.constraint_check import constraint_problems
-from engine.ops.load import load
-from engine.ops.merge import merge_branch
-from engine.ops.merge_diff import TableChanges
-from engine.ops.mutate import mutate
+from omnigraph.engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
+from omnigraph.engine.errors import BadRequest, MergeConflict
+from omnigraph.engine.graph import Graph, init_graph
+from omnigraph.engine.ops import create_branch
+from omnigraph.engine.ops.constraint_check import constraint_problems
+from omnigraph.engine.ops.load import load
+from omnigraph.engine.ops.merge import merge_branch
+from omnigraph.engine.ops.merge_diff import TableChanges
+from omnigraph.engine.ops.mutate import mutate
 from tests.support.graph_helpers import export_text, storage_state
 
 SCHEMA = """

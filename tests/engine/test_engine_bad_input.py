@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import BadRequest, KeyConflict, exit_code_for
-from engine.ops import create_branch
+from omnigraph.engine.errors import BadRequest, KeyConflict, exit_code_for
+from omnigraph.engine.ops import create_branch
 from tests.support.graph_helpers import (
     OMNIGRAPH,
     SCHEMA_PATH,

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from engine.errors import BadRequest, NotFound
-from engine.manifest import Manifest
-from engine.ops import create_branch, delete_branch
-from engine.storage import list_branches, open_dataset, open_store
+from omnigraph.engine.errors import BadRequest, NotFound
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.ops import create_branch, delete_branch
+from omnigraph.engine.storage import list_branches, open_dataset, open_store
 from tests.support.graph_helpers import (
     OMNIGRAPH,
     export_text,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import BadRequest, KeyConflict
-from engine.ops import create_branch
-from engine.storage import open_store
+from omnigraph.engine.errors import BadRequest, KeyConflict
+from omnigraph.engine.ops import create_branch
+from omnigraph.engine.storage import open_store
 from tests.support.graph_helpers import (
     OMNIGRAPH,
     OMNIGRAPH_V4,

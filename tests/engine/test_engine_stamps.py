@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.manifest import FORMAT_KEY, Manifest
-from engine.ops import create_branch
-from engine.storage import open_store
+from omnigraph.engine.manifest import FORMAT_KEY, Manifest
+from omnigraph.engine.ops import create_branch
+from omnigraph.engine.storage import open_store
 from tests.support.graph_helpers import (
     LEGACY_PROFILE,
     OMNIGRAPH,

@@ -19,11 +19,11 @@ import lance
 import pytest
 from click.testing import CliRunner
 
-from cli.migrate import cli as migrate_cli
-from engine.access import readiness_problems
-from engine.manifest import FORMAT_KEY, Manifest
-from engine.storage import MANIFEST_DIR, open_dataset, open_store, primary_key
-from server.service import GraphService
+from omnigraph.cli.migrate import cli as migrate_cli
+from omnigraph.engine.access import readiness_problems
+from omnigraph.engine.manifest import FORMAT_KEY, Manifest
+from omnigraph.engine.storage import MANIFEST_DIR, open_dataset, open_store, primary_key
+from omnigraph.server.service import GraphService
 from tests.conftest import new_root
 from tests.support.graph_helpers import OMNIGRAPH, SCHEMA_PATH, Cli, invoke
 from tests.support.migration_fixtures import build_fixture

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.errors import BadRequest
-from engine.schema import Catalog
-from engine.schema.ids import canonical_scalar, derive_node_id, new_ulid
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.schema import Catalog
+from omnigraph.engine.schema.ids import canonical_scalar, derive_node_id, new_ulid
 
 CANONICAL = [
     ("String", "Alice", "Alice"),

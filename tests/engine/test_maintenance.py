@@ -20,12 +20,12 @@ import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-from engine.errors import TableDrift
-from engine.graph import init_graph
-from engine.manifest import Manifest
-from engine.reconcile import WriteIntent, drift, intents
-from engine.storage import open_dataset, open_store
-from engine.storage.process import process_start_marker, this_host
+from omnigraph.engine.errors import TableDrift
+from omnigraph.engine.graph import init_graph
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.reconcile import WriteIntent, drift, intents
+from omnigraph.engine.storage import open_dataset, open_store
+from omnigraph.engine.storage.process import process_start_marker, this_host
 from tests.support.graph_helpers import (
     ACTOR,
     FENCED_PROFILE,
@@ -262,7 +262,7 @@ def test_optimize_cleanup_keeps_every_version_a_branch_commit_or_intent_needs(ro
 
 
 def _migrate(*args: str) -> Cli:
-    from cli.migrate import cli as migrate_cli
+    from omnigraph.cli.migrate import cli as migrate_cli
 
     result = CliRunner().invoke(
         migrate_cli, list(args), env={"OMNIGRAPH_ACTOR": ACTOR}, catch_exceptions=False, prog_name="omnigraph-migrate"
@@ -335,7 +335,7 @@ def test_unpublished_fork_made_by_hand_is_drift_that_revert_resolves(root_uri: s
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_recover_command_named_by_recovery_required_resolves_an_interrupted_commit(root_uri: str, tmp_path: Path) -> None:
     """Every ``recovery_required`` of the write path names ``omnigraph recover GRAPH``
-    (:func:`engine.reconcile.drift.recover_command`); it resolves a commit whose writer died after its
+    (:func:`omnigraph.engine.reconcile.drift.recover_command`); it resolves a commit whose writer died after its
     effects landed, and reports drift it cannot resolve with the drift commands."""
     init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
     load_lines(root_uri, [person("ann")])
@@ -358,11 +358,11 @@ def test_recover_command_named_by_recovery_required_resolves_an_interrupted_comm
 
 
 def test_optimize_cleanup_keeps_a_version_a_migration_sidecar_pins(root_uri: str) -> None:
-    from engine.schema.ids import new_ulid
-    from engine.storage import canonical_json
-    from ledger import UnitPlan
-    from migrator.layout import sidecar_path
-    from migrator.sidecar import ManifestDelta, UnitSidecar
+    from omnigraph.engine.schema.ids import new_ulid
+    from omnigraph.engine.storage import canonical_json
+    from omnigraph.ledger import UnitPlan
+    from omnigraph.migrator.layout import sidecar_path
+    from omnigraph.migrator.sidecar import ManifestDelta, UnitSidecar
 
     init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
     load_lines(root_uri, [person("ann")])

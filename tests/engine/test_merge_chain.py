@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.door import COMMIT_ROWS, FENCED_PROFILE
-from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.graph import init_graph, open_graph
-from engine.manifest import load_commit_graph
-from engine.ops import create_branch
-from engine.ops.load import load
-from engine.storage import latest_version, open_store
+from omnigraph.engine.door import COMMIT_ROWS, FENCED_PROFILE
+from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
+from omnigraph.engine.graph import init_graph, open_graph
+from omnigraph.engine.manifest import load_commit_graph
+from omnigraph.engine.ops import create_branch
+from omnigraph.engine.ops.load import load
+from omnigraph.engine.storage import latest_version, open_store
 from tests.support.crash_helpers import assert_write_converged
 from tests.support.merge_helpers import people, upsert
 

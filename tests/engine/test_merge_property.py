@@ -14,9 +14,9 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import BadRequest, KeyConflict, MergeConflict
-from engine.ops import create_branch, merge_branch
-from engine.ops.mutate import mutate
+from omnigraph.engine.errors import BadRequest, KeyConflict, MergeConflict
+from omnigraph.engine.ops import create_branch, merge_branch
+from omnigraph.engine.ops.mutate import mutate
 from tests.support.merge_helpers import edges, new_graph, people
 
 NAMES = ["ann", "bob", "cid", "dee"]

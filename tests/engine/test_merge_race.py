@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.door import table_store
-from engine.errors import MergeConflict
-from engine.ops import create_branch, merge_branch
-from engine.reconcile import list_intents
-from engine.storage import open_store
+from omnigraph.engine.door import table_store
+from omnigraph.engine.errors import MergeConflict
+from omnigraph.engine.ops import create_branch, merge_branch
+from omnigraph.engine.reconcile import list_intents
+from omnigraph.engine.storage import open_store
 from tests.support.graph_helpers import omnigraph
 from tests.support.merge_helpers import new_graph, people, upsert
 from tests.support.process_race import race

@@ -2,7 +2,7 @@
 
 The examples, the mix refusal, the row limit and the core semantics run on both backends; checks
 that do not depend on the storage (type errors, CLI options, preconditions) run locally. Most
-calls go through the Python API (:func:`engine.ops.mutate.mutate`) or the
+calls go through the Python API (:func:`omnigraph.engine.ops.mutate.mutate`) or the
 in-process CLI (:func:`graph_helpers.invoke`); refusals compare the whole storage state before
 and after.
 """
@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.door import FENCED_PROFILE
-from engine.errors import BadRequest, KeyConflict, PreconditionFailed, ResourceLimit
-from engine.gq import GqError
-from engine.graph import Graph, init_graph, open_graph
-from engine.ops import create_branch
-from engine.ops.limits import MAX_ROWS
-from engine.ops.load import load
-from engine.ops.mutate import MutationResult, mutate
+from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.errors import BadRequest, KeyConflict, PreconditionFailed, ResourceLimit
+from omnigraph.engine.gq import GqError
+from omnigraph.engine.graph import Graph, init_graph, open_graph
+from omnigraph.engine.ops import create_branch
+from omnigraph.engine.ops.limits import MAX_ROWS
+from omnigraph.engine.ops.load import load
+from omnigraph.engine.ops.mutate import MutationResult, mutate
 from tests.support.graph_helpers import OMNIGRAPH, commit_ids, export_text, invoke, storage_state
 
 SCHEMA = """
@@ -306,7 +306,7 @@ def test_update_refusals_and_validation(root_uri: str) -> None:
     ],
 )
 def test_parse_errors_name_line_column_and_token(source: str, line: int, column: int, token: str, text: str) -> None:
-    from engine.gq import parse
+    from omnigraph.engine.gq import parse
 
     with pytest.raises(GqError) as refused:
         parse(source)

@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from engine.door import FENCED_PROFILE
-from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.graph import init_graph, open_graph
-from engine.ops import create_branch, export_lines
-from engine.ops.load import load
-from engine.ops.mutate import mutate
-from engine.reconcile import list_intents
-from engine.storage import open_store
+from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
+from omnigraph.engine.graph import init_graph, open_graph
+from omnigraph.engine.ops import create_branch, export_lines
+from omnigraph.engine.ops.load import load
+from omnigraph.engine.ops.mutate import mutate
+from omnigraph.engine.reconcile import list_intents
+from omnigraph.engine.storage import open_store
 from tests.support.crash_helpers import assert_write_converged
 
 OMNIGRAPH = str(Path(sys.executable).parent / "omnigraph")

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from engine.door import FENCED_PROFILE, LEGACY_PROFILE
-from engine.errors import NotFound
-from engine.graph import Graph, init_graph, open_graph
-from engine.manifest import Manifest
-from engine.ops.load import load
-from engine.query import run_query
-from engine.storage import open_store
+from omnigraph.engine.door import FENCED_PROFILE, LEGACY_PROFILE
+from omnigraph.engine.errors import NotFound
+from omnigraph.engine.graph import Graph, init_graph, open_graph
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.ops.load import load
+from omnigraph.engine.query import run_query
+from omnigraph.engine.storage import open_store
 from tests.conftest import new_root
 from tests.support.graph_helpers import DATA_PATH, SCHEMA_PATH
 
@@ -285,7 +285,7 @@ def test_keyed_constraints_find_the_node_by_its_id_with_numeric_equality_kept(tm
 
 
 def test_lance_refuses_a_pushed_filter_on_an_unsigned_column(tmp_path: Path) -> None:
-    """The Lance fact behind ``engine.query.sql``'s ``coalesce`` on U32/U64 comparisons: when
+    """The Lance fact behind ``omnigraph.engine.query.sql``'s ``coalesce`` on U32/U64 comparisons: when
     this test fails, pylance pushes such filters and the workaround can go."""
     import lance
     import pyarrow as pa
@@ -304,10 +304,10 @@ def test_a_repeatable_float_aggregate_gives_the_same_bits_every_time(root_uri: s
 
     import pyarrow as pa
 
-    from engine.door import FENCED_PROFILE
-    from engine.graph import init_graph
-    from engine.ops import CommitPlan, TableWrite, commit
-    from engine.query import open_answer
+    from omnigraph.engine.door import FENCED_PROFILE
+    from omnigraph.engine.graph import init_graph
+    from omnigraph.engine.ops import CommitPlan, TableWrite, commit
+    from omnigraph.engine.query import open_answer
 
     graph = init_graph(root_uri, "node Reading { name: String @key  value: F64 }\n", FENCED_PROFILE, "test")
     generator = random.Random(7)

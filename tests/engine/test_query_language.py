@@ -1,6 +1,6 @@
 """The read-query language without storage: what it accepts, and every refusal with its place.
 
-Each refusal is ``bad_request`` (:class:`engine.gq.GqError`) whose details name the line, the
+Each refusal is ``bad_request`` (:class:`omnigraph.engine.gq.GqError`) whose details name the line, the
 column and the offending token; the reference's list of error kinds is covered one by one, as
 are the parse errors (escapes, bounds), the newline separators shared with mutations and the
 refusal of each kind of query by the other command.
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from engine.gq import GqError, choose_query, parse
-from engine.gq.bound_read import BoundRead
-from engine.gq.read_checker import check_read
-from engine.ops.mutate import select_query
-from engine.schema import Catalog
+from omnigraph.engine.gq import GqError, choose_query, parse
+from omnigraph.engine.gq.bound_read import BoundRead
+from omnigraph.engine.gq.read_checker import check_read
+from omnigraph.engine.ops.mutate import select_query
+from omnigraph.engine.schema import Catalog
 from tests.support.graph_helpers import SCHEMA_PATH
 
 CATALOG = Catalog.from_source(SCHEMA_PATH.read_text(encoding="utf-8"))

@@ -22,11 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.door import FENCED_PROFILE
-from engine.gq import parse
-from engine.graph import init_graph
-from engine.ops.load import load
-from engine.query import run_query, traverse
+from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.gq import parse
+from omnigraph.engine.graph import init_graph
+from omnigraph.engine.ops.load import load
+from omnigraph.engine.query import run_query, traverse
 from tests.conftest import new_root
 from tests.support.query_model import Model, ModelGraph
 
@@ -68,7 +68,7 @@ def _records(persons: list[tuple[Any, ...]], cities: list[str], knows: list[tupl
 
 
 def _model_graph(records: list[dict[str, Any]], graph: Any) -> ModelGraph:
-    from engine.schema.values import coerce_property
+    from omnigraph.engine.schema.values import coerce_property
 
     model = ModelGraph(graph.catalog)
     for record in records:

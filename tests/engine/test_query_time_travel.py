@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from engine.door import FENCED_PROFILE
-from engine.errors import NotFound
-from engine.graph import Graph, open_graph
-from engine.ops import create_branch
-from engine.ops.mutate import mutate
-from engine.query import run_query
+from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.errors import NotFound
+from omnigraph.engine.graph import Graph, open_graph
+from omnigraph.engine.ops import create_branch
+from omnigraph.engine.ops.mutate import mutate
+from omnigraph.engine.query import run_query
 from tests.conftest import new_root
 from tests.support.graph_helpers import make_example_graph
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import BadRequest
-from engine.records import (
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.records import (
     EdgeRow,
     NodeRow,
     ParsedFile,
@@ -24,7 +24,7 @@ from engine.records import (
     parse_jsonl,
     rows_to_arrow,
 )
-from engine.schema import Catalog
+from omnigraph.engine.schema import Catalog
 from tests.support.catalogs import EVERY_TYPE
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -2,8 +2,8 @@
 
 Three readers of the same bytes are compared on random documents (valid, invalid and in between):
 
-- the row path, :func:`engine.records.parse.parse_jsonl` (the reference);
-- the fast path alone, :func:`engine.records.read.read_records` with ``fallback=False`` (it must
+- the row path, :func:`omnigraph.engine.records.parse.parse_jsonl` (the reference);
+- the fast path alone, :func:`omnigraph.engine.records.read.read_records` with ``fallback=False`` (it must
   decline every document the row path refuses, and reproduce every one it accepts);
 - the combined reader, ``read_records`` as the load uses it (its result or error must be the
   row path's, exactly), with small blocks so that one document mixes fast and row blocks.
@@ -28,11 +28,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import BadRequest
-from engine.ops.load import load
-from engine.records import Declined, RecordSet, iter_blocks, parse_jsonl, read_records, records_of
-from engine.schema import Catalog
-from engine.schema.ids import new_ulid, new_ulids
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.ops.load import load
+from omnigraph.engine.records import Declined, RecordSet, iter_blocks, parse_jsonl, read_records, records_of
+from omnigraph.engine.schema import Catalog
+from omnigraph.engine.schema.ids import new_ulid, new_ulids
 from tests.support.catalogs import EVERY_TYPE
 from tests.support.graph_helpers import export_text, init
 
@@ -464,8 +464,8 @@ def test_a_large_read_streams_through_a_bounded_spool() -> None:
 def test_a_load_from_a_file_streams_and_cleans_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``omnigraph load`` reads its file in blocks and spills beyond the budget; the graph gets
     every row (overwrite streams the spool into Lance; chunked append reads it chunk by chunk)."""
-    import engine.records.jsonl_blocks as blocks
-    import engine.records.row_spool as row_spool
+    import omnigraph.engine.records.jsonl_blocks as blocks
+    import omnigraph.engine.records.row_spool as row_spool
 
     monkeypatch.setattr(row_spool, "SPOOL_BUDGET_BYTES", 64 * 1024)
     monkeypatch.setattr(blocks, "BLOCK_BYTES", 8 * 1024)

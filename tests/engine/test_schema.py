@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from engine.errors import BadRequest
-from engine.schema import (
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.schema import (
     PK_METADATA_KEY,
     Catalog,
     EnumType,

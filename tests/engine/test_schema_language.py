@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import OmnigraphError
-from engine.schema import Catalog, SchemaError
-from engine.schema.constraints import Cardinality, CheckRule, Metadata, RangeRule
-from engine.schema.parser import parse
-from engine.schema.printer import print_schema
+from omnigraph.engine.errors import OmnigraphError
+from omnigraph.engine.schema import Catalog, SchemaError
+from omnigraph.engine.schema.constraints import Cardinality, CheckRule, Metadata, RangeRule
+from omnigraph.engine.schema.parser import parse
+from omnigraph.engine.schema.printer import print_schema
 
 FEATURES = """\
 interface Named @description("has a name") { name: String @key }

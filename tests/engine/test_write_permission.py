@@ -1,6 +1,6 @@
 """The one write-permission decision: every profile x stamp x claim combination, and what each caller does with it.
 
-:func:`engine.access.write_permission` is the only place the stamp rules live; a graph open, the
+:func:`omnigraph.engine.access.write_permission` is the only place the stamp rules live; a graph open, the
 barrier a server re-checks before each write and the readiness probe all act on its verdict. The
 table below is the whole rule set written out: changing a rule fails here.
 """
@@ -11,10 +11,10 @@ import itertools
 
 import pytest
 
-from engine.access import Access, Ground, WritePermission, write_permission
-from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
-from engine.errors import ClaimHeld, FormatBarrier, FormatRefused
-from migrator.repair import REPAIR_PROFILE
+from omnigraph.engine.access import Access, Ground, WritePermission, write_permission
+from omnigraph.engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
+from omnigraph.engine.errors import ClaimHeld, FormatBarrier, FormatRefused
+from omnigraph.migrator.repair import REPAIR_PROFILE
 
 W, RO, X = Access.WRITABLE, Access.READ_ONLY, Access.REFUSED
 HOLDER = {"owner": "ops", "host": "h1", "pid": 7, "migration_id": "M1", "created_at": 1}

@@ -1,4 +1,4 @@
-"""The console scripts end by ``os._exit`` after the command (:mod:`cli.console`), and lose nothing by it.
+"""The console scripts end by ``os._exit`` after the command (:mod:`omnigraph.cli.console`), and lose nothing by it.
 
 * Each console script, run as installed, prints exactly what the same click group prints, with
   the same exit status, when the interpreter ends normally instead (``python -c ... cli()``):
@@ -6,7 +6,7 @@
   refused, bad records, key conflict).
 * A ``load`` followed by a new process's ``snapshot`` and ``export`` sees every row, on a local
   root and on S3 (moto), so nothing a write made waits for the interpreter's teardown.
-* :func:`cli.console.fast_exit` runs the ``atexit`` handlers, flushes what is buffered and skips
+* :func:`omnigraph.cli.console.fast_exit` runs the ``atexit`` handlers, flushes what is buffered and skips
   the teardown (a ``__del__`` left at exit does not run); it leaves the ending to Python, by
   raising :class:`SystemExit`, while another non-daemon thread is alive, when stdout cannot be
   flushed, and for a code that is not an int.
@@ -25,7 +25,7 @@ import pytest
 import omnigraph
 from tests.support.graph_helpers import BIN, DATA_PATH, SCHEMA_PATH
 
-SCRIPTS = {"omnigraph": "cli.omnigraph", "omnigraph-v4": "cli.omnigraph_v4", "omnigraph-migrate": "cli.migrate"}
+SCRIPTS = {"omnigraph": "omnigraph.cli.omnigraph", "omnigraph-v4": "omnigraph.cli.omnigraph_v4", "omnigraph-migrate": "omnigraph.cli.migrate"}
 # The same group, ending the way a Python program ends: module teardown included.
 NORMAL_EXIT = """
 import sys
@@ -120,7 +120,7 @@ def test_a_load_is_seen_by_the_next_process(root_uri: str) -> None:
 # teardown, so the output tells the fast exit (without it) from the normal one (with it).
 ENDING = """
 import atexit, sys, threading
-from cli.console import fast_exit
+from omnigraph.cli.console import fast_exit
 
 class Teardown:
     def __del__(self):
@@ -169,7 +169,7 @@ def test_fast_exit_leaves_the_end_to_python_when_stdout_is_a_closed_pipe() -> No
 HELD = """
 import gc, os, time, weakref
 import click
-from cli import console
+from omnigraph.cli import console
 
 class Node:
     pass
@@ -200,7 +200,7 @@ console.run_script(held)
 
 
 def test_a_script_starts_without_the_collector_and_gets_it_back_after_freeing_its_cycles() -> None:
-    """:func:`cli.console.run_script` holds the cyclic collector off while the command starts, then
+    """:func:`omnigraph.cli.console.run_script` holds the cyclic collector off while the command starts, then
     gives it back after one collection and ``gc.freeze``; a forked child gets it at once."""
     done = subprocess.run([sys.executable, "-c", HELD], capture_output=True, text=True, timeout=60, check=False)
     assert (done.returncode, done.stdout) == (0, "given back\n"), done.stderr

@@ -13,17 +13,18 @@ import importlib
 import re
 from pathlib import Path
 
-from engine.errors import OmnigraphError
+from omnigraph.engine.errors import OmnigraphError
+from tests.support.project_modules import package_files
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("engine", "claims", "ledger", "migrator", "playbooks", "server", "cli")
+PACKAGES = tuple(f"omnigraph.{p}" for p in ("engine", "claims", "ledger", "migrator", "playbooks", "server", "cli"))
 ROW = re.compile(r"^\| `([a-z_]+)` \| (\d{3}) \| (\d) \|", re.MULTILINE)
 
 
 def _error_classes() -> dict[str, type[OmnigraphError]]:
     found: dict[str, type[OmnigraphError]] = {}
     for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
+        for module, path in package_files(package):
             tree = ast.parse(path.read_text(encoding="utf-8"))
             for node in tree.body:
                 if not isinstance(node, ast.ClassDef):
@@ -34,7 +35,6 @@ def _error_classes() -> dict[str, type[OmnigraphError]]:
                         and [t.id for t in statement.targets if isinstance(t, ast.Name)] == ["code"]
                         and isinstance(statement.value, ast.Constant)
                     ):
-                        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
                         cls = getattr(importlib.import_module(module), node.name)
                         assert issubclass(cls, OmnigraphError), f"{module}.{node.name}"
                         found[cls.code] = cls

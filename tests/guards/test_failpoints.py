@@ -1,4 +1,4 @@
-"""The ``name:stop`` failpoint action and :func:`engine.failpoints.run_held`, on real processes."""
+"""The ``name:stop`` failpoint action and :func:`omnigraph.engine.failpoints.run_held`, on real processes."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.failpoints import run_held
+from omnigraph.engine.failpoints import run_held
 
 CHILD = """
 import os, sys
-from engine.failpoints import failpoint
+from omnigraph.engine.failpoints import failpoint
 open(sys.argv[1], "w").write(str(os.getpid()))
 print("before", flush=True)
 failpoint("test.hold")

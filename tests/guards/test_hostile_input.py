@@ -26,10 +26,10 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from migrator.layout import ledger_dir
-from migrator.repair import DecisionsFile
-from playbooks.model import Playbook
+from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
+from omnigraph.migrator.layout import ledger_dir
+from omnigraph.migrator.repair import DecisionsFile
+from omnigraph.playbooks.model import Playbook
 from tests.conftest import _free_loopback_port, _wait_for_port, s3_server_command
 from tests.support.check_helpers import assert_check_clean, tree_digest
 from tests.support.graph_helpers import OMNIGRAPH, PROJECT, export_text, invoke, make_example_graph
@@ -59,7 +59,7 @@ TYPED_EXITS = (1, 4)
 
 def run_migrate(*args: Any) -> tuple[int, str, str]:
     """``omnigraph-migrate`` in-process: (exit status, stdout, stderr)."""
-    from cli.migrate import cli as migrate_cli
+    from omnigraph.cli.migrate import cli as migrate_cli
 
     result = CliRunner().invoke(
         migrate_cli, [str(a) for a in args], env={"OMNIGRAPH_FAILPOINTS": None}, catch_exceptions=False,

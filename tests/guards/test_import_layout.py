@@ -1,16 +1,16 @@
 """Import layout: which engine sub-package may import which, and no import cycle anywhere.
 
-Every module of the project's packages (the ``pyproject.toml`` packages plus ``examples``) is
+Every module of the installed ``omnigraph`` package (plus ``examples``) is
 parsed with :mod:`ast`; nothing is imported. The rules:
 
-* ``engine.records`` (JSONL and Arrow records, validation, the row spool) imports nothing of the
-  engine but ``engine.records`` itself, ``engine.schema`` and ``engine.errors``: it parses and
+* ``omnigraph.engine.records`` (JSONL and Arrow records, validation, the row spool) imports nothing of the
+  engine but ``omnigraph.engine.records`` itself, ``omnigraph.engine.schema`` and ``omnigraph.engine.errors``: it parses and
   validates rows and never touches storage, the manifest or the write path.
-* ``engine.storage`` (the object store, Lance dataset opening, root-relative names, stamps,
-  canonical JSON) imports no other engine sub-package but ``engine.errors``.
-* ``engine.door`` (the only code that writes rows of keyed tables) imports only
-  ``engine.storage``, ``engine.errors`` and ``engine.schema``.
-* ``engine.schema`` imports only ``engine.errors`` and ``engine.storage.names`` (the single
+* ``omnigraph.engine.storage`` (the object store, Lance dataset opening, root-relative names, stamps,
+  canonical JSON) imports no other engine sub-package but ``omnigraph.engine.errors``.
+* ``omnigraph.engine.door`` (the only code that writes rows of keyed tables) imports only
+  ``omnigraph.engine.storage``, ``omnigraph.engine.errors`` and ``omnigraph.engine.schema``.
+* ``omnigraph.engine.schema`` imports only ``omnigraph.engine.errors`` and ``omnigraph.engine.storage.names`` (the single
   definition of the Lance primary-key metadata key, which the schema puts on ``id``).
 * No module under ``engine/`` imports ``migrator``, ``cli``, ``server``, ``playbooks``, ``ledger``
   or ``claims``.
@@ -32,39 +32,23 @@ The direction rules count every import, wherever it is (a lazy import is still a
 from __future__ import annotations
 
 import ast
-import tomllib
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-FORBIDDEN_IN_ENGINE = ("migrator", "cli", "server", "playbooks", "ledger", "claims")
+from tests.support.project_modules import project_modules
+
+FORBIDDEN_IN_ENGINE = tuple(f"omnigraph.{p}" for p in ("migrator", "cli", "server", "playbooks", "ledger", "claims"))
 # package -> the engine modules (or packages) it may import besides itself
 ENGINE_RULES = {
-    "engine.records": ("engine.schema", "engine.errors"),
-    "engine.storage": ("engine.errors",),
-    "engine.door": ("engine.storage", "engine.errors", "engine.schema"),
-    "engine.schema": ("engine.errors", "engine.storage.names"),
+    "omnigraph.engine.records": ("omnigraph.engine.schema", "omnigraph.engine.errors"),
+    "omnigraph.engine.storage": ("omnigraph.engine.errors",),
+    "omnigraph.engine.door": ("omnigraph.engine.storage", "omnigraph.engine.errors", "omnigraph.engine.schema"),
+    "omnigraph.engine.schema": ("omnigraph.engine.errors", "omnigraph.engine.storage.names"),
 }
 
 
-def project_packages() -> list[str]:
-    with (ROOT / "pyproject.toml").open("rb") as handle:
-        include = tomllib.load(handle)["tool"]["setuptools"]["packages"]["find"]["include"]
-    return [pattern.rstrip("*") for pattern in include] + ["examples"]
-
-
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-MODULES: dict[str, Path] = {
-    module_name(path): path for top in project_packages() for path in sorted((ROOT / top).rglob("*.py"))
-}
+MODULES = project_modules("examples")
 
 
 def is_package(module: str) -> bool:
@@ -130,7 +114,7 @@ def _inside(module: str, package: str) -> bool:
 
 
 def test_the_walk_sees_the_layout() -> None:
-    for name in ("engine.records", "engine.storage", "engine.door", "engine.storage.names", "migrator.images"):
+    for name in ("omnigraph.engine.records", "omnigraph.engine.storage", "omnigraph.engine.door", "omnigraph.engine.storage.names", "omnigraph.migrator.images"):
         assert name in MODULES, name
 
 
@@ -142,7 +126,7 @@ def test_engine_package_imports_only_what_it_may(package: str) -> None:
         for module in MODULES
         if _inside(module, package)
         for target in sorted(imported_modules(module, module_level=False))
-        if _inside(target, "engine") and not any(_inside(target, ok) for ok in allowed)
+        if _inside(target, "omnigraph.engine") and not any(_inside(target, ok) for ok in allowed)
     ]
     assert violations == []
 
@@ -151,7 +135,7 @@ def test_engine_imports_no_upper_layer() -> None:
     violations = [
         f"{module} imports {target}"
         for module in MODULES
-        if _inside(module, "engine")
+        if _inside(module, "omnigraph.engine")
         for target in sorted(imported_modules(module, module_level=False))
         if any(_inside(target, top) for top in FORBIDDEN_IN_ENGINE)
     ]
@@ -192,26 +176,26 @@ def test_no_import_cycle() -> None:
 
 
 ENGINE_LAYERS = (
-    ("engine.errors", "engine.failpoints", "engine.lazy_exports"),
-    ("engine.storage",),
-    ("engine.schema",),
-    ("engine.door", "engine.records", "engine.gq"),
-    ("engine.manifest",),
-    ("engine.reconcile",),
-    ("engine.access",),
-    ("engine.graph",),
-    ("engine.ops", "engine.maintenance", "engine.query"),
+    ("omnigraph.engine.errors", "omnigraph.engine.failpoints", "omnigraph.engine.lazy_exports"),
+    ("omnigraph.engine.storage",),
+    ("omnigraph.engine.schema",),
+    ("omnigraph.engine.door", "omnigraph.engine.records", "omnigraph.engine.gq"),
+    ("omnigraph.engine.manifest",),
+    ("omnigraph.engine.reconcile",),
+    ("omnigraph.engine.access",),
+    ("omnigraph.engine.graph",),
+    ("omnigraph.engine.ops", "omnigraph.engine.maintenance", "omnigraph.engine.query"),
 )
 LAYER = {unit: index for index, units in enumerate(ENGINE_LAYERS) for unit in units}
 
 
 def engine_unit(module: str) -> str:
     """The engine sub-package or top-level engine module ``module`` belongs to."""
-    return ".".join(module.split(".")[:2])
+    return ".".join(module.split(".")[:3])
 
 
 def test_every_engine_unit_has_a_layer() -> None:
-    units = {engine_unit(module) for module in MODULES if _inside(module, "engine") and module != "engine"}
+    units = {engine_unit(module) for module in MODULES if _inside(module, "omnigraph.engine") and module != "omnigraph.engine"}
     assert units == set(LAYER)
 
 
@@ -219,10 +203,10 @@ def test_engine_layers_import_only_downwards() -> None:
     violations = [
         f"{module} imports {target}"
         for module in MODULES
-        if _inside(module, "engine") and module != "engine"
+        if _inside(module, "omnigraph.engine") and module != "omnigraph.engine"
         for target in sorted(imported_modules(module, module_level=False))
-        if _inside(target, "engine")
-        and target != "engine"
+        if _inside(target, "omnigraph.engine")
+        and target != "omnigraph.engine"
         and engine_unit(target) != engine_unit(module)
         and LAYER[engine_unit(target)] >= LAYER[engine_unit(module)]
     ]

@@ -28,12 +28,12 @@ import click
 import pytest
 
 import omnigraph
-from cli.lazy import LazyGroup
+from omnigraph.cli.lazy import LazyGroup
 
 HEAVY = ("lance", "pyarrow", "duckdb", "fastapi")
-SCRIPTS = {"omnigraph": "cli.omnigraph", "omnigraph-v4": "cli.omnigraph_v4", "omnigraph-migrate": "cli.migrate"}
+SCRIPTS = {"omnigraph": "omnigraph.cli.omnigraph", "omnigraph-v4": "omnigraph.cli.omnigraph_v4", "omnigraph-migrate": "omnigraph.cli.migrate"}
 PROJECT = Path(__file__).resolve().parents[2]
-TABLES = ("cli.shared_commands",)  # holds the table entries of the commands both engine CLIs share
+TABLES = ("omnigraph.cli.shared_commands",)  # holds the table entries of the commands both engine CLIs share
 # The script's own group, run as its console entry point runs it; then every loaded module's name.
 PROBE = """
 import json, sys
@@ -78,8 +78,8 @@ def test_help_and_version_load_no_lance_arrow_duckdb_or_fastapi(program: str, ar
     out, modules = _run(program, *args)
     assert out.startswith(expected), out
     assert _heavy(modules) == []
-    assert sorted(m for m in modules if m.startswith("cli.") and m not in TABLES) == sorted(
-        {SCRIPTS[program], "cli.console", "cli.lazy"} | ({"cli.support"} if program != "omnigraph-migrate" else set())
+    assert sorted(m for m in modules if m.startswith("omnigraph.cli.") and m not in TABLES) == sorted(
+        {SCRIPTS[program], "omnigraph.cli.console", "omnigraph.cli.lazy"} | ({"omnigraph.cli.support"} if program != "omnigraph-migrate" else set())
     )
 
 
@@ -93,26 +93,26 @@ def test_the_help_of_a_migrator_command_loads_no_lance_arrow_duckdb_or_fastapi(c
 
 def test_a_lazy_command_is_imported_when_invoked_and_not_before() -> None:
     listed, before = _run("omnigraph", "--help")
-    assert "serve" in listed and "cli.serve_commands" not in before
+    assert "serve" in listed and "omnigraph.cli.serve_commands" not in before
     shown, after = _run("omnigraph", "serve", "--help")
     assert shown.startswith("Usage: omnigraph serve [OPTIONS] GRAPH")
-    assert {"cli.serve_commands", "server.settings", "pydantic"} <= after
-    assert "cli.token_commands" not in after and _heavy(after) == []
+    assert {"omnigraph.cli.serve_commands", "omnigraph.server.settings", "pydantic"} <= after
+    assert "omnigraph.cli.token_commands" not in after and _heavy(after) == []
 
 
 # Not imported by a one-shot command on the example graph; all were, at module level, until the
 # engine's capabilities were imported where they are used (``bench/README.md``, "Start-up").
 NOT_NEEDED_ANYWHERE = (
-    "duckdb", "fastapi", "fsspec", "engine.gq", "engine.query", "engine.maintenance.check", "engine.ops.merge", "engine.ops.mutate",
-    "migrator.verify", "migrator.answers", "migrator.run",
+    "duckdb", "fastapi", "fsspec", "omnigraph.engine.gq", "omnigraph.engine.query", "omnigraph.engine.maintenance.check", "omnigraph.engine.ops.merge", "omnigraph.engine.ops.mutate",
+    "omnigraph.migrator.verify", "omnigraph.migrator.answers", "omnigraph.migrator.run",
 )
 NOT_NEEDED = {
-    "snapshot": (*NOT_NEEDED_ANYWHERE, "engine.ops.load", "engine.ops.write", "engine.ops.export", "engine.records",
-                 "engine.reconcile", "engine.access.fleet", "engine.access.writer_audit", "omnigraph.inputs", "pydantic"),
-    "load": (*NOT_NEEDED_ANYWHERE, "engine.ops.export", "engine.ops.branches", "engine.access.fleet"),
-    "status": (*NOT_NEEDED_ANYWHERE, "engine.ops", "engine.graph", "engine.reconcile.drift", "engine.access.fleet",
+    "snapshot": (*NOT_NEEDED_ANYWHERE, "omnigraph.engine.ops.load", "omnigraph.engine.ops.write", "omnigraph.engine.ops.export", "omnigraph.engine.records",
+                 "omnigraph.engine.reconcile", "omnigraph.engine.access.fleet", "omnigraph.engine.access.writer_audit", "omnigraph.inputs", "pydantic"),
+    "load": (*NOT_NEEDED_ANYWHERE, "omnigraph.engine.ops.export", "omnigraph.engine.ops.branches", "omnigraph.engine.access.fleet"),
+    "status": (*NOT_NEEDED_ANYWHERE, "omnigraph.engine.ops", "omnigraph.engine.graph", "omnigraph.engine.reconcile.drift", "omnigraph.engine.access.fleet",
                "omnigraph.migrate"),
-    "preflight": (*NOT_NEEDED_ANYWHERE, "engine.ops", "engine.reconcile.recovery", "migrator.abort"),
+    "preflight": (*NOT_NEEDED_ANYWHERE, "omnigraph.engine.ops", "omnigraph.engine.reconcile.recovery", "omnigraph.migrator.abort"),
 }
 
 
@@ -143,7 +143,7 @@ def test_a_graph_command_loads_only_what_it_uses(
     out, modules = _run(program, *(example_graphs.get(arg, arg) for arg in args))
     assert out.startswith(expected), out
     assert _loaded(NOT_NEEDED[command], modules) == []
-    assert {"lance", "engine.storage"} <= modules  # it did open the graph
+    assert {"lance", "omnigraph.engine.storage"} <= modules  # it did open the graph
 
 
 def _group(program: str) -> LazyGroup:
@@ -173,7 +173,7 @@ def test_the_listing_from_the_table_is_the_listing_of_the_loaded_commands(progra
 def test_every_table_entry_builds_its_command_from_the_cli_package(program: str) -> None:
     group = _group(program)
     for name, lazy in group.lazy_commands.items():
-        assert lazy.target.startswith("cli."), lazy.target
+        assert lazy.target.startswith("omnigraph.cli."), lazy.target
         command = lazy.load()
         assert command.name == name and not command.hidden
         for limit in (20, 45, 80, 1000):

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.manifest import Manifest, commit_history
-from engine.storage import open_dataset, open_store
+from omnigraph.engine.manifest import Manifest, commit_history
+from omnigraph.engine.storage import open_dataset, open_store
 from tests.support.graph_helpers import OMNIGRAPH, invoke
 from tests.support.migration_cli import migrate
 from tests.support.migration_fixtures import compact_copy

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.door import FENCED_PROFILE
-from engine.failpoints import FAILPOINT_EXIT_STATUS
-from engine.graph import open_graph
-from engine.manifest import Manifest
-from engine.ops.load import load
-from engine.storage import open_store
-from ledger import AnswersChecked, AnswersRecorded, Ledger, LedgerCorrupt, MigrationStarted, PlanRecorded, UnitPlan, UnitStep, fold
-from migrator.layout import ledger_dir
+from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
+from omnigraph.engine.graph import open_graph
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.ops.load import load
+from omnigraph.engine.storage import open_store
+from omnigraph.ledger import AnswersChecked, AnswersRecorded, Ledger, LedgerCorrupt, MigrationStarted, PlanRecorded, UnitPlan, UnitStep, fold
+from omnigraph.migrator.layout import ledger_dir
 from tests.support.migration_cli import claim_token, migrate
 from tests.support.migration_fixtures import BRANCHES, clone, compact_copy
 

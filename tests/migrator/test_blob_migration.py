@@ -13,8 +13,8 @@ from pathlib import Path
 import lance
 
 import omnigraph
-from engine.storage import open_store
-from migrator.fingerprint import physical_fingerprint
+from omnigraph.engine.storage import open_store
+from omnigraph.migrator.fingerprint import physical_fingerprint
 from tests.support.check_helpers import assert_check_clean
 from tests.support.migration_cli import migrate
 
@@ -75,10 +75,10 @@ def test_a_duplicate_repair_keeps_and_renames_blob_rows_with_their_payloads(tmp_
     import pyarrow as pa
     import yaml
 
-    from engine.door import LEGACY_PROFILE
-    from engine.graph import open_graph
-    from engine.ops import CommitPlan, TableWrite, commit
-    from migrator import repair
+    from omnigraph.engine.door import LEGACY_PROFILE
+    from omnigraph.engine.graph import open_graph
+    from omnigraph.engine.ops import CommitPlan, TableWrite, commit
+    from omnigraph.migrator import repair
     from tests.support.migration_cli import claim_token
 
     root = str(tmp_path / "graph")

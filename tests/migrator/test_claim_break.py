@@ -20,13 +20,13 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from claims import inspect, read_break
-from cli.migrate import cli as migrate_cli
-from engine.failpoints import FAILPOINT_EXIT_STATUS
-from engine.manifest import Manifest
-from engine.storage import open_store
-from ledger import ClaimBroken, Ledger
-from migrator.layout import CLAIM_PATH, ledger_dir
+from omnigraph.claims import inspect, read_break
+from omnigraph.cli.migrate import cli as migrate_cli
+from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import open_store
+from omnigraph.ledger import ClaimBroken, Ledger
+from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 from tests.conftest import new_root
 from tests.support.graph_helpers import Cli
 from tests.support.migration_fixtures import BIN, build_fixture

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from claims import (
+from omnigraph.claims import (
     BreakRecord,
     ClaimCorrupt,
     ClaimDocument,
@@ -22,8 +22,8 @@ from claims import (
     inspect,
     release,
 )
-from engine.errors import BadRequest, ClaimHeld, PreconditionFailed
-from engine.storage import GraphStore, open_store
+from omnigraph.engine.errors import BadRequest, ClaimHeld, PreconditionFailed
+from omnigraph.engine.storage import GraphStore, open_store
 from tests.support.process_race import release_together, spawn
 
 CLAIM = "__migration/claim.json"
@@ -32,8 +32,8 @@ CLAIM = "__migration/claim.json"
 ACQUIRE_SCRIPT = r"""
 import json, sys, time
 from claims import acquire
-from engine.errors import ClaimHeld
-from engine.storage import open_store
+from omnigraph.engine.errors import ClaimHeld
+from omnigraph.engine.storage import open_store
 store = open_store(sys.argv[1])
 print("ready", flush=True)
 start = float(sys.stdin.readline())
@@ -49,7 +49,7 @@ except ClaimHeld as error:
 HOLDER_SCRIPT = r"""
 import sys, time
 from claims import acquire
-from engine.storage import open_store
+from omnigraph.engine.storage import open_store
 doc = acquire(open_store(sys.argv[1]), sys.argv[2], operation="migrate", migration_id="m-dead", owner="doomed")
 print(doc.token, flush=True)
 time.sleep(600)

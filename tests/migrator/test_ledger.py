@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from engine.errors import BadRequest, NotFound
-from engine.storage import GraphStore, open_store
-from ledger import (
+from omnigraph.engine.errors import BadRequest, NotFound
+from omnigraph.engine.storage import GraphStore, open_store
+from omnigraph.ledger import (
     SCHEMA_FILE,
     BarrierSet,
     BranchPlan,
@@ -45,7 +45,7 @@ APPENDS_PER_WRITER = 5
 # appends until fenced or done; prints what it wrote.
 APPEND_SCRIPT = r"""
 import json, sys, time
-from engine.storage import open_store
+from omnigraph.engine.storage import open_store
 from ledger import Ledger, LedgerFenced, PlaybookStep
 root, directory, writer, token, count = sys.argv[1:6]
 ledger = Ledger(open_store(root), directory)

@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from claims import inspect
-from cli import parallel_option
-from engine.door import LEGACY_PROFILE
-from engine.failpoints import FAILPOINT_EXIT_STATUS
-from engine.graph import open_graph
-from engine.manifest import Manifest
-from engine.storage import list_branches, open_dataset, open_store, primary_key
-from ledger import Ledger
-from migrator import sidecar as sidecars
-from migrator import unit_pool
-from migrator.fan_out import fan_out
-from migrator.layout import CLAIM_PATH, ledger_dir
+from omnigraph.claims import inspect
+from omnigraph.cli import parallel_option
+from omnigraph.engine.door import LEGACY_PROFILE
+from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
+from omnigraph.engine.graph import open_graph
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import list_branches, open_dataset, open_store, primary_key
+from omnigraph.ledger import Ledger
+from omnigraph.migrator import sidecar as sidecars
+from omnigraph.migrator import unit_pool
+from omnigraph.migrator.fan_out import fan_out
+from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 from tests.conftest import new_root
 from tests.support.check_helpers import assert_check_clean, assert_check_finds
 from tests.support.migration_cli import assert_fully_migrated, claim_token, migrate

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from claims import inspect
-from engine.door import LEGACY_PROFILE
-from engine.failpoints import FAILPOINT_EXIT_STATUS
-from engine.graph import open_graph
-from engine.manifest import Manifest
-from engine.ops.load import load
-from engine.storage import list_branches, open_dataset, open_store, primary_key
-from ledger import Ledger, ValidationFailedRecord
-from migrator.layout import CLAIM_PATH, ledger_dir
+from omnigraph.claims import inspect
+from omnigraph.engine.door import LEGACY_PROFILE
+from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
+from omnigraph.engine.graph import open_graph
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.ops.load import load
+from omnigraph.engine.storage import list_branches, open_dataset, open_store, primary_key
+from omnigraph.ledger import Ledger, ValidationFailedRecord
+from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 from tests.conftest import new_root
 from tests.support.check_helpers import assert_check_finds
 from tests.support.migration_cli import claim_token, migrate

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from claims import inspect
-from engine.failpoints import FAILPOINT_EXIT_STATUS
-from engine.manifest import Manifest
-from engine.storage import open_store
-from migrator.layout import CLAIM_PATH
+from omnigraph.claims import inspect
+from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import open_store
+from omnigraph.migrator.layout import CLAIM_PATH
 from tests.conftest import new_root
 from tests.support.advice import first_command, run_printed
 from tests.support.check_helpers import assert_check_clean

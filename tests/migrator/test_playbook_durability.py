@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from claims import inspect
-from engine.failpoints import FAILPOINT_EXIT_STATUS
-from engine.manifest import Manifest
-from engine.storage import open_store
-from ledger import Ledger, PlaybookStep
-from migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
-from playbooks.journal import RunJournal
+from omnigraph.claims import inspect
+from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import open_store
+from omnigraph.ledger import Ledger, PlaybookStep
+from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
+from omnigraph.playbooks.journal import RunJournal
 from tests.support.migration_fixtures import BIN, compact_copy
 
 UPGRADE_STEPS = ["preflight", "quiesce", "migrate", "verify", "smoke-test", "release"]

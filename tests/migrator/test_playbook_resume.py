@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.manifest import Manifest
-from engine.storage import open_store
-from ledger import Ledger, Resumed
-from migrator.layout import ledger_dir
+from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import open_store
+from omnigraph.ledger import Ledger, Resumed
+from omnigraph.migrator.layout import ledger_dir
 from tests.conftest import new_root
 from tests.support.advice import first_command, run_printed
 from tests.support.check_helpers import assert_check_clean, tree_digest

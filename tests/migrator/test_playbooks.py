@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 import yaml
 
-from claims import inspect
-from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.manifest import Manifest
-from engine.storage import list_branches, open_dataset, open_store, primary_key
-from ledger import Ledger, PlaybookStep, RepairApplied
-from migrator import sidecar as sidecars
-from migrator.layout import CLAIM_PATH, ledger_dir
+from omnigraph.claims import inspect
+from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import list_branches, open_dataset, open_store, primary_key
+from omnigraph.ledger import Ledger, PlaybookStep, RepairApplied
+from omnigraph.migrator import sidecar as sidecars
+from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 from tests.conftest import new_root
 from tests.support.migration_cli import assert_fully_migrated, claim_token
 from tests.support.migration_fixtures import (

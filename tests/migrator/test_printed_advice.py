@@ -25,12 +25,12 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from cli.migrate import cli as migrate_cli
-from cli.omnigraph import cli as omnigraph_cli
-from cli.omnigraph_v4 import cli as v4_cli
-from engine.failpoints import FAILPOINT_EXIT_STATUS
-from engine.manifest import Manifest
-from engine.storage import open_dataset, open_store
+from omnigraph.cli.migrate import cli as migrate_cli
+from omnigraph.cli.omnigraph import cli as omnigraph_cli
+from omnigraph.cli.omnigraph_v4 import cli as v4_cli
+from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import open_dataset, open_store
 from tests.support.advice import commands_in, first_command, run_printed
 from tests.support.check_helpers import assert_check_clean
 from tests.support.graph_helpers import BIN, OMNIGRAPH, OMNIGRAPH_V4, SCHEMA_PATH, Cli, make_example_graph, person, run_cli
@@ -41,7 +41,7 @@ from tests.support.paused_process import pause_at
 from tests.support.serve_helpers import start_fenced
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("cli", "migrator", "engine", "playbooks", "claims", "ledger", "server")
+PACKAGES = ("omnigraph/cli", "migrator", "engine", "playbooks", "claims", "ledger", "omnigraph/server")
 OWNED_ELSEWHERE = ("engine/gq", "engine/query")  # the read-query language: another work area, no advice
 GROUPS: dict[str, click.Group] = {"omnigraph": omnigraph_cli, "omnigraph-migrate": migrate_cli, "omnigraph-v4": v4_cli}
 MENTION = re.compile(r"\b(omnigraph-migrate|omnigraph-v4|omnigraph)((?: [a-z][a-z0-9-]*)+)")

@@ -27,13 +27,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from claims import inspect
-from cli.migrate import cli
-from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.manifest import Manifest
-from engine.storage import open_store
-from ledger import Ledger
-from migrator.layout import CLAIM_PATH, ledger_dir
+from omnigraph.claims import inspect
+from omnigraph.cli.migrate import cli
+from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import open_store
+from omnigraph.ledger import Ledger
+from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 from tests.support.migration_fixtures import BIN, build_duplicate, build_fixture, clone, exports
 
 MIGRATE = str(BIN / "omnigraph-migrate")

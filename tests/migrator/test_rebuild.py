@@ -7,11 +7,11 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from cli.migrate import cli as migrate_cli
-from engine.door import FENCED_PROFILE
-from engine.graph import open_graph
-from engine.manifest import Manifest
-from engine.storage import FORMAT_4, FORMAT_5, open_dataset, open_store, primary_key
+from omnigraph.cli.migrate import cli as migrate_cli
+from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.graph import open_graph
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.storage import FORMAT_4, FORMAT_5, open_dataset, open_store, primary_key
 from tests.conftest import new_root
 from tests.support.graph_helpers import all_objects
 from tests.support.migration_fixtures import BRANCHES, build_fixture, exports

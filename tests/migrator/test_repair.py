@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engine.errors import BadRequest
-from migrator import repair
+from omnigraph.engine.errors import BadRequest
+from omnigraph.migrator import repair
 from tests.conftest import new_root
 from tests.support.check_helpers import assert_check_clean
 from tests.support.migration_cli import claim_token, migrate
@@ -53,9 +53,9 @@ def _graph_with_a_duplicate_edge(tmp_path: Path) -> tuple[str, str]:
     """Compact fixture whose branch ``dup`` holds edge id ``w-dup`` twice (written by the v4 writer)."""
     import pyarrow as pa
 
-    from engine.door import LEGACY_PROFILE
-    from engine.graph import open_graph
-    from engine.ops import CommitPlan, TableWrite, commit, create_branch
+    from omnigraph.engine.door import LEGACY_PROFILE
+    from omnigraph.engine.graph import open_graph
+    from omnigraph.engine.ops import CommitPlan, TableWrite, commit, create_branch
     from tests.support.migration_fixtures import build_fixture
 
     uri = new_root("local", tmp_path)

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.door import LEGACY_PROFILE
-from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.graph import init_graph
-from engine.ops import create_branch
-from engine.ops.load import load
-from engine.storage import open_store
-from ledger import Ledger
-from migrator.layout import ledger_dir
+from omnigraph.engine.door import LEGACY_PROFILE
+from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
+from omnigraph.engine.graph import init_graph
+from omnigraph.engine.ops import create_branch
+from omnigraph.engine.ops.load import load
+from omnigraph.engine.storage import open_store
+from omnigraph.ledger import Ledger
+from omnigraph.migrator.layout import ledger_dir
 from tests.conftest import new_root
 from tests.support.check_helpers import assert_check_clean
 from tests.support.migration_cli import claim_token

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import yaml
 
-from server.grants import Grant
+from omnigraph.server.grants import Grant
 from tests.support.graph_helpers import OMNIGRAPH, invoke, make_example_graph, person, run_cli
 from tests.support.serve_helpers import NDJSON, Server, Tokens, error_of, start_fenced, stored_state, write_tokens
 

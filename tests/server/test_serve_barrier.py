@@ -14,16 +14,16 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from claims import inspect
-from cli.migrate import cli as migrate_cli
-from engine.access import FleetRecord, list_records, record_path
-from engine.door import LEGACY_PROFILE
-from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from engine.manifest import Manifest, now_ms
-from engine.reconcile import this_host
-from engine.storage import canonical_json, open_store
-from migrator.fleet_check import fleet_document
-from migrator.layout import CLAIM_PATH
+from omnigraph.claims import inspect
+from omnigraph.cli.migrate import cli as migrate_cli
+from omnigraph.engine.access import FleetRecord, list_records, record_path
+from omnigraph.engine.door import LEGACY_PROFILE
+from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
+from omnigraph.engine.manifest import Manifest, now_ms
+from omnigraph.engine.reconcile import this_host
+from omnigraph.engine.storage import canonical_json, open_store
+from omnigraph.migrator.fleet_check import fleet_document
+from omnigraph.migrator.layout import CLAIM_PATH
 from tests.support.graph_helpers import ACTOR, BIN, OMNIGRAPH, OMNIGRAPH_V4, invoke, make_example_graph, person, run_cli, write_jsonl
 from tests.support.serve_helpers import Server, error_of, start_fenced, start_server
 
@@ -197,10 +197,10 @@ def test_server_imports_only_the_engine() -> None:
 
     project = Path(__file__).resolve().parents[2]
     offenders = []
-    for path in sorted((project / "server").rglob("*.py")):
+    for path in sorted((project / "omnigraph" / "server").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
             offenders += [f"{path.name}: {n}" for n in names
-                          if n.split(".")[0] in ("cli", "click", "claims", "ledger", "migrator", "playbooks")]
+                          if n.split(".")[0] == "click" or n.split(".")[:2] in (["omnigraph", p] for p in ("cli", "claims", "ledger", "migrator", "playbooks"))]
     assert offenders == []

@@ -18,8 +18,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from server.grants import Grant
+from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
+from omnigraph.server.grants import Grant
 from tests.support.graph_helpers import ACTOR, OMNIGRAPH, export_text, make_example_graph, person, run_cli, write_jsonl
 from tests.support.serve_helpers import NDJSON, Server, error_of, start_fenced, write_tokens
 

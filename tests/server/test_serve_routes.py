@@ -19,11 +19,11 @@ import uvicorn
 from fastapi import APIRouter, FastAPI
 from pydantic import BaseModel
 
-from server.access import requires
-from server.app import create_app
-from server.gate import GuardedRoute, audit_routes
-from server.grants import Grant, Principal
-from server.settings import ServeSettings
+from omnigraph.server.access import requires
+from omnigraph.server.app import create_app
+from omnigraph.server.gate import GuardedRoute, audit_routes
+from omnigraph.server.grants import Grant, Principal
+from omnigraph.server.settings import ServeSettings
 from tests.support.graph_helpers import make_example_graph
 from tests.support.serve_helpers import Tokens, error_of, free_port, write_tokens
 
@@ -101,7 +101,7 @@ def test_a_route_without_a_grant_keeps_the_app_from_starting(tmp_path: Path) -> 
     undeclared.add_api_route("/forgot", lambda: {"oops": True}, methods=["GET"])
     plain = APIRouter()
     plain.add_api_route("/plain", lambda: {"oops": True}, methods=["GET"], dependencies=[requires(Grant.READ)])
-    for router, problem in ((undeclared, "/forgot declares no grant"), (plain, "/plain is not a server.gate.GuardedRoute")):
+    for router, problem in ((undeclared, "/forgot declares no grant"), (plain, "/plain is not a omnigraph.server.gate.GuardedRoute")):
         app = create_app(_settings(uri, tokens))
         app.include_router(router)
         with pytest.raises(RuntimeError, match=problem):

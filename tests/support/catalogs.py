@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.schema import Catalog
+from omnigraph.engine.schema import Catalog
 
 EVERY_TYPE = Catalog.from_source(
     """

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from engine.door import FENCED_PROFILE
-from engine.graph import open_graph
-from engine.manifest import lance_branch_name
-from engine.reconcile import list_intents
-from engine.storage import latest_version, list_branches, open_dataset, open_store
+from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.graph import open_graph
+from omnigraph.engine.manifest import lance_branch_name
+from omnigraph.engine.reconcile import list_intents
+from omnigraph.engine.storage import latest_version, list_branches, open_dataset, open_store
 
 
 def assert_write_converged(uri: str, branch: str) -> None:

@@ -17,12 +17,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
-from engine.graph import Graph, init_graph, open_graph
-from engine.manifest import Manifest
-from engine.ops import snapshot_document
-from engine.ops.load import LoadResult, load
-from engine.storage import MANIFEST_DIR, latest_version, list_branches, open_dataset, open_store, primary_key
+from omnigraph.engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
+from omnigraph.engine.graph import Graph, init_graph, open_graph
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.ops import snapshot_document
+from omnigraph.engine.ops.load import LoadResult, load
+from omnigraph.engine.storage import MANIFEST_DIR, latest_version, list_branches, open_dataset, open_store, primary_key
 
 __all__ = [
     "ACTOR",
@@ -168,8 +168,8 @@ def invoke(program: Path, *args: str | os.PathLike[str]) -> Cli:
     """
     from click.testing import CliRunner
 
-    from cli.omnigraph import cli as omnigraph_cli
-    from cli.omnigraph_v4 import cli as legacy_cli
+    from omnigraph.cli.omnigraph import cli as omnigraph_cli
+    from omnigraph.cli.omnigraph_v4 import cli as legacy_cli
 
     command = {OMNIGRAPH.name: omnigraph_cli, OMNIGRAPH_V4.name: legacy_cli}[program.name]
     argv = [str(a) for a in args]
@@ -243,7 +243,7 @@ def load_lines(
 
 def export_text(uri: str, branch: str = "main", types: list[str] | None = None, profile: EngineProfile = FENCED_PROFILE) -> str:
     """What ``export`` prints (one line per row, newline-terminated)."""
-    from engine.ops import export_lines
+    from omnigraph.engine.ops import export_lines
 
     graph = graph_for(uri, profile, write=False)
     return "".join(line + "\n" for line in export_lines(graph, branch, types))
@@ -345,7 +345,7 @@ def all_objects(uri: str) -> list[str]:
 
 def commit_ids(uri: str, branch: str = "main") -> list[str]:
     """``commit list`` of ``branch`` (newest first), as commit ids."""
-    from engine.manifest import commit_history
+    from omnigraph.engine.manifest import commit_history
 
     return [head.commit_id for head in commit_history(Manifest(open_store(uri)), branch)]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from engine.door import FENCED_PROFILE
-from engine.graph import init_graph, open_graph
-from engine.ops import export_lines
-from engine.ops.load import load
+from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.graph import init_graph, open_graph
+from omnigraph.engine.ops import export_lines
+from omnigraph.engine.ops.load import load
 
 SCHEMA = "node Person { name: String @key  age: I32? }\nedge Knows: Person -> Person\n"
 PEOPLE = 8_300

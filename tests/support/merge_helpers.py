@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.door import FENCED_PROFILE
-from engine.graph import Graph, init_graph, open_graph
-from engine.manifest import BranchSnapshot
-from engine.ops import CommitPlan, TableWrite, commit, export_lines
-from engine.ops.load import load
+from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.graph import Graph, init_graph, open_graph
+from omnigraph.engine.manifest import BranchSnapshot
+from omnigraph.engine.ops import CommitPlan, TableWrite, commit, export_lines
+from omnigraph.engine.ops.load import load
 
 SCHEMA = """
 node Person { name: String @key  age: I32?  email: String? @unique }

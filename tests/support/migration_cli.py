@@ -7,17 +7,17 @@ import subprocess
 
 import pytest
 
-from claims import inspect
-from engine.door import FENCED_PROFILE, LEGACY_PROFILE
-from engine.errors import FormatRefused
-from engine.failpoints import FAILPOINT_ENV
-from engine.graph import open_graph
-from engine.manifest import Manifest
-from engine.reconcile import list_intents
-from engine.storage import latest_version, open_pinned, open_store, primary_key
-from ledger import Ledger
-from migrator import sidecar as sidecars
-from migrator.layout import CLAIM_PATH, ledger_dir
+from omnigraph.claims import inspect
+from omnigraph.engine.door import FENCED_PROFILE, LEGACY_PROFILE
+from omnigraph.engine.errors import FormatRefused
+from omnigraph.engine.failpoints import FAILPOINT_ENV
+from omnigraph.engine.graph import open_graph
+from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.reconcile import list_intents
+from omnigraph.engine.storage import latest_version, open_pinned, open_store, primary_key
+from omnigraph.ledger import Ledger
+from omnigraph.migrator import sidecar as sidecars
+from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 from tests.support.check_helpers import assert_check_clean
 from tests.support.migration_fixtures import BIN, BRANCHES, exports
 

@@ -16,11 +16,11 @@ import json
 import sys
 from pathlib import Path
 
-from engine.door import FENCED_PROFILE, LEGACY_PROFILE
-from engine.graph import init_graph, open_graph
-from engine.ops import create_branch, export_lines
-from engine.ops.load import load
-from engine.storage import copy_root, open_store
+from omnigraph.engine.door import FENCED_PROFILE, LEGACY_PROFILE
+from omnigraph.engine.graph import init_graph, open_graph
+from omnigraph.engine.ops import create_branch, export_lines
+from omnigraph.engine.ops.load import load
+from omnigraph.engine.storage import copy_root, open_store
 from tests.support.graph_helpers import OMNIGRAPH_V4
 from tests.support.process_race import interleave_held
 
@@ -88,8 +88,8 @@ def build_duplicate(uri: str, tmp_path: Path, compact: bool = True) -> str:
 
 
 def count_ids(uri: str, branch: str, table_key: str, entity_id: str) -> int:
-    from engine.manifest import Manifest
-    from engine.storage import open_dataset
+    from omnigraph.engine.manifest import Manifest
+    from omnigraph.engine.storage import open_dataset
 
     store = open_store(uri)
     entry = Manifest(store).snapshot(branch).table(table_key)

@@ -10,8 +10,8 @@ from typing import Any
 import lance
 import pyarrow as pa
 
-from engine.manifest import Manifest, TableEntry, with_version
-from engine.storage import open_dataset, open_store
+from omnigraph.engine.manifest import Manifest, TableEntry, with_version
+from omnigraph.engine.storage import open_dataset, open_store
 
 
 def publish_row(uri: str, branch: str, entry: TableEntry) -> None:

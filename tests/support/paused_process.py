@@ -18,11 +18,11 @@ LAUNCHER = r"""
 import os, sys
 program = sys.argv[1]
 if program == "omnigraph":
-    from cli.omnigraph import cli
+    from omnigraph.cli.omnigraph import cli
 elif program == "omnigraph-v4":
-    from cli.omnigraph_v4 import cli
+    from omnigraph.cli.omnigraph_v4 import cli
 else:
-    from cli.migrate import cli
+    from omnigraph.cli.migrate import cli
 real_exit = os._exit
 def hold(status):
     print("paused", flush=True)

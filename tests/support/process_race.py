@@ -16,17 +16,17 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from engine.failpoints import FAILPOINT_ENV, run_held
+from omnigraph.engine.failpoints import FAILPOINT_ENV, run_held
 
 LAUNCHER = r"""
 import sys, time
 program = sys.argv[1]
 if program == "omnigraph":
-    from cli.omnigraph import cli
+    from omnigraph.cli.omnigraph import cli
 elif program == "omnigraph-v4":
-    from cli.omnigraph_v4 import cli
+    from omnigraph.cli.omnigraph_v4 import cli
 else:
-    from cli.migrate import cli
+    from omnigraph.cli.migrate import cli
 print("ready", flush=True)
 start = float(sys.stdin.readline())
 while time.time() < start:

@@ -1,6 +1,6 @@
 """A small pure-Python evaluator of ``.gq`` read queries, written from the language reference.
 
-It shares nothing with ``engine.query``: it takes the parse tree (:func:`engine.gq.parse`) of a
+It shares nothing with ``omnigraph.engine.query``: it takes the parse tree (:func:`omnigraph.engine.gq.parse`) of a
 query that the engine accepted and the graph as plain Python data, enumerates every assignment
 of nodes to the match's variables (a cross product, fine for the tiny graphs of the property
 test), and keeps those that satisfy every clause:
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.gq.syntax import (
+from omnigraph.engine.gq.syntax import (
     Aggregate,
     Binding,
     Clause,
@@ -42,8 +42,8 @@ from engine.gq.syntax import (
     Query,
     Traversal,
 )
-from engine.schema import Catalog, ScalarType
-from engine.schema.values import coerce_value
+from omnigraph.engine.schema import Catalog, ScalarType
+from omnigraph.engine.schema.values import coerce_value
 
 
 @dataclass

@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 import yaml
 
-from engine.access import list_records
-from engine.storage import open_store
-from server.grants import Grant
-from server.tokens import TokenEntry, new_token
+from omnigraph.engine.access import list_records
+from omnigraph.engine.storage import open_store
+from omnigraph.server.grants import Grant
+from omnigraph.server.tokens import TokenEntry, new_token
 from tests.support.graph_helpers import ACTOR, OMNIGRAPH, jsonl
 
 STARTUP_SECONDS = 60.0

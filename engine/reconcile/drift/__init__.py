@@ -1,15 +1,15 @@
 """Out-of-band table commits (made with Lance directly): find them, classify them, adopt or revert them.
 
-:mod:`~engine.reconcile.drift.detect` finds the tables whose HEAD is past their pin with no
+:mod:`~omnigraph.engine.reconcile.drift.detect` finds the tables whose HEAD is past their pin with no
 intent that explains it and classifies every commit in between from Lance's own records;
-:mod:`~engine.reconcile.drift.report` is what it reports (verdict ``adoptable`` or ``drift``), the
-``table_drift`` refusal and the commands that resolve it; :mod:`~engine.reconcile.drift.adoption`
+:mod:`~omnigraph.engine.reconcile.drift.report` is what it reports (verdict ``adoptable`` or ``drift``), the
+``table_drift`` refusal and the commands that resolve it; :mod:`~omnigraph.engine.reconcile.drift.adoption`
 adopts (re-pins HEAD after the fencing checks), reverts, and settles a branch (adopts everything
-adoptable). Callers use this face: ``from engine.reconcile import drift``, then ``drift.<name>``.
+adoptable). Callers use this face: ``from omnigraph.engine.reconcile import drift``, then ``drift.<name>``.
 """
 
-from engine.reconcile.drift.adoption import ADOPT_ATTEMPTS, adopt, fencing_problems, revert, settle, settle_all
-from engine.reconcile.drift.detect import (
+from omnigraph.engine.reconcile.drift.adoption import ADOPT_ATTEMPTS, adopt, fencing_problems, revert, settle, settle_all
+from omnigraph.engine.reconcile.drift.detect import (
     HEAD_READERS,
     classify,
     classify_unpinned_fork,
@@ -18,7 +18,7 @@ from engine.reconcile.drift.detect import (
     out_of_band,
     same_rows,
 )
-from engine.reconcile.drift.report import (
+from omnigraph.engine.reconcile.drift.report import (
     UNDECODED,
     OutOfBandCommit,
     StepKind,

@@ -1,14 +1,14 @@
 """Resolving out-of-band commits: adopt them (re-pin HEAD), revert them, or settle a branch.
 
 A span made only of steps that change no row and row-preserving rewrites (verdict
-``adoptable``, :mod:`engine.reconcile.drift.detect`) is adopted by :func:`settle`: the engine
+``adoptable``, :mod:`omnigraph.engine.reconcile.drift.detect`) is adopted by :func:`settle`: the engine
 re-pins HEAD with a recorded graph commit whose message is ``adopted <operations> vA..vB on
 <table>``, after the fencing checks on a fenced graph (:func:`fencing_problems`: PK exactly
 ``[id]``, ids unique and non-null). Anything else is drift, which an operator resolves with
 ``omnigraph drift adopt`` (:func:`adopt`: the same fencing checks, then re-pin HEAD) or
 ``omnigraph drift revert`` (:func:`revert`: restore the pinned version's content as a new
 version and re-pin it, or delete an unpublished fork). Every resolution publishes one graph
-commit and raises :class:`~engine.door.CommitConflict` when a pin moved meanwhile; nothing here
+commit and raises :class:`~omnigraph.engine.door.CommitConflict` when a pin moved meanwhile; nothing here
 runs inside another commit's attempt (the write path settles between two of its attempts).
 """
 
@@ -17,13 +17,13 @@ from __future__ import annotations
 import lance
 import pyarrow.compute as pc
 
-from engine.door import KEY_COLUMN, CommitConflict
-from engine.errors import NotFound, ValidationFailed
-from engine.manifest import HeadEntry, Manifest, now_ms, with_version
-from engine.reconcile.drift.detect import in_flight_tables, out_of_band
-from engine.reconcile.drift.report import TableDriftReport, commands_for
-from engine.schema.ids import new_ulid
-from engine.storage import GraphStore, ImageRef, delete_branch_if_present, latest_version, open_pinned, primary_key
+from omnigraph.engine.door import KEY_COLUMN, CommitConflict
+from omnigraph.engine.errors import NotFound, ValidationFailed
+from omnigraph.engine.manifest import HeadEntry, Manifest, now_ms, with_version
+from omnigraph.engine.reconcile.drift.detect import in_flight_tables, out_of_band
+from omnigraph.engine.reconcile.drift.report import TableDriftReport, commands_for
+from omnigraph.engine.schema.ids import new_ulid
+from omnigraph.engine.storage import GraphStore, ImageRef, delete_branch_if_present, latest_version, open_pinned, primary_key
 
 ADOPT_ATTEMPTS = 8
 
@@ -62,7 +62,7 @@ def adopt(
 
     ``require_fencing`` (fenced graphs) refuses, with ``validation_failed`` and nothing written,
     an image whose PK is not ``[id]`` or whose ids are null or duplicated. Raises
-    :class:`~engine.door.table_store.CommitConflict` if a pin moved since the reports were made or a
+    :class:`~omnigraph.engine.door.table_store.CommitConflict` if a pin moved since the reports were made or a
     concurrent publish won.
     """
     snapshot = manifest.snapshot(graph_branch)

@@ -19,8 +19,8 @@ never guessed:
   ``Restore``, ...).
 
 A span made only of ``no_row_change`` steps and row-preserving rewrites is ``adoptable``;
-anything else is ``drift`` (:mod:`engine.reconcile.drift.report`). Nothing here writes: adoption
-and revert are :mod:`engine.reconcile.drift.adoption`.
+anything else is ``drift`` (:mod:`omnigraph.engine.reconcile.drift.report`). Nothing here writes: adoption
+and revert are :mod:`omnigraph.engine.reconcile.drift.adoption`.
 
 pylance 14.0.2 cannot decode the transaction of a ``Rewrite`` that also rewrote an index (its
 ``RewrittenIndex`` binding lacks constructor arguments, so ``read_transaction`` raises
@@ -42,12 +42,12 @@ from typing import Any
 import lance
 import pyarrow as pa
 
-from engine.door import KEY_COLUMN
-from engine.manifest import Manifest, TableEntry, lance_branch_name
-from engine.reconcile import intents
-from engine.reconcile.drift.report import UNDECODED, OutOfBandCommit, StepKind, TableDriftReport
-from engine.storage import GraphStore, LanceBranch, latest_version, list_branches, open_dataset, open_pinned, primary_key
-from engine.storage.blob_cells import ROW_ID, blob_names, digests
+from omnigraph.engine.door import KEY_COLUMN
+from omnigraph.engine.manifest import Manifest, TableEntry, lance_branch_name
+from omnigraph.engine.reconcile import intents
+from omnigraph.engine.reconcile.drift.report import UNDECODED, OutOfBandCommit, StepKind, TableDriftReport
+from omnigraph.engine.storage import GraphStore, LanceBranch, latest_version, list_branches, open_dataset, open_pinned, primary_key
+from omnigraph.engine.storage.blob_cells import ROW_ID, blob_names, digests
 
 _REWRITE = "Rewrite"
 _UNDECODABLE_REWRITE_MARKER = "RewrittenIndex"

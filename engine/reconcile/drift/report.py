@@ -14,8 +14,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engine.errors import TableDrift
-from engine.storage import LanceBranch
+from omnigraph.engine.errors import TableDrift
+from omnigraph.engine.storage import LanceBranch
 
 StepKind = Literal["no_row_change", "rewrite", "row_change"]
 Verdict = Literal["adoptable", "drift"]

@@ -1,0 +1,335 @@
+"""The commands ``omnigraph-migrate`` defines itself: preflight, plan, run, resume, abort, status,
+verify, duplicates, repair and copy (:mod:`omnigraph.cli.migrate` lists them; ``claim``, ``playbook``,
+``rebuild`` and ``refence`` have modules of their own).
+
+Each command imports the migrator, the ledger and :mod:`omnigraph.migrate` in its body, so
+importing this module (to run one command, or to print its ``--help``) costs only what the
+options need.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from omnigraph.cli.answer_options import answer_check_options, chosen_queries
+from omnigraph.cli.executor_options import chosen_executor, executor_options
+from omnigraph.cli.fleet_options import ignore_fleet_option, report_fleet
+from omnigraph.cli.parallel_option import parallel_option
+from omnigraph.cli.progress import StderrProgress
+from omnigraph.cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
+from omnigraph.errors import EXIT_VALIDATION_FAILED, ValidationFailed
+
+if TYPE_CHECKING:
+    from omnigraph.migrate import Migrated, Progress
+
+
+def _progress(as_json: bool) -> Progress:
+    from omnigraph.migrate import SilentProgress
+
+    return SilentProgress() if as_json else StderrProgress()
+
+
+def _print_inventory(entries: list[dict[str, Any]]) -> None:
+    from omnigraph.ledger import InventoryEntry
+    from omnigraph.migrator.inventory import inventory_lines
+
+    for line in inventory_lines([InventoryEntry.model_validate(e) for e in entries]):
+        echo_result(line)
+
+
+def _inventory_on_stdout(command: Any) -> Any:
+    """Without --json, a validation failure also prints its inventory on stdout."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except ValidationFailed as failure:
+            if not kwargs.get("as_json") and failure.details.get("inventory"):
+                _print_inventory(failure.details["inventory"])
+            raise
+
+    return wrapper
+
+
+@click.command("preflight")
+@click.argument("graph")
+@click.option("--validate", is_flag=True, help="Also scan every pinned image for duplicate or null ids.")
+@ignore_fleet_option
+@json_option
+@reports_errors
+@_inventory_on_stdout
+def preflight_command(graph: str, validate: bool, ignore_fleet: bool, as_json: bool) -> None:
+    """Read-only readiness check: stamp 4, no pending writes, no claim, no live registered writer,
+    every unit listed."""
+    from omnigraph import migrate
+
+    document = migrate.preflight(graph, validate=validate, ignore_fleet=ignore_fleet, progress=_progress(as_json)).to_dict()
+    if as_json:
+        emit_json(document)
+        return
+    inherited = sum(1 for u in document["units"] if u["inherited"])
+    echo_result(
+        f"ready: {document['graph']} is at format 4 with {len(document['branches'])} branch(es), "
+        f"{len(document['units'])} unit(s) ({inherited} inherited), {document['images']} distinct image(s)"
+        + ("; no duplicate or null ids" if validate else "; add --validate to scan ids")
+    )
+    report_fleet(document["fleet"])
+    for report in document["out_of_band"]:
+        echo_result(
+            f"out-of-band: {report['table_key']} on {report['graph_branch']} v{report['pinned_version']}.."
+            f"v{report['head_version']} changes no row; `run` adopts it before pinning"
+        )
+    say(f"next: stop every server, CLI and embedded writer, then `omnigraph-migrate run {document['graph']}`")
+
+
+@click.command("plan")
+@click.argument("graph")
+@json_option
+@reports_errors
+def plan_command(graph: str, as_json: bool) -> None:
+    """List the units (branch, table, pinned image) a migration would process."""
+    from omnigraph import migrate
+
+    document = migrate.plan(graph).to_dict()
+    if as_json:
+        emit_json(document)
+        return
+    for unit in document["units"]:
+        pinned = f"{unit['pinned_table_branch'] or 'main'}@v{unit['pinned_table_version']}"
+        echo_result(f"{unit['graph_branch']:<20} {unit['table_key']:<28} {pinned:<20} {'inherited' if unit['inherited'] else 'owned'}")
+
+
+@click.command("run")
+@click.argument("graph")
+@click.option("--owner", default=None,
+              help="Who runs the migration (recorded in the claim and ledger) [default: OMNIGRAPH_ACTOR, else the login name].")
+@ignore_fleet_option
+@executor_options
+@parallel_option
+@answer_check_options
+@json_option
+@reports_errors
+@_inventory_on_stdout
+def run_command(
+    graph: str, owner: str | None, ignore_fleet: bool, executor: str, ray_address: str | None, parallel: int | None,
+    queries_path: Path | None, query_params_path: Path | None, as_json: bool,
+) -> None:
+    """Migrate every branch of GRAPH to format 5 (needs every writer stopped).
+
+    On a graph already at format 5 (no claim held, verify passes) it does nothing and exits 0.
+    With --executor ray the images are validated as Ray tasks (docs/operations.md). With
+    --queries the stamp also needs every read query to answer as it did before (docs/queries.md).
+    """
+    from omnigraph import migrate
+
+    queries = chosen_queries(queries_path, query_params_path)
+    with chosen_executor(executor, ray_address) as validator:
+        outcome = migrate.run(
+            graph, owner=owner, ignore_fleet=ignore_fleet, executor=validator, progress=_progress(as_json), queries=queries,
+            parallel=parallel,
+        )
+    if as_json:
+        emit_json(outcome.to_dict())
+        return
+    if isinstance(outcome, migrate.UpToDate):
+        echo_result(outcome.message)
+        return
+    echo_result(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}")
+    _say_answers(outcome)
+    say(f"next: `omnigraph-migrate verify {graph}`, then restart writers with the new omnigraph")
+
+
+@click.command("resume")
+@click.argument("graph")
+@click.option("--token", required=True, help="The token of the crashed migration's claim.")
+@executor_options
+@parallel_option
+@answer_check_options
+@json_option
+@reports_errors
+@_inventory_on_stdout
+def resume_command(
+    graph: str, token: str, executor: str, ray_address: str | None, parallel: int | None, queries_path: Path | None,
+    query_params_path: Path | None, as_json: bool,
+) -> None:
+    """Continue a crashed migration from its ledger and sidecars (images not yet found clean
+    are validated on --executor). Answers the migration recorded are checked before the stamp;
+    --queries is only needed if the run died before recording them."""
+    from omnigraph import migrate
+
+    queries = chosen_queries(queries_path, query_params_path)
+    with chosen_executor(executor, ray_address) as validator:
+        outcome = migrate.resume(
+            graph, token=token, executor=validator, progress=_progress(as_json), queries=queries, parallel=parallel
+        )
+    if as_json:
+        emit_json(outcome.to_dict())
+        return
+    echo_result(f"migration {outcome.migration_id} completed: {outcome.units} unit(s); stamp is {outcome.stamp}")
+    _say_answers(outcome)
+
+
+@click.command("abort")
+@click.argument("graph")
+@click.option("--token", required=True, help="The token of the migration's claim.")
+@click.option("--reason", default="aborted by operator", show_default=True)
+@json_option
+@reports_errors
+def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
+    """Put stamp 4 back and release the claim (before stamp 5 only). Installed PKs stay."""
+    from omnigraph import migrate
+
+    document = migrate.abort(graph, token=token, reason=reason).to_dict()
+    if as_json:
+        emit_json(document)
+        return
+    echo_result(
+        f"aborted migration {document['migration_id']}: stamp is 4 again and the claim is released. "
+        "Primary keys already installed stay (roll-forward only); old writers may run again, so a "
+        "later `run` re-validates every image."
+    )
+
+
+@click.command("status")
+@click.argument("graph")
+@click.option("--tail", "tail_records", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Show only the last N ledger records (the state is still the whole ledger's).")
+@json_option
+@reports_errors
+def status_command(graph: str, tail_records: int | None, as_json: bool) -> None:
+    """The stamp, the claim holder (and every process acting for it), the latest migration's
+    ledger, and the command to run next."""
+    from omnigraph.ledger import render_table
+    from omnigraph.migrator import inspection
+
+    document, replay = inspection.status(graph, tail_records)
+    if as_json:
+        emit_json(document)
+        return
+    echo_result(f"graph {document['graph']}: stamp {document['stamp']}")
+    claim = document["claim"]
+    if claim:
+        echo_result(
+            f"claim held by {claim['owner']} on {claim['host']} (pid {claim['pid']}) since {claim['created_at']}; "
+            f"migration {claim['migration_id']}, token {claim['token']}"
+        )
+        for process in document["acting"]:
+            echo_result(
+                f"  {process['action']}: {process['owner']} on {process['host']} (pid {process['pid']}) "
+                f"since {process['since']}: {process['liveness']}"
+            )
+    else:
+        echo_result("no claim")
+    if replay is not None:
+        units = ", ".join(f"{state}: {count}" for state, count in document["units_by_state"].items()) or "none planned"
+        echo_result(
+            f"migration {document['migration_id']}: units {units}; {document['ledger_records']} ledger record(s) "
+            f"over {document['elapsed_seconds']}s"
+        )
+        echo_result(render_table(replay).rstrip())
+    elif claim:
+        echo_result(
+            f"migration {claim['migration_id']}: no ledger record yet (its process stopped, or has not gone on, "
+            "after taking the claim)"
+        )
+    echo_result(f"next: {document['next']}")
+
+
+@click.command("verify")
+@click.argument("graph")
+@answer_check_options
+@json_option
+@reports_errors
+def verify_command(graph: str, queries_path: Path | None, query_params_path: Path | None, as_json: bool) -> None:
+    """Check every live table on every branch has the PK [id] and nothing is unpublished; with
+    --queries, also that they answer as when the migration recorded them."""
+    from omnigraph import migrate
+
+    document = migrate.verify(graph, queries=chosen_queries(queries_path, query_params_path)).to_dict()
+    if as_json:
+        emit_json(document)
+        return
+    echo_result(f"ok: every live table on every branch of {document['graph']} is fenced (stamp {document['stamp']})")
+    for case in document.get("answer_check", []):
+        echo_result(f"ok: query {case['query']} on {case['graph_branch']}: {case['message']}")
+
+
+def _say_answers(outcome: Migrated) -> None:
+    """One line per checked answer (nothing without an answer check)."""
+    for case in outcome.answer_check:
+        echo_result(f"answer unchanged: query {case['query']} on {case['graph_branch']} ({case['rows']} row(s))")
+
+
+@click.command("duplicates")
+@click.argument("graph")
+@json_option
+@reports_errors
+def duplicates_command(graph: str, as_json: bool) -> None:
+    """Print every duplicate or null id of every pinned image (exit 4 if any); takes no claim."""
+    from omnigraph.migrator import inspection
+
+    document = inspection.duplicates(graph, _progress(as_json))
+    if as_json:
+        emit_json(document)
+    else:
+        _print_inventory(document["inventory"])
+        echo_result(f"{len(document['inventory'])} problem(s) in {document['images']} image(s)")
+    if document["inventory"]:
+        raise SystemExit(EXIT_VALIDATION_FAILED)
+
+
+@click.command("repair")
+@click.argument("graph")
+@click.option("--token", required=True, help="The token of the migration's claim.")
+@click.option("--decisions", "decisions_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The decisions file (YAML).")
+@click.option("--template", is_flag=True, help="Write a decisions template to --decisions instead of applying.")
+@json_option
+@reports_errors
+def repair_command(graph: str, token: str, decisions_path: Path, template: bool, as_json: bool) -> None:
+    """Repair duplicate/null ids behind the barrier, as decided in a decisions file."""
+    from omnigraph.migrator import repair
+
+    if template:
+        decisions = repair.template(graph, token, _progress(as_json))
+        repair.write_decisions(decisions_path, decisions)
+        document: dict[str, Any] = {"template": str(decisions_path), "entries": len(decisions.decisions)}
+        if as_json:
+            emit_json(document)
+            return
+        echo_result(f"wrote {len(decisions.decisions)} entries to {decisions_path}: set an action on each, then rerun without --template")
+        return
+    applied = repair.apply(graph, token, repair.read_decisions(decisions_path), actor_name())
+    document = {"commits": [record.model_dump(mode="json") for record in applied]}
+    if as_json:
+        emit_json(document)
+        return
+    echo_result(
+        f"applied {len(applied)} repair commit(s); next: `omnigraph-migrate duplicates {graph}` to check, "
+        f"then `omnigraph-migrate resume {graph} --token {token}`"
+    )
+
+
+@click.command("copy")
+@click.argument("source")
+@click.argument("destination")
+@json_option
+@reports_errors
+def copy_command(source: str, destination: str, as_json: bool) -> None:
+    """Copy a graph root (all branches and versions) to an empty DESTINATION, for rehearsals.
+
+    SOURCE is only read. Branches of the copy keep reading their inherited data files from
+    SOURCE (Lance records the root's URI), so keep SOURCE in place: the copy is not a backup.
+    """
+    from omnigraph import migrate
+
+    document = migrate.copy(source, destination).to_dict()
+    if as_json:
+        emit_json(document)
+        return
+    echo_result(f"copied {document['objects']} objects ({document['bytes']} bytes) from {source} to {destination}")

@@ -1,0 +1,95 @@
+"""``omnigraph query --query F.gq [--name N] [--params JSON] [--branch B] [--at COMMIT] [--format F] [--json] GRAPH``.
+
+Runs one read query; reads work at every stamp the format-5 program reads (4, migrating, 5).
+Output on stdout: ``table`` (the default: aligned columns, a header and a row count), ``json``
+(the output document ``{query, branch, commit, columns, rows}``, as ``--json`` prints it),
+``jsonl`` (one row object per line, keys in column order) or ``csv`` (a header, then one line
+per row; NULL is an empty field, lists are JSON text).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from omnigraph.cli.mutate import parse_params
+from omnigraph.cli.support import echo_result, emit_json, json_option, open_graph, reports_errors
+
+if TYPE_CHECKING:
+    from omnigraph.graph import Answer
+
+MAIN = "main"
+FORMATS = ("table", "json", "jsonl", "csv")
+
+
+def _text(value: Any) -> str:
+    """A value as one table or CSV cell (strings as they are, NULL empty, others as JSON)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _table(answer: Answer) -> Iterator[str]:
+    rows = [[_text(value) if value is not None else "null" for value in row] for row in answer.rows()]
+    widths = [max([len(name)] + [len(row[i]) for row in rows]) for i, name in enumerate(answer.columns)]
+    yield "  ".join(name.ljust(width) for name, width in zip(answer.columns, widths, strict=True)).rstrip()
+    yield "  ".join("-" * width for width in widths)
+    for row in rows:
+        yield "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+    yield f"({len(rows)} row{'' if len(rows) == 1 else 's'})"
+
+
+def _write(answer: Answer, output: str) -> None:
+    if output == "json":
+        emit_json(answer.document())
+    elif output == "jsonl":
+        for row in answer.rows():
+            echo_result(json.dumps(dict(zip(answer.columns, row, strict=True)), ensure_ascii=False))
+    elif output == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(answer.columns)
+        for row in answer.rows():
+            writer.writerow([_text(value) for value in row])
+    else:
+        for line in _table(answer):
+            echo_result(line)
+
+
+@click.command("query")
+@click.option("--query", "query_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The .gq file.")
+@click.option("--name", default=None, help="The query to run (required when the file declares several).")
+@click.option("--params", "params_json", default=None, help='Parameter values as a JSON object, e.g. \'{"name": "Ann"}\'.')
+@click.option("--branch", default=MAIN, show_default=True)
+@click.option("--at", "at_commit", default=None, help="Read the branch as of this commit (see `commit list`).")
+@click.option("--format", "output", type=click.Choice(FORMATS), default=None,
+              help="Output format (default: table; --json is --format json).")
+@json_option
+@click.argument("graph")
+@reports_errors
+def query_command(
+    query_file: Path, name: str | None, params_json: str | None, branch: str, at_commit: str | None,
+    output: str | None, graph: str, as_json: bool,
+) -> None:
+    """Run one .gq read query on a branch (or one of its commits) and print the answer."""
+    if as_json and output not in (None, "json"):
+        raise click.UsageError(f"--json prints the JSON document; it cannot be combined with --format {output}")
+    try:
+        source = query_file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise click.BadParameter(f"{query_file} is not UTF-8 text: {error.reason}", param_hint="--query") from None
+    params = parse_params(params_json)
+    from omnigraph.sources import check_read_query
+
+    check_read_query(source, name)  # syntax, --name and the kind: refused before any I/O
+    with open_graph(graph, read_only=True) as opened, \
+            opened.open_query(source, name=name, params=params, branch=branch, at=at_commit) as answer:
+        _write(answer, "json" if as_json else output or "table")

@@ -1,0 +1,39 @@
+"""``token create``: a new bearer token for ``omnigraph serve`` and its tokens-file entry."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from pydantic import ValidationError
+
+from omnigraph.cli.support import echo_result, emit_json, json_option, reports_errors, say
+from omnigraph.server.grants import Grant
+from omnigraph.server.tokens import new_token
+
+
+@click.group("token")
+def token_group() -> None:
+    """Bearer tokens for `omnigraph serve`."""
+
+
+@token_group.command("create")
+@click.option("--actor", required=True, help="The actor the token's commits record.")
+@click.option("--grant", "grants", multiple=True, required=True, type=click.Choice([g.value for g in Grant]),
+              help="A grant of the token (repeatable).")
+@json_option
+@reports_errors
+def token_create(actor: str, grants: tuple[str, ...], as_json: bool) -> None:
+    """Print a new random token, once, and the entry that admits it (only its SHA-256 is kept)."""
+    try:
+        token, entry = new_token(actor, sorted({Grant(g) for g in grants}))
+    except ValidationError as error:
+        raise click.BadParameter(error.errors()[0]["msg"], param_hint="--actor") from error
+    document = entry.model_dump(mode="json")
+    if as_json:
+        emit_json({"token": token, "entry": document})
+        return
+    echo_result(f"token: {token}")
+    echo_result("tokens file entry (add it under `tokens:`):")
+    echo_result(f"  - {json.dumps(document)}")
+    say("the token is shown only this once: the server keeps only its SHA-256")

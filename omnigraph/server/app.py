@@ -1,0 +1,216 @@
+"""The FastAPI application: one graph, one program profile, endpoints for what the CLI does.
+
+Endpoint handlers that touch the graph are plain ``def`` functions (FastAPI runs them in its worker
+threads) or ``await`` :func:`starlette.concurrency.run_in_threadpool`: no Lance or object-storage
+call runs on the event loop. Errors are ``{"error": {code, message, details}}`` with the HTTP status
+of the error's code (REFERENCE.md); ``format_barrier`` (503) is a write refused at a stamp this
+program does not write. Each process registers itself in the fleet registry
+(``Graph.fleet_membership``) for its lifetime.
+
+Every route is a :class:`omnigraph.server.gate.GuardedRoute` (host, token and grant, origin, content type,
+body limits, checked before the handler) and declares its grant (:mod:`omnigraph.server.access`); the app
+refuses to start with one that does not. Around the routes, outermost first:
+:class:`omnigraph.server.observe.Observe` (access log, metrics) and CORS headers for the allowed origins
+(only when some are configured).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
+
+from fastapi import FastAPI, Header, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+import omnigraph
+from omnigraph import __version__
+from omnigraph.errors import BadRequest, OmnigraphError
+from omnigraph.server import metrics, models
+from omnigraph.server.access import NDJSON_BODY, public, requires
+from omnigraph.server.docs_ui import add_docs_routes
+from omnigraph.server.gate import GuardedRoute, audit_routes, install_gate
+from omnigraph.server.grants import Grant, Principal
+from omnigraph.server.observe import Observe
+from omnigraph.server.query_routes import query_router
+from omnigraph.server.service import GraphService
+from omnigraph.server.settings import ServeSettings, settings_from_env
+from omnigraph.server.tokens import TokenTable, read_tokens_file
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": models.ErrorResponse} for status in (400, 401, 403, 404, 408, 409, 412, 413, 415, 421, 500, 503)
+}
+
+
+def _error_response(error: OmnigraphError, status: int | None = None) -> JSONResponse:
+    return JSONResponse(error.to_json(), status_code=status or error.http_status)
+
+
+def create_app(settings: ServeSettings) -> FastAPI:
+    """The application serving ``settings.graph`` as ``settings.program``; the tokens file (when
+    the server is not unauthenticated) is read and validated here."""
+    program = settings.program
+    tokens = None if settings.tokens_file is None else TokenTable(read_tokens_file(settings.tokens_file))
+    service = GraphService(settings.graph, program, on_recovery=metrics.count_recoveries)
+
+    @asynccontextmanager
+    async def lifespan(started: FastAPI) -> AsyncIterator[None]:
+        audit_routes(started)  # a route without a declared grant: refuse to start
+        membership = service.graph.fleet_membership("server", settings.address)
+        await run_in_threadpool(membership.start)
+        try:
+            yield
+        finally:
+            await run_in_threadpool(service.stop_writes)
+            await run_in_threadpool(membership.stop)
+            metrics.forget_process(os.getpid())
+
+    app = FastAPI(
+        title=f"{program} serve",
+        version=__version__,
+        description=f"HTTP access to one graph (writes format {service.graph.writes_format}).",
+        lifespan=lifespan,
+        responses=_ERRORS,
+        docs_url=None, redoc_url=None, openapi_url=None,  # served by omnigraph.server.docs_ui, open routes like the rest
+    )
+    app.router.route_class = GuardedRoute
+    _install_error_handlers(app)
+    _add_routes(app, service, program)
+    app.include_router(query_router(service))
+    if settings.docs:
+        add_docs_routes(app)
+    install_gate(app, settings, tokens)
+    if settings.allowed_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.allowed_origins, allow_methods=["GET", "POST", "DELETE"],
+                           allow_headers=["Authorization", "Content-Type", "If-Match", "X-Omnigraph-Actor"])
+    app.add_middleware(Observe)
+    return app
+
+
+def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
+    @app.get("/healthz", response_model=models.Health, tags=["health"], dependencies=[public()])
+    def healthz() -> dict[str, Any]:
+        """The process is alive (touches no storage)."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", response_model=models.Readiness, tags=["health"], dependencies=[public()],
+             responses={503: {"model": models.Readiness, "description": "Not ready for writes (reads still work)."}})
+    def readyz() -> JSONResponse:
+        """Ready for writes: 200 when the stamp is one this program writes and no claim is held, else 503."""
+        document = service.readiness()
+        return JSONResponse(document, status_code=200 if document["writable"] else 503)
+
+    @app.get("/version", response_model=models.VersionInfo, tags=["health"], dependencies=[requires(Grant.READ)])
+    def version() -> dict[str, Any]:
+        return {"program": program, "version": __version__, "format": service.graph.writes_format}
+
+    @app.get("/metrics", tags=["health"], response_class=Response, dependencies=[requires(Grant.READ)],
+             responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text exposition."}})
+    def prometheus_metrics() -> Response:
+        """Every metric of every worker process, in the Prometheus text format (``docs/serving.md``)."""
+        return Response(metrics.exposition(service.graph.stamp, program), media_type=metrics.CONTENT_TYPE)
+
+    @app.get("/branches", response_model=models.BranchList, tags=["branches"], dependencies=[requires(Grant.READ)])
+    def list_branches() -> dict[str, Any]:
+        return {"branches": service.branches()}
+
+    @app.post("/branches", response_model=models.BranchCreated, status_code=201, tags=["branches"],
+              dependencies=[requires(Grant.BRANCH)])
+    def create_branch(body: models.BranchCreate) -> dict[str, Any]:
+        return service.create_branch(body.name, body.from_branch)
+
+    @app.delete("/branches/{name}", response_model=models.BranchDeleted, tags=["branches"], dependencies=[requires(Grant.BRANCH)])
+    def delete_branch(name: str) -> dict[str, Any]:
+        service.delete_branch(name)
+        return {"deleted": name}
+
+    @app.get("/branches/{branch}/snapshot", response_model=models.Snapshot, tags=["reads"], dependencies=[requires(Grant.READ)])
+    def snapshot(branch: str) -> dict[str, Any]:
+        return service.snapshot(branch)
+
+    @app.get("/branches/{branch}/commits", response_model=models.CommitList, tags=["reads"], dependencies=[requires(Grant.READ)])
+    def commits(branch: str) -> dict[str, Any]:
+        return {"branch": branch, "commits": service.commits(branch)}
+
+    @app.get("/branches/{branch}/export", tags=["reads"], response_class=StreamingResponse, dependencies=[requires(Grant.EXPORT)],
+             responses={200: {"content": {"application/x-ndjson": {}}, "description": "JSONL, sorted by table key then id."}})
+    def export(branch: str, types: Annotated[list[str], Query(alias="type")] = []) -> StreamingResponse:  # noqa: B006
+        """The branch as JSONL (the load format), streamed; ``type`` (repeatable) limits the types."""
+        return StreamingResponse(service.export(branch, list(types)), media_type="application/x-ndjson")
+
+    @app.get("/branches/{branch}/blob", tags=["reads"], response_class=StreamingResponse, dependencies=[requires(Grant.READ)],
+             responses={200: {"content": {"application/octet-stream": {}}, "description": "The cell's bytes."}})
+    def blob(
+        branch: str,
+        type_name: Annotated[str, Query(alias="type")],
+        row_id: Annotated[str, Query(alias="id")],
+        prop: Annotated[str, Query(alias="property")],
+    ) -> StreamingResponse:
+        """One Blob cell's bytes, streamed (``omnigraph blob get``): ``?type=T&id=ID&property=P``
+        (query parameters, so any id fits); ``Content-Length`` is the cell's size."""
+        size, chunks = service.blob(branch, type_name, row_id, prop)
+        return StreamingResponse(chunks, media_type="application/octet-stream", headers={"Content-Length": str(size)})
+
+    @app.post("/branches/{branch}/load", response_model=models.LoadResponse, tags=["writes"],
+              openapi_extra={"requestBody": {"required": True, "content": {"application/x-ndjson": {}}}})
+    async def load(
+        branch: str,
+        request: Request,
+        mode: Annotated[Literal["append", "merge", "overwrite"], Query()],
+        principal: Annotated[Principal, requires(Grant.WRITE, body=NDJSON_BODY)],
+    ) -> dict[str, Any]:
+        """Load a JSONL body as one commit: append = strict insert, merge = upsert, overwrite = replace.
+        The body is parsed and validated before the server's write lock is taken."""
+        data = await request.body()  # read and bounded by the gate already
+        return await run_in_threadpool(service.load, branch, mode, data, principal.actor)
+
+    if program == omnigraph.ENGINE:  # the format-4 release had neither
+        @app.post("/branches/{name}/merge", response_model=models.MergeResponse, tags=["branches"])
+        def merge_branch(name: str, body: models.MergeRequest, principal: Annotated[Principal, requires(Grant.MERGE)]) -> dict[str, Any]:
+            """Three-way merge of branch ``name`` into ``into`` (up to date, fast-forward or a merge
+            commit); any conflict is 409 ``merge_conflict`` with the full list, nothing written."""
+            return service.merge(name, body.into, principal.actor)
+
+        @app.post("/branches/{branch}/mutate", response_model=models.MutateResponse, tags=["writes"])
+        def mutate(
+            branch: str,
+            body: models.MutateRequest,
+            principal: Annotated[Principal, requires(Grant.WRITE)],
+            if_match: Annotated[str | None, Header()] = None,
+        ) -> dict[str, Any]:
+            """Run one ``.gq`` query as one commit; ``If-Match: <commit id>`` refuses (412) unless the
+            branch head is that commit (``--if-commit``)."""
+            return service.mutate(branch, body.query, body.name, body.params, if_match, principal.actor)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(OmnigraphError)
+    async def omnigraph_error(_: Request, error: OmnigraphError) -> JSONResponse:
+        return _error_response(error)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
+        problems = [
+            {"loc": [str(part) for part in item.get("loc", ())], "msg": str(item.get("msg")), "type": str(item.get("type"))}
+            for item in error.errors()
+        ]
+        summary = "; ".join(f"{'.'.join(p['loc'])}: {p['msg']}" for p in problems)
+        return _error_response(BadRequest(f"invalid request: {summary}", {"errors": problems}))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 404:
+            body = {"error": {"code": "not_found", "message": f"no endpoint {request.url.path}", "details": {}}}
+        else:
+            body = {"error": {"code": "bad_request", "message": str(error.detail), "details": {}}}
+        return JSONResponse(body, status_code=error.status_code)
+
+
+def app_from_env() -> FastAPI:
+    """uvicorn factory: the app of the settings ``omnigraph serve`` put in the environment."""
+    return create_app(settings_from_env())

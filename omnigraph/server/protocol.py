@@ -1,0 +1,71 @@
+"""uvicorn's h11 protocol with a deadline on each request head.
+
+uvicorn bounds the size of a request head (``h11_max_incomplete_event_size``), idle keep-alive
+connections (``timeout_keep_alive``) and the number of connections served (``limit_concurrency``),
+but not the time a client may take to send its request line and headers: a client that opens a
+connection and sends a byte now and then would hold it for ever. This subclass closes a
+connection whose request head is not complete within ``limits.header_timeout`` seconds of the
+connection opening, or of the previous response ending. The body has its own deadline
+(:mod:`omnigraph.server.gate`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import cache
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from omnigraph.server.settings import settings_from_env
+
+
+@cache
+def _head_timeout() -> float:
+    return settings_from_env().limits.header_timeout
+
+
+class HeadDeadlineProtocol(H11Protocol):
+    """:class:`H11Protocol` plus the head deadline of the module docstring."""
+
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self._in_request():
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self._in_request() and not self.transport.is_closing():
+            self._arm()
+
+    def _in_request(self) -> bool:
+        return self.cycle is not None and not self.cycle.response_complete
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(_head_timeout(), self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if self._in_request() or self.transport.is_closing():
+            return
+        try:
+            self.conn.send(h11.ConnectionClosed())
+        except h11.LocalProtocolError:
+            pass
+        self.transport.close()

@@ -1,0 +1,56 @@
+"""``POST /branches/{branch}/query``: one ``.gq`` read query, answered as the output document.
+
+Body ``{query, name, params, at}`` (``at``: a commit of the branch to read, else its head).
+Reads are served at every stamp the program reads; the query is parsed and checked before any
+graph data is read. Errors as everywhere in the API: 400 ``bad_request`` (syntax, type,
+parameter, a mutation sent here), 404 ``not_found`` (branch or commit), 413 ``resource_limit``
+(the query's memory limit). The route needs the ``read`` grant (:data:`GRANT`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+import omnigraph
+from omnigraph.server.access import requires
+from omnigraph.server.gate import GuardedRoute
+from omnigraph.server.grants import Grant
+from omnigraph.server.service import GraphService
+
+GRANT = Grant.READ
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(description="The .gq source.")
+    name: str | None = Field(default=None, description="Which query of the source to run.")
+    params: dict[str, Any] = Field(default_factory=dict)
+    at: str | None = Field(default=None, description="Read the branch as of this commit (time travel).")
+
+
+class QueryResponse(BaseModel):
+    query: str
+    branch: str
+    commit: str = Field(description="The commit read: the branch head, or `at`.")
+    columns: list[str]
+    rows: list[dict[str, Any]]
+
+
+def query_router(service: GraphService) -> APIRouter:
+    """The query route of ``service``'s graph; none for the format-4 writer's emulation (the
+    release it emulates had no read queries)."""
+    router = APIRouter(route_class=GuardedRoute)
+    if service.program != omnigraph.ENGINE:
+        return router
+
+    @router.post("/branches/{branch}/query", response_model=QueryResponse, tags=["reads"],
+                 dependencies=[requires(GRANT)])
+    def query(branch: str, body: QueryRequest) -> dict[str, Any]:
+        """Run one read query on ``branch`` (or its commit ``at``)."""
+        return service.query(branch, body.query, body.name, body.params, body.at)
+
+    return router
