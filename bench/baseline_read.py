@@ -34,8 +34,10 @@ def read_ids(graph: Path, images: list[dict]) -> dict:
             image_rows += len(column)
             id_bytes += column.nbytes
         if image_rows != image["rows"]:
-            raise SystemExit(f"{image['table_path']}@{image['table_branch']}@v{image['table_version']}: "
-                             f"read {image_rows} ids, the manifest says {image['rows']}")
+            raise SystemExit(
+                f"{image['table_path']}@{image['table_branch']}@v{image['table_version']}: "
+                f"read {image_rows} ids, the manifest says {image['rows']}"
+            )
         rows += image_rows
         per_image.append(round(time.perf_counter() - started, 4))
     return {"images": len(images), "rows": rows, "id_bytes": id_bytes, "seconds_per_image": per_image}

@@ -249,8 +249,9 @@ def measure(engine_root: Path, floor_root: Path, runs: int, warmup: int) -> dict
                 "opens": dict(split.open_count),
                 "open_s": dict(split.open_s),
             }
-            floor = floor_commit(floor_root, entry.table_path, split.captured["table_merge"],
-                                 split.captured["manifest_merge"], kind == "insert", session)
+            floor = floor_commit(
+                floor_root, entry.table_path, split.captured["table_merge"], split.captured["manifest_merge"], kind == "insert", session
+            )
             sample["floor"] = floor
             sample["floor_total"] = sum(floor.values())
             if round_index >= warmup:
@@ -285,8 +286,13 @@ def summarise(document: dict[str, Any]) -> dict[str, Any]:
         floor_total = med(lambda s: s["floor_total"]) * 1000
         merges = med(lambda s: s["floor"]["table_merge"] + s["floor"]["manifest_merge"]) * 1000
         summary[kind] = {
-            "phases": phases, "floor": floor, "total_ms": total, "floor_ms": floor_total,
-            "floor_merges_ms": merges, "ratio": total / floor_total, "ratio_merges": total / merges,
+            "phases": phases,
+            "floor": floor,
+            "total_ms": total,
+            "floor_ms": floor_total,
+            "floor_merges_ms": merges,
+            "ratio": total / floor_total,
+            "ratio_merges": total / merges,
             "table_merge_ratio": total / floor["table_merge"],
         }
     return summary
@@ -333,7 +339,9 @@ def run_size(workdir: Path, size: int, runs: int, warmup: int) -> dict[str, Any]
         say(f"N={human(size)}: {warmup} warm-up + {runs} rounds in one process ...")
         child = subprocess.run(
             [sys.executable, __file__, "measure", str(engine_copy), str(floor_copy), "--runs", str(runs), "--warmup", str(warmup)],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         )
         return summarise(json.loads(child.stdout.splitlines()[-1]))
     finally:

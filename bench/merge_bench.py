@@ -79,8 +79,16 @@ def _build(root: Path, size: int, all_changed: bool) -> Path:
         ["init", "--schema", str(scratch / "schema.pg"), str(building)],
         ["load", "--mode", "overwrite", "--data", str(scratch / "all.jsonl"), str(building)],
         ["branch", "create", "feature", str(building)],
-        ["load", "--mode", "overwrite" if all_changed else "merge", "--data", str(scratch / "feature.jsonl"),
-         "--branch", "feature", str(building)],
+        [
+            "load",
+            "--mode",
+            "overwrite" if all_changed else "merge",
+            "--data",
+            str(scratch / "feature.jsonl"),
+            "--branch",
+            "feature",
+            str(building),
+        ],
         ["load", "--mode", "merge", "--data", str(scratch / "main.jsonl"), str(building)],
     ]
     for step in steps:

@@ -133,8 +133,10 @@ def measure(kind: str, size: int, run: int, command: list[str]) -> Measurement:
         loadavg_before=round(load, 2) if load is not None else None,
     )
     if process.returncode != 0:
-        raise BenchFailure(f"{kind} (N={size}, run {run}) exited {process.returncode}: {' '.join(command)}\n"
-                           f"stdout: {stdout[-2000:]}\nstderr: {stderr[-4000:]}")
+        raise BenchFailure(
+            f"{kind} (N={size}, run {run}) exited {process.returncode}: {' '.join(command)}\n"
+            f"stdout: {stdout[-2000:]}\nstderr: {stderr[-4000:]}"
+        )
     return result
 
 
@@ -198,8 +200,10 @@ def migrate_run(fixture: Path, workdir: Path, size: int, run: int, verify: bool,
         started = time.perf_counter()
         verified = subprocess.run([str(MIGRATE), "verify", str(graph), "--json"], capture_output=True, text=True, env=child_env())
         if verified.returncode != 0:
-            raise BenchFailure(f"verify after the migration (N={size}, run {run}) exited {verified.returncode}: "
-                               f"{verified.stdout[-2000:]} {verified.stderr[-2000:]}")
+            raise BenchFailure(
+                f"verify after the migration (N={size}, run {run}) exited {verified.returncode}: "
+                f"{verified.stdout[-2000:]} {verified.stderr[-2000:]}"
+            )
         result.extra["verify_s"] = round(time.perf_counter() - started, 3)
     if not keep:
         shutil.rmtree(run_dir)
@@ -207,9 +211,7 @@ def migrate_run(fixture: Path, workdir: Path, size: int, run: int, verify: bool,
 
 
 def baseline_run(fixture: Path, size: int, run: int) -> Measurement:
-    result = measure(
-        "baseline", size, run, [sys.executable, str(BASELINE_SCRIPT), str(fixture / GRAPH_DIR), str(fixture / FIXTURE_FILE)]
-    )
+    result = measure("baseline", size, run, [sys.executable, str(BASELINE_SCRIPT), str(fixture / GRAPH_DIR), str(fixture / FIXTURE_FILE)])
     rows = (result.output or {}).get("rows")
     if rows != TABLES * size:
         raise BenchFailure(f"the baseline read {rows} ids for N={size}, expected {TABLES * size}")
@@ -293,8 +295,13 @@ def targets(summaries: dict[int, dict[str, Any]]) -> list[tuple[str, str, str]]:
         return "met" if ok else "NOT met"
 
     if large:
-        rows.append((f"migrate wall <= {WALL_TARGET}x the id read at {human(GATE_LARGE)}",
-                     f"{large['wall_ratio']:.2f}x", verdict(large["wall_ratio"] <= WALL_TARGET)))
+        rows.append(
+            (
+                f"migrate wall <= {WALL_TARGET}x the id read at {human(GATE_LARGE)}",
+                f"{large['wall_ratio']:.2f}x",
+                verdict(large["wall_ratio"] <= WALL_TARGET),
+            )
+        )
     else:
         rows.append((f"migrate wall <= {WALL_TARGET}x the id read at {human(GATE_LARGE)}", "not measured", "-"))
     for size, factor, summary in ((GATE_LARGE, GATE_FACTOR, large), (HUGE, HUGE_FACTOR, huge)):
@@ -330,20 +337,37 @@ def human(size: int) -> str:
 def render_table(summaries: dict[int, dict[str, Any]]) -> str:
     reference = summaries.get(GATE_SMALL)
     headers = [
-        "N/table", "rows", "migrate wall s", "migrate RSS MiB", "migrate CPU s",
-        "baseline wall s", "baseline RSS MiB", "baseline CPU s", "wall x", "RSS x",
+        "N/table",
+        "rows",
+        "migrate wall s",
+        "migrate RSS MiB",
+        "migrate CPU s",
+        "baseline wall s",
+        "baseline RSS MiB",
+        "baseline CPU s",
+        "wall x",
+        "RSS x",
         f"migrate RSS / RSS@{human(GATE_SMALL)}",
     ]
     lines = []
     for size in sorted(summaries):
         s = summaries[size]
         versus = f"{s['migrate_maxrss_mib'] / reference['migrate_maxrss_mib']:.2f}" if reference else "-"
-        lines.append([
-            human(size), human(TABLES * size),
-            f"{s['migrate_wall_s']:.2f}", f"{s['migrate_maxrss_mib']:.0f}", f"{s['migrate_cpu_s']:.2f}",
-            f"{s['baseline_wall_s']:.2f}", f"{s['baseline_maxrss_mib']:.0f}", f"{s['baseline_cpu_s']:.2f}",
-            f"{s['wall_ratio']:.1f}", f"{s['rss_ratio']:.1f}", versus,
-        ])
+        lines.append(
+            [
+                human(size),
+                human(TABLES * size),
+                f"{s['migrate_wall_s']:.2f}",
+                f"{s['migrate_maxrss_mib']:.0f}",
+                f"{s['migrate_cpu_s']:.2f}",
+                f"{s['baseline_wall_s']:.2f}",
+                f"{s['baseline_maxrss_mib']:.0f}",
+                f"{s['baseline_cpu_s']:.2f}",
+                f"{s['wall_ratio']:.1f}",
+                f"{s['rss_ratio']:.1f}",
+                versus,
+            ]
+        )
     widths = [max(len(h), *(len(row[i]) for row in lines)) for i, h in enumerate(headers)]
     out = ["| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"]
     out.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
@@ -353,13 +377,17 @@ def render_table(summaries: dict[int, dict[str, Any]]) -> str:
 
 def render_rebuild(summaries: dict[int, dict[str, Any]]) -> str:
     """In-place migration vs rebuild (export, init, load) of the same fixture, where measured."""
-    lines = ["| N/table | in-place wall s | in-place RSS MiB | rebuild wall s | rebuild RSS MiB | rebuild / in-place |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| N/table | in-place wall s | in-place RSS MiB | rebuild wall s | rebuild RSS MiB | rebuild / in-place |",
+        "|---|---|---|---|---|---|",
+    ]
     for size in sorted(summaries):
         s = summaries[size]
         if "rebuild_wall_s" in s:
-            lines.append(f"| {human(size)} | {s['migrate_wall_s']:.2f} | {s['migrate_maxrss_mib']:.0f} | {s['rebuild_wall_s']:.2f} "
-                         f"| {s['rebuild_maxrss_mib']:.0f} | {s['rebuild_over_migrate']:.1f} |")
+            lines.append(
+                f"| {human(size)} | {s['migrate_wall_s']:.2f} | {s['migrate_maxrss_mib']:.0f} | {s['rebuild_wall_s']:.2f} "
+                f"| {s['rebuild_maxrss_mib']:.0f} | {s['rebuild_over_migrate']:.1f} |"
+            )
     return "\n".join(lines)
 
 
@@ -399,19 +427,40 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Benchmark omnigraph-migrate run (wall time, peak RSS) against a Lance-only id read.",
     )
-    parser.add_argument("--sizes", nargs="+", type=parse_size, default=DEFAULT_SIZES, metavar="N",
-                        help="rows per table (10000, 100k, 1M, ...); default: 10K 100K 1M")
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        type=parse_size,
+        default=DEFAULT_SIZES,
+        metavar="N",
+        help="rows per table (10000, 100k, 1M, ...); default: 10K 100K 1M",
+    )
     parser.add_argument("--runs", type=int, default=3, help="measured runs per size (medians are reported); default 3")
-    parser.add_argument("--runs-above-1m", type=int, default=None, metavar="R",
-                        help="measured runs for sizes above 1M (a 10M fixture is about 4.5 GB); default: --runs")
-    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "omnigraph-bench",
-                        help="local directory for fixtures and run copies; fixtures are reused across invocations")
+    parser.add_argument(
+        "--runs-above-1m",
+        type=int,
+        default=None,
+        metavar="R",
+        help="measured runs for sizes above 1M (a 10M fixture is about 4.5 GB); default: --runs",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "omnigraph-bench",
+        help="local directory for fixtures and run copies; fixtures are reused across invocations",
+    )
     parser.add_argument("--json", type=Path, metavar="FILE", help="write every raw run and the summary to FILE")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the fixtures even if complete ones exist")
     parser.add_argument("--keep-runs", action="store_true", help="keep the migrated copies (default: delete each)")
     parser.add_argument("--no-verify", action="store_true", help="skip `omnigraph-migrate verify` after each run")
-    parser.add_argument("--compare-rebuild", nargs="*", type=parse_size, metavar="N", default=None,
-                        help="also time `omnigraph-migrate rebuild` of the same fixture at these sizes (no N: every size)")
+    parser.add_argument(
+        "--compare-rebuild",
+        nargs="*",
+        type=parse_size,
+        metavar="N",
+        default=None,
+        help="also time `omnigraph-migrate rebuild` of the same fixture at these sizes (no N: every size)",
+    )
     args = parser.parse_args(argv)
     if args.runs < 1 or (args.runs_above_1m is not None and args.runs_above_1m < 1):
         parser.error("--runs and --runs-above-1m must be at least 1")
@@ -491,32 +540,42 @@ def main(argv: list[str] | None = None) -> int:
     info = report["machine"]
     above = "" if args.runs_above_1m is None else f" ({args.runs_above_1m} above 1M)"
     print(f"omnigraph-migrate run vs Lance-only id read; 3 branches x 4 tables; medians of {args.runs} run(s){above}")
-    print(f"machine: {info.get('cpus')} CPUs, {info.get('mem_total_mib')} MiB RAM, Python {info['python']}, "
-          f"pylance {info['pylance']}, pyarrow {info['pyarrow']}")
+    print(
+        f"machine: {info.get('cpus')} CPUs, {info.get('mem_total_mib')} MiB RAM, Python {info['python']}, "
+        f"pylance {info['pylance']}, pyarrow {info['pyarrow']}"
+    )
     print(render_table(summaries))
     if any("rebuild_wall_s" in s for s in summaries.values()):
         print("in-place migration vs rebuild (export, init at format 5, load) of the same fixture; medians")
         print(render_rebuild(summaries))
     migrate_floor, lance_floor = floors["floor_migrate_help"], floors["floor_import_lance"]
-    print(f"start-up floors: `omnigraph-migrate --help` {migrate_floor['wall_s']:.2f}s {migrate_floor['maxrss_mib']:.0f} MiB; "
-          f"`python -c 'import lance'` {lance_floor['wall_s']:.2f}s {lance_floor['maxrss_mib']:.0f} MiB")
+    print(
+        f"start-up floors: `omnigraph-migrate --help` {migrate_floor['wall_s']:.2f}s {migrate_floor['maxrss_mib']:.0f} MiB; "
+        f"`python -c 'import lance'` {lance_floor['wall_s']:.2f}s {lance_floor['maxrss_mib']:.0f} MiB"
+    )
     loads = [m["loadavg_before"] for m in report["runs"] if m["loadavg_before"] is not None]
     cpus = info.get("cpus_usable") or info.get("cpus") or 1
     if loads and max(loads) > cpus:
-        print(f"NOTE: the 1-minute load average reached {max(loads):.1f} on {cpus} CPU(s) during the runs: "
-              "other work shared the machine, wall times are inflated (CPU s is less affected)")
+        print(
+            f"NOTE: the 1-minute load average reached {max(loads):.1f} on {cpus} CPU(s) during the runs: "
+            "other work shared the machine, wall times are inflated (CPU s is less affected)"
+        )
     smallest_child = min(m["maxrss_kib"] for m in report["runs"])
     if report["driver_maxrss_kib"] >= smallest_child:
-        print(f"WARNING: the driver's own peak RSS ({report['driver_maxrss_kib'] / MIB:.0f} MiB) is not below the "
-              "children's: their ru_maxrss may be the driver's, not theirs")
+        print(
+            f"WARNING: the driver's own peak RSS ({report['driver_maxrss_kib'] / MIB:.0f} MiB) is not below the "
+            "children's: their ru_maxrss may be the driver's, not theirs"
+        )
     print("issue targets:")
     print(render_targets(targets(summaries)))
     result = report["gate"]
     if result["result"] == "NOT EVALUATED":
         print(f"gate: NOT EVALUATED ({result['reason']})")
         return 0
-    print(f"gate: {result['result']}: migrator peak RSS {result['rss_large_mib']:.0f} MiB at N={human(GATE_LARGE)} is "
-          f"{result['ratio']:.2f}x its {result['rss_small_mib']:.0f} MiB at N={human(GATE_SMALL)} (limit {GATE_FACTOR}x)")
+    print(
+        f"gate: {result['result']}: migrator peak RSS {result['rss_large_mib']:.0f} MiB at N={human(GATE_LARGE)} is "
+        f"{result['ratio']:.2f}x its {result['rss_small_mib']:.0f} MiB at N={human(GATE_SMALL)} (limit {GATE_FACTOR}x)"
+    )
     return 0 if result["result"] == "PASS" else 1
 
 

@@ -71,8 +71,10 @@ def _build(root: Path, size: int) -> Path:
             handle.write(json.dumps({"type": "Person", "data": {"name": f"p{i:08d}", "age": i % 100}}) + "\n")
         for i in range(size - 1):
             handle.write(json.dumps({"edge": "Knows", "from": f"p{i:08d}", "to": f"p{i + 1:08d}", "data": {"id": f"k{i:08d}"}}) + "\n")
-    for step in (["init", "--schema", str(scratch / "schema.pg"), str(graph)],
-                 ["load", "--mode", "overwrite", "--data", str(scratch / "all.jsonl"), str(graph)]):
+    for step in (
+        ["init", "--schema", str(scratch / "schema.pg"), str(graph)],
+        ["load", "--mode", "overwrite", "--data", str(scratch / "all.jsonl"), str(graph)],
+    ):
         subprocess.run([OMNIGRAPH, *step], check=True, capture_output=True)
     (root / f"graph-{size}.ready").touch()
     shutil.rmtree(scratch)

@@ -41,13 +41,12 @@ query hop3($n: String) { match { $p: Person { name: $n }  $p knows $f {1,3} } re
 FLOORS = {
     "point": "SELECT age FROM P WHERE name = $1",
     "hop1": "SELECT DISTINCT e.dst, f.name FROM K e JOIN P f ON f.id = e.dst WHERE e.src = $1",
-    "hop2": "SELECT DISTINCT e.dst, g.dst, n.name FROM K e JOIN K g ON g.src = e.dst JOIN P n ON n.id = g.dst "
-            "WHERE e.src = $1",
+    "hop2": "SELECT DISTINCT e.dst, g.dst, n.name FROM K e JOIN K g ON g.src = e.dst JOIN P n ON n.id = g.dst WHERE e.src = $1",
     "edges": "SELECT count(*) FROM (SELECT DISTINCT src, dst FROM K)",
     "hop3": "WITH h1 AS (SELECT DISTINCT dst AS n FROM K WHERE src = $1), "
-            "h2 AS (SELECT DISTINCT e.dst AS n FROM h1 JOIN K e ON e.src = h1.n), "
-            "h3 AS (SELECT DISTINCT e.dst AS n FROM h2 JOIN K e ON e.src = h2.n) "
-            "SELECT count(*) FROM (SELECT n FROM h1 UNION SELECT n FROM h2 UNION SELECT n FROM h3) WHERE n <> $1",
+    "h2 AS (SELECT DISTINCT e.dst AS n FROM h1 JOIN K e ON e.src = h1.n), "
+    "h3 AS (SELECT DISTINCT e.dst AS n FROM h2 JOIN K e ON e.src = h2.n) "
+    "SELECT count(*) FROM (SELECT n FROM h1 UNION SELECT n FROM h2 UNION SELECT n FROM h3) WHERE n <> $1",
 }
 
 
@@ -73,10 +72,10 @@ def build(root: Path, nodes: int) -> None:
         people_ids = ids("p", nodes)
         people = pa.Table.from_arrays(
             [people_ids, people_ids, pa.array(rng.integers(0, 100, nodes), pa.int32())],
-            schema=graph.catalog.table("node:Person").arrow_schema(with_pk=True))
+            schema=graph.catalog.table("node:Person").arrow_schema(with_pk=True),
+        )
         ends = [pc.take(people_ids, pa.array(rng.integers(0, nodes, 5 * nodes))) for _ in range(2)]
-        edges = pa.Table.from_arrays([ids("e", 5 * nodes), *ends],
-                                     schema=graph.catalog.table("edge:Knows").arrow_schema(with_pk=True))
+        edges = pa.Table.from_arrays([ids("e", 5 * nodes), *ends], schema=graph.catalog.table("edge:Knows").arrow_schema(with_pk=True))
         writes = (TableWrite("node:Person", "overwrite", people), TableWrite("edge:Knows", "overwrite", edges))
         return CommitPlan(writes, (snapshot.head.commit_id,), "query bench", None)
 
@@ -117,15 +116,20 @@ def measure(root: Path, runs: int, engine_only: bool = False) -> dict[str, Any]:
         if engine_only:
             results[name] = {"engine": statistics.median(engine_times), "rows": len(answer["rows"])}
             continue
-        results[name] = {"engine": statistics.median(engine_times), "floor": statistics.median(floor_times),
-                         "rows": len(answer["rows"]), "floor_rows": len(floor_rows)}
+        results[name] = {
+            "engine": statistics.median(engine_times),
+            "floor": statistics.median(floor_times),
+            "rows": len(answer["rows"]),
+            "floor_rows": len(floor_rows),
+        }
     return results
 
 
 def _child(nodes: int, runs: int, work: Path, *flags: str) -> tuple[dict[str, Any], float]:
     """One measuring child process: its results and its peak RSS in MiB (``os.wait4``)."""
-    child = subprocess.Popen([sys.executable, __file__, "--measure", str(nodes), "--runs", str(runs), "--work", str(work), *flags],
-                             stdout=subprocess.PIPE)
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--measure", str(nodes), "--runs", str(runs), "--work", str(work), *flags], stdout=subprocess.PIPE
+    )
     assert child.stdout is not None
     output = child.stdout.read()
     _, status, usage = os.wait4(child.pid, 0)
@@ -166,8 +170,10 @@ def main() -> int:
     for nodes in args.sizes:
         size = one_size(nodes, args.runs, args.work)
         for name, row in size["results"].items():
-            print(f"| {nodes:,} | {name} | {row['engine'] * 1000:.1f} | {row['floor'] * 1000:.1f} | "
-                  f"{row['engine'] / row['floor']:.2f} | {row['rows']} |")
+            print(
+                f"| {nodes:,} | {name} | {row['engine'] * 1000:.1f} | {row['floor'] * 1000:.1f} | "
+                f"{row['engine'] / row['floor']:.2f} | {row['rows']} |"
+            )
         print(f"| {nodes:,} | peak RSS | {size['peak_rss_mib']:.0f} MiB | | | |")
         print(f"| {nodes:,} | peak RSS, engine only | {size['engine_peak_rss_mib']:.0f} MiB | | | |")
     return 0

@@ -76,7 +76,8 @@ def run_http(graph: Path, requests: int, warmup: int, distinct: int) -> dict[str
     port = _free_port()
     server = subprocess.Popen(
         [str(OMNIGRAPH), "serve", "--host", "127.0.0.1", "--port", str(port), "--unauthenticated", str(graph)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     latencies: list[float] = []
     try:
@@ -106,9 +107,20 @@ def run_http(graph: Path, requests: int, warmup: int, distinct: int) -> dict[str
 
 def run_api(graph: Path, requests: int, warmup: int, distinct: int) -> dict[str, float]:
     worker = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--api-worker", str(graph),
-         "--requests", str(requests), "--warmup", str(warmup), "--distinct", str(distinct)],
-        stdout=subprocess.PIPE, cwd=PROJECT,
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--api-worker",
+            str(graph),
+            "--requests",
+            str(requests),
+            "--warmup",
+            str(warmup),
+            "--distinct",
+            str(distinct),
+        ],
+        stdout=subprocess.PIPE,
+        cwd=PROJECT,
     )
     assert worker.stdout is not None
     output = worker.stdout.read()
@@ -171,8 +183,13 @@ def main() -> int:
     if args.workdir is None:
         shutil.rmtree(workdir)
     if args.json_path:
-        args.json_path.write_text(json.dumps({"runs": results, "medians": medians, "ratios": ratios,
-                                              "requests": args.requests, "warmup": args.warmup}, indent=2, sort_keys=True))
+        args.json_path.write_text(
+            json.dumps(
+                {"runs": results, "medians": medians, "ratios": ratios, "requests": args.requests, "warmup": args.warmup},
+                indent=2,
+                sort_keys=True,
+            )
+        )
     return 0
 
 

@@ -70,14 +70,20 @@ GRAPH_TARGET = 1.3
 THIRD_PARTY = ("click", "lance", "pydantic", "tenacity")
 # What each step of the split imports: pydantic imports its model machinery (pydantic.main, its
 # fields and types) only when the first model is defined, which would count it as the project's.
-THIRD_PARTY_IMPORTS = [("pydantic", "pydantic.main", "pydantic.fields", "pydantic.types") if name == "pydantic" else (name,)
-                       for name in THIRD_PARTY]
+THIRD_PARTY_IMPORTS = [
+    ("pydantic", "pydantic.main", "pydantic.fields", "pydantic.types") if name == "pydantic" else (name,) for name in THIRD_PARTY
+]
 # The project's modules each graph command needs: its script's group, its command module, the API.
 PROJECT_MODULES = {
     "omnigraph snapshot G5": ("omnigraph.cli.omnigraph", "omnigraph.cli.shared_commands", "omnigraph.graph"),
     "omnigraph load (1 row) G5": ("omnigraph.cli.omnigraph", "omnigraph.cli.shared_commands", "omnigraph.graph", "omnigraph.inputs"),
     "omnigraph-migrate status G4": ("omnigraph.cli.migrate", "omnigraph.cli.migrate_commands", "omnigraph.migrator.inspection", "ledger"),
-    "omnigraph-migrate preflight G4": ("omnigraph.cli.migrate", "omnigraph.cli.migrate_commands", "omnigraph.migrator.inspection", "omnigraph.migrate"),
+    "omnigraph-migrate preflight G4": (
+        "omnigraph.cli.migrate",
+        "omnigraph.cli.migrate_commands",
+        "omnigraph.migrator.inspection",
+        "omnigraph.migrate",
+    ),
 }
 SPLIT_PROBE = """
 import atexit, gc, importlib, json, sys, time
@@ -99,7 +105,11 @@ atexit.register(report)  # the first handler of the exit: its mark ends the comm
 sys.argv = [program, *args]
 importlib.import_module(script_module).main()
 """.replace("THIRD_PARTY_IMPORTS", repr(THIRD_PARTY_IMPORTS))
-SCRIPT_MODULES = {"omnigraph": "omnigraph.cli.omnigraph", "omnigraph-v4": "omnigraph.cli.omnigraph_v4", "omnigraph-migrate": "omnigraph.cli.migrate"}
+SCRIPT_MODULES = {
+    "omnigraph": "omnigraph.cli.omnigraph",
+    "omnigraph-v4": "omnigraph.cli.omnigraph_v4",
+    "omnigraph-migrate": "omnigraph.cli.migrate",
+}
 BASELINE_SUFFIX = " [baseline]"
 # A console script's entry point, imported from the tree given first (argv: tree, module, program, args).
 BASELINE_ENTRY = """
@@ -162,8 +172,13 @@ def with_baseline(listed: list[tuple[str, list[str], float | None]], tree: Path)
         result.append((label, argv, target))
         if target is not None:
             program = Path(argv[0]).name
-            result.append((f"{label}{BASELINE_SUFFIX}", [PYTHON, "-c", BASELINE_ENTRY, str(tree), SCRIPT_MODULES[program], program,
-                                                    *argv[1:]], target))
+            result.append(
+                (
+                    f"{label}{BASELINE_SUFFIX}",
+                    [PYTHON, "-c", BASELINE_ENTRY, str(tree), SCRIPT_MODULES[program], program, *argv[1:]],
+                    target,
+                )
+            )
     return result
 
 
@@ -190,10 +205,17 @@ def run(runs: int, with_split: bool, baseline: Path | None = None) -> dict[str, 
         wall = statistics.median(w for w, _ in samples[label])
         rss = statistics.median(r for _, r in samples[label])
         ratio = wall / baseline
-        rows.append({
-            "command": label, "wall_s": wall, "rss_mib": rss, "ratio": ratio, "target": target,
-            "met": None if target is None else ratio <= target, "walls": [w for w, _ in samples[label]],
-        })
+        rows.append(
+            {
+                "command": label,
+                "wall_s": wall,
+                "rss_mib": rss,
+                "ratio": ratio,
+                "target": target,
+                "met": None if target is None else ratio <= target,
+                "walls": [w for w, _ in samples[label]],
+            }
+        )
     return {"runs": runs, "load_average": os.getloadavg(), "cpus": os.cpu_count(), "rows": rows, "split": parts}
 
 
@@ -250,8 +272,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="rounds of every command (the median is reported)")
     parser.add_argument("--split", action="store_true", help="also split each graph command's time (imports, command, rest)")
-    parser.add_argument("--baseline", type=Path, default=None, metavar="TREE",
-                        help="also run each command with a target from this source tree, in the same rounds")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="TREE",
+        help="also run each command with a target from this source tree, in the same rounds",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write every run and the medians here")
     args = parser.parse_args(argv)
     compile_project()

@@ -143,9 +143,15 @@ def _place(path: str) -> str:
     listing = " (listings)" if prefix else ""
     if prefix:
         key = f"{key.rstrip('/')}/{prefix[0]}"
-    for marker, place in (("/__migration/", "migration documents"), ("/__manifest", "__manifest"),
-                          ("/_refs/", "Lance branch refs of tables"), ("/_versions", "Lance versions and manifests"),
-                          ("/tree/", "Lance branch trees"), ("/_indices/", "Lance indexes"), ("/data/", "Lance data files")):
+    for marker, place in (
+        ("/__migration/", "migration documents"),
+        ("/__manifest", "__manifest"),
+        ("/_refs/", "Lance branch refs of tables"),
+        ("/_versions", "Lance versions and manifests"),
+        ("/tree/", "Lance branch trees"),
+        ("/_indices/", "Lance indexes"),
+        ("/data/", "Lance data files"),
+    ):
         if marker in key:
             return place + listing
     return "other (the stamp, the graph's documents)" + listing
@@ -165,8 +171,9 @@ def run_s3(endpoint: str, server_pid: int, branches: int, parallel: int, latency
     import boto3
 
     bucket = f"bench-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
-                 aws_secret_access_key="testing").create_bucket(Bucket=bucket)
+    boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    ).create_bucket(Bucket=bucket)
     uri = f"s3://{bucket}/graph"
     _build(uri, branches, {**os.environ, **S3_ENV, "AWS_ENDPOINT_URL": endpoint})
     with FaultProxy(endpoint, seed=0, rate=1.0, faults=("slow",), slow_seconds=latency) as proxy:
@@ -176,8 +183,19 @@ def run_s3(endpoint: str, server_pid: int, branches: int, parallel: int, latency
         kinds = Counter(_kind(method, path) for method, path in proxy.requests)
         places = Counter(_place(path) for method, path in proxy.requests if _kind(method, path) == "reads")
     backend = f"s3+{latency * 1000:.0f}ms"
-    return Run(backend, parallel, wall, rss, cpu, server_cpu, proxy_cpu, kinds["migration_writes"], kinds["lance_writes"],
-               kinds["reads"], dict(sorted(places.items())))
+    return Run(
+        backend,
+        parallel,
+        wall,
+        rss,
+        cpu,
+        server_cpu,
+        proxy_cpu,
+        kinds["migration_writes"],
+        kinds["lance_writes"],
+        kinds["reads"],
+        dict(sorted(places.items())),
+    )
 
 
 def _median(runs: list[Run], field: str) -> float:
@@ -194,8 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     units = args.branches * 4
     port = _free_port()
-    server = subprocess.Popen([sys.executable, str(MOTO), "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, str(MOTO), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     runs: list[Run] = []
     try:
         _wait_for(port)
@@ -208,19 +227,22 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.terminate()
         server.wait(timeout=10)
-    print(f"{units} units ({args.branches} branches x 4 tables), S3 latency {args.latency * 1000:.0f} ms, "
-          f"medians of {args.runs}")
+    print(f"{units} units ({args.branches} branches x 4 tables), S3 latency {args.latency * 1000:.0f} ms, medians of {args.runs}")
     slow = f"s3+{args.latency * 1000:.0f}ms"
-    print(f"{'parallel':>8} {'local s':>8} {'S3 s':>8} {slow + ' s':>10} {'/local':>7} {'mig writes/unit':>16} "
-          f"{'Lance writes/unit':>18} {'reads/unit':>11} {'RSS MiB':>8}")
+    print(
+        f"{'parallel':>8} {'local s':>8} {'S3 s':>8} {slow + ' s':>10} {'/local':>7} {'mig writes/unit':>16} "
+        f"{'Lance writes/unit':>18} {'reads/unit':>11} {'RSS MiB':>8}"
+    )
     for parallel in args.parallel:
         local = [r for r in runs if r.backend == "local" and r.parallel == parallel]
         fast = [r for r in runs if r.backend == "s3+0ms" and r.parallel == parallel]
         s3 = [r for r in runs if r.backend == slow and r.parallel == parallel]
         local_wall, s3_wall = _median(local, "wall_s"), _median(s3, "wall_s")
-        print(f"{parallel:>8} {local_wall:>8.2f} {_median(fast, 'wall_s'):>8.2f} {s3_wall:>10.2f} {s3_wall / local_wall:>6.2f}x "
-              f"{_median(s3, 'migration_writes') / units:>16.2f} {_median(s3, 'lance_writes') / units:>18.2f} "
-              f"{_median(s3, 'reads') / units:>11.1f} {_median(s3, 'peak_rss_mib'):>8.0f}")
+        print(
+            f"{parallel:>8} {local_wall:>8.2f} {_median(fast, 'wall_s'):>8.2f} {s3_wall:>10.2f} {s3_wall / local_wall:>6.2f}x "
+            f"{_median(s3, 'migration_writes') / units:>16.2f} {_median(s3, 'lance_writes') / units:>18.2f} "
+            f"{_median(s3, 'reads') / units:>11.1f} {_median(s3, 'peak_rss_mib'):>8.0f}"
+        )
     for parallel in args.parallel:
         chosen = [r for r in runs if r.backend == slow and r.parallel == parallel and r.reads_by_place]
         if chosen:
@@ -234,8 +256,10 @@ def main(argv: list[str] | None = None) -> int:
             chosen = [r for r in runs if r.backend == backend and r.parallel == parallel]
             used = statistics.median(r.migrator_cpu_s + r.server_cpu_s + r.proxy_cpu_s for r in chosen)
             wall = _median(chosen, "wall_s")
-            print(f"{parallel:>8} {backend:>9} {wall:>7.2f} {_median(chosen, 'migrator_cpu_s'):>9.2f} "
-                  f"{_median(chosen, 'server_cpu_s'):>10.2f} {_median(chosen, 'proxy_cpu_s'):>6.2f} {used / (wall * cpus):>19.0%}")
+            print(
+                f"{parallel:>8} {backend:>9} {wall:>7.2f} {_median(chosen, 'migrator_cpu_s'):>9.2f} "
+                f"{_median(chosen, 'server_cpu_s'):>10.2f} {_median(chosen, 'proxy_cpu_s'):>6.2f} {used / (wall * cpus):>19.0%}"
+            )
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in runs], indent=1) + "\n", encoding="utf-8")
     return 0

@@ -114,8 +114,9 @@ def load_throughput(workdir: Path, rows: int, chunk_rows: int, runs: int) -> dic
             graph = Path(tempfile.mkdtemp(dir=workdir, prefix="load-graph-")) / "g"
             measure("init", rows, run, [str(OMNIGRAPH), "init", "--schema", str(schema), str(graph), "--json"])
             extra = ["--chunk-rows", str(chunk_rows)] if kind == "append" else []
-            result = measure(kind, rows, run, [str(OMNIGRAPH), "load", "--mode", kind, "--data", str(data / "rows.jsonl"),
-                                               *extra, str(graph), "--json"])
+            result = measure(
+                kind, rows, run, [str(OMNIGRAPH), "load", "--mode", kind, "--data", str(data / "rows.jsonl"), *extra, str(graph), "--json"]
+            )
             measured[kind].append(result)
             shutil.rmtree(graph.parent)
         target = Path(tempfile.mkdtemp(dir=workdir, prefix="load-lance-")) / "t.lance"
@@ -135,8 +136,7 @@ def load_throughput(workdir: Path, rows: int, chunk_rows: int, runs: int) -> dic
 
 def render_cost(cost: list[dict[str, Any]], runs: int) -> str:
     lines = [
-        f"fenced 32-row writes vs a Lance-only id scan of the same table; medians of {runs} run(s); "
-        "whole process (op only in brackets)",
+        f"fenced 32-row writes vs a Lance-only id scan of the same table; medians of {runs} run(s); whole process (op only in brackets)",
         "| N | BTREE on id | upsert s | insert s | id scan s | upsert x | insert x | upsert RSS MiB | insert RSS MiB |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -152,8 +152,10 @@ def render_cost(cost: list[dict[str, Any]], runs: int) -> str:
         worst = max(r["upsert_x"], r["insert_x"])
         rss = max(r["upsert"]["maxrss_mib"], r["insert"]["maxrss_mib"])
         verdict = "PASS" if worst <= WRITE_TARGET and rss <= RSS_TARGET_MIB else "FAIL"
-        lines.append(f"write gate at N={human(largest)}, BTREE {'yes' if r['btree'] else 'no'}: {verdict}: "
-                     f"worst {worst}x the id scan (target <= {WRITE_TARGET}x), peak RSS {rss:.0f} MiB (target <= {RSS_TARGET_MIB})")
+        lines.append(
+            f"write gate at N={human(largest)}, BTREE {'yes' if r['btree'] else 'no'}: {verdict}: "
+            f"worst {worst}x the id scan (target <= {WRITE_TARGET}x), peak RSS {rss:.0f} MiB (target <= {RSS_TARGET_MIB})"
+        )
     return "\n".join(lines)
 
 
@@ -161,10 +163,12 @@ def render_load(load: dict[str, Any], load_runs: int) -> str:
     lines = [f"load of {human(load['rows'])} rows; medians of {load_runs} run(s); whole process"]
     lines.append("| path | wall s | rows/s | peak RSS MiB | x lance.write_dataset rows/s |")
     lines.append("|---|---|---|---|---|")
-    for kind, label in (("overwrite", "omnigraph load --mode overwrite"),
-                        ("append", f"omnigraph load --mode append --chunk-rows {load['chunk_rows']}"),
-                        ("lance", "lance.write_dataset (Arrow IPC in)"),
-                        ("json_lance", "pyarrow.json + lance.write_dataset (JSONL in; reference, not gated)")):
+    for kind, label in (
+        ("overwrite", "omnigraph load --mode overwrite"),
+        ("append", f"omnigraph load --mode append --chunk-rows {load['chunk_rows']}"),
+        ("lance", "lance.write_dataset (Arrow IPC in)"),
+        ("json_lance", "pyarrow.json + lance.write_dataset (JSONL in; reference, not gated)"),
+    ):
         ratio = load.get(f"{kind}_x", 1.0)
         lines.append(f"| {label} | {load[kind]['wall_s']:.2f} | {load[kind]['rows_per_s']} | {load[kind]['maxrss_mib']:.0f} | {ratio} |")
     worst = min(load["overwrite_x"], load["append_x"])
@@ -178,8 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "omnigraph-write-bench")
     parser.add_argument("--load-rows", type=parse_size, default=1_000_000, help="rows for the load comparison (0: skip it)")
-    parser.add_argument("--chunk-rows", type=int, default=8192,
-                        help="--chunk-rows of the append load (the engine refuses more than 8192 rows per commit)")
+    parser.add_argument(
+        "--chunk-rows", type=int, default=8192, help="--chunk-rows of the append load (the engine refuses more than 8192 rows per commit)"
+    )
     parser.add_argument("--load-runs", type=int, default=None, help="runs of the load comparison (default: --runs)")
     parser.add_argument("--load-only", action="store_true", help="skip the write cost gate (only the load comparison)")
     parser.add_argument("--json", type=Path, metavar="FILE")

@@ -162,9 +162,7 @@ def ended(store: GraphStore, path: str, claim: ClaimDocument, *, action: str, ow
 
 
 @contextmanager
-def acting_for(
-    store: GraphStore, path: str, claim: ClaimDocument, *, action: str, owner: str, take: bool = True
-) -> Iterator[None]:
+def acting_for(store: GraphStore, path: str, claim: ClaimDocument, *, action: str, owner: str, take: bool = True) -> Iterator[None]:
     """Act for ``claim`` inside the block: :func:`take_over` first (unless ``take`` is False: the
     caller created the claim), :func:`ended` when the block exits, however it exits (a hard kill
     records nothing; the process is then dead)."""
@@ -180,12 +178,15 @@ def _processes(claim: ClaimDocument, records: list[ActingRecord]) -> list[Acting
     """The creator and each ``started`` record; one has ended if a later ``ended`` record names it."""
 
     def ended_after(index: int, host: str, pid: int, start: str | None) -> bool:
-        return any(
-            r.event == "ended" and (r.host, r.pid, r.process_start) == (host, pid, start) for r in records[index:]
-        )
+        return any(r.event == "ended" and (r.host, r.pid, r.process_start) == (host, pid, start) for r in records[index:])
 
     creator = ActingProcess(
-        "claim", claim.owner, claim.host, claim.pid, claim.process_start, claim.created_at,
+        "claim",
+        claim.owner,
+        claim.host,
+        claim.pid,
+        claim.process_start,
+        claim.created_at,
         ended_after(0, claim.host, claim.pid, claim.process_start),
     )
     taken = [
@@ -197,12 +198,23 @@ def _processes(claim: ClaimDocument, records: list[ActingRecord]) -> list[Acting
 
 
 def _append(
-    store: GraphStore, path: str, claim: ClaimDocument, seq: int, event: Literal["started", "ended"], action: str,
+    store: GraphStore,
+    path: str,
+    claim: ClaimDocument,
+    seq: int,
+    event: Literal["started", "ended"],
+    action: str,
     owner: str,
 ) -> bool:
     record = ActingRecord(
-        token=claim.token, event=event, action=action, owner=owner, host=this_host(), pid=os.getpid(),
-        process_start=process_start_marker(os.getpid()), at=utc_timestamp(),
+        token=claim.token,
+        event=event,
+        action=action,
+        owner=owner,
+        host=this_host(),
+        pid=os.getpid(),
+        process_start=process_start_marker(os.getpid()),
+        at=utc_timestamp(),
     )
     return store.put_if_absent(f"{acting_dir(path, claim.token)}/{seq:08d}.json", canonical_json(record))
 

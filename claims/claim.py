@@ -32,10 +32,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from omnigraph.engine import __version__
 from omnigraph.claims.document import BreakRecord, ClaimDocument
 from omnigraph.claims.errors import ClaimCorrupt, claim_held, validation_problem
 from omnigraph.claims.fields import new_token, utc_timestamp
+from omnigraph.engine import __version__
 from omnigraph.engine.errors import BadRequest, PreconditionFailed
 from omnigraph.engine.storage import GraphStore, canonical_json
 from omnigraph.engine.storage.process import process_start_marker

@@ -23,9 +23,7 @@ def claim_held(message: str, holder: ClaimDocument | None, **context: Any) -> Cl
 
 def validation_problem(error: ValidationError) -> str:
     """A one-line, deterministic description of why a stored document failed to parse."""
-    return "; ".join(
-        f"{'.'.join(str(part) for part in item['loc']) or '<document>'}: {item['msg']}" for item in error.errors()
-    )
+    return "; ".join(f"{'.'.join(str(part) for part in item['loc']) or '<document>'}: {item['msg']}" for item in error.errors())
 
 
 class ClaimCorrupt(OmnigraphError):

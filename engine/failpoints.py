@@ -67,8 +67,9 @@ def run_held(
     before reaching the failpoint.
     """
     base = {key: value for key, value in (os.environ if env is None else env).items() if key != FAILPOINT_ENV}
-    held = subprocess.Popen(argv, env={**base, FAILPOINT_ENV: name + STOP_SUFFIX},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    held = subprocess.Popen(
+        argv, env={**base, FAILPOINT_ENV: name + STOP_SUFFIX}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         wait_until_stopped(held.pid)
     except ChildProcessError:

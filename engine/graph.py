@@ -123,8 +123,7 @@ def init_graph(uri: str, schema_source: str, profile: EngineProfile, actor: str 
         raise BadRequest(f"{store.uri} already holds a graph; refusing to init over it", {"uri": store.uri})
     if store.exists(SCHEMA_FILE):
         raise BadRequest(
-            f"{store.uri} holds a half-made graph from an interrupted init (no __manifest); remove the "
-            "root and run init again",
+            f"{store.uri} holds a half-made graph from an interrupted init (no __manifest); remove the root and run init again",
             {"uri": store.uri, "entries": store.list("")},
         )
     if not store.is_empty_root():
@@ -142,8 +141,13 @@ def init_graph(uri: str, schema_source: str, profile: EngineProfile, actor: str 
         entries.append(TableEntry(table_key, path, None, version, 0))
     failpoint("init.before_manifest")
     head = HeadEntry(
-        new_ulid(), (), actor or default_actor(), "init", now_ms(),
-        writer_program=profile.program, writer_format=profile.init_stamp,
+        new_ulid(),
+        (),
+        actor or default_actor(),
+        "init",
+        now_ms(),
+        writer_program=profile.program,
+        writer_format=profile.init_stamp,
     )
     manifest.create(entries, head, profile.init_stamp)
     return Graph(store, manifest, catalog, profile.init_stamp, profile, True)

@@ -211,8 +211,9 @@ class Demo:
         args = ["load", "--mode", "append", "--data", str(self.person_file(name, 35)), "--branch", "race-v4", str(graph)]
         print(f"   $ A: {self.command_line('omnigraph-v4', args)}   (held after arming)", flush=True)
         try:
-            held, other = run_held([str(BIN / "omnigraph-v4"), *args], "write.after_arm",
-                                   lambda: self.run("omnigraph-v4", *args, expect=None), env=self.env())
+            held, other = run_held(
+                [str(BIN / "omnigraph-v4"), *args], "write.after_arm", lambda: self.run("omnigraph-v4", *args, expect=None), env=self.env()
+            )
         except ChildProcessError as error:
             raise Abort(f"writer A did not reach its hold: {error}") from None
         succeeded = (other.returncode == 0) + (held.returncode == 0)
@@ -228,7 +229,11 @@ class Demo:
     def count_ids(self, program: str, graph: Path, branch: str, type_name: str, entity_id: str) -> int:
         out = subprocess.run(
             [str(BIN / program), "export", "--branch", branch, "--type", type_name, str(graph)],
-            check=False, capture_output=True, text=True, env=self.env(), timeout=300,
+            check=False,
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            timeout=300,
         )
         if out.returncode != 0:
             raise Abort(f"{program} export --branch {branch} failed ({out.returncode}): {out.stderr.strip()}")
@@ -252,8 +257,9 @@ class Demo:
         three hops and a grouped aggregate (``omnigraph query --json``, read-only at any stamp)."""
         found = {}
         for name, params in (("circle", ["--params", '{"name": "Alice"}']), ("employers", [])):
-            outcome = self.run("omnigraph", "query", "--query", str(EXAMPLES / "social.gq"), "--name", name,
-                               *params, "--json", str(graph), quiet=True)
+            outcome = self.run(
+                "omnigraph", "query", "--query", str(EXAMPLES / "social.gq"), "--name", name, *params, "--json", str(graph), quiet=True
+            )
             found[name] = outcome.document()["rows"]
             self.note(f"{name}: {json.dumps(found[name], ensure_ascii=False)}")
         return found
@@ -271,8 +277,7 @@ class Demo:
         self.run("omnigraph-v4", "init", "--schema", str(EXAMPLES / "social.pg"), str(graph))
         self.run("omnigraph-v4", "load", "--mode", "append", "--data", str(EXAMPLES / "social.jsonl"), str(graph))
         self.run("omnigraph-v4", "branch", "create", "feature", str(graph))
-        self.run("omnigraph-v4", "load", "--mode", "append", "--data", str(self.person_file("Ivan", 40)),
-                 "--branch", "feature", str(graph))
+        self.run("omnigraph-v4", "load", "--mode", "append", "--data", str(self.person_file("Ivan", 40)), "--branch", "feature", str(graph))
         self.run("omnigraph-v4", "branch", "create", "lazy", str(graph))
         self.run("omnigraph-v4", "load", "--mode", "append", "--data", str(self.person_file("Judy", 22)), str(graph))
         self.note("feature owns its Person table (its own write); lazy still pins main's images from")
@@ -293,8 +298,10 @@ class Demo:
             for outcome in unexpected[:1]:
                 # Not part of the story, but not hidden either; deleting the branch below is a
                 # read-write open, which resolves any interrupted write first.
-                self.note(f"{len(unexpected)} writer(s) failed otherwise, e.g. exit {outcome.returncode}: "
-                          + (outcome.stderr.strip().splitlines() or [""])[-1])
+                self.note(
+                    f"{len(unexpected)} writer(s) failed otherwise, e.g. exit {outcome.returncode}: "
+                    + (outcome.stderr.strip().splitlines() or [""])[-1]
+                )
             if not self.expect(rows == succeeded, f"every writer that succeeded landed a row ({rows} rows, {succeeded} successes)"):
                 break
             if rows > 1:
@@ -338,40 +345,59 @@ class Demo:
         self.heading("4. The upgrade: the upgrade playbook, non-interactively")
         report, junit = self.workdir / "upgrade-report.json", self.workdir / "upgrade-junit.xml"
         upgrade = self.run(
-            "omnigraph-migrate", "playbook", "run", str(UPGRADE_PLAYBOOK), str(graph), "--yes",
-            "--queries", str(EXAMPLES / "social.gq"), "--query-params", str(EXAMPLES / "social.params.json"),
-            "--report", str(report), "--junit", str(junit), quiet=True,
+            "omnigraph-migrate",
+            "playbook",
+            "run",
+            str(UPGRADE_PLAYBOOK),
+            str(graph),
+            "--yes",
+            "--queries",
+            str(EXAMPLES / "social.gq"),
+            "--query-params",
+            str(EXAMPLES / "social.params.json"),
+            "--report",
+            str(report),
+            "--junit",
+            str(junit),
+            quiet=True,
         )
         for line in upgrade.stderr.splitlines():
             if line.startswith("[") or line.lstrip().startswith(("ok:", "FAILED", "skipped")):
                 print(f"     {line.strip()}", flush=True)
         document = json.loads(report.read_text(encoding="utf-8"))
-        self.expect(document["ok"] and [s["status"] for s in document["steps"]] == ["ok"] * 6,
-                    f"report {self.show(report)}: 6 steps, all ok")
+        self.expect(
+            document["ok"] and [s["status"] for s in document["steps"]] == ["ok"] * 6, f"report {self.show(report)}: 6 steps, all ok"
+        )
         self.expect('failures="0"' in junit.read_text(encoding="utf-8"), f"JUnit {self.show(junit)}: no failures")
         checked = next(s for s in document["steps"] if s["id"] == "migrate")["data"]["answer_check"]
-        self.expect(checked and all(case["ok"] for case in checked),
-                    f"the answer check: {len(checked)} answers (every read query of examples/social.gq on every "
-                    "branch) recorded before the first primary key and unchanged before the stamp")
-        self.expect(self.answers(graph) == answers_before,
-                    "a traversal and an aggregate (examples/social.gq) answer the same after the upgrade")
+        self.expect(
+            checked and all(case["ok"] for case in checked),
+            f"the answer check: {len(checked)} answers (every read query of examples/social.gq on every "
+            "branch) recorded before the first primary key and unchanged before the stamp",
+        )
+        self.expect(
+            self.answers(graph) == answers_before, "a traversal and an aggregate (examples/social.gq) answer the same after the upgrade"
+        )
 
         self.heading(f"5. Format 5: {n} writers strict-insert one new id on main and on lazy, at once")
         data = self.person_file("Peggy", 27)
-        per_branch = {branch: ["load", "--mode", "append", "--data", str(data), "--branch", branch, "--json", str(graph)]
-                      for branch in ("main", "lazy")}
+        per_branch = {
+            branch: ["load", "--mode", "append", "--data", str(data), "--branch", branch, "--json", str(graph)]
+            for branch in ("main", "lazy")
+        }
         for args in per_branch.values():
             print(f"   $ {n} x {self.command_line('omnigraph', args)}", flush=True)
         outcomes = self.race("omnigraph", [args for args in per_branch.values() for _ in range(n)])
         for index, branch in enumerate(per_branch):
-            mine = outcomes[index * n:(index + 1) * n]
+            mine = outcomes[index * n : (index + 1) * n]
             winners = sum(1 for o in mine if o.returncode == 0)
             conflicts = sum(1 for o in mine if o.returncode == 1 and o.error_code == "key_conflict")
             rows = self.count_ids("omnigraph", graph, branch, "Person", "Peggy")
-            print(f"   format 5 on {branch}: {n} writers, {winners} succeeded, {conflicts} key_conflict, "
-                  f"{rows} row(s) with id Peggy", flush=True)
-            self.expect(winners == 1 and conflicts == n - 1 and rows == 1,
-                        f"{branch}: exactly one winner, {n - 1} key_conflict, one row")
+            print(
+                f"   format 5 on {branch}: {n} writers, {winners} succeeded, {conflicts} key_conflict, {rows} row(s) with id Peggy",
+                flush=True,
+            )
+            self.expect(winners == 1 and conflicts == n - 1 and rows == 1, f"{branch}: exactly one winner, {n - 1} key_conflict, one row")
             others = [o for o in mine if o.returncode != 0 and o.error_code != "key_conflict"]
             if others:
                 self.note(f"unexpected failure on {branch}: {others[0].stderr.strip()}")
@@ -387,24 +413,43 @@ class Demo:
             all(doc["format"] == "5" and all(t["pk"] == ["id"] for t in doc["tables"]) for doc in after.values()),
             'format 5, every table of both branches has primary key ["id"]',
         )
-        self.expect(all(t["table_branch"] == "lazy" for t in after["lazy"]["tables"]),
-                    "every table of lazy is now on its own table branch (forked at the pinned version)")
+        self.expect(
+            all(t["table_branch"] == "lazy" for t in after["lazy"]["tables"]),
+            "every table of lazy is now on its own table branch (forked at the pinned version)",
+        )
         refused = self.run("omnigraph-v4", "snapshot", "--json", str(graph), expect=None)
-        self.expect(refused.returncode == 6 and refused.error_code == "format_refused",
-                    f"the old binary refuses the upgraded graph (exit {refused.returncode}, {refused.error_code})")
+        self.expect(
+            refused.returncode == 6 and refused.error_code == "format_refused",
+            f"the old binary refuses the upgraded graph (exit {refused.returncode}, {refused.error_code})",
+        )
 
         self.heading("7. Writing after the upgrade: a mutation on a branch, merged into main")
         self.run("omnigraph", "branch", "create", "review", str(graph))
         query = self.workdir / "hire.gq"
-        query.write_text("query hire($name: String, $age: I32) {\n  insert Person { name: $name, age: $age }\n}\n",
-                         encoding="utf-8")
-        mutated = self.run("omnigraph", "mutate", "--query", str(query), "--params", '{"name": "Victor", "age": 45}',
-                           "--branch", "review", "--json", str(graph)).document()
-        print(f"     affected_nodes {mutated['affected_nodes']}, affected_edges {mutated['affected_edges']}, "
-              f"commit {mutated['commit']}", flush=True)
-        self.expect(mutated["affected_nodes"] == 1 and mutated["affected_edges"] == 0 and mutated["commit"] is not None
-                    and self.count_ids("omnigraph", graph, "review", "Person", "Victor") == 1,
-                    "mutate on review: one node inserted (Victor), one commit")
+        query.write_text("query hire($name: String, $age: I32) {\n  insert Person { name: $name, age: $age }\n}\n", encoding="utf-8")
+        mutated = self.run(
+            "omnigraph",
+            "mutate",
+            "--query",
+            str(query),
+            "--params",
+            '{"name": "Victor", "age": 45}',
+            "--branch",
+            "review",
+            "--json",
+            str(graph),
+        ).document()
+        print(
+            f"     affected_nodes {mutated['affected_nodes']}, affected_edges {mutated['affected_edges']}, commit {mutated['commit']}",
+            flush=True,
+        )
+        self.expect(
+            mutated["affected_nodes"] == 1
+            and mutated["affected_edges"] == 0
+            and mutated["commit"] is not None
+            and self.count_ids("omnigraph", graph, "review", "Person", "Victor") == 1,
+            "mutate on review: one node inserted (Victor), one commit",
+        )
         merged = self.run("omnigraph", "branch", "merge", "review", "--into", "main", "--json", str(graph)).document()
         print(f"     outcome {merged['outcome']}, commit {merged['commit']}, changes {json.dumps(merged['changes'])}", flush=True)
         self.expect(
@@ -432,8 +477,9 @@ def prepare_workdir(path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m examples.demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", type=Path, default=Path("demo-out"),
-                        help="fresh work directory, wiped at the start (default: ./demo-out)")
+    parser.add_argument(
+        "--workdir", type=Path, default=Path("demo-out"), help="fresh work directory, wiped at the start (default: ./demo-out)"
+    )
     parser.add_argument("--writers", type=int, default=WRITERS, help="racing processes per race (default: 8)")
     options = parser.parse_args(argv)
     if options.writers < 2:

@@ -126,9 +126,7 @@ def fold(records: list[tuple[int, Record]], directory: str) -> FoldedState:
     """Fold ``records`` (non-empty, ordered by seq) of the ledger at ``directory``."""
     first_seq, first = records[0]
     if not isinstance(first, MigrationStarted):
-        raise LedgerCorrupt(
-            record_path(directory, first_seq), f"the first record is {first.kind}, not migration_started"
-        )
+        raise LedgerCorrupt(record_path(directory, first_seq), f"the first record is {first.kind}, not migration_started")
     owner = first.owner
     phase: Phase = "started"
     plan: list[UnitPlan] | None = None
@@ -150,9 +148,7 @@ def fold(records: list[tuple[int, Record]], directory: str) -> FoldedState:
         elif isinstance(record, (UnitStep, UnitCompleted)):
             units[record.unit_id] = _advance(path, units.get(record.unit_id), record)
         elif isinstance(record, ImageValidated):
-            images[record.image_id] = ImageState(
-                digest=record.digest, fingerprint=record.fingerprint, rows=record.rows
-            )
+            images[record.image_id] = ImageState(digest=record.digest, fingerprint=record.fingerprint, rows=record.rows)
         elif isinstance(record, AnswersRecorded):
             _check_answers_baseline(path, plan, units, answers)
             answers = record
@@ -201,9 +197,7 @@ def _check_identity(path: str, first: MigrationStarted, record: Record) -> None:
         )
 
 
-def _check_answers_baseline(
-    path: str, plan: list[UnitPlan] | None, units: dict[str, UnitState], earlier: AnswersRecorded | None
-) -> None:
+def _check_answers_baseline(path: str, plan: list[UnitPlan] | None, units: dict[str, UnitState], earlier: AnswersRecorded | None) -> None:
     if earlier is not None:
         raise LedgerCorrupt(path, "answers_recorded twice; the answer check has one baseline")
     if plan is None:
@@ -232,9 +226,7 @@ def _advance(path: str, unit: UnitState | None, record: UnitStep | UnitCompleted
     if unit.status == "completed":
         raise LedgerCorrupt(path, f"unit {record.unit_id!r} is already completed")
     if isinstance(record, UnitCompleted):
-        return unit.model_copy(
-            update={"status": "completed", "table_branch": record.table_branch, "table_version": record.table_version}
-        )
+        return unit.model_copy(update={"status": "completed", "table_branch": record.table_branch, "table_version": record.table_version})
     update: dict[str, object] = {"status": "in_progress", "last_step": record.step}
     if record.table_version is not None:
         update.update(table_branch=record.table_branch, table_version=record.table_version)

@@ -99,9 +99,7 @@ class Ledger:
         if seqs:
             first = self._read(1)
             if not isinstance(first, MigrationStarted):
-                raise LedgerCorrupt(
-                    record_path(self._directory, 1), f"the first record is {first.kind}, not migration_started"
-                )
+                raise LedgerCorrupt(record_path(self._directory, 1), f"the first record is {first.kind}, not migration_started")
             self._first = first
         self._next_seq = len(seqs) + 1
         return self._next_seq

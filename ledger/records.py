@@ -25,9 +25,7 @@ from pydantic import (
 from omnigraph.claims.fields import ClaimToken, UtcTimestamp, utc_timestamp
 
 Text = Annotated[str, Field(min_length=1)]
-UnitStepName = Literal[
-    "sidecar_written", "fork_created", "fork_adopted", "pk_installed", "pk_present", "published", "digest_checked"
-]
+UnitStepName = Literal["sidecar_written", "fork_created", "fork_adopted", "pk_installed", "pk_present", "published", "digest_checked"]
 
 
 class _Strict(BaseModel):

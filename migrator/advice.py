@@ -45,8 +45,7 @@ def claim_next_step(store: GraphStore, holder: ClaimDocument, stamp: str | None)
     check = "".join(f"check that process {p.pid} on {p.host} is gone, then " for p in elsewhere)
     if stamp == FORMAT_5:
         return (
-            f"{check}`omnigraph-migrate resume {uri} --token {token}` releases the claim "
-            "(stamp 5 is already written: the graph is fenced)"
+            f"{check}`omnigraph-migrate resume {uri} --token {token}` releases the claim (stamp 5 is already written: the graph is fenced)"
         )
     if ledger_phase(store, holder.migration_id) == "validation_failed":
         return (
@@ -97,10 +96,7 @@ def claim_findings(store: GraphStore, stamp: str | None) -> list[Finding]:
         if stamp == FORMAT_MIGRATING:
             message = f"stamp is 'migrating': migration {migration_id} holds the barrier (its claim {who}); next: {advice}"
             return [Finding(kind="migration_in_progress", message=message, details={**details, "migration_id": migration_id})]
-        message = (
-            f"the claim of migration {holder.migration_id} is {who} at stamp {stamp}: every writer is refused; "
-            f"next: {advice}"
-        )
+        message = f"the claim of migration {holder.migration_id} is {who} at stamp {stamp}: every writer is refused; next: {advice}"
         return [Finding(kind="claim_held", message=message, details=details)]
     if stamp != FORMAT_MIGRATING:
         return []

@@ -270,9 +270,7 @@ def answer_cases(recorded: list[AnswerDigest], changed: list[AnswerChange]) -> l
     return cases
 
 
-def answers_changed(
-    lead: str, advice: str, recorded: list[AnswerDigest], changed: list[AnswerChange], **details: Any
-) -> AnswersChanged:
+def answers_changed(lead: str, advice: str, recorded: list[AnswerDigest], changed: list[AnswerChange], **details: Any) -> AnswersChanged:
     """The ``answers_changed`` error: ``lead``, every change in words, then ``advice``; details
     carry the changes and one case per recorded answer (``answer_check``)."""
     return AnswersChanged(
@@ -311,7 +309,6 @@ def refuse_other_queries(queries: AnswerQueries | None, recorded_sha256: str | N
     if queries is None or recorded_sha256 is None or queries.sha256 == recorded_sha256:
         return
     raise PreconditionFailed(
-        "these --queries/--query-params are not the ones this migration recorded its answers with; "
-        f"give the same files{instead}",
+        f"these --queries/--query-params are not the ones this migration recorded its answers with; give the same files{instead}",
         {"expected_queries_sha256": recorded_sha256, "actual_queries_sha256": queries.sha256},
     )

@@ -92,4 +92,3 @@ def break_claim(uri: str, token: str, reason: str, breaker: str) -> dict[str, An
         "broken": record.model_dump(mode="json"),
         "next": _after_break(store.uri, stamp, token),
     }
-

@@ -44,8 +44,7 @@ class Migration:
         holder = inspect(self.store, CLAIM_PATH)
         if holder is None or holder.token != self.token:
             raise claim_held(
-                f"the migration claim of {self.store.uri} no longer carries this migration's token; "
-                "stopping before any further effect",
+                f"the migration claim of {self.store.uri} no longer carries this migration's token; stopping before any further effect",
                 holder,
                 path=CLAIM_PATH,
             )

@@ -6,9 +6,9 @@ done: barrier stamp ``migrating`` (if not up yet), plan (adopting out-of-band co
 no row first), validation of every image not yet found clean since the plan, the answer check's baseline when
 queries are given (:mod:`omnigraph.migrator.answers`: every read query on every live branch, recorded
 before the first PK effect), every unit not yet completed (:mod:`omnigraph.migrator.unit`, several at
-once: :mod:`omnigraph.migrator.unit_pool`), verification against the ledger, the recorded answers taken again (``answers_changed`` on any difference),
-stamp ``5`` last, then the release of the claim (:func:`release_claim`). Every step is a ledger record, so a crash anywhere
-is continued by ``resume --token``.
+once: :mod:`omnigraph.migrator.unit_pool`), verification against the ledger, the recorded answers
+taken again (``answers_changed`` on any difference), stamp ``5`` last, then the release of the
+claim (:func:`release_claim`). Every step is a ledger record, so a crash anywhere is continued by ``resume --token``.
 
 A validation failure records the full inventory and raises ``validation_failed`` before any PK
 effect, leaving the barrier up and the claim held: the graph stays closed to every writer while

@@ -27,9 +27,7 @@ def physical_fingerprint(dataset: lance.LanceDataset) -> str:
                 "id": meta["id"],
                 "files": sorted((f["path"], f.get("file_size_bytes")) for f in meta["files"]),
                 "physical_rows": meta["physical_rows"],
-                "deletion": None
-                if deletion is None
-                else [deletion["id"], deletion["read_version"], deletion["num_deleted_rows"]],
+                "deletion": None if deletion is None else [deletion["id"], deletion["read_version"], deletion["num_deleted_rows"]],
             }
         )
     fragments.sort(key=lambda f: f["id"])

@@ -33,7 +33,4 @@ class PinnedImage:
 
 def open_images(store: GraphStore, images: list[PinnedImage]) -> dict[str, lance.LanceDataset]:
     """Every image checked out at its pinned version, by image id, in the order given."""
-    return {
-        image.image_id: open_pinned(store, image.image)
-        for image in images
-    }
+    return {image.image_id: open_pinned(store, image.image) for image in images}

@@ -85,8 +85,7 @@ def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
         )
     if stamp == FORMAT_5:
         raise FormatRefused(
-            f"{store.uri} is already at format 5 (fenced); there is nothing to migrate. "
-            f"`omnigraph-migrate verify {store.uri}` checks it.",
+            f"{store.uri} is already at format 5 (fenced); there is nothing to migrate. `omnigraph-migrate verify {store.uri}` checks it.",
             {"stamp": stamp},
         )
     if stamp != FORMAT_4:
@@ -111,8 +110,7 @@ def refuse_unless_refence_needed(store: GraphStore, manifest: Manifest, owner: s
     stamp, _ = manifest.read_stamp()
     if stamp != FORMAT_5:
         raise FormatRefused(
-            f"refence fences a stamp-5 graph again; {store.uri} is at stamp {stamp} "
-            f"(see `omnigraph-migrate status {store.uri}`)",
+            f"refence fences a stamp-5 graph again; {store.uri} is at stamp {stamp} (see `omnigraph-migrate status {store.uri}`)",
             {"stamp": stamp},
         )
     if not readiness_problems(store, manifest):

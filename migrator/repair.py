@@ -117,10 +117,7 @@ def template(uri: str, token: str, progress: Progress | None = None) -> Decision
     for entry in broken:
         table_key = f"{entry.entity_kind}:{entry.type_name}"
         rows = _rows_with_id(graph, entry.table_path, entry.table_branch, entry.table_version, entry.entity_id)
-        found = [
-            FoundRow(row_id=int(row.pop("_rowid")), values=_jsonable(row))
-            for row in rows.to_pylist()
-        ]
+        found = [FoundRow(row_id=int(row.pop("_rowid")), values=_jsonable(row)) for row in rows.to_pylist()]
         for branch in entry.graph_branches:
             choices.append(
                 RepairChoice(
@@ -144,7 +141,7 @@ def write_decisions(path: Path, decisions: DecisionsFile) -> None:
     header = (
         "# Duplicate repair decisions. For every entry set `action` to keep, rename or delete.\n"
         "# keep: keep_row_id keeps the id. rename: keep_row_id keeps the id (omit it for null ids)\n"
-        "# and every other row gets the id in new_ids (row_id: new id, or \"generate\").\n"
+        '# and every other row gets the id in new_ids (row_id: new id, or "generate").\n'
         "# delete: every row with the id goes. Nothing is applied while an action is missing.\n"
     )
     path.write_text(header + yaml.safe_dump(decisions.model_dump(mode="json"), sort_keys=True, allow_unicode=True))
@@ -249,9 +246,7 @@ def apply(uri: str, token: str, decisions: DecisionsFile, actor: str) -> list[Re
     (:mod:`omnigraph.claims.acting`)."""
     m: Migration = held_migration(uri, token, SilentProgress())
     if decisions.migration_id != m.migration_id:
-        raise BadRequest(
-            f"the decisions were written for migration {decisions.migration_id}, not {m.migration_id}; regenerate them"
-        )
+        raise BadRequest(f"the decisions were written for migration {decisions.migration_id}, not {m.migration_id}; regenerate them")
     stamp, _ = Manifest(open_store(uri)).read_stamp()
     if stamp != FORMAT_MIGRATING:
         raise FormatRefused(f"repair needs the migration barrier (stamp migrating), found {stamp!r}")
@@ -270,6 +265,7 @@ def _apply(m: Migration, uri: str, decisions: DecisionsFile, actor: str) -> list
         groups.setdefault((choice.graph_branch, choice.table_key), []).append(choice)
     applied: list[RepairApplied] = []
     for (branch, table_key), choices in sorted(groups.items()):
+
         def prepare(
             snapshot: BranchSnapshot,
             _previous: CommitPlan[tuple[RepairDecision, ...]] | None,
@@ -282,9 +278,7 @@ def _apply(m: Migration, uri: str, decisions: DecisionsFile, actor: str) -> list
             rows: list[dict[str, Any]] = []
             for choice in choices:
                 if (entry.table_branch, entry.table_version) != (choice.table_branch, choice.table_version):
-                    raise BadRequest(
-                        f"{table_key} on {branch} is no longer the image the decisions were made on; regenerate them"
-                    )
+                    raise BadRequest(f"{table_key} on {branch} is no longer the image the decisions were made on; regenerate them")
                 inserted, made = _rows_to_insert(graph, choice, snapshot)
                 rows += inserted
                 recorded.extend(made)

@@ -69,8 +69,14 @@ def attach(store: GraphStore, claim: ClaimDocument, progress: Progress, executor
     """The migration ``claim`` was taken for, acting with its token; ``executor`` (default: this
     process) validates whatever images it still has to validate. Reads and writes nothing."""
     return Migration(
-        store, Manifest(store), Ledger(store, ledger_dir(claim.migration_id)), claim.migration_id, claim.token, progress,
-        claim, executor or LocalExecutor(),
+        store,
+        Manifest(store),
+        Ledger(store, ledger_dir(claim.migration_id)),
+        claim.migration_id,
+        claim.token,
+        progress,
+        claim,
+        executor or LocalExecutor(),
     )
 
 

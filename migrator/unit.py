@@ -140,10 +140,9 @@ def _fork(m: Migration, unit: UnitPlan, fork: PlannedFork, recorded_identifier: 
     A fork an earlier attempt was killed inside (its data without a ref) is removed and made
     again: the sidecar planned that fork, and under the claim no other process forks the name.
     """
+
     def fork_now() -> Fork:
-        return fork_or_adopt(
-            m.store, unit.table_path, fork.branch, fork.parent_branch, fork.parent_version, identifier=recorded_identifier
-        )
+        return fork_or_adopt(m.store, unit.table_path, fork.branch, fork.parent_branch, fork.parent_version, identifier=recorded_identifier)
 
     try:
         try:
@@ -195,9 +194,7 @@ def _publish(m: Migration, unit: UnitPlan, branch: str | None, version: int) -> 
     snapshot = m.manifest.snapshot(unit.graph_branch)
     entry = snapshot.table(unit.table_key)
     _check_entry(m, unit, entry)
-    achieved = replace(
-        entry, table_branch=branch, table_version=version, migration_id=m.migration_id, migration_unit=unit.unit_id
-    )
+    achieved = replace(entry, table_branch=branch, table_version=version, migration_id=m.migration_id, migration_unit=unit.unit_id)
     if entry == achieved:
         return None
     try:

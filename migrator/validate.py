@@ -61,8 +61,7 @@ FROM groups
 """
 
 _CANDIDATES = (
-    "CREATE TEMP TABLE candidates AS SELECT h FROM (SELECT hash(id) AS h FROM ids WHERE id IS NOT NULL) "
-    "GROUP BY h HAVING count(*) > 1"
+    "CREATE TEMP TABLE candidates AS SELECT h FROM (SELECT hash(id) AS h FROM ids WHERE id IS NOT NULL) GROUP BY h HAVING count(*) > 1"
 )
 
 _DUPLICATES = """

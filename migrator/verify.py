@@ -37,8 +37,11 @@ def structural_problems(store: GraphStore, manifest: Manifest) -> list[str]:
     workers = default_parallel(store)
     branches = list(manifest.branches())
     snapshots = read_snapshots(manifest, branches)
-    pins = [(branch, table_key, entry) for branch, snapshot in zip(branches, snapshots, strict=True)
-            for table_key, entry in snapshot.tables.items()]
+    pins = [
+        (branch, table_key, entry)
+        for branch, snapshot in zip(branches, snapshots, strict=True)
+        for table_key, entry in snapshot.tables.items()
+    ]
 
     def pk_problem(pin: tuple[str, str, TableEntry]) -> str | None:
         branch, table_key, entry = pin
@@ -156,7 +159,11 @@ def verify_graph(store: GraphStore, manifest: Manifest, queries: AnswerQueries |
         if state.plan and all(u.status == "completed" for u in state.units.values()):
             drift = [d.model_dump(mode="json") for d in migration_drift(store, manifest, state)]
     document: dict[str, Any] = {
-        "graph": store.uri, "stamp": stamp, "ok": not problems and not drift, "problems": problems, "drift": drift,
+        "graph": store.uri,
+        "stamp": stamp,
+        "ok": not problems and not drift,
+        "problems": problems,
+        "drift": drift,
         "answer_check": [],
     }
     if not document["ok"]:
@@ -183,8 +190,7 @@ def _recheck_answers(store: GraphStore, migration_id: str | None, queries: Answe
     changed = compare_answers(read_graph(store.uri), queries, state.answers)
     if changed:
         raise answers_changed(
-            f"{len(changed)} of {len(state.answers)} answer(s) differ from those migration {state.migration_id} "
-            "recorded before its stamp",
+            f"{len(changed)} of {len(state.answers)} answer(s) differ from those migration {state.migration_id} recorded before its stamp",
             "A write since the stamp changes answers too; if none was made, rows changed outside the engine",
             state.answers,
             changed,

@@ -36,9 +36,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from omnigraph import errors
 from omnigraph.engine import __version__
 from omnigraph.engine.lazy_exports import lazy_exports
-from omnigraph import errors
 from omnigraph.errors import (
     BadRequest,
     ClaimHeld,
@@ -179,8 +179,16 @@ def open(  # noqa: A001 - the library's entry point, as in lancedb.connect / duc
     """
     from omnigraph.graph import connect
 
-    return connect(os.fspath(uri), read_only=read_only, actor=actor, storage_options=storage_options, program=program,
-                   lazy=lazy, on_recovery=on_recovery, stamp_checks=stamp_checks)
+    return connect(
+        os.fspath(uri),
+        read_only=read_only,
+        actor=actor,
+        storage_options=storage_options,
+        program=program,
+        lazy=lazy,
+        on_recovery=on_recovery,
+        stamp_checks=stamp_checks,
+    )
 
 
 def init(
@@ -248,8 +256,7 @@ def _schema_source(schema: str | Path) -> str:
     except OSError as error:
         raise BadRequest(f"cannot read schema file {str(schema)!r}: {error.strerror}", {"path": str(schema)}) from error
     except UnicodeDecodeError as error:
-        raise BadRequest(f"schema file {str(schema)!r} is not UTF-8: {error.reason} at byte {error.start}",
-                         {"path": str(schema)}) from None
+        raise BadRequest(f"schema file {str(schema)!r} is not UTF-8: {error.reason} at byte {error.start}", {"path": str(schema)}) from None
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, _SUBMODULES, renamed=_RENAMED)

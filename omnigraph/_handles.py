@@ -41,8 +41,15 @@ T = TypeVar("T")
 class Handles:
     """The read-only and read-write engine handles of one root (see the module docstring)."""
 
-    def __init__(self, store: GraphStore, profile: EngineProfile, *, storage_options: Mapping[str, str] | None,
-                 on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None, every_call: bool) -> None:
+    def __init__(
+        self,
+        store: GraphStore,
+        profile: EngineProfile,
+        *,
+        storage_options: Mapping[str, str] | None,
+        on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None,
+        every_call: bool,
+    ) -> None:
         """``on_recovery`` is told what each read-write open resolved, when it resolved anything."""
         self.store = store
         self.manifest = Manifest(store)

@@ -36,13 +36,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from omnigraph import ENGINE, FORMAT_4_WRITER
+from omnigraph._handles import Handles
 from omnigraph.engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
 from omnigraph.engine.errors import BadRequest, ReadOnlyGraph
 from omnigraph.engine.graph import default_actor, init_graph
 from omnigraph.engine.manifest import MAIN, commit_history
 from omnigraph.engine.storage import FORMAT_5, GraphStore, open_store, storage_options_scope
-from omnigraph import ENGINE, FORMAT_4_WRITER
-from omnigraph._handles import Handles
 from omnigraph.results import (
     Branch,
     ChunkedMutationResult,
@@ -96,13 +96,19 @@ class Graph:
     call :meth:`close`, to release its handles; a closed graph refuses every call.
     """
 
-    def __init__(self, store: GraphStore, profile: EngineProfile, *, read_only: bool, actor: str | None,
-                 storage_options: Mapping[str, str] | None,
-                 on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None,
-                 stamp_checks: StampChecks = "every_call") -> None:
+    def __init__(
+        self,
+        store: GraphStore,
+        profile: EngineProfile,
+        *,
+        read_only: bool,
+        actor: str | None,
+        storage_options: Mapping[str, str] | None,
+        on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None,
+        stamp_checks: StampChecks = "every_call",
+    ) -> None:
         """Not for direct use: :func:`omnigraph.open` and :func:`omnigraph.init` build graphs."""
-        self._h = Handles(store, profile, storage_options=storage_options, on_recovery=on_recovery,
-                          every_call=stamp_checks == "every_call")
+        self._h = Handles(store, profile, storage_options=storage_options, on_recovery=on_recovery, every_call=stamp_checks == "every_call")
         self._read_only = read_only
         self._actor = actor
 
@@ -308,8 +314,9 @@ class Graph:
             return reader.read()
 
     @contextmanager
-    def open_query(self, query: str, *, name: str | None = None, params: Mapping[str, Any] | None = None,
-                   branch: str = MAIN, at: str | None = None) -> Iterator[Answer]:
+    def open_query(
+        self, query: str, *, name: str | None = None, params: Mapping[str, Any] | None = None, branch: str = MAIN, at: str | None = None
+    ) -> Iterator[Answer]:
         """Run a read query and stream its answer inside the block: the answer's ``columns``,
         ``commit`` and ``rows()`` (an iterator of value lists, consumable once).
 
@@ -322,12 +329,12 @@ class Graph:
         from omnigraph.engine.query import open_answer
 
         choose_query(query, name, "read")  # syntax, the name and the kind: refused before any I/O
-        with self._h.scope(), open_answer(self._h.reading(), query, name=name, params=dict(params or {}),
-                                        branch=branch, at=at) as answer:
+        with self._h.scope(), open_answer(self._h.reading(), query, name=name, params=dict(params or {}), branch=branch, at=at) as answer:
             yield answer
 
-    def query(self, query: str, *, name: str | None = None, params: Mapping[str, Any] | None = None,
-              branch: str = MAIN, at: str | None = None) -> QueryResult:
+    def query(
+        self, query: str, *, name: str | None = None, params: Mapping[str, Any] | None = None, branch: str = MAIN, at: str | None = None
+    ) -> QueryResult:
         """Run the read query ``name`` of the ``.gq`` source ``query`` (``name`` may be left out
         when the source declares one query) on ``branch``, or on its commit ``at``.
 
@@ -352,9 +359,17 @@ class Graph:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def load(self, data: LoadData, *, mode: LoadMode, branch: str = MAIN, chunk_rows: int | None = None,
-             actor: str | None = None, progress: Callable[[int, int], None] | None = None,
-             external_blobs: bool = True) -> LoadResult:
+    def load(
+        self,
+        data: LoadData,
+        *,
+        mode: LoadMode,
+        branch: str = MAIN,
+        chunk_rows: int | None = None,
+        actor: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        external_blobs: bool = True,
+    ) -> LoadResult:
         """Load records into ``branch`` as one commit (or, with ``chunk_rows``, one per chunk).
 
         ``data`` is a path, JSONL bytes, a binary file, an iterable of record dicts or a mapping
@@ -391,21 +406,45 @@ class Graph:
 
             registration = fleet.registered(self._h.store, self.program, "load", self.writes_format)
         edges = frozenset(t.type_name for t in catalog.tables() if t.kind == "edge")
-        with self._h.scope(), registration, opened_data(data, edges) as source, \
-                read_records(source, catalog, with_pk=self._h.profile.router.with_pk) as records:
-            result = self._h.write(lambda graph: load_records(graph, records, mode=mode, branch=branch, actor=actor or self.actor,
-                                                            chunk_rows=chunk_rows, progress=progress,
-                                                            external_blobs=external_blobs))
-        return LoadResult.from_document({
-            "branch": result.branch,
-            "mode": result.mode,
-            "commits": [c.commit_id for c in result.commits],
-            "manifest_version": result.commits[-1].manifest_version if result.commits else None,
-            "rows": result.rows,
-        })
+        with (
+            self._h.scope(),
+            registration,
+            opened_data(data, edges) as source,
+            read_records(source, catalog, with_pk=self._h.profile.router.with_pk) as records,
+        ):
+            result = self._h.write(
+                lambda graph: load_records(
+                    graph,
+                    records,
+                    mode=mode,
+                    branch=branch,
+                    actor=actor or self.actor,
+                    chunk_rows=chunk_rows,
+                    progress=progress,
+                    external_blobs=external_blobs,
+                )
+            )
+        return LoadResult.from_document(
+            {
+                "branch": result.branch,
+                "mode": result.mode,
+                "commits": [c.commit_id for c in result.commits],
+                "manifest_version": result.commits[-1].manifest_version if result.commits else None,
+                "rows": result.rows,
+            }
+        )
 
-    def mutate(self, query: str, *, params: Mapping[str, Any] | None = None, name: str | None = None, branch: str = MAIN,
-               if_commit: str | None = None, actor: str | None = None, external_blobs: bool = True) -> MutationResult:
+    def mutate(
+        self,
+        query: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        branch: str = MAIN,
+        if_commit: str | None = None,
+        actor: str | None = None,
+        external_blobs: bool = True,
+    ) -> MutationResult:
         """Run one ``.gq`` mutation query as one commit (none when nothing matched);
         ``external_blobs=False`` refuses a Blob value naming an external object (see :meth:`load`).
 
@@ -425,14 +464,31 @@ class Graph:
 
         self._refuse_if_read_only("mutate")
         select_query(query, name)
-        result = self._h.write(lambda graph: mutate(graph, query, name=name, params=dict(params or {}), branch=branch,
-                                                  if_commit=if_commit, actor=actor or self.actor,
-                                                  external_blobs=external_blobs))
+        result = self._h.write(
+            lambda graph: mutate(
+                graph,
+                query,
+                name=name,
+                params=dict(params or {}),
+                branch=branch,
+                if_commit=if_commit,
+                actor=actor or self.actor,
+                external_blobs=external_blobs,
+            )
+        )
         return MutationResult.from_document(result.document())
 
-    def mutate_chunked(self, query: str, *, chunk_rows: int, params: Mapping[str, Any] | None = None, name: str | None = None,
-                       branch: str = MAIN, actor: str | None = None,
-                       announce: Callable[[str], None] | None = None) -> ChunkedMutationResult:
+    def mutate_chunked(
+        self,
+        query: str,
+        *,
+        chunk_rows: int,
+        params: Mapping[str, Any] | None = None,
+        name: str | None = None,
+        branch: str = MAIN,
+        actor: str | None = None,
+        announce: Callable[[str], None] | None = None,
+    ) -> ChunkedMutationResult:
         """Run an update or delete that matches more rows than one commit carries, as one commit
         per chunk of at most ``chunk_rows`` matched rows (not atomic as a whole; resumable with
         :meth:`resume_mutation`). ``announce`` is told the operation id once it is recorded.
@@ -445,8 +501,16 @@ class Graph:
             RecoveryRequired: a commit was interrupted after an effect landed.
         """
         self._refuse_if_read_only("mutate_chunked")
-        return self._chunked(query, name=name, params=dict(params or {}), branch=branch, chunk_rows=chunk_rows,
-                             actor=actor or self.actor, resume=None, announce=announce)
+        return self._chunked(
+            query,
+            name=name,
+            params=dict(params or {}),
+            branch=branch,
+            chunk_rows=chunk_rows,
+            actor=actor or self.actor,
+            resume=None,
+            announce=announce,
+        )
 
     def resume_mutation(self, operation_id: str, *, announce: Callable[[str], None] | None = None) -> ChunkedMutationResult:
         """Continue the chunked mutation ``operation_id`` from its last committed chunk.
@@ -457,16 +521,37 @@ class Graph:
             FormatBarrier: a migration barrier holds.
         """
         self._refuse_if_read_only("resume_mutation")
-        return self._chunked(None, name=None, params={}, branch=MAIN, chunk_rows=None, actor=self.actor,
-                             resume=operation_id, announce=announce)
+        return self._chunked(
+            None, name=None, params={}, branch=MAIN, chunk_rows=None, actor=self.actor, resume=operation_id, announce=announce
+        )
 
-    def _chunked(self, query: str | None, *, name: str | None, params: dict[str, Any], branch: str, chunk_rows: int | None,
-                 actor: str, resume: str | None, announce: Callable[[str], None] | None) -> ChunkedMutationResult:
+    def _chunked(
+        self,
+        query: str | None,
+        *,
+        name: str | None,
+        params: dict[str, Any],
+        branch: str,
+        chunk_rows: int | None,
+        actor: str,
+        resume: str | None,
+        announce: Callable[[str], None] | None,
+    ) -> ChunkedMutationResult:
         from omnigraph.engine.ops.mutate_chunked import mutate_chunked
 
-        result = self._h.write(lambda graph: mutate_chunked(graph, query, name=name, params=params, branch=branch,
-                                                          chunk_rows=chunk_rows, actor=actor, resume=resume,
-                                                          announce=announce or (lambda _line: None)))
+        result = self._h.write(
+            lambda graph: mutate_chunked(
+                graph,
+                query,
+                name=name,
+                params=params,
+                branch=branch,
+                chunk_rows=chunk_rows,
+                actor=actor,
+                resume=resume,
+                announce=announce or (lambda _line: None),
+            )
+        )
         return ChunkedMutationResult.from_document(result.document())
 
     def create_branch(self, name: str, *, from_branch: str = MAIN) -> CreatedBranch:
@@ -528,16 +613,30 @@ class Graph:
         return fleet.Membership(self._h.store, self.program, role, self.writes_format, address)
 
 
-def connect(uri: str, *, read_only: bool = False, actor: str | None = None, storage_options: Mapping[str, str] | None = None,
-            program: str = ENGINE, lazy: bool = False,
-            on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None = None,
-            stamp_checks: StampChecks = "every_call") -> Graph:
+def connect(
+    uri: str,
+    *,
+    read_only: bool = False,
+    actor: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    program: str = ENGINE,
+    lazy: bool = False,
+    on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None = None,
+    stamp_checks: StampChecks = "every_call",
+) -> Graph:
     """:func:`omnigraph.open` (see there)."""
     profile = _profile(program)
     with storage_options_scope(storage_options):
         store = open_store(uri)
-    graph = Graph(store, profile, read_only=read_only, actor=actor, storage_options=storage_options, on_recovery=on_recovery,
-                  stamp_checks=stamp_checks)
+    graph = Graph(
+        store,
+        profile,
+        read_only=read_only,
+        actor=actor,
+        storage_options=storage_options,
+        on_recovery=on_recovery,
+        stamp_checks=stamp_checks,
+    )
     if lazy:
         return graph
     if read_only:
@@ -547,8 +646,9 @@ def connect(uri: str, *, read_only: bool = False, actor: str | None = None, stor
     return graph
 
 
-def create(uri: str, schema: str, *, actor: str | None = None, storage_options: Mapping[str, str] | None = None,
-           program: str = ENGINE) -> Graph:
+def create(
+    uri: str, schema: str, *, actor: str | None = None, storage_options: Mapping[str, str] | None = None, program: str = ENGINE
+) -> Graph:
     """:func:`omnigraph.init` (see there) of the schema source ``schema``."""
     profile = _profile(program)
     with storage_options_scope(storage_options):

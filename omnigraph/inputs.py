@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 
 __all__ = ["LoadData", "open_data_file", "opened_data"]
 
-LoadData = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes], Mapping[str, "pyarrow.Table"],
-                 Iterable[Mapping[str, Any]]]
+LoadData = Union[
+    str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes], Mapping[str, "pyarrow.Table"], Iterable[Mapping[str, Any]]
+]
 """Every form :meth:`omnigraph.Graph.load` accepts (see the module docstring)."""
 
 PIPE_COPY_BYTES = 1 << 20

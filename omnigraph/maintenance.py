@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from omnigraph import ENGINE, FORMAT_4_WRITER
 from omnigraph.engine.errors import BadRequest, NotFound
 from omnigraph.engine.graph import Graph, default_actor, open_graph
 from omnigraph.engine.maintenance.optimize import OptimizeReport
@@ -30,7 +31,6 @@ from omnigraph.engine.manifest import MAIN, Manifest
 from omnigraph.engine.reconcile import drift, intents, recovery
 from omnigraph.engine.reconcile.drift import TableDriftReport
 from omnigraph.engine.storage import FORMAT_4, open_store
-from omnigraph import ENGINE, FORMAT_4_WRITER
 from omnigraph.graph import PROGRAMS
 
 __all__ = [
@@ -116,8 +116,7 @@ class DriftReverted:
     manifest_versions: tuple[int, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"branch": self.branch, "reverted": [r.to_json() for r in self.reverted],
-                "manifest_versions": list(self.manifest_versions)}
+        return {"branch": self.branch, "reverted": [r.to_json() for r in self.reverted], "manifest_versions": list(self.manifest_versions)}
 
 
 @dataclass(frozen=True)
@@ -131,8 +130,12 @@ class Recovered:
     branch_operations_completed: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"recovered": list(self.recovered), "adopted": list(self.adopted), "in_flight": list(self.in_flight),
-                "branch_operations_completed": list(self.branch_operations_completed)}
+        return {
+            "recovered": list(self.recovered),
+            "adopted": list(self.adopted),
+            "in_flight": list(self.in_flight),
+            "branch_operations_completed": list(self.branch_operations_completed),
+        }
 
 
 def drift_show(uri: str, *, branch: str = MAIN, table: str | None = None) -> DriftShown:
@@ -145,13 +148,15 @@ def drift_show(uri: str, *, branch: str = MAIN, table: str | None = None) -> Dri
     """
     graph = _open(uri, write=False, announce=_quiet)
     graph.manifest.require_branch(branch)
-    reports = drift.out_of_band(graph.store, graph.manifest, branch, _table_filter(graph, branch, table),
-                                compare_rows=True, include_forks=True)
+    reports = drift.out_of_band(
+        graph.store, graph.manifest, branch, _table_filter(graph, branch, table), compare_rows=True, include_forks=True
+    )
     return DriftShown(graph.store.uri, branch, tuple(reports))
 
 
-def drift_adopt(uri: str, *, branch: str = MAIN, table: str | None = None, actor: str | None = None,
-                announce: Announce = _quiet) -> DriftAdopted:
+def drift_adopt(
+    uri: str, *, branch: str = MAIN, table: str | None = None, actor: str | None = None, announce: Announce = _quiet
+) -> DriftAdopted:
     """Pin each table's HEAD on ``branch`` (after the fencing checks) in one graph commit.
 
     Raises:
@@ -165,13 +170,15 @@ def drift_adopt(uri: str, *, branch: str = MAIN, table: str | None = None, actor
     reports = drift.out_of_band(graph.store, graph.manifest, branch, _table_filter(graph, branch, table), include_forks=True)
     version = None
     if reports:
-        version = drift.adopt(graph.store, graph.manifest, branch, reports, actor=actor or default_actor(),
-                              require_fencing=graph.profile.router.with_pk)
+        version = drift.adopt(
+            graph.store, graph.manifest, branch, reports, actor=actor or default_actor(), require_fencing=graph.profile.router.with_pk
+        )
     return DriftAdopted(branch, tuple(reports), version)
 
 
-def drift_revert(uri: str, *, branch: str = MAIN, table: str | None = None, actor: str | None = None,
-                 announce: Announce = _quiet) -> DriftReverted:
+def drift_revert(
+    uri: str, *, branch: str = MAIN, table: str | None = None, actor: str | None = None, announce: Announce = _quiet
+) -> DriftReverted:
     """Restore each table's pinned rows on ``branch`` as a new version and pin it (one graph
     commit per table).
 
@@ -217,9 +224,18 @@ def recover(uri: str, *, announce: Announce = _quiet) -> Recovered:
     return result
 
 
-def optimize(uri: str, *, branch: str = MAIN, compact: bool = False, index_column: str | None = None,
-             cleanup_older_than: dt.timedelta | None = None, dry_run: bool = False, actor: str | None = None,
-             progress: Progress | None = None, announce: Announce = _quiet) -> OptimizeReport:
+def optimize(
+    uri: str,
+    *,
+    branch: str = MAIN,
+    compact: bool = False,
+    index_column: str | None = None,
+    cleanup_older_than: dt.timedelta | None = None,
+    dry_run: bool = False,
+    actor: str | None = None,
+    progress: Progress | None = None,
+    announce: Announce = _quiet,
+) -> OptimizeReport:
     """Compact the tables ``branch`` owns, build a BTREE index on ``index_column``, and delete
     table versions older than ``cleanup_older_than`` that nothing pins (no branch, reachable
     commit, intent or migration sidecar); compactions and indexes are published as a graph commit.
@@ -236,7 +252,13 @@ def optimize(uri: str, *, branch: str = MAIN, compact: bool = False, index_colum
     from omnigraph.migrator.sidecar import pinned_images  # the ledger models: loaded only by optimize
 
     return optimize_graph(
-        graph, branch, compact=compact, index_column=index_column, cleanup_older_than=cleanup_older_than,
-        dry_run=dry_run, actor=actor or default_actor(), progress=progress or SilentProgress(),
+        graph,
+        branch,
+        compact=compact,
+        index_column=index_column,
+        cleanup_older_than=cleanup_older_than,
+        dry_run=dry_run,
+        actor=actor or default_actor(),
+        progress=progress or SilentProgress(),
         extra_pins=pinned_images(graph.store),
     )

@@ -161,8 +161,14 @@ class Verification(Result):
     """With ``queries``: one entry per recorded answer, each unchanged (empty without)."""
 
 
-def preflight(uri: str, *, validate: bool = False, ignore_fleet: bool = False, progress: Progress | None = None,
-              storage_options: Mapping[str, str] | None = None) -> Preflight:
+def preflight(
+    uri: str,
+    *,
+    validate: bool = False,
+    ignore_fleet: bool = False,
+    progress: Progress | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> Preflight:
     """The read-only readiness check; with ``validate`` also the id scan of every pinned image.
 
     Raises:
@@ -195,9 +201,17 @@ def _outcome(outcome: Any) -> Migrated | UpToDate:
     return Migrated.from_document(outcome.to_json())
 
 
-def run(uri: str, *, owner: str | None = None, ignore_fleet: bool = False, executor: ImageExecutor | None = None,
-        progress: Progress | None = None, storage_options: Mapping[str, str] | None = None,
-        queries: AnswerQueries | None = None, parallel: int | None = None) -> Migrated | UpToDate:
+def run(
+    uri: str,
+    *,
+    owner: str | None = None,
+    ignore_fleet: bool = False,
+    executor: ImageExecutor | None = None,
+    progress: Progress | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    queries: AnswerQueries | None = None,
+    parallel: int | None = None,
+) -> Migrated | UpToDate:
     """Migrate every branch of the graph to format 5 in place: claim, barrier, plan, validate,
     install the primary keys unit by unit, verify, stamp 5, release. Crash-safe: a run that
     died is continued with :func:`resume` (its token is in :func:`status`).
@@ -227,9 +241,17 @@ def run(uri: str, *, owner: str | None = None, ignore_fleet: bool = False, execu
         )
 
 
-def resume(uri: str, *, token: str, owner: str | None = None, executor: ImageExecutor | None = None,
-           progress: Progress | None = None, storage_options: Mapping[str, str] | None = None,
-           queries: AnswerQueries | None = None, parallel: int | None = None) -> Migrated:
+def resume(
+    uri: str,
+    *,
+    token: str,
+    owner: str | None = None,
+    executor: ImageExecutor | None = None,
+    progress: Progress | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    queries: AnswerQueries | None = None,
+    parallel: int | None = None,
+) -> Migrated:
     """Continue the migration whose claim carries ``token`` from its ledger (after a crash, or a
     repair of duplicates under the claim). Answers the migration recorded are checked before the
     stamp; ``queries`` is needed only if it died before recording them, and must be the same.
@@ -247,9 +269,7 @@ def resume(uri: str, *, token: str, owner: str | None = None, executor: ImageExe
     from omnigraph.migrator.run import resume_migration
 
     with storage_options_scope(storage_options):
-        outcome = resume_migration(
-            uri, token, owner or default_actor(), progress or SilentProgress(), executor, queries, parallel
-        )
+        outcome = resume_migration(uri, token, owner or default_actor(), progress or SilentProgress(), executor, queries, parallel)
     return Migrated.from_document(outcome.to_json())
 
 
@@ -316,8 +336,9 @@ class Aborted(Result):
     sidecars_removed: tuple[str, ...]
 
 
-def abort(uri: str, *, token: str, reason: str = "aborted by operator", actor: str | None = None,
-          storage_options: Mapping[str, str] | None = None) -> Aborted:
+def abort(
+    uri: str, *, token: str, reason: str = "aborted by operator", actor: str | None = None, storage_options: Mapping[str, str] | None = None
+) -> Aborted:
     """Give up the migration whose claim carries ``token`` (before stamp 5 only): put stamp 4
     back and release the claim. Old writers may run again, so a later :func:`run` validates every
     image again.

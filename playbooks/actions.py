@@ -157,9 +157,8 @@ def preflight(ctx: StepContext, params: dict[str, str]) -> StepResult:
             "validation_failed": _repair_route(graph),
         }.get(error.code, f"omnigraph-migrate status {graph}")
         raise StepFailed(f"not ready: {error.message}", next_command, error.exit_code, error.details) from error
-    summary = (
-        f"format 4, {len(document['branches'])} branch(es), {len(document['units'])} unit(s), "
-        f"{document['images']} image(s)" + (", no duplicate or null ids" if "inventory" in document else "")
+    summary = f"format 4, {len(document['branches'])} branch(es), {len(document['units'])} unit(s), {document['images']} image(s)" + (
+        ", no duplicate or null ids" if "inventory" in document else ""
     )
     return StepResult(summary, {"branches": len(document["branches"]), "units": len(document["units"])})
 
@@ -427,9 +426,7 @@ def repair_apply(ctx: StepContext, params: dict[str, str]) -> StepResult:
         applied = repair.apply(graph, token, repair.read_decisions(path), ctx.actor)
     except OmnigraphError as error:
         raise StepFailed(error.message, f"fix {path}, then: {ctx.rerun(decisions=str(path))}", error.exit_code, error.details) from error
-    return StepResult(
-        f"{len(applied)} repair commit(s) recorded", {"commits": [json.loads(r.model_dump_json()) for r in applied]}
-    )
+    return StepResult(f"{len(applied)} repair commit(s) recorded", {"commits": [json.loads(r.model_dump_json()) for r in applied]})
 
 
 def validate(ctx: StepContext, params: dict[str, str]) -> StepResult:

@@ -139,9 +139,5 @@ def load_playbook(reference: str) -> tuple[Playbook, Path]:
     try:
         return Playbook.model_validate(document), path
     except ValidationError as error:
-        problems = [
-            f"{'.'.join(str(part) for part in item['loc']) or 'document'}: {item['msg']}" for item in error.errors()
-        ]
-        raise BadRequest(
-            f"playbook {path} is not valid: " + "; ".join(problems), {"playbook": str(path), "problems": problems}
-        ) from error
+        problems = [f"{'.'.join(str(part) for part in item['loc']) or 'document'}: {item['msg']}" for item in error.errors()]
+        raise BadRequest(f"playbook {path} is not valid: " + "; ".join(problems), {"playbook": str(path), "problems": problems}) from error

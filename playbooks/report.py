@@ -36,7 +36,10 @@ def junit_xml(report: RunReport, planned_steps: list[tuple[str, str]]) -> bytes:
     for step_id, title in planned_steps:
         step = reached.get(step_id)
         case = ET.SubElement(
-            suite, "testcase", classname=f"playbook.{report.playbook}", name=f"{step_id}: {title}",
+            suite,
+            "testcase",
+            classname=f"playbook.{report.playbook}",
+            name=f"{step_id}: {title}",
             time=f"{step.duration_seconds:.3f}" if step else "0.000",
         )
         if step is None:
@@ -50,8 +53,11 @@ def junit_xml(report: RunReport, planned_steps: list[tuple[str, str]]) -> bytes:
             ET.SubElement(case, "system-out").text = step.summary
     for step_id, answer in answer_cases:
         case = ET.SubElement(
-            suite, "testcase", classname=f"playbook.{report.playbook}.answers",
-            name=f"{step_id}: query {answer['query']} on {answer['graph_branch']}", time="0.000",
+            suite,
+            "testcase",
+            classname=f"playbook.{report.playbook}.answers",
+            name=f"{step_id}: query {answer['query']} on {answer['graph_branch']}",
+            time="0.000",
         )
         if answer["ok"]:
             ET.SubElement(case, "system-out").text = str(answer["message"])

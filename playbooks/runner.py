@@ -117,7 +117,7 @@ class _LedgerLink:
             ledger.replay()
         except NotFound:
             return  # its holder died before the first record: linked once a resume starts the ledger
-        for record in finished[self.linked:]:
+        for record in finished[self.linked :]:
             assert record.status is not None
             ledger.append(
                 PlaybookStep(
@@ -142,9 +142,7 @@ def _expand(value: str, variables: dict[str, str], step: Step) -> str:
         ) from None
 
 
-def playbook_variables(
-    playbook: Playbook, graph: str, user: str, overrides: dict[str, str], run_id: str | None = None
-) -> dict[str, str]:
+def playbook_variables(playbook: Playbook, graph: str, user: str, overrides: dict[str, str], run_id: str | None = None) -> dict[str, str]:
     """The run's variables: the built-ins (``graph``, ``run_id``, new unless given, ``user``), the
     playbook's defaults, then ``overrides`` (``--var``); ``bad_request`` for an unknown one."""
     settable = playbook.settable_variables()
@@ -166,8 +164,14 @@ def playbook_variables(
 
 
 def _journal_record(
-    playbook: Playbook, variables: dict[str, str], step: Step, phase: Literal["acting", "finished"],
-    outcome: StepReport | None = None, outputs: dict[str, str] | None = None, exit_code: int = 0, ends_run: bool = False,
+    playbook: Playbook,
+    variables: dict[str, str],
+    step: Step,
+    phase: Literal["acting", "finished"],
+    outcome: StepReport | None = None,
+    outputs: dict[str, str] | None = None,
+    exit_code: int = 0,
+    ends_run: bool = False,
 ) -> JournalRecord:
     return JournalRecord(
         run_id=variables["run_id"],
@@ -216,8 +220,13 @@ def run_playbook(
     journal = RunJournal(open_store(journal_root), variables["run_id"])
     journal.start(
         RunStarted(
-            run_id=variables["run_id"], playbook=playbook_path, playbook_name=playbook.name, graph=variables["graph"],
-            overrides=dict(sorted(overrides.items())), user=user, writer=this_writer(),
+            run_id=variables["run_id"],
+            playbook=playbook_path,
+            playbook_name=playbook.name,
+            graph=variables["graph"],
+            overrides=dict(sorted(overrides.items())),
+            user=user,
+            writer=this_writer(),
         )
     )
     return run_steps(playbook, playbook_path, variables, journal, report, operator)
@@ -243,8 +252,9 @@ def run_steps(
     continues a migration whose claim one of them took. ``linked`` finished steps of the journal
     are already in the migration's ledger."""
     link = _LedgerLink(playbook.name, journal, linked)
-    context = StepContext(variables, playbook_path, operator.ask, operator.progress, operator.say, operator.holder_dead,
-                          resumed_from, journal.location)
+    context = StepContext(
+        variables, playbook_path, operator.ask, operator.progress, operator.say, operator.holder_dead, resumed_from, journal.location
+    )
     say = operator.say
     total = len(playbook.steps)
     for number, step in enumerate(playbook.steps[first:], start=first + 1):
@@ -262,33 +272,59 @@ def run_steps(
             result: StepResult = ACTIONS[step.action](context, params)
         except AnswerUnavailable as unanswered:
             outcome = StepReport(
-                step.id, step.title, step.action, "failed",
+                step.id,
+                step.title,
+                step.action,
+                "failed",
                 f"step {step.id} asks {unanswered.question!r}, but stdin is not a terminal and --yes was not "
                 "given: nothing was done; run it again with --yes to answer yes (or from a terminal)",
-                round(time.time() - started, 3), {}, context.rerun("--yes"),
+                round(time.time() - started, 3),
+                {},
+                context.rerun("--yes"),
             )
             report.exit_code = EXIT_USAGE
         except StepFailed as failure:
             outputs = failure.outputs
-            outcome = StepReport(step.id, step.title, step.action, "failed", failure.summary,
-                                 round(time.time() - started, 3), failure.data, failure.next_command)
+            outcome = StepReport(
+                step.id,
+                step.title,
+                step.action,
+                "failed",
+                failure.summary,
+                round(time.time() - started, 3),
+                failure.data,
+                failure.next_command,
+            )
             report.exit_code = failure.exit_code
         except OmnigraphError as error:
-            outcome = StepReport(step.id, step.title, step.action, "failed", error.message,
-                                 round(time.time() - started, 3), error.details,
-                                 f"omnigraph-migrate status {variables['graph']}")
+            outcome = StepReport(
+                step.id,
+                step.title,
+                step.action,
+                "failed",
+                error.message,
+                round(time.time() - started, 3),
+                error.details,
+                f"omnigraph-migrate status {variables['graph']}",
+            )
             report.exit_code = error.exit_code
         except Exception as error:  # noqa: BLE001 - a report is written whatever a step raises
-            outcome = StepReport(step.id, step.title, step.action, "failed", f"internal error: {type(error).__name__}: {error}",
-                                 round(time.time() - started, 3), {},
-                                 f"omnigraph-migrate status {variables['graph']} (and report this error)")
+            outcome = StepReport(
+                step.id,
+                step.title,
+                step.action,
+                "failed",
+                f"internal error: {type(error).__name__}: {error}",
+                round(time.time() - started, 3),
+                {},
+                f"omnigraph-migrate status {variables['graph']} (and report this error)",
+            )
             report.exit_code = EXIT_ERROR
         else:
             outputs = result.outputs
             finished = result.finished and not resumed_from
             status: StepStatus = "skipped" if result.skipped else "ok"
-            outcome = StepReport(step.id, step.title, step.action, status, result.summary,
-                                 round(time.time() - started, 3), result.data)
+            outcome = StepReport(step.id, step.title, step.action, status, result.summary, round(time.time() - started, 3), result.data)
         variables.update(outputs)
         report.steps.append(outcome)
         journal.append(_journal_record(playbook, variables, step, "finished", outcome, outputs, report.exit_code, finished))

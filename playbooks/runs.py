@@ -42,9 +42,7 @@ def open_run(location: str) -> RunJournal:
         raise BadRequest(f"{location!r} is not a playbook run journal (ROOT/<run id>)", {"journal": location})
     journal = RunJournal(open_store(root), run_id)
     if journal.started() is None and not journal.records():
-        raise NotFound(
-            f"no playbook run journal at {location} (`omnigraph-migrate playbook list` lists the runs)", {"journal": location}
-        )
+        raise NotFound(f"no playbook run journal at {location} (`omnigraph-migrate playbook list` lists the runs)", {"journal": location})
     return journal
 
 
@@ -147,6 +145,15 @@ def resume_run(location: str, operator: Operator) -> tuple[RunReport, list[tuple
         assert record.status is not None
         report.steps.append(StepReport(step.id, step.title, step.action, record.status, record.detail, record.duration_seconds))
     linked = sum(1 for r in summary.records if r.phase == "finished" and r.migration_id is not None)
-    run_steps(playbook, started.playbook, variables, journal, report, operator, first=first,
-              resumed_from=tuple(_writers(started, summary.records)), linked=linked)
+    run_steps(
+        playbook,
+        started.playbook,
+        variables,
+        journal,
+        report,
+        operator,
+        first=first,
+        resumed_from=tuple(_writers(started, summary.records)),
+        linked=linked,
+    )
     return report, [(step.id, step.title) for step in playbook.steps]

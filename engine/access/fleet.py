@@ -77,8 +77,12 @@ def list_records(store: GraphStore) -> list[FleetRecord]:
     return sorted(records, key=lambda record: record.instance)
 
 
-@retry(retry=retry_if_exception(lambda e: isinstance(e, OSError) and not isinstance(e, FileNotFoundError)),
-       stop=stop_after_attempt(5), wait=wait_exponential_jitter(multiplier=0.05, max=0.5), reraise=True)
+@retry(
+    retry=retry_if_exception(lambda e: isinstance(e, OSError) and not isinstance(e, FileNotFoundError)),
+    stop=stop_after_attempt(5),
+    wait=wait_exponential_jitter(multiplier=0.05, max=0.5),
+    reraise=True,
+)
 def _read_record(store: GraphStore, rel: str) -> FleetRecord | None:
     try:
         # On S3 one GET (no ETag check across chunked reads); a local file is read whole.
@@ -105,9 +109,7 @@ def _replace(store: GraphStore, rel: str, data: bytes) -> None:
 
 def record_status(record: FleetRecord, now: int | None = None) -> Status:
     """``dead`` (its process on this host is gone), ``stale`` (no recent heartbeat) or ``live``."""
-    if record.host == this_host() and not process_is_alive(
-        record.host, record.pid, record.process_start, zombie_is_alive=True
-    ):
+    if record.host == this_host() and not process_is_alive(record.host, record.pid, record.process_start, zombie_is_alive=True):
         return "dead"
     age = ((now if now is not None else now_ms()) - record.heartbeat_at) / 1000
     return "stale" if age > STALE_AFTER_SECONDS else "live"

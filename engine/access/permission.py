@@ -110,10 +110,7 @@ class WritePermission:
                 {"uri": uri, "stamp": self.stamp, "mode": "read-write", "holder": holder},
             )
         if self.ground is Ground.MIGRATING:
-            detail = (
-                f"a migration ({self.migration_id}) holds the barrier; see `omnigraph-migrate status "
-                f"{uri}` and resume or abort it"
-            )
+            detail = f"a migration ({self.migration_id}) holds the barrier; see `omnigraph-migrate status {uri}` and resume or abort it"
         else:
             detail = self.profile.refusal_hint.format(uri=uri)
         mode = "read-write" if write else "read-only"

@@ -122,9 +122,7 @@ def overwrite(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatchReader
     (``allow_external_blob_outside_bases``: the write parameter merge-insert cannot take).
     """
     expected = primary_key(schema)
-    result = lance.write_dataset(
-        rows.cast(schema), dataset, schema=schema, mode="overwrite", allow_external_blob_outside_bases=True
-    )
+    result = lance.write_dataset(rows.cast(schema), dataset, schema=schema, mode="overwrite", allow_external_blob_outside_bases=True)
     if primary_key(result.schema) != expected:
         raise Internal(f"overwrite of {dataset.uri} lost its primary key {expected}")
     return int(result.version)
@@ -224,7 +222,7 @@ def merge_rows(dataset: lance.LanceDataset, changes: MergeRows, after_step: Call
     if changes.upserts is not None:
         steps += [functools.partial(upsert, dataset, piece) for piece in commit_slices(changes.upserts)]
     ids = list(changes.delete_ids)
-    steps += [functools.partial(delete_rows, dataset, ids[start:start + COMMIT_ROWS]) for start in range(0, len(ids), COMMIT_ROWS)]
+    steps += [functools.partial(delete_rows, dataset, ids[start : start + COMMIT_ROWS]) for start in range(0, len(ids), COMMIT_ROWS)]
     version = int(dataset.version)
     for index, step in enumerate(steps):
         try:

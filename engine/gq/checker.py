@@ -123,9 +123,11 @@ def bind_params(query: Query, params: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(params) - set(declared))
     if unknown:
         raise GqError(
-            f"query {query.name!r} declares no parameter ${unknown[0]} (declared: "
-            f"{', '.join('$' + name for name in declared) or 'none'})",
-            query.token.line, query.token.column, query.token.text, {"query": query.name, "param": unknown[0]},
+            f"query {query.name!r} declares no parameter ${unknown[0]} (declared: {', '.join('$' + name for name in declared) or 'none'})",
+            query.token.line,
+            query.token.column,
+            query.token.text,
+            {"query": query.name, "param": unknown[0]},
         )
     bound: dict[str, Any] = {}
     for name, param in declared.items():

@@ -115,7 +115,7 @@ class Cursor:
         word = self.next()
         typed = TYPED_LITERALS[word.text]
         self.expect("punct", "(", f"'(' after {word.text}")
-        text = self.expect("string", what=f"a quoted {typed} ({word.text}(\"...\"))")
+        text = self.expect("string", what=f'a quoted {typed} ({word.text}("..."))')
         try:
             coerce_value(ScalarType(typed), text.value)
         except InvalidValue as error:

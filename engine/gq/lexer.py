@@ -58,7 +58,7 @@ def _decode_string(text: str, line: int, column: int) -> str:
     parts: list[str] = []
     position = 0
     for match in _ESCAPE.finditer(body):
-        parts.append(body[position:match.start()])
+        parts.append(body[position : match.start()])
         where = column + 1 + match.start()
         if match.group("simple"):
             parts.append(_SIMPLE_ESCAPES[match.group("simple")])
@@ -68,9 +68,7 @@ def _decode_string(text: str, line: int, column: int) -> str:
                 raise GqError("\\u{...} must name a Unicode scalar value", line, where, match.group())
             parts.append(chr(code))
         else:
-            raise GqError(
-                'unknown escape (a string accepts \\", \\\\, \\n, \\t and \\u{HEX})', line, where, match.group()
-            )
+            raise GqError('unknown escape (a string accepts \\", \\\\, \\n, \\t and \\u{HEX})', line, where, match.group())
         position = match.end()
     parts.append(body[position:])
     return "".join(parts)

@@ -48,7 +48,9 @@ class _Parser(Cursor):
                 first = seen[query.name].token
                 raise GqError(
                     f"duplicate query name {query.name!r} (first declared at {first.line}:{first.column})",
-                    query.token.line, query.token.column, query.name,
+                    query.token.line,
+                    query.token.column,
+                    query.name,
                 )
             seen[query.name] = query
             queries.append(query)

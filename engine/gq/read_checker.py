@@ -212,8 +212,14 @@ class _Checker:
             raise _error(problem, token)
         if op in ("=", "!="):
             for column, const, where in ((left, right, sides[1]), (right, left, sides[0])):
-                if isinstance(column, Column) and isinstance(const, Const) and isinstance(column.type, EnumType) \
-                        and const.type == STRING and const.value is not None and const.value not in column.type.values:
+                if (
+                    isinstance(column, Column)
+                    and isinstance(const, Const)
+                    and isinstance(column.type, EnumType)
+                    and const.type == STRING
+                    and const.value is not None
+                    and const.value not in column.type.values
+                ):
                     raise _error(f"{const.value!r} is not a value of {column.type}", where)
         return Compare(left, op, right)
 
@@ -258,16 +264,16 @@ class _Checker:
             if output.name in seen:
                 first = seen[output.name]
                 raise _error(
-                    f"two return columns are named {output.name!r} (the first at {first.line}:{first.column}); "
-                    "give one an alias with as",
+                    f"two return columns are named {output.name!r} (the first at {first.line}:{first.column}); give one an alias with as",
                     token,
                 )
             seen[output.name] = token
             outputs.append(output)
         return tuple(outputs)
 
-    def _sort_key(self, target: PropRef | Token, descending: bool, outputs: tuple[Output, ...], grouped: bool,
-                  scope: dict[str, int]) -> SortKey:
+    def _sort_key(
+        self, target: PropRef | Token, descending: bool, outputs: tuple[Output, ...], grouped: bool, scope: dict[str, int]
+    ) -> SortKey:
         if isinstance(target, Token):
             for index, output in enumerate(outputs):
                 if output.name == target.text:

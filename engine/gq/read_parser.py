@@ -104,8 +104,7 @@ def _operand(cursor: Cursor) -> Operand:
     found = cursor.operand_value()
     if found is None:
         raise cursor.fail(
-            "expected a match clause: a binding ($v: Type), a traversal ($a edge $b), "
-            "a filter ($v.prop op value) or not { ... }"
+            "expected a match clause: a binding ($v: Type), a traversal ($a edge $b), a filter ($v.prop op value) or not { ... }"
         )
     return found
 

@@ -61,6 +61,7 @@ from omnigraph.engine.storage import (
 LISTED_PER_FINDING = 100
 EDGE_BATCH_ROWS = 32_768
 
+
 def _image_name(key: ImageKey) -> str:
     path, table_branch, version = key
     return f"{path} {table_branch or 'main'}@v{version}"
@@ -129,8 +130,12 @@ class _Checker:
             except FileNotFoundError:
                 continue  # disarmed by its writer while we listed
             except ValueError as error:
-                self.add("intent_unreadable", f"{rel} is not a valid write intent ({type(error).__name__})",
-                         table_path=None, details={"path": rel})
+                self.add(
+                    "intent_unreadable",
+                    f"{rel} is not a valid write intent ({type(error).__name__})",
+                    table_path=None,
+                    details={"path": rel},
+                )
                 continue
             for table in intent.tables:
                 self.intent_tables.add((table.table_path, table.branch_before))
@@ -171,8 +176,12 @@ class _Checker:
             for key in sorted(expected - present):
                 self.add("table_missing", f"branch {branch} has no manifest row for {key}", branch=branch, table_key=key)
             for key in sorted(present - expected):
-                self.add("table_unexpected", f"branch {branch} has a manifest row for {key}, which the schema does not declare",
-                         branch=branch, table_key=key)
+                self.add(
+                    "table_unexpected",
+                    f"branch {branch} has a manifest row for {key}, which the schema does not declare",
+                    branch=branch,
+                    table_key=key,
+                )
         for key, entry in snapshot.tables.items():
             image: ImageKey = (entry.table_path, entry.table_branch, entry.table_version)
             where = {"branch": branch, "table_key": key, "table_path": entry.table_path}
@@ -181,21 +190,28 @@ class _Checker:
                 try:
                     dataset = open_pinned(self.store, entry.image)
                 except (OSError, ValueError) as error:
-                    self.add("table_version_missing", f"{key} pins {_image_name(image)}, which cannot be opened: {error}",
-                             details={"table_branch": entry.table_branch, "version": entry.table_version}, **where)
+                    self.add(
+                        "table_version_missing",
+                        f"{key} pins {_image_name(image)}, which cannot be opened: {error}",
+                        details={"table_branch": entry.table_branch, "version": entry.table_version},
+                        **where,
+                    )
                     continue
                 self.images[image] = dataset
             self.pinned_by.setdefault(image, []).append(branch)
             rows = dataset.count_rows()
             if rows != entry.row_count:
-                self.add("row_count_mismatch", f"{key} pins {_image_name(image)} with {rows} rows; the manifest says {entry.row_count}",
-                         details={"manifest_rows": entry.row_count, "image_rows": rows}, **where)
+                self.add(
+                    "row_count_mismatch",
+                    f"{key} pins {_image_name(image)} with {rows} rows; the manifest says {entry.row_count}",
+                    details={"manifest_rows": entry.row_count, "image_rows": rows},
+                    **where,
+                )
             pk = primary_key(dataset.schema)
             if pk not in ([], [KEY_COLUMN]):
                 self.add("pk_wrong", f"{key} at {_image_name(image)} has primary key {pk}, not ['id']", details={"pk": pk}, **where)
             elif stamp == FORMAT_5 and pk != [KEY_COLUMN]:
-                self.add("pk_missing", f"the stamp is 5 but {key} at {_image_name(image)} has no primary key",
-                         details={"pk": pk}, **where)
+                self.add("pk_missing", f"the stamp is 5 but {key} at {_image_name(image)} has no primary key", details={"pk": pk}, **where)
 
     def check_heads(self) -> None:
         pinned: dict[tuple[str, str | None], int] = {}
@@ -206,18 +222,24 @@ class _Checker:
                 continue
             head = latest_version(self.store, path, table_branch)
             if head > version:
-                self.add("table_head_ahead",
-                         f"{path} on table branch {table_branch or 'main'} is at v{head}, ahead of every pin (v{version}), "
-                         "and no write intent explains it",
-                         table_path=path, details={"table_branch": table_branch, "head": head, "pinned": version})
+                self.add(
+                    "table_head_ahead",
+                    f"{path} on table branch {table_branch or 'main'} is at v{head}, ahead of every pin (v{version}), "
+                    "and no write intent explains it",
+                    table_path=path,
+                    details={"table_branch": table_branch, "head": head, "pinned": version},
+                )
         for path in sorted({p for p, _ in pinned}):
             if path in self.intent_paths:
                 continue
             for name in list_branches(open_dataset(self.store, path)):
                 if (path, name) not in pinned:
-                    self.add("unpinned_table_branch",
-                             f"{path} has a Lance branch {name!r} that no graph branch pins",
-                             table_path=path, details={"table_branch": name})
+                    self.add(
+                        "unpinned_table_branch",
+                        f"{path} has a Lance branch {name!r} that no graph branch pins",
+                        table_path=path,
+                        details={"table_branch": name},
+                    )
 
     def check_ids(self) -> None:
         for image, dataset in sorted(self.images.items(), key=lambda item: (item[0][0], item[0][1] or "", item[0][2])):
@@ -225,13 +247,20 @@ class _Checker:
             where = {"table_path": image[0]}
             branches = sorted(self.pinned_by[image])
             if report.null_ids:
-                self.add("null_ids", f"{_image_name(image)} has {report.null_ids} null id(s)",
-                         details={"image": _image_name(image), "branches": branches, "null_ids": report.null_ids}, **where)
+                self.add(
+                    "null_ids",
+                    f"{_image_name(image)} has {report.null_ids} null id(s)",
+                    details={"image": _image_name(image), "branches": branches, "null_ids": report.null_ids},
+                    **where,
+                )
             if report.duplicates:
                 listed = [{"id": ident, "count": count} for ident, count in report.duplicates[:LISTED_PER_FINDING]]
-                self.add("duplicate_ids", f"{_image_name(image)} has {len(report.duplicates)} duplicated id(s)",
-                         details={"image": _image_name(image), "branches": branches,
-                                  "duplicated_ids": len(report.duplicates), "listed": listed}, **where)
+                self.add(
+                    "duplicate_ids",
+                    f"{_image_name(image)} has {len(report.duplicates)} duplicated id(s)",
+                    details={"image": _image_name(image), "branches": branches, "duplicated_ids": len(report.duplicates), "listed": listed},
+                    **where,
+                )
 
     # -- edges ---------------------------------------------------------------------------------
 
@@ -255,11 +284,15 @@ class _Checker:
                         node_ids[image] = self.images[image].to_table(columns=[KEY_COLUMN]).column(0).combine_chunks()
                 missing = list(self._dangling(edge_image, node_ids[ends[0]], node_ids[ends[1]]))
                 if missing:
-                    self.add("dangling_edge",
-                             f"{table.table_key} at {_image_name(edge_image)} has {len(missing)} endpoint(s) missing from "
-                             f"the node images branch {branch} pins",
-                             branch=branch, table_key=table.table_key, table_path=edge_image[0],
-                             details={"missing": len(missing), "listed": missing[:LISTED_PER_FINDING]})
+                    self.add(
+                        "dangling_edge",
+                        f"{table.table_key} at {_image_name(edge_image)} has {len(missing)} endpoint(s) missing from "
+                        f"the node images branch {branch} pins",
+                        branch=branch,
+                        table_key=table.table_key,
+                        table_path=edge_image[0],
+                        details={"missing": len(missing), "listed": missing[:LISTED_PER_FINDING]},
+                    )
 
     def _pinned_image(self, snapshot: BranchSnapshot, table_key: str) -> ImageKey | None:
         entry = snapshot.tables.get(table_key)

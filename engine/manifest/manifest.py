@@ -88,9 +88,7 @@ class Manifest:
     def write_stamp(self, stamp: str, migration_id: str | None, fenced_heads: dict[str, str] | None = None) -> None:
         """Set the stamp on main (and the migration id and fenced heads, or remove each when None)."""
         heads = None if fenced_heads is None else canonical_json(dict(sorted(fenced_heads.items()))).decode("utf-8")
-        self.dataset(MAIN).update_schema_metadata(
-            {FORMAT_KEY: stamp, MIGRATION_ID_KEY: migration_id, FENCED_HEADS_KEY: heads}
-        )
+        self.dataset(MAIN).update_schema_metadata({FORMAT_KEY: stamp, MIGRATION_ID_KEY: migration_id, FENCED_HEADS_KEY: heads})
 
     def read_fenced_heads(self) -> dict[str, str]:
         """``omnigraph:fenced_heads`` of the latest main schema (``{}`` when absent)."""
@@ -192,9 +190,7 @@ class Manifest:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def publish(
-        self, base: BranchSnapshot, tables: list[TableEntry], head: HeadEntry | None
-    ) -> int:
+    def publish(self, base: BranchSnapshot, tables: list[TableEntry], head: HeadEntry | None) -> int:
         """One Lance commit on ``base.branch`` from ``base.manifest_version``; returns its version.
 
         ``head=None`` publishes table rows only (migration and recovery publishes). Raises

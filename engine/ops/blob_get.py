@@ -73,8 +73,7 @@ def _blob_property(table: TableDef, name: str, uri: str) -> None:
     ptype = table.property(name).type
     if not isinstance(ptype, BlobType):
         raise BadRequest(
-            f"{table.type_name}.{name} is a {ptype}, not a Blob; `omnigraph export --type {table.type_name} {uri}` "
-            "prints its values",
+            f"{table.type_name}.{name} is a {ptype}, not a Blob; `omnigraph export --type {table.type_name} {uri}` prints its values",
             {"type_name": table.type_name, "property": name, "type": str(ptype)},
         )
 

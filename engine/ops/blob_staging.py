@@ -29,7 +29,7 @@ from omnigraph.engine.storage.blob_objects import ExternalObjectMissing, object_
 
 BYTES_ONLY = (
     "is the external URI {uri!r}; Blob values sent to a server are bytes only (it does not read its own files or "
-    "buckets for its callers): send them as \"base64:...\", or load the file with the command-line "
+    'buckets for its callers): send them as "base64:...", or load the file with the command-line '
     "tool where the object may be read"
 )
 """The end of the refusal of an external URI where only bytes are taken (``str.format`` over ``uri``)."""
@@ -84,7 +84,7 @@ def _missing(table: TableDef, name: str, row_id: str, line: int | None, uri: str
         where["line"] = line
     return BadRequest(
         f"{'' if line is None else f'line {line}: '}{table.type_name}.{name} of id {row_id!r} names the external "
-        f"object {uri!r}, which does not exist; upload the object first, or give the bytes inline as \"base64:...\"",
+        f'object {uri!r}, which does not exist; upload the object first, or give the bytes inline as "base64:..."',
         where,
     )
 

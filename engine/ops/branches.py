@@ -54,8 +54,7 @@ def create_branch(graph: Graph, name: str, source: str = MAIN) -> GraphBranch:
     """Create graph branch ``name`` from the current state of ``source``."""
     if not _valid_name(name):
         raise BadRequest(
-            f"invalid branch name {name!r}: use letters, digits, '.', '_' and '-' (no '..', not ending "
-            "in '.' or '.lock'), and not 'main'",
+            f"invalid branch name {name!r}: use letters, digits, '.', '_' and '-' (no '..', not ending in '.' or '.lock'), and not 'main'",
             {"branch": name},
         )
     _require_creatable(graph, name, source)  # refused before the guard is taken: nothing written
@@ -102,8 +101,12 @@ def _write_in_flight(name: str, intent: intents.WriteIntent) -> ReadSetConflict:
     return ReadSetConflict(
         f"branch {name!r} was not deleted: write {intent.operation_id} to it is in flight (pid {intent.pid} on "
         f"{intent.host}, started by {intent.actor}); retry the delete when that write has finished",
-        {"member": f"branch {name}", "expected": "no write in flight", "actual": f"write {intent.operation_id}",
-         "operation_id": intent.operation_id},
+        {
+            "member": f"branch {name}",
+            "expected": "no write in flight",
+            "actual": f"write {intent.operation_id}",
+            "operation_id": intent.operation_id,
+        },
     )
 
 

@@ -57,10 +57,16 @@ def _value_rules(graph: Graph, incoming: dict[str, pa.Table], source: str, targe
         for violation in table_violations(table, rows):
             row_id = ids[violation.index]
             problems.append(
-                {"table_key": table_key, "id": row_id, "kind": violation.kind, "property": violation.rule.property,
-                 "value": violation.value, "rule": violation.rule.describe(), "what": violation.describe(),
-                 "fix": f"{violation.describe()}: change {violation.rule.property} of {row_id!r} on {source}"
-                        f" before it reaches {target}"}
+                {
+                    "table_key": table_key,
+                    "id": row_id,
+                    "kind": violation.kind,
+                    "property": violation.rule.property,
+                    "value": violation.value,
+                    "rule": violation.rule.describe(),
+                    "what": violation.describe(),
+                    "fix": f"{violation.describe()}: change {violation.rule.property} of {row_id!r} on {source} before it reaches {target}",
+                }
             )
     return problems
 
@@ -72,11 +78,16 @@ def _normal(value: Any) -> Any:
 
 def _unique_problem(table_key: str, row_id: str, members: tuple[str, ...], values: tuple[Any, ...], other: str, source: str) -> Problem:
     names = ", ".join(members)
-    return {"table_key": table_key, "id": row_id, "kind": "unique_violation", "property": names,
-            "value": list(values), "existing_id": other,
-            "what": f"({names}) value {list(values)!r} is already used by id {other!r} (@unique)",
-            "fix": f"{table_key} {row_id!r} from {source} and {other!r} would both have ({names}) = "
-                   f"{list(values)!r}: change one of them"}
+    return {
+        "table_key": table_key,
+        "id": row_id,
+        "kind": "unique_violation",
+        "property": names,
+        "value": list(values),
+        "existing_id": other,
+        "what": f"({names}) value {list(values)!r} is already used by id {other!r} (@unique)",
+        "fix": f"{table_key} {row_id!r} from {source} and {other!r} would both have ({names}) = {list(values)!r}: change one of them",
+    }
 
 
 def _composite_unique(
@@ -162,11 +173,18 @@ def _cardinality(
                 continue
             card = edge.cardinality.describe()
             problems.append(
-                {"table_key": node_key, "id": node_id, "kind": "cardinality_violation", "edge": edge.type_name,
-                 "count": count, "cardinality": card, "via": sorted(via[node_id]),
-                 "what": cardinality_text(edge.type_name, count, card),
-                 "fix": f"{edge.from_type} {node_id!r} would be the source of {count} {edge.type_name} edge(s), "
-                        f"outside @card({card}): add or remove {edge.type_name} edges from it in {source}"}
+                {
+                    "table_key": node_key,
+                    "id": node_id,
+                    "kind": "cardinality_violation",
+                    "edge": edge.type_name,
+                    "count": count,
+                    "cardinality": card,
+                    "via": sorted(via[node_id]),
+                    "what": cardinality_text(edge.type_name, count, card),
+                    "fix": f"{edge.from_type} {node_id!r} would be the source of {count} {edge.type_name} edge(s), "
+                    f"outside @card({card}): add or remove {edge.type_name} edges from it in {source}",
+                }
             )
     return problems
 

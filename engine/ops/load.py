@@ -144,8 +144,7 @@ def _check_unique_committed(graph: Graph, entry: TableEntry, records: RecordSet,
             if committed_id not in own_ids:
                 line = value_lines[pc.index(values, pa.scalar(value, values.type)).as_py()].as_py()
                 raise BadRequest(
-                    f"line {line}: {table.type_name}.{prop} value {value!r} is already used by "
-                    f"id {committed_id!r} (@unique)",
+                    f"line {line}: {table.type_name}.{prop} value {value!r} is already used by id {committed_id!r} (@unique)",
                     {"line": line, "type_name": table.type_name, "property": prop, "existing_id": committed_id},
                 )
 
@@ -167,17 +166,22 @@ def _check_endpoints(graph: Graph, records: RecordSet, chunk: _Chunk, lookup: Ca
         table = graph.catalog.table(table_key)
         if table.kind == "edge":
             assert table.from_type is not None and table.to_type is not None
-            edges.append(EdgeEnds(
-                table.type_name, table.from_type, table.to_type,
-                src=records.column(table_key, "src", *span),
-                dst=records.column(table_key, "dst", *span),
-                lines=records.column(table_key, "line", *span),
-            ))
+            edges.append(
+                EdgeEnds(
+                    table.type_name,
+                    table.from_type,
+                    table.to_type,
+                    src=records.column(table_key, "src", *span),
+                    dst=records.column(table_key, "dst", *span),
+                    lines=records.column(table_key, "line", *span),
+                )
+            )
     if not edges:
         return
     node_ids = {
         graph.catalog.table(key).type_name: records.column(key, "id", *span)
-        for key, span in chunk.ranges.items() if key.startswith("node:")
+        for key, span in chunk.ranges.items()
+        if key.startswith("node:")
     }
     check_edge_endpoints(sorted(edges, key=lambda edge: edge.edge_type), node_ids, lookup)
 
@@ -206,9 +210,7 @@ def _check_dangling_edges(graph: Graph, snapshot: BranchSnapshot, records: Recor
                 )
 
 
-def _prepare_for(
-    graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode, probe: ChunkProbe, message: str
-) -> Prepare[None]:
+def _prepare_for(graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode, probe: ChunkProbe, message: str) -> Prepare[None]:
     replaced = set(chunk.ranges) if mode == "overwrite" else set()
     fenced = graph.profile.router.with_pk
 

@@ -48,8 +48,13 @@ def _constrained(catalog: Catalog, table_keys: set[str]) -> bool:
 
 
 def check_chunk_constraints(
-    graph: Graph, snapshot: BranchSnapshot, records: RecordSet, ranges: dict[str, tuple[int, int]],
-    incoming: dict[str, pa.Table], *, upsert: bool,
+    graph: Graph,
+    snapshot: BranchSnapshot,
+    records: RecordSet,
+    ranges: dict[str, tuple[int, int]],
+    incoming: dict[str, pa.Table],
+    *,
+    upsert: bool,
 ) -> None:
     """Refuse a strict-insert or upsert chunk (rows ``ranges`` of ``records``, as ``incoming``)
     that breaks a composite ``@unique`` or a ``@card`` (see the module docstring)."""
@@ -78,9 +83,18 @@ def check_overwrite_constraints(graph: Graph, snapshot: BranchSnapshot, records:
         card = edge.cardinality.describe()
         for node_id in sorted(nodes):
             if not edge.cardinality.allows(counts[node_id]):
-                problems.append({"table_key": node_key, "id": node_id, "kind": "cardinality_violation", "edge": edge.type_name,
-                                 "count": counts[node_id], "cardinality": card, "via": [],
-                                 "what": cardinality_text(edge.type_name, counts[node_id], card)})
+                problems.append(
+                    {
+                        "table_key": node_key,
+                        "id": node_id,
+                        "kind": "cardinality_violation",
+                        "edge": edge.type_name,
+                        "count": counts[node_id],
+                        "cardinality": card,
+                        "via": [],
+                        "what": cardinality_text(edge.type_name, counts[node_id], card),
+                    }
+                )
     if problems:
         ranges = {key: (0, records.num_rows(key)) for key in records.table_keys()}
         raise _refusal(problems, records, ranges)
@@ -126,7 +140,10 @@ def _refusal(problems: list[Problem], records: RecordSet, ranges: dict[str, tupl
     more = f" (and {len(documented) - 1} more problems)" if len(documented) > 1 else ""
     where = f"line {first['line']}: " if first["line"] is not None else ""
     details = {
-        "line": first["line"], "type_name": first["table_key"].split(":", 1)[1], "id": first["id"], "kind": first["kind"],
+        "line": first["line"],
+        "type_name": first["table_key"].split(":", 1)[1],
+        "id": first["id"],
+        "kind": first["kind"],
         "property": first.get("property", first.get("edge")),
         "problems": json.loads(json.dumps(documented, default=str)),
     }

@@ -130,7 +130,10 @@ def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
     changes: dict[str, TableChanges] = {}
     for table_key in graph.catalog.table_keys():
         changes[table_key] = compare_table(
-            graph.store, table_key, base.tables.get(table_key), source_snapshot.tables.get(table_key),
+            graph.store,
+            table_key,
+            base.tables.get(table_key),
+            source_snapshot.tables.get(table_key),
             target.tables.get(table_key),
         )
     conflicts = sorted((c for change in changes.values() for c in change.conflicts), key=lambda c: (c.table_key, c.id))
@@ -140,7 +143,9 @@ def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
         raise _refusal(source, target.branch, base_id, [c.document() for c in conflicts], problems)
     writes = tuple(
         TableWrite(
-            key, "merge", incoming[key].filter(pc.field("id").isin(pa.array(changes[key].inserts, pa.utf8()))),
+            key,
+            "merge",
+            incoming[key].filter(pc.field("id").isin(pa.array(changes[key].inserts, pa.utf8()))),
             delete_ids=tuple(changes[key].deletes),
             upsert_rows=incoming[key].filter(pc.field("id").isin(pa.array(changes[key].updates, pa.utf8()))),
         )
@@ -165,8 +170,7 @@ def _refusal(source: str, target: str, base: str, conflicts: list[dict[str, str]
             "@unique value, a value outside @range/@check or a source outside @card (each lists its fix)"
         )
     return MergeConflict(
-        f"merging {source!r} into {target!r}: nothing was written; " + "; and ".join(parts) + ". Fix every listed "
-        "row, then merge again",
+        f"merging {source!r} into {target!r}: nothing was written; " + "; and ".join(parts) + ". Fix every listed row, then merge again",
         {"conflicts": conflicts + problems, "base": base},
     )
 
@@ -181,9 +185,7 @@ def _incoming_rows(graph: Graph, source: BranchSnapshot, change: TableChanges) -
     dataset = open_pinned(graph.store, entry.image)
     blobs = blob_names(schema)
     if len(taken) <= _LOOKUP_IDS:
-        rows = dataset.to_table(
-            columns=schema.names, filter=pc.field("id").isin(pa.array(taken, pa.utf8())), with_row_id=bool(blobs)
-        )
+        rows = dataset.to_table(columns=schema.names, filter=pc.field("id").isin(pa.array(taken, pa.utf8())), with_row_id=bool(blobs))
     else:  # a scan filtered here: Lance would compile a filter of that many literals first
         wanted = pa.array(taken, pa.utf8())
         # batches at least as large as the id set, so the set's hash table is built a few times only

@@ -10,8 +10,9 @@ source rows it takes (inserts and updates) put in. Checked, against that image o
 * the value rules, composite ``@unique`` and ``@card`` (:mod:`omnigraph.engine.ops.constraint_check`).
 
 Each failure is one problem document ``{table_key, id, kind, ..., fix}`` (``kind``
-``missing_endpoint``, ``unique_violation`` or one of :mod:`omnigraph.engine.ops.constraint_check`'s; for a merge, ``fix`` says, naming the branches,
-what change on which branch removes it); all are returned, sorted.
+``missing_endpoint``, ``unique_violation`` or one of :mod:`omnigraph.engine.ops.constraint_check`'s;
+for a merge, ``fix`` says, naming the branches, what change on which branch removes it); all are
+returned, sorted.
 """
 
 from __future__ import annotations
@@ -28,9 +29,7 @@ from omnigraph.engine.ops.merge_diff import TableChanges
 Problem = dict[str, Any]
 
 
-def _node_present(
-    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], node_type: str, ids: set[str]
-) -> set[str]:
+def _node_present(graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], node_type: str, ids: set[str]) -> set[str]:
     table_key = f"node:{node_type}"
     change = changes.get(table_key)
     brought = set(change.inserts) | set(change.updates) if change else set()
@@ -57,18 +56,22 @@ def _incoming_endpoints(
             for edge_id, endpoint in zip(rows.column("id").to_pylist(), values, strict=True):
                 if endpoint not in present:
                     problems.append(
-                        {"table_key": table_key, "id": edge_id, "kind": "missing_endpoint", "column": column,
-                         "node_type": node_type, "node_id": endpoint,
-                         "fix": f"{source} brings edge {edge_id} whose {column} is {node_type} {endpoint!r}, which "
-                                f"{target.branch} does not have after the merge: insert that node on {target.branch} "
-                                f"(or on {source}), or delete the edge on {source}"}
+                        {
+                            "table_key": table_key,
+                            "id": edge_id,
+                            "kind": "missing_endpoint",
+                            "column": column,
+                            "node_type": node_type,
+                            "node_id": endpoint,
+                            "fix": f"{source} brings edge {edge_id} whose {column} is {node_type} {endpoint!r}, which "
+                            f"{target.branch} does not have after the merge: insert that node on {target.branch} "
+                            f"(or on {source}), or delete the edge on {source}",
+                        }
                     )
     return problems
 
 
-def _kept_edges_to_deleted_nodes(
-    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], source: str
-) -> list[Problem]:
+def _kept_edges_to_deleted_nodes(graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], source: str) -> list[Problem]:
     problems: list[Problem] = []
     for edge_key in graph.catalog.table_keys():
         table = graph.catalog.table(edge_key)
@@ -84,10 +87,16 @@ def _kept_edges_to_deleted_nodes(
             for edge_id, endpoint in zip(hits.column("id").to_pylist(), hits.column(column).to_pylist(), strict=True):
                 if edge_id not in replaced:
                     problems.append(
-                        {"table_key": edge_key, "id": edge_id, "kind": "missing_endpoint", "column": column,
-                         "node_type": node_type, "node_id": endpoint,
-                         "fix": f"edge {edge_id} on {target.branch} has {column} {node_type} {endpoint!r}, which "
-                                f"{source} deletes: delete the edge on {target.branch}, or undo the delete on {source}"}
+                        {
+                            "table_key": edge_key,
+                            "id": edge_id,
+                            "kind": "missing_endpoint",
+                            "column": column,
+                            "node_type": node_type,
+                            "node_id": endpoint,
+                            "fix": f"edge {edge_id} on {target.branch} has {column} {node_type} {endpoint!r}, which "
+                            f"{source} deletes: delete the edge on {target.branch}, or undo the delete on {source}",
+                        }
                     )
     return problems
 
@@ -115,9 +124,15 @@ def _unique_values(
                     continue
                 if value in owners:
                     problems.append(
-                        {"table_key": table_key, "id": row_id, "kind": "unique_violation", "property": prop,
-                         "value": value, "existing_id": owners[value],
-                         "fix": _unique_fix(table_key, row_id, prop, value, owners[value], source, target.branch)}
+                        {
+                            "table_key": table_key,
+                            "id": row_id,
+                            "kind": "unique_violation",
+                            "property": prop,
+                            "value": value,
+                            "existing_id": owners[value],
+                            "fix": _unique_fix(table_key, row_id, prop, value, owners[value], source, target.branch),
+                        }
                     )
                 else:
                     owners[value] = row_id
@@ -127,15 +142,24 @@ def _unique_values(
             for existing_id, value in zip(hits.column("id").to_pylist(), hits.column(prop).to_pylist(), strict=True):
                 if existing_id not in replaced:
                     problems.append(
-                        {"table_key": table_key, "id": owners[value], "kind": "unique_violation", "property": prop,
-                         "value": value, "existing_id": existing_id,
-                         "fix": _unique_fix(table_key, owners[value], prop, value, existing_id, source, target.branch)}
+                        {
+                            "table_key": table_key,
+                            "id": owners[value],
+                            "kind": "unique_violation",
+                            "property": prop,
+                            "value": value,
+                            "existing_id": existing_id,
+                            "fix": _unique_fix(table_key, owners[value], prop, value, existing_id, source, target.branch),
+                        }
                     )
     return problems
 
 
 def check_merged(
-    graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], incoming: dict[str, pa.Table],
+    graph: Graph,
+    target: BranchSnapshot,
+    changes: dict[str, TableChanges],
+    incoming: dict[str, pa.Table],
     source: str | None = None,
 ) -> list[Problem]:
     """Every endpoint and constraint problem of putting ``changes`` into ``target``, sorted (empty =

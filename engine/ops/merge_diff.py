@@ -111,9 +111,7 @@ def _digests(connection: duckdb.DuckDBPyConnection, store: GraphStore, name: str
     dataset = open_pinned(store, entry.image)
     connection.register(f"{name}_image", _summarised(dataset) if blob_names(dataset.schema) else dataset)
     columns = ", ".join(f'"{column}"' for column in sorted(dataset.schema.names))  # images may order them differently
-    connection.execute(
-        f"CREATE TABLE {name} AS SELECT id, md5(to_json(struct_pack({columns}))::VARCHAR) AS d FROM {name}_image"
-    )
+    connection.execute(f"CREATE TABLE {name} AS SELECT id, md5(to_json(struct_pack({columns}))::VARCHAR) AS d FROM {name}_image")
     connection.unregister(f"{name}_image")
 
 

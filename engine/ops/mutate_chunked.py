@@ -129,8 +129,15 @@ def _bound(source: str, name: str, params: dict[str, Any], now: dt.datetime, gra
 
 
 def mutate_chunked(
-    graph: Graph, source: str | None, *, name: str | None = None, params: dict[str, Any] | None = None, branch: str = "main",
-    chunk_rows: int | None = None, actor: str | None = None, resume: str | None = None,
+    graph: Graph,
+    source: str | None,
+    *,
+    name: str | None = None,
+    params: dict[str, Any] | None = None,
+    branch: str = "main",
+    chunk_rows: int | None = None,
+    actor: str | None = None,
+    resume: str | None = None,
     announce: Callable[[str], None] = lambda _line: None,
 ) -> ChunkedResult:
     """Run (or, with ``resume``, continue) a chunked mutation; see the module docstring. The
@@ -143,8 +150,16 @@ def mutate_chunked(
         graph.manifest.require_branch(branch)
         now = now_utc()
         query_name = _bound(source, select_query(source, name).name, params or {}, now, graph).name
-        start = ChunkedStart(operation_id=new_ulid(), query=source, name=query_name, params=params or {}, branch=branch,
-                             chunk_rows=chunk_rows, actor=actor or default_actor(), now=now.isoformat())
+        start = ChunkedStart(
+            operation_id=new_ulid(),
+            query=source,
+            name=query_name,
+            params=params or {},
+            branch=branch,
+            chunk_rows=chunk_rows,
+            actor=actor or default_actor(),
+            now=now.isoformat(),
+        )
         graph.store.put_if_absent(_record_path(start.operation_id, 0), canonical_json(start))
         done: list[ChunkDone] = []
     else:
@@ -166,14 +181,16 @@ def mutate_chunked(
     return result
 
 
-def _one_chunk(graph: Graph, start: ChunkedStart, bound: BoundQuery, index: int, after: str | None,
-               result: ChunkedResult) -> ChunkDone | None:
+def _one_chunk(
+    graph: Graph, start: ChunkedStart, bound: BoundQuery, index: int, after: str | None, result: ChunkedResult
+) -> ChunkDone | None:
     """Commit the next chunk of statement ``index`` after id ``after``; None when nothing is left."""
     single = replace(bound, statements=(bound.statements[index],))
     window = Window(after, start.chunk_rows)
 
-    def prepare(snapshot: BranchSnapshot, _previous: CommitPlan[tuple[Affected, str | None]] | None
-                ) -> CommitPlan[tuple[Affected, str | None]]:
+    def prepare(
+        snapshot: BranchSnapshot, _previous: CommitPlan[tuple[Affected, str | None]] | None
+    ) -> CommitPlan[tuple[Affected, str | None]]:
         evaluation = Evaluation(graph, snapshot, {}, window).run(single)
         message = f"mutate {bound.name} (chunk {len(result.chunks) + 1})"
         return CommitPlan(evaluation.writes(), (snapshot.head.commit_id,), message, (evaluation.affected(), evaluation.window_last))
@@ -193,5 +210,4 @@ def _one_chunk(graph: Graph, start: ChunkedStart, bound: BoundQuery, index: int,
     affected, last = done.plan.payload
     if done.published is None or last is None:
         return None
-    return ChunkDone(statement=index, last_id=last, commit_id=done.published.commit_id, nodes=affected.nodes,
-                     edges=affected.edges)
+    return ChunkDone(statement=index, last_id=last, commit_id=done.published.commit_id, nodes=affected.nodes, edges=affected.edges)

@@ -142,8 +142,7 @@ class Evaluation:
             row_id = derive_node_id(table, props)
             if explicit is not None and explicit != row_id:
                 raise BadRequest(
-                    f"line {statement.line}: id {explicit!r} does not match the id {row_id!r} derived from "
-                    f"the @key of {table.type_name}",
+                    f"line {statement.line}: id {explicit!r} does not match the id {row_id!r} derived from the @key of {table.type_name}",
                     {"line": statement.line, "type_name": table.type_name, "id": explicit, "derived_id": row_id},
                 )
             state.upserts[row_id] = NodeRow(statement.line, table.type_name, row_id, props)
@@ -290,6 +289,7 @@ class Evaluation:
 
     def affected(self) -> Affected:
         """Per statement, and distinct (staged plus deleted rows), nodes and edges."""
+
         def count(kind: str) -> int:
             return sum(len(s.deleted) + s.staged() for s in self._pending.values() if s.table.kind == kind)
 

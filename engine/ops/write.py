@@ -71,16 +71,13 @@ def commit(graph: Graph, branch: str, prepare: Prepare[P], *, actor: str) -> Wri
         graph.manifest.require_branch(branch)  # not_found, unless it was created just now
         incarnation = graph.manifest.incarnation(branch)
         if incarnation is None:
-            raise NotFound(
-                f"graph branch {branch!r} does not exist (see `omnigraph branch list {graph.store.uri}`)", {"branch": branch}
-            )
+            raise NotFound(f"graph branch {branch!r} does not exist (see `omnigraph branch list {graph.store.uri}`)", {"branch": branch})
     attempts = _Attempts(graph, branch, incarnation, prepare, actor)
     try:
         return retrying(attempts.run)
     except NoEffectConflict as conflict:
         raise ReadSetConflict(
-            f"concurrent writers on branch {branch!r} kept conflicting for {RETRY_SECONDS:.0f}s; "
-            "nothing was written, retry the operation",
+            f"concurrent writers on branch {branch!r} kept conflicting for {RETRY_SECONDS:.0f}s; nothing was written, retry the operation",
             {"member": branch, "expected": "no concurrent conflicting commit", "actual": str(conflict)},
         ) from conflict
 
@@ -174,8 +171,13 @@ def _act_on_pins(graph: Graph, branch: str, verdict: PinVerdict, actor: str) -> 
         raise NoEffectConflict("resolved an interrupted commit on the same table")
     try:
         adopted, drifted = drift.settle(
-            graph.store, graph.manifest, branch, actor=actor, require_fencing=graph.profile.router.with_pk,
-            table_keys=list(verdict.table_keys), include_forks=True,
+            graph.store,
+            graph.manifest,
+            branch,
+            actor=actor,
+            require_fencing=graph.profile.router.with_pk,
+            table_keys=list(verdict.table_keys),
+            include_forks=True,
         )
     except CommitConflict as conflict:
         raise NoEffectConflict(str(conflict)) from conflict
@@ -227,4 +229,3 @@ def _intent_table(entry: TableEntry, target: str | None) -> IntentTable:
         target_branch=target,
         fork_planned=entry.table_branch != target,
     )
-

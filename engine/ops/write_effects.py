@@ -83,15 +83,18 @@ def _fork(graph: Graph, entry: TableEntry, branch: str, operation_id: str, *, la
         fix = f"`{drift.recover_command(store.uri)}`"
         if landed:
             raise RecoveryRequired(
-                operation_id, f"{blocked}; earlier tables of this commit landed: resolve it with {fix}",
-                table_path=entry.table_path, branch=branch,
+                operation_id,
+                f"{blocked}; earlier tables of this commit landed: resolve it with {fix}",
+                table_path=entry.table_path,
+                branch=branch,
             ) from blocked
         intents.disarm(store, operation_id)
         raise RecoveryRequired(
             None,
             f"{blocked}: another writer's fork of this table was interrupted. Nothing of this write was "
             f"written; run {fix} (it resolves that writer's commit), then retry",
-            table_path=entry.table_path, branch=branch,
+            table_path=entry.table_path,
+            branch=branch,
         ) from blocked
 
 

@@ -42,8 +42,13 @@ def publish(
     """Publish ``entries`` and the plan's head as commit ``operation_id`` (see the module docstring)."""
     parents, message = plan.head_on(snapshot.head.commit_id)
     head = HeadEntry(
-        operation_id, parents, actor, message, now_ms(),
-        writer_program=graph.profile.program, writer_format=graph.profile.init_stamp,
+        operation_id,
+        parents,
+        actor,
+        message,
+        now_ms(),
+        writer_program=graph.profile.program,
+        writer_format=graph.profile.init_stamp,
     )
     base = snapshot
     for _ in range(PUBLISH_ATTEMPTS):

@@ -59,8 +59,12 @@ def implied_ids(block: Block) -> list[tuple[int, str]]:
         values: dict[str, Any] = {}
         for compare in block.compares:
             equality = _equality(compare)
-            if equality is not None and equality[0].var == var.index and equality[0].column in key \
-                    and _exact(var.table, equality[0].column, equality[1]):
+            if (
+                equality is not None
+                and equality[0].var == var.index
+                and equality[0].column in key
+                and _exact(var.table, equality[0].column, equality[1])
+            ):
                 values.setdefault(equality[0].column, equality[1])
         if set(values) == set(key):
             found.append((var.index, derive_node_id(var.table, values)))

@@ -68,7 +68,9 @@ class Session:
 
     def _memory_error(self, error: Exception) -> ResourceLimit:
         return ResourceLimit(
-            "query_memory", self._limit_bytes, self._limit_bytes,
+            "query_memory",
+            self._limit_bytes,
+            self._limit_bytes,
             f"the query needs more than its memory limit of {self._limit_bytes // (1024 * 1024)} MiB even "
             f"when spilling to disk ({error}); make it more selective, add a limit, or raise {MEMORY_ENV}",
         )

@@ -25,8 +25,16 @@ from omnigraph.engine.schema import EnumType, ListType, PropertyType, ScalarType
 from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES
 
 SQL_SCALARS = {
-    "I32": "INTEGER", "I64": "BIGINT", "U32": "UINTEGER", "U64": "UBIGINT", "F32": "FLOAT",
-    "F64": "DOUBLE", "String": "VARCHAR", "Bool": "BOOLEAN", "Date": "DATE", "DateTime": "TIMESTAMP",
+    "I32": "INTEGER",
+    "I64": "BIGINT",
+    "U32": "UINTEGER",
+    "U64": "UBIGINT",
+    "F32": "FLOAT",
+    "F64": "DOUBLE",
+    "String": "VARCHAR",
+    "Bool": "BOOLEAN",
+    "Date": "DATE",
+    "DateTime": "TIMESTAMP",
 }
 _OPS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
@@ -74,8 +82,9 @@ def _fits(value: Any, ptype: PropertyType) -> bool:
     return isinstance(value, int) and low <= value <= high
 
 
-def _numeric_types(left: PropertyType, right: PropertyType, left_const: Const | None,
-                   right_const: Const | None) -> tuple[str | None, str | None]:
+def _numeric_types(
+    left: PropertyType, right: PropertyType, left_const: Const | None, right_const: Const | None
+) -> tuple[str | None, str | None]:
     """The SQL types both sides of a numeric comparison are cast to (None: as they are);
     ``left_const``/``right_const`` is the side when it is a constant."""
     if left == right:

@@ -42,9 +42,7 @@ def string_literal(value: str) -> str:
 def _alone(compare: Compare, var: int) -> bool:
     """True if ``compare`` reads variable ``var`` and nothing but constants otherwise."""
     sides = (compare.left, compare.right)
-    return all(isinstance(side, Const) or side.var == var for side in sides) and any(
-        not isinstance(side, Const) for side in sides
-    )
+    return all(isinstance(side, Const) or side.var == var for side in sides) and any(not isinstance(side, Const) for side in sides)
 
 
 def _declaring_blocks(block: Block, found: dict[int, Block] | None = None) -> dict[int, Block]:

@@ -106,8 +106,14 @@ def _write(store: GraphStore, record: GuardRecord) -> bool:
 def _record(branch: str, sequence: int, state: Literal["held", "released"], operation: GuardOperation | None) -> GuardRecord:
     pid = os.getpid()
     return GuardRecord(
-        branch=branch, sequence=sequence, state=state, operation=operation, host=this_host(), pid=pid,
-        process_start=process_start_marker(pid), at=now_ms(),
+        branch=branch,
+        sequence=sequence,
+        state=state,
+        operation=operation,
+        host=this_host(),
+        pid=pid,
+        process_start=process_start_marker(pid),
+        at=now_ms(),
     )
 
 
@@ -151,14 +157,18 @@ def busy_error(branch: str, holder: GuardRecord, wanted: str) -> ReadSetConflict
     return ReadSetConflict(
         f"branch {branch!r} is being changed by another process ({holder.operation} by pid {holder.pid} on "
         f"{holder.host}); {wanted} was not done, retry it when that process has finished",
-        {"member": f"branch {branch}", "expected": "no branch operation in flight",
-         "actual": f"{holder.operation} by pid {holder.pid} on {holder.host}"},
+        {
+            "member": f"branch {branch}",
+            "expected": "no branch operation in flight",
+            "actual": f"{holder.operation} by pid {holder.pid} on {holder.host}",
+        },
     )
 
 
 @contextmanager
-def guarded(store: GraphStore, branch: str, operation: GuardOperation, wanted: str,
-            on_interrupted: Callable[[GuardRecord], None] | None = None) -> Iterator[GuardRecord]:
+def guarded(
+    store: GraphStore, branch: str, operation: GuardOperation, wanted: str, on_interrupted: Callable[[GuardRecord], None] | None = None
+) -> Iterator[GuardRecord]:
     """Hold the guard of ``branch`` for the block; ``read_set_conflict`` if a live process holds it.
 
     ``on_interrupted`` is called first with the record of a dead holder this takes over. A

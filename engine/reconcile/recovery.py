@@ -74,25 +74,19 @@ def _delete_dead_fork(store: GraphStore, manifest: Manifest, table: IntentTable)
     name = str(table.target_branch)
     fork = list_branches(open_dataset(store, table.table_path)).get(name)
     if fork is None:
-        deleted = not _live_intent_targets(store, table.table_path, name) and remove_unreferenced_fork(
-            store, table.table_path, name
-        )
+        deleted = not _live_intent_targets(store, table.table_path, name) and remove_unreferenced_fork(store, table.table_path, name)
     else:
         deleted = (fork.parent_branch, fork.parent_version) == (table.branch_before, table.version_before) and not (
             pinned_anywhere(manifest, table.table_path, table.target_branch)
         )
         if deleted:
             open_dataset(store, table.table_path).branches.delete(name)
-    return RecoveredTable(
-        table_key=table.table_key, action="fork_deleted" if deleted else "unchanged", table_branch=table.target_branch
-    )
+    return RecoveredTable(table_key=table.table_key, action="fork_deleted" if deleted else "unchanged", table_branch=table.target_branch)
 
 
 def _live_intent_targets(store: GraphStore, table_path: str, branch: str) -> bool:
     """An intent armed by a live writer targets ``branch`` of ``table_path`` (its fork may be in flight)."""
-    return any(
-        (table_path, branch) in touched_tables(intent) for intent in intents.list_intents(store) if intents.owner_is_alive(intent)
-    )
+    return any((table_path, branch) in touched_tables(intent) for intent in intents.list_intents(store) if intents.owner_is_alive(intent))
 
 
 def _forget_dead_branch(store: GraphStore, manifest: Manifest, intent: WriteIntent) -> list[RecoveredTable]:
@@ -240,9 +234,14 @@ def discard_for_deletion(store: GraphStore, dead: Iterable[WriteIntent]) -> list
     """Resolve dead intents of a branch that has just been deleted with its table forks (the
     deleter holds the branch's guard): their effects went with the branch."""
     return [
-        _record(store, intent, "branch_deleted", [
-            RecoveredTable(table_key=t.table_key, action="fork_deleted", table_branch=t.target_branch)
-            for t in sorted(intent.tables, key=lambda t: t.table_key)
-        ])
+        _record(
+            store,
+            intent,
+            "branch_deleted",
+            [
+                RecoveredTable(table_key=t.table_key, action="fork_deleted", table_branch=t.target_branch)
+                for t in sorted(intent.tables, key=lambda t: t.table_key)
+            ],
+        )
         for intent in sorted(dead, key=lambda i: i.operation_id)
     ]

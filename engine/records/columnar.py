@@ -229,9 +229,7 @@ def _record_spans(block: JsonlBlock, records: np.ndarray) -> pa.Array:
     """Each record line as a binary value running to the next record line (newline and blank
     lines included), so that any selection of them, concatenated, is JSONL again."""
     offsets = np.append(block.bounds[0][records], np.int64(len(block.data)))
-    return pa.Array.from_buffers(
-        pa.large_binary(), len(records), [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(block.data)]
-    )
+    return pa.Array.from_buffers(pa.large_binary(), len(records), [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(block.data)])
 
 
 def _all_named(read: pa.Table, table: TableDef) -> bool:

@@ -108,7 +108,7 @@ def _blocks_of_file(stream: BinaryIO, block_bytes: int) -> Iterator[JsonlBlock]:
             block = _block(b"".join([*pending, chunk[: cut + 1]]), line)
             yield block
             line += block.line_count
-            pending = [chunk[cut + 1:]]
+            pending = [chunk[cut + 1 :]]
         last_read = chunk = _read(stream, block_bytes)
     rest = b"".join(pending)
     if rest:

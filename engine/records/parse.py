@@ -84,9 +84,7 @@ def _refuse_constant(name: str) -> Any:
 
 def _load_line(text: str, line: int) -> dict[str, Any]:
     try:
-        record = json.loads(
-            text, object_pairs_hook=_object_without_duplicates, parse_constant=_refuse_constant
-        )
+        record = json.loads(text, object_pairs_hook=_object_without_duplicates, parse_constant=_refuse_constant)
     except _DuplicateMember as error:
         raise _fail(line, f"duplicate JSON member {error.name!r}", member=error.name) from None
     except ValueError as error:
@@ -326,7 +324,9 @@ def check_endpoints(
         assert table.from_type is not None and table.to_type is not None
         edges.append(
             EdgeEnds(
-                edge_type, table.from_type, table.to_type,
+                edge_type,
+                table.from_type,
+                table.to_type,
                 src=pa.array([row.src for row in rows], pa.utf8()),
                 dst=pa.array([row.dst for row in rows], pa.utf8()),
                 lines=pa.array([row.line for row in rows], pa.int64()),

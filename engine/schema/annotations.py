@@ -77,7 +77,7 @@ def metadata(annotation: Annotation, warnings: list[SchemaWarning]) -> Metadata:
     if len(given) != 1 or given[0].kind not in kinds:
         at: Name | Arg = given[0] if given else name
         wanted = "a string or a property name" if name.value == "embed" else "a string"
-        raise _error(f"@{name.value} takes one argument, {wanted}: @{name.value}(\"...\")", at)
+        raise _error(f'@{name.value} takes one argument, {wanted}: @{name.value}("...")', at)
     return Metadata(name.value, args)
 
 
@@ -149,9 +149,7 @@ def _member_names(annotation: Annotation, least: int) -> tuple[Name, ...]:
     return tuple(Name(str(arg.value), arg.line, arg.column) for arg in args)
 
 
-def _members(
-    annotation: Annotation, kind: str, properties: dict[str, Property], allow_collections: bool
-) -> tuple[str, ...]:
+def _members(annotation: Annotation, kind: str, properties: dict[str, Property], allow_collections: bool) -> tuple[str, ...]:
     """The checked members of a body ``@unique``/``@index``: declared properties (an edge may name
     ``src``/``dst``), distinct, never a Blob, and (for ``@unique``) neither lists nor vectors."""
     seen: list[str] = []
@@ -171,7 +169,7 @@ def _members(
 
 def _value_rule_property(annotation: Annotation, properties: dict[str, Property]) -> tuple[Property, Arg]:
     args = annotation.args or ()
-    example = '@range(p, 0..100)' if annotation.name.value == "range" else '@check(p, "[a-z]+")'
+    example = "@range(p, 0..100)" if annotation.name.value == "range" else '@check(p, "[a-z]+")'
     if len(args) != 2 or args[0].kind != "name":
         second = "range" if annotation.name.value == "range" else "string"
         raise _error(f"@{annotation.name.value} takes a property name and a {second}: {example}", args[0] if args else annotation.name)
@@ -210,9 +208,7 @@ def _check(annotation: Annotation, properties: dict[str, Property]) -> CheckRule
     return CheckRule(prop.name, pattern)
 
 
-def body_annotations(
-    kind: str, body: tuple[Annotation, ...], properties: dict[str, Property], warnings: list[SchemaWarning]
-) -> BodyRules:
+def body_annotations(kind: str, body: tuple[Annotation, ...], properties: dict[str, Property], warnings: list[SchemaWarning]) -> BodyRules:
     """The constraints and kept metadata of a type's body-level annotations."""
     rules = BodyRules([], [], [], [], [], [])
     for annotation in body:

@@ -39,7 +39,7 @@ def parse_blob(value: Any) -> Blob:
         raise BlobSpellingError(f"expected {_SPELLING}, got {shown if len(shown) <= 60 else shown[:57] + '...'}")
     if value.startswith(BASE64_PREFIX):
         try:
-            return Blob.from_bytes(base64.b64decode(value[len(BASE64_PREFIX):], validate=True))
+            return Blob.from_bytes(base64.b64decode(value[len(BASE64_PREFIX) :], validate=True))
         except (binascii.Error, ValueError):
             raise BlobSpellingError(f"the text after {BASE64_PREFIX!r} is not valid base64") from None
     parsed = urlparse(value)

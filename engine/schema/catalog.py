@@ -31,9 +31,7 @@ class Catalog:
         warnings: list[SchemaWarning] | None = None,
     ) -> None:
         self._source = source
-        self._tables: dict[str, TableDef] = {
-            table.table_key: table for table in sorted(tables, key=lambda t: t.table_key.encode())
-        }
+        self._tables: dict[str, TableDef] = {table.table_key: table for table in sorted(tables, key=lambda t: t.table_key.encode())}
         self._interfaces = {i.name: i for i in sorted(interfaces or [], key=lambda i: i.name.encode())}
         self._warnings = list(warnings or [])
 

@@ -198,7 +198,9 @@ def _table(decl: TypeDecl, injected: tuple[PropDecl, ...], warnings: list[Schema
 
 def _with(prop: Property, *, unique: bool | None = None, index: bool | None = None) -> Property:
     return Property(
-        prop.name, prop.type, prop.nullable,
+        prop.name,
+        prop.type,
+        prop.nullable,
         unique=prop.unique if unique is None else unique,
         index=prop.index if index is None else index,
         metadata=prop.metadata,

@@ -78,9 +78,7 @@ def canonical_scalar(scalar_type_name: str, value: Any) -> str:
         if value.tzinfo is not None:
             value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
         return str((value - EPOCH_DATETIME) // ONE_MS)
-    raise BadRequest(
-        f"{value!r} is not a valid {name} key value", {"type": name, "value": repr(value)}
-    )
+    raise BadRequest(f"{value!r} is not a valid {name} key value", {"type": name, "value": repr(value)})
 
 
 def derive_node_id(table: TableDef, data: dict[str, Any]) -> str:

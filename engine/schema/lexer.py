@@ -58,7 +58,8 @@ def _string(source: str, start: int, line: int, column: int) -> tuple[str, int]:
             if escaped not in _ESCAPES:
                 raise SchemaError(
                     f"unsupported escape '\\{escaped}' in a string (use \\\", \\\\, \\n or \\t)",
-                    line, column + (pos - start),
+                    line,
+                    column + (pos - start),
                 )
             chars.append(_ESCAPES[escaped])
             pos += 2

@@ -258,9 +258,7 @@ class _Parser:
             if item_token.kind == "punct" and item_token.value == "[":
                 raise SchemaError("list items must be scalar types", item_token.line, item_token.column)
             if item_token.kind == "ident" and item_token.value in ("enum", "Vector", "Blob"):
-                raise SchemaError(
-                    f"list items must be scalar types, not {item_token.value}", item_token.line, item_token.column
-                )
+                raise SchemaError(f"list items must be scalar types, not {item_token.value}", item_token.line, item_token.column)
             item = self._scalar(item_token)
             if self._is_punct("?"):
                 raise unsupported("nullable list items ('[T?]'); list items are always nullable", self._peek())

@@ -145,7 +145,7 @@ def _date(value: Any) -> dt.date:
             return dt.date.fromisoformat(value)
         except ValueError:
             raise InvalidValue(f"{_show(value)} is not a valid date") from None
-    raise InvalidValue(f"expected Date (epoch days or \"YYYY-MM-DD\"), got {_show(value)}")
+    raise InvalidValue(f'expected Date (epoch days or "YYYY-MM-DD"), got {_show(value)}')
 
 
 def _datetime(value: Any) -> dt.datetime:

@@ -51,7 +51,7 @@ def cells(dataset: lance.LanceDataset, column: str, row_ids: list[int]) -> Itera
     object that is gone is ``not_found`` (Lance fails the whole take)."""
     for start in range(0, len(row_ids), _TAKE_BATCH):
         try:
-            taken = dataset.take_blobs(column, ids=row_ids[start:start + _TAKE_BATCH])
+            taken = dataset.take_blobs(column, ids=row_ids[start : start + _TAKE_BATCH])
         except (OSError, ValueError) as error:
             if _GONE not in str(error):
                 raise

@@ -40,9 +40,7 @@ _SESSION = lance.Session()
 _ANCHORS: dict[tuple[str, tuple[tuple[str, str], ...]], lance.LanceDataset] = {}
 
 
-def open_dataset(
-    store: GraphStore, rel: str, branch: str | None = None, version: int | None = None
-) -> lance.LanceDataset:
+def open_dataset(store: GraphStore, rel: str, branch: str | None = None, version: int | None = None) -> lance.LanceDataset:
     """The dataset at ``rel`` checked out at ``(branch, version)``; ``version=None`` = latest.
 
     Every open shares one process-wide Lance session, whose caches hold immutable things only

@@ -55,8 +55,18 @@ def _is_conditional_conflict(error: BaseException) -> bool:
 
 
 _TRANSIENT_MARKERS = (
-    "InternalError", "SlowDown", "ServiceUnavailable", "(500)", "(503)", "Internal Server Error",
-    "Service Unavailable", "Connection", "connection", "timed out", "Timeout", "Server disconnected",
+    "InternalError",
+    "SlowDown",
+    "ServiceUnavailable",
+    "(500)",
+    "(503)",
+    "Internal Server Error",
+    "Service Unavailable",
+    "Connection",
+    "connection",
+    "timed out",
+    "Timeout",
+    "Server disconnected",
 )
 S3_ATTEMPTS = 4
 S3_RETRY_SECONDS = 30.0
@@ -236,7 +246,6 @@ class GraphStore:
                 self.fs.rm(self.path(rel_dir), recursive=True)
         except FileNotFoundError:
             pass
-
 
     def is_empty_root(self) -> bool:
         """True if the graph root does not exist or holds nothing."""

@@ -24,12 +24,18 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _PATH = click.Path(dir_okay=False, path_type=Path)
 queries_option = click.option(
-    "--queries", "queries_path", type=_PATH, metavar="F.gq",
+    "--queries",
+    "queries_path",
+    type=_PATH,
+    metavar="F.gq",
     help="Read queries whose answers must not change: answered on every live branch before the first "
-         "primary key and again before the stamp (any difference refuses the stamp: answers_changed, exit 4).",
+    "primary key and again before the stamp (any difference refuses the stamp: answers_changed, exit 4).",
 )
 query_params_option = click.option(
-    "--query-params", "query_params_path", type=_PATH, metavar="P.json",
+    "--query-params",
+    "query_params_path",
+    type=_PATH,
+    metavar="P.json",
     help="With --queries: a JSON object mapping a query name to its params object.",
 )
 

@@ -21,14 +21,18 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 _executor_option = click.option(
-    "--executor", type=click.Choice(EXECUTORS), default="local", show_default=True,
+    "--executor",
+    type=click.Choice(EXECUTORS),
+    default="local",
+    show_default=True,
     help="Where every pinned image is validated: in this process, or as tasks on a Ray cluster "
-         "(needs the [ray] extra). Same records, results and exit codes either way.",
+    "(needs the [ray] extra). Same records, results and exit codes either way.",
 )
 _ray_address_option = click.option(
-    "--ray-address", metavar="ADDR",
+    "--ray-address",
+    metavar="ADDR",
     help="With --executor ray: the Ray cluster to use (HOST:PORT of its head, or `auto` for the one this "
-         "machine joined). Without it a private local Ray instance is started and stopped.",
+    "machine joined). Without it a private local Ray instance is started and stopped.",
 )
 
 

@@ -9,7 +9,8 @@ import click
 from omnigraph.cli.support import say
 
 ignore_fleet_option = click.option(
-    "--ignore-fleet", is_flag=True,
+    "--ignore-fleet",
+    is_flag=True,
     help="Proceed even while the fleet registry lists a live writer (the registry is information, not a lock).",
 )
 

@@ -34,6 +34,7 @@ def parse_duration(text: str) -> dt.timedelta:
 def drift_group() -> None:
     """Table commits made outside the engine: show, adopt or revert them."""
 
+
 @drift_group.command("show")
 @click.option("--branch", default=MAIN, show_default=True)
 @click.option("--table", default=None, help="One table key, e.g. node:Person.")
@@ -57,6 +58,7 @@ def drift_show(branch: str, table: str | None, graph: str, as_json: bool) -> Non
             commands = shown.commands(report)
             say(f"  keep the rows: {commands['adopt']}\n  restore v{report.pinned_version}: {commands['revert']}")
 
+
 @drift_group.command("adopt")
 @click.option("--branch", default=MAIN, show_default=True)
 @click.option("--table", default=None, help="One table key, e.g. node:Person.")
@@ -76,6 +78,7 @@ def drift_adopt(branch: str, table: str | None, graph: str, as_json: bool) -> No
         echo_result(f"nothing to adopt on branch {branch}")
     for report in reports:
         echo_result(f"adopted {'+'.join(report.operations)} {report.span} on {report.table_key}")
+
 
 @drift_group.command("revert")
 @click.option("--branch", default=MAIN, show_default=True)
@@ -97,6 +100,7 @@ def drift_revert(branch: str, table: str | None, graph: str, as_json: bool) -> N
     for report in reports:
         echo_result(f"reverted {report.table_key} to the rows of v{report.pinned_version} ({report.span} undone)")
 
+
 @click.command("recover")
 @json_option
 @click.argument("graph")
@@ -110,34 +114,48 @@ def recover_command(graph: str, as_json: bool) -> None:
     if as_json:
         emit_json(result.to_dict())
         return
-    echo_result(
-        f"recovered {len(result.recovered)} interrupted commit(s), adopted {len(result.adopted)} "
-        f"out-of-band span(s); no drift"
-    )
+    echo_result(f"recovered {len(result.recovered)} interrupted commit(s), adopted {len(result.adopted)} out-of-band span(s); no drift")
     if result.in_flight:
         say(f"{len(result.in_flight)} commit(s) of live writers are still in flight: {', '.join(result.in_flight)}")
+
 
 @click.command("optimize")
 @click.option("--branch", default=MAIN, show_default=True)
 @click.option("--compact", is_flag=True, help="Compact each owned table's data files.")
 @click.option("--index", "index_column", default=None, help="Build (or rebuild) a BTREE index on this column.")
-@click.option("--cleanup-older-than", "cleanup_older_than", default=None, metavar="DUR",
-              help="Delete table versions older than DUR (0s, 12h, 7d) that nothing pins.")
+@click.option(
+    "--cleanup-older-than",
+    "cleanup_older_than",
+    default=None,
+    metavar="DUR",
+    help="Delete table versions older than DUR (0s, 12h, 7d) that nothing pins.",
+)
 @click.option("--dry-run", is_flag=True, help="Report what would be done; change nothing.")
 @json_option
 @click.argument("graph")
 @reports_errors
 def optimize_command(
-    branch: str, compact: bool, index_column: str | None, cleanup_older_than: str | None, dry_run: bool,
-    graph: str, as_json: bool,
+    branch: str,
+    compact: bool,
+    index_column: str | None,
+    cleanup_older_than: str | None,
+    dry_run: bool,
+    graph: str,
+    as_json: bool,
 ) -> None:
     """Compact, index and clean up old versions; compaction and indexes are published as a graph commit."""
     from omnigraph.maintenance import optimize
 
     older_than = parse_duration(cleanup_older_than) if cleanup_older_than is not None else None
     report = optimize(
-        graph, branch=branch, compact=compact, index_column=index_column, cleanup_older_than=older_than,
-        dry_run=dry_run, progress=None if as_json else StderrProgress(), announce=say,
+        graph,
+        branch=branch,
+        compact=compact,
+        index_column=index_column,
+        cleanup_older_than=older_than,
+        dry_run=dry_run,
+        progress=None if as_json else StderrProgress(),
+        announce=say,
     )
     if as_json:
         emit_json(report.to_json())

@@ -30,11 +30,12 @@ COMMANDS = {
         "omnigraph.cli.migrate_commands:duplicates_command",
         "Print every duplicate or null id of every pinned image (exit 4 if any); takes no claim.",
     ),
-    "plan": LazyCommand("omnigraph.cli.migrate_commands:plan_command", "List the units (branch, table, pinned image) a migration would process."),
+    "plan": LazyCommand(
+        "omnigraph.cli.migrate_commands:plan_command", "List the units (branch, table, pinned image) a migration would process."
+    ),
     "playbook": LazyCommand(
         "omnigraph.cli.playbook:playbook_group",
-        "Run a YAML runbook (upgrade, staging-rehearsal, resume-crashed, duplicate-repair), finish an interrupted run, "
-        "list and show runs.",
+        "Run a YAML runbook (upgrade, staging-rehearsal, resume-crashed, duplicate-repair), finish an interrupted run, list and show runs.",
     ),
     "preflight": LazyCommand(
         "omnigraph.cli.migrate_commands:preflight_command",
@@ -43,7 +44,9 @@ COMMANDS = {
     "rebuild": LazyCommand(
         "omnigraph.cli.rebuild:rebuild_command", "Copy GRAPH's current data into a NEW format-5 graph by export and load, every branch."
     ),
-    "refence": LazyCommand("omnigraph.cli.refence:refence_command", "Fence again a stamp-5 graph that a format-4 writer wrote to after the stamp."),
+    "refence": LazyCommand(
+        "omnigraph.cli.refence:refence_command", "Fence again a stamp-5 graph that a format-4 writer wrote to after the stamp."
+    ),
     "repair": LazyCommand(
         "omnigraph.cli.migrate_commands:repair_command", "Repair duplicate/null ids behind the barrier, as decided in a decisions file."
     ),
@@ -51,11 +54,12 @@ COMMANDS = {
         "omnigraph.cli.migrate_commands:resume_command",
         "Continue a crashed migration from its ledger and sidecars (images not yet found clean are validated on --executor).",
     ),
-    "run": LazyCommand("omnigraph.cli.migrate_commands:run_command", "Migrate every branch of GRAPH to format 5 (needs every writer stopped)."),
+    "run": LazyCommand(
+        "omnigraph.cli.migrate_commands:run_command", "Migrate every branch of GRAPH to format 5 (needs every writer stopped)."
+    ),
     "status": LazyCommand(
         "omnigraph.cli.migrate_commands:status_command",
-        "The stamp, the claim holder (and every process acting for it), the latest migration's ledger, and the command "
-        "to run next.",
+        "The stamp, the claim holder (and every process acting for it), the latest migration's ledger, and the command to run next.",
     ),
     "verify": LazyCommand(
         "omnigraph.cli.migrate_commands:verify_command",

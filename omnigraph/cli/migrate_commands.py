@@ -106,8 +106,11 @@ def plan_command(graph: str, as_json: bool) -> None:
 
 @click.command("run")
 @click.argument("graph")
-@click.option("--owner", default=None,
-              help="Who runs the migration (recorded in the claim and ledger) [default: OMNIGRAPH_ACTOR, else the login name].")
+@click.option(
+    "--owner",
+    default=None,
+    help="Who runs the migration (recorded in the claim and ledger) [default: OMNIGRAPH_ACTOR, else the login name].",
+)
 @ignore_fleet_option
 @executor_options
 @parallel_option
@@ -116,8 +119,15 @@ def plan_command(graph: str, as_json: bool) -> None:
 @reports_errors
 @_inventory_on_stdout
 def run_command(
-    graph: str, owner: str | None, ignore_fleet: bool, executor: str, ray_address: str | None, parallel: int | None,
-    queries_path: Path | None, query_params_path: Path | None, as_json: bool,
+    graph: str,
+    owner: str | None,
+    ignore_fleet: bool,
+    executor: str,
+    ray_address: str | None,
+    parallel: int | None,
+    queries_path: Path | None,
+    query_params_path: Path | None,
+    as_json: bool,
 ) -> None:
     """Migrate every branch of GRAPH to format 5 (needs every writer stopped).
 
@@ -130,7 +140,12 @@ def run_command(
     queries = chosen_queries(queries_path, query_params_path)
     with chosen_executor(executor, ray_address) as validator:
         outcome = migrate.run(
-            graph, owner=owner, ignore_fleet=ignore_fleet, executor=validator, progress=_progress(as_json), queries=queries,
+            graph,
+            owner=owner,
+            ignore_fleet=ignore_fleet,
+            executor=validator,
+            progress=_progress(as_json),
+            queries=queries,
             parallel=parallel,
         )
     if as_json:
@@ -154,8 +169,14 @@ def run_command(
 @reports_errors
 @_inventory_on_stdout
 def resume_command(
-    graph: str, token: str, executor: str, ray_address: str | None, parallel: int | None, queries_path: Path | None,
-    query_params_path: Path | None, as_json: bool,
+    graph: str,
+    token: str,
+    executor: str,
+    ray_address: str | None,
+    parallel: int | None,
+    queries_path: Path | None,
+    query_params_path: Path | None,
+    as_json: bool,
 ) -> None:
     """Continue a crashed migration from its ledger and sidecars (images not yet found clean
     are validated on --executor). Answers the migration recorded are checked before the stamp;
@@ -164,9 +185,7 @@ def resume_command(
 
     queries = chosen_queries(queries_path, query_params_path)
     with chosen_executor(executor, ray_address) as validator:
-        outcome = migrate.resume(
-            graph, token=token, executor=validator, progress=_progress(as_json), queries=queries, parallel=parallel
-        )
+        outcome = migrate.resume(graph, token=token, executor=validator, progress=_progress(as_json), queries=queries, parallel=parallel)
     if as_json:
         emit_json(outcome.to_dict())
         return
@@ -197,8 +216,14 @@ def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
 
 @click.command("status")
 @click.argument("graph")
-@click.option("--tail", "tail_records", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Show only the last N ledger records (the state is still the whole ledger's).")
+@click.option(
+    "--tail",
+    "tail_records",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Show only the last N ledger records (the state is still the whole ledger's).",
+)
 @json_option
 @reports_errors
 def status_command(graph: str, tail_records: int | None, as_json: bool) -> None:
@@ -234,8 +259,7 @@ def status_command(graph: str, tail_records: int | None, as_json: bool) -> None:
         echo_result(render_table(replay).rstrip())
     elif claim:
         echo_result(
-            f"migration {claim['migration_id']}: no ledger record yet (its process stopped, or has not gone on, "
-            "after taking the claim)"
+            f"migration {claim['migration_id']}: no ledger record yet (its process stopped, or has not gone on, after taking the claim)"
         )
     echo_result(f"next: {document['next']}")
 
@@ -286,8 +310,9 @@ def duplicates_command(graph: str, as_json: bool) -> None:
 @click.command("repair")
 @click.argument("graph")
 @click.option("--token", required=True, help="The token of the migration's claim.")
-@click.option("--decisions", "decisions_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="The decisions file (YAML).")
+@click.option(
+    "--decisions", "decisions_path", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The decisions file (YAML)."
+)
 @click.option("--template", is_flag=True, help="Write a decisions template to --decisions instead of applying.")
 @json_option
 @reports_errors

@@ -40,22 +40,39 @@ def _source(query_file: Path | None) -> str | None:
 
 
 @click.command("mutate")
-@click.option("--query", "query_file", default=None, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The .gq file (required unless --resume).")
+@click.option(
+    "--query",
+    "query_file",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The .gq file (required unless --resume).",
+)
 @click.option("--name", default=None, help="The query to run (required when the file declares several).")
 @click.option("--params", "params_json", default=None, help='Parameter values as a JSON object, e.g. \'{"name": "Ann"}\'.')
 @click.option("--branch", default=MAIN, show_default=True)
 @click.option("--if-commit", default=None, help="Refuse (precondition_failed) unless the branch head is this commit.")
-@click.option("--chunk-rows", type=click.IntRange(min=1, max=8192), default=None,
-              help="Update/delete only: one commit per chunk of at most N matched rows (not atomic as a whole).")
-@click.option("--resume", "resume", default=None, metavar="OPERATION",
-              help="Continue the chunked mutation OPERATION from its last committed chunk.")
+@click.option(
+    "--chunk-rows",
+    type=click.IntRange(min=1, max=8192),
+    default=None,
+    help="Update/delete only: one commit per chunk of at most N matched rows (not atomic as a whole).",
+)
+@click.option(
+    "--resume", "resume", default=None, metavar="OPERATION", help="Continue the chunked mutation OPERATION from its last committed chunk."
+)
 @json_option
 @click.argument("graph")
 @reports_errors
 def mutate_command(
-    query_file: Path | None, name: str | None, params_json: str | None, branch: str, if_commit: str | None,
-    chunk_rows: int | None, resume: str | None, graph: str, as_json: bool,
+    query_file: Path | None,
+    name: str | None,
+    params_json: str | None,
+    branch: str,
+    if_commit: str | None,
+    chunk_rows: int | None,
+    resume: str | None,
+    graph: str,
+    as_json: bool,
 ) -> None:
     """Run one .gq mutation query on a branch as one graph commit (or, chunked, as one per chunk)."""
     source = _source(query_file)
@@ -75,8 +92,7 @@ def mutate_command(
             document = opened.resume_mutation(resume, announce=say).to_dict()
         elif chunk_rows is not None:
             assert source is not None
-            document = opened.mutate_chunked(source, chunk_rows=chunk_rows, params=params, name=name, branch=branch,
-                                             announce=say).to_dict()
+            document = opened.mutate_chunked(source, chunk_rows=chunk_rows, params=params, name=name, branch=branch, announce=say).to_dict()
         else:
             assert source is not None and query_file is not None and checked is not None
             try:
@@ -84,9 +100,19 @@ def mutate_command(
             except omnigraph.ResourceLimit as limit:
                 if limit.details.get("resource") == "rows" and "insert" not in checked.verbs:
                     command = shlex.join(
-                        ["omnigraph", "mutate", "--query", str(query_file), *(["--name", name] if name else []),
-                         *(["--params", params_json] if params_json else []), "--branch", branch, "--chunk-rows", str(MAX_ROWS),
-                         opened.uri]
+                        [
+                            "omnigraph",
+                            "mutate",
+                            "--query",
+                            str(query_file),
+                            *(["--name", name] if name else []),
+                            *(["--params", params_json] if params_json else []),
+                            "--branch",
+                            branch,
+                            "--chunk-rows",
+                            str(MAX_ROWS),
+                            opened.uri,
+                        ]
                     )
                     limit.message += f"; next: `{command}`"
                     limit.details["next"] = command

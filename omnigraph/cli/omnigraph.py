@@ -23,7 +23,9 @@ MAIN = "main"
 COMMANDS = {
     **shared_lazy_commands(omnigraph.ENGINE),
     "blob": LazyCommand("omnigraph.cli.blob_commands:blob_group", "Stream the bytes of one Blob property cell (`blob get`)."),
-    "branch": LazyCommand("omnigraph.cli.branch_merge:branch_group_with_merge", "Create, list and delete graph branches.", (omnigraph.ENGINE,)),
+    "branch": LazyCommand(
+        "omnigraph.cli.branch_merge:branch_group_with_merge", "Create, list and delete graph branches.", (omnigraph.ENGINE,)
+    ),
     "check": LazyCommand(
         "omnigraph.cli.check_commands:check_command", "Check every branch of GRAPH: pins, heads, intents, stamp, ids and edge endpoints."
     ),
@@ -37,7 +39,9 @@ COMMANDS = {
         "omnigraph.cli.maintenance_commands:optimize_command",
         "Compact, index and clean up old versions; compaction and indexes are published as a graph commit.",
     ),
-    "query": LazyCommand("omnigraph.cli.query:query_command", "Run one .gq read query on a branch (or one of its commits) and print the answer."),
+    "query": LazyCommand(
+        "omnigraph.cli.query:query_command", "Run one .gq read query on a branch (or one of its commits) and print the answer."
+    ),
     "recover": LazyCommand(
         "omnigraph.cli.maintenance_commands:recover_command",
         "Open the graph read-write: resolve interrupted commits of dead writers, adopt out-of-band commits that change "

@@ -50,8 +50,7 @@ def _operator(yes: bool, holder_dead: bool, as_json: bool) -> Operator:
     return Operator(ask, ask_holder_dead, SilentProgress() if as_json else StderrProgress(), say)
 
 
-def _finish(report: RunReport, planned: list[tuple[str, str]], report_path: Path | None, junit_path: Path | None,
-            as_json: bool) -> None:
+def _finish(report: RunReport, planned: list[tuple[str, str]], report_path: Path | None, junit_path: Path | None, as_json: bool) -> None:
     if report_path is not None:
         write_json(report, report_path)
     if junit_path is not None:
@@ -66,8 +65,7 @@ def _finish(report: RunReport, planned: list[tuple[str, str]], report_path: Path
         raise SystemExit(report.exit_code)
 
 
-def _with_refusal_documents(playbook: str, graph: str, report_path: Path | None, junit_path: Path | None,
-                            run: Callable[[], Any]) -> Any:
+def _with_refusal_documents(playbook: str, graph: str, report_path: Path | None, junit_path: Path | None, run: Callable[[], Any]) -> Any:
     """Run ``run``; a refusal before any step (an invalid file or --var) still writes the report and JUnit."""
     try:
         return run()
@@ -87,9 +85,11 @@ holder_dead_option = click.option(
 report_option = click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), help="Write a JSON report.")
 junit_option = click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), help="Write JUnit XML.")
 journal_root_option = click.option(
-    "--journal", "journal_root", metavar="ROOT",
+    "--journal",
+    "journal_root",
+    metavar="ROOT",
     help="Directory or s3:// prefix for run journals [default: $OMNIGRAPH_STATE_DIR/playbook-runs, "
-         "else ~/.local/state/omnigraph/playbook-runs].",
+    "else ~/.local/state/omnigraph/playbook-runs].",
 )
 
 
@@ -112,8 +112,16 @@ def playbook_group() -> None:
 @json_option
 @reports_errors
 def run_command(
-    playbook_file: str, graph: str, yes: bool, holder_dead: bool, report_path: Path | None, junit_path: Path | None,
-    journal_root: str | None, variables: tuple[str, ...], queries_path: Path | None, query_params_path: Path | None,
+    playbook_file: str,
+    graph: str,
+    yes: bool,
+    holder_dead: bool,
+    report_path: Path | None,
+    junit_path: Path | None,
+    journal_root: str | None,
+    variables: tuple[str, ...],
+    queries_path: Path | None,
+    query_params_path: Path | None,
     as_json: bool,
 ) -> None:
     """Run PLAYBOOK_FILE (a path or a bundled name) against GRAPH, step by step.
@@ -135,8 +143,13 @@ def run_command(
     def run() -> tuple[RunReport, list[tuple[str, str]]]:
         playbook, _ = load_playbook(playbook_file)
         report = run_playbook(
-            playbook, playbook_file, graph, user=actor_name(), overrides=overrides,
-            journal_root=journal_root or default_journal_root(), operator=_operator(yes, holder_dead, as_json),
+            playbook,
+            playbook_file,
+            graph,
+            user=actor_name(),
+            overrides=overrides,
+            journal_root=journal_root or default_journal_root(),
+            operator=_operator(yes, holder_dead, as_json),
         )
         return report, [(step.id, step.title) for step in playbook.steps]
 
@@ -151,10 +164,17 @@ def _name_unfinished_runs(report: RunReport, root: str) -> None:
     the same graph never finished (their later steps, a smoke test or a release check, never ran)."""
     for summary in list_runs(root):
         started = summary.started
-        if (summary.state == "interrupted" and started is not None and started.run_id != report.run_id
-                and started.playbook_name == report.playbook and started.graph == report.graph):
-            say(f"next: run {started.run_id} of this playbook never finished: "
-                f"`omnigraph-migrate playbook resume {summary.journal}` runs its remaining steps")
+        if (
+            summary.state == "interrupted"
+            and started is not None
+            and started.run_id != report.run_id
+            and started.playbook_name == report.playbook
+            and started.graph == report.graph
+        ):
+            say(
+                f"next: run {started.run_id} of this playbook never finished: "
+                f"`omnigraph-migrate playbook resume {summary.journal}` runs its remaining steps"
+            )
 
 
 @playbook_group.command("resume")
@@ -165,8 +185,7 @@ def _name_unfinished_runs(report: RunReport, root: str) -> None:
 @junit_option
 @json_option
 @reports_errors
-def resume_command(journal: str, yes: bool, holder_dead: bool, report_path: Path | None, junit_path: Path | None,
-                   as_json: bool) -> None:
+def resume_command(journal: str, yes: bool, holder_dead: bool, report_path: Path | None, junit_path: Path | None, as_json: bool) -> None:
     """Finish the playbook run journalled at JOURNAL (ROOT/<run id>) whose runner died: the step it
     died in and every later one; the report and JUnit cover the whole run."""
     report, planned = resume_run(journal, _operator(yes, holder_dead, as_json))

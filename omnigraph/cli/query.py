@@ -64,20 +64,26 @@ def _write(answer: Answer, output: str) -> None:
 
 
 @click.command("query")
-@click.option("--query", "query_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The .gq file.")
+@click.option("--query", "query_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The .gq file.")
 @click.option("--name", default=None, help="The query to run (required when the file declares several).")
 @click.option("--params", "params_json", default=None, help='Parameter values as a JSON object, e.g. \'{"name": "Ann"}\'.')
 @click.option("--branch", default=MAIN, show_default=True)
 @click.option("--at", "at_commit", default=None, help="Read the branch as of this commit (see `commit list`).")
-@click.option("--format", "output", type=click.Choice(FORMATS), default=None,
-              help="Output format (default: table; --json is --format json).")
+@click.option(
+    "--format", "output", type=click.Choice(FORMATS), default=None, help="Output format (default: table; --json is --format json)."
+)
 @json_option
 @click.argument("graph")
 @reports_errors
 def query_command(
-    query_file: Path, name: str | None, params_json: str | None, branch: str, at_commit: str | None,
-    output: str | None, graph: str, as_json: bool,
+    query_file: Path,
+    name: str | None,
+    params_json: str | None,
+    branch: str,
+    at_commit: str | None,
+    output: str | None,
+    graph: str,
+    as_json: bool,
 ) -> None:
     """Run one .gq read query on a branch (or one of its commits) and print the answer."""
     if as_json and output not in (None, "json"):
@@ -90,6 +96,8 @@ def query_command(
     from omnigraph.sources import check_read_query
 
     check_read_query(source, name)  # syntax, --name and the kind: refused before any I/O
-    with open_graph(graph, read_only=True) as opened, \
-            opened.open_query(source, name=name, params=params, branch=branch, at=at_commit) as answer:
+    with (
+        open_graph(graph, read_only=True) as opened,
+        opened.open_query(source, name=name, params=params, branch=branch, at=at_commit) as answer,
+    ):
         _write(answer, "json" if as_json else output or "table")

@@ -20,18 +20,17 @@ from omnigraph.cli.support import actor_name, echo_result, emit_json, json_optio
 
 @click.command("refence")
 @click.argument("graph")
-@click.option("--owner", default=None,
-              help="Who runs it (recorded in the claim and ledger) [default: OMNIGRAPH_ACTOR, else the login name].")
+@click.option(
+    "--owner", default=None, help="Who runs it (recorded in the claim and ledger) [default: OMNIGRAPH_ACTOR, else the login name]."
+)
 @executor_options
 @parallel_option
 @json_option
 @reports_errors
-def refence_command(
-    graph: str, owner: str | None, executor: str, ray_address: str | None, parallel: int | None, as_json: bool
-) -> None:
+def refence_command(graph: str, owner: str | None, executor: str, ray_address: str | None, parallel: int | None, as_json: bool) -> None:
     """Fence again a stamp-5 graph that a format-4 writer wrote to after the stamp."""
-    from omnigraph.migrator.run import refence_migration
     from omnigraph.migrate import SilentProgress
+    from omnigraph.migrator.run import refence_migration
 
     with chosen_executor(executor, ray_address) as validator:
         progress = SilentProgress() if as_json else StderrProgress()

@@ -54,14 +54,17 @@ def _check_authentication(host: str, tokens: str | None, unauthenticated: bool, 
                 f"--unauthenticated on {host}, which is not a loopback address, would let anyone who can reach it "
                 "read and write the graph: use --tokens FILE, bind --host 127.0.0.1, or add --allow-remote-unauthenticated"
             )
-        say(f"warning: serving WITHOUT authentication on {host}: anyone who can reach this address may read, write and "
-            "delete the graph (--allow-remote-unauthenticated)")
+        say(
+            f"warning: serving WITHOUT authentication on {host}: anyone who can reach this address may read, write and "
+            "delete the graph (--allow-remote-unauthenticated)"
+        )
     elif unauthenticated:
-        say("warning: serving without authentication (--unauthenticated): every local process and user may read "
-            "and write the graph")
+        say("warning: serving without authentication (--unauthenticated): every local process and user may read and write the graph")
     if tokens is not None and not is_loopback(host):
-        say(f"warning: plain HTTP on {host}: bearer tokens cross the network in clear; terminate TLS in a reverse "
-            "proxy in front of this server (docs/serving.md)")
+        say(
+            f"warning: plain HTTP on {host}: bearer tokens cross the network in clear; terminate TLS in a reverse "
+            "proxy in front of this server (docs/serving.md)"
+        )
 
 
 def _raise_open_files_limit(connections: int) -> None:
@@ -73,8 +76,10 @@ def _raise_open_files_limit(connections: int) -> None:
         target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
         if target < needed:
-            say(f"warning: the open-files limit ({target}) is below --max-connections + 256 ({needed}); "
-                "lower --max-connections or raise the hard limit (ulimit -Hn)")
+            say(
+                f"warning: the open-files limit ({target}) is below --max-connections + 256 ({needed}); "
+                "lower --max-connections or raise the hard limit (ulimit -Hn)"
+            )
 
 
 def serve_command_for(program: str) -> click.Command:
@@ -83,37 +88,100 @@ def serve_command_for(program: str) -> click.Command:
     @click.command("serve")
     @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
     @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
-    @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-                  help="Server processes (each registers in the fleet and writes through the fenced protocol).")
-    @click.option("--tokens", "tokens", type=click.Path(dir_okay=False), envvar="OMNIGRAPH_TOKENS_FILE",
-                  help="Tokens file (YAML or JSON): who may call the server, with which grants.")
-    @click.option("--unauthenticated", is_flag=True, envvar="OMNIGRAPH_UNAUTHENTICATED",
-                  help="Serve without tokens: every caller holds every grant (loopback only).")
-    @click.option("--allow-remote-unauthenticated", is_flag=True,
-                  help="Allow --unauthenticated on an address other than loopback.")
-    @click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
-                  help="A host name the Host header may name, besides the bind address and localhost (repeatable).")
-    @click.option("--allowed-origin", "allowed_origins", multiple=True, metavar="ORIGIN",
-                  help="An origin (scheme://host[:port]) browsers may write from, sent CORS headers (repeatable).")
-    @click.option("--max-json-bytes", type=click.IntRange(min=1), default=_DEFAULTS.json_body_bytes, show_default=True,
-                  help="Body limit of every endpoint but load.")
-    @click.option("--max-load-bytes", type=click.IntRange(min=1), default=_DEFAULTS.load_body_bytes, show_default=True,
-                  help="Body limit of load.")
-    @click.option("--body-timeout", type=click.FloatRange(min=0, min_open=True), default=_DEFAULTS.body_timeout,
-                  show_default=True, help="Seconds to receive a whole request body (else 408).")
-    @click.option("--header-timeout", type=click.FloatRange(min=0, min_open=True), default=_DEFAULTS.header_timeout,
-                  show_default=True, help="Seconds to receive a request's line and headers (else the connection is closed).")
-    @click.option("--keep-alive", type=click.IntRange(min=1), default=_DEFAULTS.keep_alive, show_default=True,
-                  help="Seconds an idle keep-alive connection stays open.")
-    @click.option("--max-connections", type=click.IntRange(min=1), default=_DEFAULTS.max_connections, show_default=True,
-                  help="Connections served per worker; beyond them requests are answered 503 at once.")
+    @click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Server processes (each registers in the fleet and writes through the fenced protocol).",
+    )
+    @click.option(
+        "--tokens",
+        "tokens",
+        type=click.Path(dir_okay=False),
+        envvar="OMNIGRAPH_TOKENS_FILE",
+        help="Tokens file (YAML or JSON): who may call the server, with which grants.",
+    )
+    @click.option(
+        "--unauthenticated",
+        is_flag=True,
+        envvar="OMNIGRAPH_UNAUTHENTICATED",
+        help="Serve without tokens: every caller holds every grant (loopback only).",
+    )
+    @click.option("--allow-remote-unauthenticated", is_flag=True, help="Allow --unauthenticated on an address other than loopback.")
+    @click.option(
+        "--allowed-host",
+        "allowed_hosts",
+        multiple=True,
+        metavar="NAME",
+        help="A host name the Host header may name, besides the bind address and localhost (repeatable).",
+    )
+    @click.option(
+        "--allowed-origin",
+        "allowed_origins",
+        multiple=True,
+        metavar="ORIGIN",
+        help="An origin (scheme://host[:port]) browsers may write from, sent CORS headers (repeatable).",
+    )
+    @click.option(
+        "--max-json-bytes",
+        type=click.IntRange(min=1),
+        default=_DEFAULTS.json_body_bytes,
+        show_default=True,
+        help="Body limit of every endpoint but load.",
+    )
+    @click.option(
+        "--max-load-bytes", type=click.IntRange(min=1), default=_DEFAULTS.load_body_bytes, show_default=True, help="Body limit of load."
+    )
+    @click.option(
+        "--body-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=_DEFAULTS.body_timeout,
+        show_default=True,
+        help="Seconds to receive a whole request body (else 408).",
+    )
+    @click.option(
+        "--header-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=_DEFAULTS.header_timeout,
+        show_default=True,
+        help="Seconds to receive a request's line and headers (else the connection is closed).",
+    )
+    @click.option(
+        "--keep-alive",
+        type=click.IntRange(min=1),
+        default=_DEFAULTS.keep_alive,
+        show_default=True,
+        help="Seconds an idle keep-alive connection stays open.",
+    )
+    @click.option(
+        "--max-connections",
+        type=click.IntRange(min=1),
+        default=_DEFAULTS.max_connections,
+        show_default=True,
+        help="Connections served per worker; beyond them requests are answered 503 at once.",
+    )
     @click.option("--docs/--no-docs", default=True, show_default=True, help="Serve /docs and /openapi.json.")
     @click.argument("graph")
     @reports_errors
-    def serve_command(host: str, port: int, workers: int, tokens: str | None, unauthenticated: bool,
-                      allow_remote_unauthenticated: bool, allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...],
-                      max_json_bytes: int, max_load_bytes: int, body_timeout: float, header_timeout: float, keep_alive: int,
-                      max_connections: int, docs: bool, graph: str) -> None:
+    def serve_command(
+        host: str,
+        port: int,
+        workers: int,
+        tokens: str | None,
+        unauthenticated: bool,
+        allow_remote_unauthenticated: bool,
+        allowed_hosts: tuple[str, ...],
+        allowed_origins: tuple[str, ...],
+        max_json_bytes: int,
+        max_load_bytes: int,
+        body_timeout: float,
+        header_timeout: float,
+        keep_alive: int,
+        max_connections: int,
+        docs: bool,
+        graph: str,
+    ) -> None:
         """Serve GRAPH over HTTP until interrupted (OpenAPI at /docs)."""
         import uvicorn  # imported here: the other commands do not pay for it
 
@@ -123,13 +191,23 @@ def serve_command_for(program: str) -> click.Command:
         with open_graph(graph, read_only=True, program=program) as opened:  # refuse a missing or unknown-format graph now
             uri, stamp = opened.uri, opened.format
         address = f"http://{host}:{port}"
-        limits = Limits(json_body_bytes=max_json_bytes, load_body_bytes=max_load_bytes, body_timeout=body_timeout,
-                        header_timeout=header_timeout, keep_alive=keep_alive, max_connections=max_connections)
+        limits = Limits(
+            json_body_bytes=max_json_bytes,
+            load_body_bytes=max_load_bytes,
+            body_timeout=body_timeout,
+            header_timeout=header_timeout,
+            keep_alive=keep_alive,
+            max_connections=max_connections,
+        )
         settings = ServeSettings(
-            graph=uri, program=program, address=address,
+            graph=uri,
+            program=program,
+            address=address,
             tokens_file=None if tokens is None else os.path.abspath(tokens),
             allowed_hosts=sorted({host.strip("[]").lower(), "localhost", *(h.lower() for h in allowed_hosts)}),
-            allowed_origins=list(allowed_origins), docs=docs, limits=limits,
+            allowed_origins=list(allowed_origins),
+            docs=docs,
+            limits=limits,
         )
         os.environ.update(settings.to_env())
         own_metrics_dir = METRICS_DIR_ENV not in os.environ
@@ -141,11 +219,23 @@ def serve_command_for(program: str) -> click.Command:
         # this process with -15; a handler that does nothing makes that a clean exit 0.
         previous = signal.signal(signal.SIGTERM, lambda *_: None)
         try:
-            uvicorn.run("omnigraph.server.app:app_from_env", factory=True, host=host, port=port, workers=workers,
-                        http="omnigraph.server.protocol:HeadDeadlineProtocol", log_level="warning", access_log=False,
-                        proxy_headers=False, server_header=False, ws="none", timeout_graceful_shutdown=10,
-                        timeout_keep_alive=keep_alive, limit_concurrency=max_connections,
-                        h11_max_incomplete_event_size=limits.max_header_bytes)
+            uvicorn.run(
+                "omnigraph.server.app:app_from_env",
+                factory=True,
+                host=host,
+                port=port,
+                workers=workers,
+                http="omnigraph.server.protocol:HeadDeadlineProtocol",
+                log_level="warning",
+                access_log=False,
+                proxy_headers=False,
+                server_header=False,
+                ws="none",
+                timeout_graceful_shutdown=10,
+                timeout_keep_alive=keep_alive,
+                limit_concurrency=max_connections,
+                h11_max_incomplete_event_size=limits.max_header_bytes,
+            )
         finally:
             signal.signal(signal.SIGTERM, previous)
             if own_metrics_dir:

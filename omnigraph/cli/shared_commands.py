@@ -35,13 +35,17 @@ def shared_lazy_commands(program: str) -> dict[str, LazyCommand]:
             "omnigraph.cli.shared_commands:init_command_for", "Create a new graph at GRAPH (a directory or s3://bucket/prefix).", profile
         ),
         "load": LazyCommand(
-            "omnigraph.cli.shared_commands:load_command_for", "Load a JSONL file into a branch as one atomic commit (or one per chunk).", profile
+            "omnigraph.cli.shared_commands:load_command_for",
+            "Load a JSONL file into a branch as one atomic commit (or one per chunk).",
+            profile,
         ),
         "serve": LazyCommand(
             "omnigraph.cli.serve_commands:serve_command_for", "Serve GRAPH over HTTP until interrupted (OpenAPI at /docs).", profile
         ),
         "snapshot": LazyCommand(
-            "omnigraph.cli.shared_commands:snapshot_command_for", "Show what a branch pins: every table's image, rows and primary key.", profile
+            "omnigraph.cli.shared_commands:snapshot_command_for",
+            "Show what a branch pins: every table's image, rows and primary key.",
+            profile,
         ),
     }
 
@@ -105,13 +109,20 @@ def load_command_for(program: str) -> click.Command:
     """``load`` for ``program``."""
 
     @click.command("load")
-    @click.option("--mode", type=click.Choice(["overwrite", "append", "merge"]), required=True,
-                  help="append = strict insert, merge = upsert, overwrite = replace the tables in the file.")
+    @click.option(
+        "--mode",
+        type=click.Choice(["overwrite", "append", "merge"]),
+        required=True,
+        help="append = strict insert, merge = upsert, overwrite = replace the tables in the file.",
+    )
     @click.option("--data", "data_path", required=True, help="The JSONL file to load.")
     @click.option("--branch", default=MAIN, show_default=True)
-    @click.option("--chunk-rows", type=click.IntRange(min=1), default=None,
-                  help="Split the file into commits of at most N records (nodes first); the load "
-                       "registers in the fleet registry while it runs.")
+    @click.option(
+        "--chunk-rows",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Split the file into commits of at most N records (nodes first); the load registers in the fleet registry while it runs.",
+    )
     @json_option
     @click.argument("graph")
     @reports_errors

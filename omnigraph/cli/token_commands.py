@@ -19,8 +19,14 @@ def token_group() -> None:
 
 @token_group.command("create")
 @click.option("--actor", required=True, help="The actor the token's commits record.")
-@click.option("--grant", "grants", multiple=True, required=True, type=click.Choice([g.value for g in Grant]),
-              help="A grant of the token (repeatable).")
+@click.option(
+    "--grant",
+    "grants",
+    multiple=True,
+    required=True,
+    type=click.Choice([g.value for g in Grant]),
+    help="A grant of the token (repeatable).",
+)
 @json_option
 @reports_errors
 def token_create(actor: str, grants: tuple[str, ...], as_json: bool) -> None:

@@ -76,7 +76,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
         description=f"HTTP access to one graph (writes format {service.graph.writes_format}).",
         lifespan=lifespan,
         responses=_ERRORS,
-        docs_url=None, redoc_url=None, openapi_url=None,  # served by omnigraph.server.docs_ui, open routes like the rest
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,  # served by omnigraph.server.docs_ui, open routes like the rest
     )
     app.router.route_class = GuardedRoute
     _install_error_handlers(app)
@@ -86,8 +88,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
         add_docs_routes(app)
     install_gate(app, settings, tokens)
     if settings.allowed_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.allowed_origins, allow_methods=["GET", "POST", "DELETE"],
-                           allow_headers=["Authorization", "Content-Type", "If-Match", "X-Omnigraph-Actor"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.allowed_origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "If-Match", "X-Omnigraph-Actor"],
+        )
     app.add_middleware(Observe)
     return app
 
@@ -98,8 +104,13 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
         """The process is alive (touches no storage)."""
         return {"status": "ok"}
 
-    @app.get("/readyz", response_model=models.Readiness, tags=["health"], dependencies=[public()],
-             responses={503: {"model": models.Readiness, "description": "Not ready for writes (reads still work)."}})
+    @app.get(
+        "/readyz",
+        response_model=models.Readiness,
+        tags=["health"],
+        dependencies=[public()],
+        responses={503: {"model": models.Readiness, "description": "Not ready for writes (reads still work)."}},
+    )
     def readyz() -> JSONResponse:
         """Ready for writes: 200 when the stamp is one this program writes and no claim is held, else 503."""
         document = service.readiness()
@@ -109,8 +120,13 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
     def version() -> dict[str, Any]:
         return {"program": program, "version": __version__, "format": service.graph.writes_format}
 
-    @app.get("/metrics", tags=["health"], response_class=Response, dependencies=[requires(Grant.READ)],
-             responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text exposition."}})
+    @app.get(
+        "/metrics",
+        tags=["health"],
+        response_class=Response,
+        dependencies=[requires(Grant.READ)],
+        responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text exposition."}},
+    )
     def prometheus_metrics() -> Response:
         """Every metric of every worker process, in the Prometheus text format (``docs/serving.md``)."""
         return Response(metrics.exposition(service.graph.stamp, program), media_type=metrics.CONTENT_TYPE)
@@ -119,8 +135,7 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
     def list_branches() -> dict[str, Any]:
         return {"branches": service.branches()}
 
-    @app.post("/branches", response_model=models.BranchCreated, status_code=201, tags=["branches"],
-              dependencies=[requires(Grant.BRANCH)])
+    @app.post("/branches", response_model=models.BranchCreated, status_code=201, tags=["branches"], dependencies=[requires(Grant.BRANCH)])
     def create_branch(body: models.BranchCreate) -> dict[str, Any]:
         return service.create_branch(body.name, body.from_branch)
 
@@ -137,14 +152,24 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
     def commits(branch: str) -> dict[str, Any]:
         return {"branch": branch, "commits": service.commits(branch)}
 
-    @app.get("/branches/{branch}/export", tags=["reads"], response_class=StreamingResponse, dependencies=[requires(Grant.EXPORT)],
-             responses={200: {"content": {"application/x-ndjson": {}}, "description": "JSONL, sorted by table key then id."}})
+    @app.get(
+        "/branches/{branch}/export",
+        tags=["reads"],
+        response_class=StreamingResponse,
+        dependencies=[requires(Grant.EXPORT)],
+        responses={200: {"content": {"application/x-ndjson": {}}, "description": "JSONL, sorted by table key then id."}},
+    )
     def export(branch: str, types: Annotated[list[str], Query(alias="type")] = []) -> StreamingResponse:  # noqa: B006
         """The branch as JSONL (the load format), streamed; ``type`` (repeatable) limits the types."""
         return StreamingResponse(service.export(branch, list(types)), media_type="application/x-ndjson")
 
-    @app.get("/branches/{branch}/blob", tags=["reads"], response_class=StreamingResponse, dependencies=[requires(Grant.READ)],
-             responses={200: {"content": {"application/octet-stream": {}}, "description": "The cell's bytes."}})
+    @app.get(
+        "/branches/{branch}/blob",
+        tags=["reads"],
+        response_class=StreamingResponse,
+        dependencies=[requires(Grant.READ)],
+        responses={200: {"content": {"application/octet-stream": {}}, "description": "The cell's bytes."}},
+    )
     def blob(
         branch: str,
         type_name: Annotated[str, Query(alias="type")],
@@ -156,8 +181,12 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
         size, chunks = service.blob(branch, type_name, row_id, prop)
         return StreamingResponse(chunks, media_type="application/octet-stream", headers={"Content-Length": str(size)})
 
-    @app.post("/branches/{branch}/load", response_model=models.LoadResponse, tags=["writes"],
-              openapi_extra={"requestBody": {"required": True, "content": {"application/x-ndjson": {}}}})
+    @app.post(
+        "/branches/{branch}/load",
+        response_model=models.LoadResponse,
+        tags=["writes"],
+        openapi_extra={"requestBody": {"required": True, "content": {"application/x-ndjson": {}}}},
+    )
     async def load(
         branch: str,
         request: Request,
@@ -170,6 +199,7 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
         return await run_in_threadpool(service.load, branch, mode, data, principal.actor)
 
     if program == omnigraph.ENGINE:  # the format-4 release had neither
+
         @app.post("/branches/{name}/merge", response_model=models.MergeResponse, tags=["branches"])
         def merge_branch(name: str, body: models.MergeRequest, principal: Annotated[Principal, requires(Grant.MERGE)]) -> dict[str, Any]:
             """Three-way merge of branch ``name`` into ``into`` (up to date, fast-forward or a merge

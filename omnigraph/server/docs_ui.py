@@ -30,8 +30,10 @@ def add_docs_routes(app: FastAPI) -> None:
     @app.get("/docs", include_in_schema=False, dependencies=[public()])
     def docs() -> HTMLResponse:
         return get_swagger_ui_html(
-            openapi_url="/openapi.json", title=app.title,
-            swagger_js_url="/docs/assets/swagger-ui-bundle.js", swagger_css_url="/docs/assets/swagger-ui.css",
+            openapi_url="/openapi.json",
+            title=app.title,
+            swagger_js_url="/docs/assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs/assets/swagger-ui.css",
             swagger_favicon_url="/docs/assets/favicon.png",
         )
 

@@ -60,7 +60,7 @@ def host_name(value: str) -> str | None:
     value = value.strip().lower()
     if value.startswith("["):
         end = value.find("]")
-        name, rest = value[1:end], value[end + 1:]
+        name, rest = value[1:end], value[end + 1 :]
         if end < 0 or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
             return None
         return name

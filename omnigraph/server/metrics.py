@@ -29,16 +29,22 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 CONFLICT_CODES = frozenset({"key_conflict", "read_set_conflict", "merge_conflict", "precondition_failed"})
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
-REQUESTS = Counter("omnigraph_http_requests", "HTTP requests answered, by method, route template and status.",
-                   ["method", "route", "status"])
-LATENCY = Histogram("omnigraph_http_request_duration_seconds", "Time from the request's arrival to its last response byte.",
-                    ["method", "route"], buckets=LATENCY_BUCKETS)
+REQUESTS = Counter(
+    "omnigraph_http_requests", "HTTP requests answered, by method, route template and status.", ["method", "route", "status"]
+)
+LATENCY = Histogram(
+    "omnigraph_http_request_duration_seconds",
+    "Time from the request's arrival to its last response byte.",
+    ["method", "route"],
+    buckets=LATENCY_BUCKETS,
+)
 IN_FLIGHT = Gauge("omnigraph_http_requests_in_flight", "Requests being answered now.", multiprocess_mode="livesum")
 ERRORS = Counter("omnigraph_http_errors", "Error responses, by error code.", ["code"])
 CONFLICTS = Counter("omnigraph_conflicts", "Writes refused by a conflict, by error code.", ["code"])
 COMMITS = Counter("omnigraph_commits", "Graph commits published through this server, by route template.", ["route"])
-RECOVERIES = Counter("omnigraph_recoveries", "Interrupted commits resolved when the server opened the graph read-write, by outcome.",
-                     ["outcome"])
+RECOVERIES = Counter(
+    "omnigraph_recoveries", "Interrupted commits resolved when the server opened the graph read-write, by outcome.", ["outcome"]
+)
 
 
 def count_recoveries(records: Sequence[omnigraph.Recovery]) -> None:

@@ -58,8 +58,7 @@ class _Seen:
         if message["type"] == "http.response.start":
             self.status = int(message["status"])
             content_type = dict(message.get("headers", [])).get(b"content-type", b"")
-            self.peeking = content_type.startswith(b"application/json") and (
-                self.status >= 400 or self.method not in READ_METHODS)
+            self.peeking = content_type.startswith(b"application/json") and (self.status >= 400 or self.method not in READ_METHODS)
         elif message["type"] == "http.response.body" and self.peeking and len(self.body) < PEEK_BYTES:
             self.body += message.get("body", b"")
 
@@ -152,4 +151,4 @@ class Observe:
         }
         data = (json.dumps(line, separators=(",", ":")) + "\n").encode("utf-8")
         while data:
-            data = data[os.write(self.log_fd, data):]
+            data = data[os.write(self.log_fd, data) :]

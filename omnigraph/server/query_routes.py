@@ -47,8 +47,7 @@ def query_router(service: GraphService) -> APIRouter:
     if service.program != omnigraph.ENGINE:
         return router
 
-    @router.post("/branches/{branch}/query", response_model=QueryResponse, tags=["reads"],
-                 dependencies=[requires(GRANT)])
+    @router.post("/branches/{branch}/query", response_model=QueryResponse, tags=["reads"], dependencies=[requires(GRANT)])
     def query(branch: str, body: QueryRequest) -> dict[str, Any]:
         """Run one read query on ``branch`` (or its commit ``at``)."""
         return service.query(branch, body.query, body.name, body.params, body.at)

@@ -33,8 +33,9 @@ class GraphService:
     (nothing is opened until the first request), whose reads run in parallel and whose writes it
     serialises."""
 
-    def __init__(self, uri: str, program: str = omnigraph.ENGINE,
-                 on_recovery: Callable[[Sequence[omnigraph.Recovery]], None] | None = None):
+    def __init__(
+        self, uri: str, program: str = omnigraph.ENGINE, on_recovery: Callable[[Sequence[omnigraph.Recovery]], None] | None = None
+    ):
         """``on_recovery`` is told what each read-write open resolved (interrupted commits)."""
         self.uri = uri
         self.program = program
@@ -103,12 +104,14 @@ class GraphService:
     def delete_branch(self, name: str) -> None:
         self.graph.delete_branch(name)
 
-    def mutate(self, branch: str, source: str, name: str | None, params: dict[str, Any], if_commit: str | None,
-               actor: str) -> dict[str, Any]:
+    def mutate(
+        self, branch: str, source: str, name: str | None, params: dict[str, Any], if_commit: str | None, actor: str
+    ) -> dict[str, Any]:
         """One ``.gq`` query as one commit; syntax, the insert/delete mix and an external Blob URI
         (see :meth:`load`) are refused before any I/O."""
-        return self.graph.mutate(source, name=name, params=params, branch=branch, if_commit=if_commit, actor=actor,
-                                 external_blobs=False).to_dict()
+        return self.graph.mutate(
+            source, name=name, params=params, branch=branch, if_commit=if_commit, actor=actor, external_blobs=False
+        ).to_dict()
 
     def merge(self, source: str, into: str, actor: str) -> dict[str, Any]:
         return self.graph.merge(source, into=into, actor=actor).to_dict()

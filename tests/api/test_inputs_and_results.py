@@ -71,8 +71,14 @@ def test_bad_records_are_refused_with_their_number_and_nothing_is_written(exampl
 
 def test_dates_load_as_epoch_days(tmp_path: Path) -> None:
     with omnigraph.init(str(tmp_path / "dates"), SCHEMA_PATH) as graph:
-        graph.load([{"type": "Person", "data": {"name": "A"}}, {"type": "Person", "data": {"name": "B"}},
-                    {"edge": "Knows", "from": "A", "to": "B", "data": {"id": "a-b", "since": dt.date(2024, 1, 1)}}], mode="append")
+        graph.load(
+            [
+                {"type": "Person", "data": {"name": "A"}},
+                {"type": "Person", "data": {"name": "B"}},
+                {"edge": "Knows", "from": "A", "to": "B", "data": {"id": "a-b", "since": dt.date(2024, 1, 1)}},
+            ],
+            mode="append",
+        )
         assert [r["data"] for r in graph.export(types=["Knows"])] == [{"id": "a-b", "since": 19723}]
 
 

@@ -16,7 +16,7 @@ from tests.support.check_helpers import tree_digest
 from tests.support.graph_helpers import DATA_PATH, SCHEMA_PATH
 
 PERSON = [{"type": "Person", "data": {"name": "Olga", "age": 50}}]
-BIRTHDAY = 'query b($name: String) { update Person set { age: 51 } where name = $name }'
+BIRTHDAY = "query b($name: String) { update Person set { age: 51 } where name = $name }"
 
 WRITES: dict[str, Callable[[omnigraph.Graph], Any]] = {
     "load": lambda g: g.load(PERSON, mode="append"),

@@ -18,8 +18,13 @@ CREDENTIAL_ENV = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KE
 
 def test_storage_options_replace_the_environment(s3_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     uri = new_root("s3", tmp_path)
-    options = {"aws_endpoint": s3_server, "aws_access_key_id": "testing", "aws_secret_access_key": "testing",
-               "aws_region": "us-east-1", "allow_http": "true"}
+    options = {
+        "aws_endpoint": s3_server,
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+        "aws_region": "us-east-1",
+        "allow_http": "true",
+    }
     for name in CREDENTIAL_ENV:
         monkeypatch.delenv(name)
     with omnigraph.init(uri, SCHEMA_PATH, storage_options=options) as graph:

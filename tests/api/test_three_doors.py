@@ -71,8 +71,9 @@ def _through_cli(uri: str, work: Path) -> dict[str, Any]:
     steps: list[Any] = [_cli("load", "--mode", "append", "--data", DATA_PATH, "--json", uri)["rows"]]
     steps.append(_cli("branch", "create", "feature", "--json", uri)["parent_branch"])
     steps.append(_cli("load", "--mode", "merge", "--data", ivan, "--branch", "feature", "--json", uri)["rows"])
-    steps.append(_cli("mutate", "--query", queries, "--name", "birthday", "--params", '{"name": "Ivan"}', "--branch", "feature",
-                      "--json", uri))
+    steps.append(
+        _cli("mutate", "--query", queries, "--name", "birthday", "--params", '{"name": "Ivan"}', "--branch", "feature", "--json", uri)
+    )
     steps.append(_cli("load", "--mode", "append", "--data", ivan, "--branch", "feature", "--json", uri)["error"])
     merged = _cli("branch", "merge", "feature", "--json", uri)
     steps.append((merged["outcome"], merged["changes"]))
@@ -96,8 +97,9 @@ def _through_http(uri: str, _work: Path) -> dict[str, Any]:
             assert response.status_code in (200, 201), response.text
             return response.json()
 
-        steps: list[Any] = [ok(http.post("/branches/main/load", params={"mode": "append"}, content=DATA_PATH.read_bytes(),
-                                         headers=NDJSON))["rows"]]
+        steps: list[Any] = [
+            ok(http.post("/branches/main/load", params={"mode": "append"}, content=DATA_PATH.read_bytes(), headers=NDJSON))["rows"]
+        ]
         steps.append(ok(http.post("/branches", json={"name": "feature", "from": "main"}))["parent_branch"])
         steps.append(ok(http.post("/branches/feature/load", params={"mode": "merge"}, content=IVAN, headers=NDJSON))["rows"])
         steps.append(ok(http.post("/branches/feature/mutate", json={"query": QUERIES, "name": "birthday", "params": {"name": "Ivan"}})))
@@ -121,11 +123,10 @@ def _through_http(uri: str, _work: Path) -> dict[str, Any]:
 def _comparable(outcome: dict[str, Any]) -> dict[str, Any]:
     """``outcome`` without what differs by nature between two graphs: table incarnations, commit
     ids, branch incarnations and heads."""
-    steps = [dict(step, commit=step["commit"] is not None) if isinstance(step, dict) and "commit" in step else step
-             for step in outcome["steps"]]
-    snapshots = [
-        omnigraph.Snapshot.from_document(document).to_dict() for document in outcome["snapshots"]
+    steps = [
+        dict(step, commit=step["commit"] is not None) if isinstance(step, dict) and "commit" in step else step for step in outcome["steps"]
     ]
+    snapshots = [omnigraph.Snapshot.from_document(document).to_dict() for document in outcome["snapshots"]]
     for document in snapshots:
         for table in document["tables"]:
             table["path"] = INCARNATION.sub("", table["path"])

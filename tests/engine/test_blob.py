@@ -27,24 +27,23 @@ SCHEMA = "node Doc { slug: String @key  body: Blob?  n: I32? }\n"
 LIMIT = 32 * 1024 * 1024
 PUT = "query put($slug: String, $body: Blob?) { insert Doc { slug: $slug, body: $body } }"
 PUT_TWO = (
-    "query two($a: String, $b: String, $body: Blob) {\n"
-    "  insert Doc { slug: $a, body: $body }\n  insert Doc { slug: $b, body: $body }\n}"
+    "query two($a: String, $b: String, $body: Blob) {\n  insert Doc { slug: $a, body: $body }\n  insert Doc { slug: $b, body: $body }\n}"
 )
 BUMP = "query bump($slug: String) { update Doc set { n: 5 } where slug = $slug }"
 
 
 def delete_object(uri: str) -> None:
     if uri.startswith("s3://"):
-        bucket, key = uri[len("s3://"):].split("/", 1)
+        bucket, key = uri[len("s3://") :].split("/", 1)
         boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"]).delete_object(Bucket=bucket, Key=key)
     else:
-        Path(uri[len("file://"):]).unlink()
+        Path(uri[len("file://") :]).unlink()
 
 
 def put_object(root: str, tmp_path: Path, name: str, data: bytes) -> str:
     """An external object beside the graph (same bucket on S3, outside the root); its URI."""
     if root.startswith("s3://"):
-        bucket = root[len("s3://"):].split("/", 1)[0]
+        bucket = root[len("s3://") :].split("/", 1)[0]
         boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"]).put_object(Bucket=bucket, Key=f"objects/{name}", Body=data)
         return f"s3://{bucket}/objects/{name}"
     path = tmp_path / "objects" / name

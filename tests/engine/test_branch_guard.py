@@ -36,8 +36,9 @@ def _load(uri: str, data: Path, branch: str = "main", failpoint: str | None = No
 
 def _held(argv: list[str], name: str) -> subprocess.Popen[str]:
     """Start ``argv`` and wait until it stops at failpoint ``name``."""
-    process = subprocess.Popen([str(a) for a in argv], env=_env_with(name + STOP_SUFFIX),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [str(a) for a in argv], env=_env_with(name + STOP_SUFFIX), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     wait_until_stopped(process.pid)
     return process
 
@@ -105,9 +106,7 @@ def test_a_killed_delete_is_reported_by_check_and_completed_by_recover(graph: st
     _assert_clean(graph)
 
 
-def test_a_delete_killed_inside_lance_leaves_nothing_that_blocks_the_next_branch_of_its_name(
-    graph: str, tmp_path: Path
-) -> None:
+def test_a_delete_killed_inside_lance_leaves_nothing_that_blocks_the_next_branch_of_its_name(graph: str, tmp_path: Path) -> None:
     """Killed after the manifest branch went, and inside Lance's delete of a table branch (its ref
     gone, its data left): `omnigraph recover` removes the data too, so a new ``tmp`` forks that
     table again."""
@@ -150,9 +149,7 @@ def test_a_branch_operation_while_another_holds_the_guard_is_refused(graph: str)
 
 
 @pytest.mark.parametrize("backend, recreate", [("local", False), ("local", True), ("s3", True)], indirect=["backend"])
-def test_a_write_whose_branch_went_away_before_arming_fails_typed_and_writes_nothing(
-    graph: str, tmp_path: Path, recreate: bool
-) -> None:
+def test_a_write_whose_branch_went_away_before_arming_fails_typed_and_writes_nothing(graph: str, tmp_path: Path, recreate: bool) -> None:
     data = write_jsonl(tmp_path, "h.jsonl", [person("h1", 4), '{"type": "Company", "data": {"name": "hc"}}'])
     held = _held([OMNIGRAPH, "load", "--mode", "append", "--data", data, "--branch", "tmp", graph], "write.after_prepare")
     try:
@@ -212,8 +209,14 @@ def test_an_intent_of_a_gone_incarnation_never_touches_the_new_branch(graph: str
     try:
         assert server.load([person("warm", 1)]).status_code == 200  # the server's graph is open read-write now
         omnigraph("branch", "create", "fresh", graph).ok()  # so both incarnations fork from one main image
-        deleter = subprocess.Popen([sys.executable, "-c", _DELETER, graph, "fresh"], cwd=PROJECT,
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deleter = subprocess.Popen(
+            [sys.executable, "-c", _DELETER, graph, "fresh"],
+            cwd=PROJECT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert deleter.stdout is not None and deleter.stdout.readline().strip() == "ready"
         crashed = _load(graph, write_jsonl(tmp_path, "h.jsonl", [person("h1", 4)]), "fresh", failpoint="write.after_fork")
         assert crashed.returncode == FAILPOINT_EXIT_STATUS

@@ -119,8 +119,13 @@ class HeldWriter:
         self.out.seek(0)
         self.err.seek(0)
         raw = self.out.read()
-        return Cli(("omnigraph", *self.args), self.returncode if self.returncode is not None else -1,
-                   raw.decode("utf-8", "replace"), self.err.read().decode("utf-8", "replace"), raw)
+        return Cli(
+            ("omnigraph", *self.args),
+            self.returncode if self.returncode is not None else -1,
+            raw.decode("utf-8", "replace"),
+            self.err.read().decode("utf-8", "replace"),
+            raw,
+        )
 
 
 @pytest.fixture
@@ -226,8 +231,14 @@ def http(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Reply:
 
 
 def http_load(client: httpx.Client, branch: str, lines: list[str]) -> Reply:
-    return http(client, "POST", f"/branches/{branch}/load", params={"mode": "append"},
-                content="".join(line + "\n" for line in lines).encode(), headers={"content-type": "application/x-ndjson"})
+    return http(
+        client,
+        "POST",
+        f"/branches/{branch}/load",
+        params={"mode": "append"},
+        content="".join(line + "\n" for line in lines).encode(),
+        headers={"content-type": "application/x-ndjson"},
+    )
 
 
 def assert_refused_for(reply_or_cli: Reply | Cli, intent: WriteIntent) -> None:
@@ -269,8 +280,7 @@ def branch_tables(uri: str, branch: str) -> dict[str, tuple[str | None, int, int
     """
     store = open_store(uri)
     return {
-        key: (entry.table_branch, entry.table_version, entry.row_count,
-              latest_version(store, entry.table_path, entry.table_branch))
+        key: (entry.table_branch, entry.table_version, entry.row_count, latest_version(store, entry.table_path, entry.table_branch))
         for key, entry in sorted(manifest_of(uri).snapshot(branch).tables.items())
     }
 
@@ -294,19 +304,19 @@ def intent_files(uri: str) -> list[str]:
 def lance_forks(uri: str) -> list[str]:
     """Every Lance branch of every table dataset, as ``<dataset>@<branch>``."""
     store = open_store(uri)
-    return [f"{kind}/{name}@{fork}" for kind in ("nodes", "edges") for name in store.list(kind)
-            for fork in list_branches(open_dataset(store, f"{kind}/{name}"))]
+    return [
+        f"{kind}/{name}@{fork}"
+        for kind in ("nodes", "edges")
+        for name in store.list(kind)
+        for fork in list_branches(open_dataset(store, f"{kind}/{name}"))
+    ]
 
 
 def stray_table_branches(uri: str) -> list[str]:
     """Lance branches of table datasets that no graph branch pins (forks left behind)."""
     store = open_store(uri)
     manifest = Manifest(store)
-    pinned = {
-        (entry.table_path, entry.table_branch)
-        for name in manifest.branches()
-        for entry in manifest.snapshot(name).tables.values()
-    }
+    pinned = {(entry.table_path, entry.table_branch) for name in manifest.branches() for entry in manifest.snapshot(name).tables.values()}
     stray = []
     for kind in ("nodes", "edges"):
         for name in store.list(kind):
@@ -695,6 +705,7 @@ def test_branch_churn_under_concurrent_writers(tmp_path: Path, cleanup: Any, see
                 target(*args)
             except BaseException as error:  # noqa: BLE001 - reported by the test below
                 crashed.append(f"{target.__name__}{args}: {type(error).__name__}: {error}")
+
         return threading.Thread(target=run)
 
     threads = [guarded(writer, i) for i in range(4)] + [guarded(churner), guarded(recoverer)]
@@ -723,8 +734,9 @@ def test_branch_churn_under_concurrent_writers(tmp_path: Path, cleanup: Any, see
     assert problems == [], summary
     assert_graph_sound(uri)
 
-    acked = {branch: {a.key for a in attempts if a.what == "load" and a.branch == branch and a.outcome == "ok"}
-             for branch in ("main", CHURN)}
+    acked = {
+        branch: {a.key for a in attempts if a.what == "load" and a.branch == branch and a.outcome == "ok"} for branch in ("main", CHURN)
+    }
     # A killed writer's effect can be taken into a concurrent commit on the same table that passed
     # its pin check just before the effect landed (Lance rebases an append onto an append), and a
     # write whose effect a dead writer's rollback undid ends recovery_required: both the write
@@ -735,8 +747,11 @@ def test_branch_churn_under_concurrent_writers(tmp_path: Path, cleanup: Any, see
     on_main, on_churn = set(ids_on(uri, "main")), set(ids_on(uri, CHURN))
     assert acked["main"] - on_main == set(), f"acknowledged writes lost on main\n{summary}"
     assert on_main - acked["main"] - killed == set(), f"rows of failed writes on main\n{summary}"
-    must_stay = {a.key for a in attempts if a.what == "load" and a.branch == CHURN and a.outcome == "ok"
-                 and not any(d.ended > a.started for d in deletes)}
+    must_stay = {
+        a.key
+        for a in attempts
+        if a.what == "load" and a.branch == CHURN and a.outcome == "ok" and not any(d.ended > a.started for d in deletes)
+    }
     assert must_stay - on_churn == set(), f"acknowledged writes lost on {CHURN}\n{summary}"
     assert on_churn - acked["main"] - acked[CHURN] - killed == set(), f"rows of failed writes on {CHURN}\n{summary}"
     # the churn did happen
@@ -784,9 +799,7 @@ def test_sigterm_of_two_workers_leaves_no_intent(tmp_path: Path, cleanup: Any) -
             blocker = cleanup.writer(HeldWriter(load_args(uri, tmp_path, "main", [person(f"b{round_index}")]), "write.after_effect"))
         replies: dict[str, Reply] = {}
 
-        def fire(
-            key: str, blocker: HeldWriter | None = blocker, server: Server = server, replies: dict[str, Reply] = replies
-        ) -> None:
+        def fire(key: str, blocker: HeldWriter | None = blocker, server: Server = server, replies: dict[str, Reply] = replies) -> None:
             records = [person(f"{key}-{k}") for k in range(500)] if blocker is None else wide_records(f"{key}-0")
             with httpx.Client(base_url=server.base_url, timeout=120.0) as client:
                 replies[key] = http_load(client, "main", records)

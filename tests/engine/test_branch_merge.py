@@ -43,11 +43,21 @@ def test_every_truth_table_row_in_one_merge(root_uri: str) -> None:
     assert document["parents"] == [target_head, source_head]
     assert document["changes"] == {"node:Person": {"inserted": 1, "updated": 1, "deleted": 1}}
     assert people(root_uri, "main") == {
-        "keep": 1, "src_upd": 20, "tgt_upd": 30, "same": 40, "new_src": 9, "new_tgt": 10,
+        "keep": 1,
+        "src_upd": 20,
+        "tgt_upd": 30,
+        "same": 40,
+        "new_src": 9,
+        "new_tgt": 10,
     }
     assert _head(root_uri, "main") == document["commit"]
     assert people(root_uri, "feature") == {
-        "keep": 1, "src_upd": 20, "tgt_upd": 3, "same": 40, "tgt_del": 6, "new_src": 9,
+        "keep": 1,
+        "src_upd": 20,
+        "tgt_upd": 3,
+        "same": 40,
+        "tgt_del": 6,
+        "new_src": 9,
     }
     # commit list: both parents, in JSON and in the human rendering; history includes both lines
     listed = invoke(OMNIGRAPH, "commit", "list", "--json", root_uri).ok().json()["commits"]
@@ -204,10 +214,15 @@ def test_missing_endpoints_and_unique_values_are_refused(root_uri: str) -> None:
     error = result.json()["error"]
     assert error["code"] == "merge_conflict"
     assert _without_fix(error["details"]["conflicts"]) == [
-        {"table_key": "edge:Knows", "id": "k1", "kind": "missing_endpoint", "column": "dst",
-         "node_type": "Person", "node_id": "b"},
-        {"table_key": "node:Person", "id": "e1", "kind": "unique_violation", "property": "email",
-         "value": "x@example.com", "existing_id": "e2"},
+        {"table_key": "edge:Knows", "id": "k1", "kind": "missing_endpoint", "column": "dst", "node_type": "Person", "node_id": "b"},
+        {
+            "table_key": "node:Person",
+            "id": "e1",
+            "kind": "unique_violation",
+            "property": "email",
+            "value": "x@example.com",
+            "existing_id": "e2",
+        },
     ]
     fixes = [p["fix"] for p in error["details"]["conflicts"]]
     assert fixes[0].startswith("feature brings edge k1 whose dst is Person 'b', which main does not have")
@@ -226,8 +241,7 @@ def test_a_source_delete_of_a_node_the_target_links_to_is_refused(root_uri: str)
     result = invoke(OMNIGRAPH, "branch", "merge", "feature", "--json", root_uri)
     [problem] = result.json()["error"]["details"]["conflicts"]
     assert _without_fix([problem]) == [
-        {"table_key": "edge:Knows", "id": "k1", "kind": "missing_endpoint", "column": "dst",
-         "node_type": "Person", "node_id": "b"},
+        {"table_key": "edge:Knows", "id": "k1", "kind": "missing_endpoint", "column": "dst", "node_type": "Person", "node_id": "b"},
     ]
     assert problem["fix"] == (
         "edge k1 on main has dst Person 'b', which feature deletes: delete the edge on main, or undo the delete on feature"

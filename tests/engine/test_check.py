@@ -157,8 +157,10 @@ def test_a_primary_key_other_than_id(tmp_path: Path) -> None:
     entry = Manifest(store).snapshot("main").table("node:Tag")
     schema = open_dataset(store, entry.table_path).schema
     fields = [
-        f.with_metadata({}) if f.name == "id"
-        else f.with_metadata({"lance-schema:unenforced-primary-key": "true"}) if f.name == "label"
+        f.with_metadata({})
+        if f.name == "id"
+        else f.with_metadata({"lance-schema:unenforced-primary-key": "true"})
+        if f.name == "label"
         else f
         for f in schema
     ]

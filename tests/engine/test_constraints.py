@@ -95,7 +95,10 @@ def _mutate(graph: Graph, records: list[dict[str, Any]]) -> object:
 
 
 WRITES: dict[str, Write] = {
-    "load-append": _load("append"), "load-merge": _load("merge"), "load-overwrite": _load("overwrite"), "mutate": _mutate,
+    "load-append": _load("append"),
+    "load-merge": _load("merge"),
+    "load-overwrite": _load("overwrite"),
+    "mutate": _mutate,
 }
 
 
@@ -109,25 +112,36 @@ class Case:
 
 CASES = {
     "range-high": Case(
-        [{"type": "Person", "data": {"name": "a", "age": 150}}], [{"type": "Person", "data": {"name": "b", "age": 151}}],
-        "Person.age value 151 is outside @range(age, 0..150)", {"type_name": "Person", "property": "age", "id": "b"},
+        [{"type": "Person", "data": {"name": "a", "age": 150}}],
+        [{"type": "Person", "data": {"name": "b", "age": 151}}],
+        "Person.age value 151 is outside @range(age, 0..150)",
+        {"type_name": "Person", "property": "age", "id": "b"},
     ),
     "range-low": Case(
-        [{"type": "Person", "data": {"name": "a", "age": 0}}], [{"type": "Person", "data": {"name": "b", "age": -1}}],
-        "Person.age value -1 is outside @range(age, 0..150)", {"type_name": "Person", "property": "age", "id": "b"},
+        [{"type": "Person", "data": {"name": "a", "age": 0}}],
+        [{"type": "Person", "data": {"name": "b", "age": -1}}],
+        "Person.age value -1 is outside @range(age, 0..150)",
+        {"type_name": "Person", "property": "age", "id": "b"},
     ),
     "check": Case(
-        [{"type": "Person", "data": {"name": "a", "code": "ABC"}}], [{"type": "Person", "data": {"name": "b", "code": "ABCD"}}],
-        "Person.code value 'ABCD' does not match @check(code, \"[A-Z]{3}\")", {"type_name": "Person", "property": "code", "id": "b"},
+        [{"type": "Person", "data": {"name": "a", "code": "ABC"}}],
+        [{"type": "Person", "data": {"name": "b", "code": "ABCD"}}],
+        "Person.code value 'ABCD' does not match @check(code, \"[A-Z]{3}\")",
+        {"type_name": "Person", "property": "code", "id": "b"},
     ),
     "unique": Case(
-        [{"type": "Company", "data": {"name": "y", "tenant": "t", "slot": 2}}, {"type": "Company", "data": {"name": "z", "tenant": "t"}},
-         {"type": "Company", "data": {"name": "z2", "tenant": "t"}}],
+        [
+            {"type": "Company", "data": {"name": "y", "tenant": "t", "slot": 2}},
+            {"type": "Company", "data": {"name": "z", "tenant": "t"}},
+            {"type": "Company", "data": {"name": "z2", "tenant": "t"}},
+        ],
         [{"type": "Company", "data": {"name": "y", "tenant": "t", "slot": 1}}],
-        "(tenant, slot)", {"type_name": "Company", "property": "tenant, slot", "id": "y"},
+        "(tenant, slot)",
+        {"type_name": "Company", "property": "tenant, slot", "id": "y"},
     ),
     "card-max": Case(
-        [{"edge": "WorksAt", "from": "q", "to": "x"}], [{"edge": "WorksAt", "from": "p", "to": "c2"}],
+        [{"edge": "WorksAt", "from": "q", "to": "x"}],
+        [{"edge": "WorksAt", "from": "p", "to": "c2"}],
         "Person 'p': would be the source of 2 WorksAt edge(s), outside @card(0..1)",
         {"type_name": "Person", "property": "WorksAt", "id": "p"},
     ),
@@ -161,8 +175,11 @@ def test_each_constraint_at_its_bound_and_one_past_it(tmp_path: Path, case: str,
     error = _refused(graph, tmp_path / "g", write, expected.refused)
     assert expected.fragment in error.message
     problem = error.details if path != "mutate" else error.details["problems"][0]
-    named = {"type_name": problem.get("type_name", problem.get("table_key", ":").split(":")[1]),
-             "property": problem.get("property", problem.get("edge")), "id": problem["id"]}
+    named = {
+        "type_name": problem.get("type_name", problem.get("table_key", ":").split(":")[1]),
+        "property": problem.get("property", problem.get("edge")),
+        "id": problem["id"],
+    }
     assert named == expected.details
     line = problem["line"]
     if path == "mutate":
@@ -223,10 +240,16 @@ def _merge_refused(graph: Graph, root: Path) -> MergeConflict:
 
 MERGES = {
     # (records loaded on main, records loaded on side, refused kind or None)
-    "unique": ([{"type": "Company", "data": {"name": "m", "tenant": "u", "slot": 1}}],
-               [{"type": "Company", "data": {"name": "s", "tenant": "u", "slot": 1}}], "unique_violation"),
-    "unique-ok": ([{"type": "Company", "data": {"name": "m", "tenant": "u", "slot": 1}}],
-                  [{"type": "Company", "data": {"name": "s", "tenant": "u", "slot": 2}}], None),
+    "unique": (
+        [{"type": "Company", "data": {"name": "m", "tenant": "u", "slot": 1}}],
+        [{"type": "Company", "data": {"name": "s", "tenant": "u", "slot": 1}}],
+        "unique_violation",
+    ),
+    "unique-ok": (
+        [{"type": "Company", "data": {"name": "m", "tenant": "u", "slot": 1}}],
+        [{"type": "Company", "data": {"name": "s", "tenant": "u", "slot": 2}}],
+        None,
+    ),
     "card-max": ([{"edge": "Lead", "from": "t1", "to": "q"}], [{"edge": "Lead", "from": "t1", "to": "r"}], "cardinality_violation"),
     "card-max-ok": ([{"edge": "Lead", "from": "t1", "to": "q"}], [{"type": "Person", "data": {"name": "s", "age": 150}}], None),
 }
@@ -267,8 +290,10 @@ def test_merge_and_mutate_check_value_rules_of_incoming_rows(tmp_path: Path) -> 
         schema=table.arrow_schema(with_pk=True),
     )
     snapshot = graph.manifest.snapshot("main")
-    problems = constraint_problems(graph, snapshot, {"node:Person": TableChanges("node:Person", inserts=["a", "b"])},
-                                   {"node:Person": rows}, "side")
+    problems = constraint_problems(
+        graph, snapshot, {"node:Person": TableChanges("node:Person", inserts=["a", "b"])}, {"node:Person": rows}, "side"
+    )
     assert [(p["kind"], p["id"], p["property"], p["value"]) for p in problems] == [
-        ("range_violation", "b", "age", 151), ("check_violation", "b", "code", "AB"),
+        ("range_violation", "b", "age", 151),
+        ("check_violation", "b", "code", "AB"),
     ]

@@ -45,27 +45,39 @@ def _people(prefix: str, count: int) -> list[str]:
 BAD_FILES: dict[str, tuple[list[str], str, int, list[str]]] = {
     "malformed_json": (  # blank lines are counted
         [person("Zed"), "", '{"type": "Person", "data": {"name": "Quin"', person("Yon")],
-        "main", 3, ["malformed JSON"],
+        "main",
+        3,
+        ["malformed JSON"],
     ),
     "unknown_type": (
         [person("Zed"), person("Quin"), '{"type": "Robot", "data": {"name": "R2"}}'],
-        "main", 3, ["Robot"],
+        "main",
+        3,
+        ["Robot"],
     ),
     "unknown_property": (
         [person("Zed"), person("Quin", height=180)],
-        "feat", 2, ["height"],
+        "feat",
+        2,
+        ["height"],
     ),
     "wrong_type": (
         [person("Zed"), '{"type": "Person", "data": {"name": "Quin", "age": "old"}}'],
-        "main", 2, ["age"],
+        "main",
+        2,
+        ["age"],
     ),
     "missing_endpoint": (
         [person("Zed"), person("Yon"), knows("Zed", "Yon", "knows-zed-yon"), knows("Zed", "Nobody", "knows-zed-nobody")],
-        "feat", 4, ["missing endpoint", "Nobody"],
+        "feat",
+        4,
+        ["missing endpoint", "Nobody"],
     ),
     "duplicate_id": (
         [person("Zed"), person("Yon"), person("Zed", age=3)],
-        "main", 3, ["Zed", "line 1"],
+        "main",
+        3,
+        ["Zed", "line 1"],
     ),
 }
 
@@ -74,23 +86,33 @@ BAD_FILES: dict[str, tuple[list[str], str, int, list[str]]] = {
 MORE_BAD_FILES: dict[str, tuple[list[str], str, int, list[str]]] = {
     "duplicate_unique_value": (
         [person("Zed", email="z@example.org"), person("Yon", email="z@example.org")],
-        "feat", 2, ["z@example.org", "line 1"],
+        "feat",
+        2,
+        ["z@example.org", "line 1"],
     ),
     "duplicate_json_member": (
         [person("Zed"), '{"type": "Person", "data": {"name": "Quin", "name": "Quinn"}}'],
-        "main", 2, ["duplicate JSON member"],
+        "main",
+        2,
+        ["duplicate JSON member"],
     ),
     "unexpected_top_level_key": (
         [person("Zed"), '{"type": "Person", "data": {"name": "Quin"}, "note": "x"}'],
-        "main", 2, ["note"],
+        "main",
+        2,
+        ["note"],
     ),
     "endpoint_of_the_wrong_type": (
         [person("Zed"), knows("Acme", "Zed", "knows-acme-zed")],
-        "main", 2, ["missing endpoint", "Acme"],
+        "main",
+        2,
+        ["missing endpoint", "Acme"],
     ),
     "explicit_id_differs_from_key": (
         [person("Zed"), '{"type": "Person", "data": {"id": "Bob", "name": "Robert"}}'],
-        "main", 2, ["Bob", "Robert"],
+        "main",
+        2,
+        ["Bob", "Robert"],
     ),
 }
 
@@ -113,9 +135,7 @@ def test_refused_loads_change_nothing(root_uri: str, tmp_path: Path) -> None:
         data = write_jsonl(tmp_path, f"{name}.jsonl", lines)
         per_line[name] = (["--mode", "append", "--branch", branch, "--data", data], line, words)
     for mode in ("merge", "overwrite"):  # a duplicate within one file is an error in every mode
-        per_line[f"duplicate_id/{mode}"] = (
-            ["--mode", mode, "--data", tmp_path / "duplicate_id.jsonl"], *BAD_FILES["duplicate_id"][2:]
-        )
+        per_line[f"duplicate_id/{mode}"] = (["--mode", mode, "--data", tmp_path / "duplicate_id.jsonl"], *BAD_FILES["duplicate_id"][2:])
     taken = write_jsonl(tmp_path, "taken.jsonl", [person("Zed"), person("Quin", email="alice@example.com")])
     per_line["unique_taken"] = (["--mode", "merge", "--data", taken], 2, ["alice@example.com"])
     for name, (args, line, words) in per_line.items():
@@ -159,7 +179,9 @@ def test_refused_loads_change_nothing(root_uri: str, tmp_path: Path) -> None:
         error = result.json()["error"]
         assert error["code"] == "resource_limit", result.describe()
         assert {k: error["details"].get(k) for k in ("resource", "limit", "actual")} == {
-            "resource": "rows", "limit": LIMIT, "actual": LIMIT + 1,
+            "resource": "rows",
+            "limit": LIMIT,
+            "actual": LIMIT + 1,
         }, result.describe()
     assert usage.returncode == 2, usage.describe()
     assert "--mode" in usage.stderr and usage.stdout == ""
@@ -225,8 +247,7 @@ def test_a_chunked_load_that_fails_part_way_names_the_chunks_that_landed(tmp_pat
 
 def test_init_over_an_interrupted_init_says_so(tmp_path: Path) -> None:
     uri = tmp_path / "g"
-    crashed = omnigraph("init", "--schema", str(SCHEMA_PATH), str(uri),
-                        env={"OMNIGRAPH_FAILPOINTS": "init.before_manifest"})
+    crashed = omnigraph("init", "--schema", str(SCHEMA_PATH), str(uri), env={"OMNIGRAPH_FAILPOINTS": "init.before_manifest"})
     assert crashed.returncode == 86
     again = omnigraph("init", "--schema", str(SCHEMA_PATH), str(uri))
     assert again.returncode == 1 and "interrupted init" in again.stderr

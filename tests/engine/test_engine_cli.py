@@ -33,12 +33,24 @@ from tests.support.graph_helpers import (
 )
 
 EXAMPLE_TABLES = [
-    "edge:Knows", "edge:WorksAt", "edge:Wrote",
-    "node:Company", "node:Doc", "node:Membership", "node:Person", "node:Tag",
+    "edge:Knows",
+    "edge:WorksAt",
+    "edge:Wrote",
+    "node:Company",
+    "node:Doc",
+    "node:Membership",
+    "node:Person",
+    "node:Tag",
 ]
 EXAMPLE_ROWS = {
-    "edge:Knows": 6, "edge:WorksAt": 5, "edge:Wrote": 5,
-    "node:Company": 3, "node:Doc": 5, "node:Membership": 5, "node:Person": 8, "node:Tag": 4,
+    "edge:Knows": 6,
+    "edge:WorksAt": 5,
+    "edge:Wrote": 5,
+    "node:Company": 3,
+    "node:Doc": 5,
+    "node:Membership": 5,
+    "node:Person": 8,
+    "node:Tag": 4,
 }
 
 
@@ -164,8 +176,7 @@ def test_load_modes(root_uri: str, tmp_path: Path) -> None:
     # overwrite: only the tables present in the file are replaced, and they keep the PK
     before_snapshot = {t["table_key"]: t for t in snapshot(root_uri)["tables"]}
     before_lines = export_text(root_uri).splitlines()
-    tags = ['{"type": "Tag", "data": {"id": "tag-new", "label": "new"}}',
-            '{"type": "Tag", "data": {"id": "tag-other", "label": "other"}}']
+    tags = ['{"type": "Tag", "data": {"id": "tag-new", "label": "new"}}', '{"type": "Tag", "data": {"id": "tag-other", "label": "other"}}']
     data = write_jsonl(tmp_path, "tags.jsonl", tags)
     invoke(OMNIGRAPH, "load", "--mode", "overwrite", "--data", data, root_uri).ok()
     after_snapshot = {t["table_key"]: t for t in snapshot(root_uri)["tables"]}

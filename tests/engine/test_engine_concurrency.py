@@ -79,9 +79,7 @@ def test_same_id_race_on_a_lazy_branch_has_one_winner(root_uri: str, tmp_path: P
 
     create_branch(graph, "feat")
     files = [_person_file(tmp_path, "lazy-racer", f"l{i}") for i in range(WRITERS)]
-    outcomes = race(
-        "omnigraph", [["load", "--mode", "append", "--branch", "feat", "--data", f, "--json", root_uri] for f in files]
-    )
+    outcomes = race("omnigraph", [["load", "--mode", "append", "--branch", "feat", "--data", f, "--json", root_uri] for f in files])
     assert sorted(o.returncode for o in outcomes) == [0] + [1] * (WRITERS - 1), [o.stderr for o in outcomes]
     assert _ids_on(root_uri, "feat", "node:Person") == ["lazy-racer"]
     assert _ids_on(root_uri, "main", "node:Person") == []

@@ -52,7 +52,10 @@ def _run_load(uri: str, data: Path, branch: str, failpoint: str | None) -> subpr
         env[FAILPOINT_ENV] = failpoint
     return subprocess.run(
         [OMNIGRAPH, "load", "--mode", "append", "--data", str(data), "--branch", branch, uri],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -73,9 +76,7 @@ CASES = [
     [("local", f, b, p) for f, b, p, _ in CASES] + [("s3", f, b, p) for f, b, p, on_s3 in CASES if on_s3],
     indirect=["backend"],
 )
-def test_crashed_commit_converges_on_next_open(
-    root_uri: str, tmp_path: Path, failpoint: str, branch: str, published: bool
-) -> None:
+def test_crashed_commit_converges_on_next_open(root_uri: str, tmp_path: Path, failpoint: str, branch: str, published: bool) -> None:
     graph = init_graph(root_uri, SCHEMA, FENCED_PROFILE)
     load(graph, _jsonl(BASE), mode="append", branch="main", actor="test")
     create_branch(graph, "feat")
@@ -146,9 +147,22 @@ def test_an_intent_disarmed_while_listing_is_skipped(tmp_path: Path, monkeypatch
 
     store = open_store(str(tmp_path / "g"))
     for operation_id in ("01AAAA0000000000000000000", "01BBBB0000000000000000000"):
-        arm(store, WriteIntent(operation_id=operation_id, graph_branch="main", base_manifest_version=1,
-                               base_commit_id="c", tables=[], actor="t", program="omnigraph", host="h",
-                               pid=1, process_start=None, created_at=0))
+        arm(
+            store,
+            WriteIntent(
+                operation_id=operation_id,
+                graph_branch="main",
+                base_manifest_version=1,
+                base_commit_id="c",
+                tables=[],
+                actor="t",
+                program="omnigraph",
+                host="h",
+                pid=1,
+                process_start=None,
+                created_at=0,
+            ),
+        )
     real_read = GraphStore.read_bytes
 
     def read_then_vanish(self: GraphStore, rel: str) -> bytes:
@@ -168,9 +182,19 @@ def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypa
         raise PermissionError(pid)
 
     monkeypatch.setattr(os, "kill", refuse)
-    dead = WriteIntent(operation_id="01PID0000000000000000000", graph_branch="main", base_manifest_version=1,
-                       base_commit_id="c", tables=[], actor="t", program="omnigraph", host=this_host(),
-                       pid=1, process_start="not-the-real-start", created_at=0)
+    dead = WriteIntent(
+        operation_id="01PID0000000000000000000",
+        graph_branch="main",
+        base_manifest_version=1,
+        base_commit_id="c",
+        tables=[],
+        actor="t",
+        program="omnigraph",
+        host=this_host(),
+        pid=1,
+        process_start="not-the-real-start",
+        created_at=0,
+    )
     assert owner_is_alive(dead) is False
     parent = os.getppid()  # a live process other than this one (this one's own intents are told apart otherwise)
     live = dead.model_copy(update={"pid": parent, "process_start": process_start_marker(parent)})
@@ -183,9 +207,19 @@ def test_this_processs_intent_is_alive_only_while_its_commit_runs(tmp_path: Path
     from omnigraph.engine.reconcile import WriteIntent, intents, owner_is_alive, process_start_marker, this_host
 
     store = open_store(str(tmp_path / "g"))
-    mine = WriteIntent(operation_id="01OWN0000000000000000000", graph_branch="main", base_manifest_version=1,
-                       base_commit_id="c", tables=[], actor="t", program="omnigraph", host=this_host(),
-                       pid=os.getpid(), process_start=process_start_marker(os.getpid()), created_at=0)
+    mine = WriteIntent(
+        operation_id="01OWN0000000000000000000",
+        graph_branch="main",
+        base_manifest_version=1,
+        base_commit_id="c",
+        tables=[],
+        actor="t",
+        program="omnigraph",
+        host=this_host(),
+        pid=os.getpid(),
+        process_start=process_start_marker(os.getpid()),
+        created_at=0,
+    )
     intents.arm(store, mine)
     assert owner_is_alive(mine) is True
     intents.abandon(mine.operation_id)

@@ -37,8 +37,9 @@ LATE_ROWS = {
 
 def migrate(*args: str) -> Cli:
     """``omnigraph-migrate`` in this process (never with a failpoint armed)."""
-    result = CliRunner().invoke(migrate_cli, list(args), env={"OMNIGRAPH_FAILPOINTS": None}, catch_exceptions=False,
-                                prog_name="omnigraph-migrate")
+    result = CliRunner().invoke(
+        migrate_cli, list(args), env={"OMNIGRAPH_FAILPOINTS": None}, catch_exceptions=False, prog_name="omnigraph-migrate"
+    )
     return Cli(("omnigraph-migrate", *args), result.exit_code, result.stdout, result.stderr)
 
 

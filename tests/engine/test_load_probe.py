@@ -51,9 +51,7 @@ def _intents(uri: str) -> list[str]:
     return sorted(name for name in open_store(uri).list("__recovery") if name.endswith(".json"))
 
 
-def test_a_fenced_strict_insert_of_one_table_probes_nothing_and_still_refuses_an_existing_id(
-    tmp_path: Path, probes: list[int]
-) -> None:
+def test_a_fenced_strict_insert_of_one_table_probes_nothing_and_still_refuses_an_existing_id(tmp_path: Path, probes: list[int]) -> None:
     uri = str(tmp_path / "g")
     graph = init(uri)
     load(graph, _people(["p001", "p002", "p003"]), mode="append", branch="main", actor=ACTOR, chunk_rows=2)
@@ -107,8 +105,15 @@ def test_a_commit_between_chunks_is_probed_again_and_its_conflict_refused(tmp_pa
             load(graph, _people(["p007"]), mode="append", branch="main", actor="other")
 
     with pytest.raises(KeyConflict) as refused:
-        load(graph, _people([f"p{i:03d}" for i in range(10)]), mode="append", branch="main", actor=ACTOR,
-             chunk_rows=3, progress=between_chunks)
+        load(
+            graph,
+            _people([f"p{i:03d}" for i in range(10)]),
+            mode="append",
+            branch="main",
+            actor=ACTOR,
+            chunk_rows=3,
+            progress=between_chunks,
+        )
     assert refused.value.details["entity_id"] == "p007"
     assert refused.value.details["chunks_total"] == 4 and len(refused.value.details["committed_chunks"]) == 2
     assert probes == [10, 1, 7]  # the load, the other writer's own probe, the load again

@@ -374,11 +374,21 @@ def test_optimize_cleanup_keeps_a_version_a_migration_sidecar_pins(root_uri: str
     path = Manifest(store).snapshot("main").table(PERSON).table_path
     migration_id = new_ulid()
     unit = UnitPlan(
-        unit_id="main~node-Person", graph_branch="main", branch_incarnation="main", table_key=PERSON,
-        table_path=path, pinned_table_branch=None, pinned_table_version=unpinned, image_id=f"{path}@main@v{unpinned}",
+        unit_id="main~node-Person",
+        graph_branch="main",
+        branch_incarnation="main",
+        table_key=PERSON,
+        table_path=path,
+        pinned_table_branch=None,
+        pinned_table_version=unpinned,
+        image_id=f"{path}@main@v{unpinned}",
     )
     sidecar = UnitSidecar(
-        migration_id=migration_id, token="t", unit=unit, planned_fork=None, planned_pk=["id"],
+        migration_id=migration_id,
+        token="t",
+        unit=unit,
+        planned_fork=None,
+        planned_pk=["id"],
         manifest_delta=ManifestDelta(
             graph_branch="main", table_key=PERSON, table_branch=None, migration_id=migration_id, migration_unit=unit.unit_id
         ),

@@ -38,7 +38,10 @@ def _run_merge(uri: str, into: str, failpoint: str | None) -> subprocess.Complet
         env[FAILPOINT_ENV] = failpoint
     return subprocess.run(
         [OMNIGRAPH, "branch", "merge", "feature", "--into", into, uri],
-        env=env, capture_output=True, text=True, timeout=180,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
 
 

@@ -31,8 +31,11 @@ query link($id: String, $a: String, $b: String) { insert Knows { id: $id, from: 
 Op = tuple[str, str, int, str, str]
 ops = st.lists(
     st.tuples(
-        st.sampled_from(["put", "bump", "remove", "link"]), st.sampled_from(NAMES), st.integers(0, 2),
-        st.sampled_from(EDGE_IDS), st.sampled_from(NAMES),
+        st.sampled_from(["put", "bump", "remove", "link"]),
+        st.sampled_from(NAMES),
+        st.integers(0, 2),
+        st.sampled_from(EDGE_IDS),
+        st.sampled_from(NAMES),
     ),
     min_size=1,
     max_size=4,
@@ -62,8 +65,7 @@ def _three_way(table_key: str, base: dict, source: dict, target: dict) -> tuple[
             else:
                 merged[key] = theirs
             continue
-        kind = "divergent_insert" if was == ABSENT else (
-            "delete_vs_update" if ABSENT in (theirs, ours) else "divergent_update")
+        kind = "divergent_insert" if was == ABSENT else ("delete_vs_update" if ABSENT in (theirs, ours) else "divergent_update")
         conflicts.append({"table_key": table_key, "id": key, "kind": kind})
     return merged, conflicts
 
@@ -86,7 +88,9 @@ def _apply(graph, branch: str, model: Model, operations: list[Op]) -> int:
     commits = 0
     for op, name, age, edge_id, other in operations:
         params: dict[str, object] = {
-            "put": {"name": name, "age": age}, "bump": {"name": name, "age": age}, "remove": {"name": name},
+            "put": {"name": name, "age": age},
+            "bump": {"name": name, "age": age},
+            "remove": {"name": name},
             "link": {"id": edge_id, "a": name, "b": other},
         }[op]
         try:

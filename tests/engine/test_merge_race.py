@@ -40,9 +40,9 @@ def test_a_merge_insert_racing_strict_inserts_of_the_same_id_has_one_winner(root
         assert merge.json()["outcome"] == "fast_forward"
         assert final == {"a": 1, "x": 1}
     else:
-        assert merge.json()["error"]["details"]["conflicts"] == [
-            {"table_key": "node:Person", "id": "x", "kind": "divergent_insert"}
-        ], merge.stderr
+        assert merge.json()["error"]["details"]["conflicts"] == [{"table_key": "node:Person", "id": "x", "kind": "divergent_insert"}], (
+            merge.stderr
+        )
         assert final == {"a": 1, "x": 2}
     for loser in (o for o in loads if o.returncode != 0):
         assert loser.json()["error"]["code"] == "key_conflict", loser.stderr

@@ -83,8 +83,13 @@ def _records(uri: str, branch: str = "main") -> dict[tuple[str, str], dict]:
 def test_reference_examples(root_uri: str) -> None:
     graph = _graph(root_uri)
     onboarded = _run(graph, REFERENCE_QUERIES, "onboard", name="Ann")
-    assert onboarded.document() == {"affected_nodes": 1, "affected_edges": 1, "distinct_nodes": 1, "distinct_edges": 1,
-                                    "commit": onboarded.commit.commit_id}
+    assert onboarded.document() == {
+        "affected_nodes": 1,
+        "affected_edges": 1,
+        "distinct_nodes": 1,
+        "distinct_edges": 1,
+        "commit": onboarded.commit.commit_id,
+    }
     records = _records(root_uri)
     assert records[("node:Person", "Ann")]["data"] == {"id": "Ann", "name": "Ann", "age": 30}
     [works] = [r for k, r in records.items() if k[0] == "edge:WorksAt"]
@@ -244,15 +249,43 @@ def test_cli_names_params_branch_and_if_commit(root_uri: str, tmp_path: Path) ->
     assert bad_json.returncode == 2
     head = commit_ids(root_uri)[0]
     create_branch(open_graph(root_uri, FENCED_PROFILE, write=True), "feat")
-    on_branch = invoke(OMNIGRAPH, "mutate", "--query", query, "--name", "rename_title", "--params", '{"name": "Bob", "age": 41}',
-                       "--branch", "feat", "--if-commit", head, "--json", root_uri)
+    on_branch = invoke(
+        OMNIGRAPH,
+        "mutate",
+        "--query",
+        query,
+        "--name",
+        "rename_title",
+        "--params",
+        '{"name": "Bob", "age": 41}',
+        "--branch",
+        "feat",
+        "--if-commit",
+        head,
+        "--json",
+        root_uri,
+    )
     assert on_branch.returncode == 0, on_branch.describe()
     assert on_branch.json()["affected_nodes"] == 1
     assert _records(root_uri, "feat")[("node:Person", "Bob")]["data"]["age"] == 41
     assert _records(root_uri)[("node:Person", "Bob")]["data"]["age"] == 40
     before = storage_state(root_uri)
-    stale = invoke(OMNIGRAPH, "mutate", "--query", query, "--name", "remove", "--params", '{"name": "Bob"}',
-                   "--branch", "feat", "--if-commit", head, "--json", root_uri)
+    stale = invoke(
+        OMNIGRAPH,
+        "mutate",
+        "--query",
+        query,
+        "--name",
+        "remove",
+        "--params",
+        '{"name": "Bob"}',
+        "--branch",
+        "feat",
+        "--if-commit",
+        head,
+        "--json",
+        root_uri,
+    )
     assert stale.returncode == 1
     error = stale.json()["error"]
     assert error["code"] == "precondition_failed"
@@ -272,12 +305,12 @@ def test_update_refusals_and_validation(root_uri: str) -> None:
         ('query q() { insert Knows { from: "Bob", to: "Zed" } }', None, "line 1: the mutation is invalid: edge:Knows"),
         ('query q() { insert Person { name: "Bob", age: "x" } }', (1, 47, '"x"'), "expected I32"),
         ('query q($a: I64) { update Person set { age: $a } where name = "Bob" }', (1, 45, "$a"), "declared I64"),
-        ('query q($a: I32?) { update Person set { age: 1 } where age = $a }', (1, 62, "$a"), "nullable"),
+        ("query q($a: I32?) { update Person set { age: 1 } where age = $a }", (1, 62, "$a"), "nullable"),
         ('query q() { insert Person { name: "Bob", age: now() } }', (1, 47, "now"), "now() is a DateTime"),
-        ('query q() { insert Tag { } }', (1, 20, "Tag"), "needs property 'label'"),
-        ('query q() { insert Nope { } }', (1, 20, "Nope"), "unknown node or edge type"),
-        ('query q() { delete Person where name = null }', (1, 40, "null"), "null is not allowed"),
-        ('query q() { insert Person { name: $who } }', (1, 35, "$who"), "undeclared parameter"),
+        ("query q() { insert Tag { } }", (1, 20, "Tag"), "needs property 'label'"),
+        ("query q() { insert Nope { } }", (1, 20, "Nope"), "unknown node or edge type"),
+        ("query q() { delete Person where name = null }", (1, 40, "null"), "null is not allowed"),
+        ("query q() { insert Person { name: $who } }", (1, 35, "$who"), "undeclared parameter"),
     ]
     for source, where, text in cases:
         with pytest.raises(BadRequest) as refused:
@@ -302,7 +335,7 @@ def test_update_refusals_and_validation(root_uri: str) -> None:
         ("", 1, 1, "", "at least one query"),
         ("query q() { delete Tag where id = 1 } query q() { delete Tag where id = 2 }", 1, 45, "q", "duplicate query name"),
         ("query q() { insert Tag { label: [1, [2]] } }", 1, 37, "[", "scalar literals only"),
-        ("query q() { insert Tag { label: \"a\" label: \"b\" } }", 1, 37, "label", "a line break or '}'"),
+        ('query q() { insert Tag { label: "a" label: "b" } }', 1, 37, "label", "a line break or '}'"),
     ],
 )
 def test_parse_errors_name_line_column_and_token(source: str, line: int, column: int, token: str, text: str) -> None:

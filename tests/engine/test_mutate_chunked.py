@@ -50,8 +50,7 @@ def test_a_chunked_delete_killed_between_chunks_is_finished_by_its_resume_comman
     _graph(uri)
     query = tmp_path / "q.gq"
     query.write_text('query thin() { delete Person where name >= "p04000" }\n')
-    killed = run_cli(OMNIGRAPH, "mutate", "--query", query, "--chunk-rows", "1500", uri,
-                     env={"OMNIGRAPH_FAILPOINTS": "mutate.after_chunk"})
+    killed = run_cli(OMNIGRAPH, "mutate", "--query", query, "--chunk-rows", "1500", uri, env={"OMNIGRAPH_FAILPOINTS": "mutate.after_chunk"})
     assert killed.returncode == FAILPOINT_EXIT_STATUS, killed.describe()
     assert len(_ages(uri)) == PEOPLE - 1500  # one chunk committed and recorded
     command = first_command(killed.stderr)

@@ -55,9 +55,10 @@ def _query(tmp_path: Path, source: str) -> str:
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_eight_processes_upserting_one_keyed_node(root_uri: str, tmp_path: Path) -> None:
     _graph(root_uri)
-    query = _query(tmp_path, "query up($age: I32) { insert Person { name: \"racer\", age: $age } }")
-    outcomes = race("omnigraph", [["mutate", "--query", query, "--params", json.dumps({"age": 100 + i}), "--json", root_uri]
-                                  for i in range(WRITERS)])
+    query = _query(tmp_path, 'query up($age: I32) { insert Person { name: "racer", age: $age } }')
+    outcomes = race(
+        "omnigraph", [["mutate", "--query", query, "--params", json.dumps({"age": 100 + i}), "--json", root_uri] for i in range(WRITERS)]
+    )
     succeeded = []
     for index, outcome in enumerate(outcomes):
         if outcome.returncode == 0:
@@ -110,8 +111,10 @@ def _interleave(monkeypatch: pytest.MonkeyPatch, other: Callable[[], None]) -> l
 def test_a_strict_insert_racing_a_disjoint_insert_is_reprepared(root_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     graph = _graph(root_uri)
     second = open_graph(root_uri, FENCED_PROFILE, write=True)
-    evaluations = _interleave(monkeypatch, lambda: load(
-        second, b'{"type": "Tag", "data": {"id": "theirs", "label": "y"}}\n', mode="append", branch="main", actor="other"))
+    evaluations = _interleave(
+        monkeypatch,
+        lambda: load(second, b'{"type": "Tag", "data": {"id": "theirs", "label": "y"}}\n', mode="append", branch="main", actor="other"),
+    )
     result = mutate(graph, 'query q() { insert Tag { id: "ours", label: "x" } }', branch="main", actor="tests")
     assert len(evaluations) == 2  # the stale attempt was discarded and prepared again
     assert result.affected_nodes == 1
@@ -122,29 +125,34 @@ def test_a_strict_insert_racing_a_disjoint_insert_is_reprepared(root_uri: str, m
 def test_a_strict_insert_racing_the_same_id_is_key_conflict(root_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     graph = _graph(root_uri)
     second = open_graph(root_uri, FENCED_PROFILE, write=True)
-    _interleave(monkeypatch, lambda: load(
-        second, b'{"type": "Tag", "data": {"id": "same", "label": "theirs"}}\n', mode="append", branch="main", actor="other"))
+    _interleave(
+        monkeypatch,
+        lambda: load(second, b'{"type": "Tag", "data": {"id": "same", "label": "theirs"}}\n', mode="append", branch="main", actor="other"),
+    )
     with pytest.raises(KeyConflict) as conflict:
         mutate(graph, 'query q() { insert Tag { id: "same", label: "ours" } }', branch="main", actor="tests")
     assert conflict.value.details == {"entity_kind": "node", "type_name": "Tag", "entity_id": "same"}
     assert [r["data"]["label"] for r in _rows(root_uri, "Tag")] == ["theirs"]
 
 
-@pytest.mark.parametrize("backend, source", [
-    ("local", 'query q() { update Person set { age: 7 } where name = "a" }'),
-    ("s3", 'query q() { update Person set { age: 7 } where name = "a" }'),
-    ("local", 'query q() { delete Person where name = "a" }'),
-], indirect=["backend"])
-def test_update_and_delete_racing_a_commit_are_read_set_conflicts(
-    root_uri: str, monkeypatch: pytest.MonkeyPatch, source: str
-) -> None:
+@pytest.mark.parametrize(
+    "backend, source",
+    [
+        ("local", 'query q() { update Person set { age: 7 } where name = "a" }'),
+        ("s3", 'query q() { update Person set { age: 7 } where name = "a" }'),
+        ("local", 'query q() { delete Person where name = "a" }'),
+    ],
+    indirect=["backend"],
+)
+def test_update_and_delete_racing_a_commit_are_read_set_conflicts(root_uri: str, monkeypatch: pytest.MonkeyPatch, source: str) -> None:
     graph = _graph(root_uri)
     second = open_graph(root_uri, FENCED_PROFILE, write=True)
     moved: list[str] = []
 
     def other() -> None:
-        moved.append(mutate(second, 'query o() { update Person set { age: 9 } where name = "a" }', branch="main", actor="o")
-                     .commit.commit_id)
+        moved.append(
+            mutate(second, 'query o() { update Person set { age: 9 } where name = "a" }', branch="main", actor="o").commit.commit_id
+        )
 
     _interleave(monkeypatch, other)
     before_head = graph.manifest.snapshot("main").head.commit_id

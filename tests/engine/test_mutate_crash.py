@@ -55,8 +55,11 @@ query w() {
 DELETE = 'query d() { delete Person where name = "b" }'
 BEFORE = {"Person": {"a": 1, "b": 2, "c": 3}, "Tag": {"t1": "old"}, "Knows": {"k0": ("a", "b")}}
 AFTER = {
-    WRITE: {"Person": {"a": 10, "b": 2, "c": 3, "d": 4}, "Tag": {"t1": "changed", "t2": "new"},
-            "Knows": {"k0": ("a", "b"), "k1": ("a", "d")}},
+    WRITE: {
+        "Person": {"a": 10, "b": 2, "c": 3, "d": 4},
+        "Tag": {"t1": "changed", "t2": "new"},
+        "Knows": {"k0": ("a", "b"), "k1": ("a", "d")},
+    },
     DELETE: {"Person": {"a": 1, "c": 3}, "Tag": {"t1": "old"}, "Knows": {}},
 }
 
@@ -80,8 +83,13 @@ def _run(uri: str, query: Path, branch: str, failpoint: str | None) -> subproces
     env.pop(FAILPOINT_ENV, None)
     if failpoint:
         env[FAILPOINT_ENV] = failpoint
-    return subprocess.run([OMNIGRAPH, "mutate", "--query", str(query), "--branch", branch, "--json", uri],
-                          env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [OMNIGRAPH, "mutate", "--query", str(query), "--branch", branch, "--json", uri],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 CASES = [
@@ -99,7 +107,7 @@ CASES = [
 @pytest.mark.parametrize(
     "failpoint, branch, source, published",
     CASES,
-    ids=lambda value: ("write" if value == WRITE else "delete" if value == DELETE else str(value)),
+    ids=lambda value: "write" if value == WRITE else "delete" if value == DELETE else str(value),
 )
 def test_a_crashed_mutation_converges_on_the_next_open(
     root_uri: str, tmp_path: Path, failpoint: str, branch: str, source: str, published: bool

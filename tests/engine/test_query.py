@@ -33,11 +33,24 @@ edge Knows:   Person -> Person { since: Date? }
 edge WorksAt: Person -> Company
 """
 PEOPLE = [
-    {"name": "Ann", "age": 30, "score": 2.7, "height": 2.0, "born": "2000-01-31", "seen": "2024-01-31T09:30:00Z",
-     "nick": "50%_off", "tags": ["a", "b"]},
+    {
+        "name": "Ann",
+        "age": 30,
+        "score": 2.7,
+        "height": 2.0,
+        "born": "2000-01-31",
+        "seen": "2024-01-31T09:30:00Z",
+        "nick": "50%_off",
+        "tags": ["a", "b"],
+    },
     {"name": "Bob", "age": 2, "score": 2.5, "height": 2.7, "born": "1999-12-31", "nick": "x_y", "tags": []},
-    {"name": "Cy"}, {"name": "Dee", "age": 41}, {"name": "Eve", "age": 25}, {"name": "Acme"}, {"name": "Globex"},
-    {"name": 'Q"\\'}, {"name": "Zoë"},
+    {"name": "Cy"},
+    {"name": "Dee", "age": 41},
+    {"name": "Eve", "age": 25},
+    {"name": "Acme"},
+    {"name": "Globex"},
+    {"name": 'Q"\\'},
+    {"name": "Zoë"},
 ]
 KNOWS = [("Ann", "Bob"), ("Ann", "Bob"), ("Bob", "Cy"), ("Cy", "Ann"), ("Cy", "Dee"), ("Eve", "Eve"), ("Dee", "Acme")]
 WORKS = [("Ann", "Acme"), ("Dee", "Globex"), ("Acme", "Acme"), ("Globex", "Acme")]
@@ -83,14 +96,18 @@ def test_binding_again_adds_constraints(graph: Graph) -> None:
 
 def test_unrelated_bindings_are_a_cross_product(graph: Graph) -> None:
     assert rows(graph, 'match { $p: Person { name: "Ann" }  $c: Company } return { $p.name, $c.name }') == [
-        ["Ann", "Acme"], ["Ann", "Globex"]]
+        ["Ann", "Acme"],
+        ["Ann", "Globex"],
+    ]
 
 
 def test_a_pair_is_reported_once_and_a_bound_destination_traverses_backwards(graph: Graph) -> None:
     assert names(graph, '$p: Person { name: "Ann" }  $p knows $f', "f") == ["Bob"]  # two Ann -> Bob edges
     assert names(graph, '$f: Person { name: "Bob" }  $p knows $f') == ["Ann"]
     assert rows(graph, 'match { $f: Person { name: "Dee" }  $p knows $f {2, 3} } return { $p.name, $f.name }') == [
-        ["Ann", "Dee"], ["Bob", "Dee"]]
+        ["Ann", "Dee"],
+        ["Bob", "Dee"],
+    ]
 
 
 def test_variable_length_traversal_is_breadth_first_with_a_visited_set(graph: Graph) -> None:
@@ -160,7 +177,8 @@ def test_dates_and_datetimes_compare_with_their_literals_and_print_as_iso(graph:
     assert names(graph, '$p: Person  $p.seen = datetime("2024-01-31T09:30:00Z")') == ["Ann"]
     assert names(graph, "$p: Person  $p.born = $d", d=("Date", "2000-01-31")) == ["Ann"]
     assert rows(graph, 'match { $p: Person { name: "Ann" } } return { $p.born, $p.seen, $p.score, $p.tags }') == [
-        ["2000-01-31", "2024-01-31T09:30:00.000Z", 2.7, ["a", "b"]]]
+        ["2000-01-31", "2024-01-31T09:30:00.000Z", 2.7, ["a", "b"]]
+    ]
 
 
 # -- return, aggregates, order, limit ------------------------------------------------------------------
@@ -168,9 +186,15 @@ def test_dates_and_datetimes_compare_with_their_literals_and_print_as_iso(graph:
 
 def test_aggregates_group_by_the_other_items(graph: Graph) -> None:
     assert rows(graph, "match { $p: Person  $p knows $f } return { $p.name, count($f) as n } order { n desc }") == [
-        ["Cy", 2], ["Ann", 1], ["Bob", 1], ["Dee", 1], ["Eve", 1]]
+        ["Cy", 2],
+        ["Ann", 1],
+        ["Bob", 1],
+        ["Dee", 1],
+        ["Eve", 1],
+    ]
     assert rows(graph, "match { $p: Person } return { count($p), sum($p.age), avg($p.age), min($p.name), max($p.age) }") == [
-        [9, 98, 24.5, "Acme", 41]]
+        [9, 98, 24.5, "Acme", 41]
+    ]
 
 
 def test_an_aggregate_alone_is_one_global_row(graph: Graph) -> None:
@@ -179,8 +203,17 @@ def test_an_aggregate_alone_is_one_global_row(graph: Graph) -> None:
 
 def test_order_puts_null_first_ascending_and_breaks_ties_by_ids(graph: Graph) -> None:
     ascending = rows(graph, "match { $p: Person } return { $p.name, $p.age } order { $p.age }")
-    assert ascending == [["Acme", None], ["Cy", None], ["Globex", None], ['Q"\\', None], ["Zoë", None],
-                         ["Bob", 2], ["Eve", 25], ["Ann", 30], ["Dee", 41]]
+    assert ascending == [
+        ["Acme", None],
+        ["Cy", None],
+        ["Globex", None],
+        ['Q"\\', None],
+        ["Zoë", None],
+        ["Bob", 2],
+        ["Eve", 25],
+        ["Ann", 30],
+        ["Dee", 41],
+    ]
     descending = rows(graph, "match { $p: Person } return { $p.name } order { $p.age desc }")
     assert [r[0] for r in descending] == ["Dee", "Ann", "Eve", "Bob", "Acme", "Cy", "Globex", 'Q"\\', "Zoë"]
     assert rows(graph, "match { $p: Person } return { $p.name } order { $p.age } limit 3") == [["Acme"], ["Cy"], ["Globex"]]
@@ -188,8 +221,7 @@ def test_order_puts_null_first_ascending_and_breaks_ties_by_ids(graph: Graph) ->
 
 
 def test_order_by_a_property_that_is_not_returned_and_without_order(graph: Graph) -> None:
-    assert rows(graph, "match { $p: Person  $p.age > 0 } return { $p.name } order { $p.age desc }") == [
-        ["Dee"], ["Ann"], ["Eve"], ["Bob"]]
+    assert rows(graph, "match { $p: Person  $p.age > 0 } return { $p.name } order { $p.age desc }") == [["Dee"], ["Ann"], ["Eve"], ["Bob"]]
     assert rows(graph, "match { $p: Person  $p.age > 0 } return { $p.age }") == [[30], [2], [41], [25]]  # by id
 
 
@@ -245,8 +277,12 @@ def _social(root: str, profile: Any = FENCED_PROFILE) -> Graph:
 
 def _reference_answers(social: Graph) -> dict[str, Any]:
     found = {}
-    for name, params in [("friends_of", {"name": "Grace", "min": 30}), ("friends_of", {"name": "Grace"}),
-                         ("friends_of", {"name": "Alice", "min": 0}), ("friend_counts", {})]:
+    for name, params in [
+        ("friends_of", {"name": "Grace", "min": 30}),
+        ("friends_of", {"name": "Grace"}),
+        ("friends_of", {"name": "Alice", "min": 0}),
+        ("friend_counts", {}),
+    ]:
         answer = run_query(social, REFERENCE_QUERIES, name=name, params=params)
         found[f"{name}{sorted(params.items())}"] = [[r[c] for c in answer["columns"]] for r in answer["rows"]]
     return found
@@ -273,7 +309,7 @@ def test_reads_work_at_format_4_and_while_migrating(tmp_path: Path) -> None:
 
 def test_keyed_constraints_find_the_node_by_its_id_with_numeric_equality_kept(tmp_path: Path) -> None:
     social = _social(str(tmp_path / "social"))
-    source = "query q() { match { $m: Membership { tenant: \"acme\", slot: %s } } return { $m.label, $m.id } }"
+    source = 'query q() { match { $m: Membership { tenant: "acme", slot: %s } } return { $m.label, $m.id } }'
     for slot in ("2", "2.0"):  # a decimal constant equals the integer but never spells the id
         answer = run_query(social, source % slot)
         assert answer["rows"] == [{"m.label": "editor", "m.id": '["2","acme"]'}], slot
@@ -312,11 +348,22 @@ def test_a_repeatable_float_aggregate_gives_the_same_bits_every_time(root_uri: s
     graph = init_graph(root_uri, "node Reading { name: String @key  value: F64 }\n", FENCED_PROFILE, "test")
     generator = random.Random(7)
     count = 400_000
-    rows = pa.table({"id": [f"r{i}" for i in range(count)], "name": [f"r{i}" for i in range(count)],
-                     "value": [generator.uniform(-1e6, 1e6) for _ in range(count)]})
+    rows = pa.table(
+        {
+            "id": [f"r{i}" for i in range(count)],
+            "name": [f"r{i}" for i in range(count)],
+            "value": [generator.uniform(-1e6, 1e6) for _ in range(count)],
+        }
+    )
     rows = rows.cast(graph.catalog.table("node:Reading").arrow_schema(with_pk=True))
-    commit(graph, "main", lambda snapshot, _previous: CommitPlan(
-        (TableWrite("node:Reading", "overwrite", rows),), (snapshot.head.commit_id,), "readings", None), actor="test")
+    commit(
+        graph,
+        "main",
+        lambda snapshot, _previous: CommitPlan(
+            (TableWrite("node:Reading", "overwrite", rows),), (snapshot.head.commit_id,), "readings", None
+        ),
+        actor="test",
+    )
     source = "query total() { match { $r: Reading } return { sum($r.value) as s, avg($r.value) as a } }"
     answers = set()
     for _ in range(5):

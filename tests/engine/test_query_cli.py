@@ -69,7 +69,7 @@ def test_every_output_format(social: str, tmp_path: Path) -> None:
     assert lines[0] == '{"p.name": "Grace", "p.age": 52, "d.tags": ["finance"]}'  # column order
     csv_lines = _query(social, tmp_path, "--name", "writers", "--params", '{"min": 0}', "--format", "csv").ok().stdout.splitlines()
     assert csv_lines[0] == "p.name,p.age,d.tags"
-    assert csv_lines[-1] == 'Eve,25,'  # Eve's Doc has no tags: NULL is an empty field
+    assert csv_lines[-1] == "Eve,25,"  # Eve's Doc has no tags: NULL is an empty field
     assert 'Alice,34,"[""graphs"", ""tutorial""]"' in csv_lines
 
 

@@ -45,7 +45,7 @@ def _refused(source: str, params: dict[str, Any] | None = None) -> GqError:
         # unknown type, property, edge; an edge bound as a node
         ("query q() {\n match { $p: Persona }\n return { $p.age }\n}", {}, (2, 14, "Persona"), "unknown node type"),
         ("query q() {\n match { $p: Person }\n return { $p.height }\n}", {}, (3, 14, "height"), "no property 'height'"),
-        ("query q() {\n match { $p: Person { nick: \"x\" } }\n return { $p.age }\n}", {}, (2, 23, "nick"), "no property 'nick'"),
+        ('query q() {\n match { $p: Person { nick: "x" } }\n return { $p.age }\n}', {}, (2, 23, "nick"), "no property 'nick'"),
         ("query q() {\n match { $p likes $f }\n return { $p.age }\n}", {}, (2, 13, "likes"), "unknown edge 'likes'"),
         ("query q() {\n match { $p Knows $f }\n return { $p.age }\n}", {}, (2, 13, "Knows"), "lower-case first letter"),
         ("query q() {\n match { $k: Knows }\n return { $k.id }\n}", {}, (2, 14, "Knows"), "is an edge type"),
@@ -54,14 +54,14 @@ def _refused(source: str, params: dict[str, Any] | None = None) -> GqError:
         ("query q() {\n match { $d: Doc\n $p knows $d }\n return { $d.slug }\n}", {}, (3, 11, "$d"), "not the to side's Person"),
         ("query q() {\n match { $p: Person\n $p: Company }\n return { $p.name }\n}", {}, (3, 6, "Company"), "cannot also be a Company"),
         # incompatible comparisons
-        ("query q() {\n match { $p: Person\n $p.age = \"x\" }\n return { $p.name }\n}", {}, (3, 9, "="), "cannot compare I32 with String"),
+        ('query q() {\n match { $p: Person\n $p.age = "x" }\n return { $p.name }\n}', {}, (3, 9, "="), "cannot compare I32 with String"),
         ("query q() {\n match { $p: Person\n $p.name < 3 }\n return { $p.name }\n}", {}, (3, 10, "<"), "cannot compare String with I64"),
-        ("query q() {\n match { $d: Doc\n $d.tags = \"x\" }\n return { $d.slug }\n}", {}, (3, 10, "="), "a list takes contains"),
+        ('query q() {\n match { $d: Doc\n $d.tags = "x" }\n return { $d.slug }\n}', {}, (3, 10, "="), "a list takes contains"),
         ("query q() {\n match { $d: Doc\n $d.embedding = 1.5 }\n return { $d.slug }\n}", {}, (3, 15, "="), "a vector is not comparable"),
         ("query q() {\n match { $p: Person\n $p.age contains 3 }\n return { $p.name }\n}", {}, (3, 9, "contains"), "contains takes"),
-        ("query q() {\n match { $p: Person\n $p.age starts_with \"1\" }\n return { $p.name }\n}", {}, (3, 9, "starts_with"), "two strings"),
+        ('query q() {\n match { $p: Person\n $p.age starts_with "1" }\n return { $p.name }\n}', {}, (3, 9, "starts_with"), "two strings"),
         ("query q() {\n match { $k: Person $p knows $k\n $p.name = true }\n return { $p.name }\n}", {}, (3, 10, "="), "String with Bool"),
-        ("query q() {\n match { $d: Doc\n $d.status = \"gone\" }\n return { $d.slug }\n}", {}, (3, 14, '"gone"'), "not a value of enum"),
+        ('query q() {\n match { $d: Doc\n $d.status = "gone" }\n return { $d.slug }\n}', {}, (3, 14, '"gone"'), "not a value of enum"),
         ("query q($d: Date) {\n match { $p: Person\n $p.age > $d }\n return { $p.name }\n}", {"d": 1}, (3, 9, ">"), "I32 with Date"),
         # aggregates, columns, order
         ("query q() {\n match { $p: Person }\n return { sum($p.name) }\n}", {}, (3, 11, "sum"), "sum takes a number property"),
@@ -81,9 +81,9 @@ def _refused(source: str, params: dict[str, Any] | None = None) -> GqError:
         ("query q() {\n match { $p: Person  $p knows $f {3, 2} }\n return { $p.name }\n}", {}, (2, 34, "{"), "minimum exceeds the maximum"),
         ("query q() {\n match { $p: Person  $p knows $f {0,2} }\n return { $p.name }\n}", {}, (2, 35, "0"), "at least 1"),
         # literals
-        ("query q() {\n match { $p: Person  $p.name = \"a\\qb\" }\n return { $p.name }\n}", {}, (2, 34, "\\q"), "unknown escape"),
-        ("query q() {\n match { $p: Person  $p.name = \"\\u{D800}\" }\n return { $p.name }\n}", {}, (2, 33, "\\u{D800}"), "scalar value"),
-        ("query q() {\n match { $p: Person  $p.born = date(\"2024-13-01\") }\n return { $p }\n}", {}, (2, 37, '"2024-13-01"'), "valid"),
+        ('query q() {\n match { $p: Person  $p.name = "a\\qb" }\n return { $p.name }\n}', {}, (2, 34, "\\q"), "unknown escape"),
+        ('query q() {\n match { $p: Person  $p.name = "\\u{D800}" }\n return { $p.name }\n}', {}, (2, 33, "\\u{D800}"), "scalar value"),
+        ('query q() {\n match { $p: Person  $p.born = date("2024-13-01") }\n return { $p }\n}', {}, (2, 37, '"2024-13-01"'), "valid"),
         ("query q() {\n match { $p: Person  $p.name = null }\n return { $p.name }\n}", {}, (2, 32, "null"), "expected a match clause"),
         ("query q() {\n match { }\n return { $p.name }\n}", {}, (2, 10, "}"), "at least one clause"),
         ("query q() {\n match { $p: Person }\n return { $p }\n}", {}, (3, 11, "$p"), "expected a return item"),
@@ -136,7 +136,7 @@ def test_column_names_alias_property_and_aggregate_text() -> None:
 
 def test_escapes_and_typed_literals_decode() -> None:
     bound = _check('query q() { match { $p: Person  $p.name = "a\\"b\\\\c\\nd\\te\\u{1F600}\\u{e9}" } return { $p.name } }')
-    assert bound.block.compares[0].right.value == 'a"b\\c\nd\te\U0001F600\u00e9'  # type: ignore[union-attr]
+    assert bound.block.compares[0].right.value == 'a"b\\c\nd\te\U0001f600\u00e9'  # type: ignore[union-attr]
 
 
 def test_newlines_separate_return_items_and_assignments() -> None:
@@ -147,13 +147,13 @@ def test_newlines_separate_return_items_and_assignments() -> None:
 
 
 def test_clause_order_does_not_matter() -> None:
-    first = _check("query q() { match { $f.age > 1  $p knows $f  $p: Person { name: \"Alice\" } } return { $f.name } }")
-    second = _check("query q() { match { $p: Person { name: \"Alice\" }  $p knows $f  $f.age > 1 } return { $f.name } }")
+    first = _check('query q() { match { $f.age > 1  $p knows $f  $p: Person { name: "Alice" } } return { $f.name } }')
+    second = _check('query q() { match { $p: Person { name: "Alice" }  $p knows $f  $f.age > 1 } return { $f.name } }')
     assert first.block.compares == second.block.compares and first.block.hops == second.block.hops
 
 
 def test_each_command_refuses_the_other_kind() -> None:
-    source = "query r() { match { $p: Person } return { $p.name } }\nquery m() { insert Company { name: \"X\" } }"
+    source = 'query r() { match { $p: Person } return { $p.name } }\nquery m() { insert Company { name: "X" } }'
     with pytest.raises(GqError) as refused:
         select_query(source, "r")
     assert "read query" in refused.value.message and "omnigraph query" in refused.value.message

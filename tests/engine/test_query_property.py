@@ -50,12 +50,15 @@ people = st.lists(
         st.one_of(st.none(), st.lists(st.sampled_from(TAGS), max_size=2)),
         st.one_of(st.none(), st.integers(0, 3)),
     ),
-    min_size=1, max_size=6, unique_by=lambda person: person[0],
+    min_size=1,
+    max_size=6,
+    unique_by=lambda person: person[0],
 )
 
 
-def _records(persons: list[tuple[Any, ...]], cities: list[str], knows: list[tuple[int, int]],
-             lives: list[tuple[int, int]]) -> list[dict[str, Any]]:
+def _records(
+    persons: list[tuple[Any, ...]], cities: list[str], knows: list[tuple[int, int]], lives: list[tuple[int, int]]
+) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = [
         {"type": "Person", "data": {"name": n, "age": a, "score": s, "tags": t, "rank": r}} for n, a, s, t, r in persons
     ]
@@ -88,8 +91,11 @@ def queries(draw: Any) -> tuple[str, dict[str, Any]]:
     params: dict[str, Any] = {}
     declared: list[str] = []
     variables = ["p"]
-    constraint = draw(st.sampled_from(["", "", "", f'{{ name: "{draw(st.sampled_from(PEOPLE))}" }}',
-                                       f"{{ age: {draw(st.integers(0, 4))} }}", "{ name: $who }"]))
+    constraint = draw(
+        st.sampled_from(
+            ["", "", "", f'{{ name: "{draw(st.sampled_from(PEOPLE))}" }}', f"{{ age: {draw(st.integers(0, 4))} }}", "{ name: $who }"]
+        )
+    )
     if "$who" in constraint:
         declared.append("$who: String")
         params["who"] = draw(st.sampled_from(PEOPLE))
@@ -131,13 +137,19 @@ def queries(draw: Any) -> tuple[str, dict[str, Any]]:
             clauses.append(f'$c.name {op} "{draw(st.sampled_from(CITIES))}"')
     if draw(st.sampled_from([True, False, False])):
         v = draw(st.sampled_from(people_vars))
-        clauses.append(draw(st.sampled_from([
-            f"not {{ ${v} knows $_ }}",
-            f"not {{ ${v} livesIn $k  $k.name = \"a\" }}",
-            f"not {{ ${v} knows $g  not {{ $g livesIn $_ }} }}",
-            f"not {{ $_ knows ${v}{draw(st.sampled_from(BOUNDS))} }}",
-            f"not {{ ${v}.age > 1 }}",
-        ])))
+        clauses.append(
+            draw(
+                st.sampled_from(
+                    [
+                        f"not {{ ${v} knows $_ }}",
+                        f'not {{ ${v} livesIn $k  $k.name = "a" }}',
+                        f"not {{ ${v} knows $g  not {{ $g livesIn $_ }} }}",
+                        f"not {{ $_ knows ${v}{draw(st.sampled_from(BOUNDS))} }}",
+                        f"not {{ ${v}.age > 1 }}",
+                    ]
+                )
+            )
+        )
     returns, aliases = _returns(draw, variables)
     order = ""
     if draw(st.booleans()):
@@ -164,8 +176,12 @@ def _returns(draw: Any, variables: list[str]) -> tuple[str, list[str]]:
         return f"count(${v}) as n", ["n"]
     if shape == "grouped":
         return f"$p.name\n    count(${v}) as n", ["$p.name", "n"]
-    return f"$p.age, sum(${v}.rank) as total, min(${v}.name) as first, max(${v}.score) as top, avg(${v}.age) as mean", \
-        ["$p.age", "total", "first", "top"]
+    return f"$p.age, sum(${v}.rank) as total, min(${v}.name) as first, max(${v}.score) as top, avg(${v}.age) as mean", [
+        "$p.age",
+        "total",
+        "first",
+        "top",
+    ]
 
 
 def _check(root: str, data: Any) -> None:
@@ -186,23 +202,20 @@ def _check(root: str, data: Any) -> None:
         assert [[row[c] for c in columns] for row in answer["rows"]] == rows, (source, params, records)
 
 
-@settings(max_examples=40, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_answers_match_the_reference_model(tmp_path: Path, data: Any) -> None:
     _check(str(tmp_path / uuid.uuid4().hex), data)
 
 
 @pytest.mark.usefixtures("s3_server")
-@settings(max_examples=5, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=5, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_answers_match_the_reference_model_on_s3(tmp_path: Path, data: Any) -> None:
     _check(new_root("s3", tmp_path), data)
 
 
-@settings(max_examples=15, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_answers_match_the_reference_model_when_every_frontier_is_a_semi_join(tmp_path: Path, data: Any) -> None:
     """The same, with the traversal's other edge-scan filter: every frontier as a semi-join with

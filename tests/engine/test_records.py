@@ -72,9 +72,7 @@ def test_blank_lines_are_skipped_but_counted() -> None:
 
 
 def test_data_defaults_to_empty_and_generated_ids() -> None:
-    parsed = parse_jsonl(
-        jsonl({"type": "Tag", "data": {"label": "x"}}, {"edge": "WorksAt", "from": "A", "to": "B"}), SOCIAL
-    )
+    parsed = parse_jsonl(jsonl({"type": "Tag", "data": {"label": "x"}}, {"edge": "WorksAt", "from": "A", "to": "B"}), SOCIAL)
     tag = parsed.nodes["Tag"][0]
     edge = parsed.edges["WorksAt"][0]
     assert ULID.match(tag.id) and ULID.match(edge.id) and tag.id < edge.id
@@ -324,10 +322,7 @@ def test_export_format() -> None:
     merged = Catalog.from_source(SOCIAL.source + EVERY_TYPE.source)
     parsed = parse_jsonl(data, merged)
     doc = arrow_to_records(merged.node("Doc"), rows_to_arrow(merged.node("Doc"), parsed.nodes["Doc"], True))
-    assert doc == [
-        '{"type": "Doc", "data": {"id": "s", "slug": "s", "title": "T", '
-        '"embedding": [0.1, 1.0, 2.0, 3.0], "status": "draft"}}'
-    ]
+    assert doc == ['{"type": "Doc", "data": {"id": "s", "slug": "s", "title": "T", "embedding": [0.1, 1.0, 2.0, 3.0], "status": "draft"}}']
     knows = arrow_to_records(merged.edge("Knows"), rows_to_arrow(merged.edge("Knows"), parsed.edges["Knows"], True))
     assert knows == ['{"edge": "Knows", "from": "Ann", "to": "Bob", "data": {"id": "k", "since": 19723}}']
     every = arrow_to_records(merged.node("All"), rows_to_arrow(merged.node("All"), parsed.nodes["All"], False))
@@ -338,9 +333,7 @@ def test_export_reads_columns_by_name() -> None:
     parsed = parse_jsonl(jsonl({"type": "Person", "data": {"name": "A", "age": 3}}), SOCIAL)
     table = rows_to_arrow(SOCIAL.node("Person"), parsed.nodes["Person"], True)
     shuffled = table.select(["age", "email", "name", "id"]).append_column("extra", pa.array([1]))
-    assert arrow_to_records(SOCIAL.node("Person"), shuffled) == [
-        '{"type": "Person", "data": {"id": "A", "name": "A", "age": 3}}'
-    ]
+    assert arrow_to_records(SOCIAL.node("Person"), shuffled) == ['{"type": "Person", "data": {"id": "A", "name": "A", "age": 3}}']
 
 
 def export_file(catalog: Catalog, parsed: ParsedFile) -> bytes:

@@ -113,9 +113,17 @@ def _records(
         ).map(lambda data: {"type": "Tag", "data": data}),
         st.fixed_dictionaries(
             {"from": key_text.filter(bool), "to": st.sampled_from(["1", "2", "-3"])},
-            optional={"data": st.fixed_dictionaries({}, optional={
-                "id": ids, "weight": _opt(FINITE), "day": _opt(dates), "code": _opt(st.sampled_from(["c", "d"])),
-            })},
+            optional={
+                "data": st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "id": ids,
+                        "weight": _opt(FINITE),
+                        "day": _opt(dates),
+                        "code": _opt(st.sampled_from(["c", "d"])),
+                    },
+                )
+            },
         ).map(lambda record: {"edge": "Link", **record}),
         st.fixed_dictionaries({"from": ids, "to": ids}).map(lambda record: {"edge": "Near", **record}),
     )
@@ -303,9 +311,27 @@ def test_the_fast_path_takes_plain_documents(data: bytes, block_bytes: int) -> N
 
 def test_examples_of_each_shape_go_through_the_fast_path() -> None:
     lines = [
-        {"type": "All", "data": {"s": "é", "b": True, "i32": -5, "u64": 2**64 - 1, "f32": 0.1, "f64": 2**60,
-                                 "d": 19723, "t": 1704067200500, "e": "green", "v": [1, 0.5, -2], "ls": ["a", None],
-                                 "lf": [0.1, None], "ld": [0, None], "lt": [-1], "li": [], "lb": [False]}},
+        {
+            "type": "All",
+            "data": {
+                "s": "é",
+                "b": True,
+                "i32": -5,
+                "u64": 2**64 - 1,
+                "f32": 0.1,
+                "f64": 2**60,
+                "d": 19723,
+                "t": 1704067200500,
+                "e": "green",
+                "v": [1, 0.5, -2],
+                "ls": ["a", None],
+                "lf": [0.1, None],
+                "ld": [0, None],
+                "lt": [-1],
+                "li": [],
+                "lb": [False],
+            },
+        },
         {"type": "Pair", "data": {"tenant": "acme", "slot": 7}},
         {"type": "When", "data": {"d": "2024-02-29", "at": 0}},
         {"type": "Flag", "data": {"f": False}},
@@ -396,9 +422,7 @@ def test_a_duplicate_across_blocks_names_the_first_line_of_the_file() -> None:
 
 
 def test_generated_ids_follow_the_line_order_across_tables() -> None:
-    data = b"".join(
-        (b'{"type":"Tag","data":{"label":"a"}}\n' if i % 2 else b'{"edge":"Near","from":"a","to":"b"}\n') for i in range(50)
-    )
+    data = b"".join((b'{"type":"Tag","data":{"label":"a"}}\n' if i % 2 else b'{"edge":"Near","from":"a","to":"b"}\n') for i in range(50))
     for block_bytes in (1, 100, 1 << 20):
         with read_records(data, CATALOG, True, block_bytes=block_bytes) as records:
             by_line = sorted(

@@ -109,15 +109,15 @@ REFUSALS = [
     ("node A { x: I32  @range(x, 3) }", 1, 28, "takes a range as its second argument"),
     ("node A { x: I32  @range(y, 0..1) }", 1, 25, "names unknown property 'y'"),
     ("node A { x: I32  @range(0..1) }", 1, 25, "@range takes a property name and a range"),
-    ("node A { x: I32  @check(x, \"a\") }", 1, 18, "needs a String property"),
-    ("node A { x: String  @check(x, \"(\") }", 1, 31, "not a valid regular expression"),
+    ('node A { x: I32  @check(x, "a") }', 1, 18, "needs a String property"),
+    ('node A { x: String  @check(x, "(") }', 1, 31, "not a valid regular expression"),
     ("node A { x: String  @check(x, y) }", 1, 31, "regular expression string"),
     ("node A { x: String @embed(1) }", 1, 27, "@embed takes one argument"),
     ("node A { x: String @rename_from }", 1, 20, "@rename_from takes one argument, a string"),
-    ("node A { x: String @description(\"a\", \"b\") }", 1, 33, "@description takes one argument"),
-    ("node A { x: String @description(\"a\") @description(\"b\") }", 1, 38, "duplicate annotation '@description'"),
-    ("node A { x: String @description(\"a\\q\") }", 1, 35, "unsupported escape '\\q'"),
-    ("node A { x: String @description(\"open }", 1, 33, "unterminated string"),
+    ('node A { x: String @description("a", "b") }', 1, 33, "@description takes one argument"),
+    ('node A { x: String @description("a") @description("b") }', 1, 38, "duplicate annotation '@description'"),
+    ('node A { x: String @description("a\\q") }', 1, 35, "unsupported escape '\\q'"),
+    ('node A { x: String @description("open }', 1, 33, "unterminated string"),
     ("node A { x: String @description(,) }", 1, 33, "expected an annotation argument"),
     ("node A { x: Vector(-2) }", 1, 20, "expected a vector dimension"),
     ("node A {}\nedge E: A -> A @card(1..1) implements", 2, 28, "expected 'node', 'edge' or 'interface'"),
@@ -140,7 +140,7 @@ _PROP_NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,4}", fullmatch=True).filter(
 )
 _SCALARS = ["String", "Bool", "I32", "I64", "U32", "U64", "F32", "F64", "Date", "DateTime"]
 _TEXT = st.text(alphabet=string.ascii_letters + string.digits + ' "\\\n\t.-_{}()@', max_size=8)
-_NUMBERS = st.one_of(st.integers(-10**6, 10**6), st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False))
+_NUMBERS = st.one_of(st.integers(-(10**6), 10**6), st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False))
 
 
 def _string(text: str) -> str:
@@ -249,8 +249,8 @@ def test_grammar_sources_round_trip_through_the_printer(source: str) -> None:
 
 VALID = [FEATURES, "node A { x: String @key  y: I32?  @range(y, 0..9) }\nedge E: A -> A @card(0..2) { w: F64? }"]
 _NOISE = st.sampled_from(
-    list("{}()[]:,?*=@\"./-\\$\n ")
-    + ["..", "->", "node", "edge", "interface", "implements", "@card(", "@range(", "Blob", "0..", "-1", "\"x\"", "/*", "//"]
+    list('{}()[]:,?*=@"./-\\$\n ')
+    + ["..", "->", "node", "edge", "interface", "implements", "@card(", "@range(", "Blob", "0..", "-1", '"x"', "/*", "//"]
 )
 
 
@@ -265,9 +265,9 @@ def _mutated(draw: st.DrawFn) -> str:
         if action == "insert":
             text = text[:at] + noise + text[at:]
         elif action == "delete":
-            text = text[:at] + text[at + span:]
+            text = text[:at] + text[at + span :]
         else:
-            text = text[:at] + noise + text[at + span:]
+            text = text[:at] + noise + text[at + span :]
     return text
 
 

@@ -116,8 +116,7 @@ def test_barrier_acts_on_the_verdict(program: str, stamp: str | None, claim: boo
     assert isinstance(refusal, FormatBarrier)
     assert (refusal.code, refusal.http_status, refusal.exit_code) == ("format_barrier", 503, 3)
     assert str(refusal).startswith(f"{program} refuses writes to {URI} at format {stamp}: ")
-    assert refusal.details == {"stamp": stamp, "migration_id": permission.migration_id, "holder": permission.holder,
-                               "program": program}
+    assert refusal.details == {"stamp": stamp, "migration_id": permission.migration_id, "holder": permission.holder, "program": program}
     assert ("claim held by ops on h1 (pid 7)" in str(refusal)) == claim
 
 

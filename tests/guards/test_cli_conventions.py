@@ -47,10 +47,7 @@ def file_digests(uri: str) -> dict[str, str]:
     """Every object under the graph root with the SHA-256 of its bytes."""
     store = open_store(uri)
     prefix = store.root.rstrip("/") + "/"
-    return {
-        path.removeprefix(prefix): hashlib.sha256(store.fs.cat_file(path)).hexdigest()
-        for path in sorted(store.fs.find(store.root))
-    }
+    return {path.removeprefix(prefix): hashlib.sha256(store.fs.cat_file(path)).hexdigest() for path in sorted(store.fs.find(store.root))}
 
 
 @pytest.fixture(scope="module")

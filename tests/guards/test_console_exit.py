@@ -25,7 +25,11 @@ import pytest
 import omnigraph
 from tests.support.graph_helpers import BIN, DATA_PATH, SCHEMA_PATH
 
-SCRIPTS = {"omnigraph": "omnigraph.cli.omnigraph", "omnigraph-v4": "omnigraph.cli.omnigraph_v4", "omnigraph-migrate": "omnigraph.cli.migrate"}
+SCRIPTS = {
+    "omnigraph": "omnigraph.cli.omnigraph",
+    "omnigraph-v4": "omnigraph.cli.omnigraph_v4",
+    "omnigraph-migrate": "omnigraph.cli.migrate",
+}
 # The same group, ending the way a Python program ends: module teardown included.
 NORMAL_EXIT = """
 import sys
@@ -137,8 +141,15 @@ fast_exit(CODE)
 
 
 def _ending(code: str, *args: str, stdout: int | None = subprocess.PIPE) -> tuple[int, str | None, str]:
-    done = subprocess.run([sys.executable, "-c", ENDING.replace("CODE", code), *args], stdout=stdout,
-                          stderr=subprocess.PIPE, text=True, env=_buffered(), timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", ENDING.replace("CODE", code), *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_buffered(),
+        timeout=60,
+        check=False,
+    )
     return done.returncode, done.stdout, done.stderr
 
 

@@ -62,7 +62,10 @@ def run_migrate(*args: Any) -> tuple[int, str, str]:
     from omnigraph.cli.migrate import cli as migrate_cli
 
     result = CliRunner().invoke(
-        migrate_cli, [str(a) for a in args], env={"OMNIGRAPH_FAILPOINTS": None}, catch_exceptions=False,
+        migrate_cli,
+        [str(a) for a in args],
+        env={"OMNIGRAPH_FAILPOINTS": None},
+        catch_exceptions=False,
         prog_name="omnigraph-migrate",
     )
     return result.exit_code, result.stdout, result.stderr
@@ -85,13 +88,13 @@ def mutate(document: bytes, data: st.DataObject) -> bytes:
         kind = data.draw(st.sampled_from(["replace", "insert", "delete", "duplicate"]), label="kind")
         chunk = data.draw(st.binary(min_size=1, max_size=8), label="bytes")
         if kind == "replace":
-            result[at:at + len(chunk)] = chunk
+            result[at : at + len(chunk)] = chunk
         elif kind == "insert":
             result[at:at] = chunk
         elif kind == "delete":
-            del result[at:at + len(chunk)]
+            del result[at : at + len(chunk)]
         else:
-            result[at:at] = result[max(0, at - 16):at]
+            result[at:at] = result[max(0, at - 16) : at]
     return bytes(result)
 
 
@@ -165,7 +168,7 @@ def test_jsonl_hostile_shapes(engine_graph: str, tmp_path: Path, blob: bytes) ->
 
 
 @pytest.mark.parametrize(
-    "name", ["a/b", "../../etc/passwd", "..", "line\nbreak", "tab\there", "\U0001F600 emoji", "nul\x00byte", "quote'\""]
+    "name", ["a/b", "../../etc/passwd", "..", "line\nbreak", "tab\there", "\U0001f600 emoji", "nul\x00byte", "quote'\""]
 )
 def test_ids_with_slashes_dots_newlines_and_4_byte_utf8_round_trip(tmp_path: Path, name: str) -> None:
     uri = str(tmp_path / "graph")
@@ -189,7 +192,9 @@ def test_a_graph_path_that_is_a_file(tmp_path: Path) -> None:
     data = tmp_path / "d.jsonl"
     data.write_bytes(b"")
     for args in (
-        ["check"], ["snapshot"], ["load", "--mode", "append", "--data", str(data)],
+        ["check"],
+        ["snapshot"],
+        ["load", "--mode", "append", "--data", str(data)],
         ["init", "--schema", str(PROJECT / "examples" / "social.pg")],
     ):
         result = invoke(OMNIGRAPH, *args, "--json", path)
@@ -204,13 +209,13 @@ def authenticating_s3() -> Any:
     """A moto server that checks credentials after its first request (which creates a bucket)."""
     port = _free_loopback_port()
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "1"}
-    process = subprocess.Popen(s3_server_command(port), env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(s3_server_command(port), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_for_port(port)
         endpoint = f"http://127.0.0.1:{port}"
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="any",
-                     aws_secret_access_key="any").create_bucket(Bucket="og-guarded")
+        boto3.client(
+            "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="any", aws_secret_access_key="any"
+        ).create_bucket(Bucket="og-guarded")
         yield endpoint
     finally:
         process.terminate()
@@ -218,8 +223,12 @@ def authenticating_s3() -> Any:
 
 
 def _assert_s3_commands_refused(uri: str) -> None:
-    for args in (["check"], ["snapshot"], ["load", "--mode", "append", "--data", str(PROJECT / "examples" / "social.jsonl")],
-                 ["init", "--schema", str(PROJECT / "examples" / "social.pg")]):
+    for args in (
+        ["check"],
+        ["snapshot"],
+        ["load", "--mode", "append", "--data", str(PROJECT / "examples" / "social.jsonl")],
+        ["init", "--schema", str(PROJECT / "examples" / "social.pg")],
+    ):
         result = invoke(OMNIGRAPH, *args, "--json", uri)
         assert_typed_failure(result.returncode, result.stdout, result.stderr)
     status, stdout, stderr = run_migrate("status", uri, "--json")

@@ -56,9 +56,7 @@ def is_package(module: str) -> bool:
 
 
 def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _imports(body: list[ast.stmt], *, module_level: bool) -> Iterator[ast.Import | ast.ImportFrom]:
@@ -114,7 +112,13 @@ def _inside(module: str, package: str) -> bool:
 
 
 def test_the_walk_sees_the_layout() -> None:
-    for name in ("omnigraph.engine.records", "omnigraph.engine.storage", "omnigraph.engine.door", "omnigraph.engine.storage.names", "omnigraph.migrator.images"):
+    for name in (
+        "omnigraph.engine.records",
+        "omnigraph.engine.storage",
+        "omnigraph.engine.door",
+        "omnigraph.engine.storage.names",
+        "omnigraph.migrator.images",
+    ):
         assert name in MODULES, name
 
 

@@ -81,9 +81,7 @@ class Lx:
         lance.write_dataset(table, self.uri(name), mode="overwrite", storage_options=self.opts)
 
     def commit(self, name: str, operation, read_version: int) -> lance.LanceDataset:
-        return lance.LanceDataset.commit(
-            self.uri(name), operation, read_version=read_version, storage_options=self.opts
-        )
+        return lance.LanceDataset.commit(self.uri(name), operation, read_version=read_version, storage_options=self.opts)
 
     def values(self, name: str, key: str = "id") -> list[tuple[str, int]]:
         """Sorted (key, v) pairs of the latest version."""
@@ -114,37 +112,17 @@ def stale_pair(lx: Lx, name: str) -> tuple[lance.LanceDataset, lance.LanceDatase
 
 def fenced_insert(ds: lance.LanceDataset, table: pa.Table, on: str | list[str] = "id"):
     """The door's strict insert: merge ON ``on``, fail on match, no Lance retries, no index."""
-    return (
-        ds.merge_insert(on)
-        .when_matched_fail()
-        .when_not_matched_insert_all()
-        .conflict_retries(0)
-        .use_index(False)
-        .execute(table)
-    )
+    return ds.merge_insert(on).when_matched_fail().when_not_matched_insert_all().conflict_retries(0).use_index(False).execute(table)
 
 
 def fenced_upsert(ds: lance.LanceDataset, table: pa.Table, on: str | list[str] = "id"):
     """The door's upsert: merge ON ``on``, update on match, no Lance retries, no index."""
-    return (
-        ds.merge_insert(on)
-        .when_matched_update_all()
-        .when_not_matched_insert_all()
-        .conflict_retries(0)
-        .use_index(False)
-        .execute(table)
-    )
+    return ds.merge_insert(on).when_matched_update_all().when_not_matched_insert_all().conflict_retries(0).use_index(False).execute(table)
 
 
 def indexed_insert(ds: lance.LanceDataset, table: pa.Table):
     """A strict insert on the default route (no ``use_index(False)``): the legacy indexed path."""
-    return (
-        ds.merge_insert("id")
-        .when_matched_fail()
-        .when_not_matched_insert_all()
-        .conflict_retries(0)
-        .execute(table)
-    )
+    return ds.merge_insert("id").when_matched_fail().when_not_matched_insert_all().conflict_retries(0).execute(table)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -758,8 +736,13 @@ def test_external_blob_uris_need_the_overwrite_flag_and_merge_insert_refuses_the
         fenced_insert(lx.open("ext"), blob_rows({"r": Blob.from_uri(uri)}))
     with pytest.raises(OSError, match="allow_external_blob_outside_bases"):
         lx.overwrite("ext", blob_rows({"r": Blob.from_uri(uri)}))
-    lance.write_dataset(blob_rows({"r": Blob.from_uri(uri)}), lx.uri("ext"), mode="overwrite",
-                        storage_options=lx.opts, allow_external_blob_outside_bases=True)
+    lance.write_dataset(
+        blob_rows({"r": Blob.from_uri(uri)}),
+        lx.uri("ext"),
+        mode="overwrite",
+        storage_options=lx.opts,
+        allow_external_blob_outside_bases=True,
+    )
     ds = lx.open("ext")
     assert descriptors(ds)["r"] == {"kind": 3, "position": 0, "size": 0, "blob_id": 0, "blob_uri": uri}
     target.write_bytes(b"second!")

@@ -69,8 +69,12 @@ def test_the_launcher_serializes_check_then_store(atomic: bool) -> None:
 
 def test_concurrent_conditional_puts_of_one_key_have_exactly_one_winner(s3_server: str) -> None:
     """Against the session's server: many rounds of racers, one winner each, its bytes stored."""
-    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1",
-                          config=Config(max_pool_connections=RACERS, retries={"max_attempts": 1}))
+    client = boto3.client(
+        "s3",
+        endpoint_url=os.environ["AWS_ENDPOINT_URL"],
+        region_name="us-east-1",
+        config=Config(max_pool_connections=RACERS, retries={"max_attempts": 1}),
+    )
     bucket = f"og-{uuid.uuid4().hex}"
     client.create_bucket(Bucket=bucket)
     for round_number in range(ROUNDS):
@@ -79,8 +83,9 @@ def test_concurrent_conditional_puts_of_one_key_have_exactly_one_winner(s3_serve
         winners: list[int] = []
         refused: list[int] = []
 
-        def put(racer: int, key: str = key, start: threading.Barrier = start,
-                winners: list[int] = winners, refused: list[int] = refused) -> None:
+        def put(
+            racer: int, key: str = key, start: threading.Barrier = start, winners: list[int] = winners, refused: list[int] = refused
+        ) -> None:
             start.wait()
             try:
                 client.put_object(Bucket=bucket, Key=key, Body=str(racer).encode(), IfNoneMatch="*")

@@ -31,7 +31,11 @@ import omnigraph
 from omnigraph.cli.lazy import LazyGroup
 
 HEAVY = ("lance", "pyarrow", "duckdb", "fastapi")
-SCRIPTS = {"omnigraph": "omnigraph.cli.omnigraph", "omnigraph-v4": "omnigraph.cli.omnigraph_v4", "omnigraph-migrate": "omnigraph.cli.migrate"}
+SCRIPTS = {
+    "omnigraph": "omnigraph.cli.omnigraph",
+    "omnigraph-v4": "omnigraph.cli.omnigraph_v4",
+    "omnigraph-migrate": "omnigraph.cli.migrate",
+}
 PROJECT = Path(__file__).resolve().parents[2]
 TABLES = ("omnigraph.cli.shared_commands",)  # holds the table entries of the commands both engine CLIs share
 # The script's own group, run as its console entry point runs it; then every loaded module's name.
@@ -79,7 +83,8 @@ def test_help_and_version_load_no_lance_arrow_duckdb_or_fastapi(program: str, ar
     assert out.startswith(expected), out
     assert _heavy(modules) == []
     assert sorted(m for m in modules if m.startswith("omnigraph.cli.") and m not in TABLES) == sorted(
-        {SCRIPTS[program], "omnigraph.cli.console", "omnigraph.cli.lazy"} | ({"omnigraph.cli.support"} if program != "omnigraph-migrate" else set())
+        {SCRIPTS[program], "omnigraph.cli.console", "omnigraph.cli.lazy"}
+        | ({"omnigraph.cli.support"} if program != "omnigraph-migrate" else set())
     )
 
 
@@ -103,15 +108,40 @@ def test_a_lazy_command_is_imported_when_invoked_and_not_before() -> None:
 # Not imported by a one-shot command on the example graph; all were, at module level, until the
 # engine's capabilities were imported where they are used (``bench/README.md``, "Start-up").
 NOT_NEEDED_ANYWHERE = (
-    "duckdb", "fastapi", "fsspec", "omnigraph.engine.gq", "omnigraph.engine.query", "omnigraph.engine.maintenance.check", "omnigraph.engine.ops.merge", "omnigraph.engine.ops.mutate",
-    "omnigraph.migrator.verify", "omnigraph.migrator.answers", "omnigraph.migrator.run",
+    "duckdb",
+    "fastapi",
+    "fsspec",
+    "omnigraph.engine.gq",
+    "omnigraph.engine.query",
+    "omnigraph.engine.maintenance.check",
+    "omnigraph.engine.ops.merge",
+    "omnigraph.engine.ops.mutate",
+    "omnigraph.migrator.verify",
+    "omnigraph.migrator.answers",
+    "omnigraph.migrator.run",
 )
 NOT_NEEDED = {
-    "snapshot": (*NOT_NEEDED_ANYWHERE, "omnigraph.engine.ops.load", "omnigraph.engine.ops.write", "omnigraph.engine.ops.export", "omnigraph.engine.records",
-                 "omnigraph.engine.reconcile", "omnigraph.engine.access.fleet", "omnigraph.engine.access.writer_audit", "omnigraph.inputs", "pydantic"),
+    "snapshot": (
+        *NOT_NEEDED_ANYWHERE,
+        "omnigraph.engine.ops.load",
+        "omnigraph.engine.ops.write",
+        "omnigraph.engine.ops.export",
+        "omnigraph.engine.records",
+        "omnigraph.engine.reconcile",
+        "omnigraph.engine.access.fleet",
+        "omnigraph.engine.access.writer_audit",
+        "omnigraph.inputs",
+        "pydantic",
+    ),
     "load": (*NOT_NEEDED_ANYWHERE, "omnigraph.engine.ops.export", "omnigraph.engine.ops.branches", "omnigraph.engine.access.fleet"),
-    "status": (*NOT_NEEDED_ANYWHERE, "omnigraph.engine.ops", "omnigraph.engine.graph", "omnigraph.engine.reconcile.drift", "omnigraph.engine.access.fleet",
-               "omnigraph.migrate"),
+    "status": (
+        *NOT_NEEDED_ANYWHERE,
+        "omnigraph.engine.ops",
+        "omnigraph.engine.graph",
+        "omnigraph.engine.reconcile.drift",
+        "omnigraph.engine.access.fleet",
+        "omnigraph.migrate",
+    ),
     "preflight": (*NOT_NEEDED_ANYWHERE, "omnigraph.engine.ops", "omnigraph.engine.reconcile.recovery", "omnigraph.migrator.abort"),
 }
 

@@ -53,11 +53,7 @@ def _project_files() -> list[Path]:
 def test_no_forbidden_keyed_writes_outside_the_door() -> None:
     files = _project_files()
     assert Path("engine/manifest/manifest.py") in files  # the walk really covers the engine
-    violations = [
-        f"{rel}:{line}: {what}"
-        for rel in files
-        for line, what in forbidden_calls((ROOT / rel).read_text(encoding="utf-8"))
-    ]
+    violations = [f"{rel}:{line}: {what}" for rel in files for line, what in forbidden_calls((ROOT / rel).read_text(encoding="utf-8"))]
     assert violations == []
 
 

@@ -20,7 +20,17 @@ from omnigraph.engine.graph import open_graph
 from omnigraph.engine.manifest import Manifest
 from omnigraph.engine.ops.load import load
 from omnigraph.engine.storage import open_store
-from omnigraph.ledger import AnswersChecked, AnswersRecorded, Ledger, LedgerCorrupt, MigrationStarted, PlanRecorded, UnitPlan, UnitStep, fold
+from omnigraph.ledger import (
+    AnswersChecked,
+    AnswersRecorded,
+    Ledger,
+    LedgerCorrupt,
+    MigrationStarted,
+    PlanRecorded,
+    UnitPlan,
+    UnitStep,
+    fold,
+)
 from omnigraph.migrator.layout import ledger_dir
 from tests.support.migration_cli import claim_token, migrate
 from tests.support.migration_fixtures import BRANCHES, clone, compact_copy
@@ -122,9 +132,7 @@ def test_a_clean_migration_records_every_answer_and_checks_it_before_the_stamp(g
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # the fixture rewrites files on local disk
-def test_a_row_changed_outside_the_engine_refuses_the_stamp_naming_query_branch_and_row(
-    graph: str, query_files: tuple[str, str]
-) -> None:
+def test_a_row_changed_outside_the_engine_refuses_the_stamp_naming_query_branch_and_row(graph: str, query_files: tuple[str, str]) -> None:
     queries, params = query_files
     crashed = migrate("run", graph, "--owner", "ci", "--queries", queries, "--query-params", params, failpoint="migrate.after_answers")
     assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
@@ -170,9 +178,7 @@ def test_resume_reuses_the_recorded_queries_and_refuses_other_ones(graph: str, q
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
-def test_a_run_that_died_before_its_baseline_is_resumed_as_advised_and_still_checked(
-    graph: str, query_files: tuple[str, str]
-) -> None:
+def test_a_run_that_died_before_its_baseline_is_resumed_as_advised_and_still_checked(graph: str, query_files: tuple[str, str]) -> None:
     queries, params = query_files
     crashed = migrate("run", graph, "--owner", "ci", "--queries", queries, "--query-params", params, failpoint="migrate.after_validate")
     assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
@@ -211,7 +217,7 @@ def test_unusable_query_files_are_refused_before_anything_is_written(graph: str,
         outcome = migrate(*args, "--json")
         return outcome.returncode, outcome.stdout, outcome.stderr
 
-    code, _, stderr = refused('query add($n: String) { insert Person { name: $n } }')
+    code, _, stderr = refused("query add($n: String) { insert Person { name: $n } }")
     assert code == 2 and "declare no read query" in stderr
     code, _, stderr = refused(QUERIES, {"nope": {}})
     assert code == 2 and "'nope', which is not a read query" in stderr
@@ -226,9 +232,7 @@ def test_unusable_query_files_are_refused_before_anything_is_written(graph: str,
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
-def test_verify_queries_compares_with_the_stamping_migration_and_sees_later_writes(
-    graph: str, query_files: tuple[str, str]
-) -> None:
+def test_verify_queries_compares_with_the_stamping_migration_and_sees_later_writes(graph: str, query_files: tuple[str, str]) -> None:
     queries, params = query_files
     no_answers = graph + "-plain"
     clone(graph, no_answers)
@@ -256,8 +260,19 @@ def test_the_staging_rehearsal_reports_one_junit_case_per_query_and_branch(
     queries, params = query_files
     junit = tmp_path / "rehearsal.xml"
     ran = migrate(
-        "playbook", "run", "staging-rehearsal", graph, "--yes", "--queries", queries, "--query-params", params,
-        "--junit", str(junit), "--var", f"staging={graph}-staging",
+        "playbook",
+        "run",
+        "staging-rehearsal",
+        graph,
+        "--yes",
+        "--queries",
+        queries,
+        "--query-params",
+        params,
+        "--junit",
+        str(junit),
+        "--var",
+        f"staging={graph}-staging",
     )
     assert ran.returncode == 0, ran.stderr
     suite = ET.fromstring(junit.read_bytes())
@@ -275,8 +290,14 @@ def test_the_ledger_accepts_one_baseline_before_any_unit_progressed() -> None:
     ids = {"token": "a" * 32, "migration_id": "m-1"}
     started = MigrationStarted(owner="ci", host="h", pid=1, tool_version="1", graph_uri="g", **ids)
     unit = UnitPlan(
-        unit_id="u", graph_branch="main", branch_incarnation="main", table_key="node:Person", table_path="nodes/P",
-        pinned_table_branch=None, pinned_table_version=1, image_id="i",
+        unit_id="u",
+        graph_branch="main",
+        branch_incarnation="main",
+        table_key="node:Person",
+        table_path="nodes/P",
+        pinned_table_branch=None,
+        pinned_table_version=1,
+        image_id="i",
     )
     plan = PlanRecorded(branches=[], units=[unit], **ids)
     baseline = AnswersRecorded(source="s", params="{}", queries_sha256="x", answers=[], **ids)

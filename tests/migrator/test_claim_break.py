@@ -37,8 +37,9 @@ PLAYBOOKS = Path(__file__).resolve().parents[2] / "playbooks"
 
 def migrate(*args: str) -> Cli:
     """``omnigraph-migrate`` in this process (never with a failpoint armed)."""
-    result = CliRunner().invoke(migrate_cli, list(args), env={"OMNIGRAPH_FAILPOINTS": None}, catch_exceptions=False,
-                                prog_name="omnigraph-migrate")
+    result = CliRunner().invoke(
+        migrate_cli, list(args), env={"OMNIGRAPH_FAILPOINTS": None}, catch_exceptions=False, prog_name="omnigraph-migrate"
+    )
     return Cli(("omnigraph-migrate", *args), result.exit_code, result.stdout, result.stderr)
 
 
@@ -107,8 +108,11 @@ def test_yes_alone_does_not_answer_holder_dead(tmp_path: Path) -> None:
     uri = new_root("local", tmp_path)
     build_fixture(uri, compact=True)
     crashed = subprocess.run(
-        [str(BIN / "omnigraph-migrate"), "run", uri, "--owner", "sre"], capture_output=True, text=True,
-        env={**os.environ, "OMNIGRAPH_FAILPOINTS": "unit.after_pk"}, timeout=180,
+        [str(BIN / "omnigraph-migrate"), "run", uri, "--owner", "sre"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMNIGRAPH_FAILPOINTS": "unit.after_pk"},
+        timeout=180,
     )
     assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
     resume = str(PLAYBOOKS / "resume-crashed.yaml")

@@ -153,17 +153,13 @@ def test_killed_holder_keeps_its_claim_until_an_operator_breaks_it(root_uri: str
 def test_break_finishes_a_break_that_stopped_after_its_record(root_uri: str) -> None:
     store = open_store(root_uri)
     doc = _acquire(store)
-    earlier = BreakRecord(
-        claim=doc, breaker="first-sre", host="h", pid=1, reason="first attempt", broken_at="2026-01-01T00:00:00Z"
-    )
+    earlier = BreakRecord(claim=doc, breaker="first-sre", host="h", pid=1, reason="first attempt", broken_at="2026-01-01T00:00:00Z")
     assert store.put_if_absent(break_record_path(CLAIM, doc.token), canonical_json(earlier))
     assert break_(store, CLAIM, doc.token, "second attempt", "second-sre") == earlier
     assert inspect(store, CLAIM) is None
 
 
-@pytest.mark.parametrize(
-    "content", [b'{"owner": "x"', b'{"operation":"migrate","pid":"12"}'], ids=["truncated", "invalid"]
-)
+@pytest.mark.parametrize("content", [b'{"owner": "x"', b'{"operation":"migrate","pid":"12"}'], ids=["truncated", "invalid"])
 def test_unparsable_claim_is_refused_never_treated_as_absent(root_uri: str, content: bytes) -> None:
     store = open_store(root_uri)
     store.write_bytes(CLAIM, content)

@@ -19,8 +19,10 @@ SCHEMA, DATA = EXAMPLES / "features.pg", EXAMPLES / "features.jsonl"
 BREAKS = {
     # a load that breaks one constraint -> what its refusal names
     "range": ({"type": "Person", "data": {"name": "Dee", "age": 151}}, "Person.age value 151 is outside @range(age, 0..150)"),
-    "float-range": ({"type": "Company", "data": {"name": "Gamma", "tenant": "t2", "slot": 1, "rating": -1.6}},
-                    "Company.rating value -1.6 is outside @range(rating, -1.5..5)"),
+    "float-range": (
+        {"type": "Company", "data": {"name": "Gamma", "tenant": "t2", "slot": 1, "rating": -1.6}},
+        "Company.rating value -1.6 is outside @range(rating, -1.5..5)",
+    ),
     "check": ({"type": "Person", "data": {"name": "Dee", "code": "abc"}}, "Person.code value 'abc' does not match"),
     "unique": ({"type": "Company", "data": {"name": "Gamma", "tenant": "t1", "slot": 1}}, "(tenant, slot) value ['t1', 1]"),
     "single-unique": ({"type": "Person", "data": {"name": "Dee", "email": "alice@example.com"}}, "already used by id 'Alice'"),
@@ -94,5 +96,5 @@ def test_schema_show_prints_the_catalog_with_its_metadata(tmp_path: Path) -> Non
     assert "edge:Lead  Team -> Person  @card(1..2)" in lines
     assert 'interface Named  key (name)  @description("Something with a name")' in lines
     assert '    bio: String?  @embed("name")' in lines
-    assert "    @check(code, \"[A-Z]{3}\")" in lines
-    assert lines[lines.index("--- accepted source ---") + 1:] == SCHEMA.read_text().rstrip("\n").split("\n")
+    assert '    @check(code, "[A-Z]{3}")' in lines
+    assert lines[lines.index("--- accepted source ---") + 1 :] == SCHEMA.read_text().rstrip("\n").split("\n")

@@ -139,9 +139,7 @@ def _lifecycle(store: GraphStore) -> Ledger:
             migration_id=MIGRATION,
             at=AT,
         ),
-        UnitCompleted(
-            unit_id="u-2", table_branch=None, table_version=4, digest="d1", token=TOKEN, migration_id=MIGRATION, at=AT
-        ),
+        UnitCompleted(unit_id="u-2", table_branch=None, table_version=4, digest="d1", token=TOKEN, migration_id=MIGRATION, at=AT),
         UnitStep(
             unit_id="u-1",
             step="fork_created",
@@ -301,11 +299,7 @@ def test_an_inconsistent_record_is_refused_by_the_fold(root_uri: str) -> None:
     store = open_store(root_uri)
     ledger = Ledger(store, DIR)
     ledger.append(_started())
-    ledger.append(
-        UnitStep(
-            token=TOKEN, migration_id=MIGRATION, unit_id="u-9", step="pk_present", table_branch=None, table_version=2
-        )
-    )
+    ledger.append(UnitStep(token=TOKEN, migration_id=MIGRATION, unit_id="u-9", step="pk_present", table_branch=None, table_version=2))
     with pytest.raises(LedgerCorrupt) as unplanned:
         ledger.replay()
     assert unplanned.value.details["path"] == record_path(DIR, 2) and "u-9" in unplanned.value.message
@@ -389,8 +383,7 @@ def test_a_replan_replaces_the_plan_only_before_any_unit_progressed(root_uri: st
     ledger.append(_plan("u-1", "u-2"))
     assert sorted(ledger.replay().state.units) == ["u-1", "u-2"]
     ledger.append(
-        UnitStep(unit_id="u-1", step="sidecar_written", table_branch=None, table_version=None,
-                 token=TOKEN, migration_id=MIGRATION, at=AT)
+        UnitStep(unit_id="u-1", step="sidecar_written", table_branch=None, table_version=None, token=TOKEN, migration_id=MIGRATION, at=AT)
     )
     seq = ledger.append(_plan("u-3"))
     with pytest.raises(LedgerCorrupt) as refused:

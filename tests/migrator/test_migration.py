@@ -320,6 +320,9 @@ def test_a_fork_killed_inside_lance_is_made_again_on_resume(compact_graph: str) 
     assert resumed.returncode == 0, resumed.stderr
     migration_id = json.loads(resumed.stdout)["migration_id"]
     assert_fully_migrated(compact_graph, before, migration_id, tables=4)
-    completed = [r for _, r in Ledger(store, ledger_dir(migration_id)).replay().records
-                 if r.kind == "unit_completed" and r.unit_id == inherited.unit_id]
+    completed = [
+        r
+        for _, r in Ledger(store, ledger_dir(migration_id)).replay().records
+        if r.kind == "unit_completed" and r.unit_id == inherited.unit_id
+    ]
     assert [r.fork for r in completed] == ["created"]

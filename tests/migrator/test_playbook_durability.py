@@ -38,7 +38,10 @@ def sources() -> dict[str, str]:
 def _killed_upgrade(uri: str, journal: Path, failpoint: str) -> None:
     killed = subprocess.run(
         [str(BIN / "omnigraph-migrate"), "playbook", "run", "upgrade", uri, "--yes", "--journal", str(journal)],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "OMNIGRAPH_FAILPOINTS": failpoint},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMNIGRAPH_FAILPOINTS": failpoint},
     )
     assert killed.returncode == FAILPOINT_EXIT_STATUS, killed.stderr
 
@@ -76,8 +79,11 @@ def test_runner_killed_after_the_migration_step_keeps_the_earlier_steps(tmp_path
     uri = compact_copy("local", tmp_path, sources)
     _killed_upgrade(uri, tmp_path / "journal", "playbook.finished.migrate")
     assert _journal(tmp_path / "journal") == [
-        ("preflight", "acting", None), ("preflight", "finished", "ok"),
-        ("quiesce", "acting", None), ("quiesce", "finished", "ok"),
-        ("migrate", "acting", None), ("migrate", "finished", "ok"),
+        ("preflight", "acting", None),
+        ("preflight", "finished", "ok"),
+        ("quiesce", "acting", None),
+        ("quiesce", "finished", "ok"),
+        ("migrate", "acting", None),
+        ("migrate", "finished", "ok"),
     ]
     assert _ledger_steps(uri) == [("preflight", "ok"), ("quiesce", "ok"), ("migrate", "ok")]

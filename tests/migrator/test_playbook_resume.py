@@ -36,8 +36,9 @@ def _playbook(*args: str, failpoint: str | None = None, cwd: Path | None = None)
     env = {key: value for key, value in os.environ.items() if key != FAILPOINT_ENV}
     if failpoint:
         env[FAILPOINT_ENV] = failpoint
-    done = subprocess.run([MIGRATE, "playbook", *args], env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [MIGRATE, "playbook", *args], env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300
+    )
     return Cli(("omnigraph-migrate", "playbook", *args), done.returncode, done.stdout, done.stderr)
 
 

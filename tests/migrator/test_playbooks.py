@@ -132,7 +132,7 @@ def object_listing(uri: str) -> dict[str, tuple[int, str]]:
     store = open_store(uri)
     listing = {}
     for path, info in store.fs.find(store.root, detail=True).items():
-        rel = path[len(store.root):].lstrip("/") if path.startswith(store.root) else path
+        rel = path[len(store.root) :].lstrip("/") if path.startswith(store.root) else path
         listing[rel] = (int(info["size"]), hashlib.sha256(store.fs.cat_file(path)).hexdigest())
     return listing
 
@@ -182,9 +182,7 @@ def playbook_sources(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str
     return {}
 
 
-def _source(
-    backend: str, kind: str, sources: dict[tuple[str, str], tuple[str, str | None]], tmp_path: Path
-) -> tuple[str, str | None]:
+def _source(backend: str, kind: str, sources: dict[tuple[str, str], tuple[str, str | None]], tmp_path: Path) -> tuple[str, str | None]:
     if (backend, kind) not in sources:
         uri = new_root(backend, tmp_path, f"{kind}-source")
         if kind == "compact":
@@ -255,16 +253,22 @@ def test_upgrade_playbook_end_to_end(compact_graph: str, tmp_path: Path) -> None
 # 2. staging-rehearsal.yaml: the copy is migrated, the source is only read
 
 
-def test_staging_rehearsal_migrates_the_copy_and_leaves_the_source_untouched(
-    backend: str, compact_graph: str, tmp_path: Path
-) -> None:
+def test_staging_rehearsal_migrates_the_copy_and_leaves_the_source_untouched(backend: str, compact_graph: str, tmp_path: Path) -> None:
     staging = new_root(backend, tmp_path, "staging")
     before_objects = object_listing(compact_graph)
     before_exports = exports(compact_graph)
     report_path, junit_path = tmp_path / "r.json", tmp_path / "j.xml"
     result = playbook(
-        STAGING, compact_graph, "--yes", "--var", f"staging={staging}",
-        "--report", str(report_path), "--junit", str(junit_path), cwd=tmp_path,
+        STAGING,
+        compact_graph,
+        "--yes",
+        "--var",
+        f"staging={staging}",
+        "--report",
+        str(report_path),
+        "--junit",
+        str(junit_path),
+        cwd=tmp_path,
     )
     assert result.returncode == 0, describe(result)
 
@@ -291,9 +295,7 @@ def test_staging_rehearsal_migrates_the_copy_and_leaves_the_source_untouched(
     assert [case.outcome for case in cases] == ["ok"] * 5
 
 
-def test_staging_rehearsal_that_finds_duplicates_stops_at_migrate_and_records_the_run(
-    tmp_path: Path, playbook_sources: dict
-) -> None:
+def test_staging_rehearsal_that_finds_duplicates_stops_at_migrate_and_records_the_run(tmp_path: Path, playbook_sources: dict) -> None:
     """A rehearsal on a graph with duplicates: the staging migration stops at validation (exit 4).
 
     The migration exists (its claim is held on the staging copy), so the run must be recorded in
@@ -305,8 +307,16 @@ def test_staging_rehearsal_that_finds_duplicates_stops_at_migrate_and_records_th
     before_objects = object_listing(source)
     report_path, junit_path = tmp_path / "r.json", tmp_path / "j.xml"
     result = playbook(
-        STAGING, source, "--yes", "--var", f"staging={staging}",
-        "--report", str(report_path), "--junit", str(junit_path), cwd=tmp_path,
+        STAGING,
+        source,
+        "--yes",
+        "--var",
+        f"staging={staging}",
+        "--report",
+        str(report_path),
+        "--junit",
+        str(junit_path),
+        cwd=tmp_path,
     )
     assert result.returncode == 4, describe(result)
     assert object_listing(source) == before_objects
@@ -408,9 +418,7 @@ def manifest_versions(uri: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
-def test_duplicate_repair_playbook_template_then_decisions_then_migration(
-    duplicate_graph: tuple[str, str], tmp_path: Path
-) -> None:
+def test_duplicate_repair_playbook_template_then_decisions_then_migration(duplicate_graph: tuple[str, str], tmp_path: Path) -> None:
     """(a) template and stop, nothing written; (c) an entry without an action is refused before
     any write; (b) filled decisions repair the branch and the migration completes."""
     uri, twin = duplicate_graph
@@ -423,8 +431,16 @@ def test_duplicate_repair_playbook_template_then_decisions_then_migration(
     # (a) the first run writes a template and stops at `decisions`, writing nothing to the graph.
     report_path, junit_path = tmp_path / "a.json", tmp_path / "a.xml"
     first = playbook(
-        REPAIR, uri, "--yes", "--var", f"decisions={decisions}",
-        "--report", str(report_path), "--junit", str(junit_path), cwd=tmp_path,
+        REPAIR,
+        uri,
+        "--yes",
+        "--var",
+        f"decisions={decisions}",
+        "--report",
+        str(report_path),
+        "--junit",
+        str(junit_path),
+        cwd=tmp_path,
     )
     assert first.returncode == 4, describe(first)
     report = json.loads(report_path.read_text())
@@ -443,9 +459,7 @@ def test_duplicate_repair_playbook_template_then_decisions_then_migration(
     template = yaml.safe_load(decisions.read_text())
     assert template["migration_id"] == migration_id
     entries = template["decisions"]
-    assert [(e["graph_branch"], e["table_key"], e["entity_id"], e["action"]) for e in entries] == [
-        ("dup", "node:Person", twin, None)
-    ]
+    assert [(e["graph_branch"], e["table_key"], e["entity_id"], e["action"]) for e in entries] == [("dup", "node:Person", twin, None)]
     assert len(entries[0]["rows"]) == count_ids(uri, "dup", "node:Person", twin)
     assert playbook_steps(uri, migration_id) == [
         ("duplicate-repair", "status", "ok"),
@@ -476,8 +490,16 @@ def test_duplicate_repair_playbook_template_then_decisions_then_migration(
     decisions.write_text(yaml.safe_dump(template, sort_keys=True))
     report_path, junit_path = tmp_path / "b.json", tmp_path / "b.xml"
     second = playbook(
-        REPAIR, uri, "--yes", "--var", f"decisions={decisions}",
-        "--report", str(report_path), "--junit", str(junit_path), cwd=tmp_path,
+        REPAIR,
+        uri,
+        "--yes",
+        "--var",
+        f"decisions={decisions}",
+        "--report",
+        str(report_path),
+        "--junit",
+        str(junit_path),
+        cwd=tmp_path,
     )
     assert second.returncode == 0, describe(second)
     report = json.loads(report_path.read_text())
@@ -544,7 +566,10 @@ def _playbook_file(tmp_path: Path, name: str, steps: list[dict[str, Any]]) -> Pa
 def _copy_step(step_id: str, source: Path, destination: str) -> dict[str, Any]:
     """A first step with a visible effect: copies ``source`` to ``destination``."""
     return {
-        "id": step_id, "title": "Copy a root", "action": "copy", "explain": "copies a root",
+        "id": step_id,
+        "title": "Copy a root",
+        "action": "copy",
+        "explain": "copies a root",
         "with": {"source": str(source), "destination": destination},
     }
 
@@ -561,9 +586,12 @@ def test_a_playbook_with_an_unknown_action_is_refused_before_any_step(backend: s
     graph = new_root(backend, tmp_path)
     destination = new_root(backend, tmp_path, "copy-target")
     path = _playbook_file(
-        tmp_path, "unknown-action",
-        [_copy_step("first", _seed(tmp_path), destination),
-         {"id": "second", "title": "Nonsense", "action": "launch-missiles", "explain": "no such action"}],
+        tmp_path,
+        "unknown-action",
+        [
+            _copy_step("first", _seed(tmp_path), destination),
+            {"id": "second", "title": "Nonsense", "action": "launch-missiles", "explain": "no such action"},
+        ],
     )
     report_path = tmp_path / "r.json"
     result = playbook(str(path), graph, "--yes", "--report", str(report_path), cwd=tmp_path)
@@ -579,9 +607,12 @@ def test_a_playbook_with_a_duplicate_step_id_is_refused_before_any_step(backend:
     graph = new_root(backend, tmp_path)
     destination = new_root(backend, tmp_path, "copy-target")
     path = _playbook_file(
-        tmp_path, "duplicate-id",
-        [_copy_step("twice-used", _seed(tmp_path), destination),
-         {"id": "twice-used", "title": "Verify", "action": "verify", "explain": "verifies", "with": {"graph": "${graph}"}}],
+        tmp_path,
+        "duplicate-id",
+        [
+            _copy_step("twice-used", _seed(tmp_path), destination),
+            {"id": "twice-used", "title": "Verify", "action": "verify", "explain": "verifies", "with": {"graph": "${graph}"}},
+        ],
     )
     result = playbook(str(path), graph, "--yes", cwd=tmp_path)
     assert result.returncode == 1, describe(result)

@@ -170,7 +170,13 @@ def drift(tmp_path: Path) -> None:
 def recover(tmp_path: Path) -> None:
     uri = _format4(tmp_path)
     crashed = run_cli(
-        OMNIGRAPH_V4, "load", "--mode", "append", "--data", _person_file(tmp_path, "Half"), uri,
+        OMNIGRAPH_V4,
+        "load",
+        "--mode",
+        "append",
+        "--data",
+        _person_file(tmp_path, "Half"),
+        uri,
         env={"OMNIGRAPH_FAILPOINTS": "write.after_effect"},
     )
     assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.describe()
@@ -276,8 +282,17 @@ def playbook_run(tmp_path: Path) -> None:
 def playbook_resume(tmp_path: Path) -> None:
     uri = _format4(tmp_path)
     journals = tmp_path / "journals"
-    killed = run_cli(BIN / "omnigraph-migrate", "playbook", "run", "upgrade", uri, "--yes", "--journal", journals,
-                     env={"OMNIGRAPH_FAILPOINTS": "unit.after_pk"})
+    killed = run_cli(
+        BIN / "omnigraph-migrate",
+        "playbook",
+        "run",
+        "upgrade",
+        uri,
+        "--yes",
+        "--journal",
+        journals,
+        env={"OMNIGRAPH_FAILPOINTS": "unit.after_pk"},
+    )
     assert killed.returncode == FAILPOINT_EXIT_STATUS, killed.describe()
     [run] = migrate_cli_json("playbook", "list", "--journal", str(journals)).ok().json()["runs"]
     shown = run_printed(f"omnigraph-migrate playbook show {run['journal']}").ok()

@@ -74,7 +74,11 @@ class RayCluster:
         self._log = (self.temp_dir / "head.err").open("w")
         self._head = subprocess.Popen(
             [sys.executable, "-c", HEAD, str(OBJECT_STORE_BYTES)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, env=self.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            env=self.env,
         )
         self._address: str | None = None
 
@@ -137,8 +141,7 @@ def records(uri: str, migration_id: str) -> list[dict[str, Any]]:
     """The migration's ledger records without the fields that differ between migrations."""
     replay = Ledger(open_store(uri), ledger_dir(migration_id)).replay()
     return [
-        {key: value for key, value in record.model_dump(mode="json").items() if key not in RECORD_NOISE}
-        for _, record in replay.records
+        {key: value for key, value in record.model_dump(mode="json").items() if key not in RECORD_NOISE} for _, record in replay.records
     ]
 
 
@@ -152,9 +155,7 @@ def copy_of(source: str, tmp_path: Path, name: str) -> str:
     return uri
 
 
-def test_run_and_resume_on_a_ray_cluster_record_what_a_local_run_records(
-    cluster: RayCluster, compact_source: str, tmp_path: Path
-) -> None:
+def test_run_and_resume_on_a_ray_cluster_record_what_a_local_run_records(cluster: RayCluster, compact_source: str, tmp_path: Path) -> None:
     """One test, so that one cluster serves both (xdist spreads tests over workers)."""
     local = copy_of(compact_source, tmp_path, "local")
     before = exports(local)
@@ -261,9 +262,7 @@ def test_executor_usage_errors_exit_2_before_touching_the_graph(args: list[str],
     assert not graph.exists()
 
 
-def test_executor_ray_without_ray_installed_names_the_install_command(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_executor_ray_without_ray_installed_names_the_install_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # what an installation without the extra sees
     graph = tmp_path / "absent"
     done = CliRunner().invoke(cli, ["run", str(graph), "--owner", "ci", "--executor", "ray"])

@@ -136,8 +136,7 @@ def test_a_unit_writes_three_migration_documents_on_s3(s3_server: str, tmp_path:
     units = outcome["units"]
     assert units == 16
     migration = f"/__migration/{outcome['migration_id']}/"
-    writes = [(method, path.split("?")[0]) for method, path in requests
-              if method in ("PUT", "POST", "DELETE") and migration in path]
+    writes = [(method, path.split("?")[0]) for method, path in requests if method in ("PUT", "POST", "DELETE") and migration in path]
     sidecar_puts = [w for w in writes if w[0] == "PUT" and "/units/" in w[1]]
     sidecar_deletes = [w for w in writes if w[0] == "DELETE" and "/units/" in w[1]]
     ledger_puts = [w for w in writes if w[0] == "PUT" and "/ledger/" in w[1]]

@@ -55,8 +55,7 @@ def test_answers_and_error_statuses(served: Server) -> None:
     assert document["branch"] == "main" and document["query"] == "friends"
     people = _ask(served, "people", at=document["commit"]).json()
     assert people["commit"] == document["commit"] and people["rows"][0] == {"p.name": "Grace", "p.age": 52}
-    syntax = error_of(served.client.post("/branches/main/query", json={"query": "query q() { match { $p: } }"}),
-                      400, "bad_request")
+    syntax = error_of(served.client.post("/branches/main/query", json={"query": "query q() { match { $p: } }"}), 400, "bad_request")
     assert syntax["details"] == {"line": 1, "column": 25, "token": "}"}
     mutation = error_of(served.client.post("/branches/main/query", json={"query": ADD}), 400, "bad_request")
     assert "omnigraph mutate" in mutation["message"]
@@ -84,8 +83,9 @@ def test_concurrent_readers_during_writes_see_only_committed_states(served: Serv
         commits = []
         try:
             for index in range(WRITES):
-                written = served.client.post("/branches/main/mutate",
-                                             json={"query": ADD, "params": {"name": f"W{index}", "age": 60 + index}})
+                written = served.client.post(
+                    "/branches/main/mutate", json={"query": ADD, "params": {"name": f"W{index}", "age": 60 + index}}
+                )
                 assert written.status_code == 200, written.text
                 commits.append(written.json()["commit"])
         finally:

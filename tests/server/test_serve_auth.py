@@ -67,18 +67,42 @@ def endpoints() -> list[Endpoint]:
         Endpoint("GET", "/branches/{branch}/commits", Grant.READ, lambda c, n: c.get("/branches/main/commits")),
         Endpoint("GET", "/branches/{branch}/export", Grant.EXPORT, lambda c, n: c.get("/branches/main/export")),
         # the example graph has no Blob property: a granted call reaches the handler, which refuses `age`
-        Endpoint("GET", "/branches/{branch}/blob", Grant.READ, lambda c, n: c.get(
-            "/branches/main/blob", params={"type": "Person", "id": "Alice", "property": "age"}), ok=400),
-        Endpoint("POST", "/branches/{branch}/query", Grant.READ, lambda c, n: c.post(
-            "/branches/main/query", json={"query": "query people() { match { $p: Person } return { $p.name } }"})),
+        Endpoint(
+            "GET",
+            "/branches/{branch}/blob",
+            Grant.READ,
+            lambda c, n: c.get("/branches/main/blob", params={"type": "Person", "id": "Alice", "property": "age"}),
+            ok=400,
+        ),
+        Endpoint(
+            "POST",
+            "/branches/{branch}/query",
+            Grant.READ,
+            lambda c, n: c.post("/branches/main/query", json={"query": "query people() { match { $p: Person } return { $p.name } }"}),
+        ),
         Endpoint("POST", "/branches", Grant.BRANCH, lambda c, n: c.post("/branches", json={"name": f"made-{n}"}), ok=201),
         Endpoint("DELETE", "/branches/{name}", Grant.BRANCH, lambda c, n: c.delete(f"/branches/doomed-{n}"), setup=_doomed),
-        Endpoint("POST", "/branches/{branch}/load", Grant.WRITE, lambda c, n: c.post(
-            "/branches/main/load", params={"mode": "append"}, content=f'{person(f"Loaded{n}", n)}\n'.encode(), headers=NDJSON)),
-        Endpoint("POST", "/branches/{branch}/mutate", Grant.WRITE, lambda c, n: c.post(
-            "/branches/main/mutate", json={"query": insert, "params": {"name": f"Mutated{n}"}})),
-        Endpoint("POST", "/branches/{name}/merge", Grant.MERGE, lambda c, n: c.post(
-            f"/branches/merge-src-{n}/merge", json={"into": "main"}), setup=_merge_source),
+        Endpoint(
+            "POST",
+            "/branches/{branch}/load",
+            Grant.WRITE,
+            lambda c, n: c.post(
+                "/branches/main/load", params={"mode": "append"}, content=f"{person(f'Loaded{n}', n)}\n".encode(), headers=NDJSON
+            ),
+        ),
+        Endpoint(
+            "POST",
+            "/branches/{branch}/mutate",
+            Grant.WRITE,
+            lambda c, n: c.post("/branches/main/mutate", json={"query": insert, "params": {"name": f"Mutated{n}"}}),
+        ),
+        Endpoint(
+            "POST",
+            "/branches/{name}/merge",
+            Grant.MERGE,
+            lambda c, n: c.post(f"/branches/merge-src-{n}/merge", json={"into": "main"}),
+            setup=_merge_source,
+        ),
     ]
 
 
@@ -115,8 +139,11 @@ def test_every_endpoint_by_token(guarded: tuple[Server, Tokens]) -> None:
                 assert endpoint.call(anyone, n).status_code == 200, name
             continue
         before = stored_state(server.graph)
-        with server.new_client(None) as nobody, server.new_client("og_not-a-token") as stranger, \
-                server.new_client(tokens.by_actor[f"all-but-{endpoint.grant.value}"]) as lacking:
+        with (
+            server.new_client(None) as nobody,
+            server.new_client("og_not-a-token") as stranger,
+            server.new_client(tokens.by_actor[f"all-but-{endpoint.grant.value}"]) as lacking,
+        ):
             for client in (nobody, stranger):
                 refused = endpoint.call(client, n)
                 error_of(refused, 401, "unauthorized")
@@ -136,24 +163,35 @@ def _head_actor(server: Server) -> str:
 def test_the_commit_actor_is_the_tokens_and_impersonation_needs_its_grant(guarded: tuple[Server, Tokens]) -> None:
     server, tokens = guarded
     with server.new_client(tokens.by_actor["writer"]) as writer:
-        done = writer.post("/branches/main/load", params={"mode": "append"}, content=f'{person("ByWriter")}\n'.encode(),
-                           headers=NDJSON)
+        done = writer.post("/branches/main/load", params={"mode": "append"}, content=f"{person('ByWriter')}\n".encode(), headers=NDJSON)
         assert done.status_code == 200, done.text
         assert _head_actor(server) == "writer"
         before = stored_state(server.graph)
-        claimed = writer.post("/branches/main/load", params={"mode": "append"}, content=f'{person("Claimed")}\n'.encode(),
-                              headers={**NDJSON, "X-Omnigraph-Actor": "root-admin"})
+        claimed = writer.post(
+            "/branches/main/load",
+            params={"mode": "append"},
+            content=f"{person('Claimed')}\n".encode(),
+            headers={**NDJSON, "X-Omnigraph-Actor": "root-admin"},
+        )
         error = error_of(claimed, 403, "forbidden")
         assert error["details"] == {"grant": "impersonate", "actor": "writer"}
         assert stored_state(server.graph) == before
     with server.new_client(tokens.by_actor["proxy"]) as proxy:
         source = "query put($name: String) { insert Person { name: $name } }"
-        acted = proxy.post("/branches/main/mutate", json={"query": source, "params": {"name": "ForAlice"}},
-                           headers={"X-Omnigraph-Actor": "alice"})
+        acted = proxy.post(
+            "/branches/main/mutate", json={"query": source, "params": {"name": "ForAlice"}}, headers={"X-Omnigraph-Actor": "alice"}
+        )
         assert acted.status_code == 200, acted.text
         assert _head_actor(server) == "alice"
-        error_of(proxy.post("/branches/main/mutate", json={"query": source, "params": {"name": "Bad"}},
-                            headers={"X-Omnigraph-Actor": "no spaces allowed"}), 400, "bad_request")
+        error_of(
+            proxy.post(
+                "/branches/main/mutate",
+                json={"query": source, "params": {"name": "Bad"}},
+                headers={"X-Omnigraph-Actor": "no spaces allowed"},
+            ),
+            400,
+            "bad_request",
+        )
         assert proxy.post("/branches/main/mutate", json={"query": source, "params": {"name": "Itself"}}).status_code == 200
         assert _head_actor(server) == "proxy"
 
@@ -179,16 +217,26 @@ def test_serve_refuses_to_start_open_by_accident(tmp_path: Path) -> None:
         assert by_env.returncode == 2 and "--allow-remote-unauthenticated" in by_env.stderr, by_env.describe()
 
 
-@pytest.mark.parametrize("document, problem", [
-    ("tokens:\n  - {actor: a, token: og_secret, grants: [read]}\n", "tokens.0.sha256: Field required"),
-    ("tokens:\n  - {actor: a, sha256: " + "'" + "0" * 64 + "', grants: [root]}\n", "tokens.0.grants.0"),
-    ("tokens:\n  - {actor: a, sha256: " + "'" + "0" * 64 + "', grants: []}\n", "tokens.0.grants"),
-    ("tokens:\n  - {actor: a, sha256: " + "'" + "0" * 64 + "', grants: [read]}\n  - {actor: b, sha256: '" + "0" * 64
-     + "', grants: [read]}\n", "a sha256 is listed twice"),
-    ("tokens: []\n", "tokens"),
-    ("{not yaml: [", "is not YAML or JSON"),
-    ("[" * 100_000, "is not YAML or JSON"),
-])
+@pytest.mark.parametrize(
+    "document, problem",
+    [
+        ("tokens:\n  - {actor: a, token: og_secret, grants: [read]}\n", "tokens.0.sha256: Field required"),
+        ("tokens:\n  - {actor: a, sha256: " + "'" + "0" * 64 + "', grants: [root]}\n", "tokens.0.grants.0"),
+        ("tokens:\n  - {actor: a, sha256: " + "'" + "0" * 64 + "', grants: []}\n", "tokens.0.grants"),
+        (
+            "tokens:\n  - {actor: a, sha256: "
+            + "'"
+            + "0" * 64
+            + "', grants: [read]}\n  - {actor: b, sha256: '"
+            + "0" * 64
+            + "', grants: [read]}\n",
+            "a sha256 is listed twice",
+        ),
+        ("tokens: []\n", "tokens"),
+        ("{not yaml: [", "is not YAML or JSON"),
+        ("[" * 100_000, "is not YAML or JSON"),
+    ],
+)
 def test_a_bad_tokens_file_is_refused_naming_it(tmp_path: Path, document: str, problem: str) -> None:
     uri = str(tmp_path / "g")
     make_example_graph(uri)
@@ -239,8 +287,12 @@ def test_unauthenticated_is_explicit_and_warned(tmp_path: Path) -> None:
         assert "warning: serving without authentication" in server.output()
         assert server.load([person("Anyone")]).status_code == 200
         assert _head_actor(server) == "http"
-        named = server.client.post("/branches/main/load", params={"mode": "append"}, content=f'{person("Named")}\n'.encode(),
-                                   headers={**NDJSON, "X-Omnigraph-Actor": "ops"})
+        named = server.client.post(
+            "/branches/main/load",
+            params={"mode": "append"},
+            content=f"{person('Named')}\n".encode(),
+            headers={**NDJSON, "X-Omnigraph-Actor": "ops"},
+        )
         assert named.status_code == 200 and _head_actor(server) == "ops", named.text
     finally:
         server.stop()
@@ -263,8 +315,10 @@ def test_tokens_on_a_plain_http_remote_bind_warn(tmp_path: Path) -> None:
 def test_yaml_written_by_hand_is_read(tmp_path: Path) -> None:
     token = "og_hand-made-token"
     path = tmp_path / "tokens.yaml"
-    path.write_text(yaml.safe_dump({"tokens": [{"actor": "hand", "sha256": hashlib.sha256(token.encode()).hexdigest(),
-                                                 "grants": ["read", "export"]}]}), encoding="utf-8")
+    path.write_text(
+        yaml.safe_dump({"tokens": [{"actor": "hand", "sha256": hashlib.sha256(token.encode()).hexdigest(), "grants": ["read", "export"]}]}),
+        encoding="utf-8",
+    )
     uri = str(tmp_path / "g")
     make_example_graph(uri)
     server = start_fenced(uri, tokens=path, token=token)

@@ -136,8 +136,16 @@ def test_servers_across_a_migration(tmp_path: Path) -> None:
 def _record(instance: str, host: str, pid: int, age_seconds: float) -> FleetRecord:
     beat = now_ms() - int(age_seconds * 1000)
     return FleetRecord(
-        instance=instance, program="omnigraph", role="server", writes_format="5", host=host, pid=pid,
-        process_start=None, address=None, started_at=beat, heartbeat_at=beat,
+        instance=instance,
+        program="omnigraph",
+        role="server",
+        writes_format="5",
+        host=host,
+        pid=pid,
+        process_start=None,
+        address=None,
+        started_at=beat,
+        heartbeat_at=beat,
     )
 
 
@@ -176,8 +184,18 @@ def test_chunked_load_registers_while_it_runs(tmp_path: Path) -> None:
     uri = str(tmp_path / "g")
     make_example_graph(uri, LEGACY_PROFILE)
     data = write_jsonl(tmp_path, "people.jsonl", [person(f"chunk{i}") for i in range(4)])
-    crashed = run_cli(OMNIGRAPH_V4, "load", "--mode", "append", "--chunk-rows", "2", "--data", data, uri,
-                      env={FAILPOINT_ENV: "write.after_publish", "OMNIGRAPH_ACTOR": ACTOR})
+    crashed = run_cli(
+        OMNIGRAPH_V4,
+        "load",
+        "--mode",
+        "append",
+        "--chunk-rows",
+        "2",
+        "--data",
+        data,
+        uri,
+        env={FAILPOINT_ENV: "write.after_publish", "OMNIGRAPH_ACTOR": ACTOR},
+    )
     assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.describe()
     [entry] = fleet_document(open_store(uri))
     assert (entry["program"], entry["role"], entry["writes_format"], entry["status"]) == ("omnigraph-v4", "load", "4", "dead")
@@ -199,8 +217,15 @@ def test_server_imports_only_the_engine() -> None:
     offenders = []
     for path in sorted((project / "omnigraph" / "server").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
-            offenders += [f"{path.name}: {n}" for n in names
-                          if n.split(".")[0] == "click" or n.split(".")[:2] in (["omnigraph", p] for p in ("cli", "claims", "ledger", "migrator", "playbooks"))]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+            )
+            offenders += [
+                f"{path.name}: {n}"
+                for n in names
+                if n.split(".")[0] == "click"
+                or n.split(".")[:2] in (["omnigraph", p] for p in ("cli", "claims", "ledger", "migrator", "playbooks"))
+            ]
     assert offenders == []

@@ -57,18 +57,28 @@ def test_browser_borne_writes_are_refused(served: Server) -> None:
     load = "/branches/main/load"
     for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None):
         headers = {} if content_type is None else {"content-type": content_type}
-        refused = error_of(client.post(load, params={"mode": "overwrite"}, content=body, headers=headers), 415,
-                           "unsupported_media_type")
+        refused = error_of(client.post(load, params={"mode": "overwrite"}, content=body, headers=headers), 415, "unsupported_media_type")
         assert "application/x-ndjson" in refused["message"]
-    error_of(client.post("/branches/main/mutate", content=b'{"query": "query q() { delete Person where age >= 0 }"}',
-                         headers={"content-type": "text/plain"}), 415, "unsupported_media_type")
-    foreign = error_of(client.post(load, params={"mode": "overwrite"}, content=body,
-                                   headers={**NDJSON, "origin": "http://evil.example"}), 403, "origin_refused")
+    error_of(
+        client.post(
+            "/branches/main/mutate",
+            content=b'{"query": "query q() { delete Person where age >= 0 }"}',
+            headers={"content-type": "text/plain"},
+        ),
+        415,
+        "unsupported_media_type",
+    )
+    foreign = error_of(
+        client.post(load, params={"mode": "overwrite"}, content=body, headers={**NDJSON, "origin": "http://evil.example"}),
+        403,
+        "origin_refused",
+    )
     assert "--allowed-origin http://evil.example" in foreign["message"]
     error_of(client.delete("/branches/main", headers={"origin": "http://evil.example"}), 403, "origin_refused")
     for host in ("evil.example", "evil.example:80", "127.0.0.1.evil.example"):
-        rebound = error_of(client.post(load, params={"mode": "overwrite"}, content=body, headers={**NDJSON, "host": host}),
-                           421, "misdirected_request")
+        rebound = error_of(
+            client.post(load, params={"mode": "overwrite"}, content=body, headers={**NDJSON, "host": host}), 421, "misdirected_request"
+        )
         assert "--allowed-host NAME" in rebound["message"]
         error_of(client.get("/branches/main/export", headers={"host": host}), 421, "misdirected_request")
     assert client.get("/healthz", headers={"host": "evil.example"}).status_code == 200  # probes name any address
@@ -116,8 +126,7 @@ def test_bodies_are_bounded(served: Server, capsys: pytest.CaptureFixture[str]) 
     before = stored_state(served.graph)
     growth = {
         "declared 100 MB JSON": _peak_growth_mib(served, lambda: _declared_over_limit(served, "/branches/main/mutate", 100 * 10**6)),
-        "declared 1 GB load": _peak_growth_mib(served, lambda: _declared_over_limit(
-            served, "/branches/main/load?mode=overwrite", 10**9)),
+        "declared 1 GB load": _peak_growth_mib(served, lambda: _declared_over_limit(served, "/branches/main/load?mode=overwrite", 10**9)),
         "chunked 100 MiB JSON": _peak_growth_mib(served, lambda: _chunked_past_limit(served, "/branches/main/mutate", 100)),
         "chunked 1 GiB load": _peak_growth_mib(served, lambda: _chunked_past_limit(served, "/branches/main/load?mode=overwrite", 1024)),
     }
@@ -158,8 +167,9 @@ def test_stalled_clients_do_not_starve_others(served: Server, capsys: pytest.Cap
             for _ in range(100):
                 sock = connect(port)
                 if batch < 11:
-                    sock.sendall(head("POST", "/branches/main/load?mode=append", port, content_type="application/x-ndjson",
-                                      content_length="1000"))
+                    sock.sendall(
+                        head("POST", "/branches/main/load?mode=append", port, content_type="application/x-ndjson", content_length="1000")
+                    )
                     uploads.append(sock)
                 else:
                     sock.sendall(b"POST /branches/main/load HTTP/1.1\r\nHost: 127.0.0.1\r\n")
@@ -186,9 +196,11 @@ def test_stalled_clients_do_not_starve_others(served: Server, capsys: pytest.Cap
             sock.close()
     growth = (memory_kib(pid)["VmHWM"] - baseline) / 1024
     with capsys.disabled():
-        print(f"\n1,100 stalled uploads + 100 stalled heads: /healthz max {max(during) * 1000:.0f} ms, "
-              f"median {sorted(during)[len(during) // 2] * 1000:.0f} ms during, {max(after) * 1000:.0f} ms after; "
-              f"server peak RSS growth {growth:.1f} MiB")
+        print(
+            f"\n1,100 stalled uploads + 100 stalled heads: /healthz max {max(during) * 1000:.0f} ms, "
+            f"median {sorted(during)[len(during) // 2] * 1000:.0f} ms during, {max(after) * 1000:.0f} ms after; "
+            f"server peak RSS growth {growth:.1f} MiB"
+        )
     assert max(during + after) < 1.0
     assert growth < 128, growth
     assert "Traceback" not in served.output() and "accept" not in served.output()
@@ -247,8 +259,10 @@ def test_a_load_is_parsed_before_the_write_lock(served: Server, capsys: pytest.C
     assert small.status_code == 200, small.text
     growth = (memory_kib(pid)["VmHWM"] - baseline) / 1024
     with capsys.disabled():
-        print(f"\n30 MiB load ending in a bad line: refused after {outcome['bad_done'] - started:.1f} s "  # type: ignore[operator]
-              f"(peak RSS growth {growth:.0f} MiB); a small write meanwhile took {small_done - started - 1.0:.2f} s")
+        print(
+            f"\n30 MiB load ending in a bad line: refused after {outcome['bad_done'] - started:.1f} s "  # type: ignore[operator]
+            f"(peak RSS growth {growth:.0f} MiB); a small write meanwhile took {small_done - started - 1.0:.2f} s"
+        )
     assert small_done < outcome["bad_done"], "the small write waited for the bad load"  # type: ignore[operator]
     assert '"NotHeldUp"' in export_text(served.graph, types=["Person"])
     assert export_text(served.graph, types=["Tag"]) == tags_before
@@ -257,12 +271,15 @@ def test_a_load_is_parsed_before_the_write_lock(served: Server, capsys: pytest.C
 def test_deep_nesting_is_a_typed_400_and_the_connection_lives(served: Server) -> None:
     before = stored_state(served.graph)
     with served.new_client(None) as client:
-        deep_gq = "query q() { insert Person { name: \"x\", age: " + "[" * 50_000 + " } }"
+        deep_gq = 'query q() { insert Person { name: "x", age: ' + "[" * 50_000 + " } }"
         error = error_of(client.post("/branches/main/mutate", json={"query": deep_gq}), 400, "bad_request")
         assert error["details"] == {"resource": "nesting_depth"}, error
         deep_json = '{"query": "query q() { insert Person { name: $n } }", "params": {"n": ' + "[" * 50_000 + "]" * 50_000 + "}}"
-        error_of(client.post("/branches/main/mutate", content=deep_json.encode(), headers={"content-type": "application/json"}),
-                 400, "bad_request")
+        error_of(
+            client.post("/branches/main/mutate", content=deep_json.encode(), headers={"content-type": "application/json"}),
+            400,
+            "bad_request",
+        )
         assert client.get("/healthz").status_code == 200  # the same connection still answers
     assert stored_state(served.graph) == before
     assert "Traceback" not in served.output()
@@ -284,15 +301,28 @@ def test_allowed_origins_may_write_and_get_cors_headers(tmp_path: Path) -> None:
     server = start_fenced(uri, "--allowed-origin", "https://app.example")
     try:
         client = server.client
-        preflight = client.options("/branches/main/load", headers={
-            "origin": "https://app.example", "access-control-request-method": "POST",
-            "access-control-request-headers": "authorization, content-type"})
+        preflight = client.options(
+            "/branches/main/load",
+            headers={
+                "origin": "https://app.example",
+                "access-control-request-method": "POST",
+                "access-control-request-headers": "authorization, content-type",
+            },
+        )
         assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == "https://app.example"
-        written = client.post("/branches/main/load", params={"mode": "append"}, content=f"{person('FromApp')}\n".encode(),
-                              headers={**NDJSON, "origin": "https://app.example"})
+        written = client.post(
+            "/branches/main/load",
+            params={"mode": "append"},
+            content=f"{person('FromApp')}\n".encode(),
+            headers={**NDJSON, "origin": "https://app.example"},
+        )
         assert written.status_code == 200 and written.headers["access-control-allow-origin"] == "https://app.example"
-        refused = client.post("/branches/main/load", params={"mode": "append"}, content=f"{person('FromElsewhere')}\n".encode(),
-                              headers={**NDJSON, "origin": "https://other.example"})
+        refused = client.post(
+            "/branches/main/load",
+            params={"mode": "append"},
+            content=f"{person('FromElsewhere')}\n".encode(),
+            headers={**NDJSON, "origin": "https://other.example"},
+        )
         error_of(refused, 403, "origin_refused")
         assert "access-control-allow-origin" not in refused.headers
     finally:

@@ -154,7 +154,7 @@ def _load_modes_and_errors(served: Server) -> None:
     assert served.load([person("Http1", 7)], mode="merge").status_code == 200
     people = [json.loads(line) for line in client.get("/branches/main/export", params={"type": "Person"}).text.splitlines()]
     assert [p["data"]["age"] for p in people if p["data"]["name"] == "Http1"] == [7]
-    bad = error_of(served.load(["{\"type\": \"Person\", \"data\": {\"name\": 3}}"]), 400, "bad_request")
+    bad = error_of(served.load(['{"type": "Person", "data": {"name": 3}}']), 400, "bad_request")
     assert bad["details"]["line"] == 1
     too_many = error_of(served.load([person(f"big{i}") for i in range(LIMIT + 1)]), 413, "resource_limit")
     assert {k: too_many["details"][k] for k in ("resource", "limit", "actual")} == {"resource": "rows", "limit": LIMIT, "actual": LIMIT + 1}
@@ -163,8 +163,7 @@ def _load_modes_and_errors(served: Server) -> None:
     error_of(served.load([person("Nowhere")], branch="nope"), 404, "not_found")
     # overwrite replaces the tables present in the body, here Tag only
     tags = ['{"type": "Tag", "data": {"id": "t-http", "label": "http"}}']
-    replaced = client.post("/branches/main/load", params={"mode": "overwrite"}, content=("\n".join(tags) + "\n").encode(),
-                           headers=NDJSON)
+    replaced = client.post("/branches/main/load", params={"mode": "overwrite"}, content=("\n".join(tags) + "\n").encode(), headers=NDJSON)
     assert replaced.status_code == 200 and replaced.json()["rows"] == {"node:Tag": 1}, replaced.text
     exported_tags = client.get("/branches/main/export", params={"type": "Tag"}).text.splitlines()
     assert [json.loads(line) for line in exported_tags] == [{"type": "Tag", "data": {"id": "t-http", "label": "http"}}]
@@ -179,11 +178,13 @@ def _mutate(served: Server) -> None:
     assert done.json()["affected_nodes"] == 1 and done.json()["commit"]
     head = client.get("/branches/main/commits").json()["commits"][0]["commit_id"]
     assert head == done.json()["commit"]
-    stale = error_of(client.post("/branches/main/mutate", json={"query": source, "params": {"name": "Gq2", "age": 1}},
-                                 headers={"If-Match": "01STALE"}), 412, "precondition_failed")
+    stale = error_of(
+        client.post("/branches/main/mutate", json={"query": source, "params": {"name": "Gq2", "age": 1}}, headers={"If-Match": "01STALE"}),
+        412,
+        "precondition_failed",
+    )
     assert stale["details"]["expected"] == "01STALE", stale
-    matched = client.post("/branches/main/mutate", json={"query": source, "params": {"name": "Gq2", "age": 1}},
-                          headers={"If-Match": head})
+    matched = client.post("/branches/main/mutate", json={"query": source, "params": {"name": "Gq2", "age": 1}}, headers={"If-Match": head})
     assert matched.status_code == 200, matched.text
     people = client.get("/branches/main/export", params={"type": "Person"}).text
     assert '"Gq1"' in people and '"Gq2"' in people
@@ -276,9 +277,9 @@ def _mixed_load_loses_nothing(server: Server) -> None:
     assert len(outcomes) == CLIENTS * REQUESTS_PER_CLIENT
     by_kind = Counter((kind, status, code) for kind, _, status, code in outcomes)
     unexpected = {
-        k: n for k, n in by_kind.items()
-        if not ((k[0] in ("insert", "upsert", "read", "export") and k[1] == 200)
-                or k == ("conflict", 409, "key_conflict"))
+        k: n
+        for k, n in by_kind.items()
+        if not ((k[0] in ("insert", "upsert", "read", "export") and k[1] == 200) or k == ("conflict", 409, "key_conflict"))
     }
     assert unexpected == {}, by_kind
     exported = server.client.get("/branches/main/export").text.splitlines()
@@ -299,7 +300,14 @@ def _mixed_load_loses_nothing(server: Server) -> None:
 
 
 CHECKS = [
-    _health_version_docs_and_fleet_record, _reads_match_the_cli, _read_errors, _branch_lifecycle_and_errors, _load_modes_and_errors,
-    _mutate, _sixteen_concurrent_strict_inserts_of_one_id, _out_of_band_commit_is_table_drift, _export_keys_are_unique,
+    _health_version_docs_and_fleet_record,
+    _reads_match_the_cli,
+    _read_errors,
+    _branch_lifecycle_and_errors,
+    _load_modes_and_errors,
+    _mutate,
+    _sixteen_concurrent_strict_inserts_of_one_id,
+    _out_of_band_commit_is_table_drift,
+    _export_keys_are_unique,
 ]
 LOCAL_CHECKS = [_mixed_load_loses_nothing]

@@ -53,12 +53,14 @@ def test_access_log_and_metrics_after_a_scripted_sequence(tmp_path: Path) -> Non
         assert anyone.get("/healthz").status_code == 200
         error_of(anyone.get("/branches"), 401, "unauthorized")
         assert reader.get("/branches").status_code == 200
-        loaded = writer.post("/branches/main/load", params={"mode": "append"}, content=f'{person("Logged")}\n'.encode(),
-                             headers=NDJSON)
+        loaded = writer.post("/branches/main/load", params={"mode": "append"}, content=f"{person('Logged')}\n".encode(), headers=NDJSON)
         assert loaded.status_code == 200, loaded.text
-        error_of(writer.post("/branches/main/load", params={"mode": "append"}, content=f'{person("Logged")}\n'.encode(),
-                             headers=NDJSON), 409, "key_conflict")
-        mutated = writer.post("/branches/main/mutate", json={"query": "query q() { insert Person { name: \"Gq\" } }"})
+        error_of(
+            writer.post("/branches/main/load", params={"mode": "append"}, content=f"{person('Logged')}\n".encode(), headers=NDJSON),
+            409,
+            "key_conflict",
+        )
+        mutated = writer.post("/branches/main/mutate", json={"query": 'query q() { insert Person { name: "Gq" } }'})
         assert mutated.status_code == 200, mutated.text
         error_of(reader.post("/branches", json={"name": "no"}), 403, "forbidden")
         error_of(anyone.get("/nowhere"), 404, "not_found")
@@ -73,12 +75,20 @@ def test_access_log_and_metrics_after_a_scripted_sequence(tmp_path: Path) -> Non
     health_checks = sum(1 for line in lines if line["path"] == "/healthz")  # also the start-up wait's
     assert health_checks >= 1
     expected_requests = {
-        ("GET", "/healthz", "200"): health_checks, ("GET", "/branches", "401"): 1, ("GET", "/branches", "200"): 1,
-        ("POST", load, "200"): 1, ("POST", load, "409"): 1, ("POST", mutate, "200"): 1, ("POST", "/branches", "403"): 1,
+        ("GET", "/healthz", "200"): health_checks,
+        ("GET", "/branches", "401"): 1,
+        ("GET", "/branches", "200"): 1,
+        ("POST", load, "200"): 1,
+        ("POST", load, "409"): 1,
+        ("POST", mutate, "200"): 1,
+        ("POST", "/branches", "403"): 1,
         ("GET", "unmatched", "404"): 1,
     }
-    requests = {tuple(dict(labels)[k] for k in ("method", "route", "status")): value
-                for (name, labels), value in found.items() if name == "omnigraph_http_requests_total"}
+    requests = {
+        tuple(dict(labels)[k] for k in ("method", "route", "status")): value
+        for (name, labels), value in found.items()
+        if name == "omnigraph_http_requests_total"
+    }
     assert requests == expected_requests, requests
     assert found[("omnigraph_http_request_duration_seconds_count", (("method", "POST"), ("route", load)))] == 2
     assert found[("omnigraph_commits_total", (("route", load),))] == 1
@@ -92,19 +102,22 @@ def test_access_log_and_metrics_after_a_scripted_sequence(tmp_path: Path) -> Non
 
     assert all(list(line) == LOG_FIELDS for line in lines), lines[:2]
     assert all(line["client"] == "127.0.0.1" and line["duration_ms"] >= 0 for line in lines)
-    seen = Counter((line["method"], line["path"], line["route"], line["status"], line["actor"], line["error"], line["commit"])
-                   for line in lines)
-    assert seen == Counter({
-        ("GET", "/healthz", "/healthz", 200, None, None, None): health_checks,
-        ("GET", "/branches", "/branches", 401, None, "unauthorized", None): 1,
-        ("GET", "/branches", "/branches", 200, "reader", None, None): 1,
-        ("POST", "/branches/main/load", load, 200, "writer", None, loaded.json()["commits"][-1]): 1,
-        ("POST", "/branches/main/load", load, 409, "writer", "key_conflict", None): 1,
-        ("POST", "/branches/main/mutate", mutate, 200, "writer", None, mutated.json()["commit"]): 1,
-        ("POST", "/branches", "/branches", 403, "reader", "forbidden", None): 1,
-        ("GET", "/nowhere", None, 404, None, "not_found", None): 1,
-        ("GET", "/metrics", "/metrics", 200, "reader", None, None): 1,
-    }), seen
+    seen = Counter(
+        (line["method"], line["path"], line["route"], line["status"], line["actor"], line["error"], line["commit"]) for line in lines
+    )
+    assert seen == Counter(
+        {
+            ("GET", "/healthz", "/healthz", 200, None, None, None): health_checks,
+            ("GET", "/branches", "/branches", 401, None, "unauthorized", None): 1,
+            ("GET", "/branches", "/branches", 200, "reader", None, None): 1,
+            ("POST", "/branches/main/load", load, 200, "writer", None, loaded.json()["commits"][-1]): 1,
+            ("POST", "/branches/main/load", load, 409, "writer", "key_conflict", None): 1,
+            ("POST", "/branches/main/mutate", mutate, 200, "writer", None, mutated.json()["commit"]): 1,
+            ("POST", "/branches", "/branches", 403, "reader", "forbidden", None): 1,
+            ("GET", "/nowhere", None, 404, None, "not_found", None): 1,
+            ("GET", "/metrics", "/metrics", 200, "reader", None, None): 1,
+        }
+    ), seen
     for token in tokens.by_actor.values():
         assert token not in server.output()
 
@@ -115,8 +128,9 @@ def test_recoveries_are_counted(tmp_path: Path) -> None:
     uri = str(tmp_path / "g")
     make_example_graph(uri)
     data = write_jsonl(tmp_path, "p.jsonl", [person("Crashed")])
-    crashed = run_cli(OMNIGRAPH, "load", "--mode", "append", "--data", data, uri,
-                      env={FAILPOINT_ENV: "write.after_effect", "OMNIGRAPH_ACTOR": ACTOR})
+    crashed = run_cli(
+        OMNIGRAPH, "load", "--mode", "append", "--data", data, uri, env={FAILPOINT_ENV: "write.after_effect", "OMNIGRAPH_ACTOR": ACTOR}
+    )
     assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.describe()
     tokens = write_tokens(tmp_path, {"ops": [Grant.READ, Grant.WRITE]})
     server = start_fenced(uri, tokens=tokens.path, token=tokens.by_actor["ops"])

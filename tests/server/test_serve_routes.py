@@ -75,6 +75,7 @@ def test_a_later_router_is_guarded_by_its_declaration(tmp_path: Path) -> None:
     app.include_router(later_router())
     assert ("/later/ping", Grant.EXPORT) in [(path, policy.grant) for path, policy in audit_routes(app)]
     with serving(app) as base:
+
         def client(actor: str | None) -> httpx.Client:
             headers = {} if actor is None else {"authorization": f"Bearer {tokens.by_actor[actor]}"}
             return httpx.Client(base_url=base, headers=headers, timeout=30)
@@ -85,10 +86,16 @@ def test_a_later_router_is_guarded_by_its_declaration(tmp_path: Path) -> None:
             assert exporter.get("/later/ping").json() == {"pong": "yes"}
             error_of(reader.post("/later/echo", json={"text": "hi"}), 403, "forbidden")
             assert exporter.post("/later/echo", json={"text": "hi"}).json() == {"text": "hi", "actor": "exporter"}
-            error_of(exporter.post("/later/echo", content=b'{"text": "hi"}', headers={"content-type": "text/plain"}),
-                     415, "unsupported_media_type")
-            error_of(exporter.post("/later/echo", content=b"{" + b" " * (2 * 1024 * 1024) + b"}",
-                                   headers={"content-type": "application/json"}), 413, "resource_limit")
+            error_of(
+                exporter.post("/later/echo", content=b'{"text": "hi"}', headers={"content-type": "text/plain"}),
+                415,
+                "unsupported_media_type",
+            )
+            error_of(
+                exporter.post("/later/echo", content=b"{" + b" " * (2 * 1024 * 1024) + b"}", headers={"content-type": "application/json"}),
+                413,
+                "resource_limit",
+            )
             error_of(exporter.get("/later/ping", headers={"host": "evil.example"}), 421, "misdirected_request")
 
 

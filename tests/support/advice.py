@@ -40,8 +40,12 @@ def run_printed(command: str, cwd: Path | None = None, timeout: float = 300) -> 
     env = {key: value for key, value in os.environ.items() if key != "OMNIGRAPH_FAILPOINTS"}
     env["OMNIGRAPH_ACTOR"] = ACTOR
     done = subprocess.run(
-        [str(BIN / argv[0]), *argv[1:]], cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
+        [str(BIN / argv[0]), *argv[1:]],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=timeout,
         check=False,
     )
-    return Cli(tuple(argv), done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"),
-               done.stdout)
+    return Cli(tuple(argv), done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"), done.stdout)

@@ -31,7 +31,7 @@ def tree_digest(uri: str) -> dict[str, str]:
     digests = {}
     for path in sorted(store.fs.find(store.root)):
         with store.fs.open(path, "rb") as handle:
-            digests[path[len(prefix):]] = hashlib.sha256(handle.read()).hexdigest()
+            digests[path[len(prefix) :]] = hashlib.sha256(handle.read()).hexdigest()
     return digests
 
 

@@ -90,10 +90,7 @@ class Cli:
             raise AssertionError(f"stdout of {self.describe()} is not one JSON document: {error}") from None
 
     def describe(self) -> str:
-        return (
-            f"{' '.join(self.args)} -> exit {self.returncode}\n--- stdout ---\n{self.stdout}"
-            f"\n--- stderr ---\n{self.stderr}"
-        )
+        return f"{' '.join(self.args)} -> exit {self.returncode}\n--- stdout ---\n{self.stdout}\n--- stderr ---\n{self.stderr}"
 
     def ok(self) -> Cli:
         assert self.returncode == 0, self.describe()
@@ -174,7 +171,10 @@ def invoke(program: Path, *args: str | os.PathLike[str]) -> Cli:
     command = {OMNIGRAPH.name: omnigraph_cli, OMNIGRAPH_V4.name: legacy_cli}[program.name]
     argv = [str(a) for a in args]
     result = CliRunner().invoke(
-        command, argv, env={"OMNIGRAPH_ACTOR": ACTOR, "OMNIGRAPH_FAILPOINTS": None}, catch_exceptions=False,
+        command,
+        argv,
+        env={"OMNIGRAPH_ACTOR": ACTOR, "OMNIGRAPH_FAILPOINTS": None},
+        catch_exceptions=False,
         prog_name=program.name,
     )
     return Cli(tuple([program.name, *argv]), result.exit_code, result.stdout, result.stderr, result.stdout_bytes)
@@ -340,7 +340,7 @@ def all_objects(uri: str) -> list[str]:
     if store.is_empty_root():
         return []
     prefix = store.root.rstrip("/") + "/"
-    return sorted(path[len(prefix):] if path.startswith(prefix) else path for path in store.fs.find(store.root))
+    return sorted(path[len(prefix) :] if path.startswith(prefix) else path for path in store.fs.find(store.root))
 
 
 def commit_ids(uri: str, branch: str = "main") -> list[str]:

@@ -36,9 +36,7 @@ class AtomicConditionalWrites:
         self._lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        conditional = environ.get("REQUEST_METHOD") in _WRITE_METHODS and any(
-            header in environ for header in _CONDITIONAL_HEADERS
-        )
+        conditional = environ.get("REQUEST_METHOD") in _WRITE_METHODS and any(header in environ for header in _CONDITIONAL_HEADERS)
         if not conditional:
             return self._app(environ, start_response)
         with self._lock:

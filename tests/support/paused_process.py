@@ -54,7 +54,11 @@ def pause_at(failpoint: str, program: str, *args: str, env: dict[str, str] | Non
     full_env = {**os.environ, "OMNIGRAPH_FAILPOINTS": failpoint, **(env or {})}
     process = subprocess.Popen(
         [sys.executable, "-c", LAUNCHER, program, *args],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=full_env,
     )
     assert process.stdout is not None
     line = process.stdout.readline().strip()

@@ -80,8 +80,10 @@ def interleave_held(argv: list[str], failpoint: str, timeout: float = 180) -> tu
     Returns the (A, B) outcomes."""
     clean = {key: value for key, value in os.environ.items() if key != FAILPOINT_ENV}
     held, other = run_held(
-        argv, failpoint,
+        argv,
+        failpoint,
         lambda: subprocess.run(argv, env=clean, capture_output=True, text=True, timeout=timeout, check=False),
-        env=clean, timeout=timeout,
+        env=clean,
+        timeout=timeout,
     )
     return Outcome(held.returncode, held.stdout, held.stderr), Outcome(other.returncode, other.stdout, other.stderr)

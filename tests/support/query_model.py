@@ -155,8 +155,7 @@ class Model:
     def _holds(self, clause: Clause, types: dict[str, str], env: dict[str, str]) -> bool:
         if isinstance(clause, Binding):
             return all(
-                _compare(self._prop(types, env, clause.var, c.prop), "=", self._operand(c.value, types, env))
-                for c in clause.constraints
+                _compare(self._prop(types, env, clause.var, c.prop), "=", self._operand(c.value, types, env)) for c in clause.constraints
             )
         if isinstance(clause, Traversal):
             edge = _edge_type(self.graph.catalog, clause.edge)
@@ -204,8 +203,9 @@ class Model:
             keys = []
             for key in self.read.order:
                 if isinstance(key.target, PropRef):
-                    value = self._prop(types, env, key.target.var, key.target.prop) if env is not None else \
-                        values[self._returned(key.target)]
+                    value = (
+                        self._prop(types, env, key.target.var, key.target.prop) if env is not None else values[self._returned(key.target)]
+                    )
                 else:
                     value = values[names.index(key.target.text)]
                 keys.append((value, key.descending))
@@ -215,8 +215,7 @@ class Model:
                 ties = [env[name] for name in order_vars]
             key_values.append((keys, ties, values))
         key_values.sort(key=functools.cmp_to_key(_order))
-        result = [[_render(self._type_of(item, types), v) for v, item in zip(values, items, strict=True)]
-                  for _, _, values in key_values]
+        result = [[_render(self._type_of(item, types), v) for v, item in zip(values, items, strict=True)] for _, _, values in key_values]
         if self.read.limit is not None:
             result = result[: self.read.limit]
         return names, result
@@ -297,8 +296,7 @@ def _compare(left: Any, op: str, right: Any) -> bool:
         return right in left
     if op == "starts_with":
         return left.startswith(right)
-    return {"=": left == right, "!=": left != right, "<": left < right, "<=": left <= right,
-            ">": left > right, ">=": left >= right}[op]
+    return {"=": left == right, "!=": left != right, "<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}[op]
 
 
 def _cmp(a: Any, b: Any) -> int:

@@ -105,8 +105,15 @@ def _registered(graph: str, address: str) -> int:
     return sum(1 for record in list_records(open_store(graph)) if record.address == address)
 
 
-def start_server(program: Path, graph: str, *extra: str, workers: int = 1, tokens: Path | None = None,
-                 token: str | None = None, env: dict[str, str] | None = None) -> Server:
+def start_server(
+    program: Path,
+    graph: str,
+    *extra: str,
+    workers: int = 1,
+    tokens: Path | None = None,
+    token: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Server:
     """Start ``program serve graph`` on a free loopback port, with the tokens file ``tokens`` (the
     client sending ``token``) or else ``--unauthenticated``, and ``env`` on top of this process's
     environment (no failpoint unless ``env`` arms one); wait until ``/healthz`` answers and every
@@ -119,7 +126,9 @@ def start_server(program: Path, graph: str, *extra: str, workers: int = 1, token
     environment.update(env or {})
     process = subprocess.Popen(
         [str(program), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), *auth, *extra, graph],
-        stdout=log, stderr=subprocess.STDOUT, env=environment,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=environment,
     )
     server = Server(program, graph, process, f"http://127.0.0.1:{port}", log, token)
     deadline = time.monotonic() + STARTUP_SECONDS
@@ -136,8 +145,9 @@ def start_server(program: Path, graph: str, *extra: str, workers: int = 1, token
     raise AssertionError(f"{program.name} serve did not answer /healthz within {STARTUP_SECONDS}s")
 
 
-def start_fenced(graph: str, *extra: str, workers: int = 1, tokens: Path | None = None, token: str | None = None,
-                 env: dict[str, str] | None = None) -> Server:
+def start_fenced(
+    graph: str, *extra: str, workers: int = 1, tokens: Path | None = None, token: str | None = None, env: dict[str, str] | None = None
+) -> Server:
     return start_server(OMNIGRAPH, graph, *extra, workers=workers, tokens=tokens, token=token, env=env)
 
 
