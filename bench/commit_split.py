@@ -219,9 +219,9 @@ def measure(engine_root: Path, floor_root: Path, runs: int, warmup: int) -> dict
     """The child process of one size: ``warmup`` + ``runs`` rounds of upsert, floor, insert, floor."""
     import lance
 
-    from omnigraph.engine.door import FENCED_PROFILE
+    from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
     from omnigraph.engine.graph import open_graph
-    from omnigraph.engine.manifest import MAIN
+    from omnigraph.engine.manifest.rows import MAIN
     from omnigraph.engine.ops.load import load
 
     split = Split()

@@ -30,10 +30,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from layout import BRANCHES, FIXTURE_FILE, FIXTURE_VERSION, GRAPH_DIR
 
-from omnigraph.engine.door import LEGACY_PROFILE
+from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.graph import Graph, init_graph
-from omnigraph.engine.manifest import MAIN, BranchSnapshot
-from omnigraph.engine.ops import CommitPlan, TableWrite, commit, create_branch
+from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
+from omnigraph.engine.ops.branches import create_branch
+from omnigraph.engine.ops.write import commit
+from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
 
 SCHEMA = """\
 // Benchmark schema: four keyed node types, ids derived from the @key.

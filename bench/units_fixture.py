@@ -19,10 +19,10 @@ import time
 
 from fixture import SCHEMA  # the four keyed node types of the migration benchmark
 
-from omnigraph.engine.door import LEGACY_PROFILE
+from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.graph import init_graph
-from omnigraph.engine.manifest import MAIN
-from omnigraph.engine.ops import create_branch
+from omnigraph.engine.manifest.rows import MAIN
+from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.load import load
 
 TYPES = ("Account", "Device", "Order", "Session")

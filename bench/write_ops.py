@@ -49,10 +49,11 @@ def item_ids(first: int, count: int) -> pa.Array:
 
 
 def build(rows: int, out: Path, btree: bool) -> dict:
-    from omnigraph.engine.door import FENCED_PROFILE
+    from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
     from omnigraph.engine.graph import init_graph
-    from omnigraph.engine.manifest import MAIN, BranchSnapshot
-    from omnigraph.engine.ops import CommitPlan, TableWrite, commit
+    from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
+    from omnigraph.engine.ops.write import commit
+    from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
 
     graph = init_graph(str(out / GRAPH), SCHEMA, FENCED_PROFILE, actor=ACTOR)
     schema = graph.catalog.table(TABLE_KEY).arrow_schema(with_pk=True)
@@ -82,9 +83,9 @@ def _jsonl(first: int, count: int, n: int) -> bytes:
 
 
 def engine_write(graph_dir: Path, mode: str) -> dict:
-    from omnigraph.engine.door import FENCED_PROFILE
+    from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
     from omnigraph.engine.graph import open_graph
-    from omnigraph.engine.manifest import MAIN
+    from omnigraph.engine.manifest.rows import MAIN
     from omnigraph.engine.ops.load import load
 
     graph = open_graph(str(graph_dir), FENCED_PROFILE, write=True)

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from omnigraph.claims import ActingProcess, ClaimDocument, acting_for, acting_processes, break_, inspect
+from omnigraph.claims.acting import ActingProcess, acting_for, acting_processes
+from omnigraph.claims.claim import break_, inspect
+from omnigraph.claims.document import ClaimDocument
 from omnigraph.engine.errors import NotFound, PreconditionFailed
 from omnigraph.engine.maintenance.progress import SilentProgress
-from omnigraph.engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, GraphStore
-from omnigraph.ledger import ClaimBroken
+from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
+from omnigraph.engine.storage.store import GraphStore
+from omnigraph.ledger.records import ClaimBroken
 from omnigraph.migrator.context import open_existing_graph
 from omnigraph.migrator.layout import CLAIM_PATH
 from omnigraph.migrator.start import attach, replay_started

@@ -6,12 +6,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from omnigraph.claims import ClaimDocument, claim_held, inspect
+from omnigraph.claims.claim import inspect
+from omnigraph.claims.document import ClaimDocument
+from omnigraph.claims.errors import claim_held
 from omnigraph.engine.errors import NotFound
 from omnigraph.engine.maintenance.progress import Progress
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.storage import GraphStore, open_store
-from omnigraph.ledger import Ledger
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.store import GraphStore, open_store
+from omnigraph.ledger.ledger import Ledger
 from omnigraph.migrator.executors import ImageExecutor, LocalExecutor
 from omnigraph.migrator.layout import CLAIM_PATH
 

@@ -27,20 +27,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from omnigraph.claims import inspect, release
+from omnigraph.claims.claim import inspect, release
 from omnigraph.engine.errors import FormatRefused, PreconditionFailed, ValidationFailed
 from omnigraph.engine.failpoints import failpoint
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
-from omnigraph.ledger import (
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
+from omnigraph.ledger.fold import ImageState
+from omnigraph.ledger.ledger import LedgerReplay
+from omnigraph.ledger.records import (
     AnswerDigest,
     AnswersChecked,
     AnswersRecorded,
     BarrierSet,
     ClaimReleased,
-    ImageState,
     ImageValidated,
-    LedgerReplay,
     PlanRecorded,
     StampWritten,
     UnitsStarted,
@@ -48,9 +48,7 @@ from omnigraph.ledger import (
     ValidationFailedRecord,
     Verified,
 )
-from omnigraph.ledger import (
-    DriftDetected as DriftRecord,
-)
+from omnigraph.ledger.records import DriftDetected as DriftRecord
 from omnigraph.migrator import sidecar as sidecars
 from omnigraph.migrator.answers import (
     AnswerQueries,

@@ -24,7 +24,7 @@ from typing import Protocol
 
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.maintenance.progress import Progress
-from omnigraph.engine.storage import GraphStore
+from omnigraph.engine.storage.store import GraphStore
 from omnigraph.migrator.executor_names import EXECUTORS
 from omnigraph.migrator.images import VALIDATING, PinnedImage, open_images
 from omnigraph.migrator.validate import ImageReport, validate_image, validation_session

@@ -14,8 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from omnigraph.engine.manifest import BranchSnapshot, Manifest
-    from omnigraph.engine.storage import GraphStore
+    from omnigraph.engine.manifest.manifest import Manifest
+    from omnigraph.engine.manifest.rows import BranchSnapshot
+    from omnigraph.engine.storage.store import GraphStore
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -15,8 +15,8 @@ from typing import Any
 
 from omnigraph.engine.access import fleet
 from omnigraph.engine.errors import EXIT_CLAIM_HELD, OmnigraphError
-from omnigraph.engine.manifest import now_ms
-from omnigraph.engine.storage import GraphStore
+from omnigraph.engine.manifest.rows import now_ms
+from omnigraph.engine.storage.store import GraphStore
 
 
 class FleetActive(OmnigraphError):

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import lance
 
-from omnigraph.engine.storage import GraphStore, ImageRef, open_pinned
+from omnigraph.engine.storage.image import ImageRef, open_pinned
+from omnigraph.engine.storage.store import GraphStore
 
 VALIDATING = "validating ids"
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from omnigraph.claims import ClaimDocument, acting_processes, inspect
+from omnigraph.claims.acting import acting_processes
+from omnigraph.claims.claim import inspect
+from omnigraph.claims.document import ClaimDocument
 from omnigraph.engine.errors import NotFound, ValidationFailed
-from omnigraph.engine.storage import FORMAT_5, FORMAT_MIGRATING, GraphStore
-from omnigraph.ledger import Ledger, LedgerReplay, render_json
+from omnigraph.engine.storage.stamps import FORMAT_5, FORMAT_MIGRATING
+from omnigraph.engine.storage.store import GraphStore
+from omnigraph.ledger.ledger import Ledger, LedgerReplay
+from omnigraph.ledger.render import render_json
 from omnigraph.migrator import sidecar as sidecars
 from omnigraph.migrator.advice import claim_next_step, unclaimed_barrier_next_step
 from omnigraph.migrator.context import open_existing_graph

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from omnigraph.engine.maintenance.progress import Progress
-from omnigraph.engine.storage import GraphStore
-from omnigraph.ledger import InventoryEntry, UnitPlan
+from omnigraph.engine.storage.store import GraphStore
+from omnigraph.ledger.records import InventoryEntry, UnitPlan
 from omnigraph.migrator.executors import ImageExecutor, LocalExecutor
 from omnigraph.migrator.images import PinnedImage
 from omnigraph.migrator.plan import MigrationPlan

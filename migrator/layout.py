@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from omnigraph.engine.storage import CLAIM_PATH, MIGRATION_DIR, GraphStore
+from omnigraph.engine.storage.names import CLAIM_PATH, MIGRATION_DIR
+from omnigraph.engine.storage.store import GraphStore
 
 __all__ = ["CLAIM_OPERATION", "CLAIM_PATH", "ledger_dir", "migration_ids", "sidecar_path", "units_dir"]
 

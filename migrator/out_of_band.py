@@ -11,9 +11,9 @@ appeared after the check stops the run (the unit drift checks stop it later too)
 
 from __future__ import annotations
 
-from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.reconcile import drift
-from omnigraph.engine.storage import GraphStore
+from omnigraph.engine.storage.store import GraphStore
 from omnigraph.migrator.errors import DriftDetected
 from omnigraph.migrator.fan_out import default_parallel, fan_out
 

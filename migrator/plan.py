@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from omnigraph.engine.manifest import Manifest, lance_branch_name
-from omnigraph.ledger import BranchPlan, UnitPlan
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import lance_branch_name
+from omnigraph.ledger.records import BranchPlan, UnitPlan
 from omnigraph.migrator.fan_out import read_snapshots
 
 

@@ -15,12 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from omnigraph.claims import ClaimDocument, claim_held, inspect, read_break
-from omnigraph.engine.access import readiness_problems
+from omnigraph.claims.claim import inspect, read_break
+from omnigraph.claims.document import ClaimDocument
+from omnigraph.claims.errors import claim_held
+from omnigraph.engine.access.writer_audit import readiness_problems
 from omnigraph.engine.errors import FormatRefused, NotFound, PreconditionFailed, RecoveryRequired
-from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.reconcile import intents
-from omnigraph.engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, GraphStore
+from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
+from omnigraph.engine.storage.store import GraphStore
 from omnigraph.migrator.advice import claim_next_step, unclaimed_barrier_next_step
 from omnigraph.migrator.layout import CLAIM_PATH
 

@@ -43,7 +43,8 @@ import ray
 import ray.exceptions
 
 from omnigraph.engine.maintenance.progress import Progress
-from omnigraph.engine.storage import GraphStore, open_dataset_at
+from omnigraph.engine.storage.lance_io import open_dataset_at
+from omnigraph.engine.storage.store import GraphStore
 from omnigraph.migrator.errors import ExecutorFailed
 from omnigraph.migrator.images import VALIDATING, PinnedImage, open_images
 from omnigraph.migrator.validate import ImageReport, digest_release, validate_image, validation_session

@@ -28,13 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
 from omnigraph.engine.errors import BadRequest, FormatRefused, OmnigraphError
 from omnigraph.engine.graph import Graph, init_graph, open_graph
-from omnigraph.engine.manifest import MAIN, GraphBranch
-from omnigraph.engine.ops import create_branch, export_lines
+from omnigraph.engine.manifest.rows import MAIN, GraphBranch
+from omnigraph.engine.ops.branches import create_branch
+from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.storage import FORMAT_4, FORMAT_5, open_store
+from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5
+from omnigraph.engine.storage.store import open_store
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from omnigraph.claims import ClaimDocument, acquire, acting_for
+from omnigraph.claims.acting import acting_for
+from omnigraph.claims.claim import acquire
+from omnigraph.claims.document import ClaimDocument
 from omnigraph.engine.errors import NotFound
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.maintenance.progress import Progress
-from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.schema.ids import new_ulid
-from omnigraph.engine.storage import GraphStore, open_store
-from omnigraph.ledger import AnswerCheck, Ledger, LedgerReplay, MigrationStarted
+from omnigraph.engine.storage.store import GraphStore, open_store
+from omnigraph.ledger.ledger import Ledger, LedgerReplay
+from omnigraph.ledger.records import AnswerCheck, MigrationStarted
 from omnigraph.migrator.context import Migration
 from omnigraph.migrator.executors import ImageExecutor, LocalExecutor
 from omnigraph.migrator.layout import CLAIM_OPERATION, CLAIM_PATH, ledger_dir

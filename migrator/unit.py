@@ -28,21 +28,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from omnigraph.engine.door import KEY_COLUMN, CommitConflict, install_primary_key
+from omnigraph.engine.door.table_store import KEY_COLUMN, CommitConflict, install_primary_key
 from omnigraph.engine.failpoints import failpoint
-from omnigraph.engine.manifest import TableEntry
-from omnigraph.engine.storage import (
+from omnigraph.engine.manifest.rows import TableEntry
+from omnigraph.engine.storage.image import ImageRef, open_pinned
+from omnigraph.engine.storage.lance_io import (
     ForeignFork,
     Fork,
     ForkInterrupted,
-    ImageRef,
     fork_or_adopt,
     open_dataset,
-    open_pinned,
     primary_key,
     remove_unreferenced_fork,
 )
-from omnigraph.ledger import DriftItem, ImageState, UnitCompleted, UnitPlan
+from omnigraph.ledger.fold import ImageState
+from omnigraph.ledger.records import DriftItem, UnitCompleted, UnitPlan
 from omnigraph.migrator import sidecar as sidecars
 from omnigraph.migrator.context import Migration
 from omnigraph.migrator.errors import DriftDetected, MigrationRefused

@@ -20,7 +20,8 @@ import threading
 from collections.abc import Mapping
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.ledger import ImageState, UnitPlan
+from omnigraph.ledger.fold import ImageState
+from omnigraph.ledger.records import UnitPlan
 from omnigraph.migrator.context import Migration
 from omnigraph.migrator.fan_out import MAX_PARALLEL, fan_out
 from omnigraph.migrator.unit import migrate_unit

@@ -15,14 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from omnigraph.claims import claim_held, inspect
-from omnigraph.engine.access import foreign_heads, refence_command
-from omnigraph.engine.door import KEY_COLUMN
+from omnigraph.claims.claim import inspect
+from omnigraph.claims.errors import claim_held
+from omnigraph.engine.access.writer_audit import foreign_heads, refence_command
+from omnigraph.engine.door.table_store import KEY_COLUMN
 from omnigraph.engine.errors import NotFound, PreconditionFailed
-from omnigraph.engine.manifest import BranchSnapshot, Manifest, TableEntry
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry
 from omnigraph.engine.reconcile import intents
-from omnigraph.engine.storage import GraphStore, latest_version, open_pinned, primary_key
-from omnigraph.ledger import DriftItem, FoldedState, Ledger, UnitPlan
+from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.lance_io import latest_version, primary_key
+from omnigraph.engine.storage.store import GraphStore
+from omnigraph.ledger.fold import FoldedState
+from omnigraph.ledger.ledger import Ledger
+from omnigraph.ledger.records import DriftItem, UnitPlan
 from omnigraph.migrator.advice import claim_next_step
 from omnigraph.migrator.answers import AnswerQueries, answer_cases, answers_changed, compare_answers, read_graph, refuse_other_queries
 from omnigraph.migrator.errors import DriftDetected

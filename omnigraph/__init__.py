@@ -31,14 +31,14 @@ the first :func:`open` or :func:`init` (or the first use of a name that needs it
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from omnigraph import errors
 from omnigraph.engine import __version__
-from omnigraph.engine.lazy_exports import lazy_exports
 from omnigraph.errors import (
     BadRequest,
     ClaimHeld,
@@ -57,9 +57,9 @@ from omnigraph.errors import (
 )
 
 if TYPE_CHECKING:
-    from omnigraph.engine.maintenance import CheckReport
+    from omnigraph.engine.maintenance.findings import CheckReport
     from omnigraph.engine.ops.blob_get import BlobReader
-    from omnigraph.engine.reconcile import RecoveryRecord
+    from omnigraph.engine.reconcile.intents import RecoveryRecord
     from omnigraph.graph import Graph
 
 WRITES_FORMAT = "5"
@@ -74,8 +74,8 @@ fencing) so that rehearsals and tests have real format-4 graphs to migrate; not 
 _LAZY = {
     "Graph": "omnigraph.graph",
     "BlobReader": "omnigraph.engine.ops.blob_get",
-    "CheckReport": "omnigraph.engine.maintenance",
-    "Recovery": "omnigraph.engine.reconcile",
+    "CheckReport": "omnigraph.engine.maintenance.findings",
+    "Recovery": "omnigraph.engine.reconcile.intents",
     "Branch": "omnigraph.results",
     "ChunkedMutationResult": "omnigraph.results",
     "Commit": "omnigraph.results",
@@ -231,8 +231,8 @@ def check(uri: str | os.PathLike[str], *, storage_options: Mapping[str, str] | N
     Raises:
         NotFound: there is no graph at ``uri``.
     """
-    from omnigraph.engine.maintenance import check_graph
-    from omnigraph.engine.storage import storage_options_scope
+    from omnigraph.engine.maintenance.check import check_graph
+    from omnigraph.engine.storage.store import storage_options_scope
     from omnigraph.migrator.advice import claim_findings
     from omnigraph.migrator.validate import validate_image  # DuckDB: loaded only when a check runs
 
@@ -259,4 +259,19 @@ def _schema_source(schema: str | Path) -> str:
         raise BadRequest(f"schema file {str(schema)!r} is not UTF-8: {error.reason} at byte {error.start}", {"path": str(schema)}) from None
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _SUBMODULES, renamed=_RENAMED)
+def __getattr__(name: str) -> Any:
+    """A name of :data:`_LAZY` or a submodule of :data:`_SUBMODULES`, imported on first access
+    (PEP 562) and then kept in the package, so that ``import omnigraph`` loads no graph machinery."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), _RENAMED.get(name, name))
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The package's names, the lazy ones included."""
+    return sorted({*globals(), *_LAZY, *_SUBMODULES})

@@ -38,11 +38,15 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from omnigraph import ENGINE, FORMAT_4_WRITER
 from omnigraph._handles import Handles
-from omnigraph.engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.legacy import LEGACY_PROFILE
+from omnigraph.engine.door.routing import EngineProfile
 from omnigraph.engine.errors import BadRequest, ReadOnlyGraph
 from omnigraph.engine.graph import default_actor, init_graph
-from omnigraph.engine.manifest import MAIN, commit_history
-from omnigraph.engine.storage import FORMAT_5, GraphStore, open_store, storage_options_scope
+from omnigraph.engine.manifest.commits import commit_history
+from omnigraph.engine.manifest.rows import MAIN
+from omnigraph.engine.storage.stamps import FORMAT_5
+from omnigraph.engine.storage.store import GraphStore, open_store, storage_options_scope
 from omnigraph.results import (
     Branch,
     ChunkedMutationResult,
@@ -65,11 +69,11 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from omnigraph.engine.access import fleet
-    from omnigraph.engine.maintenance import CheckReport
+    from omnigraph.engine.maintenance.findings import CheckReport
     from omnigraph.engine.ops.blob_get import BlobReader
     from omnigraph.engine.ops.load import LoadMode
-    from omnigraph.engine.query import Answer
-    from omnigraph.engine.reconcile import RecoveryRecord
+    from omnigraph.engine.query.run import Answer
+    from omnigraph.engine.reconcile.intents import RecoveryRecord
     from omnigraph.inputs import LoadData
 
 __all__ = ["PROGRAMS", "Graph", "connect", "create"]
@@ -216,7 +220,8 @@ class Graph:
         Raises:
             FormatRefused: the graph has no stamp or an unknown one.
         """
-        from omnigraph.engine.access import current_permission, readiness_problems
+        from omnigraph.engine.access.barrier import current_permission
+        from omnigraph.engine.access.writer_audit import readiness_problems
 
         self._h.require_open()
         with self._h.scope():
@@ -325,8 +330,8 @@ class Graph:
             NotFound: no branch ``branch``, or no commit ``at`` on it.
             ResourceLimit: the query needs more memory than its limit.
         """
-        from omnigraph.engine.gq import choose_query
-        from omnigraph.engine.query import open_answer
+        from omnigraph.engine.gq.select import choose_query
+        from omnigraph.engine.query.run import open_answer
 
         choose_query(query, name, "read")  # syntax, the name and the kind: refused before any I/O
         with self._h.scope(), open_answer(self._h.reading(), query, name=name, params=dict(params or {}), branch=branch, at=at) as answer:
@@ -391,7 +396,7 @@ class Graph:
             RecoveryRequired: a commit was interrupted after an effect landed.
         """
         from omnigraph.engine.ops.load import check_load_options, load_records
-        from omnigraph.engine.records import read_records
+        from omnigraph.engine.records.read import read_records
         from omnigraph.inputs import opened_data
 
         self._refuse_if_read_only("load")

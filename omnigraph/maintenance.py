@@ -27,10 +27,12 @@ from omnigraph.engine.graph import Graph, default_actor, open_graph
 from omnigraph.engine.maintenance.optimize import OptimizeReport
 from omnigraph.engine.maintenance.optimize import optimize as optimize_graph
 from omnigraph.engine.maintenance.progress import Progress, SilentProgress
-from omnigraph.engine.manifest import MAIN, Manifest
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.reconcile import drift, intents, recovery
-from omnigraph.engine.reconcile.drift import TableDriftReport
-from omnigraph.engine.storage import FORMAT_4, open_store
+from omnigraph.engine.reconcile.drift.report import TableDriftReport
+from omnigraph.engine.storage.stamps import FORMAT_4
+from omnigraph.engine.storage.store import open_store
 from omnigraph.graph import PROGRAMS
 
 __all__ = [

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omnigraph.claims import ClaimDocument, inspect, refuse_if_acting
-from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.claims.acting import refuse_if_acting
+from omnigraph.claims.claim import inspect
+from omnigraph.claims.document import ClaimDocument
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
 from omnigraph.engine.errors import (
     EXIT_CLAIM_HELD,
     EXIT_ERROR,
@@ -26,12 +28,14 @@ from omnigraph.engine.errors import (
 )
 from omnigraph.engine.graph import Graph, open_graph
 from omnigraph.engine.maintenance.progress import Progress
-from omnigraph.engine.manifest import MAIN, Manifest
-from omnigraph.engine.ops import create_branch, delete_branch, export_lines
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import MAIN
+from omnigraph.engine.ops.branches import create_branch, delete_branch
+from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load
 from omnigraph.engine.reconcile import intents
-from omnigraph.engine.storage import copy_root, open_store
-from omnigraph.ledger import render_table
+from omnigraph.engine.storage.store import copy_root, open_store
+from omnigraph.ledger.render import render_table
 from omnigraph.migrator import inspection, repair
 from omnigraph.migrator import sidecar as sidecars
 from omnigraph.migrator.answers import AnswerQueries

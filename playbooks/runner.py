@@ -23,8 +23,9 @@ from omnigraph.engine.errors import EXIT_ERROR, EXIT_USAGE, BadRequest, NotFound
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.maintenance.progress import Progress
 from omnigraph.engine.schema.ids import new_ulid
-from omnigraph.engine.storage import open_store
-from omnigraph.ledger import Ledger, PlaybookStep
+from omnigraph.engine.storage.store import open_store
+from omnigraph.ledger.ledger import Ledger
+from omnigraph.ledger.records import PlaybookStep
 from omnigraph.migrator.layout import ledger_dir
 from omnigraph.playbooks.actions import ACTIONS, AnswerUnavailable, StepContext, StepFailed, StepResult
 from omnigraph.playbooks.journal import JournalRecord, RunJournal, RunStarted, Writer, this_writer

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from omnigraph.claims.liveness import alive_here
 from omnigraph.engine.errors import BadRequest, ClaimHeld, NotFound
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.storage.store import open_store
 from omnigraph.playbooks.journal import JournalRecord, RunJournal, RunStarted, Writer
 from omnigraph.playbooks.model import load_playbook
 from omnigraph.playbooks.runner import Operator, RunReport, StepReport, playbook_variables, run_steps

@@ -13,30 +13,3 @@ The names below (and the submodules) are imported on first access (a module-leve
 ``__getattr__``): opening a graph needs the permission and the barrier, not the fleet registry
 (pydantic models) nor the writer audit.
 """
-
-from __future__ import annotations
-
-from omnigraph.engine.lazy_exports import lazy_exports
-
-_LAZY = {
-    "Access": "permission",
-    "FleetRecord": "fleet",
-    "Ground": "permission",
-    "WritePermission": "permission",
-    "current_permission": "barrier",
-    "foreign_head": "writer_audit",
-    "foreign_heads": "writer_audit",
-    "list_records": "fleet",
-    "readiness_problems": "writer_audit",
-    "record_path": "fleet",
-    "refence_command": "writer_audit",
-    "require_writable_stamp": "barrier",
-    "write_permission": "permission",
-}
-"""Each exported name and the submodule that defines it."""
-_SUBMODULES = ("barrier", "fleet", "permission", "writer_audit")
-
-__all__ = sorted([*_LAZY, *_SUBMODULES])
-
-
-__getattr__, __dir__ = lazy_exports(__name__, {k: f"{__name__}.{v}" for k, v in _LAZY.items()}, _SUBMODULES)

@@ -16,9 +16,9 @@ import json
 from typing import Any
 
 from omnigraph.engine.access.permission import WritePermission, write_permission
-from omnigraph.engine.door import EngineProfile
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.storage import CLAIM_PATH
+from omnigraph.engine.door.routing import EngineProfile
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.names import CLAIM_PATH
 
 _HOLDER_FIELDS = ("owner", "host", "pid", "migration_id", "created_at")
 

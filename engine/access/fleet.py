@@ -28,10 +28,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from omnigraph.engine.manifest import now_ms
+from omnigraph.engine.manifest.rows import now_ms
 from omnigraph.engine.schema.ids import new_ulid
-from omnigraph.engine.storage import FLEET_DIR, GraphStore, canonical_json
+from omnigraph.engine.storage.canonical_json import canonical_json
+from omnigraph.engine.storage.names import FLEET_DIR
 from omnigraph.engine.storage.process import process_is_alive, process_start_marker, this_host
+from omnigraph.engine.storage.store import GraphStore
 
 HEARTBEAT_SECONDS = float(os.environ.get("OMNIGRAPH_FLEET_HEARTBEAT_SECONDS", "5"))
 STALE_AFTER_SECONDS = max(30.0, 6 * HEARTBEAT_SECONDS)

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from omnigraph.engine.door import EngineProfile
+from omnigraph.engine.door.routing import EngineProfile
 from omnigraph.engine.errors import ClaimHeld, FormatBarrier, FormatRefused
-from omnigraph.engine.storage import FORMAT_MIGRATING, KNOWN_STAMPS
+from omnigraph.engine.storage.stamps import FORMAT_MIGRATING, KNOWN_STAMPS
 
 
 class Access(Enum):

@@ -8,34 +8,3 @@ upsert, overwrite, merge, repair) and :mod:`~omnigraph.engine.door.fenced_profil
 fails if code outside ``table_store.py`` and ``legacy.py`` appends to, or merges into, a keyed
 table. The door imports only :mod:`omnigraph.engine.storage`, :mod:`omnigraph.engine.errors` and :mod:`omnigraph.engine.schema`.
 """
-
-from omnigraph.engine.door import table_store
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE, FENCED_ROUTER
-from omnigraph.engine.door.legacy import LEGACY_PROFILE
-from omnigraph.engine.door.routing import EngineProfile, MergeRows, TableRouter
-from omnigraph.engine.door.table_store import (
-    COMMIT_ARROW_BYTES,
-    COMMIT_ROWS,
-    KEY_COLUMN,
-    CommitConflict,
-    EffectLanded,
-    ExistingKeys,
-    install_primary_key,
-)
-
-__all__ = [
-    "COMMIT_ARROW_BYTES",
-    "COMMIT_ROWS",
-    "FENCED_PROFILE",
-    "FENCED_ROUTER",
-    "KEY_COLUMN",
-    "LEGACY_PROFILE",
-    "CommitConflict",
-    "EffectLanded",
-    "EngineProfile",
-    "ExistingKeys",
-    "MergeRows",
-    "TableRouter",
-    "install_primary_key",
-    "table_store",
-]

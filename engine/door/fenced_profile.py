@@ -7,7 +7,7 @@ import lance
 
 from omnigraph.engine.door import table_store
 from omnigraph.engine.door.routing import EngineProfile, TableRouter
-from omnigraph.engine.storage import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
+from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 
 
 def _check_writable(dataset: lance.LanceDataset, where: str) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import lance
 import pyarrow as pa
 
-from omnigraph.engine.storage import GraphStore
+from omnigraph.engine.storage.store import GraphStore
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,9 @@ import pyarrow.compute as pc
 
 from omnigraph.engine.door.routing import MergeRows
 from omnigraph.engine.errors import FormatRefused, Internal
-from omnigraph.engine.storage import PK_METADATA_KEY, GraphStore, create_empty_dataset, primary_key
+from omnigraph.engine.storage.lance_io import create_empty_dataset, primary_key
+from omnigraph.engine.storage.names import PK_METADATA_KEY
+from omnigraph.engine.storage.store import GraphStore
 
 KEY_COLUMN = "id"
 COMMIT_ROWS = 8192

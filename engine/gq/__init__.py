@@ -6,10 +6,3 @@ command runs. :func:`omnigraph.engine.gq.checker.check_query` checks a mutation 
 parameters. Every refusal is a :class:`GqError` (``bad_request``) naming line, column and the
 offending token.
 """
-
-from omnigraph.engine.gq.errors import GqError
-from omnigraph.engine.gq.parser import parse
-from omnigraph.engine.gq.select import choose_query
-from omnigraph.engine.gq.syntax import Query
-
-__all__ = ["GqError", "Query", "choose_query", "parse"]

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from omnigraph.engine.schema import PropertyType, TableDef
+from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.schema.types import PropertyType
 
 AggregateFunc = Literal["count", "sum", "avg", "min", "max"]
 

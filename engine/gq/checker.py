@@ -36,8 +36,9 @@ from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.gq.errors import GqError
 from omnigraph.engine.gq.lexer import Token
 from omnigraph.engine.gq.syntax import LiteralValue, Now, Param, ParamRef, Query, Statement, Value
-from omnigraph.engine.schema import Catalog, EnumType, Property, PropertyType, ScalarType, TableDef
-from omnigraph.engine.schema.types import UNORDERED_TYPES
+from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.schema.tables import Property, TableDef
+from omnigraph.engine.schema.types import UNORDERED_TYPES, EnumType, PropertyType, ScalarType
 from omnigraph.engine.schema.values import InvalidValue, coerce_value
 
 MIX_MESSAGE = (

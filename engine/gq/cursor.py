@@ -15,7 +15,7 @@ from __future__ import annotations
 from omnigraph.engine.gq.errors import GqError
 from omnigraph.engine.gq.lexer import Token
 from omnigraph.engine.gq.syntax import LiteralValue, Now, ParamRef, Value
-from omnigraph.engine.schema import ScalarType
+from omnigraph.engine.schema.types import ScalarType
 from omnigraph.engine.schema.values import InvalidValue, coerce_value
 
 TYPED_LITERALS = {"date": "Date", "datetime": "DateTime"}

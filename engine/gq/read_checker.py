@@ -47,7 +47,9 @@ from omnigraph.engine.gq.syntax import (
     Traversal,
 )
 from omnigraph.engine.gq.syntax import Operand as SourceOperand
-from omnigraph.engine.schema import BlobType, Catalog, EnumType, ListType, PropertyType, ScalarType, TableDef, VectorType
+from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.schema.types import BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType
 from omnigraph.engine.schema.values import coerce_value
 
 ANONYMOUS = "_"

@@ -18,8 +18,7 @@ the ``I64`` range; beyond ``U64`` refused), a decimal ``F64``, ``date("...")`` `
 
 from __future__ import annotations
 
-from omnigraph.engine.schema import EnumType, ListType, PropertyType, ScalarType, VectorType
-from omnigraph.engine.schema.types import INTEGER_RANGES
+from omnigraph.engine.schema.types import INTEGER_RANGES, EnumType, ListType, PropertyType, ScalarType, VectorType
 
 NUMBERS = frozenset({"I32", "I64", "U32", "U64", "F32", "F64"})
 ORDERED = ("=", "!=", "<", "<=", ">", ">=")

@@ -14,15 +14,3 @@ submodule of the same name.
 The names below are imported from their modules on first access (a module-level
 ``__getattr__``): the progress protocol and the findings do not load the check.
 """
-
-from __future__ import annotations
-
-from omnigraph.engine.lazy_exports import lazy_exports
-
-_LAZY = {"CheckReport": "findings", "ClaimFindings": "findings", "Finding": "findings", "check_graph": "check"}
-"""Each exported name and the module of this package that defines it."""
-
-__all__ = ["CheckReport", "ClaimFindings", "Finding", "check_graph"]
-
-
-__getattr__, __dir__ = lazy_exports(__name__, {k: f"{__name__}.{v}" for k, v in _LAZY.items()})

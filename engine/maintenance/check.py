@@ -36,27 +36,21 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from omnigraph.engine.access import foreign_head, refence_command
-from omnigraph.engine.door import KEY_COLUMN
+from omnigraph.engine.access.writer_audit import foreign_head, refence_command
+from omnigraph.engine.door.table_store import KEY_COLUMN
 from omnigraph.engine.errors import NotFound, OmnigraphError
 from omnigraph.engine.graph import SCHEMA_FILE
 from omnigraph.engine.maintenance.findings import CheckReport, ClaimFindings, Finding, IdScanner, ImageKey
-from omnigraph.engine.manifest import BranchSnapshot, Manifest
-from omnigraph.engine.reconcile import WriteIntent, branch_guard
-from omnigraph.engine.schema import Catalog
-from omnigraph.engine.storage import (
-    FORMAT_5,
-    FORMAT_MIGRATING,
-    KNOWN_STAMPS,
-    RECOVERY_DIR,
-    GraphStore,
-    latest_version,
-    list_branches,
-    open_dataset,
-    open_pinned,
-    open_store,
-    primary_key,
-)
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import BranchSnapshot
+from omnigraph.engine.reconcile import branch_guard
+from omnigraph.engine.reconcile.intents import WriteIntent
+from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset, primary_key
+from omnigraph.engine.storage.names import RECOVERY_DIR
+from omnigraph.engine.storage.stamps import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS
+from omnigraph.engine.storage.store import GraphStore, open_store
 
 LISTED_PER_FINDING = 100
 EDGE_BATCH_ROWS = 32_768

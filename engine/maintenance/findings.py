@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import lance
 from pydantic import BaseModel, ConfigDict, Field
 
-from omnigraph.engine.storage import GraphStore
+from omnigraph.engine.storage.store import GraphStore
 
 ImageKey = tuple[str, str | None, int]
 

@@ -28,13 +28,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from omnigraph.engine.door import CommitConflict
+from omnigraph.engine.door.table_store import CommitConflict
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.maintenance.progress import Progress
-from omnigraph.engine.manifest import Manifest, TableEntry, lance_branch_name
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import TableEntry, lance_branch_name
 from omnigraph.engine.reconcile import drift, intents
-from omnigraph.engine.storage import GraphStore, latest_version, list_branches, open_dataset, open_pinned
+from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset
+from omnigraph.engine.storage.store import GraphStore
 
 ImageRef = tuple[str, str | None, int]
 """(table path, Lance branch or None for main, version)."""

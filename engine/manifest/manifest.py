@@ -35,7 +35,10 @@ from omnigraph.engine.manifest.rows import (
     rows_table,
     table_row,
 )
-from omnigraph.engine.storage import MANIFEST_DIR, GraphStore, LanceBranch, canonical_json, list_branches, open_dataset, read_branch
+from omnigraph.engine.storage.canonical_json import canonical_json
+from omnigraph.engine.storage.lance_io import LanceBranch, list_branches, open_dataset, read_branch
+from omnigraph.engine.storage.names import MANIFEST_DIR
+from omnigraph.engine.storage.store import GraphStore
 
 FORMAT_KEY = "omnigraph:format"
 MIGRATION_ID_KEY = "omnigraph:migration_id"

@@ -20,35 +20,3 @@ The names below are imported from their modules on first access (a module-level
 ``__getattr__``), so that importing one operation's module (``omnigraph.engine.ops.snapshot``, say) runs
 none of the others: a read does not load the write protocol, the merge or ``.gq`` mutations.
 """
-
-from __future__ import annotations
-
-from omnigraph.engine.lazy_exports import lazy_exports
-
-_LAZY = {
-    "MAX_ARROW_BYTES": "limits",
-    "MAX_ROWS": "limits",
-    "CommitPlan": "write_plan",
-    "CommitResult": "write_plan",
-    "LoadMode": "load",
-    "LoadResult": "load",
-    "MutationResult": "mutate",
-    "TableWrite": "write_plan",
-    "WriteResult": "write_plan",
-    "branch_documents": "branches",
-    "commit": "write",
-    "create_branch": "branches",
-    "delete_branch": "branches",
-    "export_lines": "export",
-    "export_tables": "export",
-    "merge_branch": "merge",
-    "present_ids": "id_probe",
-    "select_query": "mutate",
-    "snapshot_document": "snapshot",
-}
-"""Each exported name and the module of this package that defines it."""
-
-__all__ = sorted(_LAZY)
-
-
-__getattr__, __dir__ = lazy_exports(__name__, {k: f"{__name__}.{v}" for k, v in _LAZY.items()})

@@ -18,9 +18,10 @@ import pyarrow.compute as pc
 
 from omnigraph.engine.errors import BadRequest, NotFound
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.schema import BlobType, TableDef
-from omnigraph.engine.storage import open_pinned
+from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.schema.types import BlobType
 from omnigraph.engine.storage.blob_cells import READ_CHUNK, ROW_ID, cells, whole_reference
+from omnigraph.engine.storage.image import open_pinned
 
 
 class BlobReader:

@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 from lance.blob import Blob, blob_array
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.schema import BlobType, TableDef
+from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.schema.types import BlobType
 from omnigraph.engine.storage.blob_objects import ExternalObjectMissing, object_size, read_object
 
 BYTES_ONLY = (

@@ -22,9 +22,9 @@ from typing import Any
 from omnigraph.engine.errors import BadRequest, NotFound, ReadSetConflict
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest import MAIN, GraphBranch
+from omnigraph.engine.manifest.rows import MAIN, GraphBranch
 from omnigraph.engine.reconcile import branch_guard, intents, recovery
-from omnigraph.engine.storage import delete_branch_if_present
+from omnigraph.engine.storage.lance_io import delete_branch_if_present
 
 BRANCH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 

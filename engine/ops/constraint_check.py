@@ -31,11 +31,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest import BranchSnapshot, TableEntry
+from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry
 from omnigraph.engine.ops.merge_diff import TableChanges
-from omnigraph.engine.schema import TableDef
 from omnigraph.engine.schema.rule_check import table_violations
-from omnigraph.engine.storage import open_pinned
+from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.storage.image import open_pinned
 
 Problem = dict[str, Any]
 

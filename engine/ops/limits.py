@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from omnigraph.engine.door import COMMIT_ARROW_BYTES, COMMIT_ROWS
+from omnigraph.engine.door.table_store import COMMIT_ARROW_BYTES, COMMIT_ROWS
 from omnigraph.engine.errors import ResourceLimit
 
 MAX_ROWS = COMMIT_ROWS

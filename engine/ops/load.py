@@ -44,15 +44,18 @@ import pyarrow.compute as pc
 
 from omnigraph.engine.errors import BadRequest, KeyConflict, OmnigraphError
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest import BranchSnapshot, TableEntry, lance_branch_name
+from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry, lance_branch_name
 from omnigraph.engine.ops.blob_staging import check_references, copy_external, refuse_external, staged_bytes
 from omnigraph.engine.ops.id_probe import ChunkProbe, present_ids
 from omnigraph.engine.ops.limits import MAX_ROWS, LimitWording, check_table
 from omnigraph.engine.ops.load_constraints import check_chunk_constraints, check_overwrite_constraints
 from omnigraph.engine.ops.write import commit
 from omnigraph.engine.ops.write_plan import CommitPlan, CommitResult, Prepare, TableWrite
-from omnigraph.engine.records import EdgeEnds, JsonlSource, RecordSet, check_edge_endpoints, read_records
-from omnigraph.engine.storage import open_pinned
+from omnigraph.engine.records.endpoints import EdgeEnds, check_edge_endpoints
+from omnigraph.engine.records.jsonl_blocks import JsonlSource
+from omnigraph.engine.records.read import read_records
+from omnigraph.engine.records.record_set import RecordSet
+from omnigraph.engine.storage.image import open_pinned
 
 LoadMode = Literal["append", "merge", "overwrite"]
 _WRITE_KIND = {"append": "insert", "merge": "upsert", "overwrite": "overwrite"}

@@ -27,12 +27,12 @@ import pyarrow.compute as pc
 
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest import BranchSnapshot
+from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.constraint_check import Problem, cardinality_text, constraint_problems
 from omnigraph.engine.ops.merge_diff import TableChanges
-from omnigraph.engine.records import RecordSet
-from omnigraph.engine.schema import Catalog
-from omnigraph.engine.storage import open_pinned
+from omnigraph.engine.records.record_set import RecordSet
+from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.storage.image import open_pinned
 
 _LOAD = "the load"
 

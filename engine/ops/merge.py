@@ -46,13 +46,14 @@ import pyarrow.compute as pc
 
 from omnigraph.engine.errors import BadRequest, Internal, MergeConflict
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest import BranchSnapshot, load_commit_graph
+from omnigraph.engine.manifest.commit_graph import load_commit_graph
+from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.merge_check import check_merged
 from omnigraph.engine.ops.merge_diff import TableChanges, compare_table
 from omnigraph.engine.ops.write import commit
 from omnigraph.engine.ops.write_plan import CommitPlan, CommitResult, TableWrite
-from omnigraph.engine.storage import open_pinned
 from omnigraph.engine.storage.blob_cells import blob_names, materialize
+from omnigraph.engine.storage.image import open_pinned
 
 MergeOutcome = Literal["up_to_date", "fast_forward", "merged"]
 _LOOKUP_IDS = 8192

@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest import BranchSnapshot
+from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.constraint_check import constraint_problems, read_matching
 from omnigraph.engine.ops.merge_diff import TableChanges
 

@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Literal
 import lance
 import pyarrow as pa
 
-from omnigraph.engine.manifest import TableEntry
-from omnigraph.engine.storage import GraphStore, open_pinned
+from omnigraph.engine.manifest.rows import TableEntry
 from omnigraph.engine.storage.blob_cells import blob_names, digests
+from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.store import GraphStore
 
 if TYPE_CHECKING:
     import duckdb

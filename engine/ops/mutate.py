@@ -40,11 +40,11 @@ from typing import Any
 from lance.blob import Blob
 
 from omnigraph.engine.errors import BadRequest, PreconditionFailed, ReadSetConflict
-from omnigraph.engine.gq import choose_query
 from omnigraph.engine.gq.checker import BoundQuery, check_mix, check_query
+from omnigraph.engine.gq.select import choose_query
 from omnigraph.engine.gq.syntax import Query
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest import BranchSnapshot
+from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.blob_staging import BYTES_ONLY
 from omnigraph.engine.ops.mutate_eval import Affected, Evaluation
 from omnigraph.engine.ops.write import commit

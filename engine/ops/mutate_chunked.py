@@ -34,13 +34,14 @@ from omnigraph.engine.errors import BadRequest, NotFound, OmnigraphError
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.gq.checker import BoundQuery, check_query
 from omnigraph.engine.graph import Graph, default_actor
-from omnigraph.engine.manifest import BranchSnapshot
+from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.mutate import now_utc, select_query
 from omnigraph.engine.ops.mutate_eval import Affected, Evaluation, Window
 from omnigraph.engine.ops.write import commit
 from omnigraph.engine.ops.write_plan import CommitPlan
 from omnigraph.engine.schema.ids import new_ulid
-from omnigraph.engine.storage import RECOVERY_DIR, canonical_json
+from omnigraph.engine.storage.canonical_json import canonical_json
+from omnigraph.engine.storage.names import RECOVERY_DIR
 
 PROGRESS_DIR = f"{RECOVERY_DIR}/chunked"
 

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from omnigraph.engine.errors import BadRequest, KeyConflict
 from omnigraph.engine.gq.checker import BoundQuery, BoundStatement, Condition
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest import BranchSnapshot
+from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.blob_staging import blob_properties, copy_external, staged_bytes
 from omnigraph.engine.ops.constraint_check import constraint_problems
 from omnigraph.engine.ops.id_probe import present_ids
@@ -37,11 +37,12 @@ from omnigraph.engine.ops.limits import LimitWording, check_table
 from omnigraph.engine.ops.merge_check import check_merged
 from omnigraph.engine.ops.merge_diff import TableChanges
 from omnigraph.engine.ops.write_plan import TableWrite
-from omnigraph.engine.records import EdgeRow, NodeRow, rows_to_arrow
-from omnigraph.engine.schema import TableDef
+from omnigraph.engine.records.arrow import rows_to_arrow
+from omnigraph.engine.records.rows import EdgeRow, NodeRow
 from omnigraph.engine.schema.ids import derive_node_id
-from omnigraph.engine.storage import open_pinned
+from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.storage.blob_cells import materialize, stored_sizes, stored_values
+from omnigraph.engine.storage.image import open_pinned
 
 Row = NodeRow | EdgeRow
 

@@ -40,15 +40,17 @@ from typing import Generic, NoReturn
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
-from omnigraph.engine.door import CommitConflict
+from omnigraph.engine.door.table_store import CommitConflict
 from omnigraph.engine.errors import BadRequest, Internal, NotFound, ReadSetConflict
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest import MAIN, BranchSnapshot, TableEntry, lance_branch_name, now_ms
+from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot, TableEntry, lance_branch_name, now_ms
 from omnigraph.engine.ops.write_effects import apply_effects
 from omnigraph.engine.ops.write_plan import CommitPlan, NoEffectConflict, P, Prepare, WriteResult
 from omnigraph.engine.ops.write_publish import publish, refuse_foreign_base
-from omnigraph.engine.reconcile import IntentTable, PinVerdict, WriteIntent, branch_guard, drift, intents, pins, recovery
+from omnigraph.engine.reconcile import branch_guard, drift, intents, pins, recovery
+from omnigraph.engine.reconcile.intents import IntentTable, WriteIntent
+from omnigraph.engine.reconcile.pins import PinVerdict
 from omnigraph.engine.schema.ids import new_ulid
 from omnigraph.engine.storage.process import process_start_marker, this_host
 

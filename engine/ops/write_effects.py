@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import lance
 
-from omnigraph.engine.door import CommitConflict, EffectLanded, ExistingKeys, MergeRows
+from omnigraph.engine.door.routing import MergeRows
+from omnigraph.engine.door.table_store import CommitConflict, EffectLanded, ExistingKeys
 from omnigraph.engine.errors import RecoveryRequired
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest import BranchSnapshot, TableEntry, with_version
+from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry, with_version
 from omnigraph.engine.ops.write_plan import NoEffectConflict, TableWrite
-from omnigraph.engine.reconcile import IntentTable, drift, intents
-from omnigraph.engine.storage import ForeignFork, ForkInterrupted, fork_or_adopt, open_pinned
+from omnigraph.engine.reconcile import drift, intents
+from omnigraph.engine.reconcile.intents import IntentTable
+from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.lance_io import ForeignFork, ForkInterrupted, fork_or_adopt
 
 
 def apply_effects(

@@ -19,7 +19,7 @@ from typing import Generic, Literal, TypeVar
 
 import pyarrow as pa
 
-from omnigraph.engine.manifest import BranchSnapshot, TableEntry
+from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry
 
 WriteKind = Literal["insert", "upsert", "overwrite", "repair", "merge"]
 P = TypeVar("P")

@@ -15,13 +15,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from omnigraph.engine.access import writer_audit
-from omnigraph.engine.door import CommitConflict
+from omnigraph.engine.door.table_store import CommitConflict
 from omnigraph.engine.errors import RecoveryRequired
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest import BranchSnapshot, HeadEntry, TableEntry, now_ms
+from omnigraph.engine.manifest.rows import BranchSnapshot, HeadEntry, TableEntry, now_ms
 from omnigraph.engine.ops.write_plan import CommitPlan, CommitResult
 from omnigraph.engine.reconcile import drift
-from omnigraph.engine.storage import FORMAT_4, FORMAT_5, open_dataset
+from omnigraph.engine.storage.lance_io import open_dataset
+from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5
 
 PUBLISH_ATTEMPTS = 64
 _REBASE_SAFE_OPERATIONS = frozenset({"Update", "Append"})

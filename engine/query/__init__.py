@@ -6,7 +6,3 @@ streams the rows. :mod:`~omnigraph.engine.query.at` picks the commit read (a hea
 :mod:`~omnigraph.engine.query.traverse` builds variable-length traversals, :mod:`~omnigraph.engine.query.session`
 bounds DuckDB's memory and :mod:`~omnigraph.engine.query.render` turns values into JSON.
 """
-
-from omnigraph.engine.query.run import Answer, open_answer, run_query
-
-__all__ = ["Answer", "open_answer", "run_query"]

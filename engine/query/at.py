@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from omnigraph.engine.errors import NotFound
-from omnigraph.engine.manifest import BranchSnapshot, Manifest, load_commit_graph
+from omnigraph.engine.manifest.commit_graph import load_commit_graph
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import BranchSnapshot
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ import datetime as dt
 from typing import Any
 
 from omnigraph.engine.gq.bound_read import Block, Column, Compare, Const
-from omnigraph.engine.schema import EnumType, ScalarType, TableDef
 from omnigraph.engine.schema.ids import derive_node_id
-from omnigraph.engine.schema.types import INTEGER_RANGES
+from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.schema.types import INTEGER_RANGES, EnumType, ScalarType
 
 _KINDS: dict[str, type | tuple[type, ...]] = {"String": str, "Bool": bool, "Date": dt.date, "DateTime": dt.datetime}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from omnigraph.engine.schema import EnumType, ListType, PropertyType, ScalarType, VectorType
+from omnigraph.engine.schema.types import EnumType, ListType, PropertyType, ScalarType, VectorType
 
 Render = Callable[[Any], Any]
 

@@ -22,17 +22,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from omnigraph.engine.gq import choose_query
 from omnigraph.engine.gq.bound_read import Block, BoundRead
 from omnigraph.engine.gq.read_checker import check_read
+from omnigraph.engine.gq.select import choose_query
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest import MAIN
+from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.query.at import read_point
 from omnigraph.engine.query.plan import statement
 from omnigraph.engine.query.render import row_renderer
 from omnigraph.engine.query.session import Session, open_session
 from omnigraph.engine.query.traverse import Traversals
-from omnigraph.engine.storage import open_pinned
+from omnigraph.engine.storage.image import open_pinned
 
 FETCH_ROWS = 2048
 

@@ -21,8 +21,7 @@ from typing import Any
 
 from omnigraph.engine.gq.bound_read import Column, Compare, Const, Operand
 from omnigraph.engine.gq.read_types import family
-from omnigraph.engine.schema import EnumType, ListType, PropertyType, ScalarType, VectorType
-from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES
+from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, EnumType, ListType, PropertyType, ScalarType, VectorType
 
 SQL_SCALARS = {
     "I32": "INTEGER",

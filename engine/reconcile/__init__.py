@@ -11,29 +11,3 @@ recovery hold.
 The names below (and the submodules) are imported on first access (a module-level
 ``__getattr__``): reading the write intents does not load drift adoption or recovery.
 """
-
-from __future__ import annotations
-
-from omnigraph.engine.lazy_exports import lazy_exports
-
-_LAZY = {
-    "RECOVERY_LOG_DIR": "omnigraph.engine.reconcile.intents",
-    "IntentTable": "omnigraph.engine.reconcile.intents",
-    "PinVerdict": "omnigraph.engine.reconcile.pins",
-    "RecoveryRecord": "omnigraph.engine.reconcile.intents",
-    "WriteIntent": "omnigraph.engine.reconcile.intents",
-    "abandoned": "omnigraph.engine.reconcile.branch_guard",
-    "arm": "omnigraph.engine.reconcile.intents",
-    "intent_path": "omnigraph.engine.reconcile.intents",
-    "list_intents": "omnigraph.engine.reconcile.intents",
-    "owner_is_alive": "omnigraph.engine.reconcile.intents",
-    "process_start_marker": "omnigraph.engine.storage.process",  # what writers record in their intents
-    "this_host": "omnigraph.engine.storage.process",
-}
-"""Each exported name and the module that defines it."""
-_SUBMODULES = ("branch_guard", "drift", "intents", "pins", "recovery")
-
-__all__ = sorted([*_LAZY, *_SUBMODULES])
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY, _SUBMODULES)

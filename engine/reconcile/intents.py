@@ -15,8 +15,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from omnigraph.engine.errors import Internal
-from omnigraph.engine.storage import RECOVERY_DIR, GraphStore, canonical_json
+from omnigraph.engine.storage.canonical_json import canonical_json
+from omnigraph.engine.storage.names import RECOVERY_DIR
 from omnigraph.engine.storage.process import process_is_alive, process_start_marker, this_host
+from omnigraph.engine.storage.store import GraphStore
 
 RECOVERY_LOG_DIR = f"{RECOVERY_DIR}/log"
 

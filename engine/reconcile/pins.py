@@ -28,10 +28,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from omnigraph.engine.manifest import BranchSnapshot, Manifest, TableEntry, lance_branch_name
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry, lance_branch_name
 from omnigraph.engine.reconcile import intents
 from omnigraph.engine.reconcile.recovery import touched_tables
-from omnigraph.engine.storage import GraphStore, latest_version, list_branches, open_dataset
+from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset
+from omnigraph.engine.storage.store import GraphStore
 
 PinAction = Literal["clean", "refresh", "wait", "resolve", "settle"]
 

@@ -33,19 +33,20 @@ from dataclasses import replace
 from itertools import groupby
 from typing import Literal
 
-from omnigraph.engine.manifest import MAIN, Manifest, TableEntry, now_ms
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import MAIN, TableEntry, now_ms
 from omnigraph.engine.reconcile import branch_guard, intents
 from omnigraph.engine.reconcile.intents import IntentTable, RecoveredTable, RecoveryRecord, WriteIntent
-from omnigraph.engine.storage import (
-    GraphStore,
+from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.lance_io import (
     delete_branch_if_present,
     latest_version,
     list_branches,
     open_dataset,
-    open_pinned,
     remove_unreferenced_fork,
 )
 from omnigraph.engine.storage.process import this_host
+from omnigraph.engine.storage.store import GraphStore
 
 Outcome = Literal["published", "rolled_back", "branch_gone", "branch_deleted"]
 

@@ -10,29 +10,3 @@ holds a load's validated rows (in memory, or spooled to Arrow files by
 :mod:`~omnigraph.engine.records.arrow` converts rows to Arrow tables and stored tables back to records.
 Records import nothing of the engine but :mod:`omnigraph.engine.schema` and :mod:`omnigraph.engine.errors`.
 """
-
-from omnigraph.engine.records.columnar import Declined
-from omnigraph.engine.records.endpoints import EdgeEnds, check_edge_endpoints
-from omnigraph.engine.records.jsonl_blocks import JsonlSource, iter_blocks
-from omnigraph.engine.records.parse import ParsedFile, arrow_to_records, check_endpoints, parse_jsonl, rows_to_arrow
-from omnigraph.engine.records.read import read_records, records_of
-from omnigraph.engine.records.record_set import RecordSet
-from omnigraph.engine.records.rows import EdgeRow, NodeRow
-
-__all__ = [
-    "Declined",
-    "EdgeEnds",
-    "EdgeRow",
-    "JsonlSource",
-    "NodeRow",
-    "ParsedFile",
-    "RecordSet",
-    "arrow_to_records",
-    "check_edge_endpoints",
-    "check_endpoints",
-    "iter_blocks",
-    "parse_jsonl",
-    "read_records",
-    "records_of",
-    "rows_to_arrow",
-]

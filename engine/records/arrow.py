@@ -10,7 +10,7 @@ from lance.blob import BlobType as LanceBlobType
 from lance.blob import blob_array
 
 from omnigraph.engine.records.rows import EdgeRow, NodeRow
-from omnigraph.engine.schema import TableDef
+from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.values import export_value
 
 

@@ -33,9 +33,10 @@ import pyarrow.json as pj
 
 from omnigraph.engine.records.columns import DATE, Declined, coerce_column, compact, derive_ids, read_type
 from omnigraph.engine.records.jsonl_blocks import JsonlBlock
-from omnigraph.engine.schema import Catalog, TableDef
+from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.ids import new_ulids
 from omnigraph.engine.schema.rule_check import table_violations
+from omnigraph.engine.schema.tables import TableDef
 
 __all__ = ["Declined", "TableBatch", "parse_block", "read_schema"]
 

@@ -29,9 +29,10 @@ from omnigraph.engine.records.arrow import arrow_to_records, rows_to_arrow
 from omnigraph.engine.records.endpoints import EdgeEnds, check_edge_endpoints
 from omnigraph.engine.records.jsonl_blocks import BOM
 from omnigraph.engine.records.rows import EdgeRow, NodeRow
-from omnigraph.engine.schema import Catalog, TableDef
+from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.ids import canonical_scalar, derive_node_id, new_ulid
 from omnigraph.engine.schema.rule_check import row_violation
+from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import EnumType
 from omnigraph.engine.schema.values import InvalidValue, coerce_property
 

@@ -24,7 +24,7 @@ from omnigraph.engine.records.jsonl_blocks import JsonlBlock, JsonlSource, iter_
 from omnigraph.engine.records.parse import ParsedFile, parse_jsonl, parse_lines, rows_to_arrow
 from omnigraph.engine.records.record_set import RecordSet
 from omnigraph.engine.records.row_spool import RowSpool
-from omnigraph.engine.schema import Catalog
+from omnigraph.engine.schema.catalog import Catalog
 
 
 def read_records(

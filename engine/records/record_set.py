@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 from omnigraph.engine.records.columnar import TableBatch
 from omnigraph.engine.records.columns import compact
 from omnigraph.engine.records.row_spool import RowSpool
-from omnigraph.engine.schema import Catalog, TableDef
+from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import FLOAT_SCALARS, ScalarType
 
 

@@ -34,7 +34,7 @@ def _progress(as_json: bool) -> Progress:
 
 
 def _print_inventory(entries: list[dict[str, Any]]) -> None:
-    from omnigraph.ledger import InventoryEntry
+    from omnigraph.ledger.records import InventoryEntry
     from omnigraph.migrator.inventory import inventory_lines
 
     for line in inventory_lines([InventoryEntry.model_validate(e) for e in entries]):
@@ -229,7 +229,7 @@ def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
 def status_command(graph: str, tail_records: int | None, as_json: bool) -> None:
     """The stamp, the claim holder (and every process acting for it), the latest migration's
     ledger, and the command to run next."""
-    from omnigraph.ledger import render_table
+    from omnigraph.ledger.render import render_table
     from omnigraph.migrator import inspection
 
     document, replay = inspection.status(graph, tail_records)

@@ -18,7 +18,7 @@ import lance
 import pytest
 
 import omnigraph
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.storage.store import open_store
 from tests.support.check_helpers import assert_check_clean
 from tests.support.graph_helpers import OMNIGRAPH, run_cli, storage_state
 from tests.support.serve_helpers import error_of, start_fenced

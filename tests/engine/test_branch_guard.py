@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS, STOP_SUFFIX, wait_until_stopped
-from omnigraph.engine.reconcile import RECOVERY_LOG_DIR, abandoned, list_intents
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.reconcile.branch_guard import abandoned
+from omnigraph.engine.reconcile.intents import RECOVERY_LOG_DIR, list_intents
+from omnigraph.engine.storage.store import open_store
 from tests.conftest import new_root
 from tests.support.graph_helpers import OMNIGRAPH, PROJECT, export_text, graph_for, make_example_graph, omnigraph, person, write_jsonl
 from tests.support.serve_helpers import start_fenced
@@ -243,8 +244,9 @@ def test_whole_graph_reads_skip_a_branch_deleted_after_they_listed_it(graph: str
     out instead of failing the whole read. The interleaving is fixed by answering the listing
     with the one taken before the delete."""
     from omnigraph.engine.access import writer_audit
-    from omnigraph.engine.manifest import Manifest, load_commit_graph
-    from omnigraph.engine.ops import branch_documents
+    from omnigraph.engine.manifest.commit_graph import load_commit_graph
+    from omnigraph.engine.manifest.manifest import Manifest
+    from omnigraph.engine.ops.branches import branch_documents
     from omnigraph.engine.reconcile import drift
 
     stale = Manifest(open_store(graph)).branches()

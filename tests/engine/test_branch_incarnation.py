@@ -37,9 +37,10 @@ import httpx
 import pytest
 
 from omnigraph.engine.failpoints import FAILPOINT_ENV, STOP_SUFFIX
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.reconcile import WriteIntent, list_intents
-from omnigraph.engine.storage import latest_version, list_branches, open_dataset, open_store
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.reconcile.intents import WriteIntent, list_intents
+from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset
+from omnigraph.engine.storage.store import open_store
 from tests.support.crash_helpers import assert_write_converged
 from tests.support.graph_helpers import ACTOR, OMNIGRAPH, Cli, init, invoke, person, run_cli, write_jsonl
 from tests.support.serve_helpers import Server, start_fenced

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.ops import create_branch
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.ops.branches import create_branch
+from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import OMNIGRAPH, invoke, person, run_cli, storage_state
 from tests.support.merge_helpers import add_edges, delete, edges, new_graph, people, upsert
 

@@ -15,11 +15,14 @@ import lance
 import pyarrow as pa
 import pytest
 
-from omnigraph.engine.door import LEGACY_PROFILE, table_store
+from omnigraph.engine.door import table_store
+from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from omnigraph.engine.manifest import Manifest, TableEntry, with_version
-from omnigraph.engine.ops import create_branch
-from omnigraph.engine.storage import open_dataset, open_store
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import TableEntry, with_version
+from omnigraph.engine.ops.branches import create_branch
+from omnigraph.engine.storage.lance_io import open_dataset
+from omnigraph.engine.storage.store import open_store
 from tests.conftest import new_root
 from tests.support.check_helpers import assert_check_clean, tree_digest
 from tests.support.graph_helpers import (

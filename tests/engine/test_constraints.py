@@ -17,10 +17,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from omnigraph.engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.legacy import LEGACY_PROFILE
+from omnigraph.engine.door.routing import EngineProfile
 from omnigraph.engine.errors import BadRequest, MergeConflict
 from omnigraph.engine.graph import Graph, init_graph
-from omnigraph.engine.ops import create_branch
+from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.constraint_check import constraint_problems
 from omnigraph.engine.ops.load import load
 from omnigraph.engine.ops.merge import merge_branch

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from omnigraph.engine.errors import BadRequest, KeyConflict, exit_code_for
-from omnigraph.engine.ops import create_branch
+from omnigraph.engine.ops.branches import create_branch
 from tests.support.graph_helpers import (
     OMNIGRAPH,
     SCHEMA_PATH,

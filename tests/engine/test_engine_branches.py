@@ -7,9 +7,10 @@ import json
 import pytest
 
 from omnigraph.engine.errors import BadRequest, NotFound
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.ops import create_branch, delete_branch
-from omnigraph.engine.storage import list_branches, open_dataset, open_store
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.ops.branches import create_branch, delete_branch
+from omnigraph.engine.storage.lance_io import list_branches, open_dataset
+from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import (
     OMNIGRAPH,
     export_text,

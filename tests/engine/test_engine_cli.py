@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from omnigraph.engine.errors import BadRequest, KeyConflict
-from omnigraph.engine.ops import create_branch
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.ops.branches import create_branch
+from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import (
     OMNIGRAPH,
     OMNIGRAPH_V4,

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.door import FENCED_PROFILE, LEGACY_PROFILE
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.graph import init_graph
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.storage import open_dataset, open_store
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.lance_io import open_dataset
+from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import OMNIGRAPH, OMNIGRAPH_V4
 from tests.support.process_race import interleave_held, race
 
@@ -75,7 +77,7 @@ def test_disjoint_ids_from_concurrent_writers_all_land(root_uri: str, tmp_path: 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_same_id_race_on_a_lazy_branch_has_one_winner(root_uri: str, tmp_path: Path) -> None:
     graph = init_graph(root_uri, SCHEMA, FENCED_PROFILE)
-    from omnigraph.engine.ops import create_branch
+    from omnigraph.engine.ops.branches import create_branch
 
     create_branch(graph, "feat")
     files = [_person_file(tmp_path, "lazy-racer", f"l{i}") for i in range(WRITERS)]

@@ -15,13 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from omnigraph.engine.graph import init_graph, open_graph
-from omnigraph.engine.ops import create_branch, export_lines
+from omnigraph.engine.ops.branches import create_branch
+from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.reconcile import RECOVERY_LOG_DIR, list_intents
-from omnigraph.engine.storage import RECOVERY_DIR, latest_version, open_store
+from omnigraph.engine.reconcile.intents import RECOVERY_LOG_DIR, list_intents
+from omnigraph.engine.storage.lance_io import latest_version
+from omnigraph.engine.storage.names import RECOVERY_DIR
+from omnigraph.engine.storage.store import open_store
 
 SCHEMA = """
 node Person { name: String @key }
@@ -114,7 +117,8 @@ def test_crashed_commit_converges_on_next_open(root_uri: str, tmp_path: Path, fa
 
 def test_live_writers_intent_is_left_alone(root_uri: str) -> None:
     """An intent whose writer is a live process on this host is not resolved by another open."""
-    from omnigraph.engine.reconcile import WriteIntent, arm, process_start_marker, this_host
+    from omnigraph.engine.reconcile.intents import WriteIntent, arm
+    from omnigraph.engine.storage.process import process_start_marker, this_host
 
     init_graph(root_uri, SCHEMA, FENCED_PROFILE)
     store = open_store(root_uri)
@@ -142,8 +146,8 @@ def test_live_writers_intent_is_left_alone(root_uri: str) -> None:
 
 def test_an_intent_disarmed_while_listing_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Concurrent writers disarm their intents at any moment: a listed-then-gone intent is skipped."""
-    from omnigraph.engine.reconcile import WriteIntent, arm, intent_path
-    from omnigraph.engine.storage import GraphStore
+    from omnigraph.engine.reconcile.intents import WriteIntent, arm, intent_path
+    from omnigraph.engine.storage.store import GraphStore
 
     store = open_store(str(tmp_path / "g"))
     for operation_id in ("01AAAA0000000000000000000", "01BBBB0000000000000000000"):
@@ -176,7 +180,8 @@ def test_an_intent_disarmed_while_listing_is_skipped(tmp_path: Path, monkeypatch
 
 def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypatch: pytest.MonkeyPatch) -> None:
     """kill(pid, 0) refused (another user's process): the start marker decides, not the refusal."""
-    from omnigraph.engine.reconcile import WriteIntent, owner_is_alive, process_start_marker, this_host
+    from omnigraph.engine.reconcile.intents import WriteIntent, owner_is_alive
+    from omnigraph.engine.storage.process import process_start_marker, this_host
 
     def refuse(pid: int, signal: int) -> None:
         raise PermissionError(pid)
@@ -204,7 +209,9 @@ def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypa
 def test_this_processs_intent_is_alive_only_while_its_commit_runs(tmp_path: Path) -> None:
     """Armed: in flight. Given up with the intent kept (:func:`abandon`): resolvable as a dead
     writer's although this process lives on."""
-    from omnigraph.engine.reconcile import WriteIntent, intents, owner_is_alive, process_start_marker, this_host
+    from omnigraph.engine.reconcile import intents
+    from omnigraph.engine.reconcile.intents import WriteIntent, owner_is_alive
+    from omnigraph.engine.storage.process import process_start_marker, this_host
 
     store = open_store(str(tmp_path / "g"))
     mine = WriteIntent(
@@ -249,8 +256,8 @@ def test_a_writer_does_not_publish_a_dead_commits_unpublished_rows(root_uri: str
 def _interrupt_fork(uri: str, branch: str, table_key: str) -> str:
     """What a writer killed inside Lance's fork of ``table_key`` for ``branch`` leaves: the fork's
     ``tree/<branch>`` written, its ref not (made here by forking, then deleting the ref)."""
-    from omnigraph.engine.manifest import Manifest
-    from omnigraph.engine.storage import list_branches, open_dataset
+    from omnigraph.engine.manifest.manifest import Manifest
+    from omnigraph.engine.storage.lance_io import list_branches, open_dataset
 
     store = open_store(uri)
     entry = Manifest(store).snapshot(branch).table(table_key)

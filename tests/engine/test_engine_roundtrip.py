@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.ops import create_branch
+from omnigraph.engine.ops.branches import create_branch
 from tests.conftest import new_root
 from tests.support.graph_helpers import (
     DATA_PATH,

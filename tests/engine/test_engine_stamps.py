@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.manifest import FORMAT_KEY, Manifest
-from omnigraph.engine.ops import create_branch
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.manifest.manifest import FORMAT_KEY, Manifest
+from omnigraph.engine.ops.branches import create_branch
+from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import (
     LEGACY_PROFILE,
     OMNIGRAPH,

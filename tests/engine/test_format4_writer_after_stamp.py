@@ -20,9 +20,11 @@ import pytest
 from click.testing import CliRunner
 
 from omnigraph.cli.migrate import cli as migrate_cli
-from omnigraph.engine.access import readiness_problems
-from omnigraph.engine.manifest import FORMAT_KEY, Manifest
-from omnigraph.engine.storage import MANIFEST_DIR, open_dataset, open_store, primary_key
+from omnigraph.engine.access.writer_audit import readiness_problems
+from omnigraph.engine.manifest.manifest import FORMAT_KEY, Manifest
+from omnigraph.engine.storage.lance_io import open_dataset, primary_key
+from omnigraph.engine.storage.names import MANIFEST_DIR
+from omnigraph.engine.storage.store import open_store
 from omnigraph.server.service import GraphService
 from tests.conftest import new_root
 from tests.support.graph_helpers import OMNIGRAPH, SCHEMA_PATH, Cli, invoke

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.schema import Catalog
+from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.ids import canonical_scalar, derive_node_id, new_ulid
 
 CANONICAL = [

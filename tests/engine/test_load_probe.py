@@ -21,9 +21,9 @@ import pytest
 
 import omnigraph.engine.ops.id_probe as id_probe
 from omnigraph.engine.errors import KeyConflict
-from omnigraph.engine.ops import create_branch
+from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile, export_text, init, jsonl, knows, person
 
 ACTOR = "tests"

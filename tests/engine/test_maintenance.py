@@ -22,10 +22,12 @@ from click.testing import CliRunner
 
 from omnigraph.engine.errors import TableDrift
 from omnigraph.engine.graph import init_graph
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.reconcile import WriteIntent, drift, intents
-from omnigraph.engine.storage import open_dataset, open_store
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.reconcile import drift, intents
+from omnigraph.engine.reconcile.intents import WriteIntent
+from omnigraph.engine.storage.lance_io import open_dataset
 from omnigraph.engine.storage.process import process_start_marker, this_host
+from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import (
     ACTOR,
     FENCED_PROFILE,
@@ -359,8 +361,8 @@ def test_recover_command_named_by_recovery_required_resolves_an_interrupted_comm
 
 def test_optimize_cleanup_keeps_a_version_a_migration_sidecar_pins(root_uri: str) -> None:
     from omnigraph.engine.schema.ids import new_ulid
-    from omnigraph.engine.storage import canonical_json
-    from omnigraph.ledger import UnitPlan
+    from omnigraph.engine.storage.canonical_json import canonical_json
+    from omnigraph.ledger.records import UnitPlan
     from omnigraph.migrator.layout import sidecar_path
     from omnigraph.migrator.sidecar import ManifestDelta, UnitSidecar
 

@@ -16,13 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.door import COMMIT_ROWS, FENCED_PROFILE
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.table_store import COMMIT_ROWS
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from omnigraph.engine.graph import init_graph, open_graph
-from omnigraph.engine.manifest import load_commit_graph
-from omnigraph.engine.ops import create_branch
+from omnigraph.engine.manifest.commit_graph import load_commit_graph
+from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.storage import latest_version, open_store
+from omnigraph.engine.storage.lance_io import latest_version
+from omnigraph.engine.storage.store import open_store
 from tests.support.crash_helpers import assert_write_converged
 from tests.support.merge_helpers import people, upsert
 

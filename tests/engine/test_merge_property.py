@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from omnigraph.engine.errors import BadRequest, KeyConflict, MergeConflict
-from omnigraph.engine.ops import create_branch, merge_branch
+from omnigraph.engine.ops.branches import create_branch
+from omnigraph.engine.ops.merge import merge_branch
 from omnigraph.engine.ops.mutate import mutate
 from tests.support.merge_helpers import edges, new_graph, people
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
 from omnigraph.engine.errors import BadRequest, KeyConflict, PreconditionFailed, ResourceLimit
-from omnigraph.engine.gq import GqError
+from omnigraph.engine.gq.errors import GqError
 from omnigraph.engine.graph import Graph, init_graph, open_graph
-from omnigraph.engine.ops import create_branch
+from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.limits import MAX_ROWS
 from omnigraph.engine.ops.load import load
 from omnigraph.engine.ops.mutate import MutationResult, mutate
@@ -339,7 +339,7 @@ def test_update_refusals_and_validation(root_uri: str) -> None:
     ],
 )
 def test_parse_errors_name_line_column_and_token(source: str, line: int, column: int, token: str, text: str) -> None:
-    from omnigraph.engine.gq import parse
+    from omnigraph.engine.gq.parser import parse
 
     with pytest.raises(GqError) as refused:
         parse(source)

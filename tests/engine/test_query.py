@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
-from omnigraph.engine.door import FENCED_PROFILE, LEGACY_PROFILE
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.errors import NotFound
 from omnigraph.engine.graph import Graph, init_graph, open_graph
-from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.query import run_query
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.query.run import run_query
+from omnigraph.engine.storage.store import open_store
 from tests.conftest import new_root
 from tests.support.graph_helpers import DATA_PATH, SCHEMA_PATH
 
@@ -340,10 +341,11 @@ def test_a_repeatable_float_aggregate_gives_the_same_bits_every_time(root_uri: s
 
     import pyarrow as pa
 
-    from omnigraph.engine.door import FENCED_PROFILE
+    from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
     from omnigraph.engine.graph import init_graph
-    from omnigraph.engine.ops import CommitPlan, TableWrite, commit
-    from omnigraph.engine.query import open_answer
+    from omnigraph.engine.ops.write import commit
+    from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
+    from omnigraph.engine.query.run import open_answer
 
     graph = init_graph(root_uri, "node Reading { name: String @key  value: F64 }\n", FENCED_PROFILE, "test")
     generator = random.Random(7)

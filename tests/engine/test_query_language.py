@@ -12,11 +12,13 @@ from typing import Any
 
 import pytest
 
-from omnigraph.engine.gq import GqError, choose_query, parse
 from omnigraph.engine.gq.bound_read import BoundRead
+from omnigraph.engine.gq.errors import GqError
+from omnigraph.engine.gq.parser import parse
 from omnigraph.engine.gq.read_checker import check_read
+from omnigraph.engine.gq.select import choose_query
 from omnigraph.engine.ops.mutate import select_query
-from omnigraph.engine.schema import Catalog
+from omnigraph.engine.schema.catalog import Catalog
 from tests.support.graph_helpers import SCHEMA_PATH
 
 CATALOG = Catalog.from_source(SCHEMA_PATH.read_text(encoding="utf-8"))

@@ -22,11 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from omnigraph.engine.door import FENCED_PROFILE
-from omnigraph.engine.gq import parse
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.gq.parser import parse
 from omnigraph.engine.graph import init_graph
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.query import run_query, traverse
+from omnigraph.engine.query import traverse
+from omnigraph.engine.query.run import run_query
 from tests.conftest import new_root
 from tests.support.query_model import Model, ModelGraph
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
 from omnigraph.engine.errors import NotFound
 from omnigraph.engine.graph import Graph, open_graph
-from omnigraph.engine.ops import create_branch
+from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.mutate import mutate
-from omnigraph.engine.query import run_query
+from omnigraph.engine.query.run import run_query
 from tests.conftest import new_root
 from tests.support.graph_helpers import make_example_graph
 

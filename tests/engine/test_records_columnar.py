@@ -30,8 +30,12 @@ from hypothesis import strategies as st
 
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.records import Declined, RecordSet, iter_blocks, parse_jsonl, read_records, records_of
-from omnigraph.engine.schema import Catalog
+from omnigraph.engine.records.columns import Declined
+from omnigraph.engine.records.jsonl_blocks import iter_blocks
+from omnigraph.engine.records.parse import parse_jsonl
+from omnigraph.engine.records.read import read_records, records_of
+from omnigraph.engine.records.record_set import RecordSet
+from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.ids import new_ulid, new_ulids
 from tests.support.catalogs import EVERY_TYPE
 from tests.support.graph_helpers import export_text, init

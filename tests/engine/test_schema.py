@@ -9,15 +9,10 @@ import pyarrow as pa
 import pytest
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.schema import (
-    PK_METADATA_KEY,
-    Catalog,
-    EnumType,
-    ListType,
-    ScalarType,
-    SchemaError,
-    VectorType,
-)
+from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.schema.errors import SchemaError
+from omnigraph.engine.schema.types import EnumType, ListType, ScalarType, VectorType
+from omnigraph.engine.storage.names import PK_METADATA_KEY
 
 REFERENCE = """\
 // line comments and /* block */ comments

@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from omnigraph.engine.errors import OmnigraphError
-from omnigraph.engine.schema import Catalog, SchemaError
+from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.constraints import Cardinality, CheckRule, Metadata, RangeRule
+from omnigraph.engine.schema.errors import SchemaError
 from omnigraph.engine.schema.parser import parse
 from omnigraph.engine.schema.printer import print_schema
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.storage.store import open_store
 
 RACE_SCRIPT = r"""
 import sys, time

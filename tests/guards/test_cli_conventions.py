@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.claims import inspect
+from omnigraph.claims.claim import inspect
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.storage import copy_root, open_store
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.store import copy_root, open_store
 from omnigraph.migrator.layout import CLAIM_PATH
 from tests.conftest import new_root
 from tests.support.migration_fixtures import BIN, build_fixture
@@ -118,7 +118,7 @@ def test_run_at_stamp_5_with_claim_held_exits_3_naming_a_command_that_releases_i
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_run_on_a_graph_that_fails_verify_is_not_up_to_date(migrated_copy: str) -> None:
     """Stamp 5 alone is not enough: rows deleted behind the engine's back fail verify, so run says so."""
-    from omnigraph.engine.storage import open_dataset
+    from omnigraph.engine.storage.lance_io import open_dataset
 
     store = open_store(migrated_copy)
     entry = Manifest(store).snapshot("main").table("node:Person")

@@ -15,7 +15,7 @@ parsed with :mod:`ast`; nothing is imported. The rules:
 * No module under ``engine/`` imports ``migrator``, ``cli``, ``server``, ``playbooks``, ``ledger``
   or ``claims``.
 * The engine's sub-packages and top-level modules are layered (:data:`ENGINE_LAYERS`, lowest
-  first): ``errors``, ``failpoints`` and ``lazy_exports``; ``storage``; ``schema``; ``door``, ``records`` and
+  first): ``errors`` and ``failpoints``; ``storage``; ``schema``; ``door``, ``records`` and
   ``gq``; ``manifest``; ``reconcile``; ``access``; ``graph``; ``ops``, ``maintenance`` and
   ``query``. Each imports only from layers below its own, so they depend on one another
   without a cycle.
@@ -180,7 +180,7 @@ def test_no_import_cycle() -> None:
 
 
 ENGINE_LAYERS = (
-    ("omnigraph.engine.errors", "omnigraph.engine.failpoints", "omnigraph.engine.lazy_exports"),
+    ("omnigraph.engine.errors", "omnigraph.engine.failpoints"),
     ("omnigraph.engine.storage",),
     ("omnigraph.engine.schema",),
     ("omnigraph.engine.door", "omnigraph.engine.records", "omnigraph.engine.gq"),

@@ -20,7 +20,8 @@ import lance
 import pyarrow as pa
 import pytest
 
-from omnigraph.engine.storage import list_branches, open_store, read_branch
+from omnigraph.engine.storage.lance_io import list_branches, read_branch
+from omnigraph.engine.storage.store import open_store
 
 PK_KEY = "lance-schema:unenforced-primary-key"
 RETRYABLE = "Too many concurrent writers"

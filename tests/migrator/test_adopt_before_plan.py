@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from omnigraph.engine.manifest import Manifest, commit_history
-from omnigraph.engine.storage import open_dataset, open_store
+from omnigraph.engine.manifest.commits import commit_history
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.lance_io import open_dataset
+from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import OMNIGRAPH, invoke
 from tests.support.migration_cli import migrate
 from tests.support.migration_fixtures import compact_copy

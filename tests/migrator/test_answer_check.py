@@ -14,23 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
 from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
 from omnigraph.engine.graph import open_graph
-from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.storage import open_store
-from omnigraph.ledger import (
-    AnswersChecked,
-    AnswersRecorded,
-    Ledger,
-    LedgerCorrupt,
-    MigrationStarted,
-    PlanRecorded,
-    UnitPlan,
-    UnitStep,
-    fold,
-)
+from omnigraph.engine.storage.store import open_store
+from omnigraph.ledger.errors import LedgerCorrupt
+from omnigraph.ledger.fold import fold
+from omnigraph.ledger.ledger import Ledger
+from omnigraph.ledger.records import AnswersChecked, AnswersRecorded, MigrationStarted, PlanRecorded, UnitPlan, UnitStep
 from omnigraph.migrator.layout import ledger_dir
 from tests.support.migration_cli import claim_token, migrate
 from tests.support.migration_fixtures import BRANCHES, clone, compact_copy

@@ -13,7 +13,7 @@ from pathlib import Path
 import lance
 
 import omnigraph
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.storage.store import open_store
 from omnigraph.migrator.fingerprint import physical_fingerprint
 from tests.support.check_helpers import assert_check_clean
 from tests.support.migration_cli import migrate
@@ -75,9 +75,10 @@ def test_a_duplicate_repair_keeps_and_renames_blob_rows_with_their_payloads(tmp_
     import pyarrow as pa
     import yaml
 
-    from omnigraph.engine.door import LEGACY_PROFILE
+    from omnigraph.engine.door.legacy import LEGACY_PROFILE
     from omnigraph.engine.graph import open_graph
-    from omnigraph.engine.ops import CommitPlan, TableWrite, commit
+    from omnigraph.engine.ops.write import commit
+    from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
     from omnigraph.migrator import repair
     from tests.support.migration_cli import claim_token
 

@@ -20,12 +20,13 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from omnigraph.claims import inspect, read_break
+from omnigraph.claims.claim import inspect, read_break
 from omnigraph.cli.migrate import cli as migrate_cli
 from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.storage import open_store
-from omnigraph.ledger import ClaimBroken, Ledger
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.store import open_store
+from omnigraph.ledger.ledger import Ledger
+from omnigraph.ledger.records import ClaimBroken
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 from tests.conftest import new_root
 from tests.support.graph_helpers import Cli

@@ -9,16 +9,15 @@ import sys
 import pytest
 
 from omnigraph.engine.errors import BadRequest, NotFound
-from omnigraph.engine.storage import GraphStore, open_store
-from omnigraph.ledger import (
-    SCHEMA_FILE,
+from omnigraph.engine.storage.store import GraphStore, open_store
+from omnigraph.ledger.errors import LedgerCorrupt, LedgerFenced
+from omnigraph.ledger.fold import ImageState
+from omnigraph.ledger.layout import record_path
+from omnigraph.ledger.ledger import Ledger
+from omnigraph.ledger.records import (
     BarrierSet,
     BranchPlan,
-    ImageState,
     ImageValidated,
-    Ledger,
-    LedgerCorrupt,
-    LedgerFenced,
     MigrationStarted,
     PlanRecorded,
     PlaybookStep,
@@ -28,11 +27,9 @@ from omnigraph.ledger import (
     UnitPlan,
     UnitStep,
     Verified,
-    record_path,
-    render_json,
-    render_table,
-    schema_text,
 )
+from omnigraph.ledger.render import render_json, render_table
+from omnigraph.ledger.schema import SCHEMA_FILE, schema_text
 from tests.support.process_race import release_together, spawn
 
 DIR = "__migration/m-1/ledger"

@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.claims import inspect
+from omnigraph.claims.claim import inspect
 from omnigraph.cli import parallel_option
-from omnigraph.engine.door import LEGACY_PROFILE
+from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
 from omnigraph.engine.graph import open_graph
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.storage import list_branches, open_dataset, open_store, primary_key
-from omnigraph.ledger import Ledger
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.lance_io import list_branches, open_dataset, primary_key
+from omnigraph.engine.storage.store import open_store
+from omnigraph.ledger.ledger import Ledger
 from omnigraph.migrator import sidecar as sidecars
 from omnigraph.migrator import unit_pool
 from omnigraph.migrator.fan_out import fan_out

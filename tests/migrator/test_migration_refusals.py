@@ -7,14 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.claims import inspect
-from omnigraph.engine.door import LEGACY_PROFILE
+from omnigraph.claims.claim import inspect
+from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
 from omnigraph.engine.graph import open_graph
-from omnigraph.engine.manifest import Manifest
+from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.storage import list_branches, open_dataset, open_store, primary_key
-from omnigraph.ledger import Ledger, ValidationFailedRecord
+from omnigraph.engine.storage.lance_io import list_branches, open_dataset, primary_key
+from omnigraph.engine.storage.store import open_store
+from omnigraph.ledger.ledger import Ledger
+from omnigraph.ledger.records import ValidationFailedRecord
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 from tests.conftest import new_root
 from tests.support.check_helpers import assert_check_finds

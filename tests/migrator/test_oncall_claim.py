@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.claims import inspect
+from omnigraph.claims.claim import inspect
 from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.store import open_store
 from omnigraph.migrator.layout import CLAIM_PATH
 from tests.conftest import new_root
 from tests.support.advice import first_command, run_printed

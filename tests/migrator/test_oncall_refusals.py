@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.storage.store import open_store
 from tests.conftest import new_root
 from tests.support.advice import first_command, run_printed
 from tests.support.check_helpers import assert_check_clean

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.claims import inspect
+from omnigraph.claims.claim import inspect
 from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.storage import open_store
-from omnigraph.ledger import Ledger, PlaybookStep
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.store import open_store
+from omnigraph.ledger.ledger import Ledger
+from omnigraph.ledger.records import PlaybookStep
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
 from omnigraph.playbooks.journal import RunJournal
 from tests.support.migration_fixtures import BIN, compact_copy

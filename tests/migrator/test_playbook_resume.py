@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.storage import open_store
-from omnigraph.ledger import Ledger, Resumed
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.store import open_store
+from omnigraph.ledger.ledger import Ledger
+from omnigraph.ledger.records import Resumed
 from omnigraph.migrator.layout import ledger_dir
 from tests.conftest import new_root
 from tests.support.advice import first_command, run_printed

@@ -22,11 +22,13 @@ from typing import Any
 import pytest
 import yaml
 
-from omnigraph.claims import inspect
+from omnigraph.claims.claim import inspect
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.storage import list_branches, open_dataset, open_store, primary_key
-from omnigraph.ledger import Ledger, PlaybookStep, RepairApplied
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.lance_io import list_branches, open_dataset, primary_key
+from omnigraph.engine.storage.store import open_store
+from omnigraph.ledger.ledger import Ledger
+from omnigraph.ledger.records import PlaybookStep, RepairApplied
 from omnigraph.migrator import sidecar as sidecars
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 from tests.conftest import new_root

@@ -29,8 +29,9 @@ from omnigraph.cli.migrate import cli as migrate_cli
 from omnigraph.cli.omnigraph import cli as omnigraph_cli
 from omnigraph.cli.omnigraph_v4 import cli as v4_cli
 from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.storage import open_dataset, open_store
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.lance_io import open_dataset
+from omnigraph.engine.storage.store import open_store
 from tests.support.advice import commands_in, first_command, run_printed
 from tests.support.check_helpers import assert_check_clean
 from tests.support.graph_helpers import BIN, OMNIGRAPH, OMNIGRAPH_V4, SCHEMA_PATH, Cli, make_example_graph, person, run_cli

@@ -27,12 +27,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from omnigraph.claims import inspect
+from omnigraph.claims.claim import inspect
 from omnigraph.cli.migrate import cli
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.storage import open_store
-from omnigraph.ledger import Ledger
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.store import open_store
+from omnigraph.ledger.ledger import Ledger
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 from tests.support.migration_fixtures import BIN, build_duplicate, build_fixture, clone, exports
 

@@ -8,10 +8,12 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from omnigraph.cli.migrate import cli as migrate_cli
-from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
 from omnigraph.engine.graph import open_graph
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.storage import FORMAT_4, FORMAT_5, open_dataset, open_store, primary_key
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.lance_io import open_dataset, primary_key
+from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5
+from omnigraph.engine.storage.store import open_store
 from tests.conftest import new_root
 from tests.support.graph_helpers import all_objects
 from tests.support.migration_fixtures import BRANCHES, build_fixture, exports

@@ -53,9 +53,11 @@ def _graph_with_a_duplicate_edge(tmp_path: Path) -> tuple[str, str]:
     """Compact fixture whose branch ``dup`` holds edge id ``w-dup`` twice (written by the v4 writer)."""
     import pyarrow as pa
 
-    from omnigraph.engine.door import LEGACY_PROFILE
+    from omnigraph.engine.door.legacy import LEGACY_PROFILE
     from omnigraph.engine.graph import open_graph
-    from omnigraph.engine.ops import CommitPlan, TableWrite, commit, create_branch
+    from omnigraph.engine.ops.branches import create_branch
+    from omnigraph.engine.ops.write import commit
+    from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
     from tests.support.migration_fixtures import build_fixture
 
     uri = new_root("local", tmp_path)

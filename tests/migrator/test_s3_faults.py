@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.door import LEGACY_PROFILE
+from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from omnigraph.engine.graph import init_graph
-from omnigraph.engine.ops import create_branch
+from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.storage import open_store
-from omnigraph.ledger import Ledger
+from omnigraph.engine.storage.store import open_store
+from omnigraph.ledger.ledger import Ledger
 from omnigraph.migrator.layout import ledger_dir
 from tests.conftest import new_root
 from tests.support.check_helpers import assert_check_clean

@@ -18,9 +18,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from omnigraph.engine.access import list_records
+from omnigraph.engine.access.fleet import list_records
 from omnigraph.engine.door import table_store
-from omnigraph.engine.storage import open_dataset, open_store
+from omnigraph.engine.storage.lance_io import open_dataset
+from omnigraph.engine.storage.store import open_store
 from omnigraph.server.grants import Grant
 from tests.conftest import new_root
 from tests.support.graph_helpers import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from omnigraph.engine.schema import Catalog
+from omnigraph.engine.schema.catalog import Catalog
 
 EVERY_TYPE = Catalog.from_source(
     """

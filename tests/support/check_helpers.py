@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import OMNIGRAPH, invoke
 
 

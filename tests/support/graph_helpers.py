@@ -17,12 +17,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from omnigraph.engine.door import FENCED_PROFILE, LEGACY_PROFILE, EngineProfile
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.legacy import LEGACY_PROFILE
+from omnigraph.engine.door.routing import EngineProfile
 from omnigraph.engine.graph import Graph, init_graph, open_graph
-from omnigraph.engine.manifest import Manifest
-from omnigraph.engine.ops import snapshot_document
+from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.ops.load import LoadResult, load
-from omnigraph.engine.storage import MANIFEST_DIR, latest_version, list_branches, open_dataset, open_store, primary_key
+from omnigraph.engine.ops.snapshot import snapshot_document
+from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset, primary_key
+from omnigraph.engine.storage.names import MANIFEST_DIR
+from omnigraph.engine.storage.store import open_store
 
 __all__ = [
     "ACTOR",
@@ -243,7 +247,7 @@ def load_lines(
 
 def export_text(uri: str, branch: str = "main", types: list[str] | None = None, profile: EngineProfile = FENCED_PROFILE) -> str:
     """What ``export`` prints (one line per row, newline-terminated)."""
-    from omnigraph.engine.ops import export_lines
+    from omnigraph.engine.ops.export import export_lines
 
     graph = graph_for(uri, profile, write=False)
     return "".join(line + "\n" for line in export_lines(graph, branch, types))
@@ -345,7 +349,7 @@ def all_objects(uri: str) -> list[str]:
 
 def commit_ids(uri: str, branch: str = "main") -> list[str]:
     """``commit list`` of ``branch`` (newest first), as commit ids."""
-    from omnigraph.engine.manifest import commit_history
+    from omnigraph.engine.manifest.commits import commit_history
 
     return [head.commit_id for head in commit_history(Manifest(open_store(uri)), branch)]
 

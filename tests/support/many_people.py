@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
 from omnigraph.engine.graph import init_graph, open_graph
-from omnigraph.engine.ops import export_lines
+from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load
 
 SCHEMA = "node Person { name: String @key  age: I32? }\nedge Knows: Person -> Person\n"

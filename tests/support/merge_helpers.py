@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from omnigraph.engine.door import FENCED_PROFILE
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
 from omnigraph.engine.graph import Graph, init_graph, open_graph
-from omnigraph.engine.manifest import BranchSnapshot
-from omnigraph.engine.ops import CommitPlan, TableWrite, commit, export_lines
+from omnigraph.engine.manifest.rows import BranchSnapshot
+from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load
+from omnigraph.engine.ops.write import commit
+from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
 
 SCHEMA = """
 node Person { name: String @key  age: I32?  email: String? @unique }

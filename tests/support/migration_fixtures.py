@@ -16,11 +16,13 @@ import json
 import sys
 from pathlib import Path
 
-from omnigraph.engine.door import FENCED_PROFILE, LEGACY_PROFILE
+from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.graph import init_graph, open_graph
-from omnigraph.engine.ops import create_branch, export_lines
+from omnigraph.engine.ops.branches import create_branch
+from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.storage import copy_root, open_store
+from omnigraph.engine.storage.store import copy_root, open_store
 from tests.support.graph_helpers import OMNIGRAPH_V4
 from tests.support.process_race import interleave_held
 
@@ -88,8 +90,8 @@ def build_duplicate(uri: str, tmp_path: Path, compact: bool = True) -> str:
 
 
 def count_ids(uri: str, branch: str, table_key: str, entity_id: str) -> int:
-    from omnigraph.engine.manifest import Manifest
-    from omnigraph.engine.storage import open_dataset
+    from omnigraph.engine.manifest.manifest import Manifest
+    from omnigraph.engine.storage.lance_io import open_dataset
 
     store = open_store(uri)
     entry = Manifest(store).snapshot(branch).table(table_key)

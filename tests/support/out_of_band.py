@@ -10,8 +10,10 @@ from typing import Any
 import lance
 import pyarrow as pa
 
-from omnigraph.engine.manifest import Manifest, TableEntry, with_version
-from omnigraph.engine.storage import open_dataset, open_store
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import TableEntry, with_version
+from omnigraph.engine.storage.lance_io import open_dataset
+from omnigraph.engine.storage.store import open_store
 
 
 def publish_row(uri: str, branch: str, entry: TableEntry) -> None:

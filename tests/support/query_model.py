@@ -42,7 +42,8 @@ from omnigraph.engine.gq.syntax import (
     Query,
     Traversal,
 )
-from omnigraph.engine.schema import Catalog, ScalarType
+from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.schema.types import ScalarType
 from omnigraph.engine.schema.values import coerce_value
 
 

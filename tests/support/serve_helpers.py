@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import yaml
 
-from omnigraph.engine.access import list_records
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.access.fleet import list_records
+from omnigraph.engine.storage.store import open_store
 from omnigraph.server.grants import Grant
 from omnigraph.server.tokens import TokenEntry, new_token
 from tests.support.graph_helpers import ACTOR, OMNIGRAPH, jsonl

@@ -17,13 +17,16 @@ from __future__ import annotations
 import lance
 import pyarrow.compute as pc
 
-from omnigraph.engine.door import KEY_COLUMN, CommitConflict
+from omnigraph.engine.door.table_store import KEY_COLUMN, CommitConflict
 from omnigraph.engine.errors import NotFound, ValidationFailed
-from omnigraph.engine.manifest import HeadEntry, Manifest, now_ms, with_version
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import HeadEntry, now_ms, with_version
 from omnigraph.engine.reconcile.drift.detect import in_flight_tables, out_of_band
 from omnigraph.engine.reconcile.drift.report import TableDriftReport, commands_for
 from omnigraph.engine.schema.ids import new_ulid
-from omnigraph.engine.storage import GraphStore, ImageRef, delete_branch_if_present, latest_version, open_pinned, primary_key
+from omnigraph.engine.storage.image import ImageRef, open_pinned
+from omnigraph.engine.storage.lance_io import delete_branch_if_present, latest_version, primary_key
+from omnigraph.engine.storage.store import GraphStore
 
 ADOPT_ATTEMPTS = 8
 

@@ -42,12 +42,15 @@ from typing import Any
 import lance
 import pyarrow as pa
 
-from omnigraph.engine.door import KEY_COLUMN
-from omnigraph.engine.manifest import Manifest, TableEntry, lance_branch_name
+from omnigraph.engine.door.table_store import KEY_COLUMN
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import TableEntry, lance_branch_name
 from omnigraph.engine.reconcile import intents
 from omnigraph.engine.reconcile.drift.report import UNDECODED, OutOfBandCommit, StepKind, TableDriftReport
-from omnigraph.engine.storage import GraphStore, LanceBranch, latest_version, list_branches, open_dataset, open_pinned, primary_key
 from omnigraph.engine.storage.blob_cells import ROW_ID, blob_names, digests
+from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.lance_io import LanceBranch, latest_version, list_branches, open_dataset, primary_key
+from omnigraph.engine.storage.store import GraphStore
 
 _REWRITE = "Rewrite"
 _UNDECODABLE_REWRITE_MARKER = "RewrittenIndex"

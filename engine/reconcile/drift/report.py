@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from omnigraph.engine.errors import TableDrift
-from omnigraph.engine.storage import LanceBranch
+from omnigraph.engine.storage.lance_io import LanceBranch
 
 StepKind = Literal["no_row_change", "rewrite", "row_change"]
 Verdict = Literal["adoptable", "drift"]
