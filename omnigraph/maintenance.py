@@ -30,7 +30,7 @@ from omnigraph.engine.maintenance.progress import Progress, SilentProgress
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.reconcile import drift, intents, recovery
-from omnigraph.engine.reconcile.drift.report import TableDriftReport
+from omnigraph.engine.reconcile.drift import TableDriftReport
 from omnigraph.engine.storage.stamps import FORMAT_4
 from omnigraph.engine.storage.store import open_store
 from omnigraph.graph import PROGRAMS
