@@ -147,7 +147,7 @@ def install(split: Split) -> None:
     import omnigraph.engine.storage.lance_io as lance_io
     from omnigraph.engine.door import table_store
     from omnigraph.engine.manifest.manifest import Manifest
-    from omnigraph.engine.reconcile import intents, pins
+    from omnigraph.engine.reconcile import pins, recovery
 
     split.wrap(load_module, "load_records", "load_checks")
     split.wrap(load_module, "commit", "commit_loop")
@@ -155,8 +155,8 @@ def install(split: Split) -> None:
     split.wrap(id_probe, "present_ids", "probes")
     split.wrap(load_module, "present_ids", "probes")
     split.wrap(pins, "check_pins", "pins")
-    split.wrap(intents, "arm", "arm")
-    split.wrap(intents, "disarm", "disarm")
+    split.wrap(recovery, "arm", "arm")
+    split.wrap(recovery, "disarm", "disarm")
     split.wrap(write, "apply_effects", "effects")
     split.wrap(write, "publish", "publish")
     split.wrap(Manifest, "publish", "manifest_publish")
@@ -219,7 +219,7 @@ def measure(engine_root: Path, floor_root: Path, runs: int, warmup: int) -> dict
     """The child process of one size: ``warmup`` + ``runs`` rounds of upsert, floor, insert, floor."""
     import lance
 
-    from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+    from omnigraph.engine.door.profiles import FENCED_PROFILE
     from omnigraph.engine.graph import open_graph
     from omnigraph.engine.manifest.rows import MAIN
     from omnigraph.engine.ops.load import load

@@ -56,11 +56,11 @@ def build(root: Path, nodes: int) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+    from omnigraph.engine.door.profiles import FENCED_PROFILE
     from omnigraph.engine.graph import init_graph, open_graph
     from omnigraph.engine.ops.write import commit
     from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
-    from omnigraph.engine.storage.image import open_pinned
+    from omnigraph.engine.storage.lance_io import open_pinned
 
     graph = init_graph(str(root), SCHEMA, FENCED_PROFILE, actor="bench")
     rng = np.random.default_rng(7)
@@ -91,10 +91,10 @@ def measure(root: Path, runs: int, engine_only: bool = False) -> dict[str, Any]:
     the engine's queries (for the engine's own peak RSS: the floor's DuckDB has no memory limit)."""
     import duckdb
 
-    from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+    from omnigraph.engine.door.profiles import FENCED_PROFILE
     from omnigraph.engine.graph import open_graph
     from omnigraph.engine.query.run import run_query
-    from omnigraph.engine.storage.image import open_pinned
+    from omnigraph.engine.storage.lance_io import open_pinned
 
     graph = open_graph(str(root), FENCED_PROFILE, write=False)
     snapshot = graph.manifest.snapshot("main")

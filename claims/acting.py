@@ -34,9 +34,8 @@ from omnigraph.claims.errors import ClaimCorrupt, claim_held, validation_problem
 from omnigraph.claims.fields import utc_timestamp
 from omnigraph.claims.liveness import alive_here, is_this_process
 from omnigraph.engine.errors import ClaimHeld
-from omnigraph.engine.storage.canonical_json import canonical_json
 from omnigraph.engine.storage.process import process_start_marker, this_host
-from omnigraph.engine.storage.store import GraphStore
+from omnigraph.engine.storage.store import GraphStore, canonical_json
 
 Liveness = Literal["alive", "ended", "dead", "unknown (another host: check there)"]
 

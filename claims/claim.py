@@ -37,9 +37,8 @@ from omnigraph.claims.errors import ClaimCorrupt, claim_held, validation_problem
 from omnigraph.claims.fields import new_token, utc_timestamp
 from omnigraph.engine import __version__
 from omnigraph.engine.errors import BadRequest, PreconditionFailed
-from omnigraph.engine.storage.canonical_json import canonical_json
 from omnigraph.engine.storage.process import process_start_marker
-from omnigraph.engine.storage.store import GraphStore
+from omnigraph.engine.storage.store import GraphStore, canonical_json
 
 # How many times acquire retries when the claim vanished between its failed create and its read
 # (the holder released it in between); each retry is another atomic create-if-absent.

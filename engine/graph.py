@@ -18,24 +18,22 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from omnigraph.engine.access.barrier import current_permission
-from omnigraph.engine.access.permission import write_permission
-from omnigraph.engine.door.routing import EngineProfile
+from omnigraph.engine.access.permission import current_permission, write_permission
+from omnigraph.engine.door.profiles import EngineProfile
 from omnigraph.engine.errors import BadRequest, NotFound
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import HeadEntry, TableEntry, now_ms
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.ids import new_ulid
-from omnigraph.engine.storage.names import SCHEMA_FILE
-from omnigraph.engine.storage.stamps import FORMAT_5
+from omnigraph.engine.storage.names import FORMAT_5, SCHEMA_FILE
 from omnigraph.engine.storage.store import GraphStore, open_store
 
 # What only a read-write open runs (the writer audit, recovery, drift adoption) is imported by
 # it: a read-only open loads neither those modules nor their pydantic models.
 if TYPE_CHECKING:
     from omnigraph.engine.reconcile import drift
-    from omnigraph.engine.reconcile.intents import RecoveryRecord
+    from omnigraph.engine.reconcile.recovery import RecoveryRecord
 
 
 @dataclass

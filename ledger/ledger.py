@@ -24,8 +24,7 @@ from pydantic import ValidationError
 
 from omnigraph.claims.errors import validation_problem
 from omnigraph.engine.errors import BadRequest, NotFound
-from omnigraph.engine.storage.canonical_json import canonical_json
-from omnigraph.engine.storage.store import GraphStore
+from omnigraph.engine.storage.store import GraphStore, canonical_json
 from omnigraph.ledger.errors import LedgerCorrupt, LedgerFenced
 from omnigraph.ledger.fold import FoldedState, fold
 from omnigraph.ledger.layout import is_staging_name, parse_record_name, record_path

@@ -15,9 +15,9 @@ from omnigraph.claims.acting import acting_for
 from omnigraph.claims.claim import inspect, read_break, release
 from omnigraph.engine.errors import FormatRefused, NotFound
 from omnigraph.engine.failpoints import failpoint
-from omnigraph.engine.maintenance.progress import SilentProgress
 from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
+from omnigraph.engine.progress import SilentProgress
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 from omnigraph.engine.storage.store import open_store
 from omnigraph.ledger.records import Aborted, ClaimReleased
 from omnigraph.migrator import sidecar as sidecars

@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.profiles import FENCED_PROFILE
 from omnigraph.engine.errors import BadRequest, NotFound, PreconditionFailed
 from omnigraph.engine.gq.parser import parse
 from omnigraph.engine.gq.read_checker import check_read
 from omnigraph.engine.graph import Graph, open_graph
 from omnigraph.engine.query.run import open_answer
-from omnigraph.engine.storage.canonical_json import canonical_json
+from omnigraph.engine.storage.store import canonical_json
 from omnigraph.ledger.ledger import LedgerReplay
 from omnigraph.ledger.records import AnswerChange, AnswerCheck, AnswerDigest, AnswersRecorded, MigrationStarted
 from omnigraph.migrator.errors import AnswersChanged

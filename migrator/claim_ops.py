@@ -19,8 +19,8 @@ from omnigraph.claims.acting import ActingProcess, acting_for, acting_processes
 from omnigraph.claims.claim import break_, inspect
 from omnigraph.claims.document import ClaimDocument
 from omnigraph.engine.errors import NotFound, PreconditionFailed
-from omnigraph.engine.maintenance.progress import SilentProgress
-from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
+from omnigraph.engine.progress import SilentProgress
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 from omnigraph.engine.storage.store import GraphStore
 from omnigraph.ledger.records import ClaimBroken
 from omnigraph.migrator.context import open_existing_graph

@@ -10,8 +10,8 @@ from omnigraph.claims.claim import inspect
 from omnigraph.claims.document import ClaimDocument
 from omnigraph.claims.errors import claim_held
 from omnigraph.engine.errors import NotFound
-from omnigraph.engine.maintenance.progress import Progress
 from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.progress import Progress
 from omnigraph.engine.storage.store import GraphStore, open_store
 from omnigraph.ledger.ledger import Ledger
 from omnigraph.migrator.executors import ImageExecutor, LocalExecutor

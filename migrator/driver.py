@@ -31,7 +31,7 @@ from omnigraph.claims.claim import inspect, release
 from omnigraph.engine.errors import FormatRefused, PreconditionFailed, ValidationFailed
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 from omnigraph.ledger.fold import ImageState
 from omnigraph.ledger.ledger import LedgerReplay
 from omnigraph.ledger.records import (

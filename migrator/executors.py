@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.maintenance.progress import Progress
+from omnigraph.engine.progress import Progress
 from omnigraph.engine.storage.store import GraphStore
 from omnigraph.migrator.executor_names import EXECUTORS
 from omnigraph.migrator.images import VALIDATING, PinnedImage, open_images

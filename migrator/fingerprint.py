@@ -13,7 +13,7 @@ import hashlib
 
 import lance
 
-from omnigraph.engine.storage.canonical_json import canonical_json
+from omnigraph.engine.storage.store import canonical_json
 
 
 def physical_fingerprint(dataset: lance.LanceDataset) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import lance
 
-from omnigraph.engine.storage.image import ImageRef, open_pinned
+from omnigraph.engine.storage.lance_io import ImageRef, open_pinned
 from omnigraph.engine.storage.store import GraphStore
 
 VALIDATING = "validating ids"

@@ -9,7 +9,7 @@ from omnigraph.claims.acting import acting_processes
 from omnigraph.claims.claim import inspect
 from omnigraph.claims.document import ClaimDocument
 from omnigraph.engine.errors import NotFound, ValidationFailed
-from omnigraph.engine.storage.stamps import FORMAT_5, FORMAT_MIGRATING
+from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING
 from omnigraph.engine.storage.store import GraphStore
 from omnigraph.ledger.ledger import Ledger, LedgerReplay
 from omnigraph.ledger.render import render_json
@@ -24,7 +24,7 @@ from omnigraph.migrator.preconditions import UpToDate, already_fenced, refuse_un
 # What one command alone needs (preflight's fleet and drift checks, verify with the answer
 # check's query engine) is imported by that command: `status` loads neither.
 if TYPE_CHECKING:
-    from omnigraph.engine.maintenance.progress import Progress
+    from omnigraph.engine.progress import Progress
     from omnigraph.migrator.answers import AnswerQueries
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from omnigraph.engine.maintenance.progress import Progress
+from omnigraph.engine.progress import Progress
 from omnigraph.engine.storage.store import GraphStore
 from omnigraph.ledger.records import InventoryEntry, UnitPlan
 from omnigraph.migrator.executors import ImageExecutor, LocalExecutor

@@ -21,8 +21,8 @@ from omnigraph.claims.errors import claim_held
 from omnigraph.engine.access.writer_audit import readiness_problems
 from omnigraph.engine.errors import FormatRefused, NotFound, PreconditionFailed, RecoveryRequired
 from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.reconcile import intents
-from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
+from omnigraph.engine.reconcile import recovery
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 from omnigraph.engine.storage.store import GraphStore
 from omnigraph.migrator.advice import claim_next_step, unclaimed_barrier_next_step
 from omnigraph.migrator.layout import CLAIM_PATH
@@ -58,7 +58,7 @@ def already_fenced(store: GraphStore, manifest: Manifest) -> UpToDate | None:
 
 
 def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
-    """The graph must be at format 4, with no claim and no write-path intents.
+    """The graph must be at format 4, with no claim and no write-path recovery.
 
     Stamp 5 with a claim held and stamp ``migrating`` are ``claim_held`` (each naming the command
     that moves on), any other stamp but 4 is ``format_refused``, a claim at stamp 4 is
@@ -94,7 +94,7 @@ def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
     if stamp != FORMAT_4:
         raise FormatRefused(f"{store.uri} has format stamp {stamp!r}; only format 4 can be migrated", {"stamp": stamp})
     _refuse_claim(store)
-    pending = intents.list_intents(store)
+    pending = recovery.list_intents(store)
     if pending:
         ids = [i.operation_id for i in pending]
         raise RecoveryRequired(
@@ -123,7 +123,7 @@ def refuse_unless_refence_needed(store: GraphStore, manifest: Manifest, owner: s
             {"expected": "a graph that needs fencing again", "actual": "fenced"},
         )
     _refuse_claim(store)
-    live = [i for i in intents.list_intents(store) if intents.owner_is_alive(i)]
+    live = [i for i in recovery.list_intents(store) if recovery.owner_is_alive(i)]
     if live:
         raise RecoveryRequired(
             live[0].operation_id,

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import ray
 import ray.exceptions
 
-from omnigraph.engine.maintenance.progress import Progress
+from omnigraph.engine.progress import Progress
 from omnigraph.engine.storage.lance_io import open_dataset_at
 from omnigraph.engine.storage.store import GraphStore
 from omnigraph.migrator.errors import ExecutorFailed

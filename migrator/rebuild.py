@@ -28,14 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.profiles import FENCED_PROFILE
 from omnigraph.engine.errors import BadRequest, FormatRefused, OmnigraphError
 from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.manifest.rows import MAIN, GraphBranch
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5
 from omnigraph.engine.storage.store import open_store
 
 

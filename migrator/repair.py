@@ -29,20 +29,19 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from omnigraph.claims.acting import acting_for
-from omnigraph.engine.door.fenced_profile import FENCED_ROUTER
-from omnigraph.engine.door.routing import EngineProfile
+from omnigraph.engine.door.profiles import FENCED_ROUTER, EngineProfile
 from omnigraph.engine.errors import BadRequest, FormatRefused
 from omnigraph.engine.graph import Graph, open_graph
-from omnigraph.engine.maintenance.progress import Progress, SilentProgress
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.id_probe import present_ids
 from omnigraph.engine.ops.write import commit
 from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
+from omnigraph.engine.progress import Progress, SilentProgress
 from omnigraph.engine.schema.ids import new_ulid
-from omnigraph.engine.storage.blob_cells import ROW_ID, blob_names, materialize
-from omnigraph.engine.storage.image import ImageRef, open_pinned
-from omnigraph.engine.storage.stamps import FORMAT_MIGRATING
+from omnigraph.engine.storage.blobs import ROW_ID, blob_names, materialize
+from omnigraph.engine.storage.lance_io import ImageRef, open_pinned
+from omnigraph.engine.storage.names import FORMAT_MIGRATING
 from omnigraph.engine.storage.store import open_store
 from omnigraph.ledger.records import InventoryEntry, RepairApplied, RepairDecision
 from omnigraph.migrator.context import Migration

@@ -25,9 +25,9 @@ import socket
 from omnigraph.claims.acting import acting_for
 from omnigraph.engine.errors import NotFound, PreconditionFailed
 from omnigraph.engine.failpoints import failpoint
-from omnigraph.engine.maintenance.progress import Progress
+from omnigraph.engine.progress import Progress
 from omnigraph.engine.reconcile import recovery
-from omnigraph.engine.storage.stamps import FORMAT_5, FORMAT_MIGRATING
+from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING
 from omnigraph.engine.storage.store import open_store
 from omnigraph.ledger.records import BarrierSet, Resumed, StampWritten
 from omnigraph.migrator.answers import AnswerQueries, check_queries, read_graph

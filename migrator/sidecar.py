@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from omnigraph.engine.storage.canonical_json import canonical_json
-from omnigraph.engine.storage.store import GraphStore
+from omnigraph.engine.storage.store import GraphStore, canonical_json
 from omnigraph.ledger.records import UnitPlan
 from omnigraph.migrator.errors import MigrationRefused
 from omnigraph.migrator.layout import migration_ids, sidecar_path, units_dir

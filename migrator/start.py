@@ -23,8 +23,8 @@ from omnigraph.claims.claim import acquire
 from omnigraph.claims.document import ClaimDocument
 from omnigraph.engine.errors import NotFound
 from omnigraph.engine.failpoints import failpoint
-from omnigraph.engine.maintenance.progress import Progress
 from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.progress import Progress
 from omnigraph.engine.schema.ids import new_ulid
 from omnigraph.engine.storage.store import GraphStore, open_store
 from omnigraph.ledger.ledger import Ledger, LedgerReplay

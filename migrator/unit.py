@@ -31,13 +31,14 @@ from dataclasses import replace
 from omnigraph.engine.door.table_store import KEY_COLUMN, CommitConflict, install_primary_key
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.manifest.rows import TableEntry
-from omnigraph.engine.storage.image import ImageRef, open_pinned
 from omnigraph.engine.storage.lance_io import (
     ForeignFork,
     Fork,
     ForkInterrupted,
+    ImageRef,
     fork_or_adopt,
     open_dataset,
+    open_pinned,
     primary_key,
     remove_unreferenced_fork,
 )

@@ -22,9 +22,8 @@ from omnigraph.engine.door.table_store import KEY_COLUMN
 from omnigraph.engine.errors import NotFound, PreconditionFailed
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry
-from omnigraph.engine.reconcile import intents
-from omnigraph.engine.storage.image import open_pinned
-from omnigraph.engine.storage.lance_io import latest_version, primary_key
+from omnigraph.engine.reconcile import recovery
+from omnigraph.engine.storage.lance_io import latest_version, open_pinned, primary_key
 from omnigraph.engine.storage.store import GraphStore
 from omnigraph.ledger.fold import FoldedState
 from omnigraph.ledger.ledger import Ledger
@@ -145,7 +144,7 @@ def verify_graph(store: GraphStore, manifest: Manifest, queries: AnswerQueries |
     problems += structural_problems(store, manifest)
     if stamp == "5":
         problems += [f"{c.describe()}; run `{refence_command(store.uri)}`" for c in foreign_heads(manifest)]
-    pending = [i.operation_id for i in intents.list_intents(store)]
+    pending = [i.operation_id for i in recovery.list_intents(store)]
     problems += [f"write intent {op} is pending recovery" for op in pending]
     holder = inspect(store, CLAIM_PATH)
     if holder is not None:

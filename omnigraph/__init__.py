@@ -57,9 +57,9 @@ from omnigraph.errors import (
 )
 
 if TYPE_CHECKING:
-    from omnigraph.engine.maintenance.findings import CheckReport
+    from omnigraph.engine.maintenance.check import CheckReport
     from omnigraph.engine.ops.blob_get import BlobReader
-    from omnigraph.engine.reconcile.intents import RecoveryRecord
+    from omnigraph.engine.reconcile.recovery import RecoveryRecord
     from omnigraph.graph import Graph
 
 WRITES_FORMAT = "5"
@@ -74,8 +74,8 @@ fencing) so that rehearsals and tests have real format-4 graphs to migrate; not 
 _LAZY = {
     "Graph": "omnigraph.graph",
     "BlobReader": "omnigraph.engine.ops.blob_get",
-    "CheckReport": "omnigraph.engine.maintenance.findings",
-    "Recovery": "omnigraph.engine.reconcile.intents",
+    "CheckReport": "omnigraph.engine.maintenance.check",
+    "Recovery": "omnigraph.engine.reconcile.recovery",
     "Branch": "omnigraph.results",
     "ChunkedMutationResult": "omnigraph.results",
     "Commit": "omnigraph.results",

@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, TypeVar
 
-from omnigraph.engine.access.barrier import require_writable_stamp
-from omnigraph.engine.door.routing import EngineProfile
+from omnigraph.engine.access.permission import require_writable_stamp
+from omnigraph.engine.door.profiles import EngineProfile
 from omnigraph.engine.errors import BadRequest, RecoveryRequired
 from omnigraph.engine.graph import Graph as EngineGraph
 from omnigraph.engine.graph import open_graph
@@ -31,7 +31,7 @@ from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.storage.store import GraphStore, storage_options_scope
 
 if TYPE_CHECKING:
-    from omnigraph.engine.reconcile.intents import RecoveryRecord
+    from omnigraph.engine.reconcile.recovery import RecoveryRecord
 
 __all__ = ["Handles"]
 

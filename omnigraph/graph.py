@@ -38,14 +38,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from omnigraph import ENGINE, FORMAT_4_WRITER
 from omnigraph._handles import Handles
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
 from omnigraph.engine.door.legacy import LEGACY_PROFILE
-from omnigraph.engine.door.routing import EngineProfile
+from omnigraph.engine.door.profiles import FENCED_PROFILE, EngineProfile
 from omnigraph.engine.errors import BadRequest, ReadOnlyGraph
 from omnigraph.engine.graph import default_actor, init_graph
-from omnigraph.engine.manifest.commits import commit_history
+from omnigraph.engine.manifest.commit_graph import commit_history
 from omnigraph.engine.manifest.rows import MAIN
-from omnigraph.engine.storage.stamps import FORMAT_5
+from omnigraph.engine.storage.names import FORMAT_5
 from omnigraph.engine.storage.store import GraphStore, open_store, storage_options_scope
 from omnigraph.results import (
     Branch,
@@ -69,11 +68,11 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from omnigraph.engine.access import fleet
-    from omnigraph.engine.maintenance.findings import CheckReport
+    from omnigraph.engine.maintenance.check import CheckReport
     from omnigraph.engine.ops.blob_get import BlobReader
     from omnigraph.engine.ops.load import LoadMode
     from omnigraph.engine.query.run import Answer
-    from omnigraph.engine.reconcile.intents import RecoveryRecord
+    from omnigraph.engine.reconcile.recovery import RecoveryRecord
     from omnigraph.inputs import LoadData
 
 __all__ = ["PROGRAMS", "Graph", "connect", "create"]
@@ -220,7 +219,7 @@ class Graph:
         Raises:
             FormatRefused: the graph has no stamp or an unknown one.
         """
-        from omnigraph.engine.access.barrier import current_permission
+        from omnigraph.engine.access.permission import current_permission
         from omnigraph.engine.access.writer_audit import readiness_problems
 
         self._h.require_open()

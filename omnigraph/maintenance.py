@@ -26,12 +26,12 @@ from omnigraph.engine.errors import BadRequest, NotFound
 from omnigraph.engine.graph import Graph, default_actor, open_graph
 from omnigraph.engine.maintenance.optimize import OptimizeReport
 from omnigraph.engine.maintenance.optimize import optimize as optimize_graph
-from omnigraph.engine.maintenance.progress import Progress, SilentProgress
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import MAIN
-from omnigraph.engine.reconcile import drift, intents, recovery
+from omnigraph.engine.progress import Progress, SilentProgress
+from omnigraph.engine.reconcile import drift, recovery
 from omnigraph.engine.reconcile.drift import TableDriftReport
-from omnigraph.engine.storage.stamps import FORMAT_4
+from omnigraph.engine.storage.names import FORMAT_4
 from omnigraph.engine.storage.store import open_store
 from omnigraph.graph import PROGRAMS
 
@@ -216,7 +216,7 @@ def recover(uri: str, *, announce: Announce = _quiet) -> Recovered:
     result = Recovered(
         recovered=tuple(r.model_dump(mode="json") for r in graph.recovered),
         adopted=tuple(r.to_json() for r in graph.adopted),
-        in_flight=tuple(i.operation_id for i in intents.list_intents(graph.store)),
+        in_flight=tuple(i.operation_id for i in recovery.list_intents(graph.store)),
         branch_operations_completed=tuple(finished),
     )
     if drifted:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from omnigraph.engine.graph import default_actor
-from omnigraph.engine.maintenance.progress import Progress, SilentProgress
+from omnigraph.engine.progress import Progress, SilentProgress
 from omnigraph.engine.storage.store import copy_root, open_store, storage_options_scope
 from omnigraph.migrator import inspection
 from omnigraph.migrator.preconditions import UpToDate as _UpToDate

@@ -17,7 +17,7 @@ from typing import Any
 from omnigraph.claims.acting import refuse_if_acting
 from omnigraph.claims.claim import inspect
 from omnigraph.claims.document import ClaimDocument
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.profiles import FENCED_PROFILE
 from omnigraph.engine.errors import (
     EXIT_CLAIM_HELD,
     EXIT_ERROR,
@@ -27,13 +27,13 @@ from omnigraph.engine.errors import (
     OmnigraphError,
 )
 from omnigraph.engine.graph import Graph, open_graph
-from omnigraph.engine.maintenance.progress import Progress
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.ops.branches import create_branch, delete_branch
 from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.reconcile import intents
+from omnigraph.engine.progress import Progress
+from omnigraph.engine.reconcile import recovery
 from omnigraph.engine.storage.store import copy_root, open_store
 from omnigraph.ledger.render import render_table
 from omnigraph.migrator import inspection, repair
@@ -322,7 +322,7 @@ def release(ctx: StepContext, params: dict[str, str]) -> StepResult:
     store = open_store(graph)
     stamp, _ = Manifest(store).read_stamp()
     holder = inspect(store, CLAIM_PATH)
-    pending = intents.list_intents(store)
+    pending = recovery.list_intents(store)
     if stamp != "5" or holder is not None or pending:
         raise StepFailed(
             f"not releasable: stamp {stamp}, claim {'held' if holder else 'free'}, {len(pending)} pending write(s)",

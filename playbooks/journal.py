@@ -32,9 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from omnigraph.claims.errors import validation_problem
 from omnigraph.claims.fields import UtcTimestamp, utc_timestamp
 from omnigraph.engine.errors import Internal
-from omnigraph.engine.storage.canonical_json import canonical_json
 from omnigraph.engine.storage.process import process_start_marker, this_host
-from omnigraph.engine.storage.store import GraphStore
+from omnigraph.engine.storage.store import GraphStore, canonical_json
 from omnigraph.ledger.layout import parse_record_name, record_path
 
 Text = Annotated[str, Field(min_length=1)]

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from omnigraph.engine.errors import EXIT_ERROR, EXIT_USAGE, BadRequest, NotFound, OmnigraphError
 from omnigraph.engine.failpoints import failpoint
-from omnigraph.engine.maintenance.progress import Progress
+from omnigraph.engine.progress import Progress
 from omnigraph.engine.schema.ids import new_ulid
 from omnigraph.engine.storage.store import open_store
 from omnigraph.ledger.ledger import Ledger

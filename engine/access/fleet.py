@@ -30,10 +30,9 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 
 from omnigraph.engine.manifest.rows import now_ms
 from omnigraph.engine.schema.ids import new_ulid
-from omnigraph.engine.storage.canonical_json import canonical_json
 from omnigraph.engine.storage.names import FLEET_DIR
 from omnigraph.engine.storage.process import process_is_alive, process_start_marker, this_host
-from omnigraph.engine.storage.store import GraphStore
+from omnigraph.engine.storage.store import GraphStore, canonical_json
 
 HEARTBEAT_SECONDS = float(os.environ.get("OMNIGRAPH_FLEET_HEARTBEAT_SECONDS", "5"))
 STALE_AFTER_SECONDS = max(30.0, 6 * HEARTBEAT_SECONDS)

@@ -25,9 +25,8 @@ from omnigraph.engine.door.table_store import KEY_COLUMN
 from omnigraph.engine.errors import FormatRefused
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot
-from omnigraph.engine.storage.image import open_pinned
-from omnigraph.engine.storage.lance_io import primary_key
-from omnigraph.engine.storage.stamps import FORMAT_4
+from omnigraph.engine.storage.lance_io import open_pinned, primary_key
+from omnigraph.engine.storage.names import FORMAT_4
 from omnigraph.engine.storage.store import GraphStore
 
 

@@ -29,7 +29,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from omnigraph.engine.door.routing import MergeRows
+from omnigraph.engine.door.profiles import MergeRows
 from omnigraph.engine.errors import FormatRefused, Internal
 from omnigraph.engine.storage.lance_io import create_empty_dataset, primary_key
 from omnigraph.engine.storage.names import PK_METADATA_KEY

@@ -3,8 +3,8 @@
 :mod:`~omnigraph.engine.maintenance.optimize` compacts, indexes and cleans up old versions of the tables a
 branch owns, publishing each change as a graph commit; :mod:`~omnigraph.engine.maintenance.check` reads a
 whole graph (any stamp, every branch), writes nothing and reports every inconsistency as the
-findings of :mod:`~omnigraph.engine.maintenance.findings`;
-:mod:`~omnigraph.engine.maintenance.progress` is the progress protocol of long work (optimize here, and the
+findings of :mod:`~omnigraph.engine.maintenance.check`;
+:mod:`~omnigraph.engine.progress` is the progress protocol of long work (optimize here, and the
 migrator's steps) with its silent implementation.
 
 The function ``optimize`` is imported from its module

@@ -31,12 +31,11 @@ from typing import Any
 from omnigraph.engine.door.table_store import CommitConflict
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.maintenance.progress import Progress
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import TableEntry, lance_branch_name
-from omnigraph.engine.reconcile import drift, intents
-from omnigraph.engine.storage.image import open_pinned
-from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset
+from omnigraph.engine.progress import Progress
+from omnigraph.engine.reconcile import drift, recovery
+from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset, open_pinned
 from omnigraph.engine.storage.store import GraphStore
 
 ImageRef = tuple[str, str | None, int]
@@ -68,7 +67,7 @@ class OptimizeReport:
 def _owned_tables(graph: Graph, branch: str, report: OptimizeReport) -> list[tuple[str, TableEntry]]:
     """Tables ``branch`` owns whose HEAD is at its pin; the rest go to ``report.skipped``."""
     own = lance_branch_name(branch)
-    busy = {(t.table_path, t.target_branch) for i in intents.list_intents(graph.store) for t in i.tables}
+    busy = {(t.table_path, t.target_branch) for i in recovery.list_intents(graph.store) for t in i.tables}
     drifted = {r.table_key: r for r in drift.out_of_band(graph.store, graph.manifest, branch)}
     ready = []
     for table_key, entry in graph.manifest.snapshot(branch).tables.items():
@@ -167,7 +166,7 @@ def protected_images(store: GraphStore, manifest: Manifest, extra_pins: Iterable
     for snapshot in snapshots:
         for entry in snapshot.tables.values():
             protected.add((entry.table_path, entry.table_branch, entry.table_version))
-    for intent in intents.list_intents(store):
+    for intent in recovery.list_intents(store):
         for table in intent.tables:
             protected.add((table.table_path, table.branch_before, table.version_before))
     return protected

@@ -1,4 +1,5 @@
-"""The graph commit DAG: every commit of every live branch, its parents, and merge bases.
+"""[omnigraph.engine.manifest.commit_graph]
+The graph commit DAG: every commit of every live branch, its parents, and merge bases.
 
 A commit is the head row of a ``__manifest`` version (commit id, parents, actor, message, time).
 :func:`load_commit_graph` reads the head row of every ``__manifest`` version of every live
@@ -10,6 +11,18 @@ version, proportional to the history; only ``commit list`` and ``branch merge`` 
 Commits of a deleted branch that a merge commit names as a parent are not in the graph (their
 manifest is gone); walks stop there. Ancestors on live branches stay reachable through the
 other parent, so a merge base is always a commit whose catalog image can still be read.
+
+
+[omnigraph.engine.manifest.commit_graph]
+``commit list``: the graph commits reachable from a branch head, newest first.
+
+Walks the commit graph (:mod:`omnigraph.engine.manifest.commit_graph`) from the branch head through every parent,
+so a merge commit's history includes both lines; commits are ordered by commit time, newest
+first (ties by commit id), each listed once. Versions that did not move the head (migration and
+recovery publishes) are folded into the commit they belong to. The cost is proportional to the
+history of the graph's live branches, by nature of the command; opening or writing a branch never
+walks history.
+
 """
 
 from __future__ import annotations
@@ -93,3 +106,10 @@ def load_commit_graph(manifest: Manifest) -> CommitGraph:
 def _head_at(manifest: Manifest, branch: str, version: int) -> HeadEntry:
     rows = manifest.dataset(branch, version).to_table(filter=pc.field("object_id") == HEAD_OBJECT_ID)
     return fold_rows(branch, version, rows).head
+
+
+def commit_history(manifest: Manifest, branch: str) -> list[HeadEntry]:
+    """Commits reachable from the head of ``branch``, newest first, each once."""
+    manifest.require_branch(branch)
+    head = manifest.snapshot(branch).head
+    return load_commit_graph(manifest).history(head.commit_id)

@@ -35,10 +35,9 @@ from omnigraph.engine.manifest.rows import (
     rows_table,
     table_row,
 )
-from omnigraph.engine.storage.canonical_json import canonical_json
 from omnigraph.engine.storage.lance_io import LanceBranch, list_branches, open_dataset, read_branch
 from omnigraph.engine.storage.names import MANIFEST_DIR
-from omnigraph.engine.storage.store import GraphStore
+from omnigraph.engine.storage.store import GraphStore, canonical_json
 
 FORMAT_KEY = "omnigraph:format"
 MIGRATION_ID_KEY = "omnigraph:migration_id"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from omnigraph.engine.errors import FormatRefused, NotFound
-from omnigraph.engine.storage.image import ImageRef
+from omnigraph.engine.storage.lance_io import ImageRef
 from omnigraph.engine.storage.names import PK_METADATA_KEY
 
 MAIN = "main"

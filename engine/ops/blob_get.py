@@ -2,7 +2,7 @@
 
 The cell is addressed by type name (node or edge), id and property, on the branch's current
 commit. :func:`open_blob` resolves it and opens the cell (no payload read yet); a
-:class:`BlobReader` then yields the bytes :data:`omnigraph.engine.storage.blob_cells.READ_CHUNK` at a time,
+:class:`BlobReader` then yields the bytes :data:`omnigraph.engine.storage.blobs.READ_CHUNK` at a time,
 so a cell of any size streams in bounded memory. Refusals, each naming what fixes it:
 ``not_found`` for an unknown type, property or id, a null cell, or a referenced external object
 that is gone; ``bad_request`` for a property that is not a Blob.
@@ -20,8 +20,8 @@ from omnigraph.engine.errors import BadRequest, NotFound
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import BlobType
-from omnigraph.engine.storage.blob_cells import READ_CHUNK, ROW_ID, cells, whole_reference
-from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.blobs import READ_CHUNK, ROW_ID, cells, whole_reference
+from omnigraph.engine.storage.lance_io import open_pinned
 
 
 class BlobReader:

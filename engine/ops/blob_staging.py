@@ -26,7 +26,7 @@ from lance.blob import Blob, blob_array
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import BlobType
-from omnigraph.engine.storage.blob_objects import ExternalObjectMissing, object_size, read_object
+from omnigraph.engine.storage.blobs import ExternalObjectMissing, object_size, read_object
 
 BYTES_ONLY = (
     "is the external URI {uri!r}; Blob values sent to a server are bytes only (it does not read its own files or "

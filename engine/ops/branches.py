@@ -23,7 +23,7 @@ from omnigraph.engine.errors import BadRequest, NotFound, ReadSetConflict
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, GraphBranch
-from omnigraph.engine.reconcile import branch_guard, intents, recovery
+from omnigraph.engine.reconcile import branch_guard, recovery
 from omnigraph.engine.storage.lance_io import delete_branch_if_present
 
 BRANCH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -85,8 +85,8 @@ def delete_branch(graph: Graph, name: str) -> None:
         failpoint("branch.after_guard")
         if name not in graph.manifest.branches():
             raise NotFound(f"branch {name!r} does not exist", {"branch": name})
-        on_branch = [intent for intent in intents.list_intents(graph.store) if intent.graph_branch == name]
-        live = [intent for intent in on_branch if intents.owner_is_alive(intent)]
+        on_branch = [intent for intent in recovery.list_intents(graph.store) if intent.graph_branch == name]
+        live = [intent for intent in on_branch if recovery.owner_is_alive(intent)]
         if live:
             raise _write_in_flight(name, live[0])
         paths = _table_paths(graph)
@@ -97,7 +97,7 @@ def delete_branch(graph: Graph, name: str) -> None:
         recovery.discard_for_deletion(graph.store, on_branch)
 
 
-def _write_in_flight(name: str, intent: intents.WriteIntent) -> ReadSetConflict:
+def _write_in_flight(name: str, intent: recovery.WriteIntent) -> ReadSetConflict:
     return ReadSetConflict(
         f"branch {name!r} was not deleted: write {intent.operation_id} to it is in flight (pid {intent.pid} on "
         f"{intent.host}, started by {intent.actor}); retry the delete when that write has finished",

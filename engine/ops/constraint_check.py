@@ -35,7 +35,7 @@ from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry
 from omnigraph.engine.ops.merge_diff import TableChanges
 from omnigraph.engine.schema.rule_check import table_violations
 from omnigraph.engine.schema.tables import TableDef
-from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.lance_io import open_pinned
 
 Problem = dict[str, Any]
 

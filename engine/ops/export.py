@@ -17,8 +17,8 @@ from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry
 from omnigraph.engine.records.arrow import arrow_to_records
 from omnigraph.engine.schema.blob_values import spell_bytes
-from omnigraph.engine.storage.blob_cells import ROW_ID, blob_names, contents
-from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.blobs import ROW_ID, blob_names, contents
+from omnigraph.engine.storage.lance_io import open_pinned
 
 BLOB_ROWS = 64
 """Rows of a table with Blob columns whose cells are spelled (payloads read) at a time."""

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import TableEntry
-from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.lance_io import open_pinned
 
 FILTER_IDS = 8192
 """Up to this many ids are probed with a Lance filter; more are matched while streaming ``id``."""

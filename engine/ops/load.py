@@ -55,7 +55,7 @@ from omnigraph.engine.records.endpoints import EdgeEnds, check_edge_endpoints
 from omnigraph.engine.records.jsonl_blocks import JsonlSource
 from omnigraph.engine.records.read import read_records
 from omnigraph.engine.records.record_set import RecordSet
-from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.lance_io import open_pinned
 
 LoadMode = Literal["append", "merge", "overwrite"]
 _WRITE_KIND = {"append": "insert", "merge": "upsert", "overwrite": "overwrite"}

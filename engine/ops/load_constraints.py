@@ -32,7 +32,7 @@ from omnigraph.engine.ops.constraint_check import Problem, cardinality_text, con
 from omnigraph.engine.ops.merge_diff import TableChanges
 from omnigraph.engine.records.record_set import RecordSet
 from omnigraph.engine.schema.catalog import Catalog
-from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.lance_io import open_pinned
 
 _LOAD = "the load"
 

@@ -52,8 +52,8 @@ from omnigraph.engine.ops.merge_check import check_merged
 from omnigraph.engine.ops.merge_diff import TableChanges, compare_table
 from omnigraph.engine.ops.write import commit
 from omnigraph.engine.ops.write_plan import CommitPlan, CommitResult, TableWrite
-from omnigraph.engine.storage.blob_cells import blob_names, materialize
-from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.blobs import blob_names, materialize
+from omnigraph.engine.storage.lance_io import open_pinned
 
 MergeOutcome = Literal["up_to_date", "fast_forward", "merged"]
 _LOOKUP_IDS = 8192

@@ -3,7 +3,7 @@
 The comparison runs in DuckDB over Arrow scans of the three pinned Lance images: each row is
 summarised as the md5 of its JSON text (every column, by column name; a Blob column as the
 SHA-256 of each cell's payload, read one cell at a time, or its reference's URI:
-:func:`omnigraph.engine.storage.blob_cells.digests`) in a DuckDB table on disk, the three
+:func:`omnigraph.engine.storage.blobs.digests`) in a DuckDB table on disk, the three
 ``id -> digest`` relations are joined on ``id`` one hash partition of
 at most :data:`PARTITION_ROWS` ids at a time, and only the ids whose source digest differs from
 the base's come back to Python, 8,192 at a time (then sorted). DuckDB works under a memory limit
@@ -31,8 +31,8 @@ import lance
 import pyarrow as pa
 
 from omnigraph.engine.manifest.rows import TableEntry
-from omnigraph.engine.storage.blob_cells import blob_names, digests
-from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.blobs import blob_names, digests
+from omnigraph.engine.storage.lance_io import open_pinned
 from omnigraph.engine.storage.store import GraphStore
 
 if TYPE_CHECKING:

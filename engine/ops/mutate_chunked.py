@@ -40,8 +40,8 @@ from omnigraph.engine.ops.mutate_eval import Affected, Evaluation, Window
 from omnigraph.engine.ops.write import commit
 from omnigraph.engine.ops.write_plan import CommitPlan
 from omnigraph.engine.schema.ids import new_ulid
-from omnigraph.engine.storage.canonical_json import canonical_json
 from omnigraph.engine.storage.names import RECOVERY_DIR
+from omnigraph.engine.storage.store import canonical_json
 
 PROGRESS_DIR = f"{RECOVERY_DIR}/chunked"
 

@@ -41,8 +41,8 @@ from omnigraph.engine.records.arrow import rows_to_arrow
 from omnigraph.engine.records.rows import EdgeRow, NodeRow
 from omnigraph.engine.schema.ids import derive_node_id
 from omnigraph.engine.schema.tables import TableDef
-from omnigraph.engine.storage.blob_cells import materialize, stored_sizes, stored_values
-from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.blobs import materialize, stored_sizes, stored_values
+from omnigraph.engine.storage.lance_io import open_pinned
 
 Row = NodeRow | EdgeRow
 

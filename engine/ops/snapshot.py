@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.storage.image import open_pinned
-from omnigraph.engine.storage.lance_io import primary_key
+from omnigraph.engine.storage.lance_io import open_pinned, primary_key
 
 
 def snapshot_document(graph: Graph, branch: str) -> dict[str, Any]:

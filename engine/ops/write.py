@@ -24,7 +24,7 @@ insert therefore re-probes its ids and ends as ``key_conflict`` once a concurren
 published, and never turns into an upsert. A conflict after an effect landed is
 ``recovery_required`` with the intent kept. An attempt that fails after arming for any other
 reason (a storage error, say) keeps its intent too. Either way the process gives that commit up
-(:func:`omnigraph.engine.reconcile.intents.abandon`): its own next pin check or read-write open resolves the
+(:func:`omnigraph.engine.reconcile.recovery.abandon`): its own next pin check or read-write open resolves the
 intent as a dead writer's, so a long-lived process (a server) is not stuck behind its own failed
 commit. Every attempt writes to the branch incarnation the
 commit started on or to none. Support boundary: one writer process per graph; concurrent
@@ -48,9 +48,9 @@ from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot, TableEntry, lan
 from omnigraph.engine.ops.write_effects import apply_effects
 from omnigraph.engine.ops.write_plan import CommitPlan, NoEffectConflict, P, Prepare, WriteResult
 from omnigraph.engine.ops.write_publish import publish, refuse_foreign_base
-from omnigraph.engine.reconcile import branch_guard, drift, intents, pins, recovery
-from omnigraph.engine.reconcile.intents import IntentTable, WriteIntent
+from omnigraph.engine.reconcile import branch_guard, drift, pins, recovery
 from omnigraph.engine.reconcile.pins import PinVerdict
+from omnigraph.engine.reconcile.recovery import IntentTable, WriteIntent
 from omnigraph.engine.schema.ids import new_ulid
 from omnigraph.engine.storage.process import process_start_marker, this_host
 
@@ -114,16 +114,16 @@ class _Attempts(Generic[P]):
         operation_id = new_ulid()
         target = lance_branch_name(self.branch)
         tables = [_intent_table(snapshot.table(w.table_key), target) for w in writes]
-        intents.arm(self.graph.store, self._intent(operation_id, snapshot, tables))
+        recovery.arm(self.graph.store, self._intent(operation_id, snapshot, tables))
         try:
             failpoint("write.after_arm")
             _require_incarnation(self.graph, self.branch, self.incarnation, operation_id)
             entries = apply_effects(self.graph, snapshot, writes, tables, operation_id)
             published = publish(self.graph, snapshot, entries, operation_id, plan, self.actor)
             failpoint("write.after_publish")
-            intents.disarm(self.graph.store, operation_id)
+            recovery.disarm(self.graph.store, operation_id)
         except BaseException:
-            intents.abandon(operation_id)  # given up with the intent kept: recovery may resolve it now
+            recovery.abandon(operation_id)  # given up with the intent kept: recovery may resolve it now
             raise
         return WriteResult(plan, published)
 
@@ -206,7 +206,7 @@ def _require_incarnation(graph: Graph, branch: str, incarnation: str, operation_
     if not deleting and now == incarnation:
         return
     if operation_id is not None:
-        intents.disarm(graph.store, operation_id)
+        recovery.disarm(graph.store, operation_id)
     if deleting:
         assert holder is not None
         raise branch_guard.busy_error(branch, holder, "this write")

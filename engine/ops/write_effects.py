@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import lance
 
-from omnigraph.engine.door.routing import MergeRows
+from omnigraph.engine.door.profiles import MergeRows
 from omnigraph.engine.door.table_store import CommitConflict, EffectLanded, ExistingKeys
 from omnigraph.engine.errors import RecoveryRequired
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry, with_version
 from omnigraph.engine.ops.write_plan import NoEffectConflict, TableWrite
-from omnigraph.engine.reconcile import drift, intents
-from omnigraph.engine.reconcile.intents import IntentTable
-from omnigraph.engine.storage.image import open_pinned
-from omnigraph.engine.storage.lance_io import ForeignFork, ForkInterrupted, fork_or_adopt
+from omnigraph.engine.reconcile import drift, recovery
+from omnigraph.engine.reconcile.recovery import IntentTable
+from omnigraph.engine.storage.lance_io import ForeignFork, ForkInterrupted, fork_or_adopt, open_pinned
 
 
 def apply_effects(
@@ -62,7 +61,7 @@ def apply_effects(
                     f"commit landed; resolve it with `{drift.recover_command(store.uri)}` before retrying",
                     table_key=write.table_key,
                 ) from conflict
-            intents.disarm(store, operation_id)
+            recovery.disarm(store, operation_id)
             raise NoEffectConflict(str(conflict)) from conflict
         # Merges advance the dataset object in place; writers that return a new dataset do not.
         written = dataset if dataset.version == version else open_pinned(store, entry.image.on(table.target_branch).at(version))
@@ -91,7 +90,7 @@ def _fork(graph: Graph, entry: TableEntry, branch: str, operation_id: str, *, la
                 table_path=entry.table_path,
                 branch=branch,
             ) from blocked
-        intents.disarm(store, operation_id)
+        recovery.disarm(store, operation_id)
         raise RecoveryRequired(
             None,
             f"{blocked}: another writer's fork of this table was interrupted. Nothing of this write was "

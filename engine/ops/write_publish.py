@@ -22,7 +22,7 @@ from omnigraph.engine.manifest.rows import BranchSnapshot, HeadEntry, TableEntry
 from omnigraph.engine.ops.write_plan import CommitPlan, CommitResult
 from omnigraph.engine.reconcile import drift
 from omnigraph.engine.storage.lance_io import open_dataset
-from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5
 
 PUBLISH_ATTEMPTS = 64
 _REBASE_SAFE_OPERATIONS = frozenset({"Update", "Append"})

@@ -32,7 +32,7 @@ from omnigraph.engine.query.plan import statement
 from omnigraph.engine.query.render import row_renderer
 from omnigraph.engine.query.session import Session, open_session
 from omnigraph.engine.query.traverse import Traversals
-from omnigraph.engine.storage.image import open_pinned
+from omnigraph.engine.storage.lance_io import open_pinned
 
 FETCH_ROWS = 2048
 

@@ -1,6 +1,6 @@
 """Reconciliation: what a read-write open does with interrupted and out-of-band commits.
 
-:mod:`~omnigraph.engine.reconcile.intents` are the write intents under ``__recovery/`` (armed before a
+:mod:`~omnigraph.engine.reconcile.recovery` are the write intents under ``__recovery/`` (armed before a
 commit's first effect, deleted after its publish), :mod:`~omnigraph.engine.reconcile.recovery` resolves the
 intents of dead writers, :mod:`~omnigraph.engine.reconcile.drift` finds, classifies, adopts or reverts
 table commits made outside the engine, :mod:`~omnigraph.engine.reconcile.pins` decides what a write does

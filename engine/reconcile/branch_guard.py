@@ -34,10 +34,9 @@ from pydantic import BaseModel, ConfigDict
 
 from omnigraph.engine.errors import ReadSetConflict
 from omnigraph.engine.manifest.rows import now_ms
-from omnigraph.engine.storage.canonical_json import canonical_json
 from omnigraph.engine.storage.names import RECOVERY_DIR
 from omnigraph.engine.storage.process import process_is_alive, process_start_marker, this_host
-from omnigraph.engine.storage.store import GraphStore
+from omnigraph.engine.storage.store import GraphStore, canonical_json
 
 GUARD_DIR = f"{RECOVERY_DIR}/branches"
 GuardOperation = Literal["create", "delete", "recover"]

@@ -60,16 +60,17 @@ from omnigraph.engine.door.table_store import KEY_COLUMN, CommitConflict
 from omnigraph.engine.errors import NotFound, TableDrift, ValidationFailed
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import HeadEntry, TableEntry, lance_branch_name, now_ms, with_version
-from omnigraph.engine.reconcile import intents
+from omnigraph.engine.reconcile import recovery
 from omnigraph.engine.schema.ids import new_ulid
-from omnigraph.engine.storage.blob_cells import ROW_ID, blob_names, digests
-from omnigraph.engine.storage.image import ImageRef, open_pinned
+from omnigraph.engine.storage.blobs import ROW_ID, blob_names, digests
 from omnigraph.engine.storage.lance_io import (
+    ImageRef,
     LanceBranch,
     delete_branch_if_present,
     latest_version,
     list_branches,
     open_dataset,
+    open_pinned,
     primary_key,
 )
 from omnigraph.engine.storage.store import GraphStore
@@ -332,7 +333,7 @@ def classify_unpinned_fork(
 def in_flight_tables(store: GraphStore) -> set[tuple[str, str | None]]:
     """(table path, Lance branch) pairs an armed recovery intent may have moved."""
     covered: set[tuple[str, str | None]] = set()
-    for intent in intents.list_intents(store):
+    for intent in recovery.list_intents(store):
         covered |= {(table.table_path, table.target_branch) for table in intent.tables}
     return covered
 
@@ -356,7 +357,7 @@ def out_of_band(
     then the intents are listed (an intent is armed before its effect, so an effect under a HEAD
     read is covered unless its commit was published meanwhile), then the manifest is read again
     and a table whose pin moved meanwhile is left out (a concurrent publish, not an out-of-band
-    commit). ``in_flight`` is :func:`in_flight_tables` when the caller listed the intents.
+    commit). ``in_flight`` is :func:`in_flight_tables` when the caller listed the recovery.
     """
     own = lance_branch_name(graph_branch)
     entries = [e for k, e in manifest.snapshot(graph_branch).tables.items() if table_keys is None or k in table_keys]

@@ -30,7 +30,7 @@ from typing import Literal
 
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry, lance_branch_name
-from omnigraph.engine.reconcile import intents
+from omnigraph.engine.reconcile import recovery
 from omnigraph.engine.reconcile.recovery import touched_tables
 from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset
 from omnigraph.engine.storage.store import GraphStore
@@ -66,7 +66,7 @@ def check_pins(store: GraphStore, manifest: Manifest, snapshot: BranchSnapshot, 
     if not ahead:
         return CLEAN
     keys = tuple(entry.table_key for entry, _ in ahead)
-    in_flight = intents.list_intents(store)  # listed before re-reading the manifest: no gap
+    in_flight = recovery.list_intents(store)  # listed before re-reading the manifest: no gap
     fresh = manifest.snapshot(snapshot.branch)
     for entry, head in ahead:
         now = fresh.table(entry.table_key)
@@ -74,7 +74,7 @@ def check_pins(store: GraphStore, manifest: Manifest, snapshot: BranchSnapshot, 
             return PinVerdict("refresh", keys)
     moved = {(entry.table_path, target) for entry, _ in ahead}
     covering = [intent for intent in in_flight if touched_tables(intent) & moved]
-    live = next((intent for intent in covering if intents.owner_is_alive(intent)), None)
+    live = next((intent for intent in covering if recovery.owner_is_alive(intent)), None)
     if live is not None:
         return PinVerdict("wait", keys, live.operation_id)
     if covering:

@@ -1,9 +1,21 @@
-"""Read-side Lance helpers: open a dataset at (branch, version), list and fork Lance branches.
+"""[omnigraph.engine.storage.lance_io]
+Read-side Lance helpers: open a dataset at (branch, version), list and fork Lance branches.
 
 A *table branch* of ``None`` means the dataset's main branch. Lance numbers a branch's versions
 from its fork point: a branch created from ``(parent, v)`` starts at version ``v``.
 Nothing here writes table rows (it creates empty datasets and forks); row writes go through the
 fenced door (:mod:`omnigraph.engine.door.table_store`) or the legacy writer (:mod:`omnigraph.engine.door.legacy`).
+
+
+[omnigraph.engine.storage.lance_io]
+A pinned table image, and opening one.
+
+A graph branch pins each of its tables at one immutable *image*: a dataset path, a Lance table
+branch of that dataset (``None`` = the dataset's main branch) and a version of that branch.
+Every fixed-version open in the project goes through :func:`open_pinned` with an
+:class:`ImageRef`; :func:`omnigraph.engine.storage.lance_io.open_dataset` with no version is for the latest
+version of a branch (a HEAD, which is not an image: it can move).
+
 """
 
 from __future__ import annotations
@@ -13,14 +25,7 @@ from dataclasses import dataclass
 
 import lance
 import pyarrow as pa
-from tenacity import (
-    retry,
-    retry_if_exception_type,
-    retry_if_result,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_exponential_jitter,
-)
+from tenacity import retry, retry_if_exception_type, retry_if_result, stop_after_attempt, stop_after_delay, wait_exponential_jitter
 
 from omnigraph.engine.storage.names import PK_METADATA_KEY
 from omnigraph.engine.storage.store import GraphStore
@@ -252,3 +257,29 @@ def delete_branch_if_present(store: GraphStore, rel: str, branch: str) -> bool:
         return False
     dataset.branches.delete(branch)
     return True
+
+
+@dataclass(frozen=True, order=True)
+class ImageRef:
+    """One immutable table image: ``path`` checked out on Lance branch ``branch`` at ``version``."""
+
+    path: str
+    branch: str | None
+    version: int
+
+    def at(self, version: int) -> ImageRef:
+        """The image of the same table branch at another version."""
+        return ImageRef(self.path, self.branch, version)
+
+    def on(self, branch: str | None) -> ImageRef:
+        """The image at the same version number on another Lance branch of the same dataset.
+
+        Lance numbers a fork's versions from its fork point, so a fork created from this image
+        starts at this image's version: ``image.on(fork)`` is the fork's first image.
+        """
+        return ImageRef(self.path, branch, self.version)
+
+
+def open_pinned(store: GraphStore, image: ImageRef) -> lance.LanceDataset:
+    """The dataset checked out at exactly ``image``; Lance's errors pass through unchanged."""
+    return open_dataset(store, image.path, image.branch, image.version)

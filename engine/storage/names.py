@@ -1,10 +1,15 @@
-"""Every root-relative name the engine shares across modules, and the Lance primary-key metadata key.
+"""[omnigraph.engine.storage.names]
+Every root-relative name the engine shares across modules, and the Lance primary-key metadata key.
 
 A graph root holds ``_schema.pg`` (the accepted schema source), ``__manifest`` (the manifest
 Lance dataset), one Lance dataset per table, ``__recovery/`` (write intents, their resolution
 log and the per-branch guards), ``__fleet/`` (the registry of running writers) and, during an
 upgrade, ``__migration/`` (the migrator's claim, ledger and unit sidecars). The engine reads the
 claim document only as plain JSON; its format belongs to ``claims/``.
+
+
+[omnigraph.engine.storage.names]
+Format stamp values of ``omnigraph:format`` on ``__manifest`` main.
 """
 
 from __future__ import annotations
@@ -18,3 +23,9 @@ CLAIM_PATH = f"{MIGRATION_DIR}/claim.json"
 
 PK_METADATA_KEY = "lance-schema:unenforced-primary-key"
 """Lance field metadata that makes ``id`` the table's unenforced primary key (format 5)."""
+
+
+FORMAT_4 = "4"
+FORMAT_MIGRATING = "migrating"
+FORMAT_5 = "5"
+KNOWN_STAMPS = (FORMAT_4, FORMAT_MIGRATING, FORMAT_5)

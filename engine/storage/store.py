@@ -1,4 +1,13 @@
-"""Graph roots on object storage: one URI gives a :class:`GraphStore` and Lance storage options.
+"""[omnigraph.engine.storage.store]
+Canonical JSON: the one byte encoding of every persisted document (intents, claims, ledger records).
+
+Contract: keys sorted at every level, ``separators=(",", ":")``, UTF-8 without ASCII escaping,
+no NaN or infinity. Equal values always encode to equal bytes, so a document read back and
+re-encoded is byte-identical to what was written.
+
+
+[omnigraph.engine.storage.store]
+Graph roots on object storage: one URI gives a :class:`GraphStore` and Lance storage options.
 
 A graph URI is a local path, a ``file://`` URL or ``s3://bucket/prefix``. S3 settings come from
 the environment (``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ``AWS_ACCESS_KEY_ID``,
@@ -16,6 +25,7 @@ A local root's objects are plain files, read and written with the standard libra
 an S3 root's go through s3fs, with transient errors retried. :attr:`GraphStore.fs` gives the
 fsspec filesystem of either kind for whole-tree walks (``find``); fsspec is imported only then or
 for an S3 root, so a command on a local root does not load it.
+
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import json
 import os
 import secrets
 import shutil
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -32,18 +43,26 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
-from tenacity import (
-    retry,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_exponential_jitter,
-)
+from tenacity import retry, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential_jitter
 
 from omnigraph.engine.errors import BadRequest, NotFound, StorageAccessDenied, StorageUnavailable
 
 if TYPE_CHECKING:
     import fsspec
+    from pydantic import BaseModel
+
+
+def canonical_json(value: BaseModel | Any) -> bytes:
+    """The canonical UTF-8 JSON bytes of ``value`` (a pydantic model is dumped in JSON mode).
+
+    pydantic is not imported here: a model exists only once pydantic is, so a process that
+    encodes plain values (a read-only command) never pays for importing it."""
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is not None and isinstance(value, pydantic.BaseModel):
+        value = value.model_dump(mode="json")
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8")
+
 
 T = TypeVar("T")
 

@@ -1,6 +1,6 @@
 """Progress bars for long work: always on stderr, so stdout carries only a command's result.
 
-:class:`StderrProgress` implements :class:`omnigraph.engine.maintenance.progress.Progress`.
+:class:`StderrProgress` implements :class:`omnigraph.engine.progress.Progress`.
 """
 
 from __future__ import annotations

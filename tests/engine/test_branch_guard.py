@@ -19,7 +19,7 @@ import pytest
 
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS, STOP_SUFFIX, wait_until_stopped
 from omnigraph.engine.reconcile.branch_guard import abandoned
-from omnigraph.engine.reconcile.intents import RECOVERY_LOG_DIR, list_intents
+from omnigraph.engine.reconcile.recovery import RECOVERY_LOG_DIR, list_intents
 from omnigraph.engine.storage.store import open_store
 from tests.conftest import new_root
 from tests.support.graph_helpers import OMNIGRAPH, PROJECT, export_text, graph_for, make_example_graph, omnigraph, person, write_jsonl

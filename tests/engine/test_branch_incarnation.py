@@ -38,7 +38,7 @@ import pytest
 
 from omnigraph.engine.failpoints import FAILPOINT_ENV, STOP_SUFFIX
 from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.reconcile.intents import WriteIntent, list_intents
+from omnigraph.engine.reconcile.recovery import WriteIntent, list_intents
 from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset
 from omnigraph.engine.storage.store import open_store
 from tests.support.crash_helpers import assert_write_converged

@@ -17,9 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
 from omnigraph.engine.door.legacy import LEGACY_PROFILE
-from omnigraph.engine.door.routing import EngineProfile
+from omnigraph.engine.door.profiles import FENCED_PROFILE, EngineProfile
 from omnigraph.engine.errors import BadRequest, MergeConflict
 from omnigraph.engine.graph import Graph, init_graph
 from omnigraph.engine.ops.branches import create_branch

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.profiles import FENCED_PROFILE
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from omnigraph.engine.graph import init_graph, open_graph
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.reconcile.intents import RECOVERY_LOG_DIR, list_intents
+from omnigraph.engine.reconcile.recovery import RECOVERY_LOG_DIR, list_intents
 from omnigraph.engine.storage.lance_io import latest_version
 from omnigraph.engine.storage.names import RECOVERY_DIR
 from omnigraph.engine.storage.store import open_store
@@ -117,7 +117,7 @@ def test_crashed_commit_converges_on_next_open(root_uri: str, tmp_path: Path, fa
 
 def test_live_writers_intent_is_left_alone(root_uri: str) -> None:
     """An intent whose writer is a live process on this host is not resolved by another open."""
-    from omnigraph.engine.reconcile.intents import WriteIntent, arm
+    from omnigraph.engine.reconcile.recovery import WriteIntent, arm
     from omnigraph.engine.storage.process import process_start_marker, this_host
 
     init_graph(root_uri, SCHEMA, FENCED_PROFILE)
@@ -146,7 +146,7 @@ def test_live_writers_intent_is_left_alone(root_uri: str) -> None:
 
 def test_an_intent_disarmed_while_listing_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Concurrent writers disarm their intents at any moment: a listed-then-gone intent is skipped."""
-    from omnigraph.engine.reconcile.intents import WriteIntent, arm, intent_path
+    from omnigraph.engine.reconcile.recovery import WriteIntent, arm, intent_path
     from omnigraph.engine.storage.store import GraphStore
 
     store = open_store(str(tmp_path / "g"))
@@ -180,7 +180,7 @@ def test_an_intent_disarmed_while_listing_is_skipped(tmp_path: Path, monkeypatch
 
 def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypatch: pytest.MonkeyPatch) -> None:
     """kill(pid, 0) refused (another user's process): the start marker decides, not the refusal."""
-    from omnigraph.engine.reconcile.intents import WriteIntent, owner_is_alive
+    from omnigraph.engine.reconcile.recovery import WriteIntent, owner_is_alive
     from omnigraph.engine.storage.process import process_start_marker, this_host
 
     def refuse(pid: int, signal: int) -> None:
@@ -209,8 +209,8 @@ def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypa
 def test_this_processs_intent_is_alive_only_while_its_commit_runs(tmp_path: Path) -> None:
     """Armed: in flight. Given up with the intent kept (:func:`abandon`): resolvable as a dead
     writer's although this process lives on."""
-    from omnigraph.engine.reconcile import intents
-    from omnigraph.engine.reconcile.intents import WriteIntent, owner_is_alive
+    from omnigraph.engine.reconcile import recovery
+    from omnigraph.engine.reconcile.recovery import WriteIntent, owner_is_alive
     from omnigraph.engine.storage.process import process_start_marker, this_host
 
     store = open_store(str(tmp_path / "g"))
@@ -227,12 +227,12 @@ def test_this_processs_intent_is_alive_only_while_its_commit_runs(tmp_path: Path
         process_start=process_start_marker(os.getpid()),
         created_at=0,
     )
-    intents.arm(store, mine)
+    recovery.arm(store, mine)
     assert owner_is_alive(mine) is True
-    intents.abandon(mine.operation_id)
+    recovery.abandon(mine.operation_id)
     assert owner_is_alive(mine) is False
     assert [i.operation_id for i in list_intents(store)] == [mine.operation_id]  # kept for recovery
-    intents.disarm(store, mine.operation_id)
+    recovery.disarm(store, mine.operation_id)
     assert list_intents(store) == []
 
 

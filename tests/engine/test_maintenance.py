@@ -23,8 +23,8 @@ from click.testing import CliRunner
 from omnigraph.engine.errors import TableDrift
 from omnigraph.engine.graph import init_graph
 from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.reconcile import drift, intents
-from omnigraph.engine.reconcile.intents import WriteIntent
+from omnigraph.engine.reconcile import drift, recovery
+from omnigraph.engine.reconcile.recovery import WriteIntent
 from omnigraph.engine.storage.lance_io import open_dataset
 from omnigraph.engine.storage.process import process_start_marker, this_host
 from omnigraph.engine.storage.store import open_store
@@ -214,8 +214,8 @@ def _check_images_readable(uri: str, expected: dict[tuple[str, str | None, int],
 
 def _make_live(store: Any, intent: WriteIntent, pid: int, start: str | None) -> None:
     """Re-arm ``intent`` as if process ``pid`` owned it."""
-    intents.disarm(store, intent.operation_id)
-    intents.arm(store, intent.model_copy(update={"pid": pid, "process_start": start, "host": this_host()}))
+    recovery.disarm(store, intent.operation_id)
+    recovery.arm(store, intent.model_copy(update={"pid": pid, "process_start": start, "host": this_host()}))
 
 
 def test_optimize_cleanup_keeps_every_version_a_branch_commit_or_intent_needs(root_uri: str, tmp_path: Path) -> None:
@@ -235,7 +235,7 @@ def test_optimize_cleanup_keeps_every_version_a_branch_commit_or_intent_needs(ro
     )
     assert crashed.returncode == 86, crashed.describe()
     store = open_store(root_uri)
-    (intent,) = intents.list_intents(store)
+    (intent,) = recovery.list_intents(store)
     _make_live(store, intent, os.getpid(), process_start_marker(os.getpid()))
 
     exports = {b: export_text(root_uri, b) for b in ("main", "lazy", "own")}
@@ -345,10 +345,10 @@ def test_recover_command_named_by_recovery_required_resolves_an_interrupted_comm
     data = write_jsonl(tmp_path, "crash.jsonl", [person("bob")])
     crashed = omnigraph("load", "--mode", "append", "--data", data, root_uri, env={"OMNIGRAPH_FAILPOINTS": "write.after_effect"})
     assert crashed.returncode == 86, crashed.describe()
-    assert len(intents.list_intents(open_store(root_uri))) == 1
+    assert len(recovery.list_intents(open_store(root_uri))) == 1
     result = _run_quoted(drift.recover_command(root_uri) + " --json").ok().json()
     assert [r["outcome"] for r in result["recovered"]] == ["rolled_back"]
-    assert intents.list_intents(open_store(root_uri)) == []
+    assert recovery.list_intents(open_store(root_uri)) == []
     assert export_text(root_uri) == before
     hand = _person_table(root_uri).to_table().set_column(0, "id", pa.array(["hand"]))
     lance.write_dataset(hand, _person_table(root_uri), mode="append")
@@ -361,7 +361,7 @@ def test_recover_command_named_by_recovery_required_resolves_an_interrupted_comm
 
 def test_optimize_cleanup_keeps_a_version_a_migration_sidecar_pins(root_uri: str) -> None:
     from omnigraph.engine.schema.ids import new_ulid
-    from omnigraph.engine.storage.canonical_json import canonical_json
+    from omnigraph.engine.storage.store import canonical_json
     from omnigraph.ledger.records import UnitPlan
     from omnigraph.migrator.layout import sidecar_path
     from omnigraph.migrator.sidecar import ManifestDelta, UnitSidecar

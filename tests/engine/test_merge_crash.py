@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.profiles import FENCED_PROFILE
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from omnigraph.engine.graph import open_graph
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.merge import merge_branch
-from omnigraph.engine.reconcile.intents import list_intents
+from omnigraph.engine.reconcile.recovery import list_intents
 from omnigraph.engine.storage.store import open_store
 from tests.support.crash_helpers import assert_write_converged
 from tests.support.merge_helpers import add_edges, delete, edges, new_graph, people, upsert

@@ -14,7 +14,7 @@ from omnigraph.engine.door import table_store
 from omnigraph.engine.errors import MergeConflict
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.merge import merge_branch
-from omnigraph.engine.reconcile.intents import list_intents
+from omnigraph.engine.reconcile.recovery import list_intents
 from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import omnigraph
 from tests.support.merge_helpers import new_graph, people, upsert

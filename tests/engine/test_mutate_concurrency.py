@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.profiles import FENCED_PROFILE
 from omnigraph.engine.errors import KeyConflict, ReadSetConflict
 from omnigraph.engine.gq.checker import BoundQuery
 from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.ops.load import load
 from omnigraph.engine.ops.mutate import mutate
 from omnigraph.engine.ops.mutate_eval import Evaluation
-from omnigraph.engine.reconcile.intents import list_intents
+from omnigraph.engine.reconcile.recovery import list_intents
 from tests.support.graph_helpers import export_text
 from tests.support.process_race import race
 

@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.profiles import FENCED_PROFILE
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from omnigraph.engine.graph import init_graph, open_graph
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load
 from omnigraph.engine.ops.mutate import mutate
-from omnigraph.engine.reconcile.intents import list_intents
+from omnigraph.engine.reconcile.recovery import list_intents
 from omnigraph.engine.storage.store import open_store
 from tests.support.crash_helpers import assert_write_converged
 

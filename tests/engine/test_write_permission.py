@@ -12,9 +12,8 @@ import itertools
 import pytest
 
 from omnigraph.engine.access.permission import Access, Ground, WritePermission, write_permission
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
 from omnigraph.engine.door.legacy import LEGACY_PROFILE
-from omnigraph.engine.door.routing import EngineProfile
+from omnigraph.engine.door.profiles import FENCED_PROFILE, EngineProfile
 from omnigraph.engine.errors import ClaimHeld, FormatBarrier, FormatRefused
 from omnigraph.migrator.repair import REPAIR_PROFILE
 

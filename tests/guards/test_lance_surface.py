@@ -684,7 +684,7 @@ def test_cleanup_with_a_version_list_deletes_exactly_those_versions(lx: Lx) -> N
 
 
 # ---------------------------------------------------------------------------------------------
-# Blob columns (omnigraph.engine.storage.blob_cells, omnigraph.engine.ops.blob_staging, the door's overwrite)
+# Blob columns (omnigraph.engine.storage.blobs, omnigraph.engine.ops.blob_staging, the door's overwrite)
 
 
 def blob_schema() -> pa.Schema:
@@ -748,7 +748,7 @@ def test_external_blob_uris_need_the_overwrite_flag_and_merge_insert_refuses_the
     assert descriptors(ds)["r"] == {"kind": 3, "position": 0, "size": 0, "blob_id": 0, "blob_uri": uri}
     target.write_bytes(b"second!")
     assert ds.take_blobs("b", indices=[0])[0].readall() == b"second!"
-    target.unlink()  # a gone object fails the whole take, "Not found" (omnigraph.engine.storage.blob_cells)
+    target.unlink()  # a gone object fails the whole take, "Not found" (omnigraph.engine.storage.blobs)
     with pytest.raises((OSError, ValueError), match="Not found"):
         ds.take_blobs("b", indices=[0])
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from omnigraph.engine.manifest.commits import commit_history
+from omnigraph.engine.manifest.commit_graph import commit_history
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.storage.lance_io import open_dataset
 from omnigraph.engine.storage.store import open_store

@@ -15,8 +15,7 @@ from omnigraph.claims.claim import acquire, break_, break_record_path, inspect, 
 from omnigraph.claims.document import BreakRecord, ClaimDocument
 from omnigraph.claims.errors import ClaimCorrupt
 from omnigraph.engine.errors import BadRequest, ClaimHeld, PreconditionFailed
-from omnigraph.engine.storage.canonical_json import canonical_json
-from omnigraph.engine.storage.store import GraphStore, open_store
+from omnigraph.engine.storage.store import GraphStore, canonical_json, open_store
 from tests.support.process_race import release_together, spawn
 
 CLAIM = "__migration/claim.json"

@@ -8,11 +8,11 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from omnigraph.cli.migrate import cli as migrate_cli
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.profiles import FENCED_PROFILE
 from omnigraph.engine.graph import open_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.storage.lance_io import open_dataset, primary_key
-from omnigraph.engine.storage.stamps import FORMAT_4, FORMAT_5
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5
 from omnigraph.engine.storage.store import open_store
 from tests.conftest import new_root
 from tests.support.graph_helpers import all_objects

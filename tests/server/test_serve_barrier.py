@@ -21,9 +21,8 @@ from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import now_ms
-from omnigraph.engine.storage.canonical_json import canonical_json
 from omnigraph.engine.storage.process import this_host
-from omnigraph.engine.storage.store import open_store
+from omnigraph.engine.storage.store import canonical_json, open_store
 from omnigraph.migrator.fleet_check import fleet_document
 from omnigraph.migrator.layout import CLAIM_PATH
 from tests.support.graph_helpers import ACTOR, BIN, OMNIGRAPH, OMNIGRAPH_V4, invoke, make_example_graph, person, run_cli, write_jsonl

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 
 from omnigraph.engine.failpoints import FAILPOINT_ENV, STOP_SUFFIX
-from omnigraph.engine.reconcile.intents import list_intents
+from omnigraph.engine.reconcile.recovery import list_intents
 from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import OMNIGRAPH, export_text, invoke, make_example_graph, person
 from tests.support.serve_helpers import Server, start_fenced

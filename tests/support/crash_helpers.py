@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
+from omnigraph.engine.door.profiles import FENCED_PROFILE
 from omnigraph.engine.graph import open_graph
 from omnigraph.engine.manifest.rows import lance_branch_name
-from omnigraph.engine.reconcile.intents import list_intents
+from omnigraph.engine.reconcile.recovery import list_intents
 from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset
 from omnigraph.engine.storage.store import open_store
 

@@ -17,9 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
 from omnigraph.engine.door.legacy import LEGACY_PROFILE
-from omnigraph.engine.door.routing import EngineProfile
+from omnigraph.engine.door.profiles import FENCED_PROFILE, EngineProfile
 from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.ops.load import LoadResult, load
@@ -349,7 +348,7 @@ def all_objects(uri: str) -> list[str]:
 
 def commit_ids(uri: str, branch: str = "main") -> list[str]:
     """``commit list`` of ``branch`` (newest first), as commit ids."""
-    from omnigraph.engine.manifest.commits import commit_history
+    from omnigraph.engine.manifest.commit_graph import commit_history
 
     return [head.commit_id for head in commit_history(Manifest(open_store(uri)), branch)]
 

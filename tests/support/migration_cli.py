@@ -8,15 +8,14 @@ import subprocess
 import pytest
 
 from omnigraph.claims.claim import inspect
-from omnigraph.engine.door.fenced_profile import FENCED_PROFILE
 from omnigraph.engine.door.legacy import LEGACY_PROFILE
+from omnigraph.engine.door.profiles import FENCED_PROFILE
 from omnigraph.engine.errors import FormatRefused
 from omnigraph.engine.failpoints import FAILPOINT_ENV
 from omnigraph.engine.graph import open_graph
 from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.reconcile.intents import list_intents
-from omnigraph.engine.storage.image import open_pinned
-from omnigraph.engine.storage.lance_io import latest_version, primary_key
+from omnigraph.engine.reconcile.recovery import list_intents
+from omnigraph.engine.storage.lance_io import latest_version, open_pinned, primary_key
 from omnigraph.engine.storage.store import open_store
 from omnigraph.ledger.ledger import Ledger
 from omnigraph.migrator import sidecar as sidecars

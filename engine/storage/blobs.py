@@ -1,4 +1,14 @@
-"""Stored Blob cells: reading a blob column's payloads from a pinned image.
+"""[omnigraph.engine.storage.blobs]
+External Blob objects: the size and the bytes of an object named by a ``file://`` or
+``s3://`` URI (:data:`omnigraph.engine.schema.blob_values.EXTERNAL_SCHEMES`).
+
+S3 objects are reached with the same settings as graph roots (:func:`omnigraph.engine.storage.store.s3_settings_from_env`:
+endpoint, region and keys from the environment). A missing object is
+:class:`ExternalObjectMissing`; callers word it for their input (line, property, id).
+
+
+[omnigraph.engine.storage.blobs]
+Stored Blob cells: reading a blob column's payloads from a pinned image.
 
 A scan of a Lance blob column yields *descriptors* (``kind, position, size, blob_id,
 blob_uri``), not bytes; the bytes of a cell come from ``LanceDataset.take_blobs`` by stable row id
@@ -7,13 +17,15 @@ the pinned Lance (``tests/guards/test_lance_surface.py``): 0 inline, 1 packed, 2
 three: bytes the table manages), 3 external (a reference; ``position``/``size`` 0 for the whole
 object). Every function here reads at most one cell's payload at a time, except
 :func:`materialize`, whose caller bounds the bytes first (:func:`stored_sizes`).
+
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote, urlparse
 
 import lance
 import pyarrow as pa
@@ -21,6 +33,51 @@ from lance.blob import Blob, blob_array
 from lance.blob import BlobType as LanceBlobType
 
 from omnigraph.engine.errors import NotFound
+from omnigraph.engine.storage.store import s3_settings_from_env
+
+if TYPE_CHECKING:
+    import fsspec
+
+
+class ExternalObjectMissing(Exception):
+    """The object a Blob URI names does not exist (or is not a file)."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(f"external object {uri!r} does not exist")
+        self.uri = uri
+
+
+def _located(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
+    import fsspec  # only a load with external Blob values reaches here
+
+    parsed = urlparse(uri)
+    if parsed.scheme == "s3":
+        fs_kwargs, _ = s3_settings_from_env()
+        return fsspec.filesystem("s3", **fs_kwargs), f"{parsed.netloc}/{parsed.path.lstrip('/')}"
+    return fsspec.filesystem("file"), unquote(parsed.path)
+
+
+def object_size(uri: str) -> int:
+    """The size in bytes of the object ``uri`` names (one metadata request, no payload read)."""
+    fs, path = _located(uri)
+    try:
+        info = fs.info(path)
+    except FileNotFoundError:
+        raise ExternalObjectMissing(uri) from None
+    if info.get("type") != "file":
+        raise ExternalObjectMissing(uri)
+    return int(info["size"])
+
+
+def read_object(uri: str) -> bytes:
+    """The whole object ``uri`` names (callers have bounded its size with :func:`object_size`)."""
+    fs, path = _located(uri)
+    try:
+        with fs.open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise ExternalObjectMissing(uri) from None
+
 
 T = TypeVar("T")
 ROW_ID = "_rowid"

@@ -1,7 +1,9 @@
-"""The progress protocol for long work (optimize, migration steps), and a silent implementation.
+"""[omnigraph.engine.progress]
+The progress protocol for long work (optimize, migration steps), and a silent implementation.
 
 The stderr progress bar people see lives in :mod:`omnigraph.cli.progress`; nothing in the engine or the
 migrator draws one.
+
 """
 
 from __future__ import annotations
