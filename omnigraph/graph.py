@@ -329,7 +329,7 @@ class Graph:
             NotFound: no branch ``branch``, or no commit ``at`` on it.
             ResourceLimit: the query needs more memory than its limit.
         """
-        from omnigraph.engine.gq.select import choose_query
+        from omnigraph.engine.gq.parser import choose_query
         from omnigraph.engine.query.run import open_answer
 
         choose_query(query, name, "read")  # syntax, the name and the kind: refused before any I/O

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Union
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.schema.blob_values import spell_bytes
+from omnigraph.engine.schema.types import spell_bytes
 
 if TYPE_CHECKING:
     import pyarrow

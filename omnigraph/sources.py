@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from omnigraph.engine.gq.select import choose_query
+from omnigraph.engine.gq.parser import choose_query
 from omnigraph.engine.ops.limits import MAX_ROWS
 from omnigraph.engine.ops.mutate import select_query
 

@@ -8,7 +8,7 @@
 * ``update`` on an edge type, and an update that assigns a ``@key`` member, ``id``, ``from`` or
   ``to``;
 * a value that does not fit its property (literals follow load's value rules,
-  :func:`omnigraph.engine.schema.values.coerce_value`), a parameter whose declared type differs from the
+  :func:`omnigraph.engine.schema.types.coerce_value`), a parameter whose declared type differs from the
   property's (a ``String`` parameter fits an enum property), a nullable parameter or ``null``
   assigned to a non-nullable property or compared in ``where``, ``now()`` anywhere but a
   ``DateTime`` property, ``where`` on a list or vector property;
@@ -33,13 +33,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.gq.errors import GqError
 from omnigraph.engine.gq.lexer import Token
-from omnigraph.engine.gq.syntax import LiteralValue, Now, Param, ParamRef, Query, Statement, Value
-from omnigraph.engine.schema.catalog import Catalog
-from omnigraph.engine.schema.tables import Property, TableDef
-from omnigraph.engine.schema.types import UNORDERED_TYPES, EnumType, PropertyType, ScalarType
-from omnigraph.engine.schema.values import InvalidValue, coerce_value
+from omnigraph.engine.gq.syntax import GqError, LiteralValue, Now, Param, ParamRef, Query, Statement, Value
+from omnigraph.engine.schema.catalog import Catalog, Property, TableDef
+from omnigraph.engine.schema.types import UNORDERED_TYPES, EnumType, InvalidValue, PropertyType, ScalarType, coerce_value
 
 MIX_MESSAGE = (
     "mutation '{name}' on the same query mixes inserts/updates and deletes; split into separate "

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from omnigraph.engine.gq.errors import GqError
+from omnigraph.engine.gq.syntax import GqError
 
 _TOKEN = re.compile(
     r"""

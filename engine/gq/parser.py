@@ -1,4 +1,18 @@
-"""Recursive-descent parser of the ``.gq`` language: declarations and mutations.
+"""[omnigraph.engine.gq.parser]
+The token cursor both ``.gq`` grammars (mutations and reads) parse with, and the shared values.
+
+Values::
+
+    value    := STRING | INT | FLOAT | "true" | "false" | "null" | "[" (value ("," value)*)? "]"
+              | "date" "(" STRING ")" | "datetime" "(" STRING ")" | PARAM | "now" "(" ")"
+
+A read query accepts the literals without ``null``, lists and ``now()``
+(:meth:`Cursor.operand_value`). A ``date``/``datetime`` literal's text is checked here (a
+``YYYY-MM-DD`` date; an ISO 8601 instant, naive = UTC, at most millisecond precision).
+
+
+[omnigraph.engine.gq.parser]
+Recursive-descent parser of the ``.gq`` language: declarations and mutations.
 
 Grammar (list members are separated by a comma or a line break; a trailing comma is allowed)::
 
@@ -12,20 +26,187 @@ Grammar (list members are separated by a comma or a line break; a trailing comma
     assign     := NAME ":" value                 (NAME may be "from" or "to" on edges)
     predicate  := NAME OP value                  (OP: = != < <= > >=)
 
-``value`` is :mod:`omnigraph.engine.gq.cursor`'s; ``read`` (a body starting with ``match``) is
-:mod:`omnigraph.engine.gq.read_parser`'s. Only syntax is checked here; names and types are checked
+``value`` is :mod:`omnigraph.engine.gq.parser`'s; ``read`` (a body starting with ``match``) is
+:mod:`omnigraph.engine.gq.parser`'s. Only syntax is checked here; names and types are checked
 against the catalog by :mod:`omnigraph.engine.gq.checker` (mutations) and :mod:`omnigraph.engine.gq.read_checker`
 (reads). Every refusal is a :class:`GqError` with line, column and token.
+
+
+[omnigraph.engine.gq.parser]
+The read-query grammar of ``.gq`` (the body of a query that starts with ``match``)::
+
+    read      := "match" "{" clause+ "}" "return" "{" item (SEP item)* "}"
+                 ("order" "{" key (SEP key)* "}")? ("limit" INT)?
+    clause    := VAR ":" TYPE ("{" (NAME ":" operand (SEP NAME ":" operand)*)? "}")?   binding
+               | VAR EDGE VAR ("{" INT "," INT "}")?                                   traversal
+               | operand CMP operand                                                   filter
+               | "not" "{" clause+ "}"                                                 negation
+    operand   := VAR "." NAME | literal | PARAM
+    CMP       := "=" | "!=" | "<" | "<=" | ">" | ">=" | "contains" | "starts_with"
+    item      := (VAR "." NAME | "count" "(" VAR ")" | AGG "(" VAR "." NAME ")") ("as" NAME)?
+    AGG       := "sum" | "avg" | "min" | "max"
+    key       := (VAR "." NAME | NAME) ("asc" | "desc")?
+
+``SEP`` is a comma or a line break; match clauses are separated by whitespace only. ``VAR`` and
+``PARAM`` are both spelled ``$name``: ``$name`` is a variable where a binding, traversal or
+``.prop`` needs one, a parameter elsewhere. Literals are :meth:`omnigraph.engine.gq.parser.Cursor.operand_value`'s.
+Bounds: ``{min,max}`` with ``1 <= min <= max``; ``{n,}`` (no upper bound) is refused.
+
+
+[omnigraph.engine.gq.parser]
+Choosing one query of a ``.gq`` source by name, for the command that runs its kind.
+
+A source may hold mutations and read queries side by side. ``omnigraph mutate`` runs mutations
+and ``omnigraph query`` runs read queries; each refuses the other kind with a message that names
+the command to use (``bad_request`` with the query's line:column).
+
 """
 
 from __future__ import annotations
 
-from omnigraph.engine.gq.cursor import Cursor
-from omnigraph.engine.gq.errors import GqError
-from omnigraph.engine.gq.lexer import tokenize
-from omnigraph.engine.gq.read_parser import read_body
-from omnigraph.engine.gq.syntax import Assignment, Param, Predicate, Query, Statement
-from omnigraph.engine.schema.types import SCALAR_ARROW_TYPES, BlobType, ListType, PropertyType, ScalarType, VectorType
+from typing import Literal
+
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.gq.lexer import Token, tokenize
+from omnigraph.engine.gq.syntax import (
+    Aggregate,
+    Assignment,
+    Binding,
+    Clause,
+    Filter,
+    GqError,
+    LiteralValue,
+    Negation,
+    Now,
+    Operand,
+    OrderItem,
+    Param,
+    ParamRef,
+    Predicate,
+    PropRef,
+    Query,
+    ReadBody,
+    ReturnItem,
+    Statement,
+    Traversal,
+    Value,
+)
+from omnigraph.engine.schema.types import (
+    SCALAR_ARROW_TYPES,
+    BlobType,
+    InvalidValue,
+    ListType,
+    PropertyType,
+    ScalarType,
+    VectorType,
+    coerce_value,
+)
+
+TYPED_LITERALS = {"date": "Date", "datetime": "DateTime"}
+
+
+class Cursor:
+    """A position in a token list, with the helpers of a recursive-descent parser."""
+
+    def __init__(self, tokens: list[Token]) -> None:
+        self._tokens = tokens
+        self._index = 0
+
+    @property
+    def peek(self) -> Token:
+        return self._tokens[self._index]
+
+    def ahead(self, offset: int) -> Token:
+        """The token ``offset`` places after the current one (``eof`` past the end)."""
+        return self._tokens[min(self._index + offset, len(self._tokens) - 1)]
+
+    def next(self) -> Token:
+        token = self._tokens[self._index]
+        if token.kind != "eof":
+            self._index += 1
+        return token
+
+    def fail(self, message: str, token: Token | None = None) -> GqError:
+        token = token or self.peek
+        return GqError(message, token.line, token.column, token.text)
+
+    def at(self, kind: str, text: str | None = None) -> bool:
+        token = self.peek
+        return token.kind == kind and (text is None or token.text == text)
+
+    def expect(self, kind: str, text: str | None = None, what: str | None = None) -> Token:
+        if not self.at(kind, text):
+            raise self.fail(f"expected {what or repr(text) if text else what or kind}")
+        return self.next()
+
+    def keyword(self, word: str) -> Token:
+        return self.expect("name", word, f"'{word}'")
+
+    def separator(self, close: str) -> None:
+        """After a list member: a ``,``, a line break before the next member, or ``close``."""
+        if self.at("punct", ","):
+            self.next()
+        elif not self.at("punct", close) and not self.peek.newline_before:
+            raise self.fail(f"expected ',', a line break or '{close}'")
+
+    # -- values ------------------------------------------------------------------------------
+
+    def value(self) -> Value:
+        """A mutation value: a literal (``null`` and lists included), ``$param`` or ``now()``."""
+        token = self.peek
+        if token.kind == "name" and token.text == "null":
+            self.next()
+            return LiteralValue(None, token)
+        if token.kind == "name" and token.text == "now" and self.ahead(1).text == "(":
+            self.next()
+            self.expect("punct", "(", "'(' after now")
+            self.expect("punct", ")", "')': now() takes no argument")
+            return Now(token)
+        if token.kind == "punct" and token.text == "[":
+            self.next()
+            items: list[object] = []
+            while not self.at("punct", "]"):
+                item = self.value()
+                if not isinstance(item, LiteralValue) or isinstance(item.value, list):
+                    raise self.fail("a list literal holds scalar literals only", item.token)
+                items.append(item.value)
+                if not self.at("punct", "]"):
+                    self.expect("punct", ",", "',' or ']'")
+            self.next()
+            return LiteralValue(items, token)
+        found = self.operand_value()
+        if found is None:
+            raise self.fail("expected a value (a literal, $param or now())")
+        return found
+
+    def operand_value(self) -> LiteralValue | ParamRef | None:
+        """A scalar literal or ``$param`` at the cursor (consumed), or None if there is none."""
+        token = self.peek
+        if token.kind in ("string", "int", "float"):
+            self.next()
+            return LiteralValue(token.value, token)
+        if token.kind == "param":
+            self.next()
+            return ParamRef(token.text[1:], token)
+        if token.kind == "name" and token.text in ("true", "false"):
+            self.next()
+            return LiteralValue(token.text == "true", token)
+        if token.kind == "name" and token.text in TYPED_LITERALS and self.ahead(1).text == "(":
+            return self._typed_literal()
+        return None
+
+    def _typed_literal(self) -> LiteralValue:
+        word = self.next()
+        typed = TYPED_LITERALS[word.text]
+        self.expect("punct", "(", f"'(' after {word.text}")
+        text = self.expect("string", what=f'a quoted {typed} ({word.text}("..."))')
+        try:
+            coerce_value(ScalarType(typed), text.value)
+        except InvalidValue as error:
+            raise self.fail(f"{word.text}(...): {error}", text) from None
+        self.expect("punct", ")", f"')' closing {word.text}(...)")
+        return LiteralValue(text.value, word, typed)
+
 
 VERBS = ("insert", "update", "delete")
 MAX_VECTOR_DIM = 2**31 - 1
@@ -162,3 +343,213 @@ class _Parser(Cursor):
         name = self.expect("name", what="a property name")
         op = self.expect("op", what="a comparison (= != < <= > >=)")
         return Predicate(name.text, op.text, self.value(), name)
+
+
+COMPARISONS = ("contains", "starts_with")
+AGGREGATES = ("count", "sum", "avg", "min", "max")
+
+
+def read_body(cursor: Cursor) -> ReadBody:
+    """Parse ``match ... return ... [order ...] [limit N]`` at the cursor."""
+    match_token = cursor.keyword("match")
+    clauses = _block(cursor, "match")
+    cursor.keyword("return")
+    returns = _items(cursor)
+    order: tuple[OrderItem, ...] = ()
+    if cursor.at("name", "order"):
+        cursor.next()
+        order = _order(cursor)
+    limit = None
+    if cursor.at("name", "limit"):
+        cursor.next()
+        count = cursor.expect("int", what="a row count after limit")
+        if count.value < 0:
+            raise cursor.fail("limit must be 0 or more", count)
+        limit = int(count.value)
+    return ReadBody(clauses, returns, order, limit, match_token)
+
+
+def _block(cursor: Cursor, what: str) -> tuple[Clause, ...]:
+    opening = cursor.expect("punct", "{", f"'{{' after {what}")
+    clauses: list[Clause] = []
+    while not cursor.at("punct", "}"):
+        if cursor.at("eof"):
+            raise cursor.fail(f"expected '}}' closing the {what} block opened at {opening.line}:{opening.column}")
+        clauses.append(_clause(cursor))
+    if not clauses:
+        raise cursor.fail(f"a {what} block needs at least one clause")
+    cursor.next()
+    return tuple(clauses)
+
+
+def _clause(cursor: Cursor) -> Clause:
+    token = cursor.peek
+    if token.kind == "name" and token.text == "not" and cursor.ahead(1).text == "{":
+        cursor.next()
+        return Negation(_block(cursor, "not"), token)
+    if token.kind == "param":
+        following = cursor.ahead(1)
+        if following.kind == "punct" and following.text == ":":
+            return _binding(cursor)
+        if following.kind == "name" and following.text not in COMPARISONS:
+            return _traversal(cursor)
+    left = _operand(cursor)
+    op = cursor.peek
+    if op.kind == "op" or (op.kind == "name" and op.text in COMPARISONS):
+        cursor.next()
+    else:
+        raise cursor.fail("expected a comparison (= != < <= > >= contains starts_with)")
+    return Filter(left, op.text, _operand(cursor), op)
+
+
+def _operand(cursor: Cursor) -> Operand:
+    token = cursor.peek
+    if token.kind == "param" and cursor.ahead(1).text == ".":
+        cursor.next()
+        cursor.next()
+        prop = cursor.expect("name", what=f"a property name after {token.text}.")
+        return PropRef(token.text[1:], prop.text, token, prop)
+    found = cursor.operand_value()
+    if found is None:
+        raise cursor.fail(
+            "expected a match clause: a binding ($v: Type), a traversal ($a edge $b), a filter ($v.prop op value) or not { ... }"
+        )
+    return found
+
+
+def _binding(cursor: Cursor) -> Binding:
+    var = cursor.next()
+    cursor.next()
+    type_token = cursor.expect("name", what=f"a node type after {var.text}:")
+    constraints: list[Assignment] = []
+    if cursor.at("punct", "{"):
+        cursor.next()
+        seen: set[str] = set()
+        while not cursor.at("punct", "}"):
+            name = cursor.expect("name", what="a property name")
+            if name.text in seen:
+                raise cursor.fail(f"property {name.text!r} is constrained twice", name)
+            seen.add(name.text)
+            cursor.expect("punct", ":")
+            value = cursor.operand_value()
+            if value is None:
+                raise cursor.fail("expected a literal or $param")
+            constraints.append(Assignment(name.text, value, name))
+            cursor.separator("}")
+        cursor.next()
+    return Binding(var.text[1:], type_token.text, tuple(constraints), var, type_token)
+
+
+def _traversal(cursor: Cursor) -> Traversal:
+    src = cursor.next()
+    edge = cursor.next()
+    dst = cursor.expect("param", what=f"a variable ($name) after the edge {edge.text}")
+    low, high = 1, 1
+    if cursor.at("punct", "{"):
+        opening = cursor.next()
+        low_token = cursor.expect("int", what="a minimum hop count")
+        cursor.expect("punct", ",", "',' and a maximum hop count")
+        if cursor.at("punct", "}"):
+            raise cursor.fail("a traversal needs an upper bound ({min,max}); {n,} is not allowed")
+        high_token = cursor.expect("int", what="a maximum hop count")
+        cursor.expect("punct", "}", "'}' closing the hop bounds")
+        low, high = int(low_token.value), int(high_token.value)
+        if low < 1:
+            raise cursor.fail("the minimum hop count is at least 1", low_token)
+        if low > high:
+            raise cursor.fail(f"hop bounds {{{low},{high}}}: the minimum exceeds the maximum", opening)
+    return Traversal(src.text[1:], edge.text, dst.text[1:], low, high, src, edge, dst)
+
+
+def _items(cursor: Cursor) -> tuple[ReturnItem, ...]:
+    cursor.expect("punct", "{", "'{' after return")
+    items: list[ReturnItem] = []
+    while not cursor.at("punct", "}"):
+        expr = _item_expr(cursor)
+        alias: Token | None = None
+        if cursor.at("name", "as"):
+            cursor.next()
+            alias = cursor.expect("name", what="an alias after as")
+        items.append(ReturnItem(expr, alias.text if alias else None, alias))
+        cursor.separator("}")
+    if not items:
+        raise cursor.fail("return needs at least one item")
+    cursor.next()
+    return tuple(items)
+
+
+def _item_expr(cursor: Cursor) -> PropRef | Aggregate:
+    token = cursor.peek
+    if token.kind == "name" and token.text in AGGREGATES and cursor.ahead(1).text == "(":
+        cursor.next()
+        cursor.next()
+        var = cursor.expect("param", what=f"a variable in {token.text}(...)")
+        prop = None
+        if token.text == "count":
+            if cursor.at("punct", "."):
+                raise cursor.fail("count takes a variable: count($v)")
+        else:
+            cursor.expect("punct", ".", f"'.': {token.text} takes a property, {token.text}($v.prop)")
+            prop = cursor.expect("name", what="a property name").text
+        cursor.expect("punct", ")", f"')' closing {token.text}(...)")
+        return Aggregate(token.text, var.text[1:], prop, token, var)
+    if token.kind == "param" and cursor.ahead(1).text == ".":
+        operand = _operand(cursor)
+        assert isinstance(operand, PropRef)
+        return operand
+    raise cursor.fail("expected a return item: $v.prop, count($v) or sum|avg|min|max($v.prop)")
+
+
+def _order(cursor: Cursor) -> tuple[OrderItem, ...]:
+    cursor.expect("punct", "{", "'{' after order")
+    keys: list[OrderItem] = []
+    while not cursor.at("punct", "}"):
+        target: PropRef | Token
+        if cursor.at("param"):
+            if cursor.ahead(1).text != ".":
+                raise cursor.fail("order by $v.prop or a return alias")
+            operand = _operand(cursor)
+            assert isinstance(operand, PropRef)
+            target = operand
+        else:
+            target = cursor.expect("name", what="$v.prop or a return alias")
+        descending = False
+        if cursor.at("name", "asc") or cursor.at("name", "desc"):
+            descending = cursor.next().text == "desc"
+        keys.append(OrderItem(target, descending))
+        cursor.separator("}")
+    if not keys:
+        raise cursor.fail("order needs at least one key")
+    cursor.next()
+    return tuple(keys)
+
+
+Kind = Literal["read", "mutation"]
+_RUN_WITH = {
+    "read": "is a read query (match ... return); run it with `omnigraph query` (HTTP: POST /branches/{branch}/query)",
+    "mutation": "is a mutation; run it with `omnigraph mutate` (HTTP: POST /branches/{branch}/mutate)",
+}
+
+
+def choose_query(source: str, name: str | None, kind: Kind) -> Query:
+    """Parse ``source`` and pick the query ``name`` (optional when the source holds one query),
+    which must be of ``kind``."""
+    queries = parse(source)
+    names = [query.name for query in queries]
+    if name is None:
+        if len(queries) > 1:
+            raise BadRequest(
+                f"the source declares {len(queries)} queries; choose one with --name ({', '.join(names)})",
+                {"queries": names},
+            )
+        query = queries[0]
+    else:
+        matching = [query for query in queries if query.name == name]
+        if not matching:
+            raise BadRequest(f"no query named {name!r} (the source declares: {', '.join(names)})", {"queries": names})
+        query = matching[0]
+    found: Kind = "read" if query.is_read else "mutation"
+    if found != kind:
+        token = query.token
+        raise GqError(f"query {query.name!r} {_RUN_WITH[found]}", token.line, token.column, token.text)
+    return query

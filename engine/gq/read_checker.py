@@ -1,4 +1,24 @@
-"""Type checking of a parsed read query against the catalog, and parameter binding.
+"""[omnigraph.engine.gq.read_checker]
+Types of read-query operands and which comparisons between them are allowed.
+
+Families: numbers (``I32`` ... ``F64``: compared numerically across integer and float types),
+strings (``String`` and enums), ``Bool``, ``Date``, ``DateTime``, lists ``[T]`` and vectors.
+
+* ``= != < <= > >=``: both sides of one family, neither a list nor a vector; ``Bool`` takes
+  ``=`` and ``!=`` only. ``Date`` and ``DateTime`` are different families (a ``Date`` property
+  compares with ``date("...")`` or a ``Date`` parameter, not with a string).
+* ``contains``: two strings (substring), or a list and a value of its item family
+  (membership). ``starts_with``: two strings.
+* ``sum``/``avg`` take numbers; ``min``/``max`` take numbers, strings, ``Bool``, ``Date`` and
+  ``DateTime``.
+
+Literals: a string is ``String``, ``true``/``false`` ``Bool``, an integer ``I64`` (``U64`` above
+the ``I64`` range; beyond ``U64`` refused), a decimal ``F64``, ``date("...")`` ``Date`` and
+``datetime("...")`` ``DateTime``.
+
+
+[omnigraph.engine.gq.read_checker]
+Type checking of a parsed read query against the catalog, and parameter binding.
 
 :func:`check_read` refuses, before any graph data is read (``bad_request`` with line:column and
 the offending token):
@@ -8,7 +28,7 @@ the offending token):
   has the wrong node type for the edge (``$a`` is always the source side), a variable that no
   binding or traversal introduces, ``$_.prop`` (``$_`` is anonymous), a variable spelled like a
   declared parameter;
-* an incompatible comparison (:mod:`omnigraph.engine.gq.read_types`), a string literal that is not a value
+* an incompatible comparison (:mod:`omnigraph.engine.gq.read_checker`), a string literal that is not a value
   of the enum it is compared with (``=``/``!=``), a list or vector property in a binding
   constraint;
 * ``sum``/``avg`` of a non-number, ``min``/``max`` of a list or vector; two return columns with
@@ -20,23 +40,34 @@ the offending token):
 
 Scoping: a ``not { ... }`` block sees every variable of the blocks around it; variables it
 introduces are its own. Within a block, clause order does not matter.
+
+
+[omnigraph.engine.gq.read_checker]
+A checked read query with its parameters bound: what :mod:`omnigraph.engine.query` executes.
+
+Variables are numbered in the order of their first appearance in the source (``index``); an
+anonymous ``$_`` is a variable of its own at each occurrence (named ``_1``, ``_2``, ...). A
+:class:`Block` is the top-level ``match`` or one ``not { ... }``: the variables it introduces,
+its traversals, its comparisons (filters and binding constraints) and its nested negations.
+Every operand is typed: a :class:`Column` of a variable's node table or a :class:`Const` (``value``
+None for a null parameter, which never matches).
+
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from omnigraph.engine.gq.bound_read import Block, BoundRead, Column, Compare, Const, Hop, Operand, Output, SortKey, Var
 from omnigraph.engine.gq.checker import bind_params
-from omnigraph.engine.gq.errors import GqError
 from omnigraph.engine.gq.lexer import Token
-from omnigraph.engine.gq.read_types import STRING, aggregate_problem, aggregate_type, comparison_problem, integer_literal_type
 from omnigraph.engine.gq.syntax import (
     Aggregate,
     Assignment,
     Binding,
     Clause,
     Filter,
+    GqError,
     LiteralValue,
     Negation,
     Param,
@@ -47,10 +78,86 @@ from omnigraph.engine.gq.syntax import (
     Traversal,
 )
 from omnigraph.engine.gq.syntax import Operand as SourceOperand
-from omnigraph.engine.schema.catalog import Catalog
-from omnigraph.engine.schema.tables import TableDef
-from omnigraph.engine.schema.types import BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType
-from omnigraph.engine.schema.values import coerce_value
+from omnigraph.engine.schema.catalog import Catalog, TableDef
+from omnigraph.engine.schema.types import INTEGER_RANGES, BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType, coerce_value
+
+NUMBERS = frozenset({"I32", "I64", "U32", "U64", "F32", "F64"})
+ORDERED = ("=", "!=", "<", "<=", ">", ">=")
+STRING = ScalarType("String")
+I64 = ScalarType("I64")
+U64 = ScalarType("U64")
+F64 = ScalarType("F64")
+
+
+def family(ptype: PropertyType) -> str:
+    """``number``, ``string``, ``Bool``, ``Date``, ``DateTime``, ``list`` or ``vector``."""
+    if isinstance(ptype, EnumType):
+        return "string"
+    if isinstance(ptype, ListType):
+        return "list"
+    if isinstance(ptype, VectorType):
+        return "vector"
+    assert isinstance(ptype, ScalarType)
+    if ptype.name in NUMBERS:
+        return "number"
+    return "string" if ptype.name == "String" else ptype.name
+
+
+def integer_literal_type(value: int) -> ScalarType | None:
+    """``I64`` or ``U64`` for an integer literal, None when no integer type holds it."""
+    for ptype in (I64, U64):
+        low, high = INTEGER_RANGES[ptype.name]
+        if low <= value <= high:
+            return ptype
+    return None
+
+
+def comparison_problem(left: PropertyType, op: str, right: PropertyType) -> str | None:
+    """Why ``left op right`` is refused, or None when it is allowed."""
+    lf, rf = family(left), family(right)
+    if op == "contains":
+        if lf == "string" and rf == "string":
+            return None
+        if isinstance(left, ListType) and rf == family(left.item):
+            return None
+        return f"contains takes two strings or a list and one of its items, not {left} and {right}"
+    if op == "starts_with":
+        if lf == "string" and rf == "string":
+            return None
+        return f"starts_with takes two strings, not {left} and {right}"
+    if "vector" in (lf, rf) or "list" in (lf, rf):
+        return f"{op} cannot compare {left} with {right} (a list takes contains; a vector is not comparable)"
+    if lf != rf:
+        hint = ""
+        if {lf, rf} & {"Date", "DateTime"} and "string" in (lf, rf):
+            hint = ' (write date("YYYY-MM-DD") or datetime("...Z"))'
+        return f"cannot compare {left} with {right}{hint}"
+    if lf == "Bool" and op not in ("=", "!="):
+        return f"Bool takes = and != only, not {op}"
+    return None
+
+
+def aggregate_problem(func: str, ptype: PropertyType) -> str | None:
+    """Why ``func`` cannot aggregate a property of ``ptype``, or None."""
+    kind = family(ptype)
+    if func in ("sum", "avg") and kind != "number":
+        return f"{func} takes a number property, not {ptype}"
+    if func in ("min", "max") and kind in ("list", "vector"):
+        return f"{func} takes a scalar property, not {ptype}"
+    return None
+
+
+def aggregate_type(func: str, ptype: PropertyType | None) -> PropertyType:
+    """The type of an aggregate's result (``count`` has no property)."""
+    if func == "count":
+        return I64
+    assert ptype is not None
+    if func == "avg":
+        return F64
+    if func == "sum":
+        return F64 if isinstance(ptype, ScalarType) and ptype.name in ("F32", "F64") else I64
+    return ptype
+
 
 ANONYMOUS = "_"
 
@@ -314,3 +421,109 @@ def _literal(literal: LiteralValue) -> Const:
 
 def _edge_names(catalog: Catalog) -> list[str]:
     return [table.type_name for table in catalog.tables() if table.kind == "edge"]
+
+
+AggregateFunc = Literal["count", "sum", "avg", "min", "max"]
+
+
+@dataclass(frozen=True)
+class Var:
+    """A match variable bound to one node of ``table`` per row."""
+
+    name: str
+    table: TableDef
+    index: int
+
+    @property
+    def anonymous(self) -> bool:
+        return self.name.startswith("_")
+
+
+@dataclass(frozen=True)
+class Column:
+    """``$var.column`` (``column`` is a property name or ``id``)."""
+
+    var: int
+    column: str
+    type: PropertyType
+
+
+@dataclass(frozen=True)
+class Const:
+    """A literal or bound parameter value (coerced to ``type``'s Python form; None = NULL)."""
+
+    value: Any
+    type: PropertyType
+
+
+Operand = Column | Const
+
+
+@dataclass(frozen=True)
+class Compare:
+    """``left op right``; ``op`` is ``= != < <= > >=``, ``contains`` or ``starts_with``."""
+
+    left: Operand
+    op: str
+    right: Operand
+
+
+@dataclass(frozen=True)
+class Hop:
+    """A traversal: pairs (source ``src``, destination ``dst``) joined by ``edge`` in
+    ``min_hops..max_hops`` breadth-first hops (visited-set rule of the reference)."""
+
+    src: int
+    edge: TableDef
+    dst: int
+    min_hops: int
+    max_hops: int
+
+
+@dataclass(frozen=True)
+class Block:
+    """One conjunctive block: the variables it introduces, hops, comparisons, negations."""
+
+    variables: tuple[Var, ...]
+    hops: tuple[Hop, ...]
+    compares: tuple[Compare, ...]
+    negations: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class Output:
+    """One return column: a value (``func`` None) or an aggregate over the group's rows.
+
+    ``column`` is None only for ``count``, which counts the rows of the group (each row binds
+    ``var``). ``type`` is the column's type for rendering: the property type for values and
+    ``min``/``max``, ``I64`` for ``count``, ``F64`` for ``avg`` and a float ``sum``, ``I64``-like
+    integers (unbounded) for an integer ``sum``.
+    """
+
+    name: str
+    func: AggregateFunc | None
+    var: int
+    column: Column | None
+    type: PropertyType
+
+
+@dataclass(frozen=True)
+class SortKey:
+    """An ``order`` key: an output (by index) or a column of a variable that is not returned."""
+
+    output: int | None
+    column: Column | None
+    descending: bool
+
+
+@dataclass(frozen=True)
+class BoundRead:
+    """A checked read query; ``grouped`` when a return item is an aggregate."""
+
+    name: str
+    variables: tuple[Var, ...]
+    block: Block
+    outputs: tuple[Output, ...]
+    grouped: bool
+    order: tuple[SortKey, ...]
+    limit: int | None

@@ -1,7 +1,12 @@
-"""The syntax tree of a ``.gq`` source (positions kept for error messages).
+"""[omnigraph.engine.gq.syntax]
+The error of a refused ``.gq`` source: where it is and which token was refused.
+
+[omnigraph.engine.gq.syntax]
+The syntax tree of a ``.gq`` source (positions kept for error messages).
 
 A query is a mutation (``statements``) or a read (``read``: ``match``/``return``/``order``/
 ``limit``); both share parameters, literals and values.
+
 """
 
 from __future__ import annotations
@@ -9,8 +14,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.gq.lexer import Token
 from omnigraph.engine.schema.types import PropertyType
+
+
+class GqError(BadRequest):
+    """A refused ``.gq`` source (syntax or type).
+
+    The message reads ``gq error at LINE:COLUMN near 'TOKEN': ...``; ``details`` holds
+    ``{"line", "column", "token"}`` (1-based, columns count characters; ``token`` is the source
+    text of the offending token, ``""`` at the end of the input), plus any ``extra`` details.
+    """
+
+    def __init__(self, message: str, line: int, column: int, token: str, extra: dict[str, Any] | None = None) -> None:
+        shown = repr(token) if token else "end of input"
+        super().__init__(
+            f"gq error at {line}:{column} near {shown}: {message}",
+            {"line": line, "column": column, "token": token, **(extra or {})},
+        )
+        self.line = line
+        self.column = column
+        self.token = token
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from lance.blob import Blob, blob_array
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.schema.catalog import TableDef
 from omnigraph.engine.schema.types import BlobType
 from omnigraph.engine.storage.blobs import ExternalObjectMissing, object_size, read_object
 

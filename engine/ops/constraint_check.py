@@ -33,8 +33,8 @@ import pyarrow.compute as pc
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry
 from omnigraph.engine.ops.merge_diff import TableChanges
-from omnigraph.engine.schema.rule_check import table_violations
-from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.schema.catalog import TableDef
+from omnigraph.engine.schema.constraints import table_violations
 from omnigraph.engine.storage.lance_io import open_pinned
 
 Problem = dict[str, Any]

@@ -1,7 +1,7 @@
 """``export``: a branch as JSONL, tables in table-key order, rows by id (byte order), or as one
 Arrow table per table key in the same order.
 
-A Blob cell is exported in the spelling load accepts (:mod:`omnigraph.engine.schema.blob_values`): the
+A Blob cell is exported in the spelling load accepts (:mod:`omnigraph.engine.schema.types`): the
 URI of an external reference, ``base64:`` of managed bytes. JSONL export reads the payloads of
 :data:`BLOB_ROWS` rows at a time (one cell at a time within them)."""
 
@@ -15,8 +15,8 @@ import pyarrow as pa
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry
-from omnigraph.engine.records.arrow import arrow_to_records
-from omnigraph.engine.schema.blob_values import spell_bytes
+from omnigraph.engine.records.parse import arrow_to_records
+from omnigraph.engine.schema.types import spell_bytes
 from omnigraph.engine.storage.blobs import ROW_ID, blob_names, contents
 from omnigraph.engine.storage.lance_io import open_pinned
 

@@ -29,7 +29,7 @@ tables, so every edge's endpoints are committed no later than the edge.
 Reading: the input (bytes, or a binary file read in blocks) is validated by
 :func:`omnigraph.engine.records.read.read_records`, columnar where it can be and row by row where it must,
 with the row parser's results and errors either way. The validated rows wait in a bounded
-spool (:mod:`omnigraph.engine.records.row_spool`); an overwrite streams them into its one Lance commit, a chunked
+spool (:mod:`omnigraph.engine.records.record_set`); an overwrite streams them into its one Lance commit, a chunked
 load reads them chunk by chunk. The checks against committed state work on Arrow columns.
 """
 
@@ -51,10 +51,8 @@ from omnigraph.engine.ops.limits import MAX_ROWS, LimitWording, check_table
 from omnigraph.engine.ops.load_constraints import check_chunk_constraints, check_overwrite_constraints
 from omnigraph.engine.ops.write import commit
 from omnigraph.engine.ops.write_plan import CommitPlan, CommitResult, Prepare, TableWrite
-from omnigraph.engine.records.endpoints import EdgeEnds, check_edge_endpoints
-from omnigraph.engine.records.jsonl_blocks import JsonlSource
-from omnigraph.engine.records.read import read_records
-from omnigraph.engine.records.record_set import RecordSet
+from omnigraph.engine.records.read import JsonlSource, read_records
+from omnigraph.engine.records.record_set import EdgeEnds, RecordSet, check_edge_endpoints
 from omnigraph.engine.storage.lance_io import open_pinned
 
 LoadMode = Literal["append", "merge", "overwrite"]

@@ -41,7 +41,7 @@ from lance.blob import Blob
 
 from omnigraph.engine.errors import BadRequest, PreconditionFailed, ReadSetConflict
 from omnigraph.engine.gq.checker import BoundQuery, check_mix, check_query
-from omnigraph.engine.gq.select import choose_query
+from omnigraph.engine.gq.parser import choose_query
 from omnigraph.engine.gq.syntax import Query
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot

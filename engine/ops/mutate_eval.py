@@ -37,10 +37,9 @@ from omnigraph.engine.ops.limits import LimitWording, check_table
 from omnigraph.engine.ops.merge_check import check_merged
 from omnigraph.engine.ops.merge_diff import TableChanges
 from omnigraph.engine.ops.write_plan import TableWrite
-from omnigraph.engine.records.arrow import rows_to_arrow
-from omnigraph.engine.records.rows import EdgeRow, NodeRow
+from omnigraph.engine.records.parse import EdgeRow, NodeRow, rows_to_arrow
+from omnigraph.engine.schema.catalog import TableDef
 from omnigraph.engine.schema.ids import derive_node_id
-from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.storage.blobs import materialize, stored_sizes, stored_values
 from omnigraph.engine.storage.lance_io import open_pinned
 

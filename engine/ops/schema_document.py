@@ -15,9 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.schema.catalog import Catalog
-from omnigraph.engine.schema.printer import quote
-from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.schema.catalog import Catalog, TableDef
+from omnigraph.engine.schema.parser import quote
 
 
 def schema_document(graph: Graph) -> dict[str, Any]:

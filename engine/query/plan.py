@@ -1,4 +1,36 @@
-"""A bound read query as one DuckDB statement over the registered table views.
+"""[omnigraph.engine.query.plan]
+Node ids implied by a block's equalities on every ``@key`` member, for the join planner.
+
+``$p: Person { name: "Ann" }`` (``name`` the key) can only bind the node whose id is ``"Ann"``.
+Stating ``v.id = 'Ann'`` as well changes no answer, but lets DuckDB carry the constant through
+the joins on ``id`` (``edge.src = v.id``) into the edge table's Lance scan, so a traversal from
+one keyed node reads only that node's edges instead of joining the whole edge table first.
+
+Only exact constants of an exactly matching kind derive an id: strings (and enums), booleans,
+integers within the key's type, Dates and DateTimes. Float keys never do (a float constant may
+equal a stored float numerically while spelling a different id, or the reverse).
+
+
+[omnigraph.engine.query.plan]
+Operands and comparisons of a bound read query as DuckDB SQL.
+
+Variable ``i`` is the SQL alias ``v{i}`` of its node table; values travel as numbered
+parameters (``$1``, ``$2``, ...), each cast to an explicit type so that DuckDB pushes a
+comparison of a column with a constant into the Lance scan (and a BTREE on the column serves
+it). Numbers compare numerically (the reference's rule): an integer constant takes the type of
+the integer column it is compared with when it fits (else both sides are ``HUGEINT``); a
+comparison between an integer and a float, or two float types, is made in ``DOUBLE``. NULL on
+either side makes a comparison NULL, which never matches.
+
+pylance 14's scanner cannot take a pushed filter on an unsigned integer column (its Substrait
+conversion refuses ``U32``/``U64`` fields, and the whole scan fails). A comparison that reads
+such a column is therefore written ``coalesce(comparison, FALSE)``: the same rows in a WHERE
+clause (NULL is not true either way), but an expression DuckDB does not push, so it filters
+those rows itself.
+
+
+[omnigraph.engine.query.plan]
+A bound read query as one DuckDB statement over the registered table views.
 
 Shape::
 
@@ -10,20 +42,193 @@ Shape::
 ``m`` holds one row per binding of the match's variables (``DISTINCT`` over their ids: a
 traversal reports a pair at most once, however many edges join it). A traversal of bounds
 ``{1,1}`` joins the edge view directly; any other is the pair table
-:mod:`omnigraph.engine.query.traverse` built (``relation`` returns its name). A variable whose ``@key``
-members all equal constants also gets its implied id as a condition (:mod:`omnigraph.engine.query.keys`). Order: the ``order`` keys
+:mod:`omnigraph.engine.query.session` built (``relation`` returns its name). A variable whose ``@key``
+members all equal constants also gets its implied id as a condition (:mod:`omnigraph.engine.query.plan`). Order: the ``order`` keys
 (ascending puts NULL first, descending last), then the bound entities' ids ascending in the
 order the variables first appear; a grouped query breaks ties by its group keys instead (NULL
 first). Without ``order`` the tie-break alone orders the rows, so every answer has one order.
+
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
+from typing import Any
 
-from omnigraph.engine.gq.bound_read import Block, BoundRead, Column, Hop, SortKey
-from omnigraph.engine.query.keys import implied_ids
-from omnigraph.engine.query.sql import SqlParams, compare_sql, quote
+from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Hop, Operand, SortKey, family
+from omnigraph.engine.schema.catalog import TableDef
+from omnigraph.engine.schema.ids import derive_node_id
+from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, EnumType, ListType, PropertyType, ScalarType, VectorType
+
+_KINDS: dict[str, type | tuple[type, ...]] = {"String": str, "Bool": bool, "Date": dt.date, "DateTime": dt.datetime}
+
+
+def _exact(table: TableDef, prop: str, value: Any) -> bool:
+    ptype = table.property(prop).type
+    if isinstance(ptype, EnumType):
+        return isinstance(value, str)
+    if not isinstance(ptype, ScalarType):
+        return False
+    if ptype.name in INTEGER_RANGES:
+        low, high = INTEGER_RANGES[ptype.name]
+        return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+    kind = _KINDS.get(ptype.name)
+    if kind is None:
+        return False
+    if ptype.name == "Date":
+        return isinstance(value, dt.date) and not isinstance(value, dt.datetime)
+    return isinstance(value, kind)
+
+
+def _equality(compare: Compare) -> tuple[Column, Any] | None:
+    if compare.op != "=":
+        return None
+    for column, const in ((compare.left, compare.right), (compare.right, compare.left)):
+        if isinstance(column, Column) and isinstance(const, Const) and const.value is not None:
+            return column, const.value
+    return None
+
+
+def implied_ids(block: Block) -> list[tuple[int, str]]:
+    """(variable index, id) for each variable of ``block`` whose key members all equal constants."""
+    found: list[tuple[int, str]] = []
+    for var in block.variables:
+        key = var.table.key
+        if key is None:
+            continue
+        values: dict[str, Any] = {}
+        for compare in block.compares:
+            equality = _equality(compare)
+            if (
+                equality is not None
+                and equality[0].var == var.index
+                and equality[0].column in key
+                and _exact(var.table, equality[0].column, equality[1])
+            ):
+                values.setdefault(equality[0].column, equality[1])
+        if set(values) == set(key):
+            found.append((var.index, derive_node_id(var.table, values)))
+    return found
+
+
+SQL_SCALARS = {
+    "I32": "INTEGER",
+    "I64": "BIGINT",
+    "U32": "UINTEGER",
+    "U64": "UBIGINT",
+    "F32": "FLOAT",
+    "F64": "DOUBLE",
+    "String": "VARCHAR",
+    "Bool": "BOOLEAN",
+    "Date": "DATE",
+    "DateTime": "TIMESTAMP",
+}
+_OPS = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+
+
+class SqlParams:
+    """The parameter values of one SQL statement, numbered in the order they are added."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+
+    def add(self, value: Any, sql_type: str) -> str:
+        self.values.append(value)
+        return f"CAST(${len(self.values)} AS {sql_type})"
+
+
+def quote(name: str) -> str:
+    """A DuckDB identifier (``node:Person``, a property name)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def sql_type(ptype: PropertyType) -> str:
+    if isinstance(ptype, EnumType):
+        return "VARCHAR"
+    if isinstance(ptype, ListType):
+        return f"{sql_type(ptype.item)}[]"
+    if isinstance(ptype, VectorType):
+        return f"FLOAT[{ptype.dim}]"
+    assert isinstance(ptype, ScalarType)
+    return SQL_SCALARS[ptype.name]
+
+
+def column_sql(column: Column) -> str:
+    return f"v{column.var}.{quote(column.column)}"
+
+
+def _is_float(ptype: PropertyType) -> bool:
+    return isinstance(ptype, ScalarType) and ptype.name in FLOAT_SCALARS
+
+
+def _fits(value: Any, ptype: PropertyType) -> bool:
+    if value is None:
+        return True
+    assert isinstance(ptype, ScalarType)
+    low, high = INTEGER_RANGES[ptype.name]
+    return isinstance(value, int) and low <= value <= high
+
+
+def _numeric_types(
+    left: PropertyType, right: PropertyType, left_const: Const | None, right_const: Const | None
+) -> tuple[str | None, str | None]:
+    """The SQL types both sides of a numeric comparison are cast to (None: as they are);
+    ``left_const``/``right_const`` is the side when it is a constant."""
+    if left == right:
+        return None, None
+    if _is_float(left) or _is_float(right):
+        return "DOUBLE", "DOUBLE"
+    if right_const is not None and _fits(right_const.value, left):
+        return None, sql_type(left)
+    if left_const is not None and _fits(left_const.value, right):
+        return sql_type(right), None
+    return "HUGEINT", "HUGEINT"
+
+
+def _const(operand: Operand) -> Const | None:
+    return operand if isinstance(operand, Const) else None
+
+
+def operand_sql(operand: Operand, cast: str | None, params: SqlParams) -> str:
+    """``operand`` as SQL, cast to ``cast`` when given."""
+    if isinstance(operand, Const):
+        return params.add(operand.value, cast or sql_type(operand.type))
+    text = column_sql(operand)
+    return text if cast is None or cast == sql_type(operand.type) else f"CAST({text} AS {cast})"
+
+
+def _unsigned(operand: Operand) -> bool:
+    return isinstance(operand, Column) and isinstance(operand.type, ScalarType) and operand.type.name in ("U32", "U64")
+
+
+def compare_sql(compare: Compare, params: SqlParams) -> str:
+    """``compare`` as a SQL condition (never true when a side is NULL)."""
+    text = _compare_sql(compare, params)
+    if _unsigned(compare.left) or _unsigned(compare.right):
+        return f"coalesce({text}, FALSE)"
+    return text
+
+
+def _compare_sql(compare: Compare, params: SqlParams) -> str:
+    left, op, right = compare.left, compare.op, compare.right
+    if op == "starts_with":
+        return f"starts_with({operand_sql(left, None, params)}, {operand_sql(right, None, params)})"
+    if op == "contains" and not isinstance(left.type, ListType):
+        return f"contains({operand_sql(left, None, params)}, {operand_sql(right, None, params)})"
+    if op == "contains":
+        assert isinstance(left.type, ListType)
+        item = left.type.item
+        if family(item) != "number":
+            return f"list_contains({operand_sql(left, None, params)}, {operand_sql(right, sql_type(item), params)})"
+        item_cast, right_cast = _numeric_types(item, right.type, None, _const(right))
+        list_cast = None if item_cast is None else f"{item_cast}[]"
+        return f"list_contains({operand_sql(left, list_cast, params)}, {operand_sql(right, right_cast, params)})"
+    left_cast = right_cast = None
+    if family(left.type) == "number" and family(right.type) == "number":
+        left_cast, right_cast = _numeric_types(left.type, right.type, _const(left), _const(right))
+    return f"({operand_sql(left, left_cast, params)} {_OPS[op]} {operand_sql(right, right_cast, params)})"
+
 
 Relation = Callable[[Hop], str | None]
 

@@ -1,38 +1,135 @@
-"""``query``: run one ``.gq`` read query against a branch (or one of its commits) of a graph.
+"""[omnigraph.engine.query.run]
+Query output values as JSON values.
+
+Strings, booleans, integers (an integer ``sum`` included, however large) and ``F64`` numbers
+as they are; an ``F32`` value (and each item of a vector) as the shortest decimal that reads
+back as the same float32 (``2.7``, not ``2.700000047683716``); a Date as ``YYYY-MM-DD``; a
+DateTime as ISO 8601 UTC with milliseconds (``2024-01-31T09:30:00.000Z``); a list item by
+item; NULL as None.
+
+
+[omnigraph.engine.query.run]
+Which catalog image a read query reads: a branch head, or a commit of the branch (``--at``).
+
+Time travel: the graph as of commit ``C`` of branch ``B`` is the ``__manifest`` version where
+``C`` first became a head (:func:`omnigraph.engine.manifest.load_commit_graph`); its table rows pin the
+images that commit published, which version cleanup keeps while the commit is reachable. ``C``
+must be reachable from ``B``'s head (``B``'s own commits and those it inherited or merged),
+else ``not_found``. Finding it reads one head row per ``__manifest`` version of the live
+branches, so a head read (no ``--at``) never pays it.
+
+
+[omnigraph.engine.query.run]
+``query``: run one ``.gq`` read query against a branch (or one of its commits) of a graph.
 
 The query is parsed and checked before any graph data is read (``bad_request`` with
 line:column; a mutation is refused naming ``omnigraph mutate``). The answer reads one folded
-manifest (:mod:`omnigraph.engine.query.at`), so it is the state of one commit however many writers
+manifest (:mod:`omnigraph.engine.query.run`), so it is the state of one commit however many writers
 publish meanwhile. Each table the query names is opened at its pinned Lance image and
 registered with a DuckDB session (:mod:`omnigraph.engine.query.session`); DuckDB scans it as Arrow,
 pushing the projection and the column-versus-constant comparisons into the Lance scanner.
-Variable-length traversals are built first (:mod:`omnigraph.engine.query.traverse`), then one statement
+Variable-length traversals are built first (:mod:`omnigraph.engine.query.session`), then one statement
 (:mod:`omnigraph.engine.query.plan`) produces the rows, which are fetched in batches: no table is ever
 turned into Python rows, only the answer is. Reads work at every stamp this program reads
 (``4``, ``migrating``, ``5``).
 
 Output document: ``{query, branch, commit, columns, rows: [{column: value}]}`` (values as
-:mod:`omnigraph.engine.query.render` says; ``columns`` is there even when ``rows`` is empty).
+:mod:`omnigraph.engine.query.run` says; ``columns`` is there even when ``rows`` is empty).
+
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import datetime as dt
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from omnigraph.engine.gq.bound_read import Block, BoundRead
-from omnigraph.engine.gq.read_checker import check_read
-from omnigraph.engine.gq.select import choose_query
+import numpy as np
+
+from omnigraph.engine.errors import NotFound
+from omnigraph.engine.gq.parser import choose_query
+from omnigraph.engine.gq.read_checker import Block, BoundRead, check_read
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest.rows import MAIN
-from omnigraph.engine.query.at import read_point
+from omnigraph.engine.manifest.commit_graph import load_commit_graph
+from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
 from omnigraph.engine.query.plan import statement
-from omnigraph.engine.query.render import row_renderer
-from omnigraph.engine.query.session import Session, open_session
-from omnigraph.engine.query.traverse import Traversals
+from omnigraph.engine.query.session import Session, Traversals, open_session
+from omnigraph.engine.schema.types import EnumType, ListType, PropertyType, ScalarType, VectorType
 from omnigraph.engine.storage.lance_io import open_pinned
+
+Render = Callable[[Any], Any]
+
+
+def _float32(value: Any) -> float:
+    return float(str(np.float32(value)))
+
+
+def _datetime(value: dt.datetime) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def _scalar(name: str) -> Render:
+    if name == "F32":
+        return _float32
+    if name == "F64":
+        return float
+    if name == "Date":
+        return lambda value: value.isoformat()
+    if name == "DateTime":
+        return _datetime
+    return lambda value: value
+
+
+def renderer(ptype: PropertyType) -> Render:
+    """The function that turns a non-null DuckDB value of ``ptype`` into its JSON value."""
+    if isinstance(ptype, EnumType):
+        return str
+    if isinstance(ptype, VectorType):
+        return lambda value: [_float32(item) for item in value]
+    if isinstance(ptype, ListType):
+        item = _scalar(ptype.item.name)
+        return lambda value: [None if v is None else item(v) for v in value]
+    assert isinstance(ptype, ScalarType)
+    return _scalar(ptype.name)
+
+
+def row_renderer(types: list[PropertyType]) -> Callable[[tuple[Any, ...]], list[Any]]:
+    """Render one result row (NULLs stay None)."""
+    renders = [renderer(ptype) for ptype in types]
+    return lambda row: [None if value is None else render(value) for render, value in zip(renders, row, strict=True)]
+
+
+@dataclass(frozen=True)
+class ReadPoint:
+    """The commit a query reads and the folded manifest that holds its images.
+
+    ``manifest_branch`` is the graph branch whose ``__manifest`` holds ``snapshot`` (for a
+    commit inherited from a parent branch, the parent).
+    """
+
+    branch: str
+    commit: str
+    snapshot: BranchSnapshot
+    manifest_branch: str
+
+
+def read_point(manifest: Manifest, branch: str, at: str | None) -> ReadPoint:
+    """The head of ``branch``, or its commit ``at``; ``not_found`` for an unknown branch or commit."""
+    head = manifest.snapshot(branch)
+    if at is None or at == head.head.commit_id:
+        return ReadPoint(branch, head.head.commit_id, head, branch)
+    commits = load_commit_graph(manifest)
+    if at not in commits.ancestors(head.head.commit_id):
+        raise NotFound(
+            f"commit {at!r} is not a commit of branch {branch!r} (see `omnigraph commit list --branch {branch}`)",
+            {"branch": branch, "commit": at},
+        )
+    node = commits.nodes[at]
+    return ReadPoint(branch, at, manifest.snapshot(node.branch, node.manifest_version), node.branch)
+
 
 FETCH_ROWS = 2048
 

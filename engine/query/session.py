@@ -1,4 +1,5 @@
-"""The DuckDB session a read query runs in: bounded memory, spill to disk, typed failures.
+"""[omnigraph.engine.query.session]
+The DuckDB session a read query runs in: bounded memory, spill to disk, typed failures.
 
 One DuckDB database per process, created on first use, holds every query's memory: it is
 limited to ``OMNIGRAPH_QUERY_MEMORY_MB`` MiB (default :data:`DEFAULT_MEMORY_MB`, read when the
@@ -10,6 +11,32 @@ where opening a database costs tens). A query that still cannot fit is ``resourc
 Any other DuckDB failure (a Lance scan that failed, for one) is raised as :class:`OSError` so
 that :meth:`omnigraph.engine.manifest.Manifest.reading` can tell a branch deleted meanwhile from a
 storage error.
+
+
+[omnigraph.engine.query.session]
+Variable-length traversals: the (source, destination) pairs of a hop, as a DuckDB temp table.
+
+The reference's rule, breadth-first from each source ``s``: ``s`` counts as visited; hop ``k``
+reaches the unvisited nodes one edge away from those reached at hop ``k - 1`` (they become
+visited and are not expanded again), and a node reached at hop ``k - 1`` that has a stored
+self-loop is reported again at hop ``k``. So a pair ``(s, x)`` is reported when the shortest
+distance ``d`` from ``s`` to ``x`` (``d = 0`` for ``x = s``) lies in ``min..max``, or when
+``x`` has a self-loop and ``d + 1`` does. Each pair at most once.
+
+Breadth-first search runs in DuckDB, one join of the frontier with the edges per hop (the edge
+scan filtered on the frontier's nodes; the join also finds the frontier's self-loops, so no
+separate scan of the edges looks for them), then an
+``INSERT ... SELECT`` into a table ``(s, n, d)`` of reached nodes and their distance (an
+anti-join with it is the visited set), starting from a *seed* set. The pair set of a source depends on that source alone, so any
+superset of the sources a query can bind gives the same answer: the seeds are the rows of the
+variable's node table that pass the comparisons of that variable alone in the block that
+introduces it. When the source variable has none and the destination does, the search runs
+backwards from the destinations (``d`` is then the distance to the seed; the self-loop that
+counts is the seed's). With neither, the sources are every node with an outgoing edge.
+
+Ids are unique per node type only: when the edge's endpoints are of different types, a second
+hop would join ids of different types, so only hop 1 exists (and a self-loop cannot).
+
 """
 
 from __future__ import annotations
@@ -22,9 +49,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from omnigraph.engine.errors import BadRequest, ResourceLimit
+from omnigraph.engine.gq.read_checker import Block, BoundRead, Compare, Const, Hop
+from omnigraph.engine.query.plan import SqlParams, compare_sql, quote
 
 if TYPE_CHECKING:
     import duckdb
+
 
 DEFAULT_MEMORY_MB = 1024
 MEMORY_ENV = "OMNIGRAPH_QUERY_MEMORY_MB"
@@ -124,3 +154,104 @@ def open_session(*, one_thread: bool = False) -> Iterator[Session]:
         if one_thread:
             connection.execute(f"SET threads = {_DATABASE.threads}")
         connection.close()
+
+
+LISTED_FRONTIER = 4096
+"""A frontier of at most this many nodes is written into the edge scan's filter as literals,
+which the Lance scan applies (fewer rows leave Lance); a larger one is a semi-join with the
+reached nodes."""
+
+
+def string_literal(value: str) -> str:
+    """``value`` as a SQL string literal (quotes doubled)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _alone(compare: Compare, var: int) -> bool:
+    """True if ``compare`` reads variable ``var`` and nothing but constants otherwise."""
+    sides = (compare.left, compare.right)
+    return all(isinstance(side, Const) or side.var == var for side in sides) and any(not isinstance(side, Const) for side in sides)
+
+
+def _declaring_blocks(block: Block, found: dict[int, Block] | None = None) -> dict[int, Block]:
+    found = {} if found is None else found
+    for var in block.variables:
+        found[var.index] = block
+    for negation in block.negations:
+        _declaring_blocks(negation, found)
+    return found
+
+
+class Traversals:
+    """Builds the pair table of each variable-length hop of one query, in one session."""
+
+    def __init__(self, session: Session, bound: BoundRead) -> None:
+        self._session = session
+        self._bound = bound
+        self._declaring = _declaring_blocks(bound.block)
+        self._built: dict[Hop, str] = {}
+
+    def relation(self, hop: Hop) -> str | None:
+        """None for a ``{1,1}`` hop (joined with the edge view); else the pair table ``(a, b)``."""
+        if hop.min_hops == 1 and hop.max_hops == 1:
+            return None
+        if hop not in self._built:
+            self._built[hop] = self._build(hop, f"pairs{len(self._built)}")
+        return self._built[hop]
+
+    def _seed_conditions(self, var: int) -> list[Compare]:
+        return [c for c in self._declaring[var].compares if _alone(c, var)]
+
+    def _build(self, hop: Hop, name: str) -> str:
+        forward = bool(self._seed_conditions(hop.src)) or not self._seed_conditions(hop.dst)
+        seed_var = hop.src if forward else hop.dst
+        same_type = hop.edge.from_type == hop.edge.to_type
+        edges = quote(hop.edge.table_key)
+        params = SqlParams()
+        conditions = self._seed_conditions(seed_var)
+        if conditions or not forward:
+            table = quote(self._bound.variables[seed_var].table.table_key)
+            where = " AND ".join(compare_sql(c, params) for c in conditions) or "TRUE"
+            seeds = f"SELECT v{seed_var}.id AS id FROM {table} AS v{seed_var} WHERE {where}"
+        else:
+            seeds = f"SELECT DISTINCT src AS id FROM {edges}"
+        reach, hop_edges, expand, step, loops = (f"{name}_{part}" for part in ("reach", "edges", "expand", "step", "loops"))
+        near, far = ("src", "dst") if forward else ("dst", "src")
+        run = self._session.execute
+        run(f"CREATE TEMP TABLE {reach} AS SELECT DISTINCT id AS s, id AS n, 0 AS d FROM ({seeds})", params.values)
+        run(f"CREATE TEMP TABLE {loops} (s VARCHAR, n VARCHAR, d INTEGER)")
+        for depth in range(1, (hop.max_hops if same_type else 1) + 1):
+            # one scan of the edges per hop: the frontier's edges, its self-loops among them
+            frontier = f"SELECT DISTINCT n FROM {reach} WHERE d = {depth - 1}"
+            first = run(f"{frontier} LIMIT {LISTED_FRONTIER + 1}").fetchall()
+            if len(first) <= LISTED_FRONTIER:  # literals, which DuckDB hands to the Lance scan as its filter
+                near_filter = f"{near} IN ({', '.join(string_literal(row[0]) for row in first)})"
+            else:
+                near_filter = f"{near} IN ({frontier})"
+            run(f"CREATE OR REPLACE TEMP TABLE {hop_edges} AS SELECT {near}, {far} FROM {edges} WHERE {near_filter}")
+            run(
+                f"CREATE OR REPLACE TEMP TABLE {expand} AS SELECT f.s AS s, f.n AS n_from, e.{far} AS n "
+                f"FROM {hop_edges} e JOIN {reach} f ON f.n = e.{near} AND f.d = {depth - 1}"
+            )
+            if same_type:
+                run(f"INSERT INTO {loops} SELECT DISTINCT s, n, {depth - 1} FROM {expand} WHERE n = n_from")
+            run(
+                f"CREATE OR REPLACE TEMP TABLE {step} AS SELECT DISTINCT x.s AS s, x.n AS n, {depth} AS d FROM {expand} x "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {reach} r WHERE r.s = x.s AND r.n = x.n)"
+            )
+            (count,) = run(f"INSERT INTO {reach} SELECT s, n, d FROM {step}").fetchone()  # type: ignore[misc]
+            if count == 0:
+                break
+        a, b = ("s", "n") if forward else ("n", "s")
+        sql = f"CREATE TEMP TABLE {name} AS SELECT {a} AS a, {b} AS b FROM {reach} WHERE d BETWEEN {hop.min_hops} AND {hop.max_hops}"
+        if same_type and forward:  # a reached node's self-loop reports it again one hop later
+            sql += f" UNION SELECT s AS a, n AS b FROM {loops} WHERE d + 1 BETWEEN {hop.min_hops} AND {hop.max_hops}"
+        elif same_type:  # backwards the path ends at the seed: its own self-loop counts
+            sql += (
+                f" UNION SELECT n AS a, s AS b FROM {reach} WHERE d + 1 BETWEEN {hop.min_hops} AND {hop.max_hops}"
+                f" AND s IN (SELECT s FROM {loops} WHERE d = 0)"
+            )
+        run(sql)
+        for table in (reach, hop_edges, expand, step, loops):
+            run(f"DROP TABLE IF EXISTS {table}")
+        return name

@@ -1,4 +1,13 @@
-"""JSONL graph records: the load input format, which is also the export output format.
+"""[omnigraph.engine.records.parse]
+The typed rows a parse yields: :class:`NodeRow` and :class:`EdgeRow`.
+
+They live apart from the parser (:mod:`omnigraph.engine.records.parse`) so that the Arrow conversion
+(:mod:`omnigraph.engine.records.parse`), which the parser re-exports, can import them without importing
+the parser.
+
+
+[omnigraph.engine.records.parse]
+JSONL graph records: the load input format, which is also the export output format.
 
 One record per line::
 
@@ -6,13 +15,17 @@ One record per line::
     {"edge": "Knows", "from": "Alice", "to": "Bob", "data": {"since": 19723}}
 
 :func:`parse_jsonl` validates everything that does not need committed state and returns typed
-rows (:mod:`omnigraph.engine.records.rows`), one line at a time: it is the reference parser, whose results
+rows (:mod:`omnigraph.engine.records.parse`), one line at a time: it is the reference parser, whose results
 and errors the load's columnar reader (:mod:`omnigraph.engine.records.read`) reproduces, and which that
 reader uses itself for the lines its fast path does not take. :func:`check_endpoints` checks edge
 endpoints against the file plus committed state;
-:func:`rows_to_arrow` / :func:`arrow_to_records` (from :mod:`omnigraph.engine.records.arrow`) convert rows
+:func:`rows_to_arrow` / :func:`arrow_to_records` (from :mod:`omnigraph.engine.records.parse`) convert rows
 to physical tables and stored tables back to records. Every refusal is a ``BadRequest`` whose
 message starts ``line N:`` and whose details hold ``{"line": N, ...}``.
+
+
+[omnigraph.engine.records.parse]
+Rows to physical Arrow tables, and stored Arrow tables back to JSONL records.
 """
 
 from __future__ import annotations
@@ -23,29 +36,41 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from lance.blob import BlobType as LanceBlobType
+from lance.blob import blob_array
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.records.arrow import arrow_to_records, rows_to_arrow
-from omnigraph.engine.records.endpoints import EdgeEnds, check_edge_endpoints
-from omnigraph.engine.records.jsonl_blocks import BOM
-from omnigraph.engine.records.rows import EdgeRow, NodeRow
-from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.records.read import BOM
+from omnigraph.engine.records.record_set import EdgeEnds, check_edge_endpoints
+from omnigraph.engine.schema.catalog import Catalog, TableDef
+from omnigraph.engine.schema.constraints import row_violation
 from omnigraph.engine.schema.ids import canonical_scalar, derive_node_id, new_ulid
-from omnigraph.engine.schema.rule_check import row_violation
-from omnigraph.engine.schema.tables import TableDef
-from omnigraph.engine.schema.types import EnumType
-from omnigraph.engine.schema.values import InvalidValue, coerce_property
+from omnigraph.engine.schema.types import EnumType, InvalidValue, coerce_property, export_value
 
-__all__ = [
-    "EdgeRow",
-    "NodeRow",
-    "ParsedFile",
-    "arrow_to_records",
-    "check_endpoints",
-    "parse_jsonl",
-    "parse_lines",
-    "rows_to_arrow",
-]
+__all__ = ["EdgeRow", "NodeRow", "ParsedFile", "arrow_to_records", "check_endpoints", "parse_jsonl", "parse_lines", "rows_to_arrow"]
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """A validated node record: ``values`` holds every declared property, coerced (None = null)."""
+
+    line: int
+    type_name: str
+    id: str
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class EdgeRow:
+    """A validated edge record; ``src``/``dst`` are endpoint node ids (checked later)."""
+
+    line: int
+    type_name: str
+    id: str
+    src: str
+    dst: str
+    values: dict[str, Any]
+
 
 NODE_KEYS = frozenset({"type", "data"})
 EDGE_KEYS = frozenset({"edge", "from", "to", "data"})
@@ -316,7 +341,7 @@ def check_endpoints(
     at most once per node type, in type-name order, only with ids the file does not hold)
     returns it. The first edge (by line) with a missing endpoint raises ``BadRequest``
     "line N: missing endpoint ..."; ``details["missing_count"]`` counts all missing references.
-    (:func:`omnigraph.engine.records.endpoints.check_edge_endpoints` does the work on columns.)
+    (:func:`omnigraph.engine.records.record_set.check_edge_endpoints` does the work on columns.)
     """
     node_ids = {name: pa.array([row.id for row in rows], pa.utf8()) for name, rows in parsed.nodes.items()}
     edges = []
@@ -334,3 +359,48 @@ def check_endpoints(
             )
         )
     check_edge_endpoints(edges, node_ids, committed_node_ids)
+
+
+def rows_to_arrow(table: TableDef, rows: list[NodeRow] | list[EdgeRow], with_pk: bool) -> pa.Table:
+    """A table with schema ``table.arrow_schema(with_pk)`` holding ``rows`` in the given order."""
+    schema = table.arrow_schema(with_pk)
+    columns: dict[str, list[Any]] = {"id": [row.id for row in rows]}
+    if table.kind == "edge":
+        columns["src"] = [row.src for row in rows]  # type: ignore[union-attr]
+        columns["dst"] = [row.dst for row in rows]  # type: ignore[union-attr]
+    for prop in table.properties:
+        columns[prop.name] = [row.values[prop.name] for row in rows]
+    arrays = [_array(columns[field.name], field.type) for field in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _array(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
+    """One column of coerced values (a Blob column from ``lance.blob.Blob`` values)."""
+    return blob_array(values) if isinstance(arrow_type, LanceBlobType) else pa.array(values, type=arrow_type)
+
+
+def arrow_to_records(table: TableDef, arrow_table: pa.Table) -> list[str]:
+    """One JSON line (no newline) per row of ``arrow_table``, in its order.
+
+    Nodes: ``{"type": T, "data": {...}}``; edges: ``{"edge": E, "from": src, "to": dst,
+    "data": {...}}``. ``data`` holds ``id`` first, then the non-null properties in declaration
+    order, as :func:`omnigraph.engine.schema.types.export_value` spells them (a Blob column holds its
+    cells' spellings already, as Utf8). Columns are read by name.
+    """
+    ids = arrow_table.column("id").to_pylist()
+    props = [(prop, arrow_table.column(prop.name).to_pylist()) for prop in table.properties]
+    if table.kind == "edge":
+        sources = arrow_table.column("src").to_pylist()
+        targets = arrow_table.column("dst").to_pylist()
+    lines: list[str] = []
+    for index, row_id in enumerate(ids):
+        data: dict[str, Any] = {"id": row_id}
+        for prop, column in props:
+            if column[index] is not None:
+                data[prop.name] = export_value(prop.type, column[index])
+        if table.kind == "node":
+            record: dict[str, Any] = {"type": table.type_name, "data": data}
+        else:
+            record = {"edge": table.type_name, "from": sources[index], "to": targets[index], "data": data}
+        lines.append(json.dumps(record, ensure_ascii=False))
+    return lines

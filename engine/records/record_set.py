@@ -1,25 +1,225 @@
-"""The validated records of one JSONL input, by table, in input order, held for a load.
+"""[omnigraph.engine.records.record_set]
+A spool of Arrow rows per table: in memory up to a budget, in temporary IPC files beyond it.
 
-Rows live in a :class:`omnigraph.engine.records.row_spool.RowSpool` (bounded memory, spilled to temporary files
+A load must validate its whole input before it writes anything, so it keeps the validated rows
+until the commit. :class:`RowSpool` keeps them in memory while their Arrow size stays within
+``budget_bytes`` (all tables together); beyond it, the oldest in-memory segments are written to
+Arrow IPC files in a private temporary directory and dropped from memory. Reading back streams
+one segment at a time (the last one read is cached, for the sequential reads a chunked load
+makes), so memory stays near the budget whatever the input size. ``close`` removes the files.
+
+
+[omnigraph.engine.records.record_set]
+Edge endpoint checks on columns: every ``src``/``dst`` must name a node of the right type.
+
+The check behind :func:`omnigraph.engine.records.parse.check_endpoints` and the columnar load: the same
+refusal (the first edge by line with a missing endpoint, and the count of every missing
+reference), computed with Arrow set membership instead of Python sets.
+
+
+[omnigraph.engine.records.record_set]
+The validated records of one JSONL input, by table, in input order, held for a load.
+
+Rows live in a :class:`omnigraph.engine.records.record_set.RowSpool` (bounded memory, spilled to temporary files
 beyond its budget). The columns that checks across rows need are kept in memory as Arrow
 arrays: ``id``, the input line of every row, ``src``/``dst`` of edges and the ``@unique``
 properties (composite ``@unique`` members too) (a few tens of bytes per row, the only memory that grows with the input).
+
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from omnigraph.engine.records.columnar import TableBatch
-from omnigraph.engine.records.columns import compact
-from omnigraph.engine.records.row_spool import RowSpool
-from omnigraph.engine.schema.catalog import Catalog
-from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.records.columnar import TableBatch, compact
+from omnigraph.engine.schema.catalog import Catalog, TableDef
 from omnigraph.engine.schema.types import FLOAT_SCALARS, ScalarType
+
+SPOOL_BUDGET_BYTES = 64 * 1024 * 1024
+
+
+@dataclass
+class _Segment:
+    """``rows`` rows of one table: ``table`` while in memory, else the IPC file at ``path``."""
+
+    rows: int
+    nbytes: int
+    table: pa.Table | None
+    path: str | None = None
+
+
+class RowSpool:
+    """Append-only Arrow rows per key, read back by row range or as a stream (module docstring).
+
+    ``budget_bytes`` defaults to :data:`SPOOL_BUDGET_BYTES` (read when the spool is made).
+    """
+
+    def __init__(self, budget_bytes: int | None = None) -> None:
+        self._budget = SPOOL_BUDGET_BYTES if budget_bytes is None else budget_bytes
+        self._segments: dict[str, list[_Segment]] = {}
+        self._schemas: dict[str, pa.Schema] = {}
+        self._resident: deque[_Segment] = deque()
+        self._resident_bytes = 0
+        self._directory: str | None = None
+        self._cached: tuple[_Segment, pa.Table] | None = None
+        self.peak_resident_bytes = 0
+        self.spilled_segments = 0
+
+    def append(self, key: str, rows: pa.Table) -> None:
+        """Add ``rows`` (the key's schema, fixed by its first append) after the key's rows."""
+        if not rows.num_rows:
+            return
+        self._schemas.setdefault(key, rows.schema)
+        segment = _Segment(rows.num_rows, rows.nbytes, rows)
+        self._segments.setdefault(key, []).append(segment)
+        self._resident.append(segment)
+        self._resident_bytes += segment.nbytes
+        self.peak_resident_bytes = max(self.peak_resident_bytes, self._resident_bytes)
+        while self._resident_bytes > self._budget and self._resident:
+            self._spill(self._resident.popleft())
+
+    def _spill(self, segment: _Segment) -> None:
+        if self._directory is None:
+            self._directory = tempfile.mkdtemp(prefix="omnigraph-load-")
+        assert segment.table is not None
+        path = os.path.join(self._directory, f"{self.spilled_segments:08d}.arrow")
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, segment.table.schema) as writer:
+            writer.write_table(segment.table)
+        segment.path, segment.table = path, None
+        self._resident_bytes -= segment.nbytes
+        self.spilled_segments += 1
+
+    def _load(self, segment: _Segment) -> pa.Table:
+        if segment.table is not None:
+            return segment.table
+        if self._cached is not None and self._cached[0] is segment:
+            return self._cached[1]
+        assert segment.path is not None
+        with pa.OSFile(segment.path, "rb") as source:
+            table = pa.ipc.open_file(source).read_all()
+        self._cached = (segment, table)
+        return table
+
+    def row_count(self, key: str) -> int:
+        """Rows held for ``key`` (0 for a key never added)."""
+        return sum(segment.rows for segment in self._segments.get(key, ()))
+
+    def batches(self, key: str, start: int = 0, stop: int | None = None) -> Iterator[pa.RecordBatch]:
+        """The key's rows ``[start, stop)`` in order, one segment in memory at a time."""
+        stop = self.row_count(key) if stop is None else stop
+        position = 0
+        for segment in self._segments.get(key, ()):
+            low, high = max(start, position), min(stop, position + segment.rows)
+            if low < high:
+                yield from self._load(segment).slice(low - position, high - low).to_batches()
+            position += segment.rows
+            if position >= stop:
+                return
+
+    def table(self, key: str, start: int, stop: int) -> pa.Table:
+        """The key's rows ``[start, stop)`` as one table."""
+        return pa.Table.from_batches(list(self.batches(key, start, stop)), schema=self._schemas[key])
+
+    def reader(self, key: str) -> pa.RecordBatchReader:
+        """All of the key's rows as a stream (read lazily: for a write of the whole table)."""
+        return pa.RecordBatchReader.from_batches(self._schemas[key], self.batches(key))
+
+    def close(self) -> None:
+        """Drop every row and remove the spill files."""
+        self._segments.clear()
+        self._resident.clear()
+        self._cached = None
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
+            self._directory = None
+
+
+CommittedNodeIds = Callable[[str, list[str]], set[str]]
+"""``(node_type, sorted ids)`` -> the subset of those ids committed as nodes of that type."""
+
+_NO_IDS = pa.array([], pa.utf8())
+
+
+@dataclass(frozen=True)
+class EdgeEnds:
+    """One edge table's references: ``src``/``dst`` node ids and each edge's input line."""
+
+    edge_type: str
+    from_type: str
+    to_type: str
+    src: pa.Array
+    dst: pa.Array
+    lines: pa.Array
+
+
+def _outside(ids: pa.Array, known: pa.Array) -> pa.Array:
+    """The mask of ``ids`` that are not in ``known``."""
+    return pc.invert(pc.is_in(ids, value_set=known))
+
+
+def check_edge_endpoints(
+    edges: Sequence[EdgeEnds],
+    node_ids: Mapping[str, pa.Array],
+    committed_node_ids: CommittedNodeIds,
+) -> None:
+    """Refuse the first edge (by line, then ``from`` before ``to``) whose endpoint is missing.
+
+    ``node_ids`` holds the node ids of the input by node type. Endpoints not among them are
+    looked up with ``committed_node_ids``, called at most once per node type, in type-name
+    order, with the sorted distinct ids the input does not hold. The ``BadRequest`` reads
+    "line N: missing endpoint: E from|to 'id' is not a T node in the file or the graph";
+    ``details["missing_count"]`` counts every missing reference.
+    """
+    references = []
+    for edge in edges:
+        references.append((edge.edge_type, "from", edge.from_type, edge.src, edge.lines))
+        references.append((edge.edge_type, "to", edge.to_type, edge.dst, edge.lines))
+    known = {node_type: ids for node_type, ids in node_ids.items()}
+    wanted: dict[str, list[pa.Array]] = {}
+    for _, _, node_type, ids, _ in references:
+        outside = ids.filter(_outside(ids, known.get(node_type, _NO_IDS)))
+        if len(outside):
+            wanted.setdefault(node_type, []).append(outside)
+    for node_type in sorted(wanted):
+        asked = pc.unique(pa.concat_arrays(wanted[node_type])).sort().to_pylist()
+        found = sorted(committed_node_ids(node_type, asked) & set(asked))
+        known[node_type] = pa.concat_arrays([known.get(node_type, _NO_IDS), pa.array(found, pa.utf8())])
+    missing_count = 0
+    first: tuple[int, str, str, str, str] | None = None
+    for edge_type, end, node_type, ids, lines in references:
+        mask = _outside(ids, known.get(node_type, _NO_IDS))
+        count = pc.sum(mask).as_py() or 0
+        if not count:
+            continue
+        missing_count += count
+        missing_lines, missing_ids = lines.filter(mask), ids.filter(mask)
+        at = pc.index(missing_lines, pc.min(missing_lines)).as_py()
+        candidate = (missing_lines[at].as_py(), edge_type, end, node_type, missing_ids[at].as_py())
+        first = candidate if first is None else min(first, candidate)
+    if first is None:
+        return
+    line, edge_type, end, node_type, node_id = first
+    raise BadRequest(
+        f"line {line}: missing endpoint: {edge_type} {end} {node_id!r} is not a {node_type} node in the file or the graph",
+        {
+            "line": line,
+            "edge": edge_type,
+            "end": end,
+            "type_name": node_type,
+            "node_id": node_id,
+            "missing_count": missing_count,
+        },
+    )
 
 
 @dataclass

@@ -18,10 +18,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from omnigraph.engine.schema.catalog import Property
 from omnigraph.engine.schema.constraints import Cardinality, CheckRule, Metadata, RangeRule
-from omnigraph.engine.schema.errors import SchemaError
-from omnigraph.engine.schema.syntax import Annotation, Arg, Name, Range
-from omnigraph.engine.schema.tables import Property
+from omnigraph.engine.schema.parser import Annotation, Arg, Name, Range, SchemaError
 from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, UNORDERED_TYPES, BlobType, ScalarType
 
 KNOWN_METADATA = ("description", "instruction", "embed", "rename_from")

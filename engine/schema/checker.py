@@ -27,11 +27,9 @@ import re
 from dataclasses import dataclass
 
 from omnigraph.engine.schema.annotations import SchemaWarning, body_annotations, header_annotations, property_annotations
+from omnigraph.engine.schema.catalog import Property, TableDef
 from omnigraph.engine.schema.constraints import Metadata
-from omnigraph.engine.schema.errors import SchemaError
-from omnigraph.engine.schema.parser import unsupported
-from omnigraph.engine.schema.syntax import Annotation, Name, PropDecl, TypeDecl
-from omnigraph.engine.schema.tables import Property, TableDef
+from omnigraph.engine.schema.parser import Annotation, Name, PropDecl, SchemaError, TypeDecl, unsupported
 from omnigraph.engine.schema.types import UNORDERED_TYPES, BlobType
 
 TYPE_NAME = re.compile(r"[A-Z][A-Za-z0-9_]*\Z")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from omnigraph.engine.schema.errors import SchemaError
+from omnigraph.engine.schema.parser import SchemaError
 
 _TOKEN = re.compile(
     r"(?P<ws>[ \t\r\n]+)"

@@ -1,4 +1,16 @@
-"""Syntax of the ``.pg`` schema language: tokens to declarations (:mod:`omnigraph.engine.schema.syntax`).
+"""[omnigraph.engine.schema.parser]
+The schema-language error: a ``BadRequest`` that always carries a 1-based source position.
+
+[omnigraph.engine.schema.parser]
+The syntax tree of a ``.pg`` source, as :mod:`omnigraph.engine.schema.parser` reads it.
+
+Every node keeps where it was written (1-based line and column) for messages, but positions
+take no part in equality: two trees are equal when they say the same thing, which is what the
+round trip parse -> :func:`omnigraph.engine.schema.parser.print_schema` -> parse preserves.
+
+
+[omnigraph.engine.schema.parser]
+Syntax of the ``.pg`` schema language: tokens to declarations (:mod:`omnigraph.engine.schema.parser`).
 
 Grammar (commas between members are optional; whitespace and newlines separate)::
 
@@ -18,22 +30,110 @@ immediately followed by ``(``, start a body-level member; every other annotation
 the property before it. Only syntax is checked here (names, annotations and their arguments
 are checked by :mod:`omnigraph.engine.schema.checker`). Syntax that other graph schema languages use
 and this one does not is refused as ``unsupported schema feature: <name>`` at its position.
+
+
+[omnigraph.engine.schema.parser]
+Canonical ``.pg`` text of a syntax tree: ``parse(print_schema(decls)) == decls``.
+
+One declaration per block, in the given order; header annotations on the header line, one
+property per line with its annotations, then the body-level annotations one per line. Strings
+are written with the lexer's escapes, integers in decimal, floats in their shortest round-trip
+positional form (never an exponent, always a fraction), open range
+bounds as nothing (``1..``). The output is deterministic and holds no comments.
+
 """
 
 from __future__ import annotations
 
-from omnigraph.engine.schema.errors import SchemaError
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.schema.lexer import Token, tokenize
-from omnigraph.engine.schema.syntax import Annotation, Arg, Name, Number, PropDecl, Range, TypeDecl
-from omnigraph.engine.schema.types import (
-    SCALAR_ARROW_TYPES,
-    BlobType,
-    EnumType,
-    ListType,
-    PropertyType,
-    ScalarType,
-    VectorType,
-)
+from omnigraph.engine.schema.types import SCALAR_ARROW_TYPES, BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType
+
+
+class SchemaError(BadRequest):
+    """A refused ``.pg`` source.
+
+    The message reads ``schema error at LINE:COLUMN: ...`` and ``details`` holds
+    ``{"line": LINE, "column": COLUMN}``; both are 1-based, columns count characters.
+    """
+
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(f"schema error at {line}:{column}: {message}", {"line": line, "column": column})
+        self.line = line
+        self.column = column
+
+
+Number = int | float
+"""A numeric literal: an ``int`` when written without a fraction, else a ``float``."""
+
+
+@dataclass(frozen=True)
+class Name:
+    """An identifier (or annotation name) and where it was written."""
+
+    value: str
+    line: int = field(default=0, compare=False)
+    column: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class Range:
+    """``low..high``; an omitted bound (or ``*`` as the upper one) is None."""
+
+    low: Number | None
+    high: Number | None
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One annotation argument: ``kind`` is ``name``, ``string``, ``number`` or ``range``."""
+
+    kind: str
+    value: str | Number | Range
+    line: int = field(default=0, compare=False)
+    column: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """``@name`` or ``@name(args)``; ``args`` is None without parentheses."""
+
+    name: Name
+    args: tuple[Arg, ...] | None = None
+
+
+@dataclass(frozen=True)
+class PropDecl:
+    """``name: type? @annotations``."""
+
+    name: Name
+    type: PropertyType
+    nullable: bool
+    annotations: tuple[Annotation, ...] = ()
+
+
+@dataclass(frozen=True)
+class TypeDecl:
+    """A ``node``, ``edge`` or ``interface`` declaration.
+
+    ``from_type``/``to_type`` are set for edges only, ``implements`` for nodes only;
+    ``annotations`` are the ones written after the header, ``body`` the body-level annotations
+    (``@key(...)``, ``@unique(...)``, ``@range(...)``, ...) in source order.
+    """
+
+    kind: str
+    name: Name
+    from_type: Name | None = None
+    to_type: Name | None = None
+    implements: tuple[Name, ...] = ()
+    annotations: tuple[Annotation, ...] = ()
+    properties: tuple[PropDecl, ...] = ()
+    body: tuple[Annotation, ...] = ()
+
 
 MAX_VECTOR_DIM = 2**31 - 1
 BODY_ONLY = frozenset({"range", "check"})
@@ -74,7 +174,7 @@ def _describe(token: Token) -> str:
     return f"'{token.value}'"
 
 
-def _number(token: Token) -> Number:
+def _parse_number(token: Token) -> Number:
     return float(token.value) if "." in token.value else int(token.value)
 
 
@@ -209,7 +309,7 @@ class _Parser:
         token = self._peek()
         if token.kind == "number":
             self._next()
-            return _number(token)
+            return _parse_number(token)
         return None
 
     def _arg(self) -> Arg:
@@ -298,3 +398,77 @@ class _Parser:
             raise SchemaError(f"vector dimension must be between 1 and {MAX_VECTOR_DIM}", token.line, token.column)
         self._punct(")")
         return VectorType(dim)
+
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t"}
+
+
+def quote(text: str) -> str:
+    """``text`` as a string literal of the language."""
+    return '"' + "".join(_ESCAPES.get(char, char) for char in text) + '"'
+
+
+def _number_text(value: Number) -> str:
+    if isinstance(value, int):
+        return str(value)
+    return str(np.format_float_positional(value, unique=True, trim="0"))
+
+
+def _arg(arg: Arg) -> str:
+    if arg.kind == "string":
+        assert isinstance(arg.value, str)
+        return quote(arg.value)
+    if arg.kind == "range":
+        assert isinstance(arg.value, Range)
+        low = "" if arg.value.low is None else _number_text(arg.value.low)
+        high = "" if arg.value.high is None else _number_text(arg.value.high)
+        return f"{low}..{high}"
+    if arg.kind == "number":
+        assert isinstance(arg.value, (int, float))
+        return _number_text(arg.value)
+    return str(arg.value)
+
+
+def print_annotation(annotation: Annotation) -> str:
+    """``@name`` or ``@name(arg, ...)``."""
+    if annotation.args is None:
+        return f"@{annotation.name.value}"
+    return f"@{annotation.name.value}({', '.join(_arg(arg) for arg in annotation.args)})"
+
+
+def _annotations(annotations: tuple[Annotation, ...]) -> str:
+    return "".join(f" {print_annotation(a)}" for a in annotations)
+
+
+def _property(prop: PropDecl) -> str:
+    return f"    {prop.name.value}: {prop.type.describe()}{'?' if prop.nullable else ''}{_annotations(prop.annotations)}"
+
+
+def _header(decl: TypeDecl) -> str:
+    if decl.kind == "edge":
+        assert decl.from_type is not None and decl.to_type is not None
+        header = f"edge {decl.name.value}: {decl.from_type.value} -> {decl.to_type.value}"
+    else:
+        header = f"{decl.kind} {decl.name.value}"
+        if decl.implements:
+            header += " implements " + ", ".join(name.value for name in decl.implements)
+    return header + _annotations(decl.annotations)
+
+
+def print_decl(decl: TypeDecl) -> str:
+    """One declaration; an edge with neither properties nor body annotations has no body."""
+    header = _header(decl)
+    if decl.kind == "edge" and not decl.properties and not decl.body:
+        return header
+    lines = [_property(prop) for prop in decl.properties]
+    if lines and decl.body and not starts_body_member(decl.body[0]):
+        lines[-1] += ","  # or the parser would read the annotation as the last property's
+    lines += [f"    {print_annotation(a)}" for a in decl.body]
+    if not lines:
+        return header + " {}"
+    return header + " {\n" + "\n".join(lines) + "\n}"
+
+
+def print_schema(decls: list[TypeDecl]) -> str:
+    """The whole source: declarations separated by blank lines, ending with a newline."""
+    return "".join(print_decl(decl) + "\n\n" for decl in decls).removesuffix("\n")

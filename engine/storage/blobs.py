@@ -1,6 +1,6 @@
 """[omnigraph.engine.storage.blobs]
 External Blob objects: the size and the bytes of an object named by a ``file://`` or
-``s3://`` URI (:data:`omnigraph.engine.schema.blob_values.EXTERNAL_SCHEMES`).
+``s3://`` URI (:data:`omnigraph.engine.schema.types.EXTERNAL_SCHEMES`).
 
 S3 objects are reached with the same settings as graph roots (:func:`omnigraph.engine.storage.store.s3_settings_from_env`:
 endpoint, region and keys from the environment). A missing object is

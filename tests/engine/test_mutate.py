@@ -17,7 +17,7 @@ import pytest
 
 from omnigraph.engine.door.profiles import FENCED_PROFILE
 from omnigraph.engine.errors import BadRequest, KeyConflict, PreconditionFailed, ResourceLimit
-from omnigraph.engine.gq.errors import GqError
+from omnigraph.engine.gq.syntax import GqError
 from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.limits import MAX_ROWS

@@ -322,7 +322,7 @@ def test_keyed_constraints_find_the_node_by_its_id_with_numeric_equality_kept(tm
 
 
 def test_lance_refuses_a_pushed_filter_on_an_unsigned_column(tmp_path: Path) -> None:
-    """The Lance fact behind ``omnigraph.engine.query.sql``'s ``coalesce`` on U32/U64 comparisons: when
+    """The Lance fact behind ``omnigraph.engine.query.plan``'s ``coalesce`` on U32/U64 comparisons: when
     this test fails, pylance pushes such filters and the workaround can go."""
     import lance
     import pyarrow as pa

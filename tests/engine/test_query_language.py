@@ -12,11 +12,9 @@ from typing import Any
 
 import pytest
 
-from omnigraph.engine.gq.bound_read import BoundRead
-from omnigraph.engine.gq.errors import GqError
-from omnigraph.engine.gq.parser import parse
-from omnigraph.engine.gq.read_checker import check_read
-from omnigraph.engine.gq.select import choose_query
+from omnigraph.engine.gq.parser import choose_query, parse
+from omnigraph.engine.gq.read_checker import BoundRead, check_read
+from omnigraph.engine.gq.syntax import GqError
 from omnigraph.engine.ops.mutate import select_query
 from omnigraph.engine.schema.catalog import Catalog
 from tests.support.graph_helpers import SCHEMA_PATH

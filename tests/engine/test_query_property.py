@@ -26,7 +26,7 @@ from omnigraph.engine.door.profiles import FENCED_PROFILE
 from omnigraph.engine.gq.parser import parse
 from omnigraph.engine.graph import init_graph
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.query import traverse
+from omnigraph.engine.query import session
 from omnigraph.engine.query.run import run_query
 from tests.conftest import new_root
 from tests.support.query_model import Model, ModelGraph
@@ -72,7 +72,7 @@ def _records(
 
 
 def _model_graph(records: list[dict[str, Any]], graph: Any) -> ModelGraph:
-    from omnigraph.engine.schema.values import coerce_property
+    from omnigraph.engine.schema.types import coerce_property
 
     model = ModelGraph(graph.catalog)
     for record in records:
@@ -221,5 +221,5 @@ def test_answers_match_the_reference_model_on_s3(tmp_path: Path, data: Any) -> N
 def test_answers_match_the_reference_model_when_every_frontier_is_a_semi_join(tmp_path: Path, data: Any) -> None:
     """The same, with the traversal's other edge-scan filter: every frontier as a semi-join with
     the reached nodes (the path a frontier of more than ``LISTED_FRONTIER`` nodes takes)."""
-    with mock.patch.object(traverse, "LISTED_FRONTIER", -1):
+    with mock.patch.object(session, "LISTED_FRONTIER", -1):
         _check(str(tmp_path / uuid.uuid4().hex), data)

@@ -15,9 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.records.arrow import arrow_to_records, rows_to_arrow
-from omnigraph.engine.records.parse import ParsedFile, check_endpoints, parse_jsonl
-from omnigraph.engine.records.rows import EdgeRow, NodeRow
+from omnigraph.engine.records.parse import EdgeRow, NodeRow, ParsedFile, arrow_to_records, check_endpoints, parse_jsonl, rows_to_arrow
 from omnigraph.engine.schema.catalog import Catalog
 from tests.support.catalogs import EVERY_TYPE
 

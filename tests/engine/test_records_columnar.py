@@ -30,10 +30,9 @@ from hypothesis import strategies as st
 
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.records.columns import Declined
-from omnigraph.engine.records.jsonl_blocks import iter_blocks
+from omnigraph.engine.records.columnar import Declined
 from omnigraph.engine.records.parse import parse_jsonl
-from omnigraph.engine.records.read import read_records, records_of
+from omnigraph.engine.records.read import iter_blocks, read_records, records_of
 from omnigraph.engine.records.record_set import RecordSet
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.ids import new_ulid, new_ulids
@@ -492,8 +491,8 @@ def test_a_large_read_streams_through_a_bounded_spool() -> None:
 def test_a_load_from_a_file_streams_and_cleans_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``omnigraph load`` reads its file in blocks and spills beyond the budget; the graph gets
     every row (overwrite streams the spool into Lance; chunked append reads it chunk by chunk)."""
-    import omnigraph.engine.records.jsonl_blocks as blocks
-    import omnigraph.engine.records.row_spool as row_spool
+    import omnigraph.engine.records.read as blocks
+    import omnigraph.engine.records.record_set as row_spool
 
     monkeypatch.setattr(row_spool, "SPOOL_BUDGET_BYTES", 64 * 1024)
     monkeypatch.setattr(blocks, "BLOCK_BYTES", 8 * 1024)

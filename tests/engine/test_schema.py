@@ -10,7 +10,7 @@ import pytest
 
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.schema.catalog import Catalog
-from omnigraph.engine.schema.errors import SchemaError
+from omnigraph.engine.schema.parser import SchemaError
 from omnigraph.engine.schema.types import EnumType, ListType, ScalarType, VectorType
 from omnigraph.engine.storage.names import PK_METADATA_KEY
 

@@ -12,9 +12,7 @@ from hypothesis import strategies as st
 from omnigraph.engine.errors import OmnigraphError
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.constraints import Cardinality, CheckRule, Metadata, RangeRule
-from omnigraph.engine.schema.errors import SchemaError
-from omnigraph.engine.schema.parser import parse
-from omnigraph.engine.schema.printer import print_schema
+from omnigraph.engine.schema.parser import SchemaError, parse, print_schema
 
 FEATURES = """\
 interface Named @description("has a name") { name: String @key }
