@@ -141,7 +141,7 @@ class Split:
 
 def install(split: Split) -> None:
     """Install the phase wrappers around the engine's write path (module attributes only)."""
-    import omnigraph.engine.ops.id_probe as id_probe
+    import omnigraph.engine.ops.constraints as id_probe
     import omnigraph.engine.ops.load as load_module
     import omnigraph.engine.ops.write as write
     import omnigraph.engine.storage.lance_io as lance_io

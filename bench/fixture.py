@@ -34,8 +34,7 @@ from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.graph import Graph, init_graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
 from omnigraph.engine.ops.branches import create_branch
-from omnigraph.engine.ops.write import commit
-from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
+from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
 
 SCHEMA = """\
 // Benchmark schema: four keyed node types, ids derived from the @key.

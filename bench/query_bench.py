@@ -58,8 +58,7 @@ def build(root: Path, nodes: int) -> None:
 
     from omnigraph.engine.door.profiles import FENCED_PROFILE
     from omnigraph.engine.graph import init_graph, open_graph
-    from omnigraph.engine.ops.write import commit
-    from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
+    from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
     from omnigraph.engine.storage.lance_io import open_pinned
 
     graph = init_graph(str(root), SCHEMA, FENCED_PROFILE, actor="bench")

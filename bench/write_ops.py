@@ -52,8 +52,7 @@ def build(rows: int, out: Path, btree: bool) -> dict:
     from omnigraph.engine.door.profiles import FENCED_PROFILE
     from omnigraph.engine.graph import init_graph
     from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
-    from omnigraph.engine.ops.write import commit
-    from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
+    from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
 
     graph = init_graph(str(out / GRAPH), SCHEMA, FENCED_PROFILE, actor=ACTOR)
     schema = graph.catalog.table(TABLE_KEY).arrow_schema(with_pk=True)

@@ -34,9 +34,8 @@ from omnigraph.engine.errors import BadRequest, FormatRefused
 from omnigraph.engine.graph import Graph, open_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot
-from omnigraph.engine.ops.id_probe import present_ids
-from omnigraph.engine.ops.write import commit
-from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
+from omnigraph.engine.ops.constraints import present_ids
+from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
 from omnigraph.engine.progress import Progress, SilentProgress
 from omnigraph.engine.schema.ids import new_ulid
 from omnigraph.engine.storage.blobs import ROW_ID, blob_names, materialize

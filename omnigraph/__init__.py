@@ -58,7 +58,7 @@ from omnigraph.errors import (
 
 if TYPE_CHECKING:
     from omnigraph.engine.maintenance.check import CheckReport
-    from omnigraph.engine.ops.blob_get import BlobReader
+    from omnigraph.engine.ops.blobs import BlobReader
     from omnigraph.engine.reconcile.recovery import RecoveryRecord
     from omnigraph.graph import Graph
 
@@ -73,7 +73,7 @@ fencing) so that rehearsals and tests have real format-4 graphs to migrate; not 
 
 _LAZY = {
     "Graph": "omnigraph.graph",
-    "BlobReader": "omnigraph.engine.ops.blob_get",
+    "BlobReader": "omnigraph.engine.ops.blobs",
     "CheckReport": "omnigraph.engine.maintenance.check",
     "Recovery": "omnigraph.engine.reconcile.recovery",
     "Branch": "omnigraph.results",

@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 
     from omnigraph.engine.access import fleet
     from omnigraph.engine.maintenance.check import CheckReport
-    from omnigraph.engine.ops.blob_get import BlobReader
+    from omnigraph.engine.ops.blobs import BlobReader
     from omnigraph.engine.ops.load import LoadMode
     from omnigraph.engine.query.run import Answer
     from omnigraph.engine.reconcile.recovery import RecoveryRecord
@@ -167,14 +167,14 @@ class Graph:
     def schema(self) -> dict[str, Any]:
         """The ``omnigraph schema show --json`` document: the accepted schema source, its warnings
         and the catalog derived from it, metadata included (no I/O)."""
-        from omnigraph.engine.ops.schema_document import schema_document
+        from omnigraph.engine.ops.snapshot import schema_document
 
         return schema_document(self._h.any())
 
     def schema_text(self) -> list[str]:
         """The lines ``omnigraph schema show`` prints (a summary, then one block per table and
         interface; no I/O)."""
-        from omnigraph.engine.ops.schema_document import render_schema
+        from omnigraph.engine.ops.snapshot import render_schema
 
         return render_schema(self._h.any())
 
@@ -303,7 +303,7 @@ class Graph:
                 external object the cell references that is gone.
             BadRequest: ``prop`` is not a Blob property.
         """
-        from omnigraph.engine.ops.blob_get import open_blob
+        from omnigraph.engine.ops.blobs import open_blob
 
         return open_blob(self._h.reading(), branch, type_name, row_id, prop)
 
@@ -541,7 +541,7 @@ class Graph:
         resume: str | None,
         announce: Callable[[str], None] | None,
     ) -> ChunkedMutationResult:
-        from omnigraph.engine.ops.mutate_chunked import mutate_chunked
+        from omnigraph.engine.ops.mutate import mutate_chunked
 
         result = self._h.write(
             lambda graph: mutate_chunked(

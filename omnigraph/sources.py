@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from omnigraph.engine.gq.parser import choose_query
-from omnigraph.engine.ops.limits import MAX_ROWS
 from omnigraph.engine.ops.mutate import select_query
+from omnigraph.engine.ops.write import MAX_ROWS
 
 __all__ = ["MAX_ROWS", "MutationSource", "check_mutation", "check_read_query"]
 

@@ -5,7 +5,7 @@ Modes: ``append`` = strict insert (an existing id is ``key_conflict``, nothing w
 can be checked without committed state (types, in-file duplicates, ``@range``/``@check``) is
 checked for the whole file before any write; checks against committed state (existing ids,
 ``@unique`` values, edge endpoints, composite ``@unique`` and ``@card``,
-:mod:`omnigraph.engine.ops.load_constraints`) run inside each commit's prepare step, so a retry
+:mod:`omnigraph.engine.ops.constraints`) run inside each commit's prepare step, so a retry
 re-validates against the fresh snapshot. A chunked load with edges also checks every edge's
 endpoints against the branch before its first commit.
 
@@ -13,13 +13,13 @@ Existing ids of a strict insert: at format 5 the first table of a commit's first
 probed when the branch already owns its image (no fork). Its fenced strict merge
 (``when_matched_fail``) fails with nothing landed on an id present at the pinned version, and,
 being the commit's first effect, that disarms the intent and runs the attempt again
-(:mod:`omnigraph.engine.ops.write_effects`), which probes and refuses with ``key_conflict`` as before.
+(:mod:`omnigraph.engine.ops.write`), which probes and refuses with ``key_conflict`` as before.
 Every other table is probed before anything is armed, because a refusal after an earlier
 table's effect landed would be ``recovery_required``.
 
 Limits: strict-insert and upsert inputs stay within the per-commit limits of
-:mod:`omnigraph.engine.ops.limits` (rows and Arrow memory per table per commit, Blob cells counted by
-their declared sizes, :mod:`omnigraph.engine.ops.blob_staging`); every chunk is checked before the first
+:mod:`omnigraph.engine.ops.write` (rows and Arrow memory per table per commit, Blob cells counted by
+their declared sizes, :mod:`omnigraph.engine.ops.blobs`); every chunk is checked before the first
 write, and a chunk's external Blob objects are copied into it when its commit is prepared.
 Overwrite is the bulk-replacement path and is not limited, and cannot be chunked (each chunk
 would replace the previous one); it keeps external Blob URIs as references (after checking that
@@ -45,12 +45,9 @@ import pyarrow.compute as pc
 from omnigraph.engine.errors import BadRequest, KeyConflict, OmnigraphError
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry, lance_branch_name
-from omnigraph.engine.ops.blob_staging import check_references, copy_external, refuse_external, staged_bytes
-from omnigraph.engine.ops.id_probe import ChunkProbe, present_ids
-from omnigraph.engine.ops.limits import MAX_ROWS, LimitWording, check_table
-from omnigraph.engine.ops.load_constraints import check_chunk_constraints, check_overwrite_constraints
-from omnigraph.engine.ops.write import commit
-from omnigraph.engine.ops.write_plan import CommitPlan, CommitResult, Prepare, TableWrite
+from omnigraph.engine.ops.blobs import check_references, copy_external, refuse_external, staged_bytes
+from omnigraph.engine.ops.constraints import ChunkProbe, check_chunk_constraints, check_overwrite_constraints, present_ids
+from omnigraph.engine.ops.write import MAX_ROWS, CommitPlan, CommitResult, LimitWording, Prepare, TableWrite, check_table, commit
 from omnigraph.engine.records.read import JsonlSource, read_records
 from omnigraph.engine.records.record_set import EdgeEnds, RecordSet, check_edge_endpoints
 from omnigraph.engine.storage.lance_io import open_pinned
@@ -100,7 +97,7 @@ def _chunks(records: RecordSet, chunk_rows: int | None) -> list[_Chunk]:
 
 
 def _check_limits(records: RecordSet, chunks: list[_Chunk], chunked: bool) -> None:
-    """Refuse (``resource_limit``) a commit over the per-commit limits (:mod:`omnigraph.engine.ops.limits`)
+    """Refuse (``resource_limit``) a commit over the per-commit limits (:mod:`omnigraph.engine.ops.write`)
     in any table, naming the option that splits it."""
     hint = "" if chunked else f"; split the load with --chunk-rows {MAX_ROWS} (one commit per chunk)"
     wording = LimitWording(

@@ -7,11 +7,11 @@ inserts, updated rows) and deleted ids; a node delete also deletes every edge wh
 ``dst`` is a deleted node. A write query's result is checked before anything is armed: strict
 ids must be absent (``key_conflict``), then edge endpoints, ``@unique`` and the other row
 constraints (``@range``, ``@check``, composite ``@unique``, ``@card``, deletes included) on the
-merged result (:func:`omnigraph.engine.ops.merge_check.check_merged`, ``bad_request`` naming the
+merged result (:func:`omnigraph.engine.ops.merge.check_merged`, ``bad_request`` naming the
 statement line); a delete-only query is checked against ``@card`` minimums only. The
-staged rows of each table are held to the per-commit limits (:mod:`omnigraph.engine.ops.limits`; an
+staged rows of each table are held to the per-commit limits (:mod:`omnigraph.engine.ops.write`; an
 update's committed matches count before they are read, Blob cells by their sizes, and an update
-rewrites the Blob payloads of the rows it matches, :mod:`omnigraph.engine.ops.blob_staging`). The
+rewrites the Blob payloads of the rows it matches, :mod:`omnigraph.engine.ops.blobs`). The
 evaluation reads the snapshot only; a re-prepare starts a new one. A chunked evaluation (a :class:`Window`) takes only the next ids
 of each statement's committed matches, ids ascending.
 """
@@ -30,13 +30,11 @@ from omnigraph.engine.errors import BadRequest, KeyConflict
 from omnigraph.engine.gq.checker import BoundQuery, BoundStatement, Condition
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot
-from omnigraph.engine.ops.blob_staging import blob_properties, copy_external, staged_bytes
-from omnigraph.engine.ops.constraint_check import constraint_problems
-from omnigraph.engine.ops.id_probe import present_ids
-from omnigraph.engine.ops.limits import LimitWording, check_table
-from omnigraph.engine.ops.merge_check import check_merged
+from omnigraph.engine.ops.blobs import blob_properties, copy_external, staged_bytes
+from omnigraph.engine.ops.constraints import constraint_problems, present_ids
+from omnigraph.engine.ops.merge import check_merged
 from omnigraph.engine.ops.merge_diff import TableChanges
-from omnigraph.engine.ops.write_plan import TableWrite
+from omnigraph.engine.ops.write import LimitWording, TableWrite, check_table
 from omnigraph.engine.records.parse import EdgeRow, NodeRow, rows_to_arrow
 from omnigraph.engine.schema.catalog import TableDef
 from omnigraph.engine.schema.ids import derive_node_id
@@ -62,7 +60,7 @@ class Affected:
 
 @dataclass(frozen=True)
 class Window:
-    """Which committed matches a chunked evaluation takes (:mod:`omnigraph.engine.ops.mutate_chunked`): the
+    """Which committed matches a chunked evaluation takes (:mod:`omnigraph.engine.ops.mutate`): the
     first ``limit`` ids greater than ``after`` (all ids when ``after`` is None), ids ascending."""
 
     after: str | None

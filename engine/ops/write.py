@@ -1,10 +1,71 @@
-"""The write protocol: one graph commit = prepare, arm, effects, publish, disarm.
+"""[omnigraph.engine.ops.write]
+The per-commit limits: at most :data:`MAX_ROWS` rows and :data:`MAX_ARROW_BYTES` bytes of Arrow
+data per table per graph commit (both inclusive).
+
+Every write that stages rows as one commit (load's strict inserts and upserts, ``.gq`` mutations)
+refuses a commit over either limit with :func:`check_table`, before any intent is armed; the
+caller words the refusal (:class:`LimitWording`: its hint names what splits the commit), the
+error's code and fields are the same for all of them: ``resource_limit`` ``{resource, limit,
+actual, table_key}`` with ``resource`` ``rows`` or ``arrow_bytes``. Overwrite loads (the bulk
+replacement path) and deleted ids are not limited; a branch merge brings any number of rows, as a
+chain of commits within these limits under one intent (:func:`omnigraph.engine.door.table_store.merge_rows`).
+
+
+[omnigraph.engine.ops.write]
+The write seam's vocabulary: what a write's ``prepare`` step returns, and what a commit returns.
+
+A write hands :func:`omnigraph.engine.ops.write.commit` one :data:`Prepare` function. Each attempt of the
+commit calls it with a fresh branch snapshot and the plan of the attempt before (None on the
+first), and it returns one :class:`CommitPlan`: the per-table writes (:class:`TableWrite`), the
+parents and message of the head to publish, whether a commit without writes is published, and
+the caller's ``payload`` (what it needs back once the commit is done: counts, an outcome). A
+prepare raises its own refusals (``key_conflict``, ``bad_request``, ``resource_limit``, ...) and
+keeps no state between attempts: whatever it must compare with an earlier attempt it reads from
+``previous``. The commit returns a :class:`WriteResult`: the plan of the attempt that finished
+and the :class:`CommitResult` it published (None if the plan had nothing to publish).
+
+
+[omnigraph.engine.ops.write]
+Step 3 of the write protocol: the table effects of one armed graph commit.
+
+Per table, in table-key order: fork the table if the branch inherits it (from exactly the pinned
+version, named after the graph branch), open it at the pin on the target branch, check it is
+writable (the profile's ``check_writable``), then one router operation
+(:class:`omnigraph.engine.door.TableRouter`: strict insert, upsert, overwrite, merge, repair). Returns the
+manifest entries that pin the new versions.
+
+Failures, by what had landed: a storage conflict on the first table (nothing landed) disarms
+the intent and is :class:`~omnigraph.engine.ops.write.NoEffectConflict` (the commit is prepared
+again); a conflict on a later table, or a multi-commit effect that failed after its first
+commit (``EffectLanded``), is ``recovery_required`` with the intent kept. A fork blocked by
+another writer's (interrupted inside Lance, or of the same name from another image) is
+``recovery_required`` naming ``omnigraph recover``, with the intent withdrawn first if nothing
+had landed. Failpoints:
+``write.after_fork``, ``write.after_merge_step`` (after each commit of a merge),
+``write.after_effect``.
+
+
+[omnigraph.engine.ops.write]
+Step 4 of the write protocol: publish one graph commit (table rows + head row) to ``__manifest``.
+
+The commit publishes from the snapshot its plan was prepared on. A publish that loses to a
+concurrent publish (two writers passed the pin check together) is rebased onto the new head when
+every table it touched only gained Update/Append commits in between (its rows are then contained
+in the newer version): the head's first parent and message come from the plan again
+(:meth:`~omnigraph.engine.ops.write.CommitPlan.head_on`). Otherwise, or after
+:data:`PUBLISH_ATTEMPTS` lost publishes, it is ``recovery_required`` with the intent kept. A
+stamp-5 commit never builds on a head a format-4 writer published after the stamp
+(:func:`refuse_foreign_base`).
+
+
+[omnigraph.engine.ops.write]
+The write protocol: one graph commit = prepare, arm, effects, publish, disarm.
 
 :func:`commit` is the one seam every write goes through. An attempt:
 
 1. Prepare: ``prepare(snapshot, previous)`` validates against the branch snapshot and returns
-   one :class:`~omnigraph.engine.ops.write_plan.CommitPlan` (it raises ``key_conflict``/``bad_request``/
-   ``resource_limit`` itself; the per-commit limits are :mod:`omnigraph.engine.ops.limits`). A plan with
+   one :class:`~omnigraph.engine.ops.write.CommitPlan` (it raises ``key_conflict``/``bad_request``/
+   ``resource_limit`` itself; the per-commit limits are :mod:`omnigraph.engine.ops.write`). A plan with
    nothing to publish ends the commit here. Every table to write must then be at the version the
    manifest pins (:func:`omnigraph.engine.reconcile.pins.check_pins`); any other verdict abandons the
    attempt before anything is armed and is acted on as a step of its own: wait for a live
@@ -12,9 +73,9 @@
    adoption commit, or refuses with ``table_drift``), or just refresh a stale snapshot; then the
    next attempt starts.
 2. Arm: ``__recovery/<op>.json`` (create-if-absent) records every table's state before.
-3. Effects (:mod:`omnigraph.engine.ops.write_effects`), per table in key order: fork if inherited, then one
+3. Effects (:mod:`omnigraph.engine.ops.write`), per table in key order: fork if inherited, then one
    router operation from the pinned version.
-4. Publish (:mod:`omnigraph.engine.ops.write_publish`): one ``__manifest`` commit (table rows + head row)
+4. Publish (:mod:`omnigraph.engine.ops.write`): one ``__manifest`` commit (table rows + head row)
    from the snapshot's version, rebased over concurrent publishes when that is safe.
 5. Disarm: delete the intent.
 
@@ -29,30 +90,299 @@ intent as a dead writer's, so a long-lived process (a server) is not stuck behin
 commit. Every attempt writes to the branch incarnation the
 commit started on or to none. Support boundary: one writer process per graph; concurrent
 processes are fenced against duplicate ids, not promised serializable multi-table commits.
+
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Generic, NoReturn
+from dataclasses import dataclass, replace
+from typing import Generic, Literal, NoReturn, TypeVar
 
+import lance
+import pyarrow as pa
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
-from omnigraph.engine.door.table_store import CommitConflict
-from omnigraph.engine.errors import BadRequest, Internal, NotFound, ReadSetConflict
+from omnigraph.engine.access import writer_audit
+from omnigraph.engine.door.profiles import MergeRows
+from omnigraph.engine.door.table_store import COMMIT_ARROW_BYTES, COMMIT_ROWS, CommitConflict, EffectLanded, ExistingKeys
+from omnigraph.engine.errors import BadRequest, Internal, NotFound, ReadSetConflict, RecoveryRequired, ResourceLimit
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot, TableEntry, lance_branch_name, now_ms
-from omnigraph.engine.ops.write_effects import apply_effects
-from omnigraph.engine.ops.write_plan import CommitPlan, NoEffectConflict, P, Prepare, WriteResult
-from omnigraph.engine.ops.write_publish import publish, refuse_foreign_base
+from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot, HeadEntry, TableEntry, lance_branch_name, now_ms, with_version
 from omnigraph.engine.reconcile import branch_guard, drift, pins, recovery
 from omnigraph.engine.reconcile.pins import PinVerdict
 from omnigraph.engine.reconcile.recovery import IntentTable, WriteIntent
 from omnigraph.engine.schema.ids import new_ulid
+from omnigraph.engine.storage.lance_io import ForeignFork, ForkInterrupted, fork_or_adopt, open_dataset, open_pinned
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5
 from omnigraph.engine.storage.process import process_start_marker, this_host
+
+MAX_ROWS = COMMIT_ROWS
+MAX_ARROW_BYTES = COMMIT_ARROW_BYTES
+
+
+@dataclass(frozen=True)
+class LimitWording:
+    """How a caller words a refused commit: ``str.format`` templates over ``table_key``,
+    ``actual`` and ``limit``, one per resource."""
+
+    rows: str
+    arrow_bytes: str
+
+
+def check_table(table_key: str, wording: LimitWording, *, rows: int | None = None, arrow_bytes: int | None = None) -> None:
+    """Refuse (``resource_limit``) a commit that would stage more than :data:`MAX_ROWS` rows or
+    more than :data:`MAX_ARROW_BYTES` bytes of Arrow data in table ``table_key``; a count left
+    None is not checked (callers check the row count before they read the rows it counts)."""
+    for resource, limit, actual, template in (
+        ("rows", MAX_ROWS, rows, wording.rows),
+        ("arrow_bytes", MAX_ARROW_BYTES, arrow_bytes, wording.arrow_bytes),
+    ):
+        if actual is not None and actual > limit:
+            message = template.format(table_key=table_key, actual=actual, limit=limit)
+            raise ResourceLimit(resource, limit, actual, message, table_key=table_key)
+
+
+WriteKind = Literal["insert", "upsert", "overwrite", "repair", "merge"]
+P = TypeVar("P")
+
+
+@dataclass(frozen=True)
+class TableWrite:
+    """Validated rows for one table and how to write them (one router operation,
+    :class:`omnigraph.engine.door.TableRouter`).
+
+    ``repair`` (duplicate repair behind the migration barrier only) first deletes the rows whose
+    id is in ``delete_ids`` (and null-id rows if ``delete_null_ids``), then inserts ``rows``.
+    ``merge`` (branch merge, ``.gq`` mutations) strict-inserts ``rows``, upserts ``upsert_rows`` and deletes
+    ``delete_ids``, each step skipped when empty (:class:`omnigraph.engine.door.MergeRows`). An ``overwrite``
+    may give its rows as a ``RecordBatchReader`` (a load streams a large table into its one
+    commit); the reader is consumed by the effect, so ``prepare`` makes a new one per attempt.
+    """
+
+    table_key: str
+    kind: WriteKind
+    rows: pa.Table | pa.RecordBatchReader
+    delete_ids: tuple[str, ...] = ()
+    delete_null_ids: bool = False
+    upsert_rows: pa.Table | None = None
+
+
+@dataclass(frozen=True)
+class CommitPlan(Generic[P]):
+    """One attempt's plan of a graph commit, prepared on one branch snapshot.
+
+    ``parents`` are the parents of the head to publish; the first is the branch head the plan
+    was prepared on (:attr:`base_head`; a plan with another first parent is refused). A publish
+    rebased onto a newer head (:mod:`omnigraph.engine.ops.write`) puts that head first instead and
+    uses ``rebased_message`` (``message`` when None). Without ``writes`` the commit publishes a
+    head-only commit if ``publish_empty``, else nothing. ``payload`` is the caller's.
+    """
+
+    writes: tuple[TableWrite, ...]
+    parents: tuple[str, ...]
+    message: str
+    payload: P
+    publish_empty: bool = False
+    rebased_message: str | None = None
+
+    @property
+    def base_head(self) -> str:
+        """The branch head the plan was prepared on."""
+        return self.parents[0]
+
+    def head_on(self, head: str) -> tuple[tuple[str, ...], str]:
+        """The parents and message of the head row to publish on top of branch head ``head``."""
+        if head == self.base_head:
+            return self.parents, self.message
+        return (head, *self.parents[1:]), self.message if self.rebased_message is None else self.rebased_message
+
+
+Prepare = Callable[[BranchSnapshot, CommitPlan[P] | None], CommitPlan[P]]
+"""``prepare(snapshot, previous)``: the plan of one attempt (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """A published graph commit."""
+
+    commit_id: str
+    branch: str
+    manifest_version: int
+    tables: list[TableEntry]
+    parents: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WriteResult(Generic[P]):
+    """What :func:`omnigraph.engine.ops.write.commit` did: the plan of its last attempt, and the commit it
+    published (None when the plan had no writes and did not ask for an empty commit)."""
+
+    plan: CommitPlan[P]
+    published: CommitResult | None
+
+
+class NoEffectConflict(Exception):
+    """Inside the write path: an attempt ended before any table effect landed (a storage
+    conflict, a stale snapshot, a commit in flight); the commit runs it again from a fresh
+    snapshot."""
+
+
+def apply_effects(
+    graph: Graph, snapshot: BranchSnapshot, writes: list[TableWrite], tables: list[IntentTable], operation_id: str
+) -> list[TableEntry]:
+    """Write every table of ``writes`` (``tables`` is the intent's record of each, same order)."""
+    store = graph.store
+    entries: list[TableEntry] = []
+    for write, table in zip(writes, tables, strict=True):
+        entry = snapshot.table(write.table_key)
+        try:
+            if table.fork_planned:
+                _fork(graph, entry, str(table.target_branch), operation_id, landed=bool(entries))
+                failpoint("write.after_fork")
+            dataset = open_pinned(store, entry.image.on(table.target_branch))
+            version = _write_table(graph, dataset, entry.table_path, write)
+        except EffectLanded as landed:
+            raise RecoveryRequired(
+                operation_id,
+                f"{write.table_key}: {landed}; resolve the commit with `{drift.recover_command(store.uri)}`",
+                table_key=write.table_key,
+            ) from landed
+        except (CommitConflict, ExistingKeys) as conflict:
+            if entries:
+                raise RecoveryRequired(
+                    operation_id,
+                    f"a concurrent commit conflicted on {write.table_key} after earlier tables of this "
+                    f"commit landed; resolve it with `{drift.recover_command(store.uri)}` before retrying",
+                    table_key=write.table_key,
+                ) from conflict
+            recovery.disarm(store, operation_id)
+            raise NoEffectConflict(str(conflict)) from conflict
+        # Merges advance the dataset object in place; writers that return a new dataset do not.
+        written = dataset if dataset.version == version else open_pinned(store, entry.image.on(table.target_branch).at(version))
+        rows = written.count_rows()
+        entries.append(with_version(entry, table.target_branch, version, rows))
+        failpoint("write.after_effect")
+    return entries
+
+
+def _fork(graph: Graph, entry: TableEntry, branch: str, operation_id: str, *, landed: bool) -> None:
+    """Fork (or adopt) the table branch the write targets; ``recovery_required`` naming
+    ``omnigraph recover`` when another writer's fork is in the way: one interrupted inside Lance
+    (data without a ref) or one of the same name from another image. Before any table of the
+    commit landed this write's intent is withdrawn first, so the read-write open of the recovery
+    (or of this process's next write) resolves the dead writer's intent that planned that fork,
+    with no live intent of this process holding the table."""
+    store = graph.store
+    try:
+        fork_or_adopt(store, entry.table_path, branch, entry.table_branch, entry.table_version)
+    except (ForkInterrupted, ForeignFork) as blocked:
+        fix = f"`{drift.recover_command(store.uri)}`"
+        if landed:
+            raise RecoveryRequired(
+                operation_id,
+                f"{blocked}; earlier tables of this commit landed: resolve it with {fix}",
+                table_path=entry.table_path,
+                branch=branch,
+            ) from blocked
+        recovery.disarm(store, operation_id)
+        raise RecoveryRequired(
+            None,
+            f"{blocked}: another writer's fork of this table was interrupted. Nothing of this write was "
+            f"written; run {fix} (it resolves that writer's commit), then retry",
+            table_path=entry.table_path,
+            branch=branch,
+        ) from blocked
+
+
+def _write_table(graph: Graph, dataset: lance.LanceDataset, table_path: str, write: TableWrite) -> int:
+    """The one router operation ``write`` asks for, on the table opened for it; its version."""
+    router = graph.profile.router
+    if router.check_writable is not None:
+        router.check_writable(dataset, table_path)
+    if write.kind == "insert":
+        return router.strict_insert(dataset, write.rows)
+    if write.kind == "upsert":
+        return router.upsert(dataset, write.rows)
+    if write.kind == "merge":
+        changes = MergeRows(write.table_key, write.rows, write.upsert_rows, write.delete_ids)
+        return router.merge(dataset, changes, lambda: failpoint("write.after_merge_step"))
+    if write.kind == "repair":
+        return router.repair(dataset, list(write.delete_ids), write.delete_null_ids, write.rows)
+    schema = graph.catalog.table(write.table_key).arrow_schema(with_pk=router.with_pk)
+    return router.overwrite(dataset, write.rows, schema)
+
+
+PUBLISH_ATTEMPTS = 64
+_REBASE_SAFE_OPERATIONS = frozenset({"Update", "Append"})
+
+
+def refuse_foreign_base(graph: Graph, snapshot: BranchSnapshot) -> None:
+    """A stamp-5 commit never builds on a head a format-4 writer published after the stamp."""
+    if graph.stamp != FORMAT_5 or snapshot.head.writer_format != FORMAT_4:
+        return
+    foreign = writer_audit.foreign_head(snapshot, graph.manifest.read_fenced_heads())
+    if foreign is not None:
+        raise writer_audit.foreign_refusal(graph.store.uri, [foreign])
+
+
+def publish(
+    graph: Graph, snapshot: BranchSnapshot, entries: list[TableEntry], operation_id: str, plan: CommitPlan[object], actor: str
+) -> CommitResult:
+    """Publish ``entries`` and the plan's head as commit ``operation_id`` (see the module docstring)."""
+    parents, message = plan.head_on(snapshot.head.commit_id)
+    head = HeadEntry(
+        operation_id,
+        parents,
+        actor,
+        message,
+        now_ms(),
+        writer_program=graph.profile.program,
+        writer_format=graph.profile.init_stamp,
+    )
+    base = snapshot
+    for _ in range(PUBLISH_ATTEMPTS):
+        try:
+            version = graph.manifest.publish(base, entries, head)
+        except CommitConflict:
+            base = graph.manifest.snapshot(snapshot.branch)
+            refuse_foreign_base(graph, base)
+            entries = [_rebase_entry(graph, ours, base, operation_id) for ours in entries]
+            parents, message = plan.head_on(base.head.commit_id)
+            head = replace(head, parents=parents, message=message)
+            continue
+        return CommitResult(operation_id, snapshot.branch, version, entries, head.parents)
+    raise RecoveryRequired(
+        operation_id,
+        f"publishing to branch {snapshot.branch!r} kept losing to concurrent publishes; resolve the "
+        f"commit with `{drift.recover_command(graph.store.uri)}`",
+    )
+
+
+def _rebase_entry(graph: Graph, ours: TableEntry, fresh: BranchSnapshot, operation_id: str) -> TableEntry:
+    """Our entry for a table, to publish on top of ``fresh``: the newer of the two versions when
+    every commit between them is an Update or an Append, else ``recovery_required``."""
+    theirs = fresh.table(ours.table_key)
+    if theirs.table_branch != ours.table_branch:
+        # The fresh manifest still pins the inherited image: our fork is the branch's first own image.
+        return ours
+    low, high = sorted((ours.table_version, theirs.table_version))
+    dataset = open_dataset(graph.store, ours.table_path, ours.table_branch)
+    for version in range(low + 1, high + 1):
+        operation = drift.operation_name(dataset, version)
+        if operation not in _REBASE_SAFE_OPERATIONS:
+            raise RecoveryRequired(
+                operation_id,
+                f"{ours.table_key} gained a {operation} commit (v{version}) during this commit; its "
+                "rows may not be visible, so the commit was not published; resolve it with "
+                f"`{drift.recover_command(graph.store.uri)}`",
+                table_key=ours.table_key,
+            )
+    return ours if ours.table_version >= theirs.table_version else theirs
+
 
 RETRY_SECONDS = 60.0
 

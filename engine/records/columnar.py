@@ -213,7 +213,7 @@ def compact(array: pa.Array) -> pa.Array:
     ``pa.array`` allocates no bitmap for a column without nulls, while compute kernels may keep
     an all-valid one; dropping it makes ``nbytes`` (the per-commit Arrow limit) the same for
     the rows of either parsing path. An extension array (a Blob column, which the limit counts
-    by its payload sizes, :mod:`omnigraph.engine.ops.blob_staging`) is returned as it is.
+    by its payload sizes, :mod:`omnigraph.engine.ops.blobs`) is returned as it is.
     """
     if isinstance(array.type, pa.ExtensionType):
         return array

@@ -1,6 +1,6 @@
 """``omnigraph mutate --query F.gq [--name N] [--params JSON] [--branch B] [--if-commit ID] [--json] GRAPH``,
 and for an update or delete that matches more rows than one commit carries, ``--chunk-rows N``
-(one atomic commit per chunk, :mod:`omnigraph.engine.ops.mutate_chunked`) and ``--resume OPERATION``."""
+(one atomic commit per chunk, :mod:`omnigraph.engine.ops.mutate`) and ``--resume OPERATION``."""
 
 from __future__ import annotations
 

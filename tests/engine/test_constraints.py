@@ -22,7 +22,7 @@ from omnigraph.engine.door.profiles import FENCED_PROFILE, EngineProfile
 from omnigraph.engine.errors import BadRequest, MergeConflict
 from omnigraph.engine.graph import Graph, init_graph
 from omnigraph.engine.ops.branches import create_branch
-from omnigraph.engine.ops.constraint_check import constraint_problems
+from omnigraph.engine.ops.constraints import constraint_problems
 from omnigraph.engine.ops.load import load
 from omnigraph.engine.ops.merge import merge_branch
 from omnigraph.engine.ops.merge_diff import TableChanges

@@ -4,7 +4,7 @@ never miss one.
 At format 5 the first table of a commit's first attempt is not probed (when the branch owns its
 image): its fenced strict merge fails with nothing landed on an existing id, and the attempt is
 run again, probed. Every other table, every retry, and every table of the format-4 writer (which
-has no fenced merge) is probed. :class:`omnigraph.engine.ops.id_probe.ChunkProbe` answers "which of this
+has no fenced merge) is probed. :class:`omnigraph.engine.ops.constraints.ChunkProbe` answers "which of this
 chunk's ids exist?" from one probe while the table has changed only by the load's own commits;
 these tests count the probes and show that every other change (a concurrent commit between
 chunks, a fork of an inherited table) is probed again, so a conflicting id is still
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-import omnigraph.engine.ops.id_probe as id_probe
+import omnigraph.engine.ops.constraints as id_probe
 from omnigraph.engine.errors import KeyConflict
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.load import load

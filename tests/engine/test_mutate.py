@@ -20,9 +20,9 @@ from omnigraph.engine.errors import BadRequest, KeyConflict, PreconditionFailed,
 from omnigraph.engine.gq.syntax import GqError
 from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.ops.branches import create_branch
-from omnigraph.engine.ops.limits import MAX_ROWS
 from omnigraph.engine.ops.load import load
 from omnigraph.engine.ops.mutate import MutationResult, mutate
+from omnigraph.engine.ops.write import MAX_ROWS
 from tests.support.graph_helpers import OMNIGRAPH, commit_ids, export_text, invoke, storage_state
 
 SCHEMA = """

@@ -343,8 +343,7 @@ def test_a_repeatable_float_aggregate_gives_the_same_bits_every_time(root_uri: s
 
     from omnigraph.engine.door.profiles import FENCED_PROFILE
     from omnigraph.engine.graph import init_graph
-    from omnigraph.engine.ops.write import commit
-    from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
+    from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
     from omnigraph.engine.query.run import open_answer
 
     graph = init_graph(root_uri, "node Reading { name: String @key  value: F64 }\n", FENCED_PROFILE, "test")

@@ -684,7 +684,7 @@ def test_cleanup_with_a_version_list_deletes_exactly_those_versions(lx: Lx) -> N
 
 
 # ---------------------------------------------------------------------------------------------
-# Blob columns (omnigraph.engine.storage.blobs, omnigraph.engine.ops.blob_staging, the door's overwrite)
+# Blob columns (omnigraph.engine.storage.blobs, omnigraph.engine.ops.blobs, the door's overwrite)
 
 
 def blob_schema() -> pa.Schema:

@@ -77,8 +77,7 @@ def test_a_duplicate_repair_keeps_and_renames_blob_rows_with_their_payloads(tmp_
 
     from omnigraph.engine.door.legacy import LEGACY_PROFILE
     from omnigraph.engine.graph import open_graph
-    from omnigraph.engine.ops.write import commit
-    from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
+    from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
     from omnigraph.migrator import repair
     from tests.support.migration_cli import claim_token
 

@@ -56,8 +56,7 @@ def _graph_with_a_duplicate_edge(tmp_path: Path) -> tuple[str, str]:
     from omnigraph.engine.door.legacy import LEGACY_PROFILE
     from omnigraph.engine.graph import open_graph
     from omnigraph.engine.ops.branches import create_branch
-    from omnigraph.engine.ops.write import commit
-    from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
+    from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
     from tests.support.migration_fixtures import build_fixture
 
     uri = new_root("local", tmp_path)

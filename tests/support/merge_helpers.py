@@ -10,8 +10,7 @@ from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.ops.write import commit
-from omnigraph.engine.ops.write_plan import CommitPlan, TableWrite
+from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
 
 SCHEMA = """
 node Person { name: String @key  age: I32?  email: String? @unique }
