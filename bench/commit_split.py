@@ -219,7 +219,7 @@ def measure(engine_root: Path, floor_root: Path, runs: int, warmup: int) -> dict
     """The child process of one size: ``warmup`` + ``runs`` rounds of upsert, floor, insert, floor."""
     import lance
 
-    from omnigraph.engine.door.profiles import FENCED_PROFILE
+    from omnigraph.engine.door.table_store import FENCED_PROFILE
     from omnigraph.engine.graph import open_graph
     from omnigraph.engine.manifest.rows import MAIN
     from omnigraph.engine.ops.load import load

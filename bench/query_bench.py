@@ -56,7 +56,7 @@ def build(root: Path, nodes: int) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from omnigraph.engine.door.profiles import FENCED_PROFILE
+    from omnigraph.engine.door.table_store import FENCED_PROFILE
     from omnigraph.engine.graph import init_graph, open_graph
     from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
     from omnigraph.engine.storage.lance_io import open_pinned
@@ -90,7 +90,7 @@ def measure(root: Path, runs: int, engine_only: bool = False) -> dict[str, Any]:
     the engine's queries (for the engine's own peak RSS: the floor's DuckDB has no memory limit)."""
     import duckdb
 
-    from omnigraph.engine.door.profiles import FENCED_PROFILE
+    from omnigraph.engine.door.table_store import FENCED_PROFILE
     from omnigraph.engine.graph import open_graph
     from omnigraph.engine.query.run import run_query
     from omnigraph.engine.storage.lance_io import open_pinned

@@ -133,7 +133,7 @@ def run_api(graph: Path, requests: int, warmup: int, distinct: int) -> dict[str,
 def api_worker(graph: str, requests: int, warmup: int, distinct: int) -> None:
     """The Python API side: same upserts, in this process; prints the latencies as JSON."""
     sys.path.insert(0, str(PROJECT))
-    from omnigraph.engine.door.profiles import FENCED_PROFILE
+    from omnigraph.engine.door.table_store import FENCED_PROFILE
     from omnigraph.engine.graph import open_graph
     from omnigraph.engine.ops.load import load
 

@@ -49,7 +49,7 @@ def item_ids(first: int, count: int) -> pa.Array:
 
 
 def build(rows: int, out: Path, btree: bool) -> dict:
-    from omnigraph.engine.door.profiles import FENCED_PROFILE
+    from omnigraph.engine.door.table_store import FENCED_PROFILE
     from omnigraph.engine.graph import init_graph
     from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
     from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
@@ -82,7 +82,7 @@ def _jsonl(first: int, count: int, n: int) -> bytes:
 
 
 def engine_write(graph_dir: Path, mode: str) -> dict:
-    from omnigraph.engine.door.profiles import FENCED_PROFILE
+    from omnigraph.engine.door.table_store import FENCED_PROFILE
     from omnigraph.engine.graph import open_graph
     from omnigraph.engine.manifest.rows import MAIN
     from omnigraph.engine.ops.load import load

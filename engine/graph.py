@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from omnigraph.engine.access.permission import current_permission, write_permission
-from omnigraph.engine.door.profiles import EngineProfile
+from omnigraph.engine.door.routing import EngineProfile
 from omnigraph.engine.errors import BadRequest, NotFound
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.manifest.manifest import Manifest

@@ -17,7 +17,7 @@ from omnigraph.claims.acting import acting_processes
 from omnigraph.claims.claim import break_record_path, inspect, read_break
 from omnigraph.claims.document import ClaimDocument
 from omnigraph.engine.errors import NotFound
-from omnigraph.engine.maintenance.check import Finding
+from omnigraph.engine.maintenance.findings import Finding
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING
 from omnigraph.engine.storage.store import GraphStore

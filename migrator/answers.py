@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import BadRequest, NotFound, PreconditionFailed
 from omnigraph.engine.gq.parser import parse
 from omnigraph.engine.gq.read_checker import check_read

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import BadRequest, FormatRefused, OmnigraphError
 from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.manifest.rows import MAIN, GraphBranch

@@ -29,7 +29,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from omnigraph.claims.acting import acting_for
-from omnigraph.engine.door.profiles import FENCED_ROUTER, EngineProfile
+from omnigraph.engine.door.routing import EngineProfile
+from omnigraph.engine.door.table_store import FENCED_ROUTER
 from omnigraph.engine.errors import BadRequest, FormatRefused
 from omnigraph.engine.graph import Graph, open_graph
 from omnigraph.engine.manifest.manifest import Manifest

@@ -57,7 +57,7 @@ from omnigraph.errors import (
 )
 
 if TYPE_CHECKING:
-    from omnigraph.engine.maintenance.check import CheckReport
+    from omnigraph.engine.maintenance.findings import CheckReport
     from omnigraph.engine.ops.blobs import BlobReader
     from omnigraph.engine.reconcile.recovery import RecoveryRecord
     from omnigraph.graph import Graph
@@ -74,7 +74,7 @@ fencing) so that rehearsals and tests have real format-4 graphs to migrate; not 
 _LAZY = {
     "Graph": "omnigraph.graph",
     "BlobReader": "omnigraph.engine.ops.blobs",
-    "CheckReport": "omnigraph.engine.maintenance.check",
+    "CheckReport": "omnigraph.engine.maintenance.findings",
     "Recovery": "omnigraph.engine.reconcile.recovery",
     "Branch": "omnigraph.results",
     "ChunkedMutationResult": "omnigraph.results",

@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, TypeVar
 
 from omnigraph.engine.access.permission import require_writable_stamp
-from omnigraph.engine.door.profiles import EngineProfile
+from omnigraph.engine.door.routing import EngineProfile
 from omnigraph.engine.errors import BadRequest, RecoveryRequired
 from omnigraph.engine.graph import Graph as EngineGraph
 from omnigraph.engine.graph import open_graph

@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from omnigraph import ENGINE, FORMAT_4_WRITER
 from omnigraph._handles import Handles
 from omnigraph.engine.door.legacy import LEGACY_PROFILE
-from omnigraph.engine.door.profiles import FENCED_PROFILE, EngineProfile
+from omnigraph.engine.door.routing import EngineProfile
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import BadRequest, ReadOnlyGraph
 from omnigraph.engine.graph import default_actor, init_graph
 from omnigraph.engine.manifest.commit_graph import commit_history
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from omnigraph.engine.access import fleet
-    from omnigraph.engine.maintenance.check import CheckReport
+    from omnigraph.engine.maintenance.findings import CheckReport
     from omnigraph.engine.ops.blobs import BlobReader
     from omnigraph.engine.ops.load import LoadMode
     from omnigraph.engine.query.run import Answer

@@ -17,7 +17,7 @@ from typing import Any
 from omnigraph.claims.acting import refuse_if_acting
 from omnigraph.claims.claim import inspect
 from omnigraph.claims.document import ClaimDocument
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import (
     EXIT_CLAIM_HELD,
     EXIT_ERROR,

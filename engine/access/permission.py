@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from omnigraph.engine.door.profiles import EngineProfile
+from omnigraph.engine.door.routing import EngineProfile
 from omnigraph.engine.errors import ClaimHeld, FormatBarrier, FormatRefused
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.storage.names import CLAIM_PATH, FORMAT_MIGRATING, KNOWN_STAMPS

@@ -25,7 +25,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from omnigraph.engine.door.profiles import EngineProfile, MergeRows, TableRouter
+from omnigraph.engine.door.routing import EngineProfile, MergeRows, TableRouter
 from omnigraph.engine.door.table_store import ExistingKeys
 from omnigraph.engine.errors import FormatRefused
 from omnigraph.engine.storage.lance_io import create_empty_dataset

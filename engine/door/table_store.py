@@ -29,10 +29,10 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from omnigraph.engine.door.profiles import MergeRows
+from omnigraph.engine.door.routing import EngineProfile, MergeRows, TableRouter
 from omnigraph.engine.errors import FormatRefused, Internal
 from omnigraph.engine.storage.lance_io import create_empty_dataset, primary_key
-from omnigraph.engine.storage.names import PK_METADATA_KEY
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, PK_METADATA_KEY
 from omnigraph.engine.storage.store import GraphStore
 
 KEY_COLUMN = "id"
@@ -237,3 +237,31 @@ def merge_rows(dataset: lance.LanceDataset, changes: MergeRows, after_step: Call
             ) from conflict
         after_step()
     return version
+
+
+def _check_writable(dataset: lance.LanceDataset, where: str) -> None:
+    require_primary_key(dataset, [KEY_COLUMN], where)
+
+
+FENCED_ROUTER = TableRouter(
+    with_pk=True,
+    create_table=create_keyed_table,
+    check_writable=_check_writable,
+    strict_insert=strict_insert,
+    upsert=upsert,
+    overwrite=overwrite,
+    merge=merge_rows,
+    repair=repair_rows,
+)
+
+FENCED_PROFILE = EngineProfile(
+    program="omnigraph",
+    init_stamp=FORMAT_5,
+    read_write_stamps=frozenset({FORMAT_5}),
+    read_only_stamps=frozenset({FORMAT_4, FORMAT_MIGRATING, FORMAT_5}),
+    router=FENCED_ROUTER,
+    refusal_hint=(
+        "this graph is not fenced yet: upgrade it with `omnigraph-migrate preflight {uri}` then "
+        "`omnigraph-migrate run {uri}` (reads still work)"
+    ),
+)

@@ -33,10 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.gq.lexer import Token
 from omnigraph.engine.gq.syntax import GqError, LiteralValue, Now, Param, ParamRef, Query, Statement, Value
-from omnigraph.engine.schema.catalog import Catalog, Property, TableDef
-from omnigraph.engine.schema.types import UNORDERED_TYPES, EnumType, InvalidValue, PropertyType, ScalarType, coerce_value
+from omnigraph.engine.lexer import Token
+from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.schema.tables import Property, TableDef
+from omnigraph.engine.schema.types import UNORDERED_TYPES, EnumType, PropertyType, ScalarType
+from omnigraph.engine.schema.values import InvalidValue, coerce_value
 
 MIX_MESSAGE = (
     "mutation '{name}' on the same query mixes inserts/updates and deletes; split into separate "

@@ -60,7 +60,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from omnigraph.engine.gq.checker import bind_params
-from omnigraph.engine.gq.lexer import Token
 from omnigraph.engine.gq.syntax import (
     Aggregate,
     Assignment,
@@ -78,8 +77,11 @@ from omnigraph.engine.gq.syntax import (
     Traversal,
 )
 from omnigraph.engine.gq.syntax import Operand as SourceOperand
-from omnigraph.engine.schema.catalog import Catalog, TableDef
-from omnigraph.engine.schema.types import INTEGER_RANGES, BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType, coerce_value
+from omnigraph.engine.lexer import Token
+from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.schema.types import INTEGER_RANGES, BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType
+from omnigraph.engine.schema.values import coerce_value
 
 NUMBERS = frozenset({"I32", "I64", "U32", "U64", "F32", "F64"})
 ORDERED = ("=", "!=", "<", "<=", ">", ">=")

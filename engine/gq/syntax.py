@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.gq.lexer import Token
+from omnigraph.engine.lexer import Token
 from omnigraph.engine.schema.types import PropertyType
 
 

@@ -39,18 +39,18 @@ partitioned validator and claim advice), because the engine does not depend on t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from collections.abc import Iterator
+from typing import Any
 
 import lance
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict, Field
 
 from omnigraph.engine.access.writer_audit import foreign_head, refence_command
 from omnigraph.engine.door.table_store import KEY_COLUMN
 from omnigraph.engine.errors import NotFound, OmnigraphError
 from omnigraph.engine.graph import SCHEMA_FILE
+from omnigraph.engine.maintenance.findings import CheckReport, ClaimFindings, Finding, IdScanner, ImageKey
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.reconcile import branch_guard
@@ -59,59 +59,6 @@ from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset, open_pinned, primary_key
 from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS, RECOVERY_DIR
 from omnigraph.engine.storage.store import GraphStore, open_store
-
-ImageKey = tuple[str, str | None, int]
-
-
-class IdScan(Protocol):
-    """What an id scanner reports about one image."""
-
-    rows: int
-    null_ids: int
-    duplicates: list[tuple[str, int]]
-
-
-IdScanner = Callable[[lance.LanceDataset], IdScan]
-
-
-class Finding(BaseModel):
-    """One integrity problem. ``kind`` is stable (scripts match on it); ``details`` its facts."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: str
-    branch: str | None = None
-    table_key: str | None = None
-    table_path: str | None = None
-    message: str
-    details: dict[str, Any] = Field(default_factory=dict)
-
-    def sort_key(self) -> tuple[str, str, str, str, str]:
-        return (self.kind, self.branch or "", self.table_key or "", self.table_path or "", self.message)
-
-
-ClaimFindings = Callable[[GraphStore, str | None], list[Finding]]
-"""What the caller knows about the migration claim of a graph at a stamp, as findings."""
-
-
-class CheckReport(BaseModel):
-    """The whole check: what was examined and every finding, sorted."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    graph: str
-    stamp: str | None
-    branches: list[str]
-    images_checked: int
-    findings: list[Finding]
-
-    @property
-    def ok(self) -> bool:
-        return not self.findings
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.model_dump(mode="json"), "ok": self.ok}
-
 
 LISTED_PER_FINDING = 100
 EDGE_BATCH_ROWS = 32_768

@@ -40,7 +40,7 @@ from lance.blob import Blob, blob_array
 
 from omnigraph.engine.errors import BadRequest, NotFound
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.schema.catalog import TableDef
+from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import BlobType
 from omnigraph.engine.storage.blobs import READ_CHUNK, ROW_ID, ExternalObjectMissing, cells, object_size, read_object, whole_reference
 from omnigraph.engine.storage.lance_io import open_pinned

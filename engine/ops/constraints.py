@@ -75,8 +75,9 @@ from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry
 from omnigraph.engine.ops.merge_diff import TableChanges
 from omnigraph.engine.records.record_set import RecordSet
-from omnigraph.engine.schema.catalog import Catalog, TableDef
-from omnigraph.engine.schema.constraints import table_violations
+from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.schema.values import table_violations
 from omnigraph.engine.storage.lance_io import open_pinned
 
 Problem = dict[str, Any]

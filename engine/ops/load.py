@@ -48,7 +48,8 @@ from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry, lance_bra
 from omnigraph.engine.ops.blobs import check_references, copy_external, refuse_external, staged_bytes
 from omnigraph.engine.ops.constraints import ChunkProbe, check_chunk_constraints, check_overwrite_constraints, present_ids
 from omnigraph.engine.ops.write import MAX_ROWS, CommitPlan, CommitResult, LimitWording, Prepare, TableWrite, check_table, commit
-from omnigraph.engine.records.read import JsonlSource, read_records
+from omnigraph.engine.records.jsonl_blocks import JsonlSource
+from omnigraph.engine.records.read import read_records
 from omnigraph.engine.records.record_set import EdgeEnds, RecordSet, check_edge_endpoints
 from omnigraph.engine.storage.lance_io import open_pinned
 

@@ -36,8 +36,8 @@ from omnigraph.engine.ops.merge import check_merged
 from omnigraph.engine.ops.merge_diff import TableChanges
 from omnigraph.engine.ops.write import LimitWording, TableWrite, check_table
 from omnigraph.engine.records.parse import EdgeRow, NodeRow, rows_to_arrow
-from omnigraph.engine.schema.catalog import TableDef
 from omnigraph.engine.schema.ids import derive_node_id
+from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.storage.blobs import materialize, stored_sizes, stored_values
 from omnigraph.engine.storage.lance_io import open_pinned
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.schema.catalog import Catalog, TableDef
+from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.parser import quote
+from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.storage.lance_io import open_pinned, primary_key
 
 

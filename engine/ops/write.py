@@ -106,7 +106,7 @@ import pyarrow as pa
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
 from omnigraph.engine.access import writer_audit
-from omnigraph.engine.door.profiles import MergeRows
+from omnigraph.engine.door.routing import MergeRows
 from omnigraph.engine.door.table_store import COMMIT_ARROW_BYTES, COMMIT_ROWS, CommitConflict, EffectLanded, ExistingKeys
 from omnigraph.engine.errors import BadRequest, Internal, NotFound, ReadSetConflict, RecoveryRequired, ResourceLimit
 from omnigraph.engine.failpoints import failpoint

@@ -57,8 +57,8 @@ from collections.abc import Callable
 from typing import Any
 
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Hop, Operand, SortKey, family
-from omnigraph.engine.schema.catalog import TableDef
 from omnigraph.engine.schema.ids import derive_node_id
+from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, EnumType, ListType, PropertyType, ScalarType, VectorType
 
 _KINDS: dict[str, type | tuple[type, ...]] = {"String": str, "Bool": bool, "Date": dt.date, "DateTime": dt.datetime}

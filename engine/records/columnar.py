@@ -53,11 +53,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from omnigraph.engine.records.read import JsonlBlock
-from omnigraph.engine.schema.catalog import Catalog, Property, TableDef
-from omnigraph.engine.schema.constraints import table_violations
+from omnigraph.engine.records.jsonl_blocks import JsonlBlock
+from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.ids import EPOCH_DATE, EPOCH_DATETIME, ONE_MS, new_ulids
+from omnigraph.engine.schema.tables import Property, TableDef
 from omnigraph.engine.schema.types import FLOAT_SCALARS, BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType
+from omnigraph.engine.schema.values import table_violations
 
 __all__ = ["Declined", "TableBatch", "parse_block", "read_schema"]
 

@@ -40,12 +40,13 @@ from lance.blob import BlobType as LanceBlobType
 from lance.blob import blob_array
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.records.read import BOM
+from omnigraph.engine.records.jsonl_blocks import BOM
 from omnigraph.engine.records.record_set import EdgeEnds, check_edge_endpoints
-from omnigraph.engine.schema.catalog import Catalog, TableDef
-from omnigraph.engine.schema.constraints import row_violation
+from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.ids import canonical_scalar, derive_node_id, new_ulid
-from omnigraph.engine.schema.types import EnumType, InvalidValue, coerce_property, export_value
+from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.schema.types import EnumType
+from omnigraph.engine.schema.values import InvalidValue, coerce_property, export_value, row_violation
 
 __all__ = ["EdgeRow", "NodeRow", "ParsedFile", "arrow_to_records", "check_endpoints", "parse_jsonl", "parse_lines", "rows_to_arrow"]
 

@@ -42,7 +42,8 @@ import pyarrow.compute as pc
 
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.records.columnar import TableBatch, compact
-from omnigraph.engine.schema.catalog import Catalog, TableDef
+from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import FLOAT_SCALARS, ScalarType
 
 SPOOL_BUDGET_BYTES = 64 * 1024 * 1024

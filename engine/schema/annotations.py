@@ -6,7 +6,7 @@
   name ``src``/``dst``), ``@range(p, low..high)``, ``@check(p, "regex")``; anything else is
   type-level metadata.
 
-Metadata is kept (:class:`omnigraph.engine.schema.constraints.Metadata`): the known names
+Metadata is kept (:class:`omnigraph.engine.schema.tables.Metadata`): the known names
 (:data:`KNOWN_METADATA`) have their arguments checked; any other name is kept as written and
 reported by a :class:`SchemaWarning`. Every refusal is a :class:`SchemaError` at the offending
 annotation or argument.
@@ -18,9 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from omnigraph.engine.schema.catalog import Property
-from omnigraph.engine.schema.constraints import Cardinality, CheckRule, Metadata, RangeRule
 from omnigraph.engine.schema.parser import Annotation, Arg, Name, Range, SchemaError
+from omnigraph.engine.schema.tables import Cardinality, CheckRule, Metadata, Property, RangeRule
 from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, UNORDERED_TYPES, BlobType, ScalarType
 
 KNOWN_METADATA = ("description", "instruction", "embed", "rename_from")

@@ -1,9 +1,25 @@
 """[omnigraph.engine.schema.catalog]
-The checked schema model: :class:`Property` and :class:`TableDef` (one physical table each).
+Semantics of the ``.pg`` schema language: declarations to checked :class:`TableDef` values.
 
-A node table ``node:<Type>`` is ``id`` then the properties in declaration order; an edge table
-``edge:<Type>`` is ``id``, ``src``, ``dst`` then the properties. ``id``/``src``/``dst`` are
-non-null Utf8.
+Rules (each refusal is a :class:`SchemaError` at the offending token):
+
+- type and interface names match ``[A-Z][A-Za-z0-9_]*`` and are unique across nodes, edges and
+  interfaces;
+- property names match ``[a-z_][A-Za-z0-9_]*``, are unique within their type, and are not
+  ``id``, ``src``, ``dst`` or ``_``-prefixed;
+- an annotation appears at most once per property and per type header; ``@unique`` is refused
+  on list and vector properties; annotations mean what :mod:`omnigraph.engine.schema.annotations` says;
+- ``node T implements A, B``: each name is a declared interface, named once; the interfaces'
+  properties (in ``implements`` order, each in declaration order) come first, then the node's
+  own. A property declared again (by another interface or by the node) must have the identical
+  type and nullability; its annotations are the union (the same annotation twice must have the
+  same arguments). Interfaces hold properties and metadata only;
+- ``@key`` (on one property) or ``@key(p, q)`` (in the body): nodes only, at most one per type
+  (the later one in source order is refused), members exist, are distinct, non-nullable, and are
+  neither lists nor vectors;
+- edge endpoints name declared node types (declared anywhere in the source).
+
+Errors are reported in source order of the declarations.
 
 
 [omnigraph.engine.schema.catalog]
@@ -21,142 +37,250 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.schema.annotations import SchemaWarning
-from omnigraph.engine.schema.checker import InterfaceDef, check
-from omnigraph.engine.schema.constraints import Cardinality, CheckRule, Metadata, RangeRule
-from omnigraph.engine.schema.parser import parse
-from omnigraph.engine.schema.types import PropertyType
-from omnigraph.engine.storage.names import PK_METADATA_KEY
+from omnigraph.engine.schema.annotations import SchemaWarning, body_annotations, header_annotations, property_annotations
+from omnigraph.engine.schema.parser import Annotation, Name, PropDecl, SchemaError, TypeDecl, parse, unsupported
+from omnigraph.engine.schema.tables import Metadata, Property, TableDef
+from omnigraph.engine.schema.types import UNORDERED_TYPES, BlobType
+
+TYPE_NAME = re.compile(r"[A-Z][A-Za-z0-9_]*\Z")
+PROPERTY_NAME = re.compile(r"[a-z_][A-Za-z0-9_]*\Z")
+RESERVED_PROPERTY_NAMES = frozenset({"id", "src", "dst"})
 
 
 @dataclass(frozen=True)
-class Property:
-    """A declared property: ``nullable`` from ``?``; ``unique``/``index`` from annotations
-    (``@unique`` on the property or a one-member body ``@unique(p)``); ``metadata`` the kept
-    annotations (:class:`omnigraph.engine.schema.constraints.Metadata`), in source order."""
+class InterfaceDef:
+    """A checked interface: the properties it injects, and its kept metadata."""
 
     name: str
-    type: PropertyType
-    nullable: bool
-    unique: bool = False
-    index: bool = False
+    properties: tuple[Property, ...]
     metadata: tuple[Metadata, ...] = ()
+    key: tuple[str, ...] = ()
+    """The properties marked ``@key`` (the key of every node that implements it)."""
 
-    def arrow_field(self) -> pa.Field:
-        """The Arrow field of this property's column (no metadata)."""
-        return pa.field(self.name, self.type.arrow_type(), nullable=self.nullable)
-
-    def describe(self) -> dict[str, Any]:
-        """A JSON-serialisable canonical description (for fingerprints)."""
+    def describe(self) -> dict[str, object]:
         return {
             "name": self.name,
-            "type": self.type.describe(),
-            "nullable": self.nullable,
-            "unique": self.unique,
-            "index": self.index,
+            "key": list(self.key),
+            "properties": [prop.describe() for prop in self.properties],
             "metadata": [m.describe() for m in self.metadata],
         }
 
 
 @dataclass(frozen=True)
-class TableDef:
-    """One node or edge type and its physical table.
+class CheckedSchema:
+    """Every table (declaration order), interface (declaration order) and warning of a source."""
 
-    ``key`` holds the ``@key`` property names as written (None when the type is unkeyed; always
-    None for edges); ``from_type``/``to_type`` are the endpoint node types of an edge (None for
-    nodes). ``properties`` include those a node's interfaces (``implements``) inject.
-    Constraints (:mod:`omnigraph.engine.schema.constraints`): ``composite_unique`` holds the member tuples
-    of body ``@unique(p, q)`` with two or more members or naming ``src``/``dst`` (one-member
-    forms set :attr:`Property.unique`), ``indexes`` the body ``@index(...)`` hints, ``ranges``
-    and ``checks`` the value rules, ``cardinality`` an edge's ``@card``; ``metadata`` the kept
-    type-level annotations.
-    """
+    tables: list[TableDef]
+    interfaces: list[InterfaceDef]
+    warnings: list[SchemaWarning]
 
-    kind: str
-    type_name: str
-    properties: tuple[Property, ...]
-    key: tuple[str, ...] | None = None
-    from_type: str | None = None
-    to_type: str | None = None
-    composite_unique: tuple[tuple[str, ...], ...] = ()
-    indexes: tuple[tuple[str, ...], ...] = ()
-    ranges: tuple[RangeRule, ...] = ()
-    checks: tuple[CheckRule, ...] = ()
-    cardinality: Cardinality = Cardinality()
-    implements: tuple[str, ...] = ()
-    metadata: tuple[Metadata, ...] = ()
-    _by_name: dict[str, Property] = field(init=False, repr=False, compare=False, hash=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_name", {prop.name: prop for prop in self.properties})
+def _error(message: str, at: Name) -> SchemaError:
+    return SchemaError(message, at.line, at.column)
 
-    @property
-    def table_key(self) -> str:
-        """``node:<Type>`` or ``edge:<Type>``."""
-        return f"{self.kind}:{self.type_name}"
 
-    @property
-    def unique(self) -> tuple[str, ...]:
-        """Names of the ``@unique`` properties, in declaration order."""
-        return tuple(prop.name for prop in self.properties if prop.unique)
+def check(decls: list[TypeDecl]) -> CheckedSchema:
+    """Check ``decls`` (see the module docstring)."""
+    node_names = {decl.name.value for decl in decls if decl.kind == "node"}
+    interfaces = {decl.name.value: decl for decl in decls if decl.kind == "interface"}
+    seen: dict[str, Name] = {}
+    warnings: list[SchemaWarning] = []
+    tables: list[TableDef] = []
+    checked_interfaces: list[InterfaceDef] = []
+    for decl in decls:
+        _check_type_name(decl.name, seen)
+        if decl.kind == "interface":
+            checked_interfaces.append(_interface(decl, warnings))
+            continue
+        if decl.kind == "edge":
+            for endpoint in (decl.from_type, decl.to_type):
+                assert endpoint is not None
+                if endpoint.value in interfaces:
+                    raise _error(f"'{endpoint.value}' is an interface; an edge endpoint must be a node type", endpoint)
+                if endpoint.value not in node_names:
+                    raise _error(f"unknown node type '{endpoint.value}'", endpoint)
+        tables.append(_table(decl, _injected(decl, interfaces), warnings))
+    return CheckedSchema(tables, checked_interfaces, warnings)
 
-    @property
-    def has_value_rules(self) -> bool:
-        """Whether rows must be checked against ``@range`` or ``@check`` rules."""
-        return bool(self.ranges or self.checks)
 
-    @property
-    def system_columns(self) -> tuple[str, ...]:
-        """``("id",)`` for nodes, ``("id", "src", "dst")`` for edges."""
-        return ("id",) if self.kind == "node" else ("id", "src", "dst")
+def _check_type_name(name: Name, seen: dict[str, Name]) -> None:
+    if not TYPE_NAME.match(name.value):
+        raise _error(f"type name '{name.value}' must match [A-Z][A-Za-z0-9_]*", name)
+    first = seen.get(name.value)
+    if first is not None:
+        raise _error(f"duplicate type name '{name.value}' (first declared at {first.line}:{first.column})", name)
+    seen[name.value] = name
 
-    def has_property(self, name: str) -> bool:
-        return name in self._by_name
 
-    def arrow_schema(self, with_pk: bool) -> pa.Schema:
-        """The physical Arrow schema; ``with_pk`` marks ``id`` (only) as the Lance primary key.
+def _interface(decl: TypeDecl, warnings: list[SchemaWarning]) -> InterfaceDef:
+    for annotation in decl.body:
+        if annotation.name.value in ("key", "unique", "index", "range", "check", "card"):
+            raise unsupported(f"body constraint @{annotation.name.value} in an interface", annotation.name)
+    _, metadata = header_annotations("interface", decl.annotations + decl.body, warnings)
+    properties = _merged_properties((), decl.properties, f"interface {decl.name.value}")
+    key = tuple(p.name.value for p in properties for a in p.annotations if a.name.value == "key")
+    return InterfaceDef(decl.name.value, tuple(_property(p, warnings) for p in properties), metadata, key)
 
-        Without ``with_pk`` no field carries metadata; the schema itself never does.
-        """
-        metadata = {PK_METADATA_KEY: "true"} if with_pk else None
-        fields = [pa.field("id", pa.utf8(), nullable=False, metadata=metadata)]
-        fields += [pa.field(name, pa.utf8(), nullable=False) for name in self.system_columns[1:]]
-        fields += [prop.arrow_field() for prop in self.properties]
-        return pa.schema(fields)
 
-    def describe(self) -> dict[str, Any]:
-        """A JSON-serialisable canonical description (for fingerprints)."""
-        return {
-            "table_key": self.table_key,
-            "from_type": self.from_type,
-            "to_type": self.to_type,
-            "key": list(self.key) if self.key is not None else None,
-            "properties": [prop.describe() for prop in self.properties],
-            "implements": list(self.implements),
-            "unique": [list(members) for members in self.composite_unique],
-            "indexes": [list(members) for members in self.indexes],
-            "ranges": [{"property": r.property, "low": r.low, "high": r.high} for r in self.ranges],
-            "checks": [{"property": c.property, "pattern": c.pattern} for c in self.checks],
-            "cardinality": {"min": self.cardinality.min, "max": self.cardinality.max},
-            "metadata": [m.describe() for m in self.metadata],
-        }
+def _injected(decl: TypeDecl, interfaces: dict[str, TypeDecl]) -> tuple[PropDecl, ...]:
+    """The properties ``decl``'s interfaces inject, merged in ``implements`` order."""
+    named: set[str] = set()
+    injected: tuple[PropDecl, ...] = ()
+    for name in decl.implements:
+        interface = interfaces.get(name.value)
+        if interface is None:
+            raise _error(f"unknown interface '{name.value}'", name)
+        if name.value in named:
+            raise _error(f"interface '{name.value}' is named twice", name)
+        named.add(name.value)
+        injected = _merged_properties(injected, interface.properties, f"interface {name.value}")
+    return injected
 
-    # Defined last: inside the class body this name shadows the ``property`` decorator.
-    def property(self, name: str) -> Property:
-        """The declared property ``name``; :class:`BadRequest` if the type has none."""
-        try:
-            return self._by_name[name]
-        except KeyError:
-            raise BadRequest(
-                f"{self.kind} type {self.type_name} has no property {name!r}",
-                {"type_name": self.type_name, "property": name},
-            ) from None
+
+def _merged_properties(first: tuple[PropDecl, ...], more: tuple[PropDecl, ...], where: str) -> tuple[PropDecl, ...]:
+    """``first`` then ``more``; a property of ``more`` already in ``first`` is merged into it."""
+    merged = {prop.name.value: prop for prop in first}
+    own: set[str] = set()
+    for prop in more:
+        _check_property_name(prop.name)
+        if prop.name.value in own:
+            raise _error(f"duplicate property '{prop.name.value}'", prop.name)
+        own.add(prop.name.value)
+        earlier = merged.get(prop.name.value)
+        merged[prop.name.value] = prop if earlier is None else _redeclared(earlier, prop, where)
+    return tuple(merged.values())
+
+
+def _redeclared(earlier: PropDecl, again: PropDecl, where: str) -> PropDecl:
+    written = f"{again.type}{'?' if again.nullable else ''}"
+    expected = f"{earlier.type}{'?' if earlier.nullable else ''}"
+    if written != expected:
+        raise _error(
+            f"property '{again.name.value}' of {where} is {written}, but it is already declared as {expected} "
+            f"(at {earlier.name.line}:{earlier.name.column}); a redeclared property must have the identical type",
+            again.name,
+        )
+    annotations: dict[str, Annotation] = {a.name.value: a for a in earlier.annotations}
+    for annotation in again.annotations:
+        kept = annotations.setdefault(annotation.name.value, annotation)
+        if kept.args != annotation.args:
+            where_kept = f"{kept.name.line}:{kept.name.column}"
+            raise _error(f"annotation '@{annotation.name.value}' differs from the one declared at {where_kept}", annotation.name)
+    return PropDecl(earlier.name, earlier.type, earlier.nullable, tuple(annotations.values()))
+
+
+def _table(decl: TypeDecl, injected: tuple[PropDecl, ...], warnings: list[SchemaWarning]) -> TableDef:
+    decls = _merged_properties(injected, decl.properties, f"type {decl.name.value}")
+    properties = {prop.name.value: _property(prop, warnings) for prop in decls}
+    cardinality, metadata = header_annotations(decl.kind, decl.annotations, warnings)
+    rules = body_annotations(decl.kind, decl.body, properties, warnings)
+    key = _key(decl, decls, rules.keys, properties)
+    composite = []
+    for members in rules.unique:
+        if len(members) == 1 and members[0] in properties:
+            properties[members[0]] = _with(properties[members[0]], unique=True)
+        else:
+            composite.append(members)
+    indexes = []
+    for members in rules.indexes:
+        if len(members) == 1 and members[0] in properties:
+            properties[members[0]] = _with(properties[members[0]], index=True)
+        else:
+            indexes.append(members)
+    return TableDef(
+        kind=decl.kind,
+        type_name=decl.name.value,
+        properties=tuple(properties.values()),
+        key=key,
+        from_type=decl.from_type.value if decl.from_type else None,
+        to_type=decl.to_type.value if decl.to_type else None,
+        composite_unique=tuple(composite),
+        indexes=tuple(indexes),
+        ranges=tuple(rules.ranges),
+        checks=tuple(rules.checks),
+        cardinality=cardinality,
+        implements=tuple(name.value for name in decl.implements),
+        metadata=metadata + tuple(rules.metadata),
+    )
+
+
+def _with(prop: Property, *, unique: bool | None = None, index: bool | None = None) -> Property:
+    return Property(
+        prop.name,
+        prop.type,
+        prop.nullable,
+        unique=prop.unique if unique is None else unique,
+        index=prop.index if index is None else index,
+        metadata=prop.metadata,
+    )
+
+
+def _check_property_name(name: Name) -> None:
+    if name.value in RESERVED_PROPERTY_NAMES or name.value.startswith("_"):
+        raise _error(f"property name '{name.value}' is reserved", name)
+    if not PROPERTY_NAME.match(name.value):
+        raise _error(f"property name '{name.value}' must match [a-z_][A-Za-z0-9_]*", name)
+
+
+def _property(prop: PropDecl, warnings: list[SchemaWarning]) -> Property:
+    flags, metadata = property_annotations(prop.annotations, warnings)
+    for flag, refused in (("unique", UNORDERED_TYPES), ("index", BlobType)):
+        if flag in flags and isinstance(prop.type, refused):
+            at = next(a.name for a in prop.annotations if a.name.value == flag)
+            raise _error(f"@{flag} is not allowed on a {prop.type} property", at)
+    return Property(
+        name=prop.name.value,
+        type=prop.type,
+        nullable=prop.nullable,
+        unique="unique" in flags,
+        index="index" in flags,
+        metadata=metadata,
+    )
+
+
+def _key(
+    decl: TypeDecl, decls: tuple[PropDecl, ...], body_keys: list[tuple[Name, tuple[Name, ...]]], properties: dict[str, Property]
+) -> tuple[str, ...] | None:
+    """The checked key members of ``decl`` (as written), or None when it has no key."""
+    # A property-level @key reports member errors at the annotation itself.
+    candidates: list[tuple[Name, tuple[Name, ...]]] = [
+        (annotation.name, (Name(prop.name.value, annotation.name.line, annotation.name.column),))
+        for prop in decls
+        for annotation in prop.annotations
+        if annotation.name.value == "key"
+    ]
+    candidates += body_keys
+    if not candidates:
+        return None
+    candidates.sort(key=lambda item: (item[0].line, item[0].column))
+    at, members = candidates[0]
+    if decl.kind == "edge":
+        raise _error("@key is only allowed on node types", at)
+    if len(candidates) > 1:
+        second = candidates[1][0]
+        raise _error(f"type '{decl.name.value}' already has a @key (at {at.line}:{at.column})", second)
+    return _key_members(members, properties)
+
+
+def _key_members(members: tuple[Name, ...], properties: dict[str, Property]) -> tuple[str, ...]:
+    seen: set[str] = set()
+    for member in members:
+        prop = properties.get(member.value)
+        if prop is None:
+            raise _error(f"@key names unknown property '{member.value}'", member)
+        if member.value in seen:
+            raise _error(f"@key names property '{member.value}' twice", member)
+        seen.add(member.value)
+        if prop.nullable:
+            raise _error(f"@key property '{member.value}' must not be nullable", member)
+        if isinstance(prop.type, UNORDERED_TYPES):
+            raise _error(f"@key property '{member.value}' must not be a {prop.type}", member)
+    return tuple(member.value for member in members)
 
 
 class Catalog:

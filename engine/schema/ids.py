@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.schema.catalog import TableDef
+from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import INTEGER_RANGES, EnumType, ScalarType
 
 EPOCH_DATE = dt.date(1970, 1, 1)

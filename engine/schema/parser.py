@@ -28,7 +28,7 @@ Grammar (commas between members are optional; whitespace and newlines separate):
 After a property, ``@range(...)`` and ``@check(...)``, and ``@key``/``@unique``/``@index``
 immediately followed by ``(``, start a body-level member; every other annotation belongs to
 the property before it. Only syntax is checked here (names, annotations and their arguments
-are checked by :mod:`omnigraph.engine.schema.checker`). Syntax that other graph schema languages use
+are checked by :mod:`omnigraph.engine.schema.catalog`). Syntax that other graph schema languages use
 and this one does not is refused as ``unsupported schema feature: <name>`` at its position.
 
 
@@ -45,12 +45,14 @@ bounds as nothing (``1..``). The output is deterministic and holds no comments.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.schema.lexer import Token, tokenize
+from omnigraph.engine.lexer import Dialect, Refusal, Token
+from omnigraph.engine.lexer import tokenize as scan
 from omnigraph.engine.schema.types import SCALAR_ARROW_TYPES, BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType
 
 
@@ -65,6 +67,71 @@ class SchemaError(BadRequest):
         super().__init__(f"schema error at {line}:{column}: {message}", {"line": line, "column": column})
         self.line = line
         self.column = column
+
+
+_PG_TOKENS = re.compile(
+    r"(?P<annotation>@[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<ident>[A-Za-z_][A-Za-z0-9_]*)"
+    r"|(?P<punct>->|\.\.|[{}()\[\]:,?*=])"
+    r"|(?P<number>-?[0-9]+(?:\.[0-9]+)?)"
+)
+"""The ``.pg`` tokens besides strings: ``annotation`` (``@`` then a name; its value is the name),
+``ident``, ``punct`` (``{ } ( ) [ ] : , ? * =``, ``->``, ``..``) and ``number`` (an optional
+``-``, digits and an optional fraction, so ``1..5`` is ``1``, ``..``, ``5``; its value is the
+text as written)."""
+_PG_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
+
+
+def _read_pg_string(source: str, start: int, line: int, column: int) -> tuple[str, int]:
+    """The decoded ``.pg`` string whose opening quote is at ``start``, and the index after its closing
+    quote. Escapes are ``\\"``, ``\\\\``, ``\\n`` and ``\\t``; any other escape, a raw line break or a
+    missing closing quote is refused."""
+    chars: list[str] = []
+    pos = start + 1
+    while pos < len(source):
+        char = source[pos]
+        if char == '"':
+            return "".join(chars), pos + 1
+        if char == "\n":
+            break
+        if char == "\\":
+            escaped = source[pos + 1 : pos + 2]
+            if escaped not in _PG_ESCAPES:
+                raise SchemaError(
+                    f"unsupported escape '\\{escaped}' in a string (use \\\", \\\\, \\n or \\t)",
+                    line,
+                    column + (pos - start),
+                )
+            chars.append(_PG_ESCAPES[escaped])
+            pos += 2
+            continue
+        chars.append(char)
+        pos += 1
+    raise SchemaError("unterminated string", line, column)
+
+
+def _pg_value(kind: str, text: str, line: int, column: int) -> tuple[str, str]:
+    return kind, text[1:] if kind == "annotation" else text
+
+
+def _refuse_pg(refusal: Refusal, text: str, line: int, column: int) -> SchemaError:
+    if refusal == "unterminated_comment":
+        return SchemaError("unterminated block comment", line, column)
+    return SchemaError(f"unexpected character {text!r}", line, column)
+
+
+PG = Dialect(_PG_TOKENS, _read_pg_string, _pg_value, _refuse_pg)
+"""The ``.pg`` schema language's tokens (:mod:`omnigraph.engine.lexer`)."""
+
+
+def tokenize(source: str) -> list[Token]:
+    """All tokens of a ``.pg`` ``source``, ending with ``eof``.
+
+    Raises:
+        SchemaError: a character outside the language, an unterminated block comment or string,
+            or a bad escape, at its position.
+    """
+    return scan(source, PG)
 
 
 Number = int | float

@@ -18,7 +18,8 @@ import pyarrow as pa
 import pytest
 
 from omnigraph.engine.door.legacy import LEGACY_PROFILE
-from omnigraph.engine.door.profiles import FENCED_PROFILE, EngineProfile
+from omnigraph.engine.door.routing import EngineProfile
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import BadRequest, MergeConflict
 from omnigraph.engine.graph import Graph, init_graph
 from omnigraph.engine.ops.branches import create_branch

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from omnigraph.engine.door.legacy import LEGACY_PROFILE
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.graph import init_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.storage.lance_io import open_dataset

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.door.profiles import FENCED_PROFILE
-from omnigraph.engine.door.table_store import COMMIT_ROWS
+from omnigraph.engine.door.table_store import COMMIT_ROWS, FENCED_PROFILE
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from omnigraph.engine.graph import init_graph, open_graph
 from omnigraph.engine.manifest.commit_graph import load_commit_graph

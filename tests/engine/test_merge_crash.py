@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from omnigraph.engine.graph import open_graph
 from omnigraph.engine.ops.branches import create_branch

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import BadRequest, KeyConflict, PreconditionFailed, ResourceLimit
 from omnigraph.engine.gq.syntax import GqError
 from omnigraph.engine.graph import Graph, init_graph, open_graph

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import KeyConflict, ReadSetConflict
 from omnigraph.engine.gq.checker import BoundQuery
 from omnigraph.engine.graph import Graph, init_graph, open_graph

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from omnigraph.engine.door.legacy import LEGACY_PROFILE
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import NotFound
 from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.manifest.manifest import Manifest
@@ -341,7 +341,7 @@ def test_a_repeatable_float_aggregate_gives_the_same_bits_every_time(root_uri: s
 
     import pyarrow as pa
 
-    from omnigraph.engine.door.profiles import FENCED_PROFILE
+    from omnigraph.engine.door.table_store import FENCED_PROFILE
     from omnigraph.engine.graph import init_graph
     from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
     from omnigraph.engine.query.run import open_answer

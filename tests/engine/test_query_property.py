@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.gq.parser import parse
 from omnigraph.engine.graph import init_graph
 from omnigraph.engine.ops.load import load
@@ -72,7 +72,7 @@ def _records(
 
 
 def _model_graph(records: list[dict[str, Any]], graph: Any) -> ModelGraph:
-    from omnigraph.engine.schema.types import coerce_property
+    from omnigraph.engine.schema.values import coerce_property
 
     model = ModelGraph(graph.catalog)
     for record in records:

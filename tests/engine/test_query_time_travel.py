@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import NotFound
 from omnigraph.engine.graph import Graph, open_graph
 from omnigraph.engine.ops.branches import create_branch

@@ -31,8 +31,9 @@ from hypothesis import strategies as st
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.ops.load import load
 from omnigraph.engine.records.columnar import Declined
+from omnigraph.engine.records.jsonl_blocks import iter_blocks
 from omnigraph.engine.records.parse import parse_jsonl
-from omnigraph.engine.records.read import iter_blocks, read_records, records_of
+from omnigraph.engine.records.read import read_records, records_of
 from omnigraph.engine.records.record_set import RecordSet
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.ids import new_ulid, new_ulids

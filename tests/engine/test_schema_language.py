@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from omnigraph.engine.errors import OmnigraphError
 from omnigraph.engine.schema.catalog import Catalog
-from omnigraph.engine.schema.constraints import Cardinality, CheckRule, Metadata, RangeRule
 from omnigraph.engine.schema.parser import SchemaError, parse, print_schema
+from omnigraph.engine.schema.tables import Cardinality, CheckRule, Metadata, RangeRule
 
 FEATURES = """\
 interface Named @description("has a name") { name: String @key }

@@ -13,7 +13,8 @@ import pytest
 
 from omnigraph.engine.access.permission import Access, Ground, WritePermission, write_permission
 from omnigraph.engine.door.legacy import LEGACY_PROFILE
-from omnigraph.engine.door.profiles import FENCED_PROFILE, EngineProfile
+from omnigraph.engine.door.routing import EngineProfile
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import ClaimHeld, FormatBarrier, FormatRefused
 from omnigraph.migrator.repair import REPAIR_PROFILE
 

@@ -10,12 +10,13 @@ parsed with :mod:`ast`; nothing is imported. The rules:
   canonical JSON) imports no other engine sub-package but ``omnigraph.engine.errors``.
 * ``omnigraph.engine.door`` (the only code that writes rows of keyed tables) imports only
   ``omnigraph.engine.storage``, ``omnigraph.engine.errors`` and ``omnigraph.engine.schema``.
-* ``omnigraph.engine.schema`` imports only ``omnigraph.engine.errors`` and ``omnigraph.engine.storage.names`` (the single
-  definition of the Lance primary-key metadata key, which the schema puts on ``id``).
+* ``omnigraph.engine.schema`` imports only ``omnigraph.engine.errors``, ``omnigraph.engine.lexer`` (the scanner both
+  languages share) and ``omnigraph.engine.storage.names`` (the single definition of the Lance primary-key metadata
+  key, which the schema puts on ``id``).
 * No module under ``engine/`` imports ``migrator``, ``cli``, ``server``, ``playbooks``, ``ledger``
   or ``claims``.
 * The engine's sub-packages and top-level modules are layered (:data:`ENGINE_LAYERS`, lowest
-  first): ``errors`` and ``failpoints``; ``storage``; ``schema``; ``door``, ``records`` and
+  first): ``errors``, ``failpoints``, ``lexer`` and ``progress``; ``storage``; ``schema``; ``door``, ``records`` and
   ``gq``; ``manifest``; ``reconcile``; ``access``; ``graph``; ``ops``, ``maintenance`` and
   ``query``. Each imports only from layers below its own, so they depend on one another
   without a cycle.
@@ -44,7 +45,7 @@ ENGINE_RULES = {
     "omnigraph.engine.records": ("omnigraph.engine.schema", "omnigraph.engine.errors"),
     "omnigraph.engine.storage": ("omnigraph.engine.errors",),
     "omnigraph.engine.door": ("omnigraph.engine.storage", "omnigraph.engine.errors", "omnigraph.engine.schema"),
-    "omnigraph.engine.schema": ("omnigraph.engine.errors", "omnigraph.engine.storage.names"),
+    "omnigraph.engine.schema": ("omnigraph.engine.errors", "omnigraph.engine.lexer", "omnigraph.engine.storage.names"),
 }
 
 
@@ -180,7 +181,7 @@ def test_no_import_cycle() -> None:
 
 
 ENGINE_LAYERS = (
-    ("omnigraph.engine.errors", "omnigraph.engine.failpoints"),
+    ("omnigraph.engine.errors", "omnigraph.engine.failpoints", "omnigraph.engine.lexer", "omnigraph.engine.progress"),
     ("omnigraph.engine.storage",),
     ("omnigraph.engine.schema",),
     ("omnigraph.engine.door", "omnigraph.engine.records", "omnigraph.engine.gq"),

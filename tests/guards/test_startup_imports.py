@@ -142,7 +142,8 @@ NOT_NEEDED = {
         "omnigraph.engine.access.fleet",
         "omnigraph.migrate",
     ),
-    "preflight": (*NOT_NEEDED_ANYWHERE, "omnigraph.engine.ops", "omnigraph.engine.reconcile.recovery", "omnigraph.migrator.abort"),
+    # (intents and their resolution are one module, omnigraph.engine.reconcile.recovery: preflight lists intents)
+    "preflight": (*NOT_NEEDED_ANYWHERE, "omnigraph.engine.ops", "omnigraph.migrator.abort"),
 }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from omnigraph.cli.migrate import cli as migrate_cli
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.graph import open_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.storage.lance_io import open_dataset, primary_key

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.graph import open_graph
 from omnigraph.engine.manifest.rows import lance_branch_name
 from omnigraph.engine.reconcile.recovery import list_intents

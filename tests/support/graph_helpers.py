@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from omnigraph.engine.door.legacy import LEGACY_PROFILE
-from omnigraph.engine.door.profiles import FENCED_PROFILE, EngineProfile
+from omnigraph.engine.door.routing import EngineProfile
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.ops.load import LoadResult, load

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.graph import init_graph, open_graph
 from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.export import export_lines

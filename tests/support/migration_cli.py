@@ -9,7 +9,7 @@ import pytest
 
 from omnigraph.claims.claim import inspect
 from omnigraph.engine.door.legacy import LEGACY_PROFILE
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import FormatRefused
 from omnigraph.engine.failpoints import FAILPOINT_ENV
 from omnigraph.engine.graph import open_graph

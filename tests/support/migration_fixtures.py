@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from omnigraph.engine.door.legacy import LEGACY_PROFILE
-from omnigraph.engine.door.profiles import FENCED_PROFILE
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.graph import init_graph, open_graph
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.export import export_lines

@@ -43,7 +43,8 @@ from omnigraph.engine.gq.syntax import (
     Traversal,
 )
 from omnigraph.engine.schema.catalog import Catalog
-from omnigraph.engine.schema.types import ScalarType, coerce_value
+from omnigraph.engine.schema.types import ScalarType
+from omnigraph.engine.schema.values import coerce_value
 
 
 @dataclass

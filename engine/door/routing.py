@@ -1,14 +1,10 @@
-"""[omnigraph.engine.door.profiles]
-Write routing profiles: which stamps a binary accepts and how it writes keyed tables.
+"""Write routing profiles: which stamps a binary accepts and how it writes keyed tables.
 
 The format-5 engine (``omnigraph``) and the format-4 writer (``omnigraph-v4``) share the
 schema, catalog, manifest, branch and write-protocol code; a :class:`EngineProfile` is the only
 thing that differs: the stamps each accepts and the :class:`TableRouter` that performs row writes.
-
-
-[omnigraph.engine.door.profiles]
-The format-5 profile: every keyed write (insert, upsert, overwrite, merge, repair) goes through
-the fenced door, :mod:`omnigraph.engine.door.table_store`.
+The format-5 profile is defined with the fenced door (:mod:`omnigraph.engine.door.table_store`),
+the format-4 one with its emulation (:mod:`omnigraph.engine.door.legacy`).
 """
 
 from __future__ import annotations
@@ -19,8 +15,6 @@ from dataclasses import dataclass
 import lance
 import pyarrow as pa
 
-from omnigraph.engine.door import table_store
-from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 from omnigraph.engine.storage.store import GraphStore
 
 
@@ -82,31 +76,3 @@ class EngineProfile:
     read_only_stamps: frozenset[str]
     router: TableRouter
     refusal_hint: str
-
-
-def _check_writable(dataset: lance.LanceDataset, where: str) -> None:
-    table_store.require_primary_key(dataset, [table_store.KEY_COLUMN], where)
-
-
-FENCED_ROUTER = TableRouter(
-    with_pk=True,
-    create_table=table_store.create_keyed_table,
-    check_writable=_check_writable,
-    strict_insert=table_store.strict_insert,
-    upsert=table_store.upsert,
-    overwrite=table_store.overwrite,
-    merge=table_store.merge_rows,
-    repair=table_store.repair_rows,
-)
-
-FENCED_PROFILE = EngineProfile(
-    program="omnigraph",
-    init_stamp=FORMAT_5,
-    read_write_stamps=frozenset({FORMAT_5}),
-    read_only_stamps=frozenset({FORMAT_4, FORMAT_MIGRATING, FORMAT_5}),
-    router=FENCED_ROUTER,
-    refusal_hint=(
-        "this graph is not fenced yet: upgrade it with `omnigraph-migrate preflight {uri}` then "
-        "`omnigraph-migrate run {uri}` (reads still work)"
-    ),
-)

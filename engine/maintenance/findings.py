@@ -1,0 +1,68 @@
+"""The integrity check's report: one :class:`Finding` per problem, the :class:`CheckReport` of a
+whole graph, and the shapes of what the caller passes in (an id scanner, the claim findings).
+
+A finding's ``kind`` is stable (scripts match on it); findings that a command resolves carry
+that command in their message and, where it is one command, in ``details["next"]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import lance
+from pydantic import BaseModel, ConfigDict, Field
+
+from omnigraph.engine.storage.store import GraphStore
+
+ImageKey = tuple[str, str | None, int]
+
+
+class IdScan(Protocol):
+    """What an id scanner reports about one image."""
+
+    rows: int
+    null_ids: int
+    duplicates: list[tuple[str, int]]
+
+
+IdScanner = Callable[[lance.LanceDataset], IdScan]
+
+
+class Finding(BaseModel):
+    """One integrity problem. ``kind`` is stable (scripts match on it); ``details`` its facts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str
+    branch: str | None = None
+    table_key: str | None = None
+    table_path: str | None = None
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+    def sort_key(self) -> tuple[str, str, str, str, str]:
+        return (self.kind, self.branch or "", self.table_key or "", self.table_path or "", self.message)
+
+
+ClaimFindings = Callable[[GraphStore, str | None], list[Finding]]
+"""What the caller knows about the migration claim of a graph at a stamp, as findings."""
+
+
+class CheckReport(BaseModel):
+    """The whole check: what was examined and every finding, sorted."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    graph: str
+    stamp: str | None
+    branches: list[str]
+    images_checked: int
+    findings: list[Finding]
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.model_dump(mode="json"), "ok": self.ok}
