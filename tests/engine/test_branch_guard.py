@@ -189,7 +189,7 @@ def test_a_dead_writers_intent_is_resolved_by_the_delete(graph: str, tmp_path: P
 
 _DELETER = """
 import os, sys
-from omnigraph.engine.ops import delete_branch
+from omnigraph.engine.ops.branches import delete_branch
 from omnigraph.engine.failpoints import FAILPOINT_ENV
 from tests.support.graph_helpers import graph_for
 graph = graph_for(sys.argv[1], write=True)  # open read-write now, before the intent below dies

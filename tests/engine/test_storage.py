@@ -12,7 +12,7 @@ from omnigraph.engine.storage.store import open_store
 
 RACE_SCRIPT = r"""
 import sys, time
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.storage.store import open_store
 store = open_store(sys.argv[1])
 start = float(sys.argv[3])
 while time.time() < start:

@@ -25,7 +25,7 @@ ACQUIRE_SCRIPT = r"""
 import json, sys, time
 from claims import acquire
 from omnigraph.engine.errors import ClaimHeld
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.storage.store import open_store
 store = open_store(sys.argv[1])
 print("ready", flush=True)
 start = float(sys.stdin.readline())
@@ -41,7 +41,7 @@ except ClaimHeld as error:
 HOLDER_SCRIPT = r"""
 import sys, time
 from claims import acquire
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.storage.store import open_store
 doc = acquire(open_store(sys.argv[1]), sys.argv[2], operation="migrate", migration_id="m-dead", owner="doomed")
 print(doc.token, flush=True)
 time.sleep(600)

@@ -42,7 +42,7 @@ APPENDS_PER_WRITER = 5
 # appends until fenced or done; prints what it wrote.
 APPEND_SCRIPT = r"""
 import json, sys, time
-from omnigraph.engine.storage import open_store
+from omnigraph.engine.storage.store import open_store
 from ledger import Ledger, LedgerFenced, PlaybookStep
 root, directory, writer, token, count = sys.argv[1:6]
 ledger = Ledger(open_store(root), directory)
