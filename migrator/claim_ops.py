@@ -19,11 +19,11 @@ from omnigraph.claims.acting import ActingProcess, acting_for, acting_processes
 from omnigraph.claims.claim import break_, inspect
 from omnigraph.claims.document import ClaimDocument
 from omnigraph.engine.errors import NotFound, PreconditionFailed
+from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.progress import SilentProgress
 from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
-from omnigraph.engine.storage.store import GraphStore
+from omnigraph.engine.storage.store import GraphStore, open_store
 from omnigraph.ledger.records import ClaimBroken
-from omnigraph.migrator.context import open_existing_graph
 from omnigraph.migrator.layout import CLAIM_PATH
 from omnigraph.migrator.start import attach, replay_started
 
@@ -42,7 +42,8 @@ def show_claim(uri: str) -> dict[str, Any]:
     """The claim (or None), every process recorded as acting for it (its creator first, then each
     resume, abort, repair or break) with its liveness as far as this host can tell, the word for
     all of them (``holder_process``: see :func:`holder_liveness`) and the stamp."""
-    store, manifest = open_existing_graph(uri)
+    manifest = Manifest.of_graph(open_store(uri))
+    store = manifest.store
     stamp, migration_id = manifest.read_stamp()
     holder = inspect(store, CLAIM_PATH)
     processes = acting_processes(store, CLAIM_PATH, holder) if holder else []
@@ -75,7 +76,8 @@ def _after_break(uri: str, stamp: str | None, token: str) -> str:
 
 def break_claim(uri: str, token: str, reason: str, breaker: str) -> dict[str, Any]:
     """Remove the claim holding ``token`` (its holder proven dead); returns the break document."""
-    store, manifest = open_existing_graph(uri)
+    manifest = Manifest.of_graph(open_store(uri))
+    store = manifest.store
     holder = inspect(store, CLAIM_PATH)
     if holder is None:
         raise NotFound(f"no migration claim on {store.uri}: nothing to break", {"uri": store.uri})

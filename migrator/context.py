@@ -9,10 +9,9 @@ from typing import Any
 from omnigraph.claims.claim import inspect
 from omnigraph.claims.document import ClaimDocument
 from omnigraph.claims.errors import claim_held
-from omnigraph.engine.errors import NotFound
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.progress import Progress
-from omnigraph.engine.storage.store import GraphStore, open_store
+from omnigraph.engine.storage.store import GraphStore
 from omnigraph.ledger.ledger import Ledger
 from omnigraph.migrator.executors import ImageExecutor, LocalExecutor
 from omnigraph.migrator.layout import CLAIM_PATH
@@ -50,12 +49,3 @@ class Migration:
                 holder,
                 path=CLAIM_PATH,
             )
-
-
-def open_existing_graph(uri: str) -> tuple[GraphStore, Manifest]:
-    """The store and manifest of the graph at ``uri``; ``not_found`` if there is no graph there."""
-    store = open_store(uri)
-    manifest = Manifest(store)
-    if not manifest.exists():
-        raise NotFound(f"no graph at {store.uri}", {"uri": store.uri})
-    return store, manifest

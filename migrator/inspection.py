@@ -9,13 +9,13 @@ from omnigraph.claims.acting import acting_processes
 from omnigraph.claims.claim import inspect
 from omnigraph.claims.document import ClaimDocument
 from omnigraph.engine.errors import NotFound, ValidationFailed
+from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING
-from omnigraph.engine.storage.store import GraphStore
+from omnigraph.engine.storage.store import GraphStore, open_store
 from omnigraph.ledger.ledger import Ledger, LedgerReplay
 from omnigraph.ledger.render import render_json
 from omnigraph.migrator import sidecar as sidecars
 from omnigraph.migrator.advice import claim_next_step, unclaimed_barrier_next_step
-from omnigraph.migrator.context import open_existing_graph
 from omnigraph.migrator.inventory import inventory, validate_images
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
 from omnigraph.migrator.plan import MigrationPlan, build_plan, is_inherited
@@ -39,14 +39,16 @@ def _plan_document(plan: MigrationPlan) -> dict[str, Any]:
 
 def plan_command(uri: str) -> dict[str, Any]:
     """The units a migration would process now."""
-    store, manifest = open_existing_graph(uri)
+    manifest = Manifest.of_graph(open_store(uri))
+    store = manifest.store
     stamp, _ = manifest.read_stamp()
     return {"graph": store.uri, "stamp": stamp, **_plan_document(build_plan(manifest))}
 
 
 def up_to_date(uri: str) -> UpToDate | None:
     """:class:`UpToDate` if the graph is already fenced and unclaimed (see :func:`already_fenced`)."""
-    store, manifest = open_existing_graph(uri)
+    manifest = Manifest.of_graph(open_store(uri))
+    store = manifest.store
     return already_fenced(store, manifest)
 
 
@@ -60,7 +62,8 @@ def preflight(uri: str, validate: bool, progress: Progress, ignore_fleet: bool =
     from omnigraph.migrator.fleet_check import refuse_live_writers
     from omnigraph.migrator.out_of_band import out_of_band_reports, refuse_row_drift
 
-    store, manifest = open_existing_graph(uri)
+    manifest = Manifest.of_graph(open_store(uri))
+    store = manifest.store
     refuse_unless_stamp_4(store, manifest)
     fleet = refuse_live_writers(store, ignore_fleet)
     reports = out_of_band_reports(store, manifest)
@@ -88,7 +91,8 @@ def preflight(uri: str, validate: bool, progress: Progress, ignore_fleet: bool =
 
 def duplicates(uri: str, progress: Progress) -> dict[str, Any]:
     """The duplicate/null inventory of every pinned image, without a claim."""
-    store, manifest = open_existing_graph(uri)
+    manifest = Manifest.of_graph(open_store(uri))
+    store = manifest.store
     plan = build_plan(manifest)
     entries = inventory(plan, validate_images(store, plan, progress))
     return {"graph": store.uri, "images": len(plan.images()), "inventory": [e.model_dump(mode="json") for e in entries]}
@@ -105,7 +109,8 @@ def verify(uri: str, queries: AnswerQueries | None = None) -> dict[str, Any]:
     ``queries``, the recorded answers taken again (:func:`omnigraph.migrator.verify.verify_graph`)."""
     from omnigraph.migrator.verify import verify_graph
 
-    store, manifest = open_existing_graph(uri)
+    manifest = Manifest.of_graph(open_store(uri))
+    store = manifest.store
     return verify_graph(store, manifest, queries)
 
 
@@ -141,7 +146,8 @@ def status(uri: str, tail_records: int | None = None) -> tuple[dict[str, Any], L
     Returns the JSON document and the replayed ledger as shown (None if no migration ever wrote a
     ledger record: none ran, or its holder died between taking the claim and its first record).
     ``next`` names one command to run, with the claim's token (:mod:`omnigraph.migrator.advice`)."""
-    store, manifest = open_existing_graph(uri)
+    manifest = Manifest.of_graph(open_store(uri))
+    store = manifest.store
     stamp, stamp_migration = manifest.read_stamp()
     holder = inspect(store, CLAIM_PATH)
     migration_id = stamp_migration or (holder.migration_id if holder else None) or _latest_migration(store)

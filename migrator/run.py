@@ -25,6 +25,7 @@ import socket
 from omnigraph.claims.acting import acting_for
 from omnigraph.engine.errors import NotFound, PreconditionFailed
 from omnigraph.engine.failpoints import failpoint
+from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.progress import Progress
 from omnigraph.engine.reconcile import recovery
 from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING
@@ -45,7 +46,7 @@ from omnigraph.migrator.preconditions import (
     refuse_unless_refence_needed,
     refuse_unless_stamp_4,
 )
-from omnigraph.migrator.start import attach, begin, open_graph, replay_started
+from omnigraph.migrator.start import attach, begin, replay_started
 
 
 def run_migration(
@@ -64,7 +65,8 @@ def run_migration(
     taken, so an executor that cannot start leaves the graph untouched. ``queries`` are the
     answer check's (``bad_request`` before anything is written if one does not bind). ``parallel``
     units are in flight at once (:func:`omnigraph.migrator.driver.drive`)."""
-    store, manifest = open_graph(uri)
+    manifest = Manifest.of_graph(open_store(uri))
+    store = manifest.store
     up_to_date = already_fenced(store, manifest)
     if up_to_date is not None:
         return up_to_date
@@ -93,7 +95,8 @@ def refence_migration(
     is resumed with ``resume --token``; ``abort --token`` puts stamp 4 back, as for any migration.
     ``executor`` and ``parallel`` as for :func:`run_migration`.
     """
-    store, manifest = open_graph(uri)
+    manifest = Manifest.of_graph(open_store(uri))
+    store = manifest.store
     refuse_unless_refence_needed(store, manifest, owner)
     with begin(store, owner, progress, executor) as m:
         m.manifest.write_stamp(FORMAT_MIGRATING, m.migration_id)

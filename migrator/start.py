@@ -35,16 +35,6 @@ from omnigraph.migrator.layout import CLAIM_OPERATION, CLAIM_PATH, ledger_dir
 from omnigraph.migrator.preconditions import held_claim
 
 
-def open_graph(uri: str) -> tuple[GraphStore, Manifest]:
-    """The store and manifest of the graph ``run`` or ``refence`` migrates; ``not_found`` (with
-    no details) if there is no graph at ``uri``."""
-    store = open_store(uri)
-    manifest = Manifest(store)
-    if not manifest.exists():
-        raise NotFound(f"no graph at {store.uri}")
-    return store, manifest
-
-
 @contextmanager
 def begin(
     store: GraphStore, owner: str, progress: Progress, executor: ImageExecutor | None, answer_check: AnswerCheck | None = None

@@ -53,7 +53,20 @@ class Manifest:
         self.store = store
 
     def exists(self) -> bool:
+        """Whether the root holds a ``__manifest`` (a graph, at any stamp)."""
         return self.store.exists(MANIFEST_DIR)
+
+    @classmethod
+    def of_graph(cls, store: GraphStore) -> Manifest:
+        """The manifest of the graph at ``store``.
+
+        Raises:
+            NotFound: the root holds no ``__manifest`` (no graph, or a half-made one).
+        """
+        manifest = cls(store)
+        if not manifest.exists():
+            raise NotFound(f"no graph at {store.uri}", {"uri": store.uri})
+        return manifest
 
     def dataset(self, branch: str = MAIN, version: int | None = None) -> lance.LanceDataset:
         """``__manifest`` checked out at ``(branch, version)``; latest when ``version`` is None.
