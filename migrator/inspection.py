@@ -1,31 +1,271 @@
-"""Read-only commands: preflight, plan, duplicates, verify, status. None takes the claim."""
+"""[omnigraph.migrator.inspection]
+The fleet seen by the migrator: who announced itself as a writer, and refusing while one is live.
+
+``preflight`` and ``run`` list every record of the fleet registry (:mod:`omnigraph.engine.access.fleet`) with its
+status and refuse (``fleet_active``, exit 3) while a record is ``live``: a server or long load of
+either format that heartbeated within :data:`omnigraph.engine.access.fleet.STALE_AFTER_SECONDS` and is not known
+dead. ``--ignore-fleet`` overrides it (the operator knows better, for example a record left by a
+host that was switched off). The registry is information, never a lock: the barrier itself is the
+claim and the ``migrating`` stamp that every writer re-reads before it commits.
+
+
+[omnigraph.migrator.inspection]
+The checks at the door of every migration command: read-only, each one either passes or raises
+the error that says what the operator runs next.
+
+``run`` first asks :func:`already_fenced` (a graph already at stamp 5, unclaimed and passing
+``verify`` needs nothing), then :func:`refuse_unless_stamp_4`, which ``preflight`` shares.
+``refence`` needs :func:`refuse_unless_refence_needed`. ``resume`` and ``abort`` act only with the
+claim's exact token (:func:`held_claim`); ``resume`` refuses a claim broken with that token
+(:func:`refuse_broken`); whoever acts for an existing claim is refused while another process
+acting for it is alive on this host (:mod:`omnigraph.claims.acting`). Every ``claim_held`` refusal is made by :func:`claims.claim_held`.
+Nothing here writes to the graph.
+
+
+[omnigraph.migrator.inspection]
+Read-only commands: preflight, plan, duplicates, verify, status. None takes the claim.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from omnigraph.claims.acting import acting_processes
-from omnigraph.claims.claim import inspect
+from omnigraph.claims.claim import inspect, read_break
 from omnigraph.claims.document import ClaimDocument
-from omnigraph.engine.errors import NotFound, ValidationFailed
+from omnigraph.claims.errors import claim_held
+from omnigraph.engine.access import fleet
+from omnigraph.engine.access.writer_audit import readiness_problems
+from omnigraph.engine.errors import (
+    EXIT_CLAIM_HELD,
+    FormatRefused,
+    NotFound,
+    OmnigraphError,
+    PreconditionFailed,
+    RecoveryRequired,
+    ValidationFailed,
+)
 from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING
+from omnigraph.engine.manifest.rows import now_ms
+from omnigraph.engine.reconcile import recovery
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 from omnigraph.engine.storage.store import GraphStore, open_store
 from omnigraph.ledger.ledger import Ledger, LedgerReplay
 from omnigraph.ledger.render import render_json
-from omnigraph.migrator import sidecar as sidecars
+from omnigraph.migrator import layout
 from omnigraph.migrator.advice import claim_next_step, unclaimed_barrier_next_step
-from omnigraph.migrator.inventory import inventory, validate_images
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
-from omnigraph.migrator.plan import MigrationPlan, build_plan, is_inherited
-from omnigraph.migrator.preconditions import UpToDate, already_fenced, refuse_unless_stamp_4
+from omnigraph.migrator.plan import MigrationPlan, build_plan, inventory, is_inherited, validate_images
 
-# What one command alone needs (preflight's fleet and drift checks, verify with the answer
-# check's query engine) is imported by that command: `status` loads neither.
 if TYPE_CHECKING:
     from omnigraph.engine.progress import Progress
-    from omnigraph.migrator.answers import AnswerQueries
+    from omnigraph.migrator.verify import AnswerQueries
+
+
+class FleetActive(OmnigraphError):
+    """A registered writer is still running: drain it before the migration starts."""
+
+    code = "fleet_active"
+    http_status = 409
+    exit_code = EXIT_CLAIM_HELD
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def fleet_document(store: GraphStore) -> list[dict[str, Any]]:
+    """Every fleet record with its ``status`` and heartbeat age, ordered by instance id."""
+    now = now_ms()
+    return [
+        {
+            **record.model_dump(mode="json"),
+            "status": fleet.record_status(record, now),
+            "heartbeat_age_seconds": round((now - record.heartbeat_at) / 1000, 1),
+        }
+        for record in fleet.list_records(store)
+    ]
+
+
+def describe(entry: dict[str, Any]) -> str:
+    """One line naming a fleet record of :func:`fleet_document`: program, role, format, host, pid,
+    address, start, heartbeat age and status."""
+    where = f" at {entry['address']}" if entry.get("address") else ""
+    return (
+        f"{entry['program']} {entry['role']} (writes format {entry['writes_format']}) on {entry['host']} "
+        f"pid {entry['pid']}{where}, started {_iso(entry['started_at'])}, last heartbeat "
+        f"{entry['heartbeat_age_seconds']}s ago [{entry['status']}]"
+    )
+
+
+def refuse_live_writers(store: GraphStore, ignore_fleet: bool) -> list[dict[str, Any]]:
+    """The fleet document; ``fleet_active`` if any record is live and ``ignore_fleet`` is not set."""
+    document = fleet_document(store)
+    live = [entry for entry in document if entry["status"] == "live"]
+    if live and not ignore_fleet:
+        names = "; ".join(describe(entry) for entry in live)
+        raise FleetActive(
+            f"{len(live)} writer(s) registered on {store.uri} are still running: {names}. Stop them "
+            f"(a clean shutdown removes their record), then run this command again; a record whose "
+            f"process is known gone can be overridden with --ignore-fleet",
+            {"fleet": document, "live": [entry["instance"] for entry in live]},
+        )
+    return document
+
+
+@dataclass(frozen=True)
+class UpToDate:
+    """``run`` found the graph already fenced (stamp 5, no claim, ``verify`` passes): nothing done."""
+
+    graph: str
+    verified: dict[str, Any]
+
+    @property
+    def message(self) -> str:
+        return f"{self.graph} is already at format 5, nothing to do"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": "up_to_date", "graph": self.graph, "stamp": FORMAT_5, "message": self.message, "verify": self.verified}
+
+
+def already_fenced(store: GraphStore, manifest: Manifest) -> UpToDate | None:
+    """:class:`UpToDate` if the graph is at stamp 5 with no claim held and ``verify`` passes.
+
+    None for any other stamp, or at stamp 5 while a claim is held (the caller refuses those). At
+    stamp 5 a failing ``verify`` raises its ``drift_detected`` error.
+    """
+    from omnigraph.migrator.verify import verify_graph  # the answer check's query engine: only at stamp 5
+
+    stamp, _ = manifest.read_stamp()
+    if stamp != FORMAT_5 or inspect(store, CLAIM_PATH) is not None:
+        return None
+    return UpToDate(store.uri, verify_graph(store, manifest))
+
+
+def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
+    """The graph must be at format 4, with no claim and no write-path recovery.
+
+    Stamp 5 with a claim held and stamp ``migrating`` are ``claim_held`` (each naming the command
+    that moves on), any other stamp but 4 is ``format_refused``, a claim at stamp 4 is
+    ``claim_held``, pending intents are ``recovery_required``.
+    """
+    stamp, migration_id = manifest.read_stamp()
+    if stamp == FORMAT_5 and (holder := inspect(store, CLAIM_PATH)) is not None:
+        raise claim_held(
+            f"{store.uri} is stamped 5 but the claim of migration {holder.migration_id} is still held by "
+            f"{holder.owner} on {holder.host} (pid {holder.pid}); next: {claim_next_step(store, holder, stamp)}",
+            holder,
+            stamp=stamp,
+        )
+    if stamp == FORMAT_MIGRATING:
+        holder = inspect(store, CLAIM_PATH)
+        if holder is not None:
+            advice = claim_next_step(store, holder, stamp)
+        else:
+            advice = unclaimed_barrier_next_step(store, str(migration_id))
+        raise claim_held(
+            f"migration {migration_id} holds the barrier on {store.uri}"
+            + (f" (claim held by {holder.owner} on {holder.host}, pid {holder.pid})" if holder else " (its claim was broken)")
+            + f"; next: {advice}",
+            holder,
+            stamp=stamp,
+            migration_id=migration_id,
+        )
+    if stamp == FORMAT_5:
+        raise FormatRefused(
+            f"{store.uri} is already at format 5 (fenced); there is nothing to migrate. `omnigraph-migrate verify {store.uri}` checks it.",
+            {"stamp": stamp},
+        )
+    if stamp != FORMAT_4:
+        raise FormatRefused(f"{store.uri} has format stamp {stamp!r}; only format 4 can be migrated", {"stamp": stamp})
+    _refuse_claim(store)
+    pending = recovery.list_intents(store)
+    if pending:
+        ids = [i.operation_id for i in pending]
+        raise RecoveryRequired(
+            ids[0],
+            f"{len(ids)} interrupted write(s) are pending recovery on {store.uri}; "
+            f"`omnigraph recover {store.uri}` resolves those of writers that are gone, then preflight again",
+            pending=ids,
+        )
+
+
+def refuse_unless_refence_needed(store: GraphStore, manifest: Manifest, owner: str) -> None:
+    """``refence`` needs stamp 5 (else ``format_refused``), a readiness problem
+    (:func:`omnigraph.engine.access.writer_audit.readiness_problems`; none is ``precondition_failed``), no
+    claim (``claim_held``) and no commit in flight by a live process on this host
+    (``recovery_required``; ``owner`` is named in the command to run again)."""
+    stamp, _ = manifest.read_stamp()
+    if stamp != FORMAT_5:
+        raise FormatRefused(
+            f"refence fences a stamp-5 graph again; {store.uri} is at stamp {stamp} (see `omnigraph-migrate status {store.uri}`)",
+            {"stamp": stamp},
+        )
+    if not readiness_problems(store, manifest):
+        raise PreconditionFailed(
+            f"{store.uri} has no format-4 commit after its stamp and every pinned table has PK [id]: "
+            f"nothing to fence again (`omnigraph-migrate verify {store.uri}` checks the rest)",
+            {"expected": "a graph that needs fencing again", "actual": "fenced"},
+        )
+    _refuse_claim(store)
+    live = [i for i in recovery.list_intents(store) if recovery.owner_is_alive(i)]
+    if live:
+        raise RecoveryRequired(
+            live[0].operation_id,
+            f"{live[0].program} (pid {live[0].pid}) is committing to {store.uri} on this host; stop it, "
+            f"then run `omnigraph-migrate refence {store.uri} --owner {owner}` again",
+        )
+
+
+def _refuse_claim(store: GraphStore) -> None:
+    """``claim_held`` if any migration claim exists: a new migration would not get it."""
+    holder = inspect(store, CLAIM_PATH)
+    if holder is not None:
+        stamp, _ = Manifest(store).read_stamp()
+        raise claim_held(
+            f"a migration claim exists on {store.uri}: {holder.owner} on {holder.host} (pid {holder.pid}), "
+            f"migration {holder.migration_id}; next: {claim_next_step(store, holder, stamp)}",
+            holder,
+            path=CLAIM_PATH,
+        )
+
+
+def held_claim(store: GraphStore, token: str) -> ClaimDocument:
+    """The migration claim, which must carry ``token``: ``not_found`` if there is no claim,
+    ``precondition_failed`` if it carries another token."""
+    holder = inspect(store, CLAIM_PATH)
+    if holder is None:
+        raise NotFound(
+            f"no migration claim on {store.uri}: nothing to resume or abort "
+            f"(`omnigraph-migrate status {store.uri}` shows the last migration)",
+            {"uri": store.uri},
+        )
+    if holder.token != token:
+        raise PreconditionFailed(
+            f"the token does not match the claim held by {holder.owner} on {holder.host} "
+            f"(migration {holder.migration_id}); use the token shown by `omnigraph-migrate status`",
+            {"expected": "the holder's token", "actual": token, "holder": holder.model_dump(mode="json")},
+        )
+    return holder
+
+
+def refuse_broken(store: GraphStore, token: str) -> None:
+    """``precondition_failed`` if there is no claim and the one carrying ``token`` was broken:
+    its holder's claim is gone for good, so its migration is not resumed (``abort --token``
+    lowers the barrier it left)."""
+    if inspect(store, CLAIM_PATH) is not None:
+        return
+    record = read_break(store, CLAIM_PATH, token)
+    if record is not None:
+        raise PreconditionFailed(
+            f"the claim of migration {record.claim.migration_id} was broken by {record.breaker} "
+            f"({record.reason}); a broken migration is not resumed. "
+            f"`omnigraph-migrate abort {store.uri} --token {token}` lowers the barrier it left, then run "
+            "the migration again",
+            {"expected": "a held claim", "actual": "broken", "migration_id": record.claim.migration_id},
+        )
 
 
 def _plan_document(plan: MigrationPlan) -> dict[str, Any]:
@@ -59,8 +299,8 @@ def preflight(uri: str, validate: bool, progress: Progress, ignore_fleet: bool =
     Out-of-band table commits are listed under ``out_of_band``: ``run`` adopts the ones that
     change no row before planning (the listed units show the pins before that adoption);
     row-changing drift is refused with ``table_drift``."""
-    from omnigraph.migrator.fleet_check import refuse_live_writers
-    from omnigraph.migrator.out_of_band import out_of_band_reports, refuse_row_drift
+    from omnigraph.migrator.inspection import refuse_live_writers
+    from omnigraph.migrator.plan import out_of_band_reports, refuse_row_drift
 
     manifest = Manifest.of_graph(open_store(uri))
     store = manifest.store
@@ -166,7 +406,7 @@ def status(uri: str, tail_records: int | None = None) -> tuple[dict[str, Any], L
     }
     if replay is None:
         return document, None
-    with_sidecar = set(sidecars.remaining(store, replay.state.migration_id))
+    with_sidecar = set(layout.remaining(store, replay.state.migration_id))
     counts: dict[str, int] = {}
     for unit_id, unit in replay.state.units.items():
         # a unit whose sidecar is written is in progress, though its first record is unit_completed

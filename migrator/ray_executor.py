@@ -9,10 +9,10 @@ the same path on every node.
 
 A task gets plain values only (:class:`ImageTask`: dataset URI, storage options, table branch and
 version, never a :class:`~omnigraph.engine.storage.store.GraphStore` or a Lance dataset), opens the image itself
-and runs :func:`~omnigraph.migrator.validate.validate_image` on it, with DuckDB using the CPUs Ray assigned
+and runs :func:`~omnigraph.migrator.executors.validate_image` on it, with DuckDB using the CPUs Ray assigned
 to the task (one) under the usual memory limit. So a report is the local report of that image.
 The worker also returns the versions the digest depends on
-(:func:`~omnigraph.migrator.validate.digest_release`); a worker with other versions is refused
+(:func:`~omnigraph.migrator.executors.digest_release`); a worker with other versions is refused
 (:class:`~omnigraph.migrator.errors.ExecutorFailed`) rather than trusted to compute equal digests.
 
 One task per image, not per fragment: a duplicate id can sit in two fragments of one image, so
@@ -46,8 +46,8 @@ from omnigraph.engine.progress import Progress
 from omnigraph.engine.storage.lance_io import open_dataset_at
 from omnigraph.engine.storage.store import GraphStore
 from omnigraph.migrator.errors import ExecutorFailed
-from omnigraph.migrator.images import VALIDATING, PinnedImage, open_images
-from omnigraph.migrator.validate import ImageReport, digest_release, validate_image, validation_session
+from omnigraph.migrator.executors import ImageReport, digest_release, validate_image, validation_session
+from omnigraph.migrator.layout import VALIDATING, PinnedImage, open_images
 
 
 @dataclass(frozen=True)

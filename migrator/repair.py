@@ -44,11 +44,9 @@ from omnigraph.engine.storage.lance_io import ImageRef, open_pinned
 from omnigraph.engine.storage.names import FORMAT_MIGRATING
 from omnigraph.engine.storage.store import open_store
 from omnigraph.ledger.records import InventoryEntry, RepairApplied, RepairDecision
-from omnigraph.migrator.context import Migration
-from omnigraph.migrator.inventory import inventory, validate_images
+from omnigraph.migrator.context import Migration, held_migration
 from omnigraph.migrator.layout import CLAIM_PATH
-from omnigraph.migrator.plan import build_plan
-from omnigraph.migrator.start import held_migration
+from omnigraph.migrator.plan import build_plan, inventory, validate_images
 
 # The libyaml-backed safe loader when available: the pure-Python one takes seconds per MB.
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

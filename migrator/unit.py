@@ -1,4 +1,5 @@
-"""One migration unit, step by step, idempotently (DESIGN section 7, step 6).
+"""[omnigraph.migrator.unit]
+One migration unit, step by step, idempotently (DESIGN section 7, step 6).
 
 Every step first looks at what is already true, so running a unit again after a crash continues
 where it stopped and never redoes an effect:
@@ -22,13 +23,34 @@ where it stopped and never redoes an effect:
 A unit writes three migration documents to the store (its sidecar, its ``unit_completed``, the
 sidecar's deletion) besides Lance's own commits (fork, PK, publish). A resume finds an
 in-progress unit by its sidecar and redoes each step's check, never the step's effect.
+
+
+[omnigraph.migrator.unit]
+Migration units in flight at once: a bounded pool of threads (``--parallel N``).
+
+Units of one graph branch run one after another, in plan order, because each publishes a row
+of that branch's ``__manifest`` and two publishes from one base conflict (which the unit
+protocol reports as drift). Units of different graph branches touch distinct Lance table
+branches and distinct manifest branches, so up to ``parallel`` graph branches have a unit in
+flight at a time. Every unit keeps its own protocol
+(:mod:`omnigraph.migrator.unit`): a crash at any point
+leaves each in-flight unit resumable from its sidecar, so ``resume`` continues them all.
+
+The first unit that fails stops the pool: no unit starts after it, the units already in flight
+finish (or fail), and the failure of the earliest graph branch in plan order is raised.
+Ledger records stay one strict sequence (:meth:`omnigraph.migrator.context.Migration.record` is
+serialized); their order between branches depends on timing.
+
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping
 from dataclasses import replace
 
 from omnigraph.engine.door.table_store import KEY_COLUMN, CommitConflict, install_primary_key
+from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.manifest.rows import TableEntry
 from omnigraph.engine.storage.lance_io import (
@@ -44,13 +66,12 @@ from omnigraph.engine.storage.lance_io import (
 )
 from omnigraph.ledger.fold import ImageState
 from omnigraph.ledger.records import DriftItem, UnitCompleted, UnitPlan
-from omnigraph.migrator import sidecar as sidecars
+from omnigraph.migrator import layout
 from omnigraph.migrator.context import Migration
 from omnigraph.migrator.errors import DriftDetected, MigrationRefused
-from omnigraph.migrator.fingerprint import physical_fingerprint
+from omnigraph.migrator.executors import MAX_PARALLEL, fan_out, validate_image
+from omnigraph.migrator.layout import ManifestDelta, PlannedFork, UnitSidecar, physical_fingerprint
 from omnigraph.migrator.plan import is_inherited
-from omnigraph.migrator.sidecar import ManifestDelta, PlannedFork, UnitSidecar
-from omnigraph.migrator.validate import validate_image
 
 _PK_COMMIT_OPERATION = "UpdateConfig"
 
@@ -220,7 +241,7 @@ def migrate_unit(m: Migration, unit: UnitPlan, image: ImageState, recorded_fork_
     """Run (or continue) one unit to completion; see the module docstring."""
     _revalidate(m, unit)
     declared = _sidecar_for(m, unit)
-    sidecars.write_or_match(m.store, declared)
+    layout.write_or_match(m.store, declared)
     failpoint("unit.after_sidecar")
     branch = target_branch(unit)
     fork: dict[str, str] = {}
@@ -244,4 +265,43 @@ def migrate_unit(m: Migration, unit: UnitPlan, image: ImageState, recorded_fork_
         rows_check=rows_check,
         **fork,
     )
-    sidecars.delete(m.store, m.migration_id, unit.unit_id)
+    layout.delete(m.store, m.migration_id, unit.unit_id)
+
+
+def by_graph_branch(units: list[UnitPlan]) -> list[list[UnitPlan]]:
+    """``units`` grouped by graph branch, each group in the given order, groups in order of
+    their first unit."""
+    groups: dict[str, list[UnitPlan]] = {}
+    for unit in units:
+        groups.setdefault(unit.graph_branch, []).append(unit)
+    return list(groups.values())
+
+
+def run_units(
+    m: Migration,
+    units: list[UnitPlan],
+    images: Mapping[str, ImageState],
+    fork_identifiers: Mapping[str, str],
+    parallel: int,
+) -> None:
+    """Run every unit of ``units`` (in plan order) to completion, ``parallel`` graph branches at
+    a time (module docstring); ``m.progress`` advances once per completed unit. ``parallel``
+    outside 1 to :data:`MAX_PARALLEL` is ``bad_request`` (nothing done)."""
+    if not 1 <= parallel <= MAX_PARALLEL:
+        raise BadRequest(f"parallel must be from 1 to {MAX_PARALLEL}, not {parallel}", {"parallel": parallel})
+    stop = threading.Event()
+    progress_lock = threading.Lock()
+
+    def run_group(group: list[UnitPlan]) -> None:
+        for unit in group:
+            if stop.is_set():
+                return
+            try:
+                migrate_unit(m, unit, images[unit.image_id], fork_identifiers.get(unit.unit_id))
+            except BaseException:
+                stop.set()
+                raise
+            with progress_lock:
+                m.progress.advance()
+
+    fan_out(run_group, by_graph_branch(units), parallel)

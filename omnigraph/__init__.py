@@ -234,7 +234,7 @@ def check(uri: str | os.PathLike[str], *, storage_options: Mapping[str, str] | N
     from omnigraph.engine.maintenance.check import check_graph
     from omnigraph.engine.storage.store import storage_options_scope
     from omnigraph.migrator.advice import claim_findings
-    from omnigraph.migrator.validate import validate_image  # DuckDB: loaded only when a check runs
+    from omnigraph.migrator.executors import validate_image
 
     with storage_options_scope(storage_options):
         return check_graph(os.fspath(uri), validate_image, claim_findings)

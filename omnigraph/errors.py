@@ -53,11 +53,11 @@ from omnigraph.migrator.errors import AnswersChanged, DriftDetected, ExecutorFai
 if TYPE_CHECKING:
     from omnigraph.claims.errors import ClaimCorrupt
     from omnigraph.ledger.errors import LedgerCorrupt, LedgerFenced
-    from omnigraph.migrator.fleet_check import FleetActive
+    from omnigraph.migrator.inspection import FleetActive
 
 _LAZY = {
     "ClaimCorrupt": "omnigraph.claims.errors",
-    "FleetActive": "omnigraph.migrator.fleet_check",
+    "FleetActive": "omnigraph.migrator.inspection",
     "LedgerCorrupt": "omnigraph.ledger.errors",
     "LedgerFenced": "omnigraph.ledger.errors",
 }

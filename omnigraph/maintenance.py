@@ -251,7 +251,7 @@ def optimize(
     if not compact and index_column is None and cleanup_older_than is None:
         raise BadRequest("nothing to do: pass --compact, --index COLUMN and/or --cleanup-older-than DUR")
     graph = _open(uri, write=True, announce=announce)
-    from omnigraph.migrator.sidecar import pinned_images  # the ledger models: loaded only by optimize
+    from omnigraph.migrator.layout import pinned_images
 
     return optimize_graph(
         graph,

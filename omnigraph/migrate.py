@@ -36,15 +36,15 @@ from omnigraph.engine.graph import default_actor
 from omnigraph.engine.progress import Progress, SilentProgress
 from omnigraph.engine.storage.store import copy_root, open_store, storage_options_scope
 from omnigraph.migrator import inspection
-from omnigraph.migrator.preconditions import UpToDate as _UpToDate
+from omnigraph.migrator.inspection import UpToDate as _UpToDate
 from omnigraph.results import Result
 
 # The migration itself (``run``, ``resume``, ``abort``) and the answer check's query engine
 # (:class:`AnswerQueries`, imported on first access) are imported where they are used: the
 # read-only ``preflight``, ``plan`` and ``status`` load neither.
 if TYPE_CHECKING:
-    from omnigraph.migrator.answers import AnswerQueries
     from omnigraph.migrator.executors import ImageExecutor
+    from omnigraph.migrator.verify import AnswerQueries
 
 __all__ = [
     "Aborted",
@@ -349,17 +349,17 @@ def abort(
         FormatRefused: the graph is already at stamp 5.
         ClaimHeld: a process acting for the claim is still alive on this host.
     """
-    from omnigraph.migrator.abort import abort_migration
+    from omnigraph.migrator.claim_ops import abort_migration
 
     with storage_options_scope(storage_options):
         return Aborted.from_document(abort_migration(uri, token, reason, actor or default_actor()))
 
 
 def __getattr__(name: str) -> Any:
-    """:class:`AnswerQueries` (of :mod:`omnigraph.migrator.answers`), imported on first access."""
+    """:class:`AnswerQueries` (of :mod:`omnigraph.migrator.verify`), imported on first access."""
     if name != "AnswerQueries":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from omnigraph.migrator.answers import AnswerQueries
+    from omnigraph.migrator.verify import AnswerQueries
 
     globals()[name] = AnswerQueries
     return AnswerQueries

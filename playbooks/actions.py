@@ -36,13 +36,11 @@ from omnigraph.engine.progress import Progress
 from omnigraph.engine.reconcile import recovery
 from omnigraph.engine.storage.store import copy_root, open_store
 from omnigraph.ledger.render import render_table
-from omnigraph.migrator import inspection, repair
-from omnigraph.migrator import sidecar as sidecars
-from omnigraph.migrator.answers import AnswerQueries
-from omnigraph.migrator.driver import MigrationOutcome
+from omnigraph.migrator import inspection, layout, repair
+from omnigraph.migrator.inspection import UpToDate
 from omnigraph.migrator.layout import CLAIM_PATH
-from omnigraph.migrator.preconditions import UpToDate
-from omnigraph.migrator.run import resume_migration, run_migration
+from omnigraph.migrator.run import MigrationOutcome, resume_migration, run_migration
+from omnigraph.migrator.verify import AnswerQueries
 from omnigraph.playbooks.journal import Writer
 
 
@@ -372,7 +370,7 @@ def ledger_story(ctx: StepContext, params: dict[str, str]) -> StepResult:
     state = replay.state
     last_seq, last = replay.records[-1]
     completed = sorted(u for u, s in state.units.items() if s.status == "completed")
-    with_sidecar = set(sidecars.remaining(open_store(params["graph"]), state.migration_id))
+    with_sidecar = set(layout.remaining(open_store(params["graph"]), state.migration_id))
     in_progress = sorted(
         f"{u} (after {s.last_step})" if s.status == "in_progress" else f"{u} (sidecar written)"
         for u, s in state.units.items()

@@ -2,7 +2,7 @@
 
 ``run`` and ``resume`` record every read query's answer on every live branch before the first
 PK effect and take them again before the stamp; ``verify`` takes the recorded ones again on
-demand (see :mod:`omnigraph.migrator.answers`). Usage errors (exit 2, before anything is read or written):
+demand (see :mod:`omnigraph.migrator.verify`). Usage errors (exit 2, before anything is read or written):
 ``--query-params`` without ``--queries``, and files that are not a ``.gq`` source with a read
 query or a JSON object of params objects.
 """

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from omnigraph.migrator.executor_names import EXECUTORS, executor_unavailable, ray_address_problem
+from omnigraph.migrator.errors import EXECUTORS, executor_unavailable, ray_address_problem
 
 if TYPE_CHECKING:
     from omnigraph.migrator.executors import ImageExecutor

@@ -17,7 +17,7 @@ ignore_fleet_option = click.option(
 
 def report_fleet(entries: list[dict[str, Any]]) -> None:
     """One stderr line per fleet record (advice for the operator, not the command's result)."""
-    from omnigraph.migrator.fleet_check import describe
+    from omnigraph.migrator.inspection import describe
 
     for entry in entries:
         say(f"fleet: {describe(entry)}")

@@ -35,7 +35,7 @@ def _progress(as_json: bool) -> Progress:
 
 def _print_inventory(entries: list[dict[str, Any]]) -> None:
     from omnigraph.ledger.records import InventoryEntry
-    from omnigraph.migrator.inventory import inventory_lines
+    from omnigraph.migrator.plan import inventory_lines
 
     for line in inventory_lines([InventoryEntry.model_validate(e) for e in entries]):
         echo_result(line)

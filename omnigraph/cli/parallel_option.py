@@ -1,6 +1,6 @@
 """``--parallel N``: how many migration units ``run``, ``resume`` and ``refence`` keep in flight.
 
-Light at import: :mod:`omnigraph.migrator.fan_out`, where the bounds and defaults live, imports no engine,
+Light at import: :mod:`omnigraph.migrator.executors`, where the bounds and defaults live, imports no engine,
 Lance or Arrow module.
 """
 
@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import click
 
-from omnigraph.migrator.fan_out import DEFAULT_PARALLEL_LOCAL, DEFAULT_PARALLEL_OBJECT_STORE, MAX_PARALLEL
+from omnigraph.migrator.executors import DEFAULT_PARALLEL_LOCAL, DEFAULT_PARALLEL_OBJECT_STORE, MAX_PARALLEL
 
 F = TypeVar("F", bound=Callable[..., object])
 

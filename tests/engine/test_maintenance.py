@@ -363,8 +363,7 @@ def test_optimize_cleanup_keeps_a_version_a_migration_sidecar_pins(root_uri: str
     from omnigraph.engine.schema.ids import new_ulid
     from omnigraph.engine.storage.store import canonical_json
     from omnigraph.ledger.records import UnitPlan
-    from omnigraph.migrator.layout import sidecar_path
-    from omnigraph.migrator.sidecar import ManifestDelta, UnitSidecar
+    from omnigraph.migrator.layout import ManifestDelta, UnitSidecar, sidecar_path
 
     init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
     load_lines(root_uri, [person("ann")])

@@ -118,7 +118,7 @@ def test_the_walk_sees_the_layout() -> None:
         "omnigraph.engine.storage",
         "omnigraph.engine.door",
         "omnigraph.engine.storage.names",
-        "omnigraph.migrator.images",
+        "omnigraph.migrator.layout",
     ):
         assert name in MODULES, name
 

@@ -117,7 +117,7 @@ NOT_NEEDED_ANYWHERE = (
     "omnigraph.engine.ops.merge",
     "omnigraph.engine.ops.mutate",
     "omnigraph.migrator.verify",
-    "omnigraph.migrator.answers",
+    "omnigraph.migrator.verify",
     "omnigraph.migrator.run",
 )
 NOT_NEEDED = {
@@ -143,7 +143,7 @@ NOT_NEEDED = {
         "omnigraph.migrate",
     ),
     # (intents and their resolution are one module, omnigraph.engine.reconcile.recovery: preflight lists intents)
-    "preflight": (*NOT_NEEDED_ANYWHERE, "omnigraph.engine.ops", "omnigraph.migrator.abort"),
+    "preflight": (*NOT_NEEDED_ANYWHERE, "omnigraph.engine.ops", "omnigraph.migrator.claim_ops"),
 }
 
 

@@ -14,7 +14,7 @@ import lance
 
 import omnigraph
 from omnigraph.engine.storage.store import open_store
-from omnigraph.migrator.fingerprint import physical_fingerprint
+from omnigraph.migrator.layout import physical_fingerprint
 from tests.support.check_helpers import assert_check_clean
 from tests.support.migration_cli import migrate
 

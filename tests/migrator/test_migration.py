@@ -16,9 +16,8 @@ from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.storage.lance_io import list_branches, open_dataset, primary_key
 from omnigraph.engine.storage.store import open_store
 from omnigraph.ledger.ledger import Ledger
-from omnigraph.migrator import sidecar as sidecars
-from omnigraph.migrator import unit_pool
-from omnigraph.migrator.fan_out import fan_out
+from omnigraph.migrator import layout, unit
+from omnigraph.migrator.executors import fan_out
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 from tests.conftest import new_root
 from tests.support.check_helpers import assert_check_clean, assert_check_finds
@@ -252,7 +251,7 @@ def test_crash_with_units_in_flight_then_parallel_resume_converges(compact_graph
     token = claim_token(compact_graph)
     holder = inspect(open_store(compact_graph), CLAIM_PATH)
     assert holder is not None
-    in_progress = sidecars.remaining(open_store(compact_graph), holder.migration_id)
+    in_progress = layout.remaining(open_store(compact_graph), holder.migration_id)
     assert len(in_progress) >= 1
     assert len({unit.split("~")[0] for unit in in_progress}) == len(in_progress)  # at most one per branch
     resumed = migrate("resume", compact_graph, "--token", token, "--parallel", "4", "--json")
@@ -271,7 +270,7 @@ def test_parallel_out_of_range_is_a_usage_error_with_nothing_written(compact_gra
         assert "--parallel" in refused.stderr
     assert Manifest(open_store(compact_graph)).read_stamp()[0] == "4"
     assert inspect(open_store(compact_graph), CLAIM_PATH) is None
-    assert unit_pool.MAX_PARALLEL == parallel_option.MAX_PARALLEL
+    assert unit.MAX_PARALLEL == parallel_option.MAX_PARALLEL
 
 
 def test_fan_out_keeps_the_order_of_its_inputs_and_raises_the_first_failure() -> None:

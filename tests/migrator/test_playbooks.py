@@ -29,7 +29,7 @@ from omnigraph.engine.storage.lance_io import list_branches, open_dataset, prima
 from omnigraph.engine.storage.store import open_store
 from omnigraph.ledger.ledger import Ledger
 from omnigraph.ledger.records import PlaybookStep, RepairApplied
-from omnigraph.migrator import sidecar as sidecars
+from omnigraph.migrator import layout
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 from tests.conftest import new_root
 from tests.support.migration_cli import assert_fully_migrated, claim_token
@@ -359,7 +359,7 @@ def test_resume_crashed_playbook_after_a_failpoint_converges(compact_graph: str,
     migration_id = holder.migration_id
     units = Ledger(open_store(compact_graph), ledger_dir(migration_id)).replay().state.units
     # a unit in progress is one whose sidecar is still there (nothing else is recorded before it completes)
-    interrupted = sidecars.remaining(open_store(compact_graph), migration_id)
+    interrupted = layout.remaining(open_store(compact_graph), migration_id)
     assert all(units[unit].status == "planned" for unit in interrupted), units
 
     report_path, junit_path = tmp_path / "r.json", tmp_path / "j.xml"

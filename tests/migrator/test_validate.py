@@ -8,8 +8,8 @@ import lance
 import pyarrow as pa
 import pytest
 
-import omnigraph.migrator.validate as validate
-from omnigraph.migrator.fingerprint import physical_fingerprint
+import omnigraph.migrator.executors as validate
+from omnigraph.migrator.layout import physical_fingerprint
 
 STABLE_DIGEST = "f864ac71e2414e807d21c3fa6d80c456d9f36e45417ad362525c6741a56a2c89"
 IDS = [f"node-{i:05d}" for i in range(3000)] + ["node-00007", "node-00007", "node-02999", "é", "é", ""]

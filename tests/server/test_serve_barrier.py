@@ -23,7 +23,7 @@ from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import now_ms
 from omnigraph.engine.storage.process import this_host
 from omnigraph.engine.storage.store import canonical_json, open_store
-from omnigraph.migrator.fleet_check import fleet_document
+from omnigraph.migrator.inspection import fleet_document
 from omnigraph.migrator.layout import CLAIM_PATH
 from tests.support.graph_helpers import ACTOR, BIN, OMNIGRAPH, OMNIGRAPH_V4, invoke, make_example_graph, person, run_cli, write_jsonl
 from tests.support.serve_helpers import Server, error_of, start_fenced, start_server

@@ -18,7 +18,7 @@ from omnigraph.engine.reconcile.recovery import list_intents
 from omnigraph.engine.storage.lance_io import latest_version, open_pinned, primary_key
 from omnigraph.engine.storage.store import open_store
 from omnigraph.ledger.ledger import Ledger
-from omnigraph.migrator import sidecar as sidecars
+from omnigraph.migrator import layout
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 from tests.support.check_helpers import assert_check_clean
 from tests.support.migration_fixtures import BIN, BRANCHES, exports
@@ -57,7 +57,7 @@ def assert_fully_migrated(uri: str, before: dict[str, list[str]], migration_id: 
             assert entry.table_branch == expected_branch, (branch, table_key, entry.table_branch)
     assert exports(uri) == before
     assert inspect(store, CLAIM_PATH) is None
-    assert sidecars.remaining(store, migration_id) == []
+    assert layout.remaining(store, migration_id) == []
     assert list_intents(store) == []
     state = Ledger(store, ledger_dir(migration_id)).replay().state
     assert state.phase == "released" and state.stamp_written and state.claim_released
