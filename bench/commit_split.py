@@ -41,6 +41,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from omnigraph.engine.storage.store import open_store
+
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 
@@ -226,7 +228,7 @@ def measure(engine_root: Path, floor_root: Path, runs: int, warmup: int) -> dict
 
     split = Split()
     install(split)
-    graph = open_graph(str(engine_root), FENCED_PROFILE, write=True)
+    graph = open_graph(open_store(str(engine_root)), FENCED_PROFILE, write=True)
     entry = graph.manifest.snapshot(MAIN).table(TABLE_KEY)
     rows = entry.row_count
     session = lance.Session()

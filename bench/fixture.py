@@ -35,6 +35,7 @@ from omnigraph.engine.graph import Graph, init_graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
+from omnigraph.engine.storage.store import open_store
 
 SCHEMA = """\
 // Benchmark schema: four keyed node types, ids derived from the @key.
@@ -112,7 +113,7 @@ def build_fixture(directory: Path, rows: int) -> dict[str, Any]:
     directory.mkdir(parents=True, exist_ok=True)
     root = directory / GRAPH_DIR
     started = time.perf_counter()
-    graph = init_graph(str(root), SCHEMA, LEGACY_PROFILE, actor=ACTOR)
+    graph = init_graph(open_store(str(root)), SCHEMA, LEGACY_PROFILE, actor=ACTOR)
     _overwrite_all(graph, MAIN, rows)
     for branch in BRANCHES[1:]:
         create_branch(graph, branch, MAIN)

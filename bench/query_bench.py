@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from omnigraph.engine.storage.store import open_store
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -61,7 +63,7 @@ def build(root: Path, nodes: int) -> None:
     from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
     from omnigraph.engine.storage.lance_io import open_pinned
 
-    graph = init_graph(str(root), SCHEMA, FENCED_PROFILE, actor="bench")
+    graph = init_graph(open_store(str(root)), SCHEMA, FENCED_PROFILE, actor="bench")
     rng = np.random.default_rng(7)
 
     def ids(prefix: str, count: int) -> pa.Array:
@@ -82,7 +84,7 @@ def build(root: Path, nodes: int) -> None:
     commit(graph, "main", prepare, actor="bench")
     entry = graph.manifest.snapshot("main").table("node:Person")
     open_pinned(graph.store, entry.image).create_scalar_index("name", "BTREE")
-    open_graph(str(root), FENCED_PROFILE, write=True)  # adopts the index-only commit
+    open_graph(open_store(str(root)), FENCED_PROFILE, write=True)  # adopts the index-only commit
 
 
 def measure(root: Path, runs: int, engine_only: bool = False) -> dict[str, Any]:
@@ -95,7 +97,7 @@ def measure(root: Path, runs: int, engine_only: bool = False) -> dict[str, Any]:
     from omnigraph.engine.query.run import run_query
     from omnigraph.engine.storage.lance_io import open_pinned
 
-    graph = open_graph(str(root), FENCED_PROFILE, write=False)
+    graph = open_graph(open_store(str(root)), FENCED_PROFILE, write=False)
     snapshot = graph.manifest.snapshot("main")
     floor = duckdb.connect()
     floor.register("P", open_pinned(graph.store, snapshot.table("node:Person").image))

@@ -38,6 +38,8 @@ from pathlib import Path
 
 from bytecode import compile_project
 
+from omnigraph.engine.storage.store import open_store
+
 BENCH_DIR = Path(__file__).resolve().parent
 PROJECT = BENCH_DIR.parent
 SCHEMA = PROJECT / "examples" / "social.pg"
@@ -137,7 +139,7 @@ def api_worker(graph: str, requests: int, warmup: int, distinct: int) -> None:
     from omnigraph.engine.graph import open_graph
     from omnigraph.engine.ops.load import load
 
-    opened = open_graph(graph, FENCED_PROFILE, write=True)
+    opened = open_graph(open_store(graph), FENCED_PROFILE, write=True)
     latencies = []
     for index in range(warmup + requests):
         started = time.perf_counter()

@@ -24,6 +24,7 @@ from omnigraph.engine.graph import init_graph
 from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.load import load
+from omnigraph.engine.storage.store import open_store
 
 TYPES = ("Account", "Device", "Order", "Session")
 ACTOR = "bench"
@@ -41,7 +42,7 @@ def _jsonl(rows: list[tuple[str, str, int]]) -> bytes:
 def build(uri: str, branches: int, rows: int) -> dict[str, float | int]:
     """Build the graph at ``uri`` (module docstring); its unit count and build time."""
     started = time.perf_counter()
-    graph = init_graph(uri, SCHEMA, LEGACY_PROFILE, actor=ACTOR)
+    graph = init_graph(open_store(uri), SCHEMA, LEGACY_PROFILE, actor=ACTOR)
     seed = [(t, f"main-{t.lower()}-{i:04d}", i) for t in TYPES for i in range(rows)]
     load(graph, _jsonl(seed), mode="append", branch=MAIN, actor=ACTOR)
     for index, name in enumerate(branch_names(branches)[1:], start=1):

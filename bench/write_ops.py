@@ -35,6 +35,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from omnigraph.engine.storage.store import open_store
+
 SCHEMA = "node Item {\n    name: String @key\n    n: I64\n}\n"
 TABLE_KEY = "node:Item"
 ACTOR = "bench"
@@ -54,7 +56,7 @@ def build(rows: int, out: Path, btree: bool) -> dict:
     from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
     from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
 
-    graph = init_graph(str(out / GRAPH), SCHEMA, FENCED_PROFILE, actor=ACTOR)
+    graph = init_graph(open_store(str(out / GRAPH)), SCHEMA, FENCED_PROFILE, actor=ACTOR)
     schema = graph.catalog.table(TABLE_KEY).arrow_schema(with_pk=True)
     ids = item_ids(0, rows)
     values = {"id": ids, "name": ids, "n": pa.array(np.arange(rows, dtype=np.int64))}
@@ -87,7 +89,7 @@ def engine_write(graph_dir: Path, mode: str) -> dict:
     from omnigraph.engine.manifest.rows import MAIN
     from omnigraph.engine.ops.load import load
 
-    graph = open_graph(str(graph_dir), FENCED_PROFILE, write=True)
+    graph = open_graph(open_store(str(graph_dir)), FENCED_PROFILE, write=True)
     rows = graph.manifest.snapshot(MAIN).table(TABLE_KEY).row_count
     # merge: 32 existing ids spread over the table; append: 32 ids past the end.
     data = _jsonl(rows // 2, BATCH, -1) if mode == "merge" else _jsonl(rows, BATCH, -1)

@@ -23,7 +23,8 @@ class OmnigraphError(Exception):
 
     code: ClassVar[str] = "internal"
     http_status: ClassVar[int] = 500
-    exit_code: ClassVar[int] = EXIT_ERROR
+    exit_code: int = EXIT_ERROR
+    """The exit status of a console script that stops on this error (an instance may carry its own)."""
 
     def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)

@@ -27,7 +27,7 @@ from omnigraph.engine.manifest.rows import HeadEntry, TableEntry, now_ms
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.ids import new_ulid
 from omnigraph.engine.storage.names import FORMAT_5, SCHEMA_FILE
-from omnigraph.engine.storage.store import GraphStore, open_store
+from omnigraph.engine.storage.store import GraphStore
 
 # What only a read-write open runs (the writer audit, recovery, drift adoption) is imported by
 # it: a read-only open loads neither those modules nor their pydantic models.
@@ -79,7 +79,7 @@ def _refuse_missing_manifest(store: GraphStore, profile: EngineProfile) -> None:
     )
 
 
-def open_graph(uri: str, profile: EngineProfile, *, write: bool, claim_token: str | None = None) -> Graph:
+def open_graph(store: GraphStore, profile: EngineProfile, *, write: bool, claim_token: str | None = None) -> Graph:
     """Open a graph root, enforcing the write barrier; a read-write open resolves recovery, then
     adopts out-of-band table commits that change no row (:mod:`omnigraph.engine.reconcile.drift`).
 
@@ -87,7 +87,6 @@ def open_graph(uri: str, profile: EngineProfile, *, write: bool, claim_token: st
     write (:func:`omnigraph.engine.access.current_permission`): a read-write open is refused at a stamp the
     profile does not write (``format_refused``) and, at one it does, while a migration claim is
     held (``claim_held``), unless the claim carries ``claim_token`` (the caller acts under it)."""
-    store = open_store(uri)
     manifest = Manifest(store)
     if not manifest.exists():
         _refuse_missing_manifest(store, profile)
@@ -112,14 +111,13 @@ def open_graph(uri: str, profile: EngineProfile, *, write: bool, claim_token: st
     return graph
 
 
-def init_graph(uri: str, schema_source: str, profile: EngineProfile, actor: str | None = None) -> Graph:
+def init_graph(store: GraphStore, schema_source: str, profile: EngineProfile, actor: str | None = None) -> Graph:
     """Create a graph root: schema file, every table, then ``__manifest`` with the stamp.
 
     The manifest (rows and stamp in one Lance commit) is written last, so an interrupted init
     leaves a root that :func:`open_graph` refuses as half-made. A root that is not empty is
     refused before anything is written.
     """
-    store = open_store(uri)
     catalog = Catalog.from_source(schema_source)
     manifest = Manifest(store)
     if manifest.exists():

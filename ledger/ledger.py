@@ -52,6 +52,11 @@ class Ledger:
         self._known: dict[int, Record] = {}
 
     @property
+    def store(self) -> GraphStore:
+        """The graph root the ledger is on."""
+        return self._store
+
+    @property
     def directory(self) -> str:
         """The store-relative directory of the records."""
         return self._directory

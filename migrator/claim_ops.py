@@ -35,7 +35,7 @@ from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.progress import SilentProgress
 from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
-from omnigraph.engine.storage.store import GraphStore, open_store
+from omnigraph.engine.storage.store import GraphStore
 from omnigraph.ledger.records import Aborted, ClaimBroken, ClaimReleased
 from omnigraph.migrator import layout
 from omnigraph.migrator.context import Migration, attach, replay_started
@@ -53,12 +53,11 @@ def holder_liveness(processes: list[ActingProcess]) -> str:
     return next((state for state in states if state.startswith("unknown")), "dead")
 
 
-def show_claim(uri: str) -> dict[str, Any]:
+def show_claim(store: GraphStore) -> dict[str, Any]:
     """The claim (or None), every process recorded as acting for it (its creator first, then each
     resume, abort, repair or break) with its liveness as far as this host can tell, the word for
     all of them (``holder_process``: see :func:`holder_liveness`) and the stamp."""
-    manifest = Manifest.of_graph(open_store(uri))
-    store = manifest.store
+    manifest = Manifest.of_graph(store)
     stamp, migration_id = manifest.read_stamp()
     holder = inspect(store, CLAIM_PATH)
     processes = acting_processes(store, CLAIM_PATH, holder) if holder else []
@@ -89,10 +88,9 @@ def _after_break(uri: str, stamp: str | None, token: str) -> str:
     return f"`omnigraph-migrate status {uri}`"
 
 
-def break_claim(uri: str, token: str, reason: str, breaker: str) -> dict[str, Any]:
+def break_claim(store: GraphStore, token: str, reason: str, breaker: str) -> dict[str, Any]:
     """Remove the claim holding ``token`` (its holder proven dead); returns the break document."""
-    manifest = Manifest.of_graph(open_store(uri))
-    store = manifest.store
+    manifest = Manifest.of_graph(store)
     holder = inspect(store, CLAIM_PATH)
     if holder is None:
         raise NotFound(f"no migration claim on {store.uri}: nothing to break", {"uri": store.uri})
@@ -114,7 +112,7 @@ def break_claim(uri: str, token: str, reason: str, breaker: str) -> dict[str, An
     }
 
 
-def abort_migration(uri: str, token: str, reason: str, owner: str) -> dict[str, Any]:
+def abort_migration(store: GraphStore, token: str, reason: str, owner: str) -> dict[str, Any]:
     """Put stamp 4 back and release the claim (before stamp 5 only); PKs and forks stay.
 
     Refused while a process acting for the claim (its creator, or a resume, abort or repair that
@@ -127,7 +125,7 @@ def abort_migration(uri: str, token: str, reason: str, owner: str) -> dict[str, 
     Idempotent: an abort interrupted after its ledger records is finished by running it again
     (a resume of an aborted migration is refused and says so). Returns ``{migration_id, stamp,
     sidecars_removed}``."""
-    m, broken = _abortable_migration(uri, token)
+    m, broken = _abortable_migration(store, token)
     stamp, _ = m.manifest.read_stamp()
     if stamp == FORMAT_5:
         raise FormatRefused(
@@ -167,13 +165,12 @@ def _abort(m: Migration, broken: bool, token: str, reason: str, stamp: str | Non
     return {"migration_id": m.migration_id, "stamp": FORMAT_4, "sidecars_removed": leftovers}
 
 
-def _abortable_migration(uri: str, token: str) -> tuple[Migration, bool]:
+def _abortable_migration(store: GraphStore, token: str) -> tuple[Migration, bool]:
     """The migration ``abort --token`` acts on, and whether its claim was broken.
 
     Normally the claim carries ``token``. A claim broken with ``token`` (``claim break``) also
     qualifies while the barrier still names its migration, so the barrier a dead holder left can
     be lowered."""
-    store = open_store(uri)
     if inspect(store, CLAIM_PATH) is None:
         record = read_break(store, CLAIM_PATH, token)
         stamp, migration_id = Manifest(store).read_stamp()

@@ -35,7 +35,7 @@ from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.progress import Progress
 from omnigraph.engine.schema.ids import new_ulid
-from omnigraph.engine.storage.store import GraphStore, open_store
+from omnigraph.engine.storage.store import GraphStore
 from omnigraph.ledger.ledger import Ledger, LedgerReplay
 from omnigraph.ledger.records import AnswerCheck, MigrationStarted
 from omnigraph.migrator.executors import ImageExecutor, LocalExecutor
@@ -115,9 +115,8 @@ def attach(store: GraphStore, claim: ClaimDocument, progress: Progress, executor
     )
 
 
-def held_migration(uri: str, token: str, progress: Progress, executor: ImageExecutor | None = None) -> Migration:
+def held_migration(store: GraphStore, token: str, progress: Progress, executor: ImageExecutor | None = None) -> Migration:
     """The migration whose claim carries ``token`` (:func:`~omnigraph.migrator.inspection.held_claim`)."""
-    store = open_store(uri)
     return attach(store, held_claim(store, token), progress, executor)
 
 

@@ -1,4 +1,5 @@
 """[omnigraph.migrator.executors]
+[omnigraph.migrator.executors]
 Independent reads (or units) in flight at once, in a bounded pool of threads, results in order.
 
 On an object store every read of a migration is a few requests that mostly wait; a graph with
@@ -48,6 +49,7 @@ chosen: it needs the ``[ray]`` extra). Lifecycle: :func:`open_executor` gives a 
 ``start()`` acquires what the executor needs (idempotent; ``validate`` starts it when needed) and
 the context's exit releases it.
 
+
 """
 
 from __future__ import annotations
@@ -68,8 +70,8 @@ from omnigraph.engine import __version__
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.progress import Progress
 from omnigraph.engine.storage.store import GraphStore
-from omnigraph.migrator.errors import EXECUTORS
 from omnigraph.migrator.layout import VALIDATING, PinnedImage, open_images, physical_fingerprint
+from omnigraph.migrator.options import DEFAULT_PARALLEL_LOCAL, DEFAULT_PARALLEL_OBJECT_STORE, EXECUTORS
 
 if TYPE_CHECKING:
     import duckdb
@@ -80,13 +82,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-DEFAULT_PARALLEL_LOCAL = 1
-"""Work in flight on local disk when not chosen: there it costs CPU, not waiting."""
-DEFAULT_PARALLEL_OBJECT_STORE = 16
-"""Work in flight on an object store when not chosen: there it mostly waits on requests."""
-MAX_PARALLEL = 64
-"""The most units in flight that ``--parallel`` accepts."""
 
 
 def default_parallel(store: GraphStore) -> int:

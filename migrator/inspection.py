@@ -1,4 +1,5 @@
 """[omnigraph.migrator.inspection]
+[omnigraph.migrator.inspection]
 The fleet seen by the migrator: who announced itself as a writer, and refusing while one is live.
 
 ``preflight`` and ``run`` list every record of the fleet registry (:mod:`omnigraph.engine.access.fleet`) with its
@@ -24,15 +25,14 @@ Nothing here writes to the graph.
 
 [omnigraph.migrator.inspection]
 Read-only commands: preflight, plan, duplicates, verify, status. None takes the claim.
+
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from omnigraph.claims.acting import acting_processes
 from omnigraph.claims.claim import inspect, read_break
 from omnigraph.claims.document import ClaimDocument
 from omnigraph.claims.errors import claim_held
@@ -51,17 +51,13 @@ from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import now_ms
 from omnigraph.engine.reconcile import recovery
 from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
-from omnigraph.engine.storage.store import GraphStore, open_store
-from omnigraph.ledger.ledger import Ledger, LedgerReplay
-from omnigraph.ledger.render import render_json
-from omnigraph.migrator import layout
-from omnigraph.migrator.advice import claim_next_step, unclaimed_barrier_next_step
-from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
+from omnigraph.engine.storage.store import GraphStore
+from omnigraph.migrator.layout import CLAIM_PATH
 from omnigraph.migrator.plan import MigrationPlan, build_plan, inventory, is_inherited, validate_images
+from omnigraph.migrator.status import claim_next_step, unclaimed_barrier_next_step
 
 if TYPE_CHECKING:
     from omnigraph.engine.progress import Progress
-    from omnigraph.migrator.verify import AnswerQueries
 
 
 class FleetActive(OmnigraphError):
@@ -113,35 +109,6 @@ def refuse_live_writers(store: GraphStore, ignore_fleet: bool) -> list[dict[str,
             {"fleet": document, "live": [entry["instance"] for entry in live]},
         )
     return document
-
-
-@dataclass(frozen=True)
-class UpToDate:
-    """``run`` found the graph already fenced (stamp 5, no claim, ``verify`` passes): nothing done."""
-
-    graph: str
-    verified: dict[str, Any]
-
-    @property
-    def message(self) -> str:
-        return f"{self.graph} is already at format 5, nothing to do"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"status": "up_to_date", "graph": self.graph, "stamp": FORMAT_5, "message": self.message, "verify": self.verified}
-
-
-def already_fenced(store: GraphStore, manifest: Manifest) -> UpToDate | None:
-    """:class:`UpToDate` if the graph is at stamp 5 with no claim held and ``verify`` passes.
-
-    None for any other stamp, or at stamp 5 while a claim is held (the caller refuses those). At
-    stamp 5 a failing ``verify`` raises its ``drift_detected`` error.
-    """
-    from omnigraph.migrator.verify import verify_graph  # the answer check's query engine: only at stamp 5
-
-    stamp, _ = manifest.read_stamp()
-    if stamp != FORMAT_5 or inspect(store, CLAIM_PATH) is not None:
-        return None
-    return UpToDate(store.uri, verify_graph(store, manifest))
 
 
 def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
@@ -277,22 +244,14 @@ def _plan_document(plan: MigrationPlan) -> dict[str, Any]:
     }
 
 
-def plan_command(uri: str) -> dict[str, Any]:
+def plan_command(store: GraphStore) -> dict[str, Any]:
     """The units a migration would process now."""
-    manifest = Manifest.of_graph(open_store(uri))
-    store = manifest.store
+    manifest = Manifest.of_graph(store)
     stamp, _ = manifest.read_stamp()
     return {"graph": store.uri, "stamp": stamp, **_plan_document(build_plan(manifest))}
 
 
-def up_to_date(uri: str) -> UpToDate | None:
-    """:class:`UpToDate` if the graph is already fenced and unclaimed (see :func:`already_fenced`)."""
-    manifest = Manifest.of_graph(open_store(uri))
-    store = manifest.store
-    return already_fenced(store, manifest)
-
-
-def preflight(uri: str, validate: bool, progress: Progress, ignore_fleet: bool = False) -> dict[str, Any]:
+def preflight(store: GraphStore, validate: bool, progress: Progress, ignore_fleet: bool = False) -> dict[str, Any]:
     """Stamp 4, no intents, no claim, no live registered writer (unless ``ignore_fleet``), every
     unit listed; with ``validate`` the full id scan.
 
@@ -302,8 +261,7 @@ def preflight(uri: str, validate: bool, progress: Progress, ignore_fleet: bool =
     from omnigraph.migrator.inspection import refuse_live_writers
     from omnigraph.migrator.plan import out_of_band_reports, refuse_row_drift
 
-    manifest = Manifest.of_graph(open_store(uri))
-    store = manifest.store
+    manifest = Manifest.of_graph(store)
     refuse_unless_stamp_4(store, manifest)
     fleet = refuse_live_writers(store, ignore_fleet)
     reports = out_of_band_reports(store, manifest)
@@ -329,104 +287,9 @@ def preflight(uri: str, validate: bool, progress: Progress, ignore_fleet: bool =
     return document
 
 
-def duplicates(uri: str, progress: Progress) -> dict[str, Any]:
+def duplicates(store: GraphStore, progress: Progress) -> dict[str, Any]:
     """The duplicate/null inventory of every pinned image, without a claim."""
-    manifest = Manifest.of_graph(open_store(uri))
-    store = manifest.store
+    manifest = Manifest.of_graph(store)
     plan = build_plan(manifest)
     entries = inventory(plan, validate_images(store, plan, progress))
     return {"graph": store.uri, "images": len(plan.images()), "inventory": [e.model_dump(mode="json") for e in entries]}
-
-
-def _latest_migration(store: GraphStore) -> str | None:
-    """The newest migration that left a directory (ids are ULIDs), or None."""
-    ids = migration_ids(store)
-    return ids[-1] if ids else None
-
-
-def verify(uri: str, queries: AnswerQueries | None = None) -> dict[str, Any]:
-    """Structural fencing checks; during a migration also the ledger comparison; with
-    ``queries``, the recorded answers taken again (:func:`omnigraph.migrator.verify.verify_graph`)."""
-    from omnigraph.migrator.verify import verify_graph
-
-    manifest = Manifest.of_graph(open_store(uri))
-    store = manifest.store
-    return verify_graph(store, manifest, queries)
-
-
-def _parse_utc(text: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def _elapsed(replay: LedgerReplay) -> float:
-    """Seconds from the first to the last ledger record: what the migration took so far, the same
-    on every read (a dead migration's does not grow with the clock)."""
-    return round((_parse_utc(replay.records[-1][1].at) - _parse_utc(replay.records[0][1].at)).total_seconds(), 3)
-
-
-def _replay(store: GraphStore, migration_id: str) -> LedgerReplay | None:
-    """The migration's ledger, or None if it has no record (its holder died right after claiming)."""
-    try:
-        return Ledger(store, ledger_dir(migration_id)).replay()
-    except NotFound:
-        return None
-
-
-def tail(replay: LedgerReplay, count: int | None) -> LedgerReplay:
-    """``replay`` with only its last ``count`` records (all with None); the state is the whole ledger's."""
-    if count is None:
-        return replay
-    return LedgerReplay(records=replay.records[-count:] if count else [], state=replay.state)
-
-
-def status(uri: str, tail_records: int | None = None) -> tuple[dict[str, Any], LedgerReplay | None]:
-    """The stamp, the claim and who acts for it, and the latest migration's ledger (its last
-    ``tail_records`` records, or all, and the folded state of all of them).
-
-    Returns the JSON document and the replayed ledger as shown (None if no migration ever wrote a
-    ledger record: none ran, or its holder died between taking the claim and its first record).
-    ``next`` names one command to run, with the claim's token (:mod:`omnigraph.migrator.advice`)."""
-    manifest = Manifest.of_graph(open_store(uri))
-    store = manifest.store
-    stamp, stamp_migration = manifest.read_stamp()
-    holder = inspect(store, CLAIM_PATH)
-    migration_id = stamp_migration or (holder.migration_id if holder else None) or _latest_migration(store)
-    replay = _replay(store, migration_id) if migration_id is not None else None
-    document: dict[str, Any] = {
-        "graph": store.uri,
-        "stamp": stamp,
-        "claim": holder.model_dump(mode="json") if holder else None,
-        "acting": [p.to_json() for p in acting_processes(store, CLAIM_PATH, holder)] if holder else [],
-        "migration_id": migration_id,
-        "ledger": None,
-        "ledger_records": 0,
-        "units_by_state": {},
-        "elapsed_seconds": None,
-        "next": _next_step(store, stamp, stamp_migration, holder),
-    }
-    if replay is None:
-        return document, None
-    with_sidecar = set(layout.remaining(store, replay.state.migration_id))
-    counts: dict[str, int] = {}
-    for unit_id, unit in replay.state.units.items():
-        # a unit whose sidecar is written is in progress, though its first record is unit_completed
-        state = "in_progress" if unit.status == "planned" and unit_id in with_sidecar else unit.status
-        counts[state] = counts.get(state, 0) + 1
-    shown = tail(replay, tail_records)
-    document["ledger"] = render_json(shown)
-    document["ledger_records"] = len(replay.records)
-    document["units_by_state"] = dict(sorted(counts.items()))
-    document["elapsed_seconds"] = _elapsed(replay)
-    return document, shown
-
-
-def _next_step(store: GraphStore, stamp: str | None, stamp_migration: str | None, holder: ClaimDocument | None) -> str:
-    """What the operator runs next, from the stamp, the claim (and who acts for it) and the ledger."""
-    uri = store.uri
-    if holder is not None:
-        return claim_next_step(store, holder, stamp)
-    if stamp == FORMAT_5:
-        return f"nothing: the graph is fenced (`omnigraph-migrate verify {uri}` checks it)"
-    if stamp == FORMAT_MIGRATING and stamp_migration is not None:
-        return unclaimed_barrier_next_step(store, stamp_migration)
-    return f"`omnigraph-migrate preflight {uri}` then `omnigraph-migrate run {uri}`"

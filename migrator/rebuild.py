@@ -36,7 +36,7 @@ from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load
 from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5
-from omnigraph.engine.storage.store import open_store
+from omnigraph.engine.storage.store import GraphStore
 
 
 @dataclass(frozen=True)
@@ -81,24 +81,27 @@ def branch_order(branches: dict[str, GraphBranch]) -> list[GraphBranch]:
     return ordered
 
 
-def _open_source(uri: str) -> Graph:
-    source = open_graph(uri, FENCED_PROFILE, write=False)
+def _open_source(store: GraphStore) -> Graph:
+    source = open_graph(store, FENCED_PROFILE, write=False)
     if source.stamp not in (FORMAT_4, FORMAT_5):
         raise FormatRefused(
-            f"{uri} has format stamp {source.stamp!r}: a migration holds the barrier. Finish or abort it "
-            f"first (`omnigraph-migrate status {uri}`), then rebuild.",
+            f"{store.uri} has format stamp {source.stamp!r}: a migration holds the barrier. Finish or abort it "
+            f"first (`omnigraph-migrate status {store.uri}`), then rebuild.",
             {"stamp": source.stamp},
         )
     return source
 
 
-def rebuild_graph(source_uri: str, destination_uri: str, actor: str, progress: Callable[[str], None] | None = None) -> RebuildOutcome:
-    """Copy every branch of ``source_uri`` into a new format-5 graph at ``destination_uri``."""
-    if not open_store(destination_uri).is_empty_root():
+def rebuild_graph(
+    source_store: GraphStore, destination: GraphStore, actor: str, progress: Callable[[str], None] | None = None
+) -> RebuildOutcome:
+    """Copy every branch of the graph at ``source_store`` into a new format-5 graph at ``destination``."""
+    destination_uri = destination.uri
+    if not destination.is_empty_root():
         raise BadRequest(
             f"{destination_uri} is not empty; rebuild writes only into a new, empty location", {"destination": destination_uri}
         )
-    source = _open_source(source_uri)
+    source = _open_source(source_store)
     order = branch_order(source.manifest.branches())
     with tempfile.TemporaryDirectory(prefix="omnigraph-rebuild-") as scratch:
         exports: dict[str, Path] = {}
@@ -110,7 +113,7 @@ def rebuild_graph(source_uri: str, destination_uri: str, actor: str, progress: C
                 for line in export_lines(source, branch.name):
                     sink.write(line + "\n")
             exports[branch.name] = path
-        target = init_graph(destination_uri, source.catalog.source, FENCED_PROFILE, actor=actor)
+        target = init_graph(destination, source.catalog.source, FENCED_PROFILE, actor=actor)
         try:
             for branch in order:
                 if branch.name != MAIN:
@@ -132,4 +135,4 @@ def rebuild_graph(source_uri: str, destination_uri: str, actor: str, progress: C
             )
             error.details["incomplete_destination"] = destination_uri
             raise
-    return RebuildOutcome(source_uri, destination_uri, rebuilt)
+    return RebuildOutcome(source_store.uri, destination_uri, rebuilt)

@@ -33,7 +33,6 @@ from omnigraph.engine.door.routing import EngineProfile
 from omnigraph.engine.door.table_store import FENCED_ROUTER
 from omnigraph.engine.errors import BadRequest, FormatRefused
 from omnigraph.engine.graph import Graph, open_graph
-from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.constraints import present_ids
 from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
@@ -42,7 +41,7 @@ from omnigraph.engine.schema.ids import new_ulid
 from omnigraph.engine.storage.blobs import ROW_ID, blob_names, materialize
 from omnigraph.engine.storage.lance_io import ImageRef, open_pinned
 from omnigraph.engine.storage.names import FORMAT_MIGRATING
-from omnigraph.engine.storage.store import open_store
+from omnigraph.engine.storage.store import GraphStore
 from omnigraph.ledger.records import InventoryEntry, RepairApplied, RepairDecision
 from omnigraph.migrator.context import Migration, held_migration
 from omnigraph.migrator.layout import CLAIM_PATH
@@ -110,12 +109,12 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def template(uri: str, token: str, progress: Progress | None = None) -> DecisionsFile:
+def template(store: GraphStore, token: str, progress: Progress | None = None) -> DecisionsFile:
     """Every broken id on every branch that pins it, with its rows and no action chosen."""
-    m = held_migration(uri, token, progress or SilentProgress())
+    m = held_migration(store, token, progress or SilentProgress())
     plan = build_plan(m.manifest)
     broken: list[InventoryEntry] = inventory(plan, validate_images(m.store, plan, m.progress))
-    graph = open_graph(uri, REPAIR_PROFILE, write=False)
+    graph = open_graph(store, REPAIR_PROFILE, write=False)
     choices = []
     for entry in broken:
         table_key = f"{entry.entity_kind}:{entry.type_name}"
@@ -240,29 +239,29 @@ def _rows_to_insert(graph: Graph, choice: RepairChoice, snapshot: BranchSnapshot
     return rows, decisions
 
 
-def apply(uri: str, token: str, decisions: DecisionsFile, actor: str) -> list[RepairApplied]:
+def apply(store: GraphStore, token: str, decisions: DecisionsFile, actor: str) -> list[RepairApplied]:
     """Apply every decision (see the module docstring); returns the ledger records written.
 
     The decisions are checked against the claim, the barrier and the catalog first (a refusal
     writes nothing); then this process (``actor``) is recorded as acting for the claim, refused
     (``claim_held``) while another process acting for it is alive on this host
     (:mod:`omnigraph.claims.acting`)."""
-    m: Migration = held_migration(uri, token, SilentProgress())
+    m: Migration = held_migration(store, token, SilentProgress())
     if decisions.migration_id != m.migration_id:
         raise BadRequest(f"the decisions were written for migration {decisions.migration_id}, not {m.migration_id}; regenerate them")
-    stamp, _ = Manifest(open_store(uri)).read_stamp()
+    stamp, _ = m.manifest.read_stamp()
     if stamp != FORMAT_MIGRATING:
         raise FormatRefused(f"repair needs the migration barrier (stamp migrating), found {stamp!r}")
-    checking = open_graph(uri, REPAIR_PROFILE, write=False)
+    checking = open_graph(store, REPAIR_PROFILE, write=False)
     for choice in decisions.decisions:
         _check_choice(checking, choice)
     with acting_for(m.store, CLAIM_PATH, m.claim, action="repair", owner=actor):
-        return _apply(m, uri, decisions, actor)
+        return _apply(m, decisions, actor)
 
 
-def _apply(m: Migration, uri: str, decisions: DecisionsFile, actor: str) -> list[RepairApplied]:
+def _apply(m: Migration, decisions: DecisionsFile, actor: str) -> list[RepairApplied]:
     """The body of :func:`apply`, acting for the claim."""
-    graph = open_graph(uri, REPAIR_PROFILE, write=True, claim_token=m.token)
+    graph = open_graph(m.store, REPAIR_PROFILE, write=True, claim_token=m.token)
     groups: dict[tuple[str, str], list[RepairChoice]] = {}
     for choice in decisions.decisions:
         groups.setdefault((choice.graph_branch, choice.table_key), []).append(choice)

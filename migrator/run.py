@@ -53,13 +53,15 @@ from typing import Any
 
 from omnigraph.claims.acting import acting_for
 from omnigraph.claims.claim import inspect, release
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import FormatRefused, NotFound, PreconditionFailed, ValidationFailed
 from omnigraph.engine.failpoints import failpoint
+from omnigraph.engine.graph import open_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.progress import Progress
 from omnigraph.engine.reconcile import recovery
 from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
-from omnigraph.engine.storage.store import open_store
+from omnigraph.engine.storage.store import GraphStore
 from omnigraph.ledger.fold import ImageState
 from omnigraph.ledger.ledger import LedgerReplay
 from omnigraph.ledger.records import (
@@ -83,8 +85,6 @@ from omnigraph.migrator.context import Migration, attach, begin, replay_started
 from omnigraph.migrator.errors import DriftDetected
 from omnigraph.migrator.executors import ImageExecutor, default_parallel, read_snapshots
 from omnigraph.migrator.inspection import (
-    UpToDate,
-    already_fenced,
     held_claim,
     refuse_broken,
     refuse_live_writers,
@@ -104,12 +104,13 @@ from omnigraph.migrator.plan import (
 from omnigraph.migrator.unit import run_units
 from omnigraph.migrator.verify import (
     AnswerQueries,
+    UpToDate,
+    already_fenced,
     answer_cases,
     answers_changed,
     check_queries,
     compare_answers,
     migration_drift,
-    read_graph,
     recorded_queries,
     refuse_other_queries,
     requested_queries,
@@ -174,7 +175,7 @@ def drive(m: Migration, queries: AnswerQueries | None = None, parallel: int | No
             source=queries.source,
             params=queries.params_json,
             queries_sha256=queries.sha256,
-            answers=take_answers(read_graph(m.store.uri), queries),
+            answers=take_answers(open_graph(m.store, FENCED_PROFILE, write=False), queries),
         )
         failpoint("migrate.after_answers")
     replay = m.ledger.replay()
@@ -340,7 +341,7 @@ def _check_answers(m: Migration) -> None:
     if queries is None:
         return
     recorded = list(replay.state.answers)
-    changed = compare_answers(read_graph(m.store.uri), queries, recorded)
+    changed = compare_answers(open_graph(m.store, FENCED_PROFILE, write=False), queries, recorded)
     m.record(AnswersChecked, ok=not changed, changed=changed)
     if changed:
         raise answers_changed(
@@ -363,7 +364,7 @@ def _current_heads(manifest: Manifest) -> dict[str, str]:
 
 
 def run_migration(
-    uri: str,
+    store: GraphStore,
     owner: str,
     progress: Progress,
     ignore_fleet: bool = False,
@@ -371,15 +372,14 @@ def run_migration(
     queries: AnswerQueries | None = None,
     parallel: int | None = None,
 ) -> MigrationOutcome | UpToDate:
-    """Migrate the format-4 graph at ``uri`` to format 5 (see the module docstring); refused while
+    """Migrate the format-4 graph at ``store`` to format 5 (see the module docstring); refused while
     a registered writer is live unless ``ignore_fleet`` (:mod:`omnigraph.migrator.inspection`).
 
     ``executor`` validates the images (default: this process); it is started before the claim is
     taken, so an executor that cannot start leaves the graph untouched. ``queries`` are the
     answer check's (``bad_request`` before anything is written if one does not bind). ``parallel``
     units are in flight at once (:func:`omnigraph.migrator.run.drive`)."""
-    manifest = Manifest.of_graph(open_store(uri))
-    store = manifest.store
+    manifest = Manifest.of_graph(store)
     up_to_date = already_fenced(store, manifest)
     if up_to_date is not None:
         return up_to_date
@@ -387,14 +387,14 @@ def run_migration(
     refuse_live_writers(store, ignore_fleet)
     refuse_row_drift(store, out_of_band_reports(store, manifest))
     if queries is not None:
-        check_queries(read_graph(uri), queries)
+        check_queries(open_graph(store, FENCED_PROFILE, write=False), queries)
     with begin(store, owner, progress, executor, queries.check() if queries else None) as m:
         failpoint("migrate.after_claim")
         return drive(m, queries, parallel)
 
 
 def refence_migration(
-    uri: str, owner: str, progress: Progress, executor: ImageExecutor | None = None, parallel: int | None = None
+    store: GraphStore, owner: str, progress: Progress, executor: ImageExecutor | None = None, parallel: int | None = None
 ) -> MigrationOutcome:
     """Fence again a stamp-5 graph that a format-4 writer published to after the stamp.
 
@@ -408,8 +408,7 @@ def refence_migration(
     is resumed with ``resume --token``; ``abort --token`` puts stamp 4 back, as for any migration.
     ``executor`` and ``parallel`` as for :func:`run_migration`.
     """
-    manifest = Manifest.of_graph(open_store(uri))
-    store = manifest.store
+    manifest = Manifest.of_graph(store)
     refuse_unless_refence_needed(store, manifest, owner)
     with begin(store, owner, progress, executor) as m:
         m.manifest.write_stamp(FORMAT_MIGRATING, m.migration_id)
@@ -420,7 +419,7 @@ def refence_migration(
 
 
 def resume_migration(
-    uri: str,
+    store: GraphStore,
     token: str,
     owner: str,
     progress: Progress,
@@ -440,13 +439,12 @@ def resume_migration(
     stamp) it only records the stamp and releases the claim. Answers recorded by the migration
     are checked before the stamp whether or not ``queries`` are given; given, they must be the
     recorded ones (see :func:`omnigraph.migrator.run.drive`); ``parallel`` as for :func:`run_migration`."""
-    store = open_store(uri)
     refuse_broken(store, token)
     claim = held_claim(store, token)
     m = attach(store, claim, progress, executor)
     _refuse_aborted(m)
     if queries is not None:
-        check_queries(read_graph(uri), queries)
+        check_queries(open_graph(store, FENCED_PROFILE, write=False), queries)
     with acting_for(store, CLAIM_PATH, claim, action="resume", owner=owner):
         return _resume(m, owner, queries, parallel)
 

@@ -69,8 +69,9 @@ from omnigraph.ledger.records import DriftItem, UnitCompleted, UnitPlan
 from omnigraph.migrator import layout
 from omnigraph.migrator.context import Migration
 from omnigraph.migrator.errors import DriftDetected, MigrationRefused
-from omnigraph.migrator.executors import MAX_PARALLEL, fan_out, validate_image
+from omnigraph.migrator.executors import fan_out, validate_image
 from omnigraph.migrator.layout import ManifestDelta, PlannedFork, UnitSidecar, physical_fingerprint
+from omnigraph.migrator.options import MAX_PARALLEL
 from omnigraph.migrator.plan import is_inherited
 
 _PK_COMMIT_OPERATION = "UpdateConfig"

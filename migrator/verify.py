@@ -1,4 +1,5 @@
 """[omnigraph.migrator.verify]
+[omnigraph.migrator.verify]
 The upgrade's answer check: the application's read queries answer the same after the migration.
 
 An :class:`AnswerQueries` is a ``.gq`` source and the params of its read queries by name (the
@@ -31,6 +32,7 @@ stamp 5, no head a format-4 writer published after the stamp (:mod:`omnigraph.en
 given answer queries, the answers the stamping migration recorded are taken again
 (:mod:`omnigraph.migrator.verify`).
 
+
 """
 
 from __future__ import annotations
@@ -56,14 +58,15 @@ from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry
 from omnigraph.engine.query.run import open_answer
 from omnigraph.engine.reconcile import recovery
 from omnigraph.engine.storage.lance_io import latest_version, open_pinned, primary_key
+from omnigraph.engine.storage.names import FORMAT_5
 from omnigraph.engine.storage.store import GraphStore, canonical_json
 from omnigraph.ledger.fold import FoldedState
 from omnigraph.ledger.ledger import Ledger, LedgerReplay
 from omnigraph.ledger.records import AnswerChange, AnswerCheck, AnswerDigest, AnswersRecorded, DriftItem, MigrationStarted, UnitPlan
-from omnigraph.migrator.advice import claim_next_step
 from omnigraph.migrator.errors import AnswersChanged, DriftDetected
 from omnigraph.migrator.executors import default_parallel, fan_out, read_snapshots, validate_image
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir, migration_ids, physical_fingerprint
+from omnigraph.migrator.status import claim_next_step
 
 KEPT_ANSWER_BYTES = 64 * 1024
 BRANCH_GONE = "branch deleted"
@@ -147,11 +150,6 @@ def _read_text(path: Path) -> str:
         raise BadRequest(f"{path} does not exist", {"path": str(path)}) from None
     except (OSError, UnicodeDecodeError) as error:
         raise BadRequest(f"{path} cannot be read as UTF-8 text: {error}", {"path": str(path)}) from None
-
-
-def read_graph(uri: str) -> Graph:
-    """The graph opened read-only (reads are allowed at stamps 4, ``migrating`` and 5)."""
-    return open_graph(uri, FENCED_PROFILE, write=False)
 
 
 def check_queries(graph: Graph, queries: AnswerQueries) -> None:
@@ -497,7 +495,7 @@ def _recheck_answers(store: GraphStore, migration_id: str | None, queries: Answe
             {"migration_id": None if state is None else state.migration_id},
         )
     refuse_other_queries(queries, state.answers_sha256, " that migration was run with")
-    changed = compare_answers(read_graph(store.uri), queries, state.answers)
+    changed = compare_answers(open_graph(store, FENCED_PROFILE, write=False), queries, state.answers)
     if changed:
         raise answers_changed(
             f"{len(changed)} of {len(state.answers)} answer(s) differ from those migration {state.migration_id} recorded before its stamp",
@@ -520,3 +518,47 @@ def _stamping_migration(store: GraphStore) -> FoldedState | None:
         if state.stamp_written:
             return state
     return None
+
+
+@dataclass(frozen=True)
+class UpToDate:
+    """``run`` found the graph already fenced (stamp 5, no claim, ``verify`` passes): nothing done."""
+
+    graph: str
+    verified: dict[str, Any]
+
+    @property
+    def message(self) -> str:
+        return f"{self.graph} is already at format 5, nothing to do"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": "up_to_date", "graph": self.graph, "stamp": FORMAT_5, "message": self.message, "verify": self.verified}
+
+
+def already_fenced(store: GraphStore, manifest: Manifest) -> UpToDate | None:
+    """:class:`UpToDate` if the graph is at stamp 5 with no claim held and ``verify`` passes.
+
+    None for any other stamp, or at stamp 5 while a claim is held (the caller refuses those). At
+    stamp 5 a failing ``verify`` raises its ``drift_detected`` error.
+    """
+    from omnigraph.migrator.verify import verify_graph  # the answer check's query engine: only at stamp 5
+
+    stamp, _ = manifest.read_stamp()
+    if stamp != FORMAT_5 or inspect(store, CLAIM_PATH) is not None:
+        return None
+    return UpToDate(store.uri, verify_graph(store, manifest))
+
+
+def up_to_date(store: GraphStore) -> UpToDate | None:
+    """:class:`UpToDate` if the graph is already fenced and unclaimed (see :func:`already_fenced`)."""
+    manifest = Manifest.of_graph(store)
+    return already_fenced(store, manifest)
+
+
+def verify(store: GraphStore, queries: AnswerQueries | None = None) -> dict[str, Any]:
+    """Structural fencing checks; during a migration also the ledger comparison; with
+    ``queries``, the recorded answers taken again (:func:`omnigraph.migrator.verify.verify_graph`)."""
+    from omnigraph.migrator.verify import verify_graph
+
+    manifest = Manifest.of_graph(store)
+    return verify_graph(store, manifest, queries)

@@ -231,13 +231,10 @@ def check(uri: str | os.PathLike[str], *, storage_options: Mapping[str, str] | N
     Raises:
         NotFound: there is no graph at ``uri``.
     """
-    from omnigraph.engine.maintenance.check import check_graph
-    from omnigraph.engine.storage.store import storage_options_scope
-    from omnigraph.migrator.advice import claim_findings
-    from omnigraph.migrator.executors import validate_image
+    from omnigraph.engine.storage.store import open_store
+    from omnigraph.maintenance import integrity_check
 
-    with storage_options_scope(storage_options):
-        return check_graph(os.fspath(uri), validate_image, claim_findings)
+    return integrity_check(open_store(os.fspath(uri), storage_options))
 
 
 def default_actor() -> str:

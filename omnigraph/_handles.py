@@ -12,14 +12,14 @@ A :class:`Handles` holds at most one read-only and one read-write engine handle 
 - With ``every_call=False`` (a command that opens, acts once and exits) the stamp and the claim
   are checked only when a handle is opened.
 
-Every handle is opened inside the graph's storage-options scope, so it keeps those S3 settings.
+Every handle is opened on the graph's one :class:`~omnigraph.engine.storage.store.GraphStore`, which
+keeps the S3 settings it was opened with.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from omnigraph.engine.access.permission import require_writable_stamp
@@ -28,7 +28,7 @@ from omnigraph.engine.errors import BadRequest, RecoveryRequired
 from omnigraph.engine.graph import Graph as EngineGraph
 from omnigraph.engine.graph import open_graph
 from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.storage.store import GraphStore, storage_options_scope
+from omnigraph.engine.storage.store import GraphStore
 
 if TYPE_CHECKING:
     from omnigraph.engine.reconcile.recovery import RecoveryRecord
@@ -46,7 +46,6 @@ class Handles:
         store: GraphStore,
         profile: EngineProfile,
         *,
-        storage_options: Mapping[str, str] | None,
         on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None,
         every_call: bool,
     ) -> None:
@@ -54,7 +53,6 @@ class Handles:
         self.store = store
         self.manifest = Manifest(store)
         self.profile = profile
-        self.storage_options = dict(storage_options or {})
         self.recovered: tuple[RecoveryRecord, ...] = ()
         self._on_recovery = on_recovery
         self._every_call = every_call
@@ -63,10 +61,6 @@ class Handles:
         self._writer: EngineGraph | None = None
         self._closed = False
 
-    def scope(self) -> AbstractContextManager[None]:
-        """The block in which stores opened by this thread use the graph's storage options."""
-        return storage_options_scope(self.storage_options) if self.storage_options else nullcontext()
-
     def require_open(self) -> None:
         """``bad_request`` once :meth:`close` was called."""
         if self._closed:
@@ -74,15 +68,13 @@ class Handles:
 
     def open_reader(self) -> EngineGraph:
         """Open (or reopen) the read-only handle now: ``not_found``, ``format_refused`` as the open rules say."""
-        with self.scope():
-            self._reader = open_graph(self.store.uri, self.profile, write=False)
+        self._reader = open_graph(self.store, self.profile, write=False)
         return self._reader
 
     def open_writer(self) -> EngineGraph:
         """Open the read-write handle now, resolving interrupted commits: ``format_refused`` or
         ``claim_held`` when the barrier forbids writing."""
-        with self.scope():
-            writer = open_graph(self.store.uri, self.profile, write=True)
+        writer = open_graph(self.store, self.profile, write=True)
         self._writer = writer
         self.recovered = tuple(writer.recovered)
         if self._on_recovery is not None and writer.recovered:
@@ -99,9 +91,8 @@ class Handles:
         graph = self._reader
         if graph is not None and not self._every_call:
             return graph
-        with self.scope():
-            if graph is None or self.manifest.read_stamp()[0] != graph.stamp:
-                graph = self.open_reader()
+        if graph is None or self.manifest.read_stamp()[0] != graph.stamp:
+            graph = self.open_reader()
         return graph
 
     def any(self) -> EngineGraph:
@@ -112,22 +103,20 @@ class Handles:
     def check_barrier(self) -> None:
         """Refuse a write before its input is parsed while the barrier holds (``format_barrier``)."""
         if self._every_call:
-            with self.scope():
-                require_writable_stamp(self.manifest, self.profile)
+            require_writable_stamp(self.manifest, self.profile)
 
     def write(self, operation: Callable[[EngineGraph], T]) -> T:
         """Run ``operation`` on the read-write handle, under the write lock, once the barrier allows."""
         with self._write_lock:
             self.require_open()
-            with self.scope():
-                if self._every_call or self._writer is None:
-                    require_writable_stamp(self.manifest, self.profile)
-                writer = self._writer or self.open_writer()
-                try:
-                    return operation(writer)
-                except RecoveryRequired:
-                    self._writer = None  # the next write reopens read-write, which resolves it
-                    raise
+            if self._every_call or self._writer is None:
+                require_writable_stamp(self.manifest, self.profile)
+            writer = self._writer or self.open_writer()
+            try:
+                return operation(writer)
+            except RecoveryRequired:
+                self._writer = None  # the next write reopens read-write, which resolves it
+                raise
 
     def close(self) -> None:
         """Wait for the write in flight, then drop both handles; later use is ``bad_request``."""

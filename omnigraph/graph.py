@@ -46,7 +46,7 @@ from omnigraph.engine.graph import default_actor, init_graph
 from omnigraph.engine.manifest.commit_graph import commit_history
 from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.storage.names import FORMAT_5
-from omnigraph.engine.storage.store import GraphStore, open_store, storage_options_scope
+from omnigraph.engine.storage.store import GraphStore, open_store
 from omnigraph.results import (
     Branch,
     ChunkedMutationResult,
@@ -107,12 +107,11 @@ class Graph:
         *,
         read_only: bool,
         actor: str | None,
-        storage_options: Mapping[str, str] | None,
         on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None,
         stamp_checks: StampChecks = "every_call",
     ) -> None:
         """Not for direct use: :func:`omnigraph.open` and :func:`omnigraph.init` build graphs."""
-        self._h = Handles(store, profile, storage_options=storage_options, on_recovery=on_recovery, every_call=stamp_checks == "every_call")
+        self._h = Handles(store, profile, on_recovery=on_recovery, every_call=stamp_checks == "every_call")
         self._read_only = read_only
         self._actor = actor
 
@@ -186,8 +185,7 @@ class Graph:
             FormatRefused: the graph has no stamp or an unknown one.
         """
         self._h.require_open()
-        with self._h.scope():
-            return str(self._h.manifest.read_stamp()[0])
+        return str(self._h.manifest.read_stamp()[0])
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -224,14 +222,13 @@ class Graph:
         from omnigraph.engine.access.writer_audit import readiness_problems
 
         self._h.require_open()
-        with self._h.scope():
-            permission = current_permission(self._h.manifest, self._h.profile)
-            stamp, writable, reason = permission.stamp, permission.writable, permission.reason
-            if writable and stamp == FORMAT_5 and self._h.profile.router.with_pk:
-                problems = readiness_problems(self._h.store, self._h.manifest)
-                if problems:
-                    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-                    writable, reason = False, f"format_refused: {problems[0]}{more}"
+        permission = current_permission(self._h.manifest, self._h.profile)
+        stamp, writable, reason = permission.stamp, permission.writable, permission.reason
+        if writable and stamp == FORMAT_5 and self._h.profile.router.with_pk:
+            problems = readiness_problems(self._h.store, self._h.manifest)
+            if problems:
+                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+                writable, reason = False, f"format_refused: {problems[0]}{more}"
         return Readiness(format=stamp, writable=writable, reason=reason)
 
     def branches(self) -> tuple[Branch, ...]:
@@ -334,7 +331,7 @@ class Graph:
         from omnigraph.engine.query.run import open_answer
 
         choose_query(query, name, "read")  # syntax, the name and the kind: refused before any I/O
-        with self._h.scope(), open_answer(self._h.reading(), query, name=name, params=dict(params or {}), branch=branch, at=at) as answer:
+        with open_answer(self._h.reading(), query, name=name, params=dict(params or {}), branch=branch, at=at) as answer:
             yield answer
 
     def query(
@@ -358,9 +355,9 @@ class Graph:
             NotFound: there is no graph at the root any more.
         """
         self._h.require_open()
-        import omnigraph
+        from omnigraph.maintenance import integrity_check
 
-        return omnigraph.check(self.uri, storage_options=self._h.storage_options)
+        return integrity_check(self._h.store)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -402,8 +399,7 @@ class Graph:
         self._refuse_if_read_only("load")
         self._h.check_barrier()
         check_load_options(mode, chunk_rows)
-        with self._h.scope():
-            self._h.manifest.require_branch(branch)
+        self._h.manifest.require_branch(branch)
         catalog = self._h.any().catalog
         registration: AbstractContextManager[object] = nullcontext()
         if chunk_rows is not None:  # a chunked load registers in the fleet registry
@@ -412,7 +408,6 @@ class Graph:
             registration = fleet.registered(self._h.store, self.program, "load", self.writes_format)
         edges = frozenset(t.type_name for t in catalog.tables() if t.kind == "edge")
         with (
-            self._h.scope(),
             registration,
             opened_data(data, edges) as source,
             read_records(source, catalog, with_pk=self._h.profile.router.with_pk) as records,
@@ -631,14 +626,11 @@ def connect(
 ) -> Graph:
     """:func:`omnigraph.open` (see there)."""
     profile = _profile(program)
-    with storage_options_scope(storage_options):
-        store = open_store(uri)
     graph = Graph(
-        store,
+        open_store(uri, storage_options),
         profile,
         read_only=read_only,
         actor=actor,
-        storage_options=storage_options,
         on_recovery=on_recovery,
         stamp_checks=stamp_checks,
     )
@@ -656,8 +648,7 @@ def create(
 ) -> Graph:
     """:func:`omnigraph.init` (see there) of the schema source ``schema``."""
     profile = _profile(program)
-    with storage_options_scope(storage_options):
-        created = init_graph(uri, schema, profile, actor or default_actor())
-    graph = Graph(created.store, profile, read_only=False, actor=actor, storage_options=storage_options, on_recovery=None)
+    created = init_graph(open_store(uri, storage_options), schema, profile, actor or default_actor())
+    graph = Graph(created.store, profile, read_only=False, actor=actor, on_recovery=None)
     graph._h.adopt_writer(created)
     return graph

@@ -17,13 +17,15 @@ Results carry the engine's drift reports (``describe()``, ``verdict``, ``to_json
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from omnigraph import ENGINE, FORMAT_4_WRITER
 from omnigraph.engine.errors import BadRequest, NotFound
 from omnigraph.engine.graph import Graph, default_actor, open_graph
+from omnigraph.engine.maintenance.check import check_graph
+from omnigraph.engine.maintenance.findings import CheckReport
 from omnigraph.engine.maintenance.optimize import OptimizeReport
 from omnigraph.engine.maintenance.optimize import optimize as optimize_graph
 from omnigraph.engine.manifest.manifest import Manifest
@@ -32,8 +34,10 @@ from omnigraph.engine.progress import Progress, SilentProgress
 from omnigraph.engine.reconcile import drift, recovery
 from omnigraph.engine.reconcile.drift import TableDriftReport
 from omnigraph.engine.storage.names import FORMAT_4
-from omnigraph.engine.storage.store import open_store
+from omnigraph.engine.storage.store import GraphStore, open_store
 from omnigraph.graph import PROGRAMS
+from omnigraph.migrator.executors import validate_image
+from omnigraph.migrator.status import claim_findings
 
 __all__ = [
     "DriftAdopted",
@@ -55,14 +59,15 @@ def _quiet(_line: str) -> None:
     return None
 
 
-def _open(uri: str, *, write: bool, announce: Announce) -> Graph:
+def _open(uri: str, storage_options: Mapping[str, str] | None, *, write: bool, announce: Announce) -> Graph:
     """Open with the profile of the graph's format: 5 -> the engine, 4 -> the format-4 rules.
 
     Any other stamp is refused by the engine's rules (a migration barrier names
     ``omnigraph-migrate status``)."""
-    manifest = Manifest(open_store(uri))
+    store = open_store(uri, storage_options)
+    manifest = Manifest(store)
     stamp = manifest.read_stamp()[0] if manifest.exists() else None
-    graph = open_graph(uri, PROGRAMS[FORMAT_4_WRITER if stamp == FORMAT_4 else ENGINE], write=write)
+    graph = open_graph(store, PROGRAMS[FORMAT_4_WRITER if stamp == FORMAT_4 else ENGINE], write=write)
     for record in graph.recovered:
         announce(f"recovered interrupted commit {record.operation_id} on {record.graph_branch}: {record.outcome}")
     for adopted in graph.adopted:
@@ -140,7 +145,7 @@ class Recovered:
         }
 
 
-def drift_show(uri: str, *, branch: str = MAIN, table: str | None = None) -> DriftShown:
+def drift_show(uri: str, *, branch: str = MAIN, table: str | None = None, storage_options: Mapping[str, str] | None = None) -> DriftShown:
     """The out-of-band commits of every table of ``branch`` (or of ``table``), and whether each
     changes rows (read-only).
 
@@ -148,7 +153,7 @@ def drift_show(uri: str, *, branch: str = MAIN, table: str | None = None) -> Dri
         NotFound: no graph, branch or table.
         FormatRefused: the stamp is one the engine does not read.
     """
-    graph = _open(uri, write=False, announce=_quiet)
+    graph = _open(uri, storage_options, write=False, announce=_quiet)
     graph.manifest.require_branch(branch)
     reports = drift.out_of_band(
         graph.store, graph.manifest, branch, _table_filter(graph, branch, table), compare_rows=True, include_forks=True
@@ -157,7 +162,13 @@ def drift_show(uri: str, *, branch: str = MAIN, table: str | None = None) -> Dri
 
 
 def drift_adopt(
-    uri: str, *, branch: str = MAIN, table: str | None = None, actor: str | None = None, announce: Announce = _quiet
+    uri: str,
+    *,
+    branch: str = MAIN,
+    table: str | None = None,
+    actor: str | None = None,
+    announce: Announce = _quiet,
+    storage_options: Mapping[str, str] | None = None,
 ) -> DriftAdopted:
     """Pin each table's HEAD on ``branch`` (after the fencing checks) in one graph commit.
 
@@ -167,7 +178,7 @@ def drift_adopt(
         ClaimHeld: a migration claim is held.
         ValidationFailed: the change would break the fence (revert it instead).
     """
-    graph = _open(uri, write=True, announce=announce)
+    graph = _open(uri, storage_options, write=True, announce=announce)
     graph.manifest.require_branch(branch)
     reports = drift.out_of_band(graph.store, graph.manifest, branch, _table_filter(graph, branch, table), include_forks=True)
     version = None
@@ -179,7 +190,13 @@ def drift_adopt(
 
 
 def drift_revert(
-    uri: str, *, branch: str = MAIN, table: str | None = None, actor: str | None = None, announce: Announce = _quiet
+    uri: str,
+    *,
+    branch: str = MAIN,
+    table: str | None = None,
+    actor: str | None = None,
+    announce: Announce = _quiet,
+    storage_options: Mapping[str, str] | None = None,
 ) -> DriftReverted:
     """Restore each table's pinned rows on ``branch`` as a new version and pin it (one graph
     commit per table).
@@ -189,14 +206,14 @@ def drift_revert(
         FormatRefused: the graph is behind a migration barrier.
         ClaimHeld: a migration claim is held.
     """
-    graph = _open(uri, write=True, announce=announce)
+    graph = _open(uri, storage_options, write=True, announce=announce)
     graph.manifest.require_branch(branch)
     reports = drift.out_of_band(graph.store, graph.manifest, branch, _table_filter(graph, branch, table), include_forks=True)
     versions = [drift.revert(graph.store, graph.manifest, report, actor=actor or default_actor()) for report in reports]
     return DriftReverted(branch, tuple(reports), tuple(versions))
 
 
-def recover(uri: str, *, announce: Announce = _quiet) -> Recovered:
+def recover(uri: str, *, announce: Announce = _quiet, storage_options: Mapping[str, str] | None = None) -> Recovered:
     """Open the graph read-write: resolve the interrupted commits of dead writers, complete
     interrupted branch creations and deletions, adopt out-of-band commits that change no row.
 
@@ -206,7 +223,7 @@ def recover(uri: str, *, announce: Announce = _quiet) -> Recovered:
         FormatRefused: the graph is behind a migration barrier.
         ClaimHeld: a migration claim is held.
     """
-    graph = _open(uri, write=True, announce=announce)
+    graph = _open(uri, storage_options, write=True, announce=announce)
     finished = recovery.finish_interrupted_branch_operations(graph.store, graph.manifest)
     for name in finished:
         announce(f"completed an interrupted create or delete of branch {name}")
@@ -237,6 +254,7 @@ def optimize(
     actor: str | None = None,
     progress: Progress | None = None,
     announce: Announce = _quiet,
+    storage_options: Mapping[str, str] | None = None,
 ) -> OptimizeReport:
     """Compact the tables ``branch`` owns, build a BTREE index on ``index_column``, and delete
     table versions older than ``cleanup_older_than`` that nothing pins (no branch, reachable
@@ -250,7 +268,7 @@ def optimize(
     """
     if not compact and index_column is None and cleanup_older_than is None:
         raise BadRequest("nothing to do: pass --compact, --index COLUMN and/or --cleanup-older-than DUR")
-    graph = _open(uri, write=True, announce=announce)
+    graph = _open(uri, storage_options, write=True, announce=announce)
     from omnigraph.migrator.layout import pinned_images
 
     return optimize_graph(
@@ -264,3 +282,10 @@ def optimize(
         progress=progress or SilentProgress(),
         extra_pins=pinned_images(graph.store),
     )
+
+
+def integrity_check(store: GraphStore) -> CheckReport:
+    """The read-only integrity check of the graph at ``store`` (what :func:`omnigraph.check` and
+    :meth:`omnigraph.Graph.check` run): the engine's check with the migrator's id scan and its
+    claim findings."""
+    return check_graph(store, validate_image, claim_findings)

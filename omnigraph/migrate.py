@@ -1,6 +1,7 @@
 """``omnigraph.migrate``: the format-4 to format-5 migration from Python, as ``omnigraph-migrate`` runs it.
 
-CI jobs and operators script the upgrade with these functions; each does exactly what the
+This module is the one door into the migrator: ``omnigraph-migrate`` and the playbooks call these
+functions, and so do CI jobs and operators that script the upgrade. Each does exactly what the
 command of the same name does (the same checks, claim, ledger, barrier and refusals) and returns
 a frozen result whose fields are the command's ``--json`` document. Refusals are the same
 :mod:`omnigraph.errors` classes, whose ``exit_code`` is the command's exit status (``claim_held``
@@ -22,50 +23,91 @@ first primary key and again before the stamp, and any difference refuses the sta
 (:class:`~omnigraph.errors.AnswersChanged`, exit 4).
 
 ``progress`` takes an object with ``start(label, total)``, ``advance(amount=1)`` and ``finish()``
-(:class:`Progress`); by default nothing is reported. ``executor`` is an image executor of
-:mod:`omnigraph.migrator.executors` (default: this process validates the images).
+(:class:`Progress`); by default nothing is reported. ``executor`` is an image executor from
+:func:`open_executor` (default: this process validates the images). ``storage_options`` are the
+S3 settings of :func:`omnigraph.open`, which take precedence over the environment.
+
+Importing this module loads only the run options (:data:`EXECUTORS`, :data:`MAX_PARALLEL`, ...);
+each function imports the part of the migrator it drives when it is called, so a command's
+``--help`` and ``status`` stay light.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omnigraph.engine.graph import default_actor
+import omnigraph
 from omnigraph.engine.progress import Progress, SilentProgress
-from omnigraph.engine.storage.store import copy_root, open_store, storage_options_scope
-from omnigraph.migrator import inspection
-from omnigraph.migrator.inspection import UpToDate as _UpToDate
+from omnigraph.engine.storage.store import copy_root, open_store
+from omnigraph.migrator.options import (
+    DEFAULT_PARALLEL_LOCAL,
+    DEFAULT_PARALLEL_OBJECT_STORE,
+    EXECUTORS,
+    MAX_PARALLEL,
+    executor_unavailable,
+    ray_address_problem,
+)
 from omnigraph.results import Result
 
-# The migration itself (``run``, ``resume``, ``abort``) and the answer check's query engine
-# (:class:`AnswerQueries`, imported on first access) are imported where they are used: the
-# read-only ``preflight``, ``plan`` and ``status`` load neither.
 if TYPE_CHECKING:
+    from omnigraph.ledger.ledger import Ledger
     from omnigraph.migrator.executors import ImageExecutor
+    from omnigraph.migrator.repair import DecisionsFile as RepairDecisions
     from omnigraph.migrator.verify import AnswerQueries
 
 __all__ = [
+    "DEFAULT_PARALLEL_LOCAL",
+    "DEFAULT_PARALLEL_OBJECT_STORE",
+    "EXECUTORS",
+    "MAX_PARALLEL",
     "Aborted",
     "AnswerQueries",
+    "BrokenClaim",
+    "ClaimState",
     "Copied",
+    "Duplicates",
+    "ImageExecutor",
     "Migrated",
     "Plan",
     "Preflight",
     "Progress",
+    "Rebuilt",
+    "RepairDecisions",
+    "Repaired",
     "SilentProgress",
     "Status",
     "UpToDate",
     "Verification",
     "abort",
+    "break_claim",
+    "claim",
     "copy",
+    "describe_fleet_entry",
+    "duplicates",
+    "executor_unavailable",
+    "inventory_lines",
+    "ledger_table",
+    "migration_ledger",
+    "open_executor",
     "plan",
     "preflight",
+    "ray_address_problem",
+    "read_repair_decisions",
+    "rebuild",
+    "refence",
+    "repair",
+    "repair_template",
     "resume",
     "run",
     "status",
+    "unit_sidecars",
+    "up_to_date",
     "verify",
+    "write_repair_decisions",
 ]
 
 
@@ -106,7 +148,7 @@ class Plan(Result):
 
 @dataclass(frozen=True)
 class Migrated(Result):
-    """``run``/``resume --json`` of a migration that wrote stamp 5 and released its claim."""
+    """``run``, ``resume`` or ``refence --json`` of a migration that wrote stamp 5 and released its claim."""
 
     status: str
     migration_id: str
@@ -161,6 +203,76 @@ class Verification(Result):
     """With ``queries``: one entry per recorded answer, each unchanged (empty without)."""
 
 
+@dataclass(frozen=True)
+class Duplicates(Result):
+    """``omnigraph-migrate duplicates --json``: every duplicate or null id of every pinned image."""
+
+    graph: str
+    images: int
+    inventory: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Copied(Result):
+    """``omnigraph-migrate copy --json``: how many objects and bytes were copied."""
+
+    source: str
+    destination: str
+    objects: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Aborted(Result):
+    """``omnigraph-migrate abort --json``: stamp 4 is back and the claim released (installed
+    primary keys stay: the migration is rolled forward only)."""
+
+    migration_id: str
+    stamp: str
+    sidecars_removed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ClaimState(Result):
+    """``omnigraph-migrate claim show --json``: the claim (or None), every process recorded as
+    acting for it with its liveness, the word for all of them (``holder_process``) and the stamp."""
+
+    graph: str
+    stamp: str | None
+    stamp_migration_id: str | None
+    claim: Mapping[str, Any] | None
+    holder_process: str | None
+    acting: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class BrokenClaim(Result):
+    """``omnigraph-migrate claim break --json``: the break record and the command to run next."""
+
+    graph: str
+    stamp: str | None
+    broken: Mapping[str, Any]
+    next: str
+
+
+@dataclass(frozen=True)
+class Repaired(Result):
+    """``omnigraph-migrate repair --json``: one ledger record per repair commit applied."""
+
+    commits: tuple[Mapping[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Rebuilt(Result):
+    """``omnigraph-migrate rebuild --json``: the source, the new format-5 graph and every branch
+    copied (name, parent, rows per table key), in creation order."""
+
+    source: str
+    destination: str
+    stamp: str
+    branches: tuple[Mapping[str, Any], ...]
+
+
 def preflight(
     uri: str,
     *,
@@ -180,8 +292,9 @@ def preflight(
         TableDrift: a table was changed outside the engine in a way that changes rows.
         ValidationFailed: with ``validate``, duplicate or null ids (``details["inventory"]``).
     """
-    with storage_options_scope(storage_options):
-        document = inspection.preflight(uri, validate, progress or SilentProgress(), ignore_fleet)
+    from omnigraph.migrator.inspection import preflight as check_ready
+
+    document = check_ready(open_store(uri, storage_options), validate, progress or SilentProgress(), ignore_fleet)
     return Preflight.from_document({"inventory": None, **document})
 
 
@@ -191,14 +304,23 @@ def plan(uri: str, *, storage_options: Mapping[str, str] | None = None) -> Plan:
     Raises:
         NotFound: no graph at ``uri``.
     """
-    with storage_options_scope(storage_options):
-        return Plan.from_document(inspection.plan_command(uri))
+    from omnigraph.migrator.inspection import plan_command
+
+    return Plan.from_document(plan_command(open_store(uri, storage_options)))
 
 
-def _outcome(outcome: Any) -> Migrated | UpToDate:
-    if isinstance(outcome, _UpToDate):
-        return UpToDate.from_document(outcome.to_json())
-    return Migrated.from_document(outcome.to_json())
+def up_to_date(uri: str, *, storage_options: Mapping[str, str] | None = None) -> UpToDate | None:
+    """:class:`UpToDate` if the graph is already at format 5, unclaimed and passing ``verify``;
+    None at any other stamp or while a claim is held (read-only).
+
+    Raises:
+        NotFound: no graph at ``uri``.
+        DriftDetected: the graph is at stamp 5 but not fully fenced.
+    """
+    from omnigraph.migrator.verify import up_to_date as fenced_already
+
+    outcome = fenced_already(open_store(uri, storage_options))
+    return None if outcome is None else UpToDate.from_document(outcome.to_json())
 
 
 def run(
@@ -234,11 +356,20 @@ def run(
         ExecutorFailed: the executor could not validate the images.
     """
     from omnigraph.migrator.run import run_migration
+    from omnigraph.migrator.verify import UpToDate as Fenced
 
-    with storage_options_scope(storage_options):
-        return _outcome(
-            run_migration(uri, owner or default_actor(), progress or SilentProgress(), ignore_fleet, executor, queries, parallel)
-        )
+    outcome = run_migration(
+        open_store(uri, storage_options),
+        owner or omnigraph.default_actor(),
+        progress or SilentProgress(),
+        ignore_fleet,
+        executor,
+        queries,
+        parallel,
+    )
+    if isinstance(outcome, Fenced):
+        return UpToDate.from_document(outcome.to_json())
+    return Migrated.from_document(outcome.to_json())
 
 
 def resume(
@@ -268,8 +399,38 @@ def resume(
     """
     from omnigraph.migrator.run import resume_migration
 
-    with storage_options_scope(storage_options):
-        outcome = resume_migration(uri, token, owner or default_actor(), progress or SilentProgress(), executor, queries, parallel)
+    store = open_store(uri, storage_options)
+    outcome = resume_migration(store, token, owner or omnigraph.default_actor(), progress or SilentProgress(), executor, queries, parallel)
+    return Migrated.from_document(outcome.to_json())
+
+
+def refence(
+    uri: str,
+    *,
+    owner: str | None = None,
+    executor: ImageExecutor | None = None,
+    progress: Progress | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    parallel: int | None = None,
+) -> Migrated:
+    """Fence again a stamp-5 graph that a format-4 writer published to after the stamp (or that
+    pins an image without the primary key): the whole migration protocol again under a new claim.
+    ``owner``, ``executor`` and ``parallel`` as for :func:`run`.
+
+    Raises:
+        NotFound: no graph at ``uri``.
+        FormatRefused: the graph is not at stamp 5.
+        PreconditionFailed: nothing needs fencing again.
+        ClaimHeld: a migration claim is held.
+        RecoveryRequired: a commit is in flight by a live process on this host.
+        ValidationFailed: duplicates the old writer let in (repair them, then :func:`resume`).
+        DriftDetected: something moved under the barrier.
+    """
+    from omnigraph.migrator.run import refence_migration
+
+    outcome = refence_migration(
+        open_store(uri, storage_options), owner or omnigraph.default_actor(), progress or SilentProgress(), executor, parallel
+    )
     return Migrated.from_document(outcome.to_json())
 
 
@@ -281,9 +442,25 @@ def status(uri: str, *, tail: int | None = None, storage_options: Mapping[str, s
         NotFound: no graph at ``uri``.
         LedgerCorrupt: a ledger record cannot be read.
     """
-    with storage_options_scope(storage_options):
-        document, _ = inspection.status(uri, tail)
+    from omnigraph.migrator.status import status as migration_status
+
+    document, _ = migration_status(open_store(uri, storage_options), tail)
     return Status.from_document(document)
+
+
+def ledger_table(shown: Status) -> str:
+    """The human table of the ledger records ``shown`` holds (``seq | at | kind | summary``, then
+    one line of state), as ``omnigraph-migrate status`` prints it; empty without a ledger."""
+    from omnigraph.ledger.fold import FoldedState
+    from omnigraph.ledger.ledger import LedgerReplay
+    from omnigraph.ledger.records import RECORD_ADAPTER
+    from omnigraph.ledger.render import render_table
+
+    if shown.ledger is None:
+        return ""
+    document = shown.to_dict()["ledger"]
+    records = [(int(record.pop("seq")), RECORD_ADAPTER.validate_python(record)) for record in document["records"]]
+    return render_table(LedgerReplay(records=records, state=FoldedState.model_validate(document["state"])))
 
 
 def verify(uri: str, *, storage_options: Mapping[str, str] | None = None, queries: AnswerQueries | None = None) -> Verification:
@@ -298,18 +475,51 @@ def verify(uri: str, *, storage_options: Mapping[str, str] | None = None, querie
         ClaimHeld: the migration claim is still held (the details name the next command).
         DriftDetected: the graph is not fully fenced (the problems are listed).
     """
-    with storage_options_scope(storage_options):
-        return Verification.from_document(inspection.verify(uri, queries))
+    from omnigraph.migrator.verify import verify as verify_fencing
+
+    return Verification.from_document(verify_fencing(open_store(uri, storage_options), queries))
 
 
-@dataclass(frozen=True)
-class Copied(Result):
-    """``omnigraph-migrate copy --json``: how many objects and bytes were copied."""
+def duplicates(uri: str, *, progress: Progress | None = None, storage_options: Mapping[str, str] | None = None) -> Duplicates:
+    """Every duplicate or null id of every pinned image (read-only, takes no claim); an empty
+    inventory means the ids are ready for their primary keys.
 
-    source: str
-    destination: str
-    objects: int
-    bytes: int
+    Raises:
+        NotFound: no graph at ``uri``.
+    """
+    from omnigraph.migrator.inspection import duplicates as scan_ids
+
+    return Duplicates.from_document(scan_ids(open_store(uri, storage_options), progress or SilentProgress()))
+
+
+def inventory_lines(inventory: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One tab-separated line per inventory entry (kind, type, id, problem, rows, branches, image),
+    as ``omnigraph-migrate duplicates`` prints them."""
+    from omnigraph.ledger.records import InventoryEntry
+    from omnigraph.migrator.plan import inventory_lines as lines_of
+
+    return lines_of([InventoryEntry.model_validate(dict(entry)) for entry in inventory])
+
+
+def describe_fleet_entry(entry: Mapping[str, Any]) -> str:
+    """One line naming a fleet record of :attr:`Preflight.fleet`: program, role, format, host,
+    pid, address, start, heartbeat age and status."""
+    from omnigraph.migrator.inspection import describe
+
+    return describe(dict(entry))
+
+
+def open_executor(name: str, ray_address: str | None = None) -> AbstractContextManager[ImageExecutor]:
+    """The image executor ``name`` (one of :data:`EXECUTORS`), started for the block; ``ray`` on
+    the cluster at ``ray_address`` (``HOST:PORT`` or ``auto``), else on a private local instance.
+    Check :func:`executor_unavailable` and :func:`ray_address_problem` first.
+
+    Raises:
+        ExecutorFailed: the executor could not start.
+    """
+    from omnigraph.migrator.executors import open_executor as start_executor
+
+    return start_executor(name, ray_address)
 
 
 def copy(source: str, destination: str, *, storage_options: Mapping[str, str] | None = None) -> Copied:
@@ -321,19 +531,33 @@ def copy(source: str, destination: str, *, storage_options: Mapping[str, str] | 
         BadRequest: ``destination`` is not empty.
         NotFound: no such bucket.
     """
-    with storage_options_scope(storage_options):
-        copied = copy_root(open_store(source), open_store(destination))
+    copied = copy_root(open_store(source, storage_options), open_store(destination, storage_options))
     return Copied(source=source, destination=destination, objects=len(copied), bytes=sum(size for _, size in copied))
 
 
-@dataclass(frozen=True)
-class Aborted(Result):
-    """``omnigraph-migrate abort --json``: stamp 4 is back and the claim released (installed
-    primary keys stay: the migration is rolled forward only)."""
+def rebuild(
+    uri: str,
+    destination: str,
+    *,
+    actor: str | None = None,
+    report: Callable[[str], None] | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> Rebuilt:
+    """Copy the graph's current data, every branch, into a new format-5 graph at ``destination``
+    by export and load (not in place, and without history: ``docs/operations.md``, "rebuild").
+    ``report`` is told each branch as it is exported and loaded.
 
-    migration_id: str
-    stamp: str
-    sidecars_removed: tuple[str, ...]
+    Raises:
+        NotFound: no graph at ``uri``.
+        BadRequest: ``destination`` is not empty.
+        FormatRefused: a migration holds the barrier of the graph.
+    """
+    from omnigraph.migrator.rebuild import rebuild_graph
+
+    outcome = rebuild_graph(
+        open_store(uri, storage_options), open_store(destination, storage_options), actor or omnigraph.default_actor(), report
+    )
+    return Rebuilt.from_document(outcome.to_json())
 
 
 def abort(
@@ -351,19 +575,130 @@ def abort(
     """
     from omnigraph.migrator.claim_ops import abort_migration
 
-    with storage_options_scope(storage_options):
-        return Aborted.from_document(abort_migration(uri, token, reason, actor or default_actor()))
+    return Aborted.from_document(abort_migration(open_store(uri, storage_options), token, reason, actor or omnigraph.default_actor()))
+
+
+def unit_sidecars(uri: str, migration_id: str, *, storage_options: Mapping[str, str] | None = None) -> list[str]:
+    """The units of migration ``migration_id`` whose sidecar is written: in flight, or
+    interrupted after their sidecar (read-only)."""
+    from omnigraph.migrator.layout import remaining
+
+    return sorted(remaining(open_store(uri, storage_options), migration_id))
+
+
+def migration_ledger(uri: str, migration_id: str, *, storage_options: Mapping[str, str] | None = None) -> Ledger:
+    """The ledger of migration ``migration_id`` on the graph at ``uri``, to replay or to append
+    records to (each append is create-if-absent: a second writer of a sequence number loses)."""
+    from omnigraph.ledger.ledger import Ledger as MigrationLedger
+    from omnigraph.migrator.layout import ledger_dir
+
+    return MigrationLedger(open_store(uri, storage_options), ledger_dir(migration_id))
+
+
+def claim(uri: str, *, storage_options: Mapping[str, str] | None = None) -> ClaimState:
+    """The migration claim of the graph (None when there is none), every process recorded as
+    acting for it with its liveness as far as this host can tell, and the stamp (read-only).
+
+    Raises:
+        NotFound: no graph at ``uri``.
+    """
+    from omnigraph.migrator.claim_ops import show_claim
+
+    return ClaimState.from_document(show_claim(open_store(uri, storage_options)))
+
+
+def break_claim(
+    uri: str, *, token: str, reason: str, actor: str | None = None, storage_options: Mapping[str, str] | None = None
+) -> BrokenClaim:
+    """Remove the claim whose holder the operator has proven dead, recording the break (with
+    ``reason``) in its ledger and next to the claim; ``next`` names what to run then.
+
+    Raises:
+        NotFound: no graph, or no claim to break.
+        PreconditionFailed: ``token`` is not the holder's.
+        ClaimHeld: the holder (or a process acting for it) is alive on this host.
+    """
+    from omnigraph.migrator.claim_ops import break_claim as remove_claim
+
+    return BrokenClaim.from_document(remove_claim(open_store(uri, storage_options), token, reason, actor or omnigraph.default_actor()))
+
+
+def repair_template(
+    uri: str, *, token: str, progress: Progress | None = None, storage_options: Mapping[str, str] | None = None
+) -> RepairDecisions:
+    """The decisions to make for every duplicate or null id of the migration whose claim carries
+    ``token``: each id on each branch that pins it, with its rows and no action chosen.
+
+    Raises:
+        NotFound: no graph, or no claim.
+        PreconditionFailed: ``token`` is not the claim's.
+    """
+    from omnigraph.migrator.repair import template
+
+    return template(open_store(uri, storage_options), token, progress or SilentProgress())
+
+
+def write_repair_decisions(path: Path, decisions: RepairDecisions) -> None:
+    """Write ``decisions`` as a YAML decisions file for the operator to fill in.
+
+    Raises:
+        BadRequest: ``path`` exists (a decisions file is never overwritten).
+    """
+    from omnigraph.migrator.repair import write_decisions
+
+    write_decisions(path, decisions)
+
+
+def read_repair_decisions(path: Path) -> RepairDecisions:
+    """The decisions file at ``path``, checked.
+
+    Raises:
+        BadRequest: the file cannot be read or is not valid (every problem located).
+    """
+    from omnigraph.migrator.repair import read_decisions
+
+    return read_decisions(path)
+
+
+def repair(
+    uri: str,
+    *,
+    token: str,
+    decisions: RepairDecisions,
+    actor: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+) -> Repaired:
+    """Apply ``decisions`` behind the barrier of the migration whose claim carries ``token``, one
+    recorded repair commit per decision; then :func:`resume` continues the migration.
+
+    Raises:
+        NotFound: no graph, or no claim.
+        PreconditionFailed: ``token`` is not the claim's.
+        BadRequest: the decisions were written for another migration, or one is not applicable.
+        ClaimHeld: another process acting for the claim is alive on this host.
+    """
+    from omnigraph.migrator.repair import apply
+
+    applied = apply(open_store(uri, storage_options), token, decisions, actor or omnigraph.default_actor())
+    return Repaired.from_document({"commits": [record.model_dump(mode="json") for record in applied]})
 
 
 def __getattr__(name: str) -> Any:
-    """:class:`AnswerQueries` (of :mod:`omnigraph.migrator.verify`), imported on first access."""
-    if name != "AnswerQueries":
+    """:class:`AnswerQueries` (:mod:`omnigraph.migrator.verify`), :class:`ImageExecutor`
+    (:mod:`omnigraph.migrator.executors`) and :class:`RepairDecisions` (:mod:`omnigraph.migrator.repair`),
+    imported on first access."""
+    if name == "AnswerQueries":
+        from omnigraph.migrator.verify import AnswerQueries as value
+    elif name == "ImageExecutor":
+        from omnigraph.migrator.executors import ImageExecutor as value
+    elif name == "RepairDecisions":
+        from omnigraph.migrator.repair import DecisionsFile as value
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from omnigraph.migrator.verify import AnswerQueries
-
-    globals()[name] = AnswerQueries
-    return AnswerQueries
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
+    """The module's names, the lazy ones included."""
     return sorted(set(globals()) | set(__all__))

@@ -8,39 +8,31 @@ that an action does not translate are reported by the runner with a generic next
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import omnigraph
+from omnigraph import migrate
 from omnigraph.claims.acting import refuse_if_acting
 from omnigraph.claims.claim import inspect
 from omnigraph.claims.document import ClaimDocument
-from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import (
     EXIT_CLAIM_HELD,
     EXIT_ERROR,
+    EXIT_USAGE,
     EXIT_VALIDATION_FAILED,
     ClaimHeld,
     KeyConflict,
     OmnigraphError,
 )
-from omnigraph.engine.graph import Graph, open_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import MAIN
-from omnigraph.engine.ops.branches import create_branch, delete_branch
-from omnigraph.engine.ops.export import export_lines
-from omnigraph.engine.ops.load import load
 from omnigraph.engine.progress import Progress
 from omnigraph.engine.reconcile import recovery
-from omnigraph.engine.storage.store import copy_root, open_store
-from omnigraph.ledger.render import render_table
-from omnigraph.migrator import inspection, layout, repair
-from omnigraph.migrator.inspection import UpToDate
-from omnigraph.migrator.layout import CLAIM_PATH
-from omnigraph.migrator.run import MigrationOutcome, resume_migration, run_migration
-from omnigraph.migrator.verify import AnswerQueries
+from omnigraph.engine.storage.names import CLAIM_PATH
+from omnigraph.engine.storage.store import open_store
 from omnigraph.playbooks.journal import Writer
 
 
@@ -59,12 +51,16 @@ class StepResult:
     finished: bool = False
 
 
-class StepFailed(Exception):
-    """A step that did not achieve its goal; ``next_command`` is what the operator runs next.
+class StepFailed(OmnigraphError):
+    """A playbook step that did not achieve its goal; ``next_command`` is what the operator runs next.
 
-    ``outputs`` are variables the failed step still established (a migration that stopped holding
-    its claim), so that the run is recorded in that migration's ledger.
+    ``exit_code`` is the run's exit status: that of the error that stopped the step, else 1.
+    ``data`` (the error's details, or the step's own facts) goes to the run's report; ``outputs``
+    are variables the failed step still established (a migration that stopped holding its claim),
+    so that the run is recorded in that migration's ledger.
     """
+
+    code = "step_failed"
 
     def __init__(
         self,
@@ -73,8 +69,8 @@ class StepFailed(Exception):
         exit_code: int = EXIT_ERROR,
         data: dict[str, Any] | None = None,
         outputs: dict[str, str] | None = None,
-    ):
-        super().__init__(summary)
+    ) -> None:
+        super().__init__(summary, {"next": next_command})
         self.summary = summary
         self.next_command = next_command
         self.exit_code = exit_code
@@ -82,11 +78,16 @@ class StepFailed(Exception):
         self.outputs = outputs or {}
 
 
-class AnswerUnavailable(Exception):
-    """The operator cannot be asked (``--yes`` not given and stdin is not a terminal)."""
+class AnswerUnavailable(OmnigraphError):
+    """A playbook step asked the operator a question nobody can answer (``--yes`` not given and
+    stdin is not a terminal); nothing was done."""
 
-    def __init__(self, question: str):
-        super().__init__(question)
+    code = "answer_unavailable"
+    http_status = 400
+    exit_code = EXIT_USAGE
+
+    def __init__(self, question: str) -> None:
+        super().__init__(f"nobody can answer {question!r}: stdin is not a terminal and --yes was not given", {"question": question})
         self.question = question
 
 
@@ -124,6 +125,9 @@ class StepContext:
 
 Action = Callable[[StepContext, dict[str, str]], StepResult]
 
+SMOKE_ACTOR = "playbook smoke test"
+"""The actor the smoke test's commits record."""
+
 
 def _flag(params: dict[str, str], name: str) -> bool:
     return params.get(name, "false").lower() in ("1", "true", "yes")
@@ -147,10 +151,10 @@ def _repair_route(graph: str) -> str:
 def preflight(ctx: StepContext, params: dict[str, str]) -> StepResult:
     graph = params["graph"]
     try:
-        up_to_date = inspection.up_to_date(graph)
-        if up_to_date is not None:
-            return StepResult(up_to_date.message, up_to_date.to_json(), finished=True)
-        document = inspection.preflight(graph, _flag(params, "validate"), ctx.progress)
+        fenced = migrate.up_to_date(graph)
+        if fenced is not None:
+            return StepResult(fenced.message, fenced.to_dict(), finished=True)
+        report = migrate.preflight(graph, validate=_flag(params, "validate"), progress=ctx.progress)
     except OmnigraphError as error:
         next_command = {
             "claim_held": f"omnigraph-migrate playbook run resume-crashed {graph}",
@@ -159,10 +163,10 @@ def preflight(ctx: StepContext, params: dict[str, str]) -> StepResult:
             "validation_failed": _repair_route(graph),
         }.get(error.code, f"omnigraph-migrate status {graph}")
         raise StepFailed(f"not ready: {error.message}", next_command, error.exit_code, error.details) from error
-    summary = f"format 4, {len(document['branches'])} branch(es), {len(document['units'])} unit(s), {document['images']} image(s)" + (
-        ", no duplicate or null ids" if "inventory" in document else ""
+    summary = f"format 4, {len(report.branches)} branch(es), {len(report.units)} unit(s), {report.images} image(s)" + (
+        ", no duplicate or null ids" if report.inventory is not None else ""
     )
-    return StepResult(summary, {"branches": len(document["branches"]), "units": len(document["units"])})
+    return StepResult(summary, {"branches": len(report.branches), "units": len(report.units)})
 
 
 def confirm(ctx: StepContext, params: dict[str, str]) -> StepResult:
@@ -209,14 +213,14 @@ def _own_claim(ctx: StepContext, graph: str) -> ClaimDocument | None:
     return holder if any((w.host, w.pid, w.process_start) == taken_by for w in ctx.resumed_from) else None
 
 
-def _answer_queries(params: dict[str, str]) -> AnswerQueries | None:
+def _answer_queries(params: dict[str, str]) -> migrate.AnswerQueries | None:
     """The answer check the step's ``queries`` / ``query_params`` name (None when empty)."""
     if not params.get("queries"):
         return None
-    return AnswerQueries.from_files(Path(params["queries"]), Path(params["query_params"]) if params.get("query_params") else None)
+    return migrate.AnswerQueries.from_files(Path(params["queries"]), Path(params["query_params"]) if params.get("query_params") else None)
 
 
-def migrate(ctx: StepContext, params: dict[str, str]) -> StepResult:
+def migrate_step(ctx: StepContext, params: dict[str, str]) -> StepResult:
     """Run the migration; in a resumed run, continue the one this run's dead runner claimed
     (``resume`` refuses if that process is alive after all). ``queries`` (and ``query_params``)
     name the answer check's files."""
@@ -225,9 +229,11 @@ def migrate(ctx: StepContext, params: dict[str, str]) -> StepResult:
         queries = _answer_queries(params)
         own = _own_claim(ctx, graph)
         if own is not None:
-            outcome: MigrationOutcome | UpToDate = resume_migration(graph, own.token, ctx.actor, ctx.progress, queries=queries)
+            outcome: migrate.Migrated | migrate.UpToDate = migrate.resume(
+                graph, token=own.token, owner=ctx.actor, progress=ctx.progress, queries=queries
+            )
         else:
-            outcome = run_migration(graph, params["owner"], ctx.progress, queries=queries)
+            outcome = migrate.run(graph, owner=params["owner"], progress=ctx.progress, queries=queries)
     except OmnigraphError as error:
         outputs = _claim_outputs(graph)
         if error.code == "validation_failed":
@@ -241,74 +247,74 @@ def migrate(ctx: StepContext, params: dict[str, str]) -> StepResult:
         else:
             next_command = f"omnigraph-migrate status {graph}"
         raise StepFailed(error.message, next_command, error.exit_code, error.details, outputs) from error
-    if isinstance(outcome, UpToDate):
-        return StepResult(outcome.message, outcome.to_json(), finished=True)
+    if isinstance(outcome, migrate.UpToDate):
+        return StepResult(outcome.message, outcome.to_dict(), finished=True)
     outputs = {"token": outcome.token, "migration_id": outcome.migration_id, "migration_graph": graph}
-    return StepResult(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp 5", outcome.to_json(), outputs)
+    return StepResult(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp 5", outcome.to_dict(), outputs)
 
 
 def resume(ctx: StepContext, params: dict[str, str]) -> StepResult:
     graph, token = params["graph"], params["token"]
     try:
-        outcome = resume_migration(graph, token, ctx.actor, ctx.progress)
+        outcome = migrate.resume(graph, token=token, owner=ctx.actor, progress=ctx.progress)
     except OmnigraphError as error:
         raise StepFailed(
             error.message, f"omnigraph-migrate status {graph}", error.exit_code, error.details, _claim_outputs(graph)
         ) from error
     outputs = {"token": token, "migration_id": outcome.migration_id, "migration_graph": graph}
-    return StepResult(f"migration {outcome.migration_id} completed: {outcome.units} unit(s); stamp 5", outcome.to_json(), outputs)
+    return StepResult(f"migration {outcome.migration_id} completed: {outcome.units} unit(s); stamp 5", outcome.to_dict(), outputs)
 
 
 def verify(ctx: StepContext, params: dict[str, str]) -> StepResult:
     graph = params["graph"]
     try:
-        document = inspection.verify(graph)
+        verified = migrate.verify(graph)
     except OmnigraphError as error:
         raise StepFailed(error.message, f"omnigraph-migrate status {graph}", error.exit_code, error.details) from error
-    return StepResult(f"every live table on every branch is fenced (stamp {document['stamp']})", document)
+    return StepResult(f"every live table on every branch is fenced (stamp {verified.stamp})", verified.to_dict())
 
 
-def _first_row(graph: Graph, branch: str) -> bytes | None:
+def _first_row(graph: omnigraph.Graph, branch: str) -> bytes | None:
     """One exported node row of ``branch`` (as a JSONL line), or None if it has no node rows."""
-    for table_key in graph.catalog.table_keys():
+    for table_key in graph.tables:
         if table_key.startswith("node:"):
-            for line in export_lines(graph, branch, [table_key.split(":", 1)[1]]):
+            for line in graph.export_jsonl(branch, [table_key.split(":", 1)[1]]):
                 return (line + "\n").encode()
     return None
 
 
-def _smoke_on(graph: Graph, branch: str, line: bytes) -> dict[str, Any]:
-    before = list(export_lines(graph, branch))
-    written = load(graph, line, mode="merge", branch=branch, actor="playbook smoke test")
+def _smoke_on(graph: omnigraph.Graph, branch: str, line: bytes) -> dict[str, Any]:
+    before = list(graph.export_jsonl(branch))
+    written = graph.load(line, mode="merge", branch=branch, actor=SMOKE_ACTOR)
     try:
-        load(graph, line, mode="append", branch=branch, actor="playbook smoke test")
+        graph.load(line, mode="append", branch=branch, actor=SMOKE_ACTOR)
     except KeyConflict:
         fenced = True
     else:
         fenced = False
-    after = list(export_lines(graph, branch))
+    after = list(graph.export_jsonl(branch))
     if not fenced or after != before:
         raise StepFailed(
             f"smoke test on {branch}: the strict re-insert {'was refused' if fenced else 'was NOT refused'}, "
             f"rows {'unchanged' if after == before else 'CHANGED'}",
-            f"omnigraph-migrate verify {graph.store.uri}",
+            f"omnigraph-migrate verify {graph.uri}",
         )
-    return {"branch": branch, "commit": written.commits[0].commit_id, "rows": len(after)}
+    return {"branch": branch, "commit": written.commits[0], "rows": len(after)}
 
 
 def smoke_test(ctx: StepContext, params: dict[str, str]) -> StepResult:
     """A fenced upsert (same values) and a refused strict insert, then a read, on main and a branch."""
-    graph = open_graph(params["graph"], FENCED_PROFILE, write=True)
-    line = _first_row(graph, MAIN)
-    if line is None:
-        return StepResult("skipped: main has no node rows to write back", skipped=True)
-    branch = f"smoke-{ctx.variables['run_id'].lower()}"
-    results = [_smoke_on(graph, MAIN, line)]
-    create_branch(graph, branch)
-    try:
-        results.append(_smoke_on(graph, branch, line))
-    finally:
-        delete_branch(graph, branch)
+    with omnigraph.open(params["graph"]) as graph:
+        line = _first_row(graph, MAIN)
+        if line is None:
+            return StepResult("skipped: main has no node rows to write back", skipped=True)
+        branch = f"smoke-{ctx.variables['run_id'].lower()}"
+        results = [_smoke_on(graph, MAIN, line)]
+        graph.create_branch(branch)
+        try:
+            results.append(_smoke_on(graph, branch, line))
+        finally:
+            graph.delete_branch(branch)
     return StepResult(
         "fenced write and read on main and on a temporary branch; a duplicate insert was refused on both",
         {"checks": results},
@@ -332,18 +338,20 @@ def release(ctx: StepContext, params: dict[str, str]) -> StepResult:
 def copy(ctx: StepContext, params: dict[str, str]) -> StepResult:
     source, destination = params["source"], params["destination"]
     try:
-        copied = copy_root(open_store(source), open_store(destination))
+        copied = migrate.copy(source, destination)
     except OmnigraphError as error:
         raise StepFailed(error.message, f"choose an empty staging root: {ctx.rerun(staging='URI')}", error.exit_code) from error
-    size = sum(s for _, s in copied)
-    return StepResult(f"copied {len(copied)} objects ({size} bytes) to {destination}", {"objects": len(copied), "bytes": size})
+    return StepResult(
+        f"copied {copied.objects} objects ({copied.bytes} bytes) to {destination}", {"objects": copied.objects, "bytes": copied.bytes}
+    )
 
 
 def status(ctx: StepContext, params: dict[str, str]) -> StepResult:
     graph = params["graph"]
-    document, replay = inspection.status(graph)
-    if replay is not None:
-        ctx.say(render_table(replay).rstrip())
+    shown = migrate.status(graph)
+    document = shown.to_dict()
+    if shown.ledger is not None:
+        ctx.say(migrate.ledger_table(shown).rstrip())
     claim = document["claim"]
     if claim is None and _flag(params, "require_claim"):
         raise StepFailed(
@@ -357,38 +365,37 @@ def status(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 def ledger_story(ctx: StepContext, params: dict[str, str]) -> StepResult:
     """What the ledger says happened, in one paragraph."""
-    document, replay = inspection.status(params["graph"])
-    claim = document["claim"]
-    if replay is None and claim is not None:
+    document = migrate.status(params["graph"]).to_dict()
+    claim, ledger = document["claim"], document["ledger"]
+    if ledger is None and claim is not None:
         story = (
             f"migration {claim['migration_id']} by {claim['owner']}: its process took the claim and wrote no "
             "ledger record; nothing else was done (stamp 5 not written)"
         )
         return StepResult(story, {"phase": None, "completed": 0, "units": 0})
-    if replay is None:
+    if ledger is None:
         raise StepFailed("no migration ledger on this graph", f"omnigraph-migrate status {params['graph']}")
-    state = replay.state
-    last_seq, last = replay.records[-1]
-    completed = sorted(u for u, s in state.units.items() if s.status == "completed")
-    with_sidecar = set(layout.remaining(open_store(params["graph"]), state.migration_id))
+    state, last = ledger["state"], ledger["records"][-1]
+    units = state["units"]
+    completed = sorted(u for u, s in units.items() if s["status"] == "completed")
+    with_sidecar = set(migrate.unit_sidecars(params["graph"], state["migration_id"]))
     in_progress = sorted(
-        f"{u} (after {s.last_step})" if s.status == "in_progress" else f"{u} (sidecar written)"
-        for u, s in state.units.items()
-        if s.status == "in_progress" or (s.status != "completed" and u in with_sidecar)
+        f"{u} (after {s['last_step']})" if s["status"] == "in_progress" else f"{u} (sidecar written)"
+        for u, s in units.items()
+        if s["status"] == "in_progress" or (s["status"] != "completed" and u in with_sidecar)
     )
     story = (
-        f"migration {state.migration_id} by {state.owner}: phase {state.phase}; "
-        f"{len(completed)}/{len(state.units)} unit(s) completed"
+        f"migration {state['migration_id']} by {state['owner']}: phase {state['phase']}; "
+        f"{len(completed)}/{len(units)} unit(s) completed"
         + (f"; interrupted in {', '.join(in_progress)}" if in_progress else "")
-        + f"; last record #{last_seq} {last.kind} at {last.at}"
-        + ("; stamp 5 written" if state.stamp_written else "; stamp 5 not written")
+        + f"; last record #{last['seq']} {last['kind']} at {last['at']}"
+        + ("; stamp 5 written" if state["stamp_written"] else "; stamp 5 not written")
     )
-    return StepResult(story, {"phase": state.phase, "completed": len(completed), "units": len(state.units)})
+    return StepResult(story, {"phase": state["phase"], "completed": len(completed), "units": len(units)})
 
 
 def duplicates(ctx: StepContext, params: dict[str, str]) -> StepResult:
-    document = inspection.duplicates(params["graph"], ctx.progress)
-    entries = document["inventory"]
+    entries = migrate.duplicates(params["graph"], progress=ctx.progress).to_dict()["inventory"]
     for entry in entries:
         ctx.say(
             f"  {entry['entity_kind']} {entry['type_name']} {entry['entity_id']!r}: {entry['problem']}, {entry['rows']} rows, "
@@ -400,8 +407,8 @@ def duplicates(ctx: StepContext, params: dict[str, str]) -> StepResult:
 def repair_decisions(ctx: StepContext, params: dict[str, str]) -> StepResult:
     graph, token, path = params["graph"], params["token"], Path(params["decisions"])
     if not path.exists():
-        decisions = repair.template(graph, token, ctx.progress)
-        repair.write_decisions(path, decisions)
+        decisions = migrate.repair_template(graph, token=token, progress=ctx.progress)
+        migrate.write_repair_decisions(path, decisions)
         raise StepFailed(
             f"wrote a decisions template with {len(decisions.decisions)} entr(ies) to {path}; nothing is "
             "repaired until every entry has an action",
@@ -409,7 +416,7 @@ def repair_decisions(ctx: StepContext, params: dict[str, str]) -> StepResult:
             EXIT_VALIDATION_FAILED,
         )
     try:
-        decisions = repair.read_decisions(path)
+        decisions = migrate.read_repair_decisions(path)
     except OmnigraphError as error:
         raise StepFailed(error.message, f"fix {path}, then: {ctx.rerun(decisions=str(path))}", error.exit_code) from error
     undecided = [d for d in decisions.decisions if d.action is None]
@@ -425,15 +432,15 @@ def repair_decisions(ctx: StepContext, params: dict[str, str]) -> StepResult:
 def repair_apply(ctx: StepContext, params: dict[str, str]) -> StepResult:
     graph, token, path = params["graph"], params["token"], Path(params["decisions"])
     try:
-        applied = repair.apply(graph, token, repair.read_decisions(path), ctx.actor)
+        applied = migrate.repair(graph, token=token, decisions=migrate.read_repair_decisions(path), actor=ctx.actor)
     except OmnigraphError as error:
         raise StepFailed(error.message, f"fix {path}, then: {ctx.rerun(decisions=str(path))}", error.exit_code, error.details) from error
-    return StepResult(f"{len(applied)} repair commit(s) recorded", {"commits": [json.loads(r.model_dump_json()) for r in applied]})
+    return StepResult(f"{len(applied.commits)} repair commit(s) recorded", applied.to_dict())
 
 
 def validate(ctx: StepContext, params: dict[str, str]) -> StepResult:
     graph = params["graph"]
-    document = inspection.duplicates(graph, ctx.progress)
+    document = migrate.duplicates(graph, progress=ctx.progress).to_dict()
     if document["inventory"]:
         raise StepFailed(
             f"{len(document['inventory'])} duplicate or null id(s) remain",
@@ -450,7 +457,7 @@ ACTIONS: dict[str, Action] = {
     "copy": copy,
     "duplicates": duplicates,
     "ledger-story": ledger_story,
-    "migrate": migrate,
+    "migrate": migrate_step,
     "preflight": preflight,
     "release": release,
     "repair-apply": repair_apply,

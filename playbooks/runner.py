@@ -19,14 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from omnigraph import migrate
 from omnigraph.engine.errors import EXIT_ERROR, EXIT_USAGE, BadRequest, NotFound, OmnigraphError
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.progress import Progress
 from omnigraph.engine.schema.ids import new_ulid
 from omnigraph.engine.storage.store import open_store
-from omnigraph.ledger.ledger import Ledger
 from omnigraph.ledger.records import PlaybookStep
-from omnigraph.migrator.layout import ledger_dir
 from omnigraph.playbooks.actions import ACTIONS, AnswerUnavailable, StepContext, StepFailed, StepResult
 from omnigraph.playbooks.journal import JournalRecord, RunJournal, RunStarted, Writer, this_writer
 from omnigraph.playbooks.model import Playbook, Step
@@ -108,12 +107,13 @@ class _LedgerLink:
     def sync(self, variables: dict[str, str]) -> None:
         if self.target is None and {"migration_graph", "migration_id", "token"} <= variables.keys():
             self.target = (variables["migration_graph"], variables["migration_id"], variables["token"])
-            self.location = f"{open_store(self.target[0]).uri}/{ledger_dir(self.target[1])}"
+            ledger = migrate.migration_ledger(self.target[0], self.target[1])
+            self.location = f"{ledger.store.uri}/{ledger.directory}"
         if self.target is None:
             return
         graph, migration_id, token = self.target
         finished = [r for r in self.journal.records() if r.phase == "finished"]
-        ledger = Ledger(open_store(graph), ledger_dir(migration_id))
+        ledger = migrate.migration_ledger(graph, migration_id)
         try:
             ledger.replay()
         except NotFound:

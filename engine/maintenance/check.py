@@ -58,7 +58,7 @@ from omnigraph.engine.reconcile.recovery import WriteIntent
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset, open_pinned, primary_key
 from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS, RECOVERY_DIR
-from omnigraph.engine.storage.store import GraphStore, open_store
+from omnigraph.engine.storage.store import GraphStore
 
 LISTED_PER_FINDING = 100
 EDGE_BATCH_ROWS = 32_768
@@ -323,11 +323,10 @@ def _read_catalog(checker: _Checker) -> Catalog | None:
     return None
 
 
-def check_graph(uri: str, scan_ids: IdScanner, claim_findings: ClaimFindings | None = None) -> CheckReport:
-    """Check the graph at ``uri`` (see the module docstring); never writes. ``claim_findings``
+def check_graph(store: GraphStore, scan_ids: IdScanner, claim_findings: ClaimFindings | None = None) -> CheckReport:
+    """Check the graph at ``store`` (see the module docstring); never writes. ``claim_findings``
     reports the migration claim, and a ``migrating`` stamp, with the command that resolves each
     (``migration_in_progress`` behind the barrier, ``claim_held`` at any other stamp)."""
-    store = open_store(uri)
     manifest = Manifest(store)
     if not manifest.exists():
         raise NotFound(f"no graph at {store.uri} (no __manifest)", {"uri": store.uri})

@@ -44,6 +44,7 @@ from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import BlobType
 from omnigraph.engine.storage.blobs import READ_CHUNK, ROW_ID, ExternalObjectMissing, cells, object_size, read_object, whole_reference
 from omnigraph.engine.storage.lance_io import open_pinned
+from omnigraph.engine.storage.store import GraphStore
 
 BYTES_ONLY = (
     "is the external URI {uri!r}; Blob values sent to a server are bytes only (it does not read its own files or "
@@ -107,7 +108,9 @@ def _missing(table: TableDef, name: str, row_id: str, line: int | None, uri: str
     )
 
 
-def _external_sizes(table: TableDef, rows: pa.Table | pa.RecordBatch, name: str, lines: pa.Array | None) -> list[int | None]:
+def _external_sizes(
+    store: GraphStore, table: TableDef, rows: pa.Table | pa.RecordBatch, name: str, lines: pa.Array | None
+) -> list[int | None]:
     """Per row the size of the external object its cell names (None where it names none)."""
     _, uris = _parts(rows, name)
     ids = rows.column("id").to_pylist()
@@ -117,13 +120,13 @@ def _external_sizes(table: TableDef, rows: pa.Table | pa.RecordBatch, name: str,
             sizes.append(None)
             continue
         try:
-            sizes.append(object_size(uri))
+            sizes.append(object_size(store, uri))
         except ExternalObjectMissing:
             raise _missing(table, name, ids[index], None if lines is None else lines[index].as_py(), uri) from None
     return sizes
 
 
-def staged_bytes(table: TableDef, rows: pa.Table, lines: pa.Array | None = None) -> int:
+def staged_bytes(store: GraphStore, table: TableDef, rows: pa.Table, lines: pa.Array | None = None) -> int:
     """The bytes the per-commit limit counts for ``rows`` (module docstring); ``lines`` (the input
     line of each row, when there is one) words a missing object."""
     names = blob_properties(table)
@@ -131,11 +134,11 @@ def staged_bytes(table: TableDef, rows: pa.Table, lines: pa.Array | None = None)
     for name in names:
         data, _ = _parts(rows, name)
         total += int(pc.sum(pc.binary_length(data)).as_py() or 0)
-        total += sum(size for size in _external_sizes(table, rows, name, lines) if size is not None)
+        total += sum(size for size in _external_sizes(store, table, rows, name, lines) if size is not None)
     return total
 
 
-def copy_external(table: TableDef, rows: pa.Table, lines: pa.Array | None = None) -> pa.Table:
+def copy_external(store: GraphStore, table: TableDef, rows: pa.Table, lines: pa.Array | None = None) -> pa.Table:
     """``rows`` with every external Blob cell replaced by the object's bytes (module docstring)."""
     ids = rows.column("id").to_pylist()
     for name in blob_properties(table):
@@ -148,17 +151,17 @@ def copy_external(table: TableDef, rows: pa.Table, lines: pa.Array | None = None
                 values.append(None if payload is None else Blob.from_bytes(payload))
                 continue
             try:
-                values.append(Blob.from_bytes(read_object(uri)))
+                values.append(Blob.from_bytes(read_object(store, uri)))
             except ExternalObjectMissing:
                 raise _missing(table, name, ids[index], None if lines is None else lines[index].as_py(), uri) from None
         rows = rows.set_column(rows.schema.get_field_index(name), rows.schema.field(name), blob_array(values))
     return rows
 
 
-def check_references(table: TableDef, batches: Iterable[pa.RecordBatch], lines: pa.Array | None = None) -> None:
+def check_references(store: GraphStore, table: TableDef, batches: Iterable[pa.RecordBatch], lines: pa.Array | None = None) -> None:
     """Every external object the rows name exists (an overwrite stores the references as they are)."""
     for batch, name, batch_lines in _blob_columns(table, batches, lines):
-        _external_sizes(table, batch, name, batch_lines)
+        _external_sizes(store, table, batch, name, batch_lines)
 
 
 class BlobReader:

@@ -52,6 +52,7 @@ from omnigraph.engine.records.jsonl_blocks import JsonlSource
 from omnigraph.engine.records.read import read_records
 from omnigraph.engine.records.record_set import EdgeEnds, RecordSet, check_edge_endpoints
 from omnigraph.engine.storage.lance_io import open_pinned
+from omnigraph.engine.storage.store import GraphStore
 
 LoadMode = Literal["append", "merge", "overwrite"]
 _WRITE_KIND = {"append": "insert", "merge": "upsert", "overwrite": "overwrite"}
@@ -97,7 +98,7 @@ def _chunks(records: RecordSet, chunk_rows: int | None) -> list[_Chunk]:
     return chunks or [_Chunk({})]
 
 
-def _check_limits(records: RecordSet, chunks: list[_Chunk], chunked: bool) -> None:
+def _check_limits(store: GraphStore, records: RecordSet, chunks: list[_Chunk], chunked: bool) -> None:
     """Refuse (``resource_limit``) a commit over the per-commit limits (:mod:`omnigraph.engine.ops.write`)
     in any table, naming the option that splits it."""
     hint = "" if chunked else f"; split the load with --chunk-rows {MAX_ROWS} (one commit per chunk)"
@@ -111,15 +112,15 @@ def _check_limits(records: RecordSet, chunks: list[_Chunk], chunked: bool) -> No
             check_table(table_key, wording, rows=stop - start)
             table, rows = records.catalog.table(table_key), records.rows(table_key, start, stop)
             lines = records.column(table_key, "line", start, stop)
-            check_table(table_key, wording, arrow_bytes=staged_bytes(table, rows, lines))
+            check_table(table_key, wording, arrow_bytes=staged_bytes(store, table, rows, lines))
 
 
 def _staged(graph: Graph, records: RecordSet, table_key: str, span: tuple[int, int]) -> pa.Table:
     """A strict-insert or upsert chunk of one table with its external Blob objects copied in
     (their sizes were checked by :func:`_check_limits`; the copies are checked again)."""
     table, lines = graph.catalog.table(table_key), records.column(table_key, "line", *span)
-    rows = copy_external(table, records.rows(table_key, *span), lines)
-    check_table(table_key, LimitWording(rows=_COPIED, arrow_bytes=_COPIED), arrow_bytes=staged_bytes(table, rows))
+    rows = copy_external(graph.store, table, records.rows(table_key, *span), lines)
+    check_table(table_key, LimitWording(rows=_COPIED, arrow_bytes=_COPIED), arrow_bytes=staged_bytes(graph.store, table, rows))
     return rows
 
 
@@ -282,10 +283,10 @@ def load_records(
     graph.manifest.require_branch(branch)
     chunks = _chunks(records, chunk_rows)
     if mode != "overwrite":
-        _check_limits(records, chunks, chunked=chunk_rows is not None)
+        _check_limits(graph.store, records, chunks, chunked=chunk_rows is not None)
     else:
         for table_key in records.table_keys():
-            check_references(graph.catalog.table(table_key), records.reader(table_key), records.column(table_key, "line"))
+            check_references(graph.store, graph.catalog.table(table_key), records.reader(table_key), records.column(table_key, "line"))
     if len(chunks) > 1 and any(graph.catalog.table(key).kind == "edge" for key in records.table_keys()):
         whole = _Chunk({key: (0, records.num_rows(key)) for key in records.table_keys()})
         _check_endpoints(graph, records, whole, _committed_lookup(graph, graph.manifest.snapshot(branch), set()))

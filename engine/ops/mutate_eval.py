@@ -239,7 +239,7 @@ class Evaluation:
         dataset = open_pinned(self._graph.store, self._snapshot.table(table.table_key).image)
         stored = dataset.to_table(filter=predicate, with_row_id=True)
         pending = rows_to_arrow(table, list(state.rows()), with_pk=self._graph.profile.router.with_pk)  # type: ignore[arg-type]
-        budget = staged_bytes(table, pending) + stored.drop_columns(names).nbytes + stored_sizes(dataset, stored, names)
+        budget = staged_bytes(self._graph.store, table, pending) + stored.drop_columns(names).nbytes + stored_sizes(dataset, stored, names)
         check_table(table.table_key, wording, arrow_bytes=budget)
         return materialize(dataset, stored, names)
 
@@ -304,9 +304,10 @@ class Evaluation:
             upserts = rows_to_arrow(state.table, list(state.upserts.values()), with_pk=with_pk)  # type: ignore[arg-type]
             wording = _limit_wording("the query stages too many rows")
             check_table(key, wording, rows=state.staged())
-            check_table(key, wording, arrow_bytes=staged_bytes(state.table, strict) + staged_bytes(state.table, upserts))
-            strict, upserts = copy_external(state.table, strict), copy_external(state.table, upserts)
-            check_table(key, wording, arrow_bytes=staged_bytes(state.table, strict) + staged_bytes(state.table, upserts))
+            store = self._graph.store
+            check_table(key, wording, arrow_bytes=staged_bytes(store, state.table, strict) + staged_bytes(store, state.table, upserts))
+            strict, upserts = copy_external(store, state.table, strict), copy_external(store, state.table, upserts)
+            check_table(key, wording, arrow_bytes=staged_bytes(store, state.table, strict) + staged_bytes(store, state.table, upserts))
             writes.append(TableWrite(key, "merge", strict, delete_ids=tuple(sorted(state.deleted)), upsert_rows=upserts))
         return tuple(writes)
 

@@ -2,7 +2,7 @@
 External Blob objects: the size and the bytes of an object named by a ``file://`` or
 ``s3://`` URI (:data:`omnigraph.engine.schema.types.EXTERNAL_SCHEMES`).
 
-S3 objects are reached with the same settings as graph roots (:func:`omnigraph.engine.storage.store.s3_settings_from_env`:
+S3 objects are reached with the same settings as graph roots (the settings of the graph's store,
 endpoint, region and keys from the environment). A missing object is
 :class:`ExternalObjectMissing`; callers word it for their input (line, property, id).
 
@@ -33,7 +33,7 @@ from lance.blob import Blob, blob_array
 from lance.blob import BlobType as LanceBlobType
 
 from omnigraph.engine.errors import NotFound
-from omnigraph.engine.storage.store import s3_settings_from_env
+from omnigraph.engine.storage.store import GraphStore
 
 if TYPE_CHECKING:
     import fsspec
@@ -47,19 +47,19 @@ class ExternalObjectMissing(Exception):
         self.uri = uri
 
 
-def _located(uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
+def _located(store: GraphStore, uri: str) -> tuple[fsspec.AbstractFileSystem, str]:
     import fsspec  # only a load with external Blob values reaches here
 
     parsed = urlparse(uri)
     if parsed.scheme == "s3":
-        fs_kwargs, _ = s3_settings_from_env()
-        return fsspec.filesystem("s3", **fs_kwargs), f"{parsed.netloc}/{parsed.path.lstrip('/')}"
+        return fsspec.filesystem("s3", **store.s3_fs_kwargs), f"{parsed.netloc}/{parsed.path.lstrip('/')}"
     return fsspec.filesystem("file"), unquote(parsed.path)
 
 
-def object_size(uri: str) -> int:
-    """The size in bytes of the object ``uri`` names (one metadata request, no payload read)."""
-    fs, path = _located(uri)
+def object_size(store: GraphStore, uri: str) -> int:
+    """The size in bytes of the object ``uri`` names (one metadata request, no payload read), read
+    with ``store``'s S3 settings."""
+    fs, path = _located(store, uri)
     try:
         info = fs.info(path)
     except FileNotFoundError:
@@ -69,9 +69,10 @@ def object_size(uri: str) -> int:
     return int(info["size"])
 
 
-def read_object(uri: str) -> bytes:
-    """The whole object ``uri`` names (callers have bounded its size with :func:`object_size`)."""
-    fs, path = _located(uri)
+def read_object(store: GraphStore, uri: str) -> bytes:
+    """The whole object ``uri`` names (callers have bounded its size with :func:`object_size`), read
+    with ``store``'s S3 settings."""
+    fs, path = _located(store, uri)
     try:
         with fs.open(path, "rb") as handle:
             return handle.read()

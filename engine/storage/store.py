@@ -36,9 +36,7 @@ import os
 import secrets
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
@@ -141,6 +139,8 @@ class GraphStore:
     storage_options: dict[str, str] | None = field(compare=False, default=None)
     s3_fs: fsspec.AbstractFileSystem | None = field(compare=False, repr=False, default=None)
     """The s3fs filesystem of an S3 root; None for a local root."""
+    s3_fs_kwargs: dict[str, object] = field(compare=False, repr=False, default_factory=dict)
+    """The s3fs settings the store was opened with (for S3 objects named by Blob cells, too)."""
 
     @property
     def is_local(self) -> bool:
@@ -310,8 +310,6 @@ STORAGE_OPTION_ENV: dict[str, str] = {
 """The S3 settings a caller may give instead of the environment (Lance's option names), and the
 environment variable each one stands for."""
 
-_STORAGE_OPTIONS: ContextVar[Mapping[str, str] | None] = ContextVar("omnigraph_storage_options", default=None)
-
 
 def check_storage_options(options: Mapping[str, str] | None) -> dict[str, str]:
     """``options`` as a plain dict of strings; ``bad_request`` naming an unknown option."""
@@ -325,35 +323,21 @@ def check_storage_options(options: Mapping[str, str] | None) -> dict[str, str]:
     return checked
 
 
-@contextmanager
-def storage_options_scope(options: Mapping[str, str] | None) -> Iterator[None]:
-    """Within the block, stores opened by this thread (or task) take their S3 settings from
-    ``options`` first and the environment second (see :data:`STORAGE_OPTION_ENV`).
-
-    An empty or None ``options`` changes nothing. Only :func:`open_store` reads them, so a store
-    keeps the settings it was opened with."""
-    token = _STORAGE_OPTIONS.set(check_storage_options(options) or None)
-    try:
-        yield
-    finally:
-        _STORAGE_OPTIONS.reset(token)
-
-
-def _s3_environment() -> dict[str, str]:
-    """The AWS settings in effect: the environment, overlaid by the scope's storage options."""
+def _s3_environment(given: Mapping[str, str]) -> dict[str, str]:
+    """The AWS settings in effect: the environment, overlaid by the ``given`` storage options."""
     names = (*STORAGE_OPTION_ENV.values(), "AWS_ENDPOINT", "AWS_DEFAULT_REGION")
     values = {name: os.environ[name] for name in names if os.environ.get(name)}
-    for option, value in (_STORAGE_OPTIONS.get() or {}).items():
+    for option, value in given.items():
         name = STORAGE_OPTION_ENV[option]
         values[name] = value
         values.pop({"AWS_ENDPOINT_URL": "AWS_ENDPOINT", "AWS_REGION": "AWS_DEFAULT_REGION"}.get(name, ""), None)
     return values
 
 
-def s3_settings_from_env() -> tuple[dict[str, object], dict[str, str]]:
+def s3_settings(given: Mapping[str, str]) -> tuple[dict[str, object], dict[str, str]]:
     """(s3fs keyword arguments, Lance storage options) built from the AWS environment, overlaid by
-    the storage options of :func:`storage_options_scope`."""
-    env = _s3_environment()
+    the ``given`` storage options (checked by :func:`check_storage_options`)."""
+    env = _s3_environment(given)
     endpoint = env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT")
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
     allow_http = env.get("AWS_ALLOW_HTTP", "").lower() in ("1", "true", "yes")
@@ -380,7 +364,6 @@ def s3_settings_from_env() -> tuple[dict[str, object], dict[str, str]]:
         value = env.get(env_name)
         if value:
             lance_options[option] = value
-    given = _STORAGE_OPTIONS.get() or {}
     for option, s3fs_name in (("aws_access_key_id", "key"), ("aws_secret_access_key", "secret"), ("aws_session_token", "token")):
         if option in given:  # botocore reads the environment by itself; given keys are passed on
             fs_kwargs[s3fs_name] = given[option]
@@ -410,17 +393,27 @@ def _require_bucket(fs: fsspec.AbstractFileSystem, bucket: str) -> None:
         raise
 
 
-def open_store(uri: str) -> GraphStore:
-    """The :class:`GraphStore` for a graph URI (local path, ``file://`` or ``s3://``)."""
+def open_store(uri: str, storage_options: Mapping[str, str] | None = None) -> GraphStore:
+    """The :class:`GraphStore` for a graph URI (local path, ``file://`` or ``s3://``).
+
+    S3 settings come from the environment, overlaid by ``storage_options`` (the names of
+    :data:`STORAGE_OPTION_ENV`); the store keeps them for every object and dataset it opens,
+    external Blob objects included.
+
+    Raises:
+        BadRequest: no URI, an unsupported scheme, a bucket-less S3 URI, a file where the root
+            should be, or an unknown storage option.
+        NotFound: the bucket does not exist.
+    """
     if not uri:
         raise BadRequest("a graph URI is required (a directory path or s3://bucket/prefix)")
+    fs_kwargs, lance_options = s3_settings(check_storage_options(storage_options))
     parsed = urlparse(uri)
     if parsed.scheme == "s3":
         if not parsed.netloc:
             raise BadRequest(f"{uri!r} names no bucket; use s3://bucket/prefix")
-        import fsspec
+        import fsspec  # S3 roots only: a command on a local root never loads fsspec
 
-        fs_kwargs, lance_options = s3_settings_from_env()
         fs = fsspec.filesystem("s3", **fs_kwargs)
         fs.retries = 1  # one attempt per s3fs call: botocore and GraphStore's tenacity policy retry
         root = f"{parsed.netloc}/{parsed.path.strip('/')}".rstrip("/")
@@ -428,13 +421,13 @@ def open_store(uri: str) -> GraphStore:
         if checked not in _VERIFIED_BUCKETS:  # once per bucket and settings, not per open
             _require_bucket(fs, parsed.netloc)
             _VERIFIED_BUCKETS.add(checked)
-        return GraphStore(uri=f"s3://{root}", root=root, storage_options=lance_options, s3_fs=fs)
+        return GraphStore(uri=f"s3://{root}", root=root, storage_options=lance_options, s3_fs=fs, s3_fs_kwargs=fs_kwargs)
     if parsed.scheme in ("file", ""):
         local = parsed.path if parsed.scheme == "file" else uri
         root = os.path.abspath(local).rstrip("/") or "/"
         if os.path.exists(root) and not os.path.isdir(root):
             raise BadRequest(f"{root} is a file, not a graph root (a directory)", {"uri": root})
-        return GraphStore(uri=root, root=root)
+        return GraphStore(uri=root, root=root, s3_fs_kwargs=fs_kwargs)
     raise BadRequest(f"unsupported graph URI scheme {parsed.scheme!r}; use a path, file:// or s3://")
 
 

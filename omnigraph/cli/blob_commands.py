@@ -14,7 +14,7 @@ from typing import BinaryIO
 
 import click
 
-from omnigraph.cli.support import open_graph, reports_errors, say
+from omnigraph.cli.support import open_for_command, reports_errors, say
 
 MAIN = "main"
 
@@ -34,7 +34,7 @@ def blob_group() -> None:
 @reports_errors
 def blob_get(type_name: str, row_id: str, prop: str, branch: str, output: str | None, graph: str) -> None:
     """Stream one Blob cell of GRAPH to stdout (or --output FILE)."""
-    with open_graph(graph, read_only=True) as opened, opened.open_blob(type_name, row_id, prop, branch=branch) as reader:
+    with open_for_command(graph, read_only=True) as opened, opened.open_blob(type_name, row_id, prop, branch=branch) as reader:
         if output is None:
             _copy(reader.chunks(), sys.stdout.buffer)
         else:

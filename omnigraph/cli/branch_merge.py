@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from omnigraph.cli.shared_commands import branch_group_for
-from omnigraph.cli.support import echo_result, emit_json, json_option, open_graph, reports_errors, say_recovered
+from omnigraph.cli.support import echo_result, emit_json, json_option, open_for_command, reports_errors, say_recovered
 
 MAIN = "main"
 
@@ -18,7 +18,7 @@ MAIN = "main"
 @reports_errors
 def branch_merge(source: str, into: str, graph: str, as_json: bool) -> None:
     """Merge branch SOURCE into --into: up to date, fast-forward, or one merge commit."""
-    with open_graph(graph) as opened:
+    with open_for_command(graph) as opened:
         say_recovered(opened)
         result = opened.merge(source, into=into)
     if as_json:

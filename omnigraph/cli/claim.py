@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import click
 
+from omnigraph import migrate
 from omnigraph.cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from omnigraph.migrator.claim_ops import break_claim, show_claim
 
 
 @click.group("claim")
@@ -29,7 +29,7 @@ def claim_group() -> None:
 @reports_errors
 def show_command(graph: str, as_json: bool) -> None:
     """Print the claim holder of GRAPH and whether it is alive (as far as this host can tell)."""
-    document = show_claim(graph)
+    document = migrate.claim(graph).to_dict()
     if as_json:
         emit_json(document)
         return
@@ -57,7 +57,7 @@ def show_command(graph: str, as_json: bool) -> None:
 @reports_errors
 def break_command(graph: str, token: str, reason: str, as_json: bool) -> None:
     """Remove the claim of a holder proven dead (refused while it is alive on this host)."""
-    document = break_claim(graph, token, reason, actor_name())
+    document = migrate.break_claim(graph, token=token, reason=reason, actor=actor_name()).to_dict()
     if as_json:
         emit_json(document)
         return

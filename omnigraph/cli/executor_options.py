@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from omnigraph.migrator.errors import EXECUTORS, executor_unavailable, ray_address_problem
+from omnigraph.migrate import EXECUTORS, executor_unavailable, open_executor, ray_address_problem
 
 if TYPE_CHECKING:
-    from omnigraph.migrator.executors import ImageExecutor
+    from omnigraph.migrate import ImageExecutor
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,6 +50,4 @@ def chosen_executor(executor: str, ray_address: str | None) -> AbstractContextMa
     missing = executor_unavailable(executor)
     if missing is not None:
         raise click.UsageError(missing)
-    from omnigraph.migrator.executors import open_executor  # the validator's imports: only for a command that runs
-
     return open_executor(executor, ray_address)

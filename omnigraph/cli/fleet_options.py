@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from omnigraph.cli.support import say
+from omnigraph.migrate import describe_fleet_entry
 
 ignore_fleet_option = click.option(
     "--ignore-fleet",
@@ -17,7 +18,5 @@ ignore_fleet_option = click.option(
 
 def report_fleet(entries: list[dict[str, Any]]) -> None:
     """One stderr line per fleet record (advice for the operator, not the command's result)."""
-    from omnigraph.migrator.inspection import describe
-
     for entry in entries:
-        say(f"fleet: {describe(entry)}")
+        say(f"fleet: {describe_fleet_entry(entry)}")

@@ -2,19 +2,21 @@
 verify, duplicates, repair and copy (:mod:`omnigraph.cli.migrate` lists them; ``claim``, ``playbook``,
 ``rebuild`` and ``refence`` have modules of their own).
 
-Each command imports the migrator, the ledger and :mod:`omnigraph.migrate` in its body, so
-importing this module (to run one command, or to print its ``--help``) costs only what the
-options need.
+Every command drives the migrator through :mod:`omnigraph.migrate`, whose functions import the
+migrator when they are called: importing this module (to run one command, or to print its
+``--help``) costs only what the options need.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
+from omnigraph import migrate
 from omnigraph.cli.answer_options import answer_check_options, chosen_queries
 from omnigraph.cli.executor_options import chosen_executor, executor_options
 from omnigraph.cli.fleet_options import ignore_fleet_option, report_fleet
@@ -22,22 +24,15 @@ from omnigraph.cli.parallel_option import parallel_option
 from omnigraph.cli.progress import StderrProgress
 from omnigraph.cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
 from omnigraph.errors import EXIT_VALIDATION_FAILED, ValidationFailed
-
-if TYPE_CHECKING:
-    from omnigraph.migrate import Migrated, Progress
+from omnigraph.migrate import Migrated, Progress, SilentProgress
 
 
 def _progress(as_json: bool) -> Progress:
-    from omnigraph.migrate import SilentProgress
-
     return SilentProgress() if as_json else StderrProgress()
 
 
-def _print_inventory(entries: list[dict[str, Any]]) -> None:
-    from omnigraph.ledger.records import InventoryEntry
-    from omnigraph.migrator.plan import inventory_lines
-
-    for line in inventory_lines([InventoryEntry.model_validate(e) for e in entries]):
+def _print_inventory(entries: Sequence[Mapping[str, Any]]) -> None:
+    for line in migrate.inventory_lines(entries):
         echo_result(line)
 
 
@@ -66,8 +61,6 @@ def _inventory_on_stdout(command: Any) -> Any:
 def preflight_command(graph: str, validate: bool, ignore_fleet: bool, as_json: bool) -> None:
     """Read-only readiness check: stamp 4, no pending writes, no claim, no live registered writer,
     every unit listed."""
-    from omnigraph import migrate
-
     document = migrate.preflight(graph, validate=validate, ignore_fleet=ignore_fleet, progress=_progress(as_json)).to_dict()
     if as_json:
         emit_json(document)
@@ -93,8 +86,6 @@ def preflight_command(graph: str, validate: bool, ignore_fleet: bool, as_json: b
 @reports_errors
 def plan_command(graph: str, as_json: bool) -> None:
     """List the units (branch, table, pinned image) a migration would process."""
-    from omnigraph import migrate
-
     document = migrate.plan(graph).to_dict()
     if as_json:
         emit_json(document)
@@ -135,8 +126,6 @@ def run_command(
     With --executor ray the images are validated as Ray tasks (docs/operations.md). With
     --queries the stamp also needs every read query to answer as it did before (docs/queries.md).
     """
-    from omnigraph import migrate
-
     queries = chosen_queries(queries_path, query_params_path)
     with chosen_executor(executor, ray_address) as validator:
         outcome = migrate.run(
@@ -181,8 +170,6 @@ def resume_command(
     """Continue a crashed migration from its ledger and sidecars (images not yet found clean
     are validated on --executor). Answers the migration recorded are checked before the stamp;
     --queries is only needed if the run died before recording them."""
-    from omnigraph import migrate
-
     queries = chosen_queries(queries_path, query_params_path)
     with chosen_executor(executor, ray_address) as validator:
         outcome = migrate.resume(graph, token=token, executor=validator, progress=_progress(as_json), queries=queries, parallel=parallel)
@@ -201,8 +188,6 @@ def resume_command(
 @reports_errors
 def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
     """Put stamp 4 back and release the claim (before stamp 5 only). Installed PKs stay."""
-    from omnigraph import migrate
-
     document = migrate.abort(graph, token=token, reason=reason).to_dict()
     if as_json:
         emit_json(document)
@@ -229,10 +214,8 @@ def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
 def status_command(graph: str, tail_records: int | None, as_json: bool) -> None:
     """The stamp, the claim holder (and every process acting for it), the latest migration's
     ledger, and the command to run next."""
-    from omnigraph.ledger.render import render_table
-    from omnigraph.migrator import inspection
-
-    document, replay = inspection.status(graph, tail_records)
+    shown = migrate.status(graph, tail=tail_records)
+    document = shown.to_dict()
     if as_json:
         emit_json(document)
         return
@@ -250,13 +233,13 @@ def status_command(graph: str, tail_records: int | None, as_json: bool) -> None:
             )
     else:
         echo_result("no claim")
-    if replay is not None:
+    if shown.ledger is not None:
         units = ", ".join(f"{state}: {count}" for state, count in document["units_by_state"].items()) or "none planned"
         echo_result(
             f"migration {document['migration_id']}: units {units}; {document['ledger_records']} ledger record(s) "
             f"over {document['elapsed_seconds']}s"
         )
-        echo_result(render_table(replay).rstrip())
+        echo_result(migrate.ledger_table(shown).rstrip())
     elif claim:
         echo_result(
             f"migration {claim['migration_id']}: no ledger record yet (its process stopped, or has not gone on, after taking the claim)"
@@ -272,8 +255,6 @@ def status_command(graph: str, tail_records: int | None, as_json: bool) -> None:
 def verify_command(graph: str, queries_path: Path | None, query_params_path: Path | None, as_json: bool) -> None:
     """Check every live table on every branch has the PK [id] and nothing is unpublished; with
     --queries, also that they answer as when the migration recorded them."""
-    from omnigraph import migrate
-
     document = migrate.verify(graph, queries=chosen_queries(queries_path, query_params_path)).to_dict()
     if as_json:
         emit_json(document)
@@ -295,9 +276,7 @@ def _say_answers(outcome: Migrated) -> None:
 @reports_errors
 def duplicates_command(graph: str, as_json: bool) -> None:
     """Print every duplicate or null id of every pinned image (exit 4 if any); takes no claim."""
-    from omnigraph.migrator import inspection
-
-    document = inspection.duplicates(graph, _progress(as_json))
+    document = migrate.duplicates(graph, progress=_progress(as_json)).to_dict()
     if as_json:
         emit_json(document)
     else:
@@ -318,24 +297,21 @@ def duplicates_command(graph: str, as_json: bool) -> None:
 @reports_errors
 def repair_command(graph: str, token: str, decisions_path: Path, template: bool, as_json: bool) -> None:
     """Repair duplicate/null ids behind the barrier, as decided in a decisions file."""
-    from omnigraph.migrator import repair
-
     if template:
-        decisions = repair.template(graph, token, _progress(as_json))
-        repair.write_decisions(decisions_path, decisions)
+        decisions = migrate.repair_template(graph, token=token, progress=_progress(as_json))
+        migrate.write_repair_decisions(decisions_path, decisions)
         document: dict[str, Any] = {"template": str(decisions_path), "entries": len(decisions.decisions)}
         if as_json:
             emit_json(document)
             return
         echo_result(f"wrote {len(decisions.decisions)} entries to {decisions_path}: set an action on each, then rerun without --template")
         return
-    applied = repair.apply(graph, token, repair.read_decisions(decisions_path), actor_name())
-    document = {"commits": [record.model_dump(mode="json") for record in applied]}
+    document = migrate.repair(graph, token=token, decisions=migrate.read_repair_decisions(decisions_path), actor=actor_name()).to_dict()
     if as_json:
         emit_json(document)
         return
     echo_result(
-        f"applied {len(applied)} repair commit(s); next: `omnigraph-migrate duplicates {graph}` to check, "
+        f"applied {len(document['commits'])} repair commit(s); next: `omnigraph-migrate duplicates {graph}` to check, "
         f"then `omnigraph-migrate resume {graph} --token {token}`"
     )
 
@@ -351,8 +327,6 @@ def copy_command(source: str, destination: str, as_json: bool) -> None:
     SOURCE is only read. Branches of the copy keep reading their inherited data files from
     SOURCE (Lance records the root's URI), so keep SOURCE in place: the copy is not a backup.
     """
-    from omnigraph import migrate
-
     document = migrate.copy(source, destination).to_dict()
     if as_json:
         emit_json(document)

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 import omnigraph
-from omnigraph.cli.support import echo_result, emit_json, json_option, open_graph, reports_errors, say, say_recovered
+from omnigraph.cli.support import echo_result, emit_json, json_option, open_for_command, reports_errors, say, say_recovered
 
 MAIN = "main"
 
@@ -86,7 +86,7 @@ def mutate_command(
     from omnigraph.sources import MAX_ROWS, check_mutation
 
     checked = check_mutation(source, name) if source is not None else None  # refused before any I/O
-    with open_graph(graph) as opened:
+    with open_for_command(graph) as opened:
         say_recovered(opened)
         if resume is not None:
             document = opened.resume_mutation(resume, announce=say).to_dict()

@@ -16,7 +16,7 @@ import omnigraph
 from omnigraph.cli.console import run_script
 from omnigraph.cli.lazy import LazyCommand, LazyGroup
 from omnigraph.cli.shared_commands import shared_lazy_commands
-from omnigraph.cli.support import echo_result, emit_json, json_option, open_graph, reports_errors
+from omnigraph.cli.support import echo_result, emit_json, json_option, open_for_command, reports_errors
 
 MAIN = "main"
 
@@ -70,7 +70,7 @@ def commit_group() -> None:
 @reports_errors
 def commit_list(branch: str, graph: str, as_json: bool) -> None:
     """List the commits reachable from a branch head, newest first."""
-    with open_graph(graph, read_only=True) as opened:
+    with open_for_command(graph, read_only=True) as opened:
         documents = [commit.to_dict() for commit in opened.commits(branch)]
     if as_json:
         emit_json({"branch": branch, "commits": documents})

@@ -1,7 +1,7 @@
 """``--parallel N``: how many migration units ``run``, ``resume`` and ``refence`` keep in flight.
 
-Light at import: :mod:`omnigraph.migrator.executors`, where the bounds and defaults live, imports no engine,
-Lance or Arrow module.
+Light at import: :mod:`omnigraph.migrate`, which names the bounds and defaults, imports no Lance or
+Arrow module until a migration runs.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import click
 
-from omnigraph.migrator.executors import DEFAULT_PARALLEL_LOCAL, DEFAULT_PARALLEL_OBJECT_STORE, MAX_PARALLEL
+from omnigraph.migrate import DEFAULT_PARALLEL_LOCAL, DEFAULT_PARALLEL_OBJECT_STORE, MAX_PARALLEL
 
 F = TypeVar("F", bound=Callable[..., object])
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from omnigraph.cli.mutate import parse_params
-from omnigraph.cli.support import echo_result, emit_json, json_option, open_graph, reports_errors
+from omnigraph.cli.support import echo_result, emit_json, json_option, open_for_command, reports_errors
 
 if TYPE_CHECKING:
     from omnigraph.graph import Answer
@@ -97,7 +97,7 @@ def query_command(
 
     check_read_query(source, name)  # syntax, --name and the kind: refused before any I/O
     with (
-        open_graph(graph, read_only=True) as opened,
+        open_for_command(graph, read_only=True) as opened,
         opened.open_query(source, name=name, params=params, branch=branch, at=at_commit) as answer,
     ):
         _write(answer, "json" if as_json else output or "table")

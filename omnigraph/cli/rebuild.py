@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from omnigraph import migrate
 from omnigraph.cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from omnigraph.migrator.rebuild import rebuild_graph
 
 
 @click.command("rebuild")
@@ -19,10 +19,10 @@ def rebuild_command(graph: str, destination: str, as_json: bool) -> None:
     GRAPH is only read; stop its writers first. The new graph has the same branches and rows but
     none of GRAPH's history: see "rebuild" in docs/operations.md for what is not carried over.
     """
-    outcome = rebuild_graph(graph, destination, actor_name(), None if as_json else say)
+    outcome = migrate.rebuild(graph, destination, actor=actor_name(), report=None if as_json else say)
     if as_json:
-        emit_json(outcome.to_json())
+        emit_json(outcome.to_dict())
         return
     for branch in outcome.branches:
-        echo_result(f"{branch.name}\t{sum(branch.rows.values())} rows\t(from {branch.parent or '-'})")
+        echo_result(f"{branch['name']}\t{sum(branch['rows'].values())} rows\t(from {branch['parent'] or '-'})")
     echo_result(f"rebuilt {graph} as {destination} at format 5 ({len(outcome.branches)} branch(es))")

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import click
 
+from omnigraph import migrate
 from omnigraph.cli.executor_options import chosen_executor, executor_options
 from omnigraph.cli.parallel_option import parallel_option
 from omnigraph.cli.progress import StderrProgress
 from omnigraph.cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
+from omnigraph.migrate import SilentProgress
 
 
 @click.command("refence")
@@ -29,14 +31,11 @@ from omnigraph.cli.support import actor_name, echo_result, emit_json, json_optio
 @reports_errors
 def refence_command(graph: str, owner: str | None, executor: str, ray_address: str | None, parallel: int | None, as_json: bool) -> None:
     """Fence again a stamp-5 graph that a format-4 writer wrote to after the stamp."""
-    from omnigraph.migrate import SilentProgress
-    from omnigraph.migrator.run import refence_migration
-
     with chosen_executor(executor, ray_address) as validator:
         progress = SilentProgress() if as_json else StderrProgress()
-        outcome = refence_migration(graph, owner or actor_name(), progress, validator, parallel)
+        outcome = migrate.refence(graph, owner=owner or actor_name(), progress=progress, executor=validator, parallel=parallel)
     if as_json:
-        emit_json(outcome.to_json())
+        emit_json(outcome.to_dict())
         return
     echo_result(f"fenced again: {outcome.units} unit(s) over {outcome.images} image(s) validated and verified; stamp is {outcome.stamp}")
     say(f"next: `omnigraph-migrate verify {graph}`; keep every format-4 binary stopped")

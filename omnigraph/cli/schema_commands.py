@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from omnigraph.cli.support import echo_result, emit_json, json_option, open_graph, reports_errors
+from omnigraph.cli.support import echo_result, emit_json, json_option, open_for_command, reports_errors
 
 
 @click.group("schema")
@@ -21,7 +21,7 @@ def schema_group() -> None:
 @reports_errors
 def schema_show(graph: str, as_json: bool) -> None:
     """Print the accepted schema of GRAPH and the catalog derived from it, metadata included."""
-    with open_graph(graph, read_only=True) as opened:
+    with open_for_command(graph, read_only=True) as opened:
         if as_json:
             emit_json(opened.schema())
             return

@@ -18,7 +18,7 @@ import tempfile
 
 import click
 
-from omnigraph.cli.support import open_graph, reports_errors, say
+from omnigraph.cli.support import open_for_command, reports_errors, say
 from omnigraph.server.settings import Limits, ServeSettings
 from omnigraph.server.tokens import read_tokens_file
 
@@ -188,7 +188,7 @@ def serve_command_for(program: str) -> click.Command:
         _check_authentication(host, tokens, unauthenticated, allow_remote_unauthenticated)
         if tokens is not None:
             read_tokens_file(tokens)  # refuse a bad file now, not in each worker
-        with open_graph(graph, read_only=True, program=program) as opened:  # refuse a missing or unknown-format graph now
+        with open_for_command(graph, read_only=True, program=program) as opened:  # refuse a missing or unknown-format graph now
             uri, stamp = opened.uri, opened.format
         address = f"http://{host}:{port}"
         limits = Limits(

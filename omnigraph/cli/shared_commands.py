@@ -17,7 +17,7 @@ import click
 
 import omnigraph
 from omnigraph.cli.lazy import LazyCommand
-from omnigraph.cli.support import echo_result, emit_json, json_option, open_graph, reports_errors, say, say_recovered
+from omnigraph.cli.support import echo_result, emit_json, json_option, open_for_command, reports_errors, say, say_recovered
 from omnigraph.errors import BadRequest
 
 MAIN = "main"
@@ -130,7 +130,7 @@ def load_command_for(program: str) -> click.Command:
         """Load a JSONL file into a branch as one atomic commit (or one per chunk)."""
         from omnigraph.inputs import open_data_file
 
-        with open_data_file(data_path) as data, open_graph(graph, program=program) as opened:
+        with open_data_file(data_path) as data, open_for_command(graph, program=program) as opened:
             say_recovered(opened)
             if chunk_rows is None:
                 result = opened.load(data, mode=mode, branch=branch)  # type: ignore[arg-type]
@@ -159,7 +159,7 @@ def branch_group_for(program: str) -> click.Group:
     @reports_errors
     def branch_create(name: str, source: str, graph: str, as_json: bool) -> None:
         """Create branch NAME from the current state of --from."""
-        with open_graph(graph, program=program) as opened:
+        with open_for_command(graph, program=program) as opened:
             say_recovered(opened)
             created = opened.create_branch(name, from_branch=source)
         if as_json:
@@ -173,7 +173,7 @@ def branch_group_for(program: str) -> click.Group:
     @reports_errors
     def branch_list(graph: str, as_json: bool) -> None:
         """List graph branches."""
-        with open_graph(graph, read_only=True, program=program) as opened:
+        with open_for_command(graph, read_only=True, program=program) as opened:
             branches = opened.branches()
         if as_json:
             emit_json({"branches": [b.to_dict() for b in branches]})
@@ -189,7 +189,7 @@ def branch_group_for(program: str) -> click.Group:
     @reports_errors
     def branch_delete(name: str, graph: str, as_json: bool) -> None:
         """Delete branch NAME (refused while other branches were forked from it)."""
-        with open_graph(graph, program=program) as opened:
+        with open_for_command(graph, program=program) as opened:
             say_recovered(opened)
             deleted = opened.delete_branch(name)
         if as_json:
@@ -210,7 +210,7 @@ def snapshot_command_for(program: str) -> click.Command:
     @reports_errors
     def snapshot_command(branch: str, graph: str, as_json: bool) -> None:
         """Show what a branch pins: every table's image, rows and primary key."""
-        with open_graph(graph, read_only=True, program=program) as opened:
+        with open_for_command(graph, read_only=True, program=program) as opened:
             document = opened.snapshot(branch).to_dict()
         if as_json:
             emit_json(document)
@@ -233,7 +233,7 @@ def export_command_for(program: str) -> click.Command:
     @reports_errors
     def export_command(branch: str, types: tuple[str, ...], graph: str) -> None:
         """Write a branch as JSONL on stdout (loadable with `load`)."""
-        with open_graph(graph, read_only=True, program=program) as opened:
+        with open_for_command(graph, read_only=True, program=program) as opened:
             for line in opened.export_jsonl(branch, list(types)):
                 sys.stdout.write(line + "\n")
 

@@ -78,7 +78,7 @@ def _report(error: OmnigraphError, as_json: bool) -> None:
     say(f"error [{error.code}]: {error.message}")
 
 
-def open_graph(uri: str, *, read_only: bool = False, program: str = omnigraph.ENGINE) -> omnigraph.Graph:
+def open_for_command(uri: str, *, read_only: bool = False, program: str = omnigraph.ENGINE) -> omnigraph.Graph:
     """The graph a command acts on: opened now, with the stamp and the claim checked at the open
     only (a command opens, acts once and exits, as a one-shot program always has)."""
     return omnigraph.open(uri, read_only=read_only, program=program, stamp_checks="at_open")

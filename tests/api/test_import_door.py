@@ -1,6 +1,8 @@
 """``omnigraph`` is the one door to the engine: no module under ``cli/`` or ``server/`` imports
 ``engine`` (only ``omnigraph``, and the migrator's own packages for ``omnigraph-migrate``), and
-neither ``engine/`` nor ``migrator/`` imports ``omnigraph``. Every import counts, wherever it is
+neither ``engine/`` nor ``migrator/`` imports ``omnigraph``. ``omnigraph.migrate`` is the one door
+into the migrator: no module of the CLI or the playbooks imports ``omnigraph.migrator`` (a type
+named only for annotations included). Every import counts, wherever it is
 (a lazy import inside a function is still a dependency). And ``import omnigraph`` loads none of
 Lance, Arrow or DuckDB (the console scripts start without them); the graph machinery loads Lance
 and Arrow, and DuckDB waits for the first read query or branch merge.
@@ -11,8 +13,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
-from tests.guards.test_import_layout import MODULES, imported_modules
+from tests.guards.test_import_layout import MODULES, imported_modules, imported_modules_of
 
 HEAVY = ("lance", "pyarrow", "duckdb")
 
@@ -45,6 +48,19 @@ def test_the_walk_sees_both_sides() -> None:
 
 def test_cli_and_server_import_no_engine_module() -> None:
     assert _violations(("omnigraph.cli", "omnigraph.server"), "omnigraph.engine") == []
+
+
+def test_the_cli_and_the_playbooks_reach_the_migrator_only_through_omnigraph_migrate() -> None:
+    assert _violations(("omnigraph.cli", "omnigraph.playbooks"), "omnigraph.migrator") == []
+    assert "omnigraph.migrate" in imported_modules("omnigraph.cli.migrate_commands", module_level=False)
+    assert "omnigraph.migrate" in imported_modules("omnigraph.playbooks.actions", module_level=False)
+
+
+def test_the_migrate_door_guard_sees_a_function_level_import(tmp_path: Path) -> None:
+    """The walk counts an import inside a function, as a lazy import of the migrator would be."""
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f():\n    from omnigraph.migrator.run import run_migration\n")
+    assert "omnigraph.migrator.run" in imported_modules_of(sample, module_level=False)
 
 
 def test_engine_and_migrator_never_import_omnigraph() -> None:

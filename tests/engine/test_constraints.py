@@ -28,6 +28,7 @@ from omnigraph.engine.ops.load import load
 from omnigraph.engine.ops.merge import merge_branch
 from omnigraph.engine.ops.merge_diff import TableChanges
 from omnigraph.engine.ops.mutate import mutate
+from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import export_text, storage_state
 
 SCHEMA = """
@@ -55,7 +56,7 @@ def _jsonl(records: list[dict[str, Any]]) -> bytes:
 
 
 def _graph(root: Path | str, profile: EngineProfile = FENCED_PROFILE) -> Graph:
-    graph = init_graph(str(root), SCHEMA, profile, ACTOR)
+    graph = init_graph(open_store(str(root)), SCHEMA, profile, ACTOR)
     load(graph, _jsonl(BASE), mode="append", branch="main", actor=ACTOR)
     return graph
 

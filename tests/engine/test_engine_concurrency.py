@@ -42,7 +42,7 @@ def _ids_on(uri: str, branch: str, table_key: str) -> list[str]:
 
 
 def test_same_id_strict_insert_race_has_exactly_one_winner(backend: str, root_uri: str, tmp_path: Path) -> None:
-    init_graph(root_uri, SCHEMA, FENCED_PROFILE)
+    init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE)
     rounds = ROUNDS if backend == "local" else 1  # on S3 one race: the store's conditional commit
     for round_number in range(rounds):
         name = f"racer-{round_number}"
@@ -64,7 +64,7 @@ def test_same_id_strict_insert_race_has_exactly_one_winner(backend: str, root_ur
 # local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_disjoint_ids_from_concurrent_writers_all_land(root_uri: str, tmp_path: Path) -> None:
-    init_graph(root_uri, SCHEMA, FENCED_PROFILE)
+    init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE)
     files = [_person_file(tmp_path, f"person-{i}", f"d{i}") for i in range(WRITERS)]
     outcomes = race("omnigraph", [["load", "--mode", "append", "--data", f, "--json", root_uri] for f in files])
     assert [o.returncode for o in outcomes] == [0] * WRITERS, [o.stderr for o in outcomes]
@@ -76,7 +76,7 @@ def test_disjoint_ids_from_concurrent_writers_all_land(root_uri: str, tmp_path: 
 # local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_same_id_race_on_a_lazy_branch_has_one_winner(root_uri: str, tmp_path: Path) -> None:
-    graph = init_graph(root_uri, SCHEMA, FENCED_PROFILE)
+    graph = init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE)
     from omnigraph.engine.ops.branches import create_branch
 
     create_branch(graph, "feat")
@@ -90,7 +90,7 @@ def test_same_id_race_on_a_lazy_branch_has_one_winner(root_uri: str, tmp_path: P
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_format_4_writers_that_pass_the_check_together_both_land(root_uri: str, tmp_path: Path) -> None:
     """The bug the migration exists to fix: v4's check-then-append lets both writers land."""
-    init_graph(root_uri, SCHEMA, LEGACY_PROFILE)
+    init_graph(open_store(root_uri), SCHEMA, LEGACY_PROFILE)
     held, other = interleave_held(_load_argv(OMNIGRAPH_V4, root_uri, _person_file(tmp_path, "twin", "twin")), "write.after_arm")
     assert (held.returncode, other.returncode) == (0, 0), (held.stderr, other.stderr)
     assert _ids_on(root_uri, "main", "node:Person") == ["twin", "twin"]
@@ -99,7 +99,7 @@ def test_format_4_writers_that_pass_the_check_together_both_land(root_uri: str, 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_the_same_interleaving_at_format_5_has_one_winner(root_uri: str, tmp_path: Path) -> None:
     """The interleaving above, against the fenced engine: the held writer ends in key_conflict."""
-    init_graph(root_uri, SCHEMA, FENCED_PROFILE)
+    init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE)
     held, other = interleave_held(_load_argv(OMNIGRAPH, root_uri, _person_file(tmp_path, "twin", "twin")), "write.after_arm")
     assert other.returncode == 0, other.stderr
     assert held.returncode == 1 and held.json()["error"]["code"] == "key_conflict", held.stderr

@@ -46,7 +46,7 @@ def _jsonl(records: list[dict]) -> bytes:
 
 
 def _export(uri: str, branch: str) -> list[str]:
-    return list(export_lines(open_graph(uri, FENCED_PROFILE, write=False), branch))
+    return list(export_lines(open_graph(open_store(uri), FENCED_PROFILE, write=False), branch))
 
 
 def _run_load(uri: str, data: Path, branch: str, failpoint: str | None) -> subprocess.CompletedProcess[str]:
@@ -80,7 +80,7 @@ CASES = [
     indirect=["backend"],
 )
 def test_crashed_commit_converges_on_next_open(root_uri: str, tmp_path: Path, failpoint: str, branch: str, published: bool) -> None:
-    graph = init_graph(root_uri, SCHEMA, FENCED_PROFILE)
+    graph = init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE)
     load(graph, _jsonl(BASE), mode="append", branch="main", actor="test")
     create_branch(graph, "feat")
     before = _export(root_uri, branch)
@@ -92,7 +92,7 @@ def test_crashed_commit_converges_on_next_open(root_uri: str, tmp_path: Path, fa
     store = open_store(root_uri)
     assert len(list_intents(store)) == 1
 
-    reopened = open_graph(root_uri, FENCED_PROFILE, write=True)
+    reopened = open_graph(open_store(root_uri), FENCED_PROFILE, write=True)
     assert list_intents(store) == []
     [record] = reopened.recovered
     assert record.outcome == ("published" if published else "rolled_back")
@@ -120,7 +120,7 @@ def test_live_writers_intent_is_left_alone(root_uri: str) -> None:
     from omnigraph.engine.reconcile.recovery import WriteIntent, arm
     from omnigraph.engine.storage.process import process_start_marker, this_host
 
-    init_graph(root_uri, SCHEMA, FENCED_PROFILE)
+    init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE)
     store = open_store(root_uri)
     intent = WriteIntent(
         operation_id="01LIVE0000000000000000000",
@@ -136,11 +136,11 @@ def test_live_writers_intent_is_left_alone(root_uri: str) -> None:
         created_at=0,
     )
     arm(store, intent)
-    assert open_graph(root_uri, FENCED_PROFILE, write=True).recovered == []
+    assert open_graph(open_store(root_uri), FENCED_PROFILE, write=True).recovered == []
     assert [i.operation_id for i in list_intents(store)] == [intent.operation_id]
     dead = intent.model_copy(update={"operation_id": "01DEAD0000000000000000000", "pid": 2**22 + 17})
     arm(store, dead)
-    recovered = open_graph(root_uri, FENCED_PROFILE, write=True).recovered
+    recovered = open_graph(open_store(root_uri), FENCED_PROFILE, write=True).recovered
     assert [r.operation_id for r in recovered] == [dead.operation_id]
 
 
@@ -239,9 +239,9 @@ def test_this_processs_intent_is_alive_only_while_its_commit_runs(tmp_path: Path
 def test_a_writer_does_not_publish_a_dead_commits_unpublished_rows(root_uri: str, tmp_path: Path) -> None:
     """A graph opened before another process died mid-commit: its next write on the same table
     resolves the dead commit first instead of stacking on (and publishing) its rows."""
-    graph = init_graph(root_uri, SCHEMA, FENCED_PROFILE)
+    graph = init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE)
     load(graph, _jsonl(BASE), mode="append", branch="main", actor="test")
-    already_open = open_graph(root_uri, FENCED_PROFILE, write=True)
+    already_open = open_graph(open_store(root_uri), FENCED_PROFILE, write=True)
     delta = tmp_path / "delta.jsonl"
     delta.write_bytes(_jsonl(DELTA))  # Person cid + Knows ann->cid: two tables
     # Effects land in table-key order: the dead commit's edge k1 (to the unpublished cid) landed.
@@ -274,10 +274,10 @@ def test_a_writer_killed_inside_a_fork_is_resolved_by_the_next_write(tmp_path: P
     fork), forks again and lands; a live process that met them first was told to run
     `omnigraph recover`, which does the same."""
     uri = str(tmp_path / "g")
-    graph = init_graph(uri, SCHEMA, FENCED_PROFILE, actor="t")
+    graph = init_graph(open_store(uri), SCHEMA, FENCED_PROFILE, actor="t")
     load(graph, _jsonl(BASE), mode="append", branch="main", actor="t")
     create_branch(graph, "feat")
-    live = open_graph(uri, FENCED_PROFILE, write=True)  # a long-lived writer, opened before the crash
+    live = open_graph(open_store(uri), FENCED_PROFILE, write=True)  # a long-lived writer, opened before the crash
     data = tmp_path / "delta.jsonl"
     data.write_bytes(_jsonl(DELTA[:1]))
     assert _run_load(uri, data, "feat", "write.after_arm").returncode == FAILPOINT_EXIT_STATUS

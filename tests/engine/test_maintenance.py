@@ -107,7 +107,7 @@ def _drift_refusal(result: Cli, operation: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_hand_made_commits_are_adopted_or_refused_with_commands_that_resolve_them(root_uri: str, tmp_path: Path) -> None:
-    init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
+    init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE, ACTOR)
     load_lines(root_uri, [person("ann"), person("bob")])
     load_lines(root_uri, [person("cyd")])
 
@@ -174,7 +174,7 @@ def test_hand_made_commits_are_adopted_or_refused_with_commands_that_resolve_the
 
 
 def test_hand_made_index_on_a_branch_fork_is_adopted_on_the_next_read_write_open(root_uri: str) -> None:
-    init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
+    init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE, ACTOR)
     load_lines(root_uri, [person("ann")])
     invoke(OMNIGRAPH, "branch", "create", "feat", root_uri).ok()
     load_lines(root_uri, [person("bob")], branch="feat")
@@ -219,7 +219,7 @@ def _make_live(store: Any, intent: WriteIntent, pid: int, start: str | None) -> 
 
 
 def test_optimize_cleanup_keeps_every_version_a_branch_commit_or_intent_needs(root_uri: str, tmp_path: Path) -> None:
-    init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
+    init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE, ACTOR)
     for name in ("ann", "bob", "cyd"):
         load_lines(root_uri, [person(name)])
     invoke(OMNIGRAPH, "branch", "create", "lazy", root_uri).ok()  # pins main's image as it is now
@@ -274,7 +274,7 @@ def _migrate(*args: str) -> Cli:
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_format_4_graph_with_hand_made_commits_and_optimize_still_migrates(root_uri: str, tmp_path: Path) -> None:
-    init_graph(root_uri, SCHEMA, LEGACY_PROFILE, ACTOR)
+    init_graph(open_store(root_uri), SCHEMA, LEGACY_PROFILE, ACTOR)
     for name in ("ann", "bob"):
         load_lines(root_uri, [person(name)], profile=LEGACY_PROFILE)
     load_lines(root_uri, jsonl([json.dumps({"type": "Tag", "data": {"id": "t1", "label": "x"}})]), profile=LEGACY_PROFILE)
@@ -313,7 +313,7 @@ def test_format_4_graph_with_hand_made_commits_and_optimize_still_migrates(root_
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_unpublished_fork_made_by_hand_is_drift_that_revert_resolves(root_uri: str, tmp_path: Path) -> None:
-    init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
+    init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE, ACTOR)
     load_lines(root_uri, [person("ann")])
     invoke(OMNIGRAPH, "branch", "create", "feat", root_uri).ok()
     store = open_store(root_uri)
@@ -339,7 +339,7 @@ def test_recover_command_named_by_recovery_required_resolves_an_interrupted_comm
     """Every ``recovery_required`` of the write path names ``omnigraph recover GRAPH``
     (:func:`omnigraph.engine.reconcile.drift.recover_command`); it resolves a commit whose writer died after its
     effects landed, and reports drift it cannot resolve with the drift commands."""
-    init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
+    init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE, ACTOR)
     load_lines(root_uri, [person("ann")])
     before = export_text(root_uri)
     data = write_jsonl(tmp_path, "crash.jsonl", [person("bob")])
@@ -365,7 +365,7 @@ def test_optimize_cleanup_keeps_a_version_a_migration_sidecar_pins(root_uri: str
     from omnigraph.ledger.records import UnitPlan
     from omnigraph.migrator.layout import ManifestDelta, UnitSidecar, sidecar_path
 
-    init_graph(root_uri, SCHEMA, FENCED_PROFILE, ACTOR)
+    init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE, ACTOR)
     load_lines(root_uri, [person("ann")])
     load_lines(root_uri, [person("bob")])
     before = _person_table(root_uri).version

@@ -43,7 +43,7 @@ SCHEMA = "node Person { name: String @key  age: I32?  tags: [String]?  email: St
 def _big_feature(uri: str) -> None:
     """main: a, then z after the branch point; feature: 8,192 new people in one load (with a list
     property), then one more, and an update of a (a two-parent merge of 8,193 inserts and 1 update)."""
-    graph = init_graph(uri, SCHEMA, FENCED_PROFILE, "test")
+    graph = init_graph(open_store(uri), SCHEMA, FENCED_PROFILE, "test")
     upsert(graph, "main", {"a": 1})
     create_branch(graph, "feature")
     rows = [{"type": "Person", "data": {"name": f"p{i:05d}", "age": i % 90, "tags": [f"t{i % 7}"]}} for i in range(COMMIT_ROWS)]
@@ -55,12 +55,12 @@ def _big_feature(uri: str) -> None:
 
 def _reachable(uri: str, branch: str) -> set[str]:
     """Every commit reachable from ``branch``'s head."""
-    graph = open_graph(uri, FENCED_PROFILE, write=False)
+    graph = open_graph(open_store(uri), FENCED_PROFILE, write=False)
     return set(load_commit_graph(graph.manifest).ancestors(graph.manifest.snapshot(branch).head.commit_id))
 
 
 def _person_head(uri: str) -> int:
-    graph = open_graph(uri, FENCED_PROFILE, write=False)
+    graph = open_graph(open_store(uri), FENCED_PROFILE, write=False)
     entry = graph.manifest.snapshot("main").table("node:Person")
     return latest_version(open_store(uri), entry.table_path, entry.table_branch)
 
@@ -87,7 +87,7 @@ def test_a_crash_inside_the_chain_is_rolled_back_whole_then_the_merge_completes(
     before = people(root_uri, "main")
     crashed = _merge(root_uri, "write.after_merge_step")  # after the first of the chain's three commits
     assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
-    [record] = open_graph(root_uri, FENCED_PROFILE, write=True).recovered
+    [record] = open_graph(open_store(root_uri), FENCED_PROFILE, write=True).recovered
     assert record.outcome == "rolled_back"
     assert people(root_uri, "main") == before
     assert_write_converged(root_uri, "main")

@@ -80,14 +80,14 @@ def test_a_crashed_merge_converges_on_the_next_open(root_uri: str, failpoint: st
     assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
     assert len(list_intents(open_store(root_uri))) == 1
 
-    reopened = open_graph(root_uri, FENCED_PROFILE, write=True)
+    reopened = open_graph(open_store(root_uri), FENCED_PROFILE, write=True)
     [record] = reopened.recovered
     assert record.outcome == ("published" if published else "rolled_back")
     assert_write_converged(root_uri, into)
     after = (people(root_uri, into), edges(root_uri, into))
     assert after == (EXPECTED[into] if published else before)
 
-    merge_branch(open_graph(root_uri, FENCED_PROFILE, write=True), "feature", into, actor="test")
+    merge_branch(open_graph(open_store(root_uri), FENCED_PROFILE, write=True), "feature", into, actor="test")
     assert (people(root_uri, into), edges(root_uri, into)) == EXPECTED[into]
     assert_write_converged(root_uri, into)
     assert people(root_uri, "feature") == {"a": 10, "b": 2, "d": 4}

@@ -23,6 +23,7 @@ from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.load import load
 from omnigraph.engine.ops.mutate import MutationResult, mutate
 from omnigraph.engine.ops.write import MAX_ROWS
+from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import OMNIGRAPH, commit_ids, export_text, invoke, storage_state
 
 SCHEMA = """
@@ -54,7 +55,7 @@ MIX_MESSAGE = (
 
 
 def _graph(uri: str) -> Graph:
-    graph = init_graph(uri, SCHEMA, FENCED_PROFILE, "tests")
+    graph = init_graph(open_store(uri), SCHEMA, FENCED_PROFILE, "tests")
     base = [
         {"type": "Company", "data": {"name": "Acme"}},
         {"type": "Person", "data": {"name": "Bob", "age": 40, "email": "bob@example.com"}},
@@ -248,7 +249,7 @@ def test_cli_names_params_branch_and_if_commit(root_uri: str, tmp_path: Path) ->
     bad_json = invoke(OMNIGRAPH, "mutate", "--query", query, "--name", "remove", "--params", "{", root_uri)
     assert bad_json.returncode == 2
     head = commit_ids(root_uri)[0]
-    create_branch(open_graph(root_uri, FENCED_PROFILE, write=True), "feat")
+    create_branch(open_graph(open_store(root_uri), FENCED_PROFILE, write=True), "feat")
     on_branch = invoke(
         OMNIGRAPH,
         "mutate",
@@ -350,7 +351,7 @@ def test_parse_errors_name_line_column_and_token(source: str, line: int, column:
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_row_limit_counts_an_updates_matched_rows(root_uri: str) -> None:
-    graph = init_graph(root_uri, SCHEMA, FENCED_PROFILE, "tests")
+    graph = init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE, "tests")
     tags = "".join(json.dumps({"type": "Tag", "data": {"id": f"t{i:05d}", "label": "bulk"}}) + "\n" for i in range(MAX_ROWS + 1))
     load(graph, tags.encode(), mode="append", branch="main", actor="tests", chunk_rows=MAX_ROWS)
     at_limit = _run(graph, 'query q() { update Tag set { label: "done" } where id != "t08192" }')

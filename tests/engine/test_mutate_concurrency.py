@@ -22,6 +22,7 @@ from omnigraph.engine.ops.load import load
 from omnigraph.engine.ops.mutate import mutate
 from omnigraph.engine.ops.mutate_eval import Evaluation
 from omnigraph.engine.reconcile.recovery import list_intents
+from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import export_text
 from tests.support.process_race import race
 
@@ -34,7 +35,7 @@ WRITERS = 8
 
 
 def _graph(uri: str) -> Graph:
-    graph = init_graph(uri, SCHEMA, FENCED_PROFILE, "tests")
+    graph = init_graph(open_store(uri), SCHEMA, FENCED_PROFILE, "tests")
     people = "".join(json.dumps({"type": "Person", "data": {"name": n, "age": 1}}) + "\n" for n in ("a", "b"))
     load(graph, people.encode(), mode="append", branch="main", actor="tests")
     return graph
@@ -70,7 +71,7 @@ def test_eight_processes_upserting_one_keyed_node(root_uri: str, tmp_path: Path)
     assert succeeded, [o.stderr for o in outcomes]
     [row] = [r for r in _rows(root_uri, "Person") if r["data"]["name"] == "racer"]
     assert row["data"]["age"] in succeeded
-    assert list_intents(open_graph(root_uri, FENCED_PROFILE, write=False).store) == []
+    assert list_intents(open_graph(open_store(root_uri), FENCED_PROFILE, write=False).store) == []
 
 
 # local only: the S3 commit race is test_same_id_strict_insert_race_has_exactly_one_winner[s3]
@@ -110,7 +111,7 @@ def _interleave(monkeypatch: pytest.MonkeyPatch, other: Callable[[], None]) -> l
 
 def test_a_strict_insert_racing_a_disjoint_insert_is_reprepared(root_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     graph = _graph(root_uri)
-    second = open_graph(root_uri, FENCED_PROFILE, write=True)
+    second = open_graph(open_store(root_uri), FENCED_PROFILE, write=True)
     evaluations = _interleave(
         monkeypatch,
         lambda: load(second, b'{"type": "Tag", "data": {"id": "theirs", "label": "y"}}\n', mode="append", branch="main", actor="other"),
@@ -124,7 +125,7 @@ def test_a_strict_insert_racing_a_disjoint_insert_is_reprepared(root_uri: str, m
 @pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_a_strict_insert_racing_the_same_id_is_key_conflict(root_uri: str, monkeypatch: pytest.MonkeyPatch) -> None:
     graph = _graph(root_uri)
-    second = open_graph(root_uri, FENCED_PROFILE, write=True)
+    second = open_graph(open_store(root_uri), FENCED_PROFILE, write=True)
     _interleave(
         monkeypatch,
         lambda: load(second, b'{"type": "Tag", "data": {"id": "same", "label": "theirs"}}\n', mode="append", branch="main", actor="other"),
@@ -146,7 +147,7 @@ def test_a_strict_insert_racing_the_same_id_is_key_conflict(root_uri: str, monke
 )
 def test_update_and_delete_racing_a_commit_are_read_set_conflicts(root_uri: str, monkeypatch: pytest.MonkeyPatch, source: str) -> None:
     graph = _graph(root_uri)
-    second = open_graph(root_uri, FENCED_PROFILE, write=True)
+    second = open_graph(open_store(root_uri), FENCED_PROFILE, write=True)
     moved: list[str] = []
 
     def other() -> None:

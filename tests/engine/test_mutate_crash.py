@@ -67,7 +67,7 @@ AFTER = {
 
 def _state(uri: str, branch: str) -> dict[str, dict[str, Any]]:
     state: dict[str, dict[str, Any]] = {"Person": {}, "Tag": {}, "Knows": {}}
-    for line in export_lines(open_graph(uri, FENCED_PROFILE, write=False), branch):
+    for line in export_lines(open_graph(open_store(uri), FENCED_PROFILE, write=False), branch):
         record = json.loads(line)
         data = record["data"]
         if record.get("type") == "Person":
@@ -113,7 +113,7 @@ CASES = [
 def test_a_crashed_mutation_converges_on_the_next_open(
     root_uri: str, tmp_path: Path, failpoint: str, branch: str, source: str, published: bool
 ) -> None:
-    graph = init_graph(root_uri, SCHEMA, FENCED_PROFILE, "tests")
+    graph = init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE, "tests")
     load(graph, "".join(json.dumps(r) + "\n" for r in BASE).encode(), mode="append", branch="main", actor="tests")
     create_branch(graph, "lazy")
     query = tmp_path / "q.gq"
@@ -123,7 +123,7 @@ def test_a_crashed_mutation_converges_on_the_next_open(
     assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
     assert len(list_intents(open_store(root_uri))) == 1
 
-    reopened = open_graph(root_uri, FENCED_PROFILE, write=True)
+    reopened = open_graph(open_store(root_uri), FENCED_PROFILE, write=True)
     [record] = reopened.recovered
     assert record.outcome == ("published" if published else "rolled_back")
     assert_write_converged(root_uri, branch)
@@ -132,7 +132,7 @@ def test_a_crashed_mutation_converges_on_the_next_open(
     assert _state(root_uri, other) == BEFORE
 
     if not published:
-        rerun = mutate(open_graph(root_uri, FENCED_PROFILE, write=True), source, branch=branch, actor="tests")
+        rerun = mutate(open_graph(open_store(root_uri), FENCED_PROFILE, write=True), source, branch=branch, actor="tests")
         assert rerun.commit is not None
         assert _state(root_uri, branch) == AFTER[source]
         assert_write_converged(root_uri, branch)

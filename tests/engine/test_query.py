@@ -70,9 +70,9 @@ def graph(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     if request.param == "s3":
         request.getfixturevalue("s3_server")
     root = new_root(request.param, tmp_path_factory.mktemp("query"))
-    created = init_graph(root, SCHEMA, FENCED_PROFILE, "tests")
+    created = init_graph(open_store(root), SCHEMA, FENCED_PROFILE, "tests")
     load(created, _records(), mode="append", branch="main", actor="tests")
-    yield open_graph(root, FENCED_PROFILE, write=False)
+    yield open_graph(open_store(root), FENCED_PROFILE, write=False)
 
 
 def rows(graph: Graph, body: str, **params: Any) -> list[list[Any]]:
@@ -270,10 +270,10 @@ query friend_counts() {
 
 
 def _social(root: str, profile: Any = FENCED_PROFILE) -> Graph:
-    created = init_graph(root, SCHEMA_PATH.read_text(encoding="utf-8"), profile, "tests")
+    created = init_graph(open_store(root), SCHEMA_PATH.read_text(encoding="utf-8"), profile, "tests")
     with DATA_PATH.open("rb") as data:
         load(created, data, mode="append", branch="main", actor="tests")
-    return open_graph(root, FENCED_PROFILE, write=False)
+    return open_graph(open_store(root), FENCED_PROFILE, write=False)
 
 
 def _reference_answers(social: Graph) -> dict[str, Any]:
@@ -304,7 +304,7 @@ def test_reads_work_at_format_4_and_while_migrating(tmp_path: Path) -> None:
     assert legacy.stamp == "4"
     expected = _reference_answers(legacy)
     Manifest(open_store(root)).write_stamp("migrating", "m-1")
-    migrating = open_graph(root, FENCED_PROFILE, write=False)
+    migrating = open_graph(open_store(root), FENCED_PROFILE, write=False)
     assert migrating.stamp == "migrating" and _reference_answers(migrating) == expected
 
 
@@ -346,7 +346,7 @@ def test_a_repeatable_float_aggregate_gives_the_same_bits_every_time(root_uri: s
     from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
     from omnigraph.engine.query.run import open_answer
 
-    graph = init_graph(root_uri, "node Reading { name: String @key  value: F64 }\n", FENCED_PROFILE, "test")
+    graph = init_graph(open_store(root_uri), "node Reading { name: String @key  value: F64 }\n", FENCED_PROFILE, "test")
     generator = random.Random(7)
     count = 400_000
     rows = pa.table(

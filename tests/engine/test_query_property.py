@@ -28,6 +28,7 @@ from omnigraph.engine.graph import init_graph
 from omnigraph.engine.ops.load import load
 from omnigraph.engine.query import session
 from omnigraph.engine.query.run import run_query
+from omnigraph.engine.storage.store import open_store
 from tests.conftest import new_root
 from tests.support.query_model import Model, ModelGraph
 
@@ -192,7 +193,7 @@ def _check(root: str, data: Any) -> None:
     knows = data.draw(st.lists(pair, min_size=2, max_size=12))
     lives = data.draw(st.lists(pair, max_size=6))
     records = _records(persons, cities, knows, lives)
-    graph = init_graph(root, SCHEMA, FENCED_PROFILE, "tests")
+    graph = init_graph(open_store(root), SCHEMA, FENCED_PROFILE, "tests")
     load(graph, "".join(json.dumps(r) + "\n" for r in records).encode(), mode="append", branch="main", actor="tests")
     model_graph = _model_graph(records, graph)
     for _ in range(4):

@@ -16,6 +16,7 @@ from omnigraph.engine.graph import Graph, open_graph
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.mutate import mutate
 from omnigraph.engine.query.run import run_query
+from omnigraph.engine.storage.store import open_store
 from tests.conftest import new_root
 from tests.support.graph_helpers import make_example_graph
 
@@ -54,7 +55,7 @@ def _answers(graph: Graph, branch: str = "main", at: str | None = None) -> dict[
 def test_each_commit_answers_as_it_did_when_it_was_the_head(backend: str, tmp_path: Path) -> None:
     root = new_root(backend, tmp_path)
     writer = make_example_graph(root)
-    reader = open_graph(root, FENCED_PROFILE, write=False)
+    reader = open_graph(open_store(root), FENCED_PROFILE, write=False)
     seen: dict[str, dict[str, Any]] = {}
     for name in ("add", "older", "drop_carol", "unlink"):
         result = mutate(writer, WRITES, name=name, branch="main", actor="tests")
@@ -75,7 +76,7 @@ def test_a_branch_reads_the_commits_it_inherited_but_not_another_branchs(tmp_pat
     on_dev = mutate(writer, WRITES, name="older", branch="dev", actor="tests").commit
     on_main = mutate(writer, WRITES, name="drop_carol", branch="main", actor="tests").commit
     assert first and on_dev and on_main
-    reader = open_graph(root, FENCED_PROFILE, write=False)
+    reader = open_graph(open_store(root), FENCED_PROFILE, write=False)
     at_first = _answers(reader, "main", first.commit_id)
     assert _answers(reader, "dev", first.commit_id) == at_first
     assert _answers(reader, "dev", on_dev.commit_id) == _answers(reader, "dev")

@@ -492,7 +492,7 @@ def test_a_large_read_streams_through_a_bounded_spool() -> None:
 def test_a_load_from_a_file_streams_and_cleans_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``omnigraph load`` reads its file in blocks and spills beyond the budget; the graph gets
     every row (overwrite streams the spool into Lance; chunked append reads it chunk by chunk)."""
-    import omnigraph.engine.records.read as blocks
+    import omnigraph.engine.records.jsonl_blocks as blocks
     import omnigraph.engine.records.record_set as row_spool
 
     monkeypatch.setattr(row_spool, "SPOOL_BUDGET_BYTES", 64 * 1024)

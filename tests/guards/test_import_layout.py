@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -78,7 +79,12 @@ def _imports(body: list[ast.stmt], *, module_level: bool) -> Iterator[ast.Import
 
 def imported_modules(module: str, *, module_level: bool) -> set[str]:
     """The modules ``module`` names in its imports (project modules resolved, others by name)."""
-    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    return imported_modules_of(MODULES[module], module_level=module_level, module=module)
+
+
+def imported_modules_of(path: Path, *, module_level: bool, module: str = "") -> set[str]:
+    """The modules the file at ``path`` (the module ``module``, for relative imports) names in its imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
     for node in _imports(tree.body, module_level=module_level):
         if isinstance(node, ast.Import):
@@ -86,7 +92,7 @@ def imported_modules(module: str, *, module_level: bool) -> set[str]:
             continue
         base = node.module or ""
         if node.level:
-            package = module if is_package(module) else module.rpartition(".")[0]
+            package = module if module in MODULES and is_package(module) else module.rpartition(".")[0]
             for _ in range(node.level - 1):
                 package = package.rpartition(".")[0]
             base = f"{package}.{base}" if base else package

@@ -236,7 +236,7 @@ def test_verify_queries_compares_with_the_stamping_migration_and_sees_later_writ
     advised = message.split("`")[1]
     assert advised == f"omnigraph-migrate verify {no_answers}" and migrate(*advised.split()[1:]).returncode == 0
     assert migrate("run", graph, "--owner", "ci", "--queries", queries, "--query-params", params).returncode == 0
-    opened = open_graph(graph, FENCED_PROFILE, write=True)
+    opened = open_graph(open_store(graph), FENCED_PROFILE, write=True)
     load(opened, b'{"type": "Person", "data": {"name": "Carol"}}\n', mode="append", branch="main", actor="ci")
     changed = migrate("verify", graph, "--queries", queries, "--query-params", params, "--json")
     assert changed.returncode == 4

@@ -83,7 +83,7 @@ def test_a_duplicate_repair_keeps_and_renames_blob_rows_with_their_payloads(tmp_
 
     root = str(tmp_path / "graph")
     omnigraph.init(root, "node Att { name: String  data: Blob? }\n", program=omnigraph.FORMAT_4_WRITER).close()
-    graph = open_graph(root, LEGACY_PROFILE, write=True)
+    graph = open_graph(open_store(root), LEGACY_PROFILE, write=True)
     cells = [{"data": payload, "uri": None, "position": None, "size": None} for payload in (b"one", b"two")]
     rows = [{"id": "a-1", "name": "x", "data": cells[0]}, {"id": "a-1", "name": "y", "data": cells[1]}]
     table = pa.Table.from_pylist(rows, schema=graph.catalog.table("node:Att").arrow_schema(with_pk=False))
@@ -92,13 +92,13 @@ def test_a_duplicate_repair_keeps_and_renames_blob_rows_with_their_payloads(tmp_
     assert migrate("run", root, "--owner", "ci").returncode == 4
     token = claim_token(root)
     decisions = tmp_path / "decisions.yaml"
-    repair.write_decisions(decisions, repair.template(root, token))
+    repair.write_decisions(decisions, repair.template(open_store(root), token))
     document = yaml.safe_load(decisions.read_text())
     [entry] = document["decisions"]
     first, second = sorted(row["row_id"] for row in entry["rows"])
     entry.update(action="rename", keep_row_id=first, new_ids={second: "a-2"})
     decisions.write_text(yaml.safe_dump(document))
-    repair.apply(root, token, repair.read_decisions(decisions), "ci")
+    repair.apply(open_store(root), token, repair.read_decisions(decisions), "ci")
     assert migrate("resume", root, "--token", token).returncode == 0
     with omnigraph.open(root, read_only=True) as five:
         assert (five.blob("Att", "a-1", "data"), five.blob("Att", "a-2", "data")) == (b"one", b"two")

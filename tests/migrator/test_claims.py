@@ -23,7 +23,7 @@ CLAIM = "__migration/claim.json"
 # Imports and opens the store, says "ready", then waits for the start time sent on stdin.
 ACQUIRE_SCRIPT = r"""
 import json, sys, time
-from claims import acquire
+from omnigraph.claims.claim import acquire
 from omnigraph.engine.errors import ClaimHeld
 from omnigraph.engine.storage.store import open_store
 store = open_store(sys.argv[1])
@@ -40,7 +40,7 @@ except ClaimHeld as error:
 
 HOLDER_SCRIPT = r"""
 import sys, time
-from claims import acquire
+from omnigraph.claims.claim import acquire
 from omnigraph.engine.storage.store import open_store
 doc = acquire(open_store(sys.argv[1]), sys.argv[2], operation="migrate", migration_id="m-dead", owner="doomed")
 print(doc.token, flush=True)

@@ -43,7 +43,9 @@ APPENDS_PER_WRITER = 5
 APPEND_SCRIPT = r"""
 import json, sys, time
 from omnigraph.engine.storage.store import open_store
-from ledger import Ledger, LedgerFenced, PlaybookStep
+from omnigraph.ledger.errors import LedgerFenced
+from omnigraph.ledger.ledger import Ledger
+from omnigraph.ledger.records import PlaybookStep
 root, directory, writer, token, count = sys.argv[1:6]
 ledger = Ledger(open_store(root), directory)
 print("ready", flush=True)

@@ -193,7 +193,7 @@ def test_abort_restores_stamp_4_keeps_pks_and_a_later_run_completes(graph: str) 
     # The first unit's PK stays (roll-forward only), and old writers work again.
     entry = Manifest(store).snapshot("main").tables["edge:Knows"]
     assert primary_key(open_dataset(store, entry.table_path, entry.table_branch, entry.table_version).schema) == ["id"]
-    open_graph(graph, LEGACY_PROFILE, write=True)
+    open_graph(open_store(graph), LEGACY_PROFILE, write=True)
     rerun = migrate("run", graph, "--owner", "ci", "--json")
     assert rerun.returncode == 0, rerun.stderr
     assert_fully_migrated(graph, before, json.loads(rerun.stdout)["migration_id"])

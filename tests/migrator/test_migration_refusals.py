@@ -94,7 +94,7 @@ def test_a_writer_left_running_is_detected_and_the_stamp_is_not_written(
 ) -> None:
     uri = new_root(backend, tmp_path)
     build_fixture(uri, compact=True)
-    stale = open_graph(uri, LEGACY_PROFILE, write=True)  # an old writer that was never stopped
+    stale = open_graph(open_store(uri), LEGACY_PROFILE, write=True)  # an old writer that was never stopped
     crashed = migrate("run", uri, "--owner", "ci", failpoint=failpoint)
     assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
     _stale_v4_write(stale, branch, "Written Behind The Barrier")

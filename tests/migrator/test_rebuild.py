@@ -36,7 +36,7 @@ def test_rebuild_copies_every_branch_at_format_5_and_leaves_the_source_alone(bac
     assert Manifest(open_store(source)).read_stamp()[0] == FORMAT_4
     assert Manifest(open_store(target)).read_stamp()[0] == FORMAT_5
     assert exports(target) == exports(source)
-    rebuilt = open_graph(target, FENCED_PROFILE, write=True)
+    rebuilt = open_graph(open_store(target), FENCED_PROFILE, write=True)
     parents = {name: b.parent_branch for name, b in rebuilt.manifest.branches().items()}
     assert sorted(parents) == sorted(BRANCHES) and parents["feat2"] == "feat" and parents["lazy"] == "main"
     for branch in BRANCHES:

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.storage.store import open_store
 from omnigraph.migrator import repair
 from tests.conftest import new_root
 from tests.support.check_helpers import assert_check_clean
@@ -27,14 +28,14 @@ def stopped(tmp_path: Path) -> tuple[str, str, str]:
 
 def _template(uri: str, token: str, tmp_path: Path) -> dict:
     path = tmp_path / "decisions.yaml"
-    repair.write_decisions(path, repair.template(uri, token))
+    repair.write_decisions(path, repair.template(open_store(uri), token))
     return yaml.safe_load(path.read_text())
 
 
 def _apply(uri: str, token: str, tmp_path: Path, document: dict) -> None:
     path = tmp_path / "filled.yaml"
     path.write_text(yaml.safe_dump(document))
-    repair.apply(uri, token, repair.read_decisions(path), "ci")
+    repair.apply(open_store(uri), token, repair.read_decisions(path), "ci")
 
 
 def test_a_decisions_file_that_omits_a_row_is_refused(stopped: tuple[str, str, str], tmp_path: Path) -> None:
@@ -61,7 +62,7 @@ def _graph_with_a_duplicate_edge(tmp_path: Path) -> tuple[str, str]:
 
     uri = new_root("local", tmp_path)
     build_fixture(uri, compact=True)
-    graph = open_graph(uri, LEGACY_PROFILE, write=True)
+    graph = open_graph(open_store(uri), LEGACY_PROFILE, write=True)
     create_branch(graph, "dup")
     schema = graph.catalog.table("edge:WorksAt").arrow_schema(with_pk=False)
     rows = [

@@ -38,7 +38,7 @@ ATTEMPTS = 6
 
 def _small_format4_graph(uri: str) -> None:
     """Four tables on main and a lazy branch: 8 units, enough to cross every step under faults."""
-    graph = init_graph(uri, COMPACT_SCHEMA, LEGACY_PROFILE, actor="faults")
+    graph = init_graph(open_store(uri), COMPACT_SCHEMA, LEGACY_PROFILE, actor="faults")
     load(graph, "".join(json.dumps(r) + "\n" for r in COMPACT_DATA).encode(), mode="append", branch="main", actor="faults")
     create_branch(graph, "lazy")
 
@@ -124,7 +124,7 @@ def test_a_unit_writes_three_migration_documents_on_s3(s3_server: str, tmp_path:
     the sidecar's deletion under ``__migration/``, nothing more (besides Lance's own commits); the
     migration's other records are a fixed number, whatever the number of units."""
     uri = new_root("s3", tmp_path)
-    graph = init_graph(uri, COMPACT_SCHEMA, LEGACY_PROFILE, actor="faults")
+    graph = init_graph(open_store(uri), COMPACT_SCHEMA, LEGACY_PROFILE, actor="faults")
     load(graph, "".join(json.dumps(r) + "\n" for r in COMPACT_DATA).encode(), mode="append", branch="main", actor="faults")
     for branch in ("b1", "b2", "b3"):
         create_branch(graph, branch)

@@ -15,7 +15,7 @@ def assert_write_converged(uri: str, branch: str) -> None:
     is left on a table it still inherits; no pinned image holds a duplicate id."""
     store = open_store(uri)
     assert list_intents(store) == []
-    snapshot = open_graph(uri, FENCED_PROFILE, write=False).manifest.snapshot(branch)
+    snapshot = open_graph(open_store(uri), FENCED_PROFILE, write=False).manifest.snapshot(branch)
     own = lance_branch_name(branch)
     for entry in snapshot.tables.values():
         if entry.table_branch == own:

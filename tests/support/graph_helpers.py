@@ -214,12 +214,12 @@ def graph_for(uri: str, profile: EngineProfile = FENCED_PROFILE, *, write: bool)
     key = (uri, profile.program, write)
     graph = _OPEN.get(key)
     if graph is None or graph.manifest.read_stamp()[0] != graph.stamp:
-        graph = _OPEN[key] = open_graph(uri, profile, write=write)
+        graph = _OPEN[key] = open_graph(open_store(uri), profile, write=write)
     return graph
 
 
 def init(uri: str, profile: EngineProfile = FENCED_PROFILE) -> Graph:
-    graph = init_graph(uri, schema_source(), profile, ACTOR)
+    graph = init_graph(open_store(uri), schema_source(), profile, ACTOR)
     _OPEN[(uri, profile.program, True)] = graph
     return graph
 

@@ -11,6 +11,7 @@ from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load
 from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
+from omnigraph.engine.storage.store import open_store
 
 SCHEMA = """
 node Person { name: String @key  age: I32?  email: String? @unique }
@@ -21,7 +22,7 @@ ACTOR = "merge-tests"
 
 def new_graph(uri: str, people: dict[str, int] | None = None) -> Graph:
     """A graph with ``people`` (name -> age) on main."""
-    graph = init_graph(uri, SCHEMA, FENCED_PROFILE, ACTOR)
+    graph = init_graph(open_store(uri), SCHEMA, FENCED_PROFILE, ACTOR)
     if people:
         upsert(graph, "main", people)
     return graph
@@ -64,7 +65,7 @@ def delete(graph: Graph, branch: str, table_key: str, ids: list[str]) -> None:
 
 def people(uri: str, branch: str) -> dict[str, int | None]:
     """name -> age of every Person on ``branch`` (a name on two rows fails the test)."""
-    graph = open_graph(uri, FENCED_PROFILE, write=False)
+    graph = open_graph(open_store(uri), FENCED_PROFILE, write=False)
     result = {}
     for line in export_lines(graph, branch, ["Person"]):
         data = json.loads(line)["data"]
@@ -74,7 +75,7 @@ def people(uri: str, branch: str) -> dict[str, int | None]:
 
 
 def edges(uri: str, branch: str) -> dict[str, tuple[str, str]]:
-    graph = open_graph(uri, FENCED_PROFILE, write=False)
+    graph = open_graph(open_store(uri), FENCED_PROFILE, write=False)
     result = {}
     for line in export_lines(graph, branch, ["Knows"]):
         record = json.loads(line)

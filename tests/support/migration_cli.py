@@ -63,7 +63,7 @@ def assert_fully_migrated(uri: str, before: dict[str, list[str]], migration_id: 
     assert state.phase == "released" and state.stamp_written and state.claim_released
     assert {u.status for u in state.units.values()} == {"completed"}
     assert len(state.units) == len(BRANCHES) * tables
-    open_graph(uri, FENCED_PROFILE, write=True)
+    open_graph(open_store(uri), FENCED_PROFILE, write=True)
     with pytest.raises(FormatRefused):
-        open_graph(uri, LEGACY_PROFILE, write=False)
+        open_graph(open_store(uri), LEGACY_PROFILE, write=False)
     assert_check_clean(uri)

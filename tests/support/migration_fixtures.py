@@ -50,7 +50,7 @@ def _records(*records: dict) -> bytes:
 
 def build_fixture(uri: str, compact: bool = False) -> None:
     """The standard (or compact) format-4 fixture graph at ``uri`` (see the module docstring)."""
-    graph = init_graph(uri, COMPACT_SCHEMA if compact else SCHEMA, LEGACY_PROFILE, actor="fixture")
+    graph = init_graph(open_store(uri), COMPACT_SCHEMA if compact else SCHEMA, LEGACY_PROFILE, actor="fixture")
     data = _records(*COMPACT_DATA) if compact else (ROOT / "examples" / "social.jsonl").read_bytes()
     load(graph, data, mode="append", branch="main", actor="fixture")
     create_branch(graph, "lazy")
@@ -78,7 +78,7 @@ def build_duplicate(uri: str, tmp_path: Path, compact: bool = True) -> str:
     Writer A is held right after arming its intent (``write.after_arm:stop``), writer B inserts
     and publishes, then A goes on and publishes too. Returns the duplicated id."""
     build_fixture(uri, compact=compact)
-    create_branch(open_graph(uri, LEGACY_PROFILE, write=True), "dup")
+    create_branch(open_graph(open_store(uri), LEGACY_PROFILE, write=True), "dup")
     name = "Twin"
     record = tmp_path / "dup.jsonl"
     record.write_bytes(_records({"type": "Person", "data": {"name": name}}))
@@ -101,7 +101,7 @@ def count_ids(uri: str, branch: str, table_key: str, entity_id: str) -> int:
 
 def exports(uri: str, stamp_profile=None) -> dict[str, list[str]]:
     """Every branch's export, read with the format-5 engine (it reads 4, migrating and 5)."""
-    graph = open_graph(uri, stamp_profile or FENCED_PROFILE, write=False)
+    graph = open_graph(open_store(uri), stamp_profile or FENCED_PROFILE, write=False)
     return {branch: list(export_lines(graph, branch)) for branch in graph.manifest.branches()}
 
 

@@ -1,4 +1,6 @@
-"""What the operator runs next about a migration claim: the one wording every command prints.
+"""[omnigraph.migrator.status]
+[omnigraph.migrator.status]
+What the operator runs next about a migration claim: the one wording every command prints.
 
 :func:`claim_next_step` reads who acts for the claim (:mod:`omnigraph.claims.acting`) and the migration's
 ledger phase, and names one command with the claim's real token, never a placeholder, so the
@@ -9,9 +11,14 @@ or for a migration stopped by duplicates, the repair playbook. A process on anot
 has not ended is named first, to be checked there. :func:`unclaimed_barrier_next_step` is the advice
 for a barrier whose claim was broken (``abort`` with the broken claim's token), and
 :func:`claim_findings` says both as ``omnigraph check`` findings.
+
+
 """
 
 from __future__ import annotations
+
+import datetime as dt
+from typing import Any
 
 from omnigraph.claims.acting import acting_processes
 from omnigraph.claims.claim import break_record_path, inspect, read_break
@@ -21,8 +28,10 @@ from omnigraph.engine.maintenance.findings import Finding
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING
 from omnigraph.engine.storage.store import GraphStore
-from omnigraph.ledger.ledger import Ledger
-from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
+from omnigraph.ledger.ledger import Ledger, LedgerReplay
+from omnigraph.ledger.render import render_json
+from omnigraph.migrator import layout
+from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
 
 
 def ledger_phase(store: GraphStore, migration_id: str) -> str | None:
@@ -106,3 +115,86 @@ def claim_findings(store: GraphStore, stamp: str | None) -> list[Finding]:
     advice = unclaimed_barrier_next_step(store, str(migration_id))
     message = f"stamp is 'migrating': migration {migration_id} holds the barrier without a claim; next: {advice}"
     return [Finding(kind="migration_in_progress", message=message, details={"migration_id": migration_id, "next": advice})]
+
+
+def _latest_migration(store: GraphStore) -> str | None:
+    """The newest migration that left a directory (ids are ULIDs), or None."""
+    ids = migration_ids(store)
+    return ids[-1] if ids else None
+
+
+def _parse_utc(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _elapsed(replay: LedgerReplay) -> float:
+    """Seconds from the first to the last ledger record: what the migration took so far, the same
+    on every read (a dead migration's does not grow with the clock)."""
+    return round((_parse_utc(replay.records[-1][1].at) - _parse_utc(replay.records[0][1].at)).total_seconds(), 3)
+
+
+def _replay(store: GraphStore, migration_id: str) -> LedgerReplay | None:
+    """The migration's ledger, or None if it has no record (its holder died right after claiming)."""
+    try:
+        return Ledger(store, ledger_dir(migration_id)).replay()
+    except NotFound:
+        return None
+
+
+def tail(replay: LedgerReplay, count: int | None) -> LedgerReplay:
+    """``replay`` with only its last ``count`` records (all with None); the state is the whole ledger's."""
+    if count is None:
+        return replay
+    return LedgerReplay(records=replay.records[-count:] if count else [], state=replay.state)
+
+
+def status(store: GraphStore, tail_records: int | None = None) -> tuple[dict[str, Any], LedgerReplay | None]:
+    """The stamp, the claim and who acts for it, and the latest migration's ledger (its last
+    ``tail_records`` records, or all, and the folded state of all of them).
+
+    Returns the JSON document and the replayed ledger as shown (None if no migration ever wrote a
+    ledger record: none ran, or its holder died between taking the claim and its first record).
+    ``next`` names one command to run, with the claim's token (:mod:`omnigraph.migrator.status`)."""
+    manifest = Manifest.of_graph(store)
+    stamp, stamp_migration = manifest.read_stamp()
+    holder = inspect(store, CLAIM_PATH)
+    migration_id = stamp_migration or (holder.migration_id if holder else None) or _latest_migration(store)
+    replay = _replay(store, migration_id) if migration_id is not None else None
+    document: dict[str, Any] = {
+        "graph": store.uri,
+        "stamp": stamp,
+        "claim": holder.model_dump(mode="json") if holder else None,
+        "acting": [p.to_json() for p in acting_processes(store, CLAIM_PATH, holder)] if holder else [],
+        "migration_id": migration_id,
+        "ledger": None,
+        "ledger_records": 0,
+        "units_by_state": {},
+        "elapsed_seconds": None,
+        "next": _next_step(store, stamp, stamp_migration, holder),
+    }
+    if replay is None:
+        return document, None
+    with_sidecar = set(layout.remaining(store, replay.state.migration_id))
+    counts: dict[str, int] = {}
+    for unit_id, unit in replay.state.units.items():
+        # a unit whose sidecar is written is in progress, though its first record is unit_completed
+        state = "in_progress" if unit.status == "planned" and unit_id in with_sidecar else unit.status
+        counts[state] = counts.get(state, 0) + 1
+    shown = tail(replay, tail_records)
+    document["ledger"] = render_json(shown)
+    document["ledger_records"] = len(replay.records)
+    document["units_by_state"] = dict(sorted(counts.items()))
+    document["elapsed_seconds"] = _elapsed(replay)
+    return document, shown
+
+
+def _next_step(store: GraphStore, stamp: str | None, stamp_migration: str | None, holder: ClaimDocument | None) -> str:
+    """What the operator runs next, from the stamp, the claim (and who acts for it) and the ledger."""
+    uri = store.uri
+    if holder is not None:
+        return claim_next_step(store, holder, stamp)
+    if stamp == FORMAT_5:
+        return f"nothing: the graph is fenced (`omnigraph-migrate verify {uri}` checks it)"
+    if stamp == FORMAT_MIGRATING and stamp_migration is not None:
+        return unclaimed_barrier_next_step(store, stamp_migration)
+    return f"`omnigraph-migrate preflight {uri}` then `omnigraph-migrate run {uri}`"
