@@ -46,11 +46,17 @@ class NotFound(OmnigraphError):
     http_status = 404
 
 
-class KeyConflict(OmnigraphError):
+class Conflict(OmnigraphError):
+    """A write lost to committed state: a key that exists, a branch that moved, branches that
+    disagree. Nothing was written; what to do next depends on the kind (each subclass says)."""
+
+    http_status = 409
+
+
+class KeyConflict(Conflict):
     """A strict insert met an id that already exists (or was inserted concurrently)."""
 
     code = "key_conflict"
-    http_status = 409
 
     def __init__(self, entity_kind: str, type_name: str, entity_id: str, message: str | None = None):
         super().__init__(
@@ -59,14 +65,16 @@ class KeyConflict(OmnigraphError):
         )
 
 
-class ReadSetConflict(OmnigraphError):
+class ReadSetConflict(Conflict):
+    """An update or delete read a branch that another writer moved before the commit; run it again."""
+
     code = "read_set_conflict"
-    http_status = 409
 
 
-class MergeConflict(OmnigraphError):
+class MergeConflict(Conflict):
+    """A branch merge found ids changed differently on both branches (every one listed)."""
+
     code = "merge_conflict"
-    http_status = 409
 
 
 class PreconditionFailed(OmnigraphError):

@@ -42,6 +42,7 @@ from omnigraph.engine import __version__
 from omnigraph.errors import (
     BadRequest,
     ClaimHeld,
+    Conflict,
     FormatBarrier,
     FormatRefused,
     KeyConflict,
@@ -104,6 +105,7 @@ __all__ = [
     "ChunkedMutationResult",
     "ClaimHeld",
     "Commit",
+    "Conflict",
     "CreatedBranch",
     "DeletedBranch",
     "FormatBarrier",

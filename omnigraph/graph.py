@@ -45,6 +45,7 @@ from omnigraph.engine.errors import BadRequest, ReadOnlyGraph
 from omnigraph.engine.graph import default_actor, init_graph
 from omnigraph.engine.manifest.commit_graph import commit_history
 from omnigraph.engine.manifest.rows import MAIN
+from omnigraph.engine.results import documents
 from omnigraph.engine.storage.names import FORMAT_5
 from omnigraph.engine.storage.store import GraphStore, open_store
 from omnigraph.results import (
@@ -59,7 +60,6 @@ from omnigraph.results import (
     QueryResult,
     Readiness,
     Snapshot,
-    documents,
 )
 
 # Each engine capability (load, mutate, merge, export, blobs, queries, the fleet registry, the
@@ -424,15 +424,7 @@ class Graph:
                     external_blobs=external_blobs,
                 )
             )
-        return LoadResult.from_document(
-            {
-                "branch": result.branch,
-                "mode": result.mode,
-                "commits": [c.commit_id for c in result.commits],
-                "manifest_version": result.commits[-1].manifest_version if result.commits else None,
-                "rows": result.rows,
-            }
-        )
+        return result
 
     def mutate(
         self,
@@ -476,7 +468,7 @@ class Graph:
                 external_blobs=external_blobs,
             )
         )
-        return MutationResult.from_document(result.document())
+        return result.result()
 
     def mutate_chunked(
         self,
@@ -552,7 +544,7 @@ class Graph:
                 announce=announce or (lambda _line: None),
             )
         )
-        return ChunkedMutationResult.from_document(result.document())
+        return result
 
     def create_branch(self, name: str, *, from_branch: str = MAIN) -> CreatedBranch:
         """Create branch ``name`` from the current head of ``from_branch`` (only the catalog is
@@ -602,7 +594,7 @@ class Graph:
 
         self._refuse_if_read_only("merge")
         result = self._h.write(lambda graph: merge_branch(graph, source, into, actor=actor or self.actor))
-        return MergeResult.from_document(result.document())
+        return result
 
     def fleet_membership(self, role: Literal["server", "load"], address: str | None = None) -> fleet.Membership:
         """A fleet-registry record for this process (``start()`` creates and heartbeats it,

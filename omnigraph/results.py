@@ -1,28 +1,30 @@
 """The typed results of :class:`omnigraph.Graph`: frozen dataclasses, one per answer.
 
 Each result has the field names of the document the ``omnigraph`` CLI prints with ``--json`` for
-the same operation (and the HTTP server answers), and :meth:`to_dict` gives that document back
+the same operation (and the HTTP server answers), and ``to_dict()`` gives that document back
 exactly, so a script can move between the CLI, HTTP and Python without renaming anything.
-Sequences are tuples and mappings are read-only, so a result can be shared between threads.
-
-This module imports nothing heavy (no Lance, Arrow or DuckDB): :class:`QueryResult` imports
-``pyarrow`` and ``pandas`` only inside :meth:`QueryResult.to_arrow` and
-:meth:`QueryResult.to_pandas`.
+Sequences are tuples and mappings are read-only, so a result can be shared between threads. The
+classes are the engine's own (:mod:`omnigraph.engine.results`): one definition per answer.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Self
-
-from omnigraph.engine.errors import BadRequest
-
-if TYPE_CHECKING:
-    import pandas
-    import pyarrow
+from omnigraph.engine.results import (
+    Branch,
+    ChunkedMutationResult,
+    Commit,
+    CreatedBranch,
+    DeletedBranch,
+    InitResult,
+    LoadResult,
+    MergeResult,
+    MutationResult,
+    QueryResult,
+    Readiness,
+    Result,
+    Snapshot,
+    SnapshotTable,
+)
 
 __all__ = [
     "Branch",
@@ -36,233 +38,7 @@ __all__ = [
     "MutationResult",
     "QueryResult",
     "Readiness",
+    "Result",
     "Snapshot",
     "SnapshotTable",
 ]
-
-
-def _frozen(value: Any) -> Any:
-    """``value`` with every list turned into a tuple and every dict into a read-only mapping."""
-    if isinstance(value, Mapping):
-        return MappingProxyType({key: _frozen(item) for key, item in value.items()})
-    if isinstance(value, list | tuple):
-        return tuple(_frozen(item) for item in value)
-    return value
-
-
-def _plain(value: Any) -> Any:
-    """The JSON shape of a result value: tuples become lists, mappings dicts, results documents."""
-    if isinstance(value, Result):
-        return value.to_dict()
-    if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, tuple | list):
-        return [_plain(item) for item in value]
-    return value
-
-
-class Result:
-    """The shared behaviour of the result dataclasses (a mixin: every subclass is a frozen dataclass)."""
-
-    NESTED: ClassVar[dict[str, type[Result]]] = {}
-    """Fields that hold a sequence of another result type (built from their documents)."""
-
-    @classmethod
-    def from_document(cls, document: Mapping[str, Any]) -> Self:
-        """The result for ``document`` (a ``--json`` or HTTP document of this operation).
-
-        Raises:
-            BadRequest: the document's keys are not exactly this result's fields.
-        """
-        names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-        if set(document) != set(names):
-            raise BadRequest(
-                f"not a {cls.__name__} document: keys {sorted(document)}, expected {sorted(names)}",
-                {"keys": sorted(document), "expected": sorted(names)},
-            )
-        values = {}
-        for name in names:
-            nested = cls.NESTED.get(name)
-            value = document[name]
-            values[name] = tuple(nested.from_document(item) for item in value) if nested else _frozen(value)
-        return cls(**values)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ``--json`` document of this result (lists and dicts, ready for ``json.dumps``)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True)
-class InitResult(Result):
-    """``omnigraph init --json``: the graph's root, its format stamp and its table keys."""
-
-    graph: str
-    format: str
-    tables: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class LoadResult(Result):
-    """``omnigraph load --json``: the commits a load published and the rows per table key."""
-
-    branch: str
-    mode: str
-    commits: tuple[str, ...]
-    manifest_version: int | None
-    rows: Mapping[str, int]
-
-
-@dataclass(frozen=True)
-class MutationResult(Result):
-    """``omnigraph mutate --json``: ``affected_*`` counted per statement, ``distinct_*`` each row
-    once; ``commit`` is None when nothing matched (no commit was published)."""
-
-    affected_nodes: int
-    affected_edges: int
-    distinct_nodes: int
-    distinct_edges: int
-    commit: str | None
-
-
-@dataclass(frozen=True)
-class ChunkedMutationResult(Result):
-    """``omnigraph mutate --chunk-rows N --json``: every chunk committed, in order."""
-
-    operation_id: str
-    query: str
-    branch: str
-    affected_nodes: int
-    affected_edges: int
-    commits: tuple[str, ...]
-    chunks: tuple[Mapping[str, Any], ...]
-
-
-@dataclass(frozen=True)
-class Branch(Result):
-    """One entry of ``omnigraph branch list --json``."""
-
-    name: str
-    parent_branch: str | None
-    parent_manifest_version: int | None
-    incarnation: str
-    manifest_version: int
-    head: str
-
-
-@dataclass(frozen=True)
-class CreatedBranch(Result):
-    """``omnigraph branch create --json``."""
-
-    name: str
-    parent_branch: str | None
-    incarnation: str
-
-
-@dataclass(frozen=True)
-class DeletedBranch(Result):
-    """``omnigraph branch delete --json``."""
-
-    deleted: str
-
-
-@dataclass(frozen=True)
-class MergeResult(Result):
-    """``omnigraph branch merge --json``: ``outcome`` is ``up_to_date``, ``fast_forward`` or
-    ``merge``; ``changes`` counts inserted, updated and deleted rows per table key."""
-
-    outcome: str
-    source: str
-    into: str
-    base: str
-    source_head: str
-    target_head: str
-    commit: str | None
-    parents: tuple[str, ...]
-    changes: Mapping[str, Mapping[str, int]]
-
-
-@dataclass(frozen=True)
-class SnapshotTable(Result):
-    """One table of a :class:`Snapshot`: the pinned image, its rows and its primary key."""
-
-    table_key: str
-    path: str
-    table_branch: str | None
-    version: int
-    rows: int
-    pk: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Snapshot(Result):
-    """``omnigraph snapshot --json``: what a branch pins."""
-
-    NESTED: ClassVar[dict[str, type[Result]]] = {"tables": SnapshotTable}
-
-    branch: str
-    manifest_version: int
-    format: str
-    tables: tuple[SnapshotTable, ...]
-
-
-@dataclass(frozen=True)
-class Commit(Result):
-    """One entry of ``omnigraph commit list --json`` (``committed_at`` in epoch milliseconds)."""
-
-    commit_id: str
-    parents: tuple[str, ...]
-    actor: str
-    message: str
-    committed_at: int
-
-
-@dataclass(frozen=True)
-class Readiness(Result):
-    """``GET /readyz``: the stamp, whether this program may write now, and why."""
-
-    format: str | None
-    writable: bool
-    reason: str
-
-
-@dataclass(frozen=True)
-class QueryResult(Result):
-    """``omnigraph query --json``: the answer of one read query, all rows read.
-
-    ``rows`` are mappings from column name to a JSON value (as the CLI prints them), in the
-    answer's order; ``columns`` is there even when there is no row."""
-
-    query: str
-    branch: str
-    commit: str
-    columns: tuple[str, ...]
-    rows: tuple[Mapping[str, Any], ...]
-
-    def to_pylist(self) -> list[dict[str, Any]]:
-        """The rows as a list of plain dicts (keys in column order)."""
-        return [{column: _plain(row[column]) for column in self.columns} for row in self.rows]
-
-    def to_arrow(self) -> pyarrow.Table:
-        """The rows as a ``pyarrow.Table`` with one column per answer column, in order (a column
-        with no value but null is of Arrow type ``null``)."""
-        import pyarrow as pa
-
-        rows = self.to_pylist()
-        return pa.table({column: pa.array([row[column] for row in rows]) for column in self.columns})
-
-    def to_pandas(self) -> pandas.DataFrame:
-        """The rows as a ``pandas.DataFrame`` (columns in order).
-
-        Raises:
-            BadRequest: pandas is not installed (it is not a dependency of this package).
-        """
-        try:
-            import pandas  # noqa: F401 - only to say clearly that it is missing
-        except ImportError:
-            raise BadRequest("QueryResult.to_pandas needs pandas, which is not installed (pip install pandas)") from None
-        return self.to_arrow().to_pandas()
-
-
-def documents(result_type: type[Result], items: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:
-    """One ``result_type`` per document of ``items``, in order."""
-    return tuple(result_type.from_document(item) for item in items)

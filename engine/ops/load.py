@@ -51,6 +51,7 @@ from omnigraph.engine.ops.write import MAX_ROWS, CommitPlan, CommitResult, Limit
 from omnigraph.engine.records.jsonl_blocks import JsonlSource
 from omnigraph.engine.records.read import read_records
 from omnigraph.engine.records.record_set import EdgeEnds, RecordSet, check_edge_endpoints
+from omnigraph.engine.results import LoadResult
 from omnigraph.engine.storage.lance_io import open_pinned
 from omnigraph.engine.storage.store import GraphStore
 
@@ -60,16 +61,6 @@ _COPIED = (
     "{table_key}: the external Blob objects grew while they were copied: {actual} bytes in one commit exceed the "
     "limit of {limit}; nothing was written. Load again once the objects stop changing"
 )
-
-
-@dataclass(frozen=True)
-class LoadResult:
-    """What a load published."""
-
-    branch: str
-    mode: LoadMode
-    commits: list[CommitResult]
-    rows: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -334,4 +325,10 @@ def _publish(
             rows[table_key] = rows.get(table_key, 0) + stop - start
         if progress is not None:
             progress(index + 1, len(chunks))
-    return LoadResult(branch, mode, commits, dict(sorted(rows.items())))
+    return LoadResult(
+        branch=branch,
+        mode=mode,
+        commits=tuple(c.commit_id for c in commits),
+        manifest_version=commits[-1].manifest_version if commits else None,
+        rows=dict(sorted(rows.items())),
+    )

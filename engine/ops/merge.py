@@ -58,7 +58,7 @@ checked, then every table's until the commit is written (``bench/merge_bench.py`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -70,7 +70,8 @@ from omnigraph.engine.manifest.commit_graph import load_commit_graph
 from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.constraints import constraint_problems, read_matching
 from omnigraph.engine.ops.merge_diff import TableChanges, compare_table
-from omnigraph.engine.ops.write import CommitPlan, CommitResult, TableWrite, commit
+from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
+from omnigraph.engine.results import MergeResult
 from omnigraph.engine.storage.blobs import blob_names, materialize
 from omnigraph.engine.storage.lance_io import open_pinned
 
@@ -233,44 +234,6 @@ _SCAN_BATCH_ROWS = 65_536
 
 
 @dataclass(frozen=True)
-class MergeResult:
-    """What a merge did."""
-
-    outcome: MergeOutcome
-    source: str
-    into: str
-    base: str
-    source_head: str
-    target_head: str
-    commit: CommitResult | None
-    changes: dict[str, TableChanges] = field(default_factory=dict)
-
-    def document(self) -> dict[str, Any]:
-        """The ``branch merge --json`` document."""
-        return {
-            "outcome": self.outcome,
-            "source": self.source,
-            "into": self.into,
-            "base": self.base,
-            "source_head": self.source_head,
-            "target_head": self.target_head,
-            "commit": self.commit.commit_id if self.commit else None,
-            "parents": list(self.commit_parents),
-            "changes": {
-                key: {"inserted": len(c.inserts), "updated": len(c.updates), "deleted": len(c.deletes)}
-                for key, c in sorted(self.changes.items())
-                if c.count
-            },
-        }
-
-    @property
-    def commit_parents(self) -> tuple[str, ...]:
-        if self.commit is None:
-            return ()
-        return self.commit.parents
-
-
-@dataclass(frozen=True)
 class _Plan:
     """What a merge of the source into one target snapshot does (the payload of its commit plan)."""
 
@@ -393,6 +356,19 @@ def merge_branch(graph: Graph, source: str, into: str, *, actor: str) -> MergeRe
 
     done = commit(graph, into, prepare, actor=actor)
     plan = done.plan.payload
-    if plan.outcome == "up_to_date":
-        return MergeResult("up_to_date", source, into, plan.base, plan.source_head, plan.target_head, None)
-    return MergeResult(plan.outcome, source, into, plan.base, plan.source_head, plan.target_head, done.published, plan.changes)
+    published = done.published if plan.outcome != "up_to_date" else None
+    return MergeResult(
+        outcome=plan.outcome,
+        source=source,
+        into=into,
+        base=plan.base,
+        source_head=plan.source_head,
+        target_head=plan.target_head,
+        commit=published.commit_id if published else None,
+        parents=published.parents if published else (),
+        changes={
+            key: {"inserted": len(c.inserts), "updated": len(c.updates), "deleted": len(c.deletes)}
+            for key, c in sorted(plan.changes.items())
+            if c.count and published
+        },
+    )

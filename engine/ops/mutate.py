@@ -77,14 +77,16 @@ from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.blobs import BYTES_ONLY
 from omnigraph.engine.ops.mutate_eval import Affected, Evaluation, Window
 from omnigraph.engine.ops.write import CommitPlan, CommitResult, commit
+from omnigraph.engine.results import ChunkedMutationResult, MutationResult
 from omnigraph.engine.schema.ids import new_ulid
 from omnigraph.engine.storage.names import RECOVERY_DIR
 from omnigraph.engine.storage.store import canonical_json
 
 
 @dataclass(frozen=True)
-class MutationResult:
-    """What a mutation did; ``commit`` is None when it wrote nothing."""
+class MutationOutcome:
+    """What a mutation's commit did, the commit itself included (None when it wrote nothing);
+    :meth:`result` is the answer an application gets."""
 
     query: str
     branch: str
@@ -94,15 +96,19 @@ class MutationResult:
     distinct_edges: int
     commit: CommitResult | None
 
+    def result(self) -> MutationOutcome:
+        """The mutation's result: ``affected_*`` per statement, ``distinct_*`` each row once."""
+        return MutationResult(
+            affected_nodes=self.affected_nodes,
+            affected_edges=self.affected_edges,
+            distinct_nodes=self.distinct_nodes,
+            distinct_edges=self.distinct_edges,
+            commit=self.commit.commit_id if self.commit else None,
+        )
+
     def document(self) -> dict[str, Any]:
-        """The ``mutate --json`` document: ``affected_*`` per statement, ``distinct_*`` each row once."""
-        return {
-            "affected_nodes": self.affected_nodes,
-            "affected_edges": self.affected_edges,
-            "distinct_nodes": self.distinct_nodes,
-            "distinct_edges": self.distinct_edges,
-            "commit": self.commit.commit_id if self.commit else None,
-        }
+        """The ``mutate --json`` document (:meth:`result`'s)."""
+        return self.result().to_dict()
 
 
 def select_query(source: str, name: str | None) -> Query:
@@ -132,7 +138,7 @@ def mutate(
     if_commit: str | None = None,
     actor: str,
     external_blobs: bool = True,
-) -> MutationResult:
+) -> MutationOutcome:
     """Run the query ``name`` of ``source`` on ``branch``; see the module docstring. Without
     ``external_blobs`` a Blob value naming an external object is refused before any I/O."""
     query = select_query(source, name)
@@ -162,7 +168,7 @@ def mutate(
 
     done = commit(graph, branch, prepare, actor=actor)
     affected = done.plan.payload
-    return MutationResult(
+    return MutationOutcome(
         bound.name, branch, affected.nodes, affected.edges, affected.distinct_nodes, affected.distinct_edges, done.published
     )
 
@@ -217,24 +223,26 @@ class ChunkDone(BaseModel):
 
 
 @dataclass
-class ChunkedResult:
-    """What a chunked mutation committed (every chunk, in order)."""
+class ChunkedProgress:
+    """What a chunked mutation has committed so far (every chunk, in order); :meth:`result` is the
+    answer an application gets once it is done."""
 
     operation_id: str
     query: str
     branch: str
     chunks: list[ChunkDone] = field(default_factory=list)
 
-    def document(self) -> dict[str, Any]:
-        return {
-            "operation_id": self.operation_id,
-            "query": self.query,
-            "branch": self.branch,
-            "affected_nodes": sum(c.nodes for c in self.chunks),
-            "affected_edges": sum(c.edges for c in self.chunks),
-            "commits": [c.commit_id for c in self.chunks],
-            "chunks": [c.model_dump(mode="json") for c in self.chunks],
-        }
+    def result(self) -> ChunkedMutationResult:
+        """The chunked mutation's result: the counts and every chunk's commit, so far."""
+        return ChunkedMutationResult(
+            operation_id=self.operation_id,
+            query=self.query,
+            branch=self.branch,
+            affected_nodes=sum(c.nodes for c in self.chunks),
+            affected_edges=sum(c.edges for c in self.chunks),
+            commits=tuple(c.commit_id for c in self.chunks),
+            chunks=tuple(c.model_dump(mode="json") for c in self.chunks),
+        )
 
 
 def resume_command(uri: str, operation_id: str) -> str:
@@ -283,7 +291,7 @@ def mutate_chunked(
     actor: str | None = None,
     resume: str | None = None,
     announce: Callable[[str], None] = lambda _line: None,
-) -> ChunkedResult:
+) -> ChunkedMutationResult:
     """Run (or, with ``resume``, continue) a chunked mutation; see the module docstring. The
     query is checked before its start is recorded, so a refused one writes nothing; once it is
     recorded, ``announce`` gets one line naming the command that resumes it. Failpoint
@@ -309,7 +317,7 @@ def mutate_chunked(
     else:
         start, done = _progress(graph, resume)
     bound = _bound(start.query, start.name, start.params, dt.datetime.fromisoformat(start.now), graph)
-    result = ChunkedResult(start.operation_id, start.name, start.branch, list(done))
+    result = ChunkedProgress(start.operation_id, start.name, start.branch, list(done))
     announce(
         f"chunked mutation {start.operation_id} of {start.name!r} on {start.branch}, {len(done)} chunk(s) done; "
         f"if it is interrupted, `{resume_command(graph.store.uri, start.operation_id)}` continues it"
@@ -322,11 +330,11 @@ def mutate_chunked(
             graph.store.put_if_absent(_record_path(start.operation_id, len(result.chunks)), canonical_json(chunk))
             failpoint("mutate.after_chunk")
             after = chunk.last_id
-    return result
+    return result.result()
 
 
 def _one_chunk(
-    graph: Graph, start: ChunkedStart, bound: BoundQuery, index: int, after: str | None, result: ChunkedResult
+    graph: Graph, start: ChunkedStart, bound: BoundQuery, index: int, after: str | None, result: ChunkedProgress
 ) -> ChunkDone | None:
     """Commit the next chunk of statement ``index`` after id ``after``; None when nothing is left."""
     single = replace(bound, statements=(bound.statements[index],))
@@ -343,7 +351,7 @@ def _one_chunk(
         done = commit(graph, start.branch, prepare, actor=start.actor)
     except OmnigraphError as error:
         error.details["chunked"] = {
-            **result.document(),
+            **result.result().to_dict(),
             "resume": resume_command(graph.store.uri, start.operation_id),
         }
         error.message += (

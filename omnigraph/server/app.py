@@ -31,6 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import omnigraph
 from omnigraph import __version__
 from omnigraph.errors import BadRequest, OmnigraphError
+from omnigraph.results import CreatedBranch, DeletedBranch, LoadResult, MergeResult, MutationResult, Readiness, Snapshot
 from omnigraph.server import metrics, models
 from omnigraph.server.access import NDJSON_BODY, public, requires
 from omnigraph.server.docs_ui import add_docs_routes
@@ -106,10 +107,10 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
 
     @app.get(
         "/readyz",
-        response_model=models.Readiness,
+        response_model=Readiness,
         tags=["health"],
         dependencies=[public()],
-        responses={503: {"model": models.Readiness, "description": "Not ready for writes (reads still work)."}},
+        responses={503: {"model": Readiness, "description": "Not ready for writes (reads still work)."}},
     )
     def readyz() -> JSONResponse:
         """Ready for writes: 200 when the stamp is one this program writes and no claim is held, else 503."""
@@ -135,16 +136,16 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
     def list_branches() -> dict[str, Any]:
         return {"branches": service.branches()}
 
-    @app.post("/branches", response_model=models.BranchCreated, status_code=201, tags=["branches"], dependencies=[requires(Grant.BRANCH)])
+    @app.post("/branches", response_model=CreatedBranch, status_code=201, tags=["branches"], dependencies=[requires(Grant.BRANCH)])
     def create_branch(body: models.BranchCreate) -> dict[str, Any]:
         return service.create_branch(body.name, body.from_branch)
 
-    @app.delete("/branches/{name}", response_model=models.BranchDeleted, tags=["branches"], dependencies=[requires(Grant.BRANCH)])
+    @app.delete("/branches/{name}", response_model=DeletedBranch, tags=["branches"], dependencies=[requires(Grant.BRANCH)])
     def delete_branch(name: str) -> dict[str, Any]:
         service.delete_branch(name)
         return {"deleted": name}
 
-    @app.get("/branches/{branch}/snapshot", response_model=models.Snapshot, tags=["reads"], dependencies=[requires(Grant.READ)])
+    @app.get("/branches/{branch}/snapshot", response_model=Snapshot, tags=["reads"], dependencies=[requires(Grant.READ)])
     def snapshot(branch: str) -> dict[str, Any]:
         return service.snapshot(branch)
 
@@ -183,7 +184,7 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
 
     @app.post(
         "/branches/{branch}/load",
-        response_model=models.LoadResponse,
+        response_model=LoadResult,
         tags=["writes"],
         openapi_extra={"requestBody": {"required": True, "content": {"application/x-ndjson": {}}}},
     )
@@ -200,13 +201,13 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
 
     if program == omnigraph.ENGINE:  # the format-4 release had neither
 
-        @app.post("/branches/{name}/merge", response_model=models.MergeResponse, tags=["branches"])
+        @app.post("/branches/{name}/merge", response_model=MergeResult, tags=["branches"])
         def merge_branch(name: str, body: models.MergeRequest, principal: Annotated[Principal, requires(Grant.MERGE)]) -> dict[str, Any]:
             """Three-way merge of branch ``name`` into ``into`` (up to date, fast-forward or a merge
             commit); any conflict is 409 ``merge_conflict`` with the full list, nothing written."""
             return service.merge(name, body.into, principal.actor)
 
-        @app.post("/branches/{branch}/mutate", response_model=models.MutateResponse, tags=["writes"])
+        @app.post("/branches/{branch}/mutate", response_model=MutationResult, tags=["writes"])
         def mutate(
             branch: str,
             body: models.MutateRequest,

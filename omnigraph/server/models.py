@@ -1,4 +1,10 @@
-"""Request and response bodies of the HTTP API (the OpenAPI schema at ``/docs`` is built from them)."""
+"""Request bodies of the HTTP API, and the envelopes around its results.
+
+The response bodies are the result classes of :mod:`omnigraph.results` (the same
+the Python API returns and the CLI prints with ``--json``): FastAPI builds the OpenAPI schema at
+``/docs`` from them, so a result is declared once. What is only HTTP is here: the request bodies,
+the error envelope, the health and version documents, and the lists that wrap results.
+"""
 
 from __future__ import annotations
 
@@ -6,139 +12,72 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from omnigraph.results import Branch, Commit
+
 
 class ErrorBody(BaseModel):
+    """The fields of an error: its code, its message and its structured details."""
+
     code: str
     message: str
     details: dict[str, Any]
 
 
 class ErrorResponse(BaseModel):
-    """Every error: ``{"error": {code, message, details}}`` (codes and statuses of REFERENCE.md)."""
+    """Every error: ``{"error": {code, message, details}}`` (``docs/errors.md`` lists the codes and statuses)."""
 
     error: ErrorBody
 
 
 class Health(BaseModel):
+    """``GET /healthz``: the process is alive."""
+
     status: Literal["ok"]
 
 
-class Readiness(BaseModel):
-    """``writable`` only when the stamp is one this program writes and no migration claim is held."""
-
-    format: str | None
-    writable: bool
-    reason: str
-
-
 class VersionInfo(BaseModel):
+    """``GET /version``: the program, its version and the format it writes."""
+
     program: str
     version: str
     format: str = Field(description="The format this server writes.")
 
 
-class TableInfo(BaseModel):
-    table_key: str
-    path: str
-    table_branch: str | None
-    version: int
-    rows: int
-    pk: list[str]
-
-
-class Snapshot(BaseModel):
-    branch: str
-    manifest_version: int
-    format: str
-    tables: list[TableInfo]
-
-
-class BranchInfo(BaseModel):
-    name: str
-    parent_branch: str | None
-    parent_manifest_version: int | None
-    incarnation: str
-    manifest_version: int
-    head: str
-
-
 class BranchList(BaseModel):
-    branches: list[BranchInfo]
+    """``GET /branches``: every branch, ``main`` first, then by name."""
+
+    branches: list[Branch]
 
 
 class BranchCreate(BaseModel):
+    """``POST /branches``: the new branch's name and the branch it starts from."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: str
     from_branch: str = Field(default="main", alias="from")
 
 
-class BranchCreated(BaseModel):
-    name: str
-    parent_branch: str | None
-    incarnation: str
-
-
-class BranchDeleted(BaseModel):
-    deleted: str
-
-
 class MergeRequest(BaseModel):
+    """``POST /branches/{name}/merge``: the branch to merge into."""
+
     model_config = ConfigDict(extra="forbid")
 
     into: str = "main"
 
 
-class CommitInfo(BaseModel):
-    commit_id: str
-    parents: list[str]
-    actor: str
-    message: str
-    committed_at: int
-
-
 class CommitList(BaseModel):
-    branch: str
-    commits: list[CommitInfo]
+    """``GET /branches/{branch}/commits``: the branch's commits, newest first."""
 
-
-class LoadResponse(BaseModel):
     branch: str
-    mode: Literal["append", "merge", "overwrite"]
-    commits: list[str]
-    manifest_version: int | None
-    rows: dict[str, int]
+    commits: list[Commit]
 
 
 class MutateRequest(BaseModel):
+    """``POST /branches/{branch}/mutate``: a ``.gq`` source, the query to run and its parameters."""
+
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(description="The .gq source.")
     name: str | None = Field(default=None, description="Which query of the source to run.")
     params: dict[str, Any] = Field(default_factory=dict)
-
-
-class MutateResponse(BaseModel):
-    affected_nodes: int = Field(description="Node rows touched, counted per statement.")
-    affected_edges: int = Field(description="Edge rows touched, counted per statement.")
-    distinct_nodes: int = Field(description="Distinct node rows the commit changed.")
-    distinct_edges: int = Field(description="Distinct edge rows the commit changed.")
-    commit: str | None = Field(description="The published commit; null when the mutation matched nothing.")
-
-
-class MergeCounts(BaseModel):
-    inserted: int
-    updated: int
-    deleted: int
-
-
-class MergeResponse(BaseModel):
-    outcome: Literal["up_to_date", "fast_forward", "merged"]
-    source: str
-    into: str
-    base: str
-    source_head: str
-    target_head: str
-    commit: str | None
-    parents: list[str]
-    changes: dict[str, MergeCounts]

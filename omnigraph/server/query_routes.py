@@ -15,6 +15,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 import omnigraph
+from omnigraph.results import QueryResult
 from omnigraph.server.access import requires
 from omnigraph.server.gate import GuardedRoute
 from omnigraph.server.grants import Grant
@@ -32,14 +33,6 @@ class QueryRequest(BaseModel):
     at: str | None = Field(default=None, description="Read the branch as of this commit (time travel).")
 
 
-class QueryResponse(BaseModel):
-    query: str
-    branch: str
-    commit: str = Field(description="The commit read: the branch head, or `at`.")
-    columns: list[str]
-    rows: list[dict[str, Any]]
-
-
 def query_router(service: GraphService) -> APIRouter:
     """The query route of ``service``'s graph; none for the format-4 writer's emulation (the
     release it emulates had no read queries)."""
@@ -47,7 +40,7 @@ def query_router(service: GraphService) -> APIRouter:
     if service.program != omnigraph.ENGINE:
         return router
 
-    @router.post("/branches/{branch}/query", response_model=QueryResponse, tags=["reads"], dependencies=[requires(GRANT)])
+    @router.post("/branches/{branch}/query", response_model=QueryResult, tags=["reads"], dependencies=[requires(GRANT)])
     def query(branch: str, body: QueryRequest) -> dict[str, Any]:
         """Run one read query on ``branch`` (or its commit ``at``)."""
         return service.query(branch, body.query, body.name, body.params, body.at)

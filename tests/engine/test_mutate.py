@@ -21,7 +21,7 @@ from omnigraph.engine.gq.syntax import GqError
 from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.ops.mutate import MutationResult, mutate
+from omnigraph.engine.ops.mutate import MutationOutcome, mutate
 from omnigraph.engine.ops.write import MAX_ROWS
 from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import OMNIGRAPH, commit_ids, export_text, invoke, storage_state
@@ -67,7 +67,7 @@ def _graph(uri: str) -> Graph:
     return graph
 
 
-def _run(graph: Graph, source: str, query_name: str | None = None, **params: object) -> MutationResult:
+def _run(graph: Graph, source: str, query_name: str | None = None, **params: object) -> MutationOutcome:
     return mutate(graph, source, name=query_name, params=dict(params), branch="main", actor="tests")
 
 
