@@ -26,6 +26,8 @@ demo: bytecode
 
 test: bytecode
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy -p omnigraph
 	$(VENV)/bin/python -m pytest -n 2 --dist worksteal -q
 
 # Benchmarks, not tests: CI never runs them. Each prints its table (bench/README.md keeps the last

@@ -480,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
         "command": [Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])],
-        "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "sizes": args.sizes,
         "runs_per_size": args.runs,
@@ -533,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         write_report()
         say(f"FAILED: {failure}")
         return 3
-    report["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    report["finished_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     report["targets"] = [{"target": t, "measured": m, "verdict": v} for t, m, v in targets(summaries)]
     write_report()
 

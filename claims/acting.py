@@ -117,7 +117,8 @@ def live_others(store: GraphStore, path: str, claim: ClaimDocument) -> list[Acti
 
 def refuse_if_acting(store: GraphStore, path: str, claim: ClaimDocument, action: str) -> None:
     """``claim_held`` (as :func:`take_over` refuses) if a recorded process other than the caller
-    is acting for ``claim`` on this host; records nothing."""
+    is acting for ``claim`` on this host; records nothing.
+    """
     live = live_others(store, path, claim)
     if live:
         raise _refusal(path, claim, live, action)
@@ -151,7 +152,8 @@ def take_over(store: GraphStore, path: str, claim: ClaimDocument, *, action: str
 
 def ended(store: GraphStore, path: str, claim: ClaimDocument, *, action: str, owner: str) -> None:
     """Record that this process stopped acting for ``claim``, unless the claim is gone (released or
-    broken: nobody asks who acts for it any more)."""
+    broken: nobody asks who acts for it any more).
+    """
     for _ in range(_ATTEMPTS):
         current = inspect(store, path)
         if current is None or current.token != claim.token:
@@ -165,7 +167,8 @@ def ended(store: GraphStore, path: str, claim: ClaimDocument, *, action: str, ow
 def acting_for(store: GraphStore, path: str, claim: ClaimDocument, *, action: str, owner: str, take: bool = True) -> Iterator[None]:
     """Act for ``claim`` inside the block: :func:`take_over` first (unless ``take`` is False: the
     caller created the claim), :func:`ended` when the block exits, however it exits (a hard kill
-    records nothing; the process is then dead)."""
+    records nothing; the process is then dead).
+    """
     if take:
         take_over(store, path, claim, action=action, owner=owner)
     try:

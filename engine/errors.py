@@ -48,7 +48,8 @@ class NotFound(OmnigraphError):
 
 class Conflict(OmnigraphError):
     """A write lost to committed state: a key that exists, a branch that moved, branches that
-    disagree. Nothing was written; what to do next depends on the kind (each subclass says)."""
+    disagree. Nothing was written; what to do next depends on the kind (each subclass says).
+    """
 
     http_status = 409
 
@@ -101,7 +102,8 @@ class RecoveryRequired(OmnigraphError):
 
 class TableDrift(OmnigraphError):
     """A table branch was changed outside the engine in a way that changes rows; writes to it
-    wait until an operator adopts or reverts the change (``omnigraph drift``)."""
+    wait until an operator adopts or reverts the change (``omnigraph drift``).
+    """
 
     code = "table_drift"
     http_status = 503
@@ -136,7 +138,8 @@ class ValidationFailed(OmnigraphError):
 
 class ReadOnlyGraph(OmnigraphError):
     """A write was asked of a graph handle opened read-only (``omnigraph.open(..., read_only=True)``);
-    nothing was read or written."""
+    nothing was read or written.
+    """
 
     code = "read_only"
     http_status = 409

@@ -49,7 +49,8 @@ def failpoint(name: str) -> None:
 
 def wait_until_stopped(pid: int) -> None:
     """Block until child ``pid`` stops at a ``name:stop`` failpoint (resume it with
-    ``os.kill(pid, signal.SIGCONT)``); raise ``ChildProcessError`` if it ended instead."""
+    ``os.kill(pid, signal.SIGCONT)``); raise ``ChildProcessError`` if it ended instead.
+    """
     _, status = os.waitpid(pid, os.WUNTRACED)
     if not os.WIFSTOPPED(status):
         raise ChildProcessError(f"process {pid} ended (wait status {status}) before reaching its stop failpoint")

@@ -86,7 +86,8 @@ def open_graph(store: GraphStore, profile: EngineProfile, *, write: bool, claim_
     The barrier is the stamp and the migration claim, the same rule a server applies before each
     write (:func:`omnigraph.engine.access.current_permission`): a read-write open is refused at a stamp the
     profile does not write (``format_refused``) and, at one it does, while a migration claim is
-    held (``claim_held``), unless the claim carries ``claim_token`` (the caller acts under it)."""
+    held (``claim_held``), unless the claim carries ``claim_token`` (the caller acts under it).
+    """
     manifest = Manifest(store)
     if not manifest.exists():
         _refuse_missing_manifest(store, profile)
@@ -101,6 +102,8 @@ def open_graph(store: GraphStore, profile: EngineProfile, *, write: bool, claim_
     failpoint("open.after_stamp")
     if not write:
         return graph
+    # What only a read-write open runs is imported by it: a read-only open (every read command,
+    # ``tests/guards/test_startup_imports.py``) loads neither the reconciliation nor its models.
     from omnigraph.engine.access import writer_audit
     from omnigraph.engine.reconcile import drift, recovery
 

@@ -46,7 +46,8 @@ __all__ = [
 
 class FrozenMapping(dict[str, Any]):
     """A read-only dict: every change raises ``TypeError``. A dict, so that JSON encoders and
-    pydantic (the server's response models) take it as one."""
+    pydantic (the server's response models) take it as one.
+    """
 
     def _refuse(self, *_args: Any, **_kwargs: Any) -> None:
         raise TypeError(f"a result's mapping is read-only: {type(self).__name__}")
@@ -140,7 +141,8 @@ class LoadResult(Result):
 @dataclass(frozen=True)
 class MutationResult(Result):
     """``omnigraph mutate --json``: ``affected_*`` counted per statement, ``distinct_*`` each row
-    once; ``commit`` is None when nothing matched (no commit was published)."""
+    once; ``commit`` is None when nothing matched (no commit was published).
+    """
 
     affected_nodes: int
     """Node rows touched, counted per statement."""
@@ -198,7 +200,8 @@ class DeletedBranch(Result):
 @dataclass(frozen=True)
 class MergeResult(Result):
     """``omnigraph branch merge --json``: ``outcome`` is ``up_to_date``, ``fast_forward`` or
-    ``merged``; ``changes`` counts inserted, updated and deleted rows per table key."""
+    ``merged``; ``changes`` counts inserted, updated and deleted rows per table key.
+    """
 
     outcome: Literal["up_to_date", "fast_forward", "merged"]
     source: str
@@ -260,7 +263,8 @@ class QueryResult(Result):
     """``omnigraph query --json``: the answer of one read query, all rows read.
 
     ``rows`` are mappings from column name to a JSON value (as the CLI prints them), in the
-    answer's order; ``columns`` is there even when there is no row."""
+    answer's order; ``columns`` is there even when there is no row.
+    """
 
     query: str
     branch: str
@@ -274,7 +278,8 @@ class QueryResult(Result):
 
     def to_arrow(self) -> pyarrow.Table:
         """The rows as a ``pyarrow.Table`` with one column per answer column, in order (a column
-        with no value but null is of Arrow type ``null``)."""
+        with no value but null is of Arrow type ``null``).
+        """
         import pyarrow as pa
 
         rows = self.to_pylist()

@@ -78,7 +78,8 @@ class DriftItem(_Strict):
 class RepairDecision(_Strict):
     """What a duplicate repair did with one id: keep it, rename it to ``new_id``, or delete it.
 
-    ``entity_id`` is None for rows whose id was null."""
+    ``entity_id`` is None for rows whose id was null.
+    """
 
     entity_id: str | None
     action: Literal["keep", "rename", "delete"]
@@ -94,7 +95,8 @@ class RepairDecision(_Strict):
 
 class AnswerCheck(_Strict):
     """The answer check a migration was asked for: the ``.gq`` source, the params by query name
-    (canonical JSON) and the sha256 that identifies the two together."""
+    (canonical JSON) and the sha256 that identifies the two together.
+    """
 
     source: Text
     params: Text
@@ -107,7 +109,8 @@ class AnswerDigest(_Strict):
     ``params`` is the canonical JSON of the params object; ``commit`` is the branch head read;
     ``digest`` is the sha256 over the answer's rows in its order (each
     row's canonical JSON and a newline). ``answer`` holds those row texts when they total at most
-    64 KiB (None above that, when only the digest is kept)."""
+    64 KiB (None above that, when only the digest is kept).
+    """
 
     query: Text
     params: Text
@@ -120,7 +123,8 @@ class AnswerDigest(_Strict):
 
 class AnswerChange(_Strict):
     """A recorded answer that differs now: the first differing row (0-based) and both versions
-    of it (None for a row one side does not have, or when the recorded rows were not kept)."""
+    of it (None for a row one side does not have, or when the recorded rows were not kept).
+    """
 
     query: Text
     params: Text
@@ -145,7 +149,8 @@ class LedgerRecord(_Strict):
 
 class MigrationStarted(LedgerRecord):
     """First record of every ledger: who runs the migration of which graph, and the answer check
-    it was asked for (None without one), so a resume after any crash still takes it."""
+    it was asked for (None without one), so a resume after any crash still takes it.
+    """
 
     kind: Literal["migration_started"] = "migration_started"
     owner: Text
@@ -191,7 +196,8 @@ class UnitStep(LedgerRecord):
 
     Written by earlier releases between a unit's sidecar and its ``unit_completed``; read (and
     folded) so that a migration they started can be resumed. This release records a unit's
-    achieved steps in its ``unit_completed`` alone."""
+    achieved steps in its ``unit_completed`` alone.
+    """
 
     kind: Literal["unit_step"] = "unit_step"
     unit_id: Text
@@ -203,7 +209,8 @@ class UnitStep(LedgerRecord):
 
 class UnitsStarted(LedgerRecord):
     """The units are about to run (phase ``installing``): written once, before the first unit's
-    sidecar. A unit's own progress is its sidecar, then its ``unit_completed``."""
+    sidecar. A unit's own progress is its sidecar, then its ``unit_completed``.
+    """
 
     kind: Literal["units_started"] = "units_started"
 
@@ -215,7 +222,8 @@ class UnitCompleted(LedgerRecord):
     which recorded them as ``unit_step`` records): ``fork`` ``created`` or ``adopted`` (None for
     an owned image) with the fork's Lance ``fork_identifier``; ``pk`` ``installed`` or
     ``present``; ``manifest_version`` of the publish (None if an earlier attempt published);
-    ``rows_check`` ``same data files`` or ``ids re-read``."""
+    ``rows_check`` ``same data files`` or ``ids re-read``.
+    """
 
     kind: Literal["unit_completed"] = "unit_completed"
     unit_id: Text
@@ -231,7 +239,8 @@ class UnitCompleted(LedgerRecord):
 
 class AnswersRecorded(LedgerRecord):
     """The answer check's baseline, taken under the barrier before the first PK effect: the
-    ``.gq`` source, the params by query name (canonical JSON) and every answer's digest."""
+    ``.gq`` source, the params by query name (canonical JSON) and every answer's digest.
+    """
 
     kind: Literal["answers_recorded"] = "answers_recorded"
     source: Text
@@ -242,7 +251,8 @@ class AnswersRecorded(LedgerRecord):
 
 class AnswersChecked(LedgerRecord):
     """The answers taken again after verification and before the stamp; ``changed`` is empty
-    when ``ok``."""
+    when ``ok``.
+    """
 
     kind: Literal["answers_checked"] = "answers_checked"
     ok: bool

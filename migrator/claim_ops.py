@@ -46,7 +46,8 @@ from omnigraph.migrator.layout import CLAIM_PATH
 def holder_liveness(processes: list[ActingProcess]) -> str:
     """One word for the processes acting for a claim: ``alive`` if one of them is alive on this
     host and has not ended, else ``unknown (another host: check there)`` if one that has not ended
-    is on another host, else ``dead``."""
+    is on another host, else ``dead``.
+    """
     states = {p.liveness for p in processes}
     if "alive" in states:
         return "alive"
@@ -56,7 +57,8 @@ def holder_liveness(processes: list[ActingProcess]) -> str:
 def show_claim(store: GraphStore) -> dict[str, Any]:
     """The claim (or None), every process recorded as acting for it (its creator first, then each
     resume, abort, repair or break) with its liveness as far as this host can tell, the word for
-    all of them (``holder_process``: see :func:`holder_liveness`) and the stamp."""
+    all of them (``holder_process``: see :func:`holder_liveness`) and the stamp.
+    """
     manifest = Manifest.of_graph(store)
     stamp, migration_id = manifest.read_stamp()
     holder = inspect(store, CLAIM_PATH)
@@ -124,7 +126,8 @@ def abort_migration(store: GraphStore, token: str, reason: str, owner: str) -> d
 
     Idempotent: an abort interrupted after its ledger records is finished by running it again
     (a resume of an aborted migration is refused and says so). Returns ``{migration_id, stamp,
-    sidecars_removed}``."""
+    sidecars_removed}``.
+    """
     m, broken = _abortable_migration(store, token)
     stamp, _ = m.manifest.read_stamp()
     if stamp == FORMAT_5:
@@ -140,7 +143,8 @@ def abort_migration(store: GraphStore, token: str, reason: str, owner: str) -> d
 
 def _readable_ledger(m: Migration) -> None:
     """Read the ledger once before acting, so one that cannot be read is refused with nothing
-    written; a ledger with no record yet (its holder died right after claiming) is fine."""
+    written; a ledger with no record yet (its holder died right after claiming) is fine.
+    """
     try:
         m.ledger.replay()
     except NotFound:
@@ -170,7 +174,8 @@ def _abortable_migration(store: GraphStore, token: str) -> tuple[Migration, bool
 
     Normally the claim carries ``token``. A claim broken with ``token`` (``claim break``) also
     qualifies while the barrier still names its migration, so the barrier a dead holder left can
-    be lowered."""
+    be lowered.
+    """
     if inspect(store, CLAIM_PATH) is None:
         record = read_break(store, CLAIM_PATH, token)
         stamp, migration_id = Manifest(store).read_stamp()

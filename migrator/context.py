@@ -46,7 +46,8 @@ from omnigraph.migrator.layout import CLAIM_OPERATION, CLAIM_PATH, ledger_dir
 @dataclass
 class Migration:
     """A migration this process holds the claim of; ``executor`` validates its images; ``claim``
-    is the claim document it acts under."""
+    is the claim document it acts under.
+    """
 
     store: GraphStore
     manifest: Manifest
@@ -60,14 +61,16 @@ class Migration:
 
     def record(self, record_type: type[Any], **fields: Any) -> int:
         """Append a ledger record of ``record_type`` carrying this migration's token and id; one
-        append at a time (units in flight at once share the ledger's one sequence)."""
+        append at a time (units in flight at once share the ledger's one sequence).
+        """
         record = record_type(token=self.token, migration_id=self.migration_id, **fields)
         with self._appending:
             return self.ledger.append(record)
 
     def require_claim(self) -> None:
         """``claim_held`` unless the claim still carries this migration's token: checked before
-        each unit and before the stamp, so a migration whose claim was broken or replaced stops."""
+        each unit and before the stamp, so a migration whose claim was broken or replaced stops.
+        """
         holder = inspect(self.store, CLAIM_PATH)
         if holder is None or holder.token != self.token:
             raise claim_held(
@@ -102,7 +105,8 @@ def begin(
 
 def attach(store: GraphStore, claim: ClaimDocument, progress: Progress, executor: ImageExecutor | None = None) -> Migration:
     """The migration ``claim`` was taken for, acting with its token; ``executor`` (default: this
-    process) validates whatever images it still has to validate. Reads and writes nothing."""
+    process) validates whatever images it still has to validate. Reads and writes nothing.
+    """
     return Migration(
         store,
         Manifest(store),
@@ -123,7 +127,8 @@ def held_migration(store: GraphStore, token: str, progress: Progress, executor: 
 def replay_started(m: Migration, claim: ClaimDocument, answer_check: AnswerCheck | None = None) -> LedgerReplay:
     """The migration's ledger, replayed; a ledger that does not exist yet (the holder of ``claim``
     died before its first record, so nothing recorded the answer check it was asked for: the
-    resume's ``answer_check`` is the one) is started from ``claim`` first."""
+    resume's ``answer_check`` is the one) is started from ``claim`` first.
+    """
     try:
         return m.ledger.replay()
     except NotFound:

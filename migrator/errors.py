@@ -33,7 +33,8 @@ class MigrationRefused(OmnigraphError):
 class ExecutorFailed(OmnigraphError):
     """The executor validating images could not do its work: a Ray cluster that cannot be
     reached, a task whose worker was lost, a worker running another release. Nothing was
-    recorded for the images it did not validate; ``resume --token`` validates them."""
+    recorded for the images it did not validate; ``resume --token`` validates them.
+    """
 
     code = "executor_failed"
     http_status = 503
@@ -42,7 +43,8 @@ class ExecutorFailed(OmnigraphError):
 
 class AnswersChanged(OmnigraphError):
     """A read query of the answer check answers differently than when its answer was recorded
-    under the barrier: the stamp is not written (``verify --queries``: the graph is reported)."""
+    under the barrier: the stamp is not written (``verify --queries``: the graph is reported).
+    """
 
     code = "answers_changed"
     http_status = 409

@@ -109,7 +109,8 @@ def fan_out(work: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]
 
 def read_snapshots(manifest: Manifest, branches: Sequence[str]) -> list[BranchSnapshot]:
     """The latest snapshot of each of ``branches``, in their order, read
-    :func:`default_parallel` at a time; a branch that does not exist is ``not_found``."""
+    :func:`default_parallel` at a time; a branch that does not exist is ``not_found``.
+    """
     return fan_out(manifest.snapshot, branches, default_parallel(manifest.store))
 
 
@@ -169,7 +170,8 @@ def _digest(rows: int, null_ids: int, total: int, xor: int) -> str:
 
 def digest_release() -> dict[str, str]:
     """The versions a report depends on: this tool's, DuckDB's (its ``hash`` makes the digest)
-    and Lance's (it decides which rows an image holds). Equal releases give equal reports."""
+    and Lance's (it decides which rows an image holds). Equal releases give equal reports.
+    """
     import duckdb
 
     return {"omnigraph-fence": __version__, "duckdb": duckdb.__version__, "pylance": lance.__version__}
@@ -179,7 +181,8 @@ def digest_release() -> dict[str, str]:
 def validation_session(threads: int | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """One DuckDB connection (memory limit, spill directory) for validating several images,
     using ``threads`` threads (default: every core of this machine). DuckDB is imported here, by
-    the first validation, not by every migrator command."""
+    the first validation, not by every migrator command.
+    """
     import duckdb
 
     with tempfile.TemporaryDirectory(prefix="omnigraph-validate-") as spill_dir:

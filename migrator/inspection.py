@@ -53,7 +53,15 @@ from omnigraph.engine.reconcile import recovery
 from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 from omnigraph.engine.storage.store import GraphStore
 from omnigraph.migrator.layout import CLAIM_PATH
-from omnigraph.migrator.plan import MigrationPlan, build_plan, inventory, is_inherited, validate_images
+from omnigraph.migrator.plan import (
+    MigrationPlan,
+    build_plan,
+    inventory,
+    is_inherited,
+    out_of_band_reports,
+    refuse_row_drift,
+    validate_images,
+)
 from omnigraph.migrator.status import claim_next_step, unclaimed_barrier_next_step
 
 if TYPE_CHECKING:
@@ -69,7 +77,7 @@ class FleetActive(OmnigraphError):
 
 
 def _iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def fleet_document(store: GraphStore) -> list[dict[str, Any]]:
@@ -87,7 +95,8 @@ def fleet_document(store: GraphStore) -> list[dict[str, Any]]:
 
 def describe(entry: dict[str, Any]) -> str:
     """One line naming a fleet record of :func:`fleet_document`: program, role, format, host, pid,
-    address, start, heartbeat age and status."""
+    address, start, heartbeat age and status.
+    """
     where = f" at {entry['address']}" if entry.get("address") else ""
     return (
         f"{entry['program']} {entry['role']} (writes format {entry['writes_format']}) on {entry['host']} "
@@ -163,7 +172,8 @@ def refuse_unless_refence_needed(store: GraphStore, manifest: Manifest, owner: s
     """``refence`` needs stamp 5 (else ``format_refused``), a readiness problem
     (:func:`omnigraph.engine.access.writer_audit.readiness_problems`; none is ``precondition_failed``), no
     claim (``claim_held``) and no commit in flight by a live process on this host
-    (``recovery_required``; ``owner`` is named in the command to run again)."""
+    (``recovery_required``; ``owner`` is named in the command to run again).
+    """
     stamp, _ = manifest.read_stamp()
     if stamp != FORMAT_5:
         raise FormatRefused(
@@ -201,7 +211,8 @@ def _refuse_claim(store: GraphStore) -> None:
 
 def held_claim(store: GraphStore, token: str) -> ClaimDocument:
     """The migration claim, which must carry ``token``: ``not_found`` if there is no claim,
-    ``precondition_failed`` if it carries another token."""
+    ``precondition_failed`` if it carries another token.
+    """
     holder = inspect(store, CLAIM_PATH)
     if holder is None:
         raise NotFound(
@@ -221,7 +232,8 @@ def held_claim(store: GraphStore, token: str) -> ClaimDocument:
 def refuse_broken(store: GraphStore, token: str) -> None:
     """``precondition_failed`` if there is no claim and the one carrying ``token`` was broken:
     its holder's claim is gone for good, so its migration is not resumed (``abort --token``
-    lowers the barrier it left)."""
+    lowers the barrier it left).
+    """
     if inspect(store, CLAIM_PATH) is not None:
         return
     record = read_break(store, CLAIM_PATH, token)
@@ -257,10 +269,8 @@ def preflight(store: GraphStore, validate: bool, progress: Progress, ignore_flee
 
     Out-of-band table commits are listed under ``out_of_band``: ``run`` adopts the ones that
     change no row before planning (the listed units show the pins before that adoption);
-    row-changing drift is refused with ``table_drift``."""
-    from omnigraph.migrator.inspection import refuse_live_writers
-    from omnigraph.migrator.plan import out_of_band_reports, refuse_row_drift
-
+    row-changing drift is refused with ``table_drift``.
+    """
     manifest = Manifest.of_graph(store)
     refuse_unless_stamp_4(store, manifest)
     fleet = refuse_live_writers(store, ignore_fleet)

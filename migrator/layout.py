@@ -172,7 +172,8 @@ def remaining(store: GraphStore, migration_id: str) -> list[str]:
 
 def pinned_images(store: GraphStore) -> list[tuple[str, str | None, int]]:
     """(table path, table branch, version) of the image every remaining sidecar of every
-    migration pins, sorted; version cleanup must keep them."""
+    migration pins, sorted; version cleanup must keep them.
+    """
     images = set()
     for migration_id in migration_ids(store):
         for unit_id in remaining(store, migration_id):

@@ -150,7 +150,8 @@ def validate_images(
     executor: ImageExecutor | None = None,
 ) -> dict[str, ImageReport]:
     """Validate every distinct image of the plan once (or those in ``only``), in image order,
-    on ``executor`` (default: this process; :mod:`omnigraph.migrator.executors`)."""
+    on ``executor`` (default: this process; :mod:`omnigraph.migrator.executors`).
+    """
     return (executor or LocalExecutor()).validate(store, pinned_images(plan, only), progress)
 
 

@@ -164,7 +164,8 @@ class RayExecutor:
 
 def _refuse_unreachable(address: str) -> None:
     """Refuse an address where nothing accepts a connection within :data:`CONNECT_SECONDS`
-    (Ray itself would retry such an address without end)."""
+    (Ray itself would retry such an address without end).
+    """
     host, _, port = address.rpartition(":")
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS):

@@ -197,7 +197,8 @@ def _edges_referencing(graph: Graph, snapshot: BranchSnapshot, node_type: str, n
 
 def _with_payloads(graph: Graph, path: str, choice: RepairChoice, found: pa.Table) -> pa.Table:
     """``found`` (scanned with ``_rowid``) with each Blob cell's descriptor replaced by its bytes,
-    so a kept or renamed row is inserted again with its payload."""
+    so a kept or renamed row is inserted again with its payload.
+    """
     dataset = open_pinned(graph.store, ImageRef(path, choice.table_branch, choice.table_version))
     names = blob_names(dataset.schema)
     if not names:
@@ -245,7 +246,8 @@ def apply(store: GraphStore, token: str, decisions: DecisionsFile, actor: str) -
     The decisions are checked against the claim, the barrier and the catalog first (a refusal
     writes nothing); then this process (``actor``) is recorded as acting for the claim, refused
     (``claim_held``) while another process acting for it is alive on this host
-    (:mod:`omnigraph.claims.acting`)."""
+    (:mod:`omnigraph.claims.acting`).
+    """
     m: Migration = held_migration(store, token, SilentProgress())
     if decisions.migration_id != m.migration_id:
         raise BadRequest(f"the decisions were written for migration {decisions.migration_id}, not {m.migration_id}; regenerate them")

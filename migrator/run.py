@@ -206,7 +206,8 @@ def release_claim(m: Migration) -> None:
 
 def _answer_queries(m: Migration, given: AnswerQueries | None) -> AnswerQueries | None:
     """The answer check :func:`drive` takes: the queries the migration recorded or was started
-    with, else ``given``; the refusals of :func:`drive`. Reads the ledger only."""
+    with, else ``given``; the refusals of :func:`drive`. Reads the ledger only.
+    """
     replay = m.ledger.replay()
     known = requested_queries(replay)
     resume = f"omnigraph-migrate resume {m.store.uri} --token {m.token}"
@@ -241,7 +242,8 @@ def _validated_clean_since_plan(replay: LedgerReplay) -> set[str]:
 
     An earlier plan's results do not count, and neither does an image found broken: a run that
     died between recording an image and recording the validation failure must not resume past
-    the duplicates, so broken images are validated (and inventoried) again."""
+    the duplicates, so broken images are validated (and inventoried) again.
+    """
     clean: set[str] = set()
     for _, record in replay.records:
         if isinstance(record, PlanRecorded):
@@ -256,7 +258,8 @@ def _validated_clean_since_plan(replay: LedgerReplay) -> set[str]:
 
 def _validate(m: Migration, plan: MigrationPlan, replay: LedgerReplay) -> dict[str, ImageState]:
     """Validate the images not yet found clean, one ledger record each; ``validation_failed``
-    with the inventory if any is broken; the validated state of every image otherwise."""
+    with the inventory if any is broken; the validated state of every image otherwise.
+    """
     done = _validated_clean_since_plan(replay)
     todo = {image_id for image_id in plan.images() if image_id not in done}
     reports = validate_images(m.store, plan, m.progress, only=todo, executor=m.executor)
@@ -305,7 +308,8 @@ def _fork_identifiers(replay: LedgerReplay) -> dict[str, str]:
 
 def _verify_then_stamp(m: Migration) -> None:
     """``drift_detected`` (stamp not written) if the graph moved from what the ledger says or is
-    not structurally fenced; otherwise stamp 5 with the current heads, then the release."""
+    not structurally fenced; otherwise stamp 5 with the current heads, then the release.
+    """
     m.require_claim()
     state = m.ledger.replay().state
     drift = migration_drift(m.store, m.manifest, state)
@@ -335,7 +339,8 @@ def _verify_then_stamp(m: Migration) -> None:
 
 def _check_answers(m: Migration) -> None:
     """Take the recorded answers again (if any were recorded); ``answers_changed`` on any
-    difference, after recording it. The barrier stays up and the claim held."""
+    difference, after recording it. The barrier stays up and the claim held.
+    """
     replay = m.ledger.replay()
     queries = recorded_queries(replay)
     if queries is None:
@@ -378,7 +383,8 @@ def run_migration(
     ``executor`` validates the images (default: this process); it is started before the claim is
     taken, so an executor that cannot start leaves the graph untouched. ``queries`` are the
     answer check's (``bad_request`` before anything is written if one does not bind). ``parallel``
-    units are in flight at once (:func:`omnigraph.migrator.run.drive`)."""
+    units are in flight at once (:func:`omnigraph.migrator.run.drive`).
+    """
     manifest = Manifest.of_graph(store)
     up_to_date = already_fenced(store, manifest)
     if up_to_date is not None:
@@ -438,7 +444,8 @@ def resume_migration(
     and ``resumed`` names it (``owner``) in the ledger. At stamp 5 (the holder died after the
     stamp) it only records the stamp and releases the claim. Answers recorded by the migration
     are checked before the stamp whether or not ``queries`` are given; given, they must be the
-    recorded ones (see :func:`omnigraph.migrator.run.drive`); ``parallel`` as for :func:`run_migration`."""
+    recorded ones (see :func:`omnigraph.migrator.run.drive`); ``parallel`` as for :func:`run_migration`.
+    """
     refuse_broken(store, token)
     claim = held_claim(store, token)
     m = attach(store, claim, progress, executor)
@@ -451,7 +458,8 @@ def resume_migration(
 
 def _refuse_aborted(m: Migration) -> None:
     """``precondition_failed`` if the migration's ledger says it was aborted; reads only (a
-    ledger that cannot be read is refused here, before anything is written)."""
+    ledger that cannot be read is refused here, before anything is written).
+    """
     try:
         aborted = m.ledger.replay().state.aborted
     except NotFound:

@@ -84,7 +84,8 @@ def broken_token(store: GraphStore, migration_id: str) -> str | None:
 def unclaimed_barrier_next_step(store: GraphStore, migration_id: str) -> str:
     """The next command for a barrier of ``migration_id`` with no claim: ``abort --token`` with the
     broken claim's token. A claim that vanished without a break (removed by hand) has no command:
-    the claim must be restored."""
+    the claim must be restored.
+    """
     token = broken_token(store, migration_id)
     if token is None:
         return (
@@ -98,7 +99,8 @@ def claim_findings(store: GraphStore, stamp: str | None) -> list[Finding]:
     """What ``omnigraph check`` reports about the migration claim and the barrier, each with its
     next command: behind the barrier (stamp ``migrating``) one ``migration_in_progress`` finding
     (its claim held, or broken); at any other stamp a held claim is ``claim_held`` (no program
-    writes while it is held)."""
+    writes while it is held).
+    """
     holder = inspect(store, CLAIM_PATH)
     _, migration_id = Manifest(store).read_stamp()
     if holder is not None:
@@ -129,7 +131,8 @@ def _parse_utc(text: str) -> dt.datetime:
 
 def _elapsed(replay: LedgerReplay) -> float:
     """Seconds from the first to the last ledger record: what the migration took so far, the same
-    on every read (a dead migration's does not grow with the clock)."""
+    on every read (a dead migration's does not grow with the clock).
+    """
     return round((_parse_utc(replay.records[-1][1].at) - _parse_utc(replay.records[0][1].at)).total_seconds(), 3)
 
 
@@ -154,7 +157,8 @@ def status(store: GraphStore, tail_records: int | None = None) -> tuple[dict[str
 
     Returns the JSON document and the replayed ledger as shown (None if no migration ever wrote a
     ledger record: none ran, or its holder died between taking the claim and its first record).
-    ``next`` names one command to run, with the claim's token (:mod:`omnigraph.migrator.status`)."""
+    ``next`` names one command to run, with the claim's token (:mod:`omnigraph.migrator.status`).
+    """
     manifest = Manifest.of_graph(store)
     stamp, stamp_migration = manifest.read_stamp()
     holder = inspect(store, CLAIM_PATH)

@@ -197,7 +197,8 @@ def _fork(m: Migration, unit: UnitPlan, fork: PlannedFork, recorded_identifier: 
 
 def _install(m: Migration, unit: UnitPlan, branch: str | None) -> tuple[int, str]:
     """The PK on ``branch`` (installed now, or by an earlier attempt): its version and
-    ``installed`` or ``present``."""
+    ``installed`` or ``present``.
+    """
     dataset = open_dataset(m.store, unit.table_path, branch)
     base = unit.pinned_table_version
     if dataset.version != base:
@@ -213,7 +214,8 @@ def _install(m: Migration, unit: UnitPlan, branch: str | None) -> tuple[int, str
 
 def _publish(m: Migration, unit: UnitPlan, branch: str | None, version: int) -> int | None:
     """Publish the unit's manifest row at the achieved image; the manifest version, or None if
-    an earlier attempt published it."""
+    an earlier attempt published it.
+    """
     snapshot = m.manifest.snapshot(unit.graph_branch)
     entry = snapshot.table(unit.table_key)
     _check_entry(m, unit, entry)
@@ -228,7 +230,8 @@ def _publish(m: Migration, unit: UnitPlan, branch: str | None, version: int) -> 
 
 def _check_rows(m: Migration, unit: UnitPlan, image: ImageState, branch: str | None, version: int) -> tuple[str, str]:
     """The rows of the achieved image are the validated ones: their digest and how that was
-    established (``same data files``, else ``ids re-read``); drift otherwise."""
+    established (``same data files``, else ``ids re-read``); drift otherwise.
+    """
     dataset = open_pinned(m.store, ImageRef(unit.table_path, branch, version))
     if physical_fingerprint(dataset) == image.fingerprint:
         return image.digest, "same data files"
@@ -271,7 +274,8 @@ def migrate_unit(m: Migration, unit: UnitPlan, image: ImageState, recorded_fork_
 
 def by_graph_branch(units: list[UnitPlan]) -> list[list[UnitPlan]]:
     """``units`` grouped by graph branch, each group in the given order, groups in order of
-    their first unit."""
+    their first unit.
+    """
     groups: dict[str, list[UnitPlan]] = {}
     for unit in units:
         groups.setdefault(unit.graph_branch, []).append(unit)
@@ -287,7 +291,8 @@ def run_units(
 ) -> None:
     """Run every unit of ``units`` (in plan order) to completion, ``parallel`` graph branches at
     a time (module docstring); ``m.progress`` advances once per completed unit. ``parallel``
-    outside 1 to :data:`MAX_PARALLEL` is ``bad_request`` (nothing done)."""
+    outside 1 to :data:`MAX_PARALLEL` is ``bad_request`` (nothing done).
+    """
     if not 1 <= parallel <= MAX_PARALLEL:
         raise BadRequest(f"parallel must be from 1 to {MAX_PARALLEL}, not {parallel}", {"parallel": parallel})
     stop = threading.Event()

@@ -82,7 +82,8 @@ class AnswerQueries:
     @classmethod
     def from_text(cls, source: str, params: dict[str, Any] | None = None, *, origin: str = "the queries") -> AnswerQueries:
         """Parse ``source``; ``bad_request`` unless it declares a read query and every key of
-        ``params`` names one of them with a JSON object."""
+        ``params`` names one of them with a JSON object.
+        """
         queries = parse(source)
         reads = sorted(query.name for query in queries if query.is_read)
         if not reads:
@@ -154,7 +155,8 @@ def _read_text(path: Path) -> str:
 
 def check_queries(graph: Graph, queries: AnswerQueries) -> None:
     """``bad_request`` (line:column) unless every read query binds against ``graph``'s catalog
-    with its params; reads no table."""
+    with its params; reads no table.
+    """
     by_name = {query.name: query for query in parse(queries.source)}
     for name in queries.read_queries():
         check_read(by_name[name], graph.catalog, queries.params_of(name))
@@ -190,7 +192,8 @@ def _row_texts(graph: Graph, queries: AnswerQueries, name: str, branch: str) -> 
 
 def _row_text(row: dict[str, Any]) -> str:
     """A row as compact JSON with sorted keys; a non-finite float is ``NaN``/``Infinity``, so
-    every answer has a text (canonical JSON refuses them)."""
+    every answer has a text (canonical JSON refuses them).
+    """
     return json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
 
 
@@ -278,7 +281,8 @@ def describe(change: AnswerChange) -> str:
 
 def answer_cases(recorded: list[AnswerDigest], changed: list[AnswerChange]) -> list[dict[str, Any]]:
     """One entry per recorded (query, params, branch) for reports: ``{query, graph_branch, params,
-    rows, ok, message}``, in recorded order."""
+    rows, ok, message}``, in recorded order.
+    """
     by_key = {(c.query, c.params, c.graph_branch): c for c in changed}
     cases = []
     for answer in recorded:
@@ -298,7 +302,8 @@ def answer_cases(recorded: list[AnswerDigest], changed: list[AnswerChange]) -> l
 
 def answers_changed(lead: str, advice: str, recorded: list[AnswerDigest], changed: list[AnswerChange], **details: Any) -> AnswersChanged:
     """The ``answers_changed`` error: ``lead``, every change in words, then ``advice``; details
-    carry the changes and one case per recorded answer (``answer_check``)."""
+    carry the changes and one case per recorded answer (``answer_check``).
+    """
     return AnswersChanged(
         f"{lead}: " + "; ".join(describe(change) for change in changed) + f". {advice}",
         {
@@ -319,7 +324,8 @@ def recorded_queries(replay: LedgerReplay) -> AnswerQueries | None:
 
 def requested_queries(replay: LedgerReplay) -> AnswerQueries | None:
     """The queries of the migration's answer check: those its answers were recorded with, else
-    those ``migration_started`` asked for (its baseline not taken yet), else None."""
+    those ``migration_started`` asked for (its baseline not taken yet), else None.
+    """
     recorded = recorded_queries(replay)
     if recorded is not None:
         return recorded
@@ -331,7 +337,8 @@ def requested_queries(replay: LedgerReplay) -> AnswerQueries | None:
 
 def refuse_other_queries(queries: AnswerQueries | None, recorded_sha256: str | None, instead: str) -> None:
     """``precondition_failed`` if ``queries`` are not the ones the migration recorded answers
-    for; ``instead`` says what else the operator can run."""
+    for; ``instead`` says what else the operator can run.
+    """
     if queries is None or recorded_sha256 is None or queries.sha256 == recorded_sha256:
         return
     raise PreconditionFailed(
@@ -485,7 +492,8 @@ def verify_graph(store: GraphStore, manifest: Manifest, queries: AnswerQueries |
 
 def _recheck_answers(store: GraphStore, migration_id: str | None, queries: AnswerQueries) -> list[dict[str, Any]]:
     """The answer check of ``verify --queries`` against the digests of the migration that stamped
-    the graph (at stamp 5: the newest that wrote a stamp)."""
+    the graph (at stamp 5: the newest that wrote a stamp).
+    """
     state = _stamping_migration(store) if migration_id is None else Ledger(store, ledger_dir(migration_id)).replay().state
     if state is None or state.answers_sha256 is None:
         raise PreconditionFailed(
@@ -541,8 +549,6 @@ def already_fenced(store: GraphStore, manifest: Manifest) -> UpToDate | None:
     None for any other stamp, or at stamp 5 while a claim is held (the caller refuses those). At
     stamp 5 a failing ``verify`` raises its ``drift_detected`` error.
     """
-    from omnigraph.migrator.verify import verify_graph  # the answer check's query engine: only at stamp 5
-
     stamp, _ = manifest.read_stamp()
     if stamp != FORMAT_5 or inspect(store, CLAIM_PATH) is not None:
         return None
@@ -557,8 +563,7 @@ def up_to_date(store: GraphStore) -> UpToDate | None:
 
 def verify(store: GraphStore, queries: AnswerQueries | None = None) -> dict[str, Any]:
     """Structural fencing checks; during a migration also the ledger comparison; with
-    ``queries``, the recorded answers taken again (:func:`omnigraph.migrator.verify.verify_graph`)."""
-    from omnigraph.migrator.verify import verify_graph
-
+    ``queries``, the recorded answers taken again (:func:`verify_graph`).
+    """
     manifest = Manifest.of_graph(store)
     return verify_graph(store, manifest, queries)

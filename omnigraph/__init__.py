@@ -140,7 +140,7 @@ __all__ = [
 ]
 
 
-def open(  # noqa: A001 - the library's entry point, as in lancedb.connect / duckdb.connect
+def open(
     uri: str | os.PathLike[str],
     *,
     read_only: bool = False,
@@ -241,7 +241,8 @@ def check(uri: str | os.PathLike[str], *, storage_options: Mapping[str, str] | N
 
 def default_actor() -> str:
     """Who commits record when no actor is given: ``OMNIGRAPH_ACTOR`` if set, else the login name
-    (``unknown`` if there is none)."""
+    (``unknown`` if there is none).
+    """
     from omnigraph.engine.graph import default_actor as engine_default_actor
 
     return engine_default_actor()
@@ -260,7 +261,8 @@ def _schema_source(schema: str | Path) -> str:
 
 def __getattr__(name: str) -> Any:
     """A name of :data:`_LAZY` or a submodule of :data:`_SUBMODULES`, imported on first access
-    (PEP 562) and then kept in the package, so that ``import omnigraph`` loads no graph machinery."""
+    (PEP 562) and then kept in the package, so that ``import omnigraph`` loads no graph machinery.
+    """
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), _RENAMED.get(name, name))
     elif name in _SUBMODULES:

@@ -73,7 +73,8 @@ class Handles:
 
     def open_writer(self) -> EngineGraph:
         """Open the read-write handle now, resolving interrupted commits: ``format_refused`` or
-        ``claim_held`` when the barrier forbids writing."""
+        ``claim_held`` when the barrier forbids writing.
+        """
         writer = open_graph(self.store, self.profile, write=True)
         self._writer = writer
         self.recovered = tuple(writer.recovered)

@@ -140,7 +140,8 @@ class Graph:
     @property
     def actor(self) -> str:
         """Who the graph's commits record unless a write names its own actor: the ``actor`` given
-        to :func:`omnigraph.open`, else ``OMNIGRAPH_ACTOR``, else the login name."""
+        to :func:`omnigraph.open`, else ``OMNIGRAPH_ACTOR``, else the login name.
+        """
         return self._actor or default_actor()
 
     @property
@@ -151,7 +152,8 @@ class Graph:
     @property
     def format(self) -> str:
         """The stamp the graph had when a handle of this :class:`Graph` last opened it (no I/O;
-        :meth:`stamp` reads it now)."""
+        :meth:`stamp` reads it now).
+        """
         return self._h.any().stamp
 
     @property
@@ -166,14 +168,16 @@ class Graph:
 
     def schema(self) -> dict[str, Any]:
         """The ``omnigraph schema show --json`` document: the accepted schema source, its warnings
-        and the catalog derived from it, metadata included (no I/O)."""
+        and the catalog derived from it, metadata included (no I/O).
+        """
         from omnigraph.engine.ops.snapshot import schema_document
 
         return schema_document(self._h.any())
 
     def schema_text(self) -> list[str]:
         """The lines ``omnigraph schema show`` prints (a summary, then one block per table and
-        interface; no I/O)."""
+        interface; no I/O).
+        """
         from omnigraph.engine.ops.snapshot import render_schema
 
         return render_schema(self._h.any())
@@ -598,7 +602,8 @@ class Graph:
 
     def fleet_membership(self, role: Literal["server", "load"], address: str | None = None) -> fleet.Membership:
         """A fleet-registry record for this process (``start()`` creates and heartbeats it,
-        ``stop()`` deletes it): how servers announce themselves to ``omnigraph-migrate``."""
+        ``stop()`` deletes it): how servers announce themselves to ``omnigraph-migrate``.
+        """
         from omnigraph.engine.access import fleet
 
         self._h.require_open()

@@ -67,10 +67,11 @@ def open_data_file(path: str, what: str = "data file") -> BinaryIO:
 
 def _json_value(value: Any) -> Any:
     """``json.dumps`` default: dates as epoch days, date-times as epoch milliseconds, bytes as the
-    ``base64:`` spelling of a Blob's managed bytes."""
+    ``base64:`` spelling of a Blob's managed bytes.
+    """
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
+            value = value.replace(tzinfo=dt.UTC)
         return round(value.timestamp() * 1000)
     if isinstance(value, dt.date):
         return (value - _EPOCH).days

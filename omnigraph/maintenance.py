@@ -63,7 +63,8 @@ def _open(uri: str, storage_options: Mapping[str, str] | None, *, write: bool, a
     """Open with the profile of the graph's format: 5 -> the engine, 4 -> the format-4 rules.
 
     Any other stamp is refused by the engine's rules (a migration barrier names
-    ``omnigraph-migrate status``)."""
+    ``omnigraph-migrate status``).
+    """
     store = open_store(uri, storage_options)
     manifest = Manifest(store)
     stamp = manifest.read_stamp()[0] if manifest.exists() else None
@@ -129,7 +130,8 @@ class DriftReverted:
 @dataclass(frozen=True)
 class Recovered:
     """``recover``: what the read-write open resolved and adopted, the writes of live writers
-    still in flight, and the interrupted branch creations or deletions completed."""
+    still in flight, and the interrupted branch creations or deletions completed.
+    """
 
     recovered: tuple[dict[str, Any], ...]
     adopted: tuple[dict[str, Any], ...]
@@ -287,5 +289,6 @@ def optimize(
 def integrity_check(store: GraphStore) -> CheckReport:
     """The read-only integrity check of the graph at ``store`` (what :func:`omnigraph.check` and
     :meth:`omnigraph.Graph.check` run): the engine's check with the migrator's id scan and its
-    claim findings."""
+    claim findings.
+    """
     return check_graph(store, validate_image, claim_findings)

@@ -115,7 +115,8 @@ __all__ = [
 class Preflight(Result):
     """``omnigraph-migrate preflight --json``: the graph is ready (stamp 4, no pending write, no
     claim, no live registered writer); its branches, units and images; with ``validate`` the
-    duplicate/null inventory (empty, or :class:`~omnigraph.errors.ValidationFailed` is raised)."""
+    duplicate/null inventory (empty, or :class:`~omnigraph.errors.ValidationFailed` is raised).
+    """
 
     graph: str
     stamp: str
@@ -175,7 +176,8 @@ class UpToDate(Result):
 @dataclass(frozen=True)
 class Status(Result):
     """``omnigraph-migrate status --json``: the stamp, the claim and who acts for it, the latest
-    migration's ledger, and ``next``, the one command to run next."""
+    migration's ledger, and ``next``, the one command to run next.
+    """
 
     graph: str
     stamp: str | None
@@ -192,7 +194,8 @@ class Status(Result):
 @dataclass(frozen=True)
 class Verification(Result):
     """``omnigraph-migrate verify --json`` of a fully fenced graph (``ok`` is always True here:
-    a graph that is not is :class:`~omnigraph.errors.DriftDetected`, with this document as details)."""
+    a graph that is not is :class:`~omnigraph.errors.DriftDetected`, with this document as details).
+    """
 
     graph: str
     stamp: str
@@ -225,7 +228,8 @@ class Copied(Result):
 @dataclass(frozen=True)
 class Aborted(Result):
     """``omnigraph-migrate abort --json``: stamp 4 is back and the claim released (installed
-    primary keys stay: the migration is rolled forward only)."""
+    primary keys stay: the migration is rolled forward only).
+    """
 
     migration_id: str
     stamp: str
@@ -235,7 +239,8 @@ class Aborted(Result):
 @dataclass(frozen=True)
 class ClaimState(Result):
     """``omnigraph-migrate claim show --json``: the claim (or None), every process recorded as
-    acting for it with its liveness, the word for all of them (``holder_process``) and the stamp."""
+    acting for it with its liveness, the word for all of them (``holder_process``) and the stamp.
+    """
 
     graph: str
     stamp: str | None
@@ -265,7 +270,8 @@ class Repaired(Result):
 @dataclass(frozen=True)
 class Rebuilt(Result):
     """``omnigraph-migrate rebuild --json``: the source, the new format-5 graph and every branch
-    copied (name, parent, rows per table key), in creation order."""
+    copied (name, parent, rows per table key), in creation order.
+    """
 
     source: str
     destination: str
@@ -450,7 +456,8 @@ def status(uri: str, *, tail: int | None = None, storage_options: Mapping[str, s
 
 def ledger_table(shown: Status) -> str:
     """The human table of the ledger records ``shown`` holds (``seq | at | kind | summary``, then
-    one line of state), as ``omnigraph-migrate status`` prints it; empty without a ledger."""
+    one line of state), as ``omnigraph-migrate status`` prints it; empty without a ledger.
+    """
     from omnigraph.ledger.fold import FoldedState
     from omnigraph.ledger.ledger import LedgerReplay
     from omnigraph.ledger.records import RECORD_ADAPTER
@@ -494,7 +501,8 @@ def duplicates(uri: str, *, progress: Progress | None = None, storage_options: M
 
 def inventory_lines(inventory: Sequence[Mapping[str, Any]]) -> list[str]:
     """One tab-separated line per inventory entry (kind, type, id, problem, rows, branches, image),
-    as ``omnigraph-migrate duplicates`` prints them."""
+    as ``omnigraph-migrate duplicates`` prints them.
+    """
     from omnigraph.ledger.records import InventoryEntry
     from omnigraph.migrator.plan import inventory_lines as lines_of
 
@@ -503,7 +511,8 @@ def inventory_lines(inventory: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def describe_fleet_entry(entry: Mapping[str, Any]) -> str:
     """One line naming a fleet record of :attr:`Preflight.fleet`: program, role, format, host,
-    pid, address, start, heartbeat age and status."""
+    pid, address, start, heartbeat age and status.
+    """
     from omnigraph.migrator.inspection import describe
 
     return describe(dict(entry))
@@ -580,7 +589,8 @@ def abort(
 
 def unit_sidecars(uri: str, migration_id: str, *, storage_options: Mapping[str, str] | None = None) -> list[str]:
     """The units of migration ``migration_id`` whose sidecar is written: in flight, or
-    interrupted after their sidecar (read-only)."""
+    interrupted after their sidecar (read-only).
+    """
     from omnigraph.migrator.layout import remaining
 
     return sorted(remaining(open_store(uri, storage_options), migration_id))
@@ -588,7 +598,8 @@ def unit_sidecars(uri: str, migration_id: str, *, storage_options: Mapping[str, 
 
 def migration_ledger(uri: str, migration_id: str, *, storage_options: Mapping[str, str] | None = None) -> Ledger:
     """The ledger of migration ``migration_id`` on the graph at ``uri``, to replay or to append
-    records to (each append is create-if-absent: a second writer of a sequence number loses)."""
+    records to (each append is create-if-absent: a second writer of a sequence number loses).
+    """
     from omnigraph.ledger.ledger import Ledger as MigrationLedger
     from omnigraph.migrator.layout import ledger_dir
 
@@ -686,7 +697,8 @@ def repair(
 def __getattr__(name: str) -> Any:
     """:class:`AnswerQueries` (:mod:`omnigraph.migrator.verify`), :class:`ImageExecutor`
     (:mod:`omnigraph.migrator.executors`) and :class:`RepairDecisions` (:mod:`omnigraph.migrator.repair`),
-    imported on first access."""
+    imported on first access.
+    """
     if name == "AnswerQueries":
         from omnigraph.migrator.verify import AnswerQueries as value
     elif name == "ImageExecutor":

@@ -20,7 +20,8 @@ __all__ = ["MAX_ROWS", "MutationSource", "check_mutation", "check_read_query"]
 @dataclass(frozen=True)
 class MutationSource:
     """A mutation query picked from a source: its name and the verb of each statement, in order
-    (``insert``, ``update`` or ``delete``)."""
+    (``insert``, ``update`` or ``delete``).
+    """
 
     name: str
     verbs: tuple[str, ...]

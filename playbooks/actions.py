@@ -80,7 +80,8 @@ class StepFailed(OmnigraphError):
 
 class AnswerUnavailable(OmnigraphError):
     """A playbook step asked the operator a question nobody can answer (``--yes`` not given and
-    stdin is not a terminal); nothing was done."""
+    stdin is not a terminal); nothing was done.
+    """
 
     code = "answer_unavailable"
     http_status = 400
@@ -115,7 +116,8 @@ class StepContext:
 
     def rerun(self, *flags: str, **extra: str) -> str:
         """The command that runs this playbook again (with flags and extra --var settings); in a
-        resumed run, the command that resumes it again (its variables are the journalled ones)."""
+        resumed run, the command that resumes it again (its variables are the journalled ones).
+        """
         settings = "".join(f" {flag}" for flag in flags)
         if self.resumed_from:
             return f"omnigraph-migrate playbook resume {self.journal}{settings}"
@@ -133,35 +135,35 @@ def _flag(params: dict[str, str], name: str) -> bool:
     return params.get(name, "false").lower() in ("1", "true", "yes")
 
 
-def _claim_outputs(graph: str) -> dict[str, str]:
-    holder = inspect(open_store(graph), CLAIM_PATH)
+def _claim_outputs(uri: str) -> dict[str, str]:
+    holder = inspect(open_store(uri), CLAIM_PATH)
     if holder is None:
         return {}
-    return {"token": holder.token, "migration_id": holder.migration_id, "migration_graph": graph}
+    return {"token": holder.token, "migration_id": holder.migration_id, "migration_graph": uri}
 
 
-def _repair_route(graph: str) -> str:
+def _repair_route(uri: str) -> str:
     """Duplicates are repaired behind the barrier: a run stops at validation holding it."""
     return (
-        f"stop every writer, then `omnigraph-migrate run {graph}` (it stops at validation "
-        f"and keeps the barrier), then `omnigraph-migrate playbook run duplicate-repair {graph}`"
+        f"stop every writer, then `omnigraph-migrate run {uri}` (it stops at validation "
+        f"and keeps the barrier), then `omnigraph-migrate playbook run duplicate-repair {uri}`"
     )
 
 
 def preflight(ctx: StepContext, params: dict[str, str]) -> StepResult:
-    graph = params["graph"]
+    uri = params["graph"]
     try:
-        fenced = migrate.up_to_date(graph)
+        fenced = migrate.up_to_date(uri)
         if fenced is not None:
             return StepResult(fenced.message, fenced.to_dict(), finished=True)
-        report = migrate.preflight(graph, validate=_flag(params, "validate"), progress=ctx.progress)
+        report = migrate.preflight(uri, validate=_flag(params, "validate"), progress=ctx.progress)
     except OmnigraphError as error:
         next_command = {
-            "claim_held": f"omnigraph-migrate playbook run resume-crashed {graph}",
-            "format_refused": f"omnigraph-migrate verify {graph}",
-            "recovery_required": f"omnigraph recover {graph}",
-            "validation_failed": _repair_route(graph),
-        }.get(error.code, f"omnigraph-migrate status {graph}")
+            "claim_held": f"omnigraph-migrate playbook run resume-crashed {uri}",
+            "format_refused": f"omnigraph-migrate verify {uri}",
+            "recovery_required": f"omnigraph recover {uri}",
+            "validation_failed": _repair_route(uri),
+        }.get(error.code, f"omnigraph-migrate status {uri}")
         raise StepFailed(f"not ready: {error.message}", next_command, error.exit_code, error.details) from error
     summary = f"format 4, {len(report.branches)} branch(es), {len(report.units)} unit(s), {report.images} image(s)" + (
         ", no duplicate or null ids" if report.inventory is not None else ""
@@ -181,12 +183,12 @@ def confirm_holder_dead(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
     ``--yes`` alone never answers this question: it needs ``--holder-dead`` or an interactive yes.
     """
-    graph, question = params["graph"], params["question"]
-    holder = inspect(open_store(graph), CLAIM_PATH)
+    uri, question = params["graph"], params["question"]
+    holder = inspect(open_store(uri), CLAIM_PATH)
     if holder is None:
-        raise StepFailed(f"no migration claim on {graph}: there is no holder", f"omnigraph-migrate status {graph}")
+        raise StepFailed(f"no migration claim on {uri}: there is no holder", f"omnigraph-migrate status {uri}")
     try:
-        refuse_if_acting(open_store(graph), CLAIM_PATH, holder, "go on")
+        refuse_if_acting(open_store(uri), CLAIM_PATH, holder, "go on")
     except ClaimHeld as alive:
         raise StepFailed(alive.message, ctx.rerun(), alive.exit_code, alive.details) from alive
     answer = ctx.holder_dead(question)
@@ -203,10 +205,11 @@ def confirm_holder_dead(ctx: StepContext, params: dict[str, str]) -> StepResult:
     return StepResult(f"confirmed dead: {holder.owner}'s process {holder.pid} on {holder.host}")
 
 
-def _own_claim(ctx: StepContext, graph: str) -> ClaimDocument | None:
-    """The migration claim of ``graph`` if a process that ran this playbook run before took it
-    (a resumed run whose runner died mid-migration), else None."""
-    holder = inspect(open_store(graph), CLAIM_PATH)
+def _own_claim(ctx: StepContext, uri: str) -> ClaimDocument | None:
+    """The migration claim of ``uri`` if a process that ran this playbook run before took it
+    (a resumed run whose runner died mid-migration), else None.
+    """
+    holder = inspect(open_store(uri), CLAIM_PATH)
     if holder is None:
         return None
     taken_by = (holder.host, holder.pid, holder.process_start)
@@ -223,54 +226,53 @@ def _answer_queries(params: dict[str, str]) -> migrate.AnswerQueries | None:
 def migrate_step(ctx: StepContext, params: dict[str, str]) -> StepResult:
     """Run the migration; in a resumed run, continue the one this run's dead runner claimed
     (``resume`` refuses if that process is alive after all). ``queries`` (and ``query_params``)
-    name the answer check's files."""
-    graph = params["graph"]
+    name the answer check's files.
+    """
+    uri = params["graph"]
     try:
         queries = _answer_queries(params)
-        own = _own_claim(ctx, graph)
+        own = _own_claim(ctx, uri)
         if own is not None:
             outcome: migrate.Migrated | migrate.UpToDate = migrate.resume(
-                graph, token=own.token, owner=ctx.actor, progress=ctx.progress, queries=queries
+                uri, token=own.token, owner=ctx.actor, progress=ctx.progress, queries=queries
             )
         else:
-            outcome = migrate.run(graph, owner=params["owner"], progress=ctx.progress, queries=queries)
+            outcome = migrate.run(uri, owner=params["owner"], progress=ctx.progress, queries=queries)
     except OmnigraphError as error:
-        outputs = _claim_outputs(graph)
+        outputs = _claim_outputs(uri)
         if error.code == "validation_failed":
-            next_command = f"omnigraph-migrate playbook run duplicate-repair {graph}"
+            next_command = f"omnigraph-migrate playbook run duplicate-repair {uri}"
         elif error.code == "answers_changed" and outputs:
-            next_command = f"find what changed the rows, then omnigraph-migrate abort {graph} --token {outputs['token']}"
+            next_command = f"find what changed the rows, then omnigraph-migrate abort {uri} --token {outputs['token']}"
         elif error.code == "drift_detected" and outputs:
-            next_command = f"stop every writer, then omnigraph-migrate abort {graph} --token {outputs['token']}, then rerun"
+            next_command = f"stop every writer, then omnigraph-migrate abort {uri} --token {outputs['token']}, then rerun"
         elif outputs:
-            next_command = f"omnigraph-migrate playbook run resume-crashed {graph}"
+            next_command = f"omnigraph-migrate playbook run resume-crashed {uri}"
         else:
-            next_command = f"omnigraph-migrate status {graph}"
+            next_command = f"omnigraph-migrate status {uri}"
         raise StepFailed(error.message, next_command, error.exit_code, error.details, outputs) from error
     if isinstance(outcome, migrate.UpToDate):
         return StepResult(outcome.message, outcome.to_dict(), finished=True)
-    outputs = {"token": outcome.token, "migration_id": outcome.migration_id, "migration_graph": graph}
+    outputs = {"token": outcome.token, "migration_id": outcome.migration_id, "migration_graph": uri}
     return StepResult(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp 5", outcome.to_dict(), outputs)
 
 
 def resume(ctx: StepContext, params: dict[str, str]) -> StepResult:
-    graph, token = params["graph"], params["token"]
+    uri, token = params["graph"], params["token"]
     try:
-        outcome = migrate.resume(graph, token=token, owner=ctx.actor, progress=ctx.progress)
+        outcome = migrate.resume(uri, token=token, owner=ctx.actor, progress=ctx.progress)
     except OmnigraphError as error:
-        raise StepFailed(
-            error.message, f"omnigraph-migrate status {graph}", error.exit_code, error.details, _claim_outputs(graph)
-        ) from error
-    outputs = {"token": token, "migration_id": outcome.migration_id, "migration_graph": graph}
+        raise StepFailed(error.message, f"omnigraph-migrate status {uri}", error.exit_code, error.details, _claim_outputs(uri)) from error
+    outputs = {"token": token, "migration_id": outcome.migration_id, "migration_graph": uri}
     return StepResult(f"migration {outcome.migration_id} completed: {outcome.units} unit(s); stamp 5", outcome.to_dict(), outputs)
 
 
 def verify(ctx: StepContext, params: dict[str, str]) -> StepResult:
-    graph = params["graph"]
+    uri = params["graph"]
     try:
-        verified = migrate.verify(graph)
+        verified = migrate.verify(uri)
     except OmnigraphError as error:
-        raise StepFailed(error.message, f"omnigraph-migrate status {graph}", error.exit_code, error.details) from error
+        raise StepFailed(error.message, f"omnigraph-migrate status {uri}", error.exit_code, error.details) from error
     return StepResult(f"every live table on every branch is fenced (stamp {verified.stamp})", verified.to_dict())
 
 
@@ -322,15 +324,15 @@ def smoke_test(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def release(ctx: StepContext, params: dict[str, str]) -> StepResult:
-    graph = params["graph"]
-    store = open_store(graph)
+    uri = params["graph"]
+    store = open_store(uri)
     stamp, _ = Manifest(store).read_stamp()
     holder = inspect(store, CLAIM_PATH)
     pending = recovery.list_intents(store)
     if stamp != "5" or holder is not None or pending:
         raise StepFailed(
             f"not releasable: stamp {stamp}, claim {'held' if holder else 'free'}, {len(pending)} pending write(s)",
-            f"omnigraph-migrate status {graph}",
+            f"omnigraph-migrate status {uri}",
         )
     return StepResult("stamp 5, no claim, nothing pending: restart writers with the format-5 omnigraph only")
 
@@ -347,20 +349,20 @@ def copy(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def status(ctx: StepContext, params: dict[str, str]) -> StepResult:
-    graph = params["graph"]
-    shown = migrate.status(graph)
+    uri = params["graph"]
+    shown = migrate.status(uri)
     document = shown.to_dict()
     if shown.ledger is not None:
         ctx.say(migrate.ledger_table(shown).rstrip())
     claim = document["claim"]
     if claim is None and _flag(params, "require_claim"):
         raise StepFailed(
-            f"no migration holds a claim on {graph} (stamp {document['stamp']})",
-            _repair_route(graph) if document["stamp"] == "4" else f"omnigraph-migrate status {graph}",
+            f"no migration holds a claim on {uri} (stamp {document['stamp']})",
+            _repair_route(uri) if document["stamp"] == "4" else f"omnigraph-migrate status {uri}",
         )
     holder = f"claim held by {claim['owner']} on {claim['host']} pid {claim['pid']}" if claim else "no claim"
     summary = f"stamp {document['stamp']}, {holder}, units {document['units_by_state'] or 'none'}"
-    return StepResult(summary, {k: document[k] for k in ("stamp", "claim", "migration_id", "units_by_state")}, _claim_outputs(graph))
+    return StepResult(summary, {k: document[k] for k in ("stamp", "claim", "migration_id", "units_by_state")}, _claim_outputs(uri))
 
 
 def ledger_story(ctx: StepContext, params: dict[str, str]) -> StepResult:
@@ -405,9 +407,9 @@ def duplicates(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def repair_decisions(ctx: StepContext, params: dict[str, str]) -> StepResult:
-    graph, token, path = params["graph"], params["token"], Path(params["decisions"])
+    uri, token, path = params["graph"], params["token"], Path(params["decisions"])
     if not path.exists():
-        decisions = migrate.repair_template(graph, token=token, progress=ctx.progress)
+        decisions = migrate.repair_template(uri, token=token, progress=ctx.progress)
         migrate.write_repair_decisions(path, decisions)
         raise StepFailed(
             f"wrote a decisions template with {len(decisions.decisions)} entr(ies) to {path}; nothing is "
@@ -430,21 +432,21 @@ def repair_decisions(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def repair_apply(ctx: StepContext, params: dict[str, str]) -> StepResult:
-    graph, token, path = params["graph"], params["token"], Path(params["decisions"])
+    uri, token, path = params["graph"], params["token"], Path(params["decisions"])
     try:
-        applied = migrate.repair(graph, token=token, decisions=migrate.read_repair_decisions(path), actor=ctx.actor)
+        applied = migrate.repair(uri, token=token, decisions=migrate.read_repair_decisions(path), actor=ctx.actor)
     except OmnigraphError as error:
         raise StepFailed(error.message, f"fix {path}, then: {ctx.rerun(decisions=str(path))}", error.exit_code, error.details) from error
     return StepResult(f"{len(applied.commits)} repair commit(s) recorded", applied.to_dict())
 
 
 def validate(ctx: StepContext, params: dict[str, str]) -> StepResult:
-    graph = params["graph"]
-    document = migrate.duplicates(graph, progress=ctx.progress).to_dict()
+    uri = params["graph"]
+    document = migrate.duplicates(uri, progress=ctx.progress).to_dict()
     if document["inventory"]:
         raise StepFailed(
             f"{len(document['inventory'])} duplicate or null id(s) remain",
-            f"omnigraph-migrate duplicates {graph}",
+            f"omnigraph-migrate duplicates {uri}",
             EXIT_VALIDATION_FAILED,
             {"inventory": document["inventory"]},
         )

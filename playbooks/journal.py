@@ -105,7 +105,8 @@ START_DOCUMENT = "run.json"
 
 class RunJournal:
     """The journal of run ``run_id`` on ``store``; one process writes it at a time (a resume
-    checks the last writer is gone first, :mod:`playbooks.resume`)."""
+    checks the last writer is gone first, :mod:`playbooks.resume`).
+    """
 
     def __init__(self, store: GraphStore, run_id: str) -> None:
         self.store = store

@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from omnigraph.engine.errors import BadRequest
+from omnigraph.playbooks.actions import ACTIONS
 
 # The libyaml-backed safe loader when available: the pure-Python one takes seconds per MB.
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -69,8 +70,6 @@ class Step(BaseModel):
     @field_validator("action")
     @classmethod
     def _known_action(cls, value: str) -> str:
-        from omnigraph.playbooks.actions import ACTIONS
-
         if value not in ACTIONS:
             raise ValueError(f"unknown action {value!r}; actions: {', '.join(sorted(ACTIONS))}")
         return value

@@ -22,7 +22,8 @@ def _answer_cases(step_data: dict[str, object]) -> list[dict[str, object]]:
 
 def junit_xml(report: RunReport, planned_steps: list[tuple[str, str]]) -> bytes:
     """JUnit XML: every planned step is a test case (steps never reached are skipped), and every
-    answer an answer check took is one more, named by its query and branch."""
+    answer an answer check took is one more, named by its query and branch.
+    """
     reached = {step.id: step for step in report.steps}
     answer_cases = [(step.id, case) for step in report.steps for case in _answer_cases(step.data)]
     suite = ET.Element(
@@ -70,11 +71,11 @@ def write_junit(report: RunReport, planned_steps: list[tuple[str, str]], path: P
     path.write_bytes(junit_xml(report, planned_steps))
 
 
-def refusal_documents(playbook: str, graph: str, error: OmnigraphError) -> tuple[dict[str, object], bytes]:
+def refusal_documents(playbook: str, uri: str, error: OmnigraphError) -> tuple[dict[str, object], bytes]:
     """Report and JUnit XML for a playbook refused before any step ran (invalid file or --var)."""
     report = {
         "playbook": playbook,
-        "graph": graph,
+        "graph": uri,
         "ok": False,
         "exit_code": error.exit_code,
         "steps": [],

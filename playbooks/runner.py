@@ -143,9 +143,10 @@ def _expand(value: str, variables: dict[str, str], step: Step) -> str:
         ) from None
 
 
-def playbook_variables(playbook: Playbook, graph: str, user: str, overrides: dict[str, str], run_id: str | None = None) -> dict[str, str]:
+def playbook_variables(playbook: Playbook, uri: str, user: str, overrides: dict[str, str], run_id: str | None = None) -> dict[str, str]:
     """The run's variables: the built-ins (``graph``, ``run_id``, new unless given, ``user``), the
-    playbook's defaults, then ``overrides`` (``--var``); ``bad_request`` for an unknown one."""
+    playbook's defaults, then ``overrides`` (``--var``); ``bad_request`` for an unknown one.
+    """
     settable = playbook.settable_variables()
     unknown = sorted(set(overrides) - settable)
     if unknown:
@@ -154,7 +155,7 @@ def playbook_variables(playbook: Playbook, graph: str, user: str, overrides: dic
             f"(settable: {', '.join(sorted(settable)) or 'none'}; graph, run_id and user are built in)",
             {"unknown": unknown, "settable": sorted(settable)},
         )
-    variables = {"graph": graph, "run_id": run_id or new_ulid(), "user": user}
+    variables = {"graph": uri, "run_id": run_id or new_ulid(), "user": user}
     for name, spec in sorted(playbook.variables.items()):
         if name in overrides:
             continue
@@ -205,7 +206,7 @@ class Operator:
 def run_playbook(
     playbook: Playbook,
     playbook_path: str,
-    graph: str,
+    uri: str,
     *,
     user: str,
     overrides: dict[str, str],
@@ -215,8 +216,9 @@ def run_playbook(
     """Run every step in order until one fails; returns the report (never raises for a step).
 
     The run's start is journalled first (:class:`~omnigraph.playbooks.journal.RunStarted`), so that
-    ``playbook resume`` can finish it if this process dies."""
-    variables = playbook_variables(playbook, open_store(graph).uri, user, overrides)
+    ``playbook resume`` can finish it if this process dies.
+    """
+    variables = playbook_variables(playbook, open_store(uri).uri, user, overrides)
     report = RunReport(playbook.name, variables["graph"], variables["run_id"], time.time())
     journal = RunJournal(open_store(journal_root), variables["run_id"])
     journal.start(
@@ -251,7 +253,8 @@ def run_steps(
     whose goal already holds then counts as done and the run goes on to its later steps (the
     smoke test and release check after a migration a crash interrupted), and a migrate step
     continues a migration whose claim one of them took. ``linked`` finished steps of the journal
-    are already in the migration's ledger."""
+    are already in the migration's ledger.
+    """
     link = _LedgerLink(playbook.name, journal, linked)
     context = StepContext(
         variables, playbook_path, operator.ask, operator.progress, operator.say, operator.holder_dead, resumed_from, journal.location
@@ -309,7 +312,7 @@ def run_steps(
                 f"omnigraph-migrate status {variables['graph']}",
             )
             report.exit_code = error.exit_code
-        except Exception as error:  # noqa: BLE001 - a report is written whatever a step raises
+        except Exception as error:
             outcome = StepReport(
                 step.id,
                 step.title,

@@ -36,7 +36,8 @@ RunState = Literal["done", "failed", "interrupted", "running"]
 def open_run(location: str) -> RunJournal:
     """The journal at ``location`` (``ROOT/<run id>``, a directory or ``s3://`` prefix, as a
     report's ``journal`` names it); ``bad_request`` for a location without a run id, ``not_found``
-    if nothing is journalled there."""
+    if nothing is journalled there.
+    """
     root, _, run_id = location.rstrip("/").rpartition("/")
     if not root or not run_id:
         raise BadRequest(f"{location!r} is not a playbook run journal (ROOT/<run id>)", {"journal": location})
@@ -110,7 +111,8 @@ def list_runs(root: str) -> list[RunSummary]:
 
 def resume_run(location: str, operator: Operator) -> tuple[RunReport, list[tuple[str, str]]]:
     """Finish the run journalled at ``location`` (see the module docstring); the report and the
-    playbook's planned steps ``(id, title)``."""
+    playbook's planned steps ``(id, title)``.
+    """
     journal = open_run(location)
     summary = summarize(journal)
     started = summary.started

@@ -104,7 +104,8 @@ class WritePermission:
     def open_refusal(self, uri: str, *, write: bool) -> FormatRefused | ClaimHeld | None:
         """What an open of ``uri`` (read-write or read-only) raises, or None: ``claim_held`` for a
         read-write open at a stamp the program writes while a migration claim is held,
-        ``format_refused`` for a stamp it may not open so."""
+        ``format_refused`` for a stamp it may not open so.
+        """
         if self.ground is Ground.NO_STAMP:
             return FormatRefused(
                 f"{uri} has no omnigraph:format stamp on __manifest main; refusing to guess its format",
@@ -198,7 +199,8 @@ def claim_holder(manifest: Manifest, own_token: str | None = None) -> dict[str, 
 
     None also when the claim carries ``own_token``: the caller acts under that claim (a duplicate
     repair behind the barrier), so it does not bar the caller. A claim that does not parse bars
-    everyone (``{"unreadable": path}``)."""
+    everyone (``{"unreadable": path}``).
+    """
     try:
         document = json.loads(manifest.store.read_bytes(CLAIM_PATH))
     except FileNotFoundError:
@@ -214,7 +216,8 @@ def claim_holder(manifest: Manifest, own_token: str | None = None) -> dict[str, 
 
 def current_permission(manifest: Manifest, profile: EngineProfile, own_token: str | None = None) -> WritePermission:
     """May ``profile`` write now: the stamp and the migration claim, read afresh (a claim carrying
-    ``own_token`` is the caller's own and does not bar it)."""
+    ``own_token`` is the caller's own and does not bar it).
+    """
     stamp, migration_id = manifest.read_stamp()
     return write_permission(profile, stamp, migration_id, claim_holder(manifest, own_token))
 

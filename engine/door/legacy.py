@@ -58,7 +58,8 @@ def upsert(dataset: lance.LanceDataset, rows: pa.Table) -> int:
 
 def overwrite(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatchReader, schema: pa.Schema) -> int:
     """Replace the table's rows (external Blob URIs kept as references, as the fenced overwrite
-    keeps them), then re-create the BTREE on ``id`` (format 4 keeps one)."""
+    keeps them), then re-create the BTREE on ``id`` (format 4 keeps one).
+    """
     result = lance.write_dataset(rows.cast(schema), dataset, schema=schema, mode="overwrite", allow_external_blob_outside_bases=True)
     result.create_scalar_index("id", "BTREE", replace=True)
     return int(result.version)

@@ -68,7 +68,8 @@ class EngineProfile:
     """A binary's identity, the stamps it opens read-write / read-only, and its router.
 
     ``refusal_hint`` says what to do about a stamp the program does not write; ``{uri}`` in it
-    stands for the graph's root."""
+    stands for the graph's root.
+    """
 
     program: str
     init_stamp: str

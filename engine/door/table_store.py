@@ -196,7 +196,8 @@ def delete_rows(dataset: lance.LanceDataset, ids: list[str]) -> int:
 def commit_slices(rows: pa.Table) -> list[pa.Table]:
     """``rows`` cut, in order, into slices of at most :data:`COMMIT_ROWS` rows and
     :data:`COMMIT_ARROW_BYTES` bytes (a single row larger than that is a slice of its own);
-    zero-copy. An empty table has no slice."""
+    zero-copy. An empty table has no slice.
+    """
     slices: list[pa.Table] = []
     pending = [rows.slice(start, COMMIT_ROWS) for start in range(0, rows.num_rows, COMMIT_ROWS)]
     while pending:

@@ -122,7 +122,8 @@ def _read_gq_string(source: str, start: int, line: int, column: int) -> tuple[st
 
     Escapes are exactly ``\\"``, ``\\\\``, ``\\n``, ``\\t`` and ``\\u{HEX}`` (1 to 6 hex digits
     naming a Unicode scalar value); any other escape is refused at its position. A string does
-    not span lines."""
+    not span lines.
+    """
     match = _GQ_STRING.match(source, start)
     if match is None:
         raise GqError("unterminated string literal", line, column, source[start:].split("\n", 1)[0])
@@ -607,7 +608,8 @@ _RUN_WITH = {
 
 def choose_query(source: str, name: str | None, kind: Kind) -> Query:
     """Parse ``source`` and pick the query ``name`` (optional when the source holds one query),
-    which must be of ``kind``."""
+    which must be of ``kind``.
+    """
     queries = parse(source)
     names = [query.name for query in queries]
     if name is None:

@@ -240,7 +240,8 @@ class _Checker:
 
     def _declared_types(self, clauses: tuple[Clause, ...], outer: dict[str, int]) -> dict[str, tuple[TableDef, Token]]:
         """The node type each named variable is bound to by this block's bindings (checked
-        against each other and against the enclosing blocks)."""
+        against each other and against the enclosing blocks).
+        """
         found: dict[str, tuple[TableDef, Token]] = {}
         for clause in clauses:
             if not isinstance(clause, Binding) or clause.var == ANONYMOUS:
@@ -473,7 +474,8 @@ class Compare:
 @dataclass(frozen=True)
 class Hop:
     """A traversal: pairs (source ``src``, destination ``dst``) joined by ``edge`` in
-    ``min_hops..max_hops`` breadth-first hops (visited-set rule of the reference)."""
+    ``min_hops..max_hops`` breadth-first hops (visited-set rule of the reference).
+    """
 
     src: int
     edge: TableDef

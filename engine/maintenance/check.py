@@ -90,7 +90,8 @@ class _Checker:
 
     def check_stamp(self, claim_findings: ClaimFindings | None) -> str | None:
         """The stamp; a finding if it is unknown, or ``migrating`` (worded by ``claim_findings``
-        when given, which names the exact next command)."""
+        when given, which names the exact next command).
+        """
         stamp, migration_id = self.manifest.read_stamp()
         if stamp is None or stamp not in KNOWN_STAMPS:
             self.add("stamp_invalid", f"the format stamp is {stamp!r}, not one of {list(KNOWN_STAMPS)}", details={"stamp": stamp})
@@ -326,7 +327,8 @@ def _read_catalog(checker: _Checker) -> Catalog | None:
 def check_graph(store: GraphStore, scan_ids: IdScanner, claim_findings: ClaimFindings | None = None) -> CheckReport:
     """Check the graph at ``store`` (see the module docstring); never writes. ``claim_findings``
     reports the migration claim, and a ``migrating`` stamp, with the command that resolves each
-    (``migration_in_progress`` behind the barrier, ``claim_held`` at any other stamp)."""
+    (``migration_in_progress`` behind the barrier, ``claim_held`` at any other stamp).
+    """
     manifest = Manifest(store)
     if not manifest.exists():
         raise NotFound(f"no graph at {store.uri} (no __manifest)", {"uri": store.uri})

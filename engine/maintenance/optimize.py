@@ -139,7 +139,8 @@ def optimize(
 
 def _publish(graph: Graph, branch: str, table_keys: list[str], actor: str) -> int | None:
     """Publish the optimized tables in one graph commit; a concurrent writer that adopted them
-    first is fine (they are then pinned already)."""
+    first is fine (they are then pinned already).
+    """
     store, manifest = graph.store, graph.manifest
     reports = drift.out_of_band(store, manifest, branch, table_keys)
     drifted = [r for r in reports if r.verdict == "drift"]

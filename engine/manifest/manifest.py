@@ -122,7 +122,8 @@ class Manifest:
 
     def snapshot(self, branch: str, version: int | None = None) -> BranchSnapshot:
         """The folded manifest of ``branch`` (latest, or at ``version``); ``not_found`` if the
-        branch does not exist, also when it is deleted while it is read."""
+        branch does not exist, also when it is deleted while it is read.
+        """
         dataset = self.dataset(branch, version)
         try:
             rows = dataset.to_table()
@@ -163,7 +164,8 @@ class Manifest:
 
     def branch(self, name: str) -> GraphBranch | None:
         """Graph branch ``name`` now, None if it does not exist: one read of its ref, not a
-        listing of every branch."""
+        listing of every branch.
+        """
         if name == MAIN:
             return MAIN_BRANCH
         found = read_branch(self.store, MANIFEST_DIR, name)
@@ -177,7 +179,8 @@ class Manifest:
     def reading(self, branch: str) -> Iterator[None]:
         """Reads of ``branch``'s pinned images inside the block: Lance's "not found" because the
         branch was deleted meanwhile is ``not_found``, or ``read_set_conflict`` if a new branch of
-        that name was created meanwhile (retry reads the new one); other errors pass through."""
+        that name was created meanwhile (retry reads the new one); other errors pass through.
+        """
         before = self.incarnation(branch)
         try:
             yield

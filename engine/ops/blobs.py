@@ -128,7 +128,8 @@ def _external_sizes(
 
 def staged_bytes(store: GraphStore, table: TableDef, rows: pa.Table, lines: pa.Array | None = None) -> int:
     """The bytes the per-commit limit counts for ``rows`` (module docstring); ``lines`` (the input
-    line of each row, when there is one) words a missing object."""
+    line of each row, when there is one) words a missing object.
+    """
     names = blob_properties(table)
     total = rows.drop_columns(names).nbytes if names else rows.nbytes
     for name in names:
@@ -166,7 +167,8 @@ def check_references(store: GraphStore, table: TableDef, batches: Iterable[pa.Re
 
 class BlobReader:
     """An opened Blob cell: ``size`` bytes, read with :meth:`read` or :meth:`chunks`; close it
-    (or use it as a context manager) when done."""
+    (or use it as a context manager) when done.
+    """
 
     def __init__(self, cell: lance.BlobFile) -> None:
         self._cell = cell

@@ -171,7 +171,8 @@ def _touched_sources(
     graph: Graph, target: BranchSnapshot, edge: TableDef, change: TableChanges | None, rows: pa.Table | None, node_rows: pa.Table | None
 ) -> tuple[dict[str, list[str]], set[str]]:
     """The source node ids an edge type's write touches, each with the write's edge ids from it,
-    and the ids of committed edges the write removes (replaced or deleted)."""
+    and the ids of committed edges the write removes (replaced or deleted).
+    """
     via: dict[str, list[str]] = {}
     removed = set(change.deletes) | set(change.updates) if change else set()
     if rows is not None:
@@ -242,7 +243,8 @@ def constraint_problems(
 ) -> list[Problem]:
     """Every value-rule, composite-``@unique`` and ``@card`` problem of putting ``changes`` (with
     the rows ``incoming``) into ``target`` (see the module docstring); ``source`` names the change
-    in the fixes."""
+    in the fixes.
+    """
     return (
         _value_rules(graph, incoming, source, target.branch)
         + _composite_unique(graph, target, changes, incoming, source)
@@ -278,7 +280,8 @@ def present_ids(graph: Graph, entry: TableEntry, ids: list[str] | pa.Array) -> s
 
 def _slices(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Array]:
     """The first column of ``batches`` regrouped into arrays of at least ``rows`` rows (the
-    last one may be shorter)."""
+    last one may be shorter).
+    """
     held: list[pa.Array] = []
     count = 0
     for batch in batches:
@@ -366,7 +369,8 @@ def check_chunk_constraints(
     upsert: bool,
 ) -> None:
     """Refuse a strict-insert or upsert chunk (rows ``ranges`` of ``records``, as ``incoming``)
-    that breaks a composite ``@unique`` or a ``@card`` (see the module docstring)."""
+    that breaks a composite ``@unique`` or a ``@card`` (see the module docstring).
+    """
     if not _constrained(graph.catalog, set(incoming)):
         return
     changes = {}

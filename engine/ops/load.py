@@ -72,7 +72,8 @@ class _Chunk:
 
 def _chunks(records: RecordSet, chunk_rows: int | None) -> list[_Chunk]:
     """The commits of a load: one for the whole input, or consecutive runs of ``chunk_rows``
-    records taken from node tables (by type name) then edge tables (by type name)."""
+    records taken from node tables (by type name) then edge tables (by type name).
+    """
     if chunk_rows is None:
         return [_Chunk({key: (0, records.num_rows(key)) for key in records.table_keys()})]
     order = [(key, records.num_rows(key)) for key in records.load_order()]
@@ -91,7 +92,8 @@ def _chunks(records: RecordSet, chunk_rows: int | None) -> list[_Chunk]:
 
 def _check_limits(store: GraphStore, records: RecordSet, chunks: list[_Chunk], chunked: bool) -> None:
     """Refuse (``resource_limit``) a commit over the per-commit limits (:mod:`omnigraph.engine.ops.write`)
-    in any table, naming the option that splits it."""
+    in any table, naming the option that splits it.
+    """
     hint = "" if chunked else f"; split the load with --chunk-rows {MAX_ROWS} (one commit per chunk)"
     wording = LimitWording(
         rows="{table_key}: {actual} rows in one commit exceed the limit of {limit}" + hint,
@@ -108,7 +110,8 @@ def _check_limits(store: GraphStore, records: RecordSet, chunks: list[_Chunk], c
 
 def _staged(graph: Graph, records: RecordSet, table_key: str, span: tuple[int, int]) -> pa.Table:
     """A strict-insert or upsert chunk of one table with its external Blob objects copied in
-    (their sizes were checked by :func:`_check_limits`; the copies are checked again)."""
+    (their sizes were checked by :func:`_check_limits`; the copies are checked again).
+    """
     table, lines = graph.catalog.table(table_key), records.column(table_key, "line", *span)
     rows = copy_external(graph.store, table, records.rows(table_key, *span), lines)
     check_table(table_key, LimitWording(rows=_COPIED, arrow_bytes=_COPIED), arrow_bytes=staged_bytes(graph.store, table, rows))
@@ -245,7 +248,8 @@ def load(
     progress: Callable[[int, int], None] | None = None,
 ) -> LoadResult:
     """Validate ``data`` (JSONL bytes, or a binary file read in blocks) and publish it to
-    ``branch``; see the module docstring."""
+    ``branch``; see the module docstring.
+    """
     check_load_options(mode, chunk_rows)
     graph.manifest.require_branch(branch)
     with read_records(data, graph.catalog, with_pk=graph.profile.router.with_pk) as records:
@@ -266,7 +270,8 @@ def load_records(
     """:func:`load` of records already read by :func:`omnigraph.engine.records.read_records` against this
     graph's catalog and ``with_pk`` (the caller keeps and closes them): a server parses and
     validates a body before it takes its write lock, then publishes under it. Without
-    ``external_blobs`` a Blob cell naming an external object is refused before anything else."""
+    ``external_blobs`` a Blob cell naming an external object is refused before anything else.
+    """
     check_load_options(mode, chunk_rows)
     if not external_blobs:
         for table_key in records.table_keys():

@@ -214,7 +214,8 @@ def check_merged(
     """Every endpoint and constraint problem of putting ``changes`` into ``target``, sorted (empty =
     valid). For a merge of branch ``source`` each problem carries its ``fix`` (a mutation's caller,
     which passes no source, words its own refusal); ids in conflict are not in ``changes``, so
-    they are checked as the target has them."""
+    they are checked as the target has them.
+    """
     named = source or "the change"
     problems = (
         _incoming_endpoints(graph, target, changes, incoming, named)
@@ -248,7 +249,8 @@ class _Plan:
 def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
     """The merge of ``source`` into ``target``. A fast-forward (the base is the target's head) is
     recorded even when it changes no row (the source's edits cancel out), so the source's lineage
-    is merged and the next merge starts from it."""
+    is merged and the next merge starts from it.
+    """
     source_snapshot = graph.manifest.snapshot(source)
     source_head, target_head = source_snapshot.head.commit_id, target.head.commit_id
     if source_head == target_head:
@@ -292,7 +294,8 @@ def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
 def _refusal(source: str, target: str, base: str, conflicts: list[dict[str, str]], problems: list[dict[str, Any]]) -> MergeConflict:
     """One ``merge_conflict`` listing every problem at once: the ids changed differently on both
     branches, then the rows the merged result would leave invalid (checked with the conflicting
-    ids as the target has them), each with its fix."""
+    ids as the target has them), each with its fix.
+    """
     parts = []
     if conflicts:
         parts.append(

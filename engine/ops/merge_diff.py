@@ -90,7 +90,8 @@ def _pin(entry: TableEntry | None) -> tuple[str, str | None, int] | None:
 def _database() -> Iterator[duckdb.DuckDBPyConnection]:
     """A DuckDB database limited to :data:`MEMORY_LIMIT`, in a file of a directory of its own that
     also takes its spills (removed afterwards): tables beyond the limit live on disk. DuckDB is
-    imported here, by the first merge, not by every command that imports the engine."""
+    imported here, by the first merge, not by every command that imports the engine.
+    """
     import duckdb
 
     with tempfile.TemporaryDirectory(prefix="omnigraph-merge-") as spill:

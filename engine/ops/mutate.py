@@ -86,7 +86,8 @@ from omnigraph.engine.storage.store import canonical_json
 @dataclass(frozen=True)
 class MutationOutcome:
     """What a mutation's commit did, the commit itself included (None when it wrote nothing);
-    :meth:`result` is the answer an application gets."""
+    :meth:`result` is the answer an application gets.
+    """
 
     query: str
     branch: str
@@ -96,7 +97,7 @@ class MutationOutcome:
     distinct_edges: int
     commit: CommitResult | None
 
-    def result(self) -> MutationOutcome:
+    def result(self) -> MutationResult:
         """The mutation's result: ``affected_*`` per statement, ``distinct_*`` each row once."""
         return MutationResult(
             affected_nodes=self.affected_nodes,
@@ -111,26 +112,27 @@ class MutationOutcome:
         return self.result().to_dict()
 
 
-def select_query(source: str, name: str | None) -> Query:
-    """Parse ``source`` and pick the mutation ``name`` (optional when the source holds one query).
+def select_query(query: str, name: str | None) -> Query:
+    """Parse the ``.gq`` text ``query`` and pick the mutation ``name`` (optional when the text
+    declares one query).
 
     A read query is refused (it names ``omnigraph query``); so is the insert/update + delete
     mix, before any I/O.
     """
-    query = choose_query(source, name, "mutation")
-    check_mix(query)
-    return query
+    chosen = choose_query(query, name, "mutation")
+    check_mix(chosen)
+    return chosen
 
 
 def now_utc() -> dt.datetime:
     """The current instant as naive UTC with millisecond precision (what a DateTime stores)."""
-    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 def mutate(
     graph: Graph,
-    source: str,
+    query: str,
     *,
     name: str | None = None,
     params: dict[str, Any] | None = None,
@@ -139,10 +141,11 @@ def mutate(
     actor: str,
     external_blobs: bool = True,
 ) -> MutationOutcome:
-    """Run the query ``name`` of ``source`` on ``branch``; see the module docstring. Without
-    ``external_blobs`` a Blob value naming an external object is refused before any I/O."""
-    query = select_query(source, name)
-    bound = check_query(query, graph.catalog, params or {}, now_utc())
+    """Run the mutation ``name`` of the ``.gq`` text ``query`` on ``branch``; see the module
+    docstring. Without ``external_blobs`` a Blob value naming an external object is refused
+    before any I/O.
+    """
+    bound = check_query(select_query(query, name), graph.catalog, params or {}, now_utc())
     if not external_blobs:
         _refuse_external(bound)
     graph.manifest.require_branch(branch)
@@ -225,7 +228,8 @@ class ChunkDone(BaseModel):
 @dataclass
 class ChunkedProgress:
     """What a chunked mutation has committed so far (every chunk, in order); :meth:`result` is the
-    answer an application gets once it is done."""
+    answer an application gets once it is done.
+    """
 
     operation_id: str
     query: str
@@ -267,9 +271,9 @@ def _progress(graph: Graph, operation_id: str) -> tuple[ChunkedStart, list[Chunk
     return start, done
 
 
-def _bound(source: str, name: str, params: dict[str, Any], now: dt.datetime, graph: Graph) -> BoundQuery:
+def _bound(query: str, name: str, params: dict[str, Any], now: dt.datetime, graph: Graph) -> BoundQuery:
     """The checked query; ``bad_request`` for one that inserts (only updates and deletes chunk)."""
-    bound = check_query(select_query(source, name), graph.catalog, params, now)
+    bound = check_query(select_query(query, name), graph.catalog, params, now)
     if any(statement.verb == "insert" for statement in bound.statements):
         raise BadRequest(
             f"--chunk-rows applies to update-only and delete-only queries; {bound.name!r} inserts "
@@ -282,7 +286,7 @@ def _bound(source: str, name: str, params: dict[str, Any], now: dt.datetime, gra
 
 def mutate_chunked(
     graph: Graph,
-    source: str | None,
+    query: str | None,
     *,
     name: str | None = None,
     params: dict[str, Any] | None = None,
@@ -295,16 +299,17 @@ def mutate_chunked(
     """Run (or, with ``resume``, continue) a chunked mutation; see the module docstring. The
     query is checked before its start is recorded, so a refused one writes nothing; once it is
     recorded, ``announce`` gets one line naming the command that resumes it. Failpoint
-    ``mutate.after_chunk``: a chunk is committed and recorded, the next not begun."""
+    ``mutate.after_chunk``: a chunk is committed and recorded, the next not begun.
+    """
     if resume is None:
-        if source is None or chunk_rows is None:
+        if query is None or chunk_rows is None:
             raise BadRequest("a chunked mutation needs a query and --chunk-rows (or --resume OPERATION)")
         graph.manifest.require_branch(branch)
         now = now_utc()
-        query_name = _bound(source, select_query(source, name).name, params or {}, now, graph).name
+        query_name = _bound(query, select_query(query, name).name, params or {}, now, graph).name
         start = ChunkedStart(
             operation_id=new_ulid(),
-            query=source,
+            query=query,
             name=query_name,
             params=params or {},
             branch=branch,

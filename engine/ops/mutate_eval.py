@@ -50,7 +50,8 @@ class Affected:
 
     ``nodes``/``edges`` count per statement, as graph tools do: each statement adds the rows it
     inserted, updated or deleted, so "insert X, then update X" is 2. ``distinct_nodes``/
-    ``distinct_edges`` count each row once (the rows the commit writes or deletes)."""
+    ``distinct_edges`` count each row once (the rows the commit writes or deletes).
+    """
 
     nodes: int
     edges: int
@@ -61,7 +62,8 @@ class Affected:
 @dataclass(frozen=True)
 class Window:
     """Which committed matches a chunked evaluation takes (:mod:`omnigraph.engine.ops.mutate`): the
-    first ``limit`` ids greater than ``after`` (all ids when ``after`` is None), ids ascending."""
+    first ``limit`` ids greater than ``after`` (all ids when ``after`` is None), ids ascending.
+    """
 
     after: str | None
     limit: int
@@ -199,7 +201,8 @@ class Evaluation:
 
     def _committed_ids(self, statement: BoundStatement, state: _Pending) -> list[str]:
         """Ids of committed rows that ``where`` matches, less those a pending row shadows or a
-        pending delete removed (only the ``id`` column is read)."""
+        pending delete removed (only the ``id`` column is read).
+        """
         condition = statement.where
         assert condition is not None
         shadowed = set(state.strict) | set(state.upserts) | state.deleted
@@ -215,7 +218,8 @@ class Evaluation:
     def _matching(self, statement: BoundStatement, state: _Pending) -> list[Row]:
         """Rows that ``where`` matches: committed ones (see :meth:`_committed_ids`), then pending
         ones. Committed matches would become new staged rows, so they are counted against the
-        table's row limit before their rows are read."""
+        table's row limit before their rows are read.
+        """
         condition = statement.where
         assert condition is not None
         table = statement.table
@@ -231,7 +235,8 @@ class Evaluation:
     def _stored(self, table: TableDef, ids: list[str], state: _Pending, wording: LimitWording) -> pa.Table:
         """The committed rows ``ids``, each Blob cell as managed bytes: their stored sizes, with the
         other columns and the table's pending rows, are held to the Arrow limit before any payload
-        is read (an update rewrites the payloads of the rows it matches, changed or not)."""
+        is read (an update rewrites the payloads of the rows it matches, changed or not).
+        """
         predicate = pc.field("id").isin(pa.array(ids, pa.utf8()))
         names = blob_properties(table)
         if not names:
@@ -271,7 +276,8 @@ class Evaluation:
 
     def _validate_deletes(self) -> None:
         """A delete-only query cascades edges, so it leaves no endpoint missing and repeats no
-        value: only ``@card`` minimums of the sources it removes edges from can break."""
+        value: only ``@card`` minimums of the sources it removes edges from can break.
+        """
         problems = constraint_problems(self._graph, self._snapshot, self._changes(), {}, "the mutation")
         if problems:
             stripped = [{key: value for key, value in p.items() if key != "fix"} for p in problems]
@@ -345,7 +351,8 @@ def _rows(table: TableDef, stored: pa.Table, line: int) -> list[Row]:
 
 def _line(problem: dict[str, Any], lines: dict[tuple[str, str], int]) -> int | None:
     """The statement line of a problem's row; for a ``@card`` problem whose node the query did not
-    write, the line of the first of its edges the query wrote or deleted."""
+    write, the line of the first of its edges the query wrote or deleted.
+    """
     line = lines.get((problem["table_key"], problem["id"]))
     if line is None and problem["kind"] == "cardinality_violation":
         edge_key = f"edge:{problem['edge']}"
@@ -356,7 +363,8 @@ def _line(problem: dict[str, Any], lines: dict[tuple[str, str], int]) -> int | N
 
 def _invalid(problems: list[dict[str, Any]], lines: dict[tuple[str, str], int]) -> BadRequest:
     """``bad_request`` naming the first problem and the statement line of its row; every problem
-    (with its ``line``) in ``details.problems``."""
+    (with its ``line``) in ``details.problems``.
+    """
     problems = [{**problem, "line": _line(problem, lines)} for problem in problems]
     first = problems[0]
     what = f"{first['table_key']} {first['id']!r}: "

@@ -103,7 +103,8 @@ def _table_lines(table: TableDef) -> list[str]:
 
 def render_schema(graph: Graph) -> list[str]:
     """The human rendering: a summary line, the catalog (one block per table and interface), the
-    warnings, then the accepted source."""
+    warnings, then the accepted source.
+    """
     catalog: Catalog = graph.catalog
     lines = [f"{graph.store.uri}: format {graph.stamp}, {len(catalog.table_keys())} table(s), fingerprint {catalog.fingerprint()}"]
     for interface in catalog.interfaces():

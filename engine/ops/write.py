@@ -127,7 +127,8 @@ MAX_ARROW_BYTES = COMMIT_ARROW_BYTES
 @dataclass(frozen=True)
 class LimitWording:
     """How a caller words a refused commit: ``str.format`` templates over ``table_key``,
-    ``actual`` and ``limit``, one per resource."""
+    ``actual`` and ``limit``, one per resource.
+    """
 
     rows: str
     arrow_bytes: str
@@ -136,7 +137,8 @@ class LimitWording:
 def check_table(table_key: str, wording: LimitWording, *, rows: int | None = None, arrow_bytes: int | None = None) -> None:
     """Refuse (``resource_limit``) a commit that would stage more than :data:`MAX_ROWS` rows or
     more than :data:`MAX_ARROW_BYTES` bytes of Arrow data in table ``table_key``; a count left
-    None is not checked (callers check the row count before they read the rows it counts)."""
+    None is not checked (callers check the row count before they read the rows it counts).
+    """
     for resource, limit, actual, template in (
         ("rows", MAX_ROWS, rows, wording.rows),
         ("arrow_bytes", MAX_ARROW_BYTES, arrow_bytes, wording.arrow_bytes),
@@ -219,7 +221,8 @@ class CommitResult:
 @dataclass(frozen=True)
 class WriteResult(Generic[P]):
     """What :func:`omnigraph.engine.ops.write.commit` did: the plan of its last attempt, and the commit it
-    published (None when the plan had no writes and did not ask for an empty commit)."""
+    published (None when the plan had no writes and did not ask for an empty commit).
+    """
 
     plan: CommitPlan[P]
     published: CommitResult | None
@@ -228,7 +231,8 @@ class WriteResult(Generic[P]):
 class NoEffectConflict(Exception):
     """Inside the write path: an attempt ended before any table effect landed (a storage
     conflict, a stale snapshot, a commit in flight); the commit runs it again from a fresh
-    snapshot."""
+    snapshot.
+    """
 
 
 def apply_effects(
@@ -275,7 +279,8 @@ def _fork(graph: Graph, entry: TableEntry, branch: str, operation_id: str, *, la
     (data without a ref) or one of the same name from another image. Before any table of the
     commit landed this write's intent is withdrawn first, so the read-write open of the recovery
     (or of this process's next write) resolves the dead writer's intent that planned that fork,
-    with no live intent of this process holding the table."""
+    with no live intent of this process holding the table.
+    """
     store = graph.store
     try:
         fork_or_adopt(store, entry.table_path, branch, entry.table_branch, entry.table_version)
@@ -364,7 +369,8 @@ def publish(
 
 def _rebase_entry(graph: Graph, ours: TableEntry, fresh: BranchSnapshot, operation_id: str) -> TableEntry:
     """Our entry for a table, to publish on top of ``fresh``: the newer of the two versions when
-    every commit between them is an Update or an Append, else ``recovery_required``."""
+    every commit between them is an Update or an Append, else ``recovery_required``.
+    """
     theirs = fresh.table(ours.table_key)
     if theirs.table_branch != ours.table_branch:
         # The fresh manifest still pins the inherited image: our fork is the branch's first own image.
@@ -389,7 +395,8 @@ RETRY_SECONDS = 60.0
 
 def commit(graph: Graph, branch: str, prepare: Prepare[P], *, actor: str) -> WriteResult[P]:
     """Run one graph commit on ``branch`` (see the module docstring); the plan of the attempt
-    that finished, and the commit it published if it had anything to publish."""
+    that finished, and the commit it published if it had anything to publish.
+    """
     if not graph.writable:
         raise BadRequest("the graph was opened read-only")
     retrying = Retrying(
@@ -417,7 +424,8 @@ def commit(graph: Graph, branch: str, prepare: Prepare[P], *, actor: str) -> Wri
 class _Attempts(Generic[P]):
     """The attempts of one commit on the branch incarnation it started on (read before any
     snapshot, so every snapshot is of it or of a later one, which the check after arming
-    refuses); remembers the last plan, the ``previous`` of the next prepare."""
+    refuses); remembers the last plan, the ``previous`` of the next prepare.
+    """
 
     def __init__(self, graph: Graph, branch: str, incarnation: str, prepare: Prepare[P], actor: str) -> None:
         self.graph = graph
@@ -483,7 +491,8 @@ class _Attempts(Generic[P]):
     @contextmanager
     def _reading(self) -> Iterator[None]:
         """Lance's "not found" when the branch's images were deleted meanwhile: typed if the
-        branch went away (:func:`_require_incarnation`), else passed on."""
+        branch went away (:func:`_require_incarnation`), else passed on.
+        """
         try:
             yield
         except (ValueError, OSError):
@@ -493,7 +502,8 @@ class _Attempts(Generic[P]):
 
 def _act_on_pins(graph: Graph, branch: str, verdict: PinVerdict, actor: str) -> NoReturn:
     """Do what a pin verdict other than ``clean`` asks for; ends by asking for a fresh attempt
-    (:class:`NoEffectConflict`), or with ``table_drift``."""
+    (:class:`NoEffectConflict`), or with ``table_drift``.
+    """
     if verdict.action == "refresh":
         raise NoEffectConflict("the snapshot is stale: a concurrent commit was published")
     if verdict.action == "wait":

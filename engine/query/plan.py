@@ -174,7 +174,8 @@ def _numeric_types(
     left: PropertyType, right: PropertyType, left_const: Const | None, right_const: Const | None
 ) -> tuple[str | None, str | None]:
     """The SQL types both sides of a numeric comparison are cast to (None: as they are);
-    ``left_const``/``right_const`` is the side when it is a constant."""
+    ``left_const``/``right_const`` is the side when it is a constant.
+    """
     if left == right:
         return None, None
     if _is_float(left) or _is_float(right):

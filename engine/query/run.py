@@ -179,7 +179,7 @@ def _batches(session: Session, cursor: Any, bound: BoundRead) -> Iterator[list[A
 @contextmanager
 def open_answer(
     graph: Graph,
-    source: str,
+    query: str,
     *,
     name: str | None = None,
     params: dict[str, Any] | None = None,
@@ -187,12 +187,13 @@ def open_answer(
     at: str | None = None,
     repeatable: bool = False,
 ) -> Iterator[Answer]:
-    """Run the read query ``name`` of ``source``; the answer's rows can be read inside the block.
+    """Run the read query ``name`` of the ``.gq`` text ``query``; the answer's rows can be read inside the block.
 
     ``repeatable``: the same data gives the same answer to the bit, float aggregates included
     (the query runs on one thread, see :func:`omnigraph.engine.query.session.open_session`); for a process
-    that compares answers across runs, like the migrator's answer check."""
-    bound = check_read(choose_query(source, name, "read"), graph.catalog, params or {})
+    that compares answers across runs, like the migrator's answer check.
+    """
+    bound = check_read(choose_query(query, name, "read"), graph.catalog, params or {})
     point = read_point(graph.manifest, branch, at)
     with graph.manifest.reading(point.manifest_branch), open_session(one_thread=repeatable) as session:
         for table_key in sorted(_tables(bound.block)):
@@ -205,13 +206,13 @@ def open_answer(
 
 def run_query(
     graph: Graph,
-    source: str,
+    query: str,
     *,
     name: str | None = None,
     params: dict[str, Any] | None = None,
     branch: str = MAIN,
     at: str | None = None,
 ) -> dict[str, Any]:
-    """The output document of the read query ``name`` of ``source`` (see the module docstring)."""
-    with open_answer(graph, source, name=name, params=params, branch=branch, at=at) as answer:
+    """The output document of the read query ``name`` of the ``.gq`` text ``query`` (see the module docstring)."""
+    with open_answer(graph, query, name=name, params=params, branch=branch, at=at) as answer:
         return answer.document()

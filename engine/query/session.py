@@ -144,7 +144,8 @@ def open_session(*, one_thread: bool = False) -> Iterator[Session]:
     ``one_thread``: the database runs on one thread while the block runs (a database-wide
     setting, for a process that runs one query at a time), so a float aggregate adds its values
     in scan order and gives the same bits on every run; in parallel the order, and so the last
-    bits of a ``sum`` or ``avg`` of floats, vary from run to run."""
+    bits of a ``sum`` or ``avg`` of floats, vary from run to run.
+    """
     connection = _DATABASE.cursor()
     try:
         if one_thread:

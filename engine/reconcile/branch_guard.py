@@ -122,7 +122,8 @@ def _record(branch: str, sequence: int, state: Literal["held", "released"], oper
 class Attempt:
     """The outcome of :func:`try_acquire`: ``held`` (this process's record) if it took the guard,
     else ``holder`` (the live process holding it); ``previous`` is the state it replaced, whose
-    holder was dead if it was still ``held`` (an interrupted operation)."""
+    holder was dead if it was still ``held`` (an interrupted operation).
+    """
 
     held: GuardRecord | None
     holder: GuardRecord | None = None

@@ -129,7 +129,8 @@ class TableDriftReport:
     @property
     def operations(self) -> list[str]:
         """Distinct operation names, in version order; undecoded steps that change no row are left
-        out when the span has a named operation (they are the bookkeeping of that operation)."""
+        out when the span has a named operation (they are the bookkeeping of that operation).
+        """
         named = [c for c in self.commits if not (c.operation == UNDECODED and c.kind == "no_row_change")]
         names: list[str] = []
         for commit in named or self.commits:
@@ -239,13 +240,15 @@ def _layout(dataset: lance.LanceDataset) -> tuple[Any, ...]:
 
 def _keeps_fencing(before: list[str], after: list[str]) -> bool:
     """A primary key kept as it was, or ``[id]`` installed where there was none (what a
-    migration unit does); any other change of the key is not a metadata-only step."""
+    migration unit does); any other change of the key is not a metadata-only step.
+    """
     return after == before or (before == [] and after == [KEY_COLUMN])
 
 
 def _sorted_rows(dataset: lance.LanceDataset) -> pa.Table:
     """Every row by id; a Blob column as its cells' digests (a rewrite moves the payloads, so the
-    descriptors change while the bytes do not)."""
+    descriptors change while the bytes do not).
+    """
     names = blob_names(dataset.schema)
     table = dataset.to_table(with_row_id=bool(names))
     for name in names:
@@ -257,7 +260,8 @@ def _sorted_rows(dataset: lance.LanceDataset) -> pa.Table:
 
 def same_rows(first: lance.LanceDataset, second: lance.LanceDataset) -> bool:
     """True if both images hold the same rows (ids and every column, Blob payloads by digest),
-    whatever their layout."""
+    whatever their layout.
+    """
     if first.count_rows() != second.count_rows():
         return False
     return _sorted_rows(first).equals(_sorted_rows(second))
@@ -385,7 +389,8 @@ def out_of_band(
 
 def _unpinned_fork(store: GraphStore, entry: TableEntry, name: str) -> tuple[LanceBranch, int] | None:
     """The Lance branch ``name`` of an inherited table with its HEAD, if it holds anything the
-    pin does not (commits past its fork point, or a fork point other than the pin)."""
+    pin does not (commits past its fork point, or a fork point other than the pin).
+    """
     fork = list_branches(open_dataset(store, entry.table_path)).get(name)
     if fork is None:
         return None

@@ -140,7 +140,8 @@ _IN_FLIGHT_LOCK = threading.Lock()
 
 def arm(store: GraphStore, intent: WriteIntent) -> None:
     """Persist ``intent`` (listed as in flight in this process first); an existing intent with
-    the same id is an internal error."""
+    the same id is an internal error.
+    """
     with _IN_FLIGHT_LOCK:
         _IN_FLIGHT.add(intent.operation_id)
     try:
@@ -162,7 +163,8 @@ def disarm(store: GraphStore, operation_id: str) -> None:
 def abandon(operation_id: str) -> None:
     """This process gave up commit ``operation_id`` with its intent kept (or never had it in
     flight): from now on its intent is resolved like a dead writer's, by the next read-write open
-    or pin check of this process, or by another process once this one has exited."""
+    or pin check of this process, or by another process once this one has exited.
+    """
     with _IN_FLIGHT_LOCK:
         _IN_FLIGHT.discard(operation_id)
 
@@ -185,7 +187,8 @@ def list_intents(store: GraphStore) -> list[WriteIntent]:
 
 def owner_is_alive(intent: WriteIntent) -> bool:
     """True if the intent's commit is in flight: its writer is a live process on this host and,
-    when that is this process, the commit has not been given up (:func:`abandon`)."""
+    when that is this process, the commit has not been given up (:func:`abandon`).
+    """
     if intent.host == this_host() and intent.pid == os.getpid() and intent.process_start == process_start_marker(intent.pid):
         with _IN_FLIGHT_LOCK:
             return intent.operation_id in _IN_FLIGHT
@@ -219,7 +222,8 @@ def pinned_anywhere(manifest: Manifest, table_path: str, table_branch: str | Non
 def _delete_dead_fork(store: GraphStore, manifest: Manifest, table: IntentTable) -> RecoveredTable:
     """Delete the fork ``table`` planned if it is exactly that fork and nothing pins it; a fork
     the dead writer was killed inside (its data without a ref) has its leftovers removed, unless
-    a live writer's intent targets the same table branch."""
+    a live writer's intent targets the same table branch.
+    """
     name = str(table.target_branch)
     fork = list_branches(open_dataset(store, table.table_path)).get(name)
     if fork is None:
@@ -329,7 +333,8 @@ def _resolvable(pending: list[WriteIntent]) -> list[WriteIntent]:
 
 def resolve_intents(store: GraphStore, manifest: Manifest) -> list[RecoveryRecord]:
     """Resolve every interrupted commit (see module docstring); returns what was done, by branch
-    name then operation id."""
+    name then operation id.
+    """
     records: list[RecoveryRecord] = []
     by_branch = sorted(_resolvable(list_intents(store)), key=lambda i: (i.graph_branch, i.operation_id))
     for branch, _ in groupby(by_branch, key=lambda i: i.graph_branch):
@@ -353,7 +358,8 @@ def complete_interrupted(store: GraphStore, manifest: Manifest, record: branch_g
     """Finish what a process that died holding a branch's guard left (the caller holds the guard
     now): if the branch does not exist (a delete that removed it, a create that had not made it
     yet), delete the table forks of its name that no live branch pins, and what a fork or a delete
-    of one killed inside Lance left (data without a ref). An existing branch is left as it is."""
+    of one killed inside Lance left (data without a ref). An existing branch is left as it is.
+    """
     if record.operation == "recover" or record.branch in manifest.branches():
         return
     for entry in manifest.snapshot(MAIN).tables.values():
@@ -381,7 +387,8 @@ def finish_interrupted_branch_operations(store: GraphStore, manifest: Manifest) 
 
 def discard_for_deletion(store: GraphStore, dead: Iterable[WriteIntent]) -> list[RecoveryRecord]:
     """Resolve dead intents of a branch that has just been deleted with its table forks (the
-    deleter holds the branch's guard): their effects went with the branch."""
+    deleter holds the branch's guard): their effects went with the branch.
+    """
     return [
         _record(
             store,

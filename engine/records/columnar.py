@@ -83,7 +83,8 @@ _DATE_TEXT = r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\z"
 
 def read_type(ptype: PropertyType, as_text: bool = False) -> pa.DataType:
     """The Arrow type ``pyarrow.json`` reads a property of ``ptype`` as (see the module docstring);
-    ``as_text`` reads a Date property as its ``"YYYY-MM-DD"`` spelling."""
+    ``as_text`` reads a Date property as its ``"YYYY-MM-DD"`` spelling.
+    """
     if as_text and ptype == DATE:
         return pa.utf8()
     if isinstance(ptype, ScalarType):
@@ -236,7 +237,8 @@ _READ_BLOCK = 512 * 1024
 @dataclass(frozen=True)
 class TableBatch:
     """Validated rows of one table: ``rows`` has the physical schema; ``lines`` (int64) gives
-    each row's input line. Rows are in input order."""
+    each row's input line. Rows are in input order.
+    """
 
     table_key: str
     rows: pa.Table
@@ -245,7 +247,8 @@ class TableBatch:
 
 def read_schema(table: TableDef, text_dates: frozenset[str] = frozenset()) -> pa.Schema:
     """The ``pyarrow.json`` schema of one record type's lines (no other member is accepted);
-    the Date properties named in ``text_dates`` are read as ``"YYYY-MM-DD"`` text."""
+    the Date properties named in ``text_dates`` are read as ``"YYYY-MM-DD"`` text.
+    """
     props = [pa.field(p.name, read_type(p.type, p.name in text_dates)) for p in table.properties]
     data = pa.struct([pa.field("id", pa.utf8()), *props])
     if table.kind == "node":
@@ -318,7 +321,8 @@ def _read(payload: bytes, schema: pa.Schema, unexpected: str = "error") -> pa.Ta
     """``payload`` (JSONL) read with ``schema``; the reader's block (its unit of parallel
     parsing) is widened to hold the longest line, which it cannot split. A payload of one block
     is parsed on the calling thread: there is nothing to parse in parallel, and handing it to
-    Arrow's thread pool costs more than parsing it."""
+    Arrow's thread pool costs more than parsing it.
+    """
     block = max(_READ_BLOCK, _longest_line(payload) + 2)
     options = pj.ReadOptions(use_threads=len(payload) > block, block_size=block)
     parse = pj.ParseOptions(explicit_schema=schema, newlines_in_values=False, unexpected_field_behavior=unexpected)
@@ -330,7 +334,8 @@ def _read(payload: bytes, schema: pa.Schema, unexpected: str = "error") -> pa.Ta
 
 def _longest_line(payload: bytes) -> int:
     """The length of the longest line of ``payload`` if it is at least the reader's block,
-    else 0 (found by jumping from one reader block's last newline to the next)."""
+    else 0 (found by jumping from one reader block's last newline to the next).
+    """
     position, longest = 0, 0
     while len(payload) - position > _READ_BLOCK:
         cut = payload.rfind(b"\n", position, position + _READ_BLOCK)
@@ -351,7 +356,8 @@ def _table_of(catalog: Catalog, kind: str, name: str) -> TableDef:
 
 def _sample(text: bytes, catalog: Catalog) -> tuple[TableDef, frozenset[str]]:
     """The table of one record, read with the standard library, and its Date properties
-    spelled as strings there (the columns to read as text for its run of records)."""
+    spelled as strings there (the columns to read as text for its run of records).
+    """
     try:
         record = json.loads(text)
     except (ValueError, RecursionError):
@@ -414,7 +420,8 @@ def _read_groups(block: JsonlBlock, records: np.ndarray, catalog: Catalog) -> li
 
 def _record_spans(block: JsonlBlock, records: np.ndarray) -> pa.Array:
     """Each record line as a binary value running to the next record line (newline and blank
-    lines included), so that any selection of them, concatenated, is JSONL again."""
+    lines included), so that any selection of them, concatenated, is JSONL again.
+    """
     offsets = np.append(block.bounds[0][records], np.int64(len(block.data)))
     return pa.Array.from_buffers(pa.large_binary(), len(records), [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(block.data)])
 

@@ -69,7 +69,8 @@ def _block(data: bytes, first_line: int) -> JsonlBlock:
 
 def iter_blocks(source: JsonlSource, block_bytes: int | None = None) -> Iterator[JsonlBlock]:
     """The input's lines as consecutive blocks (none for an empty input); ``block_bytes``
-    defaults to :data:`BLOCK_BYTES` (read at the call)."""
+    defaults to :data:`BLOCK_BYTES` (read at the call).
+    """
     block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     if isinstance(source, (bytes, bytearray, memoryview)):
         yield from _blocks_of_bytes(bytes(source), block_bytes)

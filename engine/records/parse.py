@@ -292,7 +292,8 @@ def _canonical(table: TableDef, name: str, values: dict[str, Any], ends: tuple[s
 
 class _FileIndex:
     """Ids and ``@unique`` values (single and composite; a composite value with a null member
-    is exempt) seen so far in one file, per table, with their line."""
+    is exempt) seen so far in one file, per table, with their line.
+    """
 
     def __init__(self) -> None:
         self._ids: dict[tuple[str, str], int] = {}

@@ -239,7 +239,8 @@ class _Columns:
 
 def _repeats(values: pa.ChunkedArray) -> bool:
     """Whether a value occurs twice in ``values`` (no nulls); a strictly increasing column
-    (exported files, generated ids) is settled without hashing."""
+    (exported files, generated ids) is settled without hashing.
+    """
     if len(values) < 2:
         return False
     if pc.all(pc.greater(values[1:], values[:-1])).as_py():
@@ -310,14 +311,16 @@ class RecordSet:
 
     def column(self, table_key: str, name: str, start: int = 0, stop: int | None = None) -> pa.Array:
         """An in-memory column (``id``, ``line``, ``src``, ``dst`` or a ``@unique`` member),
-        rows ``[start, stop)`` (a copy only when they span several input blocks)."""
+        rows ``[start, stop)`` (a copy only when they span several input blocks).
+        """
         chunked = self._columns[table_key].sealed[name]
         return chunked.slice(start, (len(chunked) if stop is None else stop) - start).combine_chunks()
 
     def rows(self, table_key: str, start: int, stop: int) -> pa.Table:
         """Rows ``[start, stop)`` of a table, freshly laid out as ``pa.array`` lays out exactly
         these rows (no validity bitmap where they hold no null), so that its ``nbytes``, the
-        Arrow size the per-commit limit counts, depends on the rows only."""
+        Arrow size the per-commit limit counts, depends on the rows only.
+        """
         table = self.spool.table(table_key, start, stop).combine_chunks()
         if table.num_rows:
             table = table.take(pa.array(range(table.num_rows), pa.int64()))
@@ -330,7 +333,8 @@ class RecordSet:
     def has_duplicates(self) -> bool:
         """Whether some table repeats an id, or a non-null ``@unique`` value, single or composite
         (by key canonical form: numerically equal floats, such as ``-0.0`` and ``0.0``, are the
-        same value)."""
+        same value).
+        """
         for columns in self._columns.values():
             if _repeats(columns.sealed["id"]):
                 return True

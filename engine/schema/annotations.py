@@ -149,7 +149,8 @@ def _member_names(annotation: Annotation, least: int) -> tuple[Name, ...]:
 
 def _members(annotation: Annotation, kind: str, properties: dict[str, Property], allow_collections: bool) -> tuple[str, ...]:
     """The checked members of a body ``@unique``/``@index``: declared properties (an edge may name
-    ``src``/``dst``), distinct, never a Blob, and (for ``@unique``) neither lists nor vectors."""
+    ``src``/``dst``), distinct, never a Blob, and (for ``@unique``) neither lists nor vectors.
+    """
     seen: list[str] = []
     for member in _member_names(annotation, 1):
         system = kind == "edge" and member.value in EDGE_SYSTEM_MEMBERS

@@ -360,7 +360,8 @@ class Catalog:
 
     def describe(self) -> dict[str, Any]:
         """The JSON-serialisable description of the catalog: ``tables`` in table-key order and
-        ``interfaces`` by name (what equality compares)."""
+        ``interfaces`` by name (what equality compares).
+        """
         return {
             "tables": [table.describe() for table in self._tables.values()],
             "interfaces": [interface.describe() for interface in self._interfaces.values()],

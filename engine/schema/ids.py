@@ -76,7 +76,7 @@ def canonical_scalar(scalar_type_name: str, value: Any) -> str:
         return str((value - EPOCH_DATE).days)
     if name == "DateTime" and isinstance(value, dt.datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
         return str((value - EPOCH_DATETIME) // ONE_MS)
     raise BadRequest(f"{value!r} is not a valid {name} key value", {"type": name, "value": repr(value)})
 

@@ -85,7 +85,8 @@ _PG_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
 def _read_pg_string(source: str, start: int, line: int, column: int) -> tuple[str, int]:
     """The decoded ``.pg`` string whose opening quote is at ``start``, and the index after its closing
     quote. Escapes are ``\\"``, ``\\\\``, ``\\n`` and ``\\t``; any other escape, a raw line break or a
-    missing closing quote is refused."""
+    missing closing quote is refused.
+    """
     chars: list[str] = []
     pos = start + 1
     while pos < len(source):

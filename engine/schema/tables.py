@@ -102,7 +102,8 @@ class CheckRule:
 @dataclass(frozen=True)
 class Metadata:
     """A kept annotation: its name, its arguments as JSON values (None without parentheses;
-    a range is ``{"low": ..., "high": ...}``) and whether the language knows it."""
+    a range is ``{"low": ..., "high": ...}``) and whether the language knows it.
+    """
 
     name: str
     args: tuple[Any, ...] | None = None
@@ -116,7 +117,8 @@ class Metadata:
 class Property:
     """A declared property: ``nullable`` from ``?``; ``unique``/``index`` from annotations
     (``@unique`` on the property or a one-member body ``@unique(p)``); ``metadata`` the kept
-    annotations (:class:`omnigraph.engine.schema.tables.Metadata`), in source order."""
+    annotations (:class:`omnigraph.engine.schema.tables.Metadata`), in source order.
+    """
 
     name: str
     type: PropertyType

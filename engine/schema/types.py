@@ -163,7 +163,8 @@ class BlobSpellingError(ValueError):
 
 def parse_blob(value: Any) -> Blob:
     """The Lance :class:`Blob` a JSON value spells: bytes for ``base64:``, a whole-object
-    reference (no range) for a URI. Raises :class:`BlobSpellingError`."""
+    reference (no range) for a URI. Raises :class:`BlobSpellingError`.
+    """
     if not isinstance(value, str):
         shown = repr(value)
         raise BlobSpellingError(f"expected {_SPELLING}, got {shown if len(shown) <= 60 else shown[:57] + '...'}")

@@ -221,7 +221,7 @@ def _datetime(value: Any) -> dt.datetime:
     try:
         parsed = dt.datetime.fromisoformat(value)
         if parsed.tzinfo is not None:
-            parsed = parsed.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            parsed = parsed.astimezone(dt.UTC).replace(tzinfo=None)
     except (ValueError, OverflowError):
         raise InvalidValue(f"{_show(value)} is not a valid ISO-8601 DateTime") from None
     if parsed.microsecond % 1000:
@@ -231,7 +231,8 @@ def _datetime(value: Any) -> dt.datetime:
 
 def export_value(ptype: PropertyType, value: Any) -> Any:
     """The JSON value of a stored (``to_pylist``) non-null ``value`` of ``ptype``; a Blob cell
-    arrives already spelled (by :mod:`omnigraph.engine.ops.export`)."""
+    arrives already spelled (by :mod:`omnigraph.engine.ops.export`).
+    """
     if isinstance(ptype, ScalarType):
         return _export_scalar(ptype.name, value)
     if isinstance(ptype, ListType):

@@ -58,7 +58,8 @@ def _located(store: GraphStore, uri: str) -> tuple[fsspec.AbstractFileSystem, st
 
 def object_size(store: GraphStore, uri: str) -> int:
     """The size in bytes of the object ``uri`` names (one metadata request, no payload read), read
-    with ``store``'s S3 settings."""
+    with ``store``'s S3 settings.
+    """
     fs, path = _located(store, uri)
     try:
         info = fs.info(path)
@@ -71,7 +72,8 @@ def object_size(store: GraphStore, uri: str) -> int:
 
 def read_object(store: GraphStore, uri: str) -> bytes:
     """The whole object ``uri`` names (callers have bounded its size with :func:`object_size`), read
-    with ``store``'s S3 settings."""
+    with ``store``'s S3 settings.
+    """
     fs, path = _located(store, uri)
     try:
         with fs.open(path, "rb") as handle:
@@ -106,7 +108,8 @@ def whole_reference(descriptor: dict[str, Any] | None) -> str | None:
 def cells(dataset: lance.LanceDataset, column: str, row_ids: list[int]) -> Iterator[lance.BlobFile | None]:
     """The cells of ``column`` for ``row_ids`` (stable row ids of ``dataset``), in order; None
     for a null cell. Handles are opened :data:`_TAKE_BATCH` at a time. A referenced external
-    object that is gone is ``not_found`` (Lance fails the whole take)."""
+    object that is gone is ``not_found`` (Lance fails the whole take).
+    """
     for start in range(0, len(row_ids), _TAKE_BATCH):
         try:
             taken = dataset.take_blobs(column, ids=row_ids[start : start + _TAKE_BATCH])
@@ -124,7 +127,8 @@ def cells(dataset: lance.LanceDataset, column: str, row_ids: list[int]) -> Itera
 def stored_sizes(dataset: lance.LanceDataset, rows: pa.Table, names: list[str]) -> int:
     """The payload bytes of the blob cells of ``rows`` (descriptors and ``_rowid`` as scanned),
     read from the descriptors; a whole-object reference (size unknown to its descriptor) is
-    sized by its handle. No payload is read."""
+    sized by its handle. No payload is read.
+    """
     total = 0
     row_ids = rows.column(ROW_ID).to_pylist()
     for name in names:
@@ -138,7 +142,8 @@ def stored_sizes(dataset: lance.LanceDataset, rows: pa.Table, names: list[str]) 
 def materialize(dataset: lance.LanceDataset, rows: pa.Table, names: list[str]) -> pa.Table:
     """``rows`` (scanned with ``_rowid``) with each blob column's descriptors replaced by its
     payloads as managed bytes (a reference's bytes are copied: Lance's merge-insert cannot keep
-    one), and ``_rowid`` dropped. The caller has bounded the bytes (:func:`stored_sizes`)."""
+    one), and ``_rowid`` dropped. The caller has bounded the bytes (:func:`stored_sizes`).
+    """
     row_ids = rows.column(ROW_ID).to_pylist()
     for name in names:
         values = [None if cell is None else Blob.from_bytes(cell.readall()) for cell in cells(dataset, name, row_ids)]
@@ -148,7 +153,8 @@ def materialize(dataset: lance.LanceDataset, rows: pa.Table, names: list[str]) -
 
 def stored_values(column: pa.ChunkedArray) -> list[Any]:
     """``column.to_pylist()``, except that a materialized Blob column (:func:`materialize`) gives
-    ``lance.blob.Blob`` values, as coercion does, so that its rows can be staged again."""
+    ``lance.blob.Blob`` values, as coercion does, so that its rows can be staged again.
+    """
     if not isinstance(column.type, LanceBlobType):
         return column.to_pylist()
     cells = column.combine_chunks().storage.to_pylist()
@@ -168,7 +174,8 @@ def _each(
 ) -> list[str | T | None]:
     """Per cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``): None for null, the
     URI of a whole-object reference (its object is not opened), else ``read`` of the cell (one
-    cell at a time)."""
+    cell at a time).
+    """
     descriptors = rows.column(name).to_pylist()
     found: list[str | T | None] = [None if d is None else whole_reference(d) for d in descriptors]
     managed = [i for i, (d, f) in enumerate(zip(descriptors, found, strict=True)) if d is not None and f is None]
@@ -183,12 +190,14 @@ def digests(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatch, name: 
     """A Utf8 summary of each cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``)
     that differs whenever the stored value does: ``sha256:<hex>`` of managed bytes, the URI of a
     whole-object reference (a URI never starts ``sha256:``); null for null. Descriptors alone
-    would not do: a rewritten cell may get the same descriptor."""
+    would not do: a rewritten cell may get the same descriptor.
+    """
     return pa.array(_each(dataset, rows, name, lambda cell: "sha256:" + digest(cell)), pa.utf8())
 
 
 def contents(dataset: lance.LanceDataset, rows: pa.Table, name: str) -> list[bytes | str | None]:
     """Each cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``) as what it stores:
     the URI (``str``) of a whole-object reference, else its bytes (a ranged reference gives the
-    bytes of its range); None for null."""
+    bytes of its range); None for null.
+    """
     return _each(dataset, rows, name, lambda cell: cell.readall())

@@ -157,7 +157,8 @@ def read_branch(store: GraphStore, rel: str, name: str) -> LanceBranch | None:
 @dataclass(frozen=True)
 class Fork:
     """The outcome of :func:`fork_or_adopt`: the Lance branch, and whether this call created it
-    (False: an existing branch of that name, forked from the same origin, was adopted)."""
+    (False: an existing branch of that name, forked from the same origin, was adopted).
+    """
 
     branch: LanceBranch
     created: bool
@@ -165,7 +166,8 @@ class Fork:
 
 class ForkInterrupted(Exception):
     """A fork's branch exists as data but its ref never appeared: a fork was interrupted inside
-    Lance. ``cause`` is the error Lance raised when the branch was created."""
+    Lance. ``cause`` is the error Lance raised when the branch was created.
+    """
 
     def __init__(self, rel: str, branch: str, cause: OSError) -> None:
         super().__init__(f"{rel}: Lance branch {branch!r} exists as data without a ref ({cause})")
@@ -246,7 +248,8 @@ def remove_unreferenced_fork(store: GraphStore, rel: str, branch: str) -> bool:
 )
 def wait_for_branch(store: GraphStore, rel: str, branch: str) -> LanceBranch | None:
     """The Lance branch ``branch`` once its ref is visible (a fork writes data, then its ref);
-    None if it does not appear within a few seconds."""
+    None if it does not appear within a few seconds.
+    """
     return read_branch(store, rel, branch)
 
 

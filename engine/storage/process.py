@@ -48,7 +48,8 @@ def process_start_marker(pid: int) -> str | None:
 
 def _signal_probe(host: str, pid: int) -> Literal["absent", "refused", "signalled"]:
     """``kill(pid, 0)`` on this host: ``absent`` (another host, or no such pid), ``refused`` (a
-    process of another user has that pid) or ``signalled`` (a process we may signal has it)."""
+    process of another user has that pid) or ``signalled`` (a process we may signal has it).
+    """
     if host != this_host():
         return "absent"
     try:

@@ -54,7 +54,8 @@ def canonical_json(value: BaseModel | Any) -> bytes:
     """The canonical UTF-8 JSON bytes of ``value`` (a pydantic model is dumped in JSON mode).
 
     pydantic is not imported here: a model exists only once pydantic is, so a process that
-    encodes plain values (a read-only command) never pays for importing it."""
+    encodes plain values (a read-only command) never pays for importing it.
+    """
     pydantic = sys.modules.get("pydantic")
     if pydantic is not None and isinstance(value, pydantic.BaseModel):
         value = value.model_dump(mode="json")
@@ -92,7 +93,8 @@ S3_RETRY_SECONDS = 30.0
 def _is_transient(error: BaseException) -> bool:
     """A 5xx answer, throttling, or a dropped/timed-out connection: the request may be retried.
 
-    Missing objects, refused credentials and existing objects are answers, never retried."""
+    Missing objects, refused credentials and existing objects are answers, never retried.
+    """
     if isinstance(error, (FileNotFoundError, PermissionError, FileExistsError, IsADirectoryError)):
         return False
     if isinstance(error, (ConnectionError, TimeoutError)):
@@ -103,8 +105,8 @@ def _is_transient(error: BaseException) -> bool:
 def _s3_io(method: Callable[..., T]) -> Callable[..., T]:
     """Retry ``method`` on transient S3 errors (tenacity: at most :data:`S3_ATTEMPTS` attempts and
     :data:`S3_RETRY_SECONDS`, exponential backoff with jitter); when the budget is spent, raise
-    ``storage_unavailable``. Local stores are not retried."""
-
+    ``storage_unavailable``. Local stores are not retried.
+    """
     retrying = retry(
         retry=retry_if_exception(_is_transient),
         stop=stop_after_attempt(S3_ATTEMPTS) | stop_after_delay(S3_RETRY_SECONDS),
@@ -149,7 +151,8 @@ class GraphStore:
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
         """The fsspec filesystem the root's paths (:meth:`path`) belong to: s3fs for an S3 root,
-        fsspec's local filesystem (imported on first use) for a local one."""
+        fsspec's local filesystem (imported on first use) for a local one.
+        """
         if self.s3_fs is not None:
             return self.s3_fs
         import fsspec
@@ -336,7 +339,8 @@ def _s3_environment(given: Mapping[str, str]) -> dict[str, str]:
 
 def s3_settings(given: Mapping[str, str]) -> tuple[dict[str, object], dict[str, str]]:
     """(s3fs keyword arguments, Lance storage options) built from the AWS environment, overlaid by
-    the ``given`` storage options (checked by :func:`check_storage_options`)."""
+    the ``given`` storage options (checked by :func:`check_storage_options`).
+    """
     env = _s3_environment(given)
     endpoint = env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT")
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
@@ -377,7 +381,8 @@ _VERIFIED_BUCKETS: set[tuple[str, str]] = set()
 
 def _require_bucket(fs: fsspec.AbstractFileSystem, bucket: str) -> None:
     """Refuse a bucket that does not exist (``not_found``) or that our credentials may not use
-    (``access_denied``) with a typed error, before any command reads or writes under it."""
+    (``access_denied``) with a typed error, before any command reads or writes under it.
+    """
     try:
         fs.call_s3("head_bucket", Bucket=bucket)
     except FileNotFoundError:

@@ -47,7 +47,8 @@ def answer_check_options(command: F) -> F:
 
 def chosen_queries(queries_path: Path | None, query_params_path: Path | None) -> AnswerQueries | None:
     """The answer check the options name (None without ``--queries``); a click usage error when
-    the files cannot be used."""
+    the files cannot be used.
+    """
     if queries_path is None:
         if query_params_path is not None:
             raise click.UsageError("--query-params needs --queries")

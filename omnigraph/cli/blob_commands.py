@@ -30,11 +30,11 @@ def blob_group() -> None:
 @click.option("--property", "prop", required=True, help="The Blob property.")
 @click.option("--branch", default=MAIN, show_default=True)
 @click.option("--output", type=click.Path(dir_okay=False, writable=True), help="Write the bytes to FILE, not stdout.")
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @reports_errors
-def blob_get(type_name: str, row_id: str, prop: str, branch: str, output: str | None, graph: str) -> None:
+def blob_get(type_name: str, row_id: str, prop: str, branch: str, output: str | None, uri: str) -> None:
     """Stream one Blob cell of GRAPH to stdout (or --output FILE)."""
-    with open_for_command(graph, read_only=True) as opened, opened.open_blob(type_name, row_id, prop, branch=branch) as reader:
+    with open_for_command(uri, read_only=True) as opened, opened.open_blob(type_name, row_id, prop, branch=branch) as reader:
         if output is None:
             _copy(reader.chunks(), sys.stdout.buffer)
         else:

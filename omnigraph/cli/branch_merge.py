@@ -14,11 +14,11 @@ MAIN = "main"
 @click.argument("source")
 @click.option("--into", default=MAIN, show_default=True, help="The branch to merge into.")
 @json_option
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @reports_errors
-def branch_merge(source: str, into: str, graph: str, as_json: bool) -> None:
+def branch_merge(source: str, into: str, uri: str, as_json: bool) -> None:
     """Merge branch SOURCE into --into: up to date, fast-forward, or one merge commit."""
-    with open_for_command(graph) as opened:
+    with open_for_command(uri) as opened:
         say_recovered(opened)
         result = opened.merge(source, into=into)
     if as_json:

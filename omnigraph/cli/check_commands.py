@@ -27,11 +27,11 @@ def _render(report: CheckReport) -> None:
 
 @click.command("check")
 @json_option
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @reports_errors
-def check_command(graph: str, as_json: bool) -> None:
+def check_command(uri: str, as_json: bool) -> None:
     """Check every branch of GRAPH: pins, heads, intents, stamp, ids and edge endpoints."""
-    report = omnigraph.check(graph)
+    report = omnigraph.check(uri)
     summary = f"{len(report.branches)} branch(es), {report.images_checked} image(s), stamp {report.stamp}"
     if report.ok:
         if as_json:

@@ -24,12 +24,12 @@ def claim_group() -> None:
 
 
 @claim_group.command("show")
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @json_option
 @reports_errors
-def show_command(graph: str, as_json: bool) -> None:
+def show_command(uri: str, as_json: bool) -> None:
     """Print the claim holder of GRAPH and whether it is alive (as far as this host can tell)."""
-    document = migrate.claim(graph).to_dict()
+    document = migrate.claim(uri).to_dict()
     if as_json:
         emit_json(document)
         return
@@ -50,14 +50,14 @@ def show_command(graph: str, as_json: bool) -> None:
 
 
 @claim_group.command("break")
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @click.option("--token", required=True, help="The holder's exact token (see `claim show`).")
 @click.option("--reason", required=True, help="Why the holder is known to be dead (recorded).")
 @json_option
 @reports_errors
-def break_command(graph: str, token: str, reason: str, as_json: bool) -> None:
+def break_command(uri: str, token: str, reason: str, as_json: bool) -> None:
     """Remove the claim of a holder proven dead (refused while it is alive on this host)."""
-    document = migrate.break_claim(graph, token=token, reason=reason, actor=actor_name()).to_dict()
+    document = migrate.break_claim(uri, token=token, reason=reason, actor=actor_name()).to_dict()
     if as_json:
         emit_json(document)
         return

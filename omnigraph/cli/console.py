@@ -52,7 +52,8 @@ COLLECTOR_HELD_SECONDS = 1.0
 def run_script(group: click.Group) -> NoReturn:
     """Run ``group`` as its console script (arguments from ``sys.argv``) and end the process with
     the command's exit status: by ``os._exit`` after flushing and the ``atexit`` handlers, or by
-    raising :class:`SystemExit` where that is not safe (module docstring)."""
+    raising :class:`SystemExit` where that is not safe (module docstring).
+    """
     hold_collector(COLLECTOR_HELD_SECONDS)
     try:
         group.main()
@@ -64,7 +65,8 @@ def run_script(group: click.Group) -> NoReturn:
 
 def hold_collector(seconds: float) -> None:
     """Disable the cyclic garbage collector now and give it back after ``seconds`` (from a daemon
-    timer thread, so a process that ends sooner is not kept waiting), or in a forked child at once."""
+    timer thread, so a process that ends sooner is not kept waiting), or in a forked child at once.
+    """
     gc.disable()
     os.register_at_fork(after_in_child=gc.enable)
     timer = threading.Timer(seconds, resume_collector)
@@ -75,7 +77,8 @@ def hold_collector(seconds: float) -> None:
 def resume_collector() -> None:
     """Collect every cycle made so far, move what survives to the collector's permanent
     generation (``gc.freeze``: never scanned again, still freed by reference counting) and
-    re-enable the collector."""
+    re-enable the collector.
+    """
     gc.collect()
     gc.freeze()
     gc.enable()
@@ -83,7 +86,8 @@ def resume_collector() -> None:
 
 def fast_exit(code: object) -> NoReturn:
     """End the process with ``code`` (a :class:`SystemExit` code) without the interpreter's
-    teardown when nothing but teardown would be skipped; else raise ``SystemExit(code)``."""
+    teardown when nothing but teardown would be skipped; else raise ``SystemExit(code)``.
+    """
     if not (code is None or isinstance(code, int)) or _other_threads_alive() or not _flushed():
         raise SystemExit(code)
     atexit._run_exitfuncs()  # runs each handler once: a normal exit after it finds none left

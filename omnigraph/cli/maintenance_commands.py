@@ -39,13 +39,13 @@ def drift_group() -> None:
 @click.option("--branch", default=MAIN, show_default=True)
 @click.option("--table", default=None, help="One table key, e.g. node:Person.")
 @json_option
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @reports_errors
-def drift_show(branch: str, table: str | None, graph: str, as_json: bool) -> None:
+def drift_show(branch: str, table: str | None, uri: str, as_json: bool) -> None:
     """Show the commits between each table's pin and its HEAD, and whether they change rows."""
     from omnigraph.maintenance import drift_show
 
-    shown = drift_show(graph, branch=branch, table=table)
+    shown = drift_show(uri, branch=branch, table=table)
     reports = shown.tables
     if as_json:
         emit_json(shown.to_dict())
@@ -63,13 +63,13 @@ def drift_show(branch: str, table: str | None, graph: str, as_json: bool) -> Non
 @click.option("--branch", default=MAIN, show_default=True)
 @click.option("--table", default=None, help="One table key, e.g. node:Person.")
 @json_option
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @reports_errors
-def drift_adopt(branch: str, table: str | None, graph: str, as_json: bool) -> None:
+def drift_adopt(branch: str, table: str | None, uri: str, as_json: bool) -> None:
     """Pin each table's HEAD (after the fencing checks) in one graph commit."""
     from omnigraph.maintenance import drift_adopt
 
-    adopted = drift_adopt(graph, branch=branch, table=table, announce=say)
+    adopted = drift_adopt(uri, branch=branch, table=table, announce=say)
     reports = adopted.adopted
     if as_json:
         emit_json(adopted.to_dict())
@@ -84,13 +84,13 @@ def drift_adopt(branch: str, table: str | None, graph: str, as_json: bool) -> No
 @click.option("--branch", default=MAIN, show_default=True)
 @click.option("--table", default=None, help="One table key, e.g. node:Person.")
 @json_option
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @reports_errors
-def drift_revert(branch: str, table: str | None, graph: str, as_json: bool) -> None:
+def drift_revert(branch: str, table: str | None, uri: str, as_json: bool) -> None:
     """Restore each table's pinned rows as a new version and pin it (one graph commit per table)."""
     from omnigraph.maintenance import drift_revert
 
-    reverted = drift_revert(graph, branch=branch, table=table, announce=say)
+    reverted = drift_revert(uri, branch=branch, table=table, announce=say)
     reports = reverted.reverted
     if as_json:
         emit_json(reverted.to_dict())
@@ -103,14 +103,15 @@ def drift_revert(branch: str, table: str | None, graph: str, as_json: bool) -> N
 
 @click.command("recover")
 @json_option
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @reports_errors
-def recover_command(graph: str, as_json: bool) -> None:
+def recover_command(uri: str, as_json: bool) -> None:
     """Open the graph read-write: resolve interrupted commits of dead writers, adopt out-of-band
-    commits that change no row, then report any drift left (exit 5, naming `omnigraph drift`)."""
+    commits that change no row, then report any drift left (exit 5, naming `omnigraph drift`).
+    """
     from omnigraph.maintenance import recover
 
-    result = recover(graph, announce=say)
+    result = recover(uri, announce=say)
     if as_json:
         emit_json(result.to_dict())
         return
@@ -132,7 +133,7 @@ def recover_command(graph: str, as_json: bool) -> None:
 )
 @click.option("--dry-run", is_flag=True, help="Report what would be done; change nothing.")
 @json_option
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @reports_errors
 def optimize_command(
     branch: str,
@@ -140,7 +141,7 @@ def optimize_command(
     index_column: str | None,
     cleanup_older_than: str | None,
     dry_run: bool,
-    graph: str,
+    uri: str,
     as_json: bool,
 ) -> None:
     """Compact, index and clean up old versions; compaction and indexes are published as a graph commit."""
@@ -148,7 +149,7 @@ def optimize_command(
 
     older_than = parse_duration(cleanup_older_than) if cleanup_older_than is not None else None
     report = optimize(
-        graph,
+        uri,
         branch=branch,
         compact=compact,
         index_column=index_column,

@@ -52,16 +52,17 @@ def _inventory_on_stdout(command: Any) -> Any:
 
 
 @click.command("preflight")
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @click.option("--validate", is_flag=True, help="Also scan every pinned image for duplicate or null ids.")
 @ignore_fleet_option
 @json_option
 @reports_errors
 @_inventory_on_stdout
-def preflight_command(graph: str, validate: bool, ignore_fleet: bool, as_json: bool) -> None:
+def preflight_command(uri: str, validate: bool, ignore_fleet: bool, as_json: bool) -> None:
     """Read-only readiness check: stamp 4, no pending writes, no claim, no live registered writer,
-    every unit listed."""
-    document = migrate.preflight(graph, validate=validate, ignore_fleet=ignore_fleet, progress=_progress(as_json)).to_dict()
+    every unit listed.
+    """
+    document = migrate.preflight(uri, validate=validate, ignore_fleet=ignore_fleet, progress=_progress(as_json)).to_dict()
     if as_json:
         emit_json(document)
         return
@@ -81,12 +82,12 @@ def preflight_command(graph: str, validate: bool, ignore_fleet: bool, as_json: b
 
 
 @click.command("plan")
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @json_option
 @reports_errors
-def plan_command(graph: str, as_json: bool) -> None:
+def plan_command(uri: str, as_json: bool) -> None:
     """List the units (branch, table, pinned image) a migration would process."""
-    document = migrate.plan(graph).to_dict()
+    document = migrate.plan(uri).to_dict()
     if as_json:
         emit_json(document)
         return
@@ -96,7 +97,7 @@ def plan_command(graph: str, as_json: bool) -> None:
 
 
 @click.command("run")
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @click.option(
     "--owner",
     default=None,
@@ -110,7 +111,7 @@ def plan_command(graph: str, as_json: bool) -> None:
 @reports_errors
 @_inventory_on_stdout
 def run_command(
-    graph: str,
+    uri: str,
     owner: str | None,
     ignore_fleet: bool,
     executor: str,
@@ -129,7 +130,7 @@ def run_command(
     queries = chosen_queries(queries_path, query_params_path)
     with chosen_executor(executor, ray_address) as validator:
         outcome = migrate.run(
-            graph,
+            uri,
             owner=owner,
             ignore_fleet=ignore_fleet,
             executor=validator,
@@ -145,11 +146,11 @@ def run_command(
         return
     echo_result(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}")
     _say_answers(outcome)
-    say(f"next: `omnigraph-migrate verify {graph}`, then restart writers with the new omnigraph")
+    say(f"next: `omnigraph-migrate verify {uri}`, then restart writers with the new omnigraph")
 
 
 @click.command("resume")
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @click.option("--token", required=True, help="The token of the crashed migration's claim.")
 @executor_options
 @parallel_option
@@ -158,7 +159,7 @@ def run_command(
 @reports_errors
 @_inventory_on_stdout
 def resume_command(
-    graph: str,
+    uri: str,
     token: str,
     executor: str,
     ray_address: str | None,
@@ -169,10 +170,11 @@ def resume_command(
 ) -> None:
     """Continue a crashed migration from its ledger and sidecars (images not yet found clean
     are validated on --executor). Answers the migration recorded are checked before the stamp;
-    --queries is only needed if the run died before recording them."""
+    --queries is only needed if the run died before recording them.
+    """
     queries = chosen_queries(queries_path, query_params_path)
     with chosen_executor(executor, ray_address) as validator:
-        outcome = migrate.resume(graph, token=token, executor=validator, progress=_progress(as_json), queries=queries, parallel=parallel)
+        outcome = migrate.resume(uri, token=token, executor=validator, progress=_progress(as_json), queries=queries, parallel=parallel)
     if as_json:
         emit_json(outcome.to_dict())
         return
@@ -181,14 +183,14 @@ def resume_command(
 
 
 @click.command("abort")
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @click.option("--token", required=True, help="The token of the migration's claim.")
 @click.option("--reason", default="aborted by operator", show_default=True)
 @json_option
 @reports_errors
-def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
+def abort_command(uri: str, token: str, reason: str, as_json: bool) -> None:
     """Put stamp 4 back and release the claim (before stamp 5 only). Installed PKs stay."""
-    document = migrate.abort(graph, token=token, reason=reason).to_dict()
+    document = migrate.abort(uri, token=token, reason=reason).to_dict()
     if as_json:
         emit_json(document)
         return
@@ -200,7 +202,7 @@ def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
 
 
 @click.command("status")
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @click.option(
     "--tail",
     "tail_records",
@@ -211,10 +213,11 @@ def abort_command(graph: str, token: str, reason: str, as_json: bool) -> None:
 )
 @json_option
 @reports_errors
-def status_command(graph: str, tail_records: int | None, as_json: bool) -> None:
+def status_command(uri: str, tail_records: int | None, as_json: bool) -> None:
     """The stamp, the claim holder (and every process acting for it), the latest migration's
-    ledger, and the command to run next."""
-    shown = migrate.status(graph, tail=tail_records)
+    ledger, and the command to run next.
+    """
+    shown = migrate.status(uri, tail=tail_records)
     document = shown.to_dict()
     if as_json:
         emit_json(document)
@@ -248,14 +251,15 @@ def status_command(graph: str, tail_records: int | None, as_json: bool) -> None:
 
 
 @click.command("verify")
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @answer_check_options
 @json_option
 @reports_errors
-def verify_command(graph: str, queries_path: Path | None, query_params_path: Path | None, as_json: bool) -> None:
+def verify_command(uri: str, queries_path: Path | None, query_params_path: Path | None, as_json: bool) -> None:
     """Check every live table on every branch has the PK [id] and nothing is unpublished; with
-    --queries, also that they answer as when the migration recorded them."""
-    document = migrate.verify(graph, queries=chosen_queries(queries_path, query_params_path)).to_dict()
+    --queries, also that they answer as when the migration recorded them.
+    """
+    document = migrate.verify(uri, queries=chosen_queries(queries_path, query_params_path)).to_dict()
     if as_json:
         emit_json(document)
         return
@@ -271,12 +275,12 @@ def _say_answers(outcome: Migrated) -> None:
 
 
 @click.command("duplicates")
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @json_option
 @reports_errors
-def duplicates_command(graph: str, as_json: bool) -> None:
+def duplicates_command(uri: str, as_json: bool) -> None:
     """Print every duplicate or null id of every pinned image (exit 4 if any); takes no claim."""
-    document = migrate.duplicates(graph, progress=_progress(as_json)).to_dict()
+    document = migrate.duplicates(uri, progress=_progress(as_json)).to_dict()
     if as_json:
         emit_json(document)
     else:
@@ -287,7 +291,7 @@ def duplicates_command(graph: str, as_json: bool) -> None:
 
 
 @click.command("repair")
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @click.option("--token", required=True, help="The token of the migration's claim.")
 @click.option(
     "--decisions", "decisions_path", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The decisions file (YAML)."
@@ -295,10 +299,10 @@ def duplicates_command(graph: str, as_json: bool) -> None:
 @click.option("--template", is_flag=True, help="Write a decisions template to --decisions instead of applying.")
 @json_option
 @reports_errors
-def repair_command(graph: str, token: str, decisions_path: Path, template: bool, as_json: bool) -> None:
+def repair_command(uri: str, token: str, decisions_path: Path, template: bool, as_json: bool) -> None:
     """Repair duplicate/null ids behind the barrier, as decided in a decisions file."""
     if template:
-        decisions = migrate.repair_template(graph, token=token, progress=_progress(as_json))
+        decisions = migrate.repair_template(uri, token=token, progress=_progress(as_json))
         migrate.write_repair_decisions(decisions_path, decisions)
         document: dict[str, Any] = {"template": str(decisions_path), "entries": len(decisions.decisions)}
         if as_json:
@@ -306,13 +310,13 @@ def repair_command(graph: str, token: str, decisions_path: Path, template: bool,
             return
         echo_result(f"wrote {len(decisions.decisions)} entries to {decisions_path}: set an action on each, then rerun without --template")
         return
-    document = migrate.repair(graph, token=token, decisions=migrate.read_repair_decisions(decisions_path), actor=actor_name()).to_dict()
+    document = migrate.repair(uri, token=token, decisions=migrate.read_repair_decisions(decisions_path), actor=actor_name()).to_dict()
     if as_json:
         emit_json(document)
         return
     echo_result(
-        f"applied {len(document['commits'])} repair commit(s); next: `omnigraph-migrate duplicates {graph}` to check, "
-        f"then `omnigraph-migrate resume {graph} --token {token}`"
+        f"applied {len(document['commits'])} repair commit(s); next: `omnigraph-migrate duplicates {uri}` to check, "
+        f"then `omnigraph-migrate resume {uri} --token {token}`"
     )
 
 

@@ -1,6 +1,7 @@
 """``omnigraph mutate --query F.gq [--name N] [--params JSON] [--branch B] [--if-commit ID] [--json] GRAPH``,
 and for an update or delete that matches more rows than one commit carries, ``--chunk-rows N``
-(one atomic commit per chunk, :mod:`omnigraph.engine.ops.mutate`) and ``--resume OPERATION``."""
+(one atomic commit per chunk, :mod:`omnigraph.engine.ops.mutate`) and ``--resume OPERATION``.
+"""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def _source(query_file: Path | None) -> str | None:
     "--resume", "resume", default=None, metavar="OPERATION", help="Continue the chunked mutation OPERATION from its last committed chunk."
 )
 @json_option
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @reports_errors
 def mutate_command(
     query_file: Path | None,
@@ -71,7 +72,7 @@ def mutate_command(
     if_commit: str | None,
     chunk_rows: int | None,
     resume: str | None,
-    graph: str,
+    uri: str,
     as_json: bool,
 ) -> None:
     """Run one .gq mutation query on a branch as one graph commit (or, chunked, as one per chunk)."""
@@ -86,7 +87,7 @@ def mutate_command(
     from omnigraph.sources import MAX_ROWS, check_mutation
 
     checked = check_mutation(source, name) if source is not None else None  # refused before any I/O
-    with open_for_command(graph) as opened:
+    with open_for_command(uri) as opened:
         say_recovered(opened)
         if resume is not None:
             document = opened.resume_mutation(resume, announce=say).to_dict()

@@ -66,17 +66,17 @@ def commit_group() -> None:
 @commit_group.command("list")
 @click.option("--branch", default=MAIN, show_default=True)
 @json_option
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @reports_errors
-def commit_list(branch: str, graph: str, as_json: bool) -> None:
+def commit_list(branch: str, uri: str, as_json: bool) -> None:
     """List the commits reachable from a branch head, newest first."""
-    with open_for_command(graph, read_only=True) as opened:
+    with open_for_command(uri, read_only=True) as opened:
         documents = [commit.to_dict() for commit in opened.commits(branch)]
     if as_json:
         emit_json({"branch": branch, "commits": documents})
         return
     for doc in documents:
-        when = dt.datetime.fromtimestamp(doc["committed_at"] / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        when = dt.datetime.fromtimestamp(doc["committed_at"] / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
         merged = f"  (parents {' '.join(doc['parents'])})" if len(doc["parents"]) > 1 else ""
         echo_result(f"{doc['commit_id']}  {when}Z  {doc['actor']}  {doc['message']}{merged}")
 

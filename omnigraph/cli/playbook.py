@@ -65,12 +65,12 @@ def _finish(report: RunReport, planned: list[tuple[str, str]], report_path: Path
         raise SystemExit(report.exit_code)
 
 
-def _with_refusal_documents(playbook: str, graph: str, report_path: Path | None, junit_path: Path | None, run: Callable[[], Any]) -> Any:
+def _with_refusal_documents(playbook: str, uri: str, report_path: Path | None, junit_path: Path | None, run: Callable[[], Any]) -> Any:
     """Run ``run``; a refusal before any step (an invalid file or --var) still writes the report and JUnit."""
     try:
         return run()
     except OmnigraphError as refused:
-        document, junit = refusal_documents(playbook, graph, refused)
+        document, junit = refusal_documents(playbook, uri, refused)
         if report_path is not None:
             report_path.write_text(json.dumps(document, sort_keys=True, indent=2) + "\n", encoding="utf-8")
         if junit_path is not None:
@@ -96,12 +96,13 @@ journal_root_option = click.option(
 @click.group("playbook")
 def playbook_group() -> None:
     """Run a YAML runbook (upgrade, staging-rehearsal, resume-crashed, duplicate-repair), finish an
-    interrupted run, list and show runs."""
+    interrupted run, list and show runs.
+    """
 
 
 @playbook_group.command("run")
 @click.argument("playbook_file")
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @yes_option
 @holder_dead_option
 @report_option
@@ -113,7 +114,7 @@ def playbook_group() -> None:
 @reports_errors
 def run_command(
     playbook_file: str,
-    graph: str,
+    uri: str,
     yes: bool,
     holder_dead: bool,
     report_path: Path | None,
@@ -127,7 +128,8 @@ def run_command(
     """Run PLAYBOOK_FILE (a path or a bundled name) against GRAPH, step by step.
 
     --queries and --query-params set the variables queries and query_params (the answer check
-    of the upgrade and staging-rehearsal playbooks), as absolute paths."""
+    of the upgrade and staging-rehearsal playbooks), as absolute paths.
+    """
     overrides = {}
     for setting in variables:
         name, sep, value = setting.partition("=")
@@ -145,7 +147,7 @@ def run_command(
         report = run_playbook(
             playbook,
             playbook_file,
-            graph,
+            uri,
             user=actor_name(),
             overrides=overrides,
             journal_root=journal_root or default_journal_root(),
@@ -153,7 +155,7 @@ def run_command(
         )
         return report, [(step.id, step.title) for step in playbook.steps]
 
-    report, planned = _with_refusal_documents(playbook_file, graph, report_path, junit_path, run)
+    report, planned = _with_refusal_documents(playbook_file, uri, report_path, junit_path, run)
     if report.up_to_date:
         _name_unfinished_runs(report, journal_root or default_journal_root())
     _finish(report, planned, report_path, junit_path, as_json)
@@ -161,7 +163,8 @@ def run_command(
 
 def _name_unfinished_runs(report: RunReport, root: str) -> None:
     """A run that found its goal already reached says which earlier runs of the same playbook on
-    the same graph never finished (their later steps, a smoke test or a release check, never ran)."""
+    the same graph never finished (their later steps, a smoke test or a release check, never ran).
+    """
     for summary in list_runs(root):
         started = summary.started
         if (
@@ -187,7 +190,8 @@ def _name_unfinished_runs(report: RunReport, root: str) -> None:
 @reports_errors
 def resume_command(journal: str, yes: bool, holder_dead: bool, report_path: Path | None, junit_path: Path | None, as_json: bool) -> None:
     """Finish the playbook run journalled at JOURNAL (ROOT/<run id>) whose runner died: the step it
-    died in and every later one; the report and JUnit cover the whole run."""
+    died in and every later one; the report and JUnit cover the whole run.
+    """
     report, planned = resume_run(journal, _operator(yes, holder_dead, as_json))
     _finish(report, planned, report_path, junit_path, as_json)
 

@@ -73,7 +73,7 @@ def _write(answer: Answer, output: str) -> None:
     "--format", "output", type=click.Choice(FORMATS), default=None, help="Output format (default: table; --json is --format json)."
 )
 @json_option
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @reports_errors
 def query_command(
     query_file: Path,
@@ -82,7 +82,7 @@ def query_command(
     branch: str,
     at_commit: str | None,
     output: str | None,
-    graph: str,
+    uri: str,
     as_json: bool,
 ) -> None:
     """Run one .gq read query on a branch (or one of its commits) and print the answer."""
@@ -97,7 +97,7 @@ def query_command(
 
     check_read_query(source, name)  # syntax, --name and the kind: refused before any I/O
     with (
-        open_for_command(graph, read_only=True) as opened,
+        open_for_command(uri, read_only=True) as opened,
         opened.open_query(source, name=name, params=params, branch=branch, at=at_commit) as answer,
     ):
         _write(answer, "json" if as_json else output or "table")

@@ -21,7 +21,7 @@ from omnigraph.migrate import SilentProgress
 
 
 @click.command("refence")
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @click.option(
     "--owner", default=None, help="Who runs it (recorded in the claim and ledger) [default: OMNIGRAPH_ACTOR, else the login name]."
 )
@@ -29,13 +29,13 @@ from omnigraph.migrate import SilentProgress
 @parallel_option
 @json_option
 @reports_errors
-def refence_command(graph: str, owner: str | None, executor: str, ray_address: str | None, parallel: int | None, as_json: bool) -> None:
+def refence_command(uri: str, owner: str | None, executor: str, ray_address: str | None, parallel: int | None, as_json: bool) -> None:
     """Fence again a stamp-5 graph that a format-4 writer wrote to after the stamp."""
     with chosen_executor(executor, ray_address) as validator:
         progress = SilentProgress() if as_json else StderrProgress()
-        outcome = migrate.refence(graph, owner=owner or actor_name(), progress=progress, executor=validator, parallel=parallel)
+        outcome = migrate.refence(uri, owner=owner or actor_name(), progress=progress, executor=validator, parallel=parallel)
     if as_json:
         emit_json(outcome.to_dict())
         return
     echo_result(f"fenced again: {outcome.units} unit(s) over {outcome.images} image(s) validated and verified; stamp is {outcome.stamp}")
-    say(f"next: `omnigraph-migrate verify {graph}`; keep every format-4 binary stopped")
+    say(f"next: `omnigraph-migrate verify {uri}`; keep every format-4 binary stopped")

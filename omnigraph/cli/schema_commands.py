@@ -17,11 +17,11 @@ def schema_group() -> None:
 
 @schema_group.command("show")
 @json_option
-@click.argument("graph")
+@click.argument("uri", metavar="GRAPH")
 @reports_errors
-def schema_show(graph: str, as_json: bool) -> None:
+def schema_show(uri: str, as_json: bool) -> None:
     """Print the accepted schema of GRAPH and the catalog derived from it, metadata included."""
-    with open_for_command(graph, read_only=True) as opened:
+    with open_for_command(uri, read_only=True) as opened:
         if as_json:
             emit_json(opened.schema())
             return

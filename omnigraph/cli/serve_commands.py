@@ -39,7 +39,8 @@ def is_loopback(host: str) -> bool:
 
 def _check_authentication(host: str, tokens: str | None, unauthenticated: bool, allow_remote: bool) -> None:
     """Refuse (usage error) a start that would leave the server open by accident; warn on stderr
-    about every open or plain-HTTP choice that was made on purpose."""
+    about every open or plain-HTTP choice that was made on purpose.
+    """
     if tokens is not None and unauthenticated:
         raise click.UsageError("--tokens and --unauthenticated exclude each other: choose one")
     if tokens is None and not unauthenticated:
@@ -69,7 +70,8 @@ def _check_authentication(host: str, tokens: str | None, unauthenticated: bool, 
 
 def _raise_open_files_limit(connections: int) -> None:
     """Let the process hold ``connections`` sockets and its own files: raise the soft limit on
-    open files up to the hard one if need be; warn when even that is short."""
+    open files up to the hard one if need be; warn when even that is short.
+    """
     needed = connections + 256
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < needed:
@@ -162,7 +164,7 @@ def serve_command_for(program: str) -> click.Command:
         help="Connections served per worker; beyond them requests are answered 503 at once.",
     )
     @click.option("--docs/--no-docs", default=True, show_default=True, help="Serve /docs and /openapi.json.")
-    @click.argument("graph")
+    @click.argument("uri", metavar="GRAPH")
     @reports_errors
     def serve_command(
         host: str,
@@ -180,7 +182,7 @@ def serve_command_for(program: str) -> click.Command:
         keep_alive: int,
         max_connections: int,
         docs: bool,
-        graph: str,
+        uri: str,
     ) -> None:
         """Serve GRAPH over HTTP until interrupted (OpenAPI at /docs)."""
         import uvicorn  # imported here: the other commands do not pay for it
@@ -188,7 +190,7 @@ def serve_command_for(program: str) -> click.Command:
         _check_authentication(host, tokens, unauthenticated, allow_remote_unauthenticated)
         if tokens is not None:
             read_tokens_file(tokens)  # refuse a bad file now, not in each worker
-        with open_for_command(graph, read_only=True, program=program) as opened:  # refuse a missing or unknown-format graph now
+        with open_for_command(uri, read_only=True, program=program) as opened:  # refuse a missing or unknown-format graph now
             uri, stamp = opened.uri, opened.format
         address = f"http://{host}:{port}"
         limits = Limits(

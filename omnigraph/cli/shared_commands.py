@@ -87,12 +87,12 @@ def init_command_for(program: str) -> click.Command:
     @click.command("init")
     @click.option("--schema", "schema_path", required=True, help="The .pg schema file.")
     @json_option
-    @click.argument("graph")
+    @click.argument("uri", metavar="GRAPH")
     @reports_errors
-    def init_command(schema_path: str, graph: str, as_json: bool) -> None:
+    def init_command(schema_path: str, uri: str, as_json: bool) -> None:
         """Create a new graph at GRAPH (a directory or s3://bucket/prefix)."""
         source = _decode_utf8(_read_file(schema_path, "schema file"), "schema file", schema_path)
-        with omnigraph.init(graph, source, program=program) as created:
+        with omnigraph.init(uri, source, program=program) as created:
             result = omnigraph.InitResult(graph=created.uri, format=created.format, tables=created.tables)
             warnings = created.schema_warnings
         for warning in warnings:
@@ -124,13 +124,13 @@ def load_command_for(program: str) -> click.Command:
         help="Split the file into commits of at most N records (nodes first); the load registers in the fleet registry while it runs.",
     )
     @json_option
-    @click.argument("graph")
+    @click.argument("uri", metavar="GRAPH")
     @reports_errors
-    def load_command(mode: str, data_path: str, branch: str, chunk_rows: int | None, graph: str, as_json: bool) -> None:
+    def load_command(mode: str, data_path: str, branch: str, chunk_rows: int | None, uri: str, as_json: bool) -> None:
         """Load a JSONL file into a branch as one atomic commit (or one per chunk)."""
         from omnigraph.inputs import open_data_file
 
-        with open_data_file(data_path) as data, open_for_command(graph, program=program) as opened:
+        with open_data_file(data_path) as data, open_for_command(uri, program=program) as opened:
             say_recovered(opened)
             if chunk_rows is None:
                 result = opened.load(data, mode=mode, branch=branch)  # type: ignore[arg-type]
@@ -155,11 +155,11 @@ def branch_group_for(program: str) -> click.Group:
     @click.argument("name")
     @click.option("--from", "source", default=MAIN, show_default=True, help="Branch to fork from.")
     @json_option
-    @click.argument("graph")
+    @click.argument("uri", metavar="GRAPH")
     @reports_errors
-    def branch_create(name: str, source: str, graph: str, as_json: bool) -> None:
+    def branch_create(name: str, source: str, uri: str, as_json: bool) -> None:
         """Create branch NAME from the current state of --from."""
-        with open_for_command(graph, program=program) as opened:
+        with open_for_command(uri, program=program) as opened:
             say_recovered(opened)
             created = opened.create_branch(name, from_branch=source)
         if as_json:
@@ -169,11 +169,11 @@ def branch_group_for(program: str) -> click.Group:
 
     @branch_group.command("list")
     @json_option
-    @click.argument("graph")
+    @click.argument("uri", metavar="GRAPH")
     @reports_errors
-    def branch_list(graph: str, as_json: bool) -> None:
+    def branch_list(uri: str, as_json: bool) -> None:
         """List graph branches."""
-        with open_for_command(graph, read_only=True, program=program) as opened:
+        with open_for_command(uri, read_only=True, program=program) as opened:
             branches = opened.branches()
         if as_json:
             emit_json({"branches": [b.to_dict() for b in branches]})
@@ -185,11 +185,11 @@ def branch_group_for(program: str) -> click.Group:
     @branch_group.command("delete")
     @click.argument("name")
     @json_option
-    @click.argument("graph")
+    @click.argument("uri", metavar="GRAPH")
     @reports_errors
-    def branch_delete(name: str, graph: str, as_json: bool) -> None:
+    def branch_delete(name: str, uri: str, as_json: bool) -> None:
         """Delete branch NAME (refused while other branches were forked from it)."""
-        with open_for_command(graph, program=program) as opened:
+        with open_for_command(uri, program=program) as opened:
             say_recovered(opened)
             deleted = opened.delete_branch(name)
         if as_json:
@@ -206,11 +206,11 @@ def snapshot_command_for(program: str) -> click.Command:
     @click.command("snapshot")
     @click.option("--branch", default=MAIN, show_default=True)
     @json_option
-    @click.argument("graph")
+    @click.argument("uri", metavar="GRAPH")
     @reports_errors
-    def snapshot_command(branch: str, graph: str, as_json: bool) -> None:
+    def snapshot_command(branch: str, uri: str, as_json: bool) -> None:
         """Show what a branch pins: every table's image, rows and primary key."""
-        with open_for_command(graph, read_only=True, program=program) as opened:
+        with open_for_command(uri, read_only=True, program=program) as opened:
             document = opened.snapshot(branch).to_dict()
         if as_json:
             emit_json(document)
@@ -229,11 +229,11 @@ def export_command_for(program: str) -> click.Command:
     @click.command("export")
     @click.option("--branch", default=MAIN, show_default=True)
     @click.option("--type", "types", multiple=True, help="Only these node/edge types (repeatable).")
-    @click.argument("graph")
+    @click.argument("uri", metavar="GRAPH")
     @reports_errors
-    def export_command(branch: str, types: tuple[str, ...], graph: str) -> None:
+    def export_command(branch: str, types: tuple[str, ...], uri: str) -> None:
         """Write a branch as JSONL on stdout (loadable with `load`)."""
-        with open_for_command(graph, read_only=True, program=program) as opened:
+        with open_for_command(uri, read_only=True, program=program) as opened:
             for line in opened.export_jsonl(branch, list(types)):
                 sys.stdout.write(line + "\n")
 

@@ -62,7 +62,7 @@ def reports_errors(command: F) -> F:
             sys.exit(exit_code_for(error))
         except click.ClickException:
             raise
-        except Exception as error:  # noqa: BLE001 - the CLI boundary reports everything
+        except Exception as error:
             if os.environ.get("OMNIGRAPH_DEBUG"):
                 traceback.print_exc()
             internal = Internal(f"{type(error).__name__}: {error}")
@@ -80,7 +80,8 @@ def _report(error: OmnigraphError, as_json: bool) -> None:
 
 def open_for_command(uri: str, *, read_only: bool = False, program: str = omnigraph.ENGINE) -> omnigraph.Graph:
     """The graph a command acts on: opened now, with the stamp and the claim checked at the open
-    only (a command opens, acts once and exits, as a one-shot program always has)."""
+    only (a command opens, acts once and exits, as a one-shot program always has).
+    """
     return omnigraph.open(uri, read_only=read_only, program=program, stamp_checks="at_open")
 
 

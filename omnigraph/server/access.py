@@ -55,7 +55,8 @@ class _Declaration:
 
 class Requires(_Declaration):
     """A guarded route's declaration; hands the handler the principal the gate admitted. Its
-    bearer parameter only describes the scheme in the OpenAPI document (the gate checks it)."""
+    bearer parameter only describes the scheme in the OpenAPI document (the gate checks it).
+    """
 
     def __call__(self, request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]) -> Principal:
         principal = request.scope.get("state", {}).get(PRINCIPAL_KEY)
@@ -92,6 +93,7 @@ def _declared(dependencies: list[Any]) -> list[Policy]:
 
 def single_policy(route: APIRoute) -> Policy | None:
     """The one policy ``route`` declares (on itself or through its router's dependencies), or
-    None when it declares none or several."""
+    None when it declares none or several.
+    """
     declared = set(_declared(route.dependant.dependencies))
     return declared.pop() if len(declared) == 1 else None

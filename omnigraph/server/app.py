@@ -54,7 +54,8 @@ def _error_response(error: OmnigraphError, status: int | None = None) -> JSONRes
 
 def create_app(settings: ServeSettings) -> FastAPI:
     """The application serving ``settings.graph`` as ``settings.program``; the tokens file (when
-    the server is not unauthenticated) is read and validated here."""
+    the server is not unauthenticated) is read and validated here.
+    """
     program = settings.program
     tokens = None if settings.tokens_file is None else TokenTable(read_tokens_file(settings.tokens_file))
     service = GraphService(settings.graph, program, on_recovery=metrics.count_recoveries)
@@ -178,7 +179,8 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
         prop: Annotated[str, Query(alias="property")],
     ) -> StreamingResponse:
         """One Blob cell's bytes, streamed (``omnigraph blob get``): ``?type=T&id=ID&property=P``
-        (query parameters, so any id fits); ``Content-Length`` is the cell's size."""
+        (query parameters, so any id fits); ``Content-Length`` is the cell's size.
+        """
         size, chunks = service.blob(branch, type_name, row_id, prop)
         return StreamingResponse(chunks, media_type="application/octet-stream", headers={"Content-Length": str(size)})
 
@@ -195,7 +197,8 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
         principal: Annotated[Principal, requires(Grant.WRITE, body=NDJSON_BODY)],
     ) -> dict[str, Any]:
         """Load a JSONL body as one commit: append = strict insert, merge = upsert, overwrite = replace.
-        The body is parsed and validated before the server's write lock is taken."""
+        The body is parsed and validated before the server's write lock is taken.
+        """
         data = await request.body()  # read and bounded by the gate already
         return await run_in_threadpool(service.load, branch, mode, data, principal.actor)
 
@@ -204,7 +207,8 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
         @app.post("/branches/{name}/merge", response_model=MergeResult, tags=["branches"])
         def merge_branch(name: str, body: models.MergeRequest, principal: Annotated[Principal, requires(Grant.MERGE)]) -> dict[str, Any]:
             """Three-way merge of branch ``name`` into ``into`` (up to date, fast-forward or a merge
-            commit); any conflict is 409 ``merge_conflict`` with the full list, nothing written."""
+            commit); any conflict is 409 ``merge_conflict`` with the full list, nothing written.
+            """
             return service.merge(name, body.into, principal.actor)
 
         @app.post("/branches/{branch}/mutate", response_model=MutationResult, tags=["writes"])
@@ -215,7 +219,8 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
             if_match: Annotated[str | None, Header()] = None,
         ) -> dict[str, Any]:
             """Run one ``.gq`` query as one commit; ``If-Match: <commit id>`` refuses (412) unless the
-            branch head is that commit (``--if-commit``)."""
+            branch head is that commit (``--if-commit``).
+            """
             return service.mutate(branch, body.query, body.name, body.params, if_match, principal.actor)
 
 
@@ -243,5 +248,5 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def app_from_env() -> FastAPI:
-    """uvicorn factory: the app of the settings ``omnigraph serve`` put in the environment."""
+    """Uvicorn factory: the app of the settings ``omnigraph serve`` put in the environment."""
     return create_app(settings_from_env())

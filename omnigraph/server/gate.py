@@ -56,7 +56,8 @@ _ACTOR = re.compile(ACTOR_PATTERN)
 
 def host_name(value: str) -> str | None:
     """The host name of a ``Host`` header value (port and IPv6 brackets removed, lower case), or
-    None when it is malformed."""
+    None when it is malformed.
+    """
     value = value.strip().lower()
     if value.startswith("["):
         end = value.find("]")
@@ -140,7 +141,8 @@ class _GateConfig:
 
     def _admit(self, policy: Policy, headers: dict[str, str], state: dict[str, Any]) -> None:
         """Put the caller's principal in ``state`` (as soon as it is known, so that the access
-        log names the actor of a refusal too), or refuse the caller."""
+        log names the actor of a refusal too), or refuse the caller.
+        """
         if policy.grant is None:
             return
         principal = anonymous() if self.tokens is None else self._authenticate(headers)
@@ -264,7 +266,8 @@ def install_gate(app: FastAPI, settings: ServeSettings, tokens: TokenTable | Non
 
 def _routes(routes: list[BaseRoute]) -> Iterator[BaseRoute]:
     """Every route under ``routes``, through included routers (which some FastAPI versions keep
-    as one entry holding the router)."""
+    as one entry holding the router).
+    """
     for route in routes:
         included = getattr(route, "original_router", None)
         if included is not None and not isinstance(route, APIRoute):
@@ -276,7 +279,8 @@ def _routes(routes: list[BaseRoute]) -> Iterator[BaseRoute]:
 def audit_routes(app: FastAPI) -> list[tuple[str, Policy]]:
     """``(path, policy)`` of every route of ``app``; ``RuntimeError`` naming each route that is
     not a :class:`GuardedRoute` or does not declare exactly one policy. The app calls it when it
-    starts, so a route that forgot its grant keeps the server from starting."""
+    starts, so a route that forgot its grant keeps the server from starting.
+    """
     found: list[tuple[str, Policy]] = []
     problems: list[str] = []
     for route in _routes(app.router.routes):

@@ -25,7 +25,8 @@ UNAUTHENTICATED_ACTOR = "http"
 @dataclass(frozen=True)
 class Principal:
     """Who a request acts as: ``actor`` is what commits record; ``authenticated`` is False only on
-    a server started ``--unauthenticated``, where every request holds every grant."""
+    a server started ``--unauthenticated``, where every request holds every grant.
+    """
 
     actor: str
     grants: frozenset[Grant]

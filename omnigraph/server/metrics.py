@@ -72,7 +72,8 @@ class _ScrapeTime(Collector):
 
 def exposition(stamp: Callable[[], str], program: str) -> bytes:
     """The text exposition of every metric (all workers' when in multiprocess mode); ``stamp``
-    reads the graph's stamp at this scrape."""
+    reads the graph's stamp at this scrape.
+    """
     if os.environ.get(MULTIPROC_ENV):
         counted = CollectorRegistry()
         MultiProcessCollector(counted)

@@ -35,7 +35,8 @@ class QueryRequest(BaseModel):
 
 def query_router(service: GraphService) -> APIRouter:
     """The query route of ``service``'s graph; none for the format-4 writer's emulation (the
-    release it emulates had no read queries)."""
+    release it emulates had no read queries).
+    """
     router = APIRouter(route_class=GuardedRoute)
     if service.program != omnigraph.ENGINE:
         return router

@@ -31,7 +31,8 @@ LoadMode = Literal["append", "merge", "overwrite"]
 class GraphService:
     """One graph served by one process under one program profile: a lazy :class:`omnigraph.Graph`
     (nothing is opened until the first request), whose reads run in parallel and whose writes it
-    serialises."""
+    serialises.
+    """
 
     def __init__(
         self, uri: str, program: str = omnigraph.ENGINE, on_recovery: Callable[[Sequence[omnigraph.Recovery]], None] | None = None
@@ -45,7 +46,8 @@ class GraphService:
 
     def readiness(self) -> dict[str, Any]:
         """``{format, writable, reason}``: the barrier, then, for a fenced program at stamp 5, the
-        writer audit (a late format-4 commit or an image without the PK is not writable)."""
+        writer audit (a late format-4 commit or an image without the PK is not writable).
+        """
         return self.graph.readiness().to_dict()
 
     def snapshot(self, branch: str) -> dict[str, Any]:
@@ -73,7 +75,8 @@ class GraphService:
 
     def blob(self, branch: str, type_name: str, row_id: str, prop: str) -> tuple[int, Iterator[bytes]]:
         """One Blob cell's size and its bytes as a stream; the cell is opened here, so a refused
-        cell fails before streaming (the stream closes the cell when it ends)."""
+        cell fails before streaming (the stream closes the cell when it ends).
+        """
         reader = self.graph.open_blob(type_name, row_id, prop, branch=branch)
         return reader.size, reader.chunks()
 
@@ -95,7 +98,8 @@ class GraphService:
     def load(self, branch: str, mode: LoadMode, data: bytes, actor: str) -> dict[str, Any]:
         """Parse and validate ``data`` against the catalog first, then publish under the write lock
         (the barrier is checked before the parse too, so a refused write parses nothing). A Blob
-        value must be bytes: an external URI would have the server read its own files or buckets."""
+        value must be bytes: an external URI would have the server read its own files or buckets.
+        """
         return self.graph.load(data, mode=mode, branch=branch, actor=actor, external_blobs=False).to_dict()
 
     def create_branch(self, name: str, source: str) -> dict[str, Any]:
@@ -108,7 +112,8 @@ class GraphService:
         self, branch: str, source: str, name: str | None, params: dict[str, Any], if_commit: str | None, actor: str
     ) -> dict[str, Any]:
         """One ``.gq`` query as one commit; syntax, the insert/delete mix and an external Blob URI
-        (see :meth:`load`) are refused before any I/O."""
+        (see :meth:`load`) are refused before any I/O.
+        """
         return self.graph.mutate(
             source, name=name, params=params, branch=branch, if_commit=if_commit, actor=actor, external_blobs=False
         ).to_dict()

@@ -35,7 +35,8 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 
 class TokenEntry(BaseModel):
     """One token: the actor its commits record, the hex SHA-256 of the token, its grants (sorted,
-    each once)."""
+    each once).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -110,7 +111,8 @@ class TokenTable:
 
     def authenticate(self, token: str) -> Principal | None:
         """The principal of ``token``, or None. Every entry is compared (no early exit), each in
-        constant time, so timing reveals neither a partial match nor which entry matched."""
+        constant time, so timing reveals neither a partial match nor which entry matched.
+        """
         presented = hashlib.sha256(token.encode("utf-8")).digest()
         found: TokenEntry | None = None
         for digest, entry in self._entries:

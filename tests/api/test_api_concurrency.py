@@ -66,7 +66,7 @@ def test_eight_threads_on_one_graph(backend: str, tmp_path: Path) -> None:
         start.wait()
         try:
             seen.append(sum(1 for record in graph.export(types=["Person"])))
-        except BaseException as error:  # noqa: BLE001 - collected and asserted below
+        except BaseException as error:
             failures.append(error)
 
     threads = [threading.Thread(target=write) for _ in range(WRITERS)] + [threading.Thread(target=read) for _ in range(WRITERS)]

@@ -183,7 +183,7 @@ def test_no_public_name_disappears(module_name: str) -> None:
 def test_open_is_public_but_not_star_exported() -> None:
     assert inspect.isfunction(omnigraph.open) and "open" not in omnigraph.__all__
     namespace: dict[str, object] = {}
-    exec("from omnigraph import *", namespace)  # noqa: S102 - what a star import brings
+    exec("from omnigraph import *", namespace)
     assert "open" not in namespace and "init" in namespace
 
 

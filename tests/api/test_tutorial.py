@@ -29,7 +29,7 @@ def test_the_tutorial_runs_as_written(tmp_path: Path, monkeypatch: pytest.Monkey
     printed = io.StringIO()
     for number, block in enumerate(blocks, start=1):
         with contextlib.redirect_stdout(printed):
-            exec(compile(block, f"{PAGE.name} block {number}", "exec"), namespace)  # noqa: S102 - the page's own code
+            exec(compile(block, f"{PAGE.name} block {number}", "exec"), namespace)
     output = printed.getvalue()
     # What the page says the blocks show: a fenced graph, one refused duplicate, a fast-forward
     # merge, the query's rows, a clean check, a refused read-only write, a finished migration.

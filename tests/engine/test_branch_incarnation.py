@@ -704,7 +704,7 @@ def test_branch_churn_under_concurrent_writers(tmp_path: Path, cleanup: Any, see
         def run() -> None:
             try:
                 target(*args)
-            except BaseException as error:  # noqa: BLE001 - reported by the test below
+            except BaseException as error:
                 crashed.append(f"{target.__name__}{args}: {type(error).__name__}: {error}")
 
         return threading.Thread(target=run)

@@ -31,7 +31,6 @@ from omnigraph.engine.storage.store import open_store
 __all__ = [
     "ACTOR",
     "BIN",
-    "Cli",
     "DATA_PATH",
     "FENCED_PROFILE",
     "LEGACY_PROFILE",
@@ -39,6 +38,7 @@ __all__ = [
     "OMNIGRAPH_V4",
     "PROJECT",
     "SCHEMA_PATH",
+    "Cli",
     "all_objects",
     "commit_ids",
     "example_data",

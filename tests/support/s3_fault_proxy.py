@@ -98,7 +98,7 @@ class FaultProxy:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base signature
+            def log_message(self, format: str, *args: object) -> None:
                 return
 
             def _body(self) -> bytes:
