@@ -1,12 +1,12 @@
-"""[omnigraph.migrator.errors]
-[omnigraph.migrator.errors]
-Errors specific to the migrator.
+"""The errors specific to the migrator, each with its code, HTTP status and exit code.
 
-[omnigraph.migrator.errors]
-The executors' names and the checks of their options that need no executor: light enough for
-a command's ``--help`` to import (:mod:`omnigraph.migrator.executors` imports Lance, pyarrow and the
-validator).
-
+:class:`DriftDetected` (something moved, or the graph is not fenced) and :class:`AnswersChanged`
+(an answer of the answer check differs) keep a migration from writing stamp 5, and are what
+``verify`` reports about a graph; :class:`MigrationRefused` refuses a state the migration cannot
+proceed from; :class:`ExecutorFailed` reports an executor that could not validate images (nothing
+is recorded for those images). Every class is an :class:`~omnigraph.engine.errors.OmnigraphError`,
+reported by the CLIs and the server like any other. ``fleet_active`` is
+:class:`omnigraph.migrator.inspection.FleetActive`.
 """
 
 from __future__ import annotations
@@ -31,9 +31,11 @@ class MigrationRefused(OmnigraphError):
 
 
 class ExecutorFailed(OmnigraphError):
-    """The executor validating images could not do its work: a Ray cluster that cannot be
-    reached, a task whose worker was lost, a worker running another release. Nothing was
-    recorded for the images it did not validate; ``resume --token`` validates them.
+    """The executor validating images could not do its work.
+
+    For example a Ray cluster that cannot be reached, a task whose worker was lost, a worker
+    running another release. Nothing was recorded for the images it did not validate;
+    ``resume --token`` validates them.
     """
 
     code = "executor_failed"
@@ -42,8 +44,9 @@ class ExecutorFailed(OmnigraphError):
 
 
 class AnswersChanged(OmnigraphError):
-    """A read query of the answer check answers differently than when its answer was recorded
-    under the barrier: the stamp is not written (``verify --queries``: the graph is reported).
+    """A read query of the answer check answers differently than when its answer was recorded under the barrier.
+
+    During a migration the stamp is not written; for ``verify --queries`` the graph is reported.
     """
 
     code = "answers_changed"

@@ -1,20 +1,16 @@
-"""[omnigraph.migrator.executors]
-[omnigraph.migrator.executors]
-Independent reads (or units) in flight at once, in a bounded pool of threads, results in order.
+"""Bounded fan-out of reads, the bounded-memory id validator, and the executor seam.
 
-On an object store every read of a migration is a few requests that mostly wait; a graph with
-many branches reads each branch's manifest and tables several times (preflight, plan, verify,
-stamp). :func:`fan_out` runs such per-branch or per-table work ``workers`` at a time and returns
-the results in the order of the inputs, so what is printed and persisted does not depend on
-timing.
+Fan-out: on an object store every read of a migration is a few requests that mostly wait; a
+graph with many branches reads each branch's manifest and tables several times (preflight, plan,
+verify, stamp). :func:`fan_out` runs such per-branch or per-table work (or units) ``workers`` at
+a time in a bounded pool of threads and returns the results in the order of the inputs, so what
+is printed and persisted does not depend on timing. :func:`default_parallel` is how many are in
+flight when ``--parallel`` is not given.
 
-
-[omnigraph.migrator.executors]
-Validate one pinned table image: every ``id`` non-null and unique, in bounded memory.
-
-The ``id`` column is streamed from Lance's scanner as Arrow batches into DuckDB, which groups
-it under a memory limit (:data:`MEMORY_LIMIT`) and spills to a temporary directory beyond it, so
-peak memory does not follow table size:
+Validation (:func:`validate_image`) of one pinned table image: every ``id`` non-null and unique,
+in bounded memory. The ``id`` column is streamed from Lance's scanner as Arrow batches into
+DuckDB, which groups it under a memory limit (:data:`MEMORY_LIMIT`) and spills to a temporary
+directory beyond it, so peak memory does not follow table size:
 
 1. one pass groups the 64-bit DuckDB ``hash`` of every non-null id and counts rows per hash. It
    yields the row count, the null count, the logical digest (row count, null count, and the
@@ -28,28 +24,24 @@ peak memory does not follow table size:
 Every duplicate id has a repeated hash, so pass 1 cannot miss one; pass 2 decides equality on the
 strings. The digest depends on DuckDB's ``hash`` function, which is why ``duckdb`` is pinned
 exactly in ``pyproject.toml``: a digest recorded by one release compares equal under the same
-release. The report also carries the physical fingerprint of the image.
+release (:func:`digest_release`). The report also carries the physical fingerprint of the image
+(:func:`~omnigraph.migrator.layout.physical_fingerprint`). DuckDB is imported by the first
+validation, not by importing this module.
 
+The executor seam: where step 5 of the migration (validate every pinned image) runs. An executor
+(:class:`ImageExecutor`) validates pinned images (:class:`~omnigraph.migrator.layout.PinnedImage`)
+and returns one :class:`ImageReport` per image, keyed by image id in image-id order. Every executor
+keeps one contract: an image's report is exactly what :func:`validate_image` gives for that image
+opened in this process (rows, null ids, duplicates, digest, fingerprint), so the ledger records
+written from the reports, the duplicate inventory and the exit code do not depend on the
+executor. Progress is ``start("validating ids", rows of every image)``, ``advance(rows)`` as rows
+are validated, then ``finish()``. An executor writes nothing to the graph or the ledger.
 
-[omnigraph.migrator.executors]
-Where step 5 of the migration (validate every pinned image) runs: the executor seam.
-
-An executor validates pinned images (:class:`~omnigraph.migrator.layout.PinnedImage`) and returns one
-:class:`~omnigraph.migrator.executors.ImageReport` per image, keyed by image id in image-id order. Every
-executor keeps one contract: an image's report is exactly what
-:func:`~omnigraph.migrator.executors.validate_image` gives for that image opened in this process (rows, null
-ids, duplicates, digest, fingerprint), so the ledger records written from the reports, the
-duplicate inventory and the exit code do not depend on the executor. Progress is
-``start("validating ids", rows of every image)``, ``advance(rows)`` as rows are validated, then
-``finish()``. An executor writes nothing to the graph or the ledger.
-
-Executors (:data:`EXECUTORS`): ``local`` validates in this process (:class:`LocalExecutor`);
-``ray`` validates as tasks on a Ray cluster (:mod:`omnigraph.migrator.ray_executor`, imported only when
-chosen: it needs the ``[ray]`` extra). Lifecycle: :func:`open_executor` gives a context manager;
-``start()`` acquires what the executor needs (idempotent; ``validate`` starts it when needed) and
-the context's exit releases it.
-
-
+Executors (:data:`~omnigraph.migrator.options.EXECUTORS`): ``local`` validates in this process
+(:class:`LocalExecutor`); ``ray`` validates as tasks on a Ray cluster
+(:mod:`omnigraph.migrator.ray_executor`, imported only when chosen: it needs the ``[ray]`` extra).
+Lifecycle: :func:`open_executor` gives a context manager; ``start()`` acquires what the executor
+needs (idempotent; ``validate`` starts it when needed) and the context's exit releases it.
 """
 
 from __future__ import annotations
@@ -108,8 +100,9 @@ def fan_out(work: Callable[[T], R], items: Sequence[T], workers: int) -> list[R]
 
 
 def read_snapshots(manifest: Manifest, branches: Sequence[str]) -> list[BranchSnapshot]:
-    """The latest snapshot of each of ``branches``, in their order, read
-    :func:`default_parallel` at a time; a branch that does not exist is ``not_found``.
+    """The latest snapshot of each of ``branches``, in their order, read :func:`default_parallel` at a time.
+
+    A branch that does not exist is ``not_found``.
     """
     return fan_out(manifest.snapshot, branches, default_parallel(manifest.store))
 
@@ -160,6 +153,7 @@ class ImageReport:
 
     @property
     def clean(self) -> bool:
+        """True if the image has no null id and no duplicate id."""
         return self.null_ids == 0 and not self.duplicates
 
 
@@ -169,8 +163,10 @@ def _digest(rows: int, null_ids: int, total: int, xor: int) -> str:
 
 
 def digest_release() -> dict[str, str]:
-    """The versions a report depends on: this tool's, DuckDB's (its ``hash`` makes the digest)
-    and Lance's (it decides which rows an image holds). Equal releases give equal reports.
+    """The versions a report depends on: this tool's, DuckDB's and Lance's.
+
+    DuckDB's ``hash`` makes the digest and Lance decides which rows an image holds. Equal releases
+    give equal reports.
     """
     import duckdb
 
@@ -179,8 +175,9 @@ def digest_release() -> dict[str, str]:
 
 @contextmanager
 def validation_session(threads: int | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
-    """One DuckDB connection (memory limit, spill directory) for validating several images,
-    using ``threads`` threads (default: every core of this machine). DuckDB is imported here, by
+    """One DuckDB connection (memory limit, spill directory) for validating several images.
+
+    It uses ``threads`` threads (default: every core of this machine). DuckDB is imported here, by
     the first validation, not by every migrator command.
     """
     import duckdb
@@ -252,20 +249,25 @@ def validate_image(
 class ImageExecutor(Protocol):
     """Validates pinned images (see the module docstring for the contract)."""
 
-    def start(self) -> None: ...
+    def start(self) -> None:
+        """Acquire what the executor needs; idempotent."""
 
-    def validate(self, store: GraphStore, images: list[PinnedImage], progress: Progress) -> dict[str, ImageReport]: ...
+    def validate(self, store: GraphStore, images: list[PinnedImage], progress: Progress) -> dict[str, ImageReport]:
+        """One report per image, keyed by image id in the order of ``images``; starts the executor if needed."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what :meth:`start` acquired."""
 
 
 class LocalExecutor:
     """Validates the images one after the other in this process, in one DuckDB session."""
 
     def start(self) -> None:
+        """Nothing to acquire."""
         return None
 
     def validate(self, store: GraphStore, images: list[PinnedImage], progress: Progress) -> dict[str, ImageReport]:
+        """Validate every image in this process, in the order given, in one DuckDB session."""
         datasets = open_images(store, images)
         progress.start(VALIDATING, sum(dataset.count_rows() for dataset in datasets.values()))
         with validation_session() as session:
@@ -274,6 +276,7 @@ class LocalExecutor:
         return reports
 
     def close(self) -> None:
+        """Nothing to release."""
         return None
 
 
@@ -282,7 +285,7 @@ def open_executor(name: str, ray_address: str | None = None) -> Iterator[ImageEx
     """The executor called ``name`` (one of :data:`EXECUTORS`), released on exit.
 
     ``ray_address`` is the Ray cluster to connect to (``ray`` only; None starts a private local
-    Ray instance). Check :func:`omnigraph.migrator.errors.executor_unavailable` first: a missing package raises ImportError.
+    Ray instance). Check :func:`omnigraph.migrator.options.executor_unavailable` first: a missing package raises ImportError.
     """
     executor: ImageExecutor
     if name == "local":

@@ -1,31 +1,30 @@
-"""[omnigraph.migrator.inspection]
-[omnigraph.migrator.inspection]
-The fleet seen by the migrator: who announced itself as a writer, and refusing while one is live.
+"""The checks at the door of every migration command, and the read-only commands preflight, plan and duplicates.
 
-``preflight`` and ``run`` list every record of the fleet registry (:mod:`omnigraph.engine.access.fleet`) with its
-status and refuse (``fleet_active``, exit 3) while a record is ``live``: a server or long load of
-either format that heartbeated within :data:`omnigraph.engine.access.fleet.STALE_AFTER_SECONDS` and is not known
-dead. ``--ignore-fleet`` overrides it (the operator knows better, for example a record left by a
-host that was switched off). The registry is information, never a lock: the barrier itself is the
+Every check here is read-only and either passes or raises the error that says what the operator
+runs next; nothing here writes to the graph, and no command here takes the claim.
+
+The fleet seen by the migrator: who announced itself as a writer, and refusing while one is
+live. ``preflight`` and ``run`` list every record of the fleet registry
+(:mod:`omnigraph.engine.access.fleet`) with its status (:func:`fleet_document`) and refuse
+(``fleet_active``, exit 3; :func:`refuse_live_writers`) while a record is ``live``: a server or
+long load of either format that heartbeated within
+:data:`omnigraph.engine.access.fleet.STALE_AFTER_SECONDS` and is not known dead.
+``--ignore-fleet`` overrides it (the operator knows better, for example a record left by a host
+that was switched off). The registry is information, never a lock: the barrier itself is the
 claim and the ``migrating`` stamp that every writer re-reads before it commits.
 
-
-[omnigraph.migrator.inspection]
-The checks at the door of every migration command: read-only, each one either passes or raises
-the error that says what the operator runs next.
-
-``run`` first asks :func:`already_fenced` (a graph already at stamp 5, unclaimed and passing
-``verify`` needs nothing), then :func:`refuse_unless_stamp_4`, which ``preflight`` shares.
-``refence`` needs :func:`refuse_unless_refence_needed`. ``resume`` and ``abort`` act only with the
-claim's exact token (:func:`held_claim`); ``resume`` refuses a claim broken with that token
+The preconditions: ``run`` first asks :func:`omnigraph.migrator.verify.already_fenced` (a graph
+already at stamp 5, unclaimed and passing ``verify`` needs nothing), then
+:func:`refuse_unless_stamp_4`, which ``preflight`` shares. ``refence`` needs
+:func:`refuse_unless_refence_needed`. ``resume`` and ``abort`` act only with the claim's exact
+token (:func:`held_claim`); ``resume`` refuses a claim broken with that token
 (:func:`refuse_broken`); whoever acts for an existing claim is refused while another process
-acting for it is alive on this host (:mod:`omnigraph.claims.acting`). Every ``claim_held`` refusal is made by :func:`claims.claim_held`.
-Nothing here writes to the graph.
+acting for it is alive on this host (:mod:`omnigraph.claims.acting`). Every ``claim_held`` refusal
+is made by :func:`omnigraph.claims.errors.claim_held`.
 
-
-[omnigraph.migrator.inspection]
-Read-only commands: preflight, plan, duplicates, verify, status. None takes the claim.
-
+The read-only commands: :func:`preflight`, :func:`plan_command` (``plan``) and :func:`duplicates`.
+``verify`` is :func:`omnigraph.migrator.verify.verify` and ``status`` is
+:func:`omnigraph.migrator.status.status`; none of them takes the claim either.
 """
 
 from __future__ import annotations
@@ -94,8 +93,9 @@ def fleet_document(store: GraphStore) -> list[dict[str, Any]]:
 
 
 def describe(entry: dict[str, Any]) -> str:
-    """One line naming a fleet record of :func:`fleet_document`: program, role, format, host, pid,
-    address, start, heartbeat age and status.
+    """One line naming a fleet record of :func:`fleet_document`.
+
+    The line gives its program, role, format, host, pid, address, start, heartbeat age and status.
     """
     where = f" at {entry['address']}" if entry.get("address") else ""
     return (
@@ -137,10 +137,7 @@ def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
         )
     if stamp == FORMAT_MIGRATING:
         holder = inspect(store, CLAIM_PATH)
-        if holder is not None:
-            advice = claim_next_step(store, holder, stamp)
-        else:
-            advice = unclaimed_barrier_next_step(store, str(migration_id))
+        advice = claim_next_step(store, holder, stamp) if holder is not None else unclaimed_barrier_next_step(store, str(migration_id))
         raise claim_held(
             f"migration {migration_id} holds the barrier on {store.uri}"
             + (f" (claim held by {holder.owner} on {holder.host}, pid {holder.pid})" if holder else " (its claim was broken)")
@@ -169,10 +166,12 @@ def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
 
 
 def refuse_unless_refence_needed(store: GraphStore, manifest: Manifest, owner: str) -> None:
-    """``refence`` needs stamp 5 (else ``format_refused``), a readiness problem
-    (:func:`omnigraph.engine.access.writer_audit.readiness_problems`; none is ``precondition_failed``), no
-    claim (``claim_held``) and no commit in flight by a live process on this host
-    (``recovery_required``; ``owner`` is named in the command to run again).
+    """Refuse ``refence`` unless the graph needs fencing again and nothing else holds it.
+
+    ``refence`` needs stamp 5 (else ``format_refused``), a readiness problem
+    (:func:`omnigraph.engine.access.writer_audit.readiness_problems`; none is
+    ``precondition_failed``), no claim (``claim_held``) and no commit in flight by a live process
+    on this host (``recovery_required``; ``owner`` is named in the command to run again).
     """
     stamp, _ = manifest.read_stamp()
     if stamp != FORMAT_5:
@@ -210,8 +209,9 @@ def _refuse_claim(store: GraphStore) -> None:
 
 
 def held_claim(store: GraphStore, token: str) -> ClaimDocument:
-    """The migration claim, which must carry ``token``: ``not_found`` if there is no claim,
-    ``precondition_failed`` if it carries another token.
+    """The migration claim, which must carry ``token``.
+
+    ``not_found`` if there is no claim, ``precondition_failed`` if it carries another token.
     """
     holder = inspect(store, CLAIM_PATH)
     if holder is None:
@@ -230,9 +230,10 @@ def held_claim(store: GraphStore, token: str) -> ClaimDocument:
 
 
 def refuse_broken(store: GraphStore, token: str) -> None:
-    """``precondition_failed`` if there is no claim and the one carrying ``token`` was broken:
-    its holder's claim is gone for good, so its migration is not resumed (``abort --token``
-    lowers the barrier it left).
+    """``precondition_failed`` if there is no claim and the one carrying ``token`` was broken.
+
+    Its holder's claim is gone for good, so its migration is not resumed (``abort --token`` lowers
+    the barrier it left).
     """
     if inspect(store, CLAIM_PATH) is not None:
         return
@@ -264,11 +265,11 @@ def plan_command(store: GraphStore) -> dict[str, Any]:
 
 
 def preflight(store: GraphStore, validate: bool, progress: Progress, ignore_fleet: bool = False) -> dict[str, Any]:
-    """Stamp 4, no intents, no claim, no live registered writer (unless ``ignore_fleet``), every
-    unit listed; with ``validate`` the full id scan.
+    """The ``preflight`` document: stamp 4, no intents, no claim, no live registered writer, every unit listed.
 
-    Out-of-band table commits are listed under ``out_of_band``: ``run`` adopts the ones that
-    change no row before planning (the listed units show the pins before that adoption);
+    A live registered writer is refused unless ``ignore_fleet``; with ``validate`` the full id scan
+    runs too. Out-of-band table commits are listed under ``out_of_band``: ``run`` adopts the ones
+    that change no row before planning (the listed units show the pins before that adoption);
     row-changing drift is refused with ``table_drift``.
     """
     manifest = Manifest.of_graph(store)

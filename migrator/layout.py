@@ -1,32 +1,31 @@
-"""[omnigraph.migrator.layout]
-Where a migration keeps its claim, ledger and unit sidecars under the graph root.
+"""Where a migration keeps its files under the graph root, and the pinned images it works on.
 
-[omnigraph.migrator.layout]
-Pinned images, as every executor sees them: what one is, and opening them at their versions.
+Paths: the claim (:data:`CLAIM_PATH`, taken for operation :data:`CLAIM_OPERATION`), and under
+``__migration/<id>/`` the ledger records (:func:`ledger_dir`) and the unit sidecars
+(:func:`units_dir`, :func:`sidecar_path`). Migration ids are ULIDs, so :func:`migration_ids` lists
+them oldest first.
 
-:mod:`omnigraph.migrator.executors` (the executor seam and the local executor) and
-:mod:`omnigraph.migrator.ray_executor` (the ``ray`` executor) both use these; neither imports the other at
-import time (:mod:`omnigraph.migrator.executors` imports the Ray executor only when it is chosen).
+Pinned images (:class:`PinnedImage`), as every executor sees them: one physical table image a plan
+pins, opened at its version by :func:`open_images`. :mod:`omnigraph.migrator.executors` (the
+executor seam and the local executor) and :mod:`omnigraph.migrator.ray_executor` (the ``ray``
+executor) both use these; neither imports the other at import time
+(:mod:`omnigraph.migrator.executors` imports the Ray executor only when it is chosen).
 
+Physical fingerprints (:func:`physical_fingerprint`): which data and deletion files make up an
+image's rows. Two versions with the same fingerprint hold the same rows: Lance never rewrites a
+data file in place, and any row change adds data files or deletion files. A PK metadata commit
+and a branch fork keep every fragment as it was (a fork only sets a base reference, which is
+ignored here), so the migration checks its effects with this cheap fingerprint and falls back to
+re-reading the ids only when it differs.
 
-[omnigraph.migrator.layout]
-Physical fingerprint of a table image: which data and deletion files make up its rows.
-
-Two versions with the same fingerprint hold the same rows: Lance never rewrites a data file in
-place, and any row change adds data files or deletion files. A PK metadata commit and a branch
-fork keep every fragment as it was (a fork only sets a base reference, which is ignored here), so
-the migration checks its effects with this cheap fingerprint and falls back to re-reading the ids
-only when it differs.
-
-
-[omnigraph.migrator.layout]
-Per-unit sidecars: ``__migration/<id>/units/<unit-id>.json``, written before any unit effect.
-
-A sidecar declares what the unit is about to do: the state it expects (incarnation, pinned
-image), the fork it may create (branch name and exact parent ref), the PK it installs and the
-manifest row it will publish. Resume uses it to adopt a fork only when the fork's identity
-matches, never by inferring from a branch name. The sidecar is deleted when the unit completes.
-
+Unit sidecars (:class:`UnitSidecar`, ``__migration/<id>/units/<unit-id>.json``), written before any
+effect of the unit. A sidecar declares what the unit is about to do: the state it expects
+(incarnation, pinned image), the fork it may create (branch name and exact parent ref), the PK it
+installs and the manifest row it will publish. :func:`write_or_match` never overwrites one that
+declares something else (``migration_refused``). Resume uses it to adopt a fork only when the
+fork's identity matches, never by inferring from a branch name. The sidecar is deleted when the
+unit completes; the images remaining sidecars pin (:func:`pinned_images`) must be kept by version
+cleanup.
 """
 
 from __future__ import annotations
@@ -60,7 +59,7 @@ def units_dir(migration_id: str) -> str:
 
 
 def sidecar_path(migration_id: str, unit_id: str) -> str:
-    """The sidecar of one unit (:mod:`omnigraph.migrator.layout`)."""
+    """The sidecar of one unit (:class:`UnitSidecar`)."""
     return f"{units_dir(migration_id)}/{unit_id}.json"
 
 
@@ -171,8 +170,9 @@ def remaining(store: GraphStore, migration_id: str) -> list[str]:
 
 
 def pinned_images(store: GraphStore) -> list[tuple[str, str | None, int]]:
-    """(table path, table branch, version) of the image every remaining sidecar of every
-    migration pins, sorted; version cleanup must keep them.
+    """(table path, table branch, version) of the image every remaining sidecar of every migration pins, sorted.
+
+    Version cleanup must keep them.
     """
     images = set()
     for migration_id in migration_ids(store):

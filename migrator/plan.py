@@ -1,32 +1,29 @@
-"""[omnigraph.migrator.plan]
-Out-of-band table commits on a graph about to be migrated.
+"""What a migration works on: out-of-band commits settled first, the plan of units, the duplicate inventory.
 
-A format-4 graph gets routine Lance maintenance too (an index, a compaction). Before anything is
-claimed, :func:`out_of_band_reports` classifies every table HEAD past its pin on every live
-branch (:mod:`omnigraph.engine.reconcile.drift`): preflight reports them, and row-changing drift refuses the
-migration (``table_drift``, naming the ``omnigraph drift`` commands that resolve it). Under the
-claim and the barrier, before the plan pins any image, :func:`adopt_before_plan` re-pins the
-HEADs that change no row with a recorded graph commit, so the units pin them; drift that
-appeared after the check stops the run (the unit drift checks stop it later too).
+Out-of-band table commits: a format-4 graph gets routine Lance maintenance too (an index, a
+compaction). Before anything is claimed, :func:`out_of_band_reports` classifies every table HEAD
+past its pin on every live branch (:mod:`omnigraph.engine.reconcile.drift`): preflight reports
+them, and row-changing drift refuses the migration (``table_drift``, naming the ``omnigraph
+drift`` commands that resolve it; :func:`refuse_row_drift`). Under the claim and the barrier,
+before the plan pins any image, :func:`adopt_before_plan` re-pins the HEADs that change no row
+with a recorded graph commit, so the units pin them; drift that appeared after the check stops
+the run (``drift_detected``; the unit drift checks stop it later too).
 
+The plan (:func:`build_plan`): unit = ``(graph_branch, branch_incarnation, table_key, table_path,
+pinned_table_branch, pinned_table_version)``. Units are ordered main first, then branches by
+name, then table key; units that pin the same physical image (same path, table branch and
+version) share one validation (:meth:`MigrationPlan.images`, :func:`validate_images`). A unit is
+*owned* when its branch pins an image on its own Lance table branch and *inherited* (lazy)
+otherwise (:func:`is_inherited`).
 
-[omnigraph.migrator.plan]
-The migration plan: every live graph branch and every table it pins, as units.
-
-Unit = ``(graph_branch, branch_incarnation, table_key, table_path, pinned_table_branch,
-pinned_table_version)``. Units are ordered main first, then branches by name, then table key;
-units that pin the same physical image (same path, table branch and version) share one
-validation. A unit is *owned* when its branch pins an image on its own Lance table branch and
-*inherited* (lazy) otherwise.
-
-
-[omnigraph.migrator.plan]
-The duplicate/null inventory: which ids are broken, in which image, seen by which branches.
+The duplicate/null inventory (:func:`inventory`): which ids are broken, in which image, seen by
+which branches.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import lance_branch_name
@@ -149,8 +146,9 @@ def validate_images(
     only: set[str] | None = None,
     executor: ImageExecutor | None = None,
 ) -> dict[str, ImageReport]:
-    """Validate every distinct image of the plan once (or those in ``only``), in image order,
-    on ``executor`` (default: this process; :mod:`omnigraph.migrator.executors`).
+    """Validate every distinct image of the plan once (or those in ``only``), in image order.
+
+    They are validated on ``executor`` (default: this process; :mod:`omnigraph.migrator.executors`).
     """
     return (executor or LocalExecutor()).validate(store, pinned_images(plan, only), progress)
 
@@ -164,7 +162,8 @@ def inventory(plan: MigrationPlan, reports: dict[str, ImageReport]) -> list[Inve
             continue
         units: list[UnitPlan] = images[image_id]
         kind, type_name = units[0].table_key.split(":", 1)
-        common = {
+        # The fields shared by every entry of the image; the InventoryEntry model validates each one.
+        common: dict[str, Any] = {
             "entity_kind": kind,
             "type_name": type_name,
             "graph_branches": sorted({u.graph_branch for u in units}),

@@ -72,7 +72,8 @@ class TaskResult:
 def validate_task(task: ImageTask) -> TaskResult:
     """Open ``task``'s image and validate it (runs on a Ray worker)."""
     dataset = open_dataset_at(task.dataset_uri, task.storage_options, task.table_branch, task.table_version)
-    cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1.0)
+    # Ray's RuntimeContext.get_assigned_resources has no annotations (an untyped call in Ray).
+    cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1.0)  # type: ignore[no-untyped-call]
     with validation_session(threads=max(1, int(cpus))) as session:
         report = validate_image(dataset, None, session)
     return TaskResult(report, digest_release())
@@ -163,8 +164,9 @@ class RayExecutor:
 
 
 def _refuse_unreachable(address: str) -> None:
-    """Refuse an address where nothing accepts a connection within :data:`CONNECT_SECONDS`
-    (Ray itself would retry such an address without end).
+    """Refuse an address where nothing accepts a connection within :data:`CONNECT_SECONDS`.
+
+    Ray itself would retry such an address without end.
     """
     host, _, port = address.rpartition(":")
     try:
@@ -177,7 +179,7 @@ def _refuse_unreachable(address: str) -> None:
         ) from error
 
 
-def _result(ref: ray.ObjectRef, image_id: str) -> TaskResult:
+def _result(ref: ray.ObjectRef[TaskResult], image_id: str) -> TaskResult:
     """The finished task's result; its own error re-raised as it was, Ray's as ExecutorFailed."""
     try:
         return ray.get(ref)

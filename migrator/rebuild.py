@@ -23,7 +23,7 @@ migration ledger) is listed in docs/operations.md.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ class RebuiltBranch:
 
     name: str
     parent: str | None
-    rows: dict[str, int]
+    rows: Mapping[str, int]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,7 @@ class RebuildOutcome:
     branches: list[RebuiltBranch]
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document of the rebuild: source, destination, stamp 5 and every branch copied."""
         return {
             "source": self.source,
             "destination": self.destination,
@@ -123,7 +124,7 @@ def rebuild_graph(
             for branch in order:
                 if progress is not None:
                     progress(f"loading branch {branch.name}")
-                rows: dict[str, int] = {}
+                rows: Mapping[str, int] = {}
                 if exports[branch.name].stat().st_size:
                     with exports[branch.name].open("rb") as data:  # read in blocks, never whole
                         rows = load(target, data, mode="overwrite", branch=branch.name, actor=actor).rows

@@ -43,7 +43,7 @@ from omnigraph.engine.storage.lance_io import ImageRef, open_pinned
 from omnigraph.engine.storage.names import FORMAT_MIGRATING
 from omnigraph.engine.storage.store import GraphStore
 from omnigraph.ledger.records import InventoryEntry, RepairApplied, RepairDecision
-from omnigraph.migrator.context import Migration, held_migration
+from omnigraph.migrator.claim import Migration, held_migration
 from omnigraph.migrator.layout import CLAIM_PATH
 from omnigraph.migrator.plan import build_plan, inventory, validate_images
 
@@ -196,8 +196,9 @@ def _edges_referencing(graph: Graph, snapshot: BranchSnapshot, node_type: str, n
 
 
 def _with_payloads(graph: Graph, path: str, choice: RepairChoice, found: pa.Table) -> pa.Table:
-    """``found`` (scanned with ``_rowid``) with each Blob cell's descriptor replaced by its bytes,
-    so a kept or renamed row is inserted again with its payload.
+    """``found`` (scanned with ``_rowid``) with each Blob cell's descriptor replaced by its bytes.
+
+    So a kept or renamed row is inserted again with its payload.
     """
     dataset = open_pinned(graph.store, ImageRef(path, choice.table_branch, choice.table_version))
     names = blob_names(dataset.schema)

@@ -1,47 +1,43 @@
-"""[omnigraph.migrator.run]
-The migration protocol under the claim, from the barrier to the release (DESIGN section 7,
-steps 3 to 7): what ``run``, ``refence`` and ``resume`` drive once they hold the claim.
+"""The commands that carry a migration to stamp 5 (``run``, ``refence``, ``resume``) and the protocol they drive.
 
-:func:`drive` continues a :class:`~omnigraph.migrator.context.Migration` from whatever its ledger says is
-done: barrier stamp ``migrating`` (if not up yet), plan (adopting out-of-band commits that change
-no row first), validation of every image not yet found clean since the plan, the answer check's baseline when
-queries are given (:mod:`omnigraph.migrator.verify`: every read query on every live branch, recorded
-before the first PK effect), every unit not yet completed (:mod:`omnigraph.migrator.unit`, several at
-once: :mod:`omnigraph.migrator.unit`), verification against the ledger, the recorded answers
-taken again (``answers_changed`` on any difference), stamp ``5`` last, then the release of the
-claim (:func:`release_claim`). Every step is a ledger record, so a crash anywhere is continued by ``resume --token``.
+Each command is its preconditions (:mod:`omnigraph.migrator.inspection`), a start
+(:mod:`omnigraph.migrator.claim`: a new claim, or the held one) and the protocol under the
+claim (:func:`drive`).
+
+``run`` (:func:`run_migration`): on a graph already at stamp 5 with no claim held and ``verify``
+passing, nothing to do (:class:`~omnigraph.migrator.verify.UpToDate`, exit 0, nothing written:
+re-running the upgrade is safe). Otherwise the graph must be at stamp 4, with no live registered
+writer and no row-changing out-of-band commit; then claim, barrier, plan, validate, units,
+verify, stamp ``5``, release. ``refence`` (:func:`refence_migration`) fences a stamp-5 graph again
+after a format-4 writer published to it. ``resume --token`` (:func:`resume_migration`) continues
+the same migration from its ledger: completed units are skipped and the others continue step by
+step (see :mod:`omnigraph.migrator.unit`). ``run`` and ``resume`` given answer queries
+(:mod:`omnigraph.migrator.verify`) bind them against the catalog before anything is written, and
+the driver records and re-checks their answers.
+
+The protocol under the claim, from the barrier to the release (DESIGN section 7, steps 3 to 7):
+:func:`drive` continues a :class:`~omnigraph.migrator.claim.Migration` from whatever its ledger
+says is done: barrier stamp ``migrating`` (if not up yet), plan (adopting out-of-band commits that
+change no row first), validation of every image not yet found clean since the plan, the answer
+check's baseline when queries are given (:func:`omnigraph.migrator.verify.take_answers`: every
+read query on every live branch, recorded before the first PK effect), every unit not yet
+completed (:mod:`omnigraph.migrator.unit`, several at once), verification against the ledger, the
+recorded answers taken again (``answers_changed`` on any difference), stamp ``5`` last, then the
+release of the claim (:func:`release_claim`). Every step is a ledger record, so a crash anywhere
+is continued by ``resume --token``.
 
 A validation failure records the full inventory and raises ``validation_failed`` before any PK
 effect, leaving the barrier up and the claim held: the graph stays closed to every writer while
 the operator repairs the duplicates under the claim, then resumes (planning and validating
 afresh) or aborts. Images are validated by the migration's executor
-(:mod:`omnigraph.migrator.executors`): the records, results and exit codes are the same on any executor.
+(:mod:`omnigraph.migrator.executors`): the records, results and exit codes are the same on any
+executor.
 
-Failpoints: ``migrate.after_barrier``, ``migrate.after_plan``, ``migrate.after_image_records``,
-``migrate.after_validate``, ``migrate.after_units``, ``migrate.before_stamp``,
-``migrate.after_stamp``, ``migrate.before_release``, ``migrate.after_release`` and the unit
-failpoints.
-
-
-[omnigraph.migrator.run]
-``run``, ``refence`` and ``resume``: the commands that carry a migration to stamp 5.
-
-Each is its preconditions (:mod:`omnigraph.migrator.inspection`), a start (:mod:`omnigraph.migrator.context`: a new
-claim, or the held one) and the protocol under the claim (:mod:`omnigraph.migrator.run`).
-
-``run``: on a graph already at stamp 5 with no claim held and ``verify`` passing, nothing to do
-(:class:`~omnigraph.migrator.inspection.UpToDate`, exit 0, nothing written: re-running the upgrade is
-safe). Otherwise the graph must be at stamp 4, with no live registered writer and no row-changing
-out-of-band commit; then claim, barrier, plan, validate, units, verify, stamp ``5``, release.
-``refence`` fences a stamp-5 graph again after a format-4 writer published to it. ``resume
---token`` continues the same migration from its ledger: completed units are skipped and the
-others continue step by step (see :mod:`omnigraph.migrator.unit`). ``run`` and ``resume`` given answer
-queries (:mod:`omnigraph.migrator.verify`) bind them against the catalog before anything is written, and
-the driver records and re-checks their answers.
-
-Failpoints: ``migrate.after_claim``, ``refence.after_barrier`` and those of
-:mod:`omnigraph.migrator.run`.
-
+Failpoints: ``migrate.after_claim``, ``refence.after_barrier``, ``migrate.after_barrier``,
+``migrate.after_plan``, ``migrate.after_image_records``, ``migrate.after_validate``,
+``migrate.after_answers``, ``migrate.after_units``, ``migrate.before_stamp``,
+``migrate.after_stamp``, ``migrate.before_release``, ``migrate.after_release``, and those of
+:mod:`omnigraph.migrator.claim` and :mod:`omnigraph.migrator.unit`.
 """
 
 from __future__ import annotations
@@ -81,7 +77,7 @@ from omnigraph.ledger.records import (
 )
 from omnigraph.ledger.records import DriftDetected as DriftRecord
 from omnigraph.migrator import layout
-from omnigraph.migrator.context import Migration, attach, begin, replay_started
+from omnigraph.migrator.claim import Migration, attach, begin, replay_started
 from omnigraph.migrator.errors import DriftDetected
 from omnigraph.migrator.executors import ImageExecutor, default_parallel, read_snapshots
 from omnigraph.migrator.inspection import (
@@ -132,6 +128,7 @@ class MigrationOutcome:
     """The answers the stamp was checked against (empty without an answer check)."""
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document of a finished migration, with one answer-check case per answer."""
         return {
             "status": "migrated",
             "migration_id": self.migration_id,
@@ -205,8 +202,9 @@ def release_claim(m: Migration) -> None:
 
 
 def _answer_queries(m: Migration, given: AnswerQueries | None) -> AnswerQueries | None:
-    """The answer check :func:`drive` takes: the queries the migration recorded or was started
-    with, else ``given``; the refusals of :func:`drive`. Reads the ledger only.
+    """The answer check :func:`drive` takes: the queries the migration recorded or was started with, else ``given``.
+
+    Makes the refusals of :func:`drive`. Reads the ledger only.
     """
     replay = m.ledger.replay()
     known = requested_queries(replay)
@@ -257,8 +255,10 @@ def _validated_clean_since_plan(replay: LedgerReplay) -> set[str]:
 
 
 def _validate(m: Migration, plan: MigrationPlan, replay: LedgerReplay) -> dict[str, ImageState]:
-    """Validate the images not yet found clean, one ledger record each; ``validation_failed``
-    with the inventory if any is broken; the validated state of every image otherwise.
+    """Validate the images not yet found clean, one ledger record each.
+
+    ``validation_failed`` with the inventory if any is broken; the validated state of every image
+    otherwise.
     """
     done = _validated_clean_since_plan(replay)
     todo = {image_id for image_id in plan.images() if image_id not in done}
@@ -307,8 +307,10 @@ def _fork_identifiers(replay: LedgerReplay) -> dict[str, str]:
 
 
 def _verify_then_stamp(m: Migration) -> None:
-    """``drift_detected`` (stamp not written) if the graph moved from what the ledger says or is
-    not structurally fenced; otherwise stamp 5 with the current heads, then the release.
+    """Verify the graph, then write stamp 5 with the current heads and release the claim.
+
+    ``drift_detected`` (stamp not written) if the graph moved from what the ledger says or is not
+    structurally fenced.
     """
     m.require_claim()
     state = m.ledger.replay().state
@@ -338,8 +340,10 @@ def _verify_then_stamp(m: Migration) -> None:
 
 
 def _check_answers(m: Migration) -> None:
-    """Take the recorded answers again (if any were recorded); ``answers_changed`` on any
-    difference, after recording it. The barrier stays up and the claim held.
+    """Take the recorded answers again (if any were recorded).
+
+    ``answers_changed`` on any difference, after recording it. The barrier stays up and the claim
+    held.
     """
     replay = m.ledger.replay()
     queries = recorded_queries(replay)
@@ -377,13 +381,14 @@ def run_migration(
     queries: AnswerQueries | None = None,
     parallel: int | None = None,
 ) -> MigrationOutcome | UpToDate:
-    """Migrate the format-4 graph at ``store`` to format 5 (see the module docstring); refused while
-    a registered writer is live unless ``ignore_fleet`` (:mod:`omnigraph.migrator.inspection`).
+    """Migrate the format-4 graph at ``store`` to format 5 (see the module docstring).
 
-    ``executor`` validates the images (default: this process); it is started before the claim is
-    taken, so an executor that cannot start leaves the graph untouched. ``queries`` are the
-    answer check's (``bad_request`` before anything is written if one does not bind). ``parallel``
-    units are in flight at once (:func:`omnigraph.migrator.run.drive`).
+    Refused while a registered writer is live unless ``ignore_fleet``
+    (:func:`omnigraph.migrator.inspection.refuse_live_writers`). ``executor`` validates the images
+    (default: this process); it is started before the claim is taken, so an executor that cannot
+    start leaves the graph untouched. ``queries`` are the answer check's (``bad_request`` before
+    anything is written if one does not bind). ``parallel`` units are in flight at once
+    (:func:`drive`).
     """
     manifest = Manifest.of_graph(store)
     up_to_date = already_fenced(store, manifest)
@@ -433,18 +438,18 @@ def resume_migration(
     queries: AnswerQueries | None = None,
     parallel: int | None = None,
 ) -> MigrationOutcome:
-    """Continue the migration whose claim carries ``token`` from its ledger; ``executor`` validates
-    the images not yet found clean (started only if there is one).
+    """Continue the migration whose claim carries ``token`` from its ledger.
 
-    A claim broken with ``token`` is not resumed (its holder's claim is gone for good): the
-    refusal names ``abort --token``, which lowers the barrier it left. An aborted migration is not
-    resumed either. Refused (``claim_held``) while a process recorded as acting for the claim
-    (its creator, or an earlier resume, abort or repair that has not ended) is alive on this
-    host; this process is recorded as acting for it before anything else (:mod:`omnigraph.claims.acting`),
-    and ``resumed`` names it (``owner``) in the ledger. At stamp 5 (the holder died after the
-    stamp) it only records the stamp and releases the claim. Answers recorded by the migration
-    are checked before the stamp whether or not ``queries`` are given; given, they must be the
-    recorded ones (see :func:`omnigraph.migrator.run.drive`); ``parallel`` as for :func:`run_migration`.
+    ``executor`` validates the images not yet found clean (started only if there is one). A claim
+    broken with ``token`` is not resumed (its holder's claim is gone for good): the refusal names
+    ``abort --token``, which lowers the barrier it left. An aborted migration is not resumed
+    either. Refused (``claim_held``) while a process recorded as acting for the claim (its
+    creator, or an earlier resume, abort or repair that has not ended) is alive on this host; this
+    process is recorded as acting for it before anything else (:mod:`omnigraph.claims.acting`), and
+    ``resumed`` names it (``owner``) in the ledger. At stamp 5 (the holder died after the stamp) it
+    only records the stamp and releases the claim. Answers recorded by the migration are checked
+    before the stamp whether or not ``queries`` are given; given, they must be the recorded ones
+    (see :func:`drive`); ``parallel`` as for :func:`run_migration`.
     """
     refuse_broken(store, token)
     claim = held_claim(store, token)
@@ -457,8 +462,9 @@ def resume_migration(
 
 
 def _refuse_aborted(m: Migration) -> None:
-    """``precondition_failed`` if the migration's ledger says it was aborted; reads only (a
-    ledger that cannot be read is refused here, before anything is written).
+    """``precondition_failed`` if the migration's ledger says it was aborted.
+
+    Reads only: a ledger that cannot be read is refused here, before anything is written.
     """
     try:
         aborted = m.ledger.replay().state.aborted

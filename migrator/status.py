@@ -1,18 +1,19 @@
-"""[omnigraph.migrator.status]
-[omnigraph.migrator.status]
-What the operator runs next about a migration claim: the one wording every command prints.
+"""The operator's view of a migration: ``status``, the next-step advice and the claim findings.
 
-:func:`claim_next_step` reads who acts for the claim (:mod:`omnigraph.claims.acting`) and the migration's
-ledger phase, and names one command with the claim's real token, never a placeholder, so the
-advice can be run as printed: while a recorded process is alive on this host, nothing but
-waiting (and ``claim show``); otherwise ``resume --token`` (which releases the claim at stamp 5,
-continues the migration before it, also when its holder died before the first ledger record),
-or for a migration stopped by duplicates, the repair playbook. A process on another host that
-has not ended is named first, to be checked there. :func:`unclaimed_barrier_next_step` is the advice
-for a barrier whose claim was broken (``abort`` with the broken claim's token), and
-:func:`claim_findings` says both as ``omnigraph check`` findings.
+:func:`status` is the read-only ``status`` document: the stamp, the claim and who acts for it,
+and the latest migration's ledger, with ``next`` naming one command to run.
 
-
+What the operator runs next about a migration claim is one wording every command prints.
+:func:`claim_next_step` reads who acts for the claim (:mod:`omnigraph.claims.acting`) and the
+migration's ledger phase, and names one command with the claim's real token, never a
+placeholder, so the advice can be run as printed: while a recorded process is alive on this
+host, nothing but waiting (and ``claim show``); otherwise ``resume --token`` (which releases the
+claim at stamp 5, continues the migration before it, also when its holder died before the first
+ledger record), or for a migration stopped by duplicates, the repair playbook. A process on
+another host that has not ended is named first, to be checked there.
+:func:`unclaimed_barrier_next_step` is the advice for a barrier whose claim was broken (``abort``
+with the broken claim's token), and :func:`claim_findings` says both as ``omnigraph check``
+findings. Nothing here writes to the graph.
 """
 
 from __future__ import annotations
@@ -82,9 +83,10 @@ def broken_token(store: GraphStore, migration_id: str) -> str | None:
 
 
 def unclaimed_barrier_next_step(store: GraphStore, migration_id: str) -> str:
-    """The next command for a barrier of ``migration_id`` with no claim: ``abort --token`` with the
-    broken claim's token. A claim that vanished without a break (removed by hand) has no command:
-    the claim must be restored.
+    """The next command for a barrier of ``migration_id`` with no claim.
+
+    That is ``abort --token`` with the broken claim's token. A claim that vanished without a break
+    (removed by hand) has no command: the claim must be restored.
     """
     token = broken_token(store, migration_id)
     if token is None:
@@ -96,10 +98,11 @@ def unclaimed_barrier_next_step(store: GraphStore, migration_id: str) -> str:
 
 
 def claim_findings(store: GraphStore, stamp: str | None) -> list[Finding]:
-    """What ``omnigraph check`` reports about the migration claim and the barrier, each with its
-    next command: behind the barrier (stamp ``migrating``) one ``migration_in_progress`` finding
-    (its claim held, or broken); at any other stamp a held claim is ``claim_held`` (no program
-    writes while it is held).
+    """What ``omnigraph check`` reports about the migration claim and the barrier, each with its next command.
+
+    Behind the barrier (stamp ``migrating``) one ``migration_in_progress`` finding (its claim held,
+    or broken); at any other stamp a held claim is ``claim_held`` (no program writes while it is
+    held).
     """
     holder = inspect(store, CLAIM_PATH)
     _, migration_id = Manifest(store).read_stamp()
@@ -130,8 +133,9 @@ def _parse_utc(text: str) -> dt.datetime:
 
 
 def _elapsed(replay: LedgerReplay) -> float:
-    """Seconds from the first to the last ledger record: what the migration took so far, the same
-    on every read (a dead migration's does not grow with the clock).
+    """Seconds from the first to the last ledger record: what the migration took so far.
+
+    The same on every read (a dead migration's does not grow with the clock).
     """
     return round((_parse_utc(replay.records[-1][1].at) - _parse_utc(replay.records[0][1].at)).total_seconds(), 3)
 
@@ -152,12 +156,12 @@ def tail(replay: LedgerReplay, count: int | None) -> LedgerReplay:
 
 
 def status(store: GraphStore, tail_records: int | None = None) -> tuple[dict[str, Any], LedgerReplay | None]:
-    """The stamp, the claim and who acts for it, and the latest migration's ledger (its last
-    ``tail_records`` records, or all, and the folded state of all of them).
+    """The stamp, the claim and who acts for it, and the latest migration's ledger.
 
-    Returns the JSON document and the replayed ledger as shown (None if no migration ever wrote a
-    ledger record: none ran, or its holder died between taking the claim and its first record).
-    ``next`` names one command to run, with the claim's token (:mod:`omnigraph.migrator.status`).
+    The ledger shown is its last ``tail_records`` records (or all), with the folded state of all of
+    them. Returns the JSON document and the replayed ledger as shown (None if no migration ever
+    wrote a ledger record: none ran, or its holder died between taking the claim and its first
+    record). ``next`` names one command to run, with the claim's token (:func:`claim_next_step`).
     """
     manifest = Manifest.of_graph(store)
     stamp, stamp_migration = manifest.read_stamp()

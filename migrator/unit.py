@@ -1,8 +1,8 @@
-"""[omnigraph.migrator.unit]
-One migration unit, step by step, idempotently (DESIGN section 7, step 6).
+"""One migration unit, step by step and idempotently, and the pool of units in flight at once.
 
-Every step first looks at what is already true, so running a unit again after a crash continues
-where it stopped and never redoes an effect:
+One unit (:func:`migrate_unit`, DESIGN section 7, step 6). Every step first looks at what is
+already true, so running a unit again after a crash continues where it stopped and never redoes
+an effect:
 
 1. revalidate: the claim token, the branch incarnation, the pinned tuple (or this migration's own
    published marker), and for an owned table that its HEAD is the pinned version (or the pinned
@@ -22,25 +22,23 @@ where it stopped and never redoes an effect:
 
 A unit writes three migration documents to the store (its sidecar, its ``unit_completed``, the
 sidecar's deletion) besides Lance's own commits (fork, PK, publish). A resume finds an
-in-progress unit by its sidecar and redoes each step's check, never the step's effect.
+in-progress unit by its sidecar and redoes each step's check, never the step's effect. Anything
+that moved under the barrier is ``drift_detected``; a sidecar that declares other effects, a fork
+this migration did not make and a fork interrupted inside Lance that cannot be made again are
+``migration_refused``.
 
-
-[omnigraph.migrator.unit]
-Migration units in flight at once: a bounded pool of threads (``--parallel N``).
-
-Units of one graph branch run one after another, in plan order, because each publishes a row
-of that branch's ``__manifest`` and two publishes from one base conflict (which the unit
-protocol reports as drift). Units of different graph branches touch distinct Lance table
-branches and distinct manifest branches, so up to ``parallel`` graph branches have a unit in
-flight at a time. Every unit keeps its own protocol
-(:mod:`omnigraph.migrator.unit`): a crash at any point
-leaves each in-flight unit resumable from its sidecar, so ``resume`` continues them all.
+The pool (:func:`run_units`, ``--parallel N``): a bounded pool of threads. Units of one graph
+branch run one after another, in plan order, because each publishes a row of that branch's
+``__manifest`` and two publishes from one base conflict (which the unit protocol reports as
+drift). Units of different graph branches touch distinct Lance table branches and distinct
+manifest branches, so up to ``parallel`` graph branches have a unit in flight at a time. Every
+unit keeps its own protocol (:func:`migrate_unit`): a crash at any point leaves each in-flight
+unit resumable from its sidecar, so ``resume`` continues them all.
 
 The first unit that fails stops the pool: no unit starts after it, the units already in flight
-finish (or fail), and the failure of the earliest graph branch in plan order is raised.
-Ledger records stay one strict sequence (:meth:`omnigraph.migrator.context.Migration.record` is
+finish (or fail), and the failure of the earliest graph branch in plan order is raised. Ledger
+records stay one strict sequence (:meth:`omnigraph.migrator.claim.Migration.record` is
 serialized); their order between branches depends on timing.
-
 """
 
 from __future__ import annotations
@@ -67,7 +65,7 @@ from omnigraph.engine.storage.lance_io import (
 from omnigraph.ledger.fold import ImageState
 from omnigraph.ledger.records import DriftItem, UnitCompleted, UnitPlan
 from omnigraph.migrator import layout
-from omnigraph.migrator.context import Migration
+from omnigraph.migrator.claim import Migration
 from omnigraph.migrator.errors import DriftDetected, MigrationRefused
 from omnigraph.migrator.executors import fan_out, validate_image
 from omnigraph.migrator.layout import ManifestDelta, PlannedFork, UnitSidecar, physical_fingerprint
@@ -95,8 +93,10 @@ def _is_own_pk_commit(m: Migration, unit: UnitPlan, branch: str | None, head: in
     if head != base + 1:
         return False
     dataset = open_dataset(m.store, unit.table_path, branch)
-    operation = type(dataset.read_transaction(head).operation).__name__
-    return operation == _PK_COMMIT_OPERATION and primary_key(dataset.schema) == [KEY_COLUMN]
+    transaction = dataset.read_transaction(head)
+    if transaction is None:  # a version written without a transaction record is not this migration's
+        return False
+    return type(transaction.operation).__name__ == _PK_COMMIT_OPERATION and primary_key(dataset.schema) == [KEY_COLUMN]
 
 
 def _check_entry(m: Migration, unit: UnitPlan, entry: TableEntry | None) -> None:
@@ -156,11 +156,10 @@ def _sidecar_for(m: Migration, unit: UnitPlan) -> UnitSidecar:
 
 
 def _fork(m: Migration, unit: UnitPlan, fork: PlannedFork, recorded_identifier: str | None) -> dict[str, str]:
-    """Fork the planned table branch, or adopt the one an earlier attempt made (its parent ref,
-    and the identifier a ledger of an earlier release recorded if any, must match the sidecar);
-    the ``unit_completed`` fields of what was done.
+    """Fork the planned table branch, or adopt the one an earlier attempt made; the ``unit_completed`` fields of what was done.
 
-    A fork an earlier attempt was killed inside (its data without a ref) is removed and made
+    An adopted fork's parent ref, and the identifier a ledger of an earlier release recorded if
+    any, must match the sidecar. A fork an earlier attempt was killed inside (its data without a ref) is removed and made
     again: the sidecar planned that fork, and under the claim no other process forks the name.
     """
 
@@ -196,9 +195,7 @@ def _fork(m: Migration, unit: UnitPlan, fork: PlannedFork, recorded_identifier: 
 
 
 def _install(m: Migration, unit: UnitPlan, branch: str | None) -> tuple[int, str]:
-    """The PK on ``branch`` (installed now, or by an earlier attempt): its version and
-    ``installed`` or ``present``.
-    """
+    """The PK on ``branch`` (installed now, or by an earlier attempt): its version and ``installed`` or ``present``."""
     dataset = open_dataset(m.store, unit.table_path, branch)
     base = unit.pinned_table_version
     if dataset.version != base:
@@ -213,8 +210,9 @@ def _install(m: Migration, unit: UnitPlan, branch: str | None) -> tuple[int, str
 
 
 def _publish(m: Migration, unit: UnitPlan, branch: str | None, version: int) -> int | None:
-    """Publish the unit's manifest row at the achieved image; the manifest version, or None if
-    an earlier attempt published it.
+    """Publish the unit's manifest row at the achieved image.
+
+    Returns the manifest version, or None if an earlier attempt published it.
     """
     snapshot = m.manifest.snapshot(unit.graph_branch)
     entry = snapshot.table(unit.table_key)
@@ -229,8 +227,9 @@ def _publish(m: Migration, unit: UnitPlan, branch: str | None, version: int) -> 
 
 
 def _check_rows(m: Migration, unit: UnitPlan, image: ImageState, branch: str | None, version: int) -> tuple[str, str]:
-    """The rows of the achieved image are the validated ones: their digest and how that was
-    established (``same data files``, else ``ids re-read``); drift otherwise.
+    """Check that the rows of the achieved image are the validated ones; drift otherwise.
+
+    Returns their digest and how that was established (``same data files``, else ``ids re-read``).
     """
     dataset = open_pinned(m.store, ImageRef(unit.table_path, branch, version))
     if physical_fingerprint(dataset) == image.fingerprint:
@@ -273,9 +272,7 @@ def migrate_unit(m: Migration, unit: UnitPlan, image: ImageState, recorded_fork_
 
 
 def by_graph_branch(units: list[UnitPlan]) -> list[list[UnitPlan]]:
-    """``units`` grouped by graph branch, each group in the given order, groups in order of
-    their first unit.
-    """
+    """``units`` grouped by graph branch, each group in the given order, groups in order of their first unit."""
     groups: dict[str, list[UnitPlan]] = {}
     for unit in units:
         groups.setdefault(unit.graph_branch, []).append(unit)
@@ -289,9 +286,10 @@ def run_units(
     fork_identifiers: Mapping[str, str],
     parallel: int,
 ) -> None:
-    """Run every unit of ``units`` (in plan order) to completion, ``parallel`` graph branches at
-    a time (module docstring); ``m.progress`` advances once per completed unit. ``parallel``
-    outside 1 to :data:`MAX_PARALLEL` is ``bad_request`` (nothing done).
+    """Run every unit of ``units`` (in plan order) to completion, ``parallel`` graph branches at a time.
+
+    See the module docstring. ``m.progress`` advances once per completed unit. ``parallel`` outside
+    1 to :data:`~omnigraph.migrator.options.MAX_PARALLEL` is ``bad_request`` (nothing done).
     """
     if not 1 <= parallel <= MAX_PARALLEL:
         raise BadRequest(f"parallel must be from 1 to {MAX_PARALLEL}, not {parallel}", {"parallel": parallel})

@@ -1,38 +1,37 @@
-"""[omnigraph.migrator.verify]
-[omnigraph.migrator.verify]
-The upgrade's answer check: the application's read queries answer the same after the migration.
+"""Verification: the answer check, the fencing state of a graph (``verify``), and whether it is up to date.
 
-An :class:`AnswerQueries` is a ``.gq`` source and the params of its read queries by name (the
+The answer check: the application's read queries answer the same after the migration. An
+:class:`AnswerQueries` is a ``.gq`` source and the params of its read queries by name (the
 ``--queries F.gq`` and ``--query-params P.json`` of ``run``, ``resume``, ``verify`` and the
 upgrade playbooks). :func:`check_queries` binds every read query of it against the graph's
 catalog before anything is claimed (``bad_request`` with line:column, nothing written). Under the
 barrier, once every image validated and before the first PK effect, :func:`take_answers` runs
-every read query on every live branch; the driver records the digests (``answers_recorded``).
-After verification and before stamp 5, :func:`compare_answers` runs them again from the recorded
-source: any difference is ``answers_changed`` (exit 4), naming the query, the branch and the
-first differing row, and the stamp is not written.
+every read query on every live branch; the driver (:func:`omnigraph.migrator.run.drive`) records
+the digests (``answers_recorded``). After verification and before stamp 5,
+:func:`compare_answers` runs them again from the recorded source: any difference is
+``answers_changed`` (exit 4), naming the query, the branch and the first differing row, and the
+stamp is not written.
 
 A digest is the sha256 over the answer's rows in the answer's own (total, deterministic) order,
 each row's JSON text (sorted keys) followed by a newline. The queries run on one thread
-(``repeatable``), so a float aggregate gives the same bits on the same data every time. The row texts themselves are kept in the record
-while they total at most :data:`KEPT_ANSWER_BYTES`, so a change is shown as the first row that
-differs; above that only the digest and the row count are kept.
+(``repeatable``), so a float aggregate gives the same bits on the same data every time. The row
+texts themselves are kept in the record while they total at most :data:`KEPT_ANSWER_BYTES`, so a
+change is shown as the first row that differs; above that only the digest and the row count are
+kept.
 
+The fencing state, checked before the stamp and on demand. :func:`structural_problems` checks
+what must hold of any fenced graph: every live table on every branch has PK exactly ``[id]`` at
+the image its branch pins, and no table branch HEAD is ahead of what a manifest pins (no
+unpublished effects). :func:`migration_drift` additionally compares the graph with a migration's
+ledger: the same branches with the same incarnations and heads, every unit published at the
+image the ledger recorded, with the validated rows. :func:`verify_graph` is the read-only
+``verify`` command: both checks, plus no pending intent, no held claim and, at stamp 5, no head a
+format-4 writer published after the stamp (:mod:`omnigraph.engine.access.writer_audit`); given
+answer queries, the answers the stamping migration recorded are taken again.
 
-[omnigraph.migrator.verify]
-Verification of a graph's fencing state, before the stamp and on demand.
-
-:func:`structural_problems` checks what must hold of any fenced graph: every live table on every
-branch has PK exactly ``[id]`` at the image its branch pins, and no table branch HEAD is ahead of
-what a manifest pins (no unpublished effects). :func:`migration_drift` additionally compares the
-graph with a migration's ledger: the same branches with the same incarnations and heads, every
-unit published at the image the ledger recorded, with the validated rows. :func:`verify_graph`
-is the read-only ``verify`` command: both checks, plus no pending intent, no held claim and, at
-stamp 5, no head a format-4 writer published after the stamp (:mod:`omnigraph.engine.access.writer_audit`);
-given answer queries, the answers the stamping migration recorded are taken again
-(:mod:`omnigraph.migrator.verify`).
-
-
+Up to date: :func:`already_fenced` (and :func:`up_to_date`) give :class:`UpToDate` for a graph at
+stamp 5 with no claim held that passes ``verify``, so ``run`` on it does nothing. Everything here
+is read-only.
 """
 
 from __future__ import annotations
@@ -81,8 +80,9 @@ class AnswerQueries:
 
     @classmethod
     def from_text(cls, source: str, params: dict[str, Any] | None = None, *, origin: str = "the queries") -> AnswerQueries:
-        """Parse ``source``; ``bad_request`` unless it declares a read query and every key of
-        ``params`` names one of them with a JSON object.
+        """Parse ``source``; ``bad_request`` unless it declares a read query and every key of ``params`` names one.
+
+        Each key of ``params`` must name a read query of ``source`` and map it to a JSON object.
         """
         queries = parse(source)
         reads = sorted(query.name for query in queries if query.is_read)
@@ -127,6 +127,7 @@ class AnswerQueries:
         return sorted(query.name for query in parse(self.source) if query.is_read)
 
     def params_of(self, name: str) -> dict[str, Any]:
+        """The params of read query ``name`` (``{}`` when none were given)."""
         return self.params.get(name, {})
 
     @property
@@ -154,8 +155,9 @@ def _read_text(path: Path) -> str:
 
 
 def check_queries(graph: Graph, queries: AnswerQueries) -> None:
-    """``bad_request`` (line:column) unless every read query binds against ``graph``'s catalog
-    with its params; reads no table.
+    """``bad_request`` (line:column) unless every read query binds against ``graph``'s catalog with its params.
+
+    Reads no table.
     """
     by_name = {query.name: query for query in parse(queries.source)}
     for name in queries.read_queries():
@@ -191,8 +193,10 @@ def _row_texts(graph: Graph, queries: AnswerQueries, name: str, branch: str) -> 
 
 
 def _row_text(row: dict[str, Any]) -> str:
-    """A row as compact JSON with sorted keys; a non-finite float is ``NaN``/``Infinity``, so
-    every answer has a text (canonical JSON refuses them).
+    """A row as compact JSON with sorted keys.
+
+    A non-finite float is ``NaN``/``Infinity``, so every answer has a text (canonical JSON refuses
+    them).
     """
     return json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
 
@@ -280,8 +284,9 @@ def describe(change: AnswerChange) -> str:
 
 
 def answer_cases(recorded: list[AnswerDigest], changed: list[AnswerChange]) -> list[dict[str, Any]]:
-    """One entry per recorded (query, params, branch) for reports: ``{query, graph_branch, params,
-    rows, ok, message}``, in recorded order.
+    """One entry per recorded (query, params, branch) for reports, in recorded order.
+
+    Each entry is ``{query, graph_branch, params, rows, ok, message}``.
     """
     by_key = {(c.query, c.params, c.graph_branch): c for c in changed}
     cases = []
@@ -301,8 +306,9 @@ def answer_cases(recorded: list[AnswerDigest], changed: list[AnswerChange]) -> l
 
 
 def answers_changed(lead: str, advice: str, recorded: list[AnswerDigest], changed: list[AnswerChange], **details: Any) -> AnswersChanged:
-    """The ``answers_changed`` error: ``lead``, every change in words, then ``advice``; details
-    carry the changes and one case per recorded answer (``answer_check``).
+    """The ``answers_changed`` error: ``lead``, every change in words, then ``advice``.
+
+    Its details carry the changes and one case per recorded answer (``answer_check``).
     """
     return AnswersChanged(
         f"{lead}: " + "; ".join(describe(change) for change in changed) + f". {advice}",
@@ -323,8 +329,10 @@ def recorded_queries(replay: LedgerReplay) -> AnswerQueries | None:
 
 
 def requested_queries(replay: LedgerReplay) -> AnswerQueries | None:
-    """The queries of the migration's answer check: those its answers were recorded with, else
-    those ``migration_started`` asked for (its baseline not taken yet), else None.
+    """The queries of the migration's answer check, or None.
+
+    Those its answers were recorded with, else those ``migration_started`` asked for (its baseline
+    not taken yet), else None.
     """
     recorded = recorded_queries(replay)
     if recorded is not None:
@@ -336,8 +344,9 @@ def requested_queries(replay: LedgerReplay) -> AnswerQueries | None:
 
 
 def refuse_other_queries(queries: AnswerQueries | None, recorded_sha256: str | None, instead: str) -> None:
-    """``precondition_failed`` if ``queries`` are not the ones the migration recorded answers
-    for; ``instead`` says what else the operator can run.
+    """``precondition_failed`` if ``queries`` are not the ones the migration recorded answers for.
+
+    ``instead`` says what else the operator can run.
     """
     if queries is None or recorded_sha256 is None or queries.sha256 == recorded_sha256:
         return
@@ -432,9 +441,8 @@ def _unit_drift(store: GraphStore, state: FoldedState, snapshot: BranchSnapshot 
         )
     image = state.images.get(unit.image_id)
     dataset = open_pinned(store, entry.image)
-    if image is not None and physical_fingerprint(dataset) != image.fingerprint:
-        if validate_image(dataset).digest != image.digest:
-            drift.append(DriftItem(what=f"rows of {unit.table_key} on {unit.graph_branch}", expected=image.digest, actual="changed"))
+    if image is not None and physical_fingerprint(dataset) != image.fingerprint and validate_image(dataset).digest != image.digest:
+        drift.append(DriftItem(what=f"rows of {unit.table_key} on {unit.graph_branch}", expected=image.digest, actual="changed"))
     return drift
 
 
@@ -491,8 +499,9 @@ def verify_graph(store: GraphStore, manifest: Manifest, queries: AnswerQueries |
 
 
 def _recheck_answers(store: GraphStore, migration_id: str | None, queries: AnswerQueries) -> list[dict[str, Any]]:
-    """The answer check of ``verify --queries`` against the digests of the migration that stamped
-    the graph (at stamp 5: the newest that wrote a stamp).
+    """The answer check of ``verify --queries`` against the digests of the migration that stamped the graph.
+
+    At stamp 5 that is the newest migration that wrote a stamp.
     """
     state = _stamping_migration(store) if migration_id is None else Ledger(store, ledger_dir(migration_id)).replay().state
     if state is None or state.answers_sha256 is None:
@@ -537,9 +546,11 @@ class UpToDate:
 
     @property
     def message(self) -> str:
+        """The sentence printed for an up-to-date graph."""
         return f"{self.graph} is already at format 5, nothing to do"
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document of ``run`` on an up-to-date graph (with its ``verify`` document)."""
         return {"status": "up_to_date", "graph": self.graph, "stamp": FORMAT_5, "message": self.message, "verify": self.verified}
 
 
@@ -562,8 +573,10 @@ def up_to_date(store: GraphStore) -> UpToDate | None:
 
 
 def verify(store: GraphStore, queries: AnswerQueries | None = None) -> dict[str, Any]:
-    """Structural fencing checks; during a migration also the ledger comparison; with
-    ``queries``, the recorded answers taken again (:func:`verify_graph`).
+    """The ``verify`` document of the graph at ``store`` (:func:`verify_graph`).
+
+    Structural fencing checks; during a migration also the ledger comparison; with ``queries``,
+    the recorded answers taken again.
     """
     manifest = Manifest.of_graph(store)
     return verify_graph(store, manifest, queries)

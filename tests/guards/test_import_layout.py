@@ -16,7 +16,7 @@ parsed with :mod:`ast`; nothing is imported. The rules:
 * No module under ``engine/`` imports ``migrator``, ``cli``, ``server``, ``playbooks``, ``ledger``
   or ``claims``.
 * The engine's sub-packages and top-level modules are layered (:data:`ENGINE_LAYERS`, lowest
-  first): ``errors``, ``failpoints``, ``lexer`` and ``progress``; ``storage``; ``schema``; ``door``, ``records`` and
+  first): ``errors``, ``failpoints``, ``lexer`` and ``progress``; ``results``; ``storage``; ``schema``; ``door``, ``records`` and
   ``gq``; ``manifest``; ``reconcile``; ``access``; ``graph``; ``ops``, ``maintenance`` and
   ``query``. Each imports only from layers below its own, so they depend on one another
   without a cycle.
@@ -163,7 +163,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt) :] + [nxt]
+                return [*stack[stack.index(nxt) :], nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         stack.pop()
@@ -187,7 +187,13 @@ def test_no_import_cycle() -> None:
 
 
 ENGINE_LAYERS = (
-    ("omnigraph.engine.errors", "omnigraph.engine.failpoints", "omnigraph.engine.lexer", "omnigraph.engine.progress"),
+    (
+        "omnigraph.engine.errors",
+        "omnigraph.engine.failpoints",
+        "omnigraph.engine.lexer",
+        "omnigraph.engine.progress",
+    ),
+    ("omnigraph.engine.results",),
     ("omnigraph.engine.storage",),
     ("omnigraph.engine.schema",),
     ("omnigraph.engine.door", "omnigraph.engine.records", "omnigraph.engine.gq"),
