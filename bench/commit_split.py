@@ -303,7 +303,7 @@ def summarise(document: dict[str, Any]) -> dict[str, Any]:
 def render(summaries: list[dict[str, Any]], runs: int) -> str:
     """One markdown table: a row per phase and per floor part, a column per (size, kind)."""
     columns = [(s, kind) for s in summaries for kind in KINDS]
-    header = "| ms (median of %d) | " % runs + " | ".join(f"{human(s['rows'])} {kind}" for s, kind in columns) + " |"
+    header = f"| ms (median of {runs}) | " + " | ".join(f"{human(s['rows'])} {kind}" for s, kind in columns) + " |"
     lines = [header, "|---|" + "---:|" * len(columns)]
 
     def row(name: str, cells: list[str]) -> None:

@@ -47,7 +47,7 @@ MUTATIONS = ("insert", "update", "delete")
 def _measure(argv: list[str], discard: bool = False) -> tuple[float, float, int, bytes]:
     """Run ``argv`` and reap it with ``os.wait4`` to read its peak RSS (MiB)."""
     started = time.perf_counter()
-    sink = open(os.devnull, "wb") if discard else None
+    sink = open(os.devnull, "wb") if discard else None  # noqa: SIM115 - the child writes to it; closed after the wait
     process = subprocess.Popen(argv, stdout=sink or subprocess.PIPE, stderr=subprocess.DEVNULL)
     out = b"" if discard else process.stdout.read()  # type: ignore[union-attr]
     _, status, usage = os.wait4(process.pid, 0)

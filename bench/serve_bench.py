@@ -58,7 +58,7 @@ def summarise(latencies: list[float]) -> dict[str, float]:
     return {
         "requests_per_s": len(ordered) / sum(ordered),
         "p50_ms": 1000 * statistics.median(ordered),
-        "p99_ms": 1000 * ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))],
+        "p99_ms": 1000 * ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))],
     }
 
 

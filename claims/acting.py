@@ -72,9 +72,11 @@ class ActingProcess:
         return self.liveness == "alive"
 
     def is_caller(self) -> bool:
+        """True if this process is the calling process itself."""
         return is_this_process(self.host, self.pid, self.process_start)
 
     def to_json(self) -> dict[str, Any]:
+        """The process as a JSON object: its record's fields and its :attr:`liveness` now."""
         return {
             "action": self.action,
             "owner": self.owner,
@@ -116,8 +118,9 @@ def live_others(store: GraphStore, path: str, claim: ClaimDocument) -> list[Acti
 
 
 def refuse_if_acting(store: GraphStore, path: str, claim: ClaimDocument, action: str) -> None:
-    """``claim_held`` (as :func:`take_over` refuses) if a recorded process other than the caller
-    is acting for ``claim`` on this host; records nothing.
+    """Raise ``claim_held`` if a recorded process other than the caller acts for ``claim`` on this host.
+
+    The refusal is the one :func:`take_over` raises; this records nothing.
     """
     live = live_others(store, path, claim)
     if live:
@@ -151,8 +154,9 @@ def take_over(store: GraphStore, path: str, claim: ClaimDocument, *, action: str
 
 
 def ended(store: GraphStore, path: str, claim: ClaimDocument, *, action: str, owner: str) -> None:
-    """Record that this process stopped acting for ``claim``, unless the claim is gone (released or
-    broken: nobody asks who acts for it any more).
+    """Record that this process stopped acting for ``claim``, unless the claim is gone.
+
+    A claim released or broken is gone: nobody asks who acts for it any more.
     """
     for _ in range(_ATTEMPTS):
         current = inspect(store, path)
@@ -165,9 +169,10 @@ def ended(store: GraphStore, path: str, claim: ClaimDocument, *, action: str, ow
 
 @contextmanager
 def acting_for(store: GraphStore, path: str, claim: ClaimDocument, *, action: str, owner: str, take: bool = True) -> Iterator[None]:
-    """Act for ``claim`` inside the block: :func:`take_over` first (unless ``take`` is False: the
-    caller created the claim), :func:`ended` when the block exits, however it exits (a hard kill
-    records nothing; the process is then dead).
+    """Act for ``claim`` inside the block: :func:`take_over` first, :func:`ended` when the block exits.
+
+    ``take`` False skips the takeover (the caller created the claim). :func:`ended` runs however
+    the block exits (a hard kill records nothing; the process is then dead).
     """
     if take:
         take_over(store, path, claim, action=action, owner=owner)

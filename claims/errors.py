@@ -1,5 +1,6 @@
-"""Errors of the claims package: the one constructor of ``claim_held``, and what
-:mod:`omnigraph.engine.errors` does not already name.
+"""Errors of the claims package: the one constructor of ``claim_held``, and its own errors.
+
+Its own errors are those :mod:`omnigraph.engine.errors` does not already name.
 """
 
 from __future__ import annotations

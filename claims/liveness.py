@@ -29,6 +29,7 @@ def is_this_process(host: str, pid: int, process_start: str | None) -> bool:
 
 
 def holder_on_this_host(holder: ClaimDocument) -> bool:
+    """True if the process that created ``holder`` names this host (alive or not)."""
     return holder.host == this_host()
 
 

@@ -37,18 +37,23 @@ class OmnigraphError(Exception):
 
 
 class BadRequest(OmnigraphError):
+    """The input is wrong (a schema, a record, a query, an argument); nothing was written."""
+
     code = "bad_request"
     http_status = 400
 
 
 class NotFound(OmnigraphError):
+    """What the request names does not exist: no graph at the root, an unknown branch, commit or table."""
+
     code = "not_found"
     http_status = 404
 
 
 class Conflict(OmnigraphError):
-    """A write lost to committed state: a key that exists, a branch that moved, branches that
-    disagree. Nothing was written; what to do next depends on the kind (each subclass says).
+    """A write lost to committed state: a key that exists, a branch that moved, branches that disagree.
+
+    Nothing was written; what to do next depends on the kind (each subclass says).
     """
 
     http_status = 409
@@ -79,11 +84,15 @@ class MergeConflict(Conflict):
 
 
 class PreconditionFailed(OmnigraphError):
+    """An expectation the caller stated does not hold (``details``: expected and actual)."""
+
     code = "precondition_failed"
     http_status = 412
 
 
 class ResourceLimit(OmnigraphError):
+    """One commit would exceed a limit (``resource``, its ``limit``, the ``actual`` amount); nothing was written."""
+
     code = "resource_limit"
     http_status = 413
 
@@ -92,6 +101,8 @@ class ResourceLimit(OmnigraphError):
 
 
 class RecoveryRequired(OmnigraphError):
+    """A commit was interrupted after an effect landed (``operation_id``); a read-write open must resolve it first."""
+
     code = "recovery_required"
     http_status = 503
     exit_code = EXIT_RECOVERY_REQUIRED
@@ -101,8 +112,9 @@ class RecoveryRequired(OmnigraphError):
 
 
 class TableDrift(OmnigraphError):
-    """A table branch was changed outside the engine in a way that changes rows; writes to it
-    wait until an operator adopts or reverts the change (``omnigraph drift``).
+    """A table branch was changed outside the engine in a way that changes rows.
+
+    Writes to it wait until an operator adopts or reverts the change (``omnigraph drift``).
     """
 
     code = "table_drift"
@@ -111,12 +123,21 @@ class TableDrift(OmnigraphError):
 
 
 class FormatRefused(OmnigraphError):
+    """The graph's format refuses what was asked.
+
+    A stamp this program does not open that way (read-write or read-only), a table whose primary key
+    is not the one the write needs, a ``__manifest`` that does not read as a format this program
+    knows, or an operation the format-4 writer does not have.
+    """
+
     code = "format_refused"
     http_status = 409
     exit_code = EXIT_FORMAT_REFUSED
 
 
 class ClaimHeld(OmnigraphError):
+    """A migration claim is held: no other migration starts and no program writes the graph."""
+
     code = "claim_held"
     http_status = 409
     exit_code = EXIT_CLAIM_HELD
@@ -131,14 +152,17 @@ class FormatBarrier(OmnigraphError):
 
 
 class ValidationFailed(OmnigraphError):
+    """The data fails a check it must pass (duplicate or null ids, an integrity finding, an unfenced image)."""
+
     code = "validation_failed"
     http_status = 422
     exit_code = EXIT_VALIDATION_FAILED
 
 
 class ReadOnlyGraph(OmnigraphError):
-    """A write was asked of a graph handle opened read-only (``omnigraph.open(..., read_only=True)``);
-    nothing was read or written.
+    """A write was asked of a graph handle opened read-only (``omnigraph.open(..., read_only=True)``).
+
+    Nothing was read or written.
     """
 
     code = "read_only"
@@ -160,6 +184,8 @@ class StorageUnavailable(OmnigraphError):
 
 
 class Internal(OmnigraphError):
+    """A bug: an invariant of the toolkit does not hold."""
+
     code = "internal"
     http_status = 500
 

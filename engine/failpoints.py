@@ -48,8 +48,9 @@ def failpoint(name: str) -> None:
 
 
 def wait_until_stopped(pid: int) -> None:
-    """Block until child ``pid`` stops at a ``name:stop`` failpoint (resume it with
-    ``os.kill(pid, signal.SIGCONT)``); raise ``ChildProcessError`` if it ended instead.
+    """Block until child ``pid`` stops at a ``name:stop`` failpoint; ``ChildProcessError`` if it ended instead.
+
+    Resume it with ``os.kill(pid, signal.SIGCONT)``.
     """
     _, status = os.waitpid(pid, os.WUNTRACED)
     if not os.WIFSTOPPED(status):

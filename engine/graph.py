@@ -1,14 +1,22 @@
 """Opening and creating graph roots: the stamp rules, interrupted-init refusal, recovery.
 
-``open_graph`` reads the stamp from ``__manifest`` main before anything else and applies the
-profile's rules (:func:`omnigraph.engine.access.write_permission`): the format-5 engine writes only stamp
-``5`` and reads ``4``/``migrating``/``5``; the format-4 writer reads and writes only ``4``; and
-no program writes while a migration claim is held (the barrier is the stamp and the claim). A
-read-write open at stamp ``5`` refuses (``format_refused``) a graph a format-4 writer published to
-after the stamp
+:func:`open_graph` reads the stamp from ``__manifest`` main before anything else and applies the
+profile's rules (:func:`omnigraph.engine.access.permission.write_permission`): the format-5 engine
+writes only stamp ``5`` and reads ``4``/``migrating``/``5``; the format-4 writer reads and writes
+only ``4``; and no program writes while a migration claim is held (the barrier is the stamp and
+the claim). A root without ``__manifest`` is refused: ``not_found`` when it is empty,
+``bad_request`` (a half-made graph: an interrupted init) otherwise. A read-write open at stamp ``5`` refuses
+(``format_refused``) a graph a format-4 writer published to after the stamp
 (:mod:`omnigraph.engine.access.writer_audit`), then resolves interrupted commits
-(:mod:`omnigraph.engine.reconcile.recovery`) before returning. Failpoint ``open.after_stamp``: the stamp was
-checked, nothing else yet.
+(:mod:`omnigraph.engine.reconcile.recovery`) and adopts out-of-band table commits that change no row
+(:mod:`omnigraph.engine.reconcile.drift`) before returning. A read-only open loads none of those
+modules.
+
+:func:`init_graph` writes the schema file, every table, then ``__manifest`` with the stamp, last,
+so an interrupted init leaves a root that :func:`open_graph` refuses as half-made.
+
+Failpoints: ``open.after_stamp`` (the stamp was checked, nothing else yet) and
+``init.before_manifest`` (every table exists, ``__manifest`` does not).
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ def default_actor() -> str:
 
 
 def table_dir(table_key: str) -> str:
+    """The root-relative directory prefix of a table's dataset: ``nodes/<type>`` or ``edges/<type>``."""
     kind, type_name = table_key.split(":", 1)
     return f"{'nodes' if kind == 'node' else 'edges'}/{type_name}"
 
@@ -80,13 +89,16 @@ def _refuse_missing_manifest(store: GraphStore, profile: EngineProfile) -> None:
 
 
 def open_graph(store: GraphStore, profile: EngineProfile, *, write: bool, claim_token: str | None = None) -> Graph:
-    """Open a graph root, enforcing the write barrier; a read-write open resolves recovery, then
-    adopts out-of-band table commits that change no row (:mod:`omnigraph.engine.reconcile.drift`).
+    """Open a graph root, enforcing the write barrier.
+
+    A read-write open resolves recovery, then adopts out-of-band table commits that change no row
+    (:mod:`omnigraph.engine.reconcile.drift`).
 
     The barrier is the stamp and the migration claim, the same rule a server applies before each
-    write (:func:`omnigraph.engine.access.current_permission`): a read-write open is refused at a stamp the
-    profile does not write (``format_refused``) and, at one it does, while a migration claim is
-    held (``claim_held``), unless the claim carries ``claim_token`` (the caller acts under it).
+    write (:func:`omnigraph.engine.access.permission.current_permission`): a read-write open is
+    refused at a stamp the profile does not write (``format_refused``) and, at one it does, while a
+    migration claim is held (``claim_held``), unless the claim carries ``claim_token`` (the caller
+    acts under it).
     """
     manifest = Manifest(store)
     if not manifest.exists():

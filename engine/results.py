@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn, Self
 
 from omnigraph.engine.errors import BadRequest
 
@@ -45,14 +45,15 @@ __all__ = [
 
 
 class FrozenMapping(dict[str, Any]):
-    """A read-only dict: every change raises ``TypeError``. A dict, so that JSON encoders and
-    pydantic (the server's response models) take it as one.
+    """A read-only dict: every change raises ``TypeError``.
+
+    A dict, so that JSON encoders and pydantic (the server's response models) take it as one.
     """
 
-    def _refuse(self, *_args: Any, **_kwargs: Any) -> None:
+    def _refuse(self, *_args: Any, **_kwargs: Any) -> NoReturn:
         raise TypeError(f"a result's mapping is read-only: {type(self).__name__}")
 
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
 
     def __reduce__(self) -> tuple[type[FrozenMapping], tuple[dict[str, Any]]]:
         """Pickled and copied as its items (a plain dict's way would set them one by one)."""
@@ -88,9 +89,13 @@ class Result:
     __pydantic_config__: ClassVar[dict[str, Any]] = {"use_attribute_docstrings": True}
     """How pydantic (the HTTP server's response models) reads a result: field docstrings describe fields."""
 
+    if TYPE_CHECKING:
+        # Every subclass is a dataclass, which sets this: it lets ``dataclasses.fields`` take a Result.
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
     def __post_init__(self) -> None:
         """Freeze the values given: lists become tuples and dicts read-only mappings."""
-        for item in dataclasses.fields(self):  # type: ignore[arg-type]
+        for item in dataclasses.fields(self):
             object.__setattr__(self, item.name, _frozen(getattr(self, item.name)))
 
     @classmethod
@@ -100,7 +105,7 @@ class Result:
         Raises:
             BadRequest: the document's keys are not exactly this result's fields.
         """
-        names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        names = [f.name for f in dataclasses.fields(cls)]
         if set(document) != set(names):
             raise BadRequest(
                 f"not a {cls.__name__} document: keys {sorted(document)}, expected {sorted(names)}",
@@ -115,7 +120,7 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document of this result (lists and dicts, ready for ``json.dumps``)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 @dataclass(frozen=True)
@@ -140,8 +145,10 @@ class LoadResult(Result):
 
 @dataclass(frozen=True)
 class MutationResult(Result):
-    """``omnigraph mutate --json``: ``affected_*`` counted per statement, ``distinct_*`` each row
-    once; ``commit`` is None when nothing matched (no commit was published).
+    """``omnigraph mutate --json``: the rows a mutation touched and the commit it published.
+
+    ``affected_*`` are counted per statement, ``distinct_*`` each row once; ``commit`` is None when
+    nothing matched (no commit was published).
     """
 
     affected_nodes: int
@@ -199,8 +206,10 @@ class DeletedBranch(Result):
 
 @dataclass(frozen=True)
 class MergeResult(Result):
-    """``omnigraph branch merge --json``: ``outcome`` is ``up_to_date``, ``fast_forward`` or
-    ``merged``; ``changes`` counts inserted, updated and deleted rows per table key.
+    """``omnigraph branch merge --json``: how a merge ended and what it changed.
+
+    ``outcome`` is ``up_to_date``, ``fast_forward`` or ``merged``; ``changes`` counts inserted,
+    updated and deleted rows per table key.
     """
 
     outcome: Literal["up_to_date", "fast_forward", "merged"]
@@ -277,8 +286,9 @@ class QueryResult(Result):
         return [{column: _plain(row[column]) for column in self.columns} for row in self.rows]
 
     def to_arrow(self) -> pyarrow.Table:
-        """The rows as a ``pyarrow.Table`` with one column per answer column, in order (a column
-        with no value but null is of Arrow type ``null``).
+        """The rows as a ``pyarrow.Table`` with one column per answer column, in order.
+
+        A column with no value but null is of Arrow type ``null``.
         """
         import pyarrow as pa
 

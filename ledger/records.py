@@ -28,6 +28,11 @@ Text = Annotated[str, Field(min_length=1)]
 UnitStepName = Literal["sidecar_written", "fork_created", "fork_adopted", "pk_installed", "pk_present", "published", "digest_checked"]
 
 
+# A model's docstring is its ``description`` in the committed ``ledger/record-schema.json``: it
+# changes only together with that file (``python -m omnigraph.ledger schema``). Hence the ``noqa`` on the
+# record kinds their fields document and on the summaries that span two lines.
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
@@ -96,7 +101,7 @@ class RepairDecision(_Strict):
 class AnswerCheck(_Strict):
     """The answer check a migration was asked for: the ``.gq`` source, the params by query name
     (canonical JSON) and the sha256 that identifies the two together.
-    """
+    """  # noqa: D205
 
     source: Text
     params: Text
@@ -124,7 +129,7 @@ class AnswerDigest(_Strict):
 class AnswerChange(_Strict):
     """A recorded answer that differs now: the first differing row (0-based) and both versions
     of it (None for a row one side does not have, or when the recorded rows were not kept).
-    """
+    """  # noqa: D205
 
     query: Text
     params: Text
@@ -150,7 +155,7 @@ class LedgerRecord(_Strict):
 class MigrationStarted(LedgerRecord):
     """First record of every ledger: who runs the migration of which graph, and the answer check
     it was asked for (None without one), so a resume after any crash still takes it.
-    """
+    """  # noqa: D205
 
     kind: Literal["migration_started"] = "migration_started"
     owner: Text
@@ -161,19 +166,19 @@ class MigrationStarted(LedgerRecord):
     answer_check: AnswerCheck | None = None
 
 
-class BarrierSet(LedgerRecord):
+class BarrierSet(LedgerRecord):  # noqa: D101
     kind: Literal["barrier_set"] = "barrier_set"
     previous_format: Text
     format: Literal["migrating"] = "migrating"
 
 
-class PlanRecorded(LedgerRecord):
+class PlanRecorded(LedgerRecord):  # noqa: D101
     kind: Literal["plan_recorded"] = "plan_recorded"
     branches: list[BranchPlan]
     units: list[UnitPlan]
 
 
-class ImageValidated(LedgerRecord):
+class ImageValidated(LedgerRecord):  # noqa: D101
     kind: Literal["image_validated"] = "image_validated"
     image_id: Text
     table_path: Text
@@ -186,7 +191,7 @@ class ImageValidated(LedgerRecord):
     duplicate_ids: NonNegativeInt
 
 
-class ValidationFailedRecord(LedgerRecord):
+class ValidationFailedRecord(LedgerRecord):  # noqa: D101
     kind: Literal["validation_failed"] = "validation_failed"
     inventory: list[InventoryEntry]
 
@@ -210,7 +215,7 @@ class UnitStep(LedgerRecord):
 class UnitsStarted(LedgerRecord):
     """The units are about to run (phase ``installing``): written once, before the first unit's
     sidecar. A unit's own progress is its sidecar, then its ``unit_completed``.
-    """
+    """  # noqa: D205
 
     kind: Literal["units_started"] = "units_started"
 
@@ -240,7 +245,7 @@ class UnitCompleted(LedgerRecord):
 class AnswersRecorded(LedgerRecord):
     """The answer check's baseline, taken under the barrier before the first PK effect: the
     ``.gq`` source, the params by query name (canonical JSON) and every answer's digest.
-    """
+    """  # noqa: D205
 
     kind: Literal["answers_recorded"] = "answers_recorded"
     source: Text
@@ -252,53 +257,53 @@ class AnswersRecorded(LedgerRecord):
 class AnswersChecked(LedgerRecord):
     """The answers taken again after verification and before the stamp; ``changed`` is empty
     when ``ok``.
-    """
+    """  # noqa: D205
 
     kind: Literal["answers_checked"] = "answers_checked"
     ok: bool
     changed: list[AnswerChange]
 
 
-class DriftDetected(LedgerRecord):
+class DriftDetected(LedgerRecord):  # noqa: D101
     kind: Literal["drift_detected"] = "drift_detected"
     moved: list[DriftItem]
 
 
-class Verified(LedgerRecord):
+class Verified(LedgerRecord):  # noqa: D101
     kind: Literal["verified"] = "verified"
     ok: bool
     problems: list[str]
 
 
-class StampWritten(LedgerRecord):
+class StampWritten(LedgerRecord):  # noqa: D101
     kind: Literal["stamp_written"] = "stamp_written"
     format: Text
 
 
-class ClaimReleased(LedgerRecord):
+class ClaimReleased(LedgerRecord):  # noqa: D101
     kind: Literal["claim_released"] = "claim_released"
 
 
-class Aborted(LedgerRecord):
+class Aborted(LedgerRecord):  # noqa: D101
     kind: Literal["aborted"] = "aborted"
     stamp_restored: Text
     reason: str
 
 
-class Resumed(LedgerRecord):
+class Resumed(LedgerRecord):  # noqa: D101
     kind: Literal["resumed"] = "resumed"
     owner: Text
     host: Text
     pid: PositiveInt
 
 
-class ClaimBroken(LedgerRecord):
+class ClaimBroken(LedgerRecord):  # noqa: D101
     kind: Literal["claim_broken"] = "claim_broken"
     breaker: Text
     reason: Text
 
 
-class PlaybookStep(LedgerRecord):
+class PlaybookStep(LedgerRecord):  # noqa: D101
     kind: Literal["playbook_step"] = "playbook_step"
     playbook: Text
     step: Text
@@ -306,7 +311,7 @@ class PlaybookStep(LedgerRecord):
     detail: str
 
 
-class RepairApplied(LedgerRecord):
+class RepairApplied(LedgerRecord):  # noqa: D101
     kind: Literal["repair_applied"] = "repair_applied"
     graph_branch: Text
     table_key: Text

@@ -1,7 +1,7 @@
 """The JSON Schema of the ledger record union, and the committed copy of it.
 
 ``ledger/record-schema.json`` must equal :func:`schema_text` byte for byte (a test checks it);
-regenerate it with ``python -m ledger schema > ledger/record-schema.json``.
+regenerate it with ``python -m omnigraph.ledger schema > ledger/record-schema.json``.
 """
 
 from __future__ import annotations

@@ -225,10 +225,12 @@ def init(
 
 
 def check(uri: str | os.PathLike[str], *, storage_options: Mapping[str, str] | None = None) -> CheckReport:
-    """The read-only integrity check of the graph at ``uri``, as ``omnigraph check`` runs it: every
-    branch at any stamp (a graph no program may open included), pins, heads, intents, the stamp
-    and the claim, duplicate or null ids, edge endpoints. A report with findings is returned, not
-    raised (``report.ok`` is False; each finding names the command that resolves it).
+    """The read-only integrity check of the graph at ``uri``, as ``omnigraph check`` runs it.
+
+    It checks every branch at any stamp (a graph no program may open included), pins, heads,
+    intents, the stamp and the claim, duplicate or null ids, edge endpoints. A report with
+    findings is returned, not raised (``report.ok`` is False; each finding names the command that
+    resolves it).
 
     Raises:
         NotFound: there is no graph at ``uri``.
@@ -240,8 +242,9 @@ def check(uri: str | os.PathLike[str], *, storage_options: Mapping[str, str] | N
 
 
 def default_actor() -> str:
-    """Who commits record when no actor is given: ``OMNIGRAPH_ACTOR`` if set, else the login name
-    (``unknown`` if there is none).
+    """Who commits record when no actor is given: ``OMNIGRAPH_ACTOR`` if set, else the login name.
+
+    The login name is ``unknown`` if there is none.
     """
     from omnigraph.engine.graph import default_actor as engine_default_actor
 
@@ -260,8 +263,9 @@ def _schema_source(schema: str | Path) -> str:
 
 
 def __getattr__(name: str) -> Any:
-    """A name of :data:`_LAZY` or a submodule of :data:`_SUBMODULES`, imported on first access
-    (PEP 562) and then kept in the package, so that ``import omnigraph`` loads no graph machinery.
+    """A name of :data:`_LAZY` or a submodule of :data:`_SUBMODULES`, imported on first access (PEP 562).
+
+    It is then kept in the package, so that ``import omnigraph`` loads no graph machinery.
     """
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), _RENAMED.get(name, name))

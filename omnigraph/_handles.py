@@ -72,8 +72,9 @@ class Handles:
         return self._reader
 
     def open_writer(self) -> EngineGraph:
-        """Open the read-write handle now, resolving interrupted commits: ``format_refused`` or
-        ``claim_held`` when the barrier forbids writing.
+        """Open the read-write handle now, resolving interrupted commits.
+
+        Raises ``format_refused`` or ``claim_held`` when the barrier forbids writing.
         """
         writer = open_graph(self.store, self.profile, write=True)
         self._writer = writer

@@ -71,9 +71,10 @@ if TYPE_CHECKING:
     from omnigraph.engine.access import fleet
     from omnigraph.engine.maintenance.findings import CheckReport
     from omnigraph.engine.ops.blobs import BlobReader
-    from omnigraph.engine.ops.load import LoadMode
-    from omnigraph.engine.query.run import Answer
+    from omnigraph.engine.ops.load import LoadMode as LoadMode  # re-exported for annotations (omnigraph.cli.shared_commands)
+    from omnigraph.engine.query.run import Answer as Answer  # re-exported for annotations (omnigraph.cli.query)
     from omnigraph.engine.reconcile.recovery import RecoveryRecord
+    from omnigraph.engine.schema.annotations import SchemaWarning
     from omnigraph.inputs import LoadData
 
 __all__ = ["PROGRAMS", "Graph", "connect", "create"]
@@ -139,8 +140,9 @@ class Graph:
 
     @property
     def actor(self) -> str:
-        """Who the graph's commits record unless a write names its own actor: the ``actor`` given
-        to :func:`omnigraph.open`, else ``OMNIGRAPH_ACTOR``, else the login name.
+        """Who the graph's commits record unless a write names its own actor.
+
+        That is the ``actor`` given to :func:`omnigraph.open`, else ``OMNIGRAPH_ACTOR``, else the login name.
         """
         return self._actor or default_actor()
 
@@ -151,8 +153,9 @@ class Graph:
 
     @property
     def format(self) -> str:
-        """The stamp the graph had when a handle of this :class:`Graph` last opened it (no I/O;
-        :meth:`stamp` reads it now).
+        """The stamp the graph had when a handle of this :class:`Graph` last opened it.
+
+        No I/O: :meth:`stamp` reads it now.
         """
         return self._h.any().stamp
 
@@ -162,21 +165,23 @@ class Graph:
         return tuple(self._h.any().catalog.table_keys())
 
     @property
-    def schema_warnings(self) -> tuple[str, ...]:
+    def schema_warnings(self) -> tuple[SchemaWarning, ...]:
         """The schema's warnings (annotations it keeps but does not know), each with line:column."""
         return tuple(self._h.any().catalog.warnings)
 
     def schema(self) -> dict[str, Any]:
-        """The ``omnigraph schema show --json`` document: the accepted schema source, its warnings
-        and the catalog derived from it, metadata included (no I/O).
+        """The ``omnigraph schema show --json`` document (no I/O).
+
+        It holds the accepted schema source, its warnings and the catalog derived from it, metadata included.
         """
         from omnigraph.engine.ops.snapshot import schema_document
 
         return schema_document(self._h.any())
 
     def schema_text(self) -> list[str]:
-        """The lines ``omnigraph schema show`` prints (a summary, then one block per table and
-        interface; no I/O).
+        """The lines ``omnigraph schema show`` prints (no I/O).
+
+        A summary, then one block per table and interface.
         """
         from omnigraph.engine.ops.snapshot import render_schema
 
@@ -261,9 +266,10 @@ class Graph:
         return tuple(Commit(h.commit_id, tuple(h.parents), h.actor, h.message, h.committed_at) for h in history)
 
     def export_jsonl(self, branch: str = MAIN, types: Sequence[str] | None = None) -> Iterator[str]:
-        """The branch as JSONL lines (no newline), what ``omnigraph export`` writes and ``load``
-        accepts: tables in table-key order, rows by id. The branch is read as one commit; the
-        lines are produced as they are consumed.
+        """The branch as JSONL lines (no newline), what ``omnigraph export`` writes and ``load`` accepts.
+
+        Tables come in table-key order, rows by id. The branch is read as one commit; the lines are
+        produced as they are consumed.
 
         Raises:
             NotFound: no branch ``branch`` (when the first line is asked for).
@@ -283,10 +289,11 @@ class Graph:
         return (json.loads(line) for line in self.export_jsonl(branch, types))
 
     def export_tables(self, branch: str = MAIN, types: Sequence[str] | None = None) -> dict[str, pa.Table]:
-        """The branch as one ``pyarrow.Table`` per table key (``node:Person``, ...), sorted by id,
-        with the physical columns (``id``, for edges ``src`` and ``dst``, then the properties; a
-        Blob column as Utf8 spellings, ``base64:`` of its bytes or a reference's URI, so every
-        payload of the table is read into memory).
+        """The branch as one ``pyarrow.Table`` per table key (``node:Person``, ...), sorted by id.
+
+        Each table has the physical columns: ``id``, for edges ``src`` and ``dst``, then the
+        properties; a Blob column as Utf8 spellings, ``base64:`` of its bytes or a reference's URI,
+        so every payload of the table is read into memory.
 
         Raises:
             NotFound: no branch ``branch``.
@@ -297,8 +304,9 @@ class Graph:
         return export_tables(self._h.reading(), branch, list(types or []))
 
     def open_blob(self, type_name: str, row_id: str, prop: str, *, branch: str = MAIN) -> BlobReader:
-        """One Blob cell of ``branch``'s current commit, opened for streaming: a reader with
-        ``size``, ``read(n)`` and ``chunks()``; close it (or use it in a ``with`` block).
+        """One Blob cell of ``branch``'s current commit, opened for streaming.
+
+        The reader has ``size``, ``read(n)`` and ``chunks()``; close it (or use it in a ``with`` block).
 
         Raises:
             NotFound: no branch ``branch``, no such type, property or id, a null cell, or an
@@ -323,8 +331,9 @@ class Graph:
     def open_query(
         self, query: str, *, name: str | None = None, params: Mapping[str, Any] | None = None, branch: str = MAIN, at: str | None = None
     ) -> Iterator[Answer]:
-        """Run a read query and stream its answer inside the block: the answer's ``columns``,
-        ``commit`` and ``rows()`` (an iterator of value lists, consumable once).
+        """Run a read query and stream its answer inside the block.
+
+        The answer has ``columns``, ``commit`` and ``rows()`` (an iterator of value lists, consumable once).
 
         Raises:
             BadRequest: a syntax, type or parameter error (with line:column), or a mutation.
@@ -341,8 +350,9 @@ class Graph:
     def query(
         self, query: str, *, name: str | None = None, params: Mapping[str, Any] | None = None, branch: str = MAIN, at: str | None = None
     ) -> QueryResult:
-        """Run the read query ``name`` of the ``.gq`` source ``query`` (``name`` may be left out
-        when the source declares one query) on ``branch``, or on its commit ``at``.
+        """Run the read query ``name`` of the ``.gq`` source ``query`` on ``branch``, or on its commit ``at``.
+
+        ``name`` may be left out when the source declares one query.
 
         Raises:
             BadRequest: a syntax, type or parameter error (with line:column), or a mutation.
@@ -441,7 +451,8 @@ class Graph:
         actor: str | None = None,
         external_blobs: bool = True,
     ) -> MutationResult:
-        """Run one ``.gq`` mutation query as one commit (none when nothing matched);
+        """Run one ``.gq`` mutation query as one commit (none when nothing matched).
+
         ``external_blobs=False`` refuses a Blob value naming an external object (see :meth:`load`).
 
         Raises:
@@ -485,9 +496,11 @@ class Graph:
         actor: str | None = None,
         announce: Callable[[str], None] | None = None,
     ) -> ChunkedMutationResult:
-        """Run an update or delete that matches more rows than one commit carries, as one commit
-        per chunk of at most ``chunk_rows`` matched rows (not atomic as a whole; resumable with
-        :meth:`resume_mutation`). ``announce`` is told the operation id once it is recorded.
+        """Run an update or delete that matches more rows than one commit carries, as several commits.
+
+        There is one commit per chunk of at most ``chunk_rows`` matched rows (not atomic as a whole;
+        resumable with :meth:`resume_mutation`). ``announce`` is told the operation id once it is
+        recorded.
 
         Raises:
             ReadOnlyGraph: the graph was opened read-only.
@@ -551,8 +564,9 @@ class Graph:
         return result
 
     def create_branch(self, name: str, *, from_branch: str = MAIN) -> CreatedBranch:
-        """Create branch ``name`` from the current head of ``from_branch`` (only the catalog is
-        forked; tables fork on their first write).
+        """Create branch ``name`` from the current head of ``from_branch``.
+
+        Only the catalog is forked; tables fork on their first write.
 
         Raises:
             ReadOnlyGraph: the graph was opened read-only.
@@ -583,8 +597,9 @@ class Graph:
         return DeletedBranch(deleted=name)
 
     def merge(self, source: str, *, into: str = MAIN, actor: str | None = None) -> MergeResult:
-        """Merge branch ``source`` into ``into`` three-way from their merge base: up to date, a
-        fast-forward, or one merge commit.
+        """Merge branch ``source`` into ``into`` three-way from their merge base.
+
+        The result is up to date, a fast-forward, or one merge commit.
 
         Raises:
             ReadOnlyGraph: the graph was opened read-only.
@@ -601,8 +616,9 @@ class Graph:
         return result
 
     def fleet_membership(self, role: Literal["server", "load"], address: str | None = None) -> fleet.Membership:
-        """A fleet-registry record for this process (``start()`` creates and heartbeats it,
-        ``stop()`` deletes it): how servers announce themselves to ``omnigraph-migrate``.
+        """A fleet-registry record for this process: how servers announce themselves to ``omnigraph-migrate``.
+
+        ``start()`` creates and heartbeats it, ``stop()`` deletes it.
         """
         from omnigraph.engine.access import fleet
 

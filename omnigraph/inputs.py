@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, Union
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Union, cast
 
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.schema.types import spell_bytes
@@ -45,9 +45,11 @@ _EPOCH = dt.date(1970, 1, 1)
 
 
 def open_data_file(path: str, what: str = "data file") -> BinaryIO:
-    """``path`` opened for binary reading (the caller closes it). A pipe (``/dev/stdin``, a
-    process substitution) is first copied to an anonymous temporary file, because a refused
-    record makes the load read its input again from the start to name the first refused line.
+    """``path`` opened for binary reading (the caller closes it).
+
+    A pipe (``/dev/stdin``, a process substitution) is first copied to an anonymous temporary file,
+    because a refused record makes the load read its input again from the start to name the first
+    refused line.
 
     Raises:
         BadRequest: the file cannot be opened or read.
@@ -66,8 +68,9 @@ def open_data_file(path: str, what: str = "data file") -> BinaryIO:
 
 
 def _json_value(value: Any) -> Any:
-    """``json.dumps`` default: dates as epoch days, date-times as epoch milliseconds, bytes as the
-    ``base64:`` spelling of a Blob's managed bytes.
+    """The ``json.dumps`` default: dates as epoch days, date-times as epoch milliseconds, bytes as ``base64:``.
+
+    The ``base64:`` spelling of bytes is that of a Blob's managed bytes.
     """
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
@@ -118,8 +121,10 @@ def _spooled(records: Iterable[Any]) -> BinaryIO:
 
 @contextmanager
 def opened_data(data: LoadData, edge_types: frozenset[str]) -> Iterator[bytes | BinaryIO]:
-    """``data`` as JSONL bytes or a seekable binary stream, for the block reader; anything this
-    opens is closed when the block ends. ``edge_types`` tells edge tables from node tables.
+    """``data`` as JSONL bytes or a seekable binary stream, for the block reader.
+
+    Anything this opens is closed when the block ends. ``edge_types`` tells edge tables from node
+    tables.
 
     Raises:
         BadRequest: a path that cannot be read, a record that is not a dict or holds a value with
@@ -132,8 +137,8 @@ def opened_data(data: LoadData, edge_types: frozenset[str]) -> Iterator[bytes | 
         with open_data_file(os.fspath(data)) as stream:
             yield stream
         return
-    if hasattr(data, "read"):
-        yield data  # type: ignore[misc]
+    if hasattr(data, "read"):  # duck-typed: anything with ``read`` is the binary file object of LoadData
+        yield cast("BinaryIO", data)
         return
     if isinstance(data, Mapping):
         for type_name, table in data.items():

@@ -19,13 +19,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omnigraph import ENGINE, FORMAT_4_WRITER
 from omnigraph.engine.errors import BadRequest, NotFound
 from omnigraph.engine.graph import Graph, default_actor, open_graph
 from omnigraph.engine.maintenance.check import check_graph
-from omnigraph.engine.maintenance.findings import CheckReport
+from omnigraph.engine.maintenance.findings import CheckReport, IdScan
 from omnigraph.engine.maintenance.optimize import OptimizeReport
 from omnigraph.engine.maintenance.optimize import optimize as optimize_graph
 from omnigraph.engine.manifest.manifest import Manifest
@@ -38,6 +38,9 @@ from omnigraph.engine.storage.store import GraphStore, open_store
 from omnigraph.graph import PROGRAMS
 from omnigraph.migrator.executors import validate_image
 from omnigraph.migrator.status import claim_findings
+
+if TYPE_CHECKING:
+    import lance
 
 __all__ = [
     "DriftAdopted",
@@ -100,6 +103,7 @@ class DriftShown:
         return drift.commands_for(self.graph, report)
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``drift show --json`` document."""
         return {"branch": self.branch, "tables": [r.to_json() for r in self.tables]}
 
 
@@ -112,6 +116,7 @@ class DriftAdopted:
     manifest_version: int | None
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``drift adopt --json`` document."""
         return {"branch": self.branch, "adopted": [r.to_json() for r in self.adopted], "manifest_version": self.manifest_version}
 
 
@@ -124,13 +129,16 @@ class DriftReverted:
     manifest_versions: tuple[int, ...]
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``drift revert --json`` document."""
         return {"branch": self.branch, "reverted": [r.to_json() for r in self.reverted], "manifest_versions": list(self.manifest_versions)}
 
 
 @dataclass(frozen=True)
 class Recovered:
-    """``recover``: what the read-write open resolved and adopted, the writes of live writers
-    still in flight, and the interrupted branch creations or deletions completed.
+    """``recover``: what the read-write open resolved, adopted, left in flight and completed.
+
+    That is the interrupted commits resolved, the out-of-band commits adopted, the writes of live
+    writers still in flight, and the interrupted branch creations or deletions completed.
     """
 
     recovered: tuple[dict[str, Any], ...]
@@ -139,6 +147,7 @@ class Recovered:
     branch_operations_completed: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``recover --json`` document."""
         return {
             "recovered": list(self.recovered),
             "adopted": list(self.adopted),
@@ -148,8 +157,9 @@ class Recovered:
 
 
 def drift_show(uri: str, *, branch: str = MAIN, table: str | None = None, storage_options: Mapping[str, str] | None = None) -> DriftShown:
-    """The out-of-band commits of every table of ``branch`` (or of ``table``), and whether each
-    changes rows (read-only).
+    """The out-of-band commits of every table of ``branch`` (or of ``table``), and whether each changes rows.
+
+    Read-only.
 
     Raises:
         NotFound: no graph, branch or table.
@@ -200,8 +210,9 @@ def drift_revert(
     announce: Announce = _quiet,
     storage_options: Mapping[str, str] | None = None,
 ) -> DriftReverted:
-    """Restore each table's pinned rows on ``branch`` as a new version and pin it (one graph
-    commit per table).
+    """Restore each table's pinned rows on ``branch`` as a new version and pin it.
+
+    Each table is one graph commit.
 
     Raises:
         NotFound: no graph, branch or table.
@@ -216,8 +227,10 @@ def drift_revert(
 
 
 def recover(uri: str, *, announce: Announce = _quiet, storage_options: Mapping[str, str] | None = None) -> Recovered:
-    """Open the graph read-write: resolve the interrupted commits of dead writers, complete
-    interrupted branch creations and deletions, adopt out-of-band commits that change no row.
+    """Open the graph read-write, which resolves what dead writers left.
+
+    It resolves the interrupted commits of dead writers, completes interrupted branch creations and
+    deletions, and adopts out-of-band commits that change no row.
 
     Raises:
         TableDrift: drift that changes rows is left (every drifted table in the details, with
@@ -258,9 +271,11 @@ def optimize(
     announce: Announce = _quiet,
     storage_options: Mapping[str, str] | None = None,
 ) -> OptimizeReport:
-    """Compact the tables ``branch`` owns, build a BTREE index on ``index_column``, and delete
-    table versions older than ``cleanup_older_than`` that nothing pins (no branch, reachable
-    commit, intent or migration sidecar); compactions and indexes are published as a graph commit.
+    """Compact, index and clean up the tables ``branch`` owns.
+
+    Compacts the tables, builds a BTREE index on ``index_column``, and deletes table versions older
+    than ``cleanup_older_than`` that nothing pins (no branch, reachable commit, intent or migration
+    sidecar); compactions and indexes are published as a graph commit.
 
     Raises:
         BadRequest: nothing to do (none of ``compact``, ``index_column``, ``cleanup_older_than``).
@@ -287,8 +302,23 @@ def optimize(
 
 
 def integrity_check(store: GraphStore) -> CheckReport:
-    """The read-only integrity check of the graph at ``store`` (what :func:`omnigraph.check` and
-    :meth:`omnigraph.Graph.check` run): the engine's check with the migrator's id scan and its
-    claim findings.
+    """The read-only integrity check of the graph at ``store``: what :func:`omnigraph.check` and :meth:`omnigraph.Graph.check` run.
+
+    It is the engine's check with the migrator's id scan and its claim findings.
     """
-    return check_graph(store, validate_image, claim_findings)
+    return check_graph(store, _scan_ids, claim_findings)
+
+
+@dataclass
+class _ScannedIds:
+    """The id counts of one :func:`validate_image` report, as the settable :class:`IdScan` the engine's check takes."""
+
+    rows: int
+    null_ids: int
+    duplicates: list[tuple[str, int]]
+
+
+def _scan_ids(dataset: lance.LanceDataset) -> IdScan:
+    """The engine's :data:`~omnigraph.engine.maintenance.findings.IdScanner`: :func:`validate_image` of ``dataset``."""
+    report = validate_image(dataset)
+    return _ScannedIds(report.rows, report.null_ids, report.duplicates)

@@ -113,9 +113,11 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Preflight(Result):
-    """``omnigraph-migrate preflight --json``: the graph is ready (stamp 4, no pending write, no
-    claim, no live registered writer); its branches, units and images; with ``validate`` the
-    duplicate/null inventory (empty, or :class:`~omnigraph.errors.ValidationFailed` is raised).
+    """``omnigraph-migrate preflight --json``: the graph is ready; its branches, units and images.
+
+    Ready means stamp 4, no pending write, no claim, no live registered writer. With ``validate``
+    it also holds the duplicate/null inventory (empty, or :class:`~omnigraph.errors.ValidationFailed`
+    is raised).
     """
 
     graph: str
@@ -175,8 +177,9 @@ class UpToDate(Result):
 
 @dataclass(frozen=True)
 class Status(Result):
-    """``omnigraph-migrate status --json``: the stamp, the claim and who acts for it, the latest
-    migration's ledger, and ``next``, the one command to run next.
+    """``omnigraph-migrate status --json``: the stamp, the claim and who acts for it, the ledger, and what next.
+
+    The ledger is the latest migration's; ``next`` is the one command to run next.
     """
 
     graph: str
@@ -193,8 +196,10 @@ class Status(Result):
 
 @dataclass(frozen=True)
 class Verification(Result):
-    """``omnigraph-migrate verify --json`` of a fully fenced graph (``ok`` is always True here:
-    a graph that is not is :class:`~omnigraph.errors.DriftDetected`, with this document as details).
+    """``omnigraph-migrate verify --json`` of a fully fenced graph.
+
+    ``ok`` is always True here: a graph that is not fully fenced is
+    :class:`~omnigraph.errors.DriftDetected`, with this document as details.
     """
 
     graph: str
@@ -227,8 +232,9 @@ class Copied(Result):
 
 @dataclass(frozen=True)
 class Aborted(Result):
-    """``omnigraph-migrate abort --json``: stamp 4 is back and the claim released (installed
-    primary keys stay: the migration is rolled forward only).
+    """``omnigraph-migrate abort --json``: stamp 4 is back and the claim released.
+
+    Installed primary keys stay: the migration is rolled forward only.
     """
 
     migration_id: str
@@ -238,8 +244,10 @@ class Aborted(Result):
 
 @dataclass(frozen=True)
 class ClaimState(Result):
-    """``omnigraph-migrate claim show --json``: the claim (or None), every process recorded as
-    acting for it with its liveness, the word for all of them (``holder_process``) and the stamp.
+    """``omnigraph-migrate claim show --json``: the claim (or None), who acts for it, and the stamp.
+
+    Every process recorded as acting for the claim comes with its liveness, and
+    ``holder_process`` is the word for all of them.
     """
 
     graph: str
@@ -269,8 +277,9 @@ class Repaired(Result):
 
 @dataclass(frozen=True)
 class Rebuilt(Result):
-    """``omnigraph-migrate rebuild --json``: the source, the new format-5 graph and every branch
-    copied (name, parent, rows per table key), in creation order.
+    """``omnigraph-migrate rebuild --json``: the source, the new format-5 graph and every branch copied.
+
+    Each branch has its name, parent and rows per table key, in creation order.
     """
 
     source: str
@@ -316,8 +325,9 @@ def plan(uri: str, *, storage_options: Mapping[str, str] | None = None) -> Plan:
 
 
 def up_to_date(uri: str, *, storage_options: Mapping[str, str] | None = None) -> UpToDate | None:
-    """:class:`UpToDate` if the graph is already at format 5, unclaimed and passing ``verify``;
-    None at any other stamp or while a claim is held (read-only).
+    """:class:`UpToDate` if the graph is already at format 5, unclaimed and passing ``verify`` (read-only).
+
+    None at any other stamp or while a claim is held.
 
     Raises:
         NotFound: no graph at ``uri``.
@@ -340,9 +350,11 @@ def run(
     queries: AnswerQueries | None = None,
     parallel: int | None = None,
 ) -> Migrated | UpToDate:
-    """Migrate every branch of the graph to format 5 in place: claim, barrier, plan, validate,
-    install the primary keys unit by unit, verify, stamp 5, release. Crash-safe: a run that
-    died is continued with :func:`resume` (its token is in :func:`status`).
+    """Migrate every branch of the graph to format 5 in place.
+
+    The steps are claim, barrier, plan, validate, install the primary keys unit by unit, verify,
+    stamp 5, release. Crash-safe: a run that died is continued with :func:`resume` (its token is
+    in :func:`status`).
 
     ``owner`` is recorded in the claim and the ledger (default ``OMNIGRAPH_ACTOR``, else the
     login name). ``queries``: the answer check (module docstring). ``parallel``: how many units
@@ -389,10 +401,11 @@ def resume(
     queries: AnswerQueries | None = None,
     parallel: int | None = None,
 ) -> Migrated:
-    """Continue the migration whose claim carries ``token`` from its ledger (after a crash, or a
-    repair of duplicates under the claim). Answers the migration recorded are checked before the
-    stamp; ``queries`` is needed only if it died before recording them, and must be the same.
-    ``parallel`` as for :func:`run`.
+    """Continue the migration whose claim carries ``token`` from its ledger.
+
+    It continues after a crash, or a repair of duplicates under the claim. Answers the migration
+    recorded are checked before the stamp; ``queries`` is needed only if it died before recording
+    them, and must be the same. ``parallel`` as for :func:`run`.
 
     Raises:
         AnswersChanged: an answer of the answer check changed; the stamp was not written.
@@ -419,9 +432,10 @@ def refence(
     storage_options: Mapping[str, str] | None = None,
     parallel: int | None = None,
 ) -> Migrated:
-    """Fence again a stamp-5 graph that a format-4 writer published to after the stamp (or that
-    pins an image without the primary key): the whole migration protocol again under a new claim.
-    ``owner``, ``executor`` and ``parallel`` as for :func:`run`.
+    """Fence again a stamp-5 graph: the whole migration protocol again under a new claim.
+
+    That is for a graph that a format-4 writer published to after the stamp (or that pins an image
+    without the primary key). ``owner``, ``executor`` and ``parallel`` as for :func:`run`.
 
     Raises:
         NotFound: no graph at ``uri``.
@@ -441,8 +455,10 @@ def refence(
 
 
 def status(uri: str, *, tail: int | None = None, storage_options: Mapping[str, str] | None = None) -> Status:
-    """The stamp, the claim holder (and every process acting for it), the latest migration's
-    ledger (its last ``tail`` records, or all) and the command to run next (read-only).
+    """The stamp, the claim holder, the latest migration's ledger and the command to run next (read-only).
+
+    The claim holder comes with every process acting for it; the ledger with its last ``tail``
+    records, or all.
 
     Raises:
         NotFound: no graph at ``uri``.
@@ -455,8 +471,9 @@ def status(uri: str, *, tail: int | None = None, storage_options: Mapping[str, s
 
 
 def ledger_table(shown: Status) -> str:
-    """The human table of the ledger records ``shown`` holds (``seq | at | kind | summary``, then
-    one line of state), as ``omnigraph-migrate status`` prints it; empty without a ledger.
+    """The human table of the ledger records ``shown`` holds, as ``omnigraph-migrate status`` prints it.
+
+    Rows are ``seq | at | kind | summary``, then one line of state; empty without a ledger.
     """
     from omnigraph.ledger.fold import FoldedState
     from omnigraph.ledger.ledger import LedgerReplay
@@ -471,9 +488,10 @@ def ledger_table(shown: Status) -> str:
 
 
 def verify(uri: str, *, storage_options: Mapping[str, str] | None = None, queries: AnswerQueries | None = None) -> Verification:
-    """Check every live table on every branch has the primary key ``[id]`` and nothing is
-    unpublished (read-only); with ``queries``, also that they answer as when the migration that
-    stamped the graph recorded them.
+    """Check every live table on every branch has the primary key ``[id]`` and nothing is unpublished (read-only).
+
+    With ``queries``, also check that they answer as when the migration that stamped the graph
+    recorded them.
 
     Raises:
         AnswersChanged: with ``queries``, an answer differs from the recorded one.
@@ -488,8 +506,9 @@ def verify(uri: str, *, storage_options: Mapping[str, str] | None = None, querie
 
 
 def duplicates(uri: str, *, progress: Progress | None = None, storage_options: Mapping[str, str] | None = None) -> Duplicates:
-    """Every duplicate or null id of every pinned image (read-only, takes no claim); an empty
-    inventory means the ids are ready for their primary keys.
+    """Every duplicate or null id of every pinned image (read-only, takes no claim).
+
+    An empty inventory means the ids are ready for their primary keys.
 
     Raises:
         NotFound: no graph at ``uri``.
@@ -500,8 +519,9 @@ def duplicates(uri: str, *, progress: Progress | None = None, storage_options: M
 
 
 def inventory_lines(inventory: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One tab-separated line per inventory entry (kind, type, id, problem, rows, branches, image),
-    as ``omnigraph-migrate duplicates`` prints them.
+    """One tab-separated line per inventory entry, as ``omnigraph-migrate duplicates`` prints them.
+
+    The fields are kind, type, id, problem, rows, branches and image.
     """
     from omnigraph.ledger.records import InventoryEntry
     from omnigraph.migrator.plan import inventory_lines as lines_of
@@ -510,8 +530,9 @@ def inventory_lines(inventory: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def describe_fleet_entry(entry: Mapping[str, Any]) -> str:
-    """One line naming a fleet record of :attr:`Preflight.fleet`: program, role, format, host,
-    pid, address, start, heartbeat age and status.
+    """One line naming a fleet record of :attr:`Preflight.fleet`.
+
+    It gives program, role, format, host, pid, address, start, heartbeat age and status.
     """
     from omnigraph.migrator.inspection import describe
 
@@ -519,9 +540,10 @@ def describe_fleet_entry(entry: Mapping[str, Any]) -> str:
 
 
 def open_executor(name: str, ray_address: str | None = None) -> AbstractContextManager[ImageExecutor]:
-    """The image executor ``name`` (one of :data:`EXECUTORS`), started for the block; ``ray`` on
-    the cluster at ``ray_address`` (``HOST:PORT`` or ``auto``), else on a private local instance.
-    Check :func:`executor_unavailable` and :func:`ray_address_problem` first.
+    """The image executor ``name`` (one of :data:`EXECUTORS`), started for the block.
+
+    ``ray`` runs on the cluster at ``ray_address`` (``HOST:PORT`` or ``auto``), else on a private
+    local instance. Check :func:`executor_unavailable` and :func:`ray_address_problem` first.
 
     Raises:
         ExecutorFailed: the executor could not start.
@@ -533,6 +555,7 @@ def open_executor(name: str, ray_address: str | None = None) -> AbstractContextM
 
 def copy(source: str, destination: str, *, storage_options: Mapping[str, str] | None = None) -> Copied:
     """Copy a graph root (every branch and version) to an empty ``destination``, for rehearsals.
+
     ``source`` is only read. Branches of the copy keep reading their inherited data files from
     ``source`` (Lance records the root's URI), so the copy is not a backup.
 
@@ -552,9 +575,10 @@ def rebuild(
     report: Callable[[str], None] | None = None,
     storage_options: Mapping[str, str] | None = None,
 ) -> Rebuilt:
-    """Copy the graph's current data, every branch, into a new format-5 graph at ``destination``
-    by export and load (not in place, and without history: ``docs/operations.md``, "rebuild").
-    ``report`` is told each branch as it is exported and loaded.
+    """Copy the graph's current data, every branch, into a new format-5 graph at ``destination`` by export and load.
+
+    Not in place, and without history (``docs/operations.md``, "rebuild"). ``report`` is told each
+    branch as it is exported and loaded.
 
     Raises:
         NotFound: no graph at ``uri``.
@@ -572,9 +596,10 @@ def rebuild(
 def abort(
     uri: str, *, token: str, reason: str = "aborted by operator", actor: str | None = None, storage_options: Mapping[str, str] | None = None
 ) -> Aborted:
-    """Give up the migration whose claim carries ``token`` (before stamp 5 only): put stamp 4
-    back and release the claim. Old writers may run again, so a later :func:`run` validates every
-    image again.
+    """Give up the migration whose claim carries ``token`` (before stamp 5 only).
+
+    Stamp 4 is put back and the claim released. Old writers may run again, so a later :func:`run`
+    validates every image again.
 
     Raises:
         NotFound: no graph, or no claim to abort.
@@ -582,14 +607,15 @@ def abort(
         FormatRefused: the graph is already at stamp 5.
         ClaimHeld: a process acting for the claim is still alive on this host.
     """
-    from omnigraph.migrator.claim_ops import abort_migration
+    from omnigraph.migrator.claim import abort_migration
 
     return Aborted.from_document(abort_migration(open_store(uri, storage_options), token, reason, actor or omnigraph.default_actor()))
 
 
 def unit_sidecars(uri: str, migration_id: str, *, storage_options: Mapping[str, str] | None = None) -> list[str]:
-    """The units of migration ``migration_id`` whose sidecar is written: in flight, or
-    interrupted after their sidecar (read-only).
+    """The units of migration ``migration_id`` whose sidecar is written (read-only).
+
+    Such a unit is in flight, or was interrupted after its sidecar.
     """
     from omnigraph.migrator.layout import remaining
 
@@ -597,8 +623,9 @@ def unit_sidecars(uri: str, migration_id: str, *, storage_options: Mapping[str, 
 
 
 def migration_ledger(uri: str, migration_id: str, *, storage_options: Mapping[str, str] | None = None) -> Ledger:
-    """The ledger of migration ``migration_id`` on the graph at ``uri``, to replay or to append
-    records to (each append is create-if-absent: a second writer of a sequence number loses).
+    """The ledger of migration ``migration_id`` on the graph at ``uri``, to replay or to append records to.
+
+    Each append is create-if-absent: a second writer of a sequence number loses.
     """
     from omnigraph.ledger.ledger import Ledger as MigrationLedger
     from omnigraph.migrator.layout import ledger_dir
@@ -607,13 +634,15 @@ def migration_ledger(uri: str, migration_id: str, *, storage_options: Mapping[st
 
 
 def claim(uri: str, *, storage_options: Mapping[str, str] | None = None) -> ClaimState:
-    """The migration claim of the graph (None when there is none), every process recorded as
-    acting for it with its liveness as far as this host can tell, and the stamp (read-only).
+    """The migration claim of the graph (None when there is none), who acts for it, and the stamp (read-only).
+
+    Every process recorded as acting for the claim comes with its liveness, as far as this host
+    can tell.
 
     Raises:
         NotFound: no graph at ``uri``.
     """
-    from omnigraph.migrator.claim_ops import show_claim
+    from omnigraph.migrator.claim import show_claim
 
     return ClaimState.from_document(show_claim(open_store(uri, storage_options)))
 
@@ -621,15 +650,17 @@ def claim(uri: str, *, storage_options: Mapping[str, str] | None = None) -> Clai
 def break_claim(
     uri: str, *, token: str, reason: str, actor: str | None = None, storage_options: Mapping[str, str] | None = None
 ) -> BrokenClaim:
-    """Remove the claim whose holder the operator has proven dead, recording the break (with
-    ``reason``) in its ledger and next to the claim; ``next`` names what to run then.
+    """Remove the claim whose holder the operator has proven dead.
+
+    The break (with ``reason``) is recorded in its ledger and next to the claim; ``next`` names
+    what to run then.
 
     Raises:
         NotFound: no graph, or no claim to break.
         PreconditionFailed: ``token`` is not the holder's.
         ClaimHeld: the holder (or a process acting for it) is alive on this host.
     """
-    from omnigraph.migrator.claim_ops import break_claim as remove_claim
+    from omnigraph.migrator.claim import break_claim as remove_claim
 
     return BrokenClaim.from_document(remove_claim(open_store(uri, storage_options), token, reason, actor or omnigraph.default_actor()))
 
@@ -637,8 +668,9 @@ def break_claim(
 def repair_template(
     uri: str, *, token: str, progress: Progress | None = None, storage_options: Mapping[str, str] | None = None
 ) -> RepairDecisions:
-    """The decisions to make for every duplicate or null id of the migration whose claim carries
-    ``token``: each id on each branch that pins it, with its rows and no action chosen.
+    """The decisions to make for every duplicate or null id of the migration whose claim carries ``token``.
+
+    There is one for each id on each branch that pins it, with its rows and no action chosen.
 
     Raises:
         NotFound: no graph, or no claim.
@@ -679,8 +711,9 @@ def repair(
     actor: str | None = None,
     storage_options: Mapping[str, str] | None = None,
 ) -> Repaired:
-    """Apply ``decisions`` behind the barrier of the migration whose claim carries ``token``, one
-    recorded repair commit per decision; then :func:`resume` continues the migration.
+    """Apply ``decisions`` behind the barrier of the migration whose claim carries ``token``.
+
+    Each decision is one recorded repair commit; then :func:`resume` continues the migration.
 
     Raises:
         NotFound: no graph, or no claim.
@@ -695,20 +728,27 @@ def repair(
 
 
 def __getattr__(name: str) -> Any:
-    """:class:`AnswerQueries` (:mod:`omnigraph.migrator.verify`), :class:`ImageExecutor`
-    (:mod:`omnigraph.migrator.executors`) and :class:`RepairDecisions` (:mod:`omnigraph.migrator.repair`),
-    imported on first access.
+    """:class:`AnswerQueries`, :class:`ImageExecutor` and :class:`RepairDecisions`, imported on first access.
+
+    They are defined in :mod:`omnigraph.migrator.verify`, :mod:`omnigraph.migrator.executors` and
+    :mod:`omnigraph.migrator.repair` (as ``DecisionsFile``).
     """
     if name == "AnswerQueries":
-        from omnigraph.migrator.verify import AnswerQueries as value
-    elif name == "ImageExecutor":
-        from omnigraph.migrator.executors import ImageExecutor as value
-    elif name == "RepairDecisions":
-        from omnigraph.migrator.repair import DecisionsFile as value
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
+        from omnigraph.migrator.verify import AnswerQueries
+
+        globals()[name] = AnswerQueries
+        return AnswerQueries
+    if name == "ImageExecutor":
+        from omnigraph.migrator.executors import ImageExecutor
+
+        globals()[name] = ImageExecutor
+        return ImageExecutor
+    if name == "RepairDecisions":
+        from omnigraph.migrator.repair import DecisionsFile
+
+        globals()[name] = DecisionsFile
+        return DecisionsFile
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

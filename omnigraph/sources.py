@@ -1,5 +1,6 @@
-"""Checking a ``.gq`` source before any graph is opened: what :meth:`omnigraph.Graph.mutate` and
-:meth:`omnigraph.Graph.query` check first, for callers that want the refusal before any I/O.
+"""Checking a ``.gq`` source before any graph is opened, for callers that want the refusal before any I/O.
+
+These are the checks :meth:`omnigraph.Graph.mutate` and :meth:`omnigraph.Graph.query` make first.
 
 Neither function reads a graph: they parse the source, pick the query (``name`` may be left out
 when the source declares one) and check its kind, so a typo is refused with its line and column
@@ -19,8 +20,9 @@ __all__ = ["MAX_ROWS", "MutationSource", "check_mutation", "check_read_query"]
 
 @dataclass(frozen=True)
 class MutationSource:
-    """A mutation query picked from a source: its name and the verb of each statement, in order
-    (``insert``, ``update`` or ``delete``).
+    """A mutation query picked from a source: its name and the verb of each statement, in order.
+
+    Each verb is ``insert``, ``update`` or ``delete``.
     """
 
     name: str

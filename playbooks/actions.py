@@ -1,9 +1,10 @@
 """What a playbook step can do: one function per action, registered in :data:`ACTIONS`.
 
 An action gets the step's expanded parameters and the run's context, does its work through the
-migrator and engine APIs (never by shelling out), and returns a :class:`StepResult`. A failure is
-a :class:`StepFailed` carrying the exact next command for the operator; errors of the toolkit
-that an action does not translate are reported by the runner with a generic next command.
+``omnigraph`` API, :mod:`omnigraph.migrate` (the one door into the migrator) and the engine
+(never by shelling out), and returns a :class:`StepResult`. A failure is a :class:`StepFailed`
+carrying the exact next command for the operator; errors of the toolkit that an action does not
+translate are reported by the runner with a generic next command.
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ class StepFailed(OmnigraphError):
 
 
 class AnswerUnavailable(OmnigraphError):
-    """A playbook step asked the operator a question nobody can answer (``--yes`` not given and
-    stdin is not a terminal); nothing was done.
+    """A playbook step asked the operator a question nobody can answer; nothing was done.
+
+    Nobody can answer when ``--yes`` is not given and stdin is not a terminal.
     """
 
     code = "answer_unavailable"
@@ -112,11 +114,14 @@ class StepContext:
 
     @property
     def actor(self) -> str:
+        """The run's ``user`` variable: who the migration, the repairs and the commits name."""
         return self.variables["user"]
 
     def rerun(self, *flags: str, **extra: str) -> str:
-        """The command that runs this playbook again (with flags and extra --var settings); in a
-        resumed run, the command that resumes it again (its variables are the journalled ones).
+        """The command that runs this playbook again, with ``flags`` and ``extra`` --var settings.
+
+        In a resumed run it is the command that resumes it again (its variables are the journalled
+        ones, so ``extra`` is left out).
         """
         settings = "".join(f" {flag}" for flag in flags)
         if self.resumed_from:
@@ -151,6 +156,7 @@ def _repair_route(uri: str) -> str:
 
 
 def preflight(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Check the graph is ready to migrate (``validate``: its ids too); a graph already fenced finishes the run."""
     uri = params["graph"]
     try:
         fenced = migrate.up_to_date(uri)
@@ -172,6 +178,7 @@ def preflight(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def confirm(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Ask the operator ``question``; the step fails unless the answer is yes."""
     question = params["question"]
     if not ctx.ask(question):
         raise StepFailed(f"not confirmed: {question}", ctx.rerun())
@@ -206,8 +213,9 @@ def confirm_holder_dead(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def _own_claim(ctx: StepContext, uri: str) -> ClaimDocument | None:
-    """The migration claim of ``uri`` if a process that ran this playbook run before took it
-    (a resumed run whose runner died mid-migration), else None.
+    """The migration claim of ``uri`` if a process that ran this playbook run before took it, else None.
+
+    That is a resumed run whose runner died mid-migration.
     """
     holder = inspect(open_store(uri), CLAIM_PATH)
     if holder is None:
@@ -224,9 +232,10 @@ def _answer_queries(params: dict[str, str]) -> migrate.AnswerQueries | None:
 
 
 def migrate_step(ctx: StepContext, params: dict[str, str]) -> StepResult:
-    """Run the migration; in a resumed run, continue the one this run's dead runner claimed
-    (``resume`` refuses if that process is alive after all). ``queries`` (and ``query_params``)
-    name the answer check's files.
+    """Run the migration; in a resumed run, continue the one this run's dead runner claimed.
+
+    The continuation is a ``resume``, which refuses if that process is alive after all.
+    ``queries`` (and ``query_params``) name the answer check's files.
     """
     uri = params["graph"]
     try:
@@ -258,6 +267,7 @@ def migrate_step(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def resume(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Continue the crashed migration whose claim carries ``token`` to stamp 5."""
     uri, token = params["graph"], params["token"]
     try:
         outcome = migrate.resume(uri, token=token, owner=ctx.actor, progress=ctx.progress)
@@ -268,6 +278,7 @@ def resume(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def verify(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Check every live table on every branch is fenced (``omnigraph-migrate verify``)."""
     uri = params["graph"]
     try:
         verified = migrate.verify(uri)
@@ -324,6 +335,7 @@ def smoke_test(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def release(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Check the graph can go back to writers: stamp 5, no claim, no pending write."""
     uri = params["graph"]
     store = open_store(uri)
     stamp, _ = Manifest(store).read_stamp()
@@ -338,6 +350,7 @@ def release(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def copy(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Copy the graph root ``source`` to the empty ``destination`` (a staging rehearsal's graph)."""
     source, destination = params["source"], params["destination"]
     try:
         copied = migrate.copy(source, destination)
@@ -349,6 +362,7 @@ def copy(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def status(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Show the stamp, the claim and the ledger; fails without a claim when ``require_claim`` is set."""
     uri = params["graph"]
     shown = migrate.status(uri)
     document = shown.to_dict()
@@ -397,6 +411,7 @@ def ledger_story(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def duplicates(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """List every duplicate or null id of every pinned image (read-only)."""
     entries = migrate.duplicates(params["graph"], progress=ctx.progress).to_dict()["inventory"]
     for entry in entries:
         ctx.say(
@@ -407,6 +422,7 @@ def duplicates(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def repair_decisions(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Read the repair decisions file; without one, write its template and fail until every entry has an action."""
     uri, token, path = params["graph"], params["token"], Path(params["decisions"])
     if not path.exists():
         decisions = migrate.repair_template(uri, token=token, progress=ctx.progress)
@@ -432,6 +448,7 @@ def repair_decisions(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def repair_apply(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Apply the repair decisions behind the barrier of the migration whose claim carries ``token``."""
     uri, token, path = params["graph"], params["token"], Path(params["decisions"])
     try:
         applied = migrate.repair(uri, token=token, decisions=migrate.read_repair_decisions(path), actor=ctx.actor)
@@ -441,6 +458,7 @@ def repair_apply(ctx: StepContext, params: dict[str, str]) -> StepResult:
 
 
 def validate(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Check no duplicate or null id remains in any pinned image."""
     uri = params["graph"]
     document = migrate.duplicates(uri, progress=ctx.progress).to_dict()
     if document["inventory"]:

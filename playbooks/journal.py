@@ -104,8 +104,9 @@ START_DOCUMENT = "run.json"
 
 
 class RunJournal:
-    """The journal of run ``run_id`` on ``store``; one process writes it at a time (a resume
-    checks the last writer is gone first, :mod:`playbooks.resume`).
+    """The journal of run ``run_id`` on ``store``; one process writes it at a time.
+
+    A resume checks the last writer is gone first (:func:`omnigraph.playbooks.runs.resume_run`).
     """
 
     def __init__(self, store: GraphStore, run_id: str) -> None:
@@ -115,6 +116,7 @@ class RunJournal:
 
     @property
     def location(self) -> str:
+        """Where the journal is: ``<journal root>/<run id>``."""
         return f"{self.store.uri}/{self.directory}"
 
     def start(self, started: RunStarted) -> None:

@@ -44,6 +44,8 @@ BUILT_IN_VARIABLES = ("graph", "run_id", "user")
 
 
 class Variable(BaseModel):
+    """A variable the playbook declares: what it is for, and its default (None: it must be set)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     description: str
@@ -51,6 +53,8 @@ class Variable(BaseModel):
 
 
 class Step(BaseModel):
+    """One step: its id, what it does (``action`` with the ``with`` parameters) and whether it asks first."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     id: str
@@ -86,6 +90,8 @@ class Step(BaseModel):
 
 
 class Playbook(BaseModel):
+    """A whole playbook document (see the module docstring): its variables and its steps, in order."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
@@ -116,6 +122,7 @@ BUNDLED_DIR = Path(__file__).resolve().parent
 
 
 def bundled_playbooks() -> list[str]:
+    """The file names of the playbooks shipped with the package, sorted."""
     return sorted(path.name for path in BUNDLED_DIR.glob("*.yaml"))
 
 

@@ -11,6 +11,7 @@ from omnigraph.playbooks.runner import RunReport
 
 
 def write_json(report: RunReport, path: Path) -> None:
+    """Write the run's JSON report to ``path`` (sorted keys, indented, final newline)."""
     path.write_text(json.dumps(report.to_json(), sort_keys=True, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
@@ -21,8 +22,9 @@ def _answer_cases(step_data: dict[str, object]) -> list[dict[str, object]]:
 
 
 def junit_xml(report: RunReport, planned_steps: list[tuple[str, str]]) -> bytes:
-    """JUnit XML: every planned step is a test case (steps never reached are skipped), and every
-    answer an answer check took is one more, named by its query and branch.
+    """The run as JUnit XML: one test case per planned step and per answer an answer check took.
+
+    Steps never reached are skipped; an answer's case is named by its query and branch.
     """
     reached = {step.id: step for step in report.steps}
     answer_cases = [(step.id, case) for step in report.steps for case in _answer_cases(step.data)]
@@ -64,10 +66,12 @@ def junit_xml(report: RunReport, planned_steps: list[tuple[str, str]]) -> bytes:
             ET.SubElement(case, "system-out").text = str(answer["message"])
         else:
             ET.SubElement(case, "failure", message=str(answer["message"]))
-    return ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+    document: bytes = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+    return document
 
 
 def write_junit(report: RunReport, planned_steps: list[tuple[str, str]], path: Path) -> None:
+    """Write the run's JUnit XML (:func:`junit_xml`) to ``path``."""
     path.write_bytes(junit_xml(report, planned_steps))
 
 

@@ -35,6 +35,8 @@ StepStatus = Literal["ok", "failed", "skipped"]
 
 @dataclass
 class StepReport:
+    """How one step of a run ended: its status, summary, duration, report data and the next command if it failed."""
+
     id: str
     title: str
     action: str
@@ -45,6 +47,7 @@ class StepReport:
     next_command: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The step's entry in the run's JSON report."""
         return {
             "id": self.id,
             "title": self.title,
@@ -59,6 +62,8 @@ class StepReport:
 
 @dataclass
 class RunReport:
+    """A whole run: the playbook, the graph, every step's report, the exit code and where the run is recorded."""
+
     playbook: str
     graph: str
     run_id: str
@@ -72,9 +77,11 @@ class RunReport:
 
     @property
     def ok(self) -> bool:
+        """True if the run succeeded (exit code 0)."""
         return self.exit_code == 0
 
     def to_json(self) -> dict[str, Any]:
+        """The run's JSON report (``--report`` and ``--json``)."""
         return {
             "playbook": self.playbook,
             "graph": self.graph,
@@ -144,8 +151,10 @@ def _expand(value: str, variables: dict[str, str], step: Step) -> str:
 
 
 def playbook_variables(playbook: Playbook, uri: str, user: str, overrides: dict[str, str], run_id: str | None = None) -> dict[str, str]:
-    """The run's variables: the built-ins (``graph``, ``run_id``, new unless given, ``user``), the
-    playbook's defaults, then ``overrides`` (``--var``); ``bad_request`` for an unknown one.
+    """The run's variables: the built-ins, the playbook's defaults, then ``overrides`` (``--var``).
+
+    The built-ins are ``graph``, ``run_id`` (new unless given) and ``user``. An unknown override is
+    ``bad_request``.
     """
     settable = playbook.settable_variables()
     unknown = sorted(set(overrides) - settable)

@@ -34,9 +34,9 @@ RunState = Literal["done", "failed", "interrupted", "running"]
 
 
 def open_run(location: str) -> RunJournal:
-    """The journal at ``location`` (``ROOT/<run id>``, a directory or ``s3://`` prefix, as a
-    report's ``journal`` names it); ``bad_request`` for a location without a run id, ``not_found``
-    if nothing is journalled there.
+    """The journal at ``location``: ``ROOT/<run id>``, a directory or ``s3://`` prefix, as a report's ``journal`` names it.
+
+    ``bad_request`` for a location without a run id, ``not_found`` if nothing is journalled there.
     """
     root, _, run_id = location.rstrip("/").rpartition("/")
     if not root or not run_id:
@@ -58,6 +58,7 @@ class RunSummary:
     steps_total: int | None
 
     def to_json(self) -> dict[str, Any]:
+        """The run's JSON document, as ``playbook list --json`` lists it (``playbook show --json`` adds to it)."""
         last = self.records[-1] if self.records else None
         return {
             "journal": self.journal,
@@ -110,8 +111,9 @@ def list_runs(root: str) -> list[RunSummary]:
 
 
 def resume_run(location: str, operator: Operator) -> tuple[RunReport, list[tuple[str, str]]]:
-    """Finish the run journalled at ``location`` (see the module docstring); the report and the
-    playbook's planned steps ``(id, title)``.
+    """Finish the run journalled at ``location`` (see the module docstring).
+
+    Returns the report and the playbook's planned steps ``(id, title)``.
     """
     journal = open_run(location)
     summary = summarize(journal)

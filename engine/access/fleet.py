@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -59,6 +59,7 @@ class FleetRecord(BaseModel):
 
 
 def record_path(instance: str) -> str:
+    """The root-relative path of the record of ``instance``."""
     return f"{FLEET_DIR}/{instance}.json"
 
 
@@ -140,6 +141,7 @@ class Membership:
 
     @property
     def path(self) -> str:
+        """The root-relative path of this process's record."""
         return record_path(self.record.instance)
 
     def start(self) -> None:
@@ -173,10 +175,8 @@ class Membership:
             self._thread.join(timeout=HEARTBEAT_SECONDS + 5)
         self.store.delete(self.path)
         if self.store.is_local:
-            try:
+            with suppress(OSError):  # other records remain (or it is already gone)
                 os.rmdir(self.store.path(FLEET_DIR))  # leave no empty directory behind
-            except OSError:
-                pass  # other records remain (or it is already gone)
 
 
 @contextmanager

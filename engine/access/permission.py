@@ -1,13 +1,14 @@
-"""[omnigraph.engine.access.permission]
-May this program write at this stamp: the one decision, and the words of each refusal.
+"""May this program write at this stamp: the one decision, the words of each refusal, and the write barrier.
 
 :func:`write_permission` is the only place that applies the stamp rules. It takes the stamp on
 ``__manifest`` main (with the migration id a ``migrating`` stamp carries), who holds the migration
-claim (for a caller that reads it) and the program's :class:`~omnigraph.engine.door.EngineProfile`, and
-returns a :class:`WritePermission`: the :class:`Access` the program has (``writable``,
-``read-only`` or ``refused``) and the :class:`Ground` for it. The rules:
+claim (for a caller that reads it) and the program's
+:class:`~omnigraph.engine.door.routing.EngineProfile`, and returns a :class:`WritePermission`: the
+:class:`Access` the program has (``writable``, ``read-only`` or ``refused``) and the
+:class:`Ground` for it. The rules:
 
-* no stamp, or a value outside :data:`~omnigraph.engine.storage.KNOWN_STAMPS`: refused, whatever the profile;
+* no stamp, or a value outside :data:`~omnigraph.engine.storage.names.KNOWN_STAMPS`: refused, whatever
+  the profile;
 * a stamp the profile writes (``5`` for ``omnigraph``, ``4`` for ``omnigraph-v4``): writable, unless
   a migration claim is held, which leaves it read-only (a claim at ``4`` is a migration about to
   raise the barrier; at ``5`` one whose holder died after stamping);
@@ -18,23 +19,17 @@ A program reads every stamp it writes (each profile's read-only stamps include i
 
 Every writer applies the same verdict, stamp and claim (the barrier is both): a graph open
 (:meth:`WritePermission.open_refusal`: ``format_refused`` for the stamp, ``claim_held`` for a
-claim) and a long-running writer re-checking before each write (:mod:`omnigraph.engine.access.permission`,
-:meth:`WritePermission.barrier_refusal`: ``format_barrier``, 503) differ only in the words and
+claim) and a long-running writer re-checking before each write
+(:meth:`WritePermission.barrier_refusal`: ``format_barrier``, 503) differ only in the words and
 the error; a readiness probe reports :attr:`WritePermission.reason`.
-
-
-[omnigraph.engine.access.permission]
-The write barrier as a long-running writer sees it: the stamp, re-read before every write.
 
 A server opened once keeps running across a migration, so it cannot rely on the stamp it saw at
 start (and a graph open, :func:`omnigraph.engine.graph.open_graph`, makes the same check once).
 :func:`current_permission` re-reads ``omnigraph:format`` on ``__manifest`` main and the holder of
-the migration claim (read as plain JSON: the claim document belongs to ``claims/``,
-which the engine does not import) and hands both to
-:func:`~omnigraph.engine.access.permission.write_permission`; :func:`require_writable_stamp` refuses with
-``format_barrier`` (503) unless the verdict is writable, naming the stamp, the migration id and
-the claim's holder.
-
+the migration claim (:func:`claim_holder`, read as plain JSON: the claim document belongs to
+``claims/``, which the engine does not import) and hands both to :func:`write_permission`;
+:func:`require_writable_stamp` refuses with ``format_barrier`` (503) unless the verdict is
+writable, naming the stamp, the migration id and the claim's holder.
 """
 
 from __future__ import annotations
@@ -82,10 +77,12 @@ class WritePermission:
 
     @property
     def writable(self) -> bool:
+        """True if the program may write at this stamp now."""
         return self.access is Access.WRITABLE
 
     @property
     def readable(self) -> bool:
+        """True if the program may at least read at this stamp (the verdict is not ``refused``)."""
         return self.access is not Access.REFUSED
 
     @property
@@ -102,9 +99,10 @@ class WritePermission:
         return f"stamp is {self.stamp}; {self.profile.program} writes only format {written}"
 
     def open_refusal(self, uri: str, *, write: bool) -> FormatRefused | ClaimHeld | None:
-        """What an open of ``uri`` (read-write or read-only) raises, or None: ``claim_held`` for a
-        read-write open at a stamp the program writes while a migration claim is held,
-        ``format_refused`` for a stamp it may not open so.
+        """What an open of ``uri`` (read-write or read-only) raises, or None.
+
+        ``claim_held`` for a read-write open at a stamp the program writes while a migration claim
+        is held, ``format_refused`` for a stamp it may not open so.
         """
         if self.ground is Ground.NO_STAMP:
             return FormatRefused(
@@ -215,8 +213,9 @@ def claim_holder(manifest: Manifest, own_token: str | None = None) -> dict[str, 
 
 
 def current_permission(manifest: Manifest, profile: EngineProfile, own_token: str | None = None) -> WritePermission:
-    """May ``profile`` write now: the stamp and the migration claim, read afresh (a claim carrying
-    ``own_token`` is the caller's own and does not bar it).
+    """May ``profile`` write now: the stamp and the migration claim, read afresh.
+
+    A claim carrying ``own_token`` is the caller's own and does not bar it.
     """
     stamp, migration_id = manifest.read_stamp()
     return write_permission(profile, stamp, migration_id, claim_holder(manifest, own_token))

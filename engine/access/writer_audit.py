@@ -1,7 +1,7 @@
 """Catching a format-4 writer that published after stamp 5, and the readiness check built on it.
 
 Every graph commit's head row records the program and format that wrote it
-(:class:`omnigraph.engine.manifest.HeadEntry`); stamp ``5`` records every branch's head at stamping time
+(:class:`omnigraph.engine.manifest.rows.HeadEntry`); stamp ``5`` records every branch's head at stamping time
 (``omnigraph:fenced_heads``). A branch head written by a format-4 writer that is not one of
 those heads was published after the stamp, by an old binary that had opened the graph before the
 barrier: its rows went in without the fence (a bare Append, an unfiltered merge, or an overwrite
@@ -41,12 +41,14 @@ class ForeignCommit:
     message: str
 
     def describe(self) -> str:
+        """The commit in words, for messages: id, branch, manifest version, message and writer."""
         return (
             f"commit {self.commit_id} on branch {self.branch} (__manifest v{self.manifest_version}, "
             f"{self.message!r}) was written by {self.writer_program} (format 4) after stamp 5"
         )
 
     def to_json(self) -> dict[str, Any]:
+        """The commit's JSON document: branch, commit id, writer program, manifest version, message."""
         return {
             "branch": self.branch,
             "commit_id": self.commit_id,
@@ -76,6 +78,7 @@ def foreign_heads(manifest: Manifest) -> list[ForeignCommit]:
 
 
 def refence_command(uri: str) -> str:
+    """The command that validates every image of ``uri`` and fences the graph again."""
     return f"omnigraph-migrate refence {uri}"
 
 

@@ -15,6 +15,9 @@ metadata, a BTREE on ``id``, unfenced writes:
 * branch merge and ``.gq`` mutations (which the format-4 release did not have) and duplicate
   repair (which runs only behind the migration barrier) are refused, ``format_refused``, before
   any Lance commit.
+
+:data:`LEGACY_ROUTER` routes the write protocol's row writes through this emulation, and
+:data:`LEGACY_PROFILE` is ``omnigraph-v4``'s profile (reads and writes stamp ``4`` only).
 """
 
 from __future__ import annotations
@@ -57,8 +60,9 @@ def upsert(dataset: lance.LanceDataset, rows: pa.Table) -> int:
 
 
 def overwrite(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatchReader, schema: pa.Schema) -> int:
-    """Replace the table's rows (external Blob URIs kept as references, as the fenced overwrite
-    keeps them), then re-create the BTREE on ``id`` (format 4 keeps one).
+    """Replace the table's rows, then re-create the BTREE on ``id`` (format 4 keeps one).
+
+    External Blob URIs are kept as references, as the fenced overwrite keeps them.
     """
     result = lance.write_dataset(rows.cast(schema), dataset, schema=schema, mode="overwrite", allow_external_blob_outside_bases=True)
     result.create_scalar_index("id", "BTREE", replace=True)

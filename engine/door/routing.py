@@ -3,8 +3,9 @@
 The format-5 engine (``omnigraph``) and the format-4 writer (``omnigraph-v4``) share the
 schema, catalog, manifest, branch and write-protocol code; a :class:`EngineProfile` is the only
 thing that differs: the stamps each accepts and the :class:`TableRouter` that performs row writes.
-The format-5 profile is defined with the fenced door (:mod:`omnigraph.engine.door.table_store`),
-the format-4 one with its emulation (:mod:`omnigraph.engine.door.legacy`).
+The format-5 profile (``FENCED_PROFILE``) is defined with the fenced door
+(:mod:`omnigraph.engine.door.table_store`), the format-4 one (``LEGACY_PROFILE``) with its emulation
+(:mod:`omnigraph.engine.door.legacy`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The fenced write door: the only code that writes keyed tables in format 5.
 
-Every rule here comes from a measured fact of the pinned Lance (see ``tests/test_lance_surface.py``):
+Every rule here comes from a measured fact of the pinned Lance (see ``tests/guards/test_lance_surface.py``):
 
 * every insert and upsert is ``merge_insert`` ON exactly the table's primary key (``id`` for node
   and edge tables, ``object_id`` for ``__manifest``), which attaches Lance's inserted-rows
@@ -16,7 +16,9 @@ Every rule here comes from a measured fact of the pinned Lance (see ``tests/test
   is refused, because Lance cannot change or remove a PK once set.
 
 Outcomes are typed (:class:`CommitConflict`, :class:`ExistingKeys`, :class:`EffectLanded`); Lance's
-error text is interpreted here and nowhere else.
+error text is interpreted here and nowhere else. :data:`FENCED_ROUTER` routes the write protocol's
+row writes through this door, and :data:`FENCED_PROFILE` is the format-5 engine's profile
+(``omnigraph``: writes stamp ``5``, reads ``4``, ``migrating`` and ``5``).
 """
 
 from __future__ import annotations
@@ -131,8 +133,10 @@ def overwrite(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatchReader
 
 
 def repair_rows(dataset: lance.LanceDataset, ids: list[str], null_ids: bool, rows: pa.Table) -> int:
-    """Duplicate repair behind the migration barrier: delete every row whose id is in ``ids``
-    (and every null-id row if ``null_ids``), then insert ``rows`` with a strict merge ON ``id``.
+    """Duplicate repair behind the migration barrier: delete the rows of ``ids``, then insert ``rows``.
+
+    The rows deleted are every row whose id is in ``ids`` (and every null-id row if ``null_ids``);
+    ``rows`` are inserted with a strict merge ON ``id``.
 
     The tables being repaired have no PK yet (validation stops a migration before any PK), so the
     insert carries no key filter; it is safe only because the migration claim and the barrier
@@ -194,9 +198,9 @@ def delete_rows(dataset: lance.LanceDataset, ids: list[str]) -> int:
 
 
 def commit_slices(rows: pa.Table) -> list[pa.Table]:
-    """``rows`` cut, in order, into slices of at most :data:`COMMIT_ROWS` rows and
-    :data:`COMMIT_ARROW_BYTES` bytes (a single row larger than that is a slice of its own);
-    zero-copy. An empty table has no slice.
+    """``rows`` cut, in order, into zero-copy slices of at most :data:`COMMIT_ROWS` rows and :data:`COMMIT_ARROW_BYTES` bytes.
+
+    A single row larger than that is a slice of its own. An empty table has no slice.
     """
     slices: list[pa.Table] = []
     pending = [rows.slice(start, COMMIT_ROWS) for start in range(0, rows.num_rows, COMMIT_ROWS)]
@@ -211,10 +215,11 @@ def commit_slices(rows: pa.Table) -> list[pa.Table]:
 
 
 def merge_rows(dataset: lance.LanceDataset, changes: MergeRows, after_step: Callable[[], None]) -> int:
-    """Strict insert, then upsert, then delete on one table, as a chain of fenced commits of at most
-    :data:`COMMIT_ROWS` rows and :data:`COMMIT_ARROW_BYTES` bytes each (:func:`commit_slices`; ids
-    to delete :data:`COMMIT_ROWS` at a time); returns the last committed version (the read version
-    if there was nothing to write).
+    """Strict insert, then upsert, then delete on one table, as a chain of fenced commits; the last version.
+
+    Each commit holds at most :data:`COMMIT_ROWS` rows and :data:`COMMIT_ARROW_BYTES` bytes
+    (:func:`commit_slices`; ids to delete :data:`COMMIT_ROWS` at a time). Returns the last committed
+    version (the read version if there was nothing to write).
 
     A conflict on the first commit landed nothing and propagates as such; on a later one it is
     :class:`EffectLanded` (recovery restores the table to its pinned version, undoing every commit

@@ -8,7 +8,7 @@
 * ``update`` on an edge type, and an update that assigns a ``@key`` member, ``id``, ``from`` or
   ``to``;
 * a value that does not fit its property (literals follow load's value rules,
-  :func:`omnigraph.engine.schema.types.coerce_value`), a parameter whose declared type differs from the
+  :func:`omnigraph.engine.schema.values.coerce_value`), a parameter whose declared type differs from the
   property's (a ``String`` parameter fits an enum property), a nullable parameter or ``null``
   assigned to a non-nullable property or compared in ``where``, ``now()`` anywhere but a
   ``DateTime`` property, ``where`` on a list or vector property;

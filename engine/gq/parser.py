@@ -1,21 +1,15 @@
-"""[omnigraph.engine.gq.parser]
-The token cursor both ``.gq`` grammars (mutations and reads) parse with, and the shared values.
+"""The ``.gq`` parser: tokens, the token cursor, the mutation and read grammars, and query choice.
 
+:data:`GQ` is the language's dialect of the scanner both languages share
+(:mod:`omnigraph.engine.lexer`); :func:`tokenize` reads a source with it. :func:`parse` is a
+recursive-descent parser over a :class:`Cursor`, the token cursor both grammars (mutations and
+reads) parse with. Only syntax is checked here; names and types are checked against the catalog
+by :mod:`omnigraph.engine.gq.checker` (mutations) and :mod:`omnigraph.engine.gq.read_checker`
+(reads). Every refusal is a :class:`~omnigraph.engine.gq.syntax.GqError` with line, column and
+token.
 
-Values::
-
-    value    := STRING | INT | FLOAT | "true" | "false" | "null" | "[" (value ("," value)*)? "]"
-              | "date" "(" STRING ")" | "datetime" "(" STRING ")" | PARAM | "now" "(" ")"
-
-A read query accepts the literals without ``null``, lists and ``now()``
-(:meth:`Cursor.operand_value`). A ``date``/``datetime`` literal's text is checked here (a
-``YYYY-MM-DD`` date; an ISO 8601 instant, naive = UTC, at most millisecond precision).
-
-
-[omnigraph.engine.gq.parser]
-Recursive-descent parser of the ``.gq`` language: declarations and mutations.
-
-Grammar (list members are separated by a comma or a line break; a trailing comma is allowed)::
+Declarations and mutations (list members are separated by a comma or a line break; a trailing
+comma is allowed)::
 
     source     := query+
     query      := "query" NAME "(" (param ("," param)*)? ")" "{" (statement+ | read) "}"
@@ -27,14 +21,16 @@ Grammar (list members are separated by a comma or a line break; a trailing comma
     assign     := NAME ":" value                 (NAME may be "from" or "to" on edges)
     predicate  := NAME OP value                  (OP: = != < <= > >=)
 
-``value`` is :mod:`omnigraph.engine.gq.parser`'s; ``read`` (a body starting with ``match``) is
-:mod:`omnigraph.engine.gq.parser`'s. Only syntax is checked here; names and types are checked
-against the catalog by :mod:`omnigraph.engine.gq.checker` (mutations) and :mod:`omnigraph.engine.gq.read_checker`
-(reads). Every refusal is a :class:`GqError` with line, column and token.
+Values, shared by both grammars (:meth:`Cursor.value`)::
 
+    value    := STRING | INT | FLOAT | "true" | "false" | "null" | "[" (value ("," value)*)? "]"
+              | "date" "(" STRING ")" | "datetime" "(" STRING ")" | PARAM | "now" "(" ")"
 
-[omnigraph.engine.gq.parser]
-The read-query grammar of ``.gq`` (the body of a query that starts with ``match``)::
+A read query accepts the literals without ``null``, lists and ``now()``
+(:meth:`Cursor.operand_value`). A ``date``/``datetime`` literal's text is checked here (a
+``YYYY-MM-DD`` date; an ISO 8601 instant, naive = UTC, at most millisecond precision).
+
+Reads (:func:`read_body`: the body of a query that starts with ``match``)::
 
     read      := "match" "{" clause+ "}" "return" "{" item (SEP item)* "}"
                  ("order" "{" key (SEP key)* "}")? ("limit" INT)?
@@ -50,28 +46,25 @@ The read-query grammar of ``.gq`` (the body of a query that starts with ``match`
 
 ``SEP`` is a comma or a line break; match clauses are separated by whitespace only. ``VAR`` and
 ``PARAM`` are both spelled ``$name``: ``$name`` is a variable where a binding, traversal or
-``.prop`` needs one, a parameter elsewhere. Literals are :meth:`omnigraph.engine.gq.parser.Cursor.operand_value`'s.
+``.prop`` needs one, a parameter elsewhere. Literals are :meth:`Cursor.operand_value`'s.
 Bounds: ``{min,max}`` with ``1 <= min <= max``; ``{n,}`` (no upper bound) is refused.
 
-
-[omnigraph.engine.gq.parser]
-Choosing one query of a ``.gq`` source by name, for the command that runs its kind.
-
-A source may hold mutations and read queries side by side. ``omnigraph mutate`` runs mutations
-and ``omnigraph query`` runs read queries; each refuses the other kind with a message that names
-the command to use (``bad_request`` with the query's line:column).
-
+Choosing a query (:func:`choose_query`): a source may hold mutations and read queries side by
+side. ``omnigraph mutate`` runs mutations and ``omnigraph query`` runs read queries; each refuses
+the other kind with a message that names the command to use (``bad_request`` with the query's
+line:column).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Literal
+from typing import Literal, cast
 
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.gq.syntax import (
     Aggregate,
+    AggregateFunc,
     Assignment,
     Binding,
     Clause,
@@ -92,6 +85,7 @@ from omnigraph.engine.gq.syntax import (
     Statement,
     Traversal,
     Value,
+    Verb,
 )
 from omnigraph.engine.lexer import Dialect, Refusal, Token
 from omnigraph.engine.lexer import tokenize as scan
@@ -118,9 +112,9 @@ _GQ_SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
 
 
 def _read_gq_string(source: str, start: int, line: int, column: int) -> tuple[str, int]:
-    """The decoded ``.gq`` string literal that starts at ``start``, and the index after it.
+    r"""The decoded ``.gq`` string literal that starts at ``start``, and the index after it.
 
-    Escapes are exactly ``\\"``, ``\\\\``, ``\\n``, ``\\t`` and ``\\u{HEX}`` (1 to 6 hex digits
+    Escapes are exactly ``\"``, ``\\``, ``\n``, ``\t`` and ``\u{HEX}`` (1 to 6 hex digits
     naming a Unicode scalar value); any other escape is refused at its position. A string does
     not span lines.
     """
@@ -189,6 +183,7 @@ class Cursor:
 
     @property
     def peek(self) -> Token:
+        """The current token (not consumed)."""
         return self._tokens[self._index]
 
     def ahead(self, offset: int) -> Token:
@@ -196,25 +191,30 @@ class Cursor:
         return self._tokens[min(self._index + offset, len(self._tokens) - 1)]
 
     def next(self) -> Token:
+        """Consume and return the current token; ``eof`` is never passed."""
         token = self._tokens[self._index]
         if token.kind != "eof":
             self._index += 1
         return token
 
     def fail(self, message: str, token: Token | None = None) -> GqError:
+        """The refusal ``message`` at ``token`` (the current token by default), to raise."""
         token = token or self.peek
         return GqError(message, token.line, token.column, token.text)
 
     def at(self, kind: str, text: str | None = None) -> bool:
+        """Whether the current token is of ``kind`` (and, when given, spelled ``text``)."""
         token = self.peek
         return token.kind == kind and (text is None or token.text == text)
 
     def expect(self, kind: str, text: str | None = None, what: str | None = None) -> Token:
+        """Consume the current token if :meth:`at` ``kind``/``text``, else refuse naming ``what`` was expected."""
         if not self.at(kind, text):
             raise self.fail(f"expected {what or repr(text) if text else what or kind}")
         return self.next()
 
     def keyword(self, word: str) -> Token:
+        """Consume the keyword ``word``, else refuse."""
         return self.expect("name", word, f"'{word}'")
 
     def separator(self, close: str) -> None:
@@ -395,7 +395,7 @@ class _Parser(Cursor):
         else:
             self.keyword("where")
             where = self._predicate()
-        return Statement(verb.text, type_token.text, assignments, where, verb, type_token)  # type: ignore[arg-type]
+        return Statement(cast(Verb, verb.text), type_token.text, assignments, where, verb, type_token)  # a verb: checked above
 
     def _assignments(self, allow_empty: bool) -> tuple[Assignment, ...]:
         self.expect("punct", "{")
@@ -567,7 +567,7 @@ def _item_expr(cursor: Cursor) -> PropRef | Aggregate:
             cursor.expect("punct", ".", f"'.': {token.text} takes a property, {token.text}($v.prop)")
             prop = cursor.expect("name", what="a property name").text
         cursor.expect("punct", ")", f"')' closing {token.text}(...)")
-        return Aggregate(token.text, var.text[1:], prop, token, var)
+        return Aggregate(cast(AggregateFunc, token.text), var.text[1:], prop, token, var)  # one of AGGREGATES: checked above
     if token.kind == "param" and cursor.ahead(1).text == ".":
         operand = _operand(cursor)
         assert isinstance(operand, PropRef)
@@ -607,8 +607,9 @@ _RUN_WITH = {
 
 
 def choose_query(source: str, name: str | None, kind: Kind) -> Query:
-    """Parse ``source`` and pick the query ``name`` (optional when the source holds one query),
-    which must be of ``kind``.
+    """Parse ``source`` and pick the query ``name``, which must be of ``kind``.
+
+    ``name`` is optional when the source holds one query.
     """
     queries = parse(source)
     names = [query.name for query in queries]

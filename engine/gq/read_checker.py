@@ -1,8 +1,31 @@
-"""[omnigraph.engine.gq.read_checker]
-Types of read-query operands and which comparisons between them are allowed.
+"""Type checking of a parsed read query against the catalog, and the bound read it produces.
 
-Families: numbers (``I32`` ... ``F64``: compared numerically across integer and float types),
-strings (``String`` and enums), ``Bool``, ``Date``, ``DateTime``, lists ``[T]`` and vectors.
+:func:`check_read` refuses, before any graph data is read (``bad_request`` with line:column and
+the offending token):
+
+* an unknown node type, edge or property; an edge type bound as a variable (``$e: Knows``);
+* a variable bound to two different types, a traversal whose source or destination variable
+  has the wrong node type for the edge (``$a`` is always the source side), a variable that no
+  binding or traversal introduces, ``$_.prop`` (``$_`` is anonymous), a variable spelled like a
+  declared parameter;
+* an incompatible comparison (the operand types below), a string literal that is not a value of
+  the enum it is compared with (``=``/``!=``), a list or vector property in a binding
+  constraint;
+* ``sum``/``avg`` of a non-number, ``min``/``max`` of a list or vector; two return columns with
+  one name; an ``order`` key that is neither ``$v.prop`` (in a grouped query: one of the
+  returned group keys) nor a return alias; a return item naming a variable local to a
+  ``not { ... }``;
+* an undeclared parameter; then the parameter values as
+  :func:`omnigraph.engine.gq.checker.bind_params` (a missing or null non-nullable one, a wrong
+  type).
+
+Scoping: a ``not { ... }`` block sees every variable of the blocks around it; variables it
+introduces are its own. Within a block, clause order does not matter.
+
+Operand types and the comparisons allowed between them (:func:`comparison_problem`,
+:func:`aggregate_problem`). Families: numbers (``I32`` ... ``F64``: compared numerically across
+integer and float types), strings (``String`` and enums), ``Bool``, ``Date``, ``DateTime``,
+lists ``[T]`` and vectors.
 
 * ``= != < <= > >=``: both sides of one family, neither a list nor a vector; ``Bool`` takes
   ``=`` and ``!=`` only. ``Date`` and ``DateTime`` are different families (a ``Date`` property
@@ -16,52 +39,25 @@ Literals: a string is ``String``, ``true``/``false`` ``Bool``, an integer ``I64`
 the ``I64`` range; beyond ``U64`` refused), a decimal ``F64``, ``date("...")`` ``Date`` and
 ``datetime("...")`` ``DateTime``.
 
-
-[omnigraph.engine.gq.read_checker]
-Type checking of a parsed read query against the catalog, and parameter binding.
-
-:func:`check_read` refuses, before any graph data is read (``bad_request`` with line:column and
-the offending token):
-
-* an unknown node type, edge or property; an edge type bound as a variable (``$e: Knows``);
-* a variable bound to two different types, a traversal whose source or destination variable
-  has the wrong node type for the edge (``$a`` is always the source side), a variable that no
-  binding or traversal introduces, ``$_.prop`` (``$_`` is anonymous), a variable spelled like a
-  declared parameter;
-* an incompatible comparison (:mod:`omnigraph.engine.gq.read_checker`), a string literal that is not a value
-  of the enum it is compared with (``=``/``!=``), a list or vector property in a binding
-  constraint;
-* ``sum``/``avg`` of a non-number, ``min``/``max`` of a list or vector; two return columns with
-  one name; an ``order`` key that is neither ``$v.prop`` (in a grouped query: one of the
-  returned group keys) nor a return alias; a return item naming a variable local to a
-  ``not { ... }``;
-* an undeclared parameter; then the parameter values as :func:`omnigraph.engine.gq.checker.bind_params`
-  (a missing or null non-nullable one, a wrong type).
-
-Scoping: a ``not { ... }`` block sees every variable of the blocks around it; variables it
-introduces are its own. Within a block, clause order does not matter.
-
-
-[omnigraph.engine.gq.read_checker]
-A checked read query with its parameters bound: what :mod:`omnigraph.engine.query` executes.
-
-Variables are numbered in the order of their first appearance in the source (``index``); an
-anonymous ``$_`` is a variable of its own at each occurrence (named ``_1``, ``_2``, ...). A
-:class:`Block` is the top-level ``match`` or one ``not { ... }``: the variables it introduces,
-its traversals, its comparisons (filters and binding constraints) and its nested negations.
-Every operand is typed: a :class:`Column` of a variable's node table or a :class:`Const` (``value``
-None for a null parameter, which never matches).
-
+The result is a :class:`BoundRead`: a checked read query with its parameters bound, what
+:mod:`omnigraph.engine.query` executes. Variables are numbered in the order of their first
+appearance in the source (``index``); an anonymous ``$_`` is a variable of its own at each
+occurrence (named ``_1``, ``_2``, ...). A :class:`Block` is the top-level ``match`` or one
+``not { ... }``: the variables it introduces, its traversals, its comparisons (filters and
+binding constraints) and its nested negations. Every operand is typed: a :class:`Column` of a
+variable's node table or a :class:`Const` (``value`` None for a null parameter, which never
+matches).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from omnigraph.engine.gq.checker import bind_params
 from omnigraph.engine.gq.syntax import (
     Aggregate,
+    AggregateFunc,
     Assignment,
     Binding,
     Clause,
@@ -69,6 +65,7 @@ from omnigraph.engine.gq.syntax import (
     GqError,
     LiteralValue,
     Negation,
+    Now,
     Param,
     ParamRef,
     PropRef,
@@ -239,8 +236,9 @@ class _Checker:
         return Block(variables, tuple(hops), tuple(compares), negations), scope
 
     def _declared_types(self, clauses: tuple[Clause, ...], outer: dict[str, int]) -> dict[str, tuple[TableDef, Token]]:
-        """The node type each named variable is bound to by this block's bindings (checked
-        against each other and against the enclosing blocks).
+        """The node type each named variable is bound to by this block's bindings.
+
+        The bindings are checked against each other and against the enclosing blocks.
         """
         found: dict[str, tuple[TableDef, Token]] = {}
         for clause in clauses:
@@ -345,6 +343,7 @@ class _Checker:
         column = self._column(ref, {var.name: index})
         if isinstance(column.type, (ListType, VectorType)):
             raise _error(f"{var.table.type_name}.{member.prop} is a {column.type}; compare it in a filter (contains)", member.token)
+        assert not isinstance(member.value, Now)  # a binding's members hold operand values only (Cursor.operand_value)
         value = self._operand(member.value, {})
         return self._compare(column, "=", value, member.token, (member.token, member.value.token))
 
@@ -366,7 +365,9 @@ class _Checker:
                     self._column(PropRef(expr.var, "id", expr.var_token, expr.var_token), scope)
                 var = scope[expr.var]
                 text = f"{expr.func}(${expr.var}{'.' + expr.prop if expr.prop else ''})"
-                output = Output(item.alias or text, expr.func, var, column, aggregate_type(expr.func, column and column.type))
+                output = Output(
+                    item.alias or text, expr.func, var, column, aggregate_type(expr.func, None if column is None else column.type)
+                )
                 token = expr.token
             else:
                 column = self._column(expr, scope)
@@ -426,9 +427,6 @@ def _edge_names(catalog: Catalog) -> list[str]:
     return [table.type_name for table in catalog.tables() if table.kind == "edge"]
 
 
-AggregateFunc = Literal["count", "sum", "avg", "min", "max"]
-
-
 @dataclass(frozen=True)
 class Var:
     """A match variable bound to one node of ``table`` per row."""
@@ -439,6 +437,7 @@ class Var:
 
     @property
     def anonymous(self) -> bool:
+        """Whether the name starts with ``_``, as the names of ``$_`` occurrences (``_1``, ``_2``, ...) do."""
         return self.name.startswith("_")
 
 
@@ -473,8 +472,10 @@ class Compare:
 
 @dataclass(frozen=True)
 class Hop:
-    """A traversal: pairs (source ``src``, destination ``dst``) joined by ``edge`` in
-    ``min_hops..max_hops`` breadth-first hops (visited-set rule of the reference).
+    """A traversal: pairs (source ``src``, destination ``dst``) joined by ``edge``.
+
+    A pair is joined in ``min_hops..max_hops`` breadth-first hops (visited-set rule of the
+    reference).
     """
 
     src: int

@@ -1,12 +1,9 @@
-"""[omnigraph.engine.gq.syntax]
-The error of a refused ``.gq`` source: where it is and which token was refused.
+"""The syntax tree of a ``.gq`` source, and :class:`GqError`, the error of a refused source.
 
-[omnigraph.engine.gq.syntax]
-The syntax tree of a ``.gq`` source (positions kept for error messages).
-
-A query is a mutation (``statements``) or a read (``read``: ``match``/``return``/``order``/
-``limit``); both share parameters, literals and values.
-
+Every node keeps its token (positions for error messages). A query is a mutation
+(``statements``) or a read (``read``: ``match``/``return``/``order``/``limit``); both share
+parameters, literals and values. A :class:`GqError` says where the refusal is (line and column)
+and which token was refused.
 """
 
 from __future__ import annotations
@@ -98,11 +95,17 @@ class Predicate:
     token: Token
 
 
+Verb = Literal["insert", "update", "delete"]
+"""The verb of a mutation statement."""
+AggregateFunc = Literal["count", "sum", "avg", "min", "max"]
+"""The aggregate function of a return item."""
+
+
 @dataclass(frozen=True)
 class Statement:
     """One ``insert``, ``update`` or ``delete`` on a node or edge type."""
 
-    verb: Literal["insert", "update", "delete"]
+    verb: Verb
     type_name: str
     assignments: tuple[Assignment, ...]
     where: Predicate | None
@@ -173,7 +176,7 @@ Clause = Binding | Traversal | Filter | Negation
 class Aggregate:
     """``count($v)`` (``prop`` None) or ``sum|avg|min|max($v.prop)``."""
 
-    func: str
+    func: AggregateFunc
     var: str
     prop: str | None
     token: Token
@@ -220,4 +223,5 @@ class Query:
 
     @property
     def is_read(self) -> bool:
+        """Whether the query is a read (a body starting with ``match``), not a mutation."""
         return self.read is not None

@@ -3,14 +3,11 @@
 :mod:`~omnigraph.engine.maintenance.optimize` compacts, indexes and cleans up old versions of the tables a
 branch owns, publishing each change as a graph commit; :mod:`~omnigraph.engine.maintenance.check` reads a
 whole graph (any stamp, every branch), writes nothing and reports every inconsistency as the
-findings of :mod:`~omnigraph.engine.maintenance.check`;
-:mod:`~omnigraph.engine.progress` is the progress protocol of long work (optimize here, and the
-migrator's steps) with its silent implementation.
+findings of :mod:`~omnigraph.engine.maintenance.findings` (a :class:`~omnigraph.engine.maintenance.findings.Finding`
+per problem in a :class:`~omnigraph.engine.maintenance.findings.CheckReport`). Long work reports through
+the progress protocol of :mod:`omnigraph.engine.progress`.
 
-The function ``optimize`` is imported from its module
-(``from omnigraph.engine.maintenance.optimize import optimize``): exporting it here would shadow the
-submodule of the same name.
-
-The names below are imported from their modules on first access (a module-level
-``__getattr__``): the progress protocol and the findings do not load the check.
+The package itself defines no names: callers import them from the module that defines them
+(``from omnigraph.engine.maintenance.optimize import optimize``), so that the findings do not load
+the check.
 """

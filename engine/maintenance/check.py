@@ -1,17 +1,12 @@
-"""[omnigraph.engine.maintenance.check]
-The integrity check's report: one :class:`Finding` per problem, the :class:`CheckReport` of a
-whole graph, and the shapes of what the caller passes in (an id scanner, the claim findings).
-
-A finding's ``kind`` is stable (scripts match on it); findings that a command resolves carry
-that command in their message and, where it is one command, in ``details["next"]``.
-
-
-[omnigraph.engine.maintenance.check]
-Read-only integrity check of a whole graph, every branch (``omnigraph check``).
+"""Read-only integrity check of a whole graph, every branch (``omnigraph check``).
 
 :func:`check_graph` never writes and never raises on what it finds: every problem becomes a
-:class:`Finding` in the :class:`CheckReport`. It raises only when there is no graph to check
-(``not_found``) or the storage cannot be read at all. What it checks:
+:class:`~omnigraph.engine.maintenance.findings.Finding` in the
+:class:`~omnigraph.engine.maintenance.findings.CheckReport` (:mod:`omnigraph.engine.maintenance.findings`).
+A finding's ``kind`` is stable (scripts match on it); findings that a command resolves carry that
+command in their message and, where it is one command, in ``details["next"]``. It raises only
+when there is no graph to check (``not_found``) or the storage cannot be read at all. What it
+checks:
 
 * the format stamp is a known value, not ``migrating``, and consistent with the primary keys:
   at ``5`` every pinned image has PK exactly ``[id]``; at any stamp a PK other than ``[]`` or
@@ -28,13 +23,13 @@ Read-only integrity check of a whole graph, every branch (``omnigraph check``).
   migrator's: a claim held, by a live process or a dead one, or broken, each naming the command
   that resolves it), because no writer writes while a claim is held;
 * ids are non-null and unique in every pinned image (each physical image is scanned once, with
-  the caller's bounded-memory scanner, see :data:`IdScanner`);
+  the caller's bounded-memory scanner, see
+  :data:`~omnigraph.engine.maintenance.findings.IdScanner`);
 * every edge's ``src`` and ``dst`` exist in the endpoint node images its branch pins. The node
   ids of one endpoint image are held in memory while its edges are streamed.
 
 The id scan and the claim findings are passed in by the caller (the CLI passes the migrator's
 partitioned validator and claim advice), because the engine does not depend on the migrator.
-
 """
 
 from __future__ import annotations
@@ -49,7 +44,6 @@ import pyarrow.compute as pc
 from omnigraph.engine.access.writer_audit import foreign_head, refence_command
 from omnigraph.engine.door.table_store import KEY_COLUMN
 from omnigraph.engine.errors import NotFound, OmnigraphError
-from omnigraph.engine.graph import SCHEMA_FILE
 from omnigraph.engine.maintenance.findings import CheckReport, ClaimFindings, Finding, IdScanner, ImageKey
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot
@@ -57,7 +51,7 @@ from omnigraph.engine.reconcile import branch_guard
 from omnigraph.engine.reconcile.recovery import WriteIntent
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset, open_pinned, primary_key
-from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS, RECOVERY_DIR
+from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS, RECOVERY_DIR, SCHEMA_FILE
 from omnigraph.engine.storage.store import GraphStore
 
 LISTED_PER_FINDING = 100
@@ -89,8 +83,9 @@ class _Checker:
     # -- stamp and intents ---------------------------------------------------------------------
 
     def check_stamp(self, claim_findings: ClaimFindings | None) -> str | None:
-        """The stamp; a finding if it is unknown, or ``migrating`` (worded by ``claim_findings``
-        when given, which names the exact next command).
+        """The stamp; a finding if it is unknown, or ``migrating``.
+
+        A ``migrating`` stamp is worded by ``claim_findings`` when given, which names the exact next command.
         """
         stamp, migration_id = self.manifest.read_stamp()
         if stamp is None or stamp not in KNOWN_STAMPS:
@@ -275,17 +270,18 @@ class _Checker:
                 if table.kind != "edge" or table.table_key not in snapshot.tables:
                     continue
                 edge_image = self._pinned_image(snapshot, table.table_key)
-                ends = [self._pinned_image(snapshot, f"node:{name}") for name in (table.from_type, table.to_type)]
-                if edge_image is None or ends[0] is None or ends[1] is None:
+                source_image = self._pinned_image(snapshot, f"node:{table.from_type}")
+                target_image = self._pinned_image(snapshot, f"node:{table.to_type}")
+                if edge_image is None or source_image is None or target_image is None:
                     continue
-                combination = (edge_image, ends[0], ends[1])
+                combination = (edge_image, source_image, target_image)
                 if combination in checked:
                     continue
                 checked.add(combination)
-                for image in ends:
+                for image in (source_image, target_image):
                     if image not in node_ids:
                         node_ids[image] = self.images[image].to_table(columns=[KEY_COLUMN]).column(0).combine_chunks()
-                missing = list(self._dangling(edge_image, node_ids[ends[0]], node_ids[ends[1]]))
+                missing = list(self._dangling(edge_image, node_ids[source_image], node_ids[target_image]))
                 if missing:
                     self.add(
                         "dangling_edge",
@@ -325,9 +321,10 @@ def _read_catalog(checker: _Checker) -> Catalog | None:
 
 
 def check_graph(store: GraphStore, scan_ids: IdScanner, claim_findings: ClaimFindings | None = None) -> CheckReport:
-    """Check the graph at ``store`` (see the module docstring); never writes. ``claim_findings``
-    reports the migration claim, and a ``migrating`` stamp, with the command that resolves each
-    (``migration_in_progress`` behind the barrier, ``claim_held`` at any other stamp).
+    """Check the graph at ``store`` (see the module docstring); never writes.
+
+    ``claim_findings`` reports the migration claim, and a ``migrating`` stamp, with the command that
+    resolves each (``migration_in_progress`` behind the barrier, ``claim_held`` at any other stamp).
     """
     manifest = Manifest(store)
     if not manifest.exists():

@@ -1,5 +1,9 @@
-"""The integrity check's report: one :class:`Finding` per problem, the :class:`CheckReport` of a
-whole graph, and the shapes of what the caller passes in (an id scanner, the claim findings).
+"""The integrity check's report, and the shapes of what the caller of the check passes in.
+
+One :class:`Finding` per problem, the :class:`CheckReport` of a whole graph
+(:func:`omnigraph.engine.maintenance.check.check_graph` builds it), and the shapes of what the
+caller passes in: an id scanner (:data:`IdScanner`, reporting an :class:`IdScan`) and the claim
+findings (:data:`ClaimFindings`).
 
 A finding's ``kind`` is stable (scripts match on it); findings that a command resolves carry
 that command in their message and, where it is one command, in ``details["next"]``.
@@ -42,6 +46,7 @@ class Finding(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
     def sort_key(self) -> tuple[str, str, str, str, str]:
+        """The order of findings in a report: kind, branch, table key, table path, message."""
         return (self.kind, self.branch or "", self.table_key or "", self.table_path or "", self.message)
 
 
@@ -62,7 +67,9 @@ class CheckReport(BaseModel):
 
     @property
     def ok(self) -> bool:
+        """True if the check found nothing."""
         return not self.findings
 
     def to_json(self) -> dict[str, Any]:
+        """The report's JSON document: every field (findings included) plus ``ok``."""
         return {**self.model_dump(mode="json"), "ok": self.ok}

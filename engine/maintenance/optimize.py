@@ -26,7 +26,7 @@ import datetime as dt
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from omnigraph.engine.door.table_store import CommitConflict
 from omnigraph.engine.errors import BadRequest
@@ -54,6 +54,7 @@ class OptimizeReport:
     manifest_version: int | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The report's JSON document: branch, dry run, tables, skipped, cleanup and manifest version."""
         return {
             "branch": self.branch,
             "dry_run": self.dry_run,
@@ -138,8 +139,9 @@ def optimize(
 
 
 def _publish(graph: Graph, branch: str, table_keys: list[str], actor: str) -> int | None:
-    """Publish the optimized tables in one graph commit; a concurrent writer that adopted them
-    first is fine (they are then pinned already).
+    """Publish the optimized tables in one graph commit; its manifest version, None if nothing is left to publish.
+
+    A concurrent writer that adopted them first is fine (they are then pinned already).
     """
     store, manifest = graph.store, graph.manifest
     reports = drift.out_of_band(store, manifest, branch, table_keys)
@@ -160,7 +162,7 @@ def protected_images(store: GraphStore, manifest: Manifest, extra_pins: Iterable
     protected: set[ImageRef] = set(extra_pins)
     refs = []
     for branch in manifest.branches():
-        versions = manifest.head_versions(branch) + [int(manifest.dataset(branch).version)]
+        versions = [*manifest.head_versions(branch), int(manifest.dataset(branch).version)]
         refs += [(branch, version) for version in sorted(set(versions))]
     with ThreadPoolExecutor(max_workers=drift.HEAD_READERS) as pool:
         snapshots = list(pool.map(lambda ref: manifest.snapshot(*ref), refs))
@@ -175,7 +177,8 @@ def protected_images(store: GraphStore, manifest: Manifest, extra_pins: Iterable
 
 def _version_times(store: GraphStore, path: str, branch: str | None) -> list[tuple[int, dt.datetime]]:
     dataset = open_dataset(store, path, branch)
-    return sorted((int(v["version"]), v["timestamp"]) for v in dataset.versions())
+    # Lance's Version types ``timestamp`` as int | datetime; versions() converts every one to a datetime.
+    return sorted((int(v["version"]), cast(dt.datetime, v["timestamp"])) for v in dataset.versions())
 
 
 def cleanup(

@@ -1,28 +1,21 @@
-"""[omnigraph.engine.manifest.commit_graph]
-The graph commit DAG: every commit of every live branch, its parents, and merge bases.
+"""The graph commit DAG: every commit of every live branch, its parents, merge bases and ``commit list``.
 
 A commit is the head row of a ``__manifest`` version (commit id, parents, actor, message, time).
 :func:`load_commit_graph` reads the head row of every ``__manifest`` version of every live
 branch (a version that did not move the head, such as a migration or recovery publish, adds
 nothing new) and remembers, per commit id, the first ``(branch, manifest version)`` where it is
 the head: the catalog image of that commit. The cost is one small read per ``__manifest``
-version, proportional to the history; only ``commit list`` and ``branch merge`` pay it.
+version, proportional to the history; only ``commit list`` and ``branch merge`` pay it. Opening
+or writing a branch never walks history.
 
 Commits of a deleted branch that a merge commit names as a parent are not in the graph (their
 manifest is gone); walks stop there. Ancestors on live branches stay reachable through the
 other parent, so a merge base is always a commit whose catalog image can still be read.
 
-
-[omnigraph.engine.manifest.commit_graph]
-``commit list``: the graph commits reachable from a branch head, newest first.
-
-Walks the commit graph (:mod:`omnigraph.engine.manifest.commit_graph`) from the branch head through every parent,
-so a merge commit's history includes both lines; commits are ordered by commit time, newest
+:func:`commit_history` (``commit list``) gives the commits reachable from a branch head through
+every parent, so a merge commit's history includes both lines: ordered by commit time, newest
 first (ties by commit id), each listed once. Versions that did not move the head (migration and
-recovery publishes) are folded into the commit they belong to. The cost is proportional to the
-history of the graph's live branches, by nature of the command; opening or writing a branch never
-walks history.
-
+recovery publishes) are folded into the commit they belong to.
 """
 
 from __future__ import annotations

@@ -121,8 +121,9 @@ class Manifest:
     # -- reading -----------------------------------------------------------------------------
 
     def snapshot(self, branch: str, version: int | None = None) -> BranchSnapshot:
-        """The folded manifest of ``branch`` (latest, or at ``version``); ``not_found`` if the
-        branch does not exist, also when it is deleted while it is read.
+        """The folded manifest of ``branch`` (latest, or at ``version``).
+
+        ``not_found`` if the branch does not exist, also when it is deleted while it is read.
         """
         dataset = self.dataset(branch, version)
         try:
@@ -163,8 +164,9 @@ class Manifest:
         return None if found is None else found.incarnation
 
     def branch(self, name: str) -> GraphBranch | None:
-        """Graph branch ``name`` now, None if it does not exist: one read of its ref, not a
-        listing of every branch.
+        """Graph branch ``name`` now, None if it does not exist.
+
+        One read of its ref, not a listing of every branch.
         """
         if name == MAIN:
             return MAIN_BRANCH
@@ -177,9 +179,11 @@ class Manifest:
 
     @contextmanager
     def reading(self, branch: str) -> Iterator[None]:
-        """Reads of ``branch``'s pinned images inside the block: Lance's "not found" because the
-        branch was deleted meanwhile is ``not_found``, or ``read_set_conflict`` if a new branch of
-        that name was created meanwhile (retry reads the new one); other errors pass through.
+        """Guard reads of ``branch``'s pinned images inside the block against a concurrent delete.
+
+        Lance's "not found" because the branch was deleted meanwhile is ``not_found``, or
+        ``read_set_conflict`` if a new branch of that name was created meanwhile (retry reads the
+        new one); other errors pass through.
         """
         before = self.incarnation(branch)
         try:
@@ -196,6 +200,7 @@ class Manifest:
             raise
 
     def require_branch(self, branch: str) -> None:
+        """Refuse with ``not_found`` unless graph branch ``branch`` exists now."""
         if self.branch(branch) is None:
             raise NotFound(
                 f"graph branch {branch!r} does not exist (see `omnigraph branch list {self.store.uri}`)",
@@ -225,6 +230,7 @@ class Manifest:
         self.dataset(MAIN).create_branch(name, reference=(source.branch, source.manifest_version))
 
     def delete_branch(self, name: str) -> None:
+        """Delete the ``__manifest`` branch ``name``: the graph branch of that name."""
         self.dataset(MAIN).branches.delete(name)
 
 

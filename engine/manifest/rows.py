@@ -88,6 +88,7 @@ class BranchSnapshot:
     tables: dict[str, TableEntry]
 
     def table(self, table_key: str) -> TableEntry:
+        """The entry of ``table_key``; ``not_found`` if the branch has no such table."""
         try:
             return self.tables[table_key]
         except KeyError:
@@ -110,6 +111,7 @@ def lance_branch_name(graph_branch: str) -> str | None:
 
 
 def now_ms() -> int:
+    """The current time in epoch milliseconds (the unit of ``committed_at``)."""
     return int(time.time() * 1000)
 
 

@@ -1,8 +1,8 @@
-"""[omnigraph.engine.ops.blobs]
-Blob cells of rows a keyed write stages (load append/merge, ``.gq`` inserts and updates).
+"""Blob cells: those a keyed write stages, and one stored cell streamed out (``blob get``).
 
-The per-commit Arrow limit (:mod:`omnigraph.engine.ops.write`) counts a staged table as the Arrow bytes
-of its other columns plus the *declared* size of every Blob cell: the length of managed bytes,
+Staging (load append/merge, ``.gq`` inserts and updates): the per-commit Arrow limit
+(:mod:`omnigraph.engine.ops.write`) counts a staged table as the Arrow bytes of its other columns
+plus the *declared* size of every Blob cell (:func:`staged_bytes`): the length of managed bytes,
 the size of an external object (one metadata request each, no payload read). So the limit is
 checked before any external payload is read, and blob bytes count once. Then
 :func:`copy_external` reads the accepted external objects into the staged cells (Lance's
@@ -15,17 +15,12 @@ id and the URI; nothing has been armed or written at that point. A door that mus
 objects on its caller's behalf (the HTTP server: a URI would make it read its own files or
 buckets) refuses every external URI first (:func:`refuse_external`, :data:`BYTES_ONLY`).
 
-
-[omnigraph.engine.ops.blobs]
-``blob get``: one Blob cell of a branch, as a stream of its bytes.
-
-The cell is addressed by type name (node or edge), id and property, on the branch's current
-commit. :func:`open_blob` resolves it and opens the cell (no payload read yet); a
-:class:`BlobReader` then yields the bytes :data:`omnigraph.engine.storage.blobs.READ_CHUNK` at a time,
-so a cell of any size streams in bounded memory. Refusals, each naming what fixes it:
+Reading (``blob get``): a cell is addressed by type name (node or edge), id and property, on the
+branch's current commit. :func:`open_blob` resolves it and opens the cell (no payload read yet);
+a :class:`BlobReader` then yields the bytes :data:`omnigraph.engine.storage.blobs.READ_CHUNK` at
+a time, so a cell of any size streams in bounded memory. Refusals, each naming what fixes it:
 ``not_found`` for an unknown type, property or id, a null cell, or a referenced external object
 that is gone; ``bad_request`` for a property that is not a Blob.
-
 """
 
 from __future__ import annotations
@@ -98,7 +93,7 @@ def _parts(rows: pa.Table | pa.RecordBatch, name: str) -> tuple[pa.Array, pa.Arr
 
 
 def _missing(table: TableDef, name: str, row_id: str, line: int | None, uri: str) -> BadRequest:
-    where = {"type_name": table.type_name, "property": name, "id": row_id, "uri": uri}
+    where: dict[str, str | int] = {"type_name": table.type_name, "property": name, "id": row_id, "uri": uri}
     if line is not None:
         where["line"] = line
     return BadRequest(
@@ -127,11 +122,12 @@ def _external_sizes(
 
 
 def staged_bytes(store: GraphStore, table: TableDef, rows: pa.Table, lines: pa.Array | None = None) -> int:
-    """The bytes the per-commit limit counts for ``rows`` (module docstring); ``lines`` (the input
-    line of each row, when there is one) words a missing object.
+    """The bytes the per-commit limit counts for ``rows`` (module docstring).
+
+    ``lines`` (the input line of each row, when there is one) words a missing object.
     """
     names = blob_properties(table)
-    total = rows.drop_columns(names).nbytes if names else rows.nbytes
+    total: int = rows.drop_columns(names).nbytes if names else rows.nbytes
     for name in names:
         data, _ = _parts(rows, name)
         total += int(pc.sum(pc.binary_length(data)).as_py() or 0)
@@ -166,8 +162,9 @@ def check_references(store: GraphStore, table: TableDef, batches: Iterable[pa.Re
 
 
 class BlobReader:
-    """An opened Blob cell: ``size`` bytes, read with :meth:`read` or :meth:`chunks`; close it
-    (or use it as a context manager) when done.
+    """An opened Blob cell of ``size`` bytes, read with :meth:`read` or :meth:`chunks`.
+
+    Close it (or use it as a context manager) when done.
     """
 
     def __init__(self, cell: lance.BlobFile) -> None:
@@ -187,6 +184,7 @@ class BlobReader:
             self.close()
 
     def close(self) -> None:
+        """Close the opened cell (:meth:`chunks` closes it once its bytes are read)."""
         self._cell.close()
 
     def __enter__(self) -> BlobReader:

@@ -1,10 +1,10 @@
-"""[omnigraph.engine.ops.constraints]
-The schema's row constraints on a write's result: value rules, composite ``@unique``, ``@card``.
+"""The schema's row constraints on a write's result, and probes of the ids a table already holds.
 
-A write is described as :mod:`omnigraph.engine.ops.merge` describes it: per table the ids it
-inserts, updates (replaces) and deletes (:class:`~omnigraph.engine.ops.merge_diff.TableChanges`) and the
-rows it brings in (``incoming``, physical schema), put into the target snapshot's images. Checked
-before anything is armed (every caller runs this in its ``prepare``):
+Row constraints (:func:`constraint_problems`). A write is described as a merge describes it: per
+table the ids it inserts, updates (replaces) and deletes
+(:class:`~omnigraph.engine.ops.merge_diff.TableChanges`) and the rows it brings in
+(``incoming``, physical schema), put into the target snapshot's images. Checked before anything
+is armed (every caller runs this in its ``prepare``):
 
 * every incoming row keeps its type's ``@range``/``@check`` rules (nulls exempt);
 * every composite ``@unique(p, q)`` value an incoming row has (no member null) is used by no other
@@ -18,45 +18,37 @@ Each failure is one problem document ``{table_key, id, kind, ..., fix}``, ``kind
 ``range_violation``, ``check_violation``, ``unique_violation`` (``property`` names the members,
 ``value`` their values) and ``cardinality_violation`` (``table_key``/``id`` the source node,
 ``edge``, ``count``, ``cardinality`` and ``via``: the edge ids of the write that touch it); each
-also has ``what``, the problem in words after its type and id.
-Reads: per constrained table, the committed rows that share a first member value with an
-incoming one, and per constrained edge type the committed ``id``/``src`` of the touched sources.
+also has ``what``, the problem in words after its type and id. Reads: per constrained table, the
+committed rows that share a first member value with an incoming one, and per constrained edge
+type the committed ``id``/``src`` of the touched sources.
 
+A load's checks, inside ``prepare``. The value rules (``@range``/``@check``) and in-file
+duplicates of composite ``@unique`` values are refused while the file is read
+(:mod:`omnigraph.engine.records`). What needs committed state is checked here, per commit:
 
-[omnigraph.engine.ops.constraints]
-Probes of committed ids: which of a load's ids a pinned table already holds.
+* strict insert / upsert chunks (:func:`check_chunk_constraints`): composite ``@unique`` against
+  the committed rows the chunk keeps and ``@card`` of every source node the chunk touches (the
+  row constraints above; an upsert's ids count as replacing committed rows of the same id);
+* overwrite (:func:`check_overwrite_constraints`): ``@card`` of every source node of the result,
+  when the file replaces the edge type's table or its source node table (the other side is read
+  from the snapshot).
 
-:func:`present_ids` answers for a handful of ids with one filtered Lance scan. A chunked strict
-insert (``load --mode append --chunk-rows N``) must ask before every chunk, and the table grows
-with every chunk, so asking chunk by chunk reads the whole table once per chunk.
-:class:`ChunkProbe` asks once per table for every id the load has left to insert there, and
-reuses that answer for the next chunk while the table has changed by the load's own commit
-only: its pin is exactly one version past the one the previous chunk was prepared on, on the
-same branch. Lance versions are consecutive, so no other commit landed in between, and the
-load's own rows are none of the ids it has left (the file holds each id once). Any other pin (a
-concurrent commit, a fork, an adopted out-of-band commit) is probed again, and so is every
-retried attempt of a chunk. Either way the answer is what :func:`present_ids` on the chunk's
-ids would return at that pin.
-
-
-[omnigraph.engine.ops.constraints]
-A load's checks of the schema's row constraints against committed state, inside ``prepare``.
-
-The value rules (``@range``/``@check``) and in-file duplicates of composite ``@unique`` values
-are refused while the file is read (:mod:`omnigraph.engine.records`). What needs committed state is
-checked here, per commit:
-
-* strict insert / upsert chunks: composite ``@unique`` against the committed rows the chunk keeps
-  and ``@card`` of every source node the chunk touches (:mod:`omnigraph.engine.ops.constraints`; an
-  upsert's ids count as replacing committed rows of the same id);
-* overwrite: ``@card`` of every source node of the result, when the file replaces the edge
-  type's table or its source node table (the other side is read from the snapshot).
-
-A refusal is ``bad_request`` "line N: ...; nothing was written" naming the type, the property (or
-edge type), the id and the input line (for a ``@card`` problem of a node the file does not
-hold: the line of the first of its edges in the file), with every problem in
+A load's refusal is ``bad_request`` "line N: ...; nothing was written" naming the type, the
+property (or edge type), the id and the input line (for a ``@card`` problem of a node the file
+does not hold: the line of the first of its edges in the file), with every problem in
 ``details["problems"]``.
 
+Id probes: :func:`present_ids` answers which of a handful of ids a pinned table holds with one
+filtered Lance scan. A chunked strict insert (``load --mode append --chunk-rows N``) must ask
+before every chunk, and the table grows with every chunk, so asking chunk by chunk reads the
+whole table once per chunk. :class:`ChunkProbe` asks once per table for every id the load has
+left to insert there, and reuses that answer for the next chunk while the table has changed by
+the load's own commit only: its pin is exactly one version past the one the previous chunk was
+prepared on, on the same branch. Lance versions are consecutive, so no other commit landed in
+between, and the load's own rows are none of the ids it has left (the file holds each id once).
+Any other pin (a concurrent commit, a fork, an adopted out-of-band commit) is probed again, and
+so is every retried attempt of a chunk. Either way the answer is what :func:`present_ids` on the
+chunk's ids would return at that pin.
 """
 
 from __future__ import annotations
@@ -170,8 +162,10 @@ def _composite_unique(
 def _touched_sources(
     graph: Graph, target: BranchSnapshot, edge: TableDef, change: TableChanges | None, rows: pa.Table | None, node_rows: pa.Table | None
 ) -> tuple[dict[str, list[str]], set[str]]:
-    """The source node ids an edge type's write touches, each with the write's edge ids from it,
-    and the ids of committed edges the write removes (replaced or deleted).
+    """The source node ids an edge type's write touches, and the committed edges it removes.
+
+    Each source id comes with the write's edge ids from it; the removed edges are the ids of
+    committed edges the write replaces or deletes.
     """
     via: dict[str, list[str]] = {}
     removed = set(change.deletes) | set(change.updates) if change else set()
@@ -241,9 +235,10 @@ def cardinality_text(edge_type: str, count: int, card: str) -> str:
 def constraint_problems(
     graph: Graph, target: BranchSnapshot, changes: dict[str, TableChanges], incoming: dict[str, pa.Table], source: str
 ) -> list[Problem]:
-    """Every value-rule, composite-``@unique`` and ``@card`` problem of putting ``changes`` (with
-    the rows ``incoming``) into ``target`` (see the module docstring); ``source`` names the change
-    in the fixes.
+    """Every value-rule, composite-``@unique`` and ``@card`` problem of a write's result.
+
+    The write puts ``changes`` (with the rows ``incoming``) into ``target`` (see the module
+    docstring); ``source`` names the change in the fixes.
     """
     return (
         _value_rules(graph, incoming, source, target.branch)
@@ -279,8 +274,9 @@ def present_ids(graph: Graph, entry: TableEntry, ids: list[str] | pa.Array) -> s
 
 
 def _slices(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Array]:
-    """The first column of ``batches`` regrouped into arrays of at least ``rows`` rows (the
-    last one may be shorter).
+    """The first column of ``batches`` regrouped into arrays of at least ``rows`` rows.
+
+    The last one may be shorter.
     """
     held: list[pa.Array] = []
     count = 0
@@ -368,8 +364,9 @@ def check_chunk_constraints(
     *,
     upsert: bool,
 ) -> None:
-    """Refuse a strict-insert or upsert chunk (rows ``ranges`` of ``records``, as ``incoming``)
-    that breaks a composite ``@unique`` or a ``@card`` (see the module docstring).
+    """Refuse a strict-insert or upsert chunk that breaks a composite ``@unique`` or a ``@card``.
+
+    The chunk is rows ``ranges`` of ``records``, as ``incoming`` (see the module docstring).
     """
     if not _constrained(graph.catalog, set(incoming)):
         return

@@ -1,8 +1,9 @@
-"""``export``: a branch as JSONL, tables in table-key order, rows by id (byte order), or as one
-Arrow table per table key in the same order.
+"""``export``: a branch as JSONL or as Arrow tables, tables in table-key order, rows by id.
 
-A Blob cell is exported in the spelling load accepts (:mod:`omnigraph.engine.schema.types`): the
-URI of an external reference, ``base64:`` of managed bytes. JSONL export reads the payloads of
+JSONL (:func:`export_lines`) writes the tables in table-key order, rows by id (byte order);
+:func:`export_tables` gives one Arrow table per table key in the same order. A Blob cell is
+exported in the spelling load accepts (:mod:`omnigraph.engine.schema.types`): the URI of an
+external reference, ``base64:`` of managed bytes. JSONL export reads the payloads of
 :data:`BLOB_ROWS` rows at a time (one cell at a time within them).
 """
 
@@ -26,7 +27,8 @@ BLOB_ROWS = 64
 
 
 def _wanted(snapshot: BranchSnapshot, types: list[str] | None) -> list[tuple[str, TableEntry]]:
-    """The (table key, entry) pairs of ``types`` (every table when none), in table-key order;
+    """The (table key, entry) pairs of ``types`` (every table when none), in table-key order.
+
     ``bad_request`` naming the unknown types.
     """
     wanted = set(types or [])
@@ -56,8 +58,9 @@ def _sorted(dataset: lance.LanceDataset) -> pa.Table:
 
 
 def _spelled(dataset: lance.LanceDataset, rows: pa.Table) -> pa.Table:
-    """``rows`` of :func:`_sorted` with each Blob column as the Utf8 spellings of its cells, and
-    without ``_rowid``.
+    """``rows`` of :func:`_sorted` with each Blob column as the Utf8 spellings of its cells.
+
+    ``_rowid`` is dropped.
     """
     names = blob_names(dataset.schema)
     for name in names:
@@ -68,9 +71,11 @@ def _spelled(dataset: lance.LanceDataset, rows: pa.Table) -> pa.Table:
 
 
 def export_tables(graph: Graph, branch: str, types: list[str] | None = None) -> dict[str, pa.Table]:
-    """The rows :func:`export_lines` would write, as one Arrow table per table key (sorted by id,
-    the physical columns: ``id``, for edges ``src`` and ``dst``, then the properties; a Blob
-    column as the Utf8 spellings of its cells, so every payload of the table is in memory).
+    """The rows :func:`export_lines` would write, as one Arrow table per table key.
+
+    Each is sorted by id, with the physical columns: ``id``, for edges ``src`` and ``dst``, then
+    the properties; a Blob column as the Utf8 spellings of its cells, so every payload of the
+    table is in memory.
     """
     snapshot = graph.manifest.snapshot(branch)
     chosen = _wanted(snapshot, types)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 import pyarrow as pa
@@ -47,7 +48,7 @@ from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry, lance_branch_name
 from omnigraph.engine.ops.blobs import check_references, copy_external, refuse_external, staged_bytes
 from omnigraph.engine.ops.constraints import ChunkProbe, check_chunk_constraints, check_overwrite_constraints, present_ids
-from omnigraph.engine.ops.write import MAX_ROWS, CommitPlan, CommitResult, LimitWording, Prepare, TableWrite, check_table, commit
+from omnigraph.engine.ops.write import MAX_ROWS, CommitPlan, CommitResult, LimitWording, Prepare, TableWrite, WriteKind, check_table, commit
 from omnigraph.engine.records.jsonl_blocks import JsonlSource
 from omnigraph.engine.records.read import read_records
 from omnigraph.engine.records.record_set import EdgeEnds, RecordSet, check_edge_endpoints
@@ -56,7 +57,7 @@ from omnigraph.engine.storage.lance_io import open_pinned
 from omnigraph.engine.storage.store import GraphStore
 
 LoadMode = Literal["append", "merge", "overwrite"]
-_WRITE_KIND = {"append": "insert", "merge": "upsert", "overwrite": "overwrite"}
+_WRITE_KIND: dict[LoadMode, WriteKind] = {"append": "insert", "merge": "upsert", "overwrite": "overwrite"}
 _COPIED = (
     "{table_key}: the external Blob objects grew while they were copied: {actual} bytes in one commit exceed the "
     "limit of {limit}; nothing was written. Load again once the objects stop changing"
@@ -71,8 +72,9 @@ class _Chunk:
 
 
 def _chunks(records: RecordSet, chunk_rows: int | None) -> list[_Chunk]:
-    """The commits of a load: one for the whole input, or consecutive runs of ``chunk_rows``
-    records taken from node tables (by type name) then edge tables (by type name).
+    """The commits of a load: one for the whole input, or consecutive runs of ``chunk_rows`` records.
+
+    The runs are taken from node tables (by type name) then edge tables (by type name).
     """
     if chunk_rows is None:
         return [_Chunk({key: (0, records.num_rows(key)) for key in records.table_keys()})]
@@ -91,8 +93,10 @@ def _chunks(records: RecordSet, chunk_rows: int | None) -> list[_Chunk]:
 
 
 def _check_limits(store: GraphStore, records: RecordSet, chunks: list[_Chunk], chunked: bool) -> None:
-    """Refuse (``resource_limit``) a commit over the per-commit limits (:mod:`omnigraph.engine.ops.write`)
-    in any table, naming the option that splits it.
+    """Refuse (``resource_limit``) a commit over the per-commit limits in any table.
+
+    The limits are :mod:`omnigraph.engine.ops.write`'s; the refusal names the option that splits
+    the commit.
     """
     hint = "" if chunked else f"; split the load with --chunk-rows {MAX_ROWS} (one commit per chunk)"
     wording = LimitWording(
@@ -109,8 +113,9 @@ def _check_limits(store: GraphStore, records: RecordSet, chunks: list[_Chunk], c
 
 
 def _staged(graph: Graph, records: RecordSet, table_key: str, span: tuple[int, int]) -> pa.Table:
-    """A strict-insert or upsert chunk of one table with its external Blob objects copied in
-    (their sizes were checked by :func:`_check_limits`; the copies are checked again).
+    """A strict-insert or upsert chunk of one table with its external Blob objects copied in.
+
+    Their sizes were checked by :func:`_check_limits`; the copies are checked again.
     """
     table, lines = graph.catalog.table(table_key), records.column(table_key, "line", *span)
     rows = copy_external(graph.store, table, records.rows(table_key, *span), lines)
@@ -218,20 +223,20 @@ def _prepare_for(graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode
             fenced_first = fenced and previous is None and table_key == first_effect and entry.table_branch == own_branch
             if mode == "append" and not fenced_first:
                 ids = records.column(table_key, "id", *span)
-                existing = probe.existing(entry, ids, span[0], lambda key=table_key, start=span[0]: records.column(key, "id", start))
+                existing = probe.existing(entry, ids, span[0], partial(records.column, table_key, "id", span[0]))
                 if existing:
                     table = graph.catalog.table(table_key)
                     raise KeyConflict(table.kind, table.type_name, min(existing))
             if mode != "overwrite":
                 _check_unique_committed(graph, entry, records, table_key, span)
             rows = records.reader(table_key) if mode == "overwrite" else _staged(graph, records, table_key, span)
-            writes.append(TableWrite(table_key, _WRITE_KIND[mode], rows))  # type: ignore[arg-type]
+            writes.append(TableWrite(table_key, _WRITE_KIND[mode], rows))
         if mode == "overwrite":
             _check_dangling_edges(graph, snapshot, records, replaced)
             check_overwrite_constraints(graph, snapshot, records)
         else:
             incoming = {write.table_key: write.rows for write in writes}
-            check_chunk_constraints(graph, snapshot, records, chunk.ranges, incoming, upsert=mode == "merge")  # type: ignore[arg-type]
+            check_chunk_constraints(graph, snapshot, records, chunk.ranges, incoming, upsert=mode == "merge")
         return CommitPlan(tuple(writes), (snapshot.head.commit_id,), message, None)
 
     return prepare
@@ -247,8 +252,9 @@ def load(
     chunk_rows: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> LoadResult:
-    """Validate ``data`` (JSONL bytes, or a binary file read in blocks) and publish it to
-    ``branch``; see the module docstring.
+    """Validate ``data`` (JSONL bytes, or a binary file read in blocks) and publish it to ``branch``.
+
+    See the module docstring.
     """
     check_load_options(mode, chunk_rows)
     graph.manifest.require_branch(branch)
@@ -267,10 +273,12 @@ def load_records(
     progress: Callable[[int, int], None] | None = None,
     external_blobs: bool = True,
 ) -> LoadResult:
-    """:func:`load` of records already read by :func:`omnigraph.engine.records.read_records` against this
-    graph's catalog and ``with_pk`` (the caller keeps and closes them): a server parses and
-    validates a body before it takes its write lock, then publishes under it. Without
-    ``external_blobs`` a Blob cell naming an external object is refused before anything else.
+    """:func:`load` of records already read (the caller keeps and closes them).
+
+    The records were read by :func:`omnigraph.engine.records.read.read_records` against this
+    graph's catalog and ``with_pk``: a server parses and validates a body before it takes its
+    write lock, then publishes under it. Without ``external_blobs`` a Blob cell naming an
+    external object is refused before anything else.
     """
     check_load_options(mode, chunk_rows)
     if not external_blobs:

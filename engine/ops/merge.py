@@ -1,23 +1,4 @@
-"""[omnigraph.engine.ops.merge]
-Validation of a merged result before it is published: edge endpoints, ``@unique`` and the
-schema's other row constraints.
-
-The merged image of a table is the target's image with the merge's deletes removed and the
-source rows it takes (inserts and updates) put in. Checked, against that image only:
-
-* every edge the merge brings in has its ``src``/``dst`` node in the merged node tables;
-* no edge the target keeps points at a node the merge deletes;
-* every ``@unique`` value the merge brings in is used by no other row of the merged table;
-* the value rules, composite ``@unique`` and ``@card`` (:mod:`omnigraph.engine.ops.constraints`).
-
-Each failure is one problem document ``{table_key, id, kind, ..., fix}`` (``kind``
-``missing_endpoint``, ``unique_violation`` or one of :mod:`omnigraph.engine.ops.constraints`'s;
-for a merge, ``fix`` says, naming the branches, what change on which branch removes it); all are
-returned, sorted.
-
-
-[omnigraph.engine.ops.merge]
-``branch merge SRC --into B``: a three-way merge of two graph branches as one graph commit.
+"""``branch merge SRC --into B``: a three-way merge of two graph branches as one graph commit.
 
 The merge base is the nearest common ancestor of the two heads in the commit graph
 (:mod:`omnigraph.engine.manifest.commit_graph`). Outcomes:
@@ -27,33 +8,48 @@ The merge base is the nearest common ancestor of the two heads in the commit gra
   target's own tables (the target never pins the source's table branches, which
   ``branch delete SRC`` removes) and recorded as one commit, message ``... (fast-forward)``, whose
   parents are the target head and the source head: the target's own history stays reachable
-  after the source branch is deleted (its commits' manifests go with it). When no row differs (the source's commits cancel out, or
-  the source is itself a fast-forward of the target), nothing is recorded and the outcome is
-  ``up_to_date``: the target's data already equals the source's, so either head serves as the
-  next merge base;
-* ``merged``: one commit with two parents (target head, source head).
+  after the source branch is deleted (its commits' manifests go with it). A fast-forward is
+  recorded even when no row differs (the source's commits cancel out, or the source is itself a
+  fast-forward of the target): the commit moves no table and names both heads, so the source's
+  lineage is merged and the next merge is ``up_to_date``;
+* ``merged``: one commit with two parents (target head, source head), recorded even when no row
+  differs (both sides made the same changes), so the next merge starts from this one.
 
-Per table and id the rules of :mod:`omnigraph.engine.ops.merge_diff` apply. The merged result is checked
-(:mod:`omnigraph.engine.ops.merge`: endpoints, ``@unique``, with the ids in conflict as the target has
-them). Row conflicts and problems of the merged result are one ``merge_conflict`` (409) that lists
-them all (the conflicts sorted, then the problems sorted, each problem with its fix), before
-anything is written, so one answer names everything to fix. A commit is recorded even when no row
-differs (both sides made the same changes), so the next merge starts from this one.
+Per table and id the rules of :mod:`omnigraph.engine.ops.merge_diff` apply. The merged result is
+then checked (:func:`check_merged`, with the ids in conflict as the target has them). The merged
+image of a table is the target's image with the merge's deletes removed and the source rows it
+takes (inserts and updates) put in. Checked, against that image only:
 
-Writes go through the write protocol (:func:`omnigraph.engine.ops.write.commit`: intent, effects, publish):
-per table one router ``merge`` (:class:`omnigraph.engine.door.MergeRows`: new rows by the fenced strict
-insert, updated rows by the fenced upsert, deleted ids by the door's delete), each a chain of
-commits of at most 8,192 rows and 32 MiB (:func:`omnigraph.engine.door.table_store.merge_rows`), all under
-the one intent and published by the one manifest commit: a merge of any size is all-or-nothing,
-and recovery restores every table it touched. A table the target still inherits is forked first.
-The commit plan's payload is the merge's outcome. Everything is prepared
-again from fresh snapshots when a concurrent writer conflicts before any effect.
+* every edge the merge brings in has its ``src``/``dst`` node in the merged node tables;
+* no edge the target keeps points at a node the merge deletes;
+* every ``@unique`` value the merge brings in is used by no other row of the merged table;
+* the value rules, composite ``@unique`` and ``@card``
+  (:func:`omnigraph.engine.ops.constraints.constraint_problems`).
+
+Each failure is one problem document ``{table_key, id, kind, ..., fix}`` (``kind``
+``missing_endpoint``, ``unique_violation`` or one of :mod:`omnigraph.engine.ops.constraints`'s;
+for a merge, ``fix`` says, naming the branches, what change on which branch removes it); all are
+returned, sorted. A ``.gq`` mutation runs the same checks on its result, without fixes.
+
+Row conflicts and problems of the merged result are one ``merge_conflict`` (409) that lists them
+all (the conflicts sorted, then the problems sorted, each problem with its fix), before anything
+is written, so one answer names everything to fix.
+
+Writes go through the write protocol (:func:`omnigraph.engine.ops.write.commit`: intent,
+effects, publish): per table one router ``merge`` (:class:`omnigraph.engine.door.routing.MergeRows`:
+new rows by the fenced strict insert, updated rows by the fenced upsert, deleted ids by the
+door's delete), each a chain of commits of at most 8,192 rows and 32 MiB
+(:func:`omnigraph.engine.door.table_store.merge_rows`), all under the one intent and published by
+the one manifest commit: a merge of any size is all-or-nothing, and recovery restores every
+table it touched. A table the target still inherits is forked first. The commit plan's payload
+is the merge's outcome. Everything is prepared again from fresh snapshots when a concurrent
+writer conflicts before any effect.
 
 Memory: the three-way comparison runs in DuckDB under a memory limit, spilling beyond it
-(:mod:`omnigraph.engine.ops.merge_diff`); Python holds the ids the merge changes and, as Arrow, the source
-rows it takes (Blob cells as their payloads), one table at a time while they are compared and
-checked, then every table's until the commit is written (``bench/merge_bench.py`` measures it).
-
+(:mod:`omnigraph.engine.ops.merge_diff`); Python holds the ids the merge changes and, as Arrow,
+the source rows it takes (Blob cells as their payloads), one table at a time while they are
+compared and checked, then every table's until the commit is written (``bench/merge_bench.py``
+measures it).
 """
 
 from __future__ import annotations
@@ -211,10 +207,11 @@ def check_merged(
     incoming: dict[str, pa.Table],
     source: str | None = None,
 ) -> list[Problem]:
-    """Every endpoint and constraint problem of putting ``changes`` into ``target``, sorted (empty =
-    valid). For a merge of branch ``source`` each problem carries its ``fix`` (a mutation's caller,
-    which passes no source, words its own refusal); ids in conflict are not in ``changes``, so
-    they are checked as the target has them.
+    """Every endpoint and constraint problem of putting ``changes`` into ``target``, sorted.
+
+    Empty means valid. For a merge of branch ``source`` each problem carries its ``fix`` (a
+    mutation's caller, which passes no source, words its own refusal); ids in conflict are not in
+    ``changes``, so they are checked as the target has them.
     """
     named = source or "the change"
     problems = (
@@ -247,9 +244,11 @@ class _Plan:
 
 
 def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
-    """The merge of ``source`` into ``target``. A fast-forward (the base is the target's head) is
-    recorded even when it changes no row (the source's edits cancel out), so the source's lineage
-    is merged and the next merge starts from it.
+    """The merge of ``source`` into ``target``.
+
+    A fast-forward (the base is the target's head) is recorded even when it changes no row (the
+    source's edits cancel out), so the source's lineage is merged and the next merge starts from
+    it.
     """
     source_snapshot = graph.manifest.snapshot(source)
     source_head, target_head = source_snapshot.head.commit_id, target.head.commit_id
@@ -292,9 +291,10 @@ def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
 
 
 def _refusal(source: str, target: str, base: str, conflicts: list[dict[str, str]], problems: list[dict[str, Any]]) -> MergeConflict:
-    """One ``merge_conflict`` listing every problem at once: the ids changed differently on both
-    branches, then the rows the merged result would leave invalid (checked with the conflicting
-    ids as the target has them), each with its fix.
+    """One ``merge_conflict`` listing every problem at once.
+
+    First the ids changed differently on both branches, then the rows the merged result would
+    leave invalid (checked with the conflicting ids as the target has them), each with its fix.
     """
     parts = []
     if conflicts:

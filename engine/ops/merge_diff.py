@@ -64,6 +64,7 @@ class Conflict:
     kind: ConflictKind
 
     def document(self) -> dict[str, str]:
+        """The conflict as listed in a ``merge_conflict``: ``{table_key, id, kind}``."""
         return {"table_key": self.table_key, "id": self.id, "kind": self.kind}
 
 
@@ -79,6 +80,7 @@ class TableChanges:
 
     @property
     def count(self) -> int:
+        """How many ids the merge inserts, updates or deletes (conflicts not counted)."""
         return len(self.inserts) + len(self.updates) + len(self.deletes)
 
 
@@ -88,9 +90,11 @@ def _pin(entry: TableEntry | None) -> tuple[str, str | None, int] | None:
 
 @contextmanager
 def _database() -> Iterator[duckdb.DuckDBPyConnection]:
-    """A DuckDB database limited to :data:`MEMORY_LIMIT`, in a file of a directory of its own that
-    also takes its spills (removed afterwards): tables beyond the limit live on disk. DuckDB is
-    imported here, by the first merge, not by every command that imports the engine.
+    """A DuckDB database limited to :data:`MEMORY_LIMIT`, in a file of a directory of its own.
+
+    The directory also takes its spills (removed afterwards): tables beyond the limit live on
+    disk. DuckDB is imported here, by the first merge, not by every command that imports the
+    engine.
     """
     import duckdb
 

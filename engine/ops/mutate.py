@@ -1,5 +1,4 @@
-"""[omnigraph.engine.ops.mutate]
-``mutate``: run one ``.gq`` query against a branch as (at most) one graph commit.
+"""``mutate``: run one ``.gq`` query against a branch as (at most) one graph commit, or in chunks.
 
 Semantics (see ``docs/mutations.md``):
 
@@ -15,34 +14,33 @@ Semantics (see ``docs/mutations.md``):
 * edge endpoints and ``@unique`` are checked on the result before anything is armed
   (:func:`omnigraph.engine.ops.merge.check_merged`, the same checks as branch merge).
 
-This module selects and binds the query and runs it as one commit; the evaluation itself (what
-each statement stages) is :mod:`omnigraph.engine.ops.mutate_eval`.
+This module selects and binds the query and runs it as one commit (:func:`mutate`) or as a chain
+of commits (:func:`mutate_chunked`); the evaluation itself (what each statement stages) is
+:mod:`omnigraph.engine.ops.mutate_eval`.
 
 Limits: per table, strict-insert plus upsert rows (an update's matched rows included, counted
-while matching) and their Arrow data within the per-commit limits (:mod:`omnigraph.engine.ops.write`),
-else ``resource_limit`` before any intent is armed. Deleted ids are not staged rows and are not
-limited.
+while matching) and their Arrow data within the per-commit limits
+(:mod:`omnigraph.engine.ops.write`), else ``resource_limit`` before any intent is armed. Deleted
+ids are not staged rows and are not limited.
 
-Conflicts (all through :func:`omnigraph.engine.ops.write.commit`, which re-runs ``prepare`` on a fresh
-snapshot after a storage conflict that landed nothing): an insert-only query is re-prepared
-(upserts retried, strict inserts re-probed: ``key_conflict`` only if an attempted id now exists,
-generated ids stay the same, never turned into an upsert); a query with an ``update`` or
-``delete`` read the branch, so a re-prepare on a moved head is ``read_set_conflict``
-``{member, expected, actual}``. ``if_commit`` must equal the branch head at every prepare, else
-``precondition_failed`` ``{expected, actual}``.
+Conflicts (all through :func:`omnigraph.engine.ops.write.commit`, which re-runs ``prepare`` on a
+fresh snapshot after a storage conflict that landed nothing): an insert-only query is
+re-prepared (upserts retried, strict inserts re-probed: ``key_conflict`` only if an attempted id
+now exists, generated ids stay the same, never turned into an upsert); a query with an
+``update`` or ``delete`` read the branch, so a re-prepare on a moved head is
+``read_set_conflict`` ``{member, expected, actual}``. ``if_commit`` must equal the branch head at
+every prepare, else ``precondition_failed`` ``{expected, actual}``.
 
-
-[omnigraph.engine.ops.mutate]
-``mutate --chunk-rows N``: an update- or delete-only query applied as a chain of atomic commits.
-
-For a query that matches more rows than one commit may carry (:mod:`omnigraph.engine.ops.write`), each
-statement runs in chunks: a chunk is the next at most ``N`` committed rows it matches whose id is
-greater than the last id done (ids ascending; an update never changes an id, so the order is
-stable and a row is updated once even when the update keeps it matching), evaluated on a fresh
-snapshot like any mutation and published as one graph commit (``mutate NAME (chunk K)``). A
-statement is done when a chunk matches nothing; statements run in order, so a later one sees
-what the earlier ones committed. The query as a whole is **not** atomic: a crash or a conflict
-leaves the chunks committed so far, and the report says which.
+Chunks (``mutate --chunk-rows N``, :func:`mutate_chunked`): an update- or delete-only query
+applied as a chain of atomic commits, for a query that matches more rows than one commit may
+carry. Each statement runs in chunks: a chunk is the next at most ``N`` committed rows it
+matches whose id is greater than the last id done (ids ascending; an update never changes an id,
+so the order is stable and a row is updated once even when the update keeps it matching),
+evaluated on a fresh snapshot like any mutation and published as one graph commit
+(``mutate NAME (chunk K)``). A statement is done when a chunk matches nothing; statements run in
+order, so a later one sees what the earlier ones committed. ``now()`` stands for one instant in
+every chunk. The query as a whole is **not** atomic: a crash or a conflict leaves the chunks
+committed so far, and the report says which.
 
 Progress is durable: before the first chunk the operation writes its start
 (:class:`ChunkedStart`: the query source, name, parameters, branch, chunk size) and after each
@@ -53,8 +51,8 @@ its record repeats that one chunk, whose update writes the same values again (a 
 nothing left). The progress of a finished operation stays as its record. A chunk that is refused
 (``read_set_conflict`` when the branch moved while it was written, ``resource_limit``, ...) is
 raised with ``details.chunked``: the operation id, the chunks committed and the command that
-resumes it.
-
+resumes it. Failpoint ``mutate.after_chunk``: a chunk is committed and recorded, the next not
+begun.
 """
 
 from __future__ import annotations
@@ -85,7 +83,8 @@ from omnigraph.engine.storage.store import canonical_json
 
 @dataclass(frozen=True)
 class MutationOutcome:
-    """What a mutation's commit did, the commit itself included (None when it wrote nothing);
+    """What a mutation's commit did, the commit itself included (None when it wrote nothing).
+
     :meth:`result` is the answer an application gets.
     """
 
@@ -113,11 +112,10 @@ class MutationOutcome:
 
 
 def select_query(query: str, name: str | None) -> Query:
-    """Parse the ``.gq`` text ``query`` and pick the mutation ``name`` (optional when the text
-    declares one query).
+    """Parse the ``.gq`` text ``query`` and pick the mutation ``name``.
 
-    A read query is refused (it names ``omnigraph query``); so is the insert/update + delete
-    mix, before any I/O.
+    ``name`` is optional when the text declares one query. A read query is refused (it names
+    ``omnigraph query``); so is the insert/update + delete mix, before any I/O.
     """
     chosen = choose_query(query, name, "mutation")
     check_mix(chosen)
@@ -141,9 +139,9 @@ def mutate(
     actor: str,
     external_blobs: bool = True,
 ) -> MutationOutcome:
-    """Run the mutation ``name`` of the ``.gq`` text ``query`` on ``branch``; see the module
-    docstring. Without ``external_blobs`` a Blob value naming an external object is refused
-    before any I/O.
+    """Run the mutation ``name`` of the ``.gq`` text ``query`` on ``branch``; see the module docstring.
+
+    Without ``external_blobs`` a Blob value naming an external object is refused before any I/O.
     """
     bound = check_query(select_query(query, name), graph.catalog, params or {}, now_utc())
     if not external_blobs:
@@ -227,8 +225,9 @@ class ChunkDone(BaseModel):
 
 @dataclass
 class ChunkedProgress:
-    """What a chunked mutation has committed so far (every chunk, in order); :meth:`result` is the
-    answer an application gets once it is done.
+    """What a chunked mutation has committed so far (every chunk, in order).
+
+    :meth:`result` is the answer an application gets once it is done.
     """
 
     operation_id: str
@@ -250,6 +249,7 @@ class ChunkedProgress:
 
 
 def resume_command(uri: str, operation_id: str) -> str:
+    """The command that continues chunked mutation ``operation_id`` of the graph at ``uri``."""
     return f"omnigraph mutate --resume {operation_id} {uri}"
 
 
@@ -296,9 +296,10 @@ def mutate_chunked(
     resume: str | None = None,
     announce: Callable[[str], None] = lambda _line: None,
 ) -> ChunkedMutationResult:
-    """Run (or, with ``resume``, continue) a chunked mutation; see the module docstring. The
-    query is checked before its start is recorded, so a refused one writes nothing; once it is
-    recorded, ``announce`` gets one line naming the command that resumes it. Failpoint
+    """Run (or, with ``resume``, continue) a chunked mutation; see the module docstring.
+
+    The query is checked before its start is recorded, so a refused one writes nothing; once it
+    is recorded, ``announce`` gets one line naming the command that resumes it. Failpoint
     ``mutate.after_chunk``: a chunk is committed and recorded, the next not begun.
     """
     if resume is None:

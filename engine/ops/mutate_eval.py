@@ -61,8 +61,10 @@ class Affected:
 
 @dataclass(frozen=True)
 class Window:
-    """Which committed matches a chunked evaluation takes (:mod:`omnigraph.engine.ops.mutate`): the
-    first ``limit`` ids greater than ``after`` (all ids when ``after`` is None), ids ascending.
+    """Which committed matches a chunked evaluation takes (:mod:`omnigraph.engine.ops.mutate`).
+
+    The first ``limit`` ids greater than ``after`` (all ids when ``after`` is None), ids
+    ascending.
     """
 
     after: str | None
@@ -200,8 +202,10 @@ class Evaluation:
         return dataset.to_table(columns=columns, filter=predicate)
 
     def _committed_ids(self, statement: BoundStatement, state: _Pending) -> list[str]:
-        """Ids of committed rows that ``where`` matches, less those a pending row shadows or a
-        pending delete removed (only the ``id`` column is read).
+        """Ids of committed rows that ``where`` matches, less those pending rows shadow or delete.
+
+        A pending row shadows the committed row with its id, a pending delete removes it; only
+        the ``id`` column is read.
         """
         condition = statement.where
         assert condition is not None
@@ -216,9 +220,10 @@ class Evaluation:
         return taken
 
     def _matching(self, statement: BoundStatement, state: _Pending) -> list[Row]:
-        """Rows that ``where`` matches: committed ones (see :meth:`_committed_ids`), then pending
-        ones. Committed matches would become new staged rows, so they are counted against the
-        table's row limit before their rows are read.
+        """Rows that ``where`` matches: committed ones (see :meth:`_committed_ids`), then pending ones.
+
+        Committed matches would become new staged rows, so they are counted against the table's
+        row limit before their rows are read.
         """
         condition = statement.where
         assert condition is not None
@@ -233,9 +238,11 @@ class Evaluation:
         return committed + pending
 
     def _stored(self, table: TableDef, ids: list[str], state: _Pending, wording: LimitWording) -> pa.Table:
-        """The committed rows ``ids``, each Blob cell as managed bytes: their stored sizes, with the
-        other columns and the table's pending rows, are held to the Arrow limit before any payload
-        is read (an update rewrites the payloads of the rows it matches, changed or not).
+        """The committed rows ``ids``, each Blob cell as managed bytes.
+
+        Their stored sizes, with the other columns and the table's pending rows, are held to the
+        Arrow limit before any payload is read (an update rewrites the payloads of the rows it
+        matches, changed or not).
         """
         predicate = pc.field("id").isin(pa.array(ids, pa.utf8()))
         names = blob_properties(table)
@@ -243,7 +250,7 @@ class Evaluation:
             return self._scan(table, predicate, None)
         dataset = open_pinned(self._graph.store, self._snapshot.table(table.table_key).image)
         stored = dataset.to_table(filter=predicate, with_row_id=True)
-        pending = rows_to_arrow(table, list(state.rows()), with_pk=self._graph.profile.router.with_pk)  # type: ignore[arg-type]
+        pending = rows_to_arrow(table, list(state.rows()), with_pk=self._graph.profile.router.with_pk)
         budget = staged_bytes(self._graph.store, table, pending) + stored.drop_columns(names).nbytes + stored_sizes(dataset, stored, names)
         check_table(table.table_key, wording, arrow_bytes=budget)
         return materialize(dataset, stored, names)
@@ -275,7 +282,9 @@ class Evaluation:
         return lines
 
     def _validate_deletes(self) -> None:
-        """A delete-only query cascades edges, so it leaves no endpoint missing and repeats no
+        """Check a delete-only query's result against ``@card`` only.
+
+        A delete-only query cascades edges, so it leaves no endpoint missing and repeats no
         value: only ``@card`` minimums of the sources it removes edges from can break.
         """
         problems = constraint_problems(self._graph, self._snapshot, self._changes(), {}, "the mutation")
@@ -286,7 +295,7 @@ class Evaluation:
     def _arrow(self) -> dict[str, pa.Table]:
         with_pk = self._graph.profile.router.with_pk
         return {
-            key: rows_to_arrow(state.table, list(state.rows()), with_pk=with_pk)  # type: ignore[arg-type]
+            key: rows_to_arrow(state.table, list(state.rows()), with_pk=with_pk)
             for key, state in sorted(self._pending.items())
             if state.staged()
         }
@@ -306,8 +315,8 @@ class Evaluation:
         for key, state in sorted(self._pending.items()):
             if not (state.staged() or state.deleted):
                 continue
-            strict = rows_to_arrow(state.table, list(state.strict.values()), with_pk=with_pk)  # type: ignore[arg-type]
-            upserts = rows_to_arrow(state.table, list(state.upserts.values()), with_pk=with_pk)  # type: ignore[arg-type]
+            strict = rows_to_arrow(state.table, list(state.strict.values()), with_pk=with_pk)
+            upserts = rows_to_arrow(state.table, list(state.upserts.values()), with_pk=with_pk)
             wording = _limit_wording("the query stages too many rows")
             check_table(key, wording, rows=state.staged())
             store = self._graph.store
@@ -350,8 +359,10 @@ def _rows(table: TableDef, stored: pa.Table, line: int) -> list[Row]:
 
 
 def _line(problem: dict[str, Any], lines: dict[tuple[str, str], int]) -> int | None:
-    """The statement line of a problem's row; for a ``@card`` problem whose node the query did not
-    write, the line of the first of its edges the query wrote or deleted.
+    """The statement line of a problem's row.
+
+    For a ``@card`` problem whose node the query did not write, the line of the first of its
+    edges the query wrote or deleted.
     """
     line = lines.get((problem["table_key"], problem["id"]))
     if line is None and problem["kind"] == "cardinality_violation":
@@ -362,8 +373,9 @@ def _line(problem: dict[str, Any], lines: dict[tuple[str, str], int]) -> int | N
 
 
 def _invalid(problems: list[dict[str, Any]], lines: dict[tuple[str, str], int]) -> BadRequest:
-    """``bad_request`` naming the first problem and the statement line of its row; every problem
-    (with its ``line``) in ``details.problems``.
+    """``bad_request`` naming the first problem and the statement line of its row.
+
+    Every problem (with its ``line``) is in ``details.problems``.
     """
     problems = [{**problem, "line": _line(problem, lines)} for problem in problems]
     first = problems[0]

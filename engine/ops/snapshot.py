@@ -1,18 +1,19 @@
-"""[omnigraph.engine.ops.snapshot]
-``snapshot``: what a branch pins, as the JSON document of DESIGN section 6.
+"""``snapshot`` and ``schema show``: what a branch pins, and the accepted schema of a graph.
 
-[omnigraph.engine.ops.snapshot]
-``schema show``: the accepted schema of a graph and the catalog derived from it.
+``snapshot`` (:func:`snapshot_document`) is what a branch pins, as the JSON document of DESIGN
+section 6.
 
-The document (``schema show --json``) is ``{graph, format, fingerprint, source, warnings,
-catalog}``: ``source`` is the stored ``_schema.pg`` verbatim, ``warnings`` what it was accepted
-with (``{message, line, column}``), and ``catalog`` :meth:`omnigraph.engine.schema.Catalog.describe`:
-``tables`` in table-key order (properties with their types, nullability, ``unique``/``index``
-flags and metadata annotations; the key, implemented interfaces, composite ``unique``,
-``indexes``, ``ranges``, ``checks``, ``cardinality`` and type metadata) and ``interfaces`` by
-name (each with its ``key``, properties and metadata). Everything is deterministic: the same graph gives the same document. Reading needs no
-write access and works at every stamp the program reads.
-
+``schema show`` is the accepted schema of a graph and the catalog derived from it. The document
+(``schema show --json``, :func:`schema_document`) is ``{graph, format, fingerprint, source,
+warnings, catalog}``: ``source`` is the stored ``_schema.pg`` verbatim, ``warnings`` what it was
+accepted with (``{message, line, column}``), and ``catalog``
+:meth:`omnigraph.engine.schema.catalog.Catalog.describe`: ``tables`` in table-key order
+(properties with their types, nullability, ``unique``/``index`` flags and metadata annotations;
+the key, implemented interfaces, composite ``unique``, ``indexes``, ``ranges``, ``checks``,
+``cardinality`` and type metadata) and ``interfaces`` by name (each with its ``key``, properties
+and metadata). :func:`render_schema` is the human rendering. Everything is deterministic: the
+same graph gives the same document. Reading needs no write access and works at every stamp the
+program reads.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.parser import quote
-from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.schema.tables import CheckRule, RangeRule, TableDef
 from omnigraph.engine.storage.lance_io import open_pinned, primary_key
 
 
@@ -97,13 +98,16 @@ def _table_lines(table: TableDef) -> list[str]:
         lines.append(f"    {prop['name']}: {prop['type']}{nullable}{flags}{_metadata(prop['metadata'])}")
     lines += [f"    @unique({', '.join(members)})" for members in table.composite_unique]
     lines += [f"    @index({', '.join(members)})" for members in table.indexes]
-    lines += [f"    {rule.describe()}" for rule in (*table.ranges, *table.checks)]
+    rules: tuple[RangeRule | CheckRule, ...] = (*table.ranges, *table.checks)
+    lines += [f"    {rule.describe()}" for rule in rules]
     return lines
 
 
 def render_schema(graph: Graph) -> list[str]:
-    """The human rendering: a summary line, the catalog (one block per table and interface), the
-    warnings, then the accepted source.
+    """The human rendering of ``schema show``, as lines.
+
+    A summary line, the catalog (one block per table and interface), the warnings, then the
+    accepted source.
     """
     catalog: Catalog = graph.catalog
     lines = [f"{graph.store.uri}: format {graph.stamp}, {len(catalog.table_keys())} table(s), fingerprint {catalog.fingerprint()}"]

@@ -1,96 +1,79 @@
-"""[omnigraph.engine.ops.write]
-The per-commit limits: at most :data:`MAX_ROWS` rows and :data:`MAX_ARROW_BYTES` bytes of Arrow
-data per table per graph commit (both inclusive).
+"""The write protocol: one graph commit is prepare, arm, effects, publish, disarm.
 
-Every write that stages rows as one commit (load's strict inserts and upserts, ``.gq`` mutations)
-refuses a commit over either limit with :func:`check_table`, before any intent is armed; the
-caller words the refusal (:class:`LimitWording`: its hint names what splits the commit), the
-error's code and fields are the same for all of them: ``resource_limit`` ``{resource, limit,
-actual, table_key}`` with ``resource`` ``rows`` or ``arrow_bytes``. Overwrite loads (the bulk
-replacement path) and deleted ids are not limited; a branch merge brings any number of rows, as a
-chain of commits within these limits under one intent (:func:`omnigraph.engine.door.table_store.merge_rows`).
+:func:`commit` is the one seam every write goes through. A write hands it one :data:`Prepare`
+function and gets back a :class:`WriteResult`: the :class:`CommitPlan` of the attempt that
+finished and the :class:`CommitResult` it published (None when the plan had nothing to publish).
+A graph opened read-only refuses every commit (``bad_request``). Every attempt writes to the
+branch incarnation the commit started on, or to none. An attempt:
 
-
-[omnigraph.engine.ops.write]
-The write seam's vocabulary: what a write's ``prepare`` step returns, and what a commit returns.
-
-A write hands :func:`omnigraph.engine.ops.write.commit` one :data:`Prepare` function. Each attempt of the
-commit calls it with a fresh branch snapshot and the plan of the attempt before (None on the
-first), and it returns one :class:`CommitPlan`: the per-table writes (:class:`TableWrite`), the
-parents and message of the head to publish, whether a commit without writes is published, and
-the caller's ``payload`` (what it needs back once the commit is done: counts, an outcome). A
-prepare raises its own refusals (``key_conflict``, ``bad_request``, ``resource_limit``, ...) and
-keeps no state between attempts: whatever it must compare with an earlier attempt it reads from
-``previous``. The commit returns a :class:`WriteResult`: the plan of the attempt that finished
-and the :class:`CommitResult` it published (None if the plan had nothing to publish).
-
-
-[omnigraph.engine.ops.write]
-Step 3 of the write protocol: the table effects of one armed graph commit.
-
-Per table, in table-key order: fork the table if the branch inherits it (from exactly the pinned
-version, named after the graph branch), open it at the pin on the target branch, check it is
-writable (the profile's ``check_writable``), then one router operation
-(:class:`omnigraph.engine.door.TableRouter`: strict insert, upsert, overwrite, merge, repair). Returns the
-manifest entries that pin the new versions.
-
-Failures, by what had landed: a storage conflict on the first table (nothing landed) disarms
-the intent and is :class:`~omnigraph.engine.ops.write.NoEffectConflict` (the commit is prepared
-again); a conflict on a later table, or a multi-commit effect that failed after its first
-commit (``EffectLanded``), is ``recovery_required`` with the intent kept. A fork blocked by
-another writer's (interrupted inside Lance, or of the same name from another image) is
-``recovery_required`` naming ``omnigraph recover``, with the intent withdrawn first if nothing
-had landed. Failpoints:
-``write.after_fork``, ``write.after_merge_step`` (after each commit of a merge),
-``write.after_effect``.
-
-
-[omnigraph.engine.ops.write]
-Step 4 of the write protocol: publish one graph commit (table rows + head row) to ``__manifest``.
-
-The commit publishes from the snapshot its plan was prepared on. A publish that loses to a
-concurrent publish (two writers passed the pin check together) is rebased onto the new head when
-every table it touched only gained Update/Append commits in between (its rows are then contained
-in the newer version): the head's first parent and message come from the plan again
-(:meth:`~omnigraph.engine.ops.write.CommitPlan.head_on`). Otherwise, or after
-:data:`PUBLISH_ATTEMPTS` lost publishes, it is ``recovery_required`` with the intent kept. A
-stamp-5 commit never builds on a head a format-4 writer published after the stamp
-(:func:`refuse_foreign_base`).
-
-
-[omnigraph.engine.ops.write]
-The write protocol: one graph commit = prepare, arm, effects, publish, disarm.
-
-:func:`commit` is the one seam every write goes through. An attempt:
-
-1. Prepare: ``prepare(snapshot, previous)`` validates against the branch snapshot and returns
-   one :class:`~omnigraph.engine.ops.write.CommitPlan` (it raises ``key_conflict``/``bad_request``/
-   ``resource_limit`` itself; the per-commit limits are :mod:`omnigraph.engine.ops.write`). A plan with
-   nothing to publish ends the commit here. Every table to write must then be at the version the
-   manifest pins (:func:`omnigraph.engine.reconcile.pins.check_pins`); any other verdict abandons the
-   attempt before anything is armed and is acted on as a step of its own: wait for a live
-   writer's commit, resolve a dead writer's, settle out-of-band commits (which publishes its own
-   adoption commit, or refuses with ``table_drift``), or just refresh a stale snapshot; then the
-   next attempt starts.
-2. Arm: ``__recovery/<op>.json`` (create-if-absent) records every table's state before.
-3. Effects (:mod:`omnigraph.engine.ops.write`), per table in key order: fork if inherited, then one
-   router operation from the pinned version.
-4. Publish (:mod:`omnigraph.engine.ops.write`): one ``__manifest`` commit (table rows + head row)
-   from the snapshot's version, rebased over concurrent publishes when that is safe.
+1. Prepare: ``prepare(snapshot, previous)`` gets a fresh branch snapshot and the plan of the
+   attempt before (None on the first) and returns one :class:`CommitPlan`: the per-table writes
+   (:class:`TableWrite`, one router operation each), the parents and message of the head to
+   publish, whether a commit without writes is published, and the caller's ``payload`` (what it
+   needs back once the commit is done: counts, an outcome). It validates against the snapshot,
+   raises its own refusals (``key_conflict``, ``bad_request``, ``resource_limit``, ...) and keeps
+   no state between attempts: whatever it must compare with an earlier attempt it reads from
+   ``previous``. A plan whose first parent is not the snapshot's head is refused (``internal``);
+   a plan with nothing to publish ends the commit here. Every table to write must then be at the
+   version the manifest pins (:func:`omnigraph.engine.reconcile.pins.check_pins`); any other
+   verdict abandons the attempt before anything is armed and is acted on as a step of its own:
+   wait for a live writer's commit, resolve a dead writer's, settle out-of-band commits (which
+   publishes its own adoption commit, or refuses with ``table_drift``), or just refresh a stale
+   snapshot; then the next attempt starts.
+2. Arm: ``__recovery/<op>.json`` (create-if-absent) records every table's state before. The
+   branch must still be the incarnation the commit started on, with no live process deleting it;
+   otherwise the intent is disarmed and the write refused with nothing written (``not_found``
+   for a deleted branch, ``read_set_conflict`` for one created again, the branch guard's refusal
+   for a delete in progress).
+3. Effects (:func:`apply_effects`), per table in table-key order: fork the table if the branch
+   inherits it (from exactly the pinned version, named after the graph branch), open it at the
+   pin on the target branch, check that it is writable (the router's ``check_writable``), then
+   one router operation (:class:`omnigraph.engine.door.routing.TableRouter`: strict insert,
+   upsert, overwrite, merge, repair). The result is the manifest entries that pin the new
+   versions.
+4. Publish (:func:`publish`): one ``__manifest`` commit (table rows + head row) from the snapshot
+   the plan was prepared on. A publish that loses to a concurrent publish (two writers passed the
+   pin check together) is rebased onto the new head when every table it touched only gained
+   ``Update``/``Append`` commits in between (its rows are then contained in the newer version):
+   the head's first parent and message come from the plan again (:meth:`CommitPlan.head_on`).
+   Otherwise, or after :data:`PUBLISH_ATTEMPTS` lost publishes, it is ``recovery_required`` with
+   the intent kept. A stamp-5 commit never builds on a head a format-4 writer published after
+   the stamp (:func:`refuse_foreign_base`).
 5. Disarm: delete the intent.
 
-A storage conflict before any table effect deletes the intent and re-runs the whole attempt from
-step 1 with a fresh snapshot (bounded by :data:`RETRY_SECONDS`, with jittered backoff); a strict
-insert therefore re-probes its ids and ends as ``key_conflict`` once a concurrent winner is
-published, and never turns into an upsert. A conflict after an effect landed is
-``recovery_required`` with the intent kept. An attempt that fails after arming for any other
-reason (a storage error, say) keeps its intent too. Either way the process gives that commit up
-(:func:`omnigraph.engine.reconcile.recovery.abandon`): its own next pin check or read-write open resolves the
-intent as a dead writer's, so a long-lived process (a server) is not stuck behind its own failed
-commit. Every attempt writes to the branch incarnation the
-commit started on or to none. Support boundary: one writer process per graph; concurrent
-processes are fenced against duplicate ids, not promised serializable multi-table commits.
+Failures, by what had landed. A storage conflict before any table effect landed (on the first
+table: a commit conflict, or existing ids met by a fenced strict insert) disarms the intent and
+re-runs the whole attempt from step 1 with a fresh snapshot, for at most :data:`RETRY_SECONDS`
+with jittered backoff (then ``read_set_conflict``, nothing written); a strict insert therefore
+re-probes its ids and ends as ``key_conflict`` once a concurrent winner is published, and never
+turns into an upsert. A conflict on a later table, or a multi-commit effect that failed after
+its first commit (``EffectLanded``), is ``recovery_required`` with the intent kept. A fork
+blocked by another writer's (interrupted inside Lance, or of the same name from another image)
+is ``recovery_required`` naming ``omnigraph recover``, with the intent withdrawn first if nothing
+had landed. An attempt that fails after arming for any other reason (a storage error, say) keeps
+its intent too. Either way the process gives that commit up
+(:func:`omnigraph.engine.reconcile.recovery.abandon`): its own next pin check or read-write open
+resolves the intent as a dead writer's, so a long-lived process (a server) is not stuck behind
+its own failed commit.
 
+Limits: at most :data:`MAX_ROWS` rows and :data:`MAX_ARROW_BYTES` bytes of Arrow data per table
+per graph commit (both inclusive). Every write that stages rows as one commit (load's strict
+inserts and upserts, ``.gq`` mutations) refuses a commit over either limit with
+:func:`check_table` in its prepare step, before any intent is armed; the caller words the
+refusal (:class:`LimitWording`: its hint names what splits the commit), and the error's code
+and fields are the same for all of them: ``resource_limit`` ``{resource, limit, actual,
+table_key}`` with ``resource`` ``rows`` or ``arrow_bytes``. Overwrite loads (the bulk
+replacement path) and deleted ids are not limited; a branch merge brings any number of rows, as
+a chain of commits within these limits under one intent
+(:func:`omnigraph.engine.door.table_store.merge_rows`).
+
+Failpoints, in protocol order: ``write.after_prepare`` (a plan with something to publish, before
+the pin check), ``write.after_arm``, ``write.after_fork``, ``write.after_merge_step`` (after each
+commit of a merge effect), ``write.after_effect`` (after each table) and ``write.after_publish``
+(before the disarm).
+
+Support boundary: one writer process per graph; concurrent processes are fenced against
+duplicate ids, not promised serializable multi-table commits.
 """
 
 from __future__ import annotations
@@ -126,8 +109,9 @@ MAX_ARROW_BYTES = COMMIT_ARROW_BYTES
 
 @dataclass(frozen=True)
 class LimitWording:
-    """How a caller words a refused commit: ``str.format`` templates over ``table_key``,
-    ``actual`` and ``limit``, one per resource.
+    """How a caller words a refused commit, one template per resource.
+
+    Each is a ``str.format`` template over ``table_key``, ``actual`` and ``limit``.
     """
 
     rows: str
@@ -135,9 +119,11 @@ class LimitWording:
 
 
 def check_table(table_key: str, wording: LimitWording, *, rows: int | None = None, arrow_bytes: int | None = None) -> None:
-    """Refuse (``resource_limit``) a commit that would stage more than :data:`MAX_ROWS` rows or
-    more than :data:`MAX_ARROW_BYTES` bytes of Arrow data in table ``table_key``; a count left
-    None is not checked (callers check the row count before they read the rows it counts).
+    """Refuse (``resource_limit``) a commit over the per-commit limits in table ``table_key``.
+
+    Over means more than :data:`MAX_ROWS` rows or more than :data:`MAX_ARROW_BYTES` bytes of
+    Arrow data; a count left None is not checked (callers check the row count before they read
+    the rows it counts).
     """
     for resource, limit, actual, template in (
         ("rows", MAX_ROWS, rows, wording.rows),
@@ -154,13 +140,13 @@ P = TypeVar("P")
 
 @dataclass(frozen=True)
 class TableWrite:
-    """Validated rows for one table and how to write them (one router operation,
-    :class:`omnigraph.engine.door.TableRouter`).
+    """Validated rows for one table and how to write them.
 
+    ``kind`` is one router operation (:class:`omnigraph.engine.door.routing.TableRouter`).
     ``repair`` (duplicate repair behind the migration barrier only) first deletes the rows whose
     id is in ``delete_ids`` (and null-id rows if ``delete_null_ids``), then inserts ``rows``.
     ``merge`` (branch merge, ``.gq`` mutations) strict-inserts ``rows``, upserts ``upsert_rows`` and deletes
-    ``delete_ids``, each step skipped when empty (:class:`omnigraph.engine.door.MergeRows`). An ``overwrite``
+    ``delete_ids``, each step skipped when empty (:class:`omnigraph.engine.door.routing.MergeRows`). An ``overwrite``
     may give its rows as a ``RecordBatchReader`` (a load streams a large table into its one
     commit); the reader is consumed by the effect, so ``prepare`` makes a new one per attempt.
     """
@@ -179,7 +165,7 @@ class CommitPlan(Generic[P]):
 
     ``parents`` are the parents of the head to publish; the first is the branch head the plan
     was prepared on (:attr:`base_head`; a plan with another first parent is refused). A publish
-    rebased onto a newer head (:mod:`omnigraph.engine.ops.write`) puts that head first instead and
+    rebased onto a newer head (:func:`publish`) puts that head first instead and
     uses ``rebased_message`` (``message`` when None). Without ``writes`` the commit publishes a
     head-only commit if ``publish_empty``, else nothing. ``payload`` is the caller's.
     """
@@ -220,8 +206,9 @@ class CommitResult:
 
 @dataclass(frozen=True)
 class WriteResult(Generic[P]):
-    """What :func:`omnigraph.engine.ops.write.commit` did: the plan of its last attempt, and the commit it
-    published (None when the plan had no writes and did not ask for an empty commit).
+    """What :func:`commit` did: the plan of its last attempt, and the commit it published.
+
+    ``published`` is None when the plan had no writes and did not ask for an empty commit.
     """
 
     plan: CommitPlan[P]
@@ -229,9 +216,10 @@ class WriteResult(Generic[P]):
 
 
 class NoEffectConflict(Exception):
-    """Inside the write path: an attempt ended before any table effect landed (a storage
-    conflict, a stale snapshot, a commit in flight); the commit runs it again from a fresh
-    snapshot.
+    """Inside the write path: an attempt ended before any table effect landed.
+
+    The cause is a storage conflict, a stale snapshot or a commit in flight; the commit runs the
+    attempt again from a fresh snapshot.
     """
 
 
@@ -274,12 +262,13 @@ def apply_effects(
 
 
 def _fork(graph: Graph, entry: TableEntry, branch: str, operation_id: str, *, landed: bool) -> None:
-    """Fork (or adopt) the table branch the write targets; ``recovery_required`` naming
-    ``omnigraph recover`` when another writer's fork is in the way: one interrupted inside Lance
-    (data without a ref) or one of the same name from another image. Before any table of the
-    commit landed this write's intent is withdrawn first, so the read-write open of the recovery
-    (or of this process's next write) resolves the dead writer's intent that planned that fork,
-    with no live intent of this process holding the table.
+    """Fork (or adopt) the table branch the write targets.
+
+    ``recovery_required`` naming ``omnigraph recover`` when another writer's fork is in the way:
+    one interrupted inside Lance (data without a ref) or one of the same name from another image.
+    Before any table of the commit landed this write's intent is withdrawn first, so the
+    read-write open of the recovery (or of this process's next write) resolves the dead writer's
+    intent that planned that fork, with no live intent of this process holding the table.
     """
     store = graph.store
     try:
@@ -335,7 +324,7 @@ def refuse_foreign_base(graph: Graph, snapshot: BranchSnapshot) -> None:
 
 
 def publish(
-    graph: Graph, snapshot: BranchSnapshot, entries: list[TableEntry], operation_id: str, plan: CommitPlan[object], actor: str
+    graph: Graph, snapshot: BranchSnapshot, entries: list[TableEntry], operation_id: str, plan: CommitPlan[P], actor: str
 ) -> CommitResult:
     """Publish ``entries`` and the plan's head as commit ``operation_id`` (see the module docstring)."""
     parents, message = plan.head_on(snapshot.head.commit_id)
@@ -368,8 +357,10 @@ def publish(
 
 
 def _rebase_entry(graph: Graph, ours: TableEntry, fresh: BranchSnapshot, operation_id: str) -> TableEntry:
-    """Our entry for a table, to publish on top of ``fresh``: the newer of the two versions when
-    every commit between them is an Update or an Append, else ``recovery_required``.
+    """Our entry for a table, to publish on top of ``fresh``.
+
+    The newer of the two versions when every commit between them is an Update or an Append, else
+    ``recovery_required``.
     """
     theirs = fresh.table(ours.table_key)
     if theirs.table_branch != ours.table_branch:
@@ -394,8 +385,10 @@ RETRY_SECONDS = 60.0
 
 
 def commit(graph: Graph, branch: str, prepare: Prepare[P], *, actor: str) -> WriteResult[P]:
-    """Run one graph commit on ``branch`` (see the module docstring); the plan of the attempt
-    that finished, and the commit it published if it had anything to publish.
+    """Run one graph commit on ``branch`` (see the module docstring).
+
+    Returns the plan of the attempt that finished, and the commit it published if it had
+    anything to publish.
     """
     if not graph.writable:
         raise BadRequest("the graph was opened read-only")
@@ -422,9 +415,11 @@ def commit(graph: Graph, branch: str, prepare: Prepare[P], *, actor: str) -> Wri
 
 
 class _Attempts(Generic[P]):
-    """The attempts of one commit on the branch incarnation it started on (read before any
-    snapshot, so every snapshot is of it or of a later one, which the check after arming
-    refuses); remembers the last plan, the ``previous`` of the next prepare.
+    """The attempts of one commit on the branch incarnation it started on.
+
+    The incarnation is read before any snapshot, so every snapshot is of it or of a later one,
+    which the check after arming refuses. Remembers the last plan, the ``previous`` of the next
+    prepare.
     """
 
     def __init__(self, graph: Graph, branch: str, incarnation: str, prepare: Prepare[P], actor: str) -> None:
@@ -490,8 +485,9 @@ class _Attempts(Generic[P]):
 
     @contextmanager
     def _reading(self) -> Iterator[None]:
-        """Lance's "not found" when the branch's images were deleted meanwhile: typed if the
-        branch went away (:func:`_require_incarnation`), else passed on.
+        """Type Lance's "not found" when the branch's images were deleted meanwhile.
+
+        Typed if the branch went away (:func:`_require_incarnation`), else passed on.
         """
         try:
             yield
@@ -501,8 +497,9 @@ class _Attempts(Generic[P]):
 
 
 def _act_on_pins(graph: Graph, branch: str, verdict: PinVerdict, actor: str) -> NoReturn:
-    """Do what a pin verdict other than ``clean`` asks for; ends by asking for a fresh attempt
-    (:class:`NoEffectConflict`), or with ``table_drift``.
+    """Do what a pin verdict other than ``clean`` asks for.
+
+    Ends by asking for a fresh attempt (:class:`NoEffectConflict`), or with ``table_drift``.
     """
     if verdict.action == "refresh":
         raise NoEffectConflict("the snapshot is stale: a concurrent commit was published")

@@ -1,38 +1,6 @@
-"""[omnigraph.engine.query.plan]
-Node ids implied by a block's equalities on every ``@key`` member, for the join planner.
+"""A bound read query as one DuckDB statement over the registered table views.
 
-``$p: Person { name: "Ann" }`` (``name`` the key) can only bind the node whose id is ``"Ann"``.
-Stating ``v.id = 'Ann'`` as well changes no answer, but lets DuckDB carry the constant through
-the joins on ``id`` (``edge.src = v.id``) into the edge table's Lance scan, so a traversal from
-one keyed node reads only that node's edges instead of joining the whole edge table first.
-
-Only exact constants of an exactly matching kind derive an id: strings (and enums), booleans,
-integers within the key's type, Dates and DateTimes. Float keys never do (a float constant may
-equal a stored float numerically while spelling a different id, or the reverse).
-
-
-[omnigraph.engine.query.plan]
-Operands and comparisons of a bound read query as DuckDB SQL.
-
-Variable ``i`` is the SQL alias ``v{i}`` of its node table; values travel as numbered
-parameters (``$1``, ``$2``, ...), each cast to an explicit type so that DuckDB pushes a
-comparison of a column with a constant into the Lance scan (and a BTREE on the column serves
-it). Numbers compare numerically (the reference's rule): an integer constant takes the type of
-the integer column it is compared with when it fits (else both sides are ``HUGEINT``); a
-comparison between an integer and a float, or two float types, is made in ``DOUBLE``. NULL on
-either side makes a comparison NULL, which never matches.
-
-pylance 14's scanner cannot take a pushed filter on an unsigned integer column (its Substrait
-conversion refuses ``U32``/``U64`` fields, and the whole scan fails). A comparison that reads
-such a column is therefore written ``coalesce(comparison, FALSE)``: the same rows in a WHERE
-clause (NULL is not true either way), but an expression DuckDB does not push, so it filters
-those rows itself.
-
-
-[omnigraph.engine.query.plan]
-A bound read query as one DuckDB statement over the registered table views.
-
-Shape::
+Shape (:func:`statement`)::
 
     WITH m AS (SELECT DISTINCT <ids of the match's variables>, <columns used>
                FROM <node views> , <edges or hop pair tables>
@@ -42,12 +10,34 @@ Shape::
 ``m`` holds one row per binding of the match's variables (``DISTINCT`` over their ids: a
 traversal reports a pair at most once, however many edges join it). A traversal of bounds
 ``{1,1}`` joins the edge view directly; any other is the pair table
-:mod:`omnigraph.engine.query.session` built (``relation`` returns its name). A variable whose ``@key``
-members all equal constants also gets its implied id as a condition (:mod:`omnigraph.engine.query.plan`). Order: the ``order`` keys
-(ascending puts NULL first, descending last), then the bound entities' ids ascending in the
-order the variables first appear; a grouped query breaks ties by its group keys instead (NULL
-first). Without ``order`` the tie-break alone orders the rows, so every answer has one order.
+:mod:`omnigraph.engine.query.session` built (``relation`` returns its name). Order: the
+``order`` keys (ascending puts NULL first, descending last), then the bound entities' ids
+ascending in the order the variables first appear; a grouped query breaks ties by its group
+keys instead (NULL first). Without ``order`` the tie-break alone orders the rows, so every
+answer has one order.
 
+Operands and comparisons (:func:`operand_sql`, :func:`compare_sql`). Variable ``i`` is the SQL
+alias ``v{i}`` of its node table; values travel as numbered parameters (``$1``, ``$2``, ...,
+:class:`SqlParams`), each cast to an explicit type so that DuckDB pushes a comparison of a
+column with a constant into the Lance scan (and a BTREE on the column serves it). Numbers
+compare numerically (the reference's rule): an integer constant takes the type of the integer
+column it is compared with when it fits (else both sides are ``HUGEINT``); a comparison between
+an integer and a float, or two float types, is made in ``DOUBLE``. NULL on either side makes a
+comparison NULL, which never matches. pylance 14's scanner cannot take a pushed filter on an
+unsigned integer column (its Substrait conversion refuses ``U32``/``U64`` fields, and the whole
+scan fails). A comparison that reads such a column is therefore written
+``coalesce(comparison, FALSE)``: the same rows in a WHERE clause (NULL is not true either way),
+but an expression DuckDB does not push, so it filters those rows itself.
+
+Implied ids (:func:`implied_ids`): a variable whose ``@key`` members all equal constants also
+gets its implied node id as a condition, for the join planner. ``$p: Person { name: "Ann" }``
+(``name`` the key) can only bind the node whose id is ``"Ann"``. Stating ``v.id = 'Ann'`` as
+well changes no answer, but lets DuckDB carry the constant through the joins on ``id``
+(``edge.src = v.id``) into the edge table's Lance scan, so a traversal from one keyed node reads
+only that node's edges instead of joining the whole edge table first. Only exact constants of an
+exactly matching kind derive an id: strings (and enums), booleans, integers within the key's
+type, Dates and DateTimes. Float keys never do (a float constant may equal a stored float
+numerically while spelling a different id, or the reverse).
 """
 
 from __future__ import annotations
@@ -134,6 +124,7 @@ class SqlParams:
         self.values: list[Any] = []
 
     def add(self, value: Any, sql_type: str) -> str:
+        """Add ``value``; the SQL that reads it: its numbered parameter cast to ``sql_type``."""
         self.values.append(value)
         return f"CAST(${len(self.values)} AS {sql_type})"
 
@@ -144,6 +135,7 @@ def quote(name: str) -> str:
 
 
 def sql_type(ptype: PropertyType) -> str:
+    """The DuckDB type a value of ``ptype`` is compared as (an enum as ``VARCHAR``)."""
     if isinstance(ptype, EnumType):
         return "VARCHAR"
     if isinstance(ptype, ListType):
@@ -155,6 +147,7 @@ def sql_type(ptype: PropertyType) -> str:
 
 
 def column_sql(column: Column) -> str:
+    """The SQL of ``$var.column``: the column of the variable's alias ``v{i}``."""
     return f"v{column.var}.{quote(column.column)}"
 
 
@@ -173,7 +166,8 @@ def _fits(value: Any, ptype: PropertyType) -> bool:
 def _numeric_types(
     left: PropertyType, right: PropertyType, left_const: Const | None, right_const: Const | None
 ) -> tuple[str | None, str | None]:
-    """The SQL types both sides of a numeric comparison are cast to (None: as they are);
+    """The SQL types both sides of a numeric comparison are cast to (None: as they are).
+
     ``left_const``/``right_const`` is the side when it is a constant.
     """
     if left == right:
@@ -297,7 +291,11 @@ def statement(bound: BoundRead, relation: Relation) -> tuple[str, list[object]]:
     sql = f"WITH m AS ({match}) SELECT {', '.join(outputs)} FROM m"
     keys: list[str] = []
     for key in bound.order:
-        target = f"o{key.output}" if key.output is not None else columns[key.column]  # type: ignore[index]
+        if key.output is not None:
+            target = f"o{key.output}"
+        else:
+            assert key.column is not None  # a key that names no output names a column
+            target = columns[key.column]
         keys.append(f"{target} {_direction(key)}")
     if bound.grouped:
         groups = [f"o{i}" for i, output in enumerate(bound.outputs) if output.func is None]

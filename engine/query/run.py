@@ -1,41 +1,32 @@
-"""[omnigraph.engine.query.run]
-Query output values as JSON values.
-
-Strings, booleans, integers (an integer ``sum`` included, however large) and ``F64`` numbers
-as they are; an ``F32`` value (and each item of a vector) as the shortest decimal that reads
-back as the same float32 (``2.7``, not ``2.700000047683716``); a Date as ``YYYY-MM-DD``; a
-DateTime as ISO 8601 UTC with milliseconds (``2024-01-31T09:30:00.000Z``); a list item by
-item; NULL as None.
-
-
-[omnigraph.engine.query.run]
-Which catalog image a read query reads: a branch head, or a commit of the branch (``--at``).
-
-Time travel: the graph as of commit ``C`` of branch ``B`` is the ``__manifest`` version where
-``C`` first became a head (:func:`omnigraph.engine.manifest.load_commit_graph`); its table rows pin the
-images that commit published, which version cleanup keeps while the commit is reachable. ``C``
-must be reachable from ``B``'s head (``B``'s own commits and those it inherited or merged),
-else ``not_found``. Finding it reads one head row per ``__manifest`` version of the live
-branches, so a head read (no ``--at``) never pays it.
-
-
-[omnigraph.engine.query.run]
-``query``: run one ``.gq`` read query against a branch (or one of its commits) of a graph.
+"""``query``: run one ``.gq`` read query against a branch (or one of its commits) of a graph.
 
 The query is parsed and checked before any graph data is read (``bad_request`` with
 line:column; a mutation is refused naming ``omnigraph mutate``). The answer reads one folded
-manifest (:mod:`omnigraph.engine.query.run`), so it is the state of one commit however many writers
-publish meanwhile. Each table the query names is opened at its pinned Lance image and
-registered with a DuckDB session (:mod:`omnigraph.engine.query.session`); DuckDB scans it as Arrow,
-pushing the projection and the column-versus-constant comparisons into the Lance scanner.
-Variable-length traversals are built first (:mod:`omnigraph.engine.query.session`), then one statement
-(:mod:`omnigraph.engine.query.plan`) produces the rows, which are fetched in batches: no table is ever
-turned into Python rows, only the answer is. Reads work at every stamp this program reads
-(``4``, ``migrating``, ``5``).
+manifest (:func:`read_point`), so it is the state of one commit however many writers publish
+meanwhile. Each table the query names is opened at its pinned Lance image and registered with a
+DuckDB session (:mod:`omnigraph.engine.query.session`); DuckDB scans it as Arrow, pushing the
+projection and the column-versus-constant comparisons into the Lance scanner. Variable-length
+traversals are built first (:mod:`omnigraph.engine.query.session`), then one statement
+(:mod:`omnigraph.engine.query.plan`) produces the rows, which are fetched in batches: no table is
+ever turned into Python rows, only the answer is. Reads work at every stamp this program reads
+(``4``, ``migrating``, ``5``). :func:`run_query` returns the output document;
+:func:`open_answer` streams the rows.
 
-Output document: ``{query, branch, commit, columns, rows: [{column: value}]}`` (values as
-:mod:`omnigraph.engine.query.run` says; ``columns`` is there even when ``rows`` is empty).
+Which catalog image a query reads (:func:`read_point`): a branch head, or a commit of the branch
+(``--at``). Time travel: the graph as of commit ``C`` of branch ``B`` is the ``__manifest``
+version where ``C`` first became a head
+(:func:`omnigraph.engine.manifest.commit_graph.load_commit_graph`); its table rows pin the
+images that commit published, which version cleanup keeps while the commit is reachable. ``C``
+must be reachable from ``B``'s head (``B``'s own commits and those it inherited or merged), else
+``not_found``. Finding it reads one head row per ``__manifest`` version of the live branches, so
+a head read (no ``--at``) never pays it.
 
+Output document: ``{query, branch, commit, columns, rows: [{column: value}]}`` (``columns`` is
+there even when ``rows`` is empty). Values as JSON values (:func:`renderer`): strings, booleans,
+integers (an integer ``sum`` included, however large) and ``F64`` numbers as they are; an
+``F32`` value (and each item of a vector) as the shortest decimal that reads back as the same
+float32 (``2.7``, not ``2.700000047683716``); a Date as ``YYYY-MM-DD``; a DateTime as ISO 8601
+UTC with milliseconds (``2024-01-31T09:30:00.000Z``); a list item by item; NULL as None.
 """
 
 from __future__ import annotations

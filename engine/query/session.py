@@ -1,33 +1,29 @@
-"""[omnigraph.engine.query.session]
-The DuckDB session a read query runs in: bounded memory, spill to disk, typed failures.
+"""The DuckDB session a read query runs in, and the variable-length traversals built in it.
 
 One DuckDB database per process, created on first use, holds every query's memory: it is
 limited to ``OMNIGRAPH_QUERY_MEMORY_MB`` MiB (default :data:`DEFAULT_MEMORY_MB`, read when the
 database is created), and intermediate results beyond it spill to a temporary directory removed
-when the process exits. Each query runs on a connection of its own (a cursor: its registered
-tables and temp tables are invisible to other queries, and it costs well under a millisecond,
-where opening a database costs tens). A query that still cannot fit is ``resource_limit``
-``{resource: "query_memory", limit, actual}`` (bytes; ``actual`` is the limit it reached).
-Any other DuckDB failure (a Lance scan that failed, for one) is raised as :class:`OSError` so
-that :meth:`omnigraph.engine.manifest.Manifest.reading` can tell a branch deleted meanwhile from a
-storage error.
+when the process exits. Each query runs on a connection of its own (:func:`open_session`: a
+cursor, so its registered tables and temp tables are invisible to other queries, and it costs
+well under a millisecond, where opening a database costs tens). A query that still cannot fit
+is ``resource_limit`` ``{resource: "query_memory", limit, actual}`` (bytes; ``actual`` is the
+limit it reached). Any other DuckDB failure (a Lance scan that failed, for one) is raised as
+:class:`OSError` so that :meth:`omnigraph.engine.manifest.manifest.Manifest.reading` can tell a
+branch deleted meanwhile from a storage error.
 
-
-[omnigraph.engine.query.session]
-Variable-length traversals: the (source, destination) pairs of a hop, as a DuckDB temp table.
-
-The reference's rule, breadth-first from each source ``s``: ``s`` counts as visited; hop ``k``
-reaches the unvisited nodes one edge away from those reached at hop ``k - 1`` (they become
-visited and are not expanded again), and a node reached at hop ``k - 1`` that has a stored
-self-loop is reported again at hop ``k``. So a pair ``(s, x)`` is reported when the shortest
-distance ``d`` from ``s`` to ``x`` (``d = 0`` for ``x = s``) lies in ``min..max``, or when
-``x`` has a self-loop and ``d + 1`` does. Each pair at most once.
+Variable-length traversals (:class:`Traversals`): the (source, destination) pairs of a hop, as a
+DuckDB temp table. The reference's rule, breadth-first from each source ``s``: ``s`` counts as
+visited; hop ``k`` reaches the unvisited nodes one edge away from those reached at hop
+``k - 1`` (they become visited and are not expanded again), and a node reached at hop ``k - 1``
+that has a stored self-loop is reported again at hop ``k``. So a pair ``(s, x)`` is reported
+when the shortest distance ``d`` from ``s`` to ``x`` (``d = 0`` for ``x = s``) lies in
+``min..max``, or when ``x`` has a self-loop and ``d + 1`` does. Each pair at most once.
 
 Breadth-first search runs in DuckDB, one join of the frontier with the edges per hop (the edge
 scan filtered on the frontier's nodes; the join also finds the frontier's self-loops, so no
-separate scan of the edges looks for them), then an
-``INSERT ... SELECT`` into a table ``(s, n, d)`` of reached nodes and their distance (an
-anti-join with it is the visited set), starting from a *seed* set. The pair set of a source depends on that source alone, so any
+separate scan of the edges looks for them), then an ``INSERT ... SELECT`` into a table
+``(s, n, d)`` of reached nodes and their distance (an anti-join with it is the visited set),
+starting from a *seed* set. The pair set of a source depends on that source alone, so any
 superset of the sources a query can bind gives the same answer: the seeds are the rows of the
 variable's node table that pass the comparisons of that variable alone in the block that
 introduces it. When the source variable has none and the destination does, the search runs
@@ -36,7 +32,6 @@ counts is the seed's). With neither, the sources are every node with an outgoing
 
 Ids are unique per node type only: when the edge's endpoints are of different types, a second
 hop would join ids of different types, so only hop 1 exists (and a self-loop cannot).
-
 """
 
 from __future__ import annotations
@@ -76,6 +71,11 @@ class Session:
         self._limit_bytes = limit_mb * 1024 * 1024
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> duckdb.DuckDBPyConnection:
+        """Run ``sql`` with ``params``; the executed statement, its rows to fetch.
+
+        Failures are typed as the module docstring says: ``resource_limit`` when out of memory,
+        else :class:`OSError`.
+        """
         import duckdb  # loaded already: the connection is DuckDB's
 
         try:
@@ -240,7 +240,9 @@ class Traversals:
                 f"CREATE OR REPLACE TEMP TABLE {step} AS SELECT DISTINCT x.s AS s, x.n AS n, {depth} AS d FROM {expand} x "
                 f"WHERE NOT EXISTS (SELECT 1 FROM {reach} r WHERE r.s = x.s AND r.n = x.n)"
             )
-            (count,) = run(f"INSERT INTO {reach} SELECT s, n, d FROM {step}").fetchone()  # type: ignore[misc]
+            inserted = run(f"INSERT INTO {reach} SELECT s, n, d FROM {step}").fetchone()
+            assert inserted is not None  # an INSERT answers one row: its row count
+            (count,) = inserted
             if count == 0:
                 break
         a, b = ("s", "n") if forward else ("n", "s")

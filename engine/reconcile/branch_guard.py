@@ -57,6 +57,7 @@ class GuardRecord(BaseModel):
     at: int
 
     def held_by_live_process(self) -> bool:
+        """True if this record says ``held`` and its process is alive (on this host)."""
         return self.state == "held" and process_is_alive(self.host, self.pid, self.process_start)
 
 
@@ -120,9 +121,11 @@ def _record(branch: str, sequence: int, state: Literal["held", "released"], oper
 
 @dataclass(frozen=True)
 class Attempt:
-    """The outcome of :func:`try_acquire`: ``held`` (this process's record) if it took the guard,
-    else ``holder`` (the live process holding it); ``previous`` is the state it replaced, whose
-    holder was dead if it was still ``held`` (an interrupted operation).
+    """The outcome of :func:`try_acquire`: ``held`` if it took the guard, else ``holder``.
+
+    ``held`` is this process's record; ``holder`` is the record of the live process holding the
+    guard. ``previous`` is the state it replaced, whose holder was dead if it was still ``held``
+    (an interrupted operation).
     """
 
     held: GuardRecord | None
@@ -156,6 +159,7 @@ def release(store: GraphStore, held: GuardRecord) -> None:
 
 
 def busy_error(branch: str, holder: GuardRecord, wanted: str) -> ReadSetConflict:
+    """The ``read_set_conflict`` for ``wanted`` (what was not done) while ``holder`` holds the guard of ``branch``."""
     return ReadSetConflict(
         f"branch {branch!r} is being changed by another process ({holder.operation} by pid {holder.pid} on "
         f"{holder.host}); {wanted} was not done, retry it when that process has finished",

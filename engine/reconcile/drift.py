@@ -92,6 +92,7 @@ class OutOfBandCommit:
     kind: StepKind
 
     def to_json(self) -> dict[str, Any]:
+        """The commit's JSON document: ``version``, ``operation`` and ``kind``."""
         return {"version": self.version, "operation": self.operation, "kind": self.kind}
 
 
@@ -120,16 +121,20 @@ class TableDriftReport:
 
     @property
     def pinned_table_branch(self) -> str | None:
+        """The Lance table branch the manifest pins (for an unpinned fork, the inherited one); None is main."""
         return self.table_branch if self.unpinned_fork is None else self.inherited_branch
 
     @property
     def span(self) -> str:
+        """The versions past the pin, as ``v<pinned>..v<head>``."""
         return f"v{self.pinned_version}..v{self.head_version}"
 
     @property
     def operations(self) -> list[str]:
-        """Distinct operation names, in version order; undecoded steps that change no row are left
-        out when the span has a named operation (they are the bookkeeping of that operation).
+        """Distinct operation names, in version order.
+
+        Undecoded steps that change no row are left out when the span has a named operation (they
+        are the bookkeeping of that operation).
         """
         named = [c for c in self.commits if not (c.operation == UNDECODED and c.kind == "no_row_change")]
         names: list[str] = []
@@ -139,6 +144,7 @@ class TableDriftReport:
         return names
 
     def describe(self) -> str:
+        """The drift in words, for messages: the table, the branch, what moved outside the engine, its commits."""
         steps = ", ".join(f"v{c.version} {c.operation}" for c in self.commits) or "no commits"
         if self.unpinned_fork is not None:
             fork = self.unpinned_fork
@@ -154,6 +160,7 @@ class TableDriftReport:
         )
 
     def to_json(self) -> dict[str, Any]:
+        """The report's JSON document: the table, its pin and HEAD, the commits and the verdict."""
         return {
             "graph_branch": self.graph_branch,
             "table_key": self.table_key,
@@ -239,15 +246,18 @@ def _layout(dataset: lance.LanceDataset) -> tuple[Any, ...]:
 
 
 def _keeps_fencing(before: list[str], after: list[str]) -> bool:
-    """A primary key kept as it was, or ``[id]`` installed where there was none (what a
-    migration unit does); any other change of the key is not a metadata-only step.
+    """True if the primary key was kept as it was, or ``[id]`` was installed where there was none.
+
+    Installing ``[id]`` is what a migration unit does; any other change of the key is not a
+    metadata-only step.
     """
     return after == before or (before == [] and after == [KEY_COLUMN])
 
 
 def _sorted_rows(dataset: lance.LanceDataset) -> pa.Table:
-    """Every row by id; a Blob column as its cells' digests (a rewrite moves the payloads, so the
-    descriptors change while the bytes do not).
+    """Every row, sorted by id; a Blob column as its cells' digests.
+
+    A rewrite moves the payloads, so the descriptors change while the bytes do not.
     """
     names = blob_names(dataset.schema)
     table = dataset.to_table(with_row_id=bool(names))
@@ -259,12 +269,14 @@ def _sorted_rows(dataset: lance.LanceDataset) -> pa.Table:
 
 
 def same_rows(first: lance.LanceDataset, second: lance.LanceDataset) -> bool:
-    """True if both images hold the same rows (ids and every column, Blob payloads by digest),
-    whatever their layout.
+    """True if both images hold the same rows, whatever their layout.
+
+    Rows are compared by id and every column, Blob payloads by digest.
     """
     if first.count_rows() != second.count_rows():
         return False
-    return _sorted_rows(first).equals(_sorted_rows(second))
+    same: bool = _sorted_rows(first).equals(_sorted_rows(second))
+    return same
 
 
 def classify(store: GraphStore, graph_branch: str, entry: TableEntry, head: int, *, compare_rows: bool = False) -> TableDriftReport:
@@ -352,8 +364,9 @@ def out_of_band(
     in_flight: set[tuple[str, str | None]] | None = None,
     include_forks: bool = False,
 ) -> list[TableDriftReport]:
-    """Reports for every table ``graph_branch`` owns whose HEAD is past its pin, in table-key order;
-    with ``include_forks`` also for unpublished Lance forks named after the branch on tables it
+    """Reports for every table ``graph_branch`` owns whose HEAD is past its pin, in table-key order.
+
+    With ``include_forks``, also for unpublished Lance forks named after the branch on tables it
     still inherits (ahead of their fork point, or forked from another version than the pin).
 
     Tables an armed recovery intent covers are left out: their extra versions are a commit in
@@ -370,7 +383,9 @@ def out_of_band(
     with ThreadPoolExecutor(max_workers=HEAD_READERS) as pool:
         heads = list(pool.map(lambda entry: latest_version(store, entry.table_path, own), owned))
         forks = list(pool.map(lambda entry: _unpinned_fork(store, entry, str(own)), inherited))
-    ahead = [(entry, None, head) for entry, head in zip(owned, heads, strict=True) if head > entry.table_version]
+    ahead: list[tuple[TableEntry, LanceBranch | None, int]] = [
+        (entry, None, head) for entry, head in zip(owned, heads, strict=True) if head > entry.table_version
+    ]
     ahead += [(entry, found[0], found[1]) for entry, found in zip(inherited, forks, strict=True) if found is not None]
     if not ahead:
         return []
@@ -388,8 +403,9 @@ def out_of_band(
 
 
 def _unpinned_fork(store: GraphStore, entry: TableEntry, name: str) -> tuple[LanceBranch, int] | None:
-    """The Lance branch ``name`` of an inherited table with its HEAD, if it holds anything the
-    pin does not (commits past its fork point, or a fork point other than the pin).
+    """The Lance branch ``name`` of an inherited table with its HEAD, if it holds anything the pin does not.
+
+    It does when it has commits past its fork point, or a fork point other than the pin.
     """
     fork = list_branches(open_dataset(store, entry.table_path)).get(name)
     if fork is None:
@@ -477,7 +493,7 @@ def revert(store: GraphStore, manifest: Manifest, report: TableDriftReport, *, a
         message = _commit_message("reverted", [report]) + f" (deleted the unpublished fork {report.unpinned_fork.name!r})"
         head = HeadEntry(new_ulid(), (snapshot.head.commit_id,), actor, message, now_ms())
         return manifest.publish(snapshot, [], head)
-    open_pinned(store, entry.image).restore()
+    open_pinned(store, entry.image).restore()  # type: ignore[no-untyped-call]  # lance's LanceDataset.restore has no annotations
     restored = latest_version(store, entry.table_path, entry.table_branch)
     message = _commit_message("reverted", [report]) + f" (v{report.pinned_version} restored as v{restored})"
     head = HeadEntry(new_ulid(), (snapshot.head.commit_id,), actor, message, now_ms())

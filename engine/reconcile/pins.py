@@ -83,8 +83,9 @@ def check_pins(store: GraphStore, manifest: Manifest, snapshot: BranchSnapshot, 
 
 
 def _head_past_pin(store: GraphStore, entry: TableEntry, target: str | None) -> int | None:
-    """The HEAD of ``entry``'s table on ``target`` if it is past what the branch may write on (the
-    pin; for an inherited table, the fork point of an existing fork), else None.
+    """The HEAD of ``entry``'s table on ``target`` if it is past what the branch may write on, else None.
+
+    What the branch may write on is the pin; for an inherited table, the fork point of an existing fork.
     """
     if entry.table_branch == target:
         pinned = entry.table_version

@@ -1,18 +1,14 @@
-"""[omnigraph.engine.reconcile.recovery]
-Write-path recovery intents: ``__recovery/<operation-id>.json`` documents.
+"""Write intents under ``__recovery/``, and the resolution of interrupted graph commits on a read-write open.
 
-An intent is armed (create-if-absent) before a graph commit's first effect and deleted after its
-publish. It records what the commit may change, so that a later read-write open can tell a
-published commit from an interrupted one and undo the latter's unpublished table effects.
-Resolution records are written to ``__recovery/log/<operation-id>.json``.
+An intent (``__recovery/<operation-id>.json``) is armed (create-if-absent, :func:`arm`) before a
+graph commit's first effect and deleted after its publish (:func:`disarm`). It records what the
+commit may change, so that a later read-write open can tell a published commit from an
+interrupted one and undo the latter's unpublished table effects. Resolution records are written
+to ``__recovery/log/<operation-id>.json``.
 
-
-[omnigraph.engine.reconcile.recovery]
-Resolve interrupted graph commits on a read-write open.
-
-For every armed intent whose writer is not a live process on this host, holding the guard of
-the intent's graph branch (:mod:`omnigraph.engine.reconcile.branch_guard`; a branch whose guard a live process holds
-is left for a later open):
+:func:`resolve_intents` resolves every armed intent whose writer is not a live process on this
+host, holding the guard of the intent's graph branch (:mod:`omnigraph.engine.reconcile.branch_guard`;
+a branch whose guard a live process holds is left for a later open):
 
 * if the graph branch of that name is gone, or is another incarnation than the one the intent
   recorded (deleted and created again), the commit died with its branch: only forks it planned
@@ -33,7 +29,6 @@ is left for a later open):
 Each resolution is recorded in ``__recovery/log/`` before the intent is deleted. Intents of live
 writers on this host, and dead intents touching a table a live writer's commit also touches, are
 left alone; the support boundary is one writer host per graph.
-
 """
 
 from __future__ import annotations
@@ -105,6 +100,8 @@ class WriteIntent(BaseModel):
 
 
 class RecoveredTable(BaseModel):
+    """What the resolution of an interrupted commit did to one of its tables."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     table_key: str
@@ -129,6 +126,7 @@ class RecoveryRecord(BaseModel):
 
 
 def intent_path(operation_id: str) -> str:
+    """The root-relative path of the intent of ``operation_id``."""
     return f"{RECOVERY_DIR}/{operation_id}.json"
 
 
@@ -139,8 +137,9 @@ _IN_FLIGHT_LOCK = threading.Lock()
 
 
 def arm(store: GraphStore, intent: WriteIntent) -> None:
-    """Persist ``intent`` (listed as in flight in this process first); an existing intent with
-    the same id is an internal error.
+    """Persist ``intent``, listed as in flight in this process first.
+
+    An existing intent with the same id is an internal error.
     """
     with _IN_FLIGHT_LOCK:
         _IN_FLIGHT.add(intent.operation_id)
@@ -161,9 +160,10 @@ def disarm(store: GraphStore, operation_id: str) -> None:
 
 
 def abandon(operation_id: str) -> None:
-    """This process gave up commit ``operation_id`` with its intent kept (or never had it in
-    flight): from now on its intent is resolved like a dead writer's, by the next read-write open
-    or pin check of this process, or by another process once this one has exited.
+    """Record that this process gave up commit ``operation_id`` with its intent kept (or never had it in flight).
+
+    From now on its intent is resolved like a dead writer's, by the next read-write open or pin
+    check of this process, or by another process once this one has exited.
     """
     with _IN_FLIGHT_LOCK:
         _IN_FLIGHT.discard(operation_id)
@@ -186,8 +186,10 @@ def list_intents(store: GraphStore) -> list[WriteIntent]:
 
 
 def owner_is_alive(intent: WriteIntent) -> bool:
-    """True if the intent's commit is in flight: its writer is a live process on this host and,
-    when that is this process, the commit has not been given up (:func:`abandon`).
+    """True if the intent's commit is in flight.
+
+    Its writer is a live process on this host and, when that is this process, the commit has not
+    been given up (:func:`abandon`).
     """
     if intent.host == this_host() and intent.pid == os.getpid() and intent.process_start == process_start_marker(intent.pid):
         with _IN_FLIGHT_LOCK:
@@ -196,6 +198,7 @@ def owner_is_alive(intent: WriteIntent) -> bool:
 
 
 def record_resolution(store: GraphStore, record: RecoveryRecord) -> None:
+    """Write ``record`` to ``__recovery/log/<operation-id>.json`` (create-if-absent: a first record stays)."""
     store.put_if_absent(f"{RECOVERY_LOG_DIR}/{record.operation_id}.json", canonical_json(record))
 
 
@@ -204,9 +207,8 @@ Outcome = Literal["published", "rolled_back", "branch_gone", "branch_deleted"]
 
 def _was_published(manifest: Manifest, intent: WriteIntent) -> bool:
     for version in manifest.head_versions(intent.graph_branch):
-        if version > intent.base_manifest_version:
-            if manifest.snapshot(intent.graph_branch, version).head.commit_id == intent.operation_id:
-                return True
+        if version > intent.base_manifest_version and manifest.snapshot(intent.graph_branch, version).head.commit_id == intent.operation_id:
+            return True
     return False
 
 
@@ -220,9 +222,10 @@ def pinned_anywhere(manifest: Manifest, table_path: str, table_branch: str | Non
 
 
 def _delete_dead_fork(store: GraphStore, manifest: Manifest, table: IntentTable) -> RecoveredTable:
-    """Delete the fork ``table`` planned if it is exactly that fork and nothing pins it; a fork
-    the dead writer was killed inside (its data without a ref) has its leftovers removed, unless
-    a live writer's intent targets the same table branch.
+    """Delete the fork ``table`` planned if it is exactly that fork and nothing pins it.
+
+    A fork the dead writer was killed inside (its data without a ref) has its leftovers removed,
+    unless a live writer's intent targets the same table branch.
     """
     name = str(table.target_branch)
     fork = list_branches(open_dataset(store, table.table_path)).get(name)
@@ -272,7 +275,7 @@ def _roll_back(store: GraphStore, manifest: Manifest, intent: WriteIntent) -> li
             outcomes.append(RecoveredTable(table_key=table.table_key, action="unchanged", table_branch=table.target_branch))
             continue
         dataset = open_pinned(store, entry.image.on(table.target_branch))
-        dataset.restore()
+        dataset.restore()  # type: ignore[no-untyped-call]  # lance's LanceDataset.restore has no annotations
         restored = latest_version(store, entry.table_path, table.target_branch)
         republish.append(replace(entry, table_version=restored))
         outcomes.append(
@@ -332,8 +335,9 @@ def _resolvable(pending: list[WriteIntent]) -> list[WriteIntent]:
 
 
 def resolve_intents(store: GraphStore, manifest: Manifest) -> list[RecoveryRecord]:
-    """Resolve every interrupted commit (see module docstring); returns what was done, by branch
-    name then operation id.
+    """Resolve every interrupted commit (see the module docstring).
+
+    Returns what was done, by branch name then operation id.
     """
     records: list[RecoveryRecord] = []
     by_branch = sorted(_resolvable(list_intents(store)), key=lambda i: (i.graph_branch, i.operation_id))
@@ -355,10 +359,11 @@ def resolve_intents(store: GraphStore, manifest: Manifest) -> list[RecoveryRecor
 
 
 def complete_interrupted(store: GraphStore, manifest: Manifest, record: branch_guard.GuardRecord) -> None:
-    """Finish what a process that died holding a branch's guard left (the caller holds the guard
-    now): if the branch does not exist (a delete that removed it, a create that had not made it
-    yet), delete the table forks of its name that no live branch pins, and what a fork or a delete
-    of one killed inside Lance left (data without a ref). An existing branch is left as it is.
+    """Finish what a process that died holding a branch's guard left; the caller holds the guard now.
+
+    If the branch does not exist (a delete that removed it, a create that had not made it yet),
+    delete the table forks of its name that no live branch pins, and what a fork or a delete of
+    one killed inside Lance left (data without a ref). An existing branch is left as it is.
     """
     if record.operation == "recover" or record.branch in manifest.branches():
         return
@@ -386,8 +391,9 @@ def finish_interrupted_branch_operations(store: GraphStore, manifest: Manifest) 
 
 
 def discard_for_deletion(store: GraphStore, dead: Iterable[WriteIntent]) -> list[RecoveryRecord]:
-    """Resolve dead intents of a branch that has just been deleted with its table forks (the
-    deleter holds the branch's guard): their effects went with the branch.
+    """Resolve dead intents of a branch that has just been deleted with its table forks.
+
+    The deleter holds the branch's guard; the intents' effects went with the branch.
     """
     return [
         _record(

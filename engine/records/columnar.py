@@ -1,11 +1,17 @@
-r"""[omnigraph.engine.records.columnar]
-Columnar coercion of JSONL property values, and key-derived node ids, with Arrow compute.
+r"""The fast path of JSONL parsing: one block of lines to physical Arrow tables, columnar.
 
-The columnar counterpart of :mod:`omnigraph.engine.schema.types` and :func:`omnigraph.engine.schema.ids.derive_node_id`
-for the fast load path (:mod:`omnigraph.engine.records.columnar`). It never refuses a value itself: where
-the row-by-row rules would refuse a value, or where this module cannot prove it would reach the
-same result, it raises :class:`Declined` and the caller hands the input to the row path, which
-produces the precise error (or the same rows).
+:func:`parse_block` reads a block with ``pyarrow.json`` against an explicit schema per record
+type (derived from the catalog: :func:`read_schema`, :func:`read_type`) and validates and
+converts the columns with Arrow compute: :func:`coerce_column` is the columnar counterpart of
+the value coercion of :mod:`omnigraph.engine.schema.values`, :func:`derive_ids` that of
+:func:`omnigraph.engine.schema.ids.derive_node_id`. It vouches for a result only when the
+row-by-row parser (:func:`omnigraph.engine.records.parse.parse_lines`) would accept the same
+lines and produce the same rows, ids and line numbers; in every other case it raises
+:class:`Declined`, and the caller hands the input to the row path, which produces the precise
+refusal (or the same rows). Nothing here refuses a value itself: where the row-by-row rules
+would refuse a value, or where this module cannot prove it would reach the same result, it
+declines. Duplicates across rows (ids, ``@unique`` values) are not looked for here: the caller
+checks them over the whole input.
 
 Read types (what ``pyarrow.json`` is told to expect) are chosen so that JSON the row path
 refuses is refused by the reader too, or shows in the column: integers are read as their exact
@@ -16,18 +22,6 @@ the caller reads as text (``"YYYY-MM-DD"``, checked by Arrow's strict ISO cast; 
 spellings are left to the row path); enums as Utf8, checked against their values here; Blob
 properties as Utf8, and always declined (the row path decodes their spellings).
 
-
-[omnigraph.engine.records.columnar]
-The fast path of JSONL parsing: one block of lines to physical Arrow tables, columnar.
-
-:func:`parse_block` reads a block with ``pyarrow.json`` against an explicit schema per record
-type (derived from the catalog, see :mod:`omnigraph.engine.records.columnar`) and validates and converts the
-columns with Arrow compute. It vouches for a result only when the row-by-row parser
-(:func:`omnigraph.engine.records.parse.parse_lines`) would accept the same lines and produce the same rows, ids
-and line numbers; in every other case it raises :class:`Declined`, and the caller uses the row
-path, which produces the precise refusal. Duplicates across rows (ids, ``@unique`` values) are
-not looked for here: the caller checks them over the whole input.
-
 What makes a block decline (all rare in generated or exported files, all legal to decline):
 
 - a non-blank line that does not start with ``{`` and end with ``}`` (optionally ``}\r``), or
@@ -37,9 +31,8 @@ What makes a block decline (all rare in generated or exported files, all legal t
   same in Arrow, but the row path tells them apart);
 - anything the reader refuses (malformed JSON, duplicate members, unknown members, wrong JSON
   types, out-of-range integers), an unknown type, a record with both or neither of
-  ``type``/``edge``, every value :mod:`omnigraph.engine.records.columnar` declines, and a value outside
-  the type's ``@range``/``@check`` rules.
-
+  ``type``/``edge``, every value the column coercions decline, and a value outside the type's
+  ``@range``/``@check`` rules.
 """
 
 from __future__ import annotations
@@ -78,11 +71,12 @@ _JSON_ESCAPED = r'["\\\x00-\x1f]'
 DATE = ScalarType("Date")
 """The Date scalar type (a column the caller may read as ``YYYY-MM-DD`` text)."""
 _DATE_TEXT = r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\z"
-"""The row path's ``YYYY-MM-DD`` pattern (:mod:`omnigraph.engine.schema.types`)."""
+"""The row path's ``YYYY-MM-DD`` pattern (:mod:`omnigraph.engine.schema.values`)."""
 
 
 def read_type(ptype: PropertyType, as_text: bool = False) -> pa.DataType:
-    """The Arrow type ``pyarrow.json`` reads a property of ``ptype`` as (see the module docstring);
+    """The Arrow type ``pyarrow.json`` reads a property of ``ptype`` as (see the module docstring).
+
     ``as_text`` reads a Date property as its ``"YYYY-MM-DD"`` spelling.
     """
     if as_text and ptype == DATE:
@@ -236,8 +230,9 @@ _READ_BLOCK = 512 * 1024
 
 @dataclass(frozen=True)
 class TableBatch:
-    """Validated rows of one table: ``rows`` has the physical schema; ``lines`` (int64) gives
-    each row's input line. Rows are in input order.
+    """Validated rows of one table, in input order.
+
+    ``rows`` has the physical schema; ``lines`` (int64) gives each row's input line.
     """
 
     table_key: str
@@ -246,8 +241,9 @@ class TableBatch:
 
 
 def read_schema(table: TableDef, text_dates: frozenset[str] = frozenset()) -> pa.Schema:
-    """The ``pyarrow.json`` schema of one record type's lines (no other member is accepted);
-    the Date properties named in ``text_dates`` are read as ``"YYYY-MM-DD"`` text.
+    """The ``pyarrow.json`` schema of one record type's lines (no other member is accepted).
+
+    The Date properties named in ``text_dates`` are read as ``"YYYY-MM-DD"`` text.
     """
     props = [pa.field(p.name, read_type(p.type, p.name in text_dates)) for p in table.properties]
     data = pa.struct([pa.field("id", pa.utf8()), *props])
@@ -276,9 +272,9 @@ def parse_block(block: JsonlBlock, catalog: Catalog, with_pk: bool) -> list[Tabl
 
 
 def _record_lines(block: JsonlBlock) -> np.ndarray:
-    """Indices of the block's non-blank lines; declines a line that is not one JSON object.
+    r"""Indices of the block's non-blank lines; declines a line that is not one JSON object.
 
-    Most blocks have no blank line: then counting ``}\\n{`` (and ``}\\r\\n{``) proves every
+    Most blocks have no blank line: then counting ``}\n{`` (and ``}\r\n{``) proves every
     line is ``{...}`` without looking at each line; otherwise each line's first and last byte
     is checked.
     """
@@ -318,10 +314,11 @@ def _guard_text(block: JsonlBlock) -> None:
 
 
 def _read(payload: bytes, schema: pa.Schema, unexpected: str = "error") -> pa.Table:
-    """``payload`` (JSONL) read with ``schema``; the reader's block (its unit of parallel
-    parsing) is widened to hold the longest line, which it cannot split. A payload of one block
-    is parsed on the calling thread: there is nothing to parse in parallel, and handing it to
-    Arrow's thread pool costs more than parsing it.
+    """``payload`` (JSONL) read with ``schema``.
+
+    The reader's block (its unit of parallel parsing) is widened to hold the longest line, which
+    it cannot split. A payload of one block is parsed on the calling thread: there is nothing to
+    parse in parallel, and handing it to Arrow's thread pool costs more than parsing it.
     """
     block = max(_READ_BLOCK, _longest_line(payload) + 2)
     options = pj.ReadOptions(use_threads=len(payload) > block, block_size=block)
@@ -333,8 +330,9 @@ def _read(payload: bytes, schema: pa.Schema, unexpected: str = "error") -> pa.Ta
 
 
 def _longest_line(payload: bytes) -> int:
-    """The length of the longest line of ``payload`` if it is at least the reader's block,
-    else 0 (found by jumping from one reader block's last newline to the next).
+    """The length of the longest line of ``payload`` if it is at least the reader's block, else 0.
+
+    Found by jumping from one reader block's last newline to the next.
     """
     position, longest = 0, 0
     while len(payload) - position > _READ_BLOCK:
@@ -355,8 +353,9 @@ def _table_of(catalog: Catalog, kind: str, name: str) -> TableDef:
 
 
 def _sample(text: bytes, catalog: Catalog) -> tuple[TableDef, frozenset[str]]:
-    """The table of one record, read with the standard library, and its Date properties
-    spelled as strings there (the columns to read as text for its run of records).
+    """The table of one record, read with the standard library, and its Date properties spelled as strings.
+
+    Those are the columns to read as text for its run of records.
     """
     try:
         record = json.loads(text)
@@ -419,8 +418,10 @@ def _read_groups(block: JsonlBlock, records: np.ndarray, catalog: Catalog) -> li
 
 
 def _record_spans(block: JsonlBlock, records: np.ndarray) -> pa.Array:
-    """Each record line as a binary value running to the next record line (newline and blank
-    lines included), so that any selection of them, concatenated, is JSONL again.
+    """Each record line as a binary value running to the next record line.
+
+    Newline and blank lines are included, so that any selection of them, concatenated, is JSONL
+    again.
     """
     offsets = np.append(block.bounds[0][records], np.int64(len(block.data)))
     return pa.Array.from_buffers(pa.large_binary(), len(records), [None, pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(block.data)])

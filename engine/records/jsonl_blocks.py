@@ -1,6 +1,6 @@
-"""JSONL input cut into bounded blocks of whole lines, each line with its number.
+r"""JSONL input cut into bounded blocks of whole lines, each line with its number.
 
-The line rules are those of :func:`omnigraph.engine.records.parse.parse_jsonl`: lines are split on ``\\n`` and
+The line rules are those of :func:`omnigraph.engine.records.parse.parse_jsonl`: lines are split on ``\n`` and
 numbered from 1, a final newline does not start a line, and a UTF-8 byte-order mark at the very
 start of the input is not part of line 1. A block holds whole lines only; it is about
 ``block_bytes`` long (longer only when one line is). The input is bytes already in memory or a
@@ -28,9 +28,9 @@ NEWLINE = 10
 
 @dataclass(frozen=True)
 class JsonlBlock:
-    """Consecutive whole lines of the input: line ``i`` of ``data`` is line ``first_line + i``.
+    r"""Consecutive whole lines of the input: line ``i`` of ``data`` is line ``first_line + i``.
 
-    ``data`` ends with ``\\n`` unless it holds the input's last line and that line has none.
+    ``data`` ends with ``\n`` unless it holds the input's last line and that line has none.
     """
 
     data: bytes
@@ -39,7 +39,7 @@ class JsonlBlock:
 
     @functools.cached_property
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """int64 byte offsets of each line's start and end (the end excludes the ``\\n``)."""
+        r"""int64 byte offsets of each line's start and end (the end excludes the ``\n``)."""
         newlines = np.flatnonzero(np.frombuffer(self.data, dtype=np.uint8) == NEWLINE).astype(np.int64)
         ends = newlines if len(newlines) == self.line_count else np.append(newlines, np.int64(len(self.data)))
         starts = np.concatenate([np.zeros(1, dtype=np.int64), newlines + 1])[: len(ends)]
@@ -50,26 +50,27 @@ class JsonlBlock:
         return np.arange(self.first_line, self.first_line + self.line_count, dtype=np.int64)
 
     def first(self) -> bytes:
-        """The block's first line (without its ``\\n``)."""
+        r"""The block's first line (without its ``\n``)."""
         end = self.data.find(b"\n")
         return self.data if end < 0 else self.data[:end]
 
     def lines(self) -> list[bytes]:
-        """Each line's bytes (without its ``\\n``), for the row-by-row parser."""
+        r"""Each line's bytes (without its ``\n``), for the row-by-row parser."""
         lines = self.data.split(b"\n")
         return lines[: self.line_count]
 
 
 def _block(data: bytes, first_line: int) -> JsonlBlock:
-    """A block of ``data``: whole lines, the last one without ``\\n`` only at the input's end."""
+    r"""A block of ``data``: whole lines, the last one without ``\n`` only at the input's end."""
     newlines = int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == NEWLINE))
     count = newlines + (0 if data.endswith(b"\n") else 1)
     return JsonlBlock(data, first_line, count)
 
 
 def iter_blocks(source: JsonlSource, block_bytes: int | None = None) -> Iterator[JsonlBlock]:
-    """The input's lines as consecutive blocks (none for an empty input); ``block_bytes``
-    defaults to :data:`BLOCK_BYTES` (read at the call).
+    """The input's lines as consecutive blocks (none for an empty input).
+
+    ``block_bytes`` defaults to :data:`BLOCK_BYTES` (read at the call).
     """
     block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     if isinstance(source, (bytes, bytearray, memoryview)):

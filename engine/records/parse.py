@@ -1,13 +1,4 @@
-"""[omnigraph.engine.records.parse]
-The typed rows a parse yields: :class:`NodeRow` and :class:`EdgeRow`.
-
-They live apart from the parser (:mod:`omnigraph.engine.records.parse`) so that the Arrow conversion
-(:mod:`omnigraph.engine.records.parse`), which the parser re-exports, can import them without importing
-the parser.
-
-
-[omnigraph.engine.records.parse]
-JSONL graph records: the load input format, which is also the export output format.
+"""JSONL graph records (the load input format, also the export output format) as typed rows.
 
 One record per line::
 
@@ -15,17 +6,15 @@ One record per line::
     {"edge": "Knows", "from": "Alice", "to": "Bob", "data": {"since": 19723}}
 
 :func:`parse_jsonl` validates everything that does not need committed state and returns typed
-rows (:mod:`omnigraph.engine.records.parse`), one line at a time: it is the reference parser, whose results
-and errors the load's columnar reader (:mod:`omnigraph.engine.records.read`) reproduces, and which that
-reader uses itself for the lines its fast path does not take. :func:`check_endpoints` checks edge
-endpoints against the file plus committed state;
-:func:`rows_to_arrow` / :func:`arrow_to_records` (from :mod:`omnigraph.engine.records.parse`) convert rows
-to physical tables and stored tables back to records. Every refusal is a ``BadRequest`` whose
-message starts ``line N:`` and whose details hold ``{"line": N, ...}``.
+rows (:class:`NodeRow`, :class:`EdgeRow`), one line at a time: it is the reference parser, whose
+results and errors the load's columnar reader (:mod:`omnigraph.engine.records.read`) reproduces,
+and which that reader uses itself (:func:`parse_lines`) for the lines its fast path does not
+take. :func:`check_endpoints` checks edge endpoints against the file plus committed state.
+Every refusal is a ``BadRequest`` whose message starts ``line N:`` and whose details hold
+``{"line": N, ...}``.
 
-
-[omnigraph.engine.records.parse]
-Rows to physical Arrow tables, and stored Arrow tables back to JSONL records.
+:func:`rows_to_arrow` converts rows to physical Arrow tables and :func:`arrow_to_records` stored
+Arrow tables back to JSONL records.
 """
 
 from __future__ import annotations
@@ -33,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import pyarrow as pa
 from lance.blob import BlobType as LanceBlobType
@@ -124,9 +113,9 @@ def _load_line(text: str, line: int) -> dict[str, Any]:
 
 
 def parse_jsonl(data: bytes, catalog: Catalog) -> ParsedFile:
-    """Validate a JSONL file against ``catalog``; the first refused line raises ``BadRequest``.
+    r"""Validate a JSONL file against ``catalog``; the first refused line raises ``BadRequest``.
 
-    Lines are split on ``\\n`` and numbered from 1; blank lines are skipped but counted, a final
+    Lines are split on ``\n`` and numbered from 1; blank lines are skipped but counted, a final
     newline does not start a line, and a UTF-8 byte-order mark at the start is ignored. Within
     the file, a second row with the same id, ``@key`` value or non-null ``@unique`` value (or
     composite ``@unique(p, q)`` value) in one table is refused, naming both lines
@@ -139,8 +128,9 @@ def parse_jsonl(data: bytes, catalog: Catalog) -> ParsedFile:
 
 
 def parse_lines(lines: Sequence[bytes], first_line: int, catalog: Catalog) -> ParsedFile:
-    """:func:`parse_jsonl` of lines already split (without their ``\\n``), numbered from
-    ``first_line``; duplicates are looked for among these lines only. A BOM is not stripped.
+    r""":func:`parse_jsonl` of lines already split (without their ``\n``), numbered from ``first_line``.
+
+    Duplicates are looked for among these lines only. A BOM is not stripped.
     """
     index = _FileIndex()
     nodes: dict[str, list[NodeRow]] = {}
@@ -219,7 +209,10 @@ def _node(record: dict[str, Any], line: int, catalog: Catalog) -> NodeRow:
     return _checked(NodeRow(line, type_name, derived, values), table)
 
 
-def _checked(row: NodeRow | EdgeRow, table: TableDef) -> Any:
+_Row = TypeVar("_Row", NodeRow, EdgeRow)
+
+
+def _checked(row: _Row, table: TableDef) -> _Row:
     """``row``, if its values keep the type's ``@range``/``@check`` rules."""
     violation = row_violation(table, row.values)
     if violation is not None:
@@ -291,8 +284,9 @@ def _canonical(table: TableDef, name: str, values: dict[str, Any], ends: tuple[s
 
 
 class _FileIndex:
-    """Ids and ``@unique`` values (single and composite; a composite value with a null member
-    is exempt) seen so far in one file, per table, with their line.
+    """Ids and ``@unique`` values seen so far in one file, per table, with their line.
+
+    ``@unique`` values are single and composite; a composite value with a null member is exempt.
     """
 
     def __init__(self) -> None:
@@ -363,13 +357,16 @@ def check_endpoints(
     check_edge_endpoints(edges, node_ids, committed_node_ids)
 
 
-def rows_to_arrow(table: TableDef, rows: list[NodeRow] | list[EdgeRow], with_pk: bool) -> pa.Table:
-    """A table with schema ``table.arrow_schema(with_pk)`` holding ``rows`` in the given order."""
+def rows_to_arrow(table: TableDef, rows: Sequence[NodeRow | EdgeRow], with_pk: bool) -> pa.Table:
+    """A table with schema ``table.arrow_schema(with_pk)`` holding ``rows`` in the given order.
+
+    The rows are all of ``table``'s type: :class:`EdgeRow` values for an edge table.
+    """
     schema = table.arrow_schema(with_pk)
     columns: dict[str, list[Any]] = {"id": [row.id for row in rows]}
     if table.kind == "edge":
-        columns["src"] = [row.src for row in rows]  # type: ignore[union-attr]
-        columns["dst"] = [row.dst for row in rows]  # type: ignore[union-attr]
+        columns["src"] = [cast(EdgeRow, row).src for row in rows]
+        columns["dst"] = [cast(EdgeRow, row).dst for row in rows]
     for prop in table.properties:
         columns[prop.name] = [row.values[prop.name] for row in rows]
     arrays = [_array(columns[field.name], field.type) for field in schema]
@@ -386,7 +383,7 @@ def arrow_to_records(table: TableDef, arrow_table: pa.Table) -> list[str]:
 
     Nodes: ``{"type": T, "data": {...}}``; edges: ``{"edge": E, "from": src, "to": dst,
     "data": {...}}``. ``data`` holds ``id`` first, then the non-null properties in declaration
-    order, as :func:`omnigraph.engine.schema.types.export_value` spells them (a Blob column holds its
+    order, as :func:`omnigraph.engine.schema.values.export_value` spells them (a Blob column holds its
     cells' spellings already, as Utf8). Columns are read by name.
     """
     ids = arrow_table.column("id").to_pylist()

@@ -21,7 +21,7 @@ import pyarrow as pa
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.records.columnar import Declined, TableBatch, parse_block
 from omnigraph.engine.records.jsonl_blocks import JsonlBlock, JsonlSource, iter_blocks, read_all
-from omnigraph.engine.records.parse import ParsedFile, parse_jsonl, parse_lines, rows_to_arrow
+from omnigraph.engine.records.parse import EdgeRow, NodeRow, ParsedFile, parse_jsonl, parse_lines, rows_to_arrow
 from omnigraph.engine.records.record_set import RecordSet, RowSpool
 from omnigraph.engine.schema.catalog import Catalog
 
@@ -39,7 +39,7 @@ def read_records(
 
     ``with_pk`` selects the physical schema (``TableDef.arrow_schema``); ``block_bytes`` is the
     input read at a time (default :data:`omnigraph.engine.records.jsonl_blocks.BLOCK_BYTES`); ``spool_budget``
-    bounds the rows held in memory (default :data:`omnigraph.engine.records.row_spool.SPOOL_BUDGET_BYTES`). With
+    bounds the rows held in memory (default :data:`omnigraph.engine.records.record_set.SPOOL_BUDGET_BYTES`). With
     ``fallback=False`` nothing is parsed row by row: where the fast path does not vouch for the
     input, :class:`Declined` is raised instead (this is how the fast path alone is checked
     against the row path).
@@ -74,8 +74,10 @@ def _whole_by_rows(source: JsonlSource, catalog: Catalog) -> ParsedFile:
 
 
 def _row_block(source: JsonlSource, block: JsonlBlock, catalog: Catalog, with_pk: bool) -> list[TableBatch]:
-    """The block parsed row by row; a refusal is re-derived from the whole input, so that the
-    error names the first refused line of the file (a duplicate may start in an earlier block).
+    """The block parsed row by row; a refusal is re-derived from the whole input.
+
+    So the error names the first refused line of the file (a duplicate may start in an earlier
+    block).
 
     A value the row parser accepts but Arrow cannot store (a string with a lone surrogate
     escape) fails the conversion; that failure, too, is re-derived from the whole input: a
@@ -95,13 +97,13 @@ def _row_block(source: JsonlSource, block: JsonlBlock, catalog: Catalog, with_pk
 
 def batches_of(parsed: ParsedFile, catalog: Catalog, with_pk: bool) -> list[TableBatch]:
     """Row-path results as table batches (table-key order)."""
-    by_key = {f"node:{name}": rows for name, rows in parsed.nodes.items()}
-    by_key.update({f"edge:{name}": rows for name, rows in parsed.edges.items()})  # type: ignore[misc]
+    by_key: dict[str, list[NodeRow] | list[EdgeRow]] = {f"node:{name}": rows for name, rows in parsed.nodes.items()}
+    by_key.update({f"edge:{name}": rows for name, rows in parsed.edges.items()})
     batches = []
     for table_key in sorted(by_key):
         table, rows = catalog.table(table_key), by_key[table_key]
         lines = pa.array([row.line for row in rows], pa.int64())
-        batches.append(TableBatch(table_key, rows_to_arrow(table, rows, with_pk), lines))  # type: ignore[arg-type]
+        batches.append(TableBatch(table_key, rows_to_arrow(table, rows, with_pk), lines))
     return batches
 
 

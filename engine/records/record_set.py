@@ -1,30 +1,24 @@
-"""[omnigraph.engine.records.record_set]
-A spool of Arrow rows per table: in memory up to a budget, in temporary IPC files beyond it.
+"""The validated records of one JSONL input, by table, in input order, held for a load.
 
 A load must validate its whole input before it writes anything, so it keeps the validated rows
-until the commit. :class:`RowSpool` keeps them in memory while their Arrow size stays within
-``budget_bytes`` (all tables together); beyond it, the oldest in-memory segments are written to
-Arrow IPC files in a private temporary directory and dropped from memory. Reading back streams
-one segment at a time (the last one read is cached, for the sequential reads a chunked load
-makes), so memory stays near the budget whatever the input size. ``close`` removes the files.
+until the commit. A :class:`RecordSet` holds them in a :class:`RowSpool` (bounded memory,
+spilled to temporary files beyond its budget). The columns that checks across rows need are
+kept in memory as Arrow arrays: ``id``, the input line of every row, ``src``/``dst`` of edges
+and the ``@unique`` properties (composite ``@unique`` members too) (a few tens of bytes per row,
+the only memory that grows with the input).
 
+The spool keeps Arrow rows per table in memory while their Arrow size stays within
+``budget_bytes`` (all tables together, :data:`SPOOL_BUDGET_BYTES` by default); beyond it, the
+oldest in-memory segments are written to Arrow IPC files in a private temporary directory and
+dropped from memory. Reading back streams one segment at a time (the last one read is cached,
+for the sequential reads a chunked load makes), so memory stays near the budget whatever the
+input size. ``close`` removes the files.
 
-[omnigraph.engine.records.record_set]
-Edge endpoint checks on columns: every ``src``/``dst`` must name a node of the right type.
-
-The check behind :func:`omnigraph.engine.records.parse.check_endpoints` and the columnar load: the same
-refusal (the first edge by line with a missing endpoint, and the count of every missing
-reference), computed with Arrow set membership instead of Python sets.
-
-
-[omnigraph.engine.records.record_set]
-The validated records of one JSONL input, by table, in input order, held for a load.
-
-Rows live in a :class:`omnigraph.engine.records.record_set.RowSpool` (bounded memory, spilled to temporary files
-beyond its budget). The columns that checks across rows need are kept in memory as Arrow
-arrays: ``id``, the input line of every row, ``src``/``dst`` of edges and the ``@unique``
-properties (composite ``@unique`` members too) (a few tens of bytes per row, the only memory that grows with the input).
-
+Edge endpoint checks on columns (:func:`check_edge_endpoints`): every ``src``/``dst`` must name
+a node of the right type. This is the check behind
+:func:`omnigraph.engine.records.parse.check_endpoints` and the columnar load: the same refusal
+(the first edge by line with a missing endpoint, and the count of every missing reference),
+computed with Arrow set membership instead of Python sets.
 """
 
 from __future__ import annotations
@@ -232,14 +226,16 @@ class _Columns:
     sealed: dict[str, pa.ChunkedArray] = field(default_factory=dict)
 
     def seal(self) -> None:
+        """Concatenate each column's arrays into one chunked array (``sealed``) and clear ``parts``."""
         for name, arrays in self.parts.items():
             self.sealed[name] = pa.chunked_array(arrays)
         self.parts.clear()
 
 
 def _repeats(values: pa.ChunkedArray) -> bool:
-    """Whether a value occurs twice in ``values`` (no nulls); a strictly increasing column
-    (exported files, generated ids) is settled without hashing.
+    """Whether a value occurs twice in ``values`` (no nulls).
+
+    A strictly increasing column (exported files, generated ids) is settled without hashing.
     """
     if len(values) < 2:
         return False
@@ -261,7 +257,8 @@ def _repeats_together(columns: _Columns, members: tuple[str, ...]) -> bool:
             values = pc.add(values, pa.scalar(0.0, values.type))
         parts[name] = values
     together = pa.table(parts).drop_null()
-    return together.num_rows > 1 and together.group_by(list(members)).aggregate([]).num_rows != together.num_rows
+    rows: int = together.num_rows
+    return rows > 1 and together.group_by(list(members)).aggregate([]).num_rows != rows
 
 
 class RecordSet:
@@ -310,16 +307,19 @@ class RecordSet:
         return len(self._columns[table_key].sealed["id"])
 
     def column(self, table_key: str, name: str, start: int = 0, stop: int | None = None) -> pa.Array:
-        """An in-memory column (``id``, ``line``, ``src``, ``dst`` or a ``@unique`` member),
-        rows ``[start, stop)`` (a copy only when they span several input blocks).
+        """Rows ``[start, stop)`` of an in-memory column (``id``, ``line``, ``src``, ``dst`` or a ``@unique`` member).
+
+        A copy only when the rows span several input blocks.
         """
         chunked = self._columns[table_key].sealed[name]
         return chunked.slice(start, (len(chunked) if stop is None else stop) - start).combine_chunks()
 
     def rows(self, table_key: str, start: int, stop: int) -> pa.Table:
-        """Rows ``[start, stop)`` of a table, freshly laid out as ``pa.array`` lays out exactly
-        these rows (no validity bitmap where they hold no null), so that its ``nbytes``, the
-        Arrow size the per-commit limit counts, depends on the rows only.
+        """Rows ``[start, stop)`` of a table, freshly laid out.
+
+        They are laid out as ``pa.array`` lays out exactly these rows (no validity bitmap where
+        they hold no null), so that its ``nbytes``, the Arrow size the per-commit limit counts,
+        depends on the rows only.
         """
         table = self.spool.table(table_key, start, stop).combine_chunks()
         if table.num_rows:
@@ -331,9 +331,10 @@ class RecordSet:
         return self.spool.reader(table_key)
 
     def has_duplicates(self) -> bool:
-        """Whether some table repeats an id, or a non-null ``@unique`` value, single or composite
-        (by key canonical form: numerically equal floats, such as ``-0.0`` and ``0.0``, are the
-        same value).
+        """Whether some table repeats an id, or a non-null ``@unique`` value, single or composite.
+
+        Values compare by key canonical form: numerically equal floats, such as ``-0.0`` and
+        ``0.0``, are the same value.
         """
         for columns in self._columns.values():
             if _repeats(columns.sealed["id"]):

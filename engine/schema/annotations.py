@@ -148,8 +148,10 @@ def _member_names(annotation: Annotation, least: int) -> tuple[Name, ...]:
 
 
 def _members(annotation: Annotation, kind: str, properties: dict[str, Property], allow_collections: bool) -> tuple[str, ...]:
-    """The checked members of a body ``@unique``/``@index``: declared properties (an edge may name
-    ``src``/``dst``), distinct, never a Blob, and (for ``@unique``) neither lists nor vectors.
+    """The checked members of a body ``@unique``/``@index``.
+
+    Members are declared properties (an edge may name ``src``/``dst``), distinct, never a Blob,
+    and (for ``@unique``) neither lists nor vectors.
     """
     seen: list[str] = []
     for member in _member_names(annotation, 1):

@@ -1,14 +1,17 @@
-"""[omnigraph.engine.schema.catalog]
-Semantics of the ``.pg`` schema language: declarations to checked :class:`TableDef` values.
+"""The ``.pg`` schema checker and the :class:`Catalog` of every type of one accepted source.
 
-Rules (each refusal is a :class:`SchemaError` at the offending token):
+:func:`check` turns parsed declarations (:mod:`omnigraph.engine.schema.parser`) into checked
+:class:`~omnigraph.engine.schema.tables.TableDef` and :class:`InterfaceDef` values;
+:meth:`Catalog.from_source` parses and checks a source. Rules (each refusal is a
+:class:`~omnigraph.engine.schema.parser.SchemaError` at the offending token):
 
 - type and interface names match ``[A-Z][A-Za-z0-9_]*`` and are unique across nodes, edges and
   interfaces;
 - property names match ``[a-z_][A-Za-z0-9_]*``, are unique within their type, and are not
   ``id``, ``src``, ``dst`` or ``_``-prefixed;
 - an annotation appears at most once per property and per type header; ``@unique`` is refused
-  on list and vector properties; annotations mean what :mod:`omnigraph.engine.schema.annotations` says;
+  on list and vector properties; annotations mean what :mod:`omnigraph.engine.schema.annotations`
+  says;
 - ``node T implements A, B``: each name is a declared interface, named once; the interfaces'
   properties (in ``implements`` order, each in declaration order) come first, then the node's
   own. A property declared again (by another interface or by the node) must have the identical
@@ -21,16 +24,11 @@ Rules (each refusal is a :class:`SchemaError` at the offending token):
 
 Errors are reported in source order of the declarations.
 
-
-[omnigraph.engine.schema.catalog]
-The catalog: every node and edge type of one accepted schema source.
-
-Equality is semantic: two catalogs are equal when they declare the same types (with the same
-properties, keys, endpoints, constraints and metadata) and interfaces, whatever their comments,
-whitespace or declaration order. :meth:`Catalog.fingerprint` hashes exactly what equality
-compares. The catalog is derived from the accepted source (``_schema.pg`` of a graph), which is
-what every program stores and reads.
-
+The catalog's equality is semantic: two catalogs are equal when they declare the same types
+(with the same properties, keys, endpoints, constraints and metadata) and interfaces, whatever
+their comments, whitespace or declaration order. :meth:`Catalog.fingerprint` hashes exactly what
+equality compares. The catalog is derived from the accepted source (``_schema.pg`` of a graph),
+which is what every program stores and reads.
 """
 
 from __future__ import annotations
@@ -62,7 +60,8 @@ class InterfaceDef:
     key: tuple[str, ...] = ()
     """The properties marked ``@key`` (the key of every node that implements it)."""
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> dict[str, Any]:
+        """A JSON-serialisable canonical description: name, key, properties and metadata."""
         return {
             "name": self.name,
             "key": list(self.key),
@@ -334,9 +333,11 @@ class Catalog:
             raise BadRequest(f"unknown table {table_key!r}", {"table_key": table_key}) from None
 
     def has_node(self, name: str) -> bool:
+        """Whether the schema declares a node type ``name``."""
         return f"node:{name}" in self._tables
 
     def has_edge(self, name: str) -> bool:
+        """Whether the schema declares an edge type ``name``."""
         return f"edge:{name}" in self._tables
 
     def node(self, type_name: str) -> TableDef:
@@ -359,8 +360,9 @@ class Catalog:
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
     def describe(self) -> dict[str, Any]:
-        """The JSON-serialisable description of the catalog: ``tables`` in table-key order and
-        ``interfaces`` by name (what equality compares).
+        """The JSON-serialisable description of the catalog (what equality compares).
+
+        ``tables`` in table-key order and ``interfaces`` by name.
         """
         return {
             "tables": [table.describe() for table in self._tables.values()],

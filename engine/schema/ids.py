@@ -156,7 +156,7 @@ def new_ulids(count: int) -> pa.StringArray:
     """
     global _ulid_last
     if count <= 0:
-        return pa.array([], pa.utf8())  # type: ignore[return-value]
+        return pa.array([], pa.utf8())
     with _ulid_lock:
         millis, first = _next_ulid_state()
         fits = min(count, (1 << _RANDOM_BITS) - first)
@@ -166,9 +166,7 @@ def new_ulids(count: int) -> pa.StringArray:
         parts.append(_ulid_run(millis + 1, 0, count - fits))
     chars = np.concatenate(parts)
     offsets = np.arange(0, (count + 1) * _ULID_CHARS, _ULID_CHARS, dtype=np.int32)
-    return pa.Array.from_buffers(  # type: ignore[return-value]
-        pa.utf8(), count, [None, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes())]
-    )
+    return pa.Array.from_buffers(pa.utf8(), count, [None, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes())])
 
 
 def _ulid_run(millis: int, first: int, count: int) -> np.ndarray:

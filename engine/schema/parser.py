@@ -1,18 +1,11 @@
-"""[omnigraph.engine.schema.parser]
-The schema-language error: a ``BadRequest`` that always carries a 1-based source position.
+"""The ``.pg`` schema language's syntax: tokens, syntax tree, parser, printer and error.
 
-[omnigraph.engine.schema.parser]
-The syntax tree of a ``.pg`` source, as :mod:`omnigraph.engine.schema.parser` reads it.
+Every refusal of a ``.pg`` source is a :class:`SchemaError`, a ``BadRequest`` that always carries
+a 1-based source position. :data:`PG` is the language's dialect of the scanner both languages
+share (:mod:`omnigraph.engine.lexer`); :func:`tokenize` reads a source with it.
 
-Every node keeps where it was written (1-based line and column) for messages, but positions
-take no part in equality: two trees are equal when they say the same thing, which is what the
-round trip parse -> :func:`omnigraph.engine.schema.parser.print_schema` -> parse preserves.
-
-
-[omnigraph.engine.schema.parser]
-Syntax of the ``.pg`` schema language: tokens to declarations (:mod:`omnigraph.engine.schema.parser`).
-
-Grammar (commas between members are optional; whitespace and newlines separate)::
+:func:`parse` reads tokens into declarations. Grammar (commas between members are optional;
+whitespace and newlines separate)::
 
     schema     := decl*
     decl       := "interface" NAME annotation* body
@@ -28,19 +21,19 @@ Grammar (commas between members are optional; whitespace and newlines separate):
 After a property, ``@range(...)`` and ``@check(...)``, and ``@key``/``@unique``/``@index``
 immediately followed by ``(``, start a body-level member; every other annotation belongs to
 the property before it. Only syntax is checked here (names, annotations and their arguments
-are checked by :mod:`omnigraph.engine.schema.catalog`). Syntax that other graph schema languages use
-and this one does not is refused as ``unsupported schema feature: <name>`` at its position.
+are checked by :mod:`omnigraph.engine.schema.catalog`). Syntax that other graph schema languages
+use and this one does not is refused as ``unsupported schema feature: <name>`` at its position.
 
+Every node of the syntax tree keeps where it was written (1-based line and column) for
+messages, but positions take no part in equality: two trees are equal when they say the same
+thing, which is what the round trip parse -> :func:`print_schema` -> parse preserves.
 
-[omnigraph.engine.schema.parser]
-Canonical ``.pg`` text of a syntax tree: ``parse(print_schema(decls)) == decls``.
-
-One declaration per block, in the given order; header annotations on the header line, one
-property per line with its annotations, then the body-level annotations one per line. Strings
-are written with the lexer's escapes, integers in decimal, floats in their shortest round-trip
-positional form (never an exponent, always a fraction), open range
-bounds as nothing (``1..``). The output is deterministic and holds no comments.
-
+:func:`print_schema` writes the canonical ``.pg`` text of a syntax tree:
+``parse(print_schema(decls)) == decls``. One declaration per block, in the given order; header
+annotations on the header line, one property per line with its annotations, then the body-level
+annotations one per line. Strings are written with the lexer's escapes, integers in decimal,
+floats in their shortest round-trip positional form (never an exponent, always a fraction),
+open range bounds as nothing (``1..``). The output is deterministic and holds no comments.
 """
 
 from __future__ import annotations
@@ -83,9 +76,10 @@ _PG_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
 
 
 def _read_pg_string(source: str, start: int, line: int, column: int) -> tuple[str, int]:
-    """The decoded ``.pg`` string whose opening quote is at ``start``, and the index after its closing
-    quote. Escapes are ``\\"``, ``\\\\``, ``\\n`` and ``\\t``; any other escape, a raw line break or a
-    missing closing quote is refused.
+    r"""The decoded ``.pg`` string whose opening quote is at ``start``, and the index after its closing quote.
+
+    Escapes are ``\"``, ``\\``, ``\n`` and ``\t``; any other escape, a raw line break or a missing
+    closing quote is refused.
     """
     chars: list[str] = []
     pos = start + 1

@@ -1,5 +1,10 @@
-"""[omnigraph.engine.schema.tables]
-Checked constraints and metadata of a schema: what a write must satisfy, and what is only kept.
+"""The checked schema model: :class:`TableDef` (one physical table each), its properties and constraints.
+
+A node table ``node:<Type>`` is ``id`` then the properties in declaration order; an edge table
+``edge:<Type>`` is ``id``, ``src``, ``dst`` then the properties. ``id``/``src``/``dst`` are
+non-null Utf8.
+
+Constraints and metadata of a type: what a write must satisfy, and what is only kept.
 
 - :class:`Cardinality`: ``@card(min..max)`` on an edge type ``E: A -> B``: every ``A`` node is
   the source of at least ``min`` and at most ``max`` (None = unbounded) ``E`` edges. Default
@@ -13,16 +18,7 @@ Checked constraints and metadata of a schema: what a write must satisfy, and wha
   write.
 
 Composite ``@unique(p, q)`` and ``@index(p, q)`` are tuples of member names on
-:class:`omnigraph.engine.schema.tables.TableDef`. Nulls are exempt from every value rule.
-
-
-[omnigraph.engine.schema.tables]
-The checked schema model: :class:`Property` and :class:`TableDef` (one physical table each).
-
-A node table ``node:<Type>`` is ``id`` then the properties in declaration order; an edge table
-``edge:<Type>`` is ``id``, ``src``, ``dst`` then the properties. ``id``/``src``/``dst`` are
-non-null Utf8.
-
+:class:`TableDef`. Nulls are exempt from every value rule.
 """
 
 from __future__ import annotations
@@ -59,6 +55,7 @@ class Cardinality:
         return self.min > 0 or self.max is not None
 
     def allows(self, count: int) -> bool:
+        """Whether a source node may be the source of ``count`` edges."""
         return count >= self.min and (self.max is None or count <= self.max)
 
     def describe(self) -> str:
@@ -75,9 +72,11 @@ class RangeRule:
     high: Bound | None
 
     def allows(self, value: Bound) -> bool:
+        """Whether the non-null ``value`` lies within the bounds (both inclusive)."""
         return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
 
     def describe(self) -> str:
+        """The rule as the language writes it: ``@range(p, low..high)``."""
         return f"@range({self.property}, {_bound(self.low)}..{_bound(self.high)})"
 
 
@@ -93,16 +92,19 @@ class CheckRule:
         return re.compile(self.pattern)
 
     def allows(self, value: str) -> bool:
+        """Whether the non-null ``value`` matches the pattern as a whole."""
         return self._compiled.fullmatch(value) is not None
 
     def describe(self) -> str:
+        """The rule as the language writes it: ``@check(p, "pattern")``."""
         return f"@check({self.property}, {quote(self.pattern)})"
 
 
 @dataclass(frozen=True)
 class Metadata:
-    """A kept annotation: its name, its arguments as JSON values (None without parentheses;
-    a range is ``{"low": ..., "high": ...}``) and whether the language knows it.
+    """A kept annotation: its name, its arguments as JSON values and whether the language knows it.
+
+    ``args`` is None without parentheses; a range is ``{"low": ..., "high": ...}``.
     """
 
     name: str
@@ -110,14 +112,17 @@ class Metadata:
     known: bool = field(default=True)
 
     def describe(self) -> dict[str, Any]:
+        """A JSON-serialisable description: ``{name, args, known}``."""
         return {"name": self.name, "args": None if self.args is None else list(self.args), "known": self.known}
 
 
 @dataclass(frozen=True)
 class Property:
-    """A declared property: ``nullable`` from ``?``; ``unique``/``index`` from annotations
-    (``@unique`` on the property or a one-member body ``@unique(p)``); ``metadata`` the kept
-    annotations (:class:`omnigraph.engine.schema.tables.Metadata`), in source order.
+    """A declared property with its type, nullability, ``unique``/``index`` flags and metadata.
+
+    ``nullable`` comes from ``?``; ``unique``/``index`` from annotations (``@unique`` on the
+    property or a one-member body ``@unique(p)``); ``metadata`` holds the kept annotations
+    (:class:`Metadata`), in source order.
     """
 
     name: str
@@ -150,7 +155,7 @@ class TableDef:
     ``key`` holds the ``@key`` property names as written (None when the type is unkeyed; always
     None for edges); ``from_type``/``to_type`` are the endpoint node types of an edge (None for
     nodes). ``properties`` include those a node's interfaces (``implements``) inject.
-    Constraints (:mod:`omnigraph.engine.schema.tables`): ``composite_unique`` holds the member tuples
+    Constraints (see the module docstring): ``composite_unique`` holds the member tuples
     of body ``@unique(p, q)`` with two or more members or naming ``src``/``dst`` (one-member
     forms set :attr:`Property.unique`), ``indexes`` the body ``@index(...)`` hints, ``ranges``
     and ``checks`` the value rules, ``cardinality`` an edge's ``@card``; ``metadata`` the kept
@@ -196,6 +201,7 @@ class TableDef:
         return ("id",) if self.kind == "node" else ("id", "src", "dst")
 
     def has_property(self, name: str) -> bool:
+        """Whether the type declares (or injects) a property ``name``."""
         return name in self._by_name
 
     def arrow_schema(self, with_pk: bool) -> pa.Schema:

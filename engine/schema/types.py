@@ -1,16 +1,12 @@
-"""[omnigraph.engine.schema.types]
-Property types of the schema language and their Arrow storage types.
+"""Property types of the schema language, their Arrow storage types, and the JSON spelling of a Blob.
 
 The hierarchy is closed: :class:`ScalarType`, :class:`ListType` (a list of scalars),
 :class:`EnumType` (a string restricted to an allowed set), :class:`VectorType`
 (``fixed_size_list<float32, n>``) and :class:`BlobType` (a Lance blob column). ``str(t)`` spells
 a type as the schema language does.
 
-
-[omnigraph.engine.schema.types]
-The JSON spelling of a Blob cell, the same on input (load, ``.gq`` values) and on export.
-
-A Blob value is a string:
+A Blob value is spelled the same on input (load, ``.gq`` values) and on export, as a string
+(:func:`parse_blob` reads it, :func:`spell_bytes` writes managed bytes):
 
 * ``"base64:<standard base64>"``: managed bytes, stored in the table's blob column
   (``"base64:"`` alone is the empty blob);
@@ -18,9 +14,9 @@ A Blob value is a string:
   the write (``docs/schema.md``): a keyed insert/upsert or a load append/merge copies the
   object's bytes into the table; a load overwrite keeps the URI as a reference.
 
-Anything else (another type, another URI scheme, malformed base64) is refused. Coercion reads
-nothing: whether an external object exists, and its size, is settled by the write.
-
+Anything else (another type, another URI scheme, malformed base64) is refused
+(:class:`BlobSpellingError`). Coercion reads nothing: whether an external object exists, and
+its size, is settled by the write.
 """
 
 from __future__ import annotations
@@ -87,9 +83,11 @@ class ScalarType(PropertyType):
             raise ValueError(f"unknown scalar type {self.name!r}")
 
     def arrow_type(self) -> pa.DataType:
+        """The Arrow type :data:`SCALAR_ARROW_TYPES` maps the name to."""
         return SCALAR_ARROW_TYPES[self.name]
 
     def describe(self) -> str:
+        """The type's name (``I64``, ``String``, ...)."""
         return self.name
 
 
@@ -100,9 +98,11 @@ class ListType(PropertyType):
     item: ScalarType
 
     def arrow_type(self) -> pa.DataType:
+        """A list of the item's Arrow type, items nullable."""
         return pa.list_(pa.field("item", self.item.arrow_type(), nullable=True))
 
     def describe(self) -> str:
+        """``[T]``."""
         return f"[{self.item.describe()}]"
 
 
@@ -113,9 +113,11 @@ class EnumType(PropertyType):
     values: tuple[str, ...]
 
     def arrow_type(self) -> pa.DataType:
+        """Utf8: an enum value is stored as its string."""
         return pa.utf8()
 
     def describe(self) -> str:
+        """``enum(a, b)``, values in declaration order."""
         return f"enum({', '.join(self.values)})"
 
 
@@ -126,9 +128,11 @@ class VectorType(PropertyType):
     dim: int
 
     def arrow_type(self) -> pa.DataType:
+        """``fixed_size_list<float32, dim>``."""
         return pa.list_(pa.field("item", pa.float32(), nullable=True), self.dim)
 
     def describe(self) -> str:
+        """``Vector(n)``."""
         return f"Vector({self.dim})"
 
 
@@ -136,14 +140,17 @@ class VectorType(PropertyType):
 class BlobType(PropertyType):
     """``Blob``: a byte payload stored in a Lance blob column (``lance.blob.v2``).
 
-    A cell holds managed bytes or a reference to an external object (:mod:`engine.blobs`); reads
-    of the column give descriptors, and the bytes are fetched one cell at a time.
+    A cell holds managed bytes or a reference to an external object
+    (:mod:`omnigraph.engine.storage.blobs`); reads of the column give descriptors, and the bytes
+    are fetched one cell at a time.
     """
 
     def arrow_type(self) -> pa.DataType:
+        """Lance's blob extension type."""
         return LanceBlobType()
 
     def describe(self) -> str:
+        """``Blob``."""
         return "Blob"
 
 
@@ -162,8 +169,10 @@ class BlobSpellingError(ValueError):
 
 
 def parse_blob(value: Any) -> Blob:
-    """The Lance :class:`Blob` a JSON value spells: bytes for ``base64:``, a whole-object
-    reference (no range) for a URI. Raises :class:`BlobSpellingError`.
+    """The Lance :class:`Blob` a JSON value spells (see the module docstring).
+
+    Bytes for ``base64:``, a whole-object reference (no range) for a URI. Raises
+    :class:`BlobSpellingError`.
     """
     if not isinstance(value, str):
         shown = repr(value)

@@ -1,17 +1,8 @@
-"""[omnigraph.engine.schema.values]
-Checking values against a type's ``@range`` and ``@check`` rules (nulls are exempt).
+"""Typed property values: JSON input to coerced Python values, stored values back to JSON, and rule checks.
 
-One implementation for every write path: the JSONL reader checks each record
-(:func:`row_violation`), the columnar reader and the merge/mutate checks take Arrow rows
-(:func:`table_violations`). A violation names the type, the property, the rule and the value;
-callers add the id and the input line.
-
-
-[omnigraph.engine.schema.values]
-Typed property values: JSON input to coerced Python values, and stored values back to JSON.
-
-Coerced values are what ``pyarrow.Array.to_pylist()`` yields for the column type, so values
-read back from storage compare equal to freshly coerced ones:
+Coerced values (:func:`coerce_value`, :func:`coerce_property`) are what
+``pyarrow.Array.to_pylist()`` yields for the column type, so values read back from storage
+compare equal to freshly coerced ones; :func:`export_value` turns a stored value back into JSON:
 
 =============  ====================================  ==========================================
 type           accepted JSON                         coerced Python value / exported JSON
@@ -31,6 +22,13 @@ Blob           ``"base64:..."`` or a URI string      ``lance.blob.Blob`` (:mod:`
                                                      exported by the export itself (it reads the bytes)
 =============  ====================================  ==========================================
 
+A value that does not fit is :class:`InvalidValue`, whose message says why.
+
+Rule checks: a type's ``@range`` and ``@check`` rules, nulls exempt. One implementation for
+every write path: the JSONL reader checks each record (:func:`row_violation`), the columnar
+reader and the merge/mutate checks take Arrow rows (:func:`table_violations`). A violation
+(:class:`ValueViolation`) names the type, the property, the rule and the value; callers add the
+id and the input line.
 """
 
 from __future__ import annotations
@@ -70,6 +68,7 @@ class ValueViolation:
 
     @property
     def kind(self) -> str:
+        """The problem kind: ``range_violation`` or ``check_violation``."""
         return "range_violation" if isinstance(self.rule, RangeRule) else "check_violation"
 
     def describe(self) -> str:
@@ -78,6 +77,7 @@ class ValueViolation:
         return f"{self.table.type_name}.{self.rule.property} value {self.value!r} {what} {self.rule.describe()}"
 
     def details(self) -> dict[str, Any]:
+        """The error details: ``{type_name, property, rule, value}``."""
         return {"type_name": self.table.type_name, "property": self.rule.property, "rule": self.rule.describe(), "value": self.value}
 
 
@@ -89,7 +89,8 @@ def _refuses(rule: RangeRule | CheckRule, value: Any) -> bool:
 
 def row_violation(table: TableDef, values: dict[str, Any]) -> ValueViolation | None:
     """The first rule (ranges, then checks, in source order) that one row's ``values`` break."""
-    for rule in (*table.ranges, *table.checks):
+    rules: tuple[RangeRule | CheckRule, ...] = (*table.ranges, *table.checks)
+    for rule in rules:
         value = values.get(rule.property)
         if _refuses(rule, value):
             return ValueViolation(table, rule, value)
@@ -99,7 +100,8 @@ def row_violation(table: TableDef, values: dict[str, Any]) -> ValueViolation | N
 def table_violations(table: TableDef, rows: pa.Table) -> list[ValueViolation]:
     """Every rule each row of ``rows`` (with the table's property columns) breaks, by row then rule."""
     found: list[ValueViolation] = []
-    for rule in (*table.ranges, *table.checks):
+    rules: tuple[RangeRule | CheckRule, ...] = (*table.ranges, *table.checks)
+    for rule in rules:
         for index, value in enumerate(rows.column(rule.property).to_pylist()):
             if _refuses(rule, value):
                 found.append(ValueViolation(table, rule, value, index))
@@ -230,8 +232,9 @@ def _datetime(value: Any) -> dt.datetime:
 
 
 def export_value(ptype: PropertyType, value: Any) -> Any:
-    """The JSON value of a stored (``to_pylist``) non-null ``value`` of ``ptype``; a Blob cell
-    arrives already spelled (by :mod:`omnigraph.engine.ops.export`).
+    """The JSON value of a stored (``to_pylist``) non-null ``value`` of ``ptype``.
+
+    A Blob cell arrives already spelled (by :mod:`omnigraph.engine.ops.export`).
     """
     if isinstance(ptype, ScalarType):
         return _export_scalar(ptype.name, value)

@@ -1,14 +1,4 @@
-"""[omnigraph.engine.storage.blobs]
-External Blob objects: the size and the bytes of an object named by a ``file://`` or
-``s3://`` URI (:data:`omnigraph.engine.schema.types.EXTERNAL_SCHEMES`).
-
-S3 objects are reached with the same settings as graph roots (the settings of the graph's store,
-endpoint, region and keys from the environment). A missing object is
-:class:`ExternalObjectMissing`; callers word it for their input (line, property, id).
-
-
-[omnigraph.engine.storage.blobs]
-Stored Blob cells: reading a blob column's payloads from a pinned image.
+"""Blob payloads: stored Blob cells read from a pinned image, and the external objects Blob URIs name.
 
 A scan of a Lance blob column yields *descriptors* (``kind, position, size, blob_id,
 blob_uri``), not bytes; the bytes of a cell come from ``LanceDataset.take_blobs`` by stable row id
@@ -18,6 +8,12 @@ three: bytes the table manages), 3 external (a reference; ``position``/``size`` 
 object). Every function here reads at most one cell's payload at a time, except
 :func:`materialize`, whose caller bounds the bytes first (:func:`stored_sizes`).
 
+An external object is named by a ``file://`` or ``s3://`` URI
+(:data:`omnigraph.engine.schema.types.EXTERNAL_SCHEMES`); :func:`object_size` and
+:func:`read_object` give its size and its bytes. S3 objects are reached with the same settings as
+graph roots (the settings of the graph's store, endpoint, region and keys from the environment).
+A missing object is :class:`ExternalObjectMissing`; callers word it for their input (line,
+property, id).
 """
 
 from __future__ import annotations
@@ -57,8 +53,9 @@ def _located(store: GraphStore, uri: str) -> tuple[fsspec.AbstractFileSystem, st
 
 
 def object_size(store: GraphStore, uri: str) -> int:
-    """The size in bytes of the object ``uri`` names (one metadata request, no payload read), read
-    with ``store``'s S3 settings.
+    """The size in bytes of the object ``uri`` names, read with ``store``'s S3 settings.
+
+    One metadata request; no payload is read.
     """
     fs, path = _located(store, uri)
     try:
@@ -71,13 +68,15 @@ def object_size(store: GraphStore, uri: str) -> int:
 
 
 def read_object(store: GraphStore, uri: str) -> bytes:
-    """The whole object ``uri`` names (callers have bounded its size with :func:`object_size`), read
-    with ``store``'s S3 settings.
+    """The whole object ``uri`` names, read with ``store``'s S3 settings.
+
+    Callers have bounded its size with :func:`object_size`.
     """
     fs, path = _located(store, uri)
     try:
         with fs.open(path, "rb") as handle:
-            return handle.read()
+            data: bytes = handle.read()
+            return data
     except FileNotFoundError:
         raise ExternalObjectMissing(uri) from None
 
@@ -106,9 +105,10 @@ def whole_reference(descriptor: dict[str, Any] | None) -> str | None:
 
 
 def cells(dataset: lance.LanceDataset, column: str, row_ids: list[int]) -> Iterator[lance.BlobFile | None]:
-    """The cells of ``column`` for ``row_ids`` (stable row ids of ``dataset``), in order; None
-    for a null cell. Handles are opened :data:`_TAKE_BATCH` at a time. A referenced external
-    object that is gone is ``not_found`` (Lance fails the whole take).
+    """The cells of ``column`` for ``row_ids`` (stable row ids of ``dataset``), in order; None for a null cell.
+
+    Handles are opened :data:`_TAKE_BATCH` at a time. A referenced external object that is gone is
+    ``not_found`` (Lance fails the whole take).
     """
     for start in range(0, len(row_ids), _TAKE_BATCH):
         try:
@@ -125,9 +125,10 @@ def cells(dataset: lance.LanceDataset, column: str, row_ids: list[int]) -> Itera
 
 
 def stored_sizes(dataset: lance.LanceDataset, rows: pa.Table, names: list[str]) -> int:
-    """The payload bytes of the blob cells of ``rows`` (descriptors and ``_rowid`` as scanned),
-    read from the descriptors; a whole-object reference (size unknown to its descriptor) is
-    sized by its handle. No payload is read.
+    """The payload bytes of the blob cells of ``rows`` (descriptors and ``_rowid`` as scanned).
+
+    Sizes are read from the descriptors; a whole-object reference (size unknown to its descriptor)
+    is sized by its handle. No payload is read.
     """
     total = 0
     row_ids = rows.column(ROW_ID).to_pylist()
@@ -140,9 +141,10 @@ def stored_sizes(dataset: lance.LanceDataset, rows: pa.Table, names: list[str]) 
 
 
 def materialize(dataset: lance.LanceDataset, rows: pa.Table, names: list[str]) -> pa.Table:
-    """``rows`` (scanned with ``_rowid``) with each blob column's descriptors replaced by its
-    payloads as managed bytes (a reference's bytes are copied: Lance's merge-insert cannot keep
-    one), and ``_rowid`` dropped. The caller has bounded the bytes (:func:`stored_sizes`).
+    """``rows`` (scanned with ``_rowid``) with blob descriptors replaced by payloads, ``_rowid`` dropped.
+
+    Each blob column's payloads become managed bytes (a reference's bytes are copied: Lance's
+    merge-insert cannot keep one). The caller has bounded the bytes (:func:`stored_sizes`).
     """
     row_ids = rows.column(ROW_ID).to_pylist()
     for name in names:
@@ -152,11 +154,14 @@ def materialize(dataset: lance.LanceDataset, rows: pa.Table, names: list[str]) -
 
 
 def stored_values(column: pa.ChunkedArray) -> list[Any]:
-    """``column.to_pylist()``, except that a materialized Blob column (:func:`materialize`) gives
-    ``lance.blob.Blob`` values, as coercion does, so that its rows can be staged again.
+    """``column.to_pylist()``, except that a materialized Blob column gives ``lance.blob.Blob`` values.
+
+    A Blob column materialized by :func:`materialize` gives ``Blob`` values, as coercion does, so
+    that its rows can be staged again.
     """
     if not isinstance(column.type, LanceBlobType):
-        return column.to_pylist()
+        values: list[Any] = column.to_pylist()
+        return values
     cells = column.combine_chunks().storage.to_pylist()
     return [None if cell is None else Blob.from_bytes(cell["data"]) for cell in cells]
 
@@ -172,9 +177,10 @@ def digest(cell: lance.BlobFile) -> str:
 def _each(
     dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatch, name: str, read: Callable[[lance.BlobFile], T]
 ) -> list[str | T | None]:
-    """Per cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``): None for null, the
-    URI of a whole-object reference (its object is not opened), else ``read`` of the cell (one
-    cell at a time).
+    """Per cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``), what it holds.
+
+    None for null, the URI of a whole-object reference (its object is not opened), else ``read``
+    of the cell (one cell at a time).
     """
     descriptors = rows.column(name).to_pylist()
     found: list[str | T | None] = [None if d is None else whole_reference(d) for d in descriptors]
@@ -187,17 +193,19 @@ def _each(
 
 
 def digests(dataset: lance.LanceDataset, rows: pa.Table | pa.RecordBatch, name: str) -> pa.Array:
-    """A Utf8 summary of each cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``)
-    that differs whenever the stored value does: ``sha256:<hex>`` of managed bytes, the URI of a
-    whole-object reference (a URI never starts ``sha256:``); null for null. Descriptors alone
+    """A Utf8 summary of each cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``).
+
+    The summary differs whenever the stored value does: ``sha256:<hex>`` of managed bytes, the URI
+    of a whole-object reference (a URI never starts ``sha256:``); null for null. Descriptors alone
     would not do: a rewritten cell may get the same descriptor.
     """
     return pa.array(_each(dataset, rows, name, lambda cell: "sha256:" + digest(cell)), pa.utf8())
 
 
 def contents(dataset: lance.LanceDataset, rows: pa.Table, name: str) -> list[bytes | str | None]:
-    """Each cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``) as what it stores:
-    the URI (``str``) of a whole-object reference, else its bytes (a ranged reference gives the
+    """Each cell of blob column ``name`` of ``rows`` (scanned with ``_rowid``) as what it stores.
+
+    The URI (``str``) of a whole-object reference, else its bytes (a ranged reference gives the
     bytes of its range); None for null.
     """
     return _each(dataset, rows, name, lambda cell: cell.readall())

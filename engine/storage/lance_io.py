@@ -1,21 +1,17 @@
-"""[omnigraph.engine.storage.lance_io]
-Read-side Lance helpers: open a dataset at (branch, version), list and fork Lance branches.
+"""Lance datasets of a graph root: open one at a (branch, version) or a pinned image; list and fork branches.
 
 A *table branch* of ``None`` means the dataset's main branch. Lance numbers a branch's versions
 from its fork point: a branch created from ``(parent, v)`` starts at version ``v``.
-Nothing here writes table rows (it creates empty datasets and forks); row writes go through the
-fenced door (:mod:`omnigraph.engine.door.table_store`) or the legacy writer (:mod:`omnigraph.engine.door.legacy`).
-
-
-[omnigraph.engine.storage.lance_io]
-A pinned table image, and opening one.
 
 A graph branch pins each of its tables at one immutable *image*: a dataset path, a Lance table
-branch of that dataset (``None`` = the dataset's main branch) and a version of that branch.
-Every fixed-version open in the project goes through :func:`open_pinned` with an
-:class:`ImageRef`; :func:`omnigraph.engine.storage.lance_io.open_dataset` with no version is for the latest
-version of a branch (a HEAD, which is not an image: it can move).
+branch of that dataset (``None`` = the dataset's main branch) and a version of that branch
+(:class:`ImageRef`). Every fixed-version open in the project goes through :func:`open_pinned`
+with an :class:`ImageRef`; :func:`open_dataset` with no version is for the latest version of a
+branch (a HEAD, which is not an image: it can move).
 
+Nothing here writes table rows (it creates empty datasets and forks, and deletes branches); row
+writes go through the fenced door (:mod:`omnigraph.engine.door.table_store`) or the legacy writer
+(:mod:`omnigraph.engine.door.legacy`).
 """
 
 from __future__ import annotations
@@ -41,7 +37,7 @@ class LanceBranch:
     identifier: str
 
 
-_SESSION = lance.Session()
+_SESSION = lance.Session()  # type: ignore[attr-defined]  # lance re-exports Session without listing it in its __all__
 _ANCHORS: dict[tuple[str, tuple[tuple[str, str], ...]], lance.LanceDataset] = {}
 
 
@@ -156,8 +152,9 @@ def read_branch(store: GraphStore, rel: str, name: str) -> LanceBranch | None:
 
 @dataclass(frozen=True)
 class Fork:
-    """The outcome of :func:`fork_or_adopt`: the Lance branch, and whether this call created it
-    (False: an existing branch of that name, forked from the same origin, was adopted).
+    """The outcome of :func:`fork_or_adopt`: the Lance branch, and whether this call created it.
+
+    ``created`` is False when an existing branch of that name, forked from the same origin, was adopted.
     """
 
     branch: LanceBranch
@@ -165,8 +162,9 @@ class Fork:
 
 
 class ForkInterrupted(Exception):
-    """A fork's branch exists as data but its ref never appeared: a fork was interrupted inside
-    Lance. ``cause`` is the error Lance raised when the branch was created.
+    """A fork's branch exists as data but its ref never appeared: a fork was interrupted inside Lance.
+
+    ``cause`` is the error Lance raised when the branch was created.
     """
 
     def __init__(self, rel: str, branch: str, cause: OSError) -> None:
@@ -193,9 +191,9 @@ def fork_or_adopt(
     parent_version: int,
     identifier: str | None = None,
 ) -> Fork:
-    """Fork ``branch`` of the dataset at ``rel`` from exactly ``(parent_branch, parent_version)``,
-    or adopt the branch of that name that an earlier (crashed or concurrent) fork made.
+    """Fork ``branch`` of the dataset at ``rel`` from exactly ``(parent_branch, parent_version)``, or adopt it.
 
+    The branch adopted is the one of that name that an earlier (crashed or concurrent) fork made.
     An existing branch is adopted only if its parent ref is exactly that one and, when
     ``identifier`` is given, its identifier is ``identifier``; otherwise :class:`ForeignFork`.
     A create that fails because the branch appeared meanwhile waits for its ref (a fork writes
@@ -223,9 +221,10 @@ def fork_or_adopt(
 
 
 def remove_unreferenced_fork(store: GraphStore, rel: str, branch: str) -> bool:
-    """Remove what an interrupted fork of ``branch`` left in the dataset at ``rel`` (its
-    ``tree/<branch>`` directory: a fork writes its manifest there, then its ref); True if there
-    was any. A branch with a ref is never touched (False).
+    """Remove what an interrupted fork of ``branch`` left in the dataset at ``rel``; True if there was any.
+
+    What it left is its ``tree/<branch>`` directory (a fork writes its manifest there, then its
+    ref). A branch with a ref is never touched (False).
 
     Only for a caller that owns the name ``branch`` on that dataset, so that no other fork of it
     can be in flight: the migration, under its claim, for the fork its unit's sidecar planned;
@@ -247,7 +246,8 @@ def remove_unreferenced_fork(store: GraphStore, rel: str, branch: str) -> bool:
     retry_error_callback=lambda state: None,
 )
 def wait_for_branch(store: GraphStore, rel: str, branch: str) -> LanceBranch | None:
-    """The Lance branch ``branch`` once its ref is visible (a fork writes data, then its ref);
+    """The Lance branch ``branch`` once its ref is visible (a fork writes data, then its ref).
+
     None if it does not appear within a few seconds.
     """
     return read_branch(store, rel, branch)

@@ -1,5 +1,4 @@
-"""[omnigraph.engine.storage.names]
-Every root-relative name the engine shares across modules, and the Lance primary-key metadata key.
+"""Root-relative names the engine shares across modules, the Lance primary-key metadata key, the format stamps.
 
 A graph root holds ``_schema.pg`` (the accepted schema source), ``__manifest`` (the manifest
 Lance dataset), one Lance dataset per table, ``__recovery/`` (write intents, their resolution
@@ -7,9 +6,8 @@ log and the per-branch guards), ``__fleet/`` (the registry of running writers) a
 upgrade, ``__migration/`` (the migrator's claim, ledger and unit sidecars). The engine reads the
 claim document only as plain JSON; its format belongs to ``claims/``.
 
-
-[omnigraph.engine.storage.names]
-Format stamp values of ``omnigraph:format`` on ``__manifest`` main.
+The format stamp is ``omnigraph:format`` on ``__manifest`` main; its values are :data:`FORMAT_4`,
+:data:`FORMAT_MIGRATING` and :data:`FORMAT_5` (:data:`KNOWN_STAMPS`).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ _EXITED_STATES = ("Z", "X")  # zombie (exited, not yet reaped) or dead: it acts 
 
 
 def this_host() -> str:
+    """This host's name (``socket.gethostname()``), as the documents that name a process record it."""
     return socket.gethostname()
 
 
@@ -47,8 +48,10 @@ def process_start_marker(pid: int) -> str | None:
 
 
 def _signal_probe(host: str, pid: int) -> Literal["absent", "refused", "signalled"]:
-    """``kill(pid, 0)`` on this host: ``absent`` (another host, or no such pid), ``refused`` (a
-    process of another user has that pid) or ``signalled`` (a process we may signal has it).
+    """What ``kill(pid, 0)`` on this host says about ``pid``.
+
+    ``absent`` (another host, or no such pid), ``refused`` (a process of another user has that pid)
+    or ``signalled`` (a process we may signal has it).
     """
     if host != this_host():
         return "absent"

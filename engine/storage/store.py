@@ -1,19 +1,11 @@
-"""[omnigraph.engine.storage.store]
-Canonical JSON: the one byte encoding of every persisted document (intents, claims, ledger records).
+"""Graph roots on object storage, and the canonical JSON bytes of every persisted document.
 
-Contract: keys sorted at every level, ``separators=(",", ":")``, UTF-8 without ASCII escaping,
-no NaN or infinity. Equal values always encode to equal bytes, so a document read back and
-re-encoded is byte-identical to what was written.
-
-
-[omnigraph.engine.storage.store]
-Graph roots on object storage: one URI gives a :class:`GraphStore` and Lance storage options.
-
-A graph URI is a local path, a ``file://`` URL or ``s3://bucket/prefix``. S3 settings come from
-the environment (``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``/``AWS_DEFAULT_REGION``), overlaid
-by the storage options a caller gives for a block of work (:func:`storage_options_scope`, what the
-Python API's ``storage_options`` uses).
+A graph URI is a local path, a ``file://`` URL or ``s3://bucket/prefix``; :func:`open_store` gives
+its :class:`GraphStore` and Lance storage options. S3 settings come from the environment
+(``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_SESSION_TOKEN``, ``AWS_REGION``/``AWS_DEFAULT_REGION``), overlaid by the storage options the
+caller passes to :func:`open_store` (the Python API's ``storage_options``: the names of
+:data:`STORAGE_OPTION_ENV`); the store keeps them for every object and dataset it opens.
 
 Paths handed to a :class:`GraphStore` are relative to the graph root and use ``/``.
 :meth:`GraphStore.put_if_absent` is the one atomic create-if-absent primitive the toolkit relies
@@ -26,6 +18,10 @@ an S3 root's go through s3fs, with transient errors retried. :attr:`GraphStore.f
 fsspec filesystem of either kind for whole-tree walks (``find``); fsspec is imported only then or
 for an S3 root, so a command on a local root does not load it.
 
+:func:`canonical_json` is the one byte encoding of every persisted document (intents, claims,
+ledger records): keys sorted at every level, ``separators=(",", ":")``, UTF-8 without ASCII
+escaping, no NaN or infinity. Equal values always encode to equal bytes, so a document read back
+and re-encoded is byte-identical to what was written.
 """
 
 from __future__ import annotations
@@ -103,9 +99,10 @@ def _is_transient(error: BaseException) -> bool:
 
 
 def _s3_io(method: Callable[..., T]) -> Callable[..., T]:
-    """Retry ``method`` on transient S3 errors (tenacity: at most :data:`S3_ATTEMPTS` attempts and
-    :data:`S3_RETRY_SECONDS`, exponential backoff with jitter); when the budget is spent, raise
-    ``storage_unavailable``. Local stores are not retried.
+    """Retry ``method`` on transient S3 errors; once the budget is spent, raise ``storage_unavailable``.
+
+    The budget is tenacity's: at most :data:`S3_ATTEMPTS` attempts and :data:`S3_RETRY_SECONDS`,
+    exponential backoff with jitter. Local stores are not retried.
     """
     retrying = retry(
         retry=retry_if_exception(_is_transient),
@@ -146,12 +143,14 @@ class GraphStore:
 
     @property
     def is_local(self) -> bool:
+        """True for a local root (a path or ``file://``), False for an ``s3://`` one."""
         return not self.uri.startswith("s3://")
 
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
-        """The fsspec filesystem the root's paths (:meth:`path`) belong to: s3fs for an S3 root,
-        fsspec's local filesystem (imported on first use) for a local one.
+        """The fsspec filesystem the root's paths (:meth:`path`) belong to.
+
+        s3fs for an S3 root; fsspec's local filesystem (imported on first use) for a local one.
         """
         if self.s3_fs is not None:
             return self.s3_fs
@@ -226,6 +225,7 @@ class GraphStore:
 
     @_s3_io
     def exists(self, rel: str) -> bool:
+        """True if an object (or a directory) exists at ``rel``."""
         if self.is_local:
             return os.path.exists(self.path(rel))
         return bool(self.fs.exists(self.path(rel)))
@@ -338,8 +338,10 @@ def _s3_environment(given: Mapping[str, str]) -> dict[str, str]:
 
 
 def s3_settings(given: Mapping[str, str]) -> tuple[dict[str, object], dict[str, str]]:
-    """(s3fs keyword arguments, Lance storage options) built from the AWS environment, overlaid by
-    the ``given`` storage options (checked by :func:`check_storage_options`).
+    """The s3fs keyword arguments and the Lance storage options, as ``(fs_kwargs, lance_options)``.
+
+    Both are built from the AWS environment, overlaid by the ``given`` storage options (checked by
+    :func:`check_storage_options`).
     """
     env = _s3_environment(given)
     endpoint = env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT")
@@ -380,8 +382,10 @@ _VERIFIED_BUCKETS: set[tuple[str, str]] = set()
 
 
 def _require_bucket(fs: fsspec.AbstractFileSystem, bucket: str) -> None:
-    """Refuse a bucket that does not exist (``not_found``) or that our credentials may not use
-    (``access_denied``) with a typed error, before any command reads or writes under it.
+    """Refuse, with a typed error, a bucket that is missing or that our credentials may not use.
+
+    Called before any command reads or writes under the bucket: a bucket that does not exist is
+    ``not_found``, one our credentials may not use ``access_denied``.
     """
     try:
         fs.call_s3("head_bucket", Bucket=bucket)

@@ -2,7 +2,7 @@
 
 ``run`` and ``resume`` record every read query's answer on every live branch before the first
 PK effect and take them again before the stamp; ``verify`` takes the recorded ones again on
-demand (see :mod:`omnigraph.migrator.verify`). Usage errors (exit 2, before anything is read or written):
+demand (see :class:`omnigraph.migrate.AnswerQueries`). Usage errors (exit 2, before anything is read or written):
 ``--query-params`` without ``--queries``, and files that are not a ``.gq`` source with a read
 query or a JSON object of params objects.
 """
@@ -46,8 +46,9 @@ def answer_check_options(command: F) -> F:
 
 
 def chosen_queries(queries_path: Path | None, query_params_path: Path | None) -> AnswerQueries | None:
-    """The answer check the options name (None without ``--queries``); a click usage error when
-    the files cannot be used.
+    """The answer check the options name (None without ``--queries``).
+
+    Raises a click usage error when the files cannot be used.
     """
     if queries_path is None:
         if query_params_path is not None:

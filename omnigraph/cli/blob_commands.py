@@ -1,5 +1,6 @@
-"""``omnigraph blob get --type T --id ID --property P [--branch B] [--output FILE] GRAPH``:
-stream one Blob cell's bytes to stdout (or to FILE), read-only.
+"""``omnigraph blob get``: stream one Blob cell's bytes to stdout (or to FILE), read-only.
+
+Usage: ``omnigraph blob get --type T --id ID --property P [--branch B] [--output FILE] GRAPH``.
 
 The bytes go out as they are read (:meth:`omnigraph.Graph.open_blob`), never whole in memory;
 the size and the destination are said on stderr. A refused cell (unknown type, property or

@@ -1,5 +1,4 @@
-"""The console scripts' entry point: run a click group, then end the process without tearing the
-interpreter down.
+"""The console scripts' entry point: run a click group, then end the process without interpreter teardown.
 
 After the command has returned (or raised :class:`SystemExit`, as click's standalone mode always
 does), :func:`run_script` flushes stdout and stderr, runs the ``atexit`` handlers (logging's
@@ -50,22 +49,24 @@ COLLECTOR_HELD_SECONDS = 1.0
 
 
 def run_script(group: click.Group) -> NoReturn:
-    """Run ``group`` as its console script (arguments from ``sys.argv``) and end the process with
-    the command's exit status: by ``os._exit`` after flushing and the ``atexit`` handlers, or by
-    raising :class:`SystemExit` where that is not safe (module docstring).
+    """Run ``group`` as its console script (arguments from ``sys.argv``) and end the process with its exit status.
+
+    The process ends by ``os._exit`` after flushing and the ``atexit`` handlers, or by raising
+    :class:`SystemExit` where that is not safe (module docstring).
     """
     hold_collector(COLLECTOR_HELD_SECONDS)
+    code: object = 0  # kept only if ``main`` returned: standalone mode always raises SystemExit
     try:
         group.main()
-        code: object = 0  # not reached in standalone mode, which always raises SystemExit
     except SystemExit as stop:
         code = stop.code
     fast_exit(code)
 
 
 def hold_collector(seconds: float) -> None:
-    """Disable the cyclic garbage collector now and give it back after ``seconds`` (from a daemon
-    timer thread, so a process that ends sooner is not kept waiting), or in a forked child at once.
+    """Disable the cyclic garbage collector now and give it back after ``seconds``, or in a forked child at once.
+
+    It is given back from a daemon timer thread, so a process that ends sooner is not kept waiting.
     """
     gc.disable()
     os.register_at_fork(after_in_child=gc.enable)
@@ -75,9 +76,10 @@ def hold_collector(seconds: float) -> None:
 
 
 def resume_collector() -> None:
-    """Collect every cycle made so far, move what survives to the collector's permanent
-    generation (``gc.freeze``: never scanned again, still freed by reference counting) and
-    re-enable the collector.
+    """Collect every cycle made so far, freeze what survives and re-enable the collector.
+
+    Frozen objects move to the collector's permanent generation (``gc.freeze``): never scanned
+    again, still freed by reference counting.
     """
     gc.collect()
     gc.freeze()
@@ -85,8 +87,9 @@ def resume_collector() -> None:
 
 
 def fast_exit(code: object) -> NoReturn:
-    """End the process with ``code`` (a :class:`SystemExit` code) without the interpreter's
-    teardown when nothing but teardown would be skipped; else raise ``SystemExit(code)``.
+    """End the process with ``code`` (a :class:`SystemExit` code), skipping the interpreter's teardown when safe.
+
+    It skips teardown only when nothing but teardown would be skipped; else it raises ``SystemExit(code)``.
     """
     if not (code is None or isinstance(code, int)) or _other_threads_alive() or not _flushed():
         raise SystemExit(code)

@@ -61,9 +61,11 @@ class LazyGroup(click.Group):
         self.lazy_commands: dict[str, LazyCommand] = dict(lazy_commands or {})
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command's name, loaded or lazy, sorted."""
         return sorted({*self.commands, *self.lazy_commands})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name`` (a lazy one loaded and kept on first lookup), or None if there is none."""
         if cmd_name not in self.commands and cmd_name in self.lazy_commands:
             command = self.lazy_commands[cmd_name].load()
             if command.name != cmd_name:

@@ -1,7 +1,6 @@
-"""``omnigraph drift show|adopt|revert``, ``omnigraph recover`` and ``omnigraph optimize``:
-routine Lance maintenance.
+"""Routine Lance maintenance: ``omnigraph drift show|adopt|revert``, ``omnigraph recover`` and ``omnigraph optimize``.
 
-Both work on format-5 graphs and on format-4 graphs (maintenance changes no row through the
+Each works on format-5 graphs and on format-4 graphs (maintenance changes no row through the
 write door, and a format-4 graph must be maintainable before its migration); a graph under a
 migration barrier is refused. On a format-4 graph ``drift adopt`` skips the fencing checks (the
 migration makes them) and ``optimize`` protects every version a migration sidecar pins.
@@ -101,14 +100,16 @@ def drift_revert(branch: str, table: str | None, uri: str, as_json: bool) -> Non
         echo_result(f"reverted {report.table_key} to the rows of v{report.pinned_version} ({report.span} undone)")
 
 
-@click.command("recover")
+@click.command(
+    "recover",
+    help="Open the graph read-write: resolve interrupted commits of dead writers, adopt out-of-band "
+    "commits that change no row, then report any drift left (exit 5, naming `omnigraph drift`).",
+)
 @json_option
 @click.argument("uri", metavar="GRAPH")
 @reports_errors
 def recover_command(uri: str, as_json: bool) -> None:
-    """Open the graph read-write: resolve interrupted commits of dead writers, adopt out-of-band
-    commits that change no row, then report any drift left (exit 5, naming `omnigraph drift`).
-    """
+    """``omnigraph recover``: :func:`omnigraph.maintenance.recover`, reported on stdout (``help`` says what it does)."""
     from omnigraph.maintenance import recover
 
     result = recover(uri, announce=say)

@@ -1,6 +1,8 @@
-"""The commands ``omnigraph-migrate`` defines itself: preflight, plan, run, resume, abort, status,
-verify, duplicates, repair and copy (:mod:`omnigraph.cli.migrate` lists them; ``claim``, ``playbook``,
-``rebuild`` and ``refence`` have modules of their own).
+"""The commands ``omnigraph-migrate`` defines itself.
+
+They are preflight, plan, run, resume, abort, status, verify, duplicates, repair and copy
+(:mod:`omnigraph.cli.migrate` lists them; ``claim``, ``playbook``, ``rebuild`` and ``refence`` have
+modules of their own).
 
 Every command drives the migrator through :mod:`omnigraph.migrate`, whose functions import the
 migrator when they are called: importing this module (to run one command, or to print its
@@ -59,9 +61,7 @@ def _inventory_on_stdout(command: Any) -> Any:
 @reports_errors
 @_inventory_on_stdout
 def preflight_command(uri: str, validate: bool, ignore_fleet: bool, as_json: bool) -> None:
-    """Read-only readiness check: stamp 4, no pending writes, no claim, no live registered writer,
-    every unit listed.
-    """
+    """Read-only readiness check: stamp 4, no pending writes, no claim, no live registered writer, every unit listed."""
     document = migrate.preflight(uri, validate=validate, ignore_fleet=ignore_fleet, progress=_progress(as_json)).to_dict()
     if as_json:
         emit_json(document)
@@ -149,7 +149,12 @@ def run_command(
     say(f"next: `omnigraph-migrate verify {uri}`, then restart writers with the new omnigraph")
 
 
-@click.command("resume")
+@click.command(
+    "resume",
+    help="Continue a crashed migration from its ledger and sidecars (images not yet found clean are validated "
+    "on --executor). Answers the migration recorded are checked before the stamp; --queries is only needed "
+    "if the run died before recording them.",
+)
 @click.argument("uri", metavar="GRAPH")
 @click.option("--token", required=True, help="The token of the crashed migration's claim.")
 @executor_options
@@ -168,10 +173,7 @@ def resume_command(
     query_params_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Continue a crashed migration from its ledger and sidecars (images not yet found clean
-    are validated on --executor). Answers the migration recorded are checked before the stamp;
-    --queries is only needed if the run died before recording them.
-    """
+    """``omnigraph-migrate resume``: :func:`omnigraph.migrate.resume` on the chosen executor (``help`` says what it does)."""
     queries = chosen_queries(queries_path, query_params_path)
     with chosen_executor(executor, ray_address) as validator:
         outcome = migrate.resume(uri, token=token, executor=validator, progress=_progress(as_json), queries=queries, parallel=parallel)
@@ -214,9 +216,7 @@ def abort_command(uri: str, token: str, reason: str, as_json: bool) -> None:
 @json_option
 @reports_errors
 def status_command(uri: str, tail_records: int | None, as_json: bool) -> None:
-    """The stamp, the claim holder (and every process acting for it), the latest migration's
-    ledger, and the command to run next.
-    """
+    """The stamp, the claim holder (and every process acting for it), the latest migration's ledger, and the command to run next."""
     shown = migrate.status(uri, tail=tail_records)
     document = shown.to_dict()
     if as_json:
@@ -250,15 +250,17 @@ def status_command(uri: str, tail_records: int | None, as_json: bool) -> None:
     echo_result(f"next: {document['next']}")
 
 
-@click.command("verify")
+@click.command(
+    "verify",
+    help="Check every live table on every branch has the PK [id] and nothing is unpublished; with "
+    "--queries, also that they answer as when the migration recorded them.",
+)
 @click.argument("uri", metavar="GRAPH")
 @answer_check_options
 @json_option
 @reports_errors
 def verify_command(uri: str, queries_path: Path | None, query_params_path: Path | None, as_json: bool) -> None:
-    """Check every live table on every branch has the PK [id] and nothing is unpublished; with
-    --queries, also that they answer as when the migration recorded them.
-    """
+    """``omnigraph-migrate verify``: :func:`omnigraph.migrate.verify` (``help`` says what it checks)."""
     document = migrate.verify(uri, queries=chosen_queries(queries_path, query_params_path)).to_dict()
     if as_json:
         emit_json(document)

@@ -1,6 +1,7 @@
-"""``omnigraph mutate --query F.gq [--name N] [--params JSON] [--branch B] [--if-commit ID] [--json] GRAPH``,
-and for an update or delete that matches more rows than one commit carries, ``--chunk-rows N``
-(one atomic commit per chunk, :mod:`omnigraph.engine.ops.mutate`) and ``--resume OPERATION``.
+"""``omnigraph mutate --query F.gq [--name N] [--params JSON] [--branch B] [--if-commit ID] [--json] GRAPH``.
+
+For an update or delete that matches more rows than one commit carries: ``--chunk-rows N`` (one
+atomic commit per chunk, :meth:`omnigraph.Graph.mutate_chunked`) and ``--resume OPERATION``.
 """
 
 from __future__ import annotations

@@ -27,4 +27,4 @@ _parallel_option = click.option(
 
 def parallel_option(command: F) -> F:
     """Add ``--parallel`` (None when not given: the migrator picks the default for the store)."""
-    return _parallel_option(command)  # type: ignore[return-value]
+    return _parallel_option(command)

@@ -95,9 +95,7 @@ journal_root_option = click.option(
 
 @click.group("playbook")
 def playbook_group() -> None:
-    """Run a YAML runbook (upgrade, staging-rehearsal, resume-crashed, duplicate-repair), finish an
-    interrupted run, list and show runs.
-    """
+    """Run a YAML runbook (upgrade, staging-rehearsal, resume-crashed, duplicate-repair), finish an interrupted run, list and show runs."""
 
 
 @playbook_group.command("run")
@@ -162,8 +160,10 @@ def run_command(
 
 
 def _name_unfinished_runs(report: RunReport, root: str) -> None:
-    """A run that found its goal already reached says which earlier runs of the same playbook on
-    the same graph never finished (their later steps, a smoke test or a release check, never ran).
+    """Name the earlier runs of the same playbook on the same graph that never finished.
+
+    A run that found its goal already reached says so on stderr: their later steps (a smoke test
+    or a release check) never ran.
     """
     for summary in list_runs(root):
         started = summary.started
@@ -180,7 +180,11 @@ def _name_unfinished_runs(report: RunReport, root: str) -> None:
             )
 
 
-@playbook_group.command("resume")
+@playbook_group.command(
+    "resume",
+    help="Finish the playbook run journalled at JOURNAL (ROOT/<run id>) whose runner died: the step it "
+    "died in and every later one; the report and JUnit cover the whole run.",
+)
 @click.argument("journal")
 @yes_option
 @holder_dead_option
@@ -189,9 +193,7 @@ def _name_unfinished_runs(report: RunReport, root: str) -> None:
 @json_option
 @reports_errors
 def resume_command(journal: str, yes: bool, holder_dead: bool, report_path: Path | None, junit_path: Path | None, as_json: bool) -> None:
-    """Finish the playbook run journalled at JOURNAL (ROOT/<run id>) whose runner died: the step it
-    died in and every later one; the report and JUnit cover the whole run.
-    """
+    """``omnigraph-migrate playbook resume``: the run's remaining steps (``help`` says which), then its report."""
     report, planned = resume_run(journal, _operator(yes, holder_dead, as_json))
     _finish(report, planned, report_path, junit_path, as_json)
 

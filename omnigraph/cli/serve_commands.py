@@ -38,8 +38,9 @@ def is_loopback(host: str) -> bool:
 
 
 def _check_authentication(host: str, tokens: str | None, unauthenticated: bool, allow_remote: bool) -> None:
-    """Refuse (usage error) a start that would leave the server open by accident; warn on stderr
-    about every open or plain-HTTP choice that was made on purpose.
+    """Refuse (usage error) a start that would leave the server open by accident.
+
+    Every open or plain-HTTP choice that was made on purpose is warned about on stderr.
     """
     if tokens is not None and unauthenticated:
         raise click.UsageError("--tokens and --unauthenticated exclude each other: choose one")
@@ -69,8 +70,10 @@ def _check_authentication(host: str, tokens: str | None, unauthenticated: bool, 
 
 
 def _raise_open_files_limit(connections: int) -> None:
-    """Let the process hold ``connections`` sockets and its own files: raise the soft limit on
-    open files up to the hard one if need be; warn when even that is short.
+    """Let the process hold ``connections`` sockets and its own files.
+
+    The soft limit on open files is raised up to the hard one if need be; a warning says when even
+    that is short.
     """
     needed = connections + 256
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)

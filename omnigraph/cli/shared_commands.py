@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,6 +19,9 @@ import omnigraph
 from omnigraph.cli.lazy import LazyCommand
 from omnigraph.cli.support import echo_result, emit_json, json_option, open_for_command, reports_errors, say, say_recovered
 from omnigraph.errors import BadRequest
+
+if TYPE_CHECKING:
+    from omnigraph.graph import LoadMode
 
 MAIN = "main"
 
@@ -64,7 +67,7 @@ def _decode_utf8(data: bytes, what: str, path: str) -> str:
         raise BadRequest(f"{what} {path!r} is not UTF-8: {error.reason} at byte {error.start}", {"path": path}) from None
 
 
-def _chunked_load(graph: omnigraph.Graph, data: Any, mode: str, branch: str, chunk_rows: int) -> omnigraph.LoadResult:
+def _chunked_load(graph: omnigraph.Graph, data: Any, mode: LoadMode, branch: str, chunk_rows: int) -> omnigraph.LoadResult:
     """``load`` with ``--chunk-rows``, with a progress bar of the commits on stderr."""
     bars: list[Any] = []
 
@@ -75,7 +78,7 @@ def _chunked_load(graph: omnigraph.Graph, data: Any, mode: str, branch: str, chu
         bars[0].update(done - bars[0].pos)
 
     try:
-        return graph.load(data, mode=mode, branch=branch, chunk_rows=chunk_rows, progress=progress)  # type: ignore[arg-type]
+        return graph.load(data, mode=mode, branch=branch, chunk_rows=chunk_rows, progress=progress)
     finally:
         if bars:
             bars[0].__exit__(None, None, None)
@@ -126,14 +129,14 @@ def load_command_for(program: str) -> click.Command:
     @json_option
     @click.argument("uri", metavar="GRAPH")
     @reports_errors
-    def load_command(mode: str, data_path: str, branch: str, chunk_rows: int | None, uri: str, as_json: bool) -> None:
+    def load_command(mode: LoadMode, data_path: str, branch: str, chunk_rows: int | None, uri: str, as_json: bool) -> None:
         """Load a JSONL file into a branch as one atomic commit (or one per chunk)."""
         from omnigraph.inputs import open_data_file
 
         with open_data_file(data_path) as data, open_for_command(uri, program=program) as opened:
             say_recovered(opened)
             if chunk_rows is None:
-                result = opened.load(data, mode=mode, branch=branch)  # type: ignore[arg-type]
+                result = opened.load(data, mode=mode, branch=branch)
             else:
                 result = _chunked_load(opened, data, mode, branch, chunk_rows)
         if as_json:

@@ -16,14 +16,15 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import click
 
 import omnigraph
 from omnigraph.errors import Internal, OmnigraphError, exit_code_for
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 
@@ -43,11 +44,11 @@ def say(message: str) -> None:
     click.echo(message, err=True)
 
 
-def reports_errors(command: F) -> F:
+def reports_errors(command: Callable[P, R]) -> Callable[P, R]:
     """Turn errors into the CLI contract: a message (or JSON error), and the error's exit code."""
 
     @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         as_json = bool(kwargs.get("as_json"))
         try:
             outcome = command(*args, **kwargs)
@@ -69,7 +70,7 @@ def reports_errors(command: F) -> F:
             _report(internal, as_json)
             sys.exit(exit_code_for(internal))
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def _report(error: OmnigraphError, as_json: bool) -> None:
@@ -79,8 +80,9 @@ def _report(error: OmnigraphError, as_json: bool) -> None:
 
 
 def open_for_command(uri: str, *, read_only: bool = False, program: str = omnigraph.ENGINE) -> omnigraph.Graph:
-    """The graph a command acts on: opened now, with the stamp and the claim checked at the open
-    only (a command opens, acts once and exits, as a one-shot program always has).
+    """The graph a command acts on: opened now, with the stamp and the claim checked at the open only.
+
+    A command opens, acts once and exits, as a one-shot program always has.
     """
     return omnigraph.open(uri, read_only=read_only, program=program, stamp_checks="at_open")
 

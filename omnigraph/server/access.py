@@ -54,11 +54,13 @@ class _Declaration:
 
 
 class Requires(_Declaration):
-    """A guarded route's declaration; hands the handler the principal the gate admitted. Its
-    bearer parameter only describes the scheme in the OpenAPI document (the gate checks it).
+    """A guarded route's declaration; hands the handler the principal the gate admitted.
+
+    Its bearer parameter only describes the scheme in the OpenAPI document (the gate checks it).
     """
 
     def __call__(self, request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]) -> Principal:
+        """The principal the gate admitted for ``request`` (``internal`` if the app runs without the gate)."""
         principal = request.scope.get("state", {}).get(PRINCIPAL_KEY)
         if not isinstance(principal, Principal):
             raise Internal("no principal for a guarded route: the app runs without omnigraph.server.gate.Gate")
@@ -69,6 +71,7 @@ class Open(_Declaration):
     """An open route's declaration."""
 
     def __call__(self) -> None:
+        """Nothing: an open route needs no principal."""
         return None
 
 
@@ -92,7 +95,8 @@ def _declared(dependencies: list[Any]) -> list[Policy]:
 
 
 def single_policy(route: APIRoute) -> Policy | None:
-    """The one policy ``route`` declares (on itself or through its router's dependencies), or
+    """The one policy ``route`` declares (on itself or through its router's dependencies).
+
     None when it declares none or several.
     """
     declared = set(_declared(route.dependant.dependencies))

@@ -53,8 +53,9 @@ def _error_response(error: OmnigraphError, status: int | None = None) -> JSONRes
 
 
 def create_app(settings: ServeSettings) -> FastAPI:
-    """The application serving ``settings.graph`` as ``settings.program``; the tokens file (when
-    the server is not unauthenticated) is read and validated here.
+    """The application serving ``settings.graph`` as ``settings.program``.
+
+    The tokens file (when the server is not unauthenticated) is read and validated here.
     """
     program = settings.program
     tokens = None if settings.tokens_file is None else TokenTable(read_tokens_file(settings.tokens_file))
@@ -180,7 +181,7 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
     ) -> StreamingResponse:
         """One Blob cell's bytes, streamed (``omnigraph blob get``): ``?type=T&id=ID&property=P``
         (query parameters, so any id fits); ``Content-Length`` is the cell's size.
-        """
+        """  # noqa: D205 - the route's OpenAPI description, served as written
         size, chunks = service.blob(branch, type_name, row_id, prop)
         return StreamingResponse(chunks, media_type="application/octet-stream", headers={"Content-Length": str(size)})
 
@@ -198,7 +199,7 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
     ) -> dict[str, Any]:
         """Load a JSONL body as one commit: append = strict insert, merge = upsert, overwrite = replace.
         The body is parsed and validated before the server's write lock is taken.
-        """
+        """  # noqa: D205 - the route's OpenAPI description, served as written
         data = await request.body()  # read and bounded by the gate already
         return await run_in_threadpool(service.load, branch, mode, data, principal.actor)
 
@@ -208,7 +209,7 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
         def merge_branch(name: str, body: models.MergeRequest, principal: Annotated[Principal, requires(Grant.MERGE)]) -> dict[str, Any]:
             """Three-way merge of branch ``name`` into ``into`` (up to date, fast-forward or a merge
             commit); any conflict is 409 ``merge_conflict`` with the full list, nothing written.
-            """
+            """  # noqa: D205 - the route's OpenAPI description, served as written
             return service.merge(name, body.into, principal.actor)
 
         @app.post("/branches/{branch}/mutate", response_model=MutationResult, tags=["writes"])
@@ -220,7 +221,7 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
         ) -> dict[str, Any]:
             """Run one ``.gq`` query as one commit; ``If-Match: <commit id>`` refuses (412) unless the
             branch head is that commit (``--if-commit``).
-            """
+            """  # noqa: D205 - the route's OpenAPI description, served as written
             return service.mutate(branch, body.query, body.name, body.params, if_match, principal.actor)
 
 

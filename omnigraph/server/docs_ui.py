@@ -1,7 +1,8 @@
-"""The API description (``/openapi.json``) and Swagger UI (``/docs``), with the viewer's assets
-served by this server from the ``fastapi-offline`` package: the page works without internet access
-and loads nothing from another site. All three are open routes (they describe the API, not the
-graph); ``omnigraph serve --no-docs`` leaves them out.
+"""The API description (``/openapi.json``) and Swagger UI (``/docs``), served without internet access.
+
+The viewer's assets are served by this server from the ``fastapi-offline`` package: the page
+works without internet access and loads nothing from another site. All three are open routes
+(they describe the API, not the graph); ``omnigraph serve --no-docs`` leaves them out.
 """
 
 from __future__ import annotations

@@ -55,8 +55,9 @@ _ACTOR = re.compile(ACTOR_PATTERN)
 
 
 def host_name(value: str) -> str | None:
-    """The host name of a ``Host`` header value (port and IPv6 brackets removed, lower case), or
-    None when it is malformed.
+    """The host name of a ``Host`` header value (port and IPv6 brackets removed, lower case).
+
+    None when the value is malformed.
     """
     value = value.strip().lower()
     if value.startswith("["):
@@ -72,14 +73,17 @@ def host_name(value: str) -> str | None:
 
 
 class GuardedRoute(APIRoute):
-    """An ``APIRoute`` whose handler passes the gate first (the module docstring): the checks run
-    once routing has chosen the route and before FastAPI reads the body or solves a dependency.
+    """An ``APIRoute`` whose handler passes the gate first (the module docstring).
+
+    The checks run once routing has chosen the route and before FastAPI reads the body or solves a
+    dependency.
 
     The app's router and every router included in it use this class (``route_class``);
     :func:`audit_routes` refuses to start an app with a route of another class.
     """
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """FastAPI's handler of this route, behind the gate's checks for the route's policy."""
         handler = super().get_route_handler()
         policy = single_policy(self)
         path = self.path_format
@@ -140,8 +144,10 @@ class _GateConfig:
             )
 
     def _admit(self, policy: Policy, headers: dict[str, str], state: dict[str, Any]) -> None:
-        """Put the caller's principal in ``state`` (as soon as it is known, so that the access
-        log names the actor of a refusal too), or refuse the caller.
+        """Put the caller's principal in ``state``, or refuse the caller.
+
+        The principal is put as soon as it is known, so that the access log names the actor of a
+        refusal too.
         """
         if policy.grant is None:
             return
@@ -265,8 +271,9 @@ def install_gate(app: FastAPI, settings: ServeSettings, tokens: TokenTable | Non
 
 
 def _routes(routes: list[BaseRoute]) -> Iterator[BaseRoute]:
-    """Every route under ``routes``, through included routers (which some FastAPI versions keep
-    as one entry holding the router).
+    """Every route under ``routes``, through included routers.
+
+    Some FastAPI versions keep an included router as one entry holding the router.
     """
     for route in routes:
         included = getattr(route, "original_router", None)
@@ -277,9 +284,11 @@ def _routes(routes: list[BaseRoute]) -> Iterator[BaseRoute]:
 
 
 def audit_routes(app: FastAPI) -> list[tuple[str, Policy]]:
-    """``(path, policy)`` of every route of ``app``; ``RuntimeError`` naming each route that is
-    not a :class:`GuardedRoute` or does not declare exactly one policy. The app calls it when it
-    starts, so a route that forgot its grant keeps the server from starting.
+    """``(path, policy)`` of every route of ``app``.
+
+    Raises ``RuntimeError`` naming each route that is not a :class:`GuardedRoute` or does not
+    declare exactly one policy. The app calls it when it starts, so a route that forgot its grant
+    keeps the server from starting.
     """
     found: list[tuple[str, Policy]] = []
     problems: list[str] = []

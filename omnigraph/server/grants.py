@@ -24,8 +24,10 @@ UNAUTHENTICATED_ACTOR = "http"
 
 @dataclass(frozen=True)
 class Principal:
-    """Who a request acts as: ``actor`` is what commits record; ``authenticated`` is False only on
-    a server started ``--unauthenticated``, where every request holds every grant.
+    """Who a request acts as: ``actor`` is what commits record.
+
+    ``authenticated`` is False only on a server started ``--unauthenticated``, where every request
+    holds every grant.
     """
 
     actor: str
@@ -33,6 +35,7 @@ class Principal:
     authenticated: bool
 
     def may(self, grant: Grant) -> bool:
+        """True if the principal holds ``grant``."""
         return grant in self.grants
 
 

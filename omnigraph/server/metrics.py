@@ -71,12 +71,13 @@ class _ScrapeTime(Collector):
 
 
 def exposition(stamp: Callable[[], str], program: str) -> bytes:
-    """The text exposition of every metric (all workers' when in multiprocess mode); ``stamp``
-    reads the graph's stamp at this scrape.
+    """The text exposition of every metric (all workers' when in multiprocess mode).
+
+    ``stamp`` reads the graph's stamp at this scrape.
     """
     if os.environ.get(MULTIPROC_ENV):
         counted = CollectorRegistry()
-        MultiProcessCollector(counted)
+        MultiProcessCollector(counted)  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated
     else:
         counted = REGISTRY
     scraped = CollectorRegistry()
@@ -89,4 +90,4 @@ def forget_process(pid: int) -> None:
     if os.environ.get(MULTIPROC_ENV):
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(pid)
+        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]  # prometheus_client leaves it unannotated

@@ -92,6 +92,7 @@ class Observe:
         self.log_fd = log_fd
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one ASGI connection through the app, timing and logging an HTTP request (module docstring)."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -12,6 +12,7 @@ connection opening, or of the previous response ending. The body has its own dea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from functools import cache
 
 import h11
@@ -30,20 +31,24 @@ class HeadDeadlineProtocol(H11Protocol):
 
     _deadline: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn narrows asyncio's BaseTransport
+        """Start serving the connection, and arm the head deadline."""
         super().connection_made(transport)
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """Disarm the head deadline, then let uvicorn end the connection."""
         self._disarm()
         super().connection_lost(exc)
 
     def handle_events(self) -> None:
+        """Handle the received data; a complete request head disarms the deadline."""
         super().handle_events()
         if self._in_request():
             self._disarm()
 
     def on_response_complete(self) -> None:
+        """Finish the response; arm the deadline for the next request head unless one is already in or the connection closes."""
         super().on_response_complete()
         if not self._in_request() and not self.transport.is_closing():
             self._arm()
@@ -64,8 +69,6 @@ class HeadDeadlineProtocol(H11Protocol):
         self._deadline = None
         if self._in_request() or self.transport.is_closing():
             return
-        try:
+        with contextlib.suppress(h11.LocalProtocolError):
             self.conn.send(h11.ConnectionClosed())
-        except h11.LocalProtocolError:
-            pass
         self.transport.close()

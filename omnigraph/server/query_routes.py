@@ -24,7 +24,7 @@ from omnigraph.server.service import GraphService
 GRANT = Grant.READ
 
 
-class QueryRequest(BaseModel):
+class QueryRequest(BaseModel):  # noqa: D101 - a docstring would become its OpenAPI description
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(description="The .gq source.")
@@ -34,8 +34,9 @@ class QueryRequest(BaseModel):
 
 
 def query_router(service: GraphService) -> APIRouter:
-    """The query route of ``service``'s graph; none for the format-4 writer's emulation (the
-    release it emulates had no read queries).
+    """The query route of ``service``'s graph; none for the format-4 writer's emulation.
+
+    The release it emulates had no read queries.
     """
     router = APIRouter(route_class=GuardedRoute)
     if service.program != omnigraph.ENGINE:

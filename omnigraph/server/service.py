@@ -29,9 +29,10 @@ LoadMode = Literal["append", "merge", "overwrite"]
 
 
 class GraphService:
-    """One graph served by one process under one program profile: a lazy :class:`omnigraph.Graph`
-    (nothing is opened until the first request), whose reads run in parallel and whose writes it
-    serialises.
+    """One graph served by one process under one program profile.
+
+    It is a lazy :class:`omnigraph.Graph` (nothing is opened until the first request), whose reads
+    run in parallel and whose writes it serialises.
     """
 
     def __init__(
@@ -45,18 +46,22 @@ class GraphService:
     # -- reads ---------------------------------------------------------------------------------
 
     def readiness(self) -> dict[str, Any]:
-        """``{format, writable, reason}``: the barrier, then, for a fenced program at stamp 5, the
-        writer audit (a late format-4 commit or an image without the PK is not writable).
+        """``{format, writable, reason}``: the barrier, then the writer audit for a fenced program at stamp 5.
+
+        In the writer audit, a late format-4 commit or an image without the PK is not writable.
         """
         return self.graph.readiness().to_dict()
 
     def snapshot(self, branch: str) -> dict[str, Any]:
+        """The snapshot document of ``branch``: what it pins."""
         return self.graph.snapshot(branch).to_dict()
 
     def branches(self) -> list[dict[str, Any]]:
+        """The document of every branch."""
         return [branch.to_dict() for branch in self.graph.branches()]
 
     def commits(self, branch: str) -> list[dict[str, Any]]:
+        """The document of every commit of ``branch``."""
         return [commit.to_dict() for commit in self.graph.commits(branch)]
 
     def export(self, branch: str, types: list[str]) -> Iterator[str]:
@@ -74,8 +79,10 @@ class GraphService:
         return chained()
 
     def blob(self, branch: str, type_name: str, row_id: str, prop: str) -> tuple[int, Iterator[bytes]]:
-        """One Blob cell's size and its bytes as a stream; the cell is opened here, so a refused
-        cell fails before streaming (the stream closes the cell when it ends).
+        """One Blob cell's size and its bytes as a stream.
+
+        The cell is opened here, so a refused cell fails before streaming (the stream closes the
+        cell when it ends).
         """
         reader = self.graph.open_blob(type_name, row_id, prop, branch=branch)
         return reader.size, reader.chunks()
@@ -96,27 +103,32 @@ class GraphService:
         self.graph.close()
 
     def load(self, branch: str, mode: LoadMode, data: bytes, actor: str) -> dict[str, Any]:
-        """Parse and validate ``data`` against the catalog first, then publish under the write lock
-        (the barrier is checked before the parse too, so a refused write parses nothing). A Blob
-        value must be bytes: an external URI would have the server read its own files or buckets.
+        """Parse and validate ``data`` against the catalog first, then publish under the write lock.
+
+        The barrier is checked before the parse too, so a refused write parses nothing. A Blob value
+        must be bytes: an external URI would have the server read its own files or buckets.
         """
         return self.graph.load(data, mode=mode, branch=branch, actor=actor, external_blobs=False).to_dict()
 
     def create_branch(self, name: str, source: str) -> dict[str, Any]:
+        """Create branch ``name`` from the head of ``source``; the created branch's document."""
         return self.graph.create_branch(name, from_branch=source).to_dict()
 
     def delete_branch(self, name: str) -> None:
+        """Delete branch ``name``."""
         self.graph.delete_branch(name)
 
     def mutate(
         self, branch: str, source: str, name: str | None, params: dict[str, Any], if_commit: str | None, actor: str
     ) -> dict[str, Any]:
-        """One ``.gq`` query as one commit; syntax, the insert/delete mix and an external Blob URI
-        (see :meth:`load`) are refused before any I/O.
+        """One ``.gq`` query as one commit.
+
+        Syntax, the insert/delete mix and an external Blob URI (see :meth:`load`) are refused before any I/O.
         """
         return self.graph.mutate(
             source, name=name, params=params, branch=branch, if_commit=if_commit, actor=actor, external_blobs=False
         ).to_dict()
 
     def merge(self, source: str, into: str, actor: str) -> dict[str, Any]:
+        """Merge branch ``source`` into ``into`` as ``actor``; the merge result's document."""
         return self.graph.merge(source, into=into, actor=actor).to_dict()

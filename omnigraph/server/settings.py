@@ -50,6 +50,7 @@ class ServeSettings(BaseModel):
     limits: Limits = Field(default_factory=Limits)
 
     def to_env(self) -> dict[str, str]:
+        """The environment that hands these settings to a worker process (see :func:`settings_from_env`)."""
         return {SETTINGS_ENV: self.model_dump_json()}
 
 

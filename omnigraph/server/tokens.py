@@ -34,8 +34,9 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 
 
 class TokenEntry(BaseModel):
-    """One token: the actor its commits record, the hex SHA-256 of the token, its grants (sorted,
-    each once).
+    """One token: the actor its commits record, the hex SHA-256 of the token, its grants.
+
+    The grants are sorted, each once.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -110,8 +111,10 @@ class TokenTable:
         self._entries = [(bytes.fromhex(entry.sha256), entry) for entry in document.tokens]
 
     def authenticate(self, token: str) -> Principal | None:
-        """The principal of ``token``, or None. Every entry is compared (no early exit), each in
-        constant time, so timing reveals neither a partial match nor which entry matched.
+        """The principal of ``token``, or None.
+
+        Every entry is compared (no early exit), each in constant time, so timing reveals neither a
+        partial match nor which entry matched.
         """
         presented = hashlib.sha256(token.encode("utf-8")).digest()
         found: TokenEntry | None = None

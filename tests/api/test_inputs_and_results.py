@@ -60,9 +60,9 @@ def test_bad_records_are_refused_with_their_number_and_nothing_is_written(exampl
     head = example.commits()[0]
     with pytest.raises(omnigraph.BadRequest, match="record 2: expected a dict"):
         example.load([{"type": "Person", "data": {"name": "Zed"}}, ["not", "a", "record"]], mode="append")
-    with pytest.raises(omnigraph.BadRequest, match="record 1: .*cannot be loaded"):
+    with pytest.raises(omnigraph.BadRequest, match=r"record 1: .*cannot be loaded"):
         example.load([{"type": "Person", "data": {"name": "Zed", "age": object()}}], mode="append")
-    with pytest.raises(omnigraph.BadRequest, match="not a pyarrow.Table"):
+    with pytest.raises(omnigraph.BadRequest, match=r"not a pyarrow.Table"):
         example.load({"Person": [{"name": "Zed"}]}, mode="append")
     with pytest.raises(omnigraph.BadRequest, match="cannot read data file"):
         example.load(Path("no-such-file.jsonl"), mode="append")

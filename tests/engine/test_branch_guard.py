@@ -102,7 +102,7 @@ def test_a_killed_delete_is_reported_by_check_and_completed_by_recover(graph: st
         omnigraph("branch", "delete", "tmp", graph).ok()
     omnigraph("branch", "create", "tmp", graph).ok()
     _load(graph, write_jsonl(tmp_path, "n.jsonl", [person("n1", 2)]), "tmp").ok()
-    assert _names(graph, "tmp") == sorted(main_before + ["n1"])  # nothing of the old tmp (t0) came back
+    assert _names(graph, "tmp") == sorted([*main_before, "n1"])  # nothing of the old tmp (t0) came back
     assert _names(graph) == main_before
     _assert_clean(graph)
 

@@ -19,6 +19,7 @@ while a two-worker server started without failpoints serves the deletes, creates
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -67,8 +68,8 @@ class HeldWriter:
     """
 
     def __init__(self, args: list[str], failpoint: str, *, must_stop: bool = True):
-        self.out = tempfile.TemporaryFile()
-        self.err = tempfile.TemporaryFile()
+        self.out = tempfile.TemporaryFile()  # noqa: SIM115 - the child writes to it; read and closed after the wait
+        self.err = tempfile.TemporaryFile()  # noqa: SIM115 - as above
         env = {key: value for key, value in os.environ.items() if key != FAILPOINT_ENV}
         env.update({"OMNIGRAPH_ACTOR": ACTOR, FAILPOINT_ENV: failpoint + STOP_SUFFIX})
         self.args = args
@@ -158,10 +159,8 @@ def cleanup() -> Any:
             except subprocess.TimeoutExpired:
                 server.stop(signal.SIGKILL)
             for pid in workers:  # a worker the parent did not take down with it
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
 
 
 def _descendants(pid: int) -> list[int]:

@@ -90,8 +90,8 @@ def test_branch_pins_its_fork_point_and_forks_a_table_on_first_write(root_uri: s
             assert table == old[key], key
             assert _fork(root_uri, table["path"], "feat") is None, key
 
-    assert _people(root_uri, "feat") == sorted(EXAMPLE_PEOPLE + ["Yan"])
-    assert _people(root_uri, "main") == sorted(EXAMPLE_PEOPLE + ["Zed"])
+    assert _people(root_uri, "feat") == sorted([*EXAMPLE_PEOPLE, "Yan"])
+    assert _people(root_uri, "main") == sorted([*EXAMPLE_PEOPLE, "Zed"])
     assert "Umbrella" not in export_text(root_uri, "feat", ["Company"])
 
     # committed-state checks on feat read feat's images, not main's newer ones
@@ -121,7 +121,7 @@ def test_branch_of_a_branch_and_the_delete_rules(root_uri: str) -> None:
     assert feat2["node:Person"]["table_branch"] == "feat"
     assert feat2["node:Person"]["version"] == feat_person_version
     assert feat2["node:Company"] == old_main["node:Company"]
-    assert _people(root_uri, "feat2") == sorted(EXAMPLE_PEOPLE + ["Yan"])
+    assert _people(root_uri, "feat2") == sorted([*EXAMPLE_PEOPLE, "Yan"])
 
     load_lines(root_uri, [person("Kid"), '{"type": "Company", "data": {"name": "Kidco"}}'], branch="feat2")
     feat2 = _tables(snapshot(root_uri, "feat2"))
@@ -132,9 +132,9 @@ def test_branch_of_a_branch_and_the_delete_rules(root_uri: str) -> None:
     company_fork = _fork(root_uri, old_main["node:Company"]["path"], "feat2")
     assert company_fork.parent_branch in (None, "main")
     assert company_fork.parent_version == old_main["node:Company"]["version"]
-    assert _people(root_uri, "feat2") == sorted(EXAMPLE_PEOPLE + ["Kid", "Yan"])
-    assert _people(root_uri, "feat") == sorted(EXAMPLE_PEOPLE + ["Later", "Yan"])
-    assert _people(root_uri, "main") == sorted(EXAMPLE_PEOPLE + ["Zed"])
+    assert _people(root_uri, "feat2") == sorted([*EXAMPLE_PEOPLE, "Kid", "Yan"])
+    assert _people(root_uri, "feat") == sorted([*EXAMPLE_PEOPLE, "Later", "Yan"])
+    assert _people(root_uri, "main") == sorted([*EXAMPLE_PEOPLE, "Zed"])
 
     # refusals: a parent branch, main, an existing name, bad names
     before = storage_state(root_uri)
@@ -173,7 +173,7 @@ def test_branch_of_a_branch_and_the_delete_rules(root_uri: str) -> None:
     assert _pinned(root_uri, "feat", "node:Person") == _pinned(root_uri, "main", "node:Person")
     load_lines(root_uri, [person("Fresh")], branch="feat")
     assert _fork(root_uri, person_path, "feat").parent_version == _pinned(root_uri, "main", "node:Person")[1]
-    assert _people(root_uri, "feat") == sorted(EXAMPLE_PEOPLE + ["Fresh", "Zed"])
+    assert _people(root_uri, "feat") == sorted([*EXAMPLE_PEOPLE, "Fresh", "Zed"])
 
 
 BAD_NAMES = ["", "main", "-lead", ".hidden", "a/b", "a b", "x" * 101, "naïve", "tab\t", "a..b", "x.lock"]

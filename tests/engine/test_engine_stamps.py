@@ -84,16 +84,19 @@ def test_v4_writer_refuses_a_format_5_graph(root_uri: str, tmp_path: Path) -> No
     create_branch(make_example_graph(root_uri), "feat")
     data = write_jsonl(tmp_path, "one.jsonl", [person("Zed")])
     before = storage_state(root_uri)
-    results = [omnigraph_v4("load", "--mode", "append", "--data", data, "--json", root_uri)] + invoke_all(
-        [OMNIGRAPH_V4, "branch", "create", "other", root_uri],
-        [OMNIGRAPH_V4, "branch", "delete", "feat", root_uri],
-        [OMNIGRAPH_V4, "load", "--mode", "merge", "--branch", "feat", "--data", data, root_uri],
-        [OMNIGRAPH_V4, "snapshot", "--json", root_uri],
-        [OMNIGRAPH_V4, "snapshot", "--json", "--branch", "feat", root_uri],
-        [OMNIGRAPH_V4, "export", root_uri],
-        [OMNIGRAPH_V4, "export", "--branch", "feat", root_uri],
-        [OMNIGRAPH_V4, "branch", "list", root_uri],
-    )
+    results = [
+        omnigraph_v4("load", "--mode", "append", "--data", data, "--json", root_uri),
+        *invoke_all(
+            [OMNIGRAPH_V4, "branch", "create", "other", root_uri],
+            [OMNIGRAPH_V4, "branch", "delete", "feat", root_uri],
+            [OMNIGRAPH_V4, "load", "--mode", "merge", "--branch", "feat", "--data", data, root_uri],
+            [OMNIGRAPH_V4, "snapshot", "--json", root_uri],
+            [OMNIGRAPH_V4, "snapshot", "--json", "--branch", "feat", root_uri],
+            [OMNIGRAPH_V4, "export", root_uri],
+            [OMNIGRAPH_V4, "export", "--branch", "feat", root_uri],
+            [OMNIGRAPH_V4, "branch", "list", root_uri],
+        ),
+    ]
     for result in results:
         _refused(result, "upgrade omnigraph first")
         if "--json" in result.args:

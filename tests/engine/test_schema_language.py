@@ -248,8 +248,23 @@ def test_grammar_sources_round_trip_through_the_printer(source: str) -> None:
 
 VALID = [FEATURES, "node A { x: String @key  y: I32?  @range(y, 0..9) }\nedge E: A -> A @card(0..2) { w: F64? }"]
 _NOISE = st.sampled_from(
-    list('{}()[]:,?*=@"./-\\$\n ')
-    + ["..", "->", "node", "edge", "interface", "implements", "@card(", "@range(", "Blob", "0..", "-1", '"x"', "/*", "//"]
+    [
+        *list('{}()[]:,?*=@"./-\\$\n '),
+        "..",
+        "->",
+        "node",
+        "edge",
+        "interface",
+        "implements",
+        "@card(",
+        "@range(",
+        "Blob",
+        "0..",
+        "-1",
+        '"x"',
+        "/*",
+        "//",
+    ]
 )
 
 

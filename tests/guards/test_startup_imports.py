@@ -146,7 +146,7 @@ NOT_NEEDED = {
         "omnigraph.migrator.executors",
     ),
     # (intents and their resolution are one module, omnigraph.engine.reconcile.recovery: preflight lists intents)
-    "preflight": (*NOT_NEEDED_ANYWHERE, "omnigraph.engine.ops", "omnigraph.migrator.claim_ops"),
+    "preflight": (*NOT_NEEDED_ANYWHERE, "omnigraph.engine.ops", "omnigraph.migrator.claim"),
 }
 
 

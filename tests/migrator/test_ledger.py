@@ -331,7 +331,7 @@ def test_rendering_is_deterministic_and_json_parses(root_uri: str) -> None:
 
 def test_committed_schema_matches_the_models() -> None:
     assert SCHEMA_FILE.read_text(encoding="utf-8") == schema_text(), (
-        "ledger/record-schema.json is stale: run `python -m ledger schema > ledger/record-schema.json`"
+        "ledger/record-schema.json is stale: run `python -m omnigraph.ledger schema > ledger/record-schema.json`"
     )
     schema = json.loads(schema_text())
     assert sorted(schema["discriminator"]["mapping"]) == sorted(
@@ -360,7 +360,7 @@ def test_committed_schema_matches_the_models() -> None:
 
 
 def test_schema_command_prints_the_committed_schema() -> None:
-    printed = subprocess.run([sys.executable, "-m", "ledger", "schema"], capture_output=True, text=True, check=True)
+    printed = subprocess.run([sys.executable, "-m", "omnigraph.ledger", "schema"], capture_output=True, text=True, check=True)
     assert printed.stdout == SCHEMA_FILE.read_text(encoding="utf-8")
 
 

@@ -68,7 +68,7 @@ def test_runner_killed_before_each_step_acts(step: str, tmp_path: Path, sources:
     _killed_upgrade(uri, tmp_path / "journal", f"playbook.acting.{step}")
     done = UPGRADE_STEPS[: UPGRADE_STEPS.index(step)]
     expected = [entry for earlier in done for entry in ((earlier, "acting", None), (earlier, "finished", "ok"))]
-    assert _journal(tmp_path / "journal") == expected + [(step, "acting", None)]
+    assert _journal(tmp_path / "journal") == [*expected, (step, "acting", None)]
     migrated = "migrate" in done
     assert _ledger_steps(uri) == ([(earlier, "ok") for earlier in done] if migrated else [])
     stamp = Manifest(open_store(uri)).read_stamp()[0]

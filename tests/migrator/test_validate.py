@@ -22,7 +22,7 @@ def _dataset(path: Path, ids: list[str | None]) -> lance.LanceDataset:
 @pytest.mark.parametrize("memory_limit", ["256MB", "32MB"])
 def test_duplicates_and_nulls_are_found_exactly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_limit: str) -> None:
     monkeypatch.setattr(validate, "MEMORY_LIMIT", memory_limit)
-    report = validate.validate_image(_dataset(tmp_path / "t", IDS + [None, None]))
+    report = validate.validate_image(_dataset(tmp_path / "t", [*IDS, None, None]))
     assert report.duplicates == [("node-00007", 3), ("node-02999", 2), ("é", 2)]
     assert report.null_ids == 2 and report.rows == len(IDS) + 2 and not report.clean
 
@@ -31,13 +31,13 @@ def test_the_digest_ignores_order_and_partitioning_but_not_content(tmp_path: Pat
     forward = validate.validate_image(_dataset(tmp_path / "a", IDS)).digest
     monkeypatch.setattr(validate, "MEMORY_LIMIT", "32MB")
     backward = validate.validate_image(_dataset(tmp_path / "b", list(reversed(IDS)))).digest
-    changed = validate.validate_image(_dataset(tmp_path / "c", IDS[:-1] + ["other"])).digest
+    changed = validate.validate_image(_dataset(tmp_path / "c", [*IDS[:-1], "other"])).digest
     assert forward == backward != changed
 
 
 def test_the_digest_is_stable_across_releases_of_its_hash(tmp_path: Path) -> None:
     """Digests recorded in a ledger are compared later: the pinned DuckDB hash must not change."""
-    report = validate.validate_image(_dataset(tmp_path / "s", IDS + [None]))
+    report = validate.validate_image(_dataset(tmp_path / "s", [*IDS, None]))
     assert report.digest == STABLE_DIGEST
 
 
@@ -45,7 +45,7 @@ def test_duplicates_in_a_large_image_are_found_exactly(tmp_path: Path) -> None:
     ids = [f"big-{i:07d}" for i in range(50_000)]
     clean = validate.validate_image(_dataset(tmp_path / "clean", ids))
     assert clean.clean and clean.rows == 50_000
-    broken = validate.validate_image(_dataset(tmp_path / "broken", ids + ["big-0012345", "big-0000000", "big-0000000"]))
+    broken = validate.validate_image(_dataset(tmp_path / "broken", [*ids, "big-0012345", "big-0000000", "big-0000000"]))
     assert broken.duplicates == [("big-0000000", 3), ("big-0012345", 2)] and broken.rows == 50_003
     assert broken.digest != clean.digest
 

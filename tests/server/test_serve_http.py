@@ -93,7 +93,7 @@ def _reads_match_the_cli(served: Server) -> None:
     commits = client.get("/branches/main/commits").json()
     cli = invoke(OMNIGRAPH, "commit", "list", "--json", served.graph).ok().json()
     assert commits == cli
-    assert [b["name"] for b in client.get("/branches").json()["branches"]][0] == "main"
+    assert next(b["name"] for b in client.get("/branches").json()["branches"]) == "main"
 
 
 def _read_errors(served: Server) -> None:

@@ -132,7 +132,7 @@ def run_parallel(*calls: list[Any], timeout: float = 180) -> list[Cli]:
     running = []
     for call in calls:
         program, args = Path(call[0]), [str(a) for a in call[1:]]
-        out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115 - the children write to them; read and closed after the waits
         process = subprocess.Popen([str(program), *args], stdout=out, stderr=err, env=_environment(None))
         running.append((program, args, process, out, err))
     results = []

@@ -314,10 +314,7 @@ def _order(x: tuple[Any, Any, Any], y: tuple[Any, Any, Any]) -> int:
         if result:
             return result
     for a, b in zip(x[1], y[1], strict=True):
-        if a is None or b is None:
-            result = 0 if a is b else (-1 if a is None else 1)
-        else:
-            result = _cmp(a, b)
+        result = (0 if a is b else -1 if a is None else 1) if a is None or b is None else _cmp(a, b)
         if result:
             return result
     return 0

@@ -20,6 +20,7 @@ request's ``(method, path)`` in arrival order, so a benchmark can count them by 
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import random
 import socket
@@ -116,10 +117,8 @@ class FaultProxy:
             def _drop(self) -> None:
                 """Close the connection at once, with no answer (shutdown: the client sees it now)."""
                 self.close_connection = True
-                try:
+                with contextlib.suppress(OSError):
                     self.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
             def _handle(self) -> None:
                 body = self._body()

@@ -120,7 +120,7 @@ def start_server(
     worker process has registered in the fleet."""
     auth = ["--tokens", str(tokens)] if tokens is not None else ["--unauthenticated"]
     port = free_port()
-    log = tempfile.TemporaryFile()
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - the server writes its log there for its whole life; closed when it stops
     environment = {key: value for key, value in os.environ.items() if key != "OMNIGRAPH_FAILPOINTS"}
     environment["OMNIGRAPH_ACTOR"] = ACTOR
     environment.update(env or {})
