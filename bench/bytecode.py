@@ -18,18 +18,21 @@ ROOT = Path(__file__).resolve().parent.parent
 EXTRA = ("examples", "tests")
 
 
-def project_packages() -> list[str]:
-    """The top-level packages ``pyproject.toml`` ships (its setuptools ``include`` patterns), then
-    :data:`EXTRA`."""
+def project_packages() -> list[Path]:
+    """The folders of the packages ``pyproject.toml`` ships (its setuptools ``include`` patterns),
+    each folder a package links in (``omnigraph/engine -> ../engine``: ``compileall`` does not
+    follow links, and their modules are compiled where they are), then :data:`EXTRA`."""
     with (ROOT / "pyproject.toml").open("rb") as handle:
         include = tomllib.load(handle)["tool"]["setuptools"]["packages"]["find"]["include"]
-    return [pattern.rstrip("*") for pattern in include] + list(EXTRA)
+    packages = [ROOT / pattern.rstrip("*") for pattern in include]
+    linked = sorted(entry.resolve() for package in packages for entry in package.iterdir() if entry.is_symlink() and entry.is_dir())
+    return [*packages, *linked, *(ROOT / name for name in EXTRA)]
 
 
 def compile_project() -> None:
     """Write the bytecode of every project package (``compileall``; quiet, fails loudly)."""
     subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", "-j", "0", *(str(ROOT / name) for name in project_packages())],
+        [sys.executable, "-m", "compileall", "-q", "-j", "0", *map(str, project_packages())],
         check=True,
     )
 
