@@ -22,8 +22,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from omnigraph import ENGINE, FORMAT_4_WRITER
 from omnigraph.engine.access.permission import require_writable_stamp
+from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.door.routing import EngineProfile
+from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import BadRequest, RecoveryRequired
 from omnigraph.engine.graph import Graph as EngineGraph
 from omnigraph.engine.graph import open_graph
@@ -33,9 +36,26 @@ from omnigraph.engine.storage.store import GraphStore
 if TYPE_CHECKING:
     from omnigraph.engine.reconcile.recovery import RecoveryRecord
 
-__all__ = ["Handles"]
+__all__ = ["PROGRAMS", "Handles", "program_profile"]
 
 T = TypeVar("T")
+
+
+PROGRAMS: dict[str, EngineProfile] = {ENGINE: FENCED_PROFILE, FORMAT_4_WRITER: LEGACY_PROFILE}
+"""The program profiles a graph can be opened with: the engine (writes stamp ``5``, reads ``4``,
+``migrating`` and ``5``) and the format-4 writer's emulation (reads and writes only ``4``)."""
+
+
+def program_profile(program: str) -> EngineProfile:
+    """The profile of ``program`` (a key of :data:`PROGRAMS`).
+
+    Raises:
+        BadRequest: an unknown program.
+    """
+    try:
+        return PROGRAMS[program]
+    except KeyError:
+        raise BadRequest(f"unknown program {program!r}; one of {sorted(PROGRAMS)}", {"program": program}) from None
 
 
 class Handles:

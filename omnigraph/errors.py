@@ -55,12 +55,15 @@ if TYPE_CHECKING:
     from omnigraph.claims.errors import ClaimCorrupt
     from omnigraph.ledger.errors import LedgerCorrupt, LedgerFenced
     from omnigraph.migrator.inspection import FleetActive
+    from omnigraph.playbooks.actions import AnswerUnavailable, StepFailed
 
 _LAZY = {
+    "AnswerUnavailable": "omnigraph.playbooks.actions",
     "ClaimCorrupt": "omnigraph.claims.errors",
     "FleetActive": "omnigraph.migrator.inspection",
     "LedgerCorrupt": "omnigraph.ledger.errors",
     "LedgerFenced": "omnigraph.ledger.errors",
+    "StepFailed": "omnigraph.playbooks.actions",
 }
 
 __all__ = [
@@ -71,6 +74,7 @@ __all__ = [
     "EXIT_RECOVERY_REQUIRED",
     "EXIT_USAGE",
     "EXIT_VALIDATION_FAILED",
+    "AnswerUnavailable",
     "AnswersChanged",
     "BadRequest",
     "ClaimCorrupt",
@@ -94,6 +98,7 @@ __all__ = [
     "ReadSetConflict",
     "RecoveryRequired",
     "ResourceLimit",
+    "StepFailed",
     "StorageAccessDenied",
     "StorageUnavailable",
     "TableDrift",

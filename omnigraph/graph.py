@@ -1,28 +1,18 @@
 """``omnigraph.Graph``: one graph root opened by an application, read and written in-process.
 
-A :class:`Graph` holds up to two engine handles on the root: a read-only one for every read and a
-read-write one for every write (opened, which resolves interrupted commits of dead writers, on
-:func:`omnigraph.open` or on the first write of a ``lazy`` graph). It follows the rules a server
-process follows, because the server is built on it:
-
-- **Reads run in parallel.** Each read folds the latest ``__manifest`` itself, so it sees every
-  commit published before it started (by this process or any other), and reads one consistent
-  commit whatever is published meanwhile. The stamp is re-read before each read and the
-  read-only handle reopened when it changed (the format-5 program reads stamps ``4``,
-  ``migrating`` and ``5``).
-- **Writes are serialised** by one lock per :class:`Graph`. What can be checked without
-  committed state (a load's records are parsed and validated, a ``.gq`` source is parsed) is
-  checked before the lock is taken, so a bad or large write never holds up the others. The
-  stamp and the migration claim are re-read right before each write: a graph behind a
-  migration barrier refuses writes (``format_barrier``) and accepts them again once it is
-  stamped ``5``, without reopening.
-- ``stamp_checks="at_open"`` (what each console-script command uses: it opens, does one thing
-  and exits) checks the stamp and the claim only when a handle is opened, never again: a
-  long-lived :class:`Graph` keeps the default, ``"every_call"``.
-- Several :class:`Graph` objects (in one process or many) on one root contend through the fenced
-  write protocol: of two strict inserts of one id, exactly one wins and the other raises
-  :class:`~omnigraph.errors.KeyConflict`. Crash recovery assumes one writer *process* per graph
-  (a read-write open treats the intents of other hosts' writers as abandoned).
+A :class:`Graph` holds up to two engine handles on the root (:mod:`omnigraph._handles`): a
+read-only one for every read and a read-write one for every write (opened, which resolves
+interrupted commits of dead writers, on :func:`omnigraph.open` or on the first write of a
+``lazy`` graph). It follows the rules a server process follows, because the server is built on
+it: reads run in parallel, each on one consistent commit; writes are serialised by one lock per
+:class:`Graph`, with what needs no committed state checked before the lock is taken; the stamp
+and the migration claim are re-read before each read and write (``stamp_checks="every_call"``)
+or only when a handle opens (``"at_open"``, what a one-shot console command uses), so a graph
+behind a migration barrier refuses writes (``format_barrier``) until it is stamped ``5``.
+Several :class:`Graph` objects on one root contend through the fenced write protocol: of two
+strict inserts of one id, exactly one wins and the other raises
+:class:`~omnigraph.errors.KeyConflict`. ``docs/python-api.md`` ("Threads and processes") says
+what that means for an application.
 
 Every method raises the :class:`~omnigraph.errors.OmnigraphError` family; the ``Raises``
 sections name the errors a caller is expected to handle (any method may also raise
@@ -34,19 +24,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from omnigraph import ENGINE, FORMAT_4_WRITER
-from omnigraph._handles import Handles
-from omnigraph.engine.door.legacy import LEGACY_PROFILE
+from omnigraph import ENGINE
+from omnigraph._handles import PROGRAMS, Handles, program_profile
 from omnigraph.engine.door.routing import EngineProfile
-from omnigraph.engine.door.table_store import FENCED_PROFILE
-from omnigraph.engine.errors import BadRequest, ReadOnlyGraph
+from omnigraph.engine.errors import ReadOnlyGraph
 from omnigraph.engine.graph import default_actor, init_graph
 from omnigraph.engine.manifest.commit_graph import commit_history
 from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.results import documents
-from omnigraph.engine.storage.names import FORMAT_5
 from omnigraph.engine.storage.store import GraphStore, open_store
 from omnigraph.results import (
     Branch,
@@ -82,16 +70,9 @@ __all__ = ["PROGRAMS", "Graph", "connect", "create"]
 T = TypeVar("T")
 StampChecks = Literal["every_call", "at_open"]
 
-PROGRAMS: dict[str, EngineProfile] = {ENGINE: FENCED_PROFILE, FORMAT_4_WRITER: LEGACY_PROFILE}
-"""The program profiles a graph can be opened with: the engine (writes stamp ``5``, reads ``4``,
-``migrating`` and ``5``) and the format-4 writer's emulation (reads and writes only ``4``)."""
 
-
-def _profile(program: str) -> EngineProfile:
-    try:
-        return PROGRAMS[program]
-    except KeyError:
-        raise BadRequest(f"unknown program {program!r}; one of {sorted(PROGRAMS)}", {"program": program}) from None
+def _quiet(_line: str) -> None:
+    """Announces nothing."""
 
 
 class Graph:
@@ -140,10 +121,7 @@ class Graph:
 
     @property
     def actor(self) -> str:
-        """Who the graph's commits record unless a write names its own actor.
-
-        That is the ``actor`` given to :func:`omnigraph.open`, else ``OMNIGRAPH_ACTOR``, else the login name.
-        """
+        """Who commits record unless a write names its own: ``actor`` of :func:`omnigraph.open`, ``OMNIGRAPH_ACTOR``, the login."""
         return self._actor or default_actor()
 
     @property
@@ -153,10 +131,7 @@ class Graph:
 
     @property
     def format(self) -> str:
-        """The stamp the graph had when a handle of this :class:`Graph` last opened it.
-
-        No I/O: :meth:`stamp` reads it now.
-        """
+        """The stamp the graph had when a handle of this graph last opened it (no I/O; :meth:`stamp` reads it now)."""
         return self._h.any().stamp
 
     @property
@@ -170,19 +145,13 @@ class Graph:
         return tuple(self._h.any().catalog.warnings)
 
     def schema(self) -> dict[str, Any]:
-        """The ``omnigraph schema show --json`` document (no I/O).
-
-        It holds the accepted schema source, its warnings and the catalog derived from it, metadata included.
-        """
+        """The ``omnigraph schema show --json`` document: the schema source, its warnings, the catalog (no I/O)."""
         from omnigraph.engine.ops.snapshot import schema_document
 
         return schema_document(self._h.any())
 
     def schema_text(self) -> list[str]:
-        """The lines ``omnigraph schema show`` prints (no I/O).
-
-        A summary, then one block per table and interface.
-        """
+        """The lines ``omnigraph schema show`` prints: a summary, then a block per table and interface (no I/O)."""
         from omnigraph.engine.ops.snapshot import render_schema
 
         return render_schema(self._h.any())
@@ -227,18 +196,10 @@ class Graph:
         Raises:
             FormatRefused: the graph has no stamp or an unknown one.
         """
-        from omnigraph.engine.access.permission import current_permission
-        from omnigraph.engine.access.writer_audit import readiness_problems
+        from omnigraph.engine.access.writer_audit import readiness
 
         self._h.require_open()
-        permission = current_permission(self._h.manifest, self._h.profile)
-        stamp, writable, reason = permission.stamp, permission.writable, permission.reason
-        if writable and stamp == FORMAT_5 and self._h.profile.router.with_pk:
-            problems = readiness_problems(self._h.store, self._h.manifest)
-            if problems:
-                more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-                writable, reason = False, f"format_refused: {problems[0]}{more}"
-        return Readiness(format=stamp, writable=writable, reason=reason)
+        return readiness(self._h.manifest, self._h.profile)
 
     def branches(self) -> tuple[Branch, ...]:
         """Every branch with its parent and incarnation: ``main`` first, then by name."""
@@ -509,17 +470,11 @@ class Graph:
             FormatBarrier: a migration barrier holds.
             RecoveryRequired: a commit was interrupted after an effect landed.
         """
+        from omnigraph.engine.ops.mutate import mutate_chunked
+
         self._refuse_if_read_only("mutate_chunked")
-        return self._chunked(
-            query,
-            name=name,
-            params=dict(params or {}),
-            branch=branch,
-            chunk_rows=chunk_rows,
-            actor=actor or self.actor,
-            resume=None,
-            announce=announce,
-        )
+        chunked = partial(mutate_chunked, query=query, name=name, params=dict(params or {}), branch=branch, chunk_rows=chunk_rows)
+        return self._h.write(partial(chunked, actor=actor or self.actor, announce=announce or _quiet))
 
     def resume_mutation(self, operation_id: str, *, announce: Callable[[str], None] | None = None) -> ChunkedMutationResult:
         """Continue the chunked mutation ``operation_id`` from its last committed chunk.
@@ -529,39 +484,10 @@ class Graph:
             NotFound: no chunked mutation ``operation_id``.
             FormatBarrier: a migration barrier holds.
         """
-        self._refuse_if_read_only("resume_mutation")
-        return self._chunked(
-            None, name=None, params={}, branch=MAIN, chunk_rows=None, actor=self.actor, resume=operation_id, announce=announce
-        )
-
-    def _chunked(
-        self,
-        query: str | None,
-        *,
-        name: str | None,
-        params: dict[str, Any],
-        branch: str,
-        chunk_rows: int | None,
-        actor: str,
-        resume: str | None,
-        announce: Callable[[str], None] | None,
-    ) -> ChunkedMutationResult:
         from omnigraph.engine.ops.mutate import mutate_chunked
 
-        result = self._h.write(
-            lambda graph: mutate_chunked(
-                graph,
-                query,
-                name=name,
-                params=params,
-                branch=branch,
-                chunk_rows=chunk_rows,
-                actor=actor,
-                resume=resume,
-                announce=announce or (lambda _line: None),
-            )
-        )
-        return result
+        self._refuse_if_read_only("resume_mutation")
+        return self._h.write(partial(mutate_chunked, query=None, actor=self.actor, resume=operation_id, announce=announce or _quiet))
 
     def create_branch(self, name: str, *, from_branch: str = MAIN) -> CreatedBranch:
         """Create branch ``name`` from the current head of ``from_branch``.
@@ -612,8 +538,7 @@ class Graph:
         from omnigraph.engine.ops.merge import merge_branch
 
         self._refuse_if_read_only("merge")
-        result = self._h.write(lambda graph: merge_branch(graph, source, into, actor=actor or self.actor))
-        return result
+        return self._h.write(lambda graph: merge_branch(graph, source, into, actor=actor or self.actor))
 
     def fleet_membership(self, role: Literal["server", "load"], address: str | None = None) -> fleet.Membership:
         """A fleet-registry record for this process: how servers announce themselves to ``omnigraph-migrate``.
@@ -638,7 +563,7 @@ def connect(
     stamp_checks: StampChecks = "every_call",
 ) -> Graph:
     """:func:`omnigraph.open` (see there)."""
-    profile = _profile(program)
+    profile = program_profile(program)
     graph = Graph(
         open_store(uri, storage_options),
         profile,
@@ -660,7 +585,7 @@ def create(
     uri: str, schema: str, *, actor: str | None = None, storage_options: Mapping[str, str] | None = None, program: str = ENGINE
 ) -> Graph:
     """:func:`omnigraph.init` (see there) of the schema source ``schema``."""
-    profile = _profile(program)
+    profile = program_profile(program)
     created = init_graph(open_store(uri, storage_options), schema, profile, actor or default_actor())
     graph = Graph(created.store, profile, read_only=False, actor=actor, on_recovery=None)
     graph._h.adopt_writer(created)

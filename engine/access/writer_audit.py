@@ -21,12 +21,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from omnigraph.engine.access.permission import current_permission
+from omnigraph.engine.door.routing import EngineProfile
 from omnigraph.engine.door.table_store import KEY_COLUMN
 from omnigraph.engine.errors import FormatRefused
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot
+from omnigraph.engine.results import Readiness
 from omnigraph.engine.storage.lance_io import open_pinned, primary_key
-from omnigraph.engine.storage.names import FORMAT_4
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5
 from omnigraph.engine.storage.store import GraphStore
 
 
@@ -126,3 +129,24 @@ def readiness_problems(store: GraphStore, manifest: Manifest) -> list[str]:
                     f"is {checked[image] or 'none'}; run `{refence_command(store.uri)}`"
                 )
     return sorted(problems)
+
+
+def readiness(manifest: Manifest, profile: EngineProfile) -> Readiness:
+    """Whether ``profile`` may write the graph now, and why (what ``GET /readyz`` answers).
+
+    The stamp and the migration claim decide (:func:`omnigraph.engine.access.permission.current_permission`);
+    at stamp ``5`` a fenced program also needs :func:`readiness_problems` to find nothing (a commit
+    a format-4 writer published after the stamp, or an image without the primary key, makes the
+    graph not writable).
+
+    Raises:
+        FormatRefused: the graph has no stamp or an unknown one.
+    """
+    permission = current_permission(manifest, profile)
+    stamp, writable, reason = permission.stamp, permission.writable, permission.reason
+    if writable and stamp == FORMAT_5 and profile.router.with_pk:
+        problems = readiness_problems(manifest.store, manifest)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            writable, reason = False, f"format_refused: {problems[0]}{more}"
+    return Readiness(format=stamp, writable=writable, reason=reason)

@@ -1,6 +1,8 @@
-"""The syntax tree of a ``.gq`` source, and :class:`GqError`, the error of a refused source.
+"""The syntax of a ``.gq`` source: its tokens, its syntax tree, and :class:`GqError`, the error of a refused source.
 
-Every node keeps its token (positions for error messages). A query is a mutation
+:data:`GQ` is the language's dialect of the scanner both languages share
+(:mod:`omnigraph.engine.lexer`); :func:`tokenize` reads a source with it. Every node of the tree
+keeps its token (positions for error messages). A query is a mutation
 (``statements``) or a read (``read``: ``match``/``return``/``order``/``limit``); both share
 parameters, literals and values. A :class:`GqError` says where the refusal is (line and column)
 and which token was refused.
@@ -8,11 +10,14 @@ and which token was refused.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from omnigraph.engine.errors import BadRequest
-from omnigraph.engine.lexer import Token
+from omnigraph.engine.lexer import Dialect, Refusal, Token
+from omnigraph.engine.lexer import tokenize as scan
 from omnigraph.engine.schema.types import PropertyType
 
 
@@ -225,3 +230,88 @@ class Query:
     def is_read(self) -> bool:
         """Whether the query is a read (a body starting with ``match``), not a mutation."""
         return self.read is not None
+
+
+_GQ_TOKENS = re.compile(
+    r"""
+    (?P<param>\$[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<number>-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)
+  | (?P<op>!=|<=|>=|=|<|>)
+  | (?P<punct>[{}()\[\],:?.])
+    """,
+    re.VERBOSE,
+)
+"""The ``.gq`` tokens besides strings: ``param`` (``$name``; ``$_`` too), ``name`` (keywords
+included: the parser decides by position), a number (``int`` or ``float``, an optional leading
+``-``; its value is the number), ``op`` (``= != < <= > >=``) and ``punct`` (``{ } ( ) [ ] , : ?
+.``). A line break between two tokens separates the items of assignment and return lists."""
+
+
+_GQ_STRING = re.compile(r'"(?:[^"\\\n]|\\[^\n])*"')
+
+
+_GQ_ESCAPE = re.compile(r'\\(?:(?P<simple>["\\nt])|u\{(?P<hex>[0-9A-Fa-f]{1,6})\}|(?P<other>.?))', re.DOTALL)
+
+
+_GQ_SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
+
+
+def _read_gq_string(source: str, start: int, line: int, column: int) -> tuple[str, int]:
+    r"""The decoded ``.gq`` string literal that starts at ``start``, and the index after it.
+
+    Escapes are exactly ``\"``, ``\\``, ``\n``, ``\t`` and ``\u{HEX}`` (1 to 6 hex digits
+    naming a Unicode scalar value); any other escape is refused at its position. A string does
+    not span lines.
+    """
+    match = _GQ_STRING.match(source, start)
+    if match is None:
+        raise GqError("unterminated string literal", line, column, source[start:].split("\n", 1)[0])
+    body = match.group()[1:-1]
+    parts: list[str] = []
+    position = 0
+    for escape in _GQ_ESCAPE.finditer(body):
+        parts.append(body[position : escape.start()])
+        where = column + 1 + escape.start()
+        if escape.group("simple"):
+            parts.append(_GQ_SIMPLE_ESCAPES[escape.group("simple")])
+        elif escape.group("hex"):
+            code = int(escape.group("hex"), 16)
+            if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                raise GqError("\\u{...} must name a Unicode scalar value", line, where, escape.group())
+            parts.append(chr(code))
+        else:
+            raise GqError('unknown escape (a string accepts \\", \\\\, \\n, \\t and \\u{HEX})', line, where, escape.group())
+        position = escape.end()
+    parts.append(body[position:])
+    return "".join(parts), match.end()
+
+
+def _gq_value(kind: str, text: str, line: int, column: int) -> tuple[str, object]:
+    if kind != "number":
+        return kind, text
+    is_float = any(c in text for c in ".eE")
+    value = float(text) if is_float else int(text)
+    if is_float and not math.isfinite(value):
+        raise GqError("number out of range", line, column, text)
+    return ("float" if is_float else "int"), value
+
+
+def _refuse_gq(refusal: Refusal, text: str, line: int, column: int) -> GqError:
+    if refusal == "unterminated_comment":
+        return GqError("unterminated block comment", line, column, "/*")
+    return GqError("unexpected character", line, column, text)
+
+
+GQ = Dialect(_GQ_TOKENS, _read_gq_string, _gq_value, _refuse_gq)
+"""The ``.gq`` language's tokens (:mod:`omnigraph.engine.lexer`)."""
+
+
+def tokenize(source: str) -> list[Token]:
+    """All tokens of a ``.gq`` ``source``, ending with ``eof``.
+
+    Raises:
+        GqError: an unknown character, an unterminated comment or string, a bad escape or a
+            number out of range, at its position.
+    """
+    return scan(source, GQ)
