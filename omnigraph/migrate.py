@@ -426,7 +426,7 @@ def rebuild(
     outcome = rebuild_graph(
         open_store(uri, storage_options), open_store(destination, storage_options), actor or omnigraph.default_actor(), report
     )
-    return Rebuilt.from_document(outcome.to_json())
+    return Rebuilt.from_document({**outcome.to_json(), "source": uri, "destination": destination})  # the roots as given
 
 
 def abort(
