@@ -115,8 +115,8 @@ class Result:
         for name in names:
             nested = cls.NESTED.get(name)
             value = document[name]
-            values[name] = tuple(nested.from_document(item) for item in value) if nested else _frozen(value)
-        return cls(**values)
+            values[name] = tuple(nested.from_document(item) for item in value) if nested else value
+        return cls(**values)  # frozen by __post_init__
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` document of this result (lists and dicts, ready for ``json.dumps``)."""

@@ -25,7 +25,7 @@ from omnigraph import ENGINE, FORMAT_4_WRITER
 from omnigraph.engine.errors import BadRequest, NotFound
 from omnigraph.engine.graph import Graph, default_actor, open_graph
 from omnigraph.engine.maintenance.check import check_graph
-from omnigraph.engine.maintenance.findings import CheckReport, IdScan
+from omnigraph.engine.maintenance.findings import CheckReport
 from omnigraph.engine.maintenance.optimize import OptimizeReport
 from omnigraph.engine.maintenance.optimize import optimize as optimize_graph
 from omnigraph.engine.manifest.manifest import Manifest
@@ -40,7 +40,7 @@ from omnigraph.migrator.executors import validate_image
 from omnigraph.migrator.status import claim_findings
 
 if TYPE_CHECKING:
-    import lance
+    pass
 
 __all__ = [
     "DriftAdopted",
@@ -306,19 +306,4 @@ def integrity_check(store: GraphStore) -> CheckReport:
 
     It is the engine's check with the migrator's id scan and its claim findings.
     """
-    return check_graph(store, _scan_ids, claim_findings)
-
-
-@dataclass
-class _ScannedIds:
-    """The id counts of one :func:`validate_image` report, as the settable :class:`IdScan` the engine's check takes."""
-
-    rows: int
-    null_ids: int
-    duplicates: list[tuple[str, int]]
-
-
-def _scan_ids(dataset: lance.LanceDataset) -> IdScan:
-    """The engine's :data:`~omnigraph.engine.maintenance.findings.IdScanner`: :func:`validate_image` of ``dataset``."""
-    report = validate_image(dataset)
-    return _ScannedIds(report.rows, report.null_ids, report.duplicates)
+    return check_graph(store, validate_image, claim_findings)

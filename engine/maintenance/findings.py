@@ -23,11 +23,19 @@ ImageKey = tuple[str, str | None, int]
 
 
 class IdScan(Protocol):
-    """What an id scanner reports about one image."""
+    """What an id scanner reports about one image (read-only)."""
 
-    rows: int
-    null_ids: int
-    duplicates: list[tuple[str, int]]
+    @property
+    def rows(self) -> int:
+        """How many rows the image has."""
+
+    @property
+    def null_ids(self) -> int:
+        """How many of them have a null id."""
+
+    @property
+    def duplicates(self) -> list[tuple[str, int]]:
+        """Each id held by more than one row, with its row count."""
 
 
 IdScanner = Callable[[lance.LanceDataset], IdScan]
