@@ -45,7 +45,7 @@ from omnigraph.engine.storage.store import GraphStore, canonical_json
 _ACQUIRE_ATTEMPTS = 5
 
 
-def acquire(store: GraphStore, path: str, *, operation: str, migration_id: str, owner: str) -> ClaimDocument:
+def acquire(store: GraphStore, path: str, *, operation: str, migration_id: str, owner: str, online: bool = False) -> ClaimDocument:
     """Create the claim at ``path`` for this process and return it, or raise ``ClaimHeld``.
 
     ``ClaimHeld.details`` is ``{"holder": <holder document as a dict>, "path": path}``. The token
@@ -62,6 +62,7 @@ def acquire(store: GraphStore, path: str, *, operation: str, migration_id: str, 
         created_at=utc_timestamp(),
         tool_version=__version__,
         process_start=process_start_marker(os.getpid()),
+        online=online,
     )
     data = canonical_json(document)
     for _ in range(_ACQUIRE_ATTEMPTS):

@@ -32,6 +32,10 @@ class ClaimDocument(BaseModel):
     created_at: UtcTimestamp
     tool_version: Text
     process_start: str | None = None
+    online: bool = False
+    """True for a claim taken by ``omnigraph-migrate prepare``: it bars other migrations but not
+    the writers of a format-4 graph (the stamp ``migrating`` is the barrier). False: it bars every
+    writer while it is held."""
 
 
 class BreakRecord(BaseModel):

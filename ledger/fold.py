@@ -19,11 +19,14 @@ a ``unit_step`` makes it ``in_progress`` and, when it reports a ``table_version`
 ``(table_branch, table_version)``; ``unit_completed`` makes it ``completed`` at the location it
 reports. ``images`` maps image id to the digest, fingerprint and row count of its last
 ``image_validated`` record. ``answers`` are the digests of ``answers_recorded`` (empty without one)
-and ``answers_sha256`` its ``queries_sha256``.
+and ``answers_sha256`` its ``queries_sha256``. ``outage_seconds`` is how long the barrier was up:
+from each ``barrier_set`` to the ``barrier_lowered`` or ``claim_released`` after it (a barrier
+still up counts to the last record), None if no barrier was set.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_serializer
@@ -34,6 +37,8 @@ from omnigraph.ledger.records import (
     Aborted,
     AnswerDigest,
     AnswersRecorded,
+    BarrierLowered,
+    BarrierSet,
     BranchPlan,
     ClaimReleased,
     ImageValidated,
@@ -53,6 +58,7 @@ Phase = Literal[
     "planned",
     "validating",
     "validation_failed",
+    "prepared",
     "installing",
     "verified",
     "stamped",
@@ -66,6 +72,8 @@ PHASE_OF_KIND: dict[str, Phase] = {
     "plan_recorded": "planned",
     "image_validated": "validating",
     "validation_failed": "validation_failed",
+    "prepared": "prepared",
+    "barrier_lowered": "prepared",
     "unit_step": "installing",
     "units_started": "installing",
     "unit_completed": "installing",
@@ -115,6 +123,7 @@ class FoldedState(BaseModel):
     stamp_written: bool
     claim_released: bool
     aborted: bool
+    outage_seconds: float | None
     last_seq: int
 
     @field_serializer("units", "images")
@@ -135,7 +144,9 @@ def fold(records: list[tuple[int, Record]], directory: str) -> FoldedState:
     images: dict[str, ImageState] = {}
     answers: AnswersRecorded | None = None
     stamp_written = claim_released = aborted = False
+    outage = _Outage()
     for seq, record in records[1:]:
+        outage.see(record)
         path = record_path(directory, seq)
         _check_identity(path, first, record)
         phase = PHASE_OF_KIND.get(record.kind, phase)
@@ -174,8 +185,34 @@ def fold(records: list[tuple[int, Record]], directory: str) -> FoldedState:
         stamp_written=stamp_written,
         claim_released=claim_released,
         aborted=aborted,
+        outage_seconds=outage.seconds(),
         last_seq=records[-1][0],
     )
+
+
+class _Outage:
+    """The barrier's periods, as the records of a ledger go by."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.raised: datetime | None = None
+        self.last: datetime | None = None
+        self.seen = False
+
+    def see(self, record: Record) -> None:
+        at = datetime.fromisoformat(record.at.replace("Z", "+00:00"))
+        self.last = at
+        if isinstance(record, BarrierSet) and self.raised is None:
+            self.raised, self.seen = at, True
+        elif isinstance(record, (BarrierLowered, ClaimReleased)) and self.raised is not None:
+            self.total += (at - self.raised).total_seconds()
+            self.raised = None
+
+    def seconds(self) -> float | None:
+        if not self.seen:
+            return None
+        open_period = (self.last - self.raised).total_seconds() if self.raised is not None and self.last is not None else 0.0
+        return round(self.total + open_period, 3)
 
 
 def _check_identity(path: str, first: MigrationStarted, record: Record) -> None:

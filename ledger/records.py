@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeFloat,
     NonNegativeInt,
     PositiveInt,
     TypeAdapter,
@@ -178,7 +179,12 @@ class PlanRecorded(LedgerRecord):  # noqa: D101
     units: list[UnitPlan]
 
 
-class ImageValidated(LedgerRecord):  # noqa: D101
+class ImageValidated(LedgerRecord):
+    """One pinned image validated: its receipt. ``hash_sum``/``hash_xor`` let a later image of the
+    same table be validated from this one by reading only the rows changed since (``delta_from``
+    names the receipt such a record was derived from, ``changed_rows`` the rows it read).
+    """  # noqa: D205
+
     kind: Literal["image_validated"] = "image_validated"
     image_id: Text
     table_path: Text
@@ -189,11 +195,37 @@ class ImageValidated(LedgerRecord):  # noqa: D101
     fingerprint: Text
     null_ids: NonNegativeInt
     duplicate_ids: NonNegativeInt
+    hash_sum: NonNegativeInt | None = None
+    hash_xor: NonNegativeInt | None = None
+    delta_from: str | None = None
+    changed_rows: NonNegativeInt | None = None
 
 
 class ValidationFailedRecord(LedgerRecord):  # noqa: D101
     kind: Literal["validation_failed"] = "validation_failed"
     inventory: list[InventoryEntry]
+
+
+class Prepared(LedgerRecord):
+    """One online round of ``prepare`` ended: every pinned image has a clean receipt, and what a
+    cutover would do now (units, rows changed since the receipts, estimated seconds).
+    """  # noqa: D205
+
+    kind: Literal["prepared"] = "prepared"
+    images: NonNegativeInt
+    validated: NonNegativeInt
+    units: NonNegativeInt
+    changed_rows: NonNegativeInt
+    estimated_cutover_seconds: NonNegativeFloat
+
+
+class BarrierLowered(LedgerRecord):
+    """A cutover put stamp ``4`` back before any unit progressed, for ``reason``; the online claim
+    stays, so the receipts are kept and ``cutover`` may be run again.
+    """  # noqa: D205
+
+    kind: Literal["barrier_lowered"] = "barrier_lowered"
+    reason: str
 
 
 class UnitStep(LedgerRecord):
@@ -325,6 +357,8 @@ Record = Annotated[
     | PlanRecorded
     | ImageValidated
     | ValidationFailedRecord
+    | Prepared
+    | BarrierLowered
     | UnitStep
     | UnitsStarted
     | UnitCompleted

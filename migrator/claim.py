@@ -111,19 +111,27 @@ class Migration:
 
 @contextmanager
 def begin(
-    store: GraphStore, owner: str, progress: Progress, executor: ImageExecutor | None, answer_check: AnswerCheck | None = None
+    store: GraphStore,
+    owner: str,
+    progress: Progress,
+    executor: ImageExecutor | None,
+    answer_check: AnswerCheck | None = None,
+    *,
+    online: bool = False,
 ) -> Iterator[Migration]:
     """A new migration of ``store`` held by this process for ``owner``, for the block to drive.
 
     Its start is recorded (with the ``answer_check`` it is asked for). ``executor`` (default: this
-    process) is started first; the preconditions are the caller's. If the block (or the start
-    record) raises while the claim is still held, this process records that it stopped acting for
-    it (:func:`omnigraph.claims.acting.ended`), so a ``resume`` in another process is not refused
-    for it. Failpoint ``migrate.after_claim_created``: the claim exists, the ledger does not yet.
+    process) is started first; the preconditions are the caller's. An ``online`` claim
+    (``prepare``) does not bar the writers of a format-4 graph
+    (:class:`~omnigraph.claims.document.ClaimDocument`). If the block (or the start record) raises
+    while the claim is still held, this process records that it stopped acting for it
+    (:func:`omnigraph.claims.acting.ended`), so a ``resume`` in another process is not refused for
+    it. Failpoint ``migrate.after_claim_created``: the claim exists, the ledger does not yet.
     """
     executor = executor or LocalExecutor()
     executor.start()
-    claim = acquire(store, CLAIM_PATH, operation=CLAIM_OPERATION, migration_id=new_ulid(), owner=owner)
+    claim = acquire(store, CLAIM_PATH, operation=CLAIM_OPERATION, migration_id=new_ulid(), owner=owner, online=online)
     failpoint("migrate.after_claim_created")
     with acting_for(store, CLAIM_PATH, claim, action="run", owner=owner, take=False):
         m = attach(store, claim, progress, executor)
@@ -290,6 +298,11 @@ def _readable_ledger(m: Migration) -> None:
         m.ledger.replay()
     except NotFound:
         return
+
+
+def abort_held(m: Migration, reason: str) -> dict[str, Any]:
+    """Abort the migration this process drives (it acts for the claim already): :func:`abort_migration` without its checks."""
+    return _abort(m, False, m.token, reason, m.manifest.read_stamp()[0])
 
 
 def _abort(m: Migration, broken: bool, token: str, reason: str, stamp: str | None) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 :class:`DriftDetected` (something moved, or the graph is not fenced) and :class:`AnswersChanged`
 (an answer of the answer check differs) keep a migration from writing stamp 5, and are what
 ``verify`` reports about a graph; :class:`MigrationRefused` refuses a state the migration cannot
-proceed from; :class:`ExecutorFailed` reports an executor that could not validate images (nothing
+proceed from; :class:`CutoverDeferred` is a cutover that did not keep (or did not raise) the
+barrier, leaving the graph writable at stamp 4; :class:`ExecutorFailed` reports an executor that could not validate images (nothing
 is recorded for those images). Every class is an :class:`~omnigraph.engine.errors.OmnigraphError`,
 reported by the CLIs and the server like any other. ``fleet_active`` is
 :class:`omnigraph.migrator.inspection.FleetActive`.
@@ -52,3 +53,16 @@ class AnswersChanged(OmnigraphError):
     code = "answers_changed"
     http_status = 409
     exit_code = EXIT_VALIDATION_FAILED
+
+
+class CutoverDeferred(OmnigraphError):
+    """A cutover did not raise the barrier, or lowered it again before any primary key was installed.
+
+    The estimate exceeded the outage bound, or writers kept committing under the barrier. The
+    graph is at stamp ``4`` and writable, the online claim and the receipts are kept: catch up
+    with ``prepare --token`` and run ``cutover --token`` again (or raise ``--max-outage``).
+    """
+
+    code = "cutover_deferred"
+    http_status = 409
+    exit_code = EXIT_ERROR

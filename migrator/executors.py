@@ -150,6 +150,14 @@ class ImageReport:
     duplicates: list[tuple[str, int]]
     digest: str
     fingerprint: str
+    hash_sum: int
+    """The wrapping (mod 2**64) sum of the ``hash`` of every non-null id, one term per row."""
+    hash_xor: int
+    """The xor of the ``hash`` of every non-null id, one term per row."""
+    delta_from: str | None = None
+    """The receipt (image id) this report was derived from by reading only the rows changed since (None: every row was read)."""
+    changed_rows: int | None = None
+    """The rows read for a derived report: rows added or rewritten, and rows removed, since ``delta_from``."""
 
     @property
     def clean(self) -> bool:
@@ -157,7 +165,8 @@ class ImageReport:
         return self.null_ids == 0 and not self.duplicates
 
 
-def _digest(rows: int, null_ids: int, total: int, xor: int) -> str:
+def id_digest(rows: int, null_ids: int, total: int, xor: int) -> str:
+    """The logical digest of an image's ids from its row count, null count, hash sum and hash xor."""
     text = f"rows={rows};nulls={null_ids};sum={total % _UINT64};xor={xor}"
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -241,8 +250,10 @@ def validate_image(
         rows=rows,
         null_ids=null_ids,
         duplicates=sorted(duplicates),
-        digest=_digest(rows, null_ids, total, xor),
+        digest=id_digest(rows, null_ids, total, xor),
         fingerprint=physical_fingerprint(dataset),
+        hash_sum=total % _UINT64,
+        hash_xor=xor,
     )
 
 

@@ -120,12 +120,14 @@ def refuse_live_writers(store: GraphStore, ignore_fleet: bool) -> list[dict[str,
     return document
 
 
-def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
+def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest, *, live_writers: bool = False) -> None:
     """The graph must be at format 4, with no claim and no write-path recovery.
 
     Stamp 5 with a claim held and stamp ``migrating`` are ``claim_held`` (each naming the command
     that moves on), any other stamp but 4 is ``format_refused``, a claim at stamp 4 is
-    ``claim_held``, pending intents are ``recovery_required``.
+    ``claim_held``, pending intents are ``recovery_required``. With ``live_writers`` (an online
+    migration: writers go on while it prepares) pending intents are left to the cutover, which
+    waits for live writers' commits and resolves dead writers'.
     """
     stamp, migration_id = manifest.read_stamp()
     if stamp == FORMAT_5 and (holder := inspect(store, CLAIM_PATH)) is not None:
@@ -154,7 +156,7 @@ def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest) -> None:
     if stamp != FORMAT_4:
         raise FormatRefused(f"{store.uri} has format stamp {stamp!r}; only format 4 can be migrated", {"stamp": stamp})
     _refuse_claim(store)
-    pending = recovery.list_intents(store)
+    pending = [] if live_writers else recovery.list_intents(store)
     if pending:
         ids = [i.operation_id for i in pending]
         raise RecoveryRequired(

@@ -4,7 +4,8 @@ Which executor validates the pinned images (:data:`EXECUTORS`; Ray only when its
 installed, :func:`executor_unavailable`) and at which cluster address (:func:`ray_address_problem`),
 and how many units or image reads are in flight at once (at most :data:`MAX_PARALLEL`; by default
 :data:`DEFAULT_PARALLEL_LOCAL` on local disk and :data:`DEFAULT_PARALLEL_OBJECT_STORE` on an
-object store). Importing this module loads no Lance, Arrow or DuckDB code.
+object store), and how a duration such as the cutover's outage bound is written
+(:func:`duration_seconds`). Importing this module loads no Lance, Arrow or DuckDB code.
 """
 
 from __future__ import annotations
@@ -48,3 +49,26 @@ DEFAULT_PARALLEL_LOCAL = 1
 
 DEFAULT_PARALLEL_OBJECT_STORE = 16
 """Work in flight on an object store when not chosen: there it mostly waits on requests."""
+
+
+_DURATION_UNITS = (("ms", 0.001), ("s", 1.0), ("m", 60.0))
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds of a duration written ``5s``, ``500ms``, ``2m`` or as a plain number of seconds.
+
+    Raises:
+        ValueError: not a duration, or a negative or infinite one.
+    """
+    number, factor = text.strip().lower(), 1.0
+    for suffix, unit in _DURATION_UNITS:
+        if number.endswith(suffix):
+            number, factor = number.removesuffix(suffix), unit
+            break
+    try:
+        seconds = float(number) * factor
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration (for example 5s, 500ms, 2m)") from None
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(f"{text!r} is not a duration of zero or more seconds")
+    return seconds

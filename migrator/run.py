@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from omnigraph.claims.acting import acting_for
 from omnigraph.claims.claim import inspect, release
@@ -58,15 +59,14 @@ from omnigraph.engine.progress import Progress
 from omnigraph.engine.reconcile import recovery
 from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 from omnigraph.engine.storage.store import GraphStore
-from omnigraph.ledger.fold import ImageState
 from omnigraph.ledger.ledger import LedgerReplay
 from omnigraph.ledger.records import (
     AnswerDigest,
     AnswersChecked,
     AnswersRecorded,
+    BarrierLowered,
     BarrierSet,
     ClaimReleased,
-    ImageValidated,
     PlanRecorded,
     Resumed,
     StampWritten,
@@ -77,15 +77,13 @@ from omnigraph.ledger.records import (
 )
 from omnigraph.ledger.records import DriftDetected as DriftRecord
 from omnigraph.migrator import layout
-from omnigraph.migrator.claim import Migration, attach, begin, replay_started
-from omnigraph.migrator.errors import DriftDetected
+from omnigraph.migrator.claim import Migration, abort_held, attach, begin, replay_started
+from omnigraph.migrator.errors import CutoverDeferred, DriftDetected
 from omnigraph.migrator.executors import ImageExecutor, default_parallel, read_snapshots
 from omnigraph.migrator.inspection import (
     held_claim,
     refuse_broken,
-    refuse_live_writers,
     refuse_unless_refence_needed,
-    refuse_unless_stamp_4,
 )
 from omnigraph.migrator.layout import CLAIM_PATH
 from omnigraph.migrator.plan import (
@@ -93,15 +91,11 @@ from omnigraph.migrator.plan import (
     adopt_before_plan,
     build_plan,
     inventory,
-    out_of_band_reports,
-    refuse_row_drift,
-    validate_images,
 )
+from omnigraph.migrator.receipts import validate_plan_images
 from omnigraph.migrator.unit import run_units
 from omnigraph.migrator.verify import (
     AnswerQueries,
-    UpToDate,
-    already_fenced,
     answer_cases,
     answers_changed,
     check_queries,
@@ -126,6 +120,8 @@ class MigrationOutcome:
     stamp: str
     answers: tuple[AnswerDigest, ...] = ()
     """The answers the stamp was checked against (empty without an answer check)."""
+    outage_seconds: float | None = None
+    """Seconds the barrier was up (:attr:`omnigraph.ledger.fold.FoldedState.outage_seconds`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document of a finished migration, with one answer-check case per answer."""
@@ -137,10 +133,13 @@ class MigrationOutcome:
             "images": self.images,
             "stamp": self.stamp,
             "answer_check": answer_cases(list(self.answers), []),
+            "outage_seconds": self.outage_seconds,
         }
 
 
-def drive(m: Migration, queries: AnswerQueries | None = None, parallel: int | None = None) -> MigrationOutcome:
+def drive(
+    m: Migration, queries: AnswerQueries | None = None, parallel: int | None = None, drain_seconds: float | None = None
+) -> MigrationOutcome:
     """Continue ``m`` from its ledger to stamp 5 and the release of its claim (module docstring).
 
     The graph must be at stamp 4 (the barrier is raised) or ``migrating``; any other stamp is
@@ -150,21 +149,20 @@ def drive(m: Migration, queries: AnswerQueries | None = None, parallel: int | No
     whose answers it recorded, is taken whether or not ``queries`` are given. ``parallel`` units
     (of distinct graph branches) are in flight at once (:mod:`omnigraph.migrator.unit`; default
     :func:`~omnigraph.migrator.executors.default_parallel` for the store).
+
+    Until a unit progresses, the plan is brought up to date first (:func:`_absorb`): commits that
+    landed since the last plan are validated from the rows they changed, for a bounded number of
+    rounds; a fencing migration that cannot settle lowers the barrier again (``cutover_deferred``).
+    ``drain_seconds`` bounds each wait for live writers' commits (default :data:`DRAIN_SECONDS`).
     """
     queries = _answer_queries(m, queries)
     _raise_barrier(m)
     replay = m.ledger.replay()
     plan = _plan_of(replay)
-    if plan is None or replay.state.phase == "validation_failed":
-        # First run, or a resume after a failed validation (and any repair under the claim):
-        # plan afresh; the ledger accepts a new plan while no unit has progressed. Out-of-band
-        # commits that change no row are adopted first, so the plan pins them.
-        adopt_before_plan(m.store, m.manifest, m.migration_id, m.token)
-        plan = build_plan(m.manifest)
-        m.record(PlanRecorded, branches=plan.branches, units=plan.units)
-        failpoint("migrate.after_plan")
-        replay = m.ledger.replay()
-    images = _validate(m, plan, replay)
+    if plan is None or not _units_progressed(m, replay):
+        plan = _absorb(m, plan, DRAIN_SECONDS if drain_seconds is None else drain_seconds)
+    else:
+        _validate(m, plan, replay)
     failpoint("migrate.after_validate")
     if queries is not None and m.ledger.replay().state.answers_sha256 is None:
         m.record(
@@ -176,6 +174,7 @@ def drive(m: Migration, queries: AnswerQueries | None = None, parallel: int | No
         )
         failpoint("migrate.after_answers")
     replay = m.ledger.replay()
+    images = dict(replay.state.images)
     identifiers = _fork_identifiers(replay)
     pending = [u for u in plan.units if replay.state.units[u.unit_id].status != "completed"]
     if pending and replay.state.phase != "installing":
@@ -186,8 +185,93 @@ def drive(m: Migration, queries: AnswerQueries | None = None, parallel: int | No
     m.progress.finish()
     failpoint("migrate.after_units")
     _verify_then_stamp(m)
-    answers = tuple(m.ledger.replay().state.answers)
-    return MigrationOutcome(m.migration_id, m.token, len(plan.units), len(plan.images()), FORMAT_5, answers)
+    replay = m.ledger.replay()
+    return MigrationOutcome(
+        m.migration_id, m.token, len(plan.units), len(plan.images()), FORMAT_5, tuple(replay.state.answers), replay.state.outage_seconds
+    )
+
+
+ABSORB_ROUNDS = 5
+"""Plans a cutover makes at most before it gives up on writers that keep committing under the barrier."""
+DRAIN_SECONDS = 10.0
+"""How long a cutover waits, under the barrier, for the commits of live writers to end."""
+
+
+def _units_progressed(m: Migration, replay: LedgerReplay) -> bool:
+    """True once any unit left ``planned`` or left a sidecar: the plan can no longer be replaced."""
+    return any(unit.status != "planned" for unit in replay.state.units.values()) or bool(layout.remaining(m.store, m.migration_id))
+
+
+def _absorb(m: Migration, recorded: MigrationPlan | None, drain_seconds: float) -> MigrationPlan:
+    """Bring the plan up to date under the barrier and validate what it pins; the plan validated.
+
+    Each round waits for the commits of live writers to end (:func:`_drain`; those of dead writers
+    are resolved), adopts out-of-band commits that change no row, plans, records the plan if it
+    differs from the last one, and validates every image its receipts do not cover (from the rows
+    changed since a receipt where it can). If no branch head moved meanwhile, the plan stands.
+    After :data:`ABSORB_ROUNDS` rounds, or a drain that does not end, a fencing migration lowers
+    the barrier (:func:`_lower_barrier`); a refence stops with ``drift_detected``.
+    """
+    for _ in range(ABSORB_ROUNDS):
+        waiting = _drain(m, drain_seconds)
+        if waiting:
+            _give_up(
+                m,
+                f"{len(waiting)} commit(s) of live writers did not end within {drain_seconds:g}s under the barrier: {', '.join(waiting)}",
+            )
+        recovery.resolve_intents(m.store, m.manifest)
+        adopt_before_plan(m.store, m.manifest, m.migration_id, m.token)
+        plan = build_plan(m.manifest)
+        if recorded is None or plan != recorded or m.ledger.replay().state.phase in ("barrier", "validation_failed"):
+            m.record(PlanRecorded, branches=plan.branches, units=plan.units)
+            failpoint("migrate.after_plan")
+        recorded = plan
+        _validate(m, plan, m.ledger.replay())
+        if [b.head_commit_id for b in build_plan(m.manifest).branches] == [b.head_commit_id for b in plan.branches]:
+            return plan
+    _give_up(m, f"branch heads kept moving under the barrier for {ABSORB_ROUNDS} rounds (a writer that does not read the stamp)")
+    raise AssertionError("unreachable")
+
+
+def _drain(m: Migration, seconds: float) -> list[str]:
+    """Wait up to ``seconds`` for every armed commit of a live writer to end; the ones still armed."""
+    deadline = time.monotonic() + seconds
+    while True:
+        live = [
+            f"{i.operation_id} ({i.program} on {i.host}, pid {i.pid})" for i in recovery.list_intents(m.store) if recovery.owner_is_alive(i)
+        ]
+        if not live or time.monotonic() >= deadline:
+            return live
+        time.sleep(0.05)
+
+
+def _give_up(m: Migration, reason: str) -> NoReturn:
+    """Lower the barrier of a fencing migration for ``reason`` (``cutover_deferred``); a refence stops (``drift_detected``)."""
+    if _barrier_raised_at(m) != FORMAT_4:
+        raise DriftDetected(
+            f"{reason}; the stamp was not written. Stop every writer, then `omnigraph-migrate resume {m.store.uri} --token {m.token}`",
+            {"reason": reason},
+        )
+    _lower_barrier(m, reason)
+    raise CutoverDeferred(
+        f"{reason}. The barrier was lowered again: the graph is at stamp 4 and writable, and the receipts are kept. "
+        f"Run `omnigraph-migrate cutover {m.store.uri} --token {m.token}` again",
+        {"reason": reason, "migration_id": m.migration_id, "token": m.token},
+    )
+
+
+def _barrier_raised_at(m: Migration) -> str:
+    """The stamp the migration's last barrier replaced: ``4`` for a fencing migration, ``5`` for a refence."""
+    records = m.ledger.replay().records
+    return next((r.previous_format for _, r in reversed(records) if isinstance(r, BarrierSet)), FORMAT_4)
+
+
+def _lower_barrier(m: Migration, reason: str) -> None:
+    """Put stamp 4 back before any unit progressed, recording ``barrier_lowered``; the claim stays."""
+    m.require_claim()
+    m.manifest.write_stamp(FORMAT_4, None)
+    m.record(BarrierLowered, reason=reason)
+    failpoint("cutover.after_lower")
 
 
 def release_claim(m: Migration) -> None:
@@ -235,49 +319,12 @@ def _plan_of(replay: LedgerReplay) -> MigrationPlan | None:
     return MigrationPlan(list(state.branches), list(state.plan)) if state.plan else None
 
 
-def _validated_clean_since_plan(replay: LedgerReplay) -> set[str]:
-    """Images found clean after the last plan was recorded.
+def _validate(m: Migration, plan: MigrationPlan, replay: LedgerReplay) -> None:
+    """Validate the images of ``plan`` its receipts do not cover (:mod:`omnigraph.migrator.receipts`).
 
-    An earlier plan's results do not count, and neither does an image found broken: a run that
-    died between recording an image and recording the validation failure must not resume past
-    the duplicates, so broken images are validated (and inventoried) again.
+    ``validation_failed`` with the inventory if any is broken.
     """
-    clean: set[str] = set()
-    for _, record in replay.records:
-        if isinstance(record, PlanRecorded):
-            clean = set()
-        elif isinstance(record, ImageValidated):
-            if record.null_ids == 0 and record.duplicate_ids == 0:
-                clean.add(record.image_id)
-            else:
-                clean.discard(record.image_id)
-    return clean
-
-
-def _validate(m: Migration, plan: MigrationPlan, replay: LedgerReplay) -> dict[str, ImageState]:
-    """Validate the images not yet found clean, one ledger record each.
-
-    ``validation_failed`` with the inventory if any is broken; the validated state of every image
-    otherwise.
-    """
-    done = _validated_clean_since_plan(replay)
-    todo = {image_id for image_id in plan.images() if image_id not in done}
-    reports = validate_images(m.store, plan, m.progress, only=todo, executor=m.executor)
-    images = plan.images()
-    for image_id, report in reports.items():
-        unit = images[image_id][0]
-        m.record(
-            ImageValidated,
-            image_id=image_id,
-            table_path=unit.table_path,
-            table_branch=unit.pinned_table_branch,
-            table_version=unit.pinned_table_version,
-            rows=report.rows,
-            digest=report.digest,
-            fingerprint=report.fingerprint,
-            null_ids=report.null_ids,
-            duplicate_ids=len(report.duplicates),
-        )
+    reports, _ = validate_plan_images(m, plan, replay)
     failpoint("migrate.after_image_records")
     broken = inventory(plan, reports)
     if broken:
@@ -294,7 +341,6 @@ def _validate(m: Migration, plan: MigrationPlan, replay: LedgerReplay) -> dict[s
                 "inventory": [entry.model_dump(mode="json") for entry in broken],
             },
         )
-    return dict(m.ledger.replay().state.images)
 
 
 def _fork_identifiers(replay: LedgerReplay) -> dict[str, str]:
@@ -318,11 +364,23 @@ def _verify_then_stamp(m: Migration) -> None:
     if drift:
         m.record(DriftRecord, moved=drift)
         m.record(Verified, ok=False, problems=[f"{d.what}: expected {d.expected}, found {d.actual}" for d in drift])
+        moved = "; ".join(f"{d.what}: expected {d.expected}, found {d.actual}" for d in drift)
+        details = {"moved": [d.model_dump(mode="json") for d in drift], "migration_id": m.migration_id}
+        if _barrier_raised_at(m) == FORMAT_4:
+            # Units progressed, so the plan cannot absorb it: lower the barrier by aborting.
+            abort_held(m, f"a writer committed under the barrier after the units started: {moved}")
+            raise DriftDetected(
+                f"{len(drift)} commit(s) landed under the barrier after the primary keys were being installed (a "
+                "format-4 writer that does not read the stamp); the format-5 stamp was NOT written and the migration "
+                "was aborted: the graph is at stamp 4 and writable again (installed primary keys stay). Run "
+                f"`omnigraph-migrate run {m.store.uri}` again once that writer is stopped or restarted. {moved}",
+                details,
+            )
         raise DriftDetected(
             f"{len(drift)} change(s) under the migration barrier; the format-5 stamp was NOT written. "
-            "A writer was not stopped. Stop every writer, `abort --token`, then run the migration again. "
-            + "; ".join(f"{d.what}: expected {d.expected}, found {d.actual}" for d in drift),
-            {"moved": [d.model_dump(mode="json") for d in drift], "migration_id": m.migration_id},
+            f"A writer was not stopped. Stop every writer, `omnigraph-migrate abort {m.store.uri} --token {m.token}`, "
+            f"then run the migration again. {moved}",
+            details,
         )
     problems = structural_problems(m.store, m.manifest)
     m.record(Verified, ok=not problems, problems=problems)
@@ -370,38 +428,6 @@ def _current_heads(manifest: Manifest) -> dict[str, str]:
     branches = list(manifest.branches())
     snapshots = read_snapshots(manifest, branches)
     return {branch: snapshot.head.commit_id for branch, snapshot in zip(branches, snapshots, strict=True)}
-
-
-def run_migration(
-    store: GraphStore,
-    owner: str,
-    progress: Progress,
-    ignore_fleet: bool = False,
-    executor: ImageExecutor | None = None,
-    queries: AnswerQueries | None = None,
-    parallel: int | None = None,
-) -> MigrationOutcome | UpToDate:
-    """Migrate the format-4 graph at ``store`` to format 5 (see the module docstring).
-
-    Refused while a registered writer is live unless ``ignore_fleet``
-    (:func:`omnigraph.migrator.inspection.refuse_live_writers`). ``executor`` validates the images
-    (default: this process); it is started before the claim is taken, so an executor that cannot
-    start leaves the graph untouched. ``queries`` are the answer check's (``bad_request`` before
-    anything is written if one does not bind). ``parallel`` units are in flight at once
-    (:func:`drive`).
-    """
-    manifest = Manifest.of_graph(store)
-    up_to_date = already_fenced(store, manifest)
-    if up_to_date is not None:
-        return up_to_date
-    refuse_unless_stamp_4(store, manifest)
-    refuse_live_writers(store, ignore_fleet)
-    refuse_row_drift(store, out_of_band_reports(store, manifest))
-    if queries is not None:
-        check_queries(open_graph(store, FENCED_PROFILE, write=False), queries)
-    with begin(store, owner, progress, executor, queries.check() if queries else None) as m:
-        failpoint("migrate.after_claim")
-        return drive(m, queries, parallel)
 
 
 def refence_migration(
@@ -454,14 +480,14 @@ def resume_migration(
     refuse_broken(store, token)
     claim = held_claim(store, token)
     m = attach(store, claim, progress, executor)
-    _refuse_aborted(m)
+    refuse_aborted(m)
     if queries is not None:
         check_queries(open_graph(store, FENCED_PROFILE, write=False), queries)
     with acting_for(store, CLAIM_PATH, claim, action="resume", owner=owner):
         return _resume(m, owner, queries, parallel)
 
 
-def _refuse_aborted(m: Migration) -> None:
+def refuse_aborted(m: Migration) -> None:
     """``precondition_failed`` if the migration's ledger says it was aborted.
 
     Reads only: a ledger that cannot be read is refused here, before anything is written.
@@ -490,6 +516,12 @@ def _resume(m: Migration, owner: str, queries: AnswerQueries | None, parallel: i
         release_claim(m)
         replay = m.ledger.replay()
         return MigrationOutcome(
-            m.migration_id, token, len(replay.state.plan), len(replay.state.images), FORMAT_5, tuple(replay.state.answers)
+            m.migration_id,
+            token,
+            len(replay.state.plan),
+            len(replay.state.images),
+            FORMAT_5,
+            tuple(replay.state.answers),
+            replay.state.outage_seconds,
         )
     return drive(m, queries, parallel)

@@ -9,7 +9,10 @@ migration's ledger phase, and names one command with the claim's real token, nev
 placeholder, so the advice can be run as printed: while a recorded process is alive on this
 host, nothing but waiting (and ``claim show``); otherwise ``resume --token`` (which releases the
 claim at stamp 5, continues the migration before it, also when its holder died before the first
-ledger record), or for a migration stopped by duplicates, the repair playbook. A process on
+ledger record), or for a migration stopped by duplicates, the repair playbook. An online
+migration (``prepare``'s claim, still at stamp 4) is finished by ``cutover --token``, and one
+whose prepare found duplicates is repaired first (with the format-4 writer, then ``prepare
+--token``; or behind the barrier, which ``cutover --token`` raises and keeps at them). A process on
 another host that has not ended is named first, to be checked there.
 :func:`unclaimed_barrier_next_step` is the advice for a barrier whose claim was broken (``abort``
 with the broken claim's token), and :func:`claim_findings` says both as ``omnigraph check``
@@ -27,9 +30,10 @@ from omnigraph.claims.document import ClaimDocument
 from omnigraph.engine.errors import NotFound
 from omnigraph.engine.maintenance.findings import Finding
 from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 from omnigraph.engine.storage.store import GraphStore
 from omnigraph.ledger.ledger import Ledger, LedgerReplay
+from omnigraph.ledger.records import BarrierSet
 from omnigraph.ledger.render import render_json
 from omnigraph.migrator import layout
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
@@ -60,7 +64,21 @@ def claim_next_step(store: GraphStore, holder: ClaimDocument, stamp: str | None)
         return (
             f"{check}`omnigraph-migrate resume {uri} --token {token}` releases the claim (stamp 5 is already written: the graph is fenced)"
         )
-    if ledger_phase(store, holder.migration_id) == "validation_failed":
+    phase = ledger_phase(store, holder.migration_id)
+    if holder.online and stamp == FORMAT_4:
+        if phase == "validation_failed":
+            return (
+                f"{check}remove the duplicates with the format-4 writer, then `omnigraph-migrate prepare {uri} --token {token}`; "
+                f"or `omnigraph-migrate cutover {uri} --token {token}`, which stops at them behind the barrier for "
+                f"`omnigraph-migrate playbook run duplicate-repair {uri}` (or give the migration up: "
+                f"`omnigraph-migrate abort {uri} --token {token}`)"
+            )
+        return (
+            f"{check}`omnigraph-migrate cutover {uri} --token {token}` finishes migration {holder.migration_id} "
+            f"(writers go on until then; `omnigraph-migrate prepare {uri} --token {token}` catches up first; give it up: "
+            f"`omnigraph-migrate abort {uri} --token {token}`)"
+        )
+    if phase == "validation_failed":
         return (
             f"{check}repair the duplicates under the claim: `omnigraph-migrate playbook run duplicate-repair {uri}` "
             f"(or give the migration up: `omnigraph-migrate abort {uri} --token {token}`)"
@@ -102,7 +120,7 @@ def claim_findings(store: GraphStore, stamp: str | None) -> list[Finding]:
 
     Behind the barrier (stamp ``migrating``) one ``migration_in_progress`` finding (its claim held,
     or broken); at any other stamp a held claim is ``claim_held`` (no program writes while it is
-    held).
+    held; an online claim at stamp 4, ``prepare``'s, bars other migrations only).
     """
     holder = inspect(store, CLAIM_PATH)
     _, migration_id = Manifest(store).read_stamp()
@@ -113,7 +131,11 @@ def claim_findings(store: GraphStore, stamp: str | None) -> list[Finding]:
         if stamp == FORMAT_MIGRATING:
             message = f"stamp is 'migrating': migration {migration_id} holds the barrier (its claim {who}); next: {advice}"
             return [Finding(kind="migration_in_progress", message=message, details={**details, "migration_id": migration_id})]
-        message = f"the claim of migration {holder.migration_id} is {who} at stamp {stamp}: every writer is refused; next: {advice}"
+        if holder.online and stamp == FORMAT_4:
+            effect = "writers go on, other migrations wait (an online migration: prepare)"
+        else:
+            effect = "every writer is refused"
+        message = f"the claim of migration {holder.migration_id} is {who} at stamp {stamp}: {effect}; next: {advice}"
         return [Finding(kind="claim_held", message=message, details=details)]
     if stamp != FORMAT_MIGRATING:
         return []
@@ -162,6 +184,9 @@ def status(store: GraphStore, tail_records: int | None = None) -> tuple[dict[str
     them. Returns the JSON document and the replayed ledger as shown (None if no migration ever
     wrote a ledger record: none ran, or its holder died between taking the claim and its first
     record). ``next`` names one command to run, with the claim's token (:func:`claim_next_step`).
+    ``phase`` is the ledger's phase (``prepared`` between prepare and cutover),
+    ``barrier_age_seconds`` how long the barrier has been up (behind it only, else None) and
+    ``outage_seconds`` how long writers were held in all (None before any barrier).
     """
     manifest = Manifest.of_graph(store)
     stamp, stamp_migration = manifest.read_stamp()
@@ -178,10 +203,19 @@ def status(store: GraphStore, tail_records: int | None = None) -> tuple[dict[str
         "ledger_records": 0,
         "units_by_state": {},
         "elapsed_seconds": None,
+        "phase": None,
+        "barrier_age_seconds": None,
+        "outage_seconds": None,
         "next": _next_step(store, stamp, stamp_migration, holder),
     }
     if replay is None:
         return document, None
+    document["phase"] = replay.state.phase
+    document["outage_seconds"] = replay.state.outage_seconds
+    if stamp == FORMAT_MIGRATING:
+        raised = [record.at for _, record in replay.records if isinstance(record, BarrierSet)]
+        if raised:
+            document["barrier_age_seconds"] = round((dt.datetime.now(dt.UTC) - _parse_utc(raised[-1])).total_seconds(), 3)
     with_sidecar = set(layout.remaining(store, replay.state.migration_id))
     counts: dict[str, int] = {}
     for unit_id, unit in replay.state.units.items():

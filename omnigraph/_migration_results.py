@@ -22,6 +22,7 @@ __all__ = [
     "Migrated",
     "Plan",
     "Preflight",
+    "Prepared",
     "Rebuilt",
     "Repaired",
     "Status",
@@ -81,6 +82,27 @@ class Migrated(Result):
     answer_check: tuple[Mapping[str, Any], ...]
     """One entry per (query, branch) of the answer check: ``query``, ``graph_branch``, ``params``,
     ``rows``, ``ok``, ``message`` (empty without one)."""
+    outage_seconds: float | None
+    """Seconds the barrier was up (writers refused): every ``barrier_set`` to the ``barrier_lowered``
+    or ``claim_released`` after it, from the ledger."""
+
+
+@dataclass(frozen=True)
+class Prepared(Result):
+    """``omnigraph-migrate prepare --json``: a prepare round ended; the online claim stays held.
+
+    ``cutover`` is the predicted cutover: ``units``, ``images``, ``changed_rows`` (rows to read
+    from receipts), ``unreceived_rows`` (rows of images to validate whole), ``estimated_seconds``.
+    """
+
+    status: str
+    migration_id: str
+    token: str
+    images: int
+    validated: int
+    changed_rows: int
+    rounds: int
+    cutover: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -110,6 +132,12 @@ class Status(Result):
     ledger_records: int
     units_by_state: Mapping[str, int]
     elapsed_seconds: float | None
+    phase: str | None
+    """The ledger's phase (``prepared`` between prepare and cutover), None without a ledger."""
+    barrier_age_seconds: float | None
+    """How long the barrier has been up, behind it only (stamp ``migrating``)."""
+    outage_seconds: float | None
+    """How long writers were held by the migration's barrier in all (None before any barrier)."""
     next: str
 
 

@@ -49,7 +49,7 @@ from omnigraph.engine.errors import (
     ValidationFailed,
     exit_code_for,
 )
-from omnigraph.migrator.errors import AnswersChanged, DriftDetected, ExecutorFailed, MigrationRefused
+from omnigraph.migrator.errors import AnswersChanged, CutoverDeferred, DriftDetected, ExecutorFailed, MigrationRefused
 
 if TYPE_CHECKING:
     from omnigraph.claims.errors import ClaimCorrupt
@@ -80,6 +80,7 @@ __all__ = [
     "ClaimCorrupt",
     "ClaimHeld",
     "Conflict",
+    "CutoverDeferred",
     "DriftDetected",
     "ExecutorFailed",
     "FleetActive",

@@ -49,6 +49,7 @@ from omnigraph._migration_results import (
     Migrated,
     Plan,
     Preflight,
+    Prepared,
     Rebuilt,
     Repaired,
     Status,
@@ -62,6 +63,7 @@ from omnigraph.migrator.options import (
     DEFAULT_PARALLEL_OBJECT_STORE,
     EXECUTORS,
     MAX_PARALLEL,
+    duration_seconds,
     executor_unavailable,
     ray_address_problem,
 )
@@ -87,6 +89,7 @@ __all__ = [
     "Migrated",
     "Plan",
     "Preflight",
+    "Prepared",
     "Progress",
     "Rebuilt",
     "RepairDecisions",
@@ -99,8 +102,10 @@ __all__ = [
     "break_claim",
     "claim",
     "copy",
+    "cutover",
     "describe_fleet_entry",
     "duplicates",
+    "duration_seconds",
     "executor_unavailable",
     "inventory_lines",
     "ledger_table",
@@ -108,6 +113,7 @@ __all__ = [
     "open_executor",
     "plan",
     "preflight",
+    "prepare",
     "ray_address_problem",
     "read_repair_decisions",
     "rebuild",
@@ -185,12 +191,17 @@ def run(
     storage_options: Mapping[str, str] | None = None,
     queries: AnswerQueries | None = None,
     parallel: int | None = None,
+    max_outage: float | None = None,
 ) -> Migrated | UpToDate:
-    """Migrate every branch of the graph to format 5 in place.
+    """Migrate every branch of the graph to format 5 in place: :func:`prepare` online, then :func:`cutover`.
 
-    The steps are claim, barrier, plan, validate, install the primary keys unit by unit, verify,
-    stamp 5, release. Crash-safe: a run that died is continued with :func:`resume` (its token is
-    in :func:`status`).
+    Writers go on while every pinned image is validated under an online claim; prepare rounds
+    repeat until little changed since, then the barrier goes up for the cutover only: what moved
+    since is validated from the changed rows, the primary keys are installed unit by unit, then
+    verify, stamp 5, release. Given ``max_outage`` (seconds), a cutover predicted longer is refused
+    and live writers' commits are waited for at most that long. Duplicate or null ids stop it
+    behind the barrier (where their repair works), as before.
+    Crash-safe: a run that died is continued with :func:`resume` (its token is in :func:`status`).
 
     ``owner`` is recorded in the claim and the ledger (default ``OMNIGRAPH_ACTOR``, else the
     login name). ``queries``: the answer check (module docstring). ``parallel``: how many units
@@ -205,11 +216,13 @@ def run(
         FleetActive: a registered writer is live (and not ``ignore_fleet``).
         RecoveryRequired: write intents are pending.
         TableDrift: a table was changed outside the engine in a way that changes rows.
-        ValidationFailed: duplicate or null ids; the barrier and the claim are kept for repair.
+        ValidationFailed: duplicate or null ids; the claim is kept for repair.
+        CutoverDeferred: the predicted outage exceeds ``max_outage``, or writers kept committing
+            under the barrier (lowered again); the online claim is kept for :func:`cutover`.
         DriftDetected: something moved under the barrier (a writer was not stopped).
         ExecutorFailed: the executor could not validate the images.
     """
-    from omnigraph.migrator.run import run_migration
+    from omnigraph.migrator.online import run_migration
     from omnigraph.migrator.verify import UpToDate as Fenced
 
     outcome = run_migration(
@@ -220,9 +233,87 @@ def run(
         executor,
         queries,
         parallel,
+        max_outage,
     )
     if isinstance(outcome, Fenced):
         return UpToDate.from_document(outcome.to_json())
+    return Migrated.from_document(outcome.to_json())
+
+
+def prepare(
+    uri: str,
+    *,
+    token: str | None = None,
+    owner: str | None = None,
+    executor: ImageExecutor | None = None,
+    progress: Progress | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    parallel: int | None = None,
+) -> Prepared:
+    """Validate every pinned image of every branch online and record a receipt for each; writers go on.
+
+    Without ``token`` a new migration takes an online claim (it bars other migrations, not the
+    graph's format-4 writers); with it, the migration of that claim catches up: only images that
+    appeared or moved since their receipts are validated. The claim stays held for
+    :func:`cutover`. The result predicts the cutover (units, changed rows, seconds).
+
+    Raises:
+        NotFound: no graph at ``uri``, or no claim carrying ``token``.
+        FormatRefused: the stamp is not 4.
+        ClaimHeld: another migration holds the claim, or a process acting for it is alive.
+        TableDrift: a table was changed outside the engine in a way that changes rows.
+        PreconditionFailed: the migration of ``token`` is past its online phase, broken or aborted.
+        ValidationFailed: duplicate or null ids (the graph stays at stamp 4 and writable).
+        ExecutorFailed: the executor could not validate the images.
+    """
+    from omnigraph.migrator.online import prepare_migration
+
+    store = open_store(uri, storage_options)
+    outcome = prepare_migration(store, owner or omnigraph.default_actor(), progress or SilentProgress(), executor, token, parallel)
+    return Prepared.from_document(outcome.to_json())
+
+
+def cutover(
+    uri: str,
+    *,
+    token: str,
+    owner: str | None = None,
+    max_outage: float | None = None,
+    ignore_fleet: bool = False,
+    executor: ImageExecutor | None = None,
+    progress: Progress | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    queries: AnswerQueries | None = None,
+    parallel: int | None = None,
+) -> Migrated:
+    """Raise the barrier and finish the prepared migration whose claim carries ``token``.
+
+    Refused with nothing written when the predicted outage exceeds ``max_outage`` seconds
+    (default 5). Under the barrier: commits of live writers are waited for, what moved since the
+    receipts is validated from the changed rows, the primary keys are installed, then verify,
+    stamp 5, release. ``outage_seconds`` of the result is how long the barrier was up.
+
+    Raises:
+        CutoverDeferred: the estimate exceeds the bound, or writers kept committing under the
+            barrier (lowered again); the graph is writable at stamp 4 and the receipts are kept.
+        ValidationFailed: a duplicate or null id appeared since prepare; the barrier stays up for repair.
+        FleetActive: a registered writer is live (and not ``ignore_fleet``).
+        NotFound, PreconditionFailed, ClaimHeld, DriftDetected, AnswersChanged: as for :func:`resume`.
+    """
+    from omnigraph.migrator.online import DEFAULT_MAX_OUTAGE, cutover_migration
+
+    store = open_store(uri, storage_options)
+    outcome = cutover_migration(
+        store,
+        token,
+        owner or omnigraph.default_actor(),
+        progress or SilentProgress(),
+        executor,
+        queries,
+        parallel,
+        DEFAULT_MAX_OUTAGE if max_outage is None else max_outage,
+        ignore_fleet,
+    )
     return Migrated.from_document(outcome.to_json())
 
 

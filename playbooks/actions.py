@@ -150,8 +150,8 @@ def _claim_outputs(uri: str) -> dict[str, str]:
 def _repair_route(uri: str) -> str:
     """Duplicates are repaired behind the barrier: a run stops at validation holding it."""
     return (
-        f"stop every writer, then `omnigraph-migrate run {uri}` (it stops at validation "
-        f"and keeps the barrier), then `omnigraph-migrate playbook run duplicate-repair {uri}`"
+        f"`omnigraph-migrate run {uri}` (it stops at validation and keeps the barrier), then "
+        f"`omnigraph-migrate playbook run duplicate-repair {uri}`"
     )
 
 
@@ -231,30 +231,70 @@ def _answer_queries(params: dict[str, str]) -> migrate.AnswerQueries | None:
     return migrate.AnswerQueries.from_files(Path(params["queries"]), Path(params["query_params"]) if params.get("query_params") else None)
 
 
-def migrate_step(ctx: StepContext, params: dict[str, str]) -> StepResult:
-    """Run the migration; in a resumed run, continue the one this run's dead runner claimed.
+def prepare(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Validate every pinned image online and record receipts; writers go on. In a resumed run, catch up the migration this run claimed.
 
-    The continuation is a ``resume``, which refuses if that process is alive after all.
-    ``queries`` (and ``query_params``) name the answer check's files.
+    Duplicates fail the step at stamp 4 (nothing is refused to writers); their repair works behind
+    the barrier, which the cutover raises and keeps at them.
     """
     uri = params["graph"]
     try:
-        queries = _answer_queries(params)
         own = _own_claim(ctx, uri)
-        if own is not None:
-            outcome: migrate.Migrated | migrate.UpToDate = migrate.resume(
-                uri, token=own.token, owner=ctx.actor, progress=ctx.progress, queries=queries
+        outcome = migrate.prepare(uri, token=own.token if own else None, owner=params["owner"], progress=ctx.progress)
+    except OmnigraphError as error:
+        outputs = _claim_outputs(uri)
+        if error.code == "validation_failed" and outputs:
+            next_command = (
+                f"omnigraph-migrate cutover {uri} --token {outputs['token']} (it stops at the duplicates behind the "
+                f"barrier), then omnigraph-migrate playbook run duplicate-repair {uri}"
             )
         else:
-            outcome = migrate.run(uri, owner=params["owner"], progress=ctx.progress, queries=queries)
+            next_command = f"omnigraph-migrate status {uri}"
+        raise StepFailed(error.message, next_command, error.exit_code, error.details, outputs) from error
+    outputs = {"token": outcome.token, "migration_id": outcome.migration_id, "migration_graph": uri}
+    summary = (
+        f"{outcome.images} image(s) have receipts ({outcome.validated} validated now); stamp 4, writers go on; "
+        f"predicted cutover about {outcome.cutover['estimated_seconds']}s"
+    )
+    return StepResult(summary, outcome.to_dict(), outputs)
+
+
+def migrate_step(ctx: StepContext, params: dict[str, str]) -> StepResult:
+    """Finish the migration: the cutover of the prepared one (``token``), else continue this run's, else a whole run.
+
+    With ``token`` (a prepare step's) it is ``cutover`` bounded by ``max_outage`` (which also
+    continues a cutover this run's dead runner started). Without it, a resumed run continues the
+    migration its dead runner claimed with ``resume`` (which refuses if that process is alive
+    after all), and a fresh one runs the whole migration. ``queries`` (and ``query_params``) name
+    the answer check's files.
+    """
+    uri = params["graph"]
+    try:
+        max_outage = migrate.duration_seconds(params.get("max_outage") or "5s")
+    except ValueError as error:
+        raise StepFailed(f"max_outage: {error}", ctx.rerun(), EXIT_USAGE) from error
+    try:
+        queries = _answer_queries(params)
+        own = _own_claim(ctx, uri)
+        outcome: migrate.Migrated | migrate.UpToDate
+        if params.get("token"):
+            outcome = migrate.cutover(
+                uri, token=params["token"], owner=ctx.actor, max_outage=max_outage, progress=ctx.progress, queries=queries
+            )
+        elif own is not None:
+            outcome = migrate.resume(uri, token=own.token, owner=ctx.actor, progress=ctx.progress, queries=queries)
+        else:
+            outcome = migrate.run(uri, owner=params.get("owner") or ctx.actor, progress=ctx.progress, queries=queries)
     except OmnigraphError as error:
         outputs = _claim_outputs(uri)
         if error.code == "validation_failed":
             next_command = f"omnigraph-migrate playbook run duplicate-repair {uri}"
+        elif error.code == "cutover_deferred" and outputs:
+            next_command = f"omnigraph-migrate status {uri}"
         elif error.code == "answers_changed" and outputs:
             next_command = f"find what changed the rows, then omnigraph-migrate abort {uri} --token {outputs['token']}"
         elif error.code == "drift_detected" and outputs:
-            next_command = f"stop every writer, then omnigraph-migrate abort {uri} --token {outputs['token']}, then rerun"
+            next_command = f"omnigraph-migrate status {uri}"  # the drift lowered the barrier (abort) or names what to stop
         elif outputs:
             next_command = f"omnigraph-migrate playbook run resume-crashed {uri}"
         else:
@@ -263,7 +303,8 @@ def migrate_step(ctx: StepContext, params: dict[str, str]) -> StepResult:
     if isinstance(outcome, migrate.UpToDate):
         return StepResult(outcome.message, outcome.to_dict(), finished=True)
     outputs = {"token": outcome.token, "migration_id": outcome.migration_id, "migration_graph": uri}
-    return StepResult(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp 5", outcome.to_dict(), outputs)
+    summary = f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp 5; writers were held for {outcome.outage_seconds}s"
+    return StepResult(summary, outcome.to_dict(), outputs)
 
 
 def resume(ctx: StepContext, params: dict[str, str]) -> StepResult:
@@ -479,6 +520,7 @@ ACTIONS: dict[str, Action] = {
     "ledger-story": ledger_story,
     "migrate": migrate_step,
     "preflight": preflight,
+    "prepare": prepare,
     "release": release,
     "repair-apply": repair_apply,
     "repair-decisions": repair_decisions,

@@ -24,7 +24,8 @@ def _answer_cases(step_data: dict[str, object]) -> list[dict[str, object]]:
 def junit_xml(report: RunReport, planned_steps: list[tuple[str, str]]) -> bytes:
     """The run as JUnit XML: one test case per planned step and per answer an answer check took.
 
-    Steps never reached are skipped; an answer's case is named by its query and branch.
+    Steps never reached are skipped; an answer's case is named by its query and branch. The suite's
+    ``outage_seconds`` property is how long the migration's barrier held writers off.
     """
     reached = {step.id: step for step in report.steps}
     answer_cases = [(step.id, case) for step in report.steps for case in _answer_cases(step.data)]
@@ -36,6 +37,9 @@ def junit_xml(report: RunReport, planned_steps: list[tuple[str, str]]) -> bytes:
         skipped=str(len(planned_steps) - sum(1 for s in report.steps if s.status != "skipped")),
         time=f"{report.finished_at - report.started_at:.3f}",
     )
+    if report.outage_seconds is not None:
+        properties = ET.SubElement(suite, "properties")
+        ET.SubElement(properties, "property", name="outage_seconds", value=f"{report.outage_seconds:.3f}")
     for step_id, title in planned_steps:
         step = reached.get(step_id)
         case = ET.SubElement(

@@ -80,6 +80,12 @@ class RunReport:
         """True if the run succeeded (exit code 0)."""
         return self.exit_code == 0
 
+    @property
+    def outage_seconds(self) -> float | None:
+        """How long the migration's barrier held writers off, as the step that finished it reported (None if none did)."""
+        reported = [step.data["outage_seconds"] for step in self.steps if isinstance(step.data.get("outage_seconds"), (int, float))]
+        return reported[-1] if reported else None
+
     def to_json(self) -> dict[str, Any]:
         """The run's JSON report (``--report`` and ``--json``)."""
         return {
@@ -90,6 +96,7 @@ class RunReport:
             "status": "up_to_date" if self.up_to_date and self.ok else ("ok" if self.ok else "failed"),
             "exit_code": self.exit_code,
             "duration_seconds": round(self.finished_at - self.started_at, 3),
+            "outage_seconds": self.outage_seconds,
             "recorded_in_ledger": self.recorded_in,
             "journal": self.journal,
             "steps": [step.to_json() for step in self.steps],

@@ -11,7 +11,9 @@ claim (for a caller that reads it) and the program's
   the profile;
 * a stamp the profile writes (``5`` for ``omnigraph``, ``4`` for ``omnigraph-v4``): writable, unless
   a migration claim is held, which leaves it read-only (a claim at ``4`` is a migration about to
-  raise the barrier; at ``5`` one whose holder died after stamping);
+  raise the barrier; at ``5`` one whose holder died after stamping). The one exception is an
+  *online* claim (taken by ``omnigraph-migrate prepare``) at stamp ``4``: the migration validates
+  immutable images while writers go on, so it does not bar them (the stamp ``migrating`` will);
 * a stamp the profile only reads (``4`` and ``migrating`` for ``omnigraph``): read-only;
 * any other known stamp (``migrating`` and ``5`` for ``omnigraph-v4``): refused.
 
@@ -42,7 +44,7 @@ from typing import Any
 from omnigraph.engine.door.routing import EngineProfile
 from omnigraph.engine.errors import ClaimHeld, FormatBarrier, FormatRefused
 from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.storage.names import CLAIM_PATH, FORMAT_MIGRATING, KNOWN_STAMPS
+from omnigraph.engine.storage.names import CLAIM_PATH, FORMAT_4, FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS
 
 
 class Access(Enum):
@@ -88,6 +90,8 @@ class WritePermission:
     @property
     def reason(self) -> str:
         """One line for a readiness probe: why the program may write now, or why not."""
+        if self.ground is Ground.WRITABLE and self.holder is not None:
+            return f"stamp {self.stamp}, an online migration (prepare) is validating; writes go on until its cutover"
         if self.ground is Ground.WRITABLE:
             return f"stamp {self.stamp}, no migration claim held"
         if self.ground is Ground.CLAIM_HELD:
@@ -139,7 +143,13 @@ class WritePermission:
         """The ``format_barrier`` (503) a long-running writer raises instead of writing, or None."""
         if self.writable:
             return None
-        if self.ground is Ground.MIGRATING:
+        if self.ground is Ground.MIGRATING and FORMAT_5 not in self.profile.read_write_stamps:
+            advice = (
+                f"a migration ({self.migration_id}) to format 5 holds the barrier, and {self.profile.program} does "
+                f"not write format 5: once it finishes, write with the format-5 omnigraph; if it is lowered again "
+                f"(stamp 4), writes go on (`omnigraph-migrate status {uri}` shows its progress)"
+            )
+        elif self.ground is Ground.MIGRATING:
             advice = (
                 f"a migration ({self.migration_id}) holds the barrier; writes resume on their own once it "
                 f"finishes (`omnigraph-migrate status {uri}` shows its progress)"
@@ -175,7 +185,7 @@ def write_permission(
     elif stamp not in KNOWN_STAMPS:
         ground = Ground.UNKNOWN_STAMP
     elif stamp in profile.read_write_stamps:
-        ground = Ground.WRITABLE if holder is None else Ground.CLAIM_HELD
+        ground = Ground.WRITABLE if holder is None or _online_at_4(stamp, holder) else Ground.CLAIM_HELD
     elif stamp == FORMAT_MIGRATING:
         ground = Ground.MIGRATING
     else:
@@ -189,7 +199,12 @@ def write_permission(
     return WritePermission(profile, stamp, migration_id, holder, access, ground)
 
 
-_HOLDER_FIELDS = ("owner", "host", "pid", "migration_id", "created_at")
+def _online_at_4(stamp: str, holder: dict[str, Any]) -> bool:
+    """True for an online claim (``omnigraph-migrate prepare``) at stamp ``4``: it does not bar writers."""
+    return stamp == FORMAT_4 and holder.get("online") is True
+
+
+_HOLDER_FIELDS = ("owner", "host", "pid", "migration_id", "created_at", "online")
 
 
 def claim_holder(manifest: Manifest, own_token: str | None = None) -> dict[str, Any] | None:

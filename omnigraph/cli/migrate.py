@@ -1,4 +1,4 @@
-"""``omnigraph-migrate``: preflight, plan, run, resume, status, verify, abort, duplicates.
+"""``omnigraph-migrate``: preflight, plan, run, prepare, cutover, resume, status, verify, abort, duplicates.
 
 Exit codes (DESIGN section 6): 0 ok, 1 error (including drift), 2 usage, 3 claim or barrier
 held, 4 validation failed (duplicates/nulls), 5 recovery required, 6 format refused. The result
@@ -22,6 +22,10 @@ from omnigraph.cli.lazy import LazyCommand, LazyGroup
 COMMANDS = {
     "abort": LazyCommand("omnigraph.cli.migrate_commands:abort_command", "Put stamp 4 back and release the claim (before stamp 5 only)."),
     "claim": LazyCommand("omnigraph.cli.claim:claim_group", "Show the migration claim, or break the claim of a holder proven dead."),
+    "cutover": LazyCommand(
+        "omnigraph.cli.migrate_commands:cutover_command",
+        "Raise the barrier, validate what moved since prepare, install the primary keys, stamp 5 (bounded by --max-outage).",
+    ),
     "copy": LazyCommand(
         "omnigraph.cli.migrate_commands:copy_command",
         "Copy a graph root (all branches and versions) to an empty DESTINATION, for rehearsals.",
@@ -41,6 +45,10 @@ COMMANDS = {
         "omnigraph.cli.migrate_commands:preflight_command",
         "Read-only readiness check: stamp 4, no pending writes, no claim, no live registered writer, every unit listed.",
     ),
+    "prepare": LazyCommand(
+        "omnigraph.cli.migrate_commands:prepare_command",
+        "Validate every pinned image online (writers go on) and record receipts; predicts the cutover.",
+    ),
     "rebuild": LazyCommand(
         "omnigraph.cli.rebuild:rebuild_command", "Copy GRAPH's current data into a NEW format-5 graph by export and load, every branch."
     ),
@@ -55,7 +63,8 @@ COMMANDS = {
         "Continue a crashed migration from its ledger and sidecars (images not yet found clean are validated on --executor).",
     ),
     "run": LazyCommand(
-        "omnigraph.cli.migrate_commands:run_command", "Migrate every branch of GRAPH to format 5 (needs every writer stopped)."
+        "omnigraph.cli.migrate_commands:run_command",
+        "Migrate every branch of GRAPH to format 5: prepare online, then a short cutover (--max-outage).",
     ),
     "status": LazyCommand(
         "omnigraph.cli.migrate_commands:status_command",

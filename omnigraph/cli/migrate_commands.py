@@ -1,6 +1,6 @@
 """The commands ``omnigraph-migrate`` defines itself.
 
-They are preflight, plan, run, resume, abort, status, verify, duplicates, repair and copy
+They are preflight, plan, run, prepare, cutover, resume, abort, status, verify, duplicates, repair and copy
 (:mod:`omnigraph.cli.migrate` lists them; ``claim``, ``playbook``, ``rebuild`` and ``refence`` have
 modules of their own).
 
@@ -53,6 +53,44 @@ def _inventory_on_stdout(command: Any) -> Any:
     return wrapper
 
 
+class Duration(click.ParamType):  # type: ignore[type-arg]
+    """Seconds, written ``5s``, ``500ms``, ``2m`` or a plain number of seconds (:func:`omnigraph.migrate.duration_seconds`)."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        """The duration in seconds; a usage error for anything else."""
+        if isinstance(value, float):
+            return value
+        try:
+            return migrate.duration_seconds(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+max_outage_option = click.option(
+    "--max-outage",
+    type=Duration(),
+    default="5s",
+    show_default=True,
+    help="Refuse to raise the barrier when the cutover is estimated to keep writers out longer than this "
+    "(and wait no longer than this for writers' commits under it).",
+)
+run_max_outage_option = click.option(
+    "--max-outage",
+    type=Duration(),
+    default=None,
+    help="Refuse the cutover when it is estimated to keep writers out longer than this (e.g. 5s) [default: no bound].",
+)
+
+
+def _say_estimate(estimate: Mapping[str, Any]) -> None:
+    say(
+        f"predicted cutover: {estimate['units']} unit(s), {estimate['changed_rows']} changed row(s) since the receipts, "
+        f"{estimate['unreceived_rows']} row(s) without a receipt: about {estimate['estimated_seconds']:.1f}s of outage"
+    )
+
+
 @click.command("preflight")
 @click.argument("uri", metavar="GRAPH")
 @click.option("--validate", is_flag=True, help="Also scan every pinned image for duplicate or null ids.")
@@ -78,7 +116,10 @@ def preflight_command(uri: str, validate: bool, ignore_fleet: bool, as_json: boo
             f"out-of-band: {report['table_key']} on {report['graph_branch']} v{report['pinned_version']}.."
             f"v{report['head_version']} changes no row; `run` adopts it before pinning"
         )
-    say(f"next: stop every server, CLI and embedded writer, then `omnigraph-migrate run {document['graph']}`")
+    say(
+        f"next: `omnigraph-migrate run {document['graph']}` (writers go on while it validates; they are held off "
+        f"for its cutover only), or `omnigraph-migrate prepare {document['graph']}` then `cutover` by hand"
+    )
 
 
 @click.command("plan")
@@ -103,6 +144,7 @@ def plan_command(uri: str, as_json: bool) -> None:
     default=None,
     help="Who runs the migration (recorded in the claim and ledger) [default: OMNIGRAPH_ACTOR, else the login name].",
 )
+@run_max_outage_option
 @ignore_fleet_option
 @executor_options
 @parallel_option
@@ -113,6 +155,7 @@ def plan_command(uri: str, as_json: bool) -> None:
 def run_command(
     uri: str,
     owner: str | None,
+    max_outage: float | None,
     ignore_fleet: bool,
     executor: str,
     ray_address: str | None,
@@ -121,8 +164,9 @@ def run_command(
     query_params_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Migrate every branch of GRAPH to format 5 (needs every writer stopped).
+    """Migrate every branch of GRAPH to format 5: prepare online, then a cutover of at most --max-outage.
 
+    Format-4 writers go on while every image is validated; they are held off only for the cutover.
     On a graph already at format 5 (no claim held, verify passes) it does nothing and exits 0.
     With --executor ray the images are validated as Ray tasks (docs/operations.md). With
     --queries the stamp also needs every read query to answer as it did before (docs/queries.md).
@@ -137,6 +181,7 @@ def run_command(
             progress=_progress(as_json),
             queries=queries,
             parallel=parallel,
+            max_outage=max_outage,
         )
     if as_json:
         emit_json(outcome.to_dict())
@@ -144,7 +189,97 @@ def run_command(
     if isinstance(outcome, migrate.UpToDate):
         echo_result(outcome.message)
         return
-    echo_result(f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}")
+    echo_result(
+        f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}; "
+        f"writers were held for {outcome.outage_seconds}s"
+    )
+    _say_answers(outcome)
+    say(f"next: `omnigraph-migrate verify {uri}`, then restart writers with the new omnigraph")
+
+
+@click.command("prepare")
+@click.argument("uri", metavar="GRAPH")
+@click.option("--token", default=None, help="Catch up the prepared migration of this claim token instead of starting one.")
+@click.option("--owner", default=None, help="Who runs the migration [default: OMNIGRAPH_ACTOR, else the login name].")
+@executor_options
+@parallel_option
+@json_option
+@reports_errors
+@_inventory_on_stdout
+def prepare_command(
+    uri: str, token: str | None, owner: str | None, executor: str, ray_address: str | None, parallel: int | None, as_json: bool
+) -> None:
+    """Validate every pinned image of GRAPH online (writers go on) and record a receipt for each.
+
+    Without --token it starts a migration under an online claim; with it, the prepared migration
+    catches up (only images that appeared or moved since are validated). Then run `cutover`.
+    """
+    with chosen_executor(executor, ray_address) as validator:
+        outcome = migrate.prepare(uri, token=token, owner=owner, executor=validator, progress=_progress(as_json), parallel=parallel)
+    if as_json:
+        emit_json(outcome.to_dict())
+        return
+    echo_result(
+        f"prepared migration {outcome.migration_id} (round {outcome.rounds}): {outcome.images} image(s) have receipts, "
+        f"{outcome.validated} validated now ({outcome.changed_rows} changed row(s) read from receipts); the graph is "
+        "still at stamp 4 and writable"
+    )
+    _say_estimate(outcome.cutover)
+    say(
+        f"next: `omnigraph-migrate cutover {uri} --token {outcome.token}` "
+        f"(or `omnigraph-migrate prepare {uri} --token {outcome.token}` to catch up first)"
+    )
+
+
+@click.command("cutover")
+@click.argument("uri", metavar="GRAPH")
+@click.option("--token", required=True, help="The token of the prepared migration's claim.")
+@click.option("--owner", default=None, help="Who runs the cutover [default: OMNIGRAPH_ACTOR, else the login name].")
+@max_outage_option
+@ignore_fleet_option
+@executor_options
+@parallel_option
+@answer_check_options
+@json_option
+@reports_errors
+@_inventory_on_stdout
+def cutover_command(
+    uri: str,
+    token: str,
+    owner: str | None,
+    max_outage: float,
+    ignore_fleet: bool,
+    executor: str,
+    ray_address: str | None,
+    parallel: int | None,
+    queries_path: Path | None,
+    query_params_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Raise the barrier, validate only what moved since prepare, install the primary keys, stamp 5, release.
+
+    Refused with nothing written when the predicted outage exceeds --max-outage.
+    """
+    queries = chosen_queries(queries_path, query_params_path)
+    with chosen_executor(executor, ray_address) as validator:
+        outcome = migrate.cutover(
+            uri,
+            token=token,
+            owner=owner,
+            max_outage=max_outage,
+            ignore_fleet=ignore_fleet,
+            executor=validator,
+            progress=_progress(as_json),
+            queries=queries,
+            parallel=parallel,
+        )
+    if as_json:
+        emit_json(outcome.to_dict())
+        return
+    echo_result(
+        f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}; "
+        f"writers were held for {outcome.outage_seconds}s"
+    )
     _say_answers(outcome)
     say(f"next: `omnigraph-migrate verify {uri}`, then restart writers with the new omnigraph")
 
@@ -239,9 +374,13 @@ def status_command(uri: str, tail_records: int | None, as_json: bool) -> None:
     if shown.ledger is not None:
         units = ", ".join(f"{state}: {count}" for state, count in document["units_by_state"].items()) or "none planned"
         echo_result(
-            f"migration {document['migration_id']}: units {units}; {document['ledger_records']} ledger record(s) "
-            f"over {document['elapsed_seconds']}s"
+            f"migration {document['migration_id']}: phase {document['phase']}; units {units}; "
+            f"{document['ledger_records']} ledger record(s) over {document['elapsed_seconds']}s"
         )
+        if document["barrier_age_seconds"] is not None:
+            echo_result(f"the barrier has been up for {document['barrier_age_seconds']}s (writers are refused until the claim is released)")
+        elif document["outage_seconds"] is not None:
+            echo_result(f"writers were held for {document['outage_seconds']}s in all")
         echo_result(migrate.ledger_table(shown).rstrip())
     elif claim:
         echo_result(

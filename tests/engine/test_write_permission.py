@@ -131,10 +131,18 @@ def test_the_words_of_each_ground() -> None:
     migrating = verdict("omnigraph", "migrating", False)
     assert migrating.reason == "migration M1 holds the barrier (stamp migrating)"
     assert "a migration (M1) holds the barrier; writes resume on their own" in str(migrating.barrier_refusal(URI))
+    # A format-4 writer is not told its writes resume: after the stamp it does not write at all.
+    v4_barrier = str(verdict("omnigraph-v4", "migrating", False).barrier_refusal(URI))
+    assert "omnigraph-v4 does not write format 5: once it finishes, write with the format-5 omnigraph" in v4_barrier
+    assert "online" not in v4_barrier and "resume on their own" not in v4_barrier
     assert str(verdict("omnigraph-v4", "migrating", False).open_refusal(URI, write=False)) == (
         f"omnigraph-v4 refuses to open {URI} read-only at format migrating: a migration (M1) holds the barrier; "
         f"see `omnigraph-migrate status {URI}` and resume or abort it"
     )
+    online = write_permission(LEGACY_PROFILE, "4", None, {"owner": "ops", "host": "h1", "pid": 7, "online": True})
+    assert online.writable and online.reason.startswith("stamp 4, an online migration (prepare) is validating")
+    assert not write_permission(FENCED_PROFILE, "5", None, {"owner": "ops", "host": "h1", "pid": 7, "online": True}).writable
+    assert not write_permission(LEGACY_PROFILE, "4", None, {"owner": "ops", "host": "h1", "pid": 7, "online": False}).writable
     claimed = verdict("omnigraph", "5", True)
     assert claimed.reason == "a migration claim is held by ops on h1"
     assert "a migration claim is held; writes resume on their own once it is released" in str(claimed.barrier_refusal(URI))

@@ -68,7 +68,14 @@ def test_run_migrates_every_branch_in_place(graph: str) -> None:
     assert outcome["stamp"] == "5" and outcome["units"] == len(BRANCHES) * 9
     assert_fully_migrated(graph, before, outcome["migration_id"])
     kinds = [r.kind for _, r in Ledger(open_store(graph), ledger_dir(outcome["migration_id"])).replay().records]
-    assert kinds[:3] == ["migration_started", "barrier_set", "plan_recorded"]
+    # Prepared online (plan, a receipt per image), then the barrier and the plan under it.
+    barrier = kinds.index("barrier_set")
+    assert kinds[:2] == ["migration_started", "plan_recorded"] and kinds[barrier - 1 : barrier + 2] == [
+        "prepared",
+        "barrier_set",
+        "plan_recorded",
+    ]
+    assert "image_validated" not in kinds[barrier:]  # nothing moved since the receipts
     assert kinds[-3:] == ["verified", "stamp_written", "claim_released"]
     assert kinds.count("unit_completed") == len(BRANCHES) * 9
     verify = migrate("verify", graph, "--json")

@@ -109,16 +109,21 @@ def test_stamp_5_with_the_claim_held_refuses_every_writer_until_the_printed_comm
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
-def test_a_claim_at_stamp_4_refuses_the_format4_writer_too(backend: str, tmp_path: Path) -> None:
+def test_a_claim_at_stamp_4_bars_other_migrations_not_the_format4_writer(backend: str, tmp_path: Path) -> None:
+    """``run``'s claim is online until its cutover: format-4 writers go on, a second migration is refused."""
     uri = new_root(backend, tmp_path)
     build_fixture(uri, compact=True)
     crashed = migrate("run", uri, "--owner", "sre", failpoint="migrate.after_claim")
     assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
-    refused = _load(OMNIGRAPH_V4, uri, tmp_path, "Old")
-    assert refused.returncode == 3 and refused.json()["error"]["code"] == "claim_held", refused.describe()
+    _load(OMNIGRAPH_V4, uri, tmp_path, "Old").ok()
+    refused = migrate("run", uri, "--owner", "sre", "--json")
+    assert refused.returncode == 3, refused.stderr
+    error = json.loads(refused.stdout)["error"]
+    assert error["code"] == "claim_held"
+    assert first_command(error["message"]).startswith(f"omnigraph-migrate cutover {uri} --token ")
     assert [f["kind"] for f in _check_findings(uri)] == ["claim_held"]
-    status = json.loads(run_printed(first_command(refused.json()["error"]["message"]) + " --json").ok().stdout)
+    status = json.loads(run_printed(f"omnigraph-migrate status {uri} --json").ok().stdout)
     abort = first_command(status["next"].split("give it up:", 1)[1])
     run_printed(abort).ok()
-    _load(OMNIGRAPH_V4, uri, tmp_path, "Old").ok()
+    _load(OMNIGRAPH_V4, uri, tmp_path, "Older").ok()
     assert_check_clean(uri)

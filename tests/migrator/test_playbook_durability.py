@@ -27,7 +27,7 @@ from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
 from omnigraph.playbooks.journal import RunJournal
 from tests.support.migration_fixtures import BIN, compact_copy
 
-UPGRADE_STEPS = ["preflight", "quiesce", "migrate", "verify", "smoke-test", "release"]
+UPGRADE_STEPS = ["preflight", "prepare", "migrate", "verify", "smoke-test", "release"]
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +69,13 @@ def test_runner_killed_before_each_step_acts(step: str, tmp_path: Path, sources:
     done = UPGRADE_STEPS[: UPGRADE_STEPS.index(step)]
     expected = [entry for earlier in done for entry in ((earlier, "acting", None), (earlier, "finished", "ok"))]
     assert _journal(tmp_path / "journal") == [*expected, (step, "acting", None)]
-    migrated = "migrate" in done
-    assert _ledger_steps(uri) == ([(earlier, "ok") for earlier in done] if migrated else [])
+    prepared, migrated = "prepare" in done, "migrate" in done
+    assert _ledger_steps(uri) == ([(earlier, "ok") for earlier in done] if prepared else [])
     stamp = Manifest(open_store(uri)).read_stamp()[0]
     assert stamp == ("5" if migrated else "4")  # the killed step's action never ran
-    assert inspect(open_store(uri), CLAIM_PATH) is None
+    held = inspect(open_store(uri), CLAIM_PATH)
+    assert (held is not None) == (prepared and not migrated)  # prepare's online claim, until the cutover
+    assert held is None or held.online
 
 
 def test_runner_killed_after_the_migration_step_keeps_the_earlier_steps(tmp_path: Path, sources: dict[str, str]) -> None:
@@ -82,9 +84,9 @@ def test_runner_killed_after_the_migration_step_keeps_the_earlier_steps(tmp_path
     assert _journal(tmp_path / "journal") == [
         ("preflight", "acting", None),
         ("preflight", "finished", "ok"),
-        ("quiesce", "acting", None),
-        ("quiesce", "finished", "ok"),
+        ("prepare", "acting", None),
+        ("prepare", "finished", "ok"),
         ("migrate", "acting", None),
         ("migrate", "finished", "ok"),
     ]
-    assert _ledger_steps(uri) == [("preflight", "ok"), ("quiesce", "ok"), ("migrate", "ok")]
+    assert _ledger_steps(uri) == [("preflight", "ok"), ("prepare", "ok"), ("migrate", "ok")]

@@ -29,7 +29,7 @@ from tests.support.graph_helpers import Cli
 from tests.support.migration_cli import MIGRATE, claim_token, migrate
 from tests.support.migration_fixtures import build_fixture
 
-STEPS = ["preflight", "quiesce", "migrate", "verify", "smoke-test", "release"]
+STEPS = ["preflight", "prepare", "migrate", "verify", "smoke-test", "release"]
 
 
 def _playbook(*args: str, failpoint: str | None = None, cwd: Path | None = None) -> Cli:
@@ -56,7 +56,7 @@ def _killed_upgrade(uri: str, journals: Path) -> dict:
     listed = _playbook("list", "--journal", str(journals), "--json")
     assert listed.returncode == 0, listed.stderr
     [run] = json.loads(listed.stdout)["runs"]
-    assert run["state"] == "interrupted" and run["playbook"] == "upgrade" and run["steps_finished"] == ["preflight", "quiesce"]
+    assert run["state"] == "interrupted" and run["playbook"] == "upgrade" and run["steps_finished"] == ["preflight", "prepare"]
     assert run["last"]["step"] == "migrate" and run["last"]["phase"] == "acting"
     return dict(run)
 
@@ -110,7 +110,7 @@ def test_an_upgrade_killed_mid_migration_is_finished_by_playbook_resume(backend:
     assert document["steps"][2]["data"]["token"] == token and any(isinstance(r, Resumed) for r in records)
     # every finished step of the journal, the unanswered attempt included, in order
     assert [(r.step, r.status) for r in records if r.kind == "playbook_step"] == (
-        [("preflight", "ok"), ("quiesce", "ok"), ("migrate", "failed")] + [(step, "ok") for step in STEPS[2:]]
+        [("preflight", "ok"), ("prepare", "ok"), ("migrate", "failed")] + [(step, "ok") for step in STEPS[2:]]
     )
     assert json.loads(_playbook("list", "--journal", str(journals), "--json").stdout)["runs"][0]["state"] == "done"
     done = _playbook("resume", run["journal"], "--yes")

@@ -49,7 +49,7 @@ STAGING = str(PLAYBOOKS / "staging-rehearsal.yaml")
 RESUME = str(PLAYBOOKS / "resume-crashed.yaml")
 REPAIR = str(PLAYBOOKS / "duplicate-repair.yaml")
 BUNDLED = ["duplicate-repair.yaml", "resume-crashed.yaml", "staging-rehearsal.yaml", "upgrade.yaml"]
-UPGRADE_STEPS = ["preflight", "quiesce", "migrate", "verify", "smoke-test", "release"]
+UPGRADE_STEPS = ["preflight", "prepare", "migrate", "verify", "smoke-test", "release"]
 STAGING_STEPS = ["preflight-source", "copy", "migrate", "verify", "smoke-test"]
 RESUME_STEPS = ["status", "story", "holder-dead", "resume", "verify"]
 REPAIR_STEPS = ["status", "inventory", "decisions", "apply", "validate", "resume"]
@@ -245,10 +245,17 @@ def test_upgrade_playbook_end_to_end(compact_graph: str, tmp_path: Path) -> None
     assert case_ids(cases) == UPGRADE_STEPS
     assert [case.outcome for case in cases] == ["ok"] * 6
 
+    # The outage (barrier up to claim released) is in the report and the JUnit suite's properties.
+    outage = report["steps"][UPGRADE_STEPS.index("migrate")]["data"]["outage_seconds"]
+    assert report["outage_seconds"] == outage and outage > 0
+    assert f'<property name="outage_seconds" value="{outage:.3f}" />' in junit_path.read_text()
+
     assert playbook_steps(compact_graph, migration_id) == [("upgrade", step, "ok") for step in UPGRADE_STEPS]
-    # The playbook's records come after the migration's own: the ledger still folds to "released".
+    # The runner links each step as it finishes: preflight and prepare before the cutover's barrier,
+    # the others after the release; the ledger still folds to "released".
     kinds = ledger_kinds(compact_graph, migration_id)
-    assert kinds.index("claim_released") < kinds.index("playbook_step")
+    assert kinds.index("playbook_step") < kinds.index("barrier_set") < kinds.index("claim_released") < len(kinds) - 1
+    assert kinds[-4:] == ["playbook_step"] * 4
 
 
 # --------------------------------------------------------------------------------------------

@@ -414,6 +414,43 @@ def migrate_cli_json(*args: str) -> Cli:
     return Cli(("omnigraph-migrate", *args), result.returncode, result.stdout, result.stderr)
 
 
+def _bulk(uri: str, tmp_path: Path, rows: int) -> None:
+    """``rows`` new people on main through the format-4 writer, in one load."""
+    data = tmp_path / "bulk.jsonl"
+    data.write_text("".join(person(f"Bulk {i:05d}", 30) + "\n" for i in range(rows)))
+    run_cli(OMNIGRAPH_V4, "load", "--mode", "append", "--data", data, uri).ok()
+
+
+def prepare(tmp_path: Path) -> None:
+    """A cutover over its bound because of rows changed since prepare names the catch-up; after it, the same bound holds."""
+    uri = _format4(tmp_path)
+    prepared = migrate_cli_json("prepare", uri, "--owner", "ci").ok().json()
+    token, bound = prepared["token"], f"{prepared['cutover']['floor_seconds'] + 0.004:.3f}s"
+    _bulk(uri, tmp_path, 6000)
+    refused = _error(migrate_cli_json("cutover", uri, "--token", token, "--max-outage", bound), "cutover_deferred", 1)
+    run_printed(first_command(refused["message"])).ok()
+    migrate_cli_json("cutover", uri, "--token", token, "--max-outage", bound).ok()
+    assert _stamp(uri) == "5"
+
+
+def cutover(tmp_path: Path) -> None:
+    """A prepare names the cutover, which finishes the migration; a writer's commit still armed
+    after the bound lowers the barrier again, and the cutover it names then finishes."""
+    uri = _format4(tmp_path)
+    prepared = run_printed(f"omnigraph-migrate prepare {uri}").ok()
+    writer = pause_at("write.after_arm", "omnigraph-v4", "load", "--mode", "append", "--data", str(_person_file(tmp_path, "Slow")), uri)
+    try:
+        command = first_command(_next_line(prepared))
+        lowered = _error(migrate_cli_json(*command.split()[1:], "--max-outage", "2s", "--parallel", "8"), "cutover_deferred", 1)
+        assert _stamp(uri) == "4"
+    finally:
+        returncode, _, _ = writer.release("continue")
+    assert returncode == 0
+    run_printed(first_command(lowered["message"])).ok()
+    assert _stamp(uri) == "5"
+    assert_check_clean(uri)
+
+
 def token_create(tmp_path: Path) -> None:
     """``serve`` with no tokens file names ``token create``; its entry in a tokens file lets the
     server start and answer the token."""
@@ -463,12 +500,14 @@ SCENARIOS: dict[str, Callable[[Path], None]] = {
     "omnigraph token create": token_create,
     "omnigraph-migrate abort": abort,
     "omnigraph-migrate claim show": claim_show,
+    "omnigraph-migrate cutover": cutover,
     "omnigraph-migrate duplicates": duplicates,
     "omnigraph-migrate playbook list": playbook_list,
     "omnigraph-migrate playbook resume": playbook_resume,
     "omnigraph-migrate playbook run": playbook_run,
     "omnigraph-migrate playbook show": playbook_show,
     "omnigraph-migrate preflight": preflight,
+    "omnigraph-migrate prepare": prepare,
     "omnigraph-migrate refence": refence,
     "omnigraph-migrate resume": resume,
     "omnigraph-migrate run": run,

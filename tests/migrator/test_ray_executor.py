@@ -39,7 +39,7 @@ from tests.support.migration_fixtures import BIN, build_duplicate, build_fixture
 MIGRATE = str(BIN / "omnigraph-migrate")
 OBJECT_STORE_BYTES = 96 * 1024 * 1024
 TASK_MARK = ":task_name:validate_task"
-RECORD_NOISE = ("token", "migration_id", "at")
+RECORD_NOISE = ("token", "migration_id", "at", "outage_seconds")
 """Ledger record fields that differ between two migrations of identical graphs by design."""
 
 HEAD = r"""
@@ -182,7 +182,7 @@ def test_run_and_resume_on_a_ray_cluster_record_what_a_local_run_records(cluster
     assert verify.returncode == 0 and json.loads(verify.stdout)["ok"] is True, verify.stdout
 
     resumed = copy_of(compact_source, tmp_path, "resumed-on-ray")
-    crashed = migrate("run", resumed, "--owner", "ci", "--json", failpoint="migrate.after_plan")
+    crashed = migrate("run", resumed, "--owner", "ci", "--json", failpoint="prepare.after_plan")  # before any image is validated
     assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
     holder = inspect(open_store(resumed), CLAIM_PATH)
     assert holder is not None

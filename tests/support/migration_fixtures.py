@@ -78,9 +78,13 @@ def build_duplicate(uri: str, tmp_path: Path, compact: bool = True) -> str:
     Writer A is held right after arming its intent (``write.after_arm:stop``), writer B inserts
     and publishes, then A goes on and publishes too. Returns the duplicated id."""
     build_fixture(uri, compact=compact)
+    return add_duplicate(uri, tmp_path)
+
+
+def add_duplicate(uri: str, tmp_path: Path, name: str = "Twin") -> str:
+    """Branch ``dup`` of ``uri``'s main with ``name`` on two Person rows, landed as in :func:`build_duplicate`."""
     create_branch(open_graph(open_store(uri), LEGACY_PROFILE, write=True), "dup")
-    name = "Twin"
-    record = tmp_path / "dup.jsonl"
+    record = tmp_path / f"dup-{name}.jsonl"
     record.write_bytes(_records({"type": "Person", "data": {"name": name}}))
     argv = [str(OMNIGRAPH_V4), "load", "--mode", "append", "--branch", "dup", "--data", str(record), uri]
     held, other = interleave_held(argv, "write.after_arm")
