@@ -14,8 +14,10 @@ units, most inherited. For each ``--parallel`` value, ``--runs`` times:
    ``__migration/``), writes of Lance (its data, manifests and refs), and reads.
 
 It prints one table of medians per N: local wall, S3 wall without and with the added latency,
-the ratio of the latter to local (the target is <= 3x), and requests per unit (the target is at
-most 3 migration-document writes per unit besides Lance's own commits). A second table says whose
+the ratio of the latter to local (the target is <= 3x), requests per unit (the target is at most
+3 migration-document writes per unit besides Lance's own commits), and the outage (barrier up to
+claim released, ``outage_seconds`` of ``run --json``) locally and on S3 behind the latency (the
+target is <= 10 s on S3 at the best ``--parallel``). A second table says whose
 CPU time each run was: the migrator's (user+sys from its ``wait4``), the moto server's and the
 proxy's (this driver's own, where the proxy's threads run), read from ``/proc`` (Linux) before and
 after the migration, against the machine's capacity (wall x CPUs).
@@ -51,6 +53,8 @@ BIN = Path(sys.executable).parent
 MIGRATE = BIN / "omnigraph-migrate"
 FIXTURE = BENCH_DIR / "units_fixture.py"
 MOTO = ROOT / "tests" / "support" / "moto_s3.py"
+OUTAGE_TARGET_S3 = 10.0
+"""The outage (barrier up to claim released) on S3 behind the added latency must stay within this."""
 S3_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -75,6 +79,8 @@ class Run:
     lance_writes: int = 0
     reads: int = 0
     reads_by_place: dict[str, int] | None = None
+    outage_s: float = 0.0
+    """How long the barrier held writers off (``outage_seconds`` of ``run --json``)."""
 
 
 def _free_port() -> int:
@@ -109,9 +115,9 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _migrate(uri: str, parallel: int, env: dict[str, str]) -> tuple[float, float, float]:
+def _migrate(uri: str, parallel: int, env: dict[str, str]) -> tuple[float, float, float, float]:
     """Wall seconds, peak RSS (MiB) and user+sys CPU seconds (both from ``os.wait4``) of one
-    ``omnigraph-migrate run``."""
+    ``omnigraph-migrate run``, and its outage (``outage_seconds``: barrier up to claim released)."""
     command = [str(MIGRATE), "run", uri, "--owner", "bench", "--json", "--parallel", str(parallel)]
     env = {key: value for key, value in env.items() if key != "OMNIGRAPH_FAILPOINTS"}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -125,7 +131,7 @@ def _migrate(uri: str, parallel: int, env: dict[str, str]) -> tuple[float, float
         stdout, stderr = out.read().decode(), err.read().decode()
     if process.returncode != 0 or json.loads(stdout)["stamp"] != "5":
         raise RuntimeError(f"migration failed ({process.returncode}): {stderr[-2000:]}")
-    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, float(json.loads(stdout)["outage_seconds"])
 
 
 def _kind(method: str, path: str) -> str:
@@ -161,8 +167,8 @@ def run_local(branches: int, parallel: int) -> Run:
     with tempfile.TemporaryDirectory(prefix="units-bench-") as directory:
         uri = str(Path(directory) / "graph")
         _build(uri, branches, dict(os.environ))
-        wall, rss, cpu = _migrate(uri, parallel, dict(os.environ))
-    return Run("local", parallel, wall, rss, cpu)
+        wall, rss, cpu, outage = _migrate(uri, parallel, dict(os.environ))
+    return Run("local", parallel, wall, rss, cpu, outage_s=outage)
 
 
 def run_s3(endpoint: str, server_pid: int, branches: int, parallel: int, latency: float) -> Run:
@@ -178,7 +184,7 @@ def run_s3(endpoint: str, server_pid: int, branches: int, parallel: int, latency
     _build(uri, branches, {**os.environ, **S3_ENV, "AWS_ENDPOINT_URL": endpoint})
     with FaultProxy(endpoint, seed=0, rate=1.0, faults=("slow",), slow_seconds=latency) as proxy:
         server_before, proxy_before = _cpu_seconds(server_pid), _cpu_seconds(os.getpid())
-        wall, rss, cpu = _migrate(uri, parallel, {**os.environ, **S3_ENV, "AWS_ENDPOINT_URL": proxy.endpoint})
+        wall, rss, cpu, outage = _migrate(uri, parallel, {**os.environ, **S3_ENV, "AWS_ENDPOINT_URL": proxy.endpoint})
         server_cpu, proxy_cpu = _cpu_seconds(server_pid) - server_before, _cpu_seconds(os.getpid()) - proxy_before
         kinds = Counter(_kind(method, path) for method, path in proxy.requests)
         places = Counter(_place(path) for method, path in proxy.requests if _kind(method, path) == "reads")
@@ -195,6 +201,7 @@ def run_s3(endpoint: str, server_pid: int, branches: int, parallel: int, latency
         kinds["lance_writes"],
         kinds["reads"],
         dict(sorted(places.items())),
+        outage,
     )
 
 
@@ -231,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     slow = f"s3+{args.latency * 1000:.0f}ms"
     print(
         f"{'parallel':>8} {'local s':>8} {'S3 s':>8} {slow + ' s':>10} {'/local':>7} {'mig writes/unit':>16} "
-        f"{'Lance writes/unit':>18} {'reads/unit':>11} {'RSS MiB':>8}"
+        f"{'Lance writes/unit':>18} {'reads/unit':>11} {'RSS MiB':>8} {'outage s':>9} {slow + ' outage s':>17}"
     )
     for parallel in args.parallel:
         local = [r for r in runs if r.backend == "local" and r.parallel == parallel]
@@ -241,8 +248,13 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{parallel:>8} {local_wall:>8.2f} {_median(fast, 'wall_s'):>8.2f} {s3_wall:>10.2f} {s3_wall / local_wall:>6.2f}x "
             f"{_median(s3, 'migration_writes') / units:>16.2f} {_median(s3, 'lance_writes') / units:>18.2f} "
-            f"{_median(s3, 'reads') / units:>11.1f} {_median(s3, 'peak_rss_mib'):>8.0f}"
+            f"{_median(s3, 'reads') / units:>11.1f} {_median(s3, 'peak_rss_mib'):>8.0f} "
+            f"{_median(local, 'outage_s'):>9.2f} {_median(s3, 'outage_s'):>17.2f}"
         )
+    worst = max(_median([r for r in runs if r.backend == slow and r.parallel == p], "outage_s") for p in args.parallel)
+    best = min(_median([r for r in runs if r.backend == slow and r.parallel == p], "outage_s") for p in args.parallel)
+    verdict = "PASS" if best <= OUTAGE_TARGET_S3 else "FAIL"
+    print(f"{verdict}: outage on {slow} at the best --parallel {best:.2f}s (target <= {OUTAGE_TARGET_S3:.0f}s; worst {worst:.2f}s)")
     for parallel in args.parallel:
         chosen = [r for r in runs if r.backend == slow and r.parallel == parallel and r.reads_by_place]
         if chosen:

@@ -275,8 +275,10 @@ class UnitCompleted(LedgerRecord):
 
 
 class AnswersRecorded(LedgerRecord):
-    """The answer check's baseline, taken under the barrier before the first PK effect: the
+    """The answer check's baseline, complete under the barrier before the first PK effect: the
     ``.gq`` source, the params by query name (canonical JSON) and every answer's digest.
+    ``requeried`` names the branches queried under the barrier; the others' answers were taken
+    just before it and their heads have not moved since (None: every branch was queried under it).
     """  # noqa: D205
 
     kind: Literal["answers_recorded"] = "answers_recorded"
@@ -284,6 +286,7 @@ class AnswersRecorded(LedgerRecord):
     params: Text
     queries_sha256: Text
     answers: list[AnswerDigest]
+    requeried: list[str] | None = None
 
 
 class AnswersChecked(LedgerRecord):

@@ -48,7 +48,7 @@ from omnigraph.engine.errors import (
 )
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import now_ms
-from omnigraph.engine.reconcile import recovery
+from omnigraph.engine.reconcile import drift, recovery
 from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
 from omnigraph.engine.storage.store import GraphStore
 from omnigraph.migrator.layout import CLAIM_PATH
@@ -126,8 +126,8 @@ def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest, *, live_writers
     Stamp 5 with a claim held and stamp ``migrating`` are ``claim_held`` (each naming the command
     that moves on), any other stamp but 4 is ``format_refused``, a claim at stamp 4 is
     ``claim_held``, pending intents are ``recovery_required``. With ``live_writers`` (an online
-    migration: writers go on while it prepares) pending intents are left to the cutover, which
-    waits for live writers' commits and resolves dead writers'.
+    migration: writers go on while it prepares) only the intents of writers that are gone are;
+    the commits of live writers are left to the cutover, which waits for them.
     """
     stamp, migration_id = manifest.read_stamp()
     if stamp == FORMAT_5 and (holder := inspect(store, CLAIM_PATH)) is not None:
@@ -156,7 +156,7 @@ def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest, *, live_writers
     if stamp != FORMAT_4:
         raise FormatRefused(f"{store.uri} has format stamp {stamp!r}; only format 4 can be migrated", {"stamp": stamp})
     _refuse_claim(store)
-    pending = [] if live_writers else recovery.list_intents(store)
+    pending = [i for i in recovery.list_intents(store) if not (live_writers and recovery.owner_is_alive(i))]
     if pending:
         ids = [i.operation_id for i in pending]
         raise RecoveryRequired(
@@ -266,8 +266,19 @@ def plan_command(store: GraphStore) -> dict[str, Any]:
     return {"graph": store.uri, "stamp": stamp, **_plan_document(build_plan(manifest))}
 
 
+def refuse_settled_row_drift(store: GraphStore, manifest: Manifest) -> list[drift.TableDriftReport]:
+    """``table_drift`` for an out-of-band commit that changes rows, on a table no armed commit touches; every report.
+
+    A table a commit in flight writes is past its pin until that commit publishes: that is not drift.
+    """
+    busy = {table for intent in recovery.list_intents(store) for table in recovery.touched_tables(intent)}
+    reports = out_of_band_reports(store, manifest)
+    refuse_row_drift(store, [r for r in reports if (r.table_path, r.table_branch) not in busy])
+    return reports
+
+
 def preflight(store: GraphStore, validate: bool, progress: Progress, ignore_fleet: bool = False) -> dict[str, Any]:
-    """The ``preflight`` document: stamp 4, no intents, no claim, no live registered writer, every unit listed.
+    """The ``preflight`` document: stamp 4, no intents of gone writers, no claim, no live registered writer, every unit listed.
 
     A live registered writer is refused unless ``ignore_fleet``; with ``validate`` the full id scan
     runs too. Out-of-band table commits are listed under ``out_of_band``: ``run`` adopts the ones
@@ -275,10 +286,9 @@ def preflight(store: GraphStore, validate: bool, progress: Progress, ignore_flee
     row-changing drift is refused with ``table_drift``.
     """
     manifest = Manifest.of_graph(store)
-    refuse_unless_stamp_4(store, manifest)
+    refuse_unless_stamp_4(store, manifest, live_writers=True)
     fleet = refuse_live_writers(store, ignore_fleet)
-    reports = out_of_band_reports(store, manifest)
-    refuse_row_drift(store, reports)
+    reports = refuse_settled_row_drift(store, manifest)
     plan = build_plan(manifest)
     document: dict[str, Any] = {
         "graph": store.uri,

@@ -28,8 +28,8 @@ from receipts at :data:`DELTA_ROWS_PER_SECOND` and the rows of images without a 
 :data:`WHOLE_ROWS_PER_SECOND`. Costs are per store kind (local or object store); the figures come
 from ``bench/outage_bench.py`` on a developer machine.
 
-Failpoints: ``prepare.after_claim``, ``prepare.after_plan``, ``prepare.after_receipts``,
-``prepare.after_round``, ``cutover.after_lower`` (in :mod:`omnigraph.migrator.run`) and those of :func:`~omnigraph.migrator.run.drive`.
+Failpoints: ``migrate.after_claim`` (``run``), ``prepare.after_claim``, ``prepare.after_plan``,
+``prepare.after_receipts``, ``prepare.after_round``, and those of :func:`~omnigraph.migrator.run.drive`.
 """
 
 from __future__ import annotations
@@ -42,22 +42,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from omnigraph.claims.acting import acting_for
+from omnigraph.claims.claim import inspect
 from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import NotFound, PreconditionFailed, ValidationFailed
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import open_graph
 from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.progress import Progress
-from omnigraph.engine.reconcile import recovery
+from omnigraph.engine.progress import Progress, SilentProgress
 from omnigraph.engine.storage.names import FORMAT_4
 from omnigraph.engine.storage.store import GraphStore
 from omnigraph.ledger.records import PlanRecorded, Prepared, Resumed, ValidationFailedRecord
 from omnigraph.migrator.claim import Migration, attach, begin, replay_started
 from omnigraph.migrator.errors import CutoverDeferred
 from omnigraph.migrator.executors import ImageExecutor, default_parallel
-from omnigraph.migrator.inspection import held_claim, refuse_broken, refuse_live_writers, refuse_unless_stamp_4
+from omnigraph.migrator.inspection import (
+    held_claim,
+    refuse_broken,
+    refuse_live_writers,
+    refuse_settled_row_drift,
+    refuse_unless_stamp_4,
+)
 from omnigraph.migrator.layout import CLAIM_PATH
-from omnigraph.migrator.plan import MigrationPlan, build_plan, inventory, out_of_band_reports, pinned_images, refuse_row_drift
+from omnigraph.migrator.plan import MigrationPlan, build_plan, inventory, pinned_images
 from omnigraph.migrator.receipts import ImageStanding, receipts, stand_all, validate_plan_images
 from omnigraph.migrator.run import MigrationOutcome, drive, refuse_aborted, resume_migration
 from omnigraph.migrator.verify import AnswerQueries, UpToDate, already_fenced, check_queries
@@ -110,7 +116,7 @@ def estimate(store: GraphStore, plan: MigrationPlan, standings: list[ImageStandi
     whole = sum(s.rows_to_read for s in standings if s.delta is None)
     floor = BARRIER_SECONDS[kind] + math.ceil(len(plan.units) / workers) * UNIT_SECONDS[kind]
     seconds = floor + changed / DELTA_ROWS_PER_SECOND + whole / WHOLE_ROWS_PER_SECOND
-    return CutoverEstimate(len(plan.units), len(standings), changed, whole, round(seconds, 3), round(floor, 3))
+    return CutoverEstimate(len(plan.units), len(plan.images()), changed, whole, round(seconds, 3), round(floor, 3))
 
 
 def current_estimate(m: Migration, parallel: int | None = None) -> CutoverEstimate:
@@ -124,6 +130,19 @@ def current_estimate(m: Migration, parallel: int | None = None) -> CutoverEstima
     except NotFound:
         found = {}
     return estimate(m.store, plan, stand_all(m.store, pinned_images(plan), found), parallel)
+
+
+def predicted_cutover(store: GraphStore, parallel: int | None = None) -> CutoverEstimate:
+    """The cutover a migration of ``store`` would need now (reads only).
+
+    Against the receipts of the migration whose online claim is held, if one is; otherwise as
+    right after a prepare, every image received (what ``plan`` prints before any migration).
+    """
+    holder = inspect(store, CLAIM_PATH)
+    if holder is not None and holder.online:
+        return current_estimate(attach(store, holder, SilentProgress()), parallel)
+    plan = build_plan(Manifest.of_graph(store))
+    return estimate(store, plan, [], parallel)
 
 
 @dataclass(frozen=True)
@@ -201,14 +220,13 @@ def _refuse_unless_online(m: Migration) -> None:
 
 
 def _preconditions(store: GraphStore, manifest: Manifest) -> None:
-    """A new migration needs stamp 4, no claim, and no out-of-band commit that changes rows.
+    """A new migration needs stamp 4, no claim, no intent of a gone writer and no out-of-band commit that changes rows.
 
     Commits in flight (armed intents of live writers) are left to the cutover's drain, and their
     tables are not judged as drift.
     """
     refuse_unless_stamp_4(store, manifest, live_writers=True)
-    busy = {table for intent in recovery.list_intents(store) for table in recovery.touched_tables(intent)}
-    refuse_row_drift(store, [r for r in out_of_band_reports(store, manifest) if (r.table_path, r.table_branch) not in busy])
+    refuse_settled_row_drift(store, manifest)
 
 
 def prepare_migration(

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import importlib
 
+from omnigraph.engine.errors import BadRequest
+
 EXECUTORS = ("local", "ray")
 
 
@@ -58,7 +60,7 @@ def duration_seconds(text: str) -> float:
     """Seconds of a duration written ``5s``, ``500ms``, ``2m`` or as a plain number of seconds.
 
     Raises:
-        ValueError: not a duration, or a negative or infinite one.
+        BadRequest: not a duration, or a negative or infinite one.
     """
     number, factor = text.strip().lower(), 1.0
     for suffix, unit in _DURATION_UNITS:
@@ -68,7 +70,7 @@ def duration_seconds(text: str) -> float:
     try:
         seconds = float(number) * factor
     except ValueError:
-        raise ValueError(f"{text!r} is not a duration (for example 5s, 500ms, 2m)") from None
+        raise BadRequest(f"{text!r} is not a duration (for example 5s, 500ms, 2m)", {"duration": text}) from None
     if not 0 <= seconds < float("inf"):
-        raise ValueError(f"{text!r} is not a duration of zero or more seconds")
+        raise BadRequest(f"{text!r} is not a duration of zero or more seconds", {"duration": text})
     return seconds

@@ -1,43 +1,43 @@
-"""The commands that carry a migration to stamp 5 (``run``, ``refence``, ``resume``) and the protocol they drive.
+"""The protocol that carries a migration behind its barrier to stamp 5, and the commands ``refence`` and ``resume``.
 
-Each command is its preconditions (:mod:`omnigraph.migrator.inspection`), a start
-(:mod:`omnigraph.migrator.claim`: a new claim, or the held one) and the protocol under the
-claim (:func:`drive`).
+``run``, ``prepare`` and ``cutover`` are in :mod:`omnigraph.migrator.online`; every command ends in
+:func:`drive`. ``refence`` (:func:`refence_migration`) fences a stamp-5 graph again after a
+format-4 writer published to it. ``resume --token`` (:func:`resume_migration`) continues the same
+migration from its ledger: completed units are skipped and the others continue step by step (see
+:mod:`omnigraph.migrator.unit`). Given answer queries (:mod:`omnigraph.migrator.verify`) a command
+binds them against the catalog before anything is written, and the driver records and re-checks
+their answers.
 
-``run`` (:func:`run_migration`): on a graph already at stamp 5 with no claim held and ``verify``
-passing, nothing to do (:class:`~omnigraph.migrator.verify.UpToDate`, exit 0, nothing written:
-re-running the upgrade is safe). Otherwise the graph must be at stamp 4, with no live registered
-writer and no row-changing out-of-band commit; then claim, barrier, plan, validate, units,
-verify, stamp ``5``, release. ``refence`` (:func:`refence_migration`) fences a stamp-5 graph again
-after a format-4 writer published to it. ``resume --token`` (:func:`resume_migration`) continues
-the same migration from its ledger: completed units are skipped and the others continue step by
-step (see :mod:`omnigraph.migrator.unit`). ``run`` and ``resume`` given answer queries
-(:mod:`omnigraph.migrator.verify`) bind them against the catalog before anything is written, and
-the driver records and re-checks their answers.
-
-The protocol under the claim, from the barrier to the release (DESIGN section 7, steps 3 to 7):
-:func:`drive` continues a :class:`~omnigraph.migrator.claim.Migration` from whatever its ledger
-says is done: barrier stamp ``migrating`` (if not up yet), plan (adopting out-of-band commits that
-change no row first), validation of every image not yet found clean since the plan, the answer
-check's baseline when queries are given (:func:`omnigraph.migrator.verify.take_answers`: every
-read query on every live branch, recorded before the first PK effect), every unit not yet
-completed (:mod:`omnigraph.migrator.unit`, several at once), verification against the ledger, the
-recorded answers taken again (``answers_changed`` on any difference), stamp ``5`` last, then the
-release of the claim (:func:`release_claim`). Every step is a ledger record, so a crash anywhere
-is continued by ``resume --token``.
+The protocol (DESIGN section 7, steps 3 to 7): :func:`drive` continues a
+:class:`~omnigraph.migrator.claim.Migration` from whatever its ledger says is done. At stamp 4 it
+first takes the answer check's answers (when queries are given), then raises the barrier (stamp
+``migrating``). Until a unit progresses it brings the plan up to date (:func:`_absorb`): it waits
+for the commits of live writers (:func:`_drain`), resolves those of dead ones, adopts out-of-band
+commits that change no row, plans, and validates every image its receipts do not cover
+(:mod:`omnigraph.migrator.receipts`: from the rows changed since a receipt where it can), again
+while branch heads move, at most :data:`ABSORB_ROUNDS` times; a fencing migration that cannot
+settle puts stamp 4 back (``barrier_lowered``, ``cutover_deferred``). Then the answer check's
+baseline (:func:`omnigraph.migrator.verify.baseline_answers`: the answers taken before the barrier
+for branches that did not move, the others queried again), every unit not yet completed
+(:mod:`omnigraph.migrator.unit`, several at once), verification against the ledger (a commit that
+landed after the units started cannot be absorbed: a fencing migration aborts itself, stamp 4
+again), the recorded answers taken again (``answers_changed`` on any difference), stamp ``5``
+last, then the release of the claim (:func:`release_claim`). Every step is a ledger record, so a
+crash anywhere is continued by ``resume --token``.
 
 A validation failure records the full inventory and raises ``validation_failed`` before any PK
 effect, leaving the barrier up and the claim held: the graph stays closed to every writer while
 the operator repairs the duplicates under the claim, then resumes (planning and validating
-afresh) or aborts. Images are validated by the migration's executor
+afresh) or aborts. Images validated whole go to the migration's executor
 (:mod:`omnigraph.migrator.executors`): the records, results and exit codes are the same on any
 executor.
 
-Failpoints: ``migrate.after_claim``, ``refence.after_barrier``, ``migrate.after_barrier``,
+Failpoints: ``refence.after_barrier``, ``migrate.before_barrier``, ``migrate.after_barrier``,
 ``migrate.after_plan``, ``migrate.after_image_records``, ``migrate.after_validate``,
 ``migrate.after_answers``, ``migrate.after_units``, ``migrate.before_stamp``,
-``migrate.after_stamp``, ``migrate.before_release``, ``migrate.after_release``, and those of
-:mod:`omnigraph.migrator.claim` and :mod:`omnigraph.migrator.unit`.
+``migrate.after_stamp``, ``migrate.before_release``, ``migrate.after_release``,
+``cutover.after_lower``, and those of :mod:`omnigraph.migrator.claim` and
+:mod:`omnigraph.migrator.unit` (``migrate.after_claim`` is :mod:`omnigraph.migrator.online`'s).
 """
 
 from __future__ import annotations
@@ -98,6 +98,7 @@ from omnigraph.migrator.verify import (
     AnswerQueries,
     answer_cases,
     answers_changed,
+    baseline_answers,
     check_queries,
     compare_answers,
     migration_drift,
@@ -156,6 +157,8 @@ def drive(
     ``drain_seconds`` bounds each wait for live writers' commits (default :data:`DRAIN_SECONDS`).
     """
     queries = _answer_queries(m, queries)
+    before = _answers_before_the_barrier(m, queries)
+    failpoint("migrate.before_barrier")
     _raise_barrier(m)
     replay = m.ledger.replay()
     plan = _plan_of(replay)
@@ -165,12 +168,14 @@ def drive(
         _validate(m, plan, replay)
     failpoint("migrate.after_validate")
     if queries is not None and m.ledger.replay().state.answers_sha256 is None:
+        answers, requeried = baseline_answers(open_graph(m.store, FENCED_PROFILE, write=False), queries, before)
         m.record(
             AnswersRecorded,
             source=queries.source,
             params=queries.params_json,
             queries_sha256=queries.sha256,
-            answers=take_answers(open_graph(m.store, FENCED_PROFILE, write=False), queries),
+            answers=answers,
+            requeried=requeried,
         )
         failpoint("migrate.after_answers")
     replay = m.ledger.replay()
@@ -302,6 +307,17 @@ def _answer_queries(m: Migration, given: AnswerQueries | None) -> AnswerQueries 
             {"migration_id": m.migration_id},
         )
     return known or given
+
+
+def _answers_before_the_barrier(m: Migration, queries: AnswerQueries | None) -> list[AnswerDigest] | None:
+    """The answer check's answers on every branch, taken while the graph is still at stamp 4 (None if it is not, or nothing to take).
+
+    Behind the barrier only the branches whose heads moved since are queried again
+    (:func:`~omnigraph.migrator.verify.baseline_answers`), so the baseline adds little to the outage.
+    """
+    if queries is None or m.ledger.replay().state.answers_sha256 is not None or m.manifest.read_stamp()[0] != FORMAT_4:
+        return None
+    return take_answers(open_graph(m.store, FENCED_PROFILE, write=False), queries)
 
 
 def _raise_barrier(m: Migration) -> None:

@@ -4,10 +4,12 @@ The answer check: the application's read queries answer the same after the migra
 :class:`AnswerQueries` is a ``.gq`` source and the params of its read queries by name (the
 ``--queries F.gq`` and ``--query-params P.json`` of ``run``, ``resume``, ``verify`` and the
 upgrade playbooks). :func:`check_queries` binds every read query of it against the graph's
-catalog before anything is claimed (``bad_request`` with line:column, nothing written). Under the
-barrier, once every image validated and before the first PK effect, :func:`take_answers` runs
-every read query on every live branch; the driver (:func:`omnigraph.migrator.run.drive`) records
-the digests (``answers_recorded``). After verification and before stamp 5,
+catalog before anything is claimed (``bad_request`` with line:column, nothing written). While the
+graph is still at stamp 4, just before the barrier, :func:`take_answers` runs every read query on
+every live branch; behind the barrier, once every image validated and before the first PK effect,
+:func:`baseline_answers` keeps those of branches whose head has not moved since and queries the
+others again, and the driver (:func:`omnigraph.migrator.run.drive`) records the digests
+(``answers_recorded``, naming the branches queried behind the barrier). After verification and before stamp 5,
 :func:`compare_answers` runs them again from the recorded source: any difference is
 ``answers_changed`` (exit 4), naming the query, the branch and the first differing row, and the
 stamp is not written.
@@ -38,7 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,10 +203,10 @@ def _row_text(row: dict[str, Any]) -> str:
     return json.dumps(row, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
 
 
-def take_answers(graph: Graph, queries: AnswerQueries) -> list[AnswerDigest]:
-    """Every read query's answer on every live branch, sorted by query then branch."""
+def take_answers(graph: Graph, queries: AnswerQueries, only: Sequence[str] | None = None) -> list[AnswerDigest]:
+    """Every read query's answer on every live branch (or those of ``only``), sorted by query then branch."""
     answers: list[AnswerDigest] = []
-    branches = sorted(graph.manifest.branches())
+    branches = sorted(graph.manifest.branches() if only is None else only)
     for name in queries.read_queries():
         for branch in branches:
             reading = _Reading()
@@ -223,6 +225,33 @@ def take_answers(graph: Graph, queries: AnswerQueries) -> list[AnswerDigest]:
                 )
             )
     return answers
+
+
+def baseline_answers(graph: Graph, queries: AnswerQueries, before: list[AnswerDigest] | None) -> tuple[list[AnswerDigest], list[str]]:
+    """The answer check's baseline behind the barrier, and the branches queried for it now.
+
+    ``before`` are the answers taken just before the barrier rose (None: none were). A branch
+    keeps them when every query's answer read the commit that is still its head: a head pins
+    immutable images, so the answer is the same now. Every other live branch is queried now.
+    Sorted as :func:`take_answers` sorts.
+    """
+    live = sorted(graph.manifest.branches())
+    if before is None:
+        return take_answers(graph, queries), live
+    heads = {branch: graph.manifest.snapshot(branch).head.commit_id for branch in live}
+    taken: dict[str, list[AnswerDigest]] = {}
+    for answer in before:
+        taken.setdefault(answer.graph_branch, []).append(answer)
+    names = queries.read_queries()
+    kept = {
+        branch
+        for branch in live
+        if sorted(a.query for a in taken.get(branch, [])) == sorted(names) and all(a.commit == heads[branch] for a in taken[branch])
+    }
+    requeried = [branch for branch in live if branch not in kept]
+    order = {name: index for index, name in enumerate(names)}
+    merged = [a for a in before if a.graph_branch in kept] + take_answers(graph, queries, requeried)
+    return sorted(merged, key=lambda a: (order[a.query], a.graph_branch)), requeried
 
 
 def compare_answers(graph: Graph, queries: AnswerQueries, recorded: list[AnswerDigest]) -> list[AnswerChange]:

@@ -67,6 +67,9 @@ class Plan(Result):
     branches: tuple[Mapping[str, Any], ...]
     units: tuple[Mapping[str, Any], ...]
     images: int
+    cutover: Mapping[str, Any]
+    """The predicted cutover: ``units``, ``images``, ``changed_rows``, ``unreceived_rows``,
+    ``estimated_seconds``, ``floor_seconds`` (as for ``prepare``)."""
 
 
 @dataclass(frozen=True)

@@ -156,14 +156,19 @@ def preflight(
 
 
 def plan(uri: str, *, storage_options: Mapping[str, str] | None = None) -> Plan:
-    """The units a migration would process now (read-only).
+    """The units a migration would process now, and its predicted cutover (read-only).
+
+    The prediction is against the receipts of a prepared migration if one holds the claim, else as
+    right after a prepare (``cutover``: units, images, changed and unreceived rows, seconds).
 
     Raises:
         NotFound: no graph at ``uri``.
     """
     from omnigraph.migrator.inspection import plan_command
+    from omnigraph.migrator.online import predicted_cutover
 
-    return Plan.from_document(plan_command(open_store(uri, storage_options)))
+    store = open_store(uri, storage_options)
+    return Plan.from_document({**plan_command(store), "cutover": predicted_cutover(store).to_json()})
 
 
 def up_to_date(uri: str, *, storage_options: Mapping[str, str] | None = None) -> UpToDate | None:

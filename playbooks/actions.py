@@ -24,6 +24,7 @@ from omnigraph.engine.errors import (
     EXIT_ERROR,
     EXIT_USAGE,
     EXIT_VALIDATION_FAILED,
+    BadRequest,
     ClaimHeld,
     KeyConflict,
     OmnigraphError,
@@ -263,7 +264,8 @@ def migrate_step(ctx: StepContext, params: dict[str, str]) -> StepResult:
     """Finish the migration: the cutover of the prepared one (``token``), else continue this run's, else a whole run.
 
     With ``token`` (a prepare step's) it is ``cutover`` bounded by ``max_outage`` (which also
-    continues a cutover this run's dead runner started). Without it, a resumed run continues the
+    continues a cutover this run's dead runner started); a graph fenced meanwhile (an outside
+    ``resume``) finishes the run as up to date. Without it, a resumed run continues the
     migration its dead runner claimed with ``resume`` (which refuses if that process is alive
     after all), and a fresh one runs the whole migration. ``queries`` (and ``query_params``) name
     the answer check's files.
@@ -271,13 +273,16 @@ def migrate_step(ctx: StepContext, params: dict[str, str]) -> StepResult:
     uri = params["graph"]
     try:
         max_outage = migrate.duration_seconds(params.get("max_outage") or "5s")
-    except ValueError as error:
-        raise StepFailed(f"max_outage: {error}", ctx.rerun(), EXIT_USAGE) from error
+    except BadRequest as error:
+        raise StepFailed(f"max_outage: {error.message}", ctx.rerun(), EXIT_USAGE) from error
     try:
         queries = _answer_queries(params)
         own = _own_claim(ctx, uri)
+        fenced = migrate.up_to_date(uri) if params.get("token") else None  # finished meanwhile (an outside resume)
         outcome: migrate.Migrated | migrate.UpToDate
-        if params.get("token"):
+        if fenced is not None:
+            outcome = fenced
+        elif params.get("token"):
             outcome = migrate.cutover(
                 uri, token=params["token"], owner=ctx.actor, max_outage=max_outage, progress=ctx.progress, queries=queries
             )

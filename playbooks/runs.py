@@ -148,7 +148,10 @@ def resume_run(location: str, operator: Operator) -> tuple[RunReport, list[tuple
         record = done[step.id]
         assert record.status is not None
         report.steps.append(StepReport(step.id, step.title, step.action, record.status, record.detail, record.duration_seconds))
-    linked = sum(1 for r in summary.records if r.phase == "finished" and r.migration_id is not None)
+    # Once a step named the migration, every step finished until then was linked to its ledger, and
+    # each later one as it finished: all of them up to the last finished record naming it.
+    finished = [r for r in summary.records if r.phase == "finished"]
+    linked = max((i + 1 for i, r in enumerate(finished) if r.migration_id is not None), default=0)
     run_steps(
         playbook,
         started.playbook,

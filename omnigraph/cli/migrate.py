@@ -24,7 +24,7 @@ COMMANDS = {
     "claim": LazyCommand("omnigraph.cli.claim:claim_group", "Show the migration claim, or break the claim of a holder proven dead."),
     "cutover": LazyCommand(
         "omnigraph.cli.migrate_commands:cutover_command",
-        "Raise the barrier, validate what moved since prepare, install the primary keys, stamp 5 (bounded by --max-outage).",
+        "Raise the barrier, validate only what moved since prepare, install the primary keys, stamp 5, release.",
     ),
     "copy": LazyCommand(
         "omnigraph.cli.migrate_commands:copy_command",
@@ -35,7 +35,8 @@ COMMANDS = {
         "Print every duplicate or null id of every pinned image (exit 4 if any); takes no claim.",
     ),
     "plan": LazyCommand(
-        "omnigraph.cli.migrate_commands:plan_command", "List the units (branch, table, pinned image) a migration would process."
+        "omnigraph.cli.migrate_commands:plan_command",
+        "List the units (branch, table, pinned image) a migration would process, and predict its cutover.",
     ),
     "playbook": LazyCommand(
         "omnigraph.cli.playbook:playbook_group",
@@ -47,7 +48,7 @@ COMMANDS = {
     ),
     "prepare": LazyCommand(
         "omnigraph.cli.migrate_commands:prepare_command",
-        "Validate every pinned image online (writers go on) and record receipts; predicts the cutover.",
+        "Validate every pinned image of GRAPH online (writers go on) and record a receipt for each.",
     ),
     "rebuild": LazyCommand(
         "omnigraph.cli.rebuild:rebuild_command", "Copy GRAPH's current data into a NEW format-5 graph by export and load, every branch."
@@ -64,7 +65,7 @@ COMMANDS = {
     ),
     "run": LazyCommand(
         "omnigraph.cli.migrate_commands:run_command",
-        "Migrate every branch of GRAPH to format 5: prepare online, then a short cutover (--max-outage).",
+        "Migrate every branch of GRAPH to format 5: prepare online, then a cutover of at most --max-outage.",
     ),
     "status": LazyCommand(
         "omnigraph.cli.migrate_commands:status_command",

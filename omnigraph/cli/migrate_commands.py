@@ -25,7 +25,7 @@ from omnigraph.cli.fleet_options import ignore_fleet_option, report_fleet
 from omnigraph.cli.parallel_option import parallel_option
 from omnigraph.cli.progress import StderrProgress
 from omnigraph.cli.support import actor_name, echo_result, emit_json, json_option, reports_errors, say
-from omnigraph.errors import EXIT_VALIDATION_FAILED, ValidationFailed
+from omnigraph.errors import EXIT_VALIDATION_FAILED, BadRequest, ValidationFailed
 from omnigraph.migrate import Migrated, Progress, SilentProgress
 
 
@@ -64,8 +64,8 @@ class Duration(click.ParamType):  # type: ignore[type-arg]
             return value
         try:
             return migrate.duration_seconds(str(value))
-        except ValueError as error:
-            self.fail(str(error), param, ctx)
+        except BadRequest as error:
+            self.fail(error.message, param, ctx)
 
 
 max_outage_option = click.option(
@@ -127,7 +127,7 @@ def preflight_command(uri: str, validate: bool, ignore_fleet: bool, as_json: boo
 @json_option
 @reports_errors
 def plan_command(uri: str, as_json: bool) -> None:
-    """List the units (branch, table, pinned image) a migration would process."""
+    """List the units (branch, table, pinned image) a migration would process, and predict its cutover."""
     document = migrate.plan(uri).to_dict()
     if as_json:
         emit_json(document)
@@ -135,6 +135,7 @@ def plan_command(uri: str, as_json: bool) -> None:
     for unit in document["units"]:
         pinned = f"{unit['pinned_table_branch'] or 'main'}@v{unit['pinned_table_version']}"
         echo_result(f"{unit['graph_branch']:<20} {unit['table_key']:<28} {pinned:<20} {'inherited' if unit['inherited'] else 'owned'}")
+    _say_estimate(document["cutover"])
 
 
 @click.command("run")
@@ -189,12 +190,7 @@ def run_command(
     if isinstance(outcome, migrate.UpToDate):
         echo_result(outcome.message)
         return
-    echo_result(
-        f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}; "
-        f"writers were held for {outcome.outage_seconds}s"
-    )
-    _say_answers(outcome)
-    say(f"next: `omnigraph-migrate verify {uri}`, then restart writers with the new omnigraph")
+    _say_migrated(uri, outcome)
 
 
 @click.command("prepare")
@@ -276,12 +272,7 @@ def cutover_command(
     if as_json:
         emit_json(outcome.to_dict())
         return
-    echo_result(
-        f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}; "
-        f"writers were held for {outcome.outage_seconds}s"
-    )
-    _say_answers(outcome)
-    say(f"next: `omnigraph-migrate verify {uri}`, then restart writers with the new omnigraph")
+    _say_migrated(uri, outcome)
 
 
 @click.command(
@@ -407,6 +398,16 @@ def verify_command(uri: str, queries_path: Path | None, query_params_path: Path 
     echo_result(f"ok: every live table on every branch of {document['graph']} is fenced (stamp {document['stamp']})")
     for case in document.get("answer_check", []):
         echo_result(f"ok: query {case['query']} on {case['graph_branch']}: {case['message']}")
+
+
+def _say_migrated(uri: str, outcome: Migrated) -> None:
+    """The human result of a migration that reached stamp 5 (``run`` and ``cutover``), with the outage and what next."""
+    echo_result(
+        f"migrated {outcome.units} unit(s) over {outcome.images} image(s); stamp is now {outcome.stamp}; "
+        f"writers were held for {outcome.outage_seconds}s"
+    )
+    _say_answers(outcome)
+    say(f"next: `omnigraph-migrate verify {uri}`, then restart writers with the new omnigraph")
 
 
 def _say_answers(outcome: Migrated) -> None:

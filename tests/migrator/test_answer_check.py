@@ -25,8 +25,10 @@ from omnigraph.ledger.fold import fold
 from omnigraph.ledger.ledger import Ledger
 from omnigraph.ledger.records import AnswersChecked, AnswersRecorded, MigrationStarted, PlanRecorded, UnitPlan, UnitStep
 from omnigraph.migrator.layout import ledger_dir
+from tests.support.graph_helpers import OMNIGRAPH_V4, run_cli
 from tests.support.migration_cli import claim_token, migrate
 from tests.support.migration_fixtures import BRANCHES, clone, compact_copy
+from tests.support.paused_process import pause_at
 
 QUERIES = """
 query people() {
@@ -114,6 +116,7 @@ def test_a_clean_migration_records_every_answer_and_checks_it_before_the_stamp(g
     recorded = [r for r in records if isinstance(r, AnswersRecorded)]
     checked = [r for r in records if isinstance(r, AnswersChecked)]
     assert len(recorded) == 1 and len(recorded[0].answers) == len(READS) * len(BRANCHES)
+    assert recorded[0].requeried == []  # nothing moved after the answers taken before the barrier
     assert [r.ok for r in checked] == [True]
     kinds = [r.kind for r in records]
     # the baseline is taken before the first PK effect, the check after verification, before the stamp
@@ -122,6 +125,52 @@ def test_a_clean_migration_records_every_answer_and_checks_it_before_the_stamp(g
     verified = migrate("verify", graph, "--queries", queries, "--query-params", params, "--json")
     assert verified.returncode == 0, verified.stderr
     assert len(json.loads(verified.stdout)["answer_check"]) == len(READS) * len(BRANCHES)
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
+def test_only_a_branch_that_moved_before_the_barrier_is_queried_behind_it(graph: str, query_files: tuple[str, str], tmp_path: Path) -> None:
+    """The baseline is taken at stamp 4, before the barrier; behind it only branches whose head moved since are queried again.
+
+    ``run`` is held between its answers and its barrier (``migrate.before_barrier``) while a
+    format-4 writer lands a row on ``feat``: only ``feat`` is queried behind the barrier, and the
+    check still holds. A resume behind the barrier (``migrate.after_barrier``: the process that
+    took the answers died with them) queries every branch behind it.
+    """
+    queries, params = query_files
+    held = pause_at(
+        "migrate.before_barrier",
+        "omnigraph-migrate",
+        "run",
+        graph,
+        "--owner",
+        "ci",
+        "--queries",
+        queries,
+        "--query-params",
+        params,
+        "--json",
+    )
+    try:
+        data = tmp_path / "meanwhile.jsonl"
+        data.write_text(json.dumps({"type": "Person", "data": {"name": "Meanwhile"}}) + "\n", encoding="utf-8")
+        run_cli(OMNIGRAPH_V4, "load", "--mode", "append", "--branch", "feat", "--data", data, graph).ok()
+    finally:
+        returncode, out, err = held.release("continue")
+    assert returncode == 0, err
+    outcome = json.loads(out)
+    [recorded] = [r for r in _records(graph, outcome["migration_id"]) if isinstance(r, AnswersRecorded)]
+    assert recorded.requeried == ["feat"]
+    assert all(c["ok"] for c in outcome["answer_check"])
+    people = {c["graph_branch"]: c["rows"] for c in outcome["answer_check"] if c["query"] == "people"}
+    assert people["feat"] == people["lazy"] + 2  # its own row from the fixture, and the one landed meanwhile
+
+    again = compact_copy("local", tmp_path / "again", {})
+    crashed = migrate("run", again, "--owner", "ci", "--queries", queries, "--query-params", params, failpoint="migrate.after_barrier")
+    assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
+    done = migrate("resume", again, "--token", claim_token(again), "--json")
+    assert done.returncode == 0, done.stderr
+    [recorded] = [r for r in _records(again, json.loads(done.stdout)["migration_id"]) if isinstance(r, AnswersRecorded)]
+    assert recorded.requeried == sorted(BRANCHES)
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # the fixture rewrites files on local disk

@@ -87,6 +87,9 @@ def test_writers_go_on_while_preparing_and_the_cutover_validates_only_what_moved
     assert finding["kind"] == "claim_held" and "writers go on" in finding["message"]
 
     token = first["token"]
+    planned = _json(migrate("plan", uri, "--json"))["cutover"]  # against the receipts: one changed row
+    assert (planned["changed_rows"], planned["unreceived_rows"], planned["units"]) == (1, 0, first["cutover"]["units"])
+    assert planned["estimated_seconds"] >= planned["floor_seconds"] == first["cutover"]["floor_seconds"]
     second = _json(migrate("prepare", uri, "--token", token, "--json"))
     assert (second["validated"], second["changed_rows"], second["rounds"]) == (1, 1, 2)
     _v4_append(uri, tmp_path, "Online B", "Online C").ok()
@@ -179,6 +182,8 @@ def test_a_commit_armed_before_the_barrier_is_waited_for_and_absorbed(tmp_path: 
         _wait_for_stamp(uri, "migrating")
         time.sleep(0.5)  # the cutover is draining: it waits for the armed commit
         assert cutover.poll() is None
+        behind = _json(migrate("status", uri, "--json"))
+        assert behind["barrier_age_seconds"] >= 0.5 and behind["outage_seconds"] is not None
     finally:
         returncode, _, stderr = writer.release("continue")
     assert returncode == 0, stderr  # a format-4 writer never reads the stamp again: it publishes
@@ -228,22 +233,24 @@ def test_a_branch_made_again_between_prepare_and_cutover_is_validated_again(tmp_
 
 
 KILLS = [
-    ("prepare", "migrate.after_claim_created"),
-    ("prepare", "prepare.after_claim"),
-    ("prepare", "prepare.after_plan"),
-    ("prepare", "prepare.after_receipts"),
-    ("prepare", "prepare.after_round"),
-    ("cutover", "migrate.after_barrier"),
-    ("cutover", "migrate.after_plan"),
-    ("cutover", "migrate.after_image_records"),
-    ("cutover", "unit.after_pk"),
-    ("cutover", "migrate.after_stamp"),
+    ("local", "prepare", "migrate.after_claim_created"),
+    ("local", "prepare", "prepare.after_claim"),
+    ("local", "prepare", "prepare.after_plan"),
+    ("local", "prepare", "prepare.after_receipts"),
+    ("local", "prepare", "prepare.after_round"),
+    ("local", "cutover", "migrate.after_barrier"),
+    ("local", "cutover", "migrate.after_plan"),
+    ("local", "cutover", "migrate.after_image_records"),
+    ("local", "cutover", "unit.after_pk"),
+    ("local", "cutover", "migrate.after_stamp"),
+    ("s3", "prepare", "prepare.after_receipts"),
+    ("s3", "cutover", "migrate.after_image_records"),
 ]
 
 
-@pytest.mark.parametrize(("phase", "failpoint"), KILLS, ids=[f"{p}-{f}" for p, f in KILLS])
-def test_a_kill_anywhere_converges_by_the_printed_advice(phase: str, failpoint: str, tmp_path: Path) -> None:
-    uri = str(tmp_path / "graph")
+@pytest.mark.parametrize(("backend", "phase", "failpoint"), KILLS, ids=[f"{b}-{p}-{f}" for b, p, f in KILLS], indirect=["backend"])
+def test_a_kill_anywhere_converges_by_the_printed_advice(backend: str, phase: str, failpoint: str, tmp_path: Path) -> None:
+    uri = new_root(backend, tmp_path)
     build_fixture(uri, compact=True)
     if phase == "cutover":
         token = _json(migrate("prepare", uri, "--owner", "sre", "--json"))["token"]

@@ -652,7 +652,7 @@ def test_unknown_or_built_in_vars_are_refused_and_still_reported(tmp_path: Path)
     for setting, named in (("ownr=x", "ownr"), ("graph=/elsewhere", "graph")):
         refused = playbook(UPGRADE, graph, "--yes", "--var", setting, "--report", str(report), "--junit", str(junit), cwd=tmp_path)
         assert refused.returncode == 1, describe(refused)
-        assert named in refused.stderr and "settable: owner" in refused.stderr
+        assert named in refused.stderr and "settable: max_outage, owner" in refused.stderr
         document = json.loads(report.read_text())
         assert document["ok"] is False and document["steps"] == [] and document["error"]["code"] == "bad_request"
         attributes, cases = read_junit(junit)
