@@ -64,7 +64,8 @@ def acquire(store: GraphStore, path: str, *, operation: str, migration_id: str, 
         process_start=process_start_marker(os.getpid()),
         online=online,
     )
-    data = canonical_json(document)
+    # ``online`` is written only when true, so a claim of an offline migration reads as before.
+    data = canonical_json(document.model_dump(mode="json", exclude=None if online else {"online"}))
     for _ in range(_ACQUIRE_ATTEMPTS):
         if store.put_if_absent(path, data):
             return document

@@ -34,6 +34,7 @@ Failpoints: ``migrate.after_claim`` (``run``), ``prepare.after_claim``, ``prepar
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import os
@@ -249,8 +250,8 @@ def prepare_migration(
             failpoint("prepare.after_claim")
             return prepare_round(m, parallel)
     m = _held(store, token, progress, executor)
-    _refuse_unless_online(m)
     with acting_for(store, CLAIM_PATH, m.claim, action="prepare", owner=owner):
+        _refuse_unless_online(m)  # read while acting for the claim: no cutover raises the barrier meanwhile
         replay_started(m, m.claim)  # its holder may have died before the first record
         m.record(Resumed, owner=owner, host=socket.gethostname(), pid=os.getpid())
         return prepare_round(m, parallel)
@@ -274,7 +275,8 @@ def _refuse_over_bound(m: Migration, cutover: CutoverEstimate, max_outage: float
     if cutover.seconds <= max_outage:
         return
     raise_to = f"`omnigraph-migrate cutover {m.store.uri} --token {m.token} --max-outage {math.ceil(cutover.seconds * 1.5)}s`"
-    if cutover.floor_seconds <= max_outage:
+    broken = m.ledger.replay().state.phase == "validation_failed"  # a catch-up stops at the same duplicates
+    if cutover.floor_seconds <= max_outage and not broken:
         advice = (
             f"Catch up with `omnigraph-migrate prepare {m.store.uri} --token {m.token}` (writers go on), then run the "
             f"cutover again; or raise the bound: {raise_to}"
@@ -324,6 +326,27 @@ def cutover_migration(
         return drive(m, queries, parallel, drain_seconds=max_outage)
 
 
+def continue_migration(
+    store: GraphStore,
+    token: str,
+    owner: str,
+    progress: Progress,
+    executor: ImageExecutor | None = None,
+    queries: AnswerQueries | None = None,
+    parallel: int | None = None,
+) -> MigrationOutcome:
+    """``resume --token``: the migration of that claim, continued to stamp 5.
+
+    One still at stamp 4 under its online claim (a ``run`` or ``prepare`` that died before its
+    barrier) is continued by its cutover, bounded by :data:`DEFAULT_MAX_OUTAGE`
+    (:func:`cutover_migration`); any other by :func:`~omnigraph.migrator.run.resume_migration`.
+    """
+    holder = inspect(store, CLAIM_PATH)
+    if holder is not None and holder.token == token and holder.online and Manifest(store).read_stamp()[0] == FORMAT_4:
+        return cutover_migration(store, token, owner, progress, executor, queries, parallel)
+    return resume_migration(store, token, owner, progress, executor, queries, parallel)
+
+
 def run_migration(
     store: GraphStore,
     owner: str,
@@ -357,13 +380,12 @@ def run_migration(
         check_queries(open_graph(store, FENCED_PROFILE, write=False), queries)
     with begin(store, owner, progress, executor, queries.check() if queries else None, online=True) as m:
         failpoint("migrate.after_claim")
-        try:
+        # Duplicates are recorded; the cutover validates those images again behind the barrier and stops there.
+        with contextlib.suppress(ValidationFailed):
             _catch_up(m, parallel, max_outage)
-        except ValidationFailed:
-            pass  # recorded; the cutover validates those images again behind the barrier and stops there
-        else:
-            if max_outage is not None:
-                _refuse_over_bound(m, current_estimate(m, parallel), max_outage)
+        refuse_live_writers(store, ignore_fleet)  # one may have registered while the images were validated
+        if max_outage is not None:
+            _refuse_over_bound(m, current_estimate(m, parallel), max_outage)
         return drive(m, queries, parallel, drain_seconds=max_outage)
 
 

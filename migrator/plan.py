@@ -130,12 +130,11 @@ def build_plan(manifest: Manifest) -> MigrationPlan:
     return MigrationPlan(branches, units)
 
 
-def pinned_images(plan: MigrationPlan, only: set[str] | None = None) -> list[PinnedImage]:
-    """Every distinct image of the plan (or those in ``only``), in image order."""
+def pinned_images(plan: MigrationPlan) -> list[PinnedImage]:
+    """Every distinct image of the plan, in image order."""
     return [
         PinnedImage(image_id, units[0].table_path, units[0].pinned_table_branch, units[0].pinned_table_version)
         for image_id, units in plan.images().items()
-        if only is None or image_id in only
     ]
 
 
@@ -143,14 +142,13 @@ def validate_images(
     store: GraphStore,
     plan: MigrationPlan,
     progress: Progress,
-    only: set[str] | None = None,
     executor: ImageExecutor | None = None,
 ) -> dict[str, ImageReport]:
-    """Validate every distinct image of the plan once (or those in ``only``), in image order.
+    """Validate every distinct image of the plan once, in image order.
 
     They are validated on ``executor`` (default: this process; :mod:`omnigraph.migrator.executors`).
     """
-    return (executor or LocalExecutor()).validate(store, pinned_images(plan, only), progress)
+    return (executor or LocalExecutor()).validate(store, pinned_images(plan), progress)
 
 
 def inventory(plan: MigrationPlan, reports: dict[str, ImageReport]) -> list[InventoryEntry]:

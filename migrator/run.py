@@ -79,7 +79,7 @@ from omnigraph.ledger.records import DriftDetected as DriftRecord
 from omnigraph.migrator import layout
 from omnigraph.migrator.claim import Migration, abort_held, attach, begin, replay_started
 from omnigraph.migrator.errors import CutoverDeferred, DriftDetected
-from omnigraph.migrator.executors import ImageExecutor, default_parallel, read_snapshots
+from omnigraph.migrator.executors import ImageExecutor, default_parallel
 from omnigraph.migrator.inspection import (
     held_claim,
     refuse_broken,
@@ -186,7 +186,10 @@ def drive(
         m.record(UnitsStarted)
     m.progress.start("migrating units", len(plan.units))
     m.progress.advance(len(plan.units) - len(pending))
-    run_units(m, pending, images, identifiers, parallel or default_parallel(m.store))
+    try:
+        run_units(m, pending, images, identifiers, parallel or default_parallel(m.store))
+    except DriftDetected as late:  # a unit found its table moved: a commit that landed after the plan stood
+        _stop_for_late_commits(m, late.message, late.details)
     m.progress.finish()
     failpoint("migrate.after_units")
     _verify_then_stamp(m)
@@ -217,51 +220,89 @@ def _absorb(m: Migration, recorded: MigrationPlan | None, drain_seconds: float) 
     After :data:`ABSORB_ROUNDS` rounds, or a drain that does not end, a fencing migration lowers
     the barrier (:func:`_lower_barrier`); a refence stops with ``drift_detected``.
     """
-    for _ in range(ABSORB_ROUNDS):
+    for round_number in range(1, ABSORB_ROUNDS + 1):
         waiting = _drain(m, drain_seconds)
         if waiting:
             _give_up(
                 m,
                 f"{len(waiting)} commit(s) of live writers did not end within {drain_seconds:g}s under the barrier: {', '.join(waiting)}",
+                f"; a writer that is hung must be stopped first, and `omnigraph recover {m.store.uri}` then resolves its commit",
             )
         recovery.resolve_intents(m.store, m.manifest)
-        adopt_before_plan(m.store, m.manifest, m.migration_id, m.token)
+        try:
+            adopt_before_plan(m.store, m.manifest, m.migration_id, m.token)
+        except DriftDetected as drifted:
+            _give_up(m, drifted.message)
         plan = build_plan(m.manifest)
         if recorded is None or plan != recorded or m.ledger.replay().state.phase in ("barrier", "validation_failed"):
             m.record(PlanRecorded, branches=plan.branches, units=plan.units)
             failpoint("migrate.after_plan")
         recorded = plan
         _validate(m, plan, m.ledger.replay())
-        if [b.head_commit_id for b in build_plan(m.manifest).branches] == [b.head_commit_id for b in plan.branches]:
+        moved = [b.head_commit_id for b in build_plan(m.manifest).branches] != [b.head_commit_id for b in plan.branches]
+        if not moved and not _live_commits(m):
             return plan
+        if round_number == ABSORB_ROUNDS:
+            break
     _give_up(m, f"branch heads kept moving under the barrier for {ABSORB_ROUNDS} rounds (a writer that does not read the stamp)")
-    raise AssertionError("unreachable")
+
+
+def _live_commits(m: Migration) -> list[str]:
+    """The armed commits of live writers, each as ``operation id (program on host, pid N)``."""
+    return [
+        f"{i.operation_id} ({i.program} on {i.host}, pid {i.pid})" for i in recovery.list_intents(m.store) if recovery.owner_is_alive(i)
+    ]
 
 
 def _drain(m: Migration, seconds: float) -> list[str]:
     """Wait up to ``seconds`` for every armed commit of a live writer to end; the ones still armed."""
     deadline = time.monotonic() + seconds
     while True:
-        live = [
-            f"{i.operation_id} ({i.program} on {i.host}, pid {i.pid})" for i in recovery.list_intents(m.store) if recovery.owner_is_alive(i)
-        ]
+        live = _live_commits(m)
         if not live or time.monotonic() >= deadline:
             return live
         time.sleep(0.05)
 
 
-def _give_up(m: Migration, reason: str) -> NoReturn:
-    """Lower the barrier of a fencing migration for ``reason`` (``cutover_deferred``); a refence stops (``drift_detected``)."""
+def _give_up(m: Migration, reason: str, also: str = "") -> NoReturn:
+    """Lower the barrier of a fencing migration for ``reason`` (``cutover_deferred``); a refence stops (``drift_detected``).
+
+    ``also`` is advice that follows the command to run next.
+    """
     if _barrier_raised_at(m) != FORMAT_4:
         raise DriftDetected(
-            f"{reason}; the stamp was not written. Stop every writer, then `omnigraph-migrate resume {m.store.uri} --token {m.token}`",
+            f"{reason}; the stamp was not written. Stop every writer, then `omnigraph-migrate resume {m.store.uri} --token {m.token}`"
+            f"{also}",
             {"reason": reason},
         )
     _lower_barrier(m, reason)
     raise CutoverDeferred(
         f"{reason}. The barrier was lowered again: the graph is at stamp 4 and writable, and the receipts are kept. "
-        f"Run `omnigraph-migrate cutover {m.store.uri} --token {m.token}` again",
+        f"Run `omnigraph-migrate cutover {m.store.uri} --token {m.token}` again{also}",
         {"reason": reason, "migration_id": m.migration_id, "token": m.token},
+    )
+
+
+def _stop_for_late_commits(m: Migration, moved: str, details: dict[str, Any]) -> NoReturn:
+    """Stop a migration whose graph moved after its units started, with ``drift_detected``; the stamp is not written.
+
+    The plan can no longer absorb it. A fencing migration lowers the barrier by aborting (stamp 4,
+    writers go on, installed keys stay) and names ``run`` again; a refence keeps the barrier and
+    names ``abort``.
+    """
+    if _barrier_raised_at(m) == FORMAT_4:
+        abort_held(m, f"a writer committed under the barrier after the units started: {moved}")
+        raise DriftDetected(
+            "a commit landed under the barrier after the primary keys were being installed (a format-4 writer "
+            "that does not read the stamp); the format-5 stamp was NOT written and the migration was aborted: the "
+            "graph is at stamp 4 and writable again (installed primary keys stay). Run "
+            f"`omnigraph-migrate run {m.store.uri}` again once that writer is stopped or restarted. {moved}",
+            details,
+        )
+    raise DriftDetected(
+        "a change under the migration barrier; the format-5 stamp was NOT written. A writer was not stopped. "
+        f"Stop every writer, `omnigraph-migrate abort {m.store.uri} --token {m.token}`, then run the migration again. {moved}",
+        details,
     )
 
 
@@ -381,23 +422,7 @@ def _verify_then_stamp(m: Migration) -> None:
         m.record(DriftRecord, moved=drift)
         m.record(Verified, ok=False, problems=[f"{d.what}: expected {d.expected}, found {d.actual}" for d in drift])
         moved = "; ".join(f"{d.what}: expected {d.expected}, found {d.actual}" for d in drift)
-        details = {"moved": [d.model_dump(mode="json") for d in drift], "migration_id": m.migration_id}
-        if _barrier_raised_at(m) == FORMAT_4:
-            # Units progressed, so the plan cannot absorb it: lower the barrier by aborting.
-            abort_held(m, f"a writer committed under the barrier after the units started: {moved}")
-            raise DriftDetected(
-                f"{len(drift)} commit(s) landed under the barrier after the primary keys were being installed (a "
-                "format-4 writer that does not read the stamp); the format-5 stamp was NOT written and the migration "
-                "was aborted: the graph is at stamp 4 and writable again (installed primary keys stay). Run "
-                f"`omnigraph-migrate run {m.store.uri}` again once that writer is stopped or restarted. {moved}",
-                details,
-            )
-        raise DriftDetected(
-            f"{len(drift)} change(s) under the migration barrier; the format-5 stamp was NOT written. "
-            f"A writer was not stopped. Stop every writer, `omnigraph-migrate abort {m.store.uri} --token {m.token}`, "
-            f"then run the migration again. {moved}",
-            details,
-        )
+        _stop_for_late_commits(m, moved, {"moved": [d.model_dump(mode="json") for d in drift], "migration_id": m.migration_id})
     problems = structural_problems(m.store, m.manifest)
     m.record(Verified, ok=not problems, problems=problems)
     if problems:
@@ -407,7 +432,9 @@ def _verify_then_stamp(m: Migration) -> None:
         )
     _check_answers(m)
     failpoint("migrate.before_stamp")
-    m.manifest.write_stamp(FORMAT_5, None, _current_heads(m.manifest))
+    # The heads verified, not the heads now: a commit that lands after the verification is not fenced,
+    # and the writer audit finds it after the stamp (``refence``).
+    m.manifest.write_stamp(FORMAT_5, None, {branch.graph_branch: branch.head_commit_id for branch in state.branches})
     m.record(StampWritten, format=FORMAT_5)
     failpoint("migrate.after_stamp")
     release_claim(m)
@@ -437,13 +464,6 @@ def _check_answers(m: Migration) -> None:
             migration_id=m.migration_id,
             token=m.token,
         )
-
-
-def _current_heads(manifest: Manifest) -> dict[str, str]:
-    """Every live branch's head commit id: what stamp 5 records as its fenced heads."""
-    branches = list(manifest.branches())
-    snapshots = read_snapshots(manifest, branches)
-    return {branch: snapshot.head.commit_id for branch, snapshot in zip(branches, snapshots, strict=True)}
 
 
 def refence_migration(

@@ -12,9 +12,12 @@ a frozen result whose fields are the command's ``--json`` document. Refusals are
     omnigraph.migrate.verify("graph")
 
 ``run`` on a graph already at format 5 (no claim held, ``verify`` passing) does nothing and
-returns :class:`UpToDate`, so a job can run it again. Every writer (servers, CLIs, applications
-holding a read-write :class:`omnigraph.Graph`) must be stopped before ``run``: ``preflight`` and
-``run`` refuse while a registered writer is live unless ``ignore_fleet``.
+returns :class:`UpToDate`, so a job can run it again. ``run`` is :func:`prepare` (every image
+validated while format-4 writers go on) then :func:`cutover` (the barrier, for what moved since
+and the primary keys only); ``preflight``, ``run`` and ``cutover`` refuse while a registered
+writer is live unless ``ignore_fleet`` (a format-4 server cannot write after the stamp). The
+operator's tools for a migration that stopped (:func:`abort`, :func:`claim`, :func:`break_claim`,
+the duplicate repair) are defined in ``omnigraph._migration_recovery`` and named here.
 
 ``queries`` (an :class:`AnswerQueries`: a ``.gq`` source and params by query name, e.g.
 ``AnswerQueries.from_files(Path("app.gq"), Path("params.json"))``) is the answer check of
@@ -36,10 +39,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import omnigraph
+from omnigraph._migration_recovery import (
+    abort,
+    break_claim,
+    claim,
+    migration_ledger,
+    read_repair_decisions,
+    repair,
+    repair_template,
+    unit_sidecars,
+    write_repair_decisions,
+)
 from omnigraph._migration_results import (
     Aborted,
     BrokenClaim,
@@ -69,7 +82,6 @@ from omnigraph.migrator.options import (
 )
 
 if TYPE_CHECKING:
-    from omnigraph.ledger.ledger import Ledger
     from omnigraph.migrator.executors import ImageExecutor
     from omnigraph.migrator.repair import DecisionsFile as RepairDecisions
     from omnigraph.migrator.verify import AnswerQueries
@@ -335,9 +347,11 @@ def resume(
 ) -> Migrated:
     """Continue the migration whose claim carries ``token`` from its ledger.
 
-    It continues after a crash, or a repair of duplicates under the claim. Answers the migration
-    recorded are checked before the stamp; ``queries`` is needed only if it died before recording
-    them, and must be the same. ``parallel`` as for :func:`run`.
+    It continues after a crash, or a repair of duplicates under the claim. A migration that died
+    before its barrier (stamp 4, its online claim) is continued by its :func:`cutover`, refused
+    (``CutoverDeferred``) when predicted over 5 s of outage. Answers the migration recorded are
+    checked before the stamp; ``queries`` is needed only if it died before recording them, and
+    must be the same. ``parallel`` as for :func:`run`.
 
     Raises:
         AnswersChanged: an answer of the answer check changed; the stamp was not written.
@@ -347,11 +361,15 @@ def resume(
         ValidationFailed: duplicate or null ids remain.
         MigrationRefused: a table fork is not the one its sidecar planned.
         DriftDetected: something moved under the barrier.
+        CutoverDeferred: a migration still at stamp 4 whose cutover is predicted over 5 s.
+        FleetActive: a migration still at stamp 4, with a registered writer live.
     """
-    from omnigraph.migrator.run import resume_migration
+    from omnigraph.migrator.online import continue_migration
 
     store = open_store(uri, storage_options)
-    outcome = resume_migration(store, token, owner or omnigraph.default_actor(), progress or SilentProgress(), executor, queries, parallel)
+    outcome = continue_migration(
+        store, token, owner or omnigraph.default_actor(), progress or SilentProgress(), executor, queries, parallel
+    )
     return Migrated.from_document(outcome.to_json())
 
 
@@ -523,140 +541,6 @@ def rebuild(
         open_store(uri, storage_options), open_store(destination, storage_options), actor or omnigraph.default_actor(), report
     )
     return Rebuilt.from_document({**outcome.to_json(), "source": uri, "destination": destination})  # the roots as given
-
-
-def abort(
-    uri: str, *, token: str, reason: str = "aborted by operator", actor: str | None = None, storage_options: Mapping[str, str] | None = None
-) -> Aborted:
-    """Give up the migration whose claim carries ``token`` (before stamp 5 only).
-
-    Stamp 4 is put back and the claim released. Old writers may run again, so a later :func:`run`
-    validates every image again.
-
-    Raises:
-        NotFound: no graph, or no claim to abort.
-        PreconditionFailed: ``token`` is not the claim's.
-        FormatRefused: the graph is already at stamp 5.
-        ClaimHeld: a process acting for the claim is still alive on this host.
-    """
-    from omnigraph.migrator.claim import abort_migration
-
-    return Aborted.from_document(abort_migration(open_store(uri, storage_options), token, reason, actor or omnigraph.default_actor()))
-
-
-def unit_sidecars(uri: str, migration_id: str, *, storage_options: Mapping[str, str] | None = None) -> list[str]:
-    """The units of migration ``migration_id`` whose sidecar is written (read-only).
-
-    Such a unit is in flight, or was interrupted after its sidecar.
-    """
-    from omnigraph.migrator.layout import remaining
-
-    return sorted(remaining(open_store(uri, storage_options), migration_id))
-
-
-def migration_ledger(uri: str, migration_id: str, *, storage_options: Mapping[str, str] | None = None) -> Ledger:
-    """The ledger of migration ``migration_id`` on the graph at ``uri``, to replay or to append records to.
-
-    Each append is create-if-absent: a second writer of a sequence number loses.
-    """
-    from omnigraph.ledger.ledger import Ledger as MigrationLedger
-    from omnigraph.migrator.layout import ledger_dir
-
-    return MigrationLedger(open_store(uri, storage_options), ledger_dir(migration_id))
-
-
-def claim(uri: str, *, storage_options: Mapping[str, str] | None = None) -> ClaimState:
-    """The migration claim of the graph (None when there is none), who acts for it, and the stamp (read-only).
-
-    Every process recorded as acting for the claim comes with its liveness, as far as this host
-    can tell.
-
-    Raises:
-        NotFound: no graph at ``uri``.
-    """
-    from omnigraph.migrator.claim import show_claim
-
-    return ClaimState.from_document(show_claim(open_store(uri, storage_options)))
-
-
-def break_claim(
-    uri: str, *, token: str, reason: str, actor: str | None = None, storage_options: Mapping[str, str] | None = None
-) -> BrokenClaim:
-    """Remove the claim whose holder the operator has proven dead.
-
-    The break (with ``reason``) is recorded in its ledger and next to the claim; ``next`` names
-    what to run then.
-
-    Raises:
-        NotFound: no graph, or no claim to break.
-        PreconditionFailed: ``token`` is not the holder's.
-        ClaimHeld: the holder (or a process acting for it) is alive on this host.
-    """
-    from omnigraph.migrator.claim import break_claim as remove_claim
-
-    return BrokenClaim.from_document(remove_claim(open_store(uri, storage_options), token, reason, actor or omnigraph.default_actor()))
-
-
-def repair_template(
-    uri: str, *, token: str, progress: Progress | None = None, storage_options: Mapping[str, str] | None = None
-) -> RepairDecisions:
-    """The decisions to make for every duplicate or null id of the migration whose claim carries ``token``.
-
-    There is one for each id on each branch that pins it, with its rows and no action chosen.
-
-    Raises:
-        NotFound: no graph, or no claim.
-        PreconditionFailed: ``token`` is not the claim's.
-    """
-    from omnigraph.migrator.repair import template
-
-    return template(open_store(uri, storage_options), token, progress or SilentProgress())
-
-
-def write_repair_decisions(path: Path, decisions: RepairDecisions) -> None:
-    """Write ``decisions`` as a YAML decisions file for the operator to fill in.
-
-    Raises:
-        BadRequest: ``path`` exists (a decisions file is never overwritten).
-    """
-    from omnigraph.migrator.repair import write_decisions
-
-    write_decisions(path, decisions)
-
-
-def read_repair_decisions(path: Path) -> RepairDecisions:
-    """The decisions file at ``path``, checked.
-
-    Raises:
-        BadRequest: the file cannot be read or is not valid (every problem located).
-    """
-    from omnigraph.migrator.repair import read_decisions
-
-    return read_decisions(path)
-
-
-def repair(
-    uri: str,
-    *,
-    token: str,
-    decisions: RepairDecisions,
-    actor: str | None = None,
-    storage_options: Mapping[str, str] | None = None,
-) -> Repaired:
-    """Apply ``decisions`` behind the barrier of the migration whose claim carries ``token``.
-
-    Each decision is one recorded repair commit; then :func:`resume` continues the migration.
-
-    Raises:
-        NotFound: no graph, or no claim.
-        PreconditionFailed: ``token`` is not the claim's.
-        BadRequest: the decisions were written for another migration, or one is not applicable.
-        ClaimHeld: another process acting for the claim is alive on this host.
-    """
-    from omnigraph.migrator.repair import apply
-
-    applied = apply(open_store(uri, storage_options), token, decisions, actor or omnigraph.default_actor())
-    return Repaired.from_document({"commits": [record.model_dump(mode="json") for record in applied]})
 
 
 def __getattr__(name: str) -> Any:

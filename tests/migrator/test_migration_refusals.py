@@ -19,7 +19,7 @@ from omnigraph.ledger.ledger import Ledger
 from omnigraph.ledger.records import ValidationFailedRecord
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
 from tests.conftest import new_root
-from tests.support.advice import run_printed
+from tests.support.advice import first_command, run_printed
 from tests.support.check_helpers import assert_check_clean, assert_check_finds
 from tests.support.migration_cli import claim_token, migrate
 from tests.support.migration_fixtures import build_duplicate, build_fixture, count_ids
@@ -136,3 +136,21 @@ def test_a_crash_between_image_records_and_the_failure_record_does_not_resume_pa
     assert _table_heads_without_pk(uri) == []
     assert Manifest(open_store(uri)).read_stamp()[0] == "migrating"
     assert_check_finds(uri, ["duplicate_ids", "migration_in_progress"])
+
+
+def test_a_unit_that_finds_its_table_moved_lowers_the_barrier(tmp_path: Path) -> None:
+    """A late commit met by a unit (not by the verification) stops the migration the same way: aborted, stamp 4."""
+    uri = new_root("local", tmp_path)
+    build_fixture(uri, compact=True)
+    stale = open_graph(open_store(uri), LEGACY_PROFILE, write=True)  # an old writer that was never stopped
+    crashed = migrate("run", uri, "--owner", "ci", "--parallel", "1", failpoint="unit.after_pk")  # main's first unit only
+    assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.stderr
+    _stale_v4_write(stale, "lazy", "Written Behind The Barrier")
+    resumed = migrate("resume", uri, "--token", claim_token(uri), "--json")
+    assert resumed.returncode == 1, resumed.stderr
+    error = json.loads(resumed.stdout)["error"]
+    assert error["code"] == "drift_detected" and "the migration was aborted" in error["message"]
+    assert Manifest(open_store(uri)).read_stamp()[0] == "4" and inspect(open_store(uri), CLAIM_PATH) is None
+    run_printed(first_command(error["message"])).ok()
+    assert count_ids(uri, "lazy", "node:Person", "Written Behind The Barrier") == 1
+    assert_check_clean(uri)

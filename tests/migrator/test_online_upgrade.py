@@ -15,7 +15,8 @@ Every writer here is a real ``omnigraph-v4`` process and every migrator command 
   command finishes the migration;
 * a branch deleted and made again between prepare and cutover is validated again, not taken
   from the receipts of the images of its earlier incarnation (their version numbers collide);
-* a kill between any two durable steps of prepare and cutover converges by the printed advice.
+* a kill at the durable steps of prepare and of the cutover (the claim, the receipts, the round,
+  the barrier, the image records, a unit, the stamp; one on S3) converges by the printed advice.
 """
 
 from __future__ import annotations
@@ -34,14 +35,19 @@ from omnigraph.engine.storage.store import open_store
 from omnigraph.ledger.ledger import Ledger
 from omnigraph.ledger.records import BarrierSet, ImageValidated
 from omnigraph.migrator.layout import ledger_dir
-from tests.conftest import new_root
 from tests.support.advice import first_command, run_printed
 from tests.support.graph_helpers import OMNIGRAPH, OMNIGRAPH_V4, Cli, export_text, run_cli
 from tests.support.migration_cli import MIGRATE, claim_token, migrate
-from tests.support.migration_fixtures import add_duplicate, build_fixture
+from tests.support.migration_fixtures import add_duplicate, compact_copy
 from tests.support.paused_process import pause_at
 
 MIGRATE_PATH = Path(MIGRATE)
+
+
+@pytest.fixture(scope="module")
+def sources() -> dict[str, str]:
+    """One compact format-4 fixture per backend, copied for each test (:func:`compact_copy`)."""
+    return {}
 
 
 def _person_file(tmp_path: Path, *names: str) -> Path:
@@ -74,9 +80,10 @@ def _people(uri: str, branch: str = "main") -> str:
 
 
 @pytest.mark.parametrize("backend", ["local", "s3"], indirect=True)
-def test_writers_go_on_while_preparing_and_the_cutover_validates_only_what_moved(backend: str, tmp_path: Path) -> None:
-    uri = new_root(backend, tmp_path)
-    build_fixture(uri, compact=True)
+def test_writers_go_on_while_preparing_and_the_cutover_validates_only_what_moved(
+    backend: str, tmp_path: Path, sources: dict[str, str]
+) -> None:
+    uri = compact_copy(backend, tmp_path, sources)
     first = _json(migrate("prepare", uri, "--owner", "sre", "--json"))
     assert first["status"] == "prepared" and first["validated"] == first["images"] > 0
     assert _stamp(uri) == "4"
@@ -107,9 +114,8 @@ def test_writers_go_on_while_preparing_and_the_cutover_validates_only_what_moved
     assert status["outage_seconds"] == done["outage_seconds"] and status["barrier_age_seconds"] is None
 
 
-def test_a_duplicate_written_after_prepare_refuses_the_stamp(tmp_path: Path) -> None:
-    uri = str(tmp_path / "graph")
-    build_fixture(uri, compact=True)
+def test_a_duplicate_written_after_prepare_refuses_the_stamp(tmp_path: Path, sources: dict[str, str]) -> None:
+    uri = compact_copy("local", tmp_path, sources)
     token = _json(migrate("prepare", uri, "--owner", "sre", "--json"))["token"]
     twin = add_duplicate(uri, tmp_path)
     refused = _json(migrate("cutover", uri, "--token", token, "--max-outage", "60s", "--json"), 4)["error"]
@@ -120,9 +126,8 @@ def test_a_duplicate_written_after_prepare_refuses_the_stamp(tmp_path: Path) -> 
     assert "duplicate-repair" in advice
 
 
-def test_a_duplicate_found_by_prepare_leaves_the_graph_writable(tmp_path: Path) -> None:
-    uri = str(tmp_path / "graph")
-    build_fixture(uri, compact=True)
+def test_a_duplicate_found_by_prepare_leaves_the_graph_writable(tmp_path: Path, sources: dict[str, str]) -> None:
+    uri = compact_copy("local", tmp_path, sources)
     twin = add_duplicate(uri, tmp_path)
     refused = _json(migrate("prepare", uri, "--owner", "sre", "--json"), 4)["error"]
     assert refused["code"] == "validation_failed" and refused["details"]["inventory"][0]["entity_id"] == twin
@@ -135,9 +140,8 @@ def test_a_duplicate_found_by_prepare_leaves_the_graph_writable(tmp_path: Path) 
     assert stopped.returncode == 4 and _stamp(uri) == "migrating"
 
 
-def test_a_cutover_over_its_bound_writes_nothing_and_the_printed_advice_converges(tmp_path: Path) -> None:
-    uri = str(tmp_path / "graph")
-    build_fixture(uri, compact=True)
+def test_a_cutover_over_its_bound_writes_nothing_and_the_printed_advice_converges(tmp_path: Path, sources: dict[str, str]) -> None:
+    uri = compact_copy("local", tmp_path, sources)
     prepared = _json(migrate("prepare", uri, "--owner", "sre", "--json"))
     token, floor = prepared["token"], prepared["cutover"]["floor_seconds"]
     _v4_append(uri, tmp_path, *[f"Bulk {i:05d}" for i in range(6000)]).ok()
@@ -165,9 +169,8 @@ def _wait_for_stamp(uri: str, stamp: str, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
-def test_a_commit_armed_before_the_barrier_is_waited_for_and_absorbed(tmp_path: Path) -> None:
-    uri = str(tmp_path / "graph")
-    build_fixture(uri, compact=True)
+def test_a_commit_armed_before_the_barrier_is_waited_for_and_absorbed(tmp_path: Path, sources: dict[str, str]) -> None:
+    uri = compact_copy("local", tmp_path, sources)
     token = _json(migrate("prepare", uri, "--owner", "sre", "--json"))["token"]
     writer = pause_at(
         "write.after_arm", "omnigraph-v4", "load", "--mode", "append", "--data", str(_person_file(tmp_path, "In Flight")), uri
@@ -196,9 +199,8 @@ def test_a_commit_armed_before_the_barrier_is_waited_for_and_absorbed(tmp_path: 
     run_cli(MIGRATE_PATH, "verify", uri).ok()
 
 
-def test_a_commit_that_outlasts_the_bound_lowers_the_barrier_and_the_advice_finishes(tmp_path: Path) -> None:
-    uri = str(tmp_path / "graph")
-    build_fixture(uri, compact=True)
+def test_a_commit_that_outlasts_the_bound_lowers_the_barrier_and_the_advice_finishes(tmp_path: Path, sources: dict[str, str]) -> None:
+    uri = compact_copy("local", tmp_path, sources)
     token = _json(migrate("prepare", uri, "--owner", "sre", "--json"))["token"]
     writer = pause_at("write.after_arm", "omnigraph-v4", "load", "--mode", "append", "--data", str(_person_file(tmp_path, "Slow")), uri)
     try:
@@ -217,9 +219,8 @@ def test_a_commit_that_outlasts_the_bound_lowers_the_barrier_and_the_advice_fini
     assert status["phase"] == "released" and status["outage_seconds"] >= 2
 
 
-def test_a_branch_made_again_between_prepare_and_cutover_is_validated_again(tmp_path: Path) -> None:
-    uri = str(tmp_path / "graph")
-    build_fixture(uri, compact=True)
+def test_a_branch_made_again_between_prepare_and_cutover_is_validated_again(tmp_path: Path, sources: dict[str, str]) -> None:
+    uri = compact_copy("local", tmp_path, sources)
     token = _json(migrate("prepare", uri, "--owner", "sre", "--json"))["token"]
     run_cli(OMNIGRAPH_V4, "branch", "delete", "feat2", uri).ok()
     run_cli(OMNIGRAPH_V4, "branch", "create", "feat2", uri).ok()
@@ -234,24 +235,21 @@ def test_a_branch_made_again_between_prepare_and_cutover_is_validated_again(tmp_
 
 KILLS = [
     ("local", "prepare", "migrate.after_claim_created"),
-    ("local", "prepare", "prepare.after_claim"),
-    ("local", "prepare", "prepare.after_plan"),
     ("local", "prepare", "prepare.after_receipts"),
     ("local", "prepare", "prepare.after_round"),
     ("local", "cutover", "migrate.after_barrier"),
-    ("local", "cutover", "migrate.after_plan"),
     ("local", "cutover", "migrate.after_image_records"),
     ("local", "cutover", "unit.after_pk"),
     ("local", "cutover", "migrate.after_stamp"),
-    ("s3", "prepare", "prepare.after_receipts"),
     ("s3", "cutover", "migrate.after_image_records"),
 ]
 
 
 @pytest.mark.parametrize(("backend", "phase", "failpoint"), KILLS, ids=[f"{b}-{p}-{f}" for b, p, f in KILLS], indirect=["backend"])
-def test_a_kill_anywhere_converges_by_the_printed_advice(backend: str, phase: str, failpoint: str, tmp_path: Path) -> None:
-    uri = new_root(backend, tmp_path)
-    build_fixture(uri, compact=True)
+def test_a_kill_anywhere_converges_by_the_printed_advice(
+    backend: str, phase: str, failpoint: str, tmp_path: Path, sources: dict[str, str]
+) -> None:
+    uri = compact_copy(backend, tmp_path, sources)
     if phase == "cutover":
         token = _json(migrate("prepare", uri, "--owner", "sre", "--json"))["token"]
         _v4_append(uri, tmp_path, "Before Cutover").ok()
