@@ -80,7 +80,8 @@ def test_acquire_writes_canonical_document_and_release_frees_it(root_uri: str) -
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", doc.created_at)
     assert (doc.owner, doc.pid, doc.operation, doc.migration_id) == ("alice", os.getpid(), "migrate", "m-1")
     raw = store.read_bytes(CLAIM)
-    assert raw == canonical_json(doc)
+    # ``online`` is written only when true: an offline claim reads as a claim of an earlier release.
+    assert raw == canonical_json(doc.model_dump(mode="json", exclude={"online"})) and not doc.online
     assert list(json.loads(raw)) == sorted(json.loads(raw))
     assert inspect(store, CLAIM) == doc
 
@@ -88,6 +89,9 @@ def test_acquire_writes_canonical_document_and_release_frees_it(root_uri: str) -
     assert inspect(store, CLAIM) is None
     again = _acquire(store, owner="bob")
     assert again.token != doc.token and inspect(store, CLAIM) == again
+    release(store, CLAIM, again.token)
+    online = acquire(store, CLAIM, operation="migrate", migration_id="m-2", owner="carol", online=True)
+    assert json.loads(store.read_bytes(CLAIM))["online"] is True and inspect(store, CLAIM) == online
 
 
 def test_wrong_token_release_and_break_are_refused_and_change_nothing(root_uri: str) -> None:
