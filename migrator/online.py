@@ -80,7 +80,9 @@ BARRIER_SECONDS = {"local": 0.3, "object_store": 2.0}
 UNIT_SECONDS = {"local": 0.05, "object_store": 0.5}
 """One unit (fork if inherited, primary key, manifest row), ``parallel`` units at a time."""
 DELTA_ROWS_PER_SECOND = 500_000
+"""Rows a cutover reads per second to validate a moved image from its receipt (ids read, hashed and probed)."""
 WHOLE_ROWS_PER_SECOND = 2_000_000
+"""Rows a cutover validates per second in an image without a receipt (the whole-image validator)."""
 
 
 @dataclass(frozen=True)
@@ -188,10 +190,10 @@ def prepare_round(m: Migration, parallel: int | None = None) -> PrepareOutcome:
         m.record(ValidationFailedRecord, inventory=broken)
         raise ValidationFailed(
             f"{len(broken)} duplicate or null id(s) found before any outage; the graph is still at stamp 4 and "
-            "writable, and no primary key was installed. Either remove them with the format-4 writer, then "
-            f"`omnigraph-migrate prepare {m.store.uri} --token {m.token}` again; or repair them behind the barrier: "
+            "writable, and no primary key was installed. Repair them behind the barrier: "
             f"`omnigraph-migrate cutover {m.store.uri} --token {m.token}` stops at them with the barrier up, then "
-            f"`omnigraph-migrate playbook run duplicate-repair {m.store.uri}`.",
+            f"`omnigraph-migrate playbook run duplicate-repair {m.store.uri}`; or remove them with the format-4 writer "
+            f"and run `omnigraph-migrate prepare {m.store.uri} --token {m.token}` again.",
             {"migration_id": m.migration_id, "token": m.token, "inventory": [e.model_dump(mode="json") for e in broken]},
         )
     cutover = current_estimate(m, parallel)

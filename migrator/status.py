@@ -68,9 +68,9 @@ def claim_next_step(store: GraphStore, holder: ClaimDocument, stamp: str | None)
     if holder.online and stamp == FORMAT_4:
         if phase == "validation_failed":
             return (
-                f"{check}remove the duplicates with the format-4 writer, then `omnigraph-migrate prepare {uri} --token {token}`; "
-                f"or `omnigraph-migrate cutover {uri} --token {token}`, which stops at them behind the barrier for "
-                f"`omnigraph-migrate playbook run duplicate-repair {uri}` (or give the migration up: "
+                f"{check}`omnigraph-migrate cutover {uri} --token {token}` stops at the duplicates behind the barrier "
+                f"for `omnigraph-migrate playbook run duplicate-repair {uri}`; or remove them with the format-4 writer, "
+                f"then `omnigraph-migrate prepare {uri} --token {token}` (or give the migration up: "
                 f"`omnigraph-migrate abort {uri} --token {token}`)"
             )
         return (

@@ -133,11 +133,17 @@ def test_a_duplicate_found_by_prepare_leaves_the_graph_writable(tmp_path: Path, 
     assert refused["code"] == "validation_failed" and refused["details"]["inventory"][0]["entity_id"] == twin
     assert _stamp(uri) == "4"
     _v4_append(uri, tmp_path, "Still Writing").ok()
-    # The advice: the cutover stops at the duplicates behind the barrier, for the repair playbook.
-    status = _json(migrate("status", uri, "--json"))
-    assert f"omnigraph-migrate cutover {uri} --token {claim_token(uri)}" in status["next"]
-    stopped = run_printed(f"omnigraph-migrate cutover {uri} --token {claim_token(uri)} --max-outage 60s --json")
+    # The advice, run as printed: the cutover stops at the duplicates behind the barrier, where
+    # status names the repair playbook.
+    cutover = first_command(refused["message"])
+    assert (
+        cutover
+        == first_command(_json(migrate("status", uri, "--json"))["next"])
+        == f"omnigraph-migrate cutover {uri} --token {claim_token(uri)}"
+    )
+    stopped = run_printed(cutover)
     assert stopped.returncode == 4 and _stamp(uri) == "migrating"
+    assert "duplicate-repair" in _json(migrate("status", uri, "--json"))["next"]
 
 
 def test_a_cutover_over_its_bound_writes_nothing_and_the_printed_advice_converges(tmp_path: Path, sources: dict[str, str]) -> None:
