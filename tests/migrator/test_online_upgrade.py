@@ -15,8 +15,9 @@ Every writer here is a real ``omnigraph-v4`` process and every migrator command 
   command finishes the migration;
 * a branch deleted and made again between prepare and cutover is validated again, not taken
   from the receipts of the images of its earlier incarnation (their version numbers collide);
-* a kill at the durable steps of prepare and of the cutover (the claim, the receipts, the round,
-  the barrier, the image records, a unit, the stamp; one on S3) converges by the printed advice.
+* a kill at the durable steps of prepare, of a catch-up and of the cutover (the claim, the
+  receipts, the round, the barrier, the image records, a unit, the stamp; one on S3) converges by
+  the printed advice.
 """
 
 from __future__ import annotations
@@ -243,6 +244,7 @@ KILLS = [
     ("local", "prepare", "migrate.after_claim_created"),
     ("local", "prepare", "prepare.after_receipts"),
     ("local", "prepare", "prepare.after_round"),
+    ("local", "catch-up", "prepare.after_receipts"),
     ("local", "cutover", "migrate.after_barrier"),
     ("local", "cutover", "migrate.after_image_records"),
     ("local", "cutover", "unit.after_pk"),
@@ -256,10 +258,11 @@ def test_a_kill_anywhere_converges_by_the_printed_advice(
     backend: str, phase: str, failpoint: str, tmp_path: Path, sources: dict[str, str]
 ) -> None:
     uri = compact_copy(backend, tmp_path, sources)
-    if phase == "cutover":
+    if phase in ("catch-up", "cutover"):
         token = _json(migrate("prepare", uri, "--owner", "sre", "--json"))["token"]
         _v4_append(uri, tmp_path, "Before Cutover").ok()
-        killed = migrate("cutover", uri, "--token", token, "--max-outage", "60s", failpoint=failpoint)
+        command = ["prepare", uri, "--token", token] if phase == "catch-up" else ["cutover", uri, "--token", token, "--max-outage", "60s"]
+        killed = migrate(*command, failpoint=failpoint)
     else:
         killed = migrate("prepare", uri, "--owner", "sre", failpoint=failpoint)
     assert killed.returncode == FAILPOINT_EXIT_STATUS, killed.stderr
@@ -276,4 +279,4 @@ def test_a_kill_anywhere_converges_by_the_printed_advice(
     run_cli(MIGRATE_PATH, "verify", uri).ok()
     people = _people(uri)
     assert ("After Kill" in people) == wrote
-    assert ("Before Cutover" in people) == (phase == "cutover")
+    assert ("Before Cutover" in people) == (phase != "prepare")
