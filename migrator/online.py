@@ -311,12 +311,13 @@ def cutover_migration(
 
     At stamp 4 it needs no live registered writer unless ``ignore_fleet`` (a format-4 server
     cannot write after the stamp) and an estimate within ``max_outage``. A migration past stamp 4
-    (a cutover that stopped) is continued as ``resume --token`` does.
+    (a cutover that stopped) is continued as ``resume --token`` does, waiting at most
+    ``max_outage`` for live writers' commits.
     """
     m = _held(store, token, progress, executor)
     stamp, _ = m.manifest.read_stamp()
     if stamp != FORMAT_4:
-        return resume_migration(store, token, owner, progress, executor, queries, parallel)
+        return resume_migration(store, token, owner, progress, executor, queries, parallel, drain_seconds=max_outage)
     refuse_live_writers(store, ignore_fleet)
     if queries is not None:
         check_queries(open_graph(store, FENCED_PROFILE, write=False), queries)

@@ -479,7 +479,7 @@ def refence_migration(
     the old writer let in stops it at ``validation_failed``, repaired like any other), PK
     installed where missing, verify, and stamp 5 recording the current heads as fenced. A crash
     is resumed with ``resume --token``; ``abort --token`` puts stamp 4 back, as for any migration.
-    ``executor`` and ``parallel`` as for :func:`run_migration`.
+    ``executor`` and ``parallel`` as for :func:`omnigraph.migrator.online.run_migration`.
     """
     manifest = Manifest.of_graph(store)
     refuse_unless_refence_needed(store, manifest, owner)
@@ -499,6 +499,7 @@ def resume_migration(
     executor: ImageExecutor | None = None,
     queries: AnswerQueries | None = None,
     parallel: int | None = None,
+    drain_seconds: float | None = None,
 ) -> MigrationOutcome:
     """Continue the migration whose claim carries ``token`` from its ledger.
 
@@ -511,7 +512,8 @@ def resume_migration(
     ``resumed`` names it (``owner``) in the ledger. At stamp 5 (the holder died after the stamp) it
     only records the stamp and releases the claim. Answers recorded by the migration are checked
     before the stamp whether or not ``queries`` are given; given, they must be the recorded ones
-    (see :func:`drive`); ``parallel`` as for :func:`run_migration`.
+    (see :func:`drive`); ``parallel`` as for :func:`omnigraph.migrator.online.run_migration`;
+    ``drain_seconds`` bounds each wait for live writers' commits (:func:`drive`).
     """
     refuse_broken(store, token)
     claim = held_claim(store, token)
@@ -520,7 +522,7 @@ def resume_migration(
     if queries is not None:
         check_queries(open_graph(store, FENCED_PROFILE, write=False), queries)
     with acting_for(store, CLAIM_PATH, claim, action="resume", owner=owner):
-        return _resume(m, owner, queries, parallel)
+        return _resume(m, owner, queries, parallel, drain_seconds)
 
 
 def refuse_aborted(m: Migration) -> None:
@@ -540,7 +542,7 @@ def refuse_aborted(m: Migration) -> None:
         )
 
 
-def _resume(m: Migration, owner: str, queries: AnswerQueries | None, parallel: int | None) -> MigrationOutcome:
+def _resume(m: Migration, owner: str, queries: AnswerQueries | None, parallel: int | None, drain_seconds: float | None) -> MigrationOutcome:
     """The body of :func:`resume_migration`, acting for the claim."""
     token = m.token
     state = replay_started(m, m.claim, queries.check() if queries else None).state
@@ -560,4 +562,4 @@ def _resume(m: Migration, owner: str, queries: AnswerQueries | None, parallel: i
             tuple(replay.state.answers),
             replay.state.outage_seconds,
         )
-    return drive(m, queries, parallel)
+    return drive(m, queries, parallel, drain_seconds)
