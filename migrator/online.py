@@ -66,7 +66,7 @@ from omnigraph.migrator.inspection import (
 from omnigraph.migrator.layout import CLAIM_PATH
 from omnigraph.migrator.plan import MigrationPlan, build_plan, inventory, pinned_images
 from omnigraph.migrator.receipts import ImageStanding, receipts, stand_all, validate_plan_images
-from omnigraph.migrator.run import MigrationOutcome, drive, refuse_aborted, resume_migration
+from omnigraph.migrator.run import MigrationOutcome, drive, recorded_plan, refuse_aborted, resume_migration
 from omnigraph.migrator.verify import AnswerQueries, UpToDate, already_fenced, check_queries
 
 DEFAULT_MAX_OUTAGE = 5.0
@@ -180,7 +180,7 @@ def prepare_round(m: Migration, parallel: int | None = None) -> PrepareOutcome:
     """One online round (module docstring); ``validation_failed`` (exit 4) with the inventory if an image is broken."""
     replay = m.ledger.replay()
     plan = build_plan(m.manifest)
-    if not replay.state.plan or MigrationPlan(list(replay.state.branches), list(replay.state.plan)) != plan:
+    if recorded_plan(replay) != plan:
         m.record(PlanRecorded, branches=plan.branches, units=plan.units)
         failpoint("prepare.after_plan")
     reports, standings = validate_plan_images(m, plan, m.ledger.replay())
@@ -206,7 +206,7 @@ def prepare_round(m: Migration, parallel: int | None = None) -> PrepareOutcome:
         estimated_cutover_seconds=cutover.seconds,
     )
     failpoint("prepare.after_round")
-    rounds = sum(1 for _, record in m.ledger.replay().records if isinstance(record, Prepared))
+    rounds = 1 + sum(1 for _, record in replay.records if isinstance(record, Prepared))  # this round's is recorded above
     changed = sum(r.changed_rows or 0 for r in reports.values())
     return PrepareOutcome(m.migration_id, m.token, len(standings), len(reports), changed, rounds, cutover)
 

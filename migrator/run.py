@@ -161,7 +161,7 @@ def drive(
     failpoint("migrate.before_barrier")
     _raise_barrier(m)
     replay = m.ledger.replay()
-    plan = _plan_of(replay)
+    plan = recorded_plan(replay)
     if plan is None or not _units_progressed(m, replay):
         plan = _absorb(m, plan, DRAIN_SECONDS if drain_seconds is None else drain_seconds)
     else:
@@ -371,7 +371,8 @@ def _raise_barrier(m: Migration) -> None:
         raise FormatRefused(f"unexpected format stamp {stamp!r} under the migration claim", {"stamp": stamp})
 
 
-def _plan_of(replay: LedgerReplay) -> MigrationPlan | None:
+def recorded_plan(replay: LedgerReplay) -> MigrationPlan | None:
+    """The plan the ledger recorded last, or None before any."""
     state = replay.state
     return MigrationPlan(list(state.branches), list(state.plan)) if state.plan else None
 
