@@ -10,6 +10,11 @@ alive, holding what it holds, until another process sends it ``SIGCONT``, and th
 the failpoint were not armed. The parent sees the stop with ``os.waitpid(pid, os.WUNTRACED)``.
 This is how a test or the demo holds one writer between two steps of its commit while another
 writer runs, to produce an interleaving a race only sometimes produces.
+
+With ``OMNIGRAPH_FAILPOINTS_ONCE`` naming a directory, each armed failpoint acts at most once
+among all the processes that share that directory: the first to reach it creates
+``<dir>/<name>`` (holding its pid) and exits or stops; every later arrival goes on. This is how a
+test stops exactly one worker of a multi-process server, and finds which one.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 FAILPOINT_ENV = "OMNIGRAPH_FAILPOINTS"
+FAILPOINT_ONCE_ENV = "OMNIGRAPH_FAILPOINTS_ONCE"
 FAILPOINT_EXIT_STATUS = 86
 STOP_SUFFIX = ":stop"
 
@@ -34,9 +40,25 @@ def armed_failpoints() -> frozenset[str]:
     return frozenset(name.strip() for name in raw.split(",") if name.strip())
 
 
+def _first_arrival(name: str) -> bool:
+    """True unless a once-directory is set and another process already reached failpoint ``name``."""
+    directory = os.environ.get(FAILPOINT_ONCE_ENV)
+    if not directory:
+        return True
+    try:
+        handle = os.open(os.path.join(directory, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    with os.fdopen(handle, "w") as marker:
+        marker.write(str(os.getpid()))
+    return True
+
+
 def failpoint(name: str) -> None:
     """Hard-exit the process if ``name`` is armed, stop it if ``name:stop`` is; else nothing."""
     armed = armed_failpoints()
+    if (name in armed or name + STOP_SUFFIX in armed) and not _first_arrival(name):
+        return
     if name in armed:
         sys.stderr.write(f"failpoint {name}: exiting\n")
         sys.stderr.flush()

@@ -156,7 +156,7 @@ def refuse_unless_stamp_4(store: GraphStore, manifest: Manifest, *, live_writers
     if stamp != FORMAT_4:
         raise FormatRefused(f"{store.uri} has format stamp {stamp!r}; only format 4 can be migrated", {"stamp": stamp})
     _refuse_claim(store)
-    pending = [i for i in recovery.list_intents(store) if not (live_writers and recovery.owner_is_alive(i))]
+    pending = [i for i in recovery.list_intents(store) if not (live_writers and recovery.owner_is_alive(store, i))]
     if pending:
         ids = [i.operation_id for i in pending]
         raise RecoveryRequired(
@@ -188,7 +188,7 @@ def refuse_unless_refence_needed(store: GraphStore, manifest: Manifest, owner: s
             {"expected": "a graph that needs fencing again", "actual": "fenced"},
         )
     _refuse_claim(store)
-    live = [i for i in recovery.list_intents(store) if recovery.owner_is_alive(i)]
+    live = [i for i in recovery.list_intents(store) if recovery.owner_is_alive(store, i)]
     if live:
         raise RecoveryRequired(
             live[0].operation_id,

@@ -31,7 +31,7 @@ from omnigraph.engine.maintenance.optimize import optimize as optimize_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.progress import Progress, SilentProgress
-from omnigraph.engine.reconcile import drift, recovery
+from omnigraph.engine.reconcile import branch_lease, drift, recovery
 from omnigraph.engine.reconcile.drift import TableDriftReport
 from omnigraph.engine.storage.names import FORMAT_4
 from omnigraph.engine.storage.store import GraphStore, open_store
@@ -192,12 +192,13 @@ def drift_adopt(
     """
     graph = _open(uri, storage_options, write=True, announce=announce)
     graph.manifest.require_branch(branch)
-    reports = drift.out_of_band(graph.store, graph.manifest, branch, _table_filter(graph, branch, table), include_forks=True)
-    version = None
-    if reports:
-        version = drift.adopt(
-            graph.store, graph.manifest, branch, reports, actor=actor or default_actor(), require_fencing=graph.profile.router.with_pk
-        )
+    with recovery.holding_branch(graph.store, graph.manifest, branch, "drift adopt", wait_seconds=branch_lease.WAIT_SECONDS):
+        reports = drift.out_of_band(graph.store, graph.manifest, branch, _table_filter(graph, branch, table), include_forks=True)
+        version = None
+        if reports:
+            version = drift.adopt(
+                graph.store, graph.manifest, branch, reports, actor=actor or default_actor(), require_fencing=graph.profile.router.with_pk
+            )
     return DriftAdopted(branch, tuple(reports), version)
 
 
@@ -221,8 +222,9 @@ def drift_revert(
     """
     graph = _open(uri, storage_options, write=True, announce=announce)
     graph.manifest.require_branch(branch)
-    reports = drift.out_of_band(graph.store, graph.manifest, branch, _table_filter(graph, branch, table), include_forks=True)
-    versions = [drift.revert(graph.store, graph.manifest, report, actor=actor or default_actor()) for report in reports]
+    with recovery.holding_branch(graph.store, graph.manifest, branch, "drift revert", wait_seconds=branch_lease.WAIT_SECONDS):
+        reports = drift.out_of_band(graph.store, graph.manifest, branch, _table_filter(graph, branch, table), include_forks=True)
+        versions = [drift.revert(graph.store, graph.manifest, report, actor=actor or default_actor()) for report in reports]
     return DriftReverted(branch, tuple(reports), tuple(versions))
 
 

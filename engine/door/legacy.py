@@ -105,4 +105,5 @@ LEGACY_PROFILE = EngineProfile(
     read_only_stamps=frozenset({FORMAT_4}),
     router=LEGACY_ROUTER,
     refusal_hint="this graph was upgraded past format 4: upgrade omnigraph first (use `omnigraph`)",
+    leased_writes=False,
 )

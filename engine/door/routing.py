@@ -69,7 +69,8 @@ class EngineProfile:
     """A binary's identity, the stamps it opens read-write / read-only, and its router.
 
     ``refusal_hint`` says what to do about a stamp the program does not write; ``{uri}`` in it
-    stands for the graph's root.
+    stands for the graph's root. ``leased_writes``: every commit holds its branch's lease
+    (:mod:`omnigraph.engine.reconcile.branch_lease`); the format-4 writer predates leases.
     """
 
     program: str
@@ -78,3 +79,4 @@ class EngineProfile:
     read_only_stamps: frozenset[str]
     router: TableRouter
     refusal_hint: str
+    leased_writes: bool = True

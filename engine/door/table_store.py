@@ -44,7 +44,10 @@ rows, and the size of each link of a merge's chain of commits."""
 COMMIT_ARROW_BYTES = 32 * 1024 * 1024
 """Bytes of Arrow data of one table in one fenced commit at most (same use as :data:`COMMIT_ROWS`)."""
 
-_RETRYABLE_MARKERS = ("Too many concurrent writers", "Retryable commit conflict", "CommitConflict")
+_RETRYABLE_MARKERS = ("Too many concurrent writers", "Retryable commit conflict", "CommitConflict", "Incompatible transaction")
+"""How Lance words a commit it refused whole: a conflicting concurrent commit, or (``Incompatible
+transaction``) a write based on a version older than a later restore, which recovery uses to fence
+off a writer whose lease was taken over."""
 _EXISTING_KEY_MARKER = "found matching row with key values"
 
 

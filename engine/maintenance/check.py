@@ -15,7 +15,7 @@ checks:
   existing ``(table branch, version)`` whose row count matches the row recorded in the manifest;
 * no table branch HEAD is ahead of every pin of it and no Lance branch of a table is pinned by
   no graph branch, unless a pending write intent names that table (an interrupted commit);
-* no branch create or delete was interrupted holding its guard (``omnigraph recover`` completes it);
+* no branch create or delete was interrupted holding its lease (``omnigraph recover`` completes it);
 * no write intent is left in ``__recovery/`` (each one is a finding naming ``omnigraph recover``);
 * at stamp ``5``, no branch head was published by a format-4 writer after the stamp
   (``unfenced_commit``, naming ``omnigraph-migrate refence``: every format-5 write refuses it);
@@ -47,7 +47,7 @@ from omnigraph.engine.errors import NotFound, OmnigraphError
 from omnigraph.engine.maintenance.findings import CheckReport, ClaimFindings, Finding, IdScanner, ImageKey
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot
-from omnigraph.engine.reconcile import branch_guard
+from omnigraph.engine.reconcile import branch_lease
 from omnigraph.engine.reconcile.recovery import WriteIntent
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset, open_pinned, primary_key
@@ -146,8 +146,10 @@ class _Checker:
                 details={"operation_id": intent.operation_id, "tables": sorted(t.table_key for t in intent.tables)},
             )
 
-    def check_branch_guards(self) -> None:
-        for record in branch_guard.abandoned(self.store):
+    def check_branch_leases(self) -> None:
+        for record in branch_lease.lapsed(self.store):
+            if record.operation not in ("create", "delete"):
+                continue  # a lapsed write or recovery leaves intents (reported above) or nothing to finish
             self.add(
                 "interrupted_branch_operation",
                 f"a branch {record.operation} of {record.branch!r} by pid {record.pid} on {record.host} was "
@@ -332,7 +334,7 @@ def check_graph(store: GraphStore, scan_ids: IdScanner, claim_findings: ClaimFin
     checker = _Checker(store, manifest, scan_ids)
     stamp = checker.check_stamp(claim_findings)
     checker.check_intents(stamp)
-    checker.check_branch_guards()
+    checker.check_branch_leases()
     catalog = _read_catalog(checker)
     snapshots = checker.snapshots()
     checker.check_unfenced_commits(stamp, snapshots)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -34,7 +35,7 @@ from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import TableEntry, lance_branch_name
 from omnigraph.engine.progress import Progress
-from omnigraph.engine.reconcile import drift, recovery
+from omnigraph.engine.reconcile import branch_lease, drift, recovery
 from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset, open_pinned
 from omnigraph.engine.storage.store import GraphStore
 
@@ -123,19 +124,33 @@ def optimize(
         raise BadRequest(f"no table of the schema has a column {index_column!r} to index", {"column": index_column})
     report = OptimizeReport(branch, dry_run)
     if compact or index_column is not None:
-        ready = _owned_tables(graph, branch, report)
-        progress.start("optimizing tables", len(ready))
-        for _, entry in ready:
-            done = _rewrite(graph, entry, compact, index_column, dry_run)
-            if done is not None:
-                report.tables.append(done)
-            progress.advance()
-        progress.finish()
-        if report.tables and not dry_run:
-            report.manifest_version = _publish(graph, branch, [t["table_key"] for t in report.tables], actor)
+        # Compaction and indexing commit to the branch's tables: under its lease, like a write.
+        lease = (
+            nullcontext()
+            if dry_run
+            else recovery.holding_branch(graph.store, graph.manifest, branch, "optimize", wait_seconds=branch_lease.WAIT_SECONDS)
+        )
+        with lease:
+            _optimize_tables(graph, branch, compact, index_column, report, progress, actor)
     if cleanup_older_than is not None:
         report.cleanup = cleanup(graph, cleanup_older_than, dry_run=dry_run, progress=progress, extra_pins=extra_pins)
     return report
+
+
+def _optimize_tables(
+    graph: Graph, branch: str, compact: bool, index_column: str | None, report: OptimizeReport, progress: Progress, actor: str
+) -> None:
+    """Compact and index the tables ``branch`` owns, then publish them (unless a dry run) in ``report``."""
+    ready = _owned_tables(graph, branch, report)
+    progress.start("optimizing tables", len(ready))
+    for _, entry in ready:
+        done = _rewrite(graph, entry, compact, index_column, report.dry_run)
+        if done is not None:
+            report.tables.append(done)
+        progress.advance()
+    progress.finish()
+    if report.tables and not report.dry_run:
+        report.manifest_version = _publish(graph, branch, [t["table_key"] for t in report.tables], actor)
 
 
 def _publish(graph: Graph, branch: str, table_keys: list[str], actor: str) -> int | None:

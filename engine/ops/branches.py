@@ -6,10 +6,10 @@ table forks that table. Deleting a branch removes its ``__manifest`` branch firs
 branch is gone atomically) and then its own table forks; a branch that another branch was
 forked from cannot be deleted.
 
-Both hold the branch's guard (:mod:`omnigraph.engine.reconcile.branch_guard`), so no two processes create,
-delete or recover one branch name at once. Delete refuses (``read_set_conflict``, naming the
-operation) while a write intent on the branch is armed by a live process; the intents of dead
-writers on it are resolved with it: their effects were on the branch's own table forks, which go
+Both hold the branch's lease (:mod:`omnigraph.engine.reconcile.branch_lease`), so no two processes
+create, delete, write or recover one branch name at once: either refuses (``read_set_conflict``,
+naming the holder) while a live holder keeps it. The intents of writers no longer in flight on a
+deleted branch are resolved with it: their effects were on the branch's own table forks, which go
 with it.
 """
 
@@ -23,7 +23,7 @@ from omnigraph.engine.errors import BadRequest, NotFound, ReadSetConflict
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, GraphBranch
-from omnigraph.engine.reconcile import branch_guard, recovery
+from omnigraph.engine.reconcile import branch_lease, recovery
 from omnigraph.engine.storage.lance_io import delete_branch_if_present
 
 BRANCH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -38,8 +38,8 @@ def _table_paths(graph: Graph) -> list[str]:
     return sorted(entry.table_path for entry in graph.manifest.snapshot(MAIN).tables.values())
 
 
-def _completer(graph: Graph) -> Callable[[branch_guard.GuardRecord], None]:
-    return lambda record: recovery.complete_interrupted(graph.store, graph.manifest, record)
+def _completer(graph: Graph) -> Callable[[branch_lease.Lease, branch_lease.LeaseRecord], None]:
+    return lambda _lease, record: recovery.take_over(graph.store, graph.manifest, record)
 
 
 def _require_creatable(graph: Graph, name: str, source: str) -> None:
@@ -58,8 +58,8 @@ def create_branch(graph: Graph, name: str, source: str = MAIN) -> GraphBranch:
             {"branch": name},
         )
     _require_creatable(graph, name, source)  # refused before the guard is taken: nothing written
-    with branch_guard.guarded(graph.store, name, "create", f"creating branch {name!r}", _completer(graph)):
-        failpoint("branch.after_guard")
+    with branch_lease.holding(graph.store, name, "create", f"creating branch {name!r}", on_taken_over=_completer(graph)):
+        failpoint("branch.after_lease")
         _require_creatable(graph, name, source)
         for path in _table_paths(graph):
             delete_branch_if_present(graph.store, path, name)  # left by a delete that was interrupted
@@ -81,12 +81,13 @@ def delete_branch(graph: Graph, name: str) -> None:
             f"branch {name!r} cannot be deleted: {', '.join(children)} were forked from it; delete them first",
             {"branch": name, "children": children},
         )
-    with branch_guard.guarded(graph.store, name, "delete", f"deleting branch {name!r}", _completer(graph)):
-        failpoint("branch.after_guard")
+    _refuse_while_writing(graph, name)
+    with branch_lease.holding(graph.store, name, "delete", f"deleting branch {name!r}", on_taken_over=_completer(graph)):
+        failpoint("branch.after_lease")
         if name not in graph.manifest.branches():
             raise NotFound(f"branch {name!r} does not exist", {"branch": name})
         on_branch = [intent for intent in recovery.list_intents(graph.store) if intent.graph_branch == name]
-        live = [intent for intent in on_branch if recovery.owner_is_alive(intent)]
+        live = [intent for intent in on_branch if recovery.owner_is_alive(graph.store, intent)]
         if live:
             raise _write_in_flight(name, live[0])
         paths = _table_paths(graph)
@@ -95,6 +96,16 @@ def delete_branch(graph: Graph, name: str) -> None:
         for path in paths:
             delete_branch_if_present(graph.store, path, name)
         recovery.discard_for_deletion(graph.store, on_branch)
+
+
+def _refuse_while_writing(graph: Graph, name: str) -> None:
+    """Refuse the delete of ``name`` naming the write in flight, if a live write holds its lease with an armed intent."""
+    holder = branch_lease.live_holder(graph.store, name)
+    if holder is None or holder.operation != "write":
+        return
+    for intent in recovery.list_intents(graph.store):
+        if intent.graph_branch == name and intent.lease_token == holder.sequence:
+            raise _write_in_flight(name, intent)
 
 
 def _write_in_flight(name: str, intent: recovery.WriteIntent) -> ReadSetConflict:

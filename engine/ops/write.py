@@ -1,10 +1,33 @@
-"""The write protocol: one graph commit is prepare, arm, effects, publish, disarm.
+"""The write protocol: one graph commit is prepare, lease, arm, effects, publish, disarm.
 
 :func:`commit` is the one seam every write goes through. A write hands it one :data:`Prepare`
 function and gets back a :class:`WriteResult`: the :class:`CommitPlan` of the attempt that
 finished and the :class:`CommitResult` it published (None when the plan had nothing to publish).
 A graph opened read-only refuses every commit (``bad_request``). Every attempt writes to the
-branch incarnation the commit started on, or to none. An attempt:
+branch incarnation the commit started on, or to none.
+
+Every attempt holds its branch's lease (:mod:`omnigraph.engine.reconcile.branch_lease`) from its
+pin check to its disarm, on a snapshot read under the lease (a plan prepared before the lease on a
+snapshot that has moved since is prepared again under it), so commits on one branch are
+serializable across processes and hosts, and commits on different branches never wait for each
+other. A commit waits
+for the lease up to :data:`omnigraph.engine.reconcile.branch_lease.WAIT_SECONDS` (then ``read_set_conflict``, nothing written). Taking
+over a lease from a holder that lapsed but may still run fences that holder first
+(:func:`omnigraph.engine.reconcile.recovery.take_over`). Under the lease the commit keeps this
+invariant: **every published table version contains only effects of published commits.** Three
+rules keep it:
+
+* an effect lands only on the version the manifest pins (the pin check below; a table past its
+  pin holds effects of commits that are not in flight, which the holder resolves first);
+* an effect must lie directly on the version it read: its commits are the table's next versions,
+  one per commit it made. A commit of another process in between (a writer that lost its lease
+  while paused and woke up) makes the version carry that commit's rows, so the attempt rolls its
+  own effects back (restoring every table it touched to its pin) and runs again;
+* only the holder publishes: the lease is checked before every effect and before every publish
+  (and again after a lost publish, on the re-read snapshot), and a holder that lost it is refused
+  (``read_set_conflict``), its intent left to the next holder, which rolls it back.
+
+An attempt:
 
 1. Prepare: ``prepare(snapshot, previous)`` gets a fresh branch snapshot and the plan of the
    attempt before (None on the first) and returns one :class:`CommitPlan`: the per-table writes
@@ -14,26 +37,27 @@ branch incarnation the commit started on, or to none. An attempt:
    raises its own refusals (``key_conflict``, ``bad_request``, ``resource_limit``, ...) and keeps
    no state between attempts: whatever it must compare with an earlier attempt it reads from
    ``previous``. A plan whose first parent is not the snapshot's head is refused (``internal``);
-   a plan with nothing to publish ends the commit here. Every table to write must then be at the
+   a plan with nothing to publish ends the commit here. Then the lease is taken (and the plan
+   prepared again if the branch moved meanwhile). Every table to write must then be at the
    version the manifest pins (:func:`omnigraph.engine.reconcile.pins.check_pins`); any other
    verdict abandons the attempt before anything is armed and is acted on as a step of its own:
    wait for a live writer's commit, resolve a dead writer's, settle out-of-band commits (which
    publishes its own adoption commit, or refuses with ``table_drift``), or just refresh a stale
    snapshot; then the next attempt starts.
-2. Arm: ``__recovery/<op>.json`` (create-if-absent) records every table's state before. The
-   branch must still be the incarnation the commit started on, with no live process deleting it;
-   otherwise the intent is disarmed and the write refused with nothing written (``not_found``
-   for a deleted branch, ``read_set_conflict`` for one created again, the branch guard's refusal
-   for a delete in progress).
+2. Arm: ``__recovery/<op>.json`` (create-if-absent) records every table's state before and the
+   lease's fencing token. The branch must still be the incarnation the commit started on (a
+   delete holds the same lease, so none runs from here on); otherwise the intent is disarmed and
+   the write refused with nothing written (``not_found`` for a deleted branch,
+   ``read_set_conflict`` for one created again).
 3. Effects (:func:`apply_effects`), per table in table-key order: fork the table if the branch
    inherits it (from exactly the pinned version, named after the graph branch), open it at the
    pin on the target branch, check that it is writable (the router's ``check_writable``), then
    one router operation (:class:`omnigraph.engine.door.routing.TableRouter`: strict insert,
-   upsert, overwrite, merge, repair). The result is the manifest entries that pin the new
-   versions.
+   upsert, overwrite, merge, repair), whose versions must follow the pin directly. The result is
+   the manifest entries that pin the new versions.
 4. Publish (:func:`publish`): one ``__manifest`` commit (table rows + head row) from the snapshot
-   the plan was prepared on. A publish that loses to a concurrent publish (two writers passed the
-   pin check together) is rebased onto the new head when every table it touched only gained
+   the plan was prepared on. A publish that loses to a concurrent publish (a writer without a
+   lease, or an adoption of out-of-band commits by a read-write open) is rebased onto the new head when every table it touched only gained
    ``Update``/``Append`` commits in between (its rows are then contained in the newer version):
    the head's first parent and message come from the plan again (:meth:`CommitPlan.head_on`).
    Otherwise, or after :data:`PUBLISH_ATTEMPTS` lost publishes, it is ``recovery_required`` with
@@ -68,19 +92,20 @@ a chain of commits within these limits under one intent
 (:func:`omnigraph.engine.door.table_store.merge_rows`).
 
 Failpoints, in protocol order: ``write.after_prepare`` (a plan with something to publish, before
-the pin check), ``write.after_arm``, ``write.after_fork``, ``write.after_merge_step`` (after each
+the pin check), ``write.after_arm``, ``write.before_effect`` (before each table, after its lease
+check), ``write.after_fork``, ``write.after_merge_step`` (after each
 commit of a merge effect), ``write.after_effect`` (after each table) and ``write.after_publish``
 (before the disarm).
 
-Support boundary: one writer process per graph; concurrent processes are fenced against
-duplicate ids, not promised serializable multi-table commits.
+Any number of writer processes and hosts may write one graph: the lease serializes commits per
+branch, and the key-conflict fence (one winner per id) holds across them as it does within one.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Generic, Literal, NoReturn, TypeVar
 
@@ -95,7 +120,8 @@ from omnigraph.engine.errors import BadRequest, Internal, NotFound, ReadSetConfl
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot, HeadEntry, TableEntry, lance_branch_name, now_ms, with_version
-from omnigraph.engine.reconcile import branch_guard, drift, pins, recovery
+from omnigraph.engine.reconcile import branch_lease, drift, pins, recovery
+from omnigraph.engine.reconcile.branch_lease import Lease
 from omnigraph.engine.reconcile.pins import PinVerdict
 from omnigraph.engine.reconcile.recovery import IntentTable, WriteIntent
 from omnigraph.engine.schema.ids import new_ulid
@@ -216,27 +242,43 @@ class WriteResult(Generic[P]):
 
 
 class NoEffectConflict(Exception):
-    """Inside the write path: an attempt ended before any table effect landed.
+    """Inside the write path: an attempt ended with nothing of it left on any table.
 
-    The cause is a storage conflict, a stale snapshot or a commit in flight; the commit runs the
-    attempt again from a fresh snapshot.
+    The cause is a storage conflict, a stale snapshot, a commit in flight, or an effect rolled
+    back because another process's commit landed inside it; the commit runs the attempt again
+    from a fresh snapshot.
+    """
+
+
+class ForeignCommit(Exception):
+    """Inside the write path: a table effect did not lie directly on the version it read.
+
+    Another process committed to the table in between, so the effect's version carries that
+    commit's rows and must never be published.
     """
 
 
 def apply_effects(
-    graph: Graph, snapshot: BranchSnapshot, writes: list[TableWrite], tables: list[IntentTable], operation_id: str
+    graph: Graph, snapshot: BranchSnapshot, writes: list[TableWrite], tables: list[IntentTable], operation_id: str, lease: Lease | None
 ) -> list[TableEntry]:
-    """Write every table of ``writes`` (``tables`` is the intent's record of each, same order)."""
+    """Write every table of ``writes`` (``tables`` is the intent's record of each, same order).
+
+    Under a lease, raises :class:`ForeignCommit` when an effect does not lie directly on the
+    version it read (a writer without one, the format-4 writer, does not check).
+    """
     store = graph.store
     entries: list[TableEntry] = []
     for write, table in zip(writes, tables, strict=True):
         entry = snapshot.table(write.table_key)
+        _check_lease(lease)
+        failpoint("write.before_effect")
         try:
             if table.fork_planned:
                 _fork(graph, entry, str(table.target_branch), operation_id, landed=bool(entries))
                 failpoint("write.after_fork")
             dataset = open_pinned(store, entry.image.on(table.target_branch))
-            version = _write_table(graph, dataset, entry.table_path, write)
+            read_version = int(dataset.version)
+            version, commits = _write_table(graph, dataset, entry.table_path, write)
         except EffectLanded as landed:
             raise RecoveryRequired(
                 operation_id,
@@ -253,6 +295,11 @@ def apply_effects(
                 ) from conflict
             recovery.disarm(store, operation_id)
             raise NoEffectConflict(str(conflict)) from conflict
+        if lease is not None and commits is not None and version != read_version + commits:
+            raise ForeignCommit(
+                f"{write.table_key}: {commits} commit(s) read v{read_version} but the last landed as v{version}: "
+                "another process committed to the table in between"
+            )
         # Merges advance the dataset object in place; writers that return a new dataset do not.
         written = dataset if dataset.version == version else open_pinned(store, entry.image.on(table.target_branch).at(version))
         rows = written.count_rows()
@@ -292,22 +339,34 @@ def _fork(graph: Graph, entry: TableEntry, branch: str, operation_id: str, *, la
         ) from blocked
 
 
-def _write_table(graph: Graph, dataset: lance.LanceDataset, table_path: str, write: TableWrite) -> int:
-    """The one router operation ``write`` asks for, on the table opened for it; its version."""
+def _write_table(graph: Graph, dataset: lance.LanceDataset, table_path: str, write: TableWrite) -> tuple[int, int | None]:
+    """The one router operation ``write`` asks for, on the table opened for it.
+
+    Returns its last version and the number of Lance commits it made, None when that is not
+    counted: a duplicate repair, which runs behind the migration barrier with no other writer.
+    """
     router = graph.profile.router
     if router.check_writable is not None:
         router.check_writable(dataset, table_path)
     if write.kind == "insert":
-        return router.strict_insert(dataset, write.rows)
+        return router.strict_insert(dataset, write.rows), 1
     if write.kind == "upsert":
-        return router.upsert(dataset, write.rows)
+        return router.upsert(dataset, write.rows), 1
     if write.kind == "merge":
         changes = MergeRows(write.table_key, write.rows, write.upsert_rows, write.delete_ids)
-        return router.merge(dataset, changes, lambda: failpoint("write.after_merge_step"))
+        steps = 0
+
+        def after_step() -> None:
+            nonlocal steps
+            steps += 1
+            failpoint("write.after_merge_step")
+
+        version = router.merge(dataset, changes, after_step)
+        return version, steps
     if write.kind == "repair":
-        return router.repair(dataset, list(write.delete_ids), write.delete_null_ids, write.rows)
+        return router.repair(dataset, list(write.delete_ids), write.delete_null_ids, write.rows), None
     schema = graph.catalog.table(write.table_key).arrow_schema(with_pk=router.with_pk)
-    return router.overwrite(dataset, write.rows, schema)
+    return router.overwrite(dataset, write.rows, schema), 1
 
 
 PUBLISH_ATTEMPTS = 64
@@ -324,9 +383,21 @@ def refuse_foreign_base(graph: Graph, snapshot: BranchSnapshot) -> None:
 
 
 def publish(
-    graph: Graph, snapshot: BranchSnapshot, entries: list[TableEntry], operation_id: str, plan: CommitPlan[P], actor: str
+    graph: Graph,
+    snapshot: BranchSnapshot,
+    entries: list[TableEntry],
+    operation_id: str,
+    plan: CommitPlan[P],
+    actor: str,
+    lease: Lease | None,
 ) -> CommitResult:
-    """Publish ``entries`` and the plan's head as commit ``operation_id`` (see the module docstring)."""
+    """Publish ``entries`` and the plan's head as commit ``operation_id`` (see the module docstring).
+
+    The lease is confirmed before the first publish and after every lost one, on the snapshot
+    read again: a lease taken over before that read has fenced the branch, so no publish of an
+    older holder lands after it.
+    """
+    _check_lease(lease, confirm=True)
     parents, message = plan.head_on(snapshot.head.commit_id)
     head = HeadEntry(
         operation_id,
@@ -343,6 +414,7 @@ def publish(
             version = graph.manifest.publish(base, entries, head)
         except CommitConflict:
             base = graph.manifest.snapshot(snapshot.branch)
+            _check_lease(lease, confirm=True)
             refuse_foreign_base(graph, base)
             entries = [_rebase_entry(graph, ours, base, operation_id) for ours in entries]
             parents, message = plan.head_on(base.head.commit_id)
@@ -354,6 +426,12 @@ def publish(
         f"publishing to branch {snapshot.branch!r} kept losing to concurrent publishes; resolve the "
         f"commit with `{drift.recover_command(graph.store.uri)}`",
     )
+
+
+def _check_lease(lease: Lease | None, *, confirm: bool = False) -> None:
+    """The commit may go on under its lease (:meth:`Lease.check`); a commit without one always may."""
+    if lease is not None:
+        lease.check("this write", confirm=confirm)
 
 
 def _rebase_entry(graph: Graph, ours: TableEntry, fresh: BranchSnapshot, operation_id: str) -> TableEntry:
@@ -404,14 +482,20 @@ def commit(graph: Graph, branch: str, prepare: Prepare[P], *, actor: str) -> Wri
         incarnation = graph.manifest.incarnation(branch)
         if incarnation is None:
             raise NotFound(f"graph branch {branch!r} does not exist (see `omnigraph branch list {graph.store.uri}`)", {"branch": branch})
-    attempts = _Attempts(graph, branch, incarnation, prepare, actor)
     try:
-        return retrying(attempts.run)
+        return retrying(_Attempts(graph, branch, incarnation, prepare, actor).run)
     except NoEffectConflict as conflict:
         raise ReadSetConflict(
             f"concurrent writers on branch {branch!r} kept conflicting for {RETRY_SECONDS:.0f}s; nothing was written, retry the operation",
             {"member": branch, "expected": "no concurrent conflicting commit", "actual": str(conflict)},
         ) from conflict
+
+
+def _branch_lease(graph: Graph, branch: str) -> AbstractContextManager[Lease | None]:
+    """The lease the commit holds: the branch's, waited for up to :data:`RETRY_SECONDS`; none for a writer without leases."""
+    if not graph.profile.leased_writes:
+        return nullcontext(None)
+    return recovery.holding_branch(graph.store, graph.manifest, branch, "this write", wait_seconds=branch_lease.WAIT_SECONDS)
 
 
 class _Attempts(Generic[P]):
@@ -431,30 +515,60 @@ class _Attempts(Generic[P]):
         self.previous: CommitPlan[P] | None = None
 
     def run(self) -> WriteResult[P]:
-        """One attempt; ends with :class:`NoEffectConflict` when it must be run again."""
+        """One attempt; ends with :class:`NoEffectConflict` when it must be run again.
+
+        The plan is prepared before the branch's lease is taken, so preparing holds no other
+        writer up; under the lease it is prepared again if the branch moved meanwhile (under the
+        lease the branch cannot move, so it is never prepared a third time for that).
+        """
+        snapshot, plan = self._prepared()
+        if not plan.writes and not plan.publish_empty:
+            return WriteResult(plan, None)
+        failpoint("write.after_prepare")
+        with _branch_lease(self.graph, self.branch) as lease:
+            _require_incarnation(self.graph, self.branch, self.incarnation, None)
+            if lease is not None and int(self.graph.manifest.dataset(self.branch).version) != snapshot.manifest_version:
+                snapshot, plan = self._prepared()
+                if not plan.writes and not plan.publish_empty:
+                    return WriteResult(plan, None)
+            return self._commit(snapshot, plan, lease)
+
+    def _prepared(self) -> tuple[BranchSnapshot, CommitPlan[P]]:
+        """A fresh snapshot of the branch and the plan prepared on it."""
         with self._reading():
             snapshot = self.graph.manifest.snapshot(self.branch)
             refuse_foreign_base(self.graph, snapshot)
-            plan = self._plan(snapshot)
-            if not plan.writes and not plan.publish_empty:
-                return WriteResult(plan, None)
-            failpoint("write.after_prepare")
-            writes = sorted(plan.writes, key=lambda w: w.table_key)
+            return snapshot, self._plan(snapshot)
+
+    def _commit(self, snapshot: BranchSnapshot, plan: CommitPlan[P], lease: Lease | None) -> WriteResult[P]:
+        """Pin check, arm, effects, publish and disarm of ``plan`` (under ``lease``, if the writer takes leases)."""
+        writes = sorted(plan.writes, key=lambda w: w.table_key)
+        with self._reading():
             verdict = pins.check_pins(self.graph.store, self.graph.manifest, snapshot, [w.table_key for w in writes])
         if verdict.action != "clean":
             with self._reading():  # a step of its own: nothing of this attempt is armed
-                _act_on_pins(self.graph, self.branch, verdict, self.actor)
+                _act_on_pins(self.graph, self.branch, verdict, self.actor, leased=lease is not None)
+        _check_lease(lease)
         operation_id = new_ulid()
         target = lance_branch_name(self.branch)
         tables = [_intent_table(snapshot.table(w.table_key), target) for w in writes]
-        recovery.arm(self.graph.store, self._intent(operation_id, snapshot, tables))
+        recovery.arm(self.graph.store, self._intent(operation_id, snapshot, tables, lease))
         try:
             failpoint("write.after_arm")
-            _require_incarnation(self.graph, self.branch, self.incarnation, operation_id)
-            entries = apply_effects(self.graph, snapshot, writes, tables, operation_id)
-            published = publish(self.graph, snapshot, entries, operation_id, plan, self.actor)
+            if lease is None:
+                _require_incarnation(self.graph, self.branch, self.incarnation, operation_id)
+            entries = apply_effects(self.graph, snapshot, writes, tables, operation_id, lease)
+            published = publish(self.graph, snapshot, entries, operation_id, plan, self.actor, lease)
             failpoint("write.after_publish")
             recovery.disarm(self.graph.store, operation_id)
+        except ForeignCommit as foreign:
+            try:
+                _check_lease(lease, confirm=True)
+                recovery.resolve_own(self.graph.store, self.graph.manifest, operation_id)
+            except BaseException:
+                recovery.abandon(operation_id)
+                raise
+            raise NoEffectConflict(str(foreign)) from foreign
         except BaseException:
             recovery.abandon(operation_id)  # given up with the intent kept: recovery may resolve it now
             raise
@@ -467,7 +581,7 @@ class _Attempts(Generic[P]):
         self.previous = plan
         return plan
 
-    def _intent(self, operation_id: str, snapshot: BranchSnapshot, tables: list[IntentTable]) -> WriteIntent:
+    def _intent(self, operation_id: str, snapshot: BranchSnapshot, tables: list[IntentTable], lease: Lease | None) -> WriteIntent:
         return WriteIntent(
             operation_id=operation_id,
             graph_branch=self.branch,
@@ -481,6 +595,7 @@ class _Attempts(Generic[P]):
             pid=os.getpid(),
             process_start=process_start_marker(os.getpid()),
             created_at=now_ms(),
+            lease_token=None if lease is None else lease.token,
         )
 
     @contextmanager
@@ -496,7 +611,7 @@ class _Attempts(Generic[P]):
             raise
 
 
-def _act_on_pins(graph: Graph, branch: str, verdict: PinVerdict, actor: str) -> NoReturn:
+def _act_on_pins(graph: Graph, branch: str, verdict: PinVerdict, actor: str, *, leased: bool) -> NoReturn:
     """Do what a pin verdict other than ``clean`` asks for.
 
     Ends by asking for a fresh attempt (:class:`NoEffectConflict`), or with ``table_drift``.
@@ -506,7 +621,10 @@ def _act_on_pins(graph: Graph, branch: str, verdict: PinVerdict, actor: str) -> 
     if verdict.action == "wait":
         raise NoEffectConflict("waiting for a concurrent commit in flight on the same table")
     if verdict.action == "resolve":
-        recovery.resolve_intents(graph.store, graph.manifest)
+        if leased:
+            recovery.resolve_branch(graph.store, graph.manifest, branch)  # under this commit's lease
+        else:
+            recovery.resolve_intents(graph.store, graph.manifest)
         raise NoEffectConflict("resolved an interrupted commit on the same table")
     try:
         adopted, drifted = drift.settle(
@@ -530,14 +648,16 @@ def _act_on_pins(graph: Graph, branch: str, verdict: PinVerdict, actor: str) -> 
 def _require_incarnation(graph: Graph, branch: str, incarnation: str, operation_id: str | None) -> None:
     """The branch is still the incarnation the commit read, and no live process is deleting it.
 
-    Called once the intent is armed (``operation_id``; disarmed here on refusal, nothing was
-    written): a deleter that started before this check is seen here, one that starts after it
-    sees the armed intent and refuses (:mod:`omnigraph.engine.reconcile.branch_guard`). Called with None after a
-    failed read: the error is typed if the branch went away under it.
+    A leased commit calls it under its lease before arming (``operation_id`` None): a delete
+    holds the same lease, so none runs from there on. A commit without a lease calls it once its
+    intent is armed (``operation_id``; disarmed here on refusal, nothing was written): a deleter
+    that took the lease before this check is seen here, one that takes it after sees the armed
+    intent and refuses. Also called with None after a failed read: the error is typed if the
+    branch went away under it.
     """
     if branch == MAIN:
         return
-    holder = branch_guard.live_holder(graph.store, branch) if operation_id is not None else None
+    holder = branch_lease.live_holder(graph.store, branch) if operation_id is not None else None
     deleting = holder is not None and holder.operation == "delete"
     now = graph.manifest.incarnation(branch)
     if not deleting and now == incarnation:
@@ -546,7 +666,7 @@ def _require_incarnation(graph: Graph, branch: str, incarnation: str, operation_
         recovery.disarm(graph.store, operation_id)
     if deleting:
         assert holder is not None
-        raise branch_guard.busy_error(branch, holder, "this write")
+        raise branch_lease.busy_error(branch, holder, "this write")
     if now is None:
         raise NotFound(
             f"branch {branch!r} was deleted while this write was being prepared; nothing was written",

@@ -74,7 +74,7 @@ def check_pins(store: GraphStore, manifest: Manifest, snapshot: BranchSnapshot, 
             return PinVerdict("refresh", keys)
     moved = {(entry.table_path, target) for entry, _ in ahead}
     covering = [intent for intent in in_flight if touched_tables(intent) & moved]
-    live = next((intent for intent in covering if recovery.owner_is_alive(intent)), None)
+    live = next((intent for intent in covering if recovery.owner_is_alive(store, intent)), None)
     if live is not None:
         return PinVerdict("wait", keys, live.operation_id)
     if covering:

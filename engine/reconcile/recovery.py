@@ -2,13 +2,17 @@
 
 An intent (``__recovery/<operation-id>.json``) is armed (create-if-absent, :func:`arm`) before a
 graph commit's first effect and deleted after its publish (:func:`disarm`). It records what the
-commit may change, so that a later read-write open can tell a published commit from an
-interrupted one and undo the latter's unpublished table effects. Resolution records are written
-to ``__recovery/log/<operation-id>.json``.
+commit may change and the fencing token of the branch lease its writer holds
+(:mod:`omnigraph.engine.reconcile.branch_lease`), so that a later holder of that lease can tell a
+published commit from an interrupted one and undo the latter's unpublished table effects.
+Resolution records are written to ``__recovery/log/<operation-id>.json``.
 
-:func:`resolve_intents` resolves every armed intent whose writer is not a live process on this
-host, holding the guard of the intent's graph branch (:mod:`omnigraph.engine.reconcile.branch_guard`;
-a branch whose guard a live process holds is left for a later open):
+An intent is in flight (:func:`owner_is_alive`) while the lease of its branch is still held, not
+lapsed, under the intent's token; an intent without a token (written by a writer that takes no
+lease: the format-4 writer) while its writer is a live process on this host.
+:func:`resolve_intents` resolves every intent that is not in flight, branch by branch, holding
+that branch's lease (a branch whose lease a live holder keeps is left for later; a writer
+resolves the intents of its own branch under the lease it holds, :func:`resolve_branch`):
 
 * if the graph branch of that name is gone, or is another incarnation than the one the intent
   recorded (deleted and created again), the commit died with its branch: only forks it planned
@@ -26,26 +30,34 @@ a branch whose guard a live process holds is left for a later open):
   a restore, so the pin must follow). A table the branch now pins on another table branch is
   not touched.
 
-Each resolution is recorded in ``__recovery/log/`` before the intent is deleted. Intents of live
-writers on this host, and dead intents touching a table a live writer's commit also touches, are
-left alone; the support boundary is one writer host per graph.
+When the intent's writer may still be running (it is not provably a gone process on this host:
+its lease lapsed by expiry), the roll-back restores every table the intent targets that the
+branch pins, moved or not: Lance refuses a later write based on a version older than a restore,
+so an effect the paused writer attempts after waking up is refused by the storage itself.
+
+Taking over a lapsed lease of a writer or a recovery starts with :func:`fence_branch`: the
+branch's head row is published again, so that a publish prepared under an older token conflicts
+with it and, on its next look, finds the lease gone.
+
+Each resolution is recorded in ``__recovery/log/`` before the intent is deleted.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import replace
-from itertools import groupby
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from omnigraph.engine.door.table_store import CommitConflict
 from omnigraph.engine.errors import Internal
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import MAIN, TableEntry, now_ms
-from omnigraph.engine.reconcile import branch_guard
+from omnigraph.engine.reconcile import branch_lease
 from omnigraph.engine.storage.lance_io import (
     delete_branch_if_present,
     latest_version,
@@ -81,6 +93,8 @@ class WriteIntent(BaseModel):
     branch when the commit read its snapshot (``main`` for main): recovery acts on the intent's
     tables only while the branch of that name is still that incarnation (DESIGN section 5).
     None on intents written before incarnations were recorded: the branch is then taken by name.
+    ``lease_token`` is the fencing token of the branch lease the writer held (None: a writer that
+    takes no lease).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -97,6 +111,7 @@ class WriteIntent(BaseModel):
     pid: int
     process_start: str | None
     created_at: int
+    lease_token: int | None = None
 
 
 class RecoveredTable(BaseModel):
@@ -185,12 +200,16 @@ def list_intents(store: GraphStore) -> list[WriteIntent]:
     return sorted(intents, key=lambda intent: intent.operation_id)
 
 
-def owner_is_alive(intent: WriteIntent) -> bool:
-    """True if the intent's commit is in flight.
+def owner_is_alive(store: GraphStore, intent: WriteIntent) -> bool:
+    """True if the intent's commit is in flight (see the module docstring).
 
-    Its writer is a live process on this host and, when that is this process, the commit has not
+    With a lease token: the branch's lease is held under that token and has not lapsed. Without:
+    its writer is a live process on this host and, when that is this process, the commit has not
     been given up (:func:`abandon`).
     """
+    if intent.lease_token is not None:
+        current = branch_lease.latest(store, intent.graph_branch)
+        return current is not None and current.sequence == intent.lease_token and current.held_by_live_holder()
     if intent.host == this_host() and intent.pid == os.getpid() and intent.process_start == process_start_marker(intent.pid):
         with _IN_FLIGHT_LOCK:
             return intent.operation_id in _IN_FLIGHT
@@ -242,7 +261,7 @@ def _delete_dead_fork(store: GraphStore, manifest: Manifest, table: IntentTable)
 
 def _live_intent_targets(store: GraphStore, table_path: str, branch: str) -> bool:
     """An intent armed by a live writer targets ``branch`` of ``table_path`` (its fork may be in flight)."""
-    return any((table_path, branch) in touched_tables(intent) for intent in list_intents(store) if owner_is_alive(intent))
+    return any((table_path, branch) in touched_tables(intent) for intent in list_intents(store) if owner_is_alive(store, intent))
 
 
 def _forget_dead_branch(store: GraphStore, manifest: Manifest, intent: WriteIntent) -> list[RecoveredTable]:
@@ -256,7 +275,14 @@ def _forget_dead_branch(store: GraphStore, manifest: Manifest, intent: WriteInte
     return outcomes
 
 
+def _writer_may_run(intent: WriteIntent) -> bool:
+    """False only if the intent's writer is provably gone: a process on this host that no longer runs."""
+    return intent.host != this_host() or process_is_alive(intent.host, intent.pid, intent.process_start)
+
+
 def _roll_back(store: GraphStore, manifest: Manifest, intent: WriteIntent) -> list[RecoveredTable]:
+    """Undo the intent's unpublished effects; restore every pinned target table if its writer may still run."""
+    fence_all = intent.lease_token is not None and _writer_may_run(intent)
     snapshot = manifest.snapshot(intent.graph_branch)
     outcomes: list[RecoveredTable] = []
     republish: list[TableEntry] = []
@@ -271,7 +297,7 @@ def _roll_back(store: GraphStore, manifest: Manifest, intent: WriteIntent) -> li
                 outcomes.append(RecoveredTable(table_key=table.table_key, action="unchanged", table_branch=table.target_branch))
             continue
         head = latest_version(store, entry.table_path, table.target_branch)
-        if head == entry.table_version:
+        if head == entry.table_version and not fence_all:
             outcomes.append(RecoveredTable(table_key=table.table_key, action="unchanged", table_branch=table.target_branch))
             continue
         dataset = open_pinned(store, entry.image.on(table.target_branch))
@@ -319,7 +345,7 @@ def _record(store: GraphStore, intent: WriteIntent, outcome: Outcome, tables: li
 
 
 def _resolve(store: GraphStore, manifest: Manifest, intent: WriteIntent) -> RecoveryRecord:
-    """Resolve one dead intent; the caller holds its branch's guard."""
+    """Resolve one intent that is not in flight; the caller holds its branch's lease."""
     if _incarnation_gone(manifest, intent):
         return _record(store, intent, "branch_gone", _forget_dead_branch(store, manifest, intent))
     if _was_published(manifest, intent):
@@ -327,9 +353,9 @@ def _resolve(store: GraphStore, manifest: Manifest, intent: WriteIntent) -> Reco
     return _record(store, intent, "rolled_back", _roll_back(store, manifest, intent))
 
 
-def _resolvable(pending: list[WriteIntent]) -> list[WriteIntent]:
-    """Dead intents that touch no table a live intent touches."""
-    live = [intent for intent in pending if owner_is_alive(intent)]
+def _resolvable(store: GraphStore, pending: list[WriteIntent]) -> list[WriteIntent]:
+    """Intents not in flight that touch no table an intent in flight touches."""
+    live = [intent for intent in pending if owner_is_alive(store, intent)]
     busy = set().union(*(touched_tables(intent) for intent in live)) if live else set()
     return [intent for intent in pending if intent not in live and not touched_tables(intent) & busy]
 
@@ -340,32 +366,80 @@ def resolve_intents(store: GraphStore, manifest: Manifest) -> list[RecoveryRecor
     Returns what was done, by branch name then operation id.
     """
     records: list[RecoveryRecord] = []
-    by_branch = sorted(_resolvable(list_intents(store)), key=lambda i: (i.graph_branch, i.operation_id))
-    for branch, _ in groupby(by_branch, key=lambda i: i.graph_branch):
-        attempt = branch_guard.try_acquire(store, branch, "recover")
-        if attempt.held is None:
-            continue  # a live process is creating, deleting or recovering this branch
-        try:
-            interrupted = attempt.interrupted()
-            if interrupted is not None:
-                complete_interrupted(store, manifest, interrupted)
-            # Listed again under the guard: the previous holder may have resolved some meanwhile.
-            for intent in _resolvable(list_intents(store)):
-                if intent.graph_branch == branch:
-                    records.append(_resolve(store, manifest, intent))
-        finally:
-            branch_guard.release(store, attempt.held)
+    branches = sorted({intent.graph_branch for intent in _resolvable(store, list_intents(store))})
+    for branch in branches:
+        with branch_lease.holding_if_free(store, branch, "recover", on_taken_over=_taking_over(store, manifest)) as lease:
+            if lease is not None:  # else a live holder is writing, creating, deleting or recovering this branch
+                records += resolve_branch(store, manifest, branch)
     return records
 
 
-def complete_interrupted(store: GraphStore, manifest: Manifest, record: branch_guard.GuardRecord) -> None:
-    """Finish what a process that died holding a branch's guard left; the caller holds the guard now.
+def _taking_over(store: GraphStore, manifest: Manifest) -> Callable[[branch_lease.Lease, branch_lease.LeaseRecord], None]:
+    return lambda _lease, previous: take_over(store, manifest, previous)
+
+
+def resolve_branch(store: GraphStore, manifest: Manifest, branch: str) -> list[RecoveryRecord]:
+    """Resolve the intents of ``branch`` that are not in flight; the caller holds the branch's lease.
+
+    Listed under the lease: a previous holder may have resolved some meanwhile.
+    """
+    return [_resolve(store, manifest, intent) for intent in _resolvable(store, list_intents(store)) if intent.graph_branch == branch]
+
+
+def resolve_own(store: GraphStore, manifest: Manifest, operation_id: str) -> RecoveryRecord | None:
+    """Roll back this process's own commit ``operation_id`` (the caller holds its branch's lease); None if no intent."""
+    for intent in list_intents(store):
+        if intent.operation_id == operation_id:
+            abandon(operation_id)
+            return _resolve(store, manifest, intent)
+    return None
+
+
+def take_over(store: GraphStore, manifest: Manifest, previous: branch_lease.LeaseRecord) -> None:
+    """What the new holder of a lease taken over from the lapsed holder ``previous`` does first.
+
+    A create or delete it interrupted is completed (:func:`complete_interrupted`); after a write
+    or a recovery the branch is fenced (:func:`fence_branch`), also when that holder is provably
+    gone: it may itself have taken the lease over from a holder that may still run, and died
+    before its own fence. A failure here leaves the lease to lapse
+    (:func:`omnigraph.engine.reconcile.branch_lease.holding`), so the next holder fences again.
+    """
+    if previous.operation in ("create", "delete"):
+        complete_interrupted(store, manifest, previous)
+    elif previous.branch in manifest.branches():
+        fence_branch(manifest, previous.branch)
+
+
+def holding_branch(
+    store: GraphStore, manifest: Manifest, branch: str, wanted: str, *, wait_seconds: float
+) -> AbstractContextManager[branch_lease.Lease]:
+    """Hold ``branch``'s lease for a commit to it (``wanted`` names it in a refusal), taking a lapsed one over with :func:`take_over`."""
+    return branch_lease.holding(store, branch, "write", wanted, wait_seconds=wait_seconds, on_taken_over=_taking_over(store, manifest))
+
+
+def fence_branch(manifest: Manifest, branch: str) -> int:
+    """Publish ``branch``'s head row again, unchanged; the manifest version of that publish.
+
+    Every content publish rewrites the head row, so any publish prepared on an earlier snapshot
+    of the branch now conflicts: a writer whose lease was taken over cannot publish without
+    reading the branch again, and then it checks its lease (:mod:`omnigraph.engine.ops.write`).
+    """
+    while True:
+        snapshot = manifest.snapshot(branch)
+        try:
+            return manifest.publish(snapshot, [], snapshot.head)
+        except CommitConflict:
+            continue  # a publish landed first (prepared before the lease moved): fence on top of it
+
+
+def complete_interrupted(store: GraphStore, manifest: Manifest, record: branch_lease.LeaseRecord) -> None:
+    """Finish what a holder that lapsed in a branch create or delete left; the caller holds the lease now.
 
     If the branch does not exist (a delete that removed it, a create that had not made it yet),
     delete the table forks of its name that no live branch pins, and what a fork or a delete of
     one killed inside Lance left (data without a ref). An existing branch is left as it is.
     """
-    if record.operation == "recover" or record.branch in manifest.branches():
+    if record.operation not in ("create", "delete") or record.branch in manifest.branches():
         return
     for entry in manifest.snapshot(MAIN).tables.values():
         if not pinned_anywhere(manifest, entry.table_path, record.branch):
@@ -374,26 +448,19 @@ def complete_interrupted(store: GraphStore, manifest: Manifest, record: branch_g
 
 
 def finish_interrupted_branch_operations(store: GraphStore, manifest: Manifest) -> list[str]:
-    """Take over every guard whose holder died and complete its operation; the branch names."""
+    """Take over every lease whose holder lapsed (:func:`take_over`); the branches whose create or delete it completed."""
     finished = []
-    for record in branch_guard.abandoned(store):
-        attempt = branch_guard.try_acquire(store, record.branch, "recover")
-        if attempt.held is None:
-            continue
-        try:
-            interrupted = attempt.interrupted()
-            if interrupted is not None:
-                complete_interrupted(store, manifest, interrupted)
+    for record in branch_lease.lapsed(store):
+        with branch_lease.holding_if_free(store, record.branch, "recover", on_taken_over=_taking_over(store, manifest)) as lease:
+            if lease is not None and record.operation in ("create", "delete"):
                 finished.append(record.branch)
-        finally:
-            branch_guard.release(store, attempt.held)
     return sorted(finished)
 
 
 def discard_for_deletion(store: GraphStore, dead: Iterable[WriteIntent]) -> list[RecoveryRecord]:
     """Resolve dead intents of a branch that has just been deleted with its table forks.
 
-    The deleter holds the branch's guard; the intents' effects went with the branch.
+    The deleter holds the branch's lease; the intents' effects went with the branch.
     """
     return [
         _record(

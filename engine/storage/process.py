@@ -24,9 +24,17 @@ from typing import Literal
 _EXITED_STATES = ("Z", "X")  # zombie (exited, not yet reaped) or dead: it acts no more
 
 
+HOSTNAME_ENV = "OMNIGRAPH_HOSTNAME"
+
+
 def this_host() -> str:
-    """This host's name (``socket.gethostname()``), as the documents that name a process record it."""
-    return socket.gethostname()
+    """This host's name, as the documents that name a process record it.
+
+    ``socket.gethostname()``, unless ``OMNIGRAPH_HOSTNAME`` names another: a rehearsal (or a
+    test) runs a process as if it were on another host sharing the storage, whose processes
+    cannot be checked from here.
+    """
+    return os.environ.get(HOSTNAME_ENV) or socket.gethostname()
 
 
 def _proc_stat_fields(pid: int) -> list[str] | None:

@@ -32,6 +32,7 @@ import os
 import secrets
 import shutil
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -214,11 +215,14 @@ class GraphStore:
 
     @_s3_io
     def write_bytes(self, rel: str, data: bytes) -> None:
-        """Create or replace ``rel`` (only for documents that are not create-if-absent)."""
+        """Create or replace ``rel`` atomically (only for documents that are not create-if-absent)."""
         if self.is_local:
-            os.makedirs(os.path.dirname(self.path(rel)), exist_ok=True)
-            with open(self.path(rel), "wb") as handle:
+            target = self.path(rel)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            staging = f"{os.path.dirname(target)}/.{os.path.basename(target)}.{os.getpid()}.{threading.get_ident()}.tmp"
+            with open(staging, "wb") as handle:
                 handle.write(data)
+            os.replace(staging, target)  # a reader sees the old bytes or the new, never a torn file
             return
         with self.fs.open(self.path(rel), "wb") as handle:
             handle.write(data)

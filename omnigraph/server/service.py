@@ -14,8 +14,8 @@ never on the event loop.
   moment the barrier is stamped, without a restart. The read-write graph (which resolves
   interrupted commits when opened) is opened on the first allowed write and reopened after any
   ``recovery_required``.
-- Several server processes on one graph (``--workers N``, or several hosts) contend through the
-  fenced write protocol: duplicate ids are refused across processes, as for concurrent CLIs.
+- Several server processes on one graph (``--workers N``, or several hosts) take turns per branch
+  through the branch's lease, as concurrent CLIs do (:mod:`omnigraph.engine.reconcile.branch_lease`).
 """
 
 from __future__ import annotations

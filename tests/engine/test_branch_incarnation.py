@@ -39,6 +39,7 @@ import pytest
 
 from omnigraph.engine.failpoints import FAILPOINT_ENV, STOP_SUFFIX
 from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.reconcile.branch_lease import LEASE_SECONDS_ENV
 from omnigraph.engine.reconcile.recovery import WriteIntent, list_intents
 from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset
 from omnigraph.engine.storage.store import open_store
@@ -57,9 +58,15 @@ WAIT_SECONDS = 180.0
 # -- real processes ------------------------------------------------------------------------------
 
 
+HELD_LEASE_SECONDS = 600
+
+
 class HeldWriter:
     """A real ``omnigraph`` CLI process stopped (SIGSTOP) at ``failpoint:stop``: alive, holding
     whatever it holds (its armed intent, its effects), until resumed or killed.
+
+    A held writer's lease lasts :data:`HELD_LEASE_SECONDS` (a stopped process does not renew it):
+    it stays the live holder for the whole test, as a writer that is merely slow would.
 
     The failpoint stays armed after a resume, so a commit with several tables stops again after
     each one; :meth:`resume` continues it through every later stop to its end. The process is
@@ -71,7 +78,7 @@ class HeldWriter:
         self.out = tempfile.TemporaryFile()  # noqa: SIM115 - the child writes to it; read and closed after the wait
         self.err = tempfile.TemporaryFile()  # noqa: SIM115 - as above
         env = {key: value for key, value in os.environ.items() if key != FAILPOINT_ENV}
-        env.update({"OMNIGRAPH_ACTOR": ACTOR, FAILPOINT_ENV: failpoint + STOP_SUFFIX})
+        env.update({"OMNIGRAPH_ACTOR": ACTOR, FAILPOINT_ENV: failpoint + STOP_SUFFIX, LEASE_SECONDS_ENV: str(HELD_LEASE_SECONDS)})
         self.args = args
         self.process = subprocess.Popen([str(OMNIGRAPH), *args], stdout=self.out, stderr=self.err, env=env)
         self.returncode: int | None = None

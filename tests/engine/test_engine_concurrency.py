@@ -11,6 +11,7 @@ from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.graph import init_graph
 from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.reconcile.branch_lease import LEASE_SECONDS_ENV
 from omnigraph.engine.storage.lance_io import open_dataset
 from omnigraph.engine.storage.store import open_store
 from tests.support.graph_helpers import OMNIGRAPH, OMNIGRAPH_V4
@@ -97,10 +98,13 @@ def test_format_4_writers_that_pass_the_check_together_both_land(root_uri: str, 
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
-def test_the_same_interleaving_at_format_5_has_one_winner(root_uri: str, tmp_path: Path) -> None:
-    """The interleaving above, against the fenced engine: the held writer ends in key_conflict."""
+def test_the_same_interleaving_at_format_5_has_one_winner(root_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interleaving above, against the fenced engine: the held writer holds the branch's lease,
+    so the other waits for it; held past the lease's expiry it is taken over, the other wins, and
+    the held one, resumed, is refused with nothing written."""
     init_graph(open_store(root_uri), SCHEMA, FENCED_PROFILE)
+    monkeypatch.setenv(LEASE_SECONDS_ENV, "1")
     held, other = interleave_held(_load_argv(OMNIGRAPH, root_uri, _person_file(tmp_path, "twin", "twin")), "write.after_arm")
     assert other.returncode == 0, other.stderr
-    assert held.returncode == 1 and held.json()["error"]["code"] == "key_conflict", held.stderr
+    assert held.returncode == 1 and held.json()["error"]["code"] == "read_set_conflict", held.stderr
     assert _ids_on(root_uri, "main", "node:Person") == ["twin"]

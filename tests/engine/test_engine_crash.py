@@ -178,8 +178,9 @@ def test_an_intent_disarmed_while_listing_is_skipped(tmp_path: Path, monkeypatch
     assert [i.operation_id for i in list_intents(store)] == ["01BBBB0000000000000000000"]
 
 
-def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """kill(pid, 0) refused (another user's process): the start marker decides, not the refusal."""
+    store = open_store(str(tmp_path / "g"))
     from omnigraph.engine.reconcile.recovery import WriteIntent, owner_is_alive
     from omnigraph.engine.storage.process import process_start_marker, this_host
 
@@ -200,10 +201,10 @@ def test_a_reused_pid_of_another_user_does_not_keep_a_dead_intent_alive(monkeypa
         process_start="not-the-real-start",
         created_at=0,
     )
-    assert owner_is_alive(dead) is False
+    assert owner_is_alive(store, dead) is False
     parent = os.getppid()  # a live process other than this one (this one's own intents are told apart otherwise)
     live = dead.model_copy(update={"pid": parent, "process_start": process_start_marker(parent)})
-    assert owner_is_alive(live) is True
+    assert owner_is_alive(store, live) is True
 
 
 def test_this_processs_intent_is_alive_only_while_its_commit_runs(tmp_path: Path) -> None:
@@ -228,9 +229,9 @@ def test_this_processs_intent_is_alive_only_while_its_commit_runs(tmp_path: Path
         created_at=0,
     )
     recovery.arm(store, mine)
-    assert owner_is_alive(mine) is True
+    assert owner_is_alive(store, mine) is True
     recovery.abandon(mine.operation_id)
-    assert owner_is_alive(mine) is False
+    assert owner_is_alive(store, mine) is False
     assert [i.operation_id for i in list_intents(store)] == [mine.operation_id]  # kept for recovery
     recovery.disarm(store, mine.operation_id)
     assert list_intents(store) == []

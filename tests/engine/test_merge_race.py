@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from omnigraph.engine.door import table_store
 from omnigraph.engine.errors import MergeConflict
+from omnigraph.engine.ops import write as write_protocol
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.merge import merge_branch
 from omnigraph.engine.reconcile.recovery import list_intents
@@ -49,30 +49,30 @@ def test_a_merge_insert_racing_strict_inserts_of_the_same_id_has_one_winner(root
         assert loser.json()["error"]["code"] == "key_conflict", loser.stderr
 
 
-def test_a_same_id_insert_committed_under_the_merge_fences_its_strict_insert(
+def test_a_same_id_insert_committed_before_the_merge_takes_its_lease_is_a_conflict(
     root_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Deterministic: another process commits ``x`` after the merge pinned the table and before
-    its strict insert runs; Lance refuses the merge's insert (the fence), nothing of the merge
-    lands, and the re-prepared merge reports ``x`` as a conflict."""
+    """Deterministic: another process commits ``x`` after the merge was prepared and before it
+    takes the branch's lease; under the lease the merge sees the branch moved, is prepared again
+    and reports ``x`` as a conflict, writing nothing."""
     graph = new_graph(root_uri, {"a": 1})
     create_branch(graph, "feature")
     upsert(graph, "feature", {"x": 1})
     data = tmp_path / "x.jsonl"
     data.write_text(json.dumps({"type": "Person", "data": {"name": "x", "age": 2}}) + "\n")
-    real_strict_insert = table_store.strict_insert
+    real_lease = write_protocol._branch_lease
     calls: list[int] = []
 
-    def insert_after_a_concurrent_writer(dataset, rows):  # type: ignore[no-untyped-def]
-        calls.append(rows.num_rows)
+    def lease_after_a_concurrent_writer(graph_, branch):  # type: ignore[no-untyped-def]
+        calls.append(1)
         if len(calls) == 1:
             omnigraph("load", "--mode", "append", "--data", data, root_uri).ok()
-        return real_strict_insert(dataset, rows)
+        return real_lease(graph_, branch)
 
-    monkeypatch.setattr(table_store, "strict_insert", insert_after_a_concurrent_writer)
+    monkeypatch.setattr(write_protocol, "_branch_lease", lease_after_a_concurrent_writer)
     with pytest.raises(MergeConflict) as refused:
         merge_branch(graph, "feature", "main", actor="test")
     assert refused.value.details["conflicts"] == [{"table_key": "node:Person", "id": "x", "kind": "divergent_insert"}]
-    assert calls == [1]  # the fenced insert was refused; the re-prepared merge wrote nothing
+    assert calls == [1]  # prepared again under the lease, the merge had nothing to write
     assert people(root_uri, "main") == {"a": 1, "x": 2}
     assert list_intents(open_store(root_uri)) == []

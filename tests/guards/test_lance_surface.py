@@ -579,7 +579,9 @@ def test_restore_creates_a_new_restore_version(lx: Lx) -> None:
 
 def test_merge_insert_from_before_a_restore_is_incompatible(lx: Lx) -> None:
     """A merge_insert from a read version older than a restore fails as "Incompatible transaction".
-    Rule: the project republishes the manifest after any restore."""
+    Rules: the project republishes the manifest after any restore; the door reads the message as a
+    commit conflict; and the roll-back of a stalled writer's commit restores every table it targets,
+    so an effect that writer attempts after waking up is refused here."""
     name = seeded(lx)
     fenced_insert(lx.open(name), rows(["c"], [10]))
     stale = lx.open(name)
@@ -587,6 +589,31 @@ def test_merge_insert_from_before_a_restore_is_incompatible(lx: Lx) -> None:
     with pytest.raises(OSError, match="Incompatible transaction"):
         fenced_insert(stale, rows(["d"], [20]))
     assert lx.keys(name) == ["a", "b"]
+
+
+def test_overwrite_from_before_a_restore_lands(lx: Lx) -> None:
+    """An overwrite is not refused by a later restore: it replaces whatever is there. Rule: the
+    restore fences a stalled writer's merges and deletes, not its overwrite loads (docs/operations.md
+    section 7 says so)."""
+    name = seeded(lx)
+    stale = lx.open(name)
+    lx.open(name, version=1).restore()
+    lance.write_dataset(rows(["z"], [9]), stale, mode="overwrite")
+    assert lx.keys(name) == ["z"]
+
+
+def test_a_merge_insert_on_a_stale_version_is_rebased_over_a_disjoint_commit(lx: Lx) -> None:
+    """A merge_insert read at version v, committed after another commit landed v+1, lands as v+2
+    carrying that commit's rows (a silent rebase; the transaction then records v+1 as its read
+    version). Rule: a table effect must come out at exactly its read version plus its own number of
+    commits, or it carries another commit's rows and is rolled back, never published."""
+    name = seeded(lx)
+    first, second = lx.open(name), lx.open(name)
+    read = second.version
+    fenced_insert(first, rows(["c"], [3]))
+    fenced_insert(second, rows(["d"], [4]))
+    assert second.version == read + 2
+    assert sorted(lx.open(name, version=second.version).to_table()["id"].to_pylist()) == ["a", "b", "c", "d"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
-"""Branch create/delete killed between their durable steps, contention on a branch's guard, and
+"""Branch create/delete killed between their durable steps, contention on a branch's lease, and
 writes whose branch was deleted (or deleted and created again) before their first effect.
 
 Every crash is a real process exit at a named failpoint; every hold a real stopped process. After
 each, the command the tools name is run and must resolve the state: `check` exits 0, no intent
-or held guard is left, and writes to every branch still work.
+or held lease is left, and writes to every branch still work.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS, STOP_SUFFIX, wait_until_stopped
-from omnigraph.engine.reconcile.branch_guard import abandoned
+from omnigraph.engine.reconcile.branch_lease import lapsed
 from omnigraph.engine.reconcile.recovery import RECOVERY_LOG_DIR, list_intents
 from omnigraph.engine.storage.store import open_store
 from tests.conftest import new_root
@@ -59,7 +59,7 @@ def _assert_clean(uri: str) -> None:
     assert checked.returncode == 0, checked.describe()
     store = open_store(uri)
     assert list_intents(store) == []
-    assert abandoned(store) == []
+    assert lapsed(store) == []
 
 
 @pytest.fixture(params=["local"])
@@ -81,7 +81,7 @@ def graph(backend: str, tmp_path: Path) -> str:
 
 @pytest.mark.parametrize(
     "backend, failpoint",
-    [("local", "branch.after_guard"), ("local", "branch.after_delete"), ("s3", "branch.after_delete")],
+    [("local", "branch.after_lease"), ("local", "branch.after_delete"), ("s3", "branch.after_delete")],
     indirect=["backend"],
 )
 def test_a_killed_delete_is_reported_by_check_and_completed_by_recover(graph: str, tmp_path: Path, failpoint: str) -> None:
@@ -97,7 +97,7 @@ def test_a_killed_delete_is_reported_by_check_and_completed_by_recover(graph: st
     _assert_clean(graph)
 
     exists = "tmp" in omnigraph("branch", "list", graph).ok().stdout.split()
-    assert exists == (failpoint == "branch.after_guard")
+    assert exists == (failpoint == "branch.after_lease")
     if exists:
         omnigraph("branch", "delete", "tmp", graph).ok()
     omnigraph("branch", "create", "tmp", graph).ok()
@@ -136,8 +136,8 @@ def test_a_killed_create_is_completed_by_recover(graph: str, tmp_path: Path) -> 
     _assert_clean(graph)
 
 
-def test_a_branch_operation_while_another_holds_the_guard_is_refused(graph: str) -> None:
-    held = _held([OMNIGRAPH, "branch", "delete", "tmp", graph], "branch.after_guard")
+def test_a_branch_operation_while_another_holds_the_lease_is_refused(graph: str) -> None:
+    held = _held([OMNIGRAPH, "branch", "delete", "tmp", graph], "branch.after_lease")
     try:
         refused = omnigraph("branch", "delete", "tmp", graph)
         assert refused.returncode == 1 and "read_set_conflict" in refused.stderr, refused.describe()
