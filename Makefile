@@ -40,7 +40,7 @@ bench: bytecode
 		$(VENV)/bin/python bench/$$script.py || status=1; \
 	done; \
 	$(VENV)/bin/python bench/query_bench.py --work $(BENCH_WORKDIR)/query_bench || status=1; \
-	for script in merge_bench mutate_bench commit_split; do \
+	for script in merge_bench mutate_bench commit_split writers_bench; do \
 		$(VENV)/bin/python bench/$$script.py --workdir $(BENCH_WORKDIR)/$$script || status=1; \
 	done; \
 	exit $$status

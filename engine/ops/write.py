@@ -271,13 +271,14 @@ def apply_effects(
     for write, table in zip(writes, tables, strict=True):
         entry = snapshot.table(write.table_key)
         _check_lease(lease)
-        failpoint("write.before_effect")
         try:
             if table.fork_planned:
                 _fork(graph, entry, str(table.target_branch), operation_id, landed=bool(entries))
                 failpoint("write.after_fork")
             dataset = open_pinned(store, entry.image.on(table.target_branch))
             read_version = int(dataset.version)
+            _check_lease(lease)  # again right before the effect: the fork and the open may have stalled
+            failpoint("write.before_effect")
             version, commits = _write_table(graph, dataset, entry.table_path, write)
         except EffectLanded as landed:
             raise RecoveryRequired(
@@ -517,21 +518,39 @@ class _Attempts(Generic[P]):
     def run(self) -> WriteResult[P]:
         """One attempt; ends with :class:`NoEffectConflict` when it must be run again.
 
-        The plan is prepared before the branch's lease is taken, so preparing holds no other
-        writer up; under the lease it is prepared again if the branch moved meanwhile (under the
-        lease the branch cannot move, so it is never prepared a third time for that).
+        When the branch's lease is free the plan is prepared before it is taken, so preparing holds
+        no other writer up, and prepared again under it if the branch moved meanwhile. When a live
+        writer holds it, the attempt waits for it first and prepares once, under it (a plan
+        prepared meanwhile would be stale). Under the lease the branch cannot move.
         """
-        snapshot, plan = self._prepared()
-        if not plan.writes and not plan.publish_empty:
-            return WriteResult(plan, None)
-        failpoint("write.after_prepare")
+        leased = self.graph.profile.leased_writes
+        prepared: tuple[BranchSnapshot, CommitPlan[P]] | None = None
+        if not leased or branch_lease.live_holder(self.graph.store, self.branch) is None:
+            prepared = self._prepared()
+            if not prepared[1].writes and not prepared[1].publish_empty:
+                return WriteResult(prepared[1], None)
+            failpoint("write.after_prepare")
         with _branch_lease(self.graph, self.branch) as lease:
             _require_incarnation(self.graph, self.branch, self.incarnation, None)
-            if lease is not None and int(self.graph.manifest.dataset(self.branch).version) != snapshot.manifest_version:
-                snapshot, plan = self._prepared()
-                if not plan.writes and not plan.publish_empty:
-                    return WriteResult(plan, None)
-            return self._commit(snapshot, plan, lease)
+            if prepared is None or (lease is not None and self._moved(lease, prepared[0])):
+                prepared = self._prepared()
+                if not prepared[1].writes and not prepared[1].publish_empty:
+                    return WriteResult(prepared[1], None)
+            result = self._commit(*prepared, lease)
+            if lease is not None and result.published is not None:
+                lease.leaves_manifest_version = result.published.manifest_version
+            return result
+
+    def _moved(self, lease: Lease, snapshot: BranchSnapshot) -> bool:
+        """Whether the branch moved past ``snapshot`` before ``lease`` was taken.
+
+        Not when the lease's previous holder released it leaving the branch at exactly this
+        version (no leased commit came after it); otherwise the branch's version is read.
+        """
+        previous = lease.previous
+        if previous is not None and previous.state == "released" and previous.manifest_version == snapshot.manifest_version:
+            return False
+        return int(self.graph.manifest.dataset(self.branch).version) != snapshot.manifest_version
 
     def _prepared(self) -> tuple[BranchSnapshot, CommitPlan[P]]:
         """A fresh snapshot of the branch and the plan prepared on it."""

@@ -13,8 +13,9 @@ start, heartbeat, expiry) or ``released``. The sequence number of a held record 
 **fencing token**: it only grows, and a holder whose token is no longer the highest has lost the
 lease. To acquire, a process writes the next sequence number when the latest record is released or
 its holder has lapsed; of two processes that try, exactly one creates that record. After
-acquiring, the holder deletes the records below its own, so a lease stays at one or two objects.
-Release writes the next record as ``released``.
+acquiring, the holder deletes the records below its own, so a lease stays at one object. Release
+rewrites the holder's own record as ``released``. The records are not ``fsync``-ed on a local
+disk: a record lost in an operating-system crash belonged to processes that died with it.
 
 A held record lapses when its holder is provably dead (a process on this host that no longer
 runs) or when it has not been renewed for its expiry (:func:`lease_seconds`, default
@@ -89,7 +90,10 @@ class LeaseRecord(BaseModel):
     """One state of a branch's lease.
 
     ``heartbeat_at`` (ms since the epoch, the holder's clock) is when the holder last renewed it;
-    ``expiry_seconds`` is how long after that it lapses.
+    ``expiry_seconds`` is how long after that it lapses. A ``released`` record of a write may say
+    which ``__manifest`` version of the branch its holder left (``manifest_version``; None when
+    it does not know): the next writer whose snapshot is that version need not read the branch
+    again.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -104,6 +108,7 @@ class LeaseRecord(BaseModel):
     at: int
     heartbeat_at: int
     expiry_seconds: float
+    manifest_version: int | None = None
 
     def holder_is_gone(self) -> bool:
         """True if the holder is a process on this host that no longer runs."""
@@ -140,19 +145,24 @@ def _record_names(store: GraphStore, branch: str) -> list[str]:
 
 
 def latest(store: GraphStore, branch: str) -> LeaseRecord | None:
-    """The lease's current state (its highest record), or None if it was never taken.
+    """The lease's current state (its highest record), or None if it was never taken."""
+    return _listed(store, branch)[0]
+
+
+def _listed(store: GraphStore, branch: str) -> tuple[LeaseRecord | None, list[str]]:
+    """The lease's highest record and the names of all its records, in sequence order.
 
     A record listed but deleted before it is read was below a newer one: the listing is read again.
     """
     while True:
         names = _record_names(store, branch)
         if not names:
-            return None
+            return None, []
         try:
             raw = store.read_bytes(f"{_lease_dir(branch)}/{names[-1]}")
         except FileNotFoundError:
             continue
-        return LeaseRecord.model_validate_json(raw)
+        return LeaseRecord.model_validate_json(raw), names
 
 
 def lapsed(store: GraphStore) -> list[LeaseRecord]:
@@ -171,13 +181,13 @@ def live_holder(store: GraphStore, branch: str) -> LeaseRecord | None:
     return record if record is not None and record.held_by_live_holder() else None
 
 
-def _record(branch: str, sequence: int, state: Literal["held", "released"], operation: LeaseOperation | None, expiry: float) -> LeaseRecord:
+def _held_record(branch: str, sequence: int, operation: LeaseOperation, expiry: float) -> LeaseRecord:
     pid = os.getpid()
     at = now_ms()
     return LeaseRecord(
         branch=branch,
         sequence=sequence,
-        state=state,
+        state="held",
         operation=operation,
         host=this_host(),
         pid=pid,
@@ -203,11 +213,15 @@ def lease_lost_error(branch: str, token: int, current: LeaseRecord | None, what:
 class Lease:
     """A lease this process holds: renewed in the background until :meth:`release`.
 
-    ``token`` (the record's sequence number) is the fencing token.
+    ``token`` (the record's sequence number) is the fencing token. ``previous`` is the record this
+    one replaced. The holder sets ``leaves_manifest_version`` to the branch's ``__manifest``
+    version it leaves, if it knows it; :meth:`release` records it.
     """
 
     store: GraphStore
     record: LeaseRecord
+    previous: LeaseRecord | None = None
+    leaves_manifest_version: int | None = None
     _renewed: float = field(default_factory=time.monotonic)
     _lost: bool = False
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -264,11 +278,17 @@ class Lease:
             self._thread.join()
 
     def release(self) -> None:
-        """Stop renewing and give the lease back (the next record says ``released``), unless it was lost."""
+        """Stop renewing and give the lease back: its record now says ``released``.
+
+        A lease already taken over is left as it is: the rewrite of a record below the latest
+        changes nothing, and one the new holder deleted is not written again.
+        """
         self.stop_renewing()
-        released = _record(self.branch, self.token + 1, "released", None, self.record.expiry_seconds)
-        if self.store.put_if_absent(f"{_lease_dir(self.branch)}/{_record_name(released.sequence)}", canonical_json(released)):
-            self.store.delete(f"{_lease_dir(self.branch)}/{_record_name(self.token)}")
+        current = latest(self.store, self.branch)
+        if current is not None and current.sequence == self.token:
+            update = {"state": "released", "heartbeat_at": now_ms(), "manifest_version": self.leaves_manifest_version}
+            released = self.record.model_copy(update=update)
+            self.store.write_bytes(f"{_lease_dir(self.branch)}/{_record_name(self.token)}", canonical_json(released))
 
 
 @dataclass(frozen=True)
@@ -293,30 +313,52 @@ def try_acquire(store: GraphStore, branch: str, operation: LeaseOperation) -> At
     """Take the lease of ``branch`` for ``operation`` unless a live holder holds it."""
     expiry = lease_seconds()
     while True:
-        current = latest(store, branch)
+        current, names = _listed(store, branch)
         if current is not None and current.held_by_live_holder():
             return Attempt(held=None, holder=current)
-        mine = _record(branch, 1 if current is None else current.sequence + 1, "held", operation, expiry)
-        if not store.put_if_absent(f"{_lease_dir(branch)}/{_record_name(mine.sequence)}", canonical_json(mine)):
+        mine = _held_record(branch, 1 if current is None else current.sequence + 1, operation, expiry)
+        if not store.put_if_absent(f"{_lease_dir(branch)}/{_record_name(mine.sequence)}", canonical_json(mine), durable=False):
             continue  # another process wrote that sequence number first: look again
-        lease = Lease(store, mine)
+        lease = Lease(store, mine, previous=current)
         lease.start_renewing()
-        for name in _record_names(store, branch):
-            if _sequence_of(name) < mine.sequence:
-                store.delete(f"{_lease_dir(branch)}/{name}")
+        for name in names:  # every record below this one, as listed before it was created
+            store.delete(f"{_lease_dir(branch)}/{name}")
         return Attempt(held=lease, previous=current)
 
 
 def acquire(store: GraphStore, branch: str, operation: LeaseOperation, *, wait_seconds: float) -> Attempt:
-    """:func:`try_acquire`, polling with jittered backoff for up to ``wait_seconds`` while a live holder holds it."""
+    """:func:`try_acquire`, waiting up to ``wait_seconds`` while a live holder holds the lease.
+
+    On a local disk a waiter looks at the lease directory's modification time every few
+    milliseconds and tries again as soon as a record was written (a release, a renewal, a new
+    holder), when the holder's expiry has passed, and at least every :data:`_RECHECK_SECONDS`
+    (a holder that died); on an object store it tries again with jittered backoff.
+    """
     deadline = time.monotonic() + wait_seconds
-    pause = 0.002 if store.is_local else 0.02
     while True:
         attempt = try_acquire(store, branch, operation)
         if attempt.held is not None or time.monotonic() >= deadline:
             return attempt
-        time.sleep(pause * (0.5 + _jitter()))
-        pause = min(pause * 1.5, 0.05 if store.is_local else 0.5)
+        assert attempt.holder is not None
+        _wait_for_a_change(store, branch, attempt.holder, deadline)
+
+
+_LOCAL_PAUSE = 0.01
+_RECHECK_SECONDS = 0.05
+
+
+def _wait_for_a_change(store: GraphStore, branch: str, holder: LeaseRecord, deadline: float) -> None:
+    """Sleep until the lease may have changed hands (see :func:`acquire`), or the deadline."""
+    stamp = store.directory_stamp(_lease_dir(branch))
+    if stamp is None:  # an object store: no cheap change signal
+        time.sleep(min(0.02 + 0.2 * _jitter(), max(0.0, deadline - time.monotonic())))
+        return
+    lapses_at = time.monotonic() + holder.expiry_seconds - (now_ms() - holder.heartbeat_at) / 1000
+    give_up = min(deadline, lapses_at, time.monotonic() + _RECHECK_SECONDS)
+    while time.monotonic() < give_up:
+        time.sleep(_LOCAL_PAUSE * (0.5 + _jitter()))
+        if store.directory_stamp(_lease_dir(branch)) != stamp:
+            return
 
 
 def _jitter() -> float:

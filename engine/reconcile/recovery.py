@@ -209,7 +209,11 @@ def owner_is_alive(store: GraphStore, intent: WriteIntent) -> bool:
     """
     if intent.lease_token is not None:
         current = branch_lease.latest(store, intent.graph_branch)
-        return current is not None and current.sequence == intent.lease_token and current.held_by_live_holder()
+        return (
+            current is not None
+            and (current.sequence, current.host, current.pid) == (intent.lease_token, intent.host, intent.pid)
+            and current.held_by_live_holder()
+        )
     if intent.host == this_host() and intent.pid == os.getpid() and intent.process_start == process_start_marker(intent.pid):
         with _IN_FLIGHT_LOCK:
             return intent.operation_id in _IN_FLIGHT

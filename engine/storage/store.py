@@ -169,10 +169,15 @@ class GraphStore:
         rel = rel.strip("/")
         return f"{self.uri}/{rel}"
 
-    def put_if_absent(self, rel: str, data: bytes) -> bool:
-        """Create ``rel`` with ``data`` atomically unless it exists; True if this call created it."""
+    def put_if_absent(self, rel: str, data: bytes, *, durable: bool = True) -> bool:
+        """Create ``rel`` with ``data`` atomically unless it exists; True if this call created it.
+
+        On a local disk ``durable=False`` skips the ``fsync`` of the file and its directory: for
+        records whose loss in an operating-system crash is harmless (a branch lease belongs to
+        processes that died with it). An object store's write is always durable.
+        """
         if self.is_local:
-            return _local_put_if_absent(self.path(rel), data)
+            return _local_put_if_absent(self.path(rel), data, durable=durable)
         if self._s3_put_if_absent_retried(rel, data):
             return True
         # A retried attempt (ours, or botocore's) may have landed before its answer was lost, so
@@ -208,10 +213,15 @@ class GraphStore:
 
     @_s3_io
     def read_bytes(self, rel: str) -> bytes:
-        """The bytes at ``rel``; ``FileNotFoundError`` if absent."""
-        opener = open if self.is_local else self.fs.open
-        with opener(self.path(rel), "rb") as handle:
-            return handle.read()
+        """The bytes at ``rel``; ``FileNotFoundError`` if absent.
+
+        On an object store, one GET of whatever version is there (an object replaced while it is
+        read is read whole, old or new, never refused as changed).
+        """
+        if self.is_local:
+            with open(self.path(rel), "rb") as handle:
+                return handle.read()
+        return bytes(self.fs.cat_file(self.path(rel)))
 
     @_s3_io
     def write_bytes(self, rel: str, data: bytes) -> None:
@@ -226,6 +236,19 @@ class GraphStore:
             return
         with self.fs.open(self.path(rel), "wb") as handle:
             handle.write(data)
+
+    def directory_stamp(self, rel_dir: str) -> int | None:
+        """A value that changes whenever an entry of local directory ``rel_dir`` is created, replaced or removed.
+
+        Its modification time in nanoseconds; None on an object store (no such thing) or if the
+        directory cannot be read. For cheap waiting: a caller re-reads the directory only when it changed.
+        """
+        if not self.is_local:
+            return None
+        try:
+            return os.stat(self.path(rel_dir)).st_mtime_ns
+        except OSError:
+            return None
 
     @_s3_io
     def exists(self, rel: str) -> bool:
@@ -278,7 +301,7 @@ class GraphStore:
         return not self.list("")
 
 
-def _local_put_if_absent(target: str, data: bytes) -> bool:
+def _local_put_if_absent(target: str, data: bytes, *, durable: bool) -> bool:
     directory = os.path.dirname(target)
     os.makedirs(directory, exist_ok=True)
     temp = os.path.join(directory, f".{os.path.basename(target)}.tmp-{secrets.token_hex(8)}")
@@ -287,12 +310,14 @@ def _local_put_if_absent(target: str, data: bytes) -> bool:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         try:
             os.link(temp, target)
         except FileExistsError:
             return False
-        _fsync_directory(directory)
+        if durable:
+            _fsync_directory(directory)
         return True
     finally:
         os.unlink(temp)

@@ -159,8 +159,8 @@ def test_writers_and_a_two_worker_server_under_kills_and_pauses(tmp_path: Path) 
     stop = threading.Event()
     hits: list[str] = []
     try:
-        threads = [threading.Thread(target=_cli_writer, args=(uri, f"cli{i}", 12, 100 + i, ledger, query, LEASE)) for i in range(3)]
-        threads += [threading.Thread(target=_http_writer, args=(server.base_url, f"http{i}", 15, ledger)) for i in range(2)]
+        threads = [threading.Thread(target=_cli_writer, args=(uri, f"cli{i}", 10, 100 + i, ledger, query, LEASE)) for i in range(3)]
+        threads += [threading.Thread(target=_http_writer, args=(server.base_url, f"http{i}", 12, ledger)) for i in range(2)]
         chaos = threading.Thread(target=_worker_chaos, args=(server.process.pid, 7, stop, hits))
         for thread in [*threads, chaos]:
             thread.start()
@@ -174,7 +174,7 @@ def test_writers_and_a_two_worker_server_under_kills_and_pauses(tmp_path: Path) 
         server.stop()
     counts = {outcome: len(ledger.tags(outcome)) for outcome in ("acked", "refused", "unknown")}
     print(f"mutations: {counts}; worker chaos: {hits}")
-    assert counts["acked"] >= 20, counts
+    assert counts["acked"] >= 15, counts
     omnigraph("recover", uri).ok()
     assert_whole(uri, present=ledger.tags("acked"), absent=ledger.tags("refused"))
     recover_check_and_write(uri, query)
