@@ -201,7 +201,7 @@ def test_writers_on_s3_fence_each_other(s3_server: str, tmp_path: Path, faults: 
     with FaultProxy(s3_server, seed=5, rate=0.05 if faults else 0.0, slow_seconds=0.2) as proxy:
         environment["AWS_ENDPOINT_URL"] = proxy.endpoint
         environment.pop(FAILPOINT_ENV, None)
-        for index in range(4):
+        for index in range(2):
             tag = f"w-{index}"
             for _ in range(6):
                 done = subprocess.run(
