@@ -193,13 +193,19 @@ def _median(runs: list[dict[str, Any]]) -> dict[str, float]:
 def _targets(medians: dict[str, dict[str, float]], cores: int) -> list[tuple[str, str]]:
     verdicts = []
     one, sixteen = medians["one-branch 1"]["commits_per_s"], medians["one-branch 16"]["commits_per_s"]
-    verdicts.append(("PASS" if sixteen >= 0.8 * one else "FAIL", f"one branch, 16 writers: {sixteen / one:.2f}x one writer (target >= 0.8x)"))
+    verdicts.append(
+        ("PASS" if sixteen >= 0.8 * one else "FAIL", f"one branch, 16 writers: {sixteen / one:.2f}x one writer (target >= 0.8x)")
+    )
     alone = medians["own-branch 1"]["commits_per_s"]
     for n in range(2, cores + 1):
         ratio = medians[f"own-branch {n}"]["commits_per_s"] / alone
-        verdicts.append(("PASS" if ratio >= 0.7 * n else "FAIL", f"{n} writers on {n} branches: {ratio:.2f}x one (target >= {0.7 * n:.1f}x)"))
+        verdicts.append(
+            ("PASS" if ratio >= 0.7 * n else "FAIL", f"{n} writers on {n} branches: {ratio:.2f}x one (target >= {0.7 * n:.1f}x)")
+        )
     cost = medians["one-branch 1"]["p50_ms"] / medians["no-lease 1"]["p50_ms"]
-    verdicts.append(("PASS" if cost <= 1.2 else "FAIL", f"the lease's cost per commit: p50 {cost:.2f}x the protocol without it (target <= 1.2x)"))
+    verdicts.append(
+        ("PASS" if cost <= 1.2 else "FAIL", f"the lease's cost per commit: p50 {cost:.2f}x the protocol without it (target <= 1.2x)")
+    )
     return verdicts
 
 

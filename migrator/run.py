@@ -250,7 +250,9 @@ def _absorb(m: Migration, recorded: MigrationPlan | None, drain_seconds: float) 
 def _live_commits(m: Migration) -> list[str]:
     """The armed commits of live writers, each as ``operation id (program on host, pid N)``."""
     return [
-        f"{i.operation_id} ({i.program} on {i.host}, pid {i.pid})" for i in recovery.list_intents(m.store) if recovery.owner_is_alive(m.store, i)
+        f"{i.operation_id} ({i.program} on {i.host}, pid {i.pid})"
+        for i in recovery.list_intents(m.store)
+        if recovery.owner_is_alive(m.store, i)
     ]
 
 

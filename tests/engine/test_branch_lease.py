@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -259,3 +260,41 @@ def test_whole_graph_reads_skip_a_branch_deleted_after_they_listed_it(graph: str
     assert drift.settle_all(opened.store, opened.manifest, actor="test", require_fencing=True) == []
     assert load_commit_graph(opened.manifest).nodes
     assert [d["name"] for d in branch_documents(opened)] == ["main"]
+
+
+def test_lease_tokens_grow_and_a_lapsed_holder_is_taken_over_and_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In one process, as two holders: a live lease refuses a second taker; once its renewals stop
+    for its expiry it is taken over with the next token; the old holder's checks then refuse."""
+    from omnigraph.engine.errors import ReadSetConflict
+    from omnigraph.engine.reconcile import branch_lease
+
+    store = open_store(str(tmp_path / "g"))
+    monkeypatch.setenv(branch_lease.LEASE_SECONDS_ENV, "0.3")
+    first = branch_lease.try_acquire(store, "main", "write").held
+    assert first is not None and first.token == 1
+    assert branch_lease.try_acquire(store, "main", "write").held is None  # renewed: live
+    first.stop_renewing()  # what a stopped process does
+    time.sleep(0.4)
+    second = branch_lease.try_acquire(store, "main", "write")
+    assert second.held is not None and second.held.token == 2
+    taken = second.taken_over()
+    assert taken is not None and taken.sequence == 1
+    with pytest.raises(ReadSetConflict, match="lapsed"):
+        first.check("this write")
+    first.release()  # a lost lease is left as it is
+    assert branch_lease.latest(store, "main") == second.held.record
+    second.held.release()
+    released = branch_lease.latest(store, "main")
+    assert released is not None and (released.sequence, released.state) == (2, "released")
+    assert branch_lease.try_acquire(store, "main", "write").held is not None  # and free again, token 3
+    assert [name for name in store.list("__recovery/branches/main") if name.endswith(".json")] == ["000000000003.json"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "3601"])
+def test_a_lease_expiry_out_of_range_is_refused(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    from omnigraph.engine.errors import BadRequest
+    from omnigraph.engine.reconcile import branch_lease
+
+    monkeypatch.setenv(branch_lease.LEASE_SECONDS_ENV, value)
+    with pytest.raises(BadRequest, match="OMNIGRAPH_LEASE_SECONDS"):
+        branch_lease.lease_seconds()
