@@ -16,7 +16,9 @@ A writer is this script in ``_writer`` mode: it opens the graph once with the Py
 window ends, timing each commit (``time.monotonic``). It writes its latencies and its typed
 errors to a JSON file. The driver starts the writers, reaps each with ``os.wait4`` (peak RSS)
 and reports per scenario: aggregate commits/s (all writers' commits in the window over its
-length), p50 and p99 commit latency, errors, and the largest writer RSS. Each figure is the
+length), p50 and p99 commit latency, the p50 time a commit holds the lease (``hold``: from taking
+it to giving it back, timed by wrapping ``branch_lease.holding`` inside the writer), errors, and
+the largest writer RSS. Each figure is the
 median over ``--runs`` runs; the scenarios of one run are run side by side in the same loop.
 
 Targets (PASS/FAIL): ``one-branch 16`` commits/s >= 0.8x ``one-branch 1`` (no collapse under
@@ -40,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +66,26 @@ def _writer(argv: list[str]) -> int:
     import omnigraph
     from omnigraph.engine.errors import OmnigraphError
 
+    holds: list[float] = []
     if args.no_lease:
         from omnigraph.engine.ops import write
 
         write._branch_lease = lambda graph, branch: contextlib.nullcontext(None)  # type: ignore[assignment]
+    else:
+        from omnigraph.engine.reconcile import branch_lease
+
+        taking = branch_lease.holding
+
+        @contextlib.contextmanager
+        def timed(*given: Any, **named: Any) -> Iterator[Any]:
+            with taking(*given, **named) as lease:
+                began = time.monotonic()
+                try:
+                    yield lease
+                finally:
+                    holds.append(time.monotonic() - began)
+
+        branch_lease.holding = timed  # type: ignore[assignment]
     graph = omnigraph.open(args.graph, actor=args.prefix)
 
     def upsert(index: int) -> None:
@@ -75,6 +94,7 @@ def _writer(argv: list[str]) -> int:
 
     upsert(0)
     time.sleep(max(0.0, args.start - time.time()))
+    holds.clear()
     latencies: list[float] = []
     errors: dict[str, int] = {}
     deadline = time.monotonic() + args.seconds
@@ -90,7 +110,7 @@ def _writer(argv: list[str]) -> int:
                 latencies.append(time.monotonic() - began)
         index += 1
     graph.close()
-    Path(args.out).write_text(json.dumps({"latencies": latencies, "errors": errors}))
+    Path(args.out).write_text(json.dumps({"latencies": latencies, "errors": errors, "holds": holds}))
     return 0
 
 
@@ -120,6 +140,7 @@ def _scenario(workdir: Path, kind: str, writers: int, seconds: float) -> dict[st
             argv.append("--no-lease")
         processes.append((subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), out))
     latencies: list[float] = []
+    holds: list[float] = []
     errors: dict[str, int] = {}
     peak_kib = 0
     for process, out in processes:
@@ -130,6 +151,7 @@ def _scenario(workdir: Path, kind: str, writers: int, seconds: float) -> dict[st
         peak_kib = max(peak_kib, usage.ru_maxrss)
         document = json.loads(out.read_text())
         latencies += document["latencies"]
+        holds += document["holds"]
         for code, count in document["errors"].items():
             errors[code] = errors.get(code, 0) + count
     shutil.rmtree(root)
@@ -139,6 +161,7 @@ def _scenario(workdir: Path, kind: str, writers: int, seconds: float) -> dict[st
         "p50_ms": 1000 * statistics.median(latencies) if latencies else None,
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies else None,
         "errors": errors,
+        "hold_p50_ms": 1000 * statistics.median(holds) if holds else 0.0,
         "peak_rss_mib": peak_kib / 1024,
     }
 
@@ -168,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED: {failure}", file=sys.stderr)
         return 3
     medians = {name: _median(runs) for name, runs in results.items()}
-    print(f"\n{'scenario':<14} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'RSS MiB':>8}  errors (all runs)")
+    print(f"\n{'scenario':<14} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'hold ms':>8} {'RSS MiB':>8}  errors (all runs)")
     for name, figures in medians.items():
         errors: dict[str, int] = {}
         for one in results[name]:
@@ -176,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                 errors[code] = errors.get(code, 0) + count
         print(
             f"{name:<14} {figures['commits_per_s']:>10.1f} {figures['p50_ms']:>8.1f} {figures['p99_ms']:>8.1f} "
+            f"{figures['hold_p50_ms']:>8.1f} "
             f"{figures['peak_rss_mib']:>8.0f}  {json.dumps(errors, sort_keys=True)}"
         )
     verdicts = _targets(medians, cores)
@@ -187,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _median(runs: list[dict[str, Any]]) -> dict[str, float]:
-    return {key: statistics.median(run[key] for run in runs) for key in ("commits_per_s", "p50_ms", "p99_ms", "peak_rss_mib")}
+    keys = ("commits_per_s", "p50_ms", "p99_ms", "hold_p50_ms", "peak_rss_mib")
+    return {key: statistics.median(run[key] for run in runs) for key in keys}
 
 
 def _targets(medians: dict[str, dict[str, float]], cores: int) -> list[tuple[str, str]]:
