@@ -149,7 +149,7 @@ def test_a_writer_killed_after_its_first_table_never_tears_the_next_commit(graph
 def test_a_writer_paused_past_its_expiry_after_both_tables_is_refused_and_rolled_back(graph: str) -> None:
     """Situation 2, the mirror: A stops with both tables written and stays stopped past its lease;
     B takes over, rolls A back and commits; A wakes up and is refused; A's rows never show."""
-    short = {LEASE_SECONDS_ENV: "1.5"}
+    short = {LEASE_SECONDS_ENV: "3"}  # long enough that a live writer renews under load
     a = start_held(mutate_argv(graph, "a"), "write.after_effect", short)
     os.kill(a.pid, signal.SIGCONT)
     wait_until_stopped(a.pid)  # after its second table: both effects landed, nothing published
@@ -170,10 +170,10 @@ def test_a_paused_writer_whose_effect_comes_after_the_takeover_is_refused_by_the
     refused by Lance itself (a write based on a version older than a restore). Nothing of that
     attempt lands; A's commit runs again from a fresh snapshot under a lease of its own and lands
     whole after B's."""
-    short = {LEASE_SECONDS_ENV: "1.5"}
+    short = {LEASE_SECONDS_ENV: "3"}  # long enough that a live writer renews under load
     a = start_held(mutate_argv(graph, "a"), "write.before_effect", short)
     stalled = [intent.operation_id for intent in list_intents(open_store(graph))]
-    time.sleep(1.6)
+    time.sleep(3.1)
     b = start_free(mutate_argv(graph, "b"), short)
     status, out = finish(b)
     assert status == 0, out
