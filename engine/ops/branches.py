@@ -57,7 +57,7 @@ def create_branch(graph: Graph, name: str, source: str = MAIN) -> GraphBranch:
             f"invalid branch name {name!r}: use letters, digits, '.', '_' and '-' (no '..', not ending in '.' or '.lock'), and not 'main'",
             {"branch": name},
         )
-    _require_creatable(graph, name, source)  # refused before the guard is taken: nothing written
+    _require_creatable(graph, name, source)  # refused before the lease is taken: nothing written
     with branch_lease.holding(graph.store, name, "create", f"creating branch {name!r}", on_taken_over=_completer(graph)):
         failpoint("branch.after_lease")
         _require_creatable(graph, name, source)

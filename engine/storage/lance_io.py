@@ -229,7 +229,7 @@ def remove_unreferenced_fork(store: GraphStore, rel: str, branch: str) -> bool:
     Only for a caller that owns the name ``branch`` on that dataset, so that no other fork of it
     can be in flight: the migration, under its claim, for the fork its unit's sidecar planned;
     recovery, for the fork a dead writer's intent planned when no live writer's intent targets
-    it, and for the table branches of a graph branch that no longer exists, under its guard.
+    it, and for the table branches of a graph branch that no longer exists, under its lease.
     Lance refuses to fork a name whose directory is left without a ref, and this is what lets
     the fork be made again.
     """

@@ -2,7 +2,7 @@
 
 A graph root holds ``_schema.pg`` (the accepted schema source), ``__manifest`` (the manifest
 Lance dataset), one Lance dataset per table, ``__recovery/`` (write intents, their resolution
-log and the per-branch guards), ``__fleet/`` (the registry of running writers) and, during an
+log and the per-branch leases), ``__fleet/`` (the registry of running writers) and, during an
 upgrade, ``__migration/`` (the migrator's claim, ledger and unit sidecars). The engine reads the
 claim document only as plain JSON; its format belongs to ``claims/``.
 

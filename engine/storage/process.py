@@ -1,13 +1,13 @@
 """Process liveness on this host: is a recorded (host, pid, start) still a running process?
 
-A document that names a process (a write intent, a branch guard record, a fleet record, a claim)
+A document that names a process (a write intent, a branch lease record, a fleet record, a claim)
 records the host name, the pid and, where it can, the kernel start time of the process
 (:func:`process_start_marker`, which tells a reused pid apart). Only a process on this host can
 be checked; a process on another host is never known to be alive here.
 
 Two contracts, for two kinds of caller:
 
-* :func:`process_is_alive` (write intents, branch guards, the fleet registry): the recorded
+* :func:`process_is_alive` (write intents, branch leases, the fleet registry): the recorded
   process itself still runs. A pid of another user (``kill`` refused) is alive only if its start
   marker matches, and a reused pid is dead.
 * :func:`pid_running_here` (a claim's holder): the pid is taken by some running process here. A
@@ -75,8 +75,8 @@ def _signal_probe(host: str, pid: int) -> Literal["absent", "refused", "signalle
 def process_is_alive(host: str, pid: int, process_start: str | None, *, zombie_is_alive: bool = False) -> bool:
     """True if ``(host, pid, process_start)`` names a process running on this host now.
 
-    A process on another host is never known to be alive here (the support boundary: one
-    writer host per graph). A pid that is gone is dead. A pid of another user (``kill`` refused)
+    A process on another host is never known to be alive here (across hosts, writers judge each
+    other by their branch leases' expiry instead). A pid that is gone is dead. A pid of another user (``kill`` refused)
     is not taken as alive for that: like any pid, it is the recorded process only if its start
     marker matches (a reused pid is dead); with no recorded marker the pid alone decides. An
     exited but unreaped process (zombie) is dead unless ``zombie_is_alive`` (the fleet registry,
