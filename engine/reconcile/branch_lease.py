@@ -295,18 +295,21 @@ class Lease:
 class Attempt:
     """The outcome of :func:`try_acquire`: ``held`` if it took the lease, else ``holder``.
 
-    ``held`` is this process's lease; ``holder`` the record of the live holder. ``previous`` is
-    the state it replaced; if that was still ``held``, its holder had lapsed (an interrupted
-    operation, or a holder that may still wake up: see :meth:`taken_over`).
+    ``held`` is this process's lease (its ``previous`` is the state it replaced); ``holder`` the
+    record of the live holder.
     """
 
     held: Lease | None
     holder: LeaseRecord | None = None
-    previous: LeaseRecord | None = None
 
     def taken_over(self) -> LeaseRecord | None:
-        """The record of the lapsed holder this acquisition took the lease over from, if any."""
-        return self.previous if self.previous is not None and self.previous.state == "held" else None
+        """The record of the lapsed holder this acquisition took the lease over from, if any.
+
+        A replaced record still ``held`` is an interrupted operation, or a holder that may still
+        wake up.
+        """
+        previous = None if self.held is None else self.held.previous
+        return previous if previous is not None and previous.state == "held" else None
 
 
 def try_acquire(store: GraphStore, branch: str, operation: LeaseOperation) -> Attempt:
@@ -323,7 +326,7 @@ def try_acquire(store: GraphStore, branch: str, operation: LeaseOperation) -> At
         lease.start_renewing()
         for name in names:  # every record below this one, as listed before it was created
             store.delete(f"{_lease_dir(branch)}/{name}")
-        return Attempt(held=lease, previous=current)
+        return Attempt(held=lease)
 
 
 def acquire(store: GraphStore, branch: str, operation: LeaseOperation, *, wait_seconds: float) -> Attempt:

@@ -392,11 +392,12 @@ def resolve_branch(store: GraphStore, manifest: Manifest, branch: str) -> list[R
 
 def resolve_own(store: GraphStore, manifest: Manifest, operation_id: str) -> RecoveryRecord | None:
     """Roll back this process's own commit ``operation_id`` (the caller holds its branch's lease); None if no intent."""
-    for intent in list_intents(store):
-        if intent.operation_id == operation_id:
-            abandon(operation_id)
-            return _resolve(store, manifest, intent)
-    return None
+    try:
+        intent = WriteIntent.model_validate_json(store.read_bytes(intent_path(operation_id)))
+    except FileNotFoundError:
+        return None
+    abandon(operation_id)
+    return _resolve(store, manifest, intent)
 
 
 def take_over(store: GraphStore, manifest: Manifest, previous: branch_lease.LeaseRecord) -> None:
