@@ -7,7 +7,8 @@ only ``4``; and no program writes while a migration claim is held (the barrier i
 the claim). A root without ``__manifest`` is refused: ``not_found`` when it is empty,
 ``bad_request`` (a half-made graph: an interrupted init) otherwise. A read-write open at stamp ``5`` refuses
 (``format_refused``) a graph a format-4 writer published to after the stamp
-(:mod:`omnigraph.engine.access.writer_audit`), then resolves interrupted commits
+(:mod:`omnigraph.engine.access.writer_audit`), then completes a schema change whose process is gone
+(:func:`omnigraph.engine.ops.schema_change.resume_interrupted`), resolves interrupted commits
 (:mod:`omnigraph.engine.reconcile.recovery`) and adopts out-of-band table commits that change no row
 (:mod:`omnigraph.engine.reconcile.drift`) before returning. A read-only open loads none of those
 modules.
@@ -31,8 +32,9 @@ from omnigraph.engine.door.routing import EngineProfile
 from omnigraph.engine.errors import BadRequest, NotFound
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.manifest.rows import HeadEntry, TableEntry, now_ms
+from omnigraph.engine.manifest.rows import BranchSnapshot, HeadEntry, TableEntry, now_ms
 from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.schema.history import SchemaHistory
 from omnigraph.engine.schema.ids import new_ulid
 from omnigraph.engine.storage.names import FORMAT_5, SCHEMA_FILE
 from omnigraph.engine.storage.store import GraphStore
@@ -46,7 +48,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class Graph:
-    """An open graph root."""
+    """An open graph root.
+
+    ``catalog`` is the accepted schema as this process last read it (writes validate against it);
+    ``schemas`` answers the schema of any commit (:meth:`catalog_for`), which is what reads use.
+    """
 
     store: GraphStore
     manifest: Manifest
@@ -56,6 +62,14 @@ class Graph:
     writable: bool
     recovered: list[RecoveryRecord] = field(default_factory=list)
     adopted: list[drift.TableDriftReport] = field(default_factory=list)
+    schemas: SchemaHistory = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.schemas = SchemaHistory(self.store)
+
+    def catalog_for(self, snapshot: BranchSnapshot) -> Catalog:
+        """The schema ``snapshot``'s head commit was written under."""
+        return self.schemas.catalog(snapshot.head.schema_id)
 
 
 def default_actor() -> str:
@@ -120,7 +134,10 @@ def open_graph(store: GraphStore, profile: EngineProfile, *, write: bool, claim_
     from omnigraph.engine.reconcile import drift, recovery
 
     if stamp == FORMAT_5:
+        from omnigraph.engine.ops import schema_change
+
         writer_audit.refuse_foreign_heads(store, manifest)
+        schema_change.resume_interrupted(graph)  # before the other recovery: it may hold leases a dead change took
     graph.recovered = recovery.resolve_intents(store, manifest)
     graph.adopted = drift.settle_all(store, manifest, actor=default_actor(), require_fencing=profile.router.with_pk)
     return graph

@@ -60,9 +60,11 @@ if TYPE_CHECKING:
     from omnigraph.engine.maintenance.findings import CheckReport
     from omnigraph.engine.ops.blobs import BlobReader
     from omnigraph.engine.ops.load import LoadMode as LoadMode  # re-exported for annotations (omnigraph.cli.shared_commands)
+    from omnigraph.engine.ops.schema_change import SchemaApplied
     from omnigraph.engine.query.run import Answer as Answer  # re-exported for annotations (omnigraph.cli.query)
     from omnigraph.engine.reconcile.recovery import RecoveryRecord
     from omnigraph.engine.schema.annotations import SchemaWarning
+    from omnigraph.engine.schema.evolution import SchemaPlan
     from omnigraph.inputs import LoadData
 
 __all__ = ["PROGRAMS", "Graph", "connect", "create"]
@@ -226,11 +228,11 @@ class Graph:
         history = commit_history(self._h.reading().manifest, branch)
         return tuple(Commit(h.commit_id, tuple(h.parents), h.actor, h.message, h.committed_at) for h in history)
 
-    def export_jsonl(self, branch: str = MAIN, types: Sequence[str] | None = None) -> Iterator[str]:
+    def export_jsonl(self, branch: str = MAIN, types: Sequence[str] | None = None, *, at: str | None = None) -> Iterator[str]:
         """The branch as JSONL lines (no newline), what ``omnigraph export`` writes and ``load`` accepts.
 
-        Tables come in table-key order, rows by id. The branch is read as one commit; the lines are
-        produced as they are consumed.
+        Tables come in table-key order, rows by id. The branch is read as one commit (its head, or
+        commit ``at`` of it, under that commit's schema); the lines are produced as they are consumed.
 
         Raises:
             NotFound: no branch ``branch`` (when the first line is asked for).
@@ -238,19 +240,19 @@ class Graph:
         """
         from omnigraph.engine.ops.export import export_lines
 
-        return export_lines(self._h.reading(), branch, list(types or []))
+        return export_lines(self._h.reading(), branch, list(types or []), at)
 
-    def export(self, branch: str = MAIN, types: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
-        """The branch as record dicts in the JSONL shape (:meth:`export_jsonl`, parsed).
+    def export(self, branch: str = MAIN, types: Sequence[str] | None = None, *, at: str | None = None) -> Iterator[dict[str, Any]]:
+        """The branch (or its commit ``at``) as record dicts in the JSONL shape (:meth:`export_jsonl`, parsed).
 
         Raises:
             NotFound: no branch ``branch``.
             BadRequest: ``types`` names a type the branch does not have.
         """
-        return (json.loads(line) for line in self.export_jsonl(branch, types))
+        return (json.loads(line) for line in self.export_jsonl(branch, types, at=at))
 
-    def export_tables(self, branch: str = MAIN, types: Sequence[str] | None = None) -> dict[str, pa.Table]:
-        """The branch as one ``pyarrow.Table`` per table key (``node:Person``, ...), sorted by id.
+    def export_tables(self, branch: str = MAIN, types: Sequence[str] | None = None, *, at: str | None = None) -> dict[str, pa.Table]:
+        """The branch (or its commit ``at``) as one ``pyarrow.Table`` per table key (``node:Person``, ...), sorted by id.
 
         Each table has the physical columns: ``id``, for edges ``src`` and ``dst``, then the
         properties; a Blob column as Utf8 spellings, ``base64:`` of its bytes or a reference's URI,
@@ -262,7 +264,7 @@ class Graph:
         """
         from omnigraph.engine.ops.export import export_tables
 
-        return export_tables(self._h.reading(), branch, list(types or []))
+        return export_tables(self._h.reading(), branch, list(types or []), at)
 
     def open_blob(self, type_name: str, row_id: str, prop: str, *, branch: str = MAIN) -> BlobReader:
         """One Blob cell of ``branch``'s current commit, opened for streaming.
@@ -539,6 +541,33 @@ class Graph:
 
         self._refuse_if_read_only("merge")
         return self._h.write(lambda graph: merge_branch(graph, source, into, actor=actor or self.actor))
+
+    def plan_schema(self, source: str) -> SchemaPlan:
+        """The steps from the accepted schema to the schema text ``source`` (``omnigraph schema plan``); writes nothing.
+
+        Raises:
+            BadRequest: ``source`` is not a valid schema, or a step cannot be applied (every one
+                listed in ``details["refused"]``).
+        """
+        from omnigraph.engine.ops.schema_change import plan_schema
+
+        return plan_schema(self._h.reading(), source)
+
+    def apply_schema(self, source: str, *, allow_data_loss: bool = False, actor: str | None = None) -> SchemaApplied:
+        """Apply the schema text ``source`` to every branch (``omnigraph schema apply``): one commit per branch.
+
+        Raises:
+            ReadOnlyGraph: the graph was opened read-only.
+            BadRequest: as :meth:`plan_schema`; a step drops data and ``allow_data_loss`` is
+                False; existing rows break a new constraint (``details["problems"]``, ids per branch).
+            FormatRefused: the graph is not upgraded (format 4).
+            ReadSetConflict: a schema change is in progress or was interrupted (run ``omnigraph recover``).
+            FormatBarrier: a migration barrier holds.
+        """
+        from omnigraph.engine.ops.schema_change import apply_schema
+
+        self._refuse_if_read_only("apply_schema")
+        return self._h.write(lambda graph: apply_schema(graph, source, allow_data_loss=allow_data_loss, actor=actor or self.actor))
 
     def fleet_membership(self, role: Literal["server", "load"], address: str | None = None) -> fleet.Membership:
         """A fleet-registry record for this process: how servers announce themselves to ``omnigraph-migrate``.

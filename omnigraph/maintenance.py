@@ -30,10 +30,11 @@ from omnigraph.engine.maintenance.optimize import OptimizeReport
 from omnigraph.engine.maintenance.optimize import optimize as optimize_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import MAIN
+from omnigraph.engine.ops import schema_change
 from omnigraph.engine.progress import Progress, SilentProgress
 from omnigraph.engine.reconcile import branch_lease, drift, recovery
 from omnigraph.engine.reconcile.drift import TableDriftReport
-from omnigraph.engine.storage.names import FORMAT_4
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5
 from omnigraph.engine.storage.store import GraphStore, open_store
 from omnigraph.graph import PROGRAMS
 from omnigraph.migrator.executors import validate_image
@@ -138,13 +139,15 @@ class Recovered:
     """``recover``: what the read-write open resolved, adopted, left in flight and completed.
 
     That is the interrupted commits resolved, the out-of-band commits adopted, the writes of live
-    writers still in flight, and the interrupted branch creations or deletions completed.
+    writers still in flight, the interrupted branch creations or deletions completed, and the
+    branches brought to the accepted schema (branch -> the commit that did it).
     """
 
     recovered: tuple[dict[str, Any], ...]
     adopted: tuple[dict[str, Any], ...]
     in_flight: tuple[str, ...]
     branch_operations_completed: tuple[str, ...]
+    schema_upgraded: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The ``recover --json`` document."""
@@ -153,6 +156,7 @@ class Recovered:
             "adopted": list(self.adopted),
             "in_flight": list(self.in_flight),
             "branch_operations_completed": list(self.branch_operations_completed),
+            "schema_upgraded": {branch: commit for branch, commit in self.schema_upgraded},
         }
 
 
@@ -231,8 +235,9 @@ def drift_revert(
 def recover(uri: str, *, announce: Announce = _quiet, storage_options: Mapping[str, str] | None = None) -> Recovered:
     """Open the graph read-write, which resolves what dead writers left.
 
-    It resolves the interrupted commits of dead writers, completes interrupted branch creations and
-    deletions, and adopts out-of-band commits that change no row.
+    It completes an interrupted schema change, resolves the interrupted commits of dead writers,
+    completes interrupted branch creations and deletions, brings every branch to the accepted
+    schema, and adopts out-of-band commits that change no row.
 
     Raises:
         TableDrift: drift that changes rows is left (every drifted table in the details, with
@@ -244,6 +249,11 @@ def recover(uri: str, *, announce: Announce = _quiet, storage_options: Mapping[s
     finished = recovery.finish_interrupted_branch_operations(graph.store, graph.manifest)
     for name in finished:
         announce(f"completed an interrupted create or delete of branch {name}")
+    upgraded: dict[str, str] = {}
+    if graph.stamp == FORMAT_5:
+        upgraded = schema_change.converge(graph)
+    for name, commit_id in sorted(upgraded.items()):
+        announce(f"brought branch {name} to the accepted schema (commit {commit_id})")
     drifted = []
     for branch in graph.manifest.branches():
         drifted += drift.out_of_band(graph.store, graph.manifest, branch, include_forks=True)
@@ -252,6 +262,7 @@ def recover(uri: str, *, announce: Announce = _quiet, storage_options: Mapping[s
         adopted=tuple(r.to_json() for r in graph.adopted),
         in_flight=tuple(i.operation_id for i in recovery.list_intents(graph.store)),
         branch_operations_completed=tuple(finished),
+        schema_upgraded=tuple(sorted(upgraded.items())),
     )
     if drifted:
         error = drift.drift_error(graph.store.uri, drifted)

@@ -13,7 +13,9 @@ Every rule here comes from a measured fact of the pinned Lance (see ``tests/guar
   re-validate against a fresh graph snapshot;
 * every overwrite carries the catalog schema (with its PK metadata) and is checked afterwards;
 * PK metadata is installed only where absent: ``[id]`` already present is success, anything else
-  is refused, because Lance cannot change or remove a PK once set.
+  is refused, because Lance cannot change or remove a PK once set;
+* a schema change's column steps (:func:`evolve_columns`) never name ``id`` (nor ``src``/``dst``),
+  and the PK must be exactly ``[id]`` after each of them.
 
 Outcomes are typed (:class:`CommitConflict`, :class:`ExistingKeys`, :class:`EffectLanded`); Lance's
 error text is interpreted here and nowhere else. :data:`FENCED_ROUTER` routes the write protocol's
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import lance
 import pyarrow as pa
@@ -33,6 +35,7 @@ import pyarrow.compute as pc
 
 from omnigraph.engine.door.routing import EngineProfile, MergeRows, TableRouter
 from omnigraph.engine.errors import FormatRefused, Internal
+from omnigraph.engine.schema.evolution import TableChange
 from omnigraph.engine.storage.lance_io import create_empty_dataset, primary_key
 from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, PK_METADATA_KEY
 from omnigraph.engine.storage.store import GraphStore
@@ -246,6 +249,66 @@ def merge_rows(dataset: lance.LanceDataset, changes: MergeRows, after_step: Call
             ) from conflict
         after_step()
     return version
+
+
+_SYSTEM_COLUMNS = frozenset({KEY_COLUMN, "src", "dst"})
+
+
+def evolve_columns(dataset: lance.LanceDataset, change: TableChange, after_step: Callable[[], None]) -> tuple[int, int]:
+    """Apply a schema change's column steps to one table: drops, renames, relaxed nullability, adds.
+
+    One Lance commit per kind of step present, in that order (drops free names a rename may
+    take). An added optional column is a metadata-only all-null column; an added required one is
+    written with its fill value. Returns the last version and the number of commits; a failure
+    after the first commit is :class:`EffectLanded` (recovery restores the table to its pin).
+    The PK is checked to be exactly ``[id]`` after every commit.
+    """
+    named = (
+        set(change.drops) | {name for pair in change.renames for name in pair} | set(change.relaxed) | {a.field.name for a in change.adds}
+    )
+    if named & _SYSTEM_COLUMNS:
+        raise Internal(f"a schema change may not touch {sorted(named & _SYSTEM_COLUMNS)} of {change.old_key}")
+    steps: list[Callable[[], None]] = []
+    if change.drops:
+        steps.append(functools.partial(dataset.drop_columns, list(change.drops)))
+    if change.renames:
+        renames: list[Any] = [{"path": old, "name": new} for old, new in change.renames]
+        steps.append(functools.partial(dataset.alter_columns, *renames))
+    if change.relaxed:
+        relaxed: list[Any] = [{"path": name, "nullable": True} for name in change.relaxed]
+        steps.append(functools.partial(dataset.alter_columns, *relaxed))
+    nulls = [added.field for added in change.adds if added.default is None]
+    if nulls:
+        steps.append(functools.partial(dataset.add_columns, nulls))
+    for added in (a for a in change.adds if a.default is not None):
+        steps.append(functools.partial(_add_filled, dataset, added.field, added.default))
+    for index, step in enumerate(steps):
+        try:
+            step()
+        except (OSError, ValueError) as error:
+            classified = _classify(error) if isinstance(error, OSError) else error
+            if index == 0:
+                if isinstance(classified, CommitConflict):
+                    raise classified from error
+                raise
+            raise EffectLanded(
+                f"the schema change of {change.old_key} failed after {index} of its {len(steps)} commits: {error}"
+            ) from error
+        if primary_key(dataset.schema) != [KEY_COLUMN]:
+            raise Internal(f"the schema change of {change.old_key} left primary key {primary_key(dataset.schema)}")
+        after_step()
+    return int(dataset.version), len(steps)
+
+
+def _add_filled(dataset: lance.LanceDataset, column: pa.Field, value: object) -> None:
+    """Add ``column`` holding ``value`` in every row (one commit; new data files for that column only)."""
+    output = pa.schema([column])
+
+    @lance.batch_udf(output_schema=output)
+    def fill(batch: pa.RecordBatch) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays([pa.array([value] * batch.num_rows, column.type)], schema=output)
+
+    dataset.add_columns(fill, read_columns=[KEY_COLUMN])
 
 
 def _check_writable(dataset: lance.LanceDataset, where: str) -> None:

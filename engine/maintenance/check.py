@@ -11,8 +11,12 @@ checks:
 * the format stamp is a known value, not ``migrating``, and consistent with the primary keys:
   at ``5`` every pinned image has PK exactly ``[id]``; at any stamp a PK other than ``[]`` or
   ``[id]`` is wrong (PKs installed by an aborted migration stay at stamp ``4``, by design);
-* every branch's manifest folds, names the catalog's tables, and every table row resolves to an
-  existing ``(table branch, version)`` whose row count matches the row recorded in the manifest;
+* every branch's manifest folds, names the tables of the schema its head was written under, and
+  every table row resolves to an existing ``(table branch, version)`` whose row count matches the
+  row recorded in the manifest and whose columns are the ones that schema declares
+  (``table_schema_mismatch``);
+* every branch is at the accepted schema (``schema_behind``) and no schema change is left in
+  progress (``schema_change_pending``); ``omnigraph recover`` resolves both;
 * no table branch HEAD is ahead of every pin of it and no Lance branch of a table is pinned by
   no graph branch, unless a pending write intent names that table (an interrupted commit);
 * no branch create or delete was interrupted holding its lease (``omnigraph recover`` completes it);
@@ -48,10 +52,12 @@ from omnigraph.engine.maintenance.findings import CheckReport, ClaimFindings, Fi
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.reconcile import branch_lease
+from omnigraph.engine.reconcile.drift import recover_command
 from omnigraph.engine.reconcile.recovery import WriteIntent
 from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.schema.history import SchemaHistory
 from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset, open_pinned, primary_key
-from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS, RECOVERY_DIR, SCHEMA_FILE
+from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS, RECOVERY_DIR, SCHEMA_CHANGE_PATH, SCHEMA_FILE
 from omnigraph.engine.storage.store import GraphStore
 
 LISTED_PER_FINDING = 100
@@ -75,6 +81,7 @@ class _Checker:
         self.pinned_by: dict[ImageKey, list[str]] = {}
         self.intent_tables: set[tuple[str, str | None]] = set()
         self.intent_paths: set[str] = set()
+        self.schemas = SchemaHistory(store)
 
     def add(self, kind: str, message: str, **fields: Any) -> None:
         details = fields.pop("details", {})
@@ -207,11 +214,49 @@ class _Checker:
                     details={"manifest_rows": entry.row_count, "image_rows": rows},
                     **where,
                 )
+            if catalog is not None and key in catalog.table_keys():
+                declared = set(catalog.table(key).arrow_schema(with_pk=False).names)
+                if set(dataset.schema.names) != declared:
+                    self.add(
+                        "table_schema_mismatch",
+                        f"{key} at {_image_name(image)} has columns {sorted(dataset.schema.names)}; the schema of branch {branch}'s "
+                        f"head declares {sorted(declared)}",
+                        details={"columns": sorted(dataset.schema.names), "declared": sorted(declared)},
+                        **where,
+                    )
             pk = primary_key(dataset.schema)
             if pk not in ([], [KEY_COLUMN]):
                 self.add("pk_wrong", f"{key} at {_image_name(image)} has primary key {pk}, not ['id']", details={"pk": pk}, **where)
             elif stamp == FORMAT_5 and pk != [KEY_COLUMN]:
                 self.add("pk_missing", f"the stamp is 5 but {key} at {_image_name(image)} has no primary key", details={"pk": pk}, **where)
+
+    def check_schema_change(self) -> None:
+        """A schema change in progress or interrupted: ``schema_change_pending`` naming ``omnigraph recover``."""
+        if self.store.exists(SCHEMA_CHANGE_PATH):
+            command = recover_command(self.store.uri)
+            self.add(
+                "schema_change_pending",
+                f"a schema change is recorded as in progress ({SCHEMA_CHANGE_PATH}); if no `schema apply` is running, `{command}` "
+                "completes it",
+                details={"next": command},
+            )
+
+    def branch_catalog(self, snapshot: BranchSnapshot, accepted: Catalog | None) -> Catalog | None:
+        """The schema of ``snapshot``'s head (a finding if it cannot be read); ``schema_behind`` if it is not the accepted one."""
+        try:
+            catalog = self.schemas.catalog(snapshot.head.schema_id)
+        except (OSError, ValueError, OmnigraphError) as error:
+            self.add("schema_unreadable", f"the schema of branch {snapshot.branch}'s head cannot be read: {error}", branch=snapshot.branch)
+            return None
+        if accepted is not None and catalog.source != accepted.source:
+            command = recover_command(self.store.uri)
+            self.add(
+                "schema_behind",
+                f"branch {snapshot.branch} is at an older schema than the accepted one; `{command}` brings it to the accepted schema",
+                branch=snapshot.branch,
+                details={"next": command},
+            )
+        return catalog
 
     def check_heads(self) -> None:
         pinned: dict[tuple[str, str | None], int] = {}
@@ -338,8 +383,9 @@ def check_graph(store: GraphStore, scan_ids: IdScanner, claim_findings: ClaimFin
     catalog = _read_catalog(checker)
     snapshots = checker.snapshots()
     checker.check_unfenced_commits(stamp, snapshots)
+    checker.check_schema_change()
     for snapshot in snapshots.values():
-        checker.check_tables(snapshot, catalog, stamp)
+        checker.check_tables(snapshot, checker.branch_catalog(snapshot, catalog), stamp)
     checker.check_heads()
     checker.check_ids()
     if catalog is not None:

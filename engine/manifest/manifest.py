@@ -21,10 +21,11 @@ from contextlib import contextmanager
 import lance
 
 from omnigraph.engine.door import table_store
-from omnigraph.engine.errors import FormatRefused, NotFound, ReadSetConflict
+from omnigraph.engine.errors import FormatRefused, Internal, NotFound, ReadSetConflict
 from omnigraph.engine.manifest.rows import (
     MAIN,
     MANIFEST_SCHEMA,
+    SCHEMA_ID_COLUMN,
     BranchSnapshot,
     GraphBranch,
     HeadEntry,
@@ -32,6 +33,7 @@ from omnigraph.engine.manifest.rows import (
     fold_rows,
     head_row,
     lance_branch_name,
+    retired_row,
     rows_table,
     table_row,
 )
@@ -213,17 +215,31 @@ class Manifest:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def publish(self, base: BranchSnapshot, tables: list[TableEntry], head: HeadEntry | None) -> int:
+    def publish(self, base: BranchSnapshot, tables: list[TableEntry], head: HeadEntry | None, retired: tuple[str, ...] = ()) -> int:
         """One Lance commit on ``base.branch`` from ``base.manifest_version``; returns its version.
 
-        ``head=None`` publishes table rows only (migration and recovery publishes). Raises
+        ``head=None`` publishes table rows only (migration and recovery publishes); ``retired``
+        table keys get retired rows (a schema change's dropped and renamed types). A head with a
+        ``schema_id`` needs the column (:meth:`ensure_schema_column`). Raises
         :class:`omnigraph.engine.door.table_store.CommitConflict` if a concurrent publish rewrote the same rows.
         """
         rows = [table_row(t) for t in sorted(tables, key=lambda t: t.table_key)]
+        rows += [retired_row(key) for key in sorted(retired)]
         if head is not None:
             rows.insert(0, head_row(head))
         dataset = self.dataset(base.branch, base.manifest_version)
+        if head is not None and head.schema_id is not None and SCHEMA_ID_COLUMN not in dataset.schema.names:
+            raise Internal(f"__manifest branch {base.branch!r} has no {SCHEMA_ID_COLUMN} column for a head with a schema version")
         return table_store.upsert(dataset, rows_table(rows, dataset.schema.names))
+
+    def ensure_schema_column(self, branch: str) -> None:
+        """Give ``branch``'s ``__manifest`` the ``schema_id`` column if it predates it (null: the first schema).
+
+        A metadata-only Lance commit that changes no row; the caller holds the branch's lease.
+        """
+        dataset = self.dataset(branch)
+        if SCHEMA_ID_COLUMN not in dataset.schema.names:
+            dataset.add_columns(MANIFEST_SCHEMA.field(SCHEMA_ID_COLUMN))
 
     def create_branch(self, name: str, source: BranchSnapshot) -> None:
         """Fork ``__manifest`` branch ``name`` from exactly ``source``'s manifest version."""

@@ -2,10 +2,12 @@
 
 ``__manifest`` is keyed by ``object_id`` (its own unenforced PK in both formats, never
 rewritten). Each graph branch holds one head row (``object_id = "head"``: commit id, parents,
-actor, message, time, and the program and format that wrote the commit; both null on graphs
-whose ``__manifest`` predates those columns: unknown) and one row per live table
+actor, message, time, the program and format that wrote the commit (both null on graphs
+whose ``__manifest`` predates those columns: unknown), and the commit's schema version
+(``schema_id``; null: the graph's first schema, see :mod:`omnigraph.engine.schema.history`)) and one row per live table
 (``object_id = "table:<table_key>"``: path, pinned table branch and version, row count, and the
-migration marker). :func:`table_row`/:func:`head_row`/:func:`rows_table` build rows,
+migration marker). A table a schema change dropped or renamed keeps its row with ``kind =
+"retired"``, which folds to nothing. :func:`table_row`/:func:`head_row`/:func:`rows_table` build rows,
 :func:`fold_rows` folds them into a :class:`BranchSnapshot`; reading and publishing them is
 :class:`omnigraph.engine.manifest.manifest.Manifest`. Nothing here does I/O.
 """
@@ -43,8 +45,11 @@ MANIFEST_SCHEMA = pa.schema(
         pa.field("migration_unit", pa.utf8()),
         pa.field("writer_program", pa.utf8()),
         pa.field("writer_format", pa.utf8()),
+        pa.field("schema_id", pa.utf8()),
     ]
 )
+SCHEMA_ID_COLUMN = "schema_id"
+RETIRED_KIND = "retired"
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class HeadEntry:
     committed_at: int
     writer_program: str | None = None
     writer_format: str | None = None
+    schema_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,13 @@ def head_row(head: HeadEntry) -> dict[str, object]:
         "committed_at": head.committed_at,
         "writer_program": head.writer_program,
         "writer_format": head.writer_format,
+        "schema_id": head.schema_id,
     }
+
+
+def retired_row(table_key: str) -> dict[str, object]:
+    """The ``__manifest`` row that retires ``table_key`` (dropped or renamed by a schema change)."""
+    return {"object_id": TABLE_PREFIX + table_key, "kind": RETIRED_KIND, "table_key": table_key}
 
 
 def rows_table(rows: list[dict[str, object]], names: list[str] | None = None) -> pa.Table:
@@ -166,6 +178,7 @@ def fold_rows(branch: str, manifest_version: int, table: pa.Table) -> BranchSnap
                 committed_at=int(row["committed_at"]),
                 writer_program=row.get("writer_program"),
                 writer_format=row.get("writer_format"),
+                schema_id=row.get("schema_id"),
             )
         elif row["kind"] == "table":
             tables[row["table_key"]] = TableEntry(

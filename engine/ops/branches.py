@@ -58,14 +58,30 @@ def create_branch(graph: Graph, name: str, source: str = MAIN) -> GraphBranch:
             {"branch": name},
         )
     _require_creatable(graph, name, source)  # refused before the lease is taken: nothing written
-    with branch_lease.holding(graph.store, name, "create", f"creating branch {name!r}", on_taken_over=_completer(graph)):
+    with branch_lease.holding(graph.store, name, "create", f"creating branch {name!r}", on_taken_over=_completer(graph)) as lease:
         failpoint("branch.after_lease")
         _require_creatable(graph, name, source)
         for path in _table_paths(graph):
             delete_branch_if_present(graph.store, path, name)  # left by a delete that was interrupted
         failpoint("branch.before_create")
         graph.manifest.create_branch(name, graph.manifest.snapshot(source))
+        if graph.profile.router.with_pk:
+            _reach_accepted_schema(graph, name, lease)
         return graph.manifest.branches()[name]
+
+
+def _reach_accepted_schema(graph: Graph, name: str, lease: branch_lease.Lease) -> None:
+    """A branch forked from one a schema change has not reached yet gets the change now; if it cannot, the create is undone."""
+    from omnigraph.engine.ops import schema_change
+
+    try:
+        schema_change.upgrade_new_branch(graph, name, lease)
+    except BadRequest:
+        paths = _table_paths(graph)
+        graph.manifest.delete_branch(name)
+        for path in paths:
+            delete_branch_if_present(graph.store, path, name)
+        raise
 
 
 def delete_branch(graph: Graph, name: str) -> None:

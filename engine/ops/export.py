@@ -17,6 +17,7 @@ import pyarrow as pa
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry
+from omnigraph.engine.query.run import read_point
 from omnigraph.engine.records.parse import arrow_to_records
 from omnigraph.engine.schema.types import spell_bytes
 from omnigraph.engine.storage.blobs import ROW_ID, blob_names, contents
@@ -39,14 +40,18 @@ def _wanted(snapshot: BranchSnapshot, types: list[str] | None) -> list[tuple[str
     return [(key, entry) for key, entry in snapshot.tables.items() if not wanted or key.split(":", 1)[1] in wanted]
 
 
-def export_lines(graph: Graph, branch: str, types: list[str] | None = None) -> Iterator[str]:
-    """Yield one JSONL line per row; ``types`` limits the export to those node/edge type names."""
-    snapshot = graph.manifest.snapshot(branch)
-    chosen = _wanted(snapshot, types)
-    with graph.manifest.reading(branch):
+def export_lines(graph: Graph, branch: str, types: list[str] | None = None, at: str | None = None) -> Iterator[str]:
+    """Yield one JSONL line per row; ``types`` limits the export to those node/edge type names.
+
+    ``at`` exports commit ``at`` of the branch instead of its head, with that commit's schema.
+    """
+    point = read_point(graph.manifest, branch, at)
+    chosen = _wanted(point.snapshot, types)
+    catalog = graph.catalog_for(point.snapshot)
+    with graph.manifest.reading(point.manifest_branch):
         for table_key, entry in chosen:
             dataset = open_pinned(graph.store, entry.image)
-            table, rows = graph.catalog.table(table_key), _sorted(dataset)
+            table, rows = catalog.table(table_key), _sorted(dataset)
             step = BLOB_ROWS if blob_names(dataset.schema) else max(rows.num_rows, 1)
             for start in range(0, rows.num_rows, step):
                 yield from arrow_to_records(table, _spelled(dataset, rows.slice(start, step)))
@@ -70,16 +75,16 @@ def _spelled(dataset: lance.LanceDataset, rows: pa.Table) -> pa.Table:
     return rows.drop_columns([ROW_ID]) if names else rows
 
 
-def export_tables(graph: Graph, branch: str, types: list[str] | None = None) -> dict[str, pa.Table]:
-    """The rows :func:`export_lines` would write, as one Arrow table per table key.
+def export_tables(graph: Graph, branch: str, types: list[str] | None = None, at: str | None = None) -> dict[str, pa.Table]:
+    """The rows :func:`export_lines` would write (of commit ``at`` when given), as one Arrow table per table key.
 
     Each is sorted by id, with the physical columns: ``id``, for edges ``src`` and ``dst``, then
     the properties; a Blob column as the Utf8 spellings of its cells, so every payload of the
     table is in memory.
     """
-    snapshot = graph.manifest.snapshot(branch)
-    chosen = _wanted(snapshot, types)
-    with graph.manifest.reading(branch):
+    point = read_point(graph.manifest, branch, at)
+    chosen = _wanted(point.snapshot, types)
+    with graph.manifest.reading(point.manifest_branch):
         tables = {}
         for key, entry in chosen:
             dataset = open_pinned(graph.store, entry.image)

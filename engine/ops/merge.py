@@ -54,19 +54,21 @@ measures it).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from omnigraph.engine.errors import BadRequest, Internal, MergeConflict
+from omnigraph.engine.errors import BadRequest, Internal, MergeConflict, ReadSetConflict
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.commit_graph import load_commit_graph
 from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.constraints import constraint_problems, read_matching
 from omnigraph.engine.ops.merge_diff import TableChanges, compare_table
 from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
+from omnigraph.engine.reconcile import drift
 from omnigraph.engine.results import MergeResult
 from omnigraph.engine.storage.blobs import blob_names, materialize
 from omnigraph.engine.storage.lance_io import open_pinned
@@ -263,14 +265,18 @@ def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
     outcome: MergeOutcome = "fast_forward" if base_id == target_head else "merged"
     node = dag.nodes[base_id]
     base = graph.manifest.snapshot(node.branch, node.manifest_version)
+    _require_same_schema(graph, source_snapshot, target)
+    chain = graph.schemas.chain(base.head.schema_id, target.head.schema_id)
     changes: dict[str, TableChanges] = {}
-    for table_key in graph.catalog.table_keys():
+    for table_key in graph.catalog_for(target).table_keys():
+        base_key = chain.old_key(table_key) if chain.links else table_key
         changes[table_key] = compare_table(
             graph.store,
             table_key,
-            base.tables.get(table_key),
+            None if base_key is None else base.tables.get(base_key),
             source_snapshot.tables.get(table_key),
             target.tables.get(table_key),
+            None if not chain.links or base_key is None else functools.partial(chain.adapt, base_key),
         )
     conflicts = sorted((c for change in changes.values() for c in change.conflicts), key=lambda c: (c.table_key, c.id))
     incoming = {key: _incoming_rows(graph, source_snapshot, change) for key, change in changes.items() if change.count}
@@ -288,6 +294,18 @@ def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
         for key in sorted(incoming)
     )
     return _Plan(outcome, base_id, source_head, target_head, changes, writes)
+
+
+def _require_same_schema(graph: Graph, source: BranchSnapshot, target: BranchSnapshot) -> None:
+    """Both branches must be at one schema version (a schema change reaches every branch)."""
+    theirs, ours = graph.schemas.resolve(source.head.schema_id), graph.schemas.resolve(target.head.schema_id)
+    if theirs != ours:
+        raise ReadSetConflict(
+            f"branches {source.branch!r} and {target.branch!r} are at different schema versions ({theirs[:12]}, {ours[:12]}): a "
+            "schema change has not reached both yet; nothing was written. "
+            f"Run `{drift.recover_command(graph.store.uri)}`, then merge again",
+            {"member": "schema", "expected": ours, "actual": theirs},
+        )
 
 
 def _refusal(source: str, target: str, base: str, conflicts: list[dict[str, str]], problems: list[dict[str, Any]]) -> MergeConflict:

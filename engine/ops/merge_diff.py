@@ -22,7 +22,7 @@ pin equals the base's or the target's is not read twice. Per id (absence counts 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -109,14 +109,24 @@ def _database() -> Iterator[duckdb.DuckDBPyConnection]:
             connection.close()
 
 
-def _digests(connection: duckdb.DuckDBPyConnection, store: GraphStore, name: str, entry: TableEntry | None) -> None:
+Adapt = Callable[[pa.Table], pa.Table]
+"""Rows of an image written under an older schema, as the merged branches' schema holds them."""
+
+
+def _digests(
+    connection: duckdb.DuckDBPyConnection, store: GraphStore, name: str, entry: TableEntry | None, adapt: Adapt | None = None
+) -> None:
     """Create the table ``name`` of ``(id, d)``: every row's id and digest (none for a missing table)."""
     if entry is None:
         connection.execute(f"CREATE TABLE {name} (id VARCHAR, d VARCHAR)")
         return
     dataset = open_pinned(store, entry.image)
-    connection.register(f"{name}_image", _summarised(dataset) if blob_names(dataset.schema) else dataset)
-    columns = ", ".join(f'"{column}"' for column in sorted(dataset.schema.names))  # images may order them differently
+    image: lance.LanceDataset | pa.RecordBatchReader = _summarised(dataset) if blob_names(dataset.schema) else dataset
+    if adapt is not None:
+        image = _adapted(image if isinstance(image, pa.RecordBatchReader) else dataset.scanner(batch_size=_BATCH_ROWS).to_reader(), adapt)
+    connection.register(f"{name}_image", image)
+    names = image.schema.names
+    columns = ", ".join(f'"{column}"' for column in sorted(names))  # images may order them differently
     connection.execute(f"CREATE TABLE {name} AS SELECT id, md5(to_json(struct_pack({columns}))::VARCHAR) AS d FROM {name}_image")
     connection.unregister(f"{name}_image")
 
@@ -136,6 +146,17 @@ def _summarised(dataset: lance.LanceDataset) -> pa.RecordBatchReader:
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
+def _adapted(reader: pa.RecordBatchReader, adapt: Adapt) -> pa.RecordBatchReader:
+    """``reader``'s rows passed through ``adapt``, as a stream."""
+    schema = adapt(reader.schema.empty_table()).schema
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            yield from adapt(pa.Table.from_batches([batch])).cast(schema).to_batches()
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
 def _conflict_kind(base: str | None, source: str | None, target: str | None) -> ConflictKind:
     if base is None:
         return "divergent_insert"
@@ -150,15 +171,20 @@ def compare_table(
     base: TableEntry | None,
     source: TableEntry | None,
     target: TableEntry | None,
+    adapt_base: Adapt | None = None,
 ) -> TableChanges:
-    """The three-way result for one table (see the module docstring)."""
+    """The three-way result for one table (see the module docstring).
+
+    ``adapt_base`` makes the base image's rows read as the branches' schema when the merge base
+    was written under an older one; the base then never counts as the same image as either side.
+    """
     changes = TableChanges(table_key)
-    if _pin(source) == _pin(base) or _pin(source) == _pin(target):
+    if adapt_base is None and (_pin(source) == _pin(base) or _pin(source) == _pin(target)):
         return changes
     with _database() as connection:
-        _digests(connection, store, "base", base)
+        _digests(connection, store, "base", base, adapt_base)
         _digests(connection, store, "source", source)
-        target_table = "base" if _pin(target) == _pin(base) else "target"
+        target_table = "base" if adapt_base is None and _pin(target) == _pin(base) else "target"
         if target_table == "target":
             _digests(connection, store, "target", target)
         rows = max(_count(connection, name) for name in ("base", "source", target_table))

@@ -115,7 +115,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 
 from omnigraph.engine.access import writer_audit
 from omnigraph.engine.door.routing import MergeRows
-from omnigraph.engine.door.table_store import COMMIT_ARROW_BYTES, COMMIT_ROWS, CommitConflict, EffectLanded, ExistingKeys
+from omnigraph.engine.door.table_store import COMMIT_ARROW_BYTES, COMMIT_ROWS, CommitConflict, EffectLanded, ExistingKeys, evolve_columns
 from omnigraph.engine.errors import BadRequest, Internal, NotFound, ReadSetConflict, RecoveryRequired, ResourceLimit
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import Graph
@@ -124,6 +124,8 @@ from omnigraph.engine.reconcile import branch_lease, drift, pins, recovery
 from omnigraph.engine.reconcile.branch_lease import Lease
 from omnigraph.engine.reconcile.pins import PinVerdict
 from omnigraph.engine.reconcile.recovery import IntentTable, WriteIntent
+from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.engine.schema.evolution import TableChange, schema_id
 from omnigraph.engine.schema.ids import new_ulid
 from omnigraph.engine.storage.lance_io import ForeignFork, ForkInterrupted, fork_or_adopt, open_dataset, open_pinned
 from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5
@@ -160,7 +162,7 @@ def check_table(table_key: str, wording: LimitWording, *, rows: int | None = Non
             raise ResourceLimit(resource, limit, actual, message, table_key=table_key)
 
 
-WriteKind = Literal["insert", "upsert", "overwrite", "repair", "merge"]
+WriteKind = Literal["insert", "upsert", "overwrite", "repair", "merge", "evolve"]
 P = TypeVar("P")
 
 
@@ -172,7 +174,9 @@ class TableWrite:
     ``repair`` (duplicate repair behind the migration barrier only) first deletes the rows whose
     id is in ``delete_ids`` (and null-id rows if ``delete_null_ids``), then inserts ``rows``.
     ``merge`` (branch merge, ``.gq`` mutations) strict-inserts ``rows``, upserts ``upsert_rows`` and deletes
-    ``delete_ids``, each step skipped when empty (:class:`omnigraph.engine.door.routing.MergeRows`). An ``overwrite``
+    ``delete_ids``, each step skipped when empty (:class:`omnigraph.engine.door.routing.MergeRows`).
+    ``evolve`` (a schema change, format 5 only) applies ``change`` to the table's columns
+    (:func:`omnigraph.engine.door.table_store.evolve_columns`; ``rows`` is unused). An ``overwrite``
     may give its rows as a ``RecordBatchReader`` (a load streams a large table into its one
     commit); the reader is consumed by the effect, so ``prepare`` makes a new one per attempt.
     """
@@ -183,6 +187,30 @@ class TableWrite:
     delete_ids: tuple[str, ...] = ()
     delete_null_ids: bool = False
     upsert_rows: pa.Table | None = None
+    change: TableChange | None = None
+
+
+@dataclass(frozen=True)
+class SchemaEffects:
+    """What a schema-change commit publishes besides its table writes.
+
+    The head is published under schema version ``schema_id``; ``added`` tables are pinned as they
+    are (new, empty tables); ``rekeyed`` tables (old key, new key) are pinned under their new key;
+    ``retired`` keys (dropped types and the old keys of renamed ones) get retired rows.
+    """
+
+    schema_id: str
+    added: tuple[TableEntry, ...] = ()
+    rekeyed: tuple[tuple[str, str], ...] = ()
+    retired: tuple[str, ...] = ()
+
+    def entries(self, snapshot: BranchSnapshot, written: list[TableEntry]) -> list[TableEntry]:
+        """The table entries to publish: ``written`` (from the snapshot's keys) rekeyed, plus the added tables."""
+        mapping = dict(self.rekeyed)
+        by_key = {entry.table_key: entry for entry in written}
+        for old_key in mapping:
+            by_key.setdefault(old_key, snapshot.table(old_key))
+        return [replace(entry, table_key=mapping.get(key, key)) for key, entry in sorted(by_key.items())] + list(self.added)
 
 
 @dataclass(frozen=True)
@@ -193,7 +221,9 @@ class CommitPlan(Generic[P]):
     was prepared on (:attr:`base_head`; a plan with another first parent is refused). A publish
     rebased onto a newer head (:func:`publish`) puts that head first instead and
     uses ``rebased_message`` (``message`` when None). Without ``writes`` the commit publishes a
-    head-only commit if ``publish_empty``, else nothing. ``payload`` is the caller's.
+    head-only commit if ``publish_empty``, else nothing. ``payload`` is the caller's. ``schema``
+    is set only by a schema change (:class:`SchemaEffects`); every other commit is published
+    under the schema version of the head it builds on.
     """
 
     writes: tuple[TableWrite, ...]
@@ -202,6 +232,7 @@ class CommitPlan(Generic[P]):
     payload: P
     publish_empty: bool = False
     rebased_message: str | None = None
+    schema: SchemaEffects | None = None
 
     @property
     def base_head(self) -> str:
@@ -366,6 +397,10 @@ def _write_table(graph: Graph, dataset: lance.LanceDataset, table_path: str, wri
         return version, steps
     if write.kind == "repair":
         return router.repair(dataset, list(write.delete_ids), write.delete_null_ids, write.rows), None
+    if write.kind == "evolve":
+        if write.change is None or not router.with_pk:
+            raise Internal(f"a schema change of {write.table_key} needs its column change and the fenced engine")
+        return evolve_columns(dataset, write.change, lambda: failpoint("write.after_evolve_step"))
     schema = graph.catalog.table(write.table_key).arrow_schema(with_pk=router.with_pk)
     return router.overwrite(dataset, write.rows, schema), 1
 
@@ -408,12 +443,22 @@ def publish(
         now_ms(),
         writer_program=graph.profile.program,
         writer_format=graph.profile.init_stamp,
+        schema_id=snapshot.head.schema_id if plan.schema is None else plan.schema.schema_id,
     )
     base = snapshot
     for _ in range(PUBLISH_ATTEMPTS):
         try:
-            version = graph.manifest.publish(base, entries, head)
+            if plan.schema is None:
+                version = graph.manifest.publish(base, entries, head)
+            else:
+                version = graph.manifest.publish(base, plan.schema.entries(snapshot, entries), head, plan.schema.retired)
         except CommitConflict:
+            if plan.schema is not None:
+                raise RecoveryRequired(
+                    operation_id,
+                    f"a concurrent publish landed on branch {snapshot.branch!r} during its schema change; resolve it with "
+                    f"`{drift.recover_command(graph.store.uri)}`, which completes the change",
+                ) from None
             base = graph.manifest.snapshot(snapshot.branch)
             _check_lease(lease, confirm=True)
             refuse_foreign_base(graph, base)
@@ -421,7 +466,8 @@ def publish(
             parents, message = plan.head_on(base.head.commit_id)
             head = replace(head, parents=parents, message=message)
             continue
-        return CommitResult(operation_id, snapshot.branch, version, entries, head.parents)
+        published = entries if plan.schema is None else plan.schema.entries(snapshot, entries)
+        return CommitResult(operation_id, snapshot.branch, version, published, head.parents)
     raise RecoveryRequired(
         operation_id,
         f"publishing to branch {snapshot.branch!r} kept losing to concurrent publishes; resolve the "
@@ -463,8 +509,21 @@ def _rebase_entry(graph: Graph, ours: TableEntry, fresh: BranchSnapshot, operati
 RETRY_SECONDS = 60.0
 
 
-def commit(graph: Graph, branch: str, prepare: Prepare[P], *, actor: str) -> WriteResult[P]:
+def commit(
+    graph: Graph,
+    branch: str,
+    prepare: Prepare[P],
+    *,
+    actor: str,
+    catalog: Catalog | None = None,
+    held: Lease | None = None,
+) -> WriteResult[P]:
     """Run one graph commit on ``branch`` (see the module docstring).
+
+    ``catalog`` is the schema the caller validates against (``graph.catalog`` when None, read
+    now): a plan is published only while the branch head is at that schema version, otherwise
+    the commit is refused (:func:`schema_moved`) with nothing written. ``held`` is the branch's
+    lease when the caller already holds it (a schema change), so the commit does not take it.
 
     Returns the plan of the attempt that finished, and the commit it published if it had
     anything to publish.
@@ -483,8 +542,9 @@ def commit(graph: Graph, branch: str, prepare: Prepare[P], *, actor: str) -> Wri
         incarnation = graph.manifest.incarnation(branch)
         if incarnation is None:
             raise NotFound(f"graph branch {branch!r} does not exist (see `omnigraph branch list {graph.store.uri}`)", {"branch": branch})
+    attempts = _Attempts(graph, branch, incarnation, prepare, actor, schema_id(catalog or graph.catalog), held)
     try:
-        return retrying(_Attempts(graph, branch, incarnation, prepare, actor).run)
+        return retrying(attempts.run)
     except NoEffectConflict as conflict:
         raise ReadSetConflict(
             f"concurrent writers on branch {branch!r} kept conflicting for {RETRY_SECONDS:.0f}s; nothing was written, retry the operation",
@@ -492,8 +552,33 @@ def commit(graph: Graph, branch: str, prepare: Prepare[P], *, actor: str) -> Wri
         ) from conflict
 
 
-def _branch_lease(graph: Graph, branch: str) -> AbstractContextManager[Lease | None]:
-    """The lease the commit holds: the branch's, waited for up to :data:`RETRY_SECONDS`; none for a writer without leases."""
+def schema_moved(graph: Graph, snapshot: BranchSnapshot, expected: str) -> ReadSetConflict:
+    """The refusal of a write validated against schema ``expected`` on a branch whose head is at another version.
+
+    The graph's catalog is read again first, so a retry in this process validates against the
+    accepted schema. A branch behind the accepted schema is left by a schema change in progress
+    or interrupted: the refusal names ``omnigraph recover``, which completes it.
+    """
+    graph.catalog = graph.schemas.accepted()
+    head = graph.schemas.resolve(snapshot.head.schema_id)
+    if head == schema_id(graph.catalog):
+        message = (
+            f"the schema of branch {snapshot.branch!r} changed (to version {head[:12]}) after this write was validated; "
+            "nothing was written: retry it against the new schema"
+        )
+    else:
+        message = (
+            f"branch {snapshot.branch!r} is at schema version {head[:12]}, not the accepted {schema_id(graph.catalog)[:12]}: "
+            f"a schema change is in progress or was interrupted; nothing was written. Run `{drift.recover_command(graph.store.uri)}` "
+            "(it completes the change), then retry"
+        )
+    return ReadSetConflict(message, {"member": f"schema of branch {snapshot.branch}", "expected": expected, "actual": head})
+
+
+def _branch_lease(graph: Graph, branch: str, held: Lease | None) -> AbstractContextManager[Lease | None]:
+    """The lease the commit holds: ``held``, else the branch's, waited for up to :data:`RETRY_SECONDS`; none for a writer without leases."""
+    if held is not None:
+        return nullcontext(held)
     if not graph.profile.leased_writes:
         return nullcontext(None)
     return recovery.holding_branch(graph.store, graph.manifest, branch, "this write", wait_seconds=branch_lease.WAIT_SECONDS)
@@ -507,12 +592,16 @@ class _Attempts(Generic[P]):
     prepare.
     """
 
-    def __init__(self, graph: Graph, branch: str, incarnation: str, prepare: Prepare[P], actor: str) -> None:
+    def __init__(
+        self, graph: Graph, branch: str, incarnation: str, prepare: Prepare[P], actor: str, expected_schema: str, held: Lease | None
+    ) -> None:
         self.graph = graph
         self.branch = branch
         self.incarnation = incarnation
         self.prepare = prepare
         self.actor = actor
+        self.expected_schema = expected_schema
+        self.held = held
         self.previous: CommitPlan[P] | None = None
 
     def run(self) -> WriteResult[P]:
@@ -525,12 +614,12 @@ class _Attempts(Generic[P]):
         """
         leased = self.graph.profile.leased_writes
         prepared: tuple[BranchSnapshot, CommitPlan[P]] | None = None
-        if not leased or branch_lease.live_holder(self.graph.store, self.branch) is None:
+        if self.held is None and (not leased or branch_lease.live_holder(self.graph.store, self.branch) is None):
             prepared = self._prepared()
             if not prepared[1].writes and not prepared[1].publish_empty:
                 return WriteResult(prepared[1], None)
             failpoint("write.after_prepare")
-        with _branch_lease(self.graph, self.branch) as lease:
+        with _branch_lease(self.graph, self.branch, self.held) as lease:
             _require_incarnation(self.graph, self.branch, self.incarnation, None)
             if prepared is None or (lease is not None and self._moved(lease, prepared[0])):
                 prepared = self._prepared()
@@ -562,6 +651,8 @@ class _Attempts(Generic[P]):
     def _commit(self, snapshot: BranchSnapshot, plan: CommitPlan[P], lease: Lease | None) -> WriteResult[P]:
         """Pin check, arm, effects, publish and disarm of ``plan`` (under ``lease``, if the writer takes leases)."""
         writes = sorted(plan.writes, key=lambda w: w.table_key)
+        if plan.schema is None and self.graph.schemas.resolve(snapshot.head.schema_id) != self.expected_schema:
+            raise schema_moved(self.graph, snapshot, self.expected_schema)
         with self._reading():
             verdict = pins.check_pins(self.graph.store, self.graph.manifest, snapshot, [w.table_key for w in writes])
         if verdict.action != "clean":

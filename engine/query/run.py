@@ -1,7 +1,8 @@
 """``query``: run one ``.gq`` read query against a branch (or one of its commits) of a graph.
 
-The query is parsed and checked before any graph data is read (``bad_request`` with
-line:column; a mutation is refused naming ``omnigraph mutate``). The answer reads one folded
+The query is parsed before any graph data is read (``bad_request`` with line:column; a mutation
+is refused naming ``omnigraph mutate``), and checked against the schema of the commit it reads
+(the branch head's, or the ``--at`` commit's: time travel answers with the schema of that commit). The answer reads one folded
 manifest (:func:`read_point`), so it is the state of one commit however many writers publish
 meanwhile. Each table the query names is opened at its pinned Lance image and registered with a
 DuckDB session (:mod:`omnigraph.engine.query.session`); DuckDB scans it as Arrow, pushing the
@@ -184,8 +185,9 @@ def open_answer(
     (the query runs on one thread, see :func:`omnigraph.engine.query.session.open_session`); for a process
     that compares answers across runs, like the migrator's answer check.
     """
-    bound = check_read(choose_query(query, name, "read"), graph.catalog, params or {})
+    chosen = choose_query(query, name, "read")
     point = read_point(graph.manifest, branch, at)
+    bound = check_read(chosen, graph.catalog_for(point.snapshot), params or {})
     with graph.manifest.reading(point.manifest_branch), open_session(one_thread=repeatable) as session:
         for table_key in sorted(_tables(bound.block)):
             session.connection.register(table_key, open_pinned(graph.store, point.snapshot.table(table_key).image))

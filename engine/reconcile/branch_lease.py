@@ -65,7 +65,7 @@ WAIT_SECONDS = 60.0
 SELF_CHECK_SHARE = 0.8
 """A holder stops acting once this share of its expiry has passed since its last renewal: it gives
 up before any other process may take the lease over."""
-LeaseOperation = Literal["write", "create", "delete", "recover"]
+LeaseOperation = Literal["write", "create", "delete", "recover", "schema"]
 
 
 def lease_seconds() -> float:

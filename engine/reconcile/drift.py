@@ -473,7 +473,9 @@ def adopt(
                     {"table_key": report.table_key, "problems": problems, "command": revert},
                 )
         entries.append(with_version(entry, report.table_branch, report.head_version, image.count_rows()))
-    head = HeadEntry(new_ulid(), (snapshot.head.commit_id,), actor, _commit_message(verb, reports), now_ms())
+    head = HeadEntry(
+        new_ulid(), (snapshot.head.commit_id,), actor, _commit_message(verb, reports), now_ms(), schema_id=snapshot.head.schema_id
+    )
     return manifest.publish(snapshot, entries, head)
 
 
@@ -491,12 +493,12 @@ def revert(store: GraphStore, manifest: Manifest, report: TableDriftReport, *, a
     if report.unpinned_fork is not None:
         delete_branch_if_present(store, entry.table_path, report.unpinned_fork.name)
         message = _commit_message("reverted", [report]) + f" (deleted the unpublished fork {report.unpinned_fork.name!r})"
-        head = HeadEntry(new_ulid(), (snapshot.head.commit_id,), actor, message, now_ms())
+        head = HeadEntry(new_ulid(), (snapshot.head.commit_id,), actor, message, now_ms(), schema_id=snapshot.head.schema_id)
         return manifest.publish(snapshot, [], head)
     open_pinned(store, entry.image).restore()  # type: ignore[no-untyped-call]  # lance's LanceDataset.restore has no annotations
     restored = latest_version(store, entry.table_path, entry.table_branch)
     message = _commit_message("reverted", [report]) + f" (v{report.pinned_version} restored as v{restored})"
-    head = HeadEntry(new_ulid(), (snapshot.head.commit_id,), actor, message, now_ms())
+    head = HeadEntry(new_ulid(), (snapshot.head.commit_id,), actor, message, now_ms(), schema_id=snapshot.head.schema_id)
     return manifest.publish(snapshot, [with_version(entry, entry.table_branch, restored, entry.row_count)], head)
 
 

@@ -22,8 +22,9 @@ from omnigraph.engine.schema.parser import Annotation, Arg, Name, Range, SchemaE
 from omnigraph.engine.schema.tables import Cardinality, CheckRule, Metadata, Property, RangeRule
 from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, UNORDERED_TYPES, BlobType, ScalarType
 
-KNOWN_METADATA = ("description", "instruction", "embed", "rename_from")
-"""Metadata annotations the language knows: one string argument (``@embed`` also takes a name)."""
+KNOWN_METADATA = ("description", "instruction", "embed", "rename_from", "default")
+"""Metadata annotations the language knows: one string argument (``@embed`` also takes a name;
+``@default`` takes one literal: a string, a number, ``true`` or ``false``)."""
 CONSTRAINTS = ("key", "unique", "index", "range", "check", "card")
 NUMERIC_SCALARS = frozenset(INTEGER_RANGES) | FLOAT_SCALARS
 EDGE_SYSTEM_MEMBERS = ("src", "dst")
@@ -70,12 +71,15 @@ def metadata(annotation: Annotation, warnings: list[SchemaWarning]) -> Metadata:
     if name.value not in KNOWN_METADATA:
         warnings.append(SchemaWarning(f"unknown annotation '@{name.value}' is kept as metadata and not enforced", name.line, name.column))
         return Metadata(name.value, args, known=False)
-    kinds = ("string", "name") if name.value == "embed" else ("string",)
+    kinds = {"embed": ("string", "name"), "default": ("string", "number", "name")}.get(name.value, ("string",))
     given = annotation.args or ()
-    if len(given) != 1 or given[0].kind not in kinds:
+    literal = name.value != "default" or not given or given[0].kind != "name" or given[0].value in ("true", "false")
+    if len(given) != 1 or given[0].kind not in kinds or not literal:
         at: Name | Arg = given[0] if given else name
-        wanted = "a string or a property name" if name.value == "embed" else "a string"
+        wanted = {"embed": "a string or a property name", "default": "a string, a number, true or false"}.get(name.value, "a string")
         raise _error(f'@{name.value} takes one argument, {wanted}: @{name.value}("...")', at)
+    if name.value == "default" and given[0].kind == "name":
+        return Metadata(name.value, (given[0].value == "true",))
     return Metadata(name.value, args)
 
 

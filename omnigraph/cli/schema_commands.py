@@ -1,13 +1,20 @@
-"""``omnigraph schema show [--json] GRAPH``: the accepted schema and its catalog, read-only.
+"""``omnigraph schema show|plan|apply``: the accepted schema, and changing it on every branch.
 
-The document and the rendering are :meth:`omnigraph.Graph.schema` and :meth:`omnigraph.Graph.schema_text`.
+``show [--json] GRAPH`` prints the accepted schema and its catalog (:meth:`omnigraph.Graph.schema`,
+:meth:`omnigraph.Graph.schema_text`). ``plan --schema NEW.pg [--json] GRAPH`` prints the steps from
+the accepted schema to ``NEW.pg`` and writes nothing (:meth:`omnigraph.Graph.plan_schema`).
+``apply --schema NEW.pg [--allow-data-loss] [--json] GRAPH`` applies them to every branch
+(:meth:`omnigraph.Graph.apply_schema`). Text output: one line per step, ``[data loss]`` and
+``[validated]`` marking what drops data and what existing rows are checked against.
 """
 
 from __future__ import annotations
 
 import click
 
-from omnigraph.cli.support import echo_result, emit_json, json_option, open_for_command, reports_errors
+from omnigraph.cli.shared_commands import read_text_file
+from omnigraph.cli.support import echo_result, emit_json, json_option, open_for_command, reports_errors, say, say_recovered
+from omnigraph.engine.schema.evolution import SchemaPlan
 
 
 @click.group("schema")
@@ -27,3 +34,60 @@ def schema_show(uri: str, as_json: bool) -> None:
             return
         for line in opened.schema_text():
             echo_result(line)
+
+
+def _plan_lines(plan: SchemaPlan) -> list[str]:
+    if not plan.changes_source:
+        return ["the schema is already accepted: nothing to change"]
+    lines = [f"{len(plan.steps)} step(s) from schema {plan.from_schema_id[:12]} to {plan.to_schema_id[:12]}:"]
+    for step in plan.steps:
+        marks = ("  [data loss]" if step.data_loss else "") + ("  [validated]" if step.validates else "")
+        lines.append(f"  {step.kind:<16} {step.detail}{marks}")
+    if not plan.steps:
+        lines.append("  (the source text changes; no table changes)")
+    return lines
+
+
+@schema_group.command("plan")
+@click.option("--schema", "schema_path", required=True, help="The proposed .pg schema file.")
+@json_option
+@click.argument("uri", metavar="GRAPH")
+@reports_errors
+def schema_plan(schema_path: str, uri: str, as_json: bool) -> None:
+    """Print the steps from GRAPH's accepted schema to the --schema file; write nothing."""
+    source = read_text_file(schema_path, "schema file")
+    with open_for_command(uri, read_only=True) as opened:
+        plan = opened.plan_schema(source)
+    if as_json:
+        emit_json({**plan.model_dump(mode="json"), "data_loss": plan.data_loss})
+        return
+    for line in _plan_lines(plan):
+        echo_result(line)
+    if plan.data_loss:
+        say("applying this plan drops stored data: `schema apply` needs --allow-data-loss")
+
+
+@schema_group.command("apply")
+@click.option("--schema", "schema_path", required=True, help="The new .pg schema file.")
+@click.option("--allow-data-loss", is_flag=True, help="Apply steps that drop types or properties and their values.")
+@json_option
+@click.argument("uri", metavar="GRAPH")
+@reports_errors
+def schema_apply(schema_path: str, allow_data_loss: bool, uri: str, as_json: bool) -> None:
+    """Apply the --schema file to every branch of GRAPH: one graph commit per branch."""
+    source = read_text_file(schema_path, "schema file")
+    with open_for_command(uri) as opened:
+        say_recovered(opened)
+        applied = opened.apply_schema(source, allow_data_loss=allow_data_loss)
+    if as_json:
+        emit_json(applied.document())
+        return
+    for line in _plan_lines(applied.plan):
+        echo_result(line)
+    if applied.outcome == "unchanged":
+        for branch, commit_id in sorted(applied.commits.items()):
+            echo_result(f"brought branch {branch} to the accepted schema: commit {commit_id}")
+        return
+    for branch, commit_id in sorted(applied.commits.items()):
+        echo_result(f"branch {branch}: commit {commit_id}" if commit_id else f"branch {branch}: deleted meanwhile")
+    echo_result(f"accepted schema {applied.plan.to_schema_id[:12]} on {len(applied.commits)} branch(es)")

@@ -67,6 +67,11 @@ def _decode_utf8(data: bytes, what: str, path: str) -> str:
         raise BadRequest(f"{what} {path!r} is not UTF-8: {error.reason} at byte {error.start}", {"path": path}) from None
 
 
+def read_text_file(path: str, what: str) -> str:
+    """The UTF-8 text of the file at ``path`` (``bad_request`` naming ``what`` when unreadable or not UTF-8)."""
+    return _decode_utf8(_read_file(path, what), what, path)
+
+
 def _chunked_load(graph: omnigraph.Graph, data: Any, mode: LoadMode, branch: str, chunk_rows: int) -> omnigraph.LoadResult:
     """``load`` with ``--chunk-rows``, with a progress bar of the commits on stderr."""
     bars: list[Any] = []
@@ -232,12 +237,15 @@ def export_command_for(program: str) -> click.Command:
     @click.command("export")
     @click.option("--branch", default=MAIN, show_default=True)
     @click.option("--type", "types", multiple=True, help="Only these node/edge types (repeatable).")
+    @click.option(
+        "--at", "at_commit", default=None, help="Export the branch as of this commit (see `commit list`), with that commit's schema."
+    )
     @click.argument("uri", metavar="GRAPH")
     @reports_errors
-    def export_command(branch: str, types: tuple[str, ...], uri: str) -> None:
+    def export_command(branch: str, types: tuple[str, ...], at_commit: str | None, uri: str) -> None:
         """Write a branch as JSONL on stdout (loadable with `load`)."""
         with open_for_command(uri, read_only=True, program=program) as opened:
-            for line in opened.export_jsonl(branch, list(types)):
+            for line in opened.export_jsonl(branch, list(types), at=at_commit):
                 sys.stdout.write(line + "\n")
 
     return export_command

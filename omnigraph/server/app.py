@@ -212,6 +212,18 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
             """  # noqa: D205 - the route's OpenAPI description, served as written
             return service.merge(name, body.into, principal.actor)
 
+        @app.post("/schema/plan", tags=["schema"], dependencies=[requires(Grant.READ)])
+        def plan_schema(body: models.SchemaRequest) -> dict[str, Any]:
+            """The steps from the accepted schema to ``schema`` (``omnigraph schema plan --json``); writes nothing."""
+            return service.plan_schema(body.schema_source)
+
+        @app.post("/schema/apply", tags=["schema"])
+        def apply_schema(body: models.SchemaRequest, principal: Annotated[Principal, requires(Grant.ADMIN)]) -> dict[str, Any]:
+            """Apply ``schema`` to every branch, one commit per branch (``omnigraph schema apply --json``); needs the
+            ``admin`` grant, and ``allow_data_loss`` for steps that drop types or properties.
+            """  # noqa: D205 - the route's OpenAPI description, served as written
+            return service.apply_schema(body.schema_source, body.allow_data_loss, principal.actor)
+
         @app.post("/branches/{branch}/mutate", response_model=MutationResult, tags=["writes"])
         def mutate(
             branch: str,

@@ -14,7 +14,7 @@ class Grant(StrEnum):
     WRITE = "write"  # load, mutate
     BRANCH = "branch"  # create and delete branches
     MERGE = "merge"  # merge one branch into another
-    ADMIN = "admin"  # maintenance endpoints (the server has none yet; a token may already carry it)
+    ADMIN = "admin"  # schema changes (POST /schema/apply)
     IMPERSONATE = "impersonate"  # record another actor with X-Omnigraph-Actor
 
 

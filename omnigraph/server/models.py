@@ -81,3 +81,12 @@ class MutateRequest(BaseModel):
     query: str = Field(description="The .gq source.")
     name: str | None = Field(default=None, description="Which query of the source to run.")
     params: dict[str, Any] = Field(default_factory=dict)
+
+
+class SchemaRequest(BaseModel):
+    """``POST /schema/plan`` and ``POST /schema/apply``: the proposed schema source and, for apply, consent to drop data."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_source: str = Field(alias="schema", description="The proposed .pg schema text.")
+    allow_data_loss: bool = Field(default=False, description="Apply steps that drop types or properties (apply only).")

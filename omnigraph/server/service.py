@@ -129,6 +129,15 @@ class GraphService:
             source, name=name, params=params, branch=branch, if_commit=if_commit, actor=actor, external_blobs=False
         ).to_dict()
 
+    def plan_schema(self, source: str) -> dict[str, Any]:
+        """The ``omnigraph schema plan --json`` document of ``source``; writes nothing."""
+        plan = self.graph.plan_schema(source)
+        return {**plan.model_dump(mode="json"), "data_loss": plan.data_loss}
+
+    def apply_schema(self, source: str, allow_data_loss: bool, actor: str) -> dict[str, Any]:
+        """The ``omnigraph schema apply --json`` document: ``source`` applied to every branch."""
+        return self.graph.apply_schema(source, allow_data_loss=allow_data_loss, actor=actor).document()
+
     def merge(self, source: str, into: str, actor: str) -> dict[str, Any]:
         """Merge branch ``source`` into ``into`` as ``actor``; the merge result's document."""
         return self.graph.merge(source, into=into, actor=actor).to_dict()
