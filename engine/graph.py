@@ -7,8 +7,7 @@ only ``4``; and no program writes while a migration claim is held (the barrier i
 the claim). A root without ``__manifest`` is refused: ``not_found`` when it is empty,
 ``bad_request`` (a half-made graph: an interrupted init) otherwise. A read-write open at stamp ``5`` refuses
 (``format_refused``) a graph a format-4 writer published to after the stamp
-(:mod:`omnigraph.engine.access.writer_audit`), then completes a schema change whose process is gone
-(:func:`omnigraph.engine.ops.schema_change.resume_interrupted`), resolves interrupted commits
+(:mod:`omnigraph.engine.access.writer_audit`), then resolves interrupted commits
 (:mod:`omnigraph.engine.reconcile.recovery`) and adopts out-of-band table commits that change no row
 (:mod:`omnigraph.engine.reconcile.drift`) before returning. A read-only open loads none of those
 modules.
@@ -34,7 +33,6 @@ from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot, HeadEntry, TableEntry, now_ms
 from omnigraph.engine.schema.catalog import Catalog
-from omnigraph.engine.schema.history import SchemaHistory
 from omnigraph.engine.schema.ids import new_ulid
 from omnigraph.engine.storage.names import FORMAT_5, SCHEMA_FILE
 from omnigraph.engine.storage.store import GraphStore
@@ -42,6 +40,7 @@ from omnigraph.engine.storage.store import GraphStore
 # What only a read-write open runs (the writer audit, recovery, drift adoption) is imported by
 # it: a read-only open loads neither those modules nor their pydantic models.
 if TYPE_CHECKING:
+    from omnigraph.engine.manifest.schema_history import SchemaHistory
     from omnigraph.engine.reconcile import drift
     from omnigraph.engine.reconcile.recovery import RecoveryRecord
 
@@ -62,10 +61,16 @@ class Graph:
     writable: bool
     recovered: list[RecoveryRecord] = field(default_factory=list)
     adopted: list[drift.TableDriftReport] = field(default_factory=list)
-    schemas: SchemaHistory = field(init=False, repr=False)
+    _schemas: SchemaHistory | None = field(default=None, init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.schemas = SchemaHistory(self.store)
+    @property
+    def schemas(self) -> SchemaHistory:
+        """The graph's schema versions (:mod:`omnigraph.engine.manifest.schema_history`)."""
+        if self._schemas is None:
+            from omnigraph.engine.manifest.schema_history import SchemaHistory
+
+            self._schemas = SchemaHistory(self.store)
+        return self._schemas
 
     def catalog_for(self, snapshot: BranchSnapshot) -> Catalog:
         """The schema ``snapshot``'s head commit was written under."""
@@ -134,10 +139,7 @@ def open_graph(store: GraphStore, profile: EngineProfile, *, write: bool, claim_
     from omnigraph.engine.reconcile import drift, recovery
 
     if stamp == FORMAT_5:
-        from omnigraph.engine.ops import schema_change
-
         writer_audit.refuse_foreign_heads(store, manifest)
-        schema_change.resume_interrupted(graph)  # before the other recovery: it may hold leases a dead change took
     graph.recovered = recovery.resolve_intents(store, manifest)
     graph.adopted = drift.settle_all(store, manifest, actor=default_actor(), require_fencing=profile.router.with_pk)
     return graph

@@ -35,6 +35,7 @@ from omnigraph.engine.storage.store import GraphStore
 
 if TYPE_CHECKING:
     from omnigraph.engine.reconcile.recovery import RecoveryRecord
+    from omnigraph.engine.schema.catalog import Catalog
 
 __all__ = ["PROGRAMS", "Handles", "program_profile"]
 
@@ -118,9 +119,15 @@ class Handles:
         return graph
 
     def any(self) -> EngineGraph:
-        """Any open handle (for the catalog, which never changes), opening the reader if none is."""
+        """Any open handle (for the accepted catalog as this process last read it), opening the reader if none is."""
         self.require_open()
         return self._writer or self._reader or self.open_reader()
+
+    def accept_catalog(self, catalog: Catalog) -> None:
+        """Make ``catalog`` (a schema this process just accepted) the catalog of both open handles."""
+        for handle in (self._reader, self._writer):
+            if handle is not None:
+                handle.catalog = catalog
 
     def check_barrier(self) -> None:
         """Refuse a write before its input is parsed while the barrier holds (``format_barrier``)."""

@@ -567,7 +567,11 @@ class Graph:
         from omnigraph.engine.ops.schema_change import apply_schema
 
         self._refuse_if_read_only("apply_schema")
-        return self._h.write(lambda graph: apply_schema(graph, source, allow_data_loss=allow_data_loss, actor=actor or self.actor))
+        applied = self._h.write(lambda graph: apply_schema(graph, source, allow_data_loss=allow_data_loss, actor=actor or self.actor))
+        from omnigraph.engine.schema.catalog import Catalog
+
+        self._h.accept_catalog(Catalog.from_source(source))
+        return applied
 
     def fleet_membership(self, role: Literal["server", "load"], address: str | None = None) -> fleet.Membership:
         """A fleet-registry record for this process: how servers announce themselves to ``omnigraph-migrate``.

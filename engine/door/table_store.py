@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import lance
 import pyarrow as pa
@@ -35,10 +35,12 @@ import pyarrow.compute as pc
 
 from omnigraph.engine.door.routing import EngineProfile, MergeRows, TableRouter
 from omnigraph.engine.errors import FormatRefused, Internal
-from omnigraph.engine.schema.evolution import TableChange
 from omnigraph.engine.storage.lance_io import create_empty_dataset, primary_key
 from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, PK_METADATA_KEY
 from omnigraph.engine.storage.store import GraphStore
+
+if TYPE_CHECKING:
+    from omnigraph.engine.schema.evolution import TableChange
 
 KEY_COLUMN = "id"
 COMMIT_ROWS = 8192

@@ -51,11 +51,11 @@ from omnigraph.engine.errors import NotFound, OmnigraphError
 from omnigraph.engine.maintenance.findings import CheckReport, ClaimFindings, Finding, IdScanner, ImageKey
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot
+from omnigraph.engine.manifest.schema_history import SchemaHistory
 from omnigraph.engine.reconcile import branch_lease
 from omnigraph.engine.reconcile.drift import recover_command
 from omnigraph.engine.reconcile.recovery import WriteIntent
 from omnigraph.engine.schema.catalog import Catalog
-from omnigraph.engine.schema.history import SchemaHistory
 from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset, open_pinned, primary_key
 from omnigraph.engine.storage.names import FORMAT_5, FORMAT_MIGRATING, KNOWN_STAMPS, RECOVERY_DIR, SCHEMA_CHANGE_PATH, SCHEMA_FILE
 from omnigraph.engine.storage.store import GraphStore

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from omnigraph.engine.errors import NotFound
 from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.manifest.rows import HEAD_OBJECT_ID, HeadEntry, fold_rows
+from omnigraph.engine.manifest.rows import HEAD_OBJECT_ID, BranchSnapshot, HeadEntry, fold_rows
 
 
 @dataclass(frozen=True)
@@ -106,3 +106,32 @@ def commit_history(manifest: Manifest, branch: str) -> list[HeadEntry]:
     manifest.require_branch(branch)
     head = manifest.snapshot(branch).head
     return load_commit_graph(manifest).history(head.commit_id)
+
+
+@dataclass(frozen=True)
+class ReadPoint:
+    """The commit a query reads and the folded manifest that holds its images.
+
+    ``manifest_branch`` is the graph branch whose ``__manifest`` holds ``snapshot`` (for a
+    commit inherited from a parent branch, the parent).
+    """
+
+    branch: str
+    commit: str
+    snapshot: BranchSnapshot
+    manifest_branch: str
+
+
+def read_point(manifest: Manifest, branch: str, at: str | None) -> ReadPoint:
+    """The head of ``branch``, or its commit ``at``; ``not_found`` for an unknown branch or commit."""
+    head = manifest.snapshot(branch)
+    if at is None or at == head.head.commit_id:
+        return ReadPoint(branch, head.head.commit_id, head, branch)
+    commits = load_commit_graph(manifest)
+    if at not in commits.ancestors(head.head.commit_id):
+        raise NotFound(
+            f"commit {at!r} is not a commit of branch {branch!r} (see `omnigraph commit list --branch {branch}`)",
+            {"branch": branch, "commit": at},
+        )
+    node = commits.nodes[at]
+    return ReadPoint(branch, at, manifest.snapshot(node.branch, node.manifest_version), node.branch)

@@ -4,7 +4,7 @@
 rewritten). Each graph branch holds one head row (``object_id = "head"``: commit id, parents,
 actor, message, time, the program and format that wrote the commit (both null on graphs
 whose ``__manifest`` predates those columns: unknown), and the commit's schema version
-(``schema_id``; null: the graph's first schema, see :mod:`omnigraph.engine.schema.history`)) and one row per live table
+(``schema_id``; null: the graph's first schema, see :mod:`omnigraph.engine.manifest.schema_history`)) and one row per live table
 (``object_id = "table:<table_key>"``: path, pinned table branch and version, row count, and the
 migration marker). A table a schema change dropped or renamed keeps its row with ``kind =
 "retired"``, which folds to nothing. :func:`table_row`/:func:`head_row`/:func:`rows_table` build rows,

@@ -16,8 +16,8 @@ import pyarrow as pa
 
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest.commit_graph import read_point
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry
-from omnigraph.engine.query.run import read_point
 from omnigraph.engine.records.parse import arrow_to_records
 from omnigraph.engine.schema.types import spell_bytes
 from omnigraph.engine.storage.blobs import ROW_ID, blob_names, contents

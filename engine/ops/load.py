@@ -321,7 +321,8 @@ def _publish(
     for index, chunk in enumerate(chunks):
         message = f"load --mode {mode}" + (f" (chunk {index + 1}/{len(chunks)})" if len(chunks) > 1 else "")
         try:
-            result = commit(graph, branch, _prepare_for(graph, records, chunk, mode, probe, message), actor=actor).published
+            prepare = _prepare_for(graph, records, chunk, mode, probe, message)
+            result = commit(graph, branch, prepare, actor=actor, catalog=records.catalog).published
         except OmnigraphError as error:
             if commits:
                 error.message += (

@@ -143,7 +143,8 @@ def mutate(
 
     Without ``external_blobs`` a Blob value naming an external object is refused before any I/O.
     """
-    bound = check_query(select_query(query, name), graph.catalog, params or {}, now_utc())
+    catalog = graph.catalog
+    bound = check_query(select_query(query, name), catalog, params or {}, now_utc())
     if not external_blobs:
         _refuse_external(bound)
     graph.manifest.require_branch(branch)
@@ -167,7 +168,7 @@ def mutate(
         staged = Evaluation(graph, snapshot, ids).run(bound)
         return CommitPlan(staged.writes(), (head,), f"mutate {bound.name}", staged.affected())
 
-    done = commit(graph, branch, prepare, actor=actor)
+    done = commit(graph, branch, prepare, actor=actor, catalog=catalog)
     affected = done.plan.payload
     return MutationOutcome(
         bound.name, branch, affected.nodes, affected.edges, affected.distinct_nodes, affected.distinct_edges, done.published

@@ -13,7 +13,7 @@ applies the plan to the whole graph (format 5 only; ``format_refused`` before th
    ``@range``, ``@check`` and ``@card`` is validated against every branch's rows as the new schema
    will hold them; a violation refuses the change (``bad_request``, the offending ids per branch),
    with nothing written.
-4. The schema versions are recorded (:mod:`omnigraph.engine.schema.history`), the tables of added
+4. The schema versions are recorded (:mod:`omnigraph.engine.manifest.schema_history`), the tables of added
    types created (empty, with the ``id`` primary key), then ``_schema.pg`` is replaced: the new
    schema is accepted. From here the change is completed, never undone.
 5. Each branch gets one graph commit (:func:`upgrade_branch`, through the write protocol, so it is
@@ -22,11 +22,12 @@ applies the plan to the whole graph (format 5 only; ``format_refused`` before th
    and the head carries the new schema version. Branches created meanwhile are upgraded too.
 6. The change's record is deleted and the leases released.
 
-A process killed before step 4 leaves a record whose target is not the accepted schema: the next
-read-write open (or ``omnigraph recover``) deletes it, and nothing else was written. Killed after
-it, the next read-write open completes every branch (:func:`resume_interrupted`). Meanwhile a
-writer that takes over a branch lease the change held is refused (``recovery_required`` naming
-``omnigraph recover``), so no commit lands on a branch the change has not reached.
+A process killed before step 4 leaves a record whose target is not the accepted schema:
+``omnigraph recover`` deletes it, and nothing else was written. Killed after it, ``omnigraph
+recover`` completes every branch (:func:`resume_interrupted`). While the record exists every
+commit is refused (:func:`omnigraph.engine.ops.write.schema_change_pending`, naming ``omnigraph
+recover``), so no commit lands on a branch the change has not reached, and a new change is
+refused too.
 
 A commit is always written under the schema version of the head it builds on; writers validated
 against another version are refused (:func:`omnigraph.engine.ops.write.schema_moved`). A branch
@@ -51,12 +52,12 @@ from omnigraph.engine.errors import BadRequest, FormatRefused, Internal, NotFoun
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import Graph, default_actor, table_dir
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot, TableEntry, now_ms
+from omnigraph.engine.manifest.schema_history import store_version
 from omnigraph.engine.ops.write import CommitPlan, SchemaEffects, TableWrite, commit
 from omnigraph.engine.reconcile import branch_lease, drift, recovery
 from omnigraph.engine.reconcile.branch_lease import Lease, LeaseRecord
 from omnigraph.engine.schema.catalog import Catalog
-from omnigraph.engine.schema.evolution import SchemaPlan, SchemaStep, TableChange, plan_change, schema_id, table_changes
-from omnigraph.engine.schema.history import SchemaVersion, store_version
+from omnigraph.engine.schema.evolution import SchemaPlan, SchemaStep, SchemaVersion, TableChange, plan_change, table_changes
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.values import table_violations
 from omnigraph.engine.storage.lance_io import open_dataset, open_pinned
@@ -133,6 +134,12 @@ def apply_schema(graph: Graph, source: str, *, allow_data_loss: bool = False, ac
         )
     _refuse_pending(graph)
     who = actor or default_actor()
+    if plan.changes_source and graph.schemas.version(plan.to_schema_id) is not None:
+        raise BadRequest(
+            f"this exact schema text was accepted before (version {plan.to_schema_id[:12]}); a version is accepted once, so "
+            "schema versions stay one line. Change the text (a comment is enough) and apply it again; nothing was written",
+            {"schema_id": plan.to_schema_id},
+        )
     if not plan.changes_source:
         return SchemaApplied(plan, "unchanged", converge(graph, actor=who))
     record = SchemaChangeRecord(
@@ -239,7 +246,7 @@ class _BranchLeases:
 def _fence_taken_over(graph: Graph, lease: Lease, previous: LeaseRecord) -> None:
     """What taking over ``previous`` asks of a schema change: fence the branch, resolve dead commits."""
     try:
-        recovery.take_over(graph.store, graph.manifest, previous, completing_schema=True)
+        recovery.take_over(graph.store, graph.manifest, previous)
         if previous.branch in graph.manifest.branches():
             recovery.resolve_branch(graph.store, graph.manifest, previous.branch)
     except BaseException:
@@ -291,7 +298,7 @@ def upgrade_branch(graph: Graph, branch: str, lease: Lease, actor: str) -> list[
     new constraint on the branch's rows is ``bad_request`` with nothing of that commit written.
     """
     graph.manifest.ensure_schema_column(branch)
-    target = schema_id(graph.schemas.accepted())
+    target = graph.schemas.accepted().version_id
     made: list[str] = []
     while True:
         snapshot = graph.manifest.snapshot(branch)
@@ -448,7 +455,7 @@ def converge(graph: Graph, *, actor: str | None = None) -> dict[str, str]:
     """Upgrade every branch that is behind the accepted schema (each under its lease); branch -> last commit id."""
     who = actor or default_actor()
     commits: dict[str, str] = {}
-    target = schema_id(graph.schemas.accepted())
+    target = graph.schemas.accepted().version_id
     for branch in sorted(graph.manifest.branches(), key=_branch_order):
         try:
             snapshot = graph.manifest.snapshot(branch)
@@ -489,7 +496,7 @@ def resume_interrupted(graph: Graph) -> str | None:
     if _in_flight(graph, record):
         return None
     accepted = graph.schemas.accepted()
-    if schema_id(accepted) != record.to_schema_id:
+    if accepted.version_id != record.to_schema_id:
         graph.store.delete(SCHEMA_CHANGE_PATH)
         return "withdrawn"
     version = graph.schemas.version(record.to_schema_id)
@@ -504,7 +511,7 @@ def resume_interrupted(graph: Graph) -> str | None:
 def upgrade_new_branch(graph: Graph, branch: str, lease: Lease) -> bool:
     """After a create: bring the new ``branch`` (whose lease the caller holds) to the accepted schema; whether it had to."""
     snapshot = graph.manifest.snapshot(branch)
-    if graph.schemas.resolve(snapshot.head.schema_id) == schema_id(graph.schemas.accepted()):
+    if graph.schemas.resolve(snapshot.head.schema_id) == graph.schemas.accepted().version_id:
         return False
     upgrade_branch(graph, branch, lease, default_actor())
     return True

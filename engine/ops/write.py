@@ -107,7 +107,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
-from typing import Generic, Literal, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, NoReturn, TypeVar
 
 import lance
 import pyarrow as pa
@@ -125,11 +125,13 @@ from omnigraph.engine.reconcile.branch_lease import Lease
 from omnigraph.engine.reconcile.pins import PinVerdict
 from omnigraph.engine.reconcile.recovery import IntentTable, WriteIntent
 from omnigraph.engine.schema.catalog import Catalog
-from omnigraph.engine.schema.evolution import TableChange, schema_id
 from omnigraph.engine.schema.ids import new_ulid
 from omnigraph.engine.storage.lance_io import ForeignFork, ForkInterrupted, fork_or_adopt, open_dataset, open_pinned
-from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, SCHEMA_CHANGE_PATH
 from omnigraph.engine.storage.process import process_start_marker, this_host
+
+if TYPE_CHECKING:
+    from omnigraph.engine.schema.evolution import TableChange
 
 MAX_ROWS = COMMIT_ROWS
 MAX_ARROW_BYTES = COMMIT_ARROW_BYTES
@@ -542,7 +544,7 @@ def commit(
         incarnation = graph.manifest.incarnation(branch)
         if incarnation is None:
             raise NotFound(f"graph branch {branch!r} does not exist (see `omnigraph branch list {graph.store.uri}`)", {"branch": branch})
-    attempts = _Attempts(graph, branch, incarnation, prepare, actor, schema_id(catalog or graph.catalog), held)
+    attempts = _Attempts(graph, branch, incarnation, prepare, actor, (catalog or graph.catalog).version_id, held)
     try:
         return retrying(attempts.run)
     except NoEffectConflict as conflict:
@@ -561,18 +563,27 @@ def schema_moved(graph: Graph, snapshot: BranchSnapshot, expected: str) -> ReadS
     """
     graph.catalog = graph.schemas.accepted()
     head = graph.schemas.resolve(snapshot.head.schema_id)
-    if head == schema_id(graph.catalog):
+    if head == graph.catalog.version_id:
         message = (
             f"the schema of branch {snapshot.branch!r} changed (to version {head[:12]}) after this write was validated; "
             "nothing was written: retry it against the new schema"
         )
     else:
         message = (
-            f"branch {snapshot.branch!r} is at schema version {head[:12]}, not the accepted {schema_id(graph.catalog)[:12]}: "
+            f"branch {snapshot.branch!r} is at schema version {head[:12]}, not the accepted {graph.catalog.version_id[:12]}: "
             f"a schema change is in progress or was interrupted; nothing was written. Run `{drift.recover_command(graph.store.uri)}` "
             "(it completes the change), then retry"
         )
     return ReadSetConflict(message, {"member": f"schema of branch {snapshot.branch}", "expected": expected, "actual": head})
+
+
+def schema_change_pending(graph: Graph) -> ReadSetConflict:
+    """The refusal of a commit while a schema change is recorded as in progress (it may not have reached the branch)."""
+    return ReadSetConflict(
+        "a schema change of this graph is in progress or was interrupted; nothing was written. Retry when it has finished; "
+        f"if no `schema apply` is running, `{drift.recover_command(graph.store.uri)}` completes it",
+        {"member": "schema", "expected": "no schema change in progress", "actual": SCHEMA_CHANGE_PATH},
+    )
 
 
 def _branch_lease(graph: Graph, branch: str, held: Lease | None) -> AbstractContextManager[Lease | None]:
@@ -651,6 +662,8 @@ class _Attempts(Generic[P]):
     def _commit(self, snapshot: BranchSnapshot, plan: CommitPlan[P], lease: Lease | None) -> WriteResult[P]:
         """Pin check, arm, effects, publish and disarm of ``plan`` (under ``lease``, if the writer takes leases)."""
         writes = sorted(plan.writes, key=lambda w: w.table_key)
+        if plan.schema is None and lease is not None and self.graph.store.exists(SCHEMA_CHANGE_PATH):
+            raise schema_change_pending(self.graph)
         if plan.schema is None and self.graph.schemas.resolve(snapshot.head.schema_id) != self.expected_schema:
             raise schema_moved(self.graph, snapshot, self.expected_schema)
         with self._reading():

@@ -40,13 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from omnigraph.engine.errors import NotFound
 from omnigraph.engine.gq.parser import choose_query
 from omnigraph.engine.gq.read_checker import Block, BoundRead, check_read
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest.commit_graph import load_commit_graph
-from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
+from omnigraph.engine.manifest.commit_graph import read_point
+from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.query.plan import statement
 from omnigraph.engine.query.session import Session, Traversals, open_session
 from omnigraph.engine.schema.types import EnumType, ListType, PropertyType, ScalarType, VectorType
@@ -92,35 +90,6 @@ def row_renderer(types: list[PropertyType]) -> Callable[[tuple[Any, ...]], list[
     """Render one result row (NULLs stay None)."""
     renders = [renderer(ptype) for ptype in types]
     return lambda row: [None if value is None else render(value) for render, value in zip(renders, row, strict=True)]
-
-
-@dataclass(frozen=True)
-class ReadPoint:
-    """The commit a query reads and the folded manifest that holds its images.
-
-    ``manifest_branch`` is the graph branch whose ``__manifest`` holds ``snapshot`` (for a
-    commit inherited from a parent branch, the parent).
-    """
-
-    branch: str
-    commit: str
-    snapshot: BranchSnapshot
-    manifest_branch: str
-
-
-def read_point(manifest: Manifest, branch: str, at: str | None) -> ReadPoint:
-    """The head of ``branch``, or its commit ``at``; ``not_found`` for an unknown branch or commit."""
-    head = manifest.snapshot(branch)
-    if at is None or at == head.head.commit_id:
-        return ReadPoint(branch, head.head.commit_id, head, branch)
-    commits = load_commit_graph(manifest)
-    if at not in commits.ancestors(head.head.commit_id):
-        raise NotFound(
-            f"commit {at!r} is not a commit of branch {branch!r} (see `omnigraph commit list --branch {branch}`)",
-            {"branch": branch, "commit": at},
-        )
-    node = commits.nodes[at]
-    return ReadPoint(branch, at, manifest.snapshot(node.branch, node.manifest_version), node.branch)
 
 
 FETCH_ROWS = 2048

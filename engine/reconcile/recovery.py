@@ -45,7 +45,6 @@ Each resolution is recorded in ``__recovery/log/`` before the intent is deleted.
 from __future__ import annotations
 
 import os
-import shlex
 import threading
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -55,7 +54,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from omnigraph.engine.door.table_store import CommitConflict
-from omnigraph.engine.errors import Internal, RecoveryRequired
+from omnigraph.engine.errors import Internal
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import MAIN, TableEntry, now_ms
 from omnigraph.engine.reconcile import branch_lease
@@ -67,7 +66,7 @@ from omnigraph.engine.storage.lance_io import (
     open_pinned,
     remove_unreferenced_fork,
 )
-from omnigraph.engine.storage.names import RECOVERY_DIR, SCHEMA_CHANGE_PATH
+from omnigraph.engine.storage.names import RECOVERY_DIR
 from omnigraph.engine.storage.process import process_is_alive, process_start_marker, this_host
 from omnigraph.engine.storage.store import GraphStore, canonical_json
 
@@ -401,29 +400,19 @@ def resolve_own(store: GraphStore, manifest: Manifest, operation_id: str) -> Rec
     return _resolve(store, manifest, intent)
 
 
-def take_over(store: GraphStore, manifest: Manifest, previous: branch_lease.LeaseRecord, *, completing_schema: bool = False) -> None:
+def take_over(store: GraphStore, manifest: Manifest, previous: branch_lease.LeaseRecord) -> None:
     """What the new holder of a lease taken over from the lapsed holder ``previous`` does first.
 
     A create or delete it interrupted is completed (:func:`complete_interrupted`); after a write,
     a recovery or a schema change the branch is fenced (:func:`fence_branch`), also when that
     holder is provably gone: it may itself have taken the lease over from a holder that may still
-    run, and died before its own fence. A schema change that is still recorded as in progress is
-    then refused (``recovery_required`` naming ``omnigraph recover``) unless the new holder is
-    completing it (``completing_schema``): no commit may land on a branch it has not reached. A
-    failure here leaves the lease to lapse (:func:`omnigraph.engine.reconcile.branch_lease.holding`),
-    so the next holder fences again.
+    run, and died before its own fence. A failure here leaves the lease to lapse
+    (:func:`omnigraph.engine.reconcile.branch_lease.holding`), so the next holder fences again.
     """
     if previous.operation in ("create", "delete"):
         complete_interrupted(store, manifest, previous)
     elif previous.branch in manifest.branches():
         fence_branch(manifest, previous.branch)
-    if previous.operation == "schema" and not completing_schema and store.exists(SCHEMA_CHANGE_PATH):
-        raise RecoveryRequired(
-            None,
-            f"a schema change of this graph was interrupted while it held branch {previous.branch!r}; nothing was written. "
-            f"Run `omnigraph recover {shlex.quote(store.uri)}` (it completes the change), then retry",
-            branch=previous.branch,
-        )
 
 
 def holding_branch(

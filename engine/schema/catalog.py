@@ -354,6 +354,11 @@ class Catalog:
             raise BadRequest(f"unknown edge type {type_name}", {"type_name": type_name})
         return table
 
+    @property
+    def version_id(self) -> str:
+        """The identity of this schema version: the sha256 hex of the exact source text (comments and layout count)."""
+        return hashlib.sha256(self.source.encode("utf-8")).hexdigest()
+
     def fingerprint(self) -> str:
         """sha256 hex of the canonical JSON description of the types (see module docstring)."""
         canonical = json.dumps(self.describe(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)

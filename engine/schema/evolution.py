@@ -90,7 +90,7 @@ class SchemaStep(BaseModel):
 
 
 class SchemaPlan(BaseModel):
-    """The steps from schema ``from_schema_id`` to ``to_schema_id`` (ids: :func:`schema_id`)."""
+    """The steps from schema ``from_schema_id`` to ``to_schema_id`` (ids: :attr:`Catalog.version_id`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -109,15 +109,21 @@ class SchemaPlan(BaseModel):
         return self.from_schema_id != self.to_schema_id
 
 
+class SchemaVersion(BaseModel):
+    """One accepted schema version, as recorded under ``_schemas/``: its source, the version it changed (None: the first) and the steps."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_id: str
+    parent_id: str | None
+    source: str
+    steps: list[SchemaStep]
+    actor: str
+    accepted_at: int
+
+
 class SchemaChangeRefused(BadRequest):
     """A schema change with steps that cannot be applied; ``details["refused"]`` lists each."""
-
-
-def schema_id(catalog: Catalog) -> str:
-    """The identity of a schema version: the sha256 hex of its exact source text."""
-    import hashlib
-
-    return hashlib.sha256(catalog.source.encode("utf-8")).hexdigest()
 
 
 def _meta(metadata: tuple[Metadata, ...], name: str) -> Any:
@@ -340,7 +346,7 @@ def plan_change(old: Catalog, new: Catalog) -> SchemaPlan:
             + "; ".join(item["message"] for item in refused),
             {"refused": refused},
         )
-    return SchemaPlan(from_schema_id=schema_id(old), to_schema_id=schema_id(new), steps=steps)
+    return SchemaPlan(from_schema_id=old.version_id, to_schema_id=new.version_id, steps=steps)
 
 
 @dataclass(frozen=True)

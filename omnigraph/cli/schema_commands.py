@@ -10,11 +10,12 @@ the accepted schema to ``NEW.pg`` and writes nothing (:meth:`omnigraph.Graph.pla
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from omnigraph.cli.shared_commands import read_text_file
 from omnigraph.cli.support import echo_result, emit_json, json_option, open_for_command, reports_errors, say, say_recovered
-from omnigraph.engine.schema.evolution import SchemaPlan
 
 
 @click.group("schema")
@@ -36,14 +37,16 @@ def schema_show(uri: str, as_json: bool) -> None:
             echo_result(line)
 
 
-def _plan_lines(plan: SchemaPlan) -> list[str]:
-    if not plan.changes_source:
+def _plan_lines(plan: dict[str, Any]) -> list[str]:
+    """The text form of a plan document (``schema plan --json``, or the plan part of ``schema apply --json``)."""
+    if plan["from_schema_id"] == plan["to_schema_id"]:
         return ["the schema is already accepted: nothing to change"]
-    lines = [f"{len(plan.steps)} step(s) from schema {plan.from_schema_id[:12]} to {plan.to_schema_id[:12]}:"]
-    for step in plan.steps:
-        marks = ("  [data loss]" if step.data_loss else "") + ("  [validated]" if step.validates else "")
-        lines.append(f"  {step.kind:<16} {step.detail}{marks}")
-    if not plan.steps:
+    steps = plan["steps"]
+    lines = [f"{len(steps)} step(s) from schema {plan['from_schema_id'][:12]} to {plan['to_schema_id'][:12]}:"]
+    for step in steps:
+        marks = ("  [data loss]" if step["data_loss"] else "") + ("  [validated]" if step["validates"] else "")
+        lines.append(f"  {step['kind']:<16} {step['detail']}{marks}")
+    if not steps:
         lines.append("  (the source text changes; no table changes)")
     return lines
 
@@ -58,10 +61,11 @@ def schema_plan(schema_path: str, uri: str, as_json: bool) -> None:
     source = read_text_file(schema_path, "schema file")
     with open_for_command(uri, read_only=True) as opened:
         plan = opened.plan_schema(source)
+    document = {**plan.model_dump(mode="json"), "data_loss": plan.data_loss}
     if as_json:
-        emit_json({**plan.model_dump(mode="json"), "data_loss": plan.data_loss})
+        emit_json(document)
         return
-    for line in _plan_lines(plan):
+    for line in _plan_lines(document):
         echo_result(line)
     if plan.data_loss:
         say("applying this plan drops stored data: `schema apply` needs --allow-data-loss")
@@ -79,15 +83,17 @@ def schema_apply(schema_path: str, allow_data_loss: bool, uri: str, as_json: boo
     with open_for_command(uri) as opened:
         say_recovered(opened)
         applied = opened.apply_schema(source, allow_data_loss=allow_data_loss)
+    document = applied.document()
     if as_json:
-        emit_json(applied.document())
+        emit_json(document)
         return
-    for line in _plan_lines(applied.plan):
+    for line in _plan_lines(document):
         echo_result(line)
-    if applied.outcome == "unchanged":
-        for branch, commit_id in sorted(applied.commits.items()):
+    commits = document["commits"]
+    if document["outcome"] == "unchanged":
+        for branch, commit_id in commits.items():
             echo_result(f"brought branch {branch} to the accepted schema: commit {commit_id}")
         return
-    for branch, commit_id in sorted(applied.commits.items()):
+    for branch, commit_id in commits.items():
         echo_result(f"branch {branch}: commit {commit_id}" if commit_id else f"branch {branch}: deleted meanwhile")
-    echo_result(f"accepted schema {applied.plan.to_schema_id[:12]} on {len(applied.commits)} branch(es)")
+    echo_result(f"accepted schema {document['to_schema_id'][:12]} on {len(commits)} branch(es)")

@@ -63,11 +63,11 @@ def test_a_same_id_insert_committed_before_the_merge_takes_its_lease_is_a_confli
     real_lease = write_protocol._branch_lease
     calls: list[int] = []
 
-    def lease_after_a_concurrent_writer(graph_, branch):  # type: ignore[no-untyped-def]
+    def lease_after_a_concurrent_writer(graph_, branch, held):  # type: ignore[no-untyped-def]
         calls.append(1)
         if len(calls) == 1:
             omnigraph("load", "--mode", "append", "--data", data, root_uri).ok()
-        return real_lease(graph_, branch)
+        return real_lease(graph_, branch, held)
 
     monkeypatch.setattr(write_protocol, "_branch_lease", lease_after_a_concurrent_writer)
     with pytest.raises(MergeConflict) as refused:

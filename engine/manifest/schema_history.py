@@ -1,10 +1,10 @@
 """Schema versions: which schema each graph commit was written under, and the changes between them.
 
 A graph's accepted schema is ``_schema.pg``. Every commit's head row names the schema version it
-was written under (``schema_id``, :func:`omnigraph.engine.schema.evolution.schema_id`: the
+was written under (``schema_id``, :attr:`omnigraph.engine.schema.catalog.Catalog.version_id`: the
 sha256 of the source text); null names the graph's first schema (commits made before the first
 schema change, and graphs that never had one). The first schema change stores that first schema
-and every change after it one :class:`SchemaVersion` each, ``_schemas/<schema_id>.json``
+and every change after it one :class:`~omnigraph.engine.schema.evolution.SchemaVersion` each, ``_schemas/<schema_id>.json``
 (create-if-absent, never rewritten): the source, the version it changed, and the steps of that
 change. Versions form one line: changes are applied one at a time
 (:mod:`omnigraph.engine.ops.schema_change`).
@@ -17,27 +17,17 @@ image written under an older version read as a newer one.
 from __future__ import annotations
 
 import threading
-
-from pydantic import BaseModel, ConfigDict
+from typing import TYPE_CHECKING
 
 from omnigraph.engine.errors import Internal
 from omnigraph.engine.schema.catalog import Catalog
-from omnigraph.engine.schema.evolution import SchemaChain, SchemaPlan, SchemaStep, schema_id, table_changes
 from omnigraph.engine.storage.names import SCHEMA_FILE, SCHEMAS_DIR
 from omnigraph.engine.storage.store import GraphStore, canonical_json
 
-
-class SchemaVersion(BaseModel):
-    """One accepted schema version: its source, the version it changed (None: the first) and the steps."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_id: str
-    parent_id: str | None
-    source: str
-    steps: list[SchemaStep]
-    actor: str
-    accepted_at: int
+# The records' models are imported by what reads them: a graph that never changed its schema
+# (and every read of one) loads neither them nor pydantic.
+if TYPE_CHECKING:
+    from omnigraph.engine.schema.evolution import SchemaChain, SchemaVersion
 
 
 def version_path(version_id: str) -> str:
@@ -47,6 +37,8 @@ def version_path(version_id: str) -> str:
 
 def store_version(store: GraphStore, version: SchemaVersion) -> None:
     """Persist ``version`` (create-if-absent; an existing record of that id must be the same version)."""
+    from omnigraph.engine.schema.evolution import SchemaVersion
+
     if store.put_if_absent(version_path(version.schema_id), canonical_json(version)):
         return
     existing = SchemaVersion.model_validate_json(store.read_bytes(version_path(version.schema_id)))
@@ -68,7 +60,7 @@ class SchemaHistory:
         """The accepted schema now (``_schema.pg`` read again)."""
         catalog = Catalog.from_source(self._store.read_bytes(SCHEMA_FILE).decode("utf-8"))
         with self._lock:
-            self._catalogs.setdefault(schema_id(catalog), catalog)
+            self._catalogs.setdefault(catalog.version_id, catalog)
         return catalog
 
     def version(self, version_id: str) -> SchemaVersion | None:
@@ -80,6 +72,8 @@ class SchemaHistory:
             raw = self._store.read_bytes(version_path(version_id))
         except FileNotFoundError:
             return None
+        from omnigraph.engine.schema.evolution import SchemaVersion
+
         version = SchemaVersion.model_validate_json(raw)
         with self._lock:
             self._versions[version_id] = version
@@ -89,7 +83,7 @@ class SchemaHistory:
         """The id of the graph's first schema: what a null ``schema_id`` names."""
         if self._first is not None:
             return self._first
-        current = schema_id(self.accepted())
+        current = self.accepted().version_id
         while (version := self.version(current)) is not None and version.parent_id is not None:
             current = version.parent_id
         self._first = current
@@ -108,7 +102,7 @@ class SchemaHistory:
         version = self.version(resolved)
         if version is None:
             accepted = self.accepted()
-            if schema_id(accepted) != resolved:
+            if accepted.version_id != resolved:
                 raise Internal(f"schema version {resolved} is not recorded under {SCHEMAS_DIR}/ and is not the accepted schema")
             return accepted
         catalog = Catalog.from_source(version.source)
@@ -130,6 +124,8 @@ class SchemaHistory:
 
     def chain(self, older: str | None, newer: str | None) -> SchemaChain:
         """The table changes from version ``older`` to ``newer`` (empty when equal); ``internal`` if not in line."""
+        from omnigraph.engine.schema.evolution import SchemaChain, SchemaPlan, table_changes
+
         older_id, newer_id = self.resolve(older), self.resolve(newer)
         line = self.lineage(newer_id)
         if older_id not in line:
