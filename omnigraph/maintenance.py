@@ -251,10 +251,10 @@ def recover(uri: str, *, announce: Announce = _quiet, storage_options: Mapping[s
         announce(f"completed an interrupted create or delete of branch {name}")
     upgraded: dict[str, str] = {}
     if graph.stamp == FORMAT_5:
-        resumed = schema_change.resume_interrupted(graph)
+        resumed, upgraded = schema_change.resume_interrupted(graph)
         if resumed is not None:
             announce(f"{resumed} an interrupted schema change")
-        upgraded = schema_change.converge(graph)
+        upgraded |= schema_change.converge(graph)
     for name, commit_id in sorted(upgraded.items()):
         announce(f"brought branch {name} to the accepted schema (commit {commit_id})")
     drifted = []

@@ -52,7 +52,7 @@ from omnigraph.engine.errors import BadRequest, FormatRefused, Internal, NotFoun
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import Graph, default_actor, table_dir
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot, TableEntry, now_ms
-from omnigraph.engine.manifest.schema_history import store_version
+from omnigraph.engine.manifest.schema_history import store_version, version_path
 from omnigraph.engine.ops.write import CommitPlan, SchemaEffects, TableWrite, commit
 from omnigraph.engine.reconcile import branch_lease, drift, recovery
 from omnigraph.engine.reconcile.branch_lease import Lease, LeaseRecord
@@ -134,7 +134,7 @@ def apply_schema(graph: Graph, source: str, *, allow_data_loss: bool = False, ac
         )
     _refuse_pending(graph)
     who = actor or default_actor()
-    if plan.changes_source and graph.schemas.version(plan.to_schema_id) is not None:
+    if plan.changes_source and plan.to_schema_id in graph.schemas.lineage(plan.from_schema_id):
         raise BadRequest(
             f"this exact schema text was accepted before (version {plan.to_schema_id[:12]}); a version is accepted once, so "
             "schema versions stay one line. Change the text (a comment is enough) and apply it again; nothing was written",
@@ -194,6 +194,7 @@ def apply_schema(graph: Graph, source: str, *, allow_data_loss: bool = False, ac
         if accepted_now:
             held.abandon()  # left to lapse: whoever takes a lease over is sent to `omnigraph recover`
         else:
+            graph.store.delete(version_path(plan.to_schema_id))  # never accepted: not a version of this graph
             graph.store.delete(SCHEMA_CHANGE_PATH)
             held.release()
         raise
@@ -487,25 +488,32 @@ def _in_flight(graph: Graph, record: SchemaChangeRecord) -> bool:
     )
 
 
-def resume_interrupted(graph: Graph) -> str | None:
-    """Finish a schema change whose process is gone: ``withdrawn`` (not accepted yet), ``completed``, or None (none, or still running)."""
+def resume_interrupted(graph: Graph) -> tuple[str | None, dict[str, str]]:
+    """Finish a schema change whose process is gone.
+
+    Returns ``withdrawn`` (it was not accepted yet: its version record is deleted too),
+    ``completed`` (with branch -> commit of each branch it brought to the new schema), or None
+    (no change recorded, or its process still runs).
+    """
     try:
         record = SchemaChangeRecord.model_validate_json(graph.store.read_bytes(SCHEMA_CHANGE_PATH))
     except FileNotFoundError:
-        return None
+        return None, {}
     if _in_flight(graph, record):
-        return None
+        return None, {}
     accepted = graph.schemas.accepted()
     if accepted.version_id != record.to_schema_id:
+        if record.to_schema_id not in graph.schemas.lineage(accepted.version_id):
+            graph.store.delete(version_path(record.to_schema_id))
         graph.store.delete(SCHEMA_CHANGE_PATH)
-        return "withdrawn"
+        return "withdrawn", {}
     version = graph.schemas.version(record.to_schema_id)
     if version is not None:
         create_added_tables(graph, version)
     graph.catalog = accepted
-    converge(graph, actor=record.actor)
+    commits = converge(graph, actor=record.actor)
     graph.store.delete(SCHEMA_CHANGE_PATH)
-    return "completed"
+    return "completed", commits
 
 
 def upgrade_new_branch(graph: Graph, branch: str, lease: Lease) -> bool:

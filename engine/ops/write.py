@@ -657,6 +657,8 @@ class _Attempts(Generic[P]):
         with self._reading():
             snapshot = self.graph.manifest.snapshot(self.branch)
             refuse_foreign_base(self.graph, snapshot)
+            if self.held is None and self.graph.schemas.resolve(snapshot.head.schema_id) != self.expected_schema:
+                raise schema_moved(self.graph, snapshot, self.expected_schema)
             return snapshot, self._plan(snapshot)
 
     def _commit(self, snapshot: BranchSnapshot, plan: CommitPlan[P], lease: Lease | None) -> WriteResult[P]:
@@ -664,8 +666,6 @@ class _Attempts(Generic[P]):
         writes = sorted(plan.writes, key=lambda w: w.table_key)
         if plan.schema is None and lease is not None and self.graph.store.exists(SCHEMA_CHANGE_PATH):
             raise schema_change_pending(self.graph)
-        if plan.schema is None and self.graph.schemas.resolve(snapshot.head.schema_id) != self.expected_schema:
-            raise schema_moved(self.graph, snapshot, self.expected_schema)
         with self._reading():
             verdict = pins.check_pins(self.graph.store, self.graph.manifest, snapshot, [w.table_key for w in writes])
         if verdict.action != "clean":

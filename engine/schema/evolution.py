@@ -227,7 +227,9 @@ class _Planner:
             if prop.name not in kept:
                 self.step("drop_property", key, f"drop {key}.{prop.name} and its values", property=prop.name, data_loss=True)
         for prop in new.properties:
-            old_name = names[prop.name]
+            old_name = names.get(prop.name)
+            if old_name is None:
+                continue  # its rename was refused
             if not old.has_property(old_name):
                 self.added_property(key, prop)
                 continue
@@ -400,7 +402,7 @@ def table_changes(plan: SchemaPlan, old: Catalog, new: Catalog) -> dict[str, Tab
                 continue
             prop = table.property(str(step.property))
             value = None if step.default is None else coerce_property(prop, step.default)
-            adds.append(AddedColumn(pa.field(prop.name, prop.type.arrow_type(), nullable=value is None), value))
+            adds.append(AddedColumn(pa.field(prop.name, prop.type.arrow_type(), nullable=prop.nullable), value))
         changes[old_key] = TableChange(
             old_key=old_key,
             new_key=new_key,
