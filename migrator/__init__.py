@@ -21,6 +21,8 @@ through the engine's storage, manifest and fenced table-store APIs. Its modules:
 * :mod:`~omnigraph.migrator.claim`: the claim's life: the :class:`~omnigraph.migrator.claim.Migration`
   a claim holder carries, a new claim and its ``migration_started`` (``begin``) or the held one
   (``attach``), and the operator's ``claim show``, ``claim break`` and ``abort``;
+* :mod:`~omnigraph.migrator.schema_receipt`: the schema identity (``_schema.pg``) a migration's
+  receipts were taken with, and the refusal to rely on them once it changed;
 * :mod:`~omnigraph.migrator.unit`: one unit, idempotently, and the pool of units in flight;
 * :mod:`~omnigraph.migrator.verify`: the answer check, the verification of the fencing state
   (``verify``) and the already-up-to-date check;

@@ -3,7 +3,8 @@
 :class:`DriftDetected` (something moved, or the graph is not fenced) and :class:`AnswersChanged`
 (an answer of the answer check differs) keep a migration from writing stamp 5, and are what
 ``verify`` reports about a graph; :class:`MigrationRefused` refuses a state the migration cannot
-proceed from; :class:`CutoverDeferred` is a cutover that did not keep (or did not raise) the
+proceed from, and its :class:`SchemaChanged` a graph whose schema changed under the migration's
+receipts; :class:`CutoverDeferred` is a cutover that did not keep (or did not raise) the
 barrier, leaving the graph writable at stamp 4; :class:`ExecutorFailed` reports an executor that could not validate images (nothing
 is recorded for those images). Every class is an :class:`~omnigraph.engine.errors.OmnigraphError`,
 reported by the CLIs and the server like any other. ``fleet_active`` is
@@ -29,6 +30,16 @@ class MigrationRefused(OmnigraphError):
     code = "migration_refused"
     http_status = 409
     exit_code = EXIT_ERROR
+
+
+class SchemaChanged(MigrationRefused):
+    """The graph's ``_schema.pg`` is not the schema the migration's receipts were taken with.
+
+    A ``migration_refused`` (its code, HTTP status and exit code): nothing was written. The
+    message names the command that takes the receipts again (``prepare --token`` at stamp 4, else
+    ``abort --token`` then ``run``), also in ``details["next"]``; putting the schema back clears it
+    too (:mod:`omnigraph.migrator.schema_receipt`).
+    """
 
 
 class ExecutorFailed(OmnigraphError):

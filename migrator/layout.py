@@ -1,9 +1,10 @@
 """Where a migration keeps its files under the graph root, and the pinned images it works on.
 
-Paths: the claim (:data:`CLAIM_PATH`, taken for operation :data:`CLAIM_OPERATION`), and under
+Paths: the claim (:data:`CLAIM_PATH`, taken for operation :data:`CLAIM_OPERATION`), under
 ``__migration/<id>/`` the ledger records (:func:`ledger_dir`) and the unit sidecars
-(:func:`units_dir`, :func:`sidecar_path`). Migration ids are ULIDs, so :func:`migration_ids` lists
-them oldest first.
+(:func:`units_dir`, :func:`sidecar_path`), and beside them the schema identity the migration's
+receipts were taken with (:func:`schema_receipt_path`, :mod:`omnigraph.migrator.schema_receipt`).
+Migration ids are ULIDs, so :func:`migration_ids` lists them oldest first.
 
 Pinned images (:class:`PinnedImage`), as every executor sees them: one physical table image a plan
 pins, opened at its version by :func:`open_images`. :mod:`omnigraph.migrator.executors` (the
@@ -42,7 +43,7 @@ from omnigraph.engine.storage.store import GraphStore, canonical_json
 from omnigraph.ledger.records import UnitPlan
 from omnigraph.migrator.errors import MigrationRefused
 
-__all__ = ["CLAIM_OPERATION", "CLAIM_PATH", "ledger_dir", "migration_ids", "sidecar_path", "units_dir"]
+__all__ = ["CLAIM_OPERATION", "CLAIM_PATH", "ledger_dir", "migration_ids", "schema_receipt_path", "sidecar_path", "units_dir"]
 
 
 CLAIM_OPERATION = "fencing-migration"
@@ -63,9 +64,18 @@ def sidecar_path(migration_id: str, unit_id: str) -> str:
     return f"{units_dir(migration_id)}/{unit_id}.json"
 
 
+SCHEMA_RECEIPTS = "schema-receipts"
+"""The directory under ``__migration/`` of every migration's schema receipt (not a migration id)."""
+
+
+def schema_receipt_path(migration_id: str) -> str:
+    """The schema identity the migration's receipts were taken with (:class:`omnigraph.migrator.schema_receipt.SchemaReceipt`)."""
+    return f"{MIGRATION_DIR}/{SCHEMA_RECEIPTS}/{migration_id}.json"
+
+
 def migration_ids(store: GraphStore) -> list[str]:
     """Every migration that left a directory, oldest first (ids are ULIDs)."""
-    return [name for name in store.list(MIGRATION_DIR) if not name.startswith("claim.json")]
+    return [name for name in store.list(MIGRATION_DIR) if not name.startswith("claim.json") and name != SCHEMA_RECEIPTS]
 
 
 VALIDATING = "validating ids"

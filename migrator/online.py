@@ -6,12 +6,17 @@ claim carries ``--token`` goes on. One round plans every unit of every live bran
 pinned image its receipts do not cover (:mod:`omnigraph.migrator.receipts`: an image whose receipt
 holds is skipped, one that moved is validated from the rows changed since its receipt, any other
 whole), records ``prepared`` with the predicted cutover (:class:`CutoverEstimate`) and exits with
-the claim still held. Duplicate or null ids are reported with the inventory (``validation_failed``,
-exit 4) while the graph is still at stamp ``4`` and writable: before any outage.
+the claim still held. Each round first records the schema identity (``_schema.pg``) its receipts
+are taken with; a round that finds the schema changed since the earlier receipts takes them all
+again (:mod:`omnigraph.migrator.schema_receipt`). Duplicate or null ids are reported with the
+inventory (``validation_failed``, exit 4) while the graph is still at stamp ``4`` and writable:
+before any outage.
 
-``cutover --token`` (:func:`cutover_migration`): refused (``cutover_deferred``, nothing written)
-when the predicted outage exceeds ``max_outage``; otherwise the migration is driven from its
-ledger (:func:`omnigraph.migrator.run.drive`): barrier, commits of live writers drained (waiting
+``cutover --token`` (:func:`cutover_migration`): refused (``SchemaChanged``, a
+``migration_refused``, nothing written) when ``_schema.pg`` changed since the receipts were taken,
+naming ``prepare --token``; refused (``cutover_deferred``, nothing written) when the predicted
+outage exceeds ``max_outage``; otherwise the migration is driven from its ledger
+(:func:`omnigraph.migrator.run.drive`): barrier, commits of live writers drained (waiting
 at most ``max_outage`` for them; a writer still committing then lowers the barrier again) and the
 plan brought up to date (only what moved since the receipts is validated), units, verification,
 stamp ``5``, release. The outage is the time from the last ``barrier_set`` to ``claim_released``
@@ -67,6 +72,7 @@ from omnigraph.migrator.layout import CLAIM_PATH
 from omnigraph.migrator.plan import MigrationPlan, build_plan, inventory, pinned_images
 from omnigraph.migrator.receipts import ImageStanding, receipts, stand_all, validate_plan_images
 from omnigraph.migrator.run import MigrationOutcome, drive, recorded_plan, refuse_aborted, resume_migration
+from omnigraph.migrator.schema_receipt import refuse_schema_changed, schema_standing
 from omnigraph.migrator.verify import AnswerQueries, UpToDate, already_fenced, check_queries
 
 DEFAULT_MAX_OUTAGE = 5.0
@@ -125,11 +131,13 @@ def estimate(store: GraphStore, plan: MigrationPlan, standings: list[ImageStandi
 def current_estimate(m: Migration, parallel: int | None = None) -> CutoverEstimate:
     """The cutover a fresh plan of the graph would need against the migration's receipts (reads only).
 
-    A migration whose holder died before its first ledger record has no receipt yet.
+    A migration whose holder died before its first ledger record has no receipt yet, and none
+    holds once ``_schema.pg`` is not the schema they were taken with.
     """
     plan = build_plan(m.manifest)
+    schema = schema_standing(m.store, m.migration_id)
     try:
-        found = receipts(m.ledger.replay())
+        found = {} if schema.changed else receipts(m.ledger.replay(), schema.receipts_from)
     except NotFound:
         found = {}
     return estimate(m.store, plan, stand_all(m.store, pinned_images(plan), found), parallel)
@@ -183,7 +191,7 @@ def prepare_round(m: Migration, parallel: int | None = None) -> PrepareOutcome:
     if recorded_plan(replay) != plan:
         m.record(PlanRecorded, branches=plan.branches, units=plan.units)
         failpoint("prepare.after_plan")
-    reports, standings = validate_plan_images(m, plan, m.ledger.replay())
+    reports, standings = validate_plan_images(m, plan, m.ledger.replay(), retake=True)
     failpoint("prepare.after_receipts")
     broken = inventory(plan, reports)
     if broken:
@@ -309,15 +317,17 @@ def cutover_migration(
 ) -> MigrationOutcome:
     """The cutover of the migration whose claim carries ``token`` (module docstring).
 
-    At stamp 4 it needs no live registered writer unless ``ignore_fleet`` (a format-4 server
-    cannot write after the stamp) and an estimate within ``max_outage``. A migration past stamp 4
-    (a cutover that stopped) is continued as ``resume --token`` does, waiting at most
-    ``max_outage`` for live writers' commits.
+    At stamp 4 it needs the schema the receipts were taken with (``SchemaChanged`` otherwise, with
+    nothing written), no live registered writer unless ``ignore_fleet`` (a format-4 server cannot
+    write after the stamp) and an estimate within ``max_outage``. A migration past stamp 4 (a
+    cutover that stopped) is continued as ``resume --token`` does, waiting at most ``max_outage``
+    for live writers' commits.
     """
     m = _held(store, token, progress, executor)
     stamp, _ = m.manifest.read_stamp()
     if stamp != FORMAT_4:
         return resume_migration(store, token, owner, progress, executor, queries, parallel, drain_seconds=max_outage)
+    refuse_schema_changed(m)  # before anything is written; drive checks again
     refuse_live_writers(store, ignore_fleet)
     if queries is not None:
         check_queries(open_graph(store, FENCED_PROFILE, write=False), queries)

@@ -10,7 +10,9 @@ Receipts (:func:`receipts`): the clean ``image_validated`` records of a migratio
 image id (an image later found broken has none). A receipt holds for an image only while the
 image's physical fingerprint (:func:`~omnigraph.migrator.layout.physical_fingerprint`) equals the
 receipt's: a Lance table branch deleted and created again reuses version numbers for other rows,
-and its fingerprint differs.
+and its fingerprint differs. Receipts hold only with the schema they were taken with
+(:mod:`omnigraph.migrator.schema_receipt`): each validation records that identity first, and the
+records taken with an earlier schema (before ``receipts_from``) are not receipts any more.
 
 Validation of the plan's images (:func:`validate_plan_images`), each distinct image once:
 
@@ -56,6 +58,7 @@ from omnigraph.ledger.ledger import LedgerReplay
 from omnigraph.ledger.records import ImageValidated
 from omnigraph.migrator.executors import ImageReport, default_parallel, fan_out, id_digest, validation_session
 from omnigraph.migrator.layout import PinnedImage, physical_fingerprint
+from omnigraph.migrator.schema_receipt import take_schema
 
 if TYPE_CHECKING:
     import duckdb
@@ -95,11 +98,14 @@ class Receipt:
         return self.hash_sum is not None and self.hash_xor is not None
 
 
-def receipts(replay: LedgerReplay) -> dict[str, Receipt]:
-    """The receipts of a migration by image id: its last ``image_validated`` per image, if clean."""
+def receipts(replay: LedgerReplay, receipts_from: int = 1) -> dict[str, Receipt]:
+    """The receipts of a migration by image id: its last ``image_validated`` per image, if clean.
+
+    Only records from sequence number ``receipts_from`` on count (those taken with the schema now).
+    """
     found: dict[str, Receipt] = {}
-    for _, record in replay.records:
-        if not isinstance(record, ImageValidated):
+    for seq, record in replay.records:
+        if seq < receipts_from or not isinstance(record, ImageValidated):
             continue
         if record.null_ids or record.duplicate_ids:
             found.pop(record.image_id, None)
@@ -291,16 +297,23 @@ def derive_report(
     )
 
 
-def validate_plan_images(m: Migration, plan: MigrationPlan, replay: LedgerReplay) -> tuple[dict[str, ImageReport], list[ImageStanding]]:
+def validate_plan_images(
+    m: Migration, plan: MigrationPlan, replay: LedgerReplay, *, retake: bool = False
+) -> tuple[dict[str, ImageReport], list[ImageStanding]]:
     """Validate every image of ``plan`` its receipts do not cover, recording one ``image_validated`` each.
 
-    Returns the reports of the images validated now (by image id, in image-id order) and how every
-    image of the plan stood before. Images with a base receipt are validated from it in this
-    process; the others on the migration's executor.
+    The schema identity the receipts are taken with is recorded first
+    (:func:`~omnigraph.migrator.schema_receipt.take_schema`): if ``_schema.pg`` changed since the
+    earlier receipts, ``retake`` (``prepare``) sets them aside and validates every image again,
+    otherwise it is refused (``SchemaChanged``, before any record). Returns the reports of the
+    images validated now (by image id, in image-id order) and how every image of the plan stood
+    before. Images with a base receipt are validated from it in this process; the others on the
+    migration's executor.
     """
     from omnigraph.migrator.plan import pinned_images
 
-    standings = stand_all(m.store, pinned_images(plan), receipts(replay))
+    receipts_from = take_schema(m, replay, retake=retake)
+    standings = stand_all(m.store, pinned_images(plan), receipts(replay, receipts_from))
     derivable = [s for s in standings if not s.received and s.delta is not None]
     whole = [s.image for s in standings if not s.received and s.delta is None]
     reports: dict[str, ImageReport] = {}

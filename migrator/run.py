@@ -9,7 +9,9 @@ binds them against the catalog before anything is written, and the driver record
 their answers.
 
 The protocol (DESIGN section 7, steps 3 to 7): :func:`drive` continues a
-:class:`~omnigraph.migrator.claim.Migration` from whatever its ledger says is done. At stamp 4 it
+:class:`~omnigraph.migrator.claim.Migration` from whatever its ledger says is done. It relies on
+the migration's receipts only with the schema they were taken with: a ``_schema.pg`` changed since
+is refused before anything is written (:mod:`omnigraph.migrator.schema_receipt`). At stamp 4 it
 first takes the answer check's answers (when queries are given), then raises the barrier (stamp
 ``migrating``). Until a unit progresses it brings the plan up to date (:func:`_absorb`): it waits
 for the commits of live writers (:func:`_drain`), resolves those of dead ones, adopts out-of-band
@@ -93,6 +95,7 @@ from omnigraph.migrator.plan import (
     inventory,
 )
 from omnigraph.migrator.receipts import validate_plan_images
+from omnigraph.migrator.schema_receipt import refuse_schema_changed
 from omnigraph.migrator.unit import run_units
 from omnigraph.migrator.verify import (
     AnswerQueries,
@@ -143,7 +146,9 @@ def drive(
 ) -> MigrationOutcome:
     """Continue ``m`` from its ledger to stamp 5 and the release of its claim (module docstring).
 
-    The graph must be at stamp 4 (the barrier is raised) or ``migrating``; any other stamp is
+    Refused first, with nothing written, if ``_schema.pg`` is not the schema the migration's
+    receipts were taken with (``SchemaChanged``, :mod:`omnigraph.migrator.schema_receipt`). The
+    graph must be at stamp 4 (the barrier is raised) or ``migrating``; any other stamp is
     ``format_refused``. ``queries`` are the answer check's: refused (``precondition_failed``,
     before any effect) if the migration recorded, or was started with, other queries, or if
     units already progressed without a baseline. The check the migration was started with, or
@@ -156,6 +161,7 @@ def drive(
     rounds; a fencing migration that cannot settle lowers the barrier again (``cutover_deferred``).
     ``drain_seconds`` bounds each wait for live writers' commits (default :data:`DRAIN_SECONDS`).
     """
+    refuse_schema_changed(m)
     queries = _answer_queries(m, queries)
     before = _answers_before_the_barrier(m, queries)
     failpoint("migrate.before_barrier")
@@ -509,10 +515,12 @@ def resume_migration(
     ``executor`` validates the images not yet found clean (started only if there is one). A claim
     broken with ``token`` is not resumed (its holder's claim is gone for good): the refusal names
     ``abort --token``, which lowers the barrier it left. An aborted migration is not resumed
-    either. Refused (``claim_held``) while a process recorded as acting for the claim (its
-    creator, or an earlier resume, abort or repair that has not ended) is alive on this host; this
-    process is recorded as acting for it before anything else (:mod:`omnigraph.claims.acting`), and
-    ``resumed`` names it (``owner``) in the ledger. At stamp 5 (the holder died after the stamp) it
+    either. Before stamp 5, a migration whose ``_schema.pg`` changed since its receipts were taken
+    is refused with nothing written (``SchemaChanged``, naming ``abort --token``, or ``prepare
+    --token`` at stamp 4). Refused (``claim_held``) while a process recorded as acting for the
+    claim (its creator, or an earlier resume, abort or repair that has not ended) is alive on this
+    host; this process is recorded as acting for it before anything else
+    (:mod:`omnigraph.claims.acting`), and ``resumed`` names it (``owner``) in the ledger. At stamp 5 (the holder died after the stamp) it
     only records the stamp and releases the claim. Answers recorded by the migration are checked
     before the stamp whether or not ``queries`` are given; given, they must be the recorded ones
     (see :func:`drive`); ``parallel`` as for :func:`omnigraph.migrator.online.run_migration`;
@@ -522,6 +530,8 @@ def resume_migration(
     claim = held_claim(store, token)
     m = attach(store, claim, progress, executor)
     refuse_aborted(m)
+    if m.manifest.read_stamp()[0] != FORMAT_5:  # at stamp 5 it only releases the claim
+        refuse_schema_changed(m)
     if queries is not None:
         check_queries(open_graph(store, FENCED_PROFILE, write=False), queries)
     with acting_for(store, CLAIM_PATH, claim, action="resume", owner=owner):

@@ -9,7 +9,10 @@ migration's ledger phase, and names one command with the claim's real token, nev
 placeholder, so the advice can be run as printed: while a recorded process is alive on this
 host, nothing but waiting (and ``claim show``); otherwise ``resume --token`` (which releases the
 claim at stamp 5, continues the migration before it, also when its holder died before the first
-ledger record), or for a migration stopped by duplicates, the repair playbook. An online
+ledger record), or for a migration stopped by duplicates, the repair playbook. Before stamp 5, a
+migration whose ``_schema.pg`` changed since its receipts were taken is told what takes them
+again (``prepare --token`` at stamp 4, else ``abort --token`` then ``run``;
+:mod:`omnigraph.migrator.schema_receipt`). An online
 migration (``prepare``'s claim, still at stamp 4) is finished by ``cutover --token``, and one
 whose prepare found duplicates is repaired first (with the format-4 writer, then ``prepare
 --token``; or behind the barrier, which ``cutover --token`` raises and keeps at them). A process on
@@ -30,13 +33,14 @@ from omnigraph.claims.document import ClaimDocument
 from omnigraph.engine.errors import NotFound
 from omnigraph.engine.maintenance.findings import Finding
 from omnigraph.engine.manifest.manifest import Manifest
-from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING
+from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, SCHEMA_FILE
 from omnigraph.engine.storage.store import GraphStore
 from omnigraph.ledger.ledger import Ledger, LedgerReplay
 from omnigraph.ledger.records import BarrierSet
 from omnigraph.ledger.render import render_json
 from omnigraph.migrator import layout
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir, migration_ids
+from omnigraph.migrator.schema_receipt import schema_change_advice, schema_standing
 
 
 def ledger_phase(store: GraphStore, migration_id: str) -> str | None:
@@ -64,6 +68,8 @@ def claim_next_step(store: GraphStore, holder: ClaimDocument, stamp: str | None)
         return (
             f"{check}`omnigraph-migrate resume {uri} --token {token}` releases the claim (stamp 5 is already written: the graph is fenced)"
         )
+    if schema_standing(store, holder.migration_id).changed:
+        return f"{check}the schema ({SCHEMA_FILE}) changed since the receipts were taken: {schema_change_advice(store, holder, stamp)}"
     phase = ledger_phase(store, holder.migration_id)
     if holder.online and stamp == FORMAT_4:
         if phase == "validation_failed":

@@ -300,6 +300,8 @@ def migrate_step(ctx: StepContext, params: dict[str, str]) -> StepResult:
             next_command = f"find what changed the rows, then omnigraph-migrate abort {uri} --token {outputs['token']}"
         elif error.code == "drift_detected" and outputs:
             next_command = f"omnigraph-migrate status {uri}"  # the drift lowered the barrier (abort) or names what to stop
+        elif error.code == "migration_refused" and "recorded_schema_id" in error.details:  # the schema changed under the receipts
+            next_command = str(error.details["next"])  # prepare --token takes them again (abort --token behind the barrier)
         elif outputs:
             next_command = f"omnigraph-migrate playbook run resume-crashed {uri}"
         else:

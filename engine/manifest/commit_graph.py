@@ -20,6 +20,7 @@ recovery publishes) are folded into the commit they belong to.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 import pyarrow.compute as pc
@@ -130,7 +131,8 @@ def read_point(manifest: Manifest, branch: str, at: str | None) -> ReadPoint:
     commits = load_commit_graph(manifest)
     if at not in commits.ancestors(head.head.commit_id):
         raise NotFound(
-            f"commit {at!r} is not a commit of branch {branch!r} (see `omnigraph commit list --branch {branch}`)",
+            f"commit {at!r} is not a commit of branch {branch!r} (see "
+            f"`omnigraph commit list --branch {shlex.quote(branch)} {shlex.quote(manifest.store.uri)}`)",
             {"branch": branch, "commit": at},
         )
     node = commits.nodes[at]

@@ -23,7 +23,9 @@ applies the plan to the whole graph (format 5 only; ``format_refused`` before th
 6. The change's record is deleted and the leases released.
 
 A process killed before step 4 leaves a record whose target is not the accepted schema:
-``omnigraph recover`` deletes it, and nothing else was written. Killed after it, ``omnigraph
+``omnigraph recover`` deletes it with the new version's record; what else it may leave changes
+nothing a branch reads (the record of the first schema, the empty table of an added type, which
+applying the same text again reuses). Killed after it, ``omnigraph
 recover`` completes every branch (:func:`resume_interrupted`). While the record exists every
 commit is refused (:func:`omnigraph.engine.ops.write.schema_change_pending`, naming ``omnigraph
 recover``), so no commit lands on a branch the change has not reached, and a new change is
@@ -128,8 +130,8 @@ def apply_schema(graph: Graph, source: str, *, allow_data_loss: bool = False, ac
     if plan.data_loss and not allow_data_loss:
         lossy = [step.detail for step in plan.steps if step.data_loss]
         raise BadRequest(
-            f"the schema change drops stored data ({'; '.join(lossy)}); nothing was written. Review `omnigraph schema plan`, "
-            "then apply it with --allow-data-loss (Python: allow_data_loss=True)",
+            f"the schema change drops stored data ({'; '.join(lossy)}); nothing was written. Review the steps (schema plan lists "
+            "them), then apply again with --allow-data-loss (Python: allow_data_loss=True)",
             {"data_loss": lossy},
         )
     _refuse_pending(graph)

@@ -208,6 +208,18 @@ def schema_show(tmp_path: Path) -> None:
     assert "Person" in shown.stdout
 
 
+def commit_list(tmp_path: Path) -> None:
+    """``query --at`` a commit the branch does not have names ``commit list``, which lists the ones it has."""
+    uri = _fenced(tmp_path)
+    query = tmp_path / "people.gq"
+    query.write_text("query people() { match { $p: Person } return { $p.name } }\n")
+    result = run_cli(OMNIGRAPH, "query", "--query", str(query), "--at", "01NOSUCHCOMMIT0000000000000", uri)
+    assert result.returncode == 1 and "not_found" in result.stderr, result.describe()
+    listed = run_printed(first_command(result.stderr)).ok()
+    head = listed.stdout.split()[0]
+    run_cli(OMNIGRAPH, "query", "--query", str(query), "--at", head, uri).ok()
+
+
 def export(tmp_path: Path) -> None:
     """``blob get`` of a property that is not a Blob names ``export --type``, which prints its values."""
     uri = _fenced(tmp_path)
@@ -490,6 +502,7 @@ def serve_allowed_host(tmp_path: Path) -> None:
 
 SCENARIOS: dict[str, Callable[[Path], None]] = {
     "omnigraph branch list": branch_list,
+    "omnigraph commit list": commit_list,
     "omnigraph drift": drift,
     "omnigraph export": export,
     "omnigraph mutate": mutate_chunks,
