@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from omnigraph.server.grants import Grant
-from tests.support.graph_helpers import OMNIGRAPH, invoke, make_example_graph, person, run_cli
+from tests.support.graph_helpers import OMNIGRAPH, SCHEMA_PATH, invoke, make_example_graph, person, run_cli
 from tests.support.serve_helpers import NDJSON, Server, Tokens, error_of, start_fenced, stored_state, write_tokens
 
 ALL = list(Grant)
@@ -50,6 +50,12 @@ def _merge_source(server: Server, n: int) -> None:
 
 def _doomed(server: Server, n: int) -> None:
     assert server.client.post("/branches", json={"name": f"doomed-{n}"}).status_code == 201
+
+
+def _schema_with(n: int) -> str:
+    """The example schema with one more optional property on Person (a change the plan and apply accept)."""
+    email = "    email: String? @unique\n"
+    return SCHEMA_PATH.read_text(encoding="utf-8").replace(email, f"{email}    extra{n}: String?\n")
 
 
 def endpoints() -> list[Endpoint]:
@@ -103,6 +109,8 @@ def endpoints() -> list[Endpoint]:
             lambda c, n: c.post(f"/branches/merge-src-{n}/merge", json={"into": "main"}),
             setup=_merge_source,
         ),
+        Endpoint("POST", "/schema/plan", Grant.READ, lambda c, n: c.post("/schema/plan", json={"schema": _schema_with(n)})),
+        Endpoint("POST", "/schema/apply", Grant.ADMIN, lambda c, n: c.post("/schema/apply", json={"schema": _schema_with(n)})),
     ]
 
 
