@@ -92,7 +92,9 @@ def _refusal(result: subprocess.CompletedProcess[str], recorded: str, uri: str) 
     return error
 
 
-@pytest.mark.parametrize("backend", ["local", "s3"], indirect=True)
+# Local only: the identity is read through the same store call on S3 (covered by the migrator's S3 suites),
+# and the CI budget is spent on the S3 runs of the migration itself.
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
 def test_a_schema_changed_after_prepare_refuses_the_cutover_until_prepare_takes_the_receipts_again(
     backend: str, tmp_path: Path, sources: dict[str, str]
 ) -> None:
