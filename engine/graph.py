@@ -69,7 +69,7 @@ class Graph:
         if self._schemas is None:
             from omnigraph.engine.manifest.schema_history import SchemaHistory
 
-            self._schemas = SchemaHistory(self.store)
+            self._schemas = SchemaHistory(self.store, self.catalog)
         return self._schemas
 
     def catalog_for(self, snapshot: BranchSnapshot) -> Catalog:

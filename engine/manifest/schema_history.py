@@ -49,10 +49,12 @@ def store_version(store: GraphStore, version: SchemaVersion) -> None:
 class SchemaHistory:
     """The schema versions of one graph root, read on demand and cached (thread-safe)."""
 
-    def __init__(self, store: GraphStore) -> None:
+    def __init__(self, store: GraphStore, known: Catalog | None = None) -> None:
+        """``known``: a schema of this graph already read (the open's accepted one), so it is not read again."""
         self._store = store
-        self._catalogs: dict[str, Catalog] = {}
+        self._catalogs: dict[str, Catalog] = {} if known is None else {known.version_id: known}
         self._versions: dict[str, SchemaVersion] = {}
+        self._known = None if known is None else known.version_id
         self._first: str | None = None
         self._lock = threading.Lock()
 
@@ -83,7 +85,7 @@ class SchemaHistory:
         """The id of the graph's first schema: what a null ``schema_id`` names."""
         if self._first is not None:
             return self._first
-        current = self.accepted().version_id
+        current = self._known or self.accepted().version_id  # every version's line ends at the same first one
         while (version := self.version(current)) is not None and version.parent_id is not None:
             current = version.parent_id
         self._first = current
@@ -116,11 +118,6 @@ class SchemaHistory:
         while (version := self.version(line[-1])) is not None and version.parent_id is not None:
             line.append(version.parent_id)
         return line
-
-    def is_before(self, older: str | None, newer: str | None) -> bool:
-        """Whether version ``older`` precedes ``newer`` (ids or None for the first schema)."""
-        older_id, newer_id = self.resolve(older), self.resolve(newer)
-        return older_id != newer_id and older_id in self.lineage(newer_id)
 
     def chain(self, older: str | None, newer: str | None) -> SchemaChain:
         """The table changes from version ``older`` to ``newer`` (empty when equal); ``internal`` if not in line."""

@@ -448,12 +448,11 @@ def publish(
         schema_id=snapshot.head.schema_id if plan.schema is None else plan.schema.schema_id,
     )
     base = snapshot
+    if plan.schema is not None:
+        entries = plan.schema.entries(snapshot, entries)
     for _ in range(PUBLISH_ATTEMPTS):
         try:
-            if plan.schema is None:
-                version = graph.manifest.publish(base, entries, head)
-            else:
-                version = graph.manifest.publish(base, plan.schema.entries(snapshot, entries), head, plan.schema.retired)
+            version = graph.manifest.publish(base, entries, head, () if plan.schema is None else plan.schema.retired)
         except CommitConflict:
             if plan.schema is not None:
                 raise RecoveryRequired(
@@ -468,8 +467,7 @@ def publish(
             parents, message = plan.head_on(base.head.commit_id)
             head = replace(head, parents=parents, message=message)
             continue
-        published = entries if plan.schema is None else plan.schema.entries(snapshot, entries)
-        return CommitResult(operation_id, snapshot.branch, version, published, head.parents)
+        return CommitResult(operation_id, snapshot.branch, version, entries, head.parents)
     raise RecoveryRequired(
         operation_id,
         f"publishing to branch {snapshot.branch!r} kept losing to concurrent publishes; resolve the "
