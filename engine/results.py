@@ -17,7 +17,8 @@ This module imports nothing heavy (no Lance, Arrow or DuckDB): :class:`QueryResu
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn, Self
 
@@ -267,36 +268,99 @@ class Readiness(Result):
     reason: str
 
 
+SCALAR_ARROW_ALIASES: dict[str, str] = {
+    "String": "string",
+    "Bool": "bool",
+    "I32": "int32",
+    "I64": "int64",
+    "U32": "uint32",
+    "U64": "uint64",
+    "F32": "float",
+    "F64": "double",
+    "Date": "date32",
+    "DateTime": "timestamp[ms]",
+}
+"""Every scalar type name of the schema language, mapped to the ``pyarrow`` alias of its Arrow type
+(``pyarrow.type_for_alias``): the types a table column of the name is stored as, and a query
+column of the name is given by :meth:`QueryResult.to_arrow`."""
+
+
+def _iso_datetime(text: str) -> dt.datetime:
+    """A rendered DateTime (``2024-01-31T09:30:00.000Z``) as the naive UTC datetime a table stores."""
+    return dt.datetime.fromisoformat(text).astimezone(dt.UTC).replace(tzinfo=None)
+
+
+def _column_value(spelling: str) -> Callable[[Any], Any]:
+    """The function that turns a rendered non-null value of the type ``spelling`` into what Arrow takes."""
+    if spelling.startswith("["):
+        item = _column_value(spelling[1:-1])
+        return lambda value: [None if v is None else item(v) for v in value]
+    if spelling == "Date":
+        return dt.date.fromisoformat
+    if spelling == "DateTime":
+        return _iso_datetime
+    return lambda value: value
+
+
+def _column_type(spelling: str) -> pyarrow.DataType:
+    """The Arrow type of a query column of the schema type ``spelling`` (as tables store it)."""
+    import pyarrow as pa
+
+    if spelling.startswith("["):
+        return pa.list_(_column_type(spelling[1:-1]))
+    if spelling.startswith("Vector("):
+        return pa.list_(pa.float32(), int(spelling[len("Vector(") : -1]))
+    if spelling.startswith("enum("):
+        return pa.string()
+    return pa.type_for_alias(SCALAR_ARROW_ALIASES[spelling])
+
+
 @dataclass(frozen=True)
 class QueryResult(Result):
     """``omnigraph query --json``: the answer of one read query, all rows read.
 
     ``rows`` are mappings from column name to a JSON value (as the CLI prints them), in the
-    answer's order; ``columns`` is there even when there is no row.
+    answer's order; ``columns`` is there even when there is no row, and ``types`` gives each
+    column's schema type in the same order.
     """
 
     query: str
     branch: str
     commit: str
     columns: tuple[str, ...]
+    types: tuple[str, ...]
+    """The schema type of each column, in column order: ``I64``, ``Date``, ``[String]``,
+    ``Vector(3)``, ``enum(a, b)``; ``count`` is ``I64``, ``avg`` ``F64``, ``sum`` its property's
+    type widened to ``I64`` or ``F64``."""
     rows: tuple[Mapping[str, Any], ...]
 
     def to_pylist(self) -> list[dict[str, Any]]:
-        """The rows as a list of plain dicts (keys in column order)."""
+        """The rows as a list of plain dicts (keys in column order), values as JSON values."""
         return [{column: _plain(row[column]) for column in self.columns} for row in self.rows]
 
     def to_arrow(self) -> pyarrow.Table:
-        """The rows as a ``pyarrow.Table`` with one column per answer column, in order.
+        """The rows as a ``pyarrow.Table``: one column per answer column, in order, of its type's Arrow type.
 
-        A column with no value but null is of Arrow type ``null``.
+        The types are those the tables store (``export_tables`` gives the same): a Date is
+        ``date32``, a DateTime ``timestamp[ms]`` (UTC), an F32 ``float``, an I32 ``int32``, a list
+        a list, a vector a fixed-size list of ``float``, an enum a string. An integer ``sum`` beyond
+        the I64 range is ``decimal128(38, 0)``.
         """
         import pyarrow as pa
 
         rows = self.to_pylist()
-        return pa.table({column: pa.array([row[column] for row in rows]) for column in self.columns})
+        arrays = {}
+        for column, spelling in zip(self.columns, self.types, strict=True):
+            convert = _column_value(spelling)
+            values = [None if row[column] is None else convert(row[column]) for row in rows]
+            try:
+                arrays[column] = pa.array(values, type=_column_type(spelling))
+            except OverflowError:  # an integer sum beyond I64
+                arrays[column] = pa.array(values, type=pa.decimal128(38, 0))
+        return pa.table(arrays)
 
     def to_pandas(self) -> pandas.DataFrame:
-        """The rows as a ``pandas.DataFrame`` (columns in order).
+        """The rows as a ``pandas.DataFrame`` (columns in order), from :meth:`to_arrow`'s types.
 
         Raises:
             BadRequest: pandas is not installed (it is not a dependency of this package).

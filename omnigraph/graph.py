@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from omnigraph import ENGINE
 from omnigraph._handles import PROGRAMS, Handles, program_profile
 from omnigraph.engine.door.routing import EngineProfile
-from omnigraph.engine.errors import ReadOnlyGraph
+from omnigraph.engine.errors import FormatBarrier, FormatRefused, ReadOnlyGraph
 from omnigraph.engine.graph import default_actor, init_graph
 from omnigraph.engine.manifest.commit_graph import commit_history
 from omnigraph.engine.manifest.rows import MAIN
@@ -202,6 +202,36 @@ class Graph:
 
         self._h.require_open()
         return readiness(self._h.manifest, self._h.profile)
+
+    def wait_writable(self, timeout: float | None = None, *, poll_interval: float = 1.0) -> Readiness:
+        """Block until this program may write the graph, and return that :meth:`readiness`.
+
+        For an application deployed ahead of the upgrade (opened ``lazy=True`` at stamp ``4`` or
+        ``migrating``): it returns once the graph is stamped ``5`` and no migration claim is held,
+        the moment a server's ``GET /readyz`` turns 200. Other threads read meanwhile. The
+        readiness is read every ``poll_interval`` seconds; ``timeout`` None waits for ever.
+
+        Raises:
+            FormatBarrier: still not writable after ``timeout`` seconds; the message says why.
+            FormatRefused: the graph has no stamp or an unknown one.
+            ReadOnlyGraph: the graph was opened read-only, so it never writes.
+        """
+        from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, stop_never, wait_fixed
+
+        self._refuse_if_read_only("wait_writable")
+        polls = Retrying(
+            retry=retry_if_result(lambda ready: not ready.writable),
+            wait=wait_fixed(poll_interval),
+            stop=stop_never if timeout is None else stop_after_delay(timeout),
+        )
+        try:
+            return polls(self.readiness)
+        except RetryError as waited:
+            last: Readiness = waited.last_attempt.result()
+            raise FormatBarrier(
+                f"{self.uri} is still not writable after {timeout:g} s: {last.reason}",
+                {"format": last.format, "reason": last.reason, "timeout_s": timeout},
+            ) from None
 
     def branches(self) -> tuple[Branch, ...]:
         """Every branch with its parent and incarnation: ``main`` first, then by name."""
@@ -609,8 +639,18 @@ def connect(
         return graph
     if read_only:
         graph._h.open_reader()
-    else:
+        return graph
+    try:
         graph._h.open_writer()
+    except FormatRefused as refused:
+        if refused.details.get("stamp") not in profile.read_only_stamps:
+            raise
+        raise FormatRefused(
+            f"{refused.message}. An application deployed ahead of the upgrade opens the graph with "
+            f"omnigraph.open(..., lazy=True): it reads now, its writes raise FormatBarrier until the graph is "
+            f"stamped 5, and Graph.wait_writable() waits for that",
+            refused.details,
+        ) from None
     return graph
 
 

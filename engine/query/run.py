@@ -22,9 +22,10 @@ must be reachable from ``B``'s head (``B``'s own commits and those it inherited 
 ``not_found``. Finding it reads one head row per ``__manifest`` version of the live branches, so
 a head read (no ``--at``) never pays it.
 
-Output document: ``{query, branch, commit, columns, rows: [{column: value}]}`` (``columns`` is
-there even when ``rows`` is empty). Values as JSON values (:func:`renderer`): strings, booleans,
-integers (an integer ``sum`` included, however large) and ``F64`` numbers as they are; an
+Output document: ``{query, branch, commit, columns, types, rows: [{column: value}]}``
+(``columns`` and ``types``, each column's schema type, are there even when ``rows`` is empty).
+Values as JSON values (:func:`renderer`): strings, booleans, integers (an integer ``sum``
+included, however large) and ``F64`` numbers as they are; an
 ``F32`` value (and each item of a vector) as the shortest decimal that reads back as the same
 float32 (``2.7``, not ``2.700000047683716``); a Date as ``YYYY-MM-DD``; a DateTime as ISO 8601
 UTC with milliseconds (``2024-01-31T09:30:00.000Z``); a list item by item; NULL as None.
@@ -97,12 +98,13 @@ FETCH_ROWS = 2048
 
 @dataclass(frozen=True)
 class Answer:
-    """An answer being read: which commit, its columns, and its rows (in order, once)."""
+    """An answer being read: which commit, its columns and their schema types, and its rows (in order, once)."""
 
     query: str
     branch: str
     commit: str
     columns: tuple[str, ...]
+    types: tuple[str, ...]
     _rows: Iterator[list[Any]]
 
     def rows(self) -> Iterator[list[Any]]:
@@ -116,6 +118,7 @@ class Answer:
             "branch": self.branch,
             "commit": self.commit,
             "columns": list(self.columns),
+            "types": list(self.types),
             "rows": [dict(zip(self.columns, row, strict=True)) for row in self._rows],
         }
 
@@ -163,7 +166,8 @@ def open_answer(
         sql, values = statement(bound, Traversals(session, bound).relation)
         cursor = session.execute(sql, values)
         columns = tuple(output.name for output in bound.outputs)
-        yield Answer(bound.name, branch, point.commit, columns, _batches(session, cursor, bound))
+        types = tuple(output.type.describe() for output in bound.outputs)
+        yield Answer(bound.name, branch, point.commit, columns, types, _batches(session, cursor, bound))
 
 
 def run_query(

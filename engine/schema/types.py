@@ -32,18 +32,9 @@ import pyarrow as pa
 from lance.blob import Blob
 from lance.blob import BlobType as LanceBlobType
 
-SCALAR_ARROW_TYPES: dict[str, pa.DataType] = {
-    "String": pa.utf8(),
-    "Bool": pa.bool_(),
-    "I32": pa.int32(),
-    "I64": pa.int64(),
-    "U32": pa.uint32(),
-    "U64": pa.uint64(),
-    "F32": pa.float32(),
-    "F64": pa.float64(),
-    "Date": pa.date32(),
-    "DateTime": pa.timestamp("ms"),
-}
+from omnigraph.engine.results import SCALAR_ARROW_ALIASES
+
+SCALAR_ARROW_TYPES: dict[str, pa.DataType] = {name: pa.type_for_alias(alias) for name, alias in SCALAR_ARROW_ALIASES.items()}
 """Every scalar type name of the language, mapped to its Arrow type."""
 
 INTEGER_RANGES: dict[str, tuple[int, int]] = {

@@ -2,7 +2,8 @@
 
 Runs one read query; reads work at every stamp the format-5 program reads (4, migrating, 5).
 Output on stdout: ``table`` (the default: aligned columns, a header and a row count), ``json``
-(the output document ``{query, branch, commit, columns, rows}``, as ``--json`` prints it),
+(the output document ``{query, branch, commit, columns, types, rows}``, as ``--json`` prints
+it: its keys sorted, each row's keys in column order),
 ``jsonl`` (one row object per line, keys in column order) or ``csv`` (a header, then one line
 per row; NULL is an empty field, lists are JSON text).
 """
@@ -49,7 +50,8 @@ def _table(answer: Answer) -> Iterator[str]:
 
 def _write(answer: Answer, output: str) -> None:
     if output == "json":
-        emit_json(answer.document())
+        # The document's own keys sorted, as every --json prints them; a row's keys in column order.
+        emit_json(dict(sorted(answer.document().items())), sort_keys=False)
     elif output == "jsonl":
         for row in answer.rows():
             echo_result(json.dumps(dict(zip(answer.columns, row, strict=True)), ensure_ascii=False))

@@ -29,9 +29,9 @@ R = TypeVar("R")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 
 
-def emit_json(document: Any) -> None:
-    """Print ``document`` as sorted, indented JSON on stdout."""
-    click.echo(json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False))
+def emit_json(document: Any, *, sort_keys: bool = True) -> None:
+    """Print ``document`` as indented JSON on stdout, every mapping's keys sorted unless ``sort_keys`` is False."""
+    click.echo(json.dumps(document, sort_keys=sort_keys, indent=2, ensure_ascii=False))
 
 
 def echo_result(line: str) -> None:

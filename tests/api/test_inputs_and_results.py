@@ -103,3 +103,66 @@ def test_query_results_convert(example: omnigraph.Graph) -> None:
             answer.to_pandas()
     else:
         assert list(answer.to_pandas().columns) == ["f.name", "f.age"]
+
+
+TYPED_SCHEMA = """
+node Reading {
+  name: String @key
+  day: Date?
+  at: DateTime?
+  level: F32?
+  count: I32?
+  tags: [String]?
+  days: [Date]?
+  shape: Vector(2)?
+  kind: enum(low, high)?
+}
+"""
+
+TYPED_QUERY = """
+query readings() {
+  match { $r: Reading }
+  return { $r.name, $r.day, $r.at, $r.level, $r.count, $r.tags, $r.days, $r.shape, $r.kind }
+  order { $r.name }
+}
+"""
+
+
+def test_query_results_keep_the_stored_types(tmp_path: Path) -> None:
+    """``to_arrow`` gives each column the Arrow type ``export_tables`` gives the property, and the same values."""
+    with omnigraph.init(str(tmp_path / "typed"), TYPED_SCHEMA) as graph:
+        graph.load(
+            [
+                {
+                    "type": "Reading",
+                    "data": {
+                        "name": "a",
+                        "day": "2024-02-29",
+                        "at": "2024-01-31T09:30:00.250Z",
+                        "level": 2.7,
+                        "count": 7,
+                        "tags": ["x", None],
+                        "days": ["1999-12-31"],
+                        "shape": [0.5, 1.5],
+                        "kind": "high",
+                    },
+                },
+                {"type": "Reading", "data": {"name": "b"}},
+            ],
+            mode="append",
+        )
+        answer = graph.query(TYPED_QUERY)
+        assert answer.types == ("String", "Date", "DateTime", "F32", "I32", "[String]", "[Date]", "Vector(2)", "enum(low, high)")
+        assert answer.to_pylist()[0]["r.day"] == "2024-02-29" and answer.to_pylist()[0]["r.at"] == "2024-01-31T09:30:00.250Z"
+        typed = answer.to_arrow()
+        stored = graph.export_tables(types=["Reading"])["node:Reading"]
+        for column in typed.column_names:
+            prop = column.removeprefix("r.")
+            assert typed.schema.field(column).type == stored.schema.field(prop).type, column
+            assert typed.column(column).to_pylist() == stored.column(prop).to_pylist(), column
+        assert typed.column("r.at").to_pylist()[0] == dt.datetime(2024, 1, 31, 9, 30, 0, 250000)
+        counted = graph.query("query n() { match { $r: Reading } return { count($r) as n, avg($r.level) as mean } }")
+        assert counted.types == ("I64", "F64") and str(counted.to_arrow().schema.field("n").type) == "int64"
+        if importlib.util.find_spec("pandas") is not None:
+            assert answer.to_pandas()["r.day"].iloc[0] == dt.date(2024, 2, 29)
+        assert omnigraph.QueryResult.from_document(answer.to_dict()) == answer

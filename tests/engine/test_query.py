@@ -234,7 +234,7 @@ def test_returned_duplicates_are_kept(graph: Graph) -> None:
 def test_empty_answers_keep_their_columns(graph: Graph) -> None:
     answer = run_query(graph, 'query q() { match { $p: Person { name: "Nobody" } } return { $p.name, $p.age as a } }')
     assert answer["columns"] == ["p.name", "a"] and answer["rows"] == []
-    assert set(answer) == {"query", "branch", "commit", "columns", "rows"}
+    assert set(answer) == {"query", "branch", "commit", "columns", "types", "rows"} and answer["types"] == ["String", "I32"]
     assert answer["commit"] == graph.manifest.snapshot("main").head.commit_id
 
 

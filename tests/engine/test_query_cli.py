@@ -45,8 +45,11 @@ def social(backend: str, tmp_path: Path) -> str:
 
 def test_every_output_format(social: str, tmp_path: Path) -> None:
     args = ("--name", "writers", "--params", '{"min": 30}')
-    document = _query(social, tmp_path, *args, "--json").ok().json()
-    assert document["columns"] == ["p.name", "p.age", "d.tags"]
+    printed = _query(social, tmp_path, *args, "--json").ok()
+    document = printed.json()
+    assert document["columns"] == ["p.name", "p.age", "d.tags"] and document["types"] == ["String", "I32", "[String]"]
+    assert list(document) == sorted(document)  # the document's keys sorted, as every --json prints them
+    assert [list(row) for row in document["rows"]] == [document["columns"]] * 3  # a row's keys in column order
     assert document["rows"] == [
         {"p.name": "Grace", "p.age": 52, "d.tags": ["finance"]},
         {"p.name": "Carol", "p.age": 41, "d.tags": []},

@@ -46,7 +46,13 @@ ENGINE_RULES = {
     "omnigraph.engine.records": ("omnigraph.engine.schema", "omnigraph.engine.errors"),
     "omnigraph.engine.storage": ("omnigraph.engine.errors",),
     "omnigraph.engine.door": ("omnigraph.engine.storage", "omnigraph.engine.errors", "omnigraph.engine.schema"),
-    "omnigraph.engine.schema": ("omnigraph.engine.errors", "omnigraph.engine.lexer", "omnigraph.engine.storage.names"),
+    # results: the scalar type names' Arrow aliases, shared with the query answers it types
+    "omnigraph.engine.schema": (
+        "omnigraph.engine.errors",
+        "omnigraph.engine.lexer",
+        "omnigraph.engine.results",
+        "omnigraph.engine.storage.names",
+    ),
 }
 
 
