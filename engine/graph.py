@@ -145,14 +145,21 @@ def open_graph(store: GraphStore, profile: EngineProfile, *, write: bool, claim_
     return graph
 
 
-def init_graph(store: GraphStore, schema_source: str, profile: EngineProfile, actor: str | None = None) -> Graph:
+def init_graph(store: GraphStore, schema_source: str, profile: EngineProfile, actor: str | None = None, *, strict: bool = False) -> Graph:
     """Create a graph root: schema file, every table, then ``__manifest`` with the stamp.
 
     The manifest (rows and stamp in one Lance commit) is written last, so an interrupted init
     leaves a root that :func:`open_graph` refuses as half-made. A root that is not empty is
-    refused before anything is written.
+    refused before anything is written, and so is, with ``strict``, a schema with a warning
+    (``bad_request`` listing each with line:column).
     """
     catalog = Catalog.from_source(schema_source)
+    if strict and catalog.warnings:
+        listed = "; ".join(str(warning) for warning in catalog.warnings)
+        raise BadRequest(
+            f"init --strict refuses a schema with {len(catalog.warnings)} warning(s): {listed}; fix them, or init without --strict",
+            {"warnings": [{"message": w.message, "line": w.line, "column": w.column} for w in catalog.warnings]},
+        )
     manifest = Manifest(store)
     if manifest.exists():
         raise BadRequest(f"{store.uri} already holds a graph; refusing to init over it", {"uri": store.uri})

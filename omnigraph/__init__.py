@@ -200,6 +200,7 @@ def init(
     actor: str | None = None,
     storage_options: Mapping[str, str] | None = None,
     program: str = ENGINE,
+    strict: bool = False,
 ) -> Graph:
     """Create a graph at ``uri`` (an empty or absent root) and return it open read-write.
 
@@ -213,15 +214,17 @@ def init(
         actor: who the ``init`` commit records (default ``OMNIGRAPH_ACTOR``, else the login name).
         storage_options: S3 settings that take precedence over the environment.
         program: :data:`ENGINE`, or :data:`FORMAT_4_WRITER` to create a format-4 graph.
+        strict: refuse a schema with a warning (an unknown annotation such as ``@uniq``) instead
+            of keeping it (:attr:`Graph.schema_warnings`).
 
     Raises:
         BadRequest: the root is not empty or already holds a graph, the schema does not parse
-            (line:column), the file cannot be read or is not UTF-8.
+            (line:column) or has a warning under ``strict``, the file cannot be read or is not UTF-8.
         NotFound: no such bucket.
     """
     from omnigraph.graph import create
 
-    return create(os.fspath(uri), _schema_source(schema), actor=actor, storage_options=storage_options, program=program)
+    return create(os.fspath(uri), _schema_source(schema), actor=actor, storage_options=storage_options, program=program, strict=strict)
 
 
 def check(uri: str | os.PathLike[str], *, storage_options: Mapping[str, str] | None = None) -> CheckReport:

@@ -655,11 +655,17 @@ def connect(
 
 
 def create(
-    uri: str, schema: str, *, actor: str | None = None, storage_options: Mapping[str, str] | None = None, program: str = ENGINE
+    uri: str,
+    schema: str,
+    *,
+    actor: str | None = None,
+    storage_options: Mapping[str, str] | None = None,
+    program: str = ENGINE,
+    strict: bool = False,
 ) -> Graph:
     """:func:`omnigraph.init` (see there) of the schema source ``schema``."""
     profile = program_profile(program)
-    created = init_graph(open_store(uri, storage_options), schema, profile, actor or default_actor())
+    created = init_graph(open_store(uri, storage_options), schema, profile, actor or default_actor(), strict=strict)
     graph = Graph(created.store, profile, read_only=False, actor=actor, on_recovery=None)
     graph._h.adopt_writer(created)
     return graph

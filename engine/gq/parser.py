@@ -493,6 +493,17 @@ def _item_expr(cursor: Cursor) -> PropRef | Aggregate:
     raise cursor.fail("expected a return item: $v.prop, count($v) or sum|avg|min|max($v.prop)")
 
 
+def _aggregate_key(cursor: Cursor) -> GqError:
+    """The refusal of an aggregate call as an ``order`` key, naming the alias to order by instead."""
+    start = cursor.peek
+    aggregate = _item_expr(cursor)
+    call = f"{aggregate.func}(${aggregate.var}{'.' + aggregate.prop if aggregate.prop else ''})"
+    return cursor.fail(
+        f"order takes $v.prop or a return alias, not {call}: name it in return ({call} as n) and order by the alias (order {{ n desc }})",
+        start,
+    )
+
+
 def _order(cursor: Cursor) -> tuple[OrderItem, ...]:
     cursor.expect("punct", "{", "'{' after order")
     keys: list[OrderItem] = []
@@ -504,6 +515,8 @@ def _order(cursor: Cursor) -> tuple[OrderItem, ...]:
             operand = _operand(cursor)
             assert isinstance(operand, PropRef)
             target = operand
+        elif cursor.peek.text in AGGREGATES and cursor.ahead(1).text == "(":
+            raise _aggregate_key(cursor)
         else:
             target = cursor.expect("name", what="$v.prop or a return alias")
         descending = False

@@ -8,12 +8,14 @@
 
 Metadata is kept (:class:`omnigraph.engine.schema.tables.Metadata`): the known names
 (:data:`KNOWN_METADATA`) have their arguments checked; any other name is kept as written and
-reported by a :class:`SchemaWarning`. Every refusal is a :class:`SchemaError` at the offending
+reported by a :class:`SchemaWarning` that names the nearest known annotation when one is close
+(``@uniq``: did you mean ``@unique``?). Every refusal is a :class:`SchemaError` at the offending
 annotation or argument.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -64,12 +66,22 @@ def _json_arg(arg: Arg) -> Any:
     return arg.value
 
 
+def _nearest(name: str) -> str:
+    """``; did you mean '@unique'?`` for the known annotation nearest to ``name``, or nothing when none is near."""
+    near = difflib.get_close_matches(name, sorted(set(KNOWN_METADATA) | set(CONSTRAINTS)), n=1, cutoff=0.6)
+    return f"; did you mean '@{near[0]}'?" if near else ""
+
+
 def metadata(annotation: Annotation, warnings: list[SchemaWarning]) -> Metadata:
     """The kept form of a non-constraint annotation; an unknown name adds a warning."""
     name = annotation.name
     args = None if annotation.args is None else tuple(_json_arg(arg) for arg in annotation.args)
     if name.value not in KNOWN_METADATA:
-        warnings.append(SchemaWarning(f"unknown annotation '@{name.value}' is kept as metadata and not enforced", name.line, name.column))
+        warnings.append(
+            SchemaWarning(
+                f"unknown annotation '@{name.value}' is kept as metadata and not enforced{_nearest(name.value)}", name.line, name.column
+            )
+        )
         return Metadata(name.value, args, known=False)
     kinds = {"embed": ("string", "name"), "default": ("string", "number", "name")}.get(name.value, ("string",))
     given = annotation.args or ()

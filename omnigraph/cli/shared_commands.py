@@ -94,13 +94,14 @@ def init_command_for(program: str) -> click.Command:
 
     @click.command("init")
     @click.option("--schema", "schema_path", required=True, help="The .pg schema file.")
+    @click.option("--strict", is_flag=True, help="Refuse a schema with a warning (an unknown annotation), writing nothing.")
     @json_option
     @click.argument("uri", metavar="GRAPH")
     @reports_errors
-    def init_command(schema_path: str, uri: str, as_json: bool) -> None:
+    def init_command(schema_path: str, strict: bool, uri: str, as_json: bool) -> None:
         """Create a new graph at GRAPH (a directory or s3://bucket/prefix)."""
         source = _decode_utf8(_read_file(schema_path, "schema file"), "schema file", schema_path)
-        with omnigraph.init(uri, source, program=program) as created:
+        with omnigraph.init(uri, source, program=program, strict=strict) as created:
             result = omnigraph.InitResult(graph=created.uri, format=created.format, tables=created.tables)
             warnings = created.schema_warnings
         for warning in warnings:

@@ -71,6 +71,13 @@ def _refused(source: str, params: dict[str, Any] | None = None) -> GqError:
         ("query q() {\n match { $p: Person }\n return { $p.name, $p.age as n, $p.email as n }\n}", {}, (3, 45, "n"), "named 'n'"),
         ("query q() {\n match { $p: Person }\n return { $p.name }\n order { nope }\n}", {}, (4, 10, "nope"), "no return item is named so"),
         ("query q() {\n match { $p: Person }\n return { $p.name, count($p) as n }\n order { $p.age }\n}", {}, (4, 10, "$p"), "group keys"),
+        (
+            "query q() {\n match { $p: Person  $p knows $f }\n return { $p.name, count($f) }\n order { count($f) desc }\n}",
+            {},
+            (4, 10, "count"),
+            "name it in return (count($f) as n) and order by the alias (order { n desc })",
+        ),
+        ("query q() {\n match { $p: Person }\n return { $p.name }\n order { max($p.age) }\n}", {}, (4, 10, "max"), "not max($p.age)"),
         # variables
         ("query q() {\n match { $p: Person\n $f.age > 1 }\n return { $p.name }\n}", {}, (3, 2, "$f"), "unknown variable $f"),
         ("query q() {\n match { $p: Person  not { $p knows $f } }\n return { $f.name }\n}", {}, (3, 11, "$f"), "unknown variable $f"),
@@ -162,3 +169,9 @@ def test_each_command_refuses_the_other_kind() -> None:
         choose_query(source, "m", "read")
     assert "mutation" in refused.value.message and "omnigraph mutate" in refused.value.message
     assert refused.value.details["line"] == 2
+
+
+def test_the_advice_for_an_aggregate_order_key_checks() -> None:
+    """The refusal of ``order { count($f) desc }`` names a form that checks: the aggregate aliased in return."""
+    bound = _check("query q() {\n match { $p: Person  $p knows $f }\n return { $p.name, count($f) as n }\n order { n desc }\n}")
+    assert [output.name for output in bound.outputs] == ["p.name", "n"]

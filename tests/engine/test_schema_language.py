@@ -4,15 +4,18 @@ the two hypothesis properties (grammar round trip; mutated sources end in a type
 from __future__ import annotations
 
 import string
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import omnigraph
 from omnigraph.engine.errors import OmnigraphError
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.parser import SchemaError, parse, print_schema
 from omnigraph.engine.schema.tables import Cardinality, CheckRule, Metadata, RangeRule
+from tests.support.graph_helpers import OMNIGRAPH, run_cli
 
 FEATURES = """\
 interface Named @description("has a name") { name: String @key }
@@ -297,3 +300,20 @@ def test_mutated_sources_end_in_a_typed_error_with_a_position(source: str) -> No
         assert f"at {error.line}:{error.column}:" in error.message
     except OmnigraphError as error:
         pytest.fail(f"a {type(error).__name__} without a position: {error}")
+
+
+def test_a_misspelt_annotation_names_the_nearest_one_and_strict_init_refuses_it(tmp_path: Path) -> None:
+    source = "node Person {\n  name: String @key\n  email: String @uniq\n}\n"
+    assert [str(w) for w in Catalog.from_source(source).warnings] == [
+        "schema warning at 3:17: unknown annotation '@uniq' is kept as metadata and not enforced; did you mean '@unique'?"
+    ]
+    schema = tmp_path / "typo.pg"
+    schema.write_text(source, encoding="utf-8")
+    refused = run_cli(OMNIGRAPH, "init", "--strict", "--schema", schema, "--json", tmp_path / "strict")
+    assert refused.returncode == 1 and refused.json()["error"]["code"] == "bad_request"
+    assert refused.json()["error"]["details"]["warnings"] == [
+        {"message": "unknown annotation '@uniq' is kept as metadata and not enforced; did you mean '@unique'?", "line": 3, "column": 17}
+    ]
+    assert not (tmp_path / "strict").exists()
+    with omnigraph.init(tmp_path / "lenient", source) as graph:
+        assert [w.line for w in graph.schema_warnings] == [3]
