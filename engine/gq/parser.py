@@ -497,6 +497,7 @@ def _aggregate_key(cursor: Cursor) -> GqError:
     """The refusal of an aggregate call as an ``order`` key, naming the alias to order by instead."""
     start = cursor.peek
     aggregate = _item_expr(cursor)
+    assert isinstance(aggregate, Aggregate)  # the caller saw an aggregate's name and '('
     call = f"{aggregate.func}(${aggregate.var}{'.' + aggregate.prop if aggregate.prop else ''})"
     return cursor.fail(
         f"order takes $v.prop or a return alias, not {call}: name it in return ({call} as n) and order by the alias (order {{ n desc }})",
