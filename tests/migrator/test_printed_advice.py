@@ -391,9 +391,10 @@ def resume(tmp_path: Path) -> None:
 
 
 def status(tmp_path: Path) -> None:
+    """Behind the barrier a write is ``format_refused`` naming ``status``, whose ``next`` resumes."""
     uri = _format4(tmp_path)
-    assert migrate("run", uri, "--owner", "ci", failpoint="migrate.after_stamp").returncode == FAILPOINT_EXIT_STATUS
-    error = _error(_load(OMNIGRAPH, uri, tmp_path, "Waiting"), "claim_held", 3)
+    assert migrate("run", uri, "--owner", "ci", failpoint="unit.after_pk").returncode == FAILPOINT_EXIT_STATUS
+    error = _error(_load(OMNIGRAPH, uri, tmp_path, "Waiting"), "format_refused", 6)
     shown = run_printed(first_command(error["message"])).ok()
     run_printed(first_command(_next_line(shown))).ok()
     _load(OMNIGRAPH, uri, tmp_path, "Waiting").ok()
