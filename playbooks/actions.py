@@ -409,13 +409,23 @@ def copy(ctx: StepContext, params: dict[str, str]) -> StepResult:
     )
 
 
+STATUS_TAIL = 20
+"""How many ledger records the status step shows (its ``tail`` parameter changes it)."""
+
+
 def status(ctx: StepContext, params: dict[str, str]) -> StepResult:
-    """Show the stamp, the claim and the ledger; fails without a claim when ``require_claim`` is set."""
+    """Show the stamp, the claim and the ledger's last records; fails without a claim when ``require_claim`` is set.
+
+    The ledger shown is its last ``tail`` records (:data:`STATUS_TAIL`), with the count of all.
+    """
     uri = params["graph"]
-    shown = migrate.status(uri)
+    tail = int(params.get("tail", STATUS_TAIL))
+    shown = migrate.status(uri, tail=tail)
     document = shown.to_dict()
     if shown.ledger is not None:
         ctx.say(migrate.ledger_table(shown).rstrip())
+        if shown.ledger_records > tail:
+            ctx.say(f"(the last {tail} of {shown.ledger_records} ledger records; `omnigraph-migrate status {uri}` shows them all)")
     claim = document["claim"]
     if claim is None and _flag(params, "require_claim"):
         raise StepFailed(

@@ -377,7 +377,7 @@ def status_command(uri: str, tail_records: int | None, as_json: bool) -> None:
         echo_result(
             f"migration {claim['migration_id']}: no ledger record yet (its process stopped, or has not gone on, after taking the claim)"
         )
-    echo_result(f"next: {document['next']}")
+    say(f"next: {document['next']}")
 
 
 @click.command(

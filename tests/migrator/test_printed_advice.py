@@ -556,3 +556,5 @@ def test_status_is_stable_and_tails(tmp_path: Path) -> None:
     assert again["ledger"]["state"] == first["ledger"]["state"]
     human = migrate("status", uri, "--tail", "1")
     assert human.returncode == 0 and json.dumps(first["ledger_records"]) in human.stdout
+    # the advice goes to stderr, as every command's does; stdout is the status itself
+    assert "next:" not in human.stdout and f"next: {first['next']}" in human.stderr
