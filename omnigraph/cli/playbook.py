@@ -134,7 +134,7 @@ def run_command(
         if not sep or not name:
             raise click.UsageError(f"--var takes NAME=VALUE, got {setting!r}")
         overrides[name] = value
-    chosen_queries(queries_path, query_params_path)  # unusable files: a usage error before any step
+    chosen_queries(queries_path, query_params_path)  # unusable files: refused before any step
     if queries_path is not None:
         overrides["queries"] = str(queries_path.resolve())
     if query_params_path is not None:

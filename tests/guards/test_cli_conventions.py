@@ -208,3 +208,39 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(migrated: str) -> None
         stderr = process.stderr.read()
         assert process.wait(timeout=120) == 0, stderr
         assert "Traceback" not in stderr and "error" not in stderr.lower(), stderr
+
+
+def test_usage_errors_exit_2_and_unusable_files_exit_1(tmp_path: Path) -> None:
+    """The one rule of ``docs/errors.md`` ("Usage or bad request"): the command line itself (an option
+    missing, unknown, of the wrong form, or combined with one it excludes) is a usage error, exit 2,
+    refused before anything is read; a file an option names that cannot be read, is not UTF-8 or
+    does not parse is ``bad_request``, exit 1, whichever command reads it."""
+    from tests.support.graph_helpers import OMNIGRAPH as ENGINE
+    from tests.support.graph_helpers import invoke
+
+    graph, missing = str(tmp_path / "g"), str(tmp_path / "missing")
+    latin1 = tmp_path / "latin1.gq"
+    latin1.write_bytes("query q() { match { $p: Person } return { $p.name } } # caf\xe9".encode("latin-1"))
+    usage = [
+        ("load", "--mode", "upsert", "--data", missing, graph),
+        ("load", "--mode", "append", graph),
+        ("query", "--query", missing, "--params", "[", graph),
+        ("query", "--query", missing, "--json", "--format", "csv", graph),
+        ("mutate", "--query", missing, "--params", "1", graph),
+        ("optimize", "--cleanup-older-than", "soon", graph),
+    ]
+    for args in usage:
+        result = invoke(ENGINE, *args)
+        assert result.returncode == 2 and result.stdout == "", result.describe()
+    unusable = [
+        ("init", "--schema", missing, graph),
+        ("load", "--mode", "append", "--data", missing, graph),
+        ("query", "--query", missing, graph),
+        ("query", "--query", str(latin1), graph),
+        ("mutate", "--query", missing, graph),
+        ("mutate", "--query", str(latin1), graph),
+    ]
+    for args in unusable:
+        result = invoke(ENGINE, *args, "--json")
+        assert result.returncode == 1 and result.json()["error"]["code"] == "bad_request", result.describe()
+    assert not Path(graph).exists()
