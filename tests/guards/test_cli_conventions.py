@@ -244,3 +244,22 @@ def test_usage_errors_exit_2_and_unusable_files_exit_1(tmp_path: Path) -> None:
         result = invoke(ENGINE, *args, "--json")
         assert result.returncode == 1 and result.json()["error"]["code"] == "bad_request", result.describe()
     assert not Path(graph).exists()
+
+
+def test_the_readme_command_table_names_every_registered_command() -> None:
+    """The README's table of console scripts lists exactly the commands each one registers."""
+    import click
+
+    from omnigraph.cli.migrate import cli as migrate_cli
+    from omnigraph.cli.omnigraph import cli as engine_cli
+    from omnigraph.cli.omnigraph_v4 import cli as v4_cli
+
+    groups = {"omnigraph": engine_cli, "omnigraph-migrate": migrate_cli, "omnigraph-v4": v4_cli}
+    table = (PROJECT / "README.md").read_text(encoding="utf-8").split("| binary | what it is |", 1)[1].split("\n\n", 1)[0]
+    rows = [re.match(r"\| `([a-z0-9-]+)` \| (.*) \|$", row) for row in table.splitlines() if row.startswith("| `")]
+    assert sorted(row.group(1) for row in rows if row) == sorted(groups)
+    for program, text in (row.groups() for row in rows if row):
+        group = groups[program]
+        registered = set(group.list_commands(click.Context(group)))
+        named = {word.split()[0].split("/")[0] for word in re.findall(r"`([a-z][a-z-]*(?: [a-z/ -]+)?)`", text)}
+        assert registered <= named, (program, sorted(registered - named))
