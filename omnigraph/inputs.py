@@ -55,7 +55,7 @@ def open_data_file(path: str, what: str = "data file") -> BinaryIO:
         BadRequest: the file cannot be opened or read.
     """
     try:
-        return open_data_stream(open(path, "rb"))  # noqa: SIM115 - the caller closes it
+        return open_data_stream(open(path, "rb"))
     except OSError as error:
         raise BadRequest(f"cannot read {what} {path!r}: {error.strerror}", {"path": path}) from error
 

@@ -112,6 +112,8 @@ class StepContext:
     """The processes that ran this run before, when it is a ``playbook resume``."""
     journal: str = ""
     """Where this run is journalled (``ROOT/<run id>``)."""
+    artifacts: str = ""
+    """The ``--report``/``--junit`` flags of this run (with a leading space), kept by :meth:`rerun`."""
 
     @property
     def actor(self) -> str:
@@ -119,12 +121,14 @@ class StepContext:
         return self.variables["user"]
 
     def rerun(self, *flags: str, **extra: str) -> str:
-        """The command that runs this playbook again, with ``flags`` and ``extra`` --var settings.
+        """The command that runs this playbook again, with ``flags``, its artifacts and ``extra`` --var settings.
+
+        The run's ``--report``/``--junit`` flags are kept (:attr:`artifacts`).
 
         In a resumed run it is the command that resumes it again (its variables are the journalled
         ones, so ``extra`` is left out).
         """
-        settings = "".join(f" {flag}" for flag in flags)
+        settings = "".join(f" {flag}" for flag in flags) + self.artifacts
         if self.resumed_from:
             return f"omnigraph-migrate playbook resume {self.journal}{settings}"
         settings += "".join(f" --var {name}={value}" for name, value in sorted(extra.items()))

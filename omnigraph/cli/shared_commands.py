@@ -140,7 +140,7 @@ def load_command_for(program: str) -> click.Command:
         """Load a JSONL file into a branch as one atomic commit (or one per chunk)."""
         from omnigraph.inputs import open_data_file, open_data_stream
 
-        source = open_data_stream(click.get_binary_stream("stdin")) if data_path == STDIN else open_data_file(data_path)
+        source = open_data_stream(sys.stdin.buffer) if data_path == STDIN else open_data_file(data_path)
         with source as data, open_for_command(uri, program=program) as opened:
             say_recovered(opened)
             if chunk_rows is None:
