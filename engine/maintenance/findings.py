@@ -109,12 +109,12 @@ FIXES: dict[str, Fix] = {
     "schema_behind": Fix("`{command}` brings it to the accepted schema", recover_command),
     "table_head_ahead": Fix(
         "`{command}` pins it if its commits change no row (an index, the primary key an aborted migration installed), "
-        "and otherwise reports the drift with the `omnigraph drift adopt` or `revert` that resolves it",
+        "and otherwise reports the drift with the exact command that adopts or reverts it",
         recover_command,
     ),
     "unpinned_table_branch": Fix(
-        "a fork an aborted migration left is adopted by the next `omnigraph-migrate run {uri}`; any other is listed by "
-        "`omnigraph drift show {uri}`, and `omnigraph drift revert` deletes it"
+        "a fork an aborted migration left is adopted by the next `omnigraph-migrate run {uri}`; any other is an "
+        "unpublished fork, which the drift commands show and delete (docs/operations.md section 10)"
     ),
     "manifest_unreadable": Fix(_RESTORE.format(what="the branch's manifest")),
     "table_missing": Fix(_RESTORE.format(what="the manifest and the table")),
@@ -127,11 +127,11 @@ FIXES: dict[str, Fix] = {
     "schema_unreadable": Fix(_RESTORE.format(what="`_schema.pg` and `_schemas/`")),
     "source_missing": Fix(
         "the copy reads the data files that predate its forks from there: put the source back (or give the settings "
-        "of its store), or copy from a source that stays; `omnigraph-migrate copy` does not make a self-contained copy"
+        "of its store), or copy again from a source that stays: a copy is not self-contained"
     ),
     "duplicate_ids": _ID_REPAIR,
     "null_ids": _ID_REPAIR,
-    "dangling_edge": Fix("load the missing nodes (`omnigraph load --mode merge`) or delete those edges (`omnigraph mutate`)"),
+    "dangling_edge": Fix("load the missing nodes (a merge load) or delete those edges (a delete mutation)"),
 }
 """What resolves each kind of finding (a guard test checks every kind the check reports is here)."""
 
