@@ -64,10 +64,8 @@ def open_data_stream(stream: BinaryIO) -> BinaryIO:
     """``stream`` ready for a load, which may read it twice (the caller closes what is returned).
 
     A seekable stream is returned as it is; any other (standard input, a pipe) is copied to an
-    anonymous temporary file first, and closed.
-
-    Raises:
-        OSError: the stream cannot be read.
+    anonymous temporary file first, and closed. A stream that cannot be read raises the
+    ``OSError`` of its read (:func:`open_data_file` turns that into ``bad_request``).
     """
     if stream.seekable():
         return stream
