@@ -53,7 +53,8 @@ import pyarrow.compute as pc
 from omnigraph.engine.access.writer_audit import foreign_head
 from omnigraph.engine.door.table_store import KEY_COLUMN
 from omnigraph.engine.errors import NotFound, OmnigraphError
-from omnigraph.engine.maintenance.findings import FIXES, CheckReport, ClaimFindings, Finding, IdScanner, ImageKey
+from omnigraph.engine.maintenance.findings import CheckReport, ClaimFindings, Finding, IdScanner, ImageKey
+from omnigraph.engine.maintenance.fixes import FIXES
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.manifest.schema_history import SchemaHistory

@@ -1,7 +1,7 @@
 """Every ``omnigraph check`` finding says what resolves it, and the command it names is run as printed.
 
 * Every kind the check (and the migrator's claim findings) can report has a fix text in
-  :data:`omnigraph.engine.maintenance.findings.FIXES`, and ``docs/operations.md`` section 11 lists
+  :data:`omnigraph.engine.maintenance.fixes.FIXES`, and ``docs/operations.md`` section 11 lists
   every kind.
 * After ``abort`` (a migration killed after a unit installed its primary key), ``check`` reports
   ``table_head_ahead`` naming ``omnigraph recover``, which is run exactly as printed: the check is
@@ -18,7 +18,7 @@ from pathlib import Path
 import omnigraph
 import omnigraph.migrate
 from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
-from omnigraph.engine.maintenance.findings import FIXES
+from omnigraph.engine.maintenance.fixes import FIXES
 from tests.support.advice import first_command, run_printed
 from tests.support.check_helpers import assert_check_clean
 from tests.support.graph_helpers import OMNIGRAPH, invoke
