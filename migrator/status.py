@@ -236,6 +236,12 @@ def status(store: GraphStore, tail_records: int | None = None) -> tuple[dict[str
     return document, shown
 
 
+def next_step(store: GraphStore) -> str:
+    """The one command the operator runs next about the graph's migration, as ``status`` prints it."""
+    stamp, stamp_migration = Manifest(store).read_stamp()
+    return _next_step(store, stamp, stamp_migration, inspect(store, CLAIM_PATH))
+
+
 def _next_step(store: GraphStore, stamp: str | None, stamp_migration: str | None, holder: ClaimDocument | None) -> str:
     """What the operator runs next, from the stamp, the claim (and who acts for it) and the ledger."""
     uri = store.uri

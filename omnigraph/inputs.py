@@ -33,7 +33,7 @@ from omnigraph.engine.schema.types import spell_bytes
 if TYPE_CHECKING:
     import pyarrow
 
-__all__ = ["LoadData", "open_data_file", "opened_data"]
+__all__ = ["LoadData", "open_data_file", "open_data_stream", "opened_data"]
 
 LoadData = Union[
     str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes], Mapping[str, "pyarrow.Table"], Iterable[Mapping[str, Any]]
@@ -55,16 +55,25 @@ def open_data_file(path: str, what: str = "data file") -> BinaryIO:
         BadRequest: the file cannot be opened or read.
     """
     try:
-        stream = open(path, "rb")  # noqa: SIM115 - the caller closes it
-        if stream.seekable():
-            return stream
-        with stream:
-            copy = tempfile.TemporaryFile(prefix="omnigraph-load-")  # noqa: SIM115 - the caller closes it
-            shutil.copyfileobj(stream, copy, PIPE_COPY_BYTES)
-        copy.seek(0)
-        return copy
+        return open_data_stream(open(path, "rb"))
     except OSError as error:
         raise BadRequest(f"cannot read {what} {path!r}: {error.strerror}", {"path": path}) from error
+
+
+def open_data_stream(stream: BinaryIO) -> BinaryIO:
+    """``stream`` ready for a load, which may read it twice (the caller closes what is returned).
+
+    A seekable stream is returned as it is; any other (standard input, a pipe) is copied to an
+    anonymous temporary file first, and closed. A stream that cannot be read raises the
+    ``OSError`` of its read (:func:`open_data_file` turns that into ``bad_request``).
+    """
+    if stream.seekable():
+        return stream
+    with stream:
+        copy = tempfile.TemporaryFile(prefix="omnigraph-load-")  # noqa: SIM115 - the caller closes it
+        shutil.copyfileobj(stream, copy, PIPE_COPY_BYTES)
+    copy.seek(0)
+    return copy
 
 
 def _json_value(value: Any) -> Any:

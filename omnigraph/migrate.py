@@ -71,6 +71,7 @@ from omnigraph._migration_results import (
 )
 from omnigraph.engine.progress import Progress, SilentProgress
 from omnigraph.engine.storage.store import copy_root, open_store
+from omnigraph.errors import ClaimHeld
 from omnigraph.migrator.options import (
     DEFAULT_PARALLEL_LOCAL,
     DEFAULT_PARALLEL_OBJECT_STORE,
@@ -113,6 +114,7 @@ __all__ = [
     "abort",
     "break_claim",
     "claim",
+    "claim_refusal",
     "copy",
     "cutover",
     "describe_fleet_entry",
@@ -418,6 +420,25 @@ def status(uri: str, *, tail: int | None = None, storage_options: Mapping[str, s
 
     document, _ = migration_status(open_store(uri, storage_options), tail)
     return Status.from_document(document)
+
+
+def claim_refusal(uri: str, program: str = omnigraph.ENGINE, *, storage_options: Mapping[str, str] | None = None) -> ClaimHeld | None:
+    """The ``claim_held`` a read-write open of ``uri`` by ``program`` meets now, naming the command that releases the claim.
+
+    The command is the one ``status`` prints (``cutover``, ``resume`` or ``abort`` with the
+    claim's token, or waiting while a process acting for it is alive), so it is for the operator's
+    own tools (the CLI), not for a client of a server. None when no claim bars that open now.
+    """
+    from omnigraph._handles import program_profile
+    from omnigraph.engine.access.permission import Ground, current_permission
+    from omnigraph.engine.manifest.manifest import Manifest
+    from omnigraph.migrator.status import next_step
+
+    store = open_store(uri, storage_options)
+    permission = current_permission(Manifest(store), program_profile(program))
+    if permission.ground is not Ground.CLAIM_HELD:
+        return None
+    return permission.claim_refusal(store.uri, next_step(store))
 
 
 def ledger_table(shown: Status) -> str:

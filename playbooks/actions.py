@@ -112,6 +112,8 @@ class StepContext:
     """The processes that ran this run before, when it is a ``playbook resume``."""
     journal: str = ""
     """Where this run is journalled (``ROOT/<run id>``)."""
+    artifacts: str = ""
+    """The ``--report``/``--junit`` flags of this run (with a leading space), kept by :meth:`rerun`."""
 
     @property
     def actor(self) -> str:
@@ -119,12 +121,14 @@ class StepContext:
         return self.variables["user"]
 
     def rerun(self, *flags: str, **extra: str) -> str:
-        """The command that runs this playbook again, with ``flags`` and ``extra`` --var settings.
+        """The command that runs this playbook again, with ``flags``, its artifacts and ``extra`` --var settings.
+
+        The run's ``--report``/``--junit`` flags are kept (:attr:`artifacts`).
 
         In a resumed run it is the command that resumes it again (its variables are the journalled
         ones, so ``extra`` is left out).
         """
-        settings = "".join(f" {flag}" for flag in flags)
+        settings = "".join(f" {flag}" for flag in flags) + self.artifacts
         if self.resumed_from:
             return f"omnigraph-migrate playbook resume {self.journal}{settings}"
         settings += "".join(f" --var {name}={value}" for name, value in sorted(extra.items()))
@@ -409,13 +413,23 @@ def copy(ctx: StepContext, params: dict[str, str]) -> StepResult:
     )
 
 
+STATUS_TAIL = 20
+"""How many ledger records the status step shows (its ``tail`` parameter changes it)."""
+
+
 def status(ctx: StepContext, params: dict[str, str]) -> StepResult:
-    """Show the stamp, the claim and the ledger; fails without a claim when ``require_claim`` is set."""
+    """Show the stamp, the claim and the ledger's last records; fails without a claim when ``require_claim`` is set.
+
+    The ledger shown is its last ``tail`` records (:data:`STATUS_TAIL`), with the count of all.
+    """
     uri = params["graph"]
-    shown = migrate.status(uri)
+    tail = int(params.get("tail", STATUS_TAIL))
+    shown = migrate.status(uri, tail=tail)
     document = shown.to_dict()
     if shown.ledger is not None:
         ctx.say(migrate.ledger_table(shown).rstrip())
+        if shown.ledger_records > tail:
+            ctx.say(f"(the last {tail} of {shown.ledger_records} ledger records; `omnigraph-migrate status {uri}` shows them all)")
     claim = document["claim"]
     if claim is None and _flag(params, "require_claim"):
         raise StepFailed(

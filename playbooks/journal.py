@@ -10,8 +10,9 @@ to the graph, a staging rehearsal only reads its source, and a re-run on a fence
 nothing.
 
 Before the first step the runner writes the run's :class:`RunStarted` document
-(``<run_id>/run.json``: the playbook as given, the graph, the ``--var`` settings, the user), so
-that ``playbook resume`` can finish a run whose runner died. For each step the runner appends an
+(``<run_id>/run.json``: the playbook as given, the graph, the ``--var`` settings, the user, the
+report and JUnit files it was asked to write and whether ``--yes`` was given), so that ``playbook
+resume`` can finish a run whose runner died and write the artifacts the run promised. For each step the runner appends an
 ``acting`` record after any confirmation and before the action runs, then a ``finished`` record
 with the outcome and the variables the step established (``outputs``; a declined confirmation
 has only the latter). Every record names the process that wrote it (host, pid, process start),
@@ -24,6 +25,7 @@ the finished steps are also appended to its ledger as ``playbook_step`` records.
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -54,6 +56,20 @@ def this_writer() -> Writer:
     return Writer(host=this_host(), pid=os.getpid(), process_start=process_start_marker(os.getpid()))
 
 
+class RunArtifacts(BaseModel):
+    """The files a run was asked to write when it ends (``--report``, ``--junit``), as absolute paths."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    report: str | None = None
+    junit: str | None = None
+
+    def flags(self) -> str:
+        """The command-line flags that ask for them (with a leading space), or ``""``."""
+        named = (("--report", self.report), ("--junit", self.junit))
+        return "".join(f" {flag} {shlex.quote(path)}" for flag, path in named if path is not None)
+
+
 class RunStarted(BaseModel):
     """What a playbook run was asked to do: enough to finish it in another process."""
 
@@ -66,6 +82,9 @@ class RunStarted(BaseModel):
     overrides: dict[str, str]
     user: Text
     writer: Writer
+    artifacts: RunArtifacts = Field(default_factory=RunArtifacts)
+    yes: bool = False
+    """The run was started with ``--yes``: its resume may confirm as it would have."""
     at: UtcTimestamp = Field(default_factory=utc_timestamp)
 
 

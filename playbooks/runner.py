@@ -27,7 +27,7 @@ from omnigraph.engine.schema.ids import new_ulid
 from omnigraph.engine.storage.store import open_store
 from omnigraph.ledger.records import PlaybookStep
 from omnigraph.playbooks.actions import ACTIONS, AnswerUnavailable, StepContext, StepFailed, StepResult
-from omnigraph.playbooks.journal import JournalRecord, RunJournal, RunStarted, Writer, this_writer
+from omnigraph.playbooks.journal import JournalRecord, RunArtifacts, RunJournal, RunStarted, Writer, this_writer
 from omnigraph.playbooks.model import Playbook, Step
 
 StepStatus = Literal["ok", "failed", "skipped"]
@@ -228,12 +228,16 @@ def run_playbook(
     overrides: dict[str, str],
     journal_root: str,
     operator: Operator,
+    artifacts: RunArtifacts | None = None,
+    yes: bool = False,
 ) -> RunReport:
     """Run every step in order until one fails; returns the report (never raises for a step).
 
-    The run's start is journalled first (:class:`~omnigraph.playbooks.journal.RunStarted`), so that
-    ``playbook resume`` can finish it if this process dies.
+    The run's start is journalled first (:class:`~omnigraph.playbooks.journal.RunStarted`, with the
+    ``artifacts`` the caller writes at the end and whether ``yes`` was given), so that ``playbook
+    resume`` can finish it, and write them, if this process dies.
     """
+    artifacts = artifacts or RunArtifacts()
     variables = playbook_variables(playbook, open_store(uri).uri, user, overrides)
     report = RunReport(playbook.name, variables["graph"], variables["run_id"], time.time())
     journal = RunJournal(open_store(journal_root), variables["run_id"])
@@ -246,9 +250,11 @@ def run_playbook(
             overrides=dict(sorted(overrides.items())),
             user=user,
             writer=this_writer(),
+            artifacts=artifacts,
+            yes=yes,
         )
     )
-    return run_steps(playbook, playbook_path, variables, journal, report, operator)
+    return run_steps(playbook, playbook_path, variables, journal, report, operator, artifacts=artifacts)
 
 
 def run_steps(
@@ -262,6 +268,7 @@ def run_steps(
     first: int = 0,
     resumed_from: tuple[Writer, ...] = (),
     linked: int = 0,
+    artifacts: RunArtifacts | None = None,
 ) -> RunReport:
     """Run the steps of ``playbook`` from index ``first`` until one fails, adding to ``report``.
 
@@ -269,11 +276,20 @@ def run_steps(
     whose goal already holds then counts as done and the run goes on to its later steps (the
     smoke test and release check after a migration a crash interrupted), and a migrate step
     continues a migration whose claim one of them took. ``linked`` finished steps of the journal
-    are already in the migration's ledger.
+    are already in the migration's ledger. A failed step's next command keeps the run's
+    ``artifacts`` flags.
     """
     link = _LedgerLink(playbook.name, journal, linked)
     context = StepContext(
-        variables, playbook_path, operator.ask, operator.progress, operator.say, operator.holder_dead, resumed_from, journal.location
+        variables,
+        playbook_path,
+        operator.ask,
+        operator.progress,
+        operator.say,
+        operator.holder_dead,
+        resumed_from,
+        journal.location,
+        (artifacts or RunArtifacts()).flags(),
     )
     say = operator.say
     total = len(playbook.steps)

@@ -13,8 +13,14 @@ output the finished steps established, and runs from the first step that did not
 step the runner died in runs again (each action checks what is already true, a migrate step
 continues the migration the dead runner claimed), and a step whose goal already holds no longer
 ends the run. The report then covers every step, those of earlier processes included (their
-``data`` is not journalled and is empty). A finished step the dead runner journalled but had not
-yet copied to the migration's ledger stays only in the journal.
+``data`` is not journalled and is empty), and is written, with the JUnit XML, to the files the
+run was started with (``--report``/``--junit``, journalled in its start document) unless the
+resume names others. A finished step the dead runner journalled but had not yet copied to the
+migration's ledger stays only in the journal.
+
+:func:`resume_command` is the one command that finishes a run (with ``--yes`` when the run was
+started with it), as ``playbook show``, a re-run that finds its goal reached, and
+``omnigraph-migrate status`` (:func:`interrupted_runs` of the graph) name it.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from typing import Any, Literal
 from omnigraph.claims.liveness import alive_here
 from omnigraph.engine.errors import BadRequest, ClaimHeld, NotFound
 from omnigraph.engine.storage.store import open_store
-from omnigraph.playbooks.journal import JournalRecord, RunJournal, RunStarted, Writer
+from omnigraph.playbooks.journal import JournalRecord, RunArtifacts, RunJournal, RunStarted, Writer
 from omnigraph.playbooks.model import load_playbook
 from omnigraph.playbooks.runner import Operator, RunReport, StepReport, playbook_variables, run_steps
 
@@ -110,10 +116,27 @@ def list_runs(root: str) -> list[RunSummary]:
     return [summarize(RunJournal(store, name)) for name in sorted(store.list("")) if not name.startswith(".")]
 
 
-def resume_run(location: str, operator: Operator) -> tuple[RunReport, list[tuple[str, str]]]:
+def resume_command(summary: RunSummary) -> str:
+    """The command that finishes the run ``summary`` describes (see the module docstring)."""
+    yes = " --yes" if summary.started is not None and summary.started.yes else ""
+    return f"omnigraph-migrate playbook resume {summary.journal}{yes}"
+
+
+def interrupted_runs(root: str, graph: str) -> list[RunSummary]:
+    """The runs journalled under ``root`` on ``graph`` (a root URI) whose runner died, oldest first."""
+    store = open_store(root)
+    if not store.exists(""):
+        return []
+    return [s for s in list_runs(root) if s.state == "interrupted" and s.started is not None and s.started.graph == graph]
+
+
+def resume_run(
+    location: str, operator: Operator, artifacts: RunArtifacts | None = None
+) -> tuple[RunReport, list[tuple[str, str]], RunArtifacts]:
     """Finish the run journalled at ``location`` (see the module docstring).
 
-    Returns the report and the playbook's planned steps ``(id, title)``.
+    Returns the report, the playbook's planned steps ``(id, title)`` and the files to write them
+    to: those of ``artifacts`` that are set, else those the run was started with.
     """
     journal = open_run(location)
     summary = summarize(journal)
@@ -132,6 +155,8 @@ def resume_run(location: str, operator: Operator) -> tuple[RunReport, list[tuple
             f"playbook run {started.run_id} is done; nothing to resume (`omnigraph-migrate playbook show {location}`)",
             {"journal": location},
         )
+    chosen = artifacts or RunArtifacts()
+    artifacts = RunArtifacts(report=chosen.report or started.artifacts.report, junit=chosen.junit or started.artifacts.junit)
     playbook, _ = load_playbook(started.playbook)
     variables = playbook_variables(playbook, started.graph, started.user, started.overrides, started.run_id)
     done: dict[str, JournalRecord] = {}
@@ -162,5 +187,6 @@ def resume_run(location: str, operator: Operator) -> tuple[RunReport, list[tuple
         first=first,
         resumed_from=tuple(_writers(started, summary.records)),
         linked=linked,
+        artifacts=artifacts,
     )
-    return report, [(step.id, step.title) for step in playbook.steps]
+    return report, [(step.id, step.title) for step in playbook.steps], artifacts

@@ -14,7 +14,9 @@ claim (for a caller that reads it) and the program's
   raise the barrier; at ``5`` one whose holder died after stamping). The one exception is an
   *online* claim (taken by ``omnigraph-migrate prepare``) at stamp ``4``: the migration validates
   immutable images while writers go on, so it does not bar them (the stamp ``migrating`` will);
-* a stamp the profile only reads (``4`` and ``migrating`` for ``omnigraph``): read-only;
+* a stamp the profile only reads (``4`` and ``migrating`` for ``omnigraph``): read-only, on the
+  ground of the claim at ``4`` when one is held (a migration is under way: the refusal names
+  what releases it, not an upgrade the claim already refuses);
 * any other known stamp (``migrating`` and ``5`` for ``omnigraph-v4``): refused.
 
 A program reads every stamp it writes (each profile's read-only stamps include its read-write ones).
@@ -59,7 +61,7 @@ class Ground(Enum):
     """Why the verdict is what it is."""
 
     WRITABLE = "writable"  # a stamp the program writes, no migration claim held
-    CLAIM_HELD = "claim_held"  # a stamp the program writes, but a migration claim is held
+    CLAIM_HELD = "claim_held"  # a stamp the program writes (or only reads, not migrating), but a migration claim is held
     MIGRATING = "migrating"  # the barrier is up and the program does not write behind it
     OTHER_FORMAT = "other_format"  # a known stamp the program does not write
     NO_STAMP = "no_stamp"
@@ -121,14 +123,7 @@ class WritePermission:
         if self.writable or (self.readable and not write):
             return None
         if self.ground is Ground.CLAIM_HELD:
-            holder = self.holder or {}
-            return ClaimHeld(
-                f"{self.profile.program} refuses to open {uri} read-write at format {self.stamp}: the migration "
-                f"claim of migration {holder.get('migration_id')} is held by {holder.get('owner')} on "
-                f"{holder.get('host')} (pid {holder.get('pid')}), so no program writes until it is released; "
-                f"`omnigraph-migrate status {uri}` names the command that releases it",
-                {"uri": uri, "stamp": self.stamp, "mode": "read-write", "holder": holder},
-            )
+            return self.claim_refusal(uri)
         if self.ground is Ground.MIGRATING:
             detail = f"a migration ({self.migration_id}) holds the barrier; see `omnigraph-migrate status {uri}` and resume or abort it"
         else:
@@ -137,6 +132,25 @@ class WritePermission:
         return FormatRefused(
             f"{self.profile.program} refuses to open {uri} {mode} at format {self.stamp}: {detail}",
             {"uri": uri, "stamp": self.stamp, "mode": mode, "migration_id": self.migration_id},
+        )
+
+    def claim_refusal(self, uri: str, next_step: str | None = None) -> ClaimHeld:
+        """The ``claim_held`` a read-write open raises while a migration claim is held.
+
+        ``next_step`` is the command that releases the claim, worded by a caller that knows the
+        migration (the CLI passes the migrator's, with the claim's token); without it the refusal
+        names ``omnigraph-migrate status``, which prints that command.
+        """
+        holder = self.holder or {}
+        details = {"uri": uri, "stamp": self.stamp, "mode": "read-write", "holder": holder, "program": self.profile.program}
+        advice = f"`omnigraph-migrate status {uri}` names the command that releases it"
+        if next_step is not None:
+            advice, details["next"] = f"next: {next_step}", next_step
+        return ClaimHeld(
+            f"{self.profile.program} refuses to open {uri} read-write at format {self.stamp}: the migration "
+            f"claim of migration {holder.get('migration_id')} is held by {holder.get('owner')} on "
+            f"{holder.get('host')} (pid {holder.get('pid')}), so no program writes until it is released; {advice}",
+            details,
         )
 
     def barrier_refusal(self, uri: str) -> FormatBarrier | None:
@@ -188,6 +202,8 @@ def write_permission(
         ground = Ground.WRITABLE if holder is None or _online_at_4(stamp, holder) else Ground.CLAIM_HELD
     elif stamp == FORMAT_MIGRATING:
         ground = Ground.MIGRATING
+    elif holder is not None and stamp in profile.read_only_stamps:
+        ground = Ground.CLAIM_HELD  # a migration under way from a stamp the program only reads (4 for omnigraph)
     else:
         ground = Ground.OTHER_FORMAT
     if ground is Ground.WRITABLE:

@@ -4,7 +4,8 @@
 branch owns, publishing each change as a graph commit; :mod:`~omnigraph.engine.maintenance.check` reads a
 whole graph (any stamp, every branch), writes nothing and reports every inconsistency as the
 findings of :mod:`~omnigraph.engine.maintenance.findings` (a :class:`~omnigraph.engine.maintenance.findings.Finding`
-per problem in a :class:`~omnigraph.engine.maintenance.findings.CheckReport`). Long work reports through
+per problem in a :class:`~omnigraph.engine.maintenance.findings.CheckReport`), each saying what resolves
+it (:mod:`~omnigraph.engine.maintenance.fixes`). Long work reports through
 the progress protocol of :mod:`omnigraph.engine.progress`.
 
 The package itself defines no names: callers import them from the module that defines them

@@ -30,7 +30,11 @@ checks:
   the caller's bounded-memory scanner, see
   :data:`~omnigraph.engine.maintenance.findings.IdScanner`);
 * every edge's ``src`` and ``dst`` exist in the endpoint node images its branch pins. The node
-  ids of one endpoint image are held in memory while its edges are streamed.
+  ids of one endpoint image are held in memory while its edges are streamed;
+* a copy (``omnigraph-migrate copy``) whose source root is gone: its branches read the files that
+  predate their forks from there, so what cannot be read for that reason is one
+  ``source_missing`` finding naming the source and the places that read it (not an ``internal``
+  error, nor a damaged manifest).
 
 The id scan and the claim findings are passed in by the caller (the CLI passes the migrator's
 partitioned validator and claim advice), because the engine does not depend on the migrator.
@@ -38,6 +42,7 @@ partitioned validator and claim advice), because the engine does not depend on t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,15 +50,15 @@ import lance
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from omnigraph.engine.access.writer_audit import foreign_head, refence_command
+from omnigraph.engine.access.writer_audit import foreign_head
 from omnigraph.engine.door.table_store import KEY_COLUMN
 from omnigraph.engine.errors import NotFound, OmnigraphError
 from omnigraph.engine.maintenance.findings import CheckReport, ClaimFindings, Finding, IdScanner, ImageKey
+from omnigraph.engine.maintenance.fixes import FIXES
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.manifest.schema_history import SchemaHistory
 from omnigraph.engine.reconcile import branch_lease
-from omnigraph.engine.reconcile.drift import recover_command
 from omnigraph.engine.reconcile.recovery import WriteIntent
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset, open_pinned, primary_key
@@ -62,6 +67,25 @@ from omnigraph.engine.storage.store import GraphStore
 
 LISTED_PER_FINDING = 100
 EDGE_BATCH_ROWS = 32_768
+_NOT_FOUND = re.compile(r"Not found: (\S+?)(?:,|\s|$)")
+_DATASET_DIR = re.compile(r"/(?:__manifest|nodes|edges)(?:/|$)")
+
+
+def missing_source(store: GraphStore, error: BaseException) -> str | None:
+    """The root outside ``store`` whose file ``error`` says is missing, or None.
+
+    A copy's Lance branches read the data files that predate their forks from the root they were
+    copied from (``omnigraph-migrate copy``); when that root is gone or moved, Lance names the
+    missing file, and this is the root it belongs to.
+    """
+    match = _NOT_FOUND.search(str(error))
+    if match is None:
+        return None
+    missing = match.group(1).lstrip("/")
+    if missing.startswith(store.root.lstrip("/") + "/"):
+        return None
+    root = _DATASET_DIR.split(missing, maxsplit=1)[0]
+    return f"s3://{root}" if not store.is_local else f"/{root}"
 
 
 def _image_name(key: ImageKey) -> str:
@@ -82,10 +106,35 @@ class _Checker:
         self.intent_tables: set[tuple[str, str | None]] = set()
         self.intent_paths: set[str] = set()
         self.schemas = SchemaHistory(store)
+        self.missing_sources: dict[str, set[str]] = {}
+        self.unreadable_branches: set[str] = set()
+
+    def source_gone(self, error: BaseException, where: str) -> bool:
+        """Note ``where`` as unreadable because the root it was copied from is gone, if that is ``error``'s cause."""
+        source = missing_source(self.store, error)
+        if source is None:
+            return False
+        self.missing_sources.setdefault(source, set()).add(where)
+        return True
+
+    def report_missing_sources(self) -> None:
+        for source, places in sorted(self.missing_sources.items()):
+            listed = sorted(places)
+            self.add(
+                "source_missing",
+                f"{source}, the root this graph was copied from, cannot be read, and {len(listed)} place(s) of the copy "
+                f"read files there ({', '.join(listed[:5])}{', ...' if len(listed) > 5 else ''})",
+                details={"source": source, "affected": listed[:LISTED_PER_FINDING], "affected_count": len(listed)},
+            )
 
     def add(self, kind: str, message: str, **fields: Any) -> None:
-        details = fields.pop("details", {})
-        self.findings.append(Finding(kind=kind, message=message, details=details, **fields))
+        """A finding of ``kind``: ``message`` then what resolves it (:data:`FIXES`), its command in ``details["next"]``."""
+        fix = FIXES[kind]
+        details = dict(fields.pop("details", {}))
+        command = fix.next_command(self.store.uri)
+        if command is not None:
+            details["next"] = command
+        self.findings.append(Finding(kind=kind, message=f"{message}; {fix.words(self.store.uri)}", details=details, **fields))
 
     # -- stamp and intents ---------------------------------------------------------------------
 
@@ -102,8 +151,7 @@ class _Checker:
         elif stamp == FORMAT_MIGRATING:
             self.add(
                 "migration_in_progress",
-                f"stamp is 'migrating': migration {migration_id} holds the barrier; "
-                f"`omnigraph-migrate status {self.store.uri}` says how to resume or abort it",
+                f"stamp is 'migrating': migration {migration_id} holds the barrier",
                 details={"migration_id": migration_id},
             )
         return stamp
@@ -116,16 +164,9 @@ class _Checker:
             commit = foreign_head(snapshot, fenced)
             if commit is None:
                 continue
-            command = refence_command(self.store.uri)
-            self.add(
-                "unfenced_commit",
-                f"{commit.describe()}: every format-5 write is refused until `{command}` fences the graph again",
-                branch=commit.branch,
-                details={**commit.to_json(), "next": command},
-            )
+            self.add("unfenced_commit", commit.describe(), branch=commit.branch, details=commit.to_json())
 
     def check_intents(self, stamp: str | None) -> None:
-        advice = f"`omnigraph recover {self.store.uri}` resolves it once its writer is gone"
         for name in self.store.list(RECOVERY_DIR):
             if not name.endswith(".json"):
                 continue
@@ -148,7 +189,7 @@ class _Checker:
                 self.intent_paths.add(table.table_path)
             self.add(
                 "pending_intent",
-                f"write {intent.operation_id} on {intent.graph_branch} was interrupted and is pending recovery; {advice}",
+                f"write {intent.operation_id} on {intent.graph_branch} was interrupted and is pending recovery",
                 branch=intent.graph_branch,
                 details={"operation_id": intent.operation_id, "tables": sorted(t.table_key for t in intent.tables)},
             )
@@ -159,8 +200,7 @@ class _Checker:
                 continue  # a lapsed write or recovery leaves intents (reported above) or nothing to finish
             self.add(
                 "interrupted_branch_operation",
-                f"a branch {record.operation} of {record.branch!r} by pid {record.pid} on {record.host} was "
-                f"interrupted; `omnigraph recover {self.store.uri}` completes it",
+                f"a branch {record.operation} of {record.branch!r} by pid {record.pid} on {record.host} was interrupted",
                 branch=record.branch,
                 details={"operation": record.operation, "pid": record.pid, "host": record.host},
             )
@@ -173,7 +213,9 @@ class _Checker:
             try:
                 result[name] = self.manifest.snapshot(name)
             except (OSError, ValueError, OmnigraphError) as error:
-                self.add("manifest_unreadable", f"the manifest of branch {name} cannot be read: {error}", branch=name)
+                self.unreadable_branches.add(name)
+                if not self.source_gone(error, f"the manifest of branch {name}"):
+                    self.add("manifest_unreadable", f"the manifest of branch {name} cannot be read: {error}", branch=name)
         return result
 
     def check_tables(self, snapshot: BranchSnapshot, catalog: Catalog | None, stamp: str | None) -> None:
@@ -197,6 +239,8 @@ class _Checker:
                 try:
                     dataset = open_pinned(self.store, entry.image)
                 except (OSError, ValueError) as error:
+                    if self.source_gone(error, _image_name(image)):
+                        continue
                     self.add(
                         "table_version_missing",
                         f"{key} pins {_image_name(image)}, which cannot be opened: {error}",
@@ -233,13 +277,7 @@ class _Checker:
     def check_schema_change(self) -> None:
         """A schema change in progress or interrupted: ``schema_change_pending`` naming ``omnigraph recover``."""
         if self.store.exists(SCHEMA_CHANGE_PATH):
-            command = recover_command(self.store.uri)
-            self.add(
-                "schema_change_pending",
-                f"a schema change is recorded as in progress ({SCHEMA_CHANGE_PATH}); if no `schema apply` is running, `{command}` "
-                "completes it",
-                details={"next": command},
-            )
+            self.add("schema_change_pending", f"a schema change is recorded as in progress ({SCHEMA_CHANGE_PATH})")
 
     def branch_catalog(self, snapshot: BranchSnapshot, accepted: Catalog | None) -> Catalog | None:
         """The schema of ``snapshot``'s head (a finding if it cannot be read); ``schema_behind`` if it is not the accepted one."""
@@ -249,13 +287,7 @@ class _Checker:
             self.add("schema_unreadable", f"the schema of branch {snapshot.branch}'s head cannot be read: {error}", branch=snapshot.branch)
             return None
         if accepted is not None and catalog.source != accepted.source:
-            command = recover_command(self.store.uri)
-            self.add(
-                "schema_behind",
-                f"branch {snapshot.branch} is at an older schema than the accepted one; `{command}` brings it to the accepted schema",
-                branch=snapshot.branch,
-                details={"next": command},
-            )
+            self.add("schema_behind", f"branch {snapshot.branch} is at an older schema than the accepted one", branch=snapshot.branch)
         return catalog
 
     def check_heads(self) -> None:
@@ -278,7 +310,7 @@ class _Checker:
             if path in self.intent_paths:
                 continue
             for name in list_branches(open_dataset(self.store, path)):
-                if (path, name) not in pinned:
+                if (path, name) not in pinned and name not in self.unreadable_branches:
                     self.add(
                         "unpinned_table_branch",
                         f"{path} has a Lance branch {name!r} that no graph branch pins",
@@ -288,7 +320,12 @@ class _Checker:
 
     def check_ids(self) -> None:
         for image, dataset in sorted(self.images.items(), key=lambda item: (item[0][0], item[0][1] or "", item[0][2])):
-            report = self.scan_ids(dataset)
+            try:
+                report = self.scan_ids(dataset)
+            except Exception as error:  # the scanner's own reader (DuckDB over Lance) wraps Lance's errors
+                if self.source_gone(error, _image_name(image)):
+                    continue
+                raise
             where = {"table_path": image[0]}
             branches = sorted(self.pinned_by[image])
             if report.null_ids:
@@ -388,8 +425,9 @@ def check_graph(store: GraphStore, scan_ids: IdScanner, claim_findings: ClaimFin
         checker.check_tables(snapshot, checker.branch_catalog(snapshot, catalog), stamp)
     checker.check_heads()
     checker.check_ids()
-    if catalog is not None:
+    if catalog is not None and not checker.missing_sources:  # endpoints read the same images the scan could not
         checker.check_endpoints(snapshots, catalog)
+    checker.report_missing_sources()
     return CheckReport(
         graph=store.uri,
         stamp=stamp,

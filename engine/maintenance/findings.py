@@ -5,8 +5,8 @@ One :class:`Finding` per problem, the :class:`CheckReport` of a whole graph
 caller passes in: an id scanner (:data:`IdScanner`, reporting an :class:`IdScan`) and the claim
 findings (:data:`ClaimFindings`).
 
-A finding's ``kind`` is stable (scripts match on it); findings that a command resolves carry
-that command in their message and, where it is one command, in ``details["next"]``.
+A finding's ``kind`` is stable (scripts match on it); what resolves each kind is
+:data:`omnigraph.engine.maintenance.fixes.FIXES`.
 """
 
 from __future__ import annotations

@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from omnigraph.errors import BadRequest
-
 if TYPE_CHECKING:
     from omnigraph.migrate import AnswerQueries
 
@@ -48,7 +46,8 @@ def answer_check_options(command: F) -> F:
 def chosen_queries(queries_path: Path | None, query_params_path: Path | None) -> AnswerQueries | None:
     """The answer check the options name (None without ``--queries``).
 
-    Raises a click usage error when the files cannot be used.
+    ``--query-params`` without ``--queries`` is a usage error (exit 2); files that cannot be
+    read or used are ``bad_request`` (exit 1), as every file a command reads.
     """
     if queries_path is None:
         if query_params_path is not None:
@@ -56,7 +55,4 @@ def chosen_queries(queries_path: Path | None, query_params_path: Path | None) ->
         return None
     from omnigraph.migrate import AnswerQueries
 
-    try:
-        return AnswerQueries.from_files(queries_path, query_params_path)
-    except BadRequest as error:
-        raise click.BadParameter(error.message, param_hint="--queries") from None
+    return AnswerQueries.from_files(queries_path, query_params_path)

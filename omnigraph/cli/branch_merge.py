@@ -1,13 +1,35 @@
-"""``omnigraph branch merge SRC [--into B] [--json] GRAPH``, and the engine's ``branch`` group that holds it."""
+"""``omnigraph branch merge SRC [--into B] [--json] GRAPH``, and the engine's ``branch`` group that holds it.
+
+A refused merge (``merge_conflict``) lists its rows in text mode too: one line per conflicting id
+or invalid row, sorted by table, id and kind, the first :data:`LISTED_ROWS` of them and a count
+of the rest (``--json`` carries every one in ``details.conflicts``).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import click
 
 from omnigraph.cli.shared_commands import branch_group_for
 from omnigraph.cli.support import echo_result, emit_json, json_option, open_for_command, reports_errors, say_recovered
+from omnigraph.errors import MergeConflict
 
 MAIN = "main"
+LISTED_ROWS = 20
+
+
+def conflict_lines(conflicts: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The text listing of a ``merge_conflict``'s rows: sorted, capped at :data:`LISTED_ROWS`, with the count of the rest."""
+    rows = sorted(conflicts, key=lambda c: (str(c.get("table_key")), str(c.get("id")), str(c.get("kind"))))
+    lines = []
+    for row in rows[:LISTED_ROWS]:
+        fix = f": {row['fix']}" if row.get("fix") else ""
+        lines.append(f"  {row.get('table_key')} {row.get('id')} ({row.get('kind')}){fix}")
+    if len(rows) > LISTED_ROWS:
+        lines.append(f"  ... and {len(rows) - LISTED_ROWS} more (`--json` lists every one)")
+    return lines
 
 
 @click.command("merge")
@@ -20,7 +42,13 @@ def branch_merge(source: str, into: str, uri: str, as_json: bool) -> None:
     """Merge branch SOURCE into --into: up to date, fast-forward, or one merge commit."""
     with open_for_command(uri) as opened:
         say_recovered(opened)
-        result = opened.merge(source, into=into)
+        try:
+            result = opened.merge(source, into=into)
+        except MergeConflict as refused:
+            if as_json:
+                raise
+            listing = "\n".join(conflict_lines(refused.details.get("conflicts", [])))
+            raise MergeConflict(f"{refused.message}\n{listing}", refused.details) from None
     if as_json:
         emit_json(result.to_dict())
         return

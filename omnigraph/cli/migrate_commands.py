@@ -339,12 +339,24 @@ def abort_command(uri: str, token: str, reason: str, as_json: bool) -> None:
     metavar="N",
     help="Show only the last N ledger records (the state is still the whole ledger's).",
 )
+@click.option(
+    "--journal",
+    "journal_root",
+    metavar="ROOT",
+    help="Where playbook runs are journalled [default: $OMNIGRAPH_STATE_DIR/playbook-runs, else "
+    "~/.local/state/omnigraph/playbook-runs]; an interrupted run on GRAPH is named with the command that finishes it.",
+)
 @json_option
 @reports_errors
-def status_command(uri: str, tail_records: int | None, as_json: bool) -> None:
+def status_command(uri: str, tail_records: int | None, journal_root: str | None, as_json: bool) -> None:
     """The stamp, the claim holder (and every process acting for it), the latest migration's ledger, and the command to run next."""
+    from omnigraph.playbooks.journal import default_journal_root
+    from omnigraph.playbooks.runs import interrupted_runs, resume_command
+
     shown = migrate.status(uri, tail=tail_records)
     document = shown.to_dict()
+    runs = interrupted_runs(journal_root or default_journal_root(), document["graph"])
+    document["playbook_runs"] = [{**run.to_json(), "next": resume_command(run)} for run in runs]
     if as_json:
         emit_json(document)
         return
@@ -377,7 +389,12 @@ def status_command(uri: str, tail_records: int | None, as_json: bool) -> None:
         echo_result(
             f"migration {claim['migration_id']}: no ledger record yet (its process stopped, or has not gone on, after taking the claim)"
         )
-    echo_result(f"next: {document['next']}")
+    for run in document["playbook_runs"]:
+        say(
+            f"playbook: run {run['run_id']} of {run['playbook']} on this graph was interrupted at step {run['last']['step']} "
+            f"(its runner died); `{run['next']}` finishes it, and writes the report and JUnit it was asked for"
+        )
+    say(f"next: {document['next']}")
 
 
 @click.command(

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 import omnigraph
+from omnigraph.cli.shared_commands import read_text_file
 from omnigraph.cli.support import echo_result, emit_json, json_option, open_for_command, reports_errors, say, say_recovered
 
 MAIN = "main"
@@ -35,10 +36,7 @@ def parse_params(raw: str | None) -> dict[str, Any]:
 def _source(query_file: Path | None) -> str | None:
     if query_file is None:
         return None
-    try:
-        return query_file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise click.BadParameter(f"{query_file} is not UTF-8 text: {error.reason}", param_hint="--query") from None
+    return read_text_file(str(query_file), "query file")
 
 
 @click.command("mutate")
@@ -46,7 +44,7 @@ def _source(query_file: Path | None) -> str | None:
     "--query",
     "query_file",
     default=None,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False, path_type=Path),
     help="The .gq file (required unless --resume).",
 )
 @click.option("--name", default=None, help="The query to run (required when the file declares several).")
@@ -77,14 +75,14 @@ def mutate_command(
     as_json: bool,
 ) -> None:
     """Run one .gq mutation query on a branch as one graph commit (or, chunked, as one per chunk)."""
-    source = _source(query_file)
-    params = parse_params(params_json)
+    params = parse_params(params_json)  # the command line first (exit 2), then the file it names (exit 1)
     if resume is not None and (query_file is not None or chunk_rows is not None or if_commit is not None):
         raise click.UsageError("--resume continues a chunked mutation with its own query and options; give only GRAPH")
-    if resume is None and source is None:
+    if resume is None and query_file is None:
         raise click.UsageError("--query is required (or --resume OPERATION)")
     if chunk_rows is not None and if_commit is not None:
         raise click.UsageError("--if-commit and --chunk-rows do not combine: a chunked mutation makes many commits")
+    source = _source(query_file)
     from omnigraph.sources import MAX_ROWS, check_mutation
 
     checked = check_mutation(source, name) if source is not None else None  # refused before any I/O

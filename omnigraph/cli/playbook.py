@@ -25,11 +25,12 @@ from omnigraph.cli.support import actor_name, echo_result, emit_json, json_optio
 from omnigraph.errors import OmnigraphError
 from omnigraph.migrate import SilentProgress
 from omnigraph.playbooks.actions import AnswerUnavailable
-from omnigraph.playbooks.journal import default_journal_root
+from omnigraph.playbooks.journal import RunArtifacts, default_journal_root
 from omnigraph.playbooks.model import load_playbook
 from omnigraph.playbooks.report import refusal_documents, write_json, write_junit
 from omnigraph.playbooks.runner import Operator, RunReport, run_playbook
 from omnigraph.playbooks.runs import list_runs, open_run, resume_run, summarize
+from omnigraph.playbooks.runs import resume_command as command_to_resume
 
 
 def _operator(yes: bool, holder_dead: bool, as_json: bool) -> Operator:
@@ -76,6 +77,11 @@ def _with_refusal_documents(playbook: str, uri: str, report_path: Path | None, j
         if junit_path is not None:
             junit_path.write_bytes(junit)
         raise
+
+
+def _artifacts(report_path: Path | None, junit_path: Path | None) -> RunArtifacts:
+    """The report and JUnit files asked for, as absolute paths (a resume may run elsewhere)."""
+    return RunArtifacts(report=str(report_path.resolve()) if report_path else None, junit=str(junit_path.resolve()) if junit_path else None)
 
 
 yes_option = click.option("--yes", is_flag=True, help="Do not ask before acting (CI); confirmations count as given.")
@@ -134,7 +140,7 @@ def run_command(
         if not sep or not name:
             raise click.UsageError(f"--var takes NAME=VALUE, got {setting!r}")
         overrides[name] = value
-    chosen_queries(queries_path, query_params_path)  # unusable files: a usage error before any step
+    chosen_queries(queries_path, query_params_path)  # unusable files: refused before any step
     if queries_path is not None:
         overrides["queries"] = str(queries_path.resolve())
     if query_params_path is not None:
@@ -150,6 +156,8 @@ def run_command(
             overrides=overrides,
             journal_root=journal_root or default_journal_root(),
             operator=_operator(yes, holder_dead, as_json),
+            artifacts=_artifacts(report_path, junit_path),
+            yes=yes,
         )
         return report, [(step.id, step.title) for step in playbook.steps]
 
@@ -174,16 +182,14 @@ def _name_unfinished_runs(report: RunReport, root: str) -> None:
             and started.playbook_name == report.playbook
             and started.graph == report.graph
         ):
-            say(
-                f"next: run {started.run_id} of this playbook never finished: "
-                f"`omnigraph-migrate playbook resume {summary.journal}` runs its remaining steps"
-            )
+            say(f"next: run {started.run_id} of this playbook never finished: `{command_to_resume(summary)}` runs its remaining steps")
 
 
 @playbook_group.command(
     "resume",
     help="Finish the playbook run journalled at JOURNAL (ROOT/<run id>) whose runner died: the step it "
-    "died in and every later one; the report and JUnit cover the whole run.",
+    "died in and every later one; the report and JUnit cover the whole run and go to the files the run was "
+    "started with, unless --report/--junit name others.",
 )
 @click.argument("journal")
 @yes_option
@@ -193,9 +199,18 @@ def _name_unfinished_runs(report: RunReport, root: str) -> None:
 @json_option
 @reports_errors
 def resume_command(journal: str, yes: bool, holder_dead: bool, report_path: Path | None, junit_path: Path | None, as_json: bool) -> None:
-    """``omnigraph-migrate playbook resume``: the run's remaining steps (``help`` says which), then its report."""
-    report, planned = resume_run(journal, _operator(yes, holder_dead, as_json))
-    _finish(report, planned, report_path, junit_path, as_json)
+    """``omnigraph-migrate playbook resume``: the run's remaining steps (``help`` says which), then its report.
+
+    The report and JUnit go to ``--report``/``--junit``, else to the files the run was started with.
+    """
+    report, planned, artifacts = resume_run(journal, _operator(yes, holder_dead, as_json), _artifacts(report_path, junit_path))
+    _finish(
+        report,
+        planned,
+        Path(artifacts.report) if artifacts.report else None,
+        Path(artifacts.junit) if artifacts.junit else None,
+        as_json,
+    )
 
 
 @playbook_group.command("list")
@@ -236,4 +251,4 @@ def show_command(journal: str, as_json: bool) -> None:
         outcome = f" {record.status}: {record.detail}" if record.phase == "finished" else ""
         echo_result(f"{seq:>4}  {record.at}  {record.step:<14} {record.phase}{outcome}")
     if summary.state in ("interrupted", "failed"):
-        say(f"next: `omnigraph-migrate playbook resume {summary.journal}` finishes it")
+        say(f"next: `{command_to_resume(summary)}` finishes it")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from omnigraph.cli.mutate import parse_params
+from omnigraph.cli.shared_commands import read_text_file
 from omnigraph.cli.support import echo_result, emit_json, json_option, open_for_command, reports_errors
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def _write(answer: Answer, output: str) -> None:
 
 
 @click.command("query")
-@click.option("--query", "query_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The .gq file.")
+@click.option("--query", "query_file", required=True, type=click.Path(dir_okay=False, path_type=Path), help="The .gq file.")
 @click.option("--name", default=None, help="The query to run (required when the file declares several).")
 @click.option("--params", "params_json", default=None, help='Parameter values as a JSON object, e.g. \'{"name": "Ann"}\'.')
 @click.option("--branch", default=MAIN, show_default=True)
@@ -90,11 +91,8 @@ def query_command(
     """Run one .gq read query on a branch (or one of its commits) and print the answer."""
     if as_json and output not in (None, "json"):
         raise click.UsageError(f"--json prints the JSON document; it cannot be combined with --format {output}")
-    try:
-        source = query_file.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise click.BadParameter(f"{query_file} is not UTF-8 text: {error.reason}", param_hint="--query") from None
     params = parse_params(params_json)
+    source = read_text_file(str(query_file), "query file")
     from omnigraph.sources import check_read_query
 
     check_read_query(source, name)  # syntax, --name and the kind: refused before any I/O

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from omnigraph.graph import LoadMode
 
 MAIN = "main"
+STDIN = "-"
+"""The file name that means standard input, wherever a command takes a data file (`load --data -`)."""
 
 
 def shared_lazy_commands(program: str) -> dict[str, LazyCommand]:
@@ -124,7 +126,7 @@ def load_command_for(program: str) -> click.Command:
         required=True,
         help="append = strict insert, merge = upsert, overwrite = replace the tables in the file.",
     )
-    @click.option("--data", "data_path", required=True, help="The JSONL file to load.")
+    @click.option("--data", "data_path", required=True, help="The JSONL file to load; - reads standard input.")
     @click.option("--branch", default=MAIN, show_default=True)
     @click.option(
         "--chunk-rows",
@@ -137,9 +139,10 @@ def load_command_for(program: str) -> click.Command:
     @reports_errors
     def load_command(mode: LoadMode, data_path: str, branch: str, chunk_rows: int | None, uri: str, as_json: bool) -> None:
         """Load a JSONL file into a branch as one atomic commit (or one per chunk)."""
-        from omnigraph.inputs import open_data_file
+        from omnigraph.inputs import open_data_file, open_data_stream
 
-        with open_data_file(data_path) as data, open_for_command(uri, program=program) as opened:
+        source = open_data_stream(sys.stdin.buffer) if data_path == STDIN else open_data_file(data_path)
+        with source as data, open_for_command(uri, program=program) as opened:
             say_recovered(opened)
             if chunk_rows is None:
                 result = opened.load(data, mode=mode, branch=branch)

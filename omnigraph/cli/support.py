@@ -21,7 +21,7 @@ from typing import Any, ParamSpec, TypeVar
 import click
 
 import omnigraph
-from omnigraph.errors import Internal, OmnigraphError, exit_code_for
+from omnigraph.errors import ClaimHeld, Internal, OmnigraphError, exit_code_for
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -82,9 +82,19 @@ def _report(error: OmnigraphError, as_json: bool) -> None:
 def open_for_command(uri: str, *, read_only: bool = False, program: str = omnigraph.ENGINE) -> omnigraph.Graph:
     """The graph a command acts on: opened now, with the stamp and the claim checked at the open only.
 
-    A command opens, acts once and exits, as a one-shot program always has.
+    A command opens, acts once and exits, as a one-shot program always has. A read-write open
+    refused because a migration claim is held (``claim_held``, exit 3) names the command that
+    releases the claim, with its token, as ``omnigraph-migrate status`` prints it.
     """
-    return omnigraph.open(uri, read_only=read_only, program=program, stamp_checks="at_open")
+    try:
+        return omnigraph.open(uri, read_only=read_only, program=program, stamp_checks="at_open")
+    except ClaimHeld:
+        from omnigraph.migrate import claim_refusal
+
+        explained = claim_refusal(uri, program)
+        if explained is None:
+            raise  # the claim was released meanwhile: the refusal as it was met
+        raise explained from None
 
 
 def say_recovered(graph: omnigraph.Graph) -> None:

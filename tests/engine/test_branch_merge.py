@@ -134,6 +134,11 @@ def test_every_conflict_is_listed_and_nothing_is_written(root_uri: str) -> None:
         {"table_key": "node:Person", "id": "ins", "kind": "divergent_insert"},
         {"table_key": "node:Person", "id": "upd", "kind": "divergent_update"},
     ]
+    text = invoke(OMNIGRAPH, "branch", "merge", "feature", root_uri)
+    assert text.returncode == 1 and "error [merge_conflict]" in text.stderr, text.describe()
+    listed = [line.split()[:3] for line in text.stderr.splitlines() if line.startswith("  node:Person ")]
+    assert listed == [["node:Person", "del_src", "(delete_vs_update)"], ["node:Person", "del_tgt", "(delete_vs_update)"],
+                      ["node:Person", "ins", "(divergent_insert)"], ["node:Person", "upd", "(divergent_update)"]]  # fmt: skip
     assert storage_state(root_uri) == before
     # resolving: make the rows equal on both sides (main takes feature's values), merge again
     upsert(graph, "main", {"upd": 10, "ins": 5})
@@ -283,3 +288,12 @@ def test_row_conflicts_and_endpoint_problems_come_in_one_answer_then_the_fixes_m
     merged = run_cli(OMNIGRAPH, "branch", "merge", "feature", "--json", root_uri)
     assert merged.returncode == 0, merged.describe()
     assert edges(root_uri, "main") == {"k1": ("a", "b")} and people(root_uri, "main") == {"a": 10, "b": 2}
+
+
+def test_a_long_conflict_list_in_text_is_sorted_and_capped_with_a_count() -> None:
+    from omnigraph.cli.branch_merge import LISTED_ROWS, conflict_lines
+
+    rows = [{"table_key": "node:Person", "id": f"p{n:03d}", "kind": "divergent_update"} for n in reversed(range(LISTED_ROWS + 5))]
+    lines = conflict_lines(rows)
+    assert [line.split()[1] for line in lines[:-1]] == [f"p{n:03d}" for n in range(LISTED_ROWS)]
+    assert lines[-1] == "  ... and 5 more (`--json` lists every one)"

@@ -202,7 +202,7 @@ def test_load_modes(root_uri: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
 def test_a_piped_load_is_read_in_full_and_a_bad_line_is_named(root_uri: str) -> None:
     """``--data /dev/stdin``: a pipe cannot be read twice, yet a refused line is named by number
-    as it is for a file, nothing is written, and a good piped file loads."""
+    as it is for a file, nothing is written, and a good piped file loads, with ``--data -`` (standard input)."""
     make_example_graph(root_uri)
     before = storage_state(root_uri)
     bad = (person("Zed", age=3) + "\n" + '{"type": "Person", "data": {"name": "Yan", "zz": 1}}' + "\n").encode()
@@ -213,6 +213,7 @@ def test_a_piped_load_is_read_in_full_and_a_bad_line_is_named(root_uri: str) -> 
     assert error["code"] == "bad_request" and error["message"].startswith("line 2:"), error
     assert storage_state(root_uri) == before
     good = (person("Zed", age=3) + "\n").encode()
+    argv[argv.index("/dev/stdin")] = "-"
     loaded = subprocess.run(argv, input=good, capture_output=True, timeout=180, check=False)
     assert loaded.returncode == 0, loaded.stderr
     assert json.loads(loaded.stdout)["rows"] == {"node:Person": 1}

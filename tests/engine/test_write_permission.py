@@ -29,7 +29,7 @@ TABLE: dict[tuple[str, str | None, bool], tuple[Access, Ground]] = {
     ("omnigraph", None, False): (X, Ground.NO_STAMP),
     ("omnigraph", None, True): (X, Ground.NO_STAMP),
     ("omnigraph", "4", False): (RO, Ground.OTHER_FORMAT),
-    ("omnigraph", "4", True): (RO, Ground.OTHER_FORMAT),
+    ("omnigraph", "4", True): (RO, Ground.CLAIM_HELD),  # a migration under way: the claim, not an upgrade, bars it
     ("omnigraph", "migrating", False): (RO, Ground.MIGRATING),
     ("omnigraph", "migrating", True): (RO, Ground.MIGRATING),
     ("omnigraph", "5", False): (W, Ground.WRITABLE),

@@ -208,3 +208,58 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(migrated: str) -> None
         stderr = process.stderr.read()
         assert process.wait(timeout=120) == 0, stderr
         assert "Traceback" not in stderr and "error" not in stderr.lower(), stderr
+
+
+def test_usage_errors_exit_2_and_unusable_files_exit_1(tmp_path: Path) -> None:
+    """The one rule of ``docs/errors.md`` ("Usage or bad request"): the command line itself (an option
+    missing, unknown, of the wrong form, or combined with one it excludes) is a usage error, exit 2,
+    refused before anything is read; a file an option names that cannot be read, is not UTF-8 or
+    does not parse is ``bad_request``, exit 1, whichever command reads it."""
+    from tests.support.graph_helpers import OMNIGRAPH as ENGINE
+    from tests.support.graph_helpers import invoke
+
+    graph, missing = str(tmp_path / "g"), str(tmp_path / "missing")
+    latin1 = tmp_path / "latin1.gq"
+    latin1.write_bytes("query q() { match { $p: Person } return { $p.name } } # caf\xe9".encode("latin-1"))
+    usage = [
+        ("load", "--mode", "upsert", "--data", missing, graph),
+        ("load", "--mode", "append", graph),
+        ("query", "--query", missing, "--params", "[", graph),
+        ("query", "--query", missing, "--json", "--format", "csv", graph),
+        ("mutate", "--query", missing, "--params", "1", graph),
+        ("optimize", "--cleanup-older-than", "soon", graph),
+    ]
+    for args in usage:
+        result = invoke(ENGINE, *args)
+        assert result.returncode == 2 and result.stdout == "", result.describe()
+    unusable = [
+        ("init", "--schema", missing, graph),
+        ("load", "--mode", "append", "--data", missing, graph),
+        ("query", "--query", missing, graph),
+        ("query", "--query", str(latin1), graph),
+        ("mutate", "--query", missing, graph),
+        ("mutate", "--query", str(latin1), graph),
+    ]
+    for args in unusable:
+        result = invoke(ENGINE, *args, "--json")
+        assert result.returncode == 1 and result.json()["error"]["code"] == "bad_request", result.describe()
+    assert not Path(graph).exists()
+
+
+def test_the_readme_command_table_names_every_registered_command() -> None:
+    """The README's table of console scripts lists exactly the commands each one registers."""
+    import click
+
+    from omnigraph.cli.migrate import cli as migrate_cli
+    from omnigraph.cli.omnigraph import cli as engine_cli
+    from omnigraph.cli.omnigraph_v4 import cli as v4_cli
+
+    groups = {"omnigraph": engine_cli, "omnigraph-migrate": migrate_cli, "omnigraph-v4": v4_cli}
+    table = (PROJECT / "README.md").read_text(encoding="utf-8").split("| binary | what it is |", 1)[1].split("\n\n", 1)[0]
+    rows = [re.match(r"\| `([a-z0-9-]+)` \| (.*) \|$", row) for row in table.splitlines() if row.startswith("| `")]
+    assert sorted(row.group(1) for row in rows if row) == sorted(groups)
+    for program, text in (row.groups() for row in rows if row):
+        group = groups[program]
+        registered = set(group.list_commands(click.Context(group)))
+        named = {word.split()[0].split("/")[0] for word in re.findall(r"`([a-z][a-z-]*(?: [a-z/ -]+)?)`", text)}
+        assert registered <= named, (program, sorted(registered - named))

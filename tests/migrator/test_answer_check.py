@@ -259,10 +259,11 @@ def test_unusable_query_files_are_refused_before_anything_is_written(graph: str,
         outcome = migrate(*args, "--json")
         return outcome.returncode, outcome.stdout, outcome.stderr
 
-    code, _, stderr = refused("query add($n: String) { insert Person { name: $n } }")
-    assert code == 2 and "declare no read query" in stderr
-    code, _, stderr = refused(QUERIES, {"nope": {}})
-    assert code == 2 and "'nope', which is not a read query" in stderr
+    # a file an option names is content, not the command line: bad_request (exit 1), never usage (2)
+    code, stdout, stderr = refused("query add($n: String) { insert Person { name: $n } }")
+    assert code == 1 and json.loads(stdout)["error"]["code"] == "bad_request" and "declare no read query" in stderr
+    code, stdout, stderr = refused(QUERIES, {"nope": {}})
+    assert code == 1 and json.loads(stdout)["error"]["code"] == "bad_request" and "'nope', which is not a read query" in stderr
     code, stdout, _ = refused("query q() { match { $p: Person } return { $p.nme } }")
     assert code == 1 and json.loads(stdout)["error"]["code"] == "bad_request" and "nme" in stdout
     code, stdout, _ = refused(QUERIES)  # by_name's $n has no value

@@ -6,10 +6,11 @@
   ``unfenced_commit`` naming ``refence``, which is run exactly as printed.
 * Stamp 5 with the claim still held (a migrator killed at ``migrate.after_stamp``): the CLI
   refuses to write (``claim_held``, exit 3) as the server does (503 ``format_barrier``),
-  ``verify`` says ``claim_held``, ``check`` exits 4; the command the CLI refusal names, then the
-  one it prints, are run and every writer writes again.
-* A claim at stamp 4 (a migrator killed at ``migrate.after_claim``): ``omnigraph-v4`` refuses to
-  write too.
+  ``verify`` says ``claim_held``, ``check`` exits 4; the command the CLI refusal names (the
+  ``resume`` that releases the claim) is run as printed and every writer writes again.
+* A claim at stamp 4 (a migrator killed at ``migrate.after_claim``, its claim online): ``omnigraph``
+  refuses with ``claim_held`` (exit 3) naming the cutover, which is run as printed; ``omnigraph-v4``
+  goes on writing until then.
 """
 
 from __future__ import annotations
@@ -92,11 +93,8 @@ def test_stamp_5_with_the_claim_held_refuses_every_writer_until_the_printed_comm
         assert json.loads(verify.stdout)["error"]["code"] == "claim_held"
         assert [f["kind"] for f in _check_findings(uri)] == ["claim_held"]
 
-        status_command = first_command(error["message"])
-        assert status_command == f"omnigraph-migrate status {open_store(uri).uri}"
-        status = run_printed(status_command).ok()
-        next_line = [line for line in status.stdout.splitlines() if line.startswith("next: ")][-1]
-        resume = first_command(next_line)
+        resume = first_command(error["message"])
+        assert resume == first_command(error["details"]["next"])
         assert resume.startswith(f"omnigraph-migrate resume {open_store(uri).uri} --token ")
         run_printed(resume).ok()
 
@@ -109,8 +107,10 @@ def test_stamp_5_with_the_claim_held_refuses_every_writer_until_the_printed_comm
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
-def test_a_claim_at_stamp_4_bars_other_migrations_not_the_format4_writer(backend: str, tmp_path: Path) -> None:
-    """``run``'s claim is online until its cutover: format-4 writers go on, a second migration is refused."""
+def test_a_claim_at_stamp_4_bars_other_migrations_and_the_format5_writer_not_the_format4_writer(backend: str, tmp_path: Path) -> None:
+    """``run``'s claim is online until its cutover: format-4 writers go on, a second migration is
+    refused, and ``omnigraph`` answers ``claim_held`` (not ``format_refused`` naming a preflight the
+    claim refuses) with the cutover that releases it, which is run as printed."""
     uri = new_root(backend, tmp_path)
     build_fixture(uri, compact=True)
     crashed = migrate("run", uri, "--owner", "sre", failpoint="migrate.after_claim")
@@ -120,10 +120,15 @@ def test_a_claim_at_stamp_4_bars_other_migrations_not_the_format4_writer(backend
     assert refused.returncode == 3, refused.stderr
     error = json.loads(refused.stdout)["error"]
     assert error["code"] == "claim_held"
-    assert first_command(error["message"]).startswith(f"omnigraph-migrate cutover {uri} --token ")
+    cutover = first_command(error["message"])
+    assert cutover.startswith(f"omnigraph-migrate cutover {uri} --token ")
     assert [f["kind"] for f in _check_findings(uri)] == ["claim_held"]
-    status = json.loads(run_printed(f"omnigraph-migrate status {uri} --json").ok().stdout)
-    abort = first_command(status["next"].split("give it up:", 1)[1])
-    run_printed(abort).ok()
-    _load(OMNIGRAPH_V4, uri, tmp_path, "Older").ok()
+
+    writer = _load(OMNIGRAPH, uri, tmp_path, "New")
+    assert writer.returncode == 3, writer.describe()
+    refusal = writer.json()["error"]
+    assert refusal["code"] == "claim_held" and refusal["details"]["holder"]["owner"] == "sre"
+    assert "preflight" not in refusal["message"] and first_command(refusal["message"]) == cutover
+    run_printed(first_command(refusal["message"])).ok()
+    _load(OMNIGRAPH, uri, tmp_path, "New").ok()
     assert_check_clean(uri)

@@ -71,7 +71,7 @@ def test_a_playbook_that_cannot_ask_is_a_usage_error_naming_yes(backend: str, tm
     assert refused.returncode == 2, refused.stderr
     assert "internal error" not in refused.stderr and "stdin is not a terminal" in refused.stderr
     command = _next(refused)
-    assert command == f"omnigraph-migrate playbook run upgrade {uri} --yes"
+    assert command == f"omnigraph-migrate playbook run upgrade {uri} --yes --report {report}"  # the flags it was given kept
     assert tree_digest(uri) == before
     document = json.loads(report.read_text())
     assert document["exit_code"] == 2 and document["steps"][0]["next_command"] == command
@@ -89,12 +89,11 @@ def test_an_upgrade_killed_mid_migration_is_finished_by_playbook_resume(backend:
 
     shown = _playbook("show", run["journal"])
     assert shown.returncode == 0 and "interrupted" in shown.stdout, shown.stderr
-    resume = first_command(_next(shown))
-    assert resume == f"omnigraph-migrate playbook resume {run['journal']}"
-    unanswered = run_printed(resume)
+    with_yes = first_command(_next(shown))  # the run was started with --yes: its resume confirms as it would have
+    assert with_yes == f"omnigraph-migrate playbook resume {run['journal']} --yes"
+    unanswered = run_printed(with_yes.removesuffix(" --yes"))
     assert unanswered.returncode == 2, unanswered.describe()  # the migrate step asks first
-    with_yes = _next(unanswered)
-    assert with_yes == f"{resume} --yes"
+    assert _next(unanswered) == with_yes
     report, junit = tmp_path / "report.json", tmp_path / "junit.xml"
     finished = run_printed(f"{with_yes} --report {report} --junit {junit}")
     assert finished.returncode == 0, finished.describe()
@@ -128,10 +127,44 @@ def test_a_rerun_after_an_outside_resume_names_the_unfinished_run(backend: str, 
     again = _playbook("run", "upgrade", uri, "--yes", "--journal", str(journals), "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["status"] == "up_to_date", again.stderr
     command = first_command(_next(again))
-    assert command == f"omnigraph-migrate playbook resume {run['journal']}"
-    finished = run_printed(command + " --yes --json")
+    assert command == f"omnigraph-migrate playbook resume {run['journal']} --yes"
+    finished = run_printed(command + " --json")
     assert finished.returncode == 0, finished.describe()
     steps = json.loads(finished.stdout)["steps"]
     assert [(s["id"], s["status"]) for s in steps] == [(step, "ok") for step in STEPS]
     assert "already at format 5" in steps[2]["summary"]
     assert_check_clean(uri)
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only
+def test_a_killed_upgrade_promising_a_report_and_junit_writes_both_when_resumed_from_status(backend: str, tmp_path: Path) -> None:
+    """The run's ``--report``/``--junit`` are journalled: ``status`` names the interrupted run and the
+    command that finishes it, which (run as printed, no flags repeated) writes both files; a failed
+    step's ``next`` keeps the flags."""
+    uri = new_root(backend, tmp_path)
+    build_fixture(uri, compact=True)
+    journals, report, junit = tmp_path / "journals", tmp_path / "out" / "r.json", tmp_path / "out" / "j.xml"
+    report.parent.mkdir()
+    flags = ("--report", "out/r.json", "--junit", "out/j.xml")  # relative: the resume runs elsewhere
+    killed = _playbook("run", "upgrade", uri, "--yes", *flags, "--journal", str(journals), failpoint="unit.after_pk", cwd=tmp_path)
+    assert killed.returncode == FAILPOINT_EXIT_STATUS, killed.stderr
+    assert not report.exists() and not junit.exists()
+
+    status = migrate("status", uri, "--journal", str(journals), "--json")
+    [run] = json.loads(status.stdout)["playbook_runs"]
+    assert run["state"] == "interrupted" and run["last"]["step"] == "migrate"
+    human = migrate("status", uri, "--journal", str(journals))
+    [line] = [line for line in human.stderr.splitlines() if line.startswith("playbook: ")]
+    command = first_command(line)
+    assert command == run["next"] == f"omnigraph-migrate playbook resume {run['journal']} --yes"
+
+    finished = run_printed(command)
+    assert finished.returncode == 0, finished.describe()
+    document = json.loads(report.read_text())
+    assert document["ok"] is True and [(s["id"], s["status"]) for s in document["steps"]] == [(step, "ok") for step in STEPS]
+    assert [c.get("name", "").split(":")[0] for c in ET.fromstring(junit.read_bytes()).findall("testcase")] == STEPS
+    assert migrate("status", uri, "--journal", str(journals), "--json").stdout.count('"playbook_runs": []') == 1
+
+    # a step that fails names the run again with the same flags
+    rerun = _playbook("run", "upgrade", str(tmp_path / "nowhere"), *flags, "--journal", str(journals), cwd=tmp_path)
+    assert rerun.returncode != 0 and f"--report {report} --junit {junit}" in _next(rerun), rerun.stderr

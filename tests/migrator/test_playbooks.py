@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from omnigraph.ledger.ledger import Ledger
 from omnigraph.ledger.records import PlaybookStep, RepairApplied
 from omnigraph.migrator import layout
 from omnigraph.migrator.layout import CLAIM_PATH, ledger_dir
+from omnigraph.playbooks.actions import STATUS_TAIL
 from tests.conftest import new_root
 from tests.support.migration_cli import assert_fully_migrated, claim_token
 from tests.support.migration_fixtures import (
@@ -364,7 +366,8 @@ def test_resume_crashed_playbook_after_a_failpoint_converges(compact_graph: str,
     token = claim_token(compact_graph)
     holder = claim_holder(compact_graph)
     migration_id = holder.migration_id
-    units = Ledger(open_store(compact_graph), ledger_dir(migration_id)).replay().state.units
+    replay = Ledger(open_store(compact_graph), ledger_dir(migration_id)).replay()
+    units, records = replay.state.units, len(replay.records)
     # a unit in progress is one whose sidecar is still there (nothing else is recorded before it completes)
     interrupted = layout.remaining(open_store(compact_graph), migration_id)
     assert all(units[unit].status == "planned" for unit in interrupted), units
@@ -374,6 +377,11 @@ def test_resume_crashed_playbook_after_a_failpoint_converges(compact_graph: str,
         RESUME, compact_graph, "--yes", "--holder-dead", "--report", str(report_path), "--junit", str(junit_path), cwd=tmp_path
     )
     assert result.returncode == 0, describe(result)
+    # the status step shows the ledger's tail, not the whole ledger
+    shown = [line for line in result.stderr.split("[2/", 1)[0].splitlines() if re.match(r"\d+ +\d{4}-", line)]
+    assert len(shown) == min(records, STATUS_TAIL), shown
+    assert (f"(the last {STATUS_TAIL} of {records} ledger records;" in result.stderr) == (records > STATUS_TAIL)
+    assert records > STATUS_TAIL or failpoint == "unit.after_pk"
     report = json.loads(report_path.read_text())
     assert report["ok"] is True
     assert step_outcomes(report) == [(step, "ok") for step in RESUME_STEPS]
