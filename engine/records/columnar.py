@@ -232,12 +232,15 @@ _READ_BLOCK = 512 * 1024
 class TableBatch:
     """Validated rows of one table, in input order.
 
-    ``rows`` has the physical schema; ``lines`` (int64) gives each row's input line.
+    ``rows`` has the physical schema; ``lines`` (int64) gives each row's input line;
+    ``generated`` (bool, or None for none) marks the rows whose id the reader minted because the
+    input named none (unkeyed nodes and edges without ``data.id``).
     """
 
     table_key: str
     rows: pa.Table
     lines: pa.Array
+    generated: pa.Array | None = None
 
 
 def read_schema(table: TableDef, text_dates: frozenset[str] = frozenset()) -> pa.Schema:
@@ -442,6 +445,7 @@ class _Pending:
     ends: tuple[pa.Array, pa.Array] | None
     columns: dict[str, pa.Array]
     lines: np.ndarray
+    generated: pa.Array | None = None
 
     def batch(self, with_pk: bool) -> TableBatch:
         arrays = {"id": self.ids, **self.columns}
@@ -449,7 +453,7 @@ class _Pending:
             arrays["src"], arrays["dst"] = self.ends
         schema = self.table.arrow_schema(with_pk)
         rows = pa.Table.from_arrays([compact(arrays[field.name]) for field in schema], schema=schema)
-        return TableBatch(self.table.table_key, rows, pa.array(self.lines, pa.int64()))
+        return TableBatch(self.table.table_key, rows, pa.array(self.lines, pa.int64()), self.generated)
 
 
 def _convert(table: TableDef, read: pa.Table, lines: np.ndarray) -> _Pending:
@@ -487,4 +491,5 @@ def _generate_ids(pending: list[_Pending]) -> None:
     for item, mask in wanting:
         count = item.ids.null_count
         item.ids = pc.replace_with_mask(item.ids, mask, ulids.take(pa.array(rank[start : start + count])))
+        item.generated = mask
         start += count

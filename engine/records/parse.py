@@ -52,7 +52,10 @@ class NodeRow:
 
 @dataclass(frozen=True)
 class EdgeRow:
-    """A validated edge record; ``src``/``dst`` are endpoint node ids (checked later)."""
+    """A validated edge record; ``src``/``dst`` are endpoint node ids (checked later).
+
+    ``generated``: the id was minted because the record named none.
+    """
 
     line: int
     type_name: str
@@ -60,6 +63,7 @@ class EdgeRow:
     src: str
     dst: str
     values: dict[str, Any]
+    generated: bool = False
 
 
 NODE_KEYS = frozenset({"type", "data"})
@@ -234,8 +238,9 @@ def _edge(record: dict[str, Any], line: int, catalog: Catalog) -> EdgeRow:
         endpoints.append(node_id)
     data = _data(record, line)
     values = _values(table, data, line)
-    edge_id = _explicit_id(table, data, line) or new_ulid()
-    return _checked(EdgeRow(line, type_name, edge_id, endpoints[0], endpoints[1], values), table)
+    explicit = _explicit_id(table, data, line)
+    edge = EdgeRow(line, type_name, explicit or new_ulid(), endpoints[0], endpoints[1], values, generated=explicit is None)
+    return _checked(edge, table)
 
 
 def _explicit_id(table: TableDef, data: dict[str, Any], line: int) -> str | None:
