@@ -58,6 +58,7 @@ from omnigraph.engine.storage.lance_io import open_pinned
 from omnigraph.engine.storage.store import GraphStore
 
 LoadMode = Literal["append", "merge", "overwrite"]
+LOAD_MODES: tuple[LoadMode, ...] = ("append", "merge", "overwrite")
 _WRITE_KIND: dict[LoadMode, WriteKind] = {"append": "insert", "merge": "upsert", "overwrite": "overwrite"}
 _COPIED = (
     "{table_key}: the external Blob objects grew while they were copied: {actual} bytes in one commit exceed the "
@@ -323,7 +324,15 @@ def load_records(
 
 
 def check_load_options(mode: LoadMode, chunk_rows: int | None) -> None:
-    """``bad_request`` for ``chunk_rows`` below 1 or with ``overwrite`` (each chunk would replace the last)."""
+    """``bad_request`` for a mode not in :data:`LOAD_MODES`, a ``chunk_rows`` that is not an integer
+    of at least 1, and ``chunk_rows`` with ``overwrite`` (each chunk would replace the last).
+
+    Reads nothing: callers check the options before any input or storage is read.
+    """
+    if not isinstance(mode, str) or mode not in LOAD_MODES:
+        raise BadRequest(f"mode must be one of {', '.join(LOAD_MODES)}, got {mode!r}", {"mode": repr(mode), "allowed": list(LOAD_MODES)})
+    if chunk_rows is not None and (isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int)):
+        raise BadRequest(f"chunk_rows must be an integer or None, got {chunk_rows!r}", {"chunk_rows": repr(chunk_rows)})
     if chunk_rows is not None and chunk_rows < 1:
         raise BadRequest("--chunk-rows must be at least 1")
     if chunk_rows is not None and mode == "overwrite":
