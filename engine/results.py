@@ -134,11 +134,7 @@ class InitResult(Result):
 
 @dataclass(frozen=True)
 class LoadResult(Result):
-    """``omnigraph load --json``: the commits a load published, the rows per table key and what they changed.
-
-    ``commits`` is empty (and ``manifest_version`` null) when nothing changed: a merge whose
-    rows all equal the committed ones publishes no commit.
-    """
+    """``omnigraph load --json``: the commits a load published, the rows per table key and what they changed."""
 
     branch: str
     mode: Literal["append", "merge", "overwrite"]

@@ -250,14 +250,13 @@ def _prepare_for(
             if mode == "merge":
                 generated = records.column(table_key, "generated", *span) if table.kind == "edge" else None
                 changes = merge_changes(graph, table, entry, rows, generated, claimed.get(table_key, frozenset()))
-                rows, written, counts, ids_seen = changes.rows, changes.changed, changes.counts, changes.ids
+                rows, counts, ids_seen = changes.rows, changes.counts, changes.ids
             else:
-                written, counts, ids_seen = rows, append_counts(rows.num_rows), frozenset()
+                counts, ids_seen = append_counts(rows.num_rows), frozenset()
             _check_unique_committed(graph, entry, records, table_key, span, rows.column("id"))
             incoming[table_key] = rows
             payload[table_key] = (counts, ids_seen)
-            if written.num_rows:
-                writes.append(TableWrite(table_key, _WRITE_KIND[mode], written))
+            writes.append(TableWrite(table_key, _WRITE_KIND[mode], rows))
         if mode == "overwrite":
             _check_dangling_edges(graph, snapshot, records, replaced)
             check_overwrite_constraints(graph, snapshot, records)
@@ -348,10 +347,7 @@ def _publish(
     actor: str,
     progress: Callable[[int, int], None] | None,
 ) -> LoadResult:
-    """One commit per chunk, in order; a failure names the chunks already committed.
-
-    A chunk with nothing to change (a merge whose rows are all unchanged) publishes no commit.
-    """
+    """One commit per chunk, in order; a failure names the chunks already committed."""
     commits: list[CommitResult] = []
     rows: dict[str, int] = {}
     counts: dict[str, TableCounts] = {}

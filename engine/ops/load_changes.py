@@ -23,8 +23,9 @@ A merge (upsert by id) of one chunk of one table, prepared on a branch snapshot
    second edge, so it is inserted: two edges). Unkeyed nodes without ``data.id`` are never
    matched: a node has no endpoints, and upstream OmniGraph inserts them with generated ids.
 2. **Classification** of every row by its id: ``inserted`` (no committed row has the id),
-   ``unchanged`` (the committed row holds equal values: it is not written at all) or
-   ``updated``. Rows of a type with a Blob property are ``updated`` when their id exists (the
+   ``unchanged`` (the committed row holds equal values) or ``updated``. Every row is written
+   all the same (a merge is one fenced upsert commit, so a re-run still publishes a commit, whose
+   rows equal the committed ones). Rows of a type with a Blob property are ``updated`` when their id exists (the
    payloads are not compared).
 
 An append (strict insert) inserts every row; an overwrite rewrites the tables of the file
@@ -77,13 +78,11 @@ class TableCounts:
 class MergeChanges:
     """A merge chunk of one table against the snapshot.
 
-    ``rows`` are the chunk's rows with matched id-less edges carrying their committed ids (what
-    constraints are checked on); ``changed`` the rows to write (``unchanged`` ones left out);
-    ``ids`` every id the chunk wrote or matched.
+    ``rows`` are the chunk's rows to write, matched id-less edges carrying their committed ids;
+    ``ids`` every id the chunk writes.
     """
 
     rows: pa.Table
-    changed: pa.Table
     counts: TableCounts
     ids: frozenset[str] = field(default_factory=frozenset)
 
@@ -169,31 +168,27 @@ def merge_changes(
         rows = _match_idless_edges(graph, table, entry, rows, generated, claimed)
     ids = rows.column("id")
     if entry.row_count == 0 or not rows.num_rows:
-        return MergeChanges(rows, rows, TableCounts(inserted=rows.num_rows), frozenset(ids.to_pylist()))
+        return MergeChanges(rows, TableCounts(inserted=rows.num_rows), frozenset(ids.to_pylist()))
     dataset = open_pinned(graph.store, entry.image)
     if _has_blob(table):
         existing = present_ids(graph, entry, ids)
         inserted = sum(1 for row_id in ids.to_pylist() if row_id not in existing)
         counts = TableCounts(inserted=inserted, updated=rows.num_rows - inserted)
-        return MergeChanges(rows, rows, counts, frozenset(ids.to_pylist()))
+        return MergeChanges(rows, counts, frozenset(ids.to_pylist()))
     columns = _compared_columns(table)
     committed = dataset.to_table(columns=columns, filter=pc.field("id").isin(ids))
     before: Mapping[str, tuple[Any, ...]] = dict(
         zip(committed.column("id").to_pylist(), zip(*(committed.column(c).to_pylist() for c in columns), strict=True), strict=True)
     )
-    changed, inserted, updated = [], 0, 0
-    for index, row in enumerate(zip(*(rows.column(c).to_pylist() for c in columns), strict=True)):
+    inserted = updated = 0
+    for row in zip(*(rows.column(c).to_pylist() for c in columns), strict=True):
         old = before.get(row[0])
         if old is None:
             inserted += 1
         elif old != row:
             updated += 1
-        else:
-            continue
-        changed.append(index)
-    counts = TableCounts(inserted=inserted, updated=updated, unchanged=rows.num_rows - len(changed))
-    kept = rows if len(changed) == rows.num_rows else rows.take(pa.array(changed, pa.int64()))
-    return MergeChanges(rows, kept, counts, frozenset(ids.to_pylist()))
+    counts = TableCounts(inserted=inserted, updated=updated, unchanged=rows.num_rows - inserted - updated)
+    return MergeChanges(rows, counts, frozenset(ids.to_pylist()))
 
 
 def overwrite_counts(graph: Graph, entry: TableEntry, ids: pa.Array) -> TableCounts:
