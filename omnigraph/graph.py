@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from omnigraph.engine.query.run import Answer as Answer  # re-exported for annotations (omnigraph.cli.query)
     from omnigraph.engine.reconcile.recovery import RecoveryRecord
     from omnigraph.engine.schema.annotations import SchemaWarning
+    from omnigraph.engine.schema.catalog import Catalog
     from omnigraph.engine.schema.evolution import SchemaPlan
     from omnigraph.inputs import LoadData
 
@@ -81,6 +82,17 @@ def _one_of(name: str, value: object, allowed: Sequence[str]) -> None:
     """``bad_request`` unless ``value`` is one of the strings ``allowed``; reads nothing."""
     if not isinstance(value, str) or value not in allowed:
         raise BadRequest(f"{name} must be one of {', '.join(allowed)}, got {value!r}", {name: repr(value), "allowed": list(allowed)})
+
+
+def _integer_properties(catalog: Catalog) -> dict[str, frozenset[str]]:
+    """Per type name, its integer properties (``I32`` ... ``U64`` and lists of them)."""
+    from omnigraph.engine.schema.types import INTEGER_RANGES, ListType, ScalarType
+
+    def integer(ptype: object) -> bool:
+        scalar = ptype.item if isinstance(ptype, ListType) else ptype
+        return isinstance(scalar, ScalarType) and scalar.name in INTEGER_RANGES
+
+    return {table.type_name: frozenset(p.name for p in table.properties if integer(p.type)) for table in catalog.tables()}
 
 
 def _of_type(name: str, value: object, kinds: tuple[type, ...], what: str) -> None:
@@ -407,7 +419,7 @@ class Graph:
         edges = frozenset(t.type_name for t in catalog.tables() if t.kind == "edge")
         with (
             registration,
-            opened_data(data, edges) as source,
+            opened_data(data, edges, _integer_properties(catalog)) as source,
             read_records(source, catalog, with_pk=self._h.profile.router.with_pk) as records,
         ):
             result = self._h.write(

@@ -175,9 +175,14 @@ def derive_ids(table: TableDef, columns: dict[str, pa.Array]) -> pa.Array:
 
     ``columns`` are the coerced key members (never null: key members are non-nullable). Float
     keys are declined (their canonical spelling is numpy's Dragon4, not an Arrow cast), and so is
-    a composite key member holding a character that JSON would escape.
+    a composite key member holding a character that JSON would escape, and an empty string
+    member (refused by the row parser, with its line).
     """
     assert table.key is not None
+    for name in table.key:
+        column = columns[name]
+        if pa.types.is_string(column.type) and pc.any(pc.equal(pc.binary_length(column), 0)).as_py():
+            raise Declined(f"key member {name}: an empty string")
     parts = {name: _canonical(table.property(name).type, columns[name], name) for name in table.key}
     if len(table.key) == 1:
         return parts[table.key[0]]
