@@ -106,7 +106,7 @@ def test_mode_like_arguments_of_open_and_fleet_membership_are_bad_request(exampl
         example.fleet_membership("writer")  # type: ignore[arg-type]
 
 
-def test_dates_load_as_epoch_days(tmp_path: Path) -> None:
+def test_dates_load_from_python_dates_and_export_as_iso(tmp_path: Path) -> None:
     with omnigraph.init(str(tmp_path / "dates"), SCHEMA_PATH) as graph:
         graph.load(
             [
@@ -116,7 +116,7 @@ def test_dates_load_as_epoch_days(tmp_path: Path) -> None:
             ],
             mode="append",
         )
-        assert [r["data"] for r in graph.export(types=["Knows"])] == [{"id": "a-b", "since": 19723}]
+        assert [r["data"] for r in graph.export(types=["Knows"])] == [{"id": "a-b", "since": "2024-01-01"}]
 
 
 def test_results_are_frozen_documents(example: omnigraph.Graph) -> None:
