@@ -73,7 +73,7 @@ def test_every_bad_line_is_counted_and_the_first_hundred_reported(graph: omnigra
     assert few.value.details["errors"][1]["line"] == 2
     with pytest.raises(omnigraph.BadRequest) as one:  # one bad line: its own error, as before
         graph.load(records[:1], mode="append")
-    assert one.value.details == {"line": 1, "type_name": "Person", "property": "age"} or "errors" not in one.value.details
+    assert "errors" not in one.value.details and "error_count" not in one.value.details
     assert [r["data"]["name"] for r in graph.export(types=["Person"])] == ["Ann"]
 
 
