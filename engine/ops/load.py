@@ -47,8 +47,8 @@ from omnigraph.engine.errors import BadRequest, KeyConflict, OmnigraphError
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry, lance_branch_name
 from omnigraph.engine.ops.blobs import check_references, copy_external, refuse_external, staged_bytes
-from omnigraph.engine.ops.load_changes import TableCounts, append_counts, merge_changes, overwrite_counts
 from omnigraph.engine.ops.constraints import ChunkProbe, check_chunk_constraints, check_overwrite_constraints, present_ids
+from omnigraph.engine.ops.load_changes import TableCounts, append_counts, merge_changes, overwrite_counts
 from omnigraph.engine.ops.write import MAX_ROWS, CommitPlan, CommitResult, LimitWording, Prepare, TableWrite, WriteKind, check_table, commit
 from omnigraph.engine.records.jsonl_blocks import JsonlSource
 from omnigraph.engine.records.read import read_records
@@ -229,7 +229,9 @@ def _prepare_for(
 
     def prepare(snapshot: BranchSnapshot, previous: CommitPlan[_Payload] | None) -> CommitPlan[_Payload]:
         _check_endpoints(graph, records, chunk, _committed_lookup(graph, snapshot, replaced))
-        writes, incoming, payload = [], {}, {}
+        writes: list[TableWrite] = []
+        incoming: dict[str, pa.Table] = {}
+        payload: _Payload = {}
         own_branch = lance_branch_name(snapshot.branch)
         first_effect = min(chunk.ranges, default=None)  # the commit writes its tables in key order
         for table_key, span in chunk.ranges.items():
@@ -323,10 +325,10 @@ def load_records(
 
 
 def check_load_options(mode: LoadMode, chunk_rows: int | None) -> None:
-    """``bad_request`` for a mode not in :data:`LOAD_MODES`, a ``chunk_rows`` that is not an integer
-    of at least 1, and ``chunk_rows`` with ``overwrite`` (each chunk would replace the last).
+    """``bad_request`` for a bad mode, a bad ``chunk_rows``, or ``chunk_rows`` with ``overwrite``.
 
-    Reads nothing: callers check the options before any input or storage is read.
+    A mode must be one of :data:`LOAD_MODES`; ``chunk_rows`` None or an integer of at least 1;
+    with ``overwrite`` each chunk would replace the last. Reads nothing: callers check the options before any input or storage is read.
     """
     if not isinstance(mode, str) or mode not in LOAD_MODES:
         raise BadRequest(f"mode must be one of {', '.join(LOAD_MODES)}, got {mode!r}", {"mode": repr(mode), "allowed": list(LOAD_MODES)})

@@ -141,8 +141,9 @@ def _match_idless_edges(
 
 
 def _keys(rows: pa.Table, columns: list[str], exempt_nulls: bool) -> Iterable[tuple[Any, ...] | None]:
-    """Each row's values of ``columns`` as a hashable key; None (never matched) when one is NaN,
-    or null with ``exempt_nulls`` (a ``@unique`` member: nulls are exempt).
+    """Each row's values of ``columns`` as a hashable key (None: never matched).
+
+    None when a value is NaN, or null with ``exempt_nulls`` (a ``@unique`` member: nulls are exempt).
     """
     values = [rows.column(name).to_pylist() for name in columns]
     for row in zip(*values, strict=True):

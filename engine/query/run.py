@@ -32,7 +32,6 @@ UTC with milliseconds (``2024-01-31T09:30:00.000Z``); a list item by item; NULL 
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass

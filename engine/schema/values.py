@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from omnigraph.engine.schema.ids import EPOCH_DATE, EPOCH_DATETIME, ONE_MS
+from omnigraph.engine.schema.ids import EPOCH_DATE, EPOCH_DATETIME
 from omnigraph.engine.schema.tables import CheckRule, Property, RangeRule, TableDef
 from omnigraph.engine.schema.types import (
     INTEGER_RANGES,

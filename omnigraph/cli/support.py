@@ -74,8 +74,10 @@ def reports_errors(command: Callable[P, R]) -> Callable[P, R]:
 
 
 def _report(error: OmnigraphError, as_json: bool) -> None:
-    """The error on stderr (and as JSON on stdout with ``--json``); an error listing several bad
-    input lines (``details.error_count`` and ``details.errors``) prints each of them on a line of its own.
+    """The error on stderr (and as JSON on stdout with ``--json``).
+
+    An error listing several bad input lines (``details.error_count`` and ``details.errors``)
+    prints each of them on a line of its own.
     """
     if as_json:
         emit_json(error.to_json())

@@ -43,7 +43,9 @@ def _lines(path: Path, records: list[dict[str, object]]) -> Path:
 def test_an_empty_key_value_is_refused_naming_line_and_property(graph: omnigraph.Graph, record: dict[str, object], prop: str) -> None:
     head = graph.commits()[0]
     for mode in ("append", "merge", "overwrite"):
-        with pytest.raises(omnigraph.BadRequest, match=rf"line 2: \w+\.{prop} is empty: a @key value must be a non-empty string") as refused:
+        with pytest.raises(
+            omnigraph.BadRequest, match=rf"line 2: \w+\.{prop} is empty: a @key value must be a non-empty string"
+        ) as refused:
             graph.load([{"type": "Person", "data": {"name": "Bo"}}, record], mode=mode)  # type: ignore[arg-type]
         assert refused.value.details == {"line": 2, "type_name": record["type"], "property": prop}
     with pytest.raises(omnigraph.BadRequest, match=r"line 1: Person\.name is empty"):
@@ -66,7 +68,10 @@ def test_every_bad_line_is_counted_and_the_first_hundred_reported(graph: omnigra
     assert error["message"].endswith("(and 150 more bad line(s), 151 in all; the first 100 listed in details.errors)")
     text = invoke(OMNIGRAPH, "load", "--mode", "merge", "--data", data, graph.uri).stderr.splitlines()
     assert text[0] == f"error [bad_request]: {error['message']}" and len(text) == 101
-    assert text[1:3] == ["  line 1: property 'age' of Person: expected I32, got 'old'", "  line 2: property 'age' of Person: expected I32, got 'old'"]
+    assert text[1:3] == [
+        "  line 1: property 'age' of Person: expected I32, got 'old'",
+        "  line 2: property 'age' of Person: expected I32, got 'old'",
+    ]
     two = _lines(tmp_path / "two.jsonl", records[:2])
     with pytest.raises(omnigraph.BadRequest, match=r"\(and 1 more bad line\(s\), 2 in all; each listed in details.errors\)") as few:
         graph.load(two, mode="append")
@@ -102,7 +107,7 @@ def test_export_writes_dates_as_queries_print_them_and_loads_back(graph: omnigra
     fay, gus = people["Fay"], people["Gus"]
     assert fay["born"] == "1990-05-17" and fay["seen"] == "2024-01-31T10:00:00.250Z"
     assert json.loads(next(line for line in exported if '"fg"' in line))["data"]["since"] == "0099-12-31"
-    printed = graph.query("query q() { match { $p: Person { name: \"Gus\" } } return { $p.born, $p.seen } }").to_pylist()
+    printed = graph.query('query q() { match { $p: Person { name: "Gus" } } return { $p.born, $p.seen } }').to_pylist()
     assert printed == [{"p.born": gus["born"], "p.seen": gus["seen"]}] == [{"p.born": "1989-03-02", "p.seen": "1970-01-01T00:00:00.001Z"}]
     data = tmp_path / "export.jsonl"
     data.write_text("".join(line + "\n" for line in exported), encoding="utf-8")
