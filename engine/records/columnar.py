@@ -17,9 +17,10 @@ Read types (what ``pyarrow.json`` is told to expect) are chosen so that JSON the
 refuses is refused by the reader too, or shows in the column: integers are read as their exact
 Arrow type (a float, a bool or an out-of-range value fails the read); floats as float64 (a JSON
 integer is accepted, as the row path does; F32 is then rounded from float64, as the row path
-does); Date and DateTime as int64 (epoch days / ms), range-checked here, except a Date property
-the caller reads as text (``"YYYY-MM-DD"``, checked by Arrow's strict ISO cast; ISO DateTime
-spellings are left to the row path); enums as Utf8, checked against their values here; Blob
+does); Date and DateTime as int64 (epoch days / ms), range-checked here, except a Date or
+DateTime property the caller reads as text (``"YYYY-MM-DD"``, and for DateTime only the spelling
+export writes, ``"2024-01-31T10:00:00.000Z"``: both checked by a pattern and Arrow's strict ISO
+cast, then range-checked; other ISO DateTime spellings are left to the row path); enums as Utf8, checked against their values here; Blob
 properties as Utf8, and always declined (the row path decodes their spellings).
 
 What makes a block decline (all rare in generated or exported files, all legal to decline):
@@ -70,16 +71,21 @@ _JSON_ESCAPED = r'["\\\x00-\x1f]'
 """Characters ``json.dumps(..., ensure_ascii=False)`` escapes in a string."""
 DATE = ScalarType("Date")
 """The Date scalar type (a column the caller may read as ``YYYY-MM-DD`` text)."""
+DATETIME = ScalarType("DateTime")
+"""The DateTime scalar type (a column the caller may read as export's ISO 8601 text)."""
 _DATE_TEXT = r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\z"
 """The row path's ``YYYY-MM-DD`` pattern (:mod:`omnigraph.engine.schema.values`)."""
+_DATETIME_TEXT = r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{3}Z\z"
+"""The one ISO 8601 DateTime spelling the fast path reads (export's, UTC with milliseconds);
+any other the row path reads (:func:`omnigraph.engine.schema.values.iso_datetime`)."""
 
 
 def read_type(ptype: PropertyType, as_text: bool = False) -> pa.DataType:
     """The Arrow type ``pyarrow.json`` reads a property of ``ptype`` as (see the module docstring).
 
-    ``as_text`` reads a Date property as its ``"YYYY-MM-DD"`` spelling.
+    ``as_text`` reads a Date property as its ``"YYYY-MM-DD"`` spelling, a DateTime as its ISO 8601 one.
     """
-    if as_text and ptype == DATE:
+    if as_text and ptype in (DATE, DATETIME):
         return pa.utf8()
     if isinstance(ptype, ScalarType):
         return _READ_SCALARS.get(ptype.name, ptype.arrow_type())
@@ -140,6 +146,15 @@ def _scalar(type_name: str, column: pa.Array, name: str) -> pa.Array:
         return dates
     if type_name == "Date":
         return pc.cast(pc.cast(_in_range(column, _DATE_DAYS, name), pa.int32()), pa.date32())
+    if type_name == "DateTime" and pa.types.is_string(column.type):
+        if pc.all(pc.match_substring_regex(column, _DATETIME_TEXT)).as_py() is False:
+            raise Declined(f"{name}: a DateTime string not spelled as export spells it")
+        try:
+            instants = pc.cast(pc.utf8_slice_codeunits(column, 0, 23), pa.timestamp("ms"))
+        except pa.ArrowInvalid:
+            raise Declined(f"{name}: an invalid DateTime") from None
+        _in_range(pc.cast(instants, pa.int64()), _DATETIME_MS, name)
+        return instants
     if type_name == "DateTime":
         return pc.cast(_in_range(column, _DATETIME_MS, name), pa.timestamp("ms"))
     return column
@@ -251,7 +266,7 @@ class TableBatch:
 def read_schema(table: TableDef, text_dates: frozenset[str] = frozenset()) -> pa.Schema:
     """The ``pyarrow.json`` schema of one record type's lines (no other member is accepted).
 
-    The Date properties named in ``text_dates`` are read as ``"YYYY-MM-DD"`` text.
+    The Date and DateTime properties named in ``text_dates`` are read as text (:func:`read_type`).
     """
     props = [pa.field(p.name, read_type(p.type, p.name in text_dates)) for p in table.properties]
     data = pa.struct([pa.field("id", pa.utf8()), *props])
@@ -361,7 +376,7 @@ def _table_of(catalog: Catalog, kind: str, name: str) -> TableDef:
 
 
 def _sample(text: bytes, catalog: Catalog) -> tuple[TableDef, frozenset[str]]:
-    """The table of one record, read with the standard library, and its Date properties spelled as strings.
+    """The table of one record, read with the standard library, and its Date and DateTime properties spelled as strings.
 
     Those are the columns to read as text for its run of records.
     """
@@ -378,7 +393,8 @@ def _sample(text: bytes, catalog: Catalog) -> tuple[TableDef, frozenset[str]]:
     data = record.get("data")
     if not isinstance(data, dict):
         return table, frozenset()
-    return table, frozenset(p.name for p in table.properties if p.type == DATE and isinstance(data.get(p.name), str))
+    texts = frozenset(p.name for p in table.properties if p.type in (DATE, DATETIME) and isinstance(data.get(p.name), str))
+    return table, texts
 
 
 def _read_groups(block: JsonlBlock, records: np.ndarray, catalog: Catalog) -> list[tuple[TableDef, pa.Table, np.ndarray]]:
