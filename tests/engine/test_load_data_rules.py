@@ -114,3 +114,16 @@ def test_export_writes_dates_as_queries_print_them_and_loads_back(graph: omnigra
     with omnigraph.init(str(tmp_path / "copy"), SCHEMA) as copy:
         copy.load(data, mode="append")
         assert list(copy.export_jsonl()) == exported
+
+
+@pytest.mark.parametrize("mode", ["append", "merge", "overwrite"])
+def test_a_file_repeating_an_id_is_bad_request_in_every_mode(graph: omnigraph.Graph, mode: str) -> None:
+    """A deliberate difference from upstream (``docs/loading.md``): upstream answers ``key_conflict``,
+    and a merge there keeps one of two rows with the same edge id."""
+    edge = {"edge": "Knows", "from": "Ann", "to": "Ann", "data": {"id": "e1"}}
+    for records, line in (([{"type": "Person", "data": {"name": "Bo"}}] * 2, 2), ([edge, {**edge, "data": {"id": "e1", "since": 3}}], 2)):
+        with pytest.raises(
+            omnigraph.BadRequest, match=rf"line {line}: duplicate (@key value|id) '(Bo|e1)' for (Person|Knows) \(first at line 1\)"
+        ):
+            graph.load(records, mode=mode)  # type: ignore[arg-type]
+    assert [r["data"]["name"] for r in graph.export()] == ["Ann"]
