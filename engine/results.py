@@ -135,13 +135,16 @@ class InitResult(Result):
 
 @dataclass(frozen=True)
 class LoadResult(Result):
-    """``omnigraph load --json``: the commits a load published and the rows per table key."""
+    """``omnigraph load --json``: the commits a load published, the rows per table key and what they changed."""
 
     branch: str
     mode: Literal["append", "merge", "overwrite"]
     commits: tuple[str, ...]
     manifest_version: int | None
     rows: Mapping[str, int]
+    """The input rows per table key."""
+    changes: Mapping[str, Mapping[str, int]]
+    """Per table key: ``{inserted, updated, unchanged, deleted}`` rows (``deleted``: overwrite only)."""
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,12 @@ import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from omnigraph import ENGINE
 from omnigraph._handles import PROGRAMS, Handles, program_profile
 from omnigraph.engine.door.routing import EngineProfile
-from omnigraph.engine.errors import FormatBarrier, FormatRefused, ReadOnlyGraph
+from omnigraph.engine.errors import BadRequest, FormatBarrier, FormatRefused, ReadOnlyGraph
 from omnigraph.engine.graph import default_actor, init_graph
 from omnigraph.engine.manifest.commit_graph import commit_history
 from omnigraph.engine.manifest.rows import MAIN
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from omnigraph.engine.query.run import Answer as Answer  # re-exported for annotations (omnigraph.cli.query)
     from omnigraph.engine.reconcile.recovery import RecoveryRecord
     from omnigraph.engine.schema.annotations import SchemaWarning
+    from omnigraph.engine.schema.catalog import Catalog
     from omnigraph.engine.schema.evolution import SchemaPlan
     from omnigraph.inputs import LoadData
 
@@ -75,6 +76,29 @@ StampChecks = Literal["every_call", "at_open"]
 
 def _quiet(_line: str) -> None:
     """Announces nothing."""
+
+
+def _one_of(name: str, value: object, allowed: Sequence[str]) -> None:
+    """``bad_request`` unless ``value`` is one of the strings ``allowed``; reads nothing."""
+    if not isinstance(value, str) or value not in allowed:
+        raise BadRequest(f"{name} must be one of {', '.join(allowed)}, got {value!r}", {name: repr(value), "allowed": list(allowed)})
+
+
+def _integer_properties(catalog: Catalog) -> dict[str, frozenset[str]]:
+    """Per type name, its integer properties (``I32`` ... ``U64`` and lists of them)."""
+    from omnigraph.engine.schema.types import INTEGER_RANGES, ListType, ScalarType
+
+    def integer(ptype: object) -> bool:
+        scalar = ptype.item if isinstance(ptype, ListType) else ptype
+        return isinstance(scalar, ScalarType) and scalar.name in INTEGER_RANGES
+
+    return {table.type_name: frozenset(p.name for p in table.properties if integer(p.type)) for table in catalog.tables()}
+
+
+def _of_type(name: str, value: object, kinds: tuple[type, ...], what: str) -> None:
+    """``bad_request`` unless ``value`` is an instance of ``kinds`` (never a bool standing for a number); reads nothing."""
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise BadRequest(f"{name} must be {what}, got {value!r}", {name: repr(value)})
 
 
 class Graph:
@@ -389,10 +413,14 @@ class Graph:
         each commit. ``external_blobs=False`` refuses a Blob value that names an external object
         (a file:// or s3:// URI) instead of reading it: what a server does for its callers.
 
+        Every argument is checked before anything is read: a ``mode`` other than the three, a
+        ``chunk_rows`` that is not an integer of at least 1 (or is given with ``overwrite``), a
+        ``branch`` or ``actor`` that is not a string, a ``progress`` that is not callable or an
+        ``external_blobs`` that is not a bool is ``BadRequest``.
+
         Raises:
             ReadOnlyGraph: the graph was opened read-only.
-            BadRequest: invalid records (with the line or record number), ``chunk_rows`` with
-                ``overwrite``.
+            BadRequest: a bad argument (above), invalid records (with the line or record number).
             NotFound: no branch ``branch``.
             KeyConflict: ``append`` met an existing id (nothing was written).
             ResourceLimit: a commit would exceed 8,192 rows or 32 MiB for a table.
@@ -403,9 +431,14 @@ class Graph:
         from omnigraph.engine.records.read import read_records
         from omnigraph.inputs import opened_data
 
+        check_load_options(mode, chunk_rows)
+        _of_type("branch", branch, (str,), "a branch name (a string)")
+        _of_type("actor", actor, (str, type(None)), "a string or None")
+        _of_type("external_blobs", external_blobs, (bool,), "a bool")
+        if progress is not None and not callable(progress):
+            raise BadRequest(f"progress must be callable or None, got {progress!r}", {"progress": repr(progress)})
         self._refuse_if_read_only("load")
         self._h.check_barrier()
-        check_load_options(mode, chunk_rows)
         self._h.manifest.require_branch(branch)
         catalog = self._h.any().catalog
         registration: AbstractContextManager[object] = nullcontext()
@@ -416,7 +449,7 @@ class Graph:
         edges = frozenset(t.type_name for t in catalog.tables() if t.kind == "edge")
         with (
             registration,
-            opened_data(data, edges) as source,
+            opened_data(data, edges, _integer_properties(catalog)) as source,
             read_records(source, catalog, with_pk=self._h.profile.router.with_pk) as records,
         ):
             result = self._h.write(
@@ -610,6 +643,7 @@ class Graph:
         """
         from omnigraph.engine.access import fleet
 
+        _one_of("role", role, ("server", "load"))
         self._h.require_open()
         return fleet.Membership(self._h.store, self.program, role, self.writes_format, address)
 
@@ -625,7 +659,9 @@ def connect(
     on_recovery: Callable[[Sequence[RecoveryRecord]], None] | None = None,
     stamp_checks: StampChecks = "every_call",
 ) -> Graph:
-    """:func:`omnigraph.open` (see there)."""
+    """:func:`omnigraph.open` (see there); its arguments are checked before anything is read."""
+    _one_of("stamp_checks", stamp_checks, get_args(StampChecks))
+    _of_type("actor", actor, (str, type(None)), "a string or None")
     profile = program_profile(program)
     graph = Graph(
         open_store(uri, storage_options),

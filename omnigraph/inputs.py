@@ -13,7 +13,10 @@ refused with the same error, line numbers included):
   ``{"edge": E, "from": A, "to": B, "data": {...}}``).
 
 Dates become epoch days, date-times epoch milliseconds and bytes (a Blob's managed payload)
-``"base64:..."``, as in the JSONL format.
+``"base64:..."``, as in the JSONL format. In Arrow tables, a float value of an integer property
+(or list element) that is a whole number becomes that integer (``31.0`` -> ``31``: pandas turns
+an integer column with a null into floats); any other float there (``31.5``, NaN) is left as it
+is, and refused as a JSONL ``31.5`` is.
 """
 
 from __future__ import annotations
@@ -105,10 +108,22 @@ def _line(record: Any, number: int) -> bytes:
         raise BadRequest(f"record {number}: {error}", {"record": number}) from None
 
 
-def _table_records(tables: Mapping[str, pyarrow.Table], edge_types: frozenset[str]) -> Iterator[dict[str, Any]]:
+def _whole(value: Any) -> Any:
+    """A float that is a whole number as its integer (list elements too); anything else as it is."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_whole(item) for item in value]
+    return value
+
+
+def _table_records(
+    tables: Mapping[str, pyarrow.Table], edge_types: frozenset[str], integers: Mapping[str, frozenset[str]]
+) -> Iterator[dict[str, Any]]:
     for type_name, table in tables.items():
+        whole = integers.get(type_name, frozenset())
         for row in table.to_pylist():
-            data = {key: value for key, value in row.items() if value is not None}
+            data = {key: _whole(value) if key in whole else value for key, value in row.items() if value is not None}
             if type_name in edge_types:
                 yield {"edge": type_name, "from": data.pop("src", None), "to": data.pop("dst", None), "data": data}
             else:
@@ -129,11 +144,14 @@ def _spooled(records: Iterable[Any]) -> BinaryIO:
 
 
 @contextmanager
-def opened_data(data: LoadData, edge_types: frozenset[str]) -> Iterator[bytes | BinaryIO]:
+def opened_data(
+    data: LoadData, edge_types: frozenset[str], integers: Mapping[str, frozenset[str]] | None = None
+) -> Iterator[bytes | BinaryIO]:
     """``data`` as JSONL bytes or a seekable binary stream, for the block reader.
 
     Anything this opens is closed when the block ends. ``edge_types`` tells edge tables from node
-    tables.
+    tables; ``integers`` names, per type, the integer properties (scalars and lists) whose
+    whole-number floats an Arrow table may carry (module docstring).
 
     Raises:
         BadRequest: a path that cannot be read, a record that is not a dict or holds a value with
@@ -153,7 +171,7 @@ def opened_data(data: LoadData, edge_types: frozenset[str]) -> Iterator[bytes | 
         for type_name, table in data.items():
             if not hasattr(table, "to_pylist") or not hasattr(table, "schema"):
                 raise BadRequest(f"the value for type {type_name!r} is not a pyarrow.Table", {"type": type_name})
-        records: Iterable[Any] = _table_records(data, edge_types)
+        records: Iterable[Any] = _table_records(data, edge_types, integers or {})
     else:
         records = data
     with _spooled(records) as spool:

@@ -35,7 +35,7 @@ load reads them chunk by chunk. The checks against committed state work on Arrow
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Literal
@@ -48,6 +48,7 @@ from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry, lance_branch_name
 from omnigraph.engine.ops.blobs import check_references, copy_external, refuse_external, staged_bytes
 from omnigraph.engine.ops.constraints import ChunkProbe, check_chunk_constraints, check_overwrite_constraints, present_ids
+from omnigraph.engine.ops.load_changes import TableCounts, append_counts, merge_changes, overwrite_counts
 from omnigraph.engine.ops.write import MAX_ROWS, CommitPlan, CommitResult, LimitWording, Prepare, TableWrite, WriteKind, check_table, commit
 from omnigraph.engine.records.jsonl_blocks import JsonlSource
 from omnigraph.engine.records.read import read_records
@@ -57,6 +58,7 @@ from omnigraph.engine.storage.lance_io import open_pinned
 from omnigraph.engine.storage.store import GraphStore
 
 LoadMode = Literal["append", "merge", "overwrite"]
+LOAD_MODES: tuple[LoadMode, ...] = ("append", "merge", "overwrite")
 _WRITE_KIND: dict[LoadMode, WriteKind] = {"append": "insert", "merge": "upsert", "overwrite": "overwrite"}
 _COPIED = (
     "{table_key}: the external Blob objects grew while they were copied: {actual} bytes in one commit exceed the "
@@ -123,8 +125,14 @@ def _staged(graph: Graph, records: RecordSet, table_key: str, span: tuple[int, i
     return rows
 
 
-def _check_unique_committed(graph: Graph, entry: TableEntry, records: RecordSet, table_key: str, span: tuple[int, int]) -> None:
-    """A non-null ``@unique`` value of the chunk must not belong to a committed row with another id."""
+def _check_unique_committed(
+    graph: Graph, entry: TableEntry, records: RecordSet, table_key: str, span: tuple[int, int], chunk_ids: pa.Array | pa.ChunkedArray
+) -> None:
+    """A non-null ``@unique`` value of the chunk must not belong to a committed row with another id.
+
+    ``chunk_ids`` are the ids the chunk writes (a merge's matched id-less edges carry their
+    committed ids).
+    """
     table = graph.catalog.table(table_key)
     if not table.unique:
         return
@@ -139,7 +147,7 @@ def _check_unique_committed(graph: Graph, entry: TableEntry, records: RecordSet,
         values, value_lines = values.filter(given), lines.filter(given)
         hits = dataset.to_table(columns=["id", prop], filter=pc.field(prop).isin(values))
         for committed_id, value in sorted(zip(hits.column("id").to_pylist(), hits.column(prop).to_pylist(), strict=True)):
-            own_ids = own_ids if own_ids is not None else set(records.column(table_key, "id", *span).to_pylist())
+            own_ids = own_ids if own_ids is not None else set(chunk_ids.to_pylist())
             if committed_id not in own_ids:
                 line = value_lines[pc.index(values, pa.scalar(value, values.type)).as_py()].as_py()
                 raise BadRequest(
@@ -209,35 +217,54 @@ def _check_dangling_edges(graph: Graph, snapshot: BranchSnapshot, records: Recor
                 )
 
 
-def _prepare_for(graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode, probe: ChunkProbe, message: str) -> Prepare[None]:
+_Payload = dict[str, tuple[TableCounts, frozenset[str]]]
+"""Per table key of a commit: its counts, and (merge) the ids it wrote or matched."""
+
+
+def _prepare_for(
+    graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode, probe: ChunkProbe, message: str, claimed: Mapping[str, frozenset[str]]
+) -> Prepare[_Payload]:
     replaced = set(chunk.ranges) if mode == "overwrite" else set()
     fenced = graph.profile.router.with_pk
 
-    def prepare(snapshot: BranchSnapshot, previous: CommitPlan[None] | None) -> CommitPlan[None]:
+    def prepare(snapshot: BranchSnapshot, previous: CommitPlan[_Payload] | None) -> CommitPlan[_Payload]:
         _check_endpoints(graph, records, chunk, _committed_lookup(graph, snapshot, replaced))
-        writes = []
+        writes: list[TableWrite] = []
+        incoming: dict[str, pa.Table] = {}
+        payload: _Payload = {}
         own_branch = lance_branch_name(snapshot.branch)
         first_effect = min(chunk.ranges, default=None)  # the commit writes its tables in key order
         for table_key, span in chunk.ranges.items():
             entry = snapshot.table(table_key)
+            table = graph.catalog.table(table_key)
             fenced_first = fenced and previous is None and table_key == first_effect and entry.table_branch == own_branch
             if mode == "append" and not fenced_first:
                 ids = records.column(table_key, "id", *span)
                 existing = probe.existing(entry, ids, span[0], partial(records.column, table_key, "id", span[0]))
                 if existing:
-                    table = graph.catalog.table(table_key)
                     raise KeyConflict(table.kind, table.type_name, min(existing))
-            if mode != "overwrite":
-                _check_unique_committed(graph, entry, records, table_key, span)
-            rows = records.reader(table_key) if mode == "overwrite" else _staged(graph, records, table_key, span)
+            if mode == "overwrite":
+                ids = records.column(table_key, "id", *span)
+                payload[table_key] = (overwrite_counts(graph, entry, ids), frozenset())
+                writes.append(TableWrite(table_key, "overwrite", records.reader(table_key)))
+                continue
+            rows = _staged(graph, records, table_key, span)
+            if mode == "merge":
+                generated = records.column(table_key, "generated", *span) if table.kind == "edge" else None
+                changes = merge_changes(graph, table, entry, rows, generated, claimed.get(table_key, frozenset()))
+                rows, counts, ids_seen = changes.rows, changes.counts, changes.ids
+            else:
+                counts, ids_seen = append_counts(rows.num_rows), frozenset()
+            _check_unique_committed(graph, entry, records, table_key, span, rows.column("id"))
+            incoming[table_key] = rows
+            payload[table_key] = (counts, ids_seen)
             writes.append(TableWrite(table_key, _WRITE_KIND[mode], rows))
         if mode == "overwrite":
             _check_dangling_edges(graph, snapshot, records, replaced)
             check_overwrite_constraints(graph, snapshot, records)
         else:
-            incoming = {write.table_key: write.rows for write in writes}
             check_chunk_constraints(graph, snapshot, records, chunk.ranges, incoming, upsert=mode == "merge")
-        return CommitPlan(tuple(writes), (snapshot.head.commit_id,), message, None)
+        return CommitPlan(tuple(writes), (snapshot.head.commit_id,), message, payload)
 
     return prepare
 
@@ -298,7 +325,15 @@ def load_records(
 
 
 def check_load_options(mode: LoadMode, chunk_rows: int | None) -> None:
-    """``bad_request`` for ``chunk_rows`` below 1 or with ``overwrite`` (each chunk would replace the last)."""
+    """``bad_request`` for a bad mode, a bad ``chunk_rows``, or ``chunk_rows`` with ``overwrite``.
+
+    A mode must be one of :data:`LOAD_MODES`; ``chunk_rows`` None or an integer of at least 1;
+    with ``overwrite`` each chunk would replace the last. Reads nothing: callers check the options before any input or storage is read.
+    """
+    if not isinstance(mode, str) or mode not in LOAD_MODES:
+        raise BadRequest(f"mode must be one of {', '.join(LOAD_MODES)}, got {mode!r}", {"mode": repr(mode), "allowed": list(LOAD_MODES)})
+    if chunk_rows is not None and (isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int)):
+        raise BadRequest(f"chunk_rows must be an integer or None, got {chunk_rows!r}", {"chunk_rows": repr(chunk_rows)})
     if chunk_rows is not None and chunk_rows < 1:
         raise BadRequest("--chunk-rows must be at least 1")
     if chunk_rows is not None and mode == "overwrite":
@@ -317,12 +352,14 @@ def _publish(
     """One commit per chunk, in order; a failure names the chunks already committed."""
     commits: list[CommitResult] = []
     rows: dict[str, int] = {}
+    counts: dict[str, TableCounts] = {}
+    claimed: dict[str, frozenset[str]] = {}
     probe = ChunkProbe(graph)
     for index, chunk in enumerate(chunks):
         message = f"load --mode {mode}" + (f" (chunk {index + 1}/{len(chunks)})" if len(chunks) > 1 else "")
         try:
-            prepare = _prepare_for(graph, records, chunk, mode, probe, message)
-            result = commit(graph, branch, prepare, actor=actor, catalog=records.catalog).published
+            prepare = _prepare_for(graph, records, chunk, mode, probe, message, claimed)
+            written = commit(graph, branch, prepare, actor=actor, catalog=records.catalog)
         except OmnigraphError as error:
             if commits:
                 error.message += (
@@ -332,9 +369,13 @@ def _publish(
                 error.details["committed_chunks"] = [c.commit_id for c in commits]
                 error.details["chunks_total"] = len(chunks)
             raise
-        if result is not None:
-            commits.append(result)
+        if written.published is not None:
+            commits.append(written.published)
             probe.landed({key: stop for key, (_, stop) in chunk.ranges.items()})
+        for table_key, (table_counts, ids) in written.plan.payload.items():
+            counts[table_key] = counts.get(table_key, TableCounts()).plus(table_counts)
+            if ids and len(chunks) > 1:
+                claimed[table_key] = claimed.get(table_key, frozenset()) | ids
         for table_key, (start, stop) in chunk.ranges.items():
             rows[table_key] = rows.get(table_key, 0) + stop - start
         if progress is not None:
@@ -345,4 +386,5 @@ def _publish(
         commits=tuple(c.commit_id for c in commits),
         manifest_version=commits[-1].manifest_version if commits else None,
         rows=dict(sorted(rows.items())),
+        changes={key: counts[key].as_dict() for key in sorted(counts)},
     )

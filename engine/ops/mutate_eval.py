@@ -36,7 +36,7 @@ from omnigraph.engine.ops.merge import check_merged
 from omnigraph.engine.ops.merge_diff import TableChanges
 from omnigraph.engine.ops.write import LimitWording, TableWrite, check_table
 from omnigraph.engine.records.parse import EdgeRow, NodeRow, rows_to_arrow
-from omnigraph.engine.schema.ids import derive_node_id
+from omnigraph.engine.schema.ids import derive_node_id, empty_key_member
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.storage.blobs import materialize, stored_sizes, stored_values
 from omnigraph.engine.storage.lance_io import open_pinned
@@ -141,6 +141,12 @@ class Evaluation:
         props = {prop.name: values[prop.name] for prop in table.properties}
         state = self._state(table)
         if table.key is not None:
+            empty = empty_key_member(table, props)
+            if empty is not None:
+                raise BadRequest(
+                    f"line {statement.line}: {table.type_name}.{empty} is empty: a @key value must be a non-empty string",
+                    {"line": statement.line, "type_name": table.type_name, "property": empty},
+                )
             row_id = derive_node_id(table, props)
             if explicit is not None and explicit != row_id:
                 raise BadRequest(

@@ -33,7 +33,6 @@ UTC with milliseconds (``2024-01-31T09:30:00.000Z``); a list item by item; NULL 
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.query.plan import statement
 from omnigraph.engine.query.session import Session, Traversals, open_session
 from omnigraph.engine.schema.types import EnumType, ListType, PropertyType, ScalarType, VectorType
+from omnigraph.engine.schema.values import iso_datetime
 from omnigraph.engine.storage.lance_io import open_pinned
 
 Render = Callable[[Any], Any]
@@ -56,10 +56,6 @@ Render = Callable[[Any], Any]
 
 def _float32(value: Any) -> float:
     return float(str(np.float32(value)))
-
-
-def _datetime(value: dt.datetime) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
 def _scalar(name: str) -> Render:
@@ -70,7 +66,7 @@ def _scalar(name: str) -> Render:
     if name == "Date":
         return lambda value: value.isoformat()
     if name == "DateTime":
-        return _datetime
+        return iso_datetime
     return lambda value: value
 
 

@@ -17,9 +17,10 @@ Read types (what ``pyarrow.json`` is told to expect) are chosen so that JSON the
 refuses is refused by the reader too, or shows in the column: integers are read as their exact
 Arrow type (a float, a bool or an out-of-range value fails the read); floats as float64 (a JSON
 integer is accepted, as the row path does; F32 is then rounded from float64, as the row path
-does); Date and DateTime as int64 (epoch days / ms), range-checked here, except a Date property
-the caller reads as text (``"YYYY-MM-DD"``, checked by Arrow's strict ISO cast; ISO DateTime
-spellings are left to the row path); enums as Utf8, checked against their values here; Blob
+does); Date and DateTime as int64 (epoch days / ms), range-checked here, except a Date or
+DateTime property the caller reads as text (``"YYYY-MM-DD"``, and for DateTime only the spelling
+export writes, ``"2024-01-31T10:00:00.000Z"``: both checked by a pattern and Arrow's strict ISO
+cast, then range-checked; other ISO DateTime spellings are left to the row path); enums as Utf8, checked against their values here; Blob
 properties as Utf8, and always declined (the row path decodes their spellings).
 
 What makes a block decline (all rare in generated or exported files, all legal to decline):
@@ -70,16 +71,21 @@ _JSON_ESCAPED = r'["\\\x00-\x1f]'
 """Characters ``json.dumps(..., ensure_ascii=False)`` escapes in a string."""
 DATE = ScalarType("Date")
 """The Date scalar type (a column the caller may read as ``YYYY-MM-DD`` text)."""
+DATETIME = ScalarType("DateTime")
+"""The DateTime scalar type (a column the caller may read as export's ISO 8601 text)."""
 _DATE_TEXT = r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\z"
 """The row path's ``YYYY-MM-DD`` pattern (:mod:`omnigraph.engine.schema.values`)."""
+_DATETIME_TEXT = r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{3}Z\z"
+"""The one ISO 8601 DateTime spelling the fast path reads (export's, UTC with milliseconds);
+any other the row path reads (:func:`omnigraph.engine.schema.values.iso_datetime`)."""
 
 
 def read_type(ptype: PropertyType, as_text: bool = False) -> pa.DataType:
     """The Arrow type ``pyarrow.json`` reads a property of ``ptype`` as (see the module docstring).
 
-    ``as_text`` reads a Date property as its ``"YYYY-MM-DD"`` spelling.
+    ``as_text`` reads a Date property as its ``"YYYY-MM-DD"`` spelling, a DateTime as its ISO 8601 one.
     """
-    if as_text and ptype == DATE:
+    if as_text and ptype in (DATE, DATETIME):
         return pa.utf8()
     if isinstance(ptype, ScalarType):
         return _READ_SCALARS.get(ptype.name, ptype.arrow_type())
@@ -140,6 +146,15 @@ def _scalar(type_name: str, column: pa.Array, name: str) -> pa.Array:
         return dates
     if type_name == "Date":
         return pc.cast(pc.cast(_in_range(column, _DATE_DAYS, name), pa.int32()), pa.date32())
+    if type_name == "DateTime" and pa.types.is_string(column.type):
+        if pc.all(pc.match_substring_regex(column, _DATETIME_TEXT)).as_py() is False:
+            raise Declined(f"{name}: a DateTime string not spelled as export spells it")
+        try:
+            instants = pc.cast(pc.utf8_slice_codeunits(column, 0, 23), pa.timestamp("ms"))
+        except pa.ArrowInvalid:
+            raise Declined(f"{name}: an invalid DateTime") from None
+        _in_range(pc.cast(instants, pa.int64()), _DATETIME_MS, name)
+        return instants
     if type_name == "DateTime":
         return pc.cast(_in_range(column, _DATETIME_MS, name), pa.timestamp("ms"))
     return column
@@ -175,9 +190,14 @@ def derive_ids(table: TableDef, columns: dict[str, pa.Array]) -> pa.Array:
 
     ``columns`` are the coerced key members (never null: key members are non-nullable). Float
     keys are declined (their canonical spelling is numpy's Dragon4, not an Arrow cast), and so is
-    a composite key member holding a character that JSON would escape.
+    a composite key member holding a character that JSON would escape, and an empty string
+    member (refused by the row parser, with its line).
     """
     assert table.key is not None
+    for name in table.key:
+        column = columns[name]
+        if pa.types.is_string(column.type) and pc.any(pc.equal(pc.binary_length(column), 0)).as_py():
+            raise Declined(f"key member {name}: an empty string")
     parts = {name: _canonical(table.property(name).type, columns[name], name) for name in table.key}
     if len(table.key) == 1:
         return parts[table.key[0]]
@@ -232,18 +252,21 @@ _READ_BLOCK = 512 * 1024
 class TableBatch:
     """Validated rows of one table, in input order.
 
-    ``rows`` has the physical schema; ``lines`` (int64) gives each row's input line.
+    ``rows`` has the physical schema; ``lines`` (int64) gives each row's input line;
+    ``generated`` (bool, or None for none) marks the rows whose id the reader minted because the
+    input named none (unkeyed nodes and edges without ``data.id``).
     """
 
     table_key: str
     rows: pa.Table
     lines: pa.Array
+    generated: pa.Array | None = None
 
 
 def read_schema(table: TableDef, text_dates: frozenset[str] = frozenset()) -> pa.Schema:
     """The ``pyarrow.json`` schema of one record type's lines (no other member is accepted).
 
-    The Date properties named in ``text_dates`` are read as ``"YYYY-MM-DD"`` text.
+    The Date and DateTime properties named in ``text_dates`` are read as text (:func:`read_type`).
     """
     props = [pa.field(p.name, read_type(p.type, p.name in text_dates)) for p in table.properties]
     data = pa.struct([pa.field("id", pa.utf8()), *props])
@@ -353,7 +376,7 @@ def _table_of(catalog: Catalog, kind: str, name: str) -> TableDef:
 
 
 def _sample(text: bytes, catalog: Catalog) -> tuple[TableDef, frozenset[str]]:
-    """The table of one record, read with the standard library, and its Date properties spelled as strings.
+    """The table of one record, read with the standard library, and its Date and DateTime properties spelled as strings.
 
     Those are the columns to read as text for its run of records.
     """
@@ -370,7 +393,8 @@ def _sample(text: bytes, catalog: Catalog) -> tuple[TableDef, frozenset[str]]:
     data = record.get("data")
     if not isinstance(data, dict):
         return table, frozenset()
-    return table, frozenset(p.name for p in table.properties if p.type == DATE and isinstance(data.get(p.name), str))
+    texts = frozenset(p.name for p in table.properties if p.type in (DATE, DATETIME) and isinstance(data.get(p.name), str))
+    return table, texts
 
 
 def _read_groups(block: JsonlBlock, records: np.ndarray, catalog: Catalog) -> list[tuple[TableDef, pa.Table, np.ndarray]]:
@@ -442,6 +466,7 @@ class _Pending:
     ends: tuple[pa.Array, pa.Array] | None
     columns: dict[str, pa.Array]
     lines: np.ndarray
+    generated: pa.Array | None = None
 
     def batch(self, with_pk: bool) -> TableBatch:
         arrays = {"id": self.ids, **self.columns}
@@ -449,7 +474,7 @@ class _Pending:
             arrays["src"], arrays["dst"] = self.ends
         schema = self.table.arrow_schema(with_pk)
         rows = pa.Table.from_arrays([compact(arrays[field.name]) for field in schema], schema=schema)
-        return TableBatch(self.table.table_key, rows, pa.array(self.lines, pa.int64()))
+        return TableBatch(self.table.table_key, rows, pa.array(self.lines, pa.int64()), self.generated)
 
 
 def _convert(table: TableDef, read: pa.Table, lines: np.ndarray) -> _Pending:
@@ -487,4 +512,5 @@ def _generate_ids(pending: list[_Pending]) -> None:
     for item, mask in wanting:
         count = item.ids.null_count
         item.ids = pc.replace_with_mask(item.ids, mask, ulids.take(pa.array(rank[start : start + count])))
+        item.generated = mask
         start += count

@@ -32,7 +32,7 @@ from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.records.jsonl_blocks import BOM
 from omnigraph.engine.records.record_set import EdgeEnds, check_edge_endpoints
 from omnigraph.engine.schema.catalog import Catalog
-from omnigraph.engine.schema.ids import canonical_scalar, derive_node_id, new_ulid
+from omnigraph.engine.schema.ids import canonical_scalar, derive_node_id, empty_key_member, new_ulid
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import EnumType
 from omnigraph.engine.schema.values import InvalidValue, coerce_property, export_value, row_violation
@@ -52,7 +52,10 @@ class NodeRow:
 
 @dataclass(frozen=True)
 class EdgeRow:
-    """A validated edge record; ``src``/``dst`` are endpoint node ids (checked later)."""
+    """A validated edge record; ``src``/``dst`` are endpoint node ids (checked later).
+
+    ``generated``: the id was minted because the record named none.
+    """
 
     line: int
     type_name: str
@@ -60,6 +63,7 @@ class EdgeRow:
     src: str
     dst: str
     values: dict[str, Any]
+    generated: bool = False
 
 
 NODE_KEYS = frozenset({"type", "data"})
@@ -113,7 +117,7 @@ def _load_line(text: str, line: int) -> dict[str, Any]:
 
 
 def parse_jsonl(data: bytes, catalog: Catalog) -> ParsedFile:
-    r"""Validate a JSONL file against ``catalog``; the first refused line raises ``BadRequest``.
+    r"""Validate a JSONL file against ``catalog``; bad lines raise ``BadRequest`` (:func:`parse_lines`).
 
     Lines are split on ``\n`` and numbered from 1; blank lines are skipped but counted, a final
     newline does not start a line, and a UTF-8 byte-order mark at the start is ignored. Within
@@ -127,38 +131,83 @@ def parse_jsonl(data: bytes, catalog: Catalog) -> ParsedFile:
     return parse_lines(lines, 1, catalog)
 
 
+MAX_REPORTED_LINES = 100
+"""A refused file reports at most this many bad lines (``details["errors"]``), and counts them all."""
+
+
 def parse_lines(lines: Sequence[bytes], first_line: int, catalog: Catalog) -> ParsedFile:
     r""":func:`parse_jsonl` of lines already split (without their ``\n``), numbered from ``first_line``.
 
-    Duplicates are looked for among these lines only. A BOM is not stripped.
+    Duplicates are looked for among these lines only. A BOM is not stripped. Every line is
+    checked: a refusal names the first bad line (its message and details), and when more lines
+    are bad adds ``error_count`` (all of them) and ``errors`` (the first
+    :data:`MAX_REPORTED_LINES`, each ``{line, message}``) to the details (:func:`_refusal`).
+    Once a line is refused, the rows of later lines are checked but no longer kept.
     """
     index = _FileIndex()
     nodes: dict[str, list[NodeRow]] = {}
     edges: dict[str, list[EdgeRow]] = {}
+    refused: list[BadRequest] = []
+    count = 0
     for number, raw in enumerate(lines, start=first_line):
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise _fail(number, f"invalid UTF-8: {error.reason}") from None
-        if not text.strip():
-            continue
-        record = _load_line(text, number)
-        if "type" in record and "edge" in record:
-            raise _fail(number, "a record has exactly one of 'type' and 'edge', not both")
-        if "type" in record:
-            node = _node(record, number, catalog)
-            index.add(catalog.node(node.type_name), node.id, node.values, number)
-            nodes.setdefault(node.type_name, []).append(node)
-        elif "edge" in record:
-            edge = _edge(record, number, catalog)
-            index.add(catalog.edge(edge.type_name), edge.id, edge.values, number, (edge.src, edge.dst))
-            edges.setdefault(edge.type_name, []).append(edge)
-        else:
-            raise _fail(number, "a record needs 'type' (a node) or 'edge' (an edge)")
+            _parse_line(raw, number, catalog, index, nodes, edges, keep=not refused)
+        except BadRequest as error:
+            count += 1
+            if len(refused) < MAX_REPORTED_LINES:
+                refused.append(error)
+    if refused:
+        raise _refusal(refused, count)
     return ParsedFile(
         nodes={name: nodes[name] for name in sorted(nodes)},
         edges={name: edges[name] for name in sorted(edges)},
         line_count=len(lines),
+    )
+
+
+def _parse_line(
+    raw: bytes,
+    number: int,
+    catalog: Catalog,
+    index: _FileIndex,
+    nodes: dict[str, list[NodeRow]],
+    edges: dict[str, list[EdgeRow]],
+    *,
+    keep: bool,
+) -> None:
+    """Validate one line and (with ``keep``) add its row; a blank line adds nothing, a refusal raises ``BadRequest``."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _fail(number, f"invalid UTF-8: {error.reason}") from None
+    if not text.strip():
+        return
+    record = _load_line(text, number)
+    if "type" in record and "edge" in record:
+        raise _fail(number, "a record has exactly one of 'type' and 'edge', not both")
+    if "type" in record:
+        node = _node(record, number, catalog)
+        index.add(catalog.node(node.type_name), node.id, node.values, number)
+        if keep:
+            nodes.setdefault(node.type_name, []).append(node)
+    elif "edge" in record:
+        edge = _edge(record, number, catalog)
+        index.add(catalog.edge(edge.type_name), edge.id, edge.values, number, (edge.src, edge.dst))
+        if keep:
+            edges.setdefault(edge.type_name, []).append(edge)
+    else:
+        raise _fail(number, "a record needs 'type' (a node) or 'edge' (an edge)")
+
+
+def _refusal(refused: list[BadRequest], count: int) -> BadRequest:
+    """The refusal of a file whose bad lines are ``refused`` (the first ones) out of ``count``."""
+    first = refused[0]
+    if count == 1:
+        return first
+    shown = f"the first {len(refused)}" if count > len(refused) else "each"
+    return BadRequest(
+        f"{first.message} (and {count - 1} more bad line(s), {count} in all; {shown} listed in details.errors)",
+        {**first.details, "error_count": count, "errors": [{"line": e.details.get("line"), "message": e.message} for e in refused]},
     )
 
 
@@ -197,6 +246,9 @@ def _node(record: dict[str, Any], line: int, catalog: Catalog) -> NodeRow:
     explicit = _explicit_id(table, data, line)
     if table.key is None:
         return _checked(NodeRow(line, type_name, explicit or new_ulid(), values), table)
+    empty = empty_key_member(table, values)
+    if empty is not None:
+        raise _fail(line, f"{type_name}.{empty} is empty: a @key value must be a non-empty string", type_name=type_name, property=empty)
     derived = derive_node_id(table, values)
     if explicit is not None and explicit != derived:
         raise _fail(
@@ -234,8 +286,9 @@ def _edge(record: dict[str, Any], line: int, catalog: Catalog) -> EdgeRow:
         endpoints.append(node_id)
     data = _data(record, line)
     values = _values(table, data, line)
-    edge_id = _explicit_id(table, data, line) or new_ulid()
-    return _checked(EdgeRow(line, type_name, edge_id, endpoints[0], endpoints[1], values), table)
+    explicit = _explicit_id(table, data, line)
+    edge = EdgeRow(line, type_name, explicit or new_ulid(), endpoints[0], endpoints[1], values, generated=explicit is None)
+    return _checked(edge, table)
 
 
 def _explicit_id(table: TableDef, data: dict[str, Any], line: int) -> str | None:

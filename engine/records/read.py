@@ -103,7 +103,8 @@ def batches_of(parsed: ParsedFile, catalog: Catalog, with_pk: bool) -> list[Tabl
     for table_key in sorted(by_key):
         table, rows = catalog.table(table_key), by_key[table_key]
         lines = pa.array([row.line for row in rows], pa.int64())
-        batches.append(TableBatch(table_key, rows_to_arrow(table, rows, with_pk), lines))
+        generated = pa.array([isinstance(row, EdgeRow) and row.generated for row in rows], pa.bool_()) if table.kind == "edge" else None
+        batches.append(TableBatch(table_key, rows_to_arrow(table, rows, with_pk), lines, generated))
     return batches
 
 

@@ -4,7 +4,7 @@ A load must validate its whole input before it writes anything, so it keeps the 
 until the commit. A :class:`RecordSet` holds them in a :class:`RowSpool` (bounded memory,
 spilled to temporary files beyond its budget). The columns that checks across rows need are
 kept in memory as Arrow arrays: ``id``, the input line of every row, ``src``/``dst`` of edges
-and the ``@unique`` properties (composite ``@unique`` members too) (a few tens of bytes per row,
+and whether their id was generated, and the ``@unique`` properties (composite ``@unique`` members too) (a few tens of bytes per row,
 the only memory that grows with the input).
 
 The spool keeps Arrow rows per table in memory while their Arrow size stays within
@@ -280,6 +280,8 @@ class RecordSet:
         kept = {"id": batch.rows.column("id"), "line": batch.lines}
         if table.kind == "edge":
             kept["src"], kept["dst"] = batch.rows.column("src"), batch.rows.column("dst")
+            generated = batch.generated if batch.generated is not None else pa.array([False] * batch.rows.num_rows, pa.bool_())
+            kept["generated"] = generated
         for name in table.unique + tuple(m for members in table.composite_unique for m in members):
             kept[name] = batch.rows.column(name)
         for name, column in kept.items():
@@ -307,7 +309,9 @@ class RecordSet:
         return len(self._columns[table_key].sealed["id"])
 
     def column(self, table_key: str, name: str, start: int = 0, stop: int | None = None) -> pa.Array:
-        """Rows ``[start, stop)`` of an in-memory column (``id``, ``line``, ``src``, ``dst`` or a ``@unique`` member).
+        """Rows ``[start, stop)`` of an in-memory column (``id``, ``line``, ``src``, ``dst``, a ``@unique`` member or ``generated``).
+
+        ``generated`` (edge tables) is true where the id was minted because the input named none.
 
         A copy only when the rows span several input blocks.
         """

@@ -11,7 +11,8 @@ A keyed node's id is derived from its typed key value(s):
   float32 nearest 0.1 is ``"0.1"``, not ``"0.10000000149011612"``). Both use numpy's Dragon4
   ``format_float_positional(unique=True, trim="-")`` on ``numpy.float64``/``numpy.float32``.
 
-A single ``@key`` gives its canonical string; a composite ``@key(p, q)`` gives the compact JSON
+A key member's value must not be the empty string (:func:`empty_key_member`): an id must be
+non-empty. A single ``@key`` gives its canonical string; a composite ``@key(p, q)`` gives the compact JSON
 array of its members' canonical strings ordered by property name (byte order), non-ASCII kept.
 Enum keys are canonicalised as strings.
 
@@ -79,6 +80,17 @@ def canonical_scalar(scalar_type_name: str, value: Any) -> str:
             value = value.astimezone(dt.UTC).replace(tzinfo=None)
         return str((value - EPOCH_DATETIME) // ONE_MS)
     raise BadRequest(f"{value!r} is not a valid {name} key value", {"type": name, "value": repr(value)})
+
+
+def empty_key_member(table: TableDef, data: dict[str, Any]) -> str | None:
+    """The first ``@key`` member (in key order) whose value in ``data`` is ``""``, else None.
+
+    Writers refuse such a row (``bad_request`` naming the member): its id would be empty.
+    """
+    for name in table.key or ():
+        if data.get(name) == "":
+            return name
+    return None
 
 
 def derive_node_id(table: TableDef, data: dict[str, Any]) -> str:

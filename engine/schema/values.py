@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from omnigraph.engine.schema.ids import EPOCH_DATE, EPOCH_DATETIME, ONE_MS
+from omnigraph.engine.schema.ids import EPOCH_DATE, EPOCH_DATETIME
 from omnigraph.engine.schema.tables import CheckRule, Property, RangeRule, TableDef
 from omnigraph.engine.schema.types import (
     INTEGER_RANGES,
@@ -245,13 +245,21 @@ def export_value(ptype: PropertyType, value: Any) -> Any:
     return value
 
 
+def iso_datetime(value: dt.datetime) -> str:
+    """A stored (naive UTC, millisecond) DateTime as ISO 8601 UTC: ``2024-01-31T10:00:00.000Z``.
+
+    How queries print a DateTime and export writes one; :func:`coerce_value` reads it back.
+    """
+    return value.isoformat(timespec="milliseconds") + "Z"
+
+
 def _export_scalar(name: str, value: Any) -> Any:
     if name == "F32":
         return _shortest_float32(value)
     if name == "Date":
-        return (value - EPOCH_DATE).days
+        return value.isoformat()
     if name == "DateTime":
-        return (value - EPOCH_DATETIME) // ONE_MS
+        return iso_datetime(value)
     return value
 
 

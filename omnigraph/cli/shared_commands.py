@@ -91,6 +91,16 @@ def _chunked_load(graph: omnigraph.Graph, data: Any, mode: LoadMode, branch: str
             bars[0].__exit__(None, None, None)
 
 
+def load_summary(result: omnigraph.LoadResult) -> str:
+    """``load``'s text answer: the rows and commits, then one line per table of what it changed."""
+    lines = [f"loaded {sum(result.rows.values())} rows into {result.branch} in {len(result.commits)} commit(s)"]
+    for table_key, counts in result.changes.items():
+        names = ("inserted", "updated", "unchanged") + (("deleted",) if result.mode == "overwrite" else ())
+        words = [f"{counts[name]} {name}" for name in names]
+        lines.append(f"  {table_key:<28} {', '.join(words)}")
+    return "\n".join(lines)
+
+
 def init_command_for(program: str) -> click.Command:
     """``init`` for ``program`` (an :mod:`omnigraph` program profile)."""
 
@@ -151,7 +161,7 @@ def load_command_for(program: str) -> click.Command:
         if as_json:
             emit_json(result.to_dict())
             return
-        echo_result(f"loaded {sum(result.rows.values())} rows into {branch} in {len(result.commits)} commit(s)")
+        echo_result(load_summary(result))
 
     return load_command
 

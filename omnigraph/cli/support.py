@@ -74,9 +74,17 @@ def reports_errors(command: Callable[P, R]) -> Callable[P, R]:
 
 
 def _report(error: OmnigraphError, as_json: bool) -> None:
+    """The error on stderr (and as JSON on stdout with ``--json``).
+
+    An error listing several bad input lines (``details.error_count`` and ``details.errors``)
+    prints each of them on a line of its own.
+    """
     if as_json:
         emit_json(error.to_json())
     say(f"error [{error.code}]: {error.message}")
+    if "error_count" in error.details:
+        for listed in error.details.get("errors", ()):
+            say(f"  {listed['message']}")
 
 
 def open_for_command(uri: str, *, read_only: bool = False, program: str = omnigraph.ENGINE) -> omnigraph.Graph:

@@ -10,7 +10,7 @@ import dataclasses
 import datetime as dt
 import importlib.util
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,44 @@ def test_bad_records_are_refused_with_their_number_and_nothing_is_written(exampl
     assert example.commits()[0] == head
 
 
-def test_dates_load_as_epoch_days(tmp_path: Path) -> None:
+BAD_LOAD_ARGUMENTS: dict[str, dict[str, Any]] = {
+    "mode upsert": {"mode": "upsert"},
+    "mode None": {"mode": None},
+    "chunk_rows 0": {"mode": "merge", "chunk_rows": 0},
+    "chunk_rows text": {"mode": "merge", "chunk_rows": "3"},
+    "chunk_rows bool": {"mode": "merge", "chunk_rows": True},
+    "chunk_rows with overwrite": {"mode": "overwrite", "chunk_rows": 5},
+    "branch not a string": {"mode": "merge", "branch": 3},
+    "actor not a string": {"mode": "merge", "actor": 5},
+    "progress not callable": {"mode": "merge", "progress": 3},
+    "external_blobs not a bool": {"mode": "merge", "external_blobs": "no"},
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_LOAD_ARGUMENTS))
+def test_every_bad_load_argument_is_bad_request_before_anything_is_read(example: omnigraph.Graph, case: str) -> None:
+    """Once ``mode="upsert"`` was a bare KeyError, and with no rows it "succeeded"."""
+
+    def records() -> Iterator[dict[str, Any]]:
+        raise AssertionError("the data was read")
+        yield {}
+
+    head = example.commits()[0]
+    for data in (records(), b""):
+        with pytest.raises(omnigraph.BadRequest) as refused:
+            example.load(data, **BAD_LOAD_ARGUMENTS[case])
+        assert refused.value.code == "bad_request"
+    assert example.commits()[0] == head
+
+
+def test_mode_like_arguments_of_open_and_fleet_membership_are_bad_request(example: omnigraph.Graph) -> None:
+    with pytest.raises(omnigraph.BadRequest, match="stamp_checks must be one of every_call, at_open, got 'sometimes'"):
+        omnigraph.open(example.uri, stamp_checks="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(omnigraph.BadRequest, match="role must be one of server, load, got 'writer'"):
+        example.fleet_membership("writer")  # type: ignore[arg-type]
+
+
+def test_dates_load_from_python_dates_and_export_as_iso(tmp_path: Path) -> None:
     with omnigraph.init(str(tmp_path / "dates"), SCHEMA_PATH) as graph:
         graph.load(
             [
@@ -79,7 +116,7 @@ def test_dates_load_as_epoch_days(tmp_path: Path) -> None:
             ],
             mode="append",
         )
-        assert [r["data"] for r in graph.export(types=["Knows"])] == [{"id": "a-b", "since": 19723}]
+        assert [r["data"] for r in graph.export(types=["Knows"])] == [{"id": "a-b", "since": "2024-01-01"}]
 
 
 def test_results_are_frozen_documents(example: omnigraph.Graph) -> None:

@@ -316,9 +316,9 @@ def test_export_format() -> None:
     doc = arrow_to_records(merged.node("Doc"), rows_to_arrow(merged.node("Doc"), parsed.nodes["Doc"], True))
     assert doc == ['{"type": "Doc", "data": {"id": "s", "slug": "s", "title": "T", "embedding": [0.1, 1.0, 2.0, 3.0], "status": "draft"}}']
     knows = arrow_to_records(merged.edge("Knows"), rows_to_arrow(merged.edge("Knows"), parsed.edges["Knows"], True))
-    assert knows == ['{"edge": "Knows", "from": "Ann", "to": "Bob", "data": {"id": "k", "since": 19723}}']
+    assert knows == ['{"edge": "Knows", "from": "Ann", "to": "Bob", "data": {"id": "k", "since": "2024-01-01"}}']
     every = arrow_to_records(merged.node("All"), rows_to_arrow(merged.node("All"), parsed.nodes["All"], False))
-    assert every == ['{"type": "All", "data": {"id": "é", "s": "é", "f64": 0.1, "t": 1704067200500, "lf": [0.1, null]}}']
+    assert every == ['{"type": "All", "data": {"id": "é", "s": "é", "f64": 0.1, "t": "2024-01-01T00:00:00.500Z", "lf": [0.1, null]}}']
 
 
 def test_export_reads_columns_by_name() -> None:

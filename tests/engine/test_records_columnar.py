@@ -400,6 +400,8 @@ ARROW_ACCEPTS_ROWS_REFUSE = {
     "Date text validity": b'{"type":"When","data":{"d":"2023-02-29"}}',
     "Date text year 0 as key": b'{"type":"When","data":{"d":"0000-01-01"}}',
     "Date text year 0 in a list": b'{"type":"All","data":{"s":"k","ld":["0000-03-01"]}}',
+    "DateTime text validity": b'{"type":"When","data":{"d":1,"at":"2023-02-29T00:00:00.000Z"}}',
+    "DateTime text year 0": b'{"type":"When","data":{"d":1,"at":"0000-01-01T00:00:00.000Z"}}',
     "type member names the table": b'{"type":"Flag","data":{"f":true}}\n{"data":{"f":false}}',
 }
 
@@ -428,6 +430,11 @@ def test_valid_shapes_the_fast_path_leaves_to_the_row_path(line: str) -> None:
     data = (line + "\n").encode()
     assert by_reader(data, 1 << 20, fallback=False)[0] == "declined"
     assert_same(by_reader(data, 1 << 20, fallback=True), by_rows(data))
+
+
+def test_the_fast_path_reads_dates_as_export_spells_them() -> None:
+    data = b'{"type":"When","data":{"d":"2024-01-31","at":"2024-01-31T10:00:00.250Z"}}\n{"type":"When","data":{"d":"0099-12-31"}}\n'
+    assert_same(by_reader(data, 1 << 20, fallback=False), by_rows(data))
 
 
 def test_a_duplicate_across_blocks_names_the_first_line_of_the_file() -> None:

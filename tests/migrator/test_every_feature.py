@@ -39,6 +39,9 @@ def _refuses_every_break(program: Path, root: Path, tmp_path: Path) -> None:
         data.write_text(json.dumps(record) + "\n")
         for mode in ("append", "merge"):
             refused = invoke(program, "load", "--mode", mode, "--data", data, root)
+            if name == "edge-unique" and mode == "merge":  # an id-less edge upserts on its @unique(src, dst) pair
+                assert refused.returncode == 0 and "edge:Lead                    0 inserted, 0 updated, 1 unchanged" in refused.stdout
+                continue
             assert refused.returncode == 1 and fragment in refused.stderr, (name, mode, refused.describe())
 
 

@@ -150,9 +150,16 @@ def _load_modes_and_errors(served: Server) -> None:
     body = added.json()
     assert body["mode"] == "append" and len(body["commits"]) == 1
     assert body["rows"] == {"edge:Knows": 1, "node:Person": 2}
+    new = {"inserted": 2, "updated": 0, "unchanged": 0, "deleted": 0}
+    assert body["changes"] == {"edge:Knows": {**new, "inserted": 1}, "node:Person": new}
     conflict = error_of(served.load([person("Http1", 5)]), 409, "key_conflict")
     assert conflict["details"] == {"entity_kind": "node", "type_name": "Person", "entity_id": "Http1"}
-    assert served.load([person("Http1", 7)], mode="merge").status_code == 200
+    updated = served.load([person("Http1", 7), person("Http2", 2)], mode="merge").json()
+    assert updated["changes"] == {"node:Person": {"inserted": 0, "updated": 1, "unchanged": 1, "deleted": 0}}
+    again = served.load(['{"edge": "Knows", "from": "Http2", "to": "Http1"}'], mode="merge").json()
+    assert again["changes"]["edge:Knows"]["inserted"] == 1 and len(again["commits"]) == 1
+    rerun = served.load(['{"edge": "Knows", "from": "Http2", "to": "Http1"}'], mode="merge").json()  # an id-less edge is not added twice
+    assert rerun["changes"]["edge:Knows"] == {"inserted": 0, "updated": 0, "unchanged": 1, "deleted": 0}
     people = [json.loads(line) for line in client.get("/branches/main/export", params={"type": "Person"}).text.splitlines()]
     assert [p["data"]["age"] for p in people if p["data"]["name"] == "Http1"] == [7]
     bad = error_of(served.load(['{"type": "Person", "data": {"name": 3}}']), 400, "bad_request")
