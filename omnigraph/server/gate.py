@@ -44,6 +44,7 @@ from omnigraph.server.settings import ServeSettings
 from omnigraph.server.tokens import ACTOR_PATTERN, TokenTable
 
 ROUTE_KEY = "omnigraph_route"
+GRANT_KEY = "omnigraph_grant"
 GATE_STATE = "omnigraph_gate"
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 MEDIA_TYPES = {
@@ -94,6 +95,7 @@ class GuardedRoute(APIRoute):
                 return _refusal(Internal(f"route {path} declares no access policy, or the app has no gate: refused"))
             state = request.scope.setdefault("state", {})
             state[ROUTE_KEY] = path
+            state[GRANT_KEY] = policy.grant
             headers = _headers(request.scope)
             try:
                 gate.admit(policy, request.method, headers, state)

@@ -17,6 +17,11 @@ class Grant(StrEnum):
     ADMIN = "admin"  # schema changes (POST /schema/apply)
     IMPERSONATE = "impersonate"  # record another actor with X-Omnigraph-Actor
 
+    @property
+    def writes(self) -> bool:
+        """True for the grants of routes that may publish commits (``read`` and ``export`` routes only read)."""
+        return self not in (Grant.READ, Grant.EXPORT, Grant.IMPERSONATE)
+
 
 ALL_GRANTS: frozenset[Grant] = frozenset(Grant)
 UNAUTHENTICATED_ACTOR = "http"
