@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from omnigraph.engine.schema.evolution import SchemaPlan
     from omnigraph.inputs import LoadData
 
-__all__ = ["PROGRAMS", "Graph", "connect", "create"]
+__all__ = ["PROGRAMS", "Graph", "connect", "create", "is_branch_name"]
 
 T = TypeVar("T")
 StampChecks = Literal["every_call", "at_open"]
@@ -75,6 +75,17 @@ StampChecks = Literal["every_call", "at_open"]
 
 def _quiet(_line: str) -> None:
     """Announces nothing."""
+
+
+def is_branch_name(name: str) -> bool:
+    """True when ``name`` can name a branch: ``main``, or a name :meth:`Graph.create_branch` accepts.
+
+    Letters, digits, '.', '_' and '-', at most 100, starting with a letter or digit; no '..', not
+    ending in '.' or '.lock'.
+    """
+    from omnigraph.engine.ops.branches import is_branch_name as rule
+
+    return rule(name)
 
 
 class Graph:

@@ -34,6 +34,15 @@ def _valid_name(name: str) -> bool:
     return bool(BRANCH_NAME.fullmatch(name)) and name != MAIN and ".." not in name and not name.endswith((".lock", "."))
 
 
+def is_branch_name(name: str) -> bool:
+    """True when ``name`` can name a graph branch: ``main``, or a name :func:`create_branch` accepts.
+
+    Checked before a name reaches storage, so a name that cannot exist (a NUL, a ``/``, a control
+    character, more than 100 characters) is refused as what it is, not by the file system.
+    """
+    return name == MAIN or _valid_name(name)
+
+
 def _table_paths(graph: Graph) -> list[str]:
     return sorted(entry.table_path for entry in graph.manifest.snapshot(MAIN).tables.values())
 

@@ -3,8 +3,8 @@
 Endpoint handlers that touch the graph are plain ``def`` functions (FastAPI runs them in its worker
 threads) or ``await`` :func:`starlette.concurrency.run_in_threadpool`: no Lance or object-storage
 call runs on the event loop. Errors are ``{"error": {code, message, details}}`` with the HTTP status
-of the error's code (REFERENCE.md); ``format_barrier`` (503) is a write refused at a stamp this
-program does not write. Each process registers itself in the fleet registry
+of the error's code, the graph's root replaced by ``GRAPH`` (:mod:`omnigraph.server.redact`);
+``format_barrier`` (503) is a write refused at a stamp this program does not write. Each process registers itself in the fleet registry
 (``Graph.fleet_membership``) for its lifetime.
 
 Every route is a :class:`omnigraph.server.gate.GuardedRoute` (host, token and grant, origin, content type,
@@ -39,6 +39,7 @@ from omnigraph.server.gate import GuardedRoute, audit_routes, install_gate
 from omnigraph.server.grants import Grant, Principal
 from omnigraph.server.observe import Observe
 from omnigraph.server.query_routes import query_router
+from omnigraph.server.redact import Redactor
 from omnigraph.server.service import GraphService
 from omnigraph.server.settings import ServeSettings, settings_from_env
 from omnigraph.server.tokens import TokenTable, read_tokens_file
@@ -48,8 +49,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _error_response(error: OmnigraphError, status: int | None = None) -> JSONResponse:
-    return JSONResponse(error.to_json(), status_code=status or error.http_status)
+def _error_response(error: OmnigraphError, redactor: Redactor) -> JSONResponse:
+    return JSONResponse(redactor.document(error.to_json()), status_code=error.http_status)
 
 
 def create_app(settings: ServeSettings) -> FastAPI:
@@ -84,7 +85,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         openapi_url=None,  # served by omnigraph.server.docs_ui, open routes like the rest
     )
     app.router.route_class = GuardedRoute
-    _install_error_handlers(app)
+    redactor = Redactor(settings.graph)
+    _install_error_handlers(app, redactor)
     _add_routes(app, service, program)
     app.include_router(query_router(service))
     if settings.docs:
@@ -97,7 +99,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "If-Match", "X-Omnigraph-Actor"],
         )
-    app.add_middleware(Observe)
+    app.add_middleware(Observe, redactor=redactor)
     return app
 
 
@@ -237,10 +239,10 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
             return service.mutate(branch, body.query, body.name, body.params, if_match, principal.actor)
 
 
-def _install_error_handlers(app: FastAPI) -> None:
+def _install_error_handlers(app: FastAPI, redactor: Redactor) -> None:
     @app.exception_handler(OmnigraphError)
     async def omnigraph_error(_: Request, error: OmnigraphError) -> JSONResponse:
-        return _error_response(error)
+        return _error_response(error, redactor)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -249,7 +251,7 @@ def _install_error_handlers(app: FastAPI) -> None:
             for item in error.errors()
         ]
         summary = "; ".join(f"{'.'.join(p['loc'])}: {p['msg']}" for p in problems)
-        return _error_response(BadRequest(f"invalid request: {summary}", {"errors": problems}))
+        return _error_response(BadRequest(f"invalid request: {summary}", {"errors": problems}), redactor)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:

@@ -9,7 +9,8 @@ the body or solves a dependency, in order:
    and answer any ``Host``, so that probes which name the address they connect to work;
 2. on a guarded route, the bearer token (401 ``unauthorized``) and the route's grant (403
    ``forbidden``); ``X-Omnigraph-Actor`` needs the ``impersonate`` grant (403) and then becomes
-   the actor; on an unauthenticated server every caller holds every grant;
+   the actor; on an unauthenticated server every caller holds every grant; then a branch named
+   in the path that cannot exist is 400 ``bad_request`` (:mod:`omnigraph.server.names`);
 3. on a write (any method but GET, HEAD, OPTIONS): an ``Origin`` other than the server's own or an
    allowed one is 403 ``origin_refused``, and a body must be JSON (JSONL on a JSONL route), else
    415 ``unsupported_media_type``: a cross-site form or ``text/plain`` post never reaches a handler;
@@ -37,6 +38,7 @@ from starlette.routing import BaseRoute
 from starlette.types import Message, Receive, Scope
 
 from omnigraph.errors import BadRequest, Internal, OmnigraphError, ResourceLimit
+from omnigraph.server import names
 from omnigraph.server.access import JSON_BODY, PRINCIPAL_KEY, Policy, single_policy
 from omnigraph.server.errors import Forbidden, MisdirectedRequest, OriginRefused, RequestTimeout, Unauthorized, UnsupportedMediaType
 from omnigraph.server.grants import Grant, Principal, anonymous
@@ -99,6 +101,7 @@ class GuardedRoute(APIRoute):
             headers = _headers(request.scope)
             try:
                 gate.admit(policy, request.method, headers, state)
+                names.check_path(request.path_params)
             except OmnigraphError as error:
                 return _refusal(error)
             if not _announces_body(headers):

@@ -19,7 +19,8 @@ anything. A successful read counts in ``omnigraph_reads_total``, a write's commi
 
 An exception no handler turned into a response (a bug) is answered 500 ``internal``, with its
 traceback logged to stderr; a ``RecursionError`` (an input nested deeper than a parser can
-follow) is answered 400 ``bad_request``. Either way the client gets a typed answer, not a reset.
+follow) is answered 400 ``bad_request``. Either way the client gets a typed answer, not a reset,
+without the graph's root (:mod:`omnigraph.server.redact`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from omnigraph.server import metrics
 from omnigraph.server.access import PRINCIPAL_KEY
 from omnigraph.server.gate import GRANT_KEY, READ_METHODS, ROUTE_KEY
 from omnigraph.server.grants import Grant, Principal
+from omnigraph.server.redact import Redactor
 
 PEEK_BYTES = 64 * 1024
 logger = logging.getLogger("omnigraph.server")
@@ -90,8 +92,9 @@ def _error_code(document: dict[str, Any]) -> str | None:
 class Observe:
     """The ASGI middleware described in the module docstring."""
 
-    def __init__(self, app: ASGIApp, *, log_fd: int = 1) -> None:
+    def __init__(self, app: ASGIApp, *, redactor: Redactor, log_fd: int = 1) -> None:
         self.app = app
+        self.redactor = redactor
         self.log_fd = log_fd
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -119,7 +122,7 @@ class Observe:
             else:
                 logger.exception("unexpected error")
                 answer = Internal(f"{type(error).__name__}: {error}")
-            await JSONResponse(answer.to_json(), status_code=answer.http_status)(scope, receive, observed)
+            await JSONResponse(self.redactor.document(answer.to_json()), status_code=answer.http_status)(scope, receive, observed)
         finally:
             metrics.IN_FLIGHT.dec()
             self._record(scope, seen, time.perf_counter() - started)

@@ -327,3 +327,96 @@ def test_allowed_origins_may_write_and_get_cors_headers(tmp_path: Path) -> None:
         assert "access-control-allow-origin" not in refused.headers
     finally:
         server.stop()
+
+
+HOSTILE_BRANCHES = {
+    "NUL": "main%00",
+    "dot-dot": "%2E%2E",
+    "dot": ".",
+    "very long": "a" * 5000,
+    "newline": "ma%0Ain",
+    "escape": "%1B%5B31m",
+    "DEL": "main%7F",
+    "tab": "main%09",
+    "space": "main%20",
+    "slash escape": "..%2F..%2Fetc%2Fpasswd",
+    "slash escape to main": "main%2F..%2Fmain",
+    "double escape": "%252E%252E",
+    "backslash": "..%5C..%5Cmain",
+    "invalid UTF-8": "%FF%FE",
+    "right-to-left mark": "%E2%80%AEniam",
+    "lock suffix": "main.lock",
+    "leading dash": "-main",
+    "absolute path": "%2Fetc%2Fpasswd",
+}
+
+
+def _hostile_calls(client: httpx.Client, name: str) -> dict[str, httpx.Response]:
+    """Every route that names a branch in its path, with ``name`` (already percent-encoded) there."""
+    query = {"query": "query people() { match { $p: Person } return { $p.name } }"}
+    row = f"{person('Hostile')}\n".encode()
+    return {
+        "GET snapshot": client.get(f"/branches/{name}/snapshot"),
+        "GET commits": client.get(f"/branches/{name}/commits"),
+        "GET export": client.get(f"/branches/{name}/export"),
+        "GET blob": client.get(f"/branches/{name}/blob", params={"type": "Person", "id": "Alice", "property": "age"}),
+        "POST query": client.post(f"/branches/{name}/query", json=query),
+        "POST load": client.post(f"/branches/{name}/load", params={"mode": "append"}, content=row, headers=NDJSON),
+        "POST mutate": client.post(f"/branches/{name}/mutate", json={"query": 'query q() { insert Person { name: "H" } }'}),
+        "POST merge": client.post(f"/branches/{name}/merge", json={"into": "main"}),
+        "DELETE branch": client.delete(f"/branches/{name}"),
+    }
+
+
+def test_hostile_branch_names_are_4xx_on_every_route_and_errors_hide_the_root(served: Server) -> None:
+    """Every hostile name on every branch route (path and body) is a typed 4xx, nothing written, and
+    no error body names the server's graph root (it says GRAPH instead)."""
+    from urllib.parse import unquote
+
+    root = served.graph
+    before = stored_state(root)
+    statuses: dict[tuple[str, str], int] = {}
+    bodies: list[str] = []
+    with served.new_client(None) as client:
+        for label, name in HOSTILE_BRANCHES.items():
+            for call, response in _hostile_calls(client, name).items():
+                statuses[(label, call)] = response.status_code
+                bodies.append(response.text)
+                assert set(response.json()) == {"error"}, (label, call, response.text)
+            plain = unquote(name, errors="replace")
+            for body in ({"name": plain}, {"name": "fine", "from": plain}):
+                created = client.post("/branches", json=body)
+                statuses[(label, f"POST /branches {sorted(body)}")] = created.status_code
+                bodies.append(created.text)
+            merged = client.post("/branches/main/merge", json={"into": plain})
+            statuses[(label, "POST merge into")] = merged.status_code
+            bodies.append(merged.text)
+        # errors that name the root in the engine's own words (advice commands, a missing branch)
+        for response in (
+            client.get("/branches/absent/snapshot"),
+            client.get("/branches/main/blob", params={"type": "Person", "id": "Alice", "property": "age"}),
+            client.post("/branches", json={"name": "x", "from": "absent"}),
+        ):
+            assert 400 <= response.status_code < 500, response.text
+            bodies.append(response.text)
+        assert "GRAPH" in bodies[-2], bodies[-2]  # the advice's command names the graph, not where it is
+    outside = {key: status for key, status in statuses.items() if not 400 <= status < 500}
+    assert outside == {}, outside
+    leaked = [body[:300] for body in bodies if root in body or root.lstrip("/") in body]
+    assert leaked == [], leaked
+    assert stored_state(root) == before
+    assert "Traceback" not in served.output() and '"internal"' not in served.output()
+
+
+def test_the_root_is_redacted_in_every_spelling() -> None:
+    from omnigraph.server.redact import Redactor
+
+    s3 = Redactor("s3://bucket/graphs/social/")
+    text = "no table at s3://bucket/graphs/social/nodes/P.lance (bucket/graphs/social/__manifest): run `omnigraph recover s3://bucket/graphs/social`"
+    assert s3.text(text) == "no table at GRAPH/nodes/P.lance (GRAPH/__manifest): run `omnigraph recover GRAPH`"
+    local = Redactor("/srv/graphs/social")
+    assert local.document({"uri": "file:///srv/graphs/social", "paths": ["/srv/graphs/social/x"], "n": 1}) == {
+        "uri": "GRAPH",
+        "paths": ["GRAPH/x"],
+        "n": 1,
+    }
