@@ -140,12 +140,14 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
     def list_branches() -> dict[str, Any]:
         return {"branches": service.branches()}
 
-    @app.post("/branches", response_model=CreatedBranch, status_code=201, tags=["branches"], dependencies=[requires(Grant.BRANCH)])
-    def create_branch(body: models.BranchCreate) -> dict[str, Any]:
+    @app.post("/branches", response_model=CreatedBranch, status_code=201, tags=["branches"])
+    def create_branch(body: models.BranchCreate, principal: Annotated[Principal, requires(Grant.BRANCH)]) -> dict[str, Any]:
+        principal.check_write(body.name, "create")
         return service.create_branch(body.name, body.from_branch)
 
-    @app.delete("/branches/{name}", response_model=DeletedBranch, tags=["branches"], dependencies=[requires(Grant.BRANCH)])
-    def delete_branch(name: str) -> dict[str, Any]:
+    @app.delete("/branches/{name}", response_model=DeletedBranch, tags=["branches"])
+    def delete_branch(name: str, principal: Annotated[Principal, requires(Grant.BRANCH)]) -> dict[str, Any]:
+        principal.check_write(name, "delete")
         service.delete_branch(name)
         return {"deleted": name}
 
@@ -202,6 +204,7 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
         """Load a JSONL body as one commit: append = strict insert, merge = upsert, overwrite = replace.
         The body is parsed and validated before the server's write lock is taken.
         """  # noqa: D205 - the route's OpenAPI description, served as written
+        principal.check_write(branch, "load")
         data = await request.body()  # read and bounded by the gate already
         return await run_in_threadpool(service.load, branch, mode, data, principal.actor)
 
@@ -212,6 +215,7 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
             """Three-way merge of branch ``name`` into ``into`` (up to date, fast-forward or a merge
             commit); any conflict is 409 ``merge_conflict`` with the full list, nothing written.
             """  # noqa: D205 - the route's OpenAPI description, served as written
+            principal.check_write(body.into, "merge")
             return service.merge(name, body.into, principal.actor)
 
         @app.post("/schema/plan", tags=["schema"], dependencies=[requires(Grant.READ)])
@@ -224,6 +228,7 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
             """Apply ``schema`` to every branch, one commit per branch (``omnigraph schema apply --json``); needs the
             ``admin`` grant, and ``allow_data_loss`` for steps that drop types or properties.
             """  # noqa: D205 - the route's OpenAPI description, served as written
+            principal.check_every_branch()
             return service.apply_schema(body.schema_source, body.allow_data_loss, principal.actor)
 
         @app.post("/branches/{branch}/mutate", response_model=MutationResult, tags=["writes"])
@@ -236,6 +241,7 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
             """Run one ``.gq`` query as one commit; ``If-Match: <commit id>`` refuses (412) unless the
             branch head is that commit (``--if-commit``).
             """  # noqa: D205 - the route's OpenAPI description, served as written
+            principal.check_write(branch, "mutate")
             return service.mutate(branch, body.query, body.name, body.params, if_match, principal.actor)
 
 

@@ -49,3 +49,17 @@ class MisdirectedRequest(OmnigraphError):
 
     code = "misdirected_request"
     http_status = 421
+
+
+class BranchOutOfScope(OmnigraphError):
+    """A write to a branch outside the token's ``branch_scope`` (403)."""
+
+    code = "branch_out_of_scope"
+    http_status = 403
+
+
+class BranchProtected(OmnigraphError):
+    """A load, mutate or delete of a protected branch, or its creation without the ``merge`` grant (403)."""
+
+    code = "branch_protected"
+    http_status = 403
