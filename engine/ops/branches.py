@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from omnigraph.engine.errors import BadRequest, NotFound, ReadSetConflict
+from omnigraph.engine.errors import BadRequest, BranchExists, NotFound, ReadSetConflict
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, GraphBranch
@@ -54,7 +54,7 @@ def _completer(graph: Graph) -> Callable[[branch_lease.Lease, branch_lease.Lease
 def _require_creatable(graph: Graph, name: str, source: str) -> None:
     branches = graph.manifest.branches()
     if name in branches:
-        raise BadRequest(f"branch {name!r} already exists", {"branch": name})
+        raise BranchExists(f"branch {name!r} already exists: choose another name, or delete that branch first", {"branch": name})
     if source not in branches:
         raise NotFound(f"source branch {source!r} does not exist", {"branch": source})
 

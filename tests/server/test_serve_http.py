@@ -111,7 +111,7 @@ def _branch_lifecycle_and_errors(served: Server) -> None:
     created = client.post("/branches", json={"name": "http-feat", "from": "main"})
     assert created.status_code == 201, created.text
     assert created.json()["name"] == "http-feat" and created.json()["parent_branch"] == "main"
-    error_of(client.post("/branches", json={"name": "http-feat"}), 400, "bad_request")
+    error_of(client.post("/branches", json={"name": "http-feat"}), 409, "branch_exists")
     error_of(client.post("/branches", json={"name": "x", "from": "nope"}), 404, "not_found")
     error_of(client.post("/branches", json={"name": "bad..name"}), 400, "bad_request")
     error_of(client.post("/branches", json={"nom": "x"}), 400, "bad_request")
