@@ -16,6 +16,7 @@ refuses to start with one that does not. Around the routes, outermost first:
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -42,6 +43,7 @@ from omnigraph.server.query_routes import query_router
 from omnigraph.server.redact import Redactor
 from omnigraph.server.service import GraphService
 from omnigraph.server.settings import ServeSettings, settings_from_env
+from omnigraph.server.throttled_log import install_accept_error_handler
 from omnigraph.server.tokens import TokenTable, read_tokens_file
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -65,6 +67,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(started: FastAPI) -> AsyncIterator[None]:
         audit_routes(started)  # a route without a declared grant: refuse to start
+        install_accept_error_handler(asyncio.get_running_loop())
         membership = service.graph.fleet_membership("server", settings.address)
         await run_in_threadpool(membership.start)
         try:

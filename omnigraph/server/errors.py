@@ -63,3 +63,10 @@ class BranchProtected(OmnigraphError):
 
     code = "branch_protected"
     http_status = 403
+
+
+class Overloaded(OmnigraphError):
+    """The worker already holds ``--max-connections`` connections (503); the open routes are still answered."""
+
+    code = "overloaded"
+    http_status = 503

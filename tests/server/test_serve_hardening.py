@@ -206,28 +206,71 @@ def test_stalled_clients_do_not_starve_others(served: Server, capsys: pytest.Cap
     assert "Traceback" not in served.output() and "accept" not in served.output()
 
 
-def test_beyond_max_connections_a_request_is_answered_at_once(tmp_path: Path) -> None:
+def test_beyond_max_connections_a_request_is_answered_at_once_but_probes_are_served(tmp_path: Path) -> None:
+    """50 uploads that announce a body and stall, against ``--max-connections 20``: the 30 beyond
+    the cap get 503 ``overloaded`` at once and are closed, ``/healthz`` answers 200 within a
+    second throughout, the 20 admitted get 408 at the body timeout and are closed, and the log
+    stays a line per request, without a traceback."""
     uri = str(tmp_path / "g")
     make_example_graph(uri)
-    server = start_fenced(uri, "--max-connections", "20")
-    idle = []
+    server = start_fenced(uri, "--max-connections", "20", "--body-timeout", "2")
+    uploads: list[socket.socket] = []
     try:
         port = _port(server)
-        for _ in range(20):
-            sock = connect(port)
-            sock.sendall(b"GET /healthz HTTP/1.1\r\n")
-            idle.append(sock)
-        time.sleep(0.2)
+        log_before = len(server.output())
+        for count in (20, 30):  # the first 20 are admitted (their bodies awaited), then 30 more arrive
+            for _ in range(count):
+                sock = connect(port)
+                sock.sendall(
+                    head("POST", "/branches/main/load?mode=append", port, content_type="application/x-ndjson", content_length="1000")
+                )
+                sock.sendall(b'{"type": "Per')
+                uploads.append(sock)
+            time.sleep(0.3)
+        started = time.monotonic()
         with connect(port) as sock:
-            started = time.monotonic()
             sock.sendall(head("GET", "/healthz", port))
-            response = read_response(sock, timeout=5)
-            assert time.monotonic() - started < 1.0
-        assert response.status == 503, response
+            assert read_response(sock, timeout=5).status == 200
+        assert time.monotonic() - started < 1.0
+        with connect(port) as sock:
+            sock.sendall(head("GET", "/branches", port))
+            refused = read_response(sock, timeout=5)
+        assert refused.status == 503 and json.loads(refused.body)["error"]["code"] == "overloaded", refused
+        answers = [read_response(sock, timeout=10) for sock in uploads]
+        assert [a.status for a in answers] == [408] * 20 + [503] * 30, [a.status for a in answers]
+        assert all(closed_by_peer(sock, timeout=5) for sock in uploads)
+        assert _poll_health(server, 0.5)
+        grown = server.output()[log_before:]
     finally:
-        for sock in idle:
+        for sock in uploads:
             sock.close()
         server.stop()
+    assert "Traceback" not in grown and len(grown) < 64 * 1024, grown[-2000:]
+
+
+def test_accept_errors_are_logged_once_not_per_retry(served: Server) -> None:
+    """With the server's file descriptors exhausted (its limit lowered to what it holds), accept()
+    fails every second: one warning line, no traceback; it serves again once descriptors are back."""
+    import resource
+
+    pid = served.process.pid
+    limits = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    held = len(list(Path(f"/proc/{pid}/fd").iterdir()))
+    port = _port(served)
+    waiting: list[socket.socket] = []
+    try:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (held, limits[1]))
+        for _ in range(4):
+            waiting.append(socket.create_connection(("127.0.0.1", port), timeout=5))  # queued by the kernel, not accepted
+            time.sleep(1.0)
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+        for sock in waiting:
+            sock.close()
+    assert _poll_health(served, 0.5)
+    output = served.output()
+    assert output.count("cannot accept connections") == 1, output[-3000:]
+    assert "Traceback" not in output and "out of system resource" not in output
 
 
 def test_a_load_is_parsed_before_the_write_lock(served: Server, capsys: pytest.CaptureFixture[str]) -> None:
@@ -420,3 +463,17 @@ def test_the_root_is_redacted_in_every_spelling() -> None:
         "paths": ["GRAPH/x"],
         "n": 1,
     }
+
+
+def test_the_connection_cap_fits_the_open_files_limit() -> None:
+    """The soft limit is raised to fit the cap, its headroom and the worker's files; when the hard
+    limit is short, the cap is lowered to fit (an accept() without a descriptor stalls every client)."""
+    import resource
+
+    from omnigraph.cli.serve_commands import connection_budget
+
+    assert connection_budget(2048, 1024, 1_048_576) == (2048 + 32 + 256, 2048)
+    assert connection_budget(2048, 1024, 1024) == (1024, 1024 - 32 - 256)
+    assert connection_budget(2048, 100, 200) == (200, 1)
+    assert connection_budget(50, 20_000, 20_000) == (20_000, 50)
+    assert connection_budget(50, resource.RLIM_INFINITY, resource.RLIM_INFINITY) == (resource.RLIM_INFINITY, 50)
