@@ -35,6 +35,7 @@ from tests.support.graph_helpers import (
     record_key,
     snapshot,
 )
+from tests.support.raw_http import connect, head, read_response
 from tests.support.serve_helpers import NDJSON, Server, error_of, start_fenced, write_tokens
 
 LIMIT = 8192
@@ -90,10 +91,29 @@ def _reads_match_the_cli(served: Server) -> None:
     assert exported.text == export_text(served.graph)
     only = client.get("/branches/main/export", params=[("type", "Company"), ("type", "Knows")]).text
     assert only == export_text(served.graph, types=["Company", "Knows"])
+    chunks = _export_chunk_sizes(served)
+    assert len(chunks) == 1 and chunks[0] == len(exported.content), chunks  # sent in blocks, not a line per send
     commits = client.get("/branches/main/commits").json()
     cli = invoke(OMNIGRAPH, "commit", "list", "--json", served.graph).ok().json()
     assert commits == cli
     assert next(b["name"] for b in client.get("/branches").json()["branches"]) == "main"
+
+
+def _export_chunk_sizes(served: Server) -> list[int]:
+    """The HTTP chunk sizes of ``GET /branches/main/export`` (raw, ``Transfer-Encoding: chunked``)."""
+    port = int(served.base_url.rsplit(":", 1)[1])
+    with connect(port) as sock:
+        sock.sendall(head("GET", "/branches/main/export", port, authorization=f"Bearer {served.token}", connection="close"))
+        response = read_response(sock, timeout=30)
+    assert response.status == 200 and response.headers.get("transfer-encoding") == "chunked", response.headers
+    sizes, rest = [], response.body
+    while True:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            return sizes
+        sizes.append(size)
+        rest = rest[size + 2 :]
 
 
 def _read_errors(served: Server) -> None:
