@@ -18,7 +18,14 @@ Reported per mode: requests/s (requests / summed latency), p50 and p99 latency (
 (MiB), each the median over ``--runs``; then the http/api ratios. The driver never imports Lance
 or the engine, so its own RSS does not inflate the children's ``ru_maxrss``.
 
-Usage: ``.venv/bin/python bench/serve_bench.py [--requests 300] [--runs 3] [--workdir DIR] [--json F]``.
+With ``--export-rows N`` it measures an export instead: one graph of N ``Person`` rows (loaded
+with ``omnigraph load --chunk-rows 8192``, not measured), exported per run by ``omnigraph export``
+(the whole process, output to a file) and by ``GET /branches/main/export`` from a one-worker
+server (the whole streamed body, read by httpx in this driver); reported: lines, seconds and
+lines/s of each (medians of ``--runs``) and the http/cli time ratio.
+
+Usage: ``.venv/bin/python bench/serve_bench.py [--requests 300] [--runs 3] [--workdir DIR] [--json F]``,
+or ``.venv/bin/python bench/serve_bench.py --export-rows 40000 [--runs 3]``.
 """
 
 from __future__ import annotations
@@ -72,7 +79,8 @@ def _init(graph: Path) -> None:
     subprocess.run([str(OMNIGRAPH), "init", "--schema", str(SCHEMA), str(graph)], check=True, capture_output=True)
 
 
-def run_http(graph: Path, requests: int, warmup: int, distinct: int) -> dict[str, float]:
+def _serve(graph: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A one-worker unauthenticated server on ``graph`` answering ``/healthz``, and its base URL."""
     import httpx
 
     port = _free_port()
@@ -81,18 +89,26 @@ def run_http(graph: Path, requests: int, warmup: int, distinct: int) -> dict[str
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{base}/healthz").status_code == 200:
+                return server, base
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                server.kill()
+                raise
+            time.sleep(0.05)
+
+
+def run_http(graph: Path, requests: int, warmup: int, distinct: int) -> dict[str, float]:
+    import httpx
+
+    server, base = _serve(graph)
     latencies: list[float] = []
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60, headers={"content-type": "application/x-ndjson"}) as client:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if client.get("/healthz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
+        with httpx.Client(base_url=base, timeout=60, headers={"content-type": "application/x-ndjson"}) as client:
             for index in range(warmup + requests):
                 started = time.perf_counter()
                 response = client.post("/branches/main/load", params={"mode": "merge"}, content=body(index, distinct))
@@ -150,6 +166,45 @@ def api_worker(graph: str, requests: int, warmup: int, distinct: int) -> None:
     print(json.dumps(latencies))
 
 
+def export_bench(workdir: Path, rows: int, runs: int) -> dict[str, object]:
+    """HTTP export against ``omnigraph export`` of a graph of ``rows`` Person rows (module docstring)."""
+    import httpx
+
+    graph = workdir / "export-graph"
+    _init(graph)
+    data = workdir / "people.jsonl"
+    data.write_bytes(b"".join(body(index, rows) for index in range(rows)))
+    load = [str(OMNIGRAPH), "load", "--mode", "append", "--chunk-rows", "8192", "--data", str(data), str(graph)]
+    subprocess.run(load, check=True, capture_output=True)
+    timings: dict[str, list[float]] = {"cli": [], "http": []}
+    lines: dict[str, int] = {}
+    for run in range(runs):
+        started = time.perf_counter()
+        with (workdir / "export.jsonl").open("wb") as out:
+            subprocess.run([str(OMNIGRAPH), "export", str(graph)], check=True, stdout=out)
+        timings["cli"].append(time.perf_counter() - started)
+        lines["cli"] = sum(1 for _ in (workdir / "export.jsonl").open("rb"))
+        server, base = _serve(graph)
+        try:
+            started = time.perf_counter()
+            count = 0
+            with httpx.stream("GET", f"{base}/branches/main/export", timeout=600) as response:
+                for chunk in response.iter_bytes():
+                    count += chunk.count(b"\n")
+            timings["http"].append(time.perf_counter() - started)
+            lines["http"] = count
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait()
+        print(f"run {run + 1}/{runs}: cli {timings['cli'][-1]:.2f} s, http {timings['http'][-1]:.2f} s", file=sys.stderr)
+    medians = {mode: statistics.median(values) for mode, values in timings.items()}
+    print(f"{'':<6}{'lines':>10}{'s':>10}{'lines/s':>12}   (medians of {runs} runs)")
+    for mode in ("cli", "http"):
+        print(f"{mode:<6}{lines[mode]:>10}{medians[mode]:>10.2f}{lines[mode] / medians[mode]:>12.0f}")
+    print(f"{'ratio':<6}{'':>10}{medians['http'] / medians['cli']:>10.2f}   (http / cli time)")
+    return {"rows": rows, "lines": lines, "runs": timings, "medians": medians}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=300)
@@ -158,6 +213,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", dest="json_path", type=Path, default=None)
+    parser.add_argument("--export-rows", type=int, default=None, help="Measure an export of this many rows instead.")
     parser.add_argument("--api-worker", dest="api_graph", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.api_graph:
@@ -165,6 +221,13 @@ def main() -> int:
         return 0
     compile_project()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="omnigraph-serve-bench-"))
+    if args.export_rows is not None:
+        exported = export_bench(workdir, args.export_rows, args.runs)
+        if args.workdir is None:
+            shutil.rmtree(workdir)
+        if args.json_path:
+            args.json_path.write_text(json.dumps(exported, indent=2, sort_keys=True))
+        return 0
     results: dict[str, list[dict[str, float]]] = {"http": [], "api": []}
     for run in range(args.runs):
         for mode, runner in (("http", run_http), ("api", run_api)):

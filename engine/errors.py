@@ -77,6 +77,12 @@ class ReadSetConflict(Conflict):
     code = "read_set_conflict"
 
 
+class BranchExists(Conflict):
+    """A branch create named a branch that already exists; nothing was written."""
+
+    code = "branch_exists"
+
+
 class MergeConflict(Conflict):
     """A branch merge found ids changed differently on both branches (every one listed)."""
 

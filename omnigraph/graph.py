@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from omnigraph.engine.schema.evolution import SchemaPlan
     from omnigraph.inputs import LoadData
 
-__all__ = ["PROGRAMS", "Graph", "connect", "create"]
+__all__ = ["PROGRAMS", "Graph", "connect", "create", "is_branch_name"]
 
 T = TypeVar("T")
 StampChecks = Literal["every_call", "at_open"]
@@ -99,6 +99,17 @@ def _of_type(name: str, value: object, kinds: tuple[type, ...], what: str) -> No
     """``bad_request`` unless ``value`` is an instance of ``kinds`` (never a bool standing for a number); reads nothing."""
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         raise BadRequest(f"{name} must be {what}, got {value!r}", {name: repr(value)})
+
+
+def is_branch_name(name: str) -> bool:
+    """True when ``name`` can name a branch: ``main``, or a name :meth:`Graph.create_branch` accepts.
+
+    Letters, digits, '.', '_' and '-', at most 100, starting with a letter or digit; no '..', not
+    ending in '.' or '.lock'.
+    """
+    from omnigraph.engine.ops.branches import is_branch_name as rule
+
+    return rule(name)
 
 
 class Graph:

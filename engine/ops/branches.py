@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from omnigraph.engine.errors import BadRequest, NotFound, ReadSetConflict
+from omnigraph.engine.errors import BadRequest, BranchExists, NotFound, ReadSetConflict
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, GraphBranch
@@ -34,6 +34,15 @@ def _valid_name(name: str) -> bool:
     return bool(BRANCH_NAME.fullmatch(name)) and name != MAIN and ".." not in name and not name.endswith((".lock", "."))
 
 
+def is_branch_name(name: str) -> bool:
+    """True when ``name`` can name a graph branch: ``main``, or a name :func:`create_branch` accepts.
+
+    Checked before a name reaches storage, so a name that cannot exist (a NUL, a ``/``, a control
+    character, more than 100 characters) is refused as what it is, not by the file system.
+    """
+    return name == MAIN or _valid_name(name)
+
+
 def _table_paths(graph: Graph) -> list[str]:
     return sorted(entry.table_path for entry in graph.manifest.snapshot(MAIN).tables.values())
 
@@ -45,7 +54,7 @@ def _completer(graph: Graph) -> Callable[[branch_lease.Lease, branch_lease.Lease
 def _require_creatable(graph: Graph, name: str, source: str) -> None:
     branches = graph.manifest.branches()
     if name in branches:
-        raise BadRequest(f"branch {name!r} already exists", {"branch": name})
+        raise BranchExists(f"branch {name!r} already exists: choose another name, or delete that branch first", {"branch": name})
     if source not in branches:
         raise NotFound(f"source branch {source!r} does not exist", {"branch": source})
 

@@ -19,7 +19,7 @@ import tempfile
 import click
 
 from omnigraph.cli.support import open_for_command, reports_errors, say
-from omnigraph.server.settings import Limits, ServeSettings
+from omnigraph.server.settings import CONNECTION_HEADROOM, FILES_RESERVE, Limits, ServeSettings
 from omnigraph.server.tokens import read_tokens_file
 
 METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -69,22 +69,34 @@ def _check_authentication(host: str, tokens: str | None, unauthenticated: bool, 
         )
 
 
-def _raise_open_files_limit(connections: int) -> None:
-    """Let the process hold ``connections`` sockets and its own files.
+def connection_budget(requested: int, soft: int, hard: int) -> tuple[int, int]:
+    """``(open-files soft limit, max connections)`` for ``requested`` connections under ``soft``/``hard`` limits.
 
-    The soft limit on open files is raised up to the hard one if need be; a warning says when even
-    that is short.
+    A worker needs a descriptor per connection, up to the cap plus its headroom, and its own files
+    besides: the soft limit is raised up to the hard one if need be, and when even that is short
+    the connection cap is lowered to fit (an ``accept()`` that runs out of descriptors stalls every
+    client, probes included). ``RLIM_INFINITY`` (-1) is no limit.
     """
-    needed = connections + 256
+    needed = requested + CONNECTION_HEADROOM + FILES_RESERVE
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return soft, requested
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    return target, max(1, min(requested, target - CONNECTION_HEADROOM - FILES_RESERVE))
+
+
+def _fit_open_files_limit(requested: int) -> int:
+    """Raise the open-files limit for ``requested`` connections; the connection cap that fits (with a warning when lowered)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < needed:
-        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    target, connections = connection_budget(requested, soft, hard)
+    if target != soft:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        if target < needed:
-            say(
-                f"warning: the open-files limit ({target}) is below --max-connections + 256 ({needed}); "
-                "lower --max-connections or raise the hard limit (ulimit -Hn)"
-            )
+    if connections < requested:
+        say(
+            f"warning: the open-files limit ({hard}) leaves room for {connections} connections, not --max-connections "
+            f"{requested} (each worker also keeps {CONNECTION_HEADROOM} for probes and {FILES_RESERVE} for its files): "
+            f"serving at most {connections}; raise the hard limit (ulimit -Hn) to serve more"
+        )
+    return connections
 
 
 def serve_command_for(program: str) -> click.Command:
@@ -164,7 +176,7 @@ def serve_command_for(program: str) -> click.Command:
         type=click.IntRange(min=1),
         default=_DEFAULTS.max_connections,
         show_default=True,
-        help="Connections served per worker; beyond them requests are answered 503 at once.",
+        help="Connections served per worker; beyond them requests are answered 503 at once, but /healthz and /readyz.",
     )
     @click.option("--docs/--no-docs", default=True, show_default=True, help="Serve /docs and /openapi.json.")
     @click.argument("uri", metavar="GRAPH")
@@ -196,6 +208,7 @@ def serve_command_for(program: str) -> click.Command:
         with open_for_command(uri, read_only=True, program=program) as opened:  # refuse a missing or unknown-format graph now
             uri, stamp = opened.uri, opened.format
         address = f"http://{host}:{port}"
+        max_connections = _fit_open_files_limit(max_connections)
         limits = Limits(
             json_body_bytes=max_json_bytes,
             load_body_bytes=max_load_bytes,
@@ -218,7 +231,6 @@ def serve_command_for(program: str) -> click.Command:
         own_metrics_dir = METRICS_DIR_ENV not in os.environ
         if own_metrics_dir:
             os.environ[METRICS_DIR_ENV] = tempfile.mkdtemp(prefix="omnigraph-metrics-")
-        _raise_open_files_limit(max_connections)
         say(f"{program} serving {uri} (format {stamp}) on {address} with {workers} worker(s)")
         # uvicorn re-raises a SIGTERM it handled once it has shut down gracefully, which would end
         # this process with -15; a handler that does nothing makes that a clean exit 0.
@@ -237,8 +249,7 @@ def serve_command_for(program: str) -> click.Command:
                 server_header=False,
                 ws="none",
                 timeout_graceful_shutdown=10,
-                timeout_keep_alive=keep_alive,
-                limit_concurrency=max_connections,
+                timeout_keep_alive=keep_alive,  # the connection cap is the gate's and the protocol's (limits)
                 h11_max_incomplete_event_size=limits.max_header_bytes,
             )
         finally:

@@ -3,8 +3,8 @@
 Endpoint handlers that touch the graph are plain ``def`` functions (FastAPI runs them in its worker
 threads) or ``await`` :func:`starlette.concurrency.run_in_threadpool`: no Lance or object-storage
 call runs on the event loop. Errors are ``{"error": {code, message, details}}`` with the HTTP status
-of the error's code (REFERENCE.md); ``format_barrier`` (503) is a write refused at a stamp this
-program does not write. Each process registers itself in the fleet registry
+of the error's code, the graph's root replaced by ``GRAPH`` (:mod:`omnigraph.server.redact`);
+``format_barrier`` (503) is a write refused at a stamp this program does not write. Each process registers itself in the fleet registry
 (``Graph.fleet_membership``) for its lifetime.
 
 Every route is a :class:`omnigraph.server.gate.GuardedRoute` (host, token and grant, origin, content type,
@@ -16,6 +16,7 @@ refuses to start with one that does not. Around the routes, outermost first:
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -39,8 +40,10 @@ from omnigraph.server.gate import GuardedRoute, audit_routes, install_gate
 from omnigraph.server.grants import Grant, Principal
 from omnigraph.server.observe import Observe
 from omnigraph.server.query_routes import query_router
+from omnigraph.server.redact import Redactor
 from omnigraph.server.service import GraphService
 from omnigraph.server.settings import ServeSettings, settings_from_env
+from omnigraph.server.throttled_log import install_accept_error_handler
 from omnigraph.server.tokens import TokenTable, read_tokens_file
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -48,8 +51,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _error_response(error: OmnigraphError, status: int | None = None) -> JSONResponse:
-    return JSONResponse(error.to_json(), status_code=status or error.http_status)
+def _error_response(error: OmnigraphError, redactor: Redactor) -> JSONResponse:
+    return JSONResponse(redactor.document(error.to_json()), status_code=error.http_status)
 
 
 def create_app(settings: ServeSettings) -> FastAPI:
@@ -64,6 +67,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(started: FastAPI) -> AsyncIterator[None]:
         audit_routes(started)  # a route without a declared grant: refuse to start
+        install_accept_error_handler(asyncio.get_running_loop())
         membership = service.graph.fleet_membership("server", settings.address)
         await run_in_threadpool(membership.start)
         try:
@@ -84,7 +88,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         openapi_url=None,  # served by omnigraph.server.docs_ui, open routes like the rest
     )
     app.router.route_class = GuardedRoute
-    _install_error_handlers(app)
+    redactor = Redactor(settings.graph)
+    _install_error_handlers(app, redactor)
     _add_routes(app, service, program)
     app.include_router(query_router(service))
     if settings.docs:
@@ -97,7 +102,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
             allow_methods=["GET", "POST", "DELETE"],
             allow_headers=["Authorization", "Content-Type", "If-Match", "X-Omnigraph-Actor"],
         )
-    app.add_middleware(Observe)
+    app.add_middleware(Observe, redactor=redactor)
     return app
 
 
@@ -138,12 +143,14 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
     def list_branches() -> dict[str, Any]:
         return {"branches": service.branches()}
 
-    @app.post("/branches", response_model=CreatedBranch, status_code=201, tags=["branches"], dependencies=[requires(Grant.BRANCH)])
-    def create_branch(body: models.BranchCreate) -> dict[str, Any]:
+    @app.post("/branches", response_model=CreatedBranch, status_code=201, tags=["branches"])
+    def create_branch(body: models.BranchCreate, principal: Annotated[Principal, requires(Grant.BRANCH)]) -> dict[str, Any]:
+        principal.check_write(body.name, "create")
         return service.create_branch(body.name, body.from_branch)
 
-    @app.delete("/branches/{name}", response_model=DeletedBranch, tags=["branches"], dependencies=[requires(Grant.BRANCH)])
-    def delete_branch(name: str) -> dict[str, Any]:
+    @app.delete("/branches/{name}", response_model=DeletedBranch, tags=["branches"])
+    def delete_branch(name: str, principal: Annotated[Principal, requires(Grant.BRANCH)]) -> dict[str, Any]:
+        principal.check_write(name, "delete")
         service.delete_branch(name)
         return {"deleted": name}
 
@@ -200,6 +207,7 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
         """Load a JSONL body as one commit: append = strict insert, merge = upsert, overwrite = replace.
         The body is parsed and validated before the server's write lock is taken.
         """  # noqa: D205 - the route's OpenAPI description, served as written
+        principal.check_write(branch, "load")
         data = await request.body()  # read and bounded by the gate already
         return await run_in_threadpool(service.load, branch, mode, data, principal.actor)
 
@@ -210,6 +218,7 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
             """Three-way merge of branch ``name`` into ``into`` (up to date, fast-forward or a merge
             commit); any conflict is 409 ``merge_conflict`` with the full list, nothing written.
             """  # noqa: D205 - the route's OpenAPI description, served as written
+            principal.check_write(body.into, "merge")
             return service.merge(name, body.into, principal.actor)
 
         @app.post("/schema/plan", tags=["schema"], dependencies=[requires(Grant.READ)])
@@ -222,6 +231,7 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
             """Apply ``schema`` to every branch, one commit per branch (``omnigraph schema apply --json``); needs the
             ``admin`` grant, and ``allow_data_loss`` for steps that drop types or properties.
             """  # noqa: D205 - the route's OpenAPI description, served as written
+            principal.check_every_branch()
             return service.apply_schema(body.schema_source, body.allow_data_loss, principal.actor)
 
         @app.post("/branches/{branch}/mutate", response_model=MutationResult, tags=["writes"])
@@ -234,13 +244,14 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
             """Run one ``.gq`` query as one commit; ``If-Match: <commit id>`` refuses (412) unless the
             branch head is that commit (``--if-commit``).
             """  # noqa: D205 - the route's OpenAPI description, served as written
+            principal.check_write(branch, "mutate")
             return service.mutate(branch, body.query, body.name, body.params, if_match, principal.actor)
 
 
-def _install_error_handlers(app: FastAPI) -> None:
+def _install_error_handlers(app: FastAPI, redactor: Redactor) -> None:
     @app.exception_handler(OmnigraphError)
     async def omnigraph_error(_: Request, error: OmnigraphError) -> JSONResponse:
-        return _error_response(error)
+        return _error_response(error, redactor)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -249,7 +260,7 @@ def _install_error_handlers(app: FastAPI) -> None:
             for item in error.errors()
         ]
         summary = "; ".join(f"{'.'.join(p['loc'])}: {p['msg']}" for p in problems)
-        return _error_response(BadRequest(f"invalid request: {summary}", {"errors": problems}))
+        return _error_response(BadRequest(f"invalid request: {summary}", {"errors": problems}), redactor)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:

@@ -49,3 +49,24 @@ class MisdirectedRequest(OmnigraphError):
 
     code = "misdirected_request"
     http_status = 421
+
+
+class BranchOutOfScope(OmnigraphError):
+    """A write to a branch outside the token's ``branch_scope`` (403)."""
+
+    code = "branch_out_of_scope"
+    http_status = 403
+
+
+class BranchProtected(OmnigraphError):
+    """A load, mutate or delete of a protected branch, or its creation without the ``merge`` grant (403)."""
+
+    code = "branch_protected"
+    http_status = 403
+
+
+class Overloaded(OmnigraphError):
+    """The worker already holds ``--max-connections`` connections (503); the open routes are still answered."""
+
+    code = "overloaded"
+    http_status = 503

@@ -3,13 +3,20 @@
 Routes are :class:`GuardedRoute` objects; once routing has chosen one, and before FastAPI reads
 the body or solves a dependency, in order:
 
+0. on a guarded route, when the worker is already answering ``--max-connections`` requests of
+   guarded routes (a request counts from here until its handler returns, its body wait
+   included), 503 ``overloaded``, closing the connection; the open routes (``/healthz``,
+   ``/readyz``, the API description) are answered regardless, so that probes see a live process
+   under a flood of stalled uploads;
+
 1. on a guarded route, ``Host`` must name an allowed host (400 without one, 421
    ``misdirected_request`` otherwise): a page on another site that rebinds its DNS name to this
    address is refused. Open routes (health, readiness, the API description) show no graph data
    and answer any ``Host``, so that probes which name the address they connect to work;
 2. on a guarded route, the bearer token (401 ``unauthorized``) and the route's grant (403
    ``forbidden``); ``X-Omnigraph-Actor`` needs the ``impersonate`` grant (403) and then becomes
-   the actor; on an unauthenticated server every caller holds every grant;
+   the actor; on an unauthenticated server every caller holds every grant; then a branch named
+   in the path that cannot exist is 400 ``bad_request`` (:mod:`omnigraph.server.names`);
 3. on a write (any method but GET, HEAD, OPTIONS): an ``Origin`` other than the server's own or an
    allowed one is 403 ``origin_refused``, and a body must be JSON (JSONL on a JSONL route), else
    415 ``unsupported_media_type``: a cross-site form or ``text/plain`` post never reaches a handler;
@@ -37,13 +44,23 @@ from starlette.routing import BaseRoute
 from starlette.types import Message, Receive, Scope
 
 from omnigraph.errors import BadRequest, Internal, OmnigraphError, ResourceLimit
+from omnigraph.server import names
 from omnigraph.server.access import JSON_BODY, PRINCIPAL_KEY, Policy, single_policy
-from omnigraph.server.errors import Forbidden, MisdirectedRequest, OriginRefused, RequestTimeout, Unauthorized, UnsupportedMediaType
+from omnigraph.server.errors import (
+    Forbidden,
+    MisdirectedRequest,
+    OriginRefused,
+    Overloaded,
+    RequestTimeout,
+    Unauthorized,
+    UnsupportedMediaType,
+)
 from omnigraph.server.grants import Grant, Principal, anonymous
 from omnigraph.server.settings import ServeSettings
 from omnigraph.server.tokens import ACTOR_PATTERN, TokenTable
 
 ROUTE_KEY = "omnigraph_route"
+GRANT_KEY = "omnigraph_grant"
 GATE_STATE = "omnigraph_gate"
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 MEDIA_TYPES = {
@@ -94,20 +111,19 @@ class GuardedRoute(APIRoute):
                 return _refusal(Internal(f"route {path} declares no access policy, or the app has no gate: refused"))
             state = request.scope.setdefault("state", {})
             state[ROUTE_KEY] = path
+            state[GRANT_KEY] = policy.grant
             headers = _headers(request.scope)
+            if policy.grant is None:
+                return await _admitted(handler, request, gate, policy, headers, state)
             try:
-                gate.admit(policy, request.method, headers, state)
-            except OmnigraphError as error:
-                return _refusal(error)
-            if not _announces_body(headers):
-                return await handler(request)
-            try:
-                body = await gate.read_body(policy, headers, request.receive)
+                gate.check_load()
             except OmnigraphError as error:
                 return _refusal(error, close=True)
-            if body is None:
-                return Response(status_code=400, headers={"connection": "close"})  # the client went away
-            return await handler(Request(request.scope, _replay(body, request.receive)))
+            gate.in_flight += 1
+            try:
+                return await _admitted(handler, request, gate, policy, headers, state)
+            finally:
+                gate.in_flight -= 1
 
         return guarded
 
@@ -120,6 +136,17 @@ class _GateConfig:
         self.tokens = tokens
         self.allowed_hosts = frozenset(name.strip("[]").lower() for name in settings.allowed_hosts)
         self.allowed_origins = frozenset(origin.rstrip("/").lower() for origin in settings.allowed_origins)
+        self.in_flight = 0  # requests of guarded routes being answered (the event loop's thread only)
+
+    def check_load(self) -> None:
+        """Step 0 of the module docstring."""
+        cap = self.settings.limits.max_connections
+        if self.in_flight >= cap:
+            raise Overloaded(
+                f"this server is already answering {self.in_flight} requests, its limit: retry later "
+                "(the operator can raise it with `omnigraph serve --max-connections N`)",
+                {"in_flight": self.in_flight, "limit": cap},
+            )
 
     def admit(self, policy: Policy, method: str, headers: dict[str, str], state: dict[str, Any]) -> None:
         """Steps 1 to 3 of the module docstring; the principal (if any) goes into ``state``."""
@@ -219,6 +246,31 @@ class _GateConfig:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+async def _admitted(
+    handler: Callable[[Request], Coroutine[Any, Any, Response]],
+    request: Request,
+    gate: _GateConfig,
+    policy: Policy,
+    headers: dict[str, str],
+    state: dict[str, Any],
+) -> Response:
+    """Steps 1 to 4 of the module docstring, then ``handler``."""
+    try:
+        gate.admit(policy, request.method, headers, state)
+        names.check_path(request.path_params)
+    except OmnigraphError as error:
+        return _refusal(error)
+    if not _announces_body(headers):
+        return await handler(request)
+    try:
+        body = await gate.read_body(policy, headers, request.receive)
+    except OmnigraphError as error:
+        return _refusal(error, close=True)
+    if body is None:
+        return Response(status_code=400, headers={"connection": "close"})  # the client went away
+    return await handler(Request(request.scope, _replay(body, request.receive)))
 
 
 def _headers(scope: Scope) -> dict[str, str]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+
+from omnigraph.server.scopes import Access, Operation
 
 
 class Grant(StrEnum):
@@ -17,6 +19,11 @@ class Grant(StrEnum):
     ADMIN = "admin"  # schema changes (POST /schema/apply)
     IMPERSONATE = "impersonate"  # record another actor with X-Omnigraph-Actor
 
+    @property
+    def writes(self) -> bool:
+        """True for the grants of routes that may publish commits (``read`` and ``export`` routes only read)."""
+        return self not in (Grant.READ, Grant.EXPORT, Grant.IMPERSONATE)
+
 
 ALL_GRANTS: frozenset[Grant] = frozenset(Grant)
 UNAUTHENTICATED_ACTOR = "http"
@@ -27,16 +34,25 @@ class Principal:
     """Who a request acts as: ``actor`` is what commits record.
 
     ``authenticated`` is False only on a server started ``--unauthenticated``, where every request
-    holds every grant.
+    holds every grant. ``access`` is its token's branch scope and the protected branches.
     """
 
     actor: str
     grants: frozenset[Grant]
     authenticated: bool
+    access: Access = field(default_factory=Access)
 
     def may(self, grant: Grant) -> bool:
         """True if the principal holds ``grant``."""
         return grant in self.grants
+
+    def check_write(self, branch: str, operation: Operation) -> None:
+        """Refuse (403 ``branch_out_of_scope`` or ``branch_protected``) a write its scope or a protection forbids."""
+        self.access.check_write(self.actor, branch, operation, may_merge=self.may(Grant.MERGE))
+
+    def check_every_branch(self) -> None:
+        """Refuse (403 ``branch_out_of_scope``) a write of every branch unless its scope is ``any``."""
+        self.access.check_every_branch(self.actor)
 
 
 def anonymous() -> Principal:

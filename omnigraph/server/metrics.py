@@ -6,7 +6,8 @@ worker sums them all (the client's multiprocess mode). Without that variable (an
 another process) the process's own registry is served.
 
 Counted by :mod:`omnigraph.server.observe` per answered request: requests by method, route template and
-status; their latency; error responses by code; conflicts by code; commits published. Counted by
+status; their latency; error responses by code; conflicts by code; reads answered (routes of the
+``read`` and ``export`` grants); commits published (routes of the other grants only). Counted by
 the service: interrupted commits resolved when the server opened the graph read-write. Computed
 at each scrape: the format stamp of the graph and the program's build.
 """
@@ -42,6 +43,7 @@ IN_FLIGHT = Gauge("omnigraph_http_requests_in_flight", "Requests being answered 
 ERRORS = Counter("omnigraph_http_errors", "Error responses, by error code.", ["code"])
 CONFLICTS = Counter("omnigraph_conflicts", "Writes refused by a conflict, by error code.", ["code"])
 COMMITS = Counter("omnigraph_commits", "Graph commits published through this server, by route template.", ["route"])
+READS = Counter("omnigraph_reads", "Reads answered (2xx on a route of the read or export grant), by route template.", ["route"])
 RECOVERIES = Counter(
     "omnigraph_recoveries", "Interrupted commits resolved when the server opened the graph read-write, by outcome.", ["outcome"]
 )

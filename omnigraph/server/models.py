@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from omnigraph.results import Branch, Commit
+from omnigraph.server.names import BranchName
 
 
 class ErrorBody(BaseModel):
@@ -54,8 +55,8 @@ class BranchCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    name: str
-    from_branch: str = Field(default="main", alias="from")
+    name: BranchName
+    from_branch: BranchName = Field(default="main", alias="from")
 
 
 class MergeRequest(BaseModel):
@@ -63,7 +64,7 @@ class MergeRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    into: str = "main"
+    into: BranchName = "main"
 
 
 class CommitList(BaseModel):

@@ -8,15 +8,19 @@ and counted too). Per request it writes one line to standard output, keys in thi
      "commit": "01J...", "error": null, "client": "127.0.0.1"}
 
 ``route`` is the matched route template (null when none matched), ``actor`` the principal's
-(null on an open route or before authentication), ``commit`` the last commit a write published,
-``error`` the error code of an error response. The token is never logged, nor any header or body.
-``commit`` and ``error`` are read from the JSON document the handler answered (a write answers
-``commit`` or ``commits``; every error is ``{"error": {"code", ...}}``), so a route added later
-is logged the same way without doing anything.
+(null on an open route or before authentication), ``commit`` the last commit a write published
+(null for every read: a route of the ``read`` or ``export`` grant never publishes one, even when
+its answer names the commit it read), ``error`` the error code of an error response. The token is
+never logged, nor any header or body. ``commit`` and ``error`` are read from the JSON document the
+handler answered (a write answers ``commit`` or ``commits``; every error is
+``{"error": {"code", ...}}``), so a route added later is logged the same way without doing
+anything. A successful read counts in ``omnigraph_reads_total``, a write's commits in
+``omnigraph_commits_total``.
 
 An exception no handler turned into a response (a bug) is answered 500 ``internal``, with its
 traceback logged to stderr; a ``RecursionError`` (an input nested deeper than a parser can
-follow) is answered 400 ``bad_request``. Either way the client gets a typed answer, not a reset.
+follow) is answered 400 ``bad_request``. Either way the client gets a typed answer, not a reset,
+without the graph's root (:mod:`omnigraph.server.redact`).
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from omnigraph.errors import BadRequest, Internal, OmnigraphError
 from omnigraph.server import metrics
 from omnigraph.server.access import PRINCIPAL_KEY
-from omnigraph.server.gate import READ_METHODS, ROUTE_KEY
-from omnigraph.server.grants import Principal
+from omnigraph.server.gate import GRANT_KEY, READ_METHODS, ROUTE_KEY
+from omnigraph.server.grants import Grant, Principal
+from omnigraph.server.redact import Redactor
 
 PEEK_BYTES = 64 * 1024
 logger = logging.getLogger("omnigraph.server")
@@ -87,8 +92,9 @@ def _error_code(document: dict[str, Any]) -> str | None:
 class Observe:
     """The ASGI middleware described in the module docstring."""
 
-    def __init__(self, app: ASGIApp, *, log_fd: int = 1) -> None:
+    def __init__(self, app: ASGIApp, *, redactor: Redactor, log_fd: int = 1) -> None:
         self.app = app
+        self.redactor = redactor
         self.log_fd = log_fd
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -116,7 +122,7 @@ class Observe:
             else:
                 logger.exception("unexpected error")
                 answer = Internal(f"{type(error).__name__}: {error}")
-            await JSONResponse(answer.to_json(), status_code=answer.http_status)(scope, receive, observed)
+            await JSONResponse(self.redactor.document(answer.to_json()), status_code=answer.http_status)(scope, receive, observed)
         finally:
             metrics.IN_FLIGHT.dec()
             self._record(scope, seen, time.perf_counter() - started)
@@ -125,8 +131,10 @@ class Observe:
         state = scope.get("state", {})
         route = state.get(ROUTE_KEY)
         principal = state.get(PRINCIPAL_KEY)
+        grant = state.get(GRANT_KEY)
+        writes = isinstance(grant, Grant) and grant.writes
         document = seen.document()
-        commits, code = _commits(document), _error_code(document)
+        commits, code = _commits(document) if writes else [], _error_code(document)
         status = seen.status if seen.status is not None else 500
         label = route or "unmatched"
         metrics.REQUESTS.labels(scope["method"], label, str(status)).inc()
@@ -137,6 +145,8 @@ class Observe:
                 metrics.CONFLICTS.labels(code).inc()
         if commits and status < 400:
             metrics.COMMITS.labels(label).inc(len(commits))
+        if isinstance(grant, Grant) and not writes and status < 400:
+            metrics.READS.labels(label).inc()
         client = scope.get("client")
         line = {
             "time": _now(),

@@ -1,12 +1,17 @@
-"""uvicorn's h11 protocol with a deadline on each request head.
+"""uvicorn's h11 protocol with a deadline on each request head and a ceiling on open connections.
 
-uvicorn bounds the size of a request head (``h11_max_incomplete_event_size``), idle keep-alive
-connections (``timeout_keep_alive``) and the number of connections served (``limit_concurrency``),
-but not the time a client may take to send its request line and headers: a client that opens a
-connection and sends a byte now and then would hold it for ever. This subclass closes a
-connection whose request head is not complete within ``limits.header_timeout`` seconds of the
-connection opening, or of the previous response ending. The body has its own deadline
-(:mod:`omnigraph.server.gate`).
+uvicorn bounds the size of a request head (``h11_max_incomplete_event_size``) and idle keep-alive
+connections (``timeout_keep_alive``), but not the time a client may take to send its request line
+and headers: a client that opens a connection and sends a byte now and then would hold it for
+ever. This subclass closes a connection whose request head is not complete within
+``limits.header_timeout`` seconds of the connection opening, or of the previous response ending.
+The body has its own deadline (:mod:`omnigraph.server.gate`).
+
+The cap (``limits.max_connections``) is applied per request by the gate, which answers 503
+``overloaded`` beyond it, except on the open routes, so that ``/healthz`` keeps answering under a
+flood. So that a flood cannot exhaust the process's file descriptors (``accept()`` failing, and
+every probe waiting for the retry), a connection beyond the cap plus :data:`HEADROOM` is closed as
+soon as it is accepted, with one throttled warning (:mod:`omnigraph.server.throttled_log`).
 """
 
 from __future__ import annotations
@@ -18,12 +23,20 @@ from functools import cache
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from omnigraph.server.settings import settings_from_env
+from omnigraph.server.settings import CONNECTION_HEADROOM, settings_from_env
+from omnigraph.server.throttled_log import THROTTLED
+
+HEADROOM = CONNECTION_HEADROOM
 
 
 @cache
 def _head_timeout() -> float:
     return settings_from_env().limits.header_timeout
+
+
+@cache
+def _ceiling() -> int:
+    return settings_from_env().limits.max_connections + HEADROOM
 
 
 class HeadDeadlineProtocol(H11Protocol):
@@ -32,8 +45,16 @@ class HeadDeadlineProtocol(H11Protocol):
     _deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn narrows asyncio's BaseTransport
-        """Start serving the connection, and arm the head deadline."""
+        """Start serving the connection and arm the head deadline; or close it at once beyond the ceiling."""
         super().connection_made(transport)
+        if len(self.connections) > _ceiling():
+            THROTTLED.warn(
+                "ceiling",
+                f"warning: {len(self.connections) - 1} connections are open, over --max-connections plus {HEADROOM}: "
+                "closing new ones as they arrive",
+            )
+            transport.close()
+            return
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -26,6 +26,8 @@ from typing import Any, Literal
 import omnigraph
 
 LoadMode = Literal["append", "merge", "overwrite"]
+EXPORT_BLOCK_BYTES = 256 * 1024
+"""The size an export block reaches before it is sent (whole lines: a block may be a line longer)."""
 
 
 class GraphService:
@@ -64,19 +66,28 @@ class GraphService:
         """The document of every commit of ``branch``."""
         return [commit.to_dict() for commit in self.graph.commits(branch)]
 
-    def export(self, branch: str, types: list[str]) -> Iterator[str]:
-        """JSONL lines; the first line is produced here, so a bad request fails before streaming."""
+    def export(self, branch: str, types: list[str]) -> Iterator[bytes]:
+        """JSONL in blocks of about :data:`EXPORT_BLOCK_BYTES` (whole lines each).
+
+        The first line is produced here, so a bad request fails before streaming. One block per
+        send: a line per send made the HTTP export many times slower than the CLI's.
+        """
         lines = self.graph.export_jsonl(branch, types)
         first = next(lines, None)
 
-        def chained() -> Iterator[str]:
+        def blocks() -> Iterator[bytes]:
             if first is None:
                 return
-            yield first + "\n"
+            block, size = [first], len(first)
             for line in lines:
-                yield line + "\n"
+                if size >= EXPORT_BLOCK_BYTES:
+                    yield ("\n".join(block) + "\n").encode("utf-8")
+                    block, size = [], 0
+                block.append(line)
+                size += len(line) + 1
+            yield ("\n".join(block) + "\n").encode("utf-8")
 
-        return chained()
+        return blocks()
 
     def blob(self, branch: str, type_name: str, row_id: str, prop: str) -> tuple[int, Iterator[bytes]]:
         """One Blob cell's size and its bytes as a stream.

@@ -13,6 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SETTINGS_ENV = "OMNIGRAPH_SERVE_SETTINGS"
 MIB = 1024 * 1024
+CONNECTION_HEADROOM = 32
+"""Connections a worker keeps open beyond ``max_connections`` (probes, and the 503 answers of the others);
+one more is closed as soon as it is accepted (:mod:`omnigraph.server.protocol`)."""
+FILES_RESERVE = 256
+"""File descriptors a worker keeps for its own files beyond its connections."""
 
 
 class Limits(BaseModel):
@@ -25,7 +30,9 @@ class Limits(BaseModel):
     body_timeout: float = Field(default=60.0, gt=0, description="Time to receive a whole request body.")
     header_timeout: float = Field(default=10.0, gt=0, description="Time to receive a request's line and headers.")
     keep_alive: int = Field(default=5, ge=1, description="An idle keep-alive connection is closed after this.")
-    max_connections: int = Field(default=2048, ge=1, description="Beyond this, requests are answered 503 at once.")
+    max_connections: int = Field(
+        default=2048, ge=1, description="Beyond this, requests but the open ones are answered 503 at once (the open ones up to 32 more)."
+    )
     max_header_bytes: int = Field(default=16 * 1024, ge=1024, description="Request line and headers together.")
 
 

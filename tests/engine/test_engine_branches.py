@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from omnigraph.engine.errors import BadRequest, NotFound
+from omnigraph.engine.errors import BadRequest, BranchExists, NotFound
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.ops.branches import create_branch, delete_branch
 from omnigraph.engine.storage.lance_io import list_branches, open_dataset
@@ -147,9 +147,9 @@ def test_branch_of_a_branch_and_the_delete_rules(root_uri: str) -> None:
     assert "feat2" in parent.stderr, parent.describe()
     assert main.returncode == 1, main.describe()
     assert existing.returncode == 1, existing.describe()
-    assert existing.json()["error"]["code"] == "bad_request", existing.describe()
+    assert existing.json()["error"]["code"] == "branch_exists", existing.describe()
     graph = _rw(root_uri)
-    with pytest.raises(BadRequest, match="already exists"):
+    with pytest.raises(BranchExists, match="already exists"):
         create_branch(graph, "feat2")
     with pytest.raises(NotFound):
         create_branch(graph, "other", "no-such-branch")

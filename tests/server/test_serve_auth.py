@@ -1,7 +1,11 @@
 """Authentication and grants of ``omnigraph serve`` (real server processes on 127.0.0.1).
 
 * Every endpoint x {no token, a wrong token, a token with every grant but the one it needs, a
-  token with only that grant}: 401, 401, 403, success; the refusals write nothing.
+  token with only that grant}: 401, 401, 403, success; every endpoint that writes a branch, with
+  a token holding every grant but scoped to other branches: 403 ``branch_out_of_scope``; the
+  refusals write nothing.
+* Branch scopes and protected branches (``feature-*`` cannot write ``main``; a protected branch
+  changes only by a merge with the ``merge`` grant).
 * The endpoint table below is the whole API: a route added without a row here fails the test.
 * The commit's actor is the token's; ``X-Omnigraph-Actor`` needs ``impersonate``.
 * Start-up: no tokens file and no ``--unauthenticated`` is refused, as is ``--unauthenticated``
@@ -24,7 +28,7 @@ import pytest
 import yaml
 
 from omnigraph.server.grants import Grant
-from tests.support.graph_helpers import OMNIGRAPH, SCHEMA_PATH, invoke, make_example_graph, person, run_cli
+from tests.support.graph_helpers import OMNIGRAPH, SCHEMA_PATH, export_text, invoke, make_example_graph, person, run_cli
 from tests.support.serve_helpers import NDJSON, Server, Tokens, error_of, start_fenced, stored_state, write_tokens
 
 ALL = list(Grant)
@@ -40,6 +44,7 @@ class Endpoint:
     call: Callable[[httpx.Client, int], httpx.Response]
     ok: int = 200
     setup: Callable[[Server, int], None] | None = None  # run (as admin) before the four calls
+    scoped: bool = False  # writes a branch: a token whose branch_scope leaves that branch out is refused
 
 
 def _merge_source(server: Server, n: int) -> None:
@@ -86,8 +91,8 @@ def endpoints() -> list[Endpoint]:
             Grant.READ,
             lambda c, n: c.post("/branches/main/query", json={"query": "query people() { match { $p: Person } return { $p.name } }"}),
         ),
-        Endpoint("POST", "/branches", Grant.BRANCH, lambda c, n: c.post("/branches", json={"name": f"made-{n}"}), ok=201),
-        Endpoint("DELETE", "/branches/{name}", Grant.BRANCH, lambda c, n: c.delete(f"/branches/doomed-{n}"), setup=_doomed),
+        Endpoint("POST", "/branches", Grant.BRANCH, lambda c, n: c.post("/branches", json={"name": f"made-{n}"}), ok=201, scoped=True),
+        Endpoint("DELETE", "/branches/{name}", Grant.BRANCH, lambda c, n: c.delete(f"/branches/doomed-{n}"), setup=_doomed, scoped=True),
         Endpoint(
             "POST",
             "/branches/{branch}/load",
@@ -95,12 +100,14 @@ def endpoints() -> list[Endpoint]:
             lambda c, n: c.post(
                 "/branches/main/load", params={"mode": "append"}, content=f"{person(f'Loaded{n}', n)}\n".encode(), headers=NDJSON
             ),
+            scoped=True,
         ),
         Endpoint(
             "POST",
             "/branches/{branch}/mutate",
             Grant.WRITE,
             lambda c, n: c.post("/branches/main/mutate", json={"query": insert, "params": {"name": f"Mutated{n}"}}),
+            scoped=True,
         ),
         Endpoint(
             "POST",
@@ -108,9 +115,10 @@ def endpoints() -> list[Endpoint]:
             Grant.MERGE,
             lambda c, n: c.post(f"/branches/merge-src-{n}/merge", json={"into": "main"}),
             setup=_merge_source,
+            scoped=True,
         ),
         Endpoint("POST", "/schema/plan", Grant.READ, lambda c, n: c.post("/schema/plan", json={"schema": _schema_with(n)})),
-        Endpoint("POST", "/schema/apply", Grant.ADMIN, lambda c, n: c.post("/schema/apply", json={"schema": _schema_with(n)})),
+        Endpoint("POST", "/schema/apply", Grant.ADMIN, lambda c, n: c.post("/schema/apply", json={"schema": _schema_with(n)}), scoped=True),
     ]
 
 
@@ -124,7 +132,8 @@ def guarded(tmp_path: Path) -> Iterator[tuple[Server, Tokens]]:
         actors[f"all-but-{grant.value}"] = [g for g in ALL if g != grant]
     actors["writer"] = [Grant.READ, Grant.WRITE]
     actors["proxy"] = [Grant.READ, Grant.WRITE, Grant.IMPERSONATE]
-    tokens = write_tokens(tmp_path, actors)
+    actors["scoped"] = actors["admin"]
+    tokens = write_tokens(tmp_path, actors, scopes={"scoped": ["elsewhere-*"]})
     server = start_fenced(uri, tokens=tokens.path, token=tokens.by_actor["admin"])
     try:
         yield server, tokens
@@ -158,6 +167,10 @@ def test_every_endpoint_by_token(guarded: tuple[Server, Tokens]) -> None:
                 assert refused.headers["www-authenticate"] == "Bearer", name
             error = error_of(endpoint.call(lacking, n), 403, "forbidden")
             assert error["details"] == {"grant": endpoint.grant.value, "actor": f"all-but-{endpoint.grant.value}"}, name
+        if endpoint.scoped:
+            with server.new_client(tokens.by_actor["scoped"]) as scoped:
+                error = error_of(endpoint.call(scoped, n), 403, "branch_out_of_scope")
+                assert error["details"]["branch_scope"] == ["elsewhere-*"], (name, error)
         assert stored_state(server.graph) == before, f"{name}: a refused request wrote"
         with server.new_client(tokens.by_actor[f"only-{endpoint.grant.value}"]) as holder:
             done = endpoint.call(holder, n)
@@ -335,3 +348,98 @@ def test_yaml_written_by_hand_is_read(tmp_path: Path) -> None:
         error_of(server.load([person("Nope")]), 403, "forbidden")
     finally:
         server.stop()
+
+
+def test_branch_scopes_and_protected_branches(tmp_path: Path) -> None:
+    """``feature-*`` cannot write ``main``; a protected branch takes no load, mutate or delete and
+    changes only by a merge (``merge`` grant); creating a protected name needs ``merge`` too."""
+    uri = str(tmp_path / "g")
+    make_example_graph(uri)
+    tokens = write_tokens(
+        tmp_path,
+        {
+            "feature-bot": [Grant.READ, Grant.WRITE, Grant.BRANCH],
+            "writer": [Grant.READ, Grant.WRITE, Grant.BRANCH],
+            "integrator": [Grant.READ, Grant.BRANCH, Grant.MERGE],
+            "scoped-admin": [Grant.ADMIN],
+        },
+        scopes={"feature-bot": ["feature-*"], "scoped-admin": "unprotected"},
+        protected_branches=["main", "release-*"],
+    )
+    server = start_fenced(uri, tokens=tokens.path, token=tokens.by_actor["writer"])
+    bot, writer = server.new_client(tokens.by_actor["feature-bot"]), server.client
+    integrator, admin = server.new_client(tokens.by_actor["integrator"]), server.new_client(tokens.by_actor["scoped-admin"])
+    mutate = {"query": 'query q() { insert Person { name: "Direct" } }'}
+    try:
+        assert bot.post("/branches", json={"name": "feature-a"}).status_code == 201
+        assert (
+            bot.post(
+                "/branches/feature-a/load", params={"mode": "append"}, content=f"{person('Feat')}\n".encode(), headers=NDJSON
+            ).status_code
+            == 200
+        )
+        assert writer.post("/branches", json={"name": "staging"}).status_code == 201
+        before = stored_state(uri)
+        out = error_of(
+            bot.post("/branches/main/load", params={"mode": "append"}, content=f"{person('Sneak')}\n".encode(), headers=NDJSON),
+            403,
+            "branch_out_of_scope",
+        )
+        assert out["details"] == {"actor": "feature-bot", "branch": "main", "branch_scope": ["feature-*"]}, out
+        assert "branch_scope" in out["message"] and "'main'" in out["message"]
+        error_of(bot.post("/branches/main/mutate", json=mutate), 403, "branch_out_of_scope")
+        error_of(bot.post("/branches", json={"name": "hotfix-1"}), 403, "branch_out_of_scope")
+        error_of(bot.delete("/branches/staging"), 403, "branch_out_of_scope")
+        for refused in (
+            writer.post("/branches/main/load", params={"mode": "append"}, content=f"{person('Direct')}\n".encode(), headers=NDJSON),
+            writer.post("/branches/main/mutate", json=mutate),
+            writer.post("/branches", json={"name": "release-1"}),
+        ):
+            error = error_of(refused, 403, "branch_protected")
+            assert error["details"]["protected_branches"] == ["main", "release-*"], error
+        assert "merge" in error["message"]
+        error_of(admin.post("/schema/apply", json={"schema": SCHEMA_PATH.read_text(encoding="utf-8")}), 403, "branch_out_of_scope")
+        assert stored_state(uri) == before, "a refused write wrote"
+        merged = integrator.post("/branches/feature-a/merge", json={"into": "main"})
+        assert merged.status_code == 200, merged.text
+        assert '"Feat"' in export_text(uri, types=["Person"])
+        assert integrator.post("/branches", json={"name": "release-1"}).status_code == 201
+        error_of(writer.delete("/branches/release-1"), 403, "branch_protected")
+        assert writer.delete("/branches/staging").status_code == 200
+    finally:
+        for client in (bot, integrator, admin):
+            client.close()
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    "document, problem",
+    [
+        ({"branch_scope": ["feature/*"]}, "branch names have no '/': write 'feature-*'"),
+        ({"branch_scope": []}, "an empty branch_scope lets the token write no branch"),
+        ({"branch_scope": "protected"}, "add protected_branches: [PATTERN, ...] at the top of the file"),
+        ({"branch_scope": "everything"}, "tokens.0.branch_scope"),
+    ],
+)
+def test_a_bad_scope_in_the_tokens_file_is_refused_naming_the_fix(tmp_path: Path, document: dict[str, Any], problem: str) -> None:
+    from omnigraph.errors import BadRequest
+    from omnigraph.server.tokens import read_tokens_file
+
+    path = tmp_path / "tokens.yaml"
+    entry = {"actor": "a", "sha256": "0" * 64, "grants": ["write"], **document}
+    path.write_text(yaml.safe_dump({"tokens": [entry]}), encoding="utf-8")
+    with pytest.raises(BadRequest) as refused:
+        read_tokens_file(path)
+    assert problem in str(refused.value) and str(path) in str(refused.value), str(refused.value)
+    path.write_text(yaml.safe_dump({"protected_branches": ["main/x"], "tokens": [{**entry, "branch_scope": "any"}]}), encoding="utf-8")
+    with pytest.raises(BadRequest, match=r"protected_branches\.0"):
+        read_tokens_file(path)
+
+
+def test_token_create_takes_a_branch_scope() -> None:
+    scoped = invoke(OMNIGRAPH, "token", "create", "--actor", "bot", "--grant", "write", "--branch-scope", "feature-*", "--json").ok().json()
+    assert scoped["entry"]["branch_scope"] == ["feature-*"]
+    kind = invoke(OMNIGRAPH, "token", "create", "--actor", "bot", "--grant", "write", "--branch-scope", "unprotected", "--json").ok().json()
+    assert kind["entry"]["branch_scope"] == "unprotected"
+    refused = invoke(OMNIGRAPH, "token", "create", "--actor", "bot", "--grant", "write", "--branch-scope", "feature/*")
+    assert refused.returncode == 2 and "write 'feature-*'" in refused.stderr, refused.stderr

@@ -206,28 +206,79 @@ def test_stalled_clients_do_not_starve_others(served: Server, capsys: pytest.Cap
     assert "Traceback" not in served.output() and "accept" not in served.output()
 
 
-def test_beyond_max_connections_a_request_is_answered_at_once(tmp_path: Path) -> None:
+def test_beyond_max_connections_a_request_is_answered_at_once_but_probes_are_served(tmp_path: Path) -> None:
+    """50 uploads that announce a body and stall, against ``--max-connections 20``: the 30 beyond
+    the cap get 503 ``overloaded`` at once and are closed, ``/healthz`` answers 200 within a
+    second throughout, connections past the cap plus 32 are closed as soon as accepted, the 20
+    admitted get 408 at the body timeout and are closed, and the log stays a line per request
+    (one warning for the closed connections), without a traceback."""
     uri = str(tmp_path / "g")
     make_example_graph(uri)
-    server = start_fenced(uri, "--max-connections", "20")
-    idle = []
+    server = start_fenced(uri, "--max-connections", "20", "--body-timeout", "2")
+    uploads: list[socket.socket] = []
     try:
         port = _port(server)
-        for _ in range(20):
-            sock = connect(port)
-            sock.sendall(b"GET /healthz HTTP/1.1\r\n")
-            idle.append(sock)
-        time.sleep(0.2)
+        log_before = len(server.output())
+        for count in (20, 30):  # the first 20 are admitted (their bodies awaited), then 30 more arrive
+            for _ in range(count):
+                sock = connect(port)
+                sock.sendall(
+                    head("POST", "/branches/main/load?mode=append", port, content_type="application/x-ndjson", content_length="1000")
+                )
+                sock.sendall(b'{"type": "Per')
+                uploads.append(sock)
+            time.sleep(0.3)
+        started = time.monotonic()
         with connect(port) as sock:
-            started = time.monotonic()
             sock.sendall(head("GET", "/healthz", port))
-            response = read_response(sock, timeout=5)
-            assert time.monotonic() - started < 1.0
-        assert response.status == 503, response
-    finally:
+            assert read_response(sock, timeout=5).status == 200
+        assert time.monotonic() - started < 1.0
+        with connect(port) as sock:
+            sock.sendall(head("GET", "/branches", port))
+            refused = read_response(sock, timeout=5)
+        assert refused.status == 503 and json.loads(refused.body)["error"]["code"] == "overloaded", refused
+        idle = [connect(port) for _ in range(40)]  # 20 held + 40 idle: past the cap plus its 32 of headroom
+        time.sleep(0.3)
+        closed_at_accept = sum(closed_by_peer(sock, timeout=0.2) for sock in idle)
         for sock in idle:
             sock.close()
+        assert 1 <= closed_at_accept <= 9, closed_at_accept  # 60 or 61 open (the fixture client keeps one) - 52
+        answers = [read_response(sock, timeout=10) for sock in uploads]
+        assert [a.status for a in answers] == [408] * 20 + [503] * 30, [a.status for a in answers]
+        assert all(closed_by_peer(sock, timeout=5) for sock in uploads)
+        assert _poll_health(server, 0.5)
+        grown = server.output()[log_before:]
+    finally:
+        for sock in uploads:
+            sock.close()
         server.stop()
+    assert "Traceback" not in grown and len(grown) < 64 * 1024, grown[-2000:]
+    assert grown.count("closing new ones as they arrive") == 1, grown[-2000:]
+
+
+def test_accept_errors_are_logged_once_not_per_retry(served: Server) -> None:
+    """With the server's file descriptors exhausted (its limit lowered to what it holds), accept()
+    fails every second: one warning line, no traceback; it serves again once descriptors are back."""
+    import resource
+
+    pid = served.process.pid
+    limits = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    held = len(list(Path(f"/proc/{pid}/fd").iterdir()))
+    port = _port(served)
+    waiting: list[socket.socket] = []
+    try:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (held, limits[1]))
+        for _ in range(4):
+            waiting.append(socket.create_connection(("127.0.0.1", port), timeout=5))  # queued by the kernel, not accepted
+            time.sleep(1.0)
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+        for sock in waiting:
+            sock.close()
+    assert _poll_health(served, 0.5)
+    output = served.output()
+    assert output.count("cannot accept connections") == 1, output[-3000:]
+    assert "Traceback" not in output and "out of system resource" not in output
 
 
 def test_a_load_is_parsed_before_the_write_lock(served: Server, capsys: pytest.CaptureFixture[str]) -> None:
@@ -327,3 +378,110 @@ def test_allowed_origins_may_write_and_get_cors_headers(tmp_path: Path) -> None:
         assert "access-control-allow-origin" not in refused.headers
     finally:
         server.stop()
+
+
+HOSTILE_BRANCHES = {
+    "NUL": "main%00",
+    "dot-dot": "%2E%2E",
+    "dot": ".",
+    "very long": "a" * 5000,
+    "newline": "ma%0Ain",
+    "escape": "%1B%5B31m",
+    "DEL": "main%7F",
+    "tab": "main%09",
+    "space": "main%20",
+    "slash escape": "..%2F..%2Fetc%2Fpasswd",
+    "slash escape to main": "main%2F..%2Fmain",
+    "double escape": "%252E%252E",
+    "backslash": "..%5C..%5Cmain",
+    "invalid UTF-8": "%FF%FE",
+    "right-to-left mark": "%E2%80%AEniam",
+    "lock suffix": "main.lock",
+    "leading dash": "-main",
+    "absolute path": "%2Fetc%2Fpasswd",
+}
+
+
+def _hostile_calls(client: httpx.Client, name: str) -> dict[str, httpx.Response]:
+    """Every route that names a branch in its path, with ``name`` (already percent-encoded) there."""
+    query = {"query": "query people() { match { $p: Person } return { $p.name } }"}
+    row = f"{person('Hostile')}\n".encode()
+    return {
+        "GET snapshot": client.get(f"/branches/{name}/snapshot"),
+        "GET commits": client.get(f"/branches/{name}/commits"),
+        "GET export": client.get(f"/branches/{name}/export"),
+        "GET blob": client.get(f"/branches/{name}/blob", params={"type": "Person", "id": "Alice", "property": "age"}),
+        "POST query": client.post(f"/branches/{name}/query", json=query),
+        "POST load": client.post(f"/branches/{name}/load", params={"mode": "append"}, content=row, headers=NDJSON),
+        "POST mutate": client.post(f"/branches/{name}/mutate", json={"query": 'query q() { insert Person { name: "H" } }'}),
+        "POST merge": client.post(f"/branches/{name}/merge", json={"into": "main"}),
+        "DELETE branch": client.delete(f"/branches/{name}"),
+    }
+
+
+def test_hostile_branch_names_are_4xx_on_every_route_and_errors_hide_the_root(served: Server) -> None:
+    """Every hostile name on every branch route (path and body) is a typed 4xx, nothing written, and
+    no error body names the server's graph root (it says GRAPH instead)."""
+    from urllib.parse import unquote
+
+    root = served.graph
+    before = stored_state(root)
+    statuses: dict[tuple[str, str], int] = {}
+    bodies: list[str] = []
+    with served.new_client(None) as client:
+        for label, name in HOSTILE_BRANCHES.items():
+            for call, response in _hostile_calls(client, name).items():
+                statuses[(label, call)] = response.status_code
+                bodies.append(response.text)
+                assert set(response.json()) == {"error"}, (label, call, response.text)
+            plain = unquote(name, errors="replace")
+            for body in ({"name": plain}, {"name": "fine", "from": plain}):
+                created = client.post("/branches", json=body)
+                statuses[(label, f"POST /branches {sorted(body)}")] = created.status_code
+                bodies.append(created.text)
+            merged = client.post("/branches/main/merge", json={"into": plain})
+            statuses[(label, "POST merge into")] = merged.status_code
+            bodies.append(merged.text)
+        # errors that name the root in the engine's own words (advice commands, a missing branch)
+        for response in (
+            client.get("/branches/absent/snapshot"),
+            client.get("/branches/main/blob", params={"type": "Person", "id": "Alice", "property": "age"}),
+            client.post("/branches", json={"name": "x", "from": "absent"}),
+        ):
+            assert 400 <= response.status_code < 500, response.text
+            bodies.append(response.text)
+        assert "GRAPH" in bodies[-2], bodies[-2]  # the advice's command names the graph, not where it is
+    outside = {key: status for key, status in statuses.items() if not 400 <= status < 500}
+    assert outside == {}, outside
+    leaked = [body[:300] for body in bodies if root in body or root.lstrip("/") in body]
+    assert leaked == [], leaked
+    assert stored_state(root) == before
+    assert "Traceback" not in served.output() and '"internal"' not in served.output()
+
+
+def test_the_root_is_redacted_in_every_spelling() -> None:
+    from omnigraph.server.redact import Redactor
+
+    s3 = Redactor("s3://bucket/graphs/social/")
+    text = "no table at s3://bucket/graphs/social/nodes/P.lance (bucket/graphs/social/__manifest): run `omnigraph recover s3://bucket/graphs/social`"
+    assert s3.text(text) == "no table at GRAPH/nodes/P.lance (GRAPH/__manifest): run `omnigraph recover GRAPH`"
+    local = Redactor("/srv/graphs/social")
+    assert local.document({"uri": "file:///srv/graphs/social", "paths": ["/srv/graphs/social/x"], "n": 1}) == {
+        "uri": "GRAPH",
+        "paths": ["GRAPH/x"],
+        "n": 1,
+    }
+
+
+def test_the_connection_cap_fits_the_open_files_limit() -> None:
+    """The soft limit is raised to fit the cap, its headroom and the worker's files; when the hard
+    limit is short, the cap is lowered to fit (an accept() without a descriptor stalls every client)."""
+    import resource
+
+    from omnigraph.cli.serve_commands import connection_budget
+
+    assert connection_budget(2048, 1024, 1_048_576) == (2048 + 32 + 256, 2048)
+    assert connection_budget(2048, 1024, 1024) == (1024, 1024 - 32 - 256)
+    assert connection_budget(2048, 100, 200) == (200, 1)
+    assert connection_budget(50, 20_000, 20_000) == (20_000, 50)
+    assert connection_budget(50, resource.RLIM_INFINITY, resource.RLIM_INFINITY) == (resource.RLIM_INFINITY, 50)

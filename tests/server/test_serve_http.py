@@ -35,6 +35,7 @@ from tests.support.graph_helpers import (
     record_key,
     snapshot,
 )
+from tests.support.raw_http import connect, head, read_response
 from tests.support.serve_helpers import NDJSON, Server, error_of, start_fenced, write_tokens
 
 LIMIT = 8192
@@ -90,10 +91,29 @@ def _reads_match_the_cli(served: Server) -> None:
     assert exported.text == export_text(served.graph)
     only = client.get("/branches/main/export", params=[("type", "Company"), ("type", "Knows")]).text
     assert only == export_text(served.graph, types=["Company", "Knows"])
+    chunks = _export_chunk_sizes(served)
+    assert len(chunks) == 1 and chunks[0] == len(exported.content), chunks  # sent in blocks, not a line per send
     commits = client.get("/branches/main/commits").json()
     cli = invoke(OMNIGRAPH, "commit", "list", "--json", served.graph).ok().json()
     assert commits == cli
     assert next(b["name"] for b in client.get("/branches").json()["branches"]) == "main"
+
+
+def _export_chunk_sizes(served: Server) -> list[int]:
+    """The HTTP chunk sizes of ``GET /branches/main/export`` (raw, ``Transfer-Encoding: chunked``)."""
+    port = int(served.base_url.rsplit(":", 1)[1])
+    with connect(port) as sock:
+        sock.sendall(head("GET", "/branches/main/export", port, authorization=f"Bearer {served.token}", connection="close"))
+        response = read_response(sock, timeout=30)
+    assert response.status == 200 and response.headers.get("transfer-encoding") == "chunked", response.headers
+    sizes, rest = [], response.body
+    while True:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            return sizes
+        sizes.append(size)
+        rest = rest[size + 2 :]
 
 
 def _read_errors(served: Server) -> None:
@@ -111,7 +131,7 @@ def _branch_lifecycle_and_errors(served: Server) -> None:
     created = client.post("/branches", json={"name": "http-feat", "from": "main"})
     assert created.status_code == 201, created.text
     assert created.json()["name"] == "http-feat" and created.json()["parent_branch"] == "main"
-    error_of(client.post("/branches", json={"name": "http-feat"}), 400, "bad_request")
+    error_of(client.post("/branches", json={"name": "http-feat"}), 409, "branch_exists")
     error_of(client.post("/branches", json={"name": "x", "from": "nope"}), 404, "not_found")
     error_of(client.post("/branches", json={"name": "bad..name"}), 400, "bad_request")
     error_of(client.post("/branches", json={"nom": "x"}), 400, "bad_request")
@@ -222,7 +242,8 @@ def _sixteen_concurrent_strict_inserts_of_one_id(served: Server) -> None:
 
 def _out_of_band_commit_is_table_drift(served: Server) -> None:
     """A table's rows changed outside the engine: writes to it are 503 ``table_drift`` naming the
-    commands, reads and other tables keep working, and the named ``revert`` resolves it."""
+    commands, reads and other tables keep working, and the named ``revert`` resolves it, run as
+    printed on the server with its root for ``GRAPH`` (an HTTP error never names the root)."""
     entry = next(t for t in snapshot(served.graph)["tables"] if t["table_key"] == "node:Company")
     store = open_store(served.graph)
     dataset = open_dataset(store, entry["path"])
@@ -233,7 +254,9 @@ def _out_of_band_commit_is_table_drift(served: Server) -> None:
     assert served.client.get("/branches/main/snapshot").status_code == 200
     assert served.load([person("AfterRogue")]).status_code == 200  # other tables still take writes
     revert = error["details"]["commands"]["revert"].split()
-    assert revert[:3] == ["omnigraph", "drift", "revert"], revert
+    assert revert[:3] == ["omnigraph", "drift", "revert"] and "GRAPH" in revert, revert
+    assert served.graph not in json.dumps(error), error
+    revert = [served.graph if word == "GRAPH" else word for word in revert]
     invoke(OMNIGRAPH, *revert[1:]).ok()
     assert served.load(company).status_code == 200
 

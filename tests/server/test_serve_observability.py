@@ -53,6 +53,8 @@ def test_access_log_and_metrics_after_a_scripted_sequence(tmp_path: Path) -> Non
         assert anyone.get("/healthz").status_code == 200
         error_of(anyone.get("/branches"), 401, "unauthorized")
         assert reader.get("/branches").status_code == 200
+        queried = reader.post("/branches/main/query", json={"query": "query people() { match { $p: Person } return { $p.name } }"})
+        assert queried.status_code == 200 and "commit" in queried.json(), queried.text  # names the commit it read
         loaded = writer.post("/branches/main/load", params={"mode": "append"}, content=f"{person('Logged')}\n".encode(), headers=NDJSON)
         assert loaded.status_code == 200, loaded.text
         error_of(
@@ -70,7 +72,7 @@ def test_access_log_and_metrics_after_a_scripted_sequence(tmp_path: Path) -> Non
     finally:
         assert server.stop() == 0
 
-    load, mutate = "/branches/{branch}/load", "/branches/{branch}/mutate"
+    load, mutate, query = "/branches/{branch}/load", "/branches/{branch}/mutate", "/branches/{branch}/query"
     lines = access_log(server)
     health_checks = sum(1 for line in lines if line["path"] == "/healthz")  # also the start-up wait's
     assert health_checks >= 1
@@ -78,6 +80,7 @@ def test_access_log_and_metrics_after_a_scripted_sequence(tmp_path: Path) -> Non
         ("GET", "/healthz", "200"): health_checks,
         ("GET", "/branches", "401"): 1,
         ("GET", "/branches", "200"): 1,
+        ("POST", query, "200"): 1,
         ("POST", load, "200"): 1,
         ("POST", load, "409"): 1,
         ("POST", mutate, "200"): 1,
@@ -91,8 +94,10 @@ def test_access_log_and_metrics_after_a_scripted_sequence(tmp_path: Path) -> Non
     }
     assert requests == expected_requests, requests
     assert found[("omnigraph_http_request_duration_seconds_count", (("method", "POST"), ("route", load)))] == 2
-    assert found[("omnigraph_commits_total", (("route", load),))] == 1
-    assert found[("omnigraph_commits_total", (("route", mutate),))] == 1
+    commits = {dict(labels)["route"]: value for (name, labels), value in found.items() if name == "omnigraph_commits_total"}
+    assert commits == {load: 1, mutate: 1}, commits  # a read query names the commit it read: not a commit
+    reads = {dict(labels)["route"]: value for (name, labels), value in found.items() if name == "omnigraph_reads_total"}
+    assert reads == {"/branches": 1, query: 1}, reads
     assert found[("omnigraph_conflicts_total", (("code", "key_conflict"),))] == 1
     errors = {dict(labels)["code"]: value for (name, labels), value in found.items() if name == "omnigraph_http_errors_total"}
     assert errors == {"unauthorized": 1, "key_conflict": 1, "forbidden": 1, "not_found": 1}, errors
@@ -110,6 +115,7 @@ def test_access_log_and_metrics_after_a_scripted_sequence(tmp_path: Path) -> Non
             ("GET", "/healthz", "/healthz", 200, None, None, None): health_checks,
             ("GET", "/branches", "/branches", 401, None, "unauthorized", None): 1,
             ("GET", "/branches", "/branches", 200, "reader", None, None): 1,
+            ("POST", "/branches/main/query", query, 200, "reader", None, None): 1,
             ("POST", "/branches/main/load", load, 200, "writer", None, loaded.json()["commits"][-1]): 1,
             ("POST", "/branches/main/load", load, 409, "writer", "key_conflict", None): 1,
             ("POST", "/branches/main/mutate", mutate, 200, "writer", None, mutated.json()["commit"]): 1,

@@ -6,6 +6,7 @@ starting. Served by uvicorn on 127.0.0.1 in this process, called with httpx.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -116,3 +117,41 @@ def test_a_route_without_a_grant_keeps_the_app_from_starting(tmp_path: Path) -> 
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="critical"))
         with pytest.raises(SystemExit):
             server.run()  # the lifespan's audit fails the start-up
+
+
+def _every_route(routes: list[Any]) -> list[Any]:
+    """The routes under ``routes``, through included routers (kept as one entry by some FastAPI versions)."""
+    found = []
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        found += _every_route(included.routes) if included is not None and not hasattr(route, "methods") else [route]
+    return [route for route in found if getattr(route, "methods", None)]
+
+
+def _normalised(path: str) -> str:
+    path = re.sub(r"\[.*?\]|\?.*$", "", path)
+    return re.sub(r"\{[^}]*\}|\.\.\.", "{}", path)
+
+
+def test_serving_guide_lists_every_route(tmp_path: Path) -> None:
+    """``docs/serving.md``'s endpoint table lists exactly the routes the app registers."""
+    uri = str(tmp_path / "g")
+    make_example_graph(uri)
+    tokens = write_tokens(tmp_path, {"reader": [Grant.READ]})
+    app = create_app(_settings(uri, tokens))
+    registered = {(method, _normalised(route.path)) for route in _every_route(app.routes) for method in route.methods if method != "HEAD"}
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "serving.md").read_text(encoding="utf-8")
+    table = guide.split("## Endpoints", 1)[1].split("\n\n", 2)[1]
+    documented = set()
+    for row in table.splitlines()[2:]:
+        method = None
+        for item in re.findall(r"`([^`]+)`", row.split(" | ")[0]):
+            found = re.match(r"(GET|POST|DELETE) (\S+)", item)
+            if found:
+                method, path = found.groups()
+            elif item.startswith("/") and method is not None:
+                path = item
+            else:
+                continue
+            documented.add((method, _normalised(path)))
+    assert documented == registered, {"undocumented": registered - documented, "no such route": documented - registered}

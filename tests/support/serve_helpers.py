@@ -22,6 +22,7 @@ import yaml
 from omnigraph.engine.access.fleet import list_records
 from omnigraph.engine.storage.store import open_store
 from omnigraph.server.grants import Grant
+from omnigraph.server.scopes import BranchScope
 from omnigraph.server.tokens import TokenEntry, new_token
 from tests.support.graph_helpers import ACTOR, OMNIGRAPH, jsonl
 
@@ -88,16 +89,25 @@ class Tokens:
     by_actor: dict[str, str]
 
 
-def write_tokens(directory: Path, grants_by_actor: dict[str, list[Grant]]) -> Tokens:
-    """A tokens file (YAML) in ``directory`` with one fresh token per actor."""
+def write_tokens(
+    directory: Path,
+    grants_by_actor: dict[str, list[Grant]],
+    scopes: dict[str, BranchScope] | None = None,
+    protected_branches: list[str] | None = None,
+) -> Tokens:
+    """A tokens file (YAML) in ``directory`` with one fresh token per actor (its ``branch_scope`` from
+    ``scopes``, else any), and ``protected_branches`` when given."""
     entries: list[TokenEntry] = []
     by_actor: dict[str, str] = {}
     for actor, grants in grants_by_actor.items():
-        token, entry = new_token(actor, grants)
+        token, entry = new_token(actor, grants, (scopes or {}).get(actor, "any"))
         entries.append(entry)
         by_actor[actor] = token
+    document: dict[str, Any] = {"tokens": [entry.model_dump(mode="json", exclude_defaults=True) for entry in entries]}
+    if protected_branches is not None:
+        document["protected_branches"] = protected_branches
     path = directory / "tokens.yaml"
-    path.write_text(yaml.safe_dump({"tokens": [entry.model_dump(mode="json") for entry in entries]}), encoding="utf-8")
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
     return Tokens(path, by_actor)
 
 
