@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -30,11 +31,11 @@ from omnigraph.engine.errors import BadRequest, KeyConflict
 from omnigraph.engine.gq.checker import BoundQuery, BoundStatement, Condition
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot
-from omnigraph.engine.ops.blobs import blob_properties, copy_external, staged_bytes
+from omnigraph.engine.ops.blobs import blob_properties, check_cells, copy_external, plan_staging, split_alone, staged_bytes
 from omnigraph.engine.ops.constraints import constraint_problems, present_ids
 from omnigraph.engine.ops.merge import check_merged
 from omnigraph.engine.ops.merge_diff import TableChanges
-from omnigraph.engine.ops.write import LimitWording, TableWrite, check_table
+from omnigraph.engine.ops.write import MAX_ARROW_BYTES, AloneRow, LimitWording, TableWrite, check_table
 from omnigraph.engine.records.parse import EdgeRow, NodeRow, rows_to_arrow
 from omnigraph.engine.schema.ids import derive_node_id
 from omnigraph.engine.schema.tables import TableDef
@@ -240,8 +241,9 @@ class Evaluation:
     def _stored(self, table: TableDef, ids: list[str], state: _Pending, wording: LimitWording) -> pa.Table:
         """The committed rows ``ids``, each Blob cell as managed bytes.
 
-        Their stored sizes, with the other columns and the table's pending rows, are held to the
-        Arrow limit before any payload is read (an update rewrites the payloads of the rows it
+        Before any payload is read, every stored cell is held to the per-cell limit, and the
+        stored sizes of the rows that will not be staged alone, with their other columns and the
+        table's pending rows, to the Arrow limit (an update rewrites the payloads of the rows it
         matches, changed or not).
         """
         predicate = pc.field("id").isin(pa.array(ids, pa.utf8()))
@@ -251,7 +253,15 @@ class Evaluation:
         dataset = open_pinned(self._graph.store, self._snapshot.table(table.table_key).image)
         stored = dataset.to_table(filter=predicate, with_row_id=True)
         pending = rows_to_arrow(table, list(state.rows()), with_pk=self._graph.profile.router.with_pk)
-        budget = staged_bytes(self._graph.store, table, pending) + stored.drop_columns(names).nbytes + stored_sizes(dataset, stored, names)
+        per_row = [0] * stored.num_rows
+        for name in names:
+            sizes = stored_sizes(dataset, stored, name)
+            check_cells(table, name, stored, sizes)
+            per_row = [total + size for total, size in zip(per_row, sizes, strict=True)]
+        others = stored.drop_columns(names)
+        together = [i for i, size in enumerate(per_row) if size + int(others.slice(i, 1).nbytes) <= MAX_ARROW_BYTES]
+        budget = plan_staging(self._graph.store, table, pending, MAX_ARROW_BYTES).counted
+        budget += int(others.take(pa.array(together, pa.int64())).nbytes) + sum(per_row[i] for i in together)
         check_table(table.table_key, wording, arrow_bytes=budget)
         return materialize(dataset, stored, names)
 
@@ -309,21 +319,34 @@ class Evaluation:
         return Affected(self._per_statement["node"], self._per_statement["edge"], count("node"), count("edge"))
 
     def writes(self) -> tuple[TableWrite, ...]:
-        """One ``merge`` write per table with staged or deleted rows, in table-key order."""
+        """One ``merge`` write per table with staged or deleted rows, in table-key order.
+
+        A staged row that counts more than the Arrow limit on its own is staged alone
+        (:func:`omnigraph.engine.ops.blobs.plan_staging`); its external objects are copied when
+        its own commit is written.
+        """
         with_pk = self._graph.profile.router.with_pk
+        store = self._graph.store
         writes = []
         for key, state in sorted(self._pending.items()):
             if not (state.staged() or state.deleted):
                 continue
-            strict = rows_to_arrow(state.table, list(state.strict.values()), with_pk=with_pk)
-            upserts = rows_to_arrow(state.table, list(state.upserts.values()), with_pk=with_pk)
             wording = _limit_wording("the query stages too many rows")
-            check_table(key, wording, rows=state.staged())
-            store = self._graph.store
+            parts: dict[bool, pa.Table] = {}
+            alone: list[AloneRow] = []
+            counted = 0
+            for upsert, rows in ((False, state.strict), (True, state.upserts)):
+                table = rows_to_arrow(state.table, list(rows.values()), with_pk=with_pk)
+                staging = plan_staging(store, state.table, table, MAX_ARROW_BYTES)
+                together, singles = split_alone(table, staging)
+                parts[upsert], counted = together, counted + staging.counted
+                alone += [AloneRow(partial(copy_external, store, state.table, row), upsert) for row in singles]
+            check_table(key, wording, rows=state.staged(), arrow_bytes=counted)
+            strict, upserts = copy_external(store, state.table, parts[False]), copy_external(store, state.table, parts[True])
             check_table(key, wording, arrow_bytes=staged_bytes(store, state.table, strict) + staged_bytes(store, state.table, upserts))
-            strict, upserts = copy_external(store, state.table, strict), copy_external(store, state.table, upserts)
-            check_table(key, wording, arrow_bytes=staged_bytes(store, state.table, strict) + staged_bytes(store, state.table, upserts))
-            writes.append(TableWrite(key, "merge", strict, delete_ids=tuple(sorted(state.deleted)), upsert_rows=upserts))
+            writes.append(
+                TableWrite(key, "merge", strict, delete_ids=tuple(sorted(state.deleted)), upsert_rows=upserts, alone=tuple(alone))
+            )
         return tuple(writes)
 
 
