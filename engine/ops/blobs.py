@@ -168,12 +168,14 @@ def copy_external(store: GraphStore, table: TableDef, rows: pa.Table, lines: pa.
 
 
 def check_references(store: GraphStore, table: TableDef, batches: Iterable[pa.RecordBatch], lines: pa.Array | None = None) -> None:
-    """An overwrite's Blob cells: every external object they name exists, and every cell is within :func:`cell_limit`.
+    """An overwrite's Blob cells: every external object they name exists, and every cell of bytes is within :func:`cell_limit`.
 
-    (An overwrite stores the references as they are.)
+    An overwrite stores references as they are, so an object's size is not held to the limit.
     """
     for batch, name, batch_lines in _blob_columns(table, batches, lines):
-        check_cells(table, name, batch, _cell_sizes(store, table, batch, name, batch_lines), batch_lines)
+        _external_sizes(store, table, batch, name, batch_lines)
+        given = pc.fill_null(pc.binary_length(_parts(batch, name)[0]), 0).to_pylist()
+        check_cells(table, name, batch, [int(size) for size in given], batch_lines)
 
 
 CELL_LIMIT_ENV = "OMNIGRAPH_BLOB_CELL_MB"
@@ -195,13 +197,14 @@ def cell_limit() -> int:
 def _cell_over(table: TableDef, name: str, row_id: str, line: int | None, actual: int, limit: int, *, grew: bool = False) -> ResourceLimit:
     where = "" if line is None else f"line {line}: "
     why = "grew while it was copied: " if grew else ""
+    needed = -(-actual // (1024 * 1024))
     return ResourceLimit(
         "blob_cell_bytes",
         limit,
         actual,
         f"{where}{table.type_name}.{name} of id {row_id!r} {why}{actual} bytes exceed the per-cell limit of {limit} "
-        f"({CELL_LIMIT_ENV}={limit // (1024 * 1024)}); nothing was written. Raise {CELL_LIMIT_ENV} for a larger cell, or "
-        "store the object outside the graph and keep its URI with a load in overwrite mode",
+        f"({CELL_LIMIT_ENV}={limit // (1024 * 1024)}); nothing was written. To store it, set {CELL_LIMIT_ENV}={needed} "
+        "(or more) and write it again",
         table_key=table.table_key,
         type_name=table.type_name,
         property=name,
