@@ -312,10 +312,17 @@ class BlobReader:
         """Up to ``size`` bytes (all that remain when negative)."""
         return self._cell.read(size)
 
-    def chunks(self, chunk_bytes: int = READ_CHUNK) -> Iterator[bytes]:
-        """The remaining bytes, ``chunk_bytes`` at a time; closes the cell at the end."""
+    def chunks(self, chunk_bytes: int = READ_CHUNK, *, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
+        """The bytes from offset ``start`` up to ``stop`` (exclusive; the end when None), ``chunk_bytes`` at a time.
+
+        Closes the cell at the end. The caller keeps ``0 <= start <= stop <= size``.
+        """
         try:
-            while chunk := self._cell.read(chunk_bytes):
+            if start:
+                self._cell.seek(start)
+            left = self.size - start if stop is None else stop - start
+            while left > 0 and (chunk := self._cell.read(min(chunk_bytes, left))):
+                left -= len(chunk)
                 yield chunk
         finally:
             self.close()

@@ -49,3 +49,10 @@ class MisdirectedRequest(OmnigraphError):
 
     code = "misdirected_request"
     http_status = 421
+
+
+class RangeNotSatisfiable(OmnigraphError):
+    """A ``Range`` that selects no byte of a Blob cell (416; ``Content-Range: bytes */SIZE`` says its size)."""
+
+    code = "range_not_satisfiable"
+    http_status = 416
