@@ -1,9 +1,10 @@
 """Blob cells over the 32 MiB per-commit limit (issue 40, item 2): a row that counts more than the
 limit on its own is staged alone (one Lance commit of its own inside the same graph commit) and
 its cells are held to the per-cell limit (``OMNIGRAPH_BLOB_CELL_MB``). One 33 MiB cell goes
-through append, merge, a ``.gq`` update of another property, a ``.gq`` insert, export and a
-reload; every limit refusal names a setting or ``--chunk-rows`` that the test then runs as
-printed. Local storage only: the path is storage-independent, and large cells are costly."""
+through a crash between its two Lance commits (rolled back whole), append, merge, a ``.gq``
+update of another property, export and a reload, and a ``.gq`` insert; every limit refusal names
+a setting or ``--chunk-rows`` that the test then runs as printed. Local storage only: the path is
+storage-independent, and large cells are costly."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from typing import Any
 import pytest
 
 import omnigraph
+from omnigraph.engine.failpoints import FAILPOINT_ENV, FAILPOINT_EXIT_STATUS
 from tests.engine.test_blob import BUMP, PUT, SCHEMA, doc, doc_table
 from tests.support.advice import run_printed
 from tests.support.check_helpers import assert_check_clean
-from tests.support.graph_helpers import OMNIGRAPH, invoke, storage_state
+from tests.support.crash_helpers import assert_write_converged
+from tests.support.graph_helpers import OMNIGRAPH, invoke, run_cli, storage_state
 
 MIB = 1024 * 1024
 
@@ -47,6 +50,14 @@ def test_a_33_mib_cell_is_appended_merged_updated_exported_and_reloaded(tmp_path
     omnigraph.init(root, SCHEMA).close()
     data = tmp_path / "docs.jsonl"
     data.write_text(line("big", big) + "\n" + line("small", b"tiny") + "\n")
+    _, before = doc_table(root)
+
+    # a crash between the two Lance commits of the one graph commit: recover rolls it back whole
+    crashed = run_cli(OMNIGRAPH, "load", "--mode", "append", "--data", data, root, env={FAILPOINT_ENV: "write.after_merge_step"})
+    assert crashed.returncode == FAILPOINT_EXIT_STATUS, crashed.describe()
+    run_cli(OMNIGRAPH, "recover", root).ok()
+    assert rows(root) == {}
+    assert_write_converged(root, "main")
     _, before = doc_table(root)
 
     appended = invoke(OMNIGRAPH, "load", "--mode", "append", "--data", data, "--json", root).ok().json()

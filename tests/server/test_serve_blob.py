@@ -87,6 +87,10 @@ def test_a_client_that_sends_before_it_reads_gets_the_413_of_a_too_large_body(se
         urllib.request.urlopen(request, timeout=60)  # before the fix: URLError [Errno 32] Broken pipe
     assert refused.value.code == 413 and refused.value.headers["connection"] == "close"
     error = json.loads(refused.value.read())["error"]
-    assert error["code"] == "resource_limit" and error["details"] == {"resource": "body_bytes", "limit": 32 * 1024 * 1024, "actual": len(body)}
+    assert error["code"] == "resource_limit" and error["details"] == {
+        "resource": "body_bytes",
+        "limit": 32 * 1024 * 1024,
+        "actual": len(body),
+    }
     assert stored_state(served.graph) == before
     assert get(served, "a")[0] == 200  # the server goes on serving
