@@ -118,13 +118,19 @@ def _plan(store: GraphStore, records: RecordSet, table_key: str, span: tuple[int
     return plan_staging(store, records.catalog.table(table_key), rows, MAX_ARROW_BYTES, lines)
 
 
-def _over(chunks: list[_Chunk], stagings: list[dict[str, Staging]]) -> tuple[str, str, int] | None:
-    """The first (table key, resource, actual) of a chunk over the per-commit limits, None when every chunk fits."""
-    for chunk, staging in zip(chunks, stagings, strict=True):
+def _over_rows(chunks: list[_Chunk]) -> tuple[str, str, int] | None:
+    """The first (table key, ``rows``, count) of a chunk over the row limit (rows staged alone count too), else None."""
+    for chunk in chunks:
         for key, (start, stop) in chunk.ranges.items():
-            rows = stop - start - len(staging[key].alone)
-            if rows > MAX_ROWS:
-                return key, "rows", rows
+            if stop - start > MAX_ROWS:
+                return key, "rows", stop - start
+    return None
+
+
+def _over_bytes(chunks: list[_Chunk], stagings: list[dict[str, Staging]]) -> tuple[str, str, int] | None:
+    """The first (table key, ``arrow_bytes``, bytes) of a chunk over the Arrow limit, else None."""
+    for chunk, staging in zip(chunks, stagings, strict=True):
+        for key in chunk.ranges:
             if staging[key].counted > MAX_ARROW_BYTES:
                 return key, "arrow_bytes", staging[key].counted
     return None
@@ -133,13 +139,14 @@ def _over(chunks: list[_Chunk], stagings: list[dict[str, Staging]]) -> tuple[str
 def _advised_chunk_rows(store: GraphStore, records: RecordSet) -> int:
     """The largest ``--chunk-rows`` of 8192, 4096, ..., 1 whose every chunk fits the per-commit limits.
 
-    One row always fits (a row over the Arrow limit is staged alone, and one whose other columns
-    alone exceed it was refused before), so the search ends.
+    Every one of them fits the row limit; one row always fits the Arrow limit (a row over it is
+    staged alone, and one whose other columns alone exceed it was refused before), so the search
+    ends.
     """
     rows = MAX_ROWS
     while rows > 1:
         chunks = _chunks(records, rows)
-        if _over(chunks, _stagings(store, records, chunks)) is None:
+        if _over_bytes(chunks, _stagings(store, records, chunks)) is None:
             break
         rows //= 2
     return rows
@@ -148,14 +155,17 @@ def _advised_chunk_rows(store: GraphStore, records: RecordSet) -> int:
 def _check_limits(store: GraphStore, records: RecordSet, chunks: list[_Chunk], chunk_rows: int | None) -> list[dict[str, Staging]]:
     """Refuse (``resource_limit``) a commit over the per-commit limits in any table; the stagings of the chunks.
 
-    The limits are :mod:`omnigraph.engine.ops.write`'s; rows staged alone count toward neither.
-    The refusal names the ``--chunk-rows`` that makes every chunk fit (checked here, by the same
-    rule), so the command it prints works.
+    The limits are :mod:`omnigraph.engine.ops.write`'s: the row limit counts every row (before
+    any is read), the Arrow limit the rows not staged alone. The refusal names the
+    ``--chunk-rows`` that makes every chunk fit (checked here, by the same rules), so the command
+    it prints works.
     """
-    stagings = _stagings(store, records, chunks)
-    over = _over(chunks, stagings)
+    over = _over_rows(chunks)
     if over is None:
-        return stagings
+        stagings = _stagings(store, records, chunks)
+        over = _over_bytes(chunks, stagings)
+        if over is None:
+            return stagings
     table_key, resource, actual = over
     advised = _advised_chunk_rows(store, records)
     what = "rows" if resource == "rows" else "bytes of Arrow data"
@@ -313,7 +323,7 @@ def _prepare_for(
             _check_dangling_edges(graph, snapshot, records, replaced)
             check_overwrite_constraints(graph, snapshot, records)
         else:
-            incoming = {key: records.rows(key, *span) for key, span in chunk.ranges.items()}
+            incoming = {w.table_key: records.rows(w.table_key, *chunk.ranges[w.table_key]) if w.alone else w.rows for w in writes}
             check_chunk_constraints(graph, snapshot, records, chunk.ranges, incoming, upsert=mode == "merge")
         return CommitPlan(tuple(writes), (snapshot.head.commit_id,), message, None)
 
