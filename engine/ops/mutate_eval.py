@@ -259,7 +259,12 @@ class Evaluation:
             check_cells(table, name, stored, sizes)
             per_row = [total + size for total, size in zip(per_row, sizes, strict=True)]
         others = stored.drop_columns(names)
-        together = [i for i, size in enumerate(per_row) if size + int(others.slice(i, 1).nbytes) <= MAX_ARROW_BYTES]
+        total = int(others.nbytes)  # bounds each row's own: a row is sliced only when it may be alone
+        together = [
+            i
+            for i, size in enumerate(per_row)
+            if size + total <= MAX_ARROW_BYTES or size + int(others.slice(i, 1).nbytes) <= MAX_ARROW_BYTES
+        ]
         budget = plan_staging(self._graph.store, table, pending, MAX_ARROW_BYTES).counted
         budget += int(others.take(pa.array(together, pa.int64())).nbytes) + sum(per_row[i] for i in together)
         check_table(table.table_key, wording, arrow_bytes=budget)
