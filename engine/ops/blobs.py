@@ -4,11 +4,16 @@ Staging (load append/merge, ``.gq`` inserts and updates): the per-commit Arrow l
 (:mod:`omnigraph.engine.ops.write`) counts a staged table as the Arrow bytes of its other columns
 plus the *declared* size of every Blob cell (:func:`staged_bytes`): the length of managed bytes,
 the size of an external object (one metadata request each, no payload read). So the limit is
-checked before any external payload is read, and blob bytes count once. Then
-:func:`copy_external` reads the accepted external objects into the staged cells (Lance's
-merge-insert cannot store a reference), and the caller checks the limit again on the copies (an
-object may have grown in between). A load overwrite keeps references instead
-(:func:`check_references` only proves the objects exist).
+checked before any external payload is read, and blob bytes count once. A row that counts more
+than the limit on its own is not counted: :func:`plan_staging` marks it to be staged alone (a
+Lance commit of its own in the same graph commit, :class:`omnigraph.engine.ops.write.AloneRow`),
+and every Blob cell of every write, overwrite included, is held to the per-cell limit
+(:func:`cell_limit`, ``OMNIGRAPH_BLOB_CELL_MB``). Then :func:`copy_external` reads the accepted
+external objects into the staged cells in counted 1 MiB pieces (Lance's merge-insert cannot store
+a reference; a row staged alone is copied when its own commit is written), and the caller checks
+the limit again on the copies (an object may have grown in between). A load overwrite keeps
+references instead (:func:`check_references` proves the objects exist and bounds the managed
+cells).
 
 A missing external object is ``bad_request`` naming the line (when known), the property, the
 id and the URI; nothing has been armed or written at that point. A door that must not read
