@@ -19,9 +19,12 @@ table's effect landed would be ``recovery_required``.
 
 Limits: strict-insert and upsert inputs stay within the per-commit limits of
 :mod:`omnigraph.engine.ops.write` (rows and Arrow memory per table per commit, Blob cells counted by
-their declared sizes, :mod:`omnigraph.engine.ops.blobs`); every chunk is checked before the first
-write, and a chunk's external Blob objects are copied into it when its commit is prepared.
-Overwrite is the bulk-replacement path and is not limited, and cannot be chunked (each chunk
+their declared sizes, :mod:`omnigraph.engine.ops.blobs`; a row that counts more than the Arrow
+limit on its own is staged alone and not counted); every chunk is checked before the first
+write, and a refusal names a ``--chunk-rows`` checked to fit. A chunk's external Blob objects are
+copied into it when its commit is prepared (a row staged alone: when its own Lance commit is
+written). Overwrite is the bulk-replacement path and is not limited (but for the per-cell Blob
+limit), and cannot be chunked (each chunk
 would replace the previous one); it keeps external Blob URIs as references (after checking that
 the objects exist). Chunks are cut from the file's records ordered node tables first, then edge
 tables, so every edge's endpoints are committed no later than the edge.

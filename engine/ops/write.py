@@ -86,7 +86,10 @@ inserts and upserts, ``.gq`` mutations) refuses a commit over either limit with
 :func:`check_table` in its prepare step, before any intent is armed; the caller words the
 refusal (:class:`LimitWording`: its hint names what splits the commit), and the error's code
 and fields are the same for all of them: ``resource_limit`` ``{resource, limit, actual,
-table_key}`` with ``resource`` ``rows`` or ``arrow_bytes``. Overwrite loads (the bulk
+table_key}`` with ``resource`` ``rows`` or ``arrow_bytes``. A row that counts more than the
+Arrow limit on its own is not counted but staged alone (:class:`AloneRow`: a Lance commit of its
+own after the table's other rows, so the table effect is a chain of commits, as a merge's is).
+Overwrite loads (the bulk
 replacement path) and deleted ids are not limited; a branch merge brings any number of rows, as
 a chain of commits within these limits under one intent
 (:func:`omnigraph.engine.door.table_store.merge_rows`).
