@@ -19,13 +19,14 @@ of each statement's committed matches, ids ascending.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from lance.blob import Blob
 
 from omnigraph.engine.errors import BadRequest, KeyConflict
 from omnigraph.engine.gq.checker import BoundQuery, BoundStatement, Condition
@@ -39,7 +40,7 @@ from omnigraph.engine.ops.write import MAX_ARROW_BYTES, AloneRow, LimitWording, 
 from omnigraph.engine.records.parse import EdgeRow, NodeRow, rows_to_arrow
 from omnigraph.engine.schema.ids import derive_node_id
 from omnigraph.engine.schema.tables import TableDef
-from omnigraph.engine.storage.blobs import materialize, stored_sizes, stored_values
+from omnigraph.engine.storage.blobs import ROW_ID, materialize, stored_sizes, stored_values
 from omnigraph.engine.storage.lance_io import open_pinned
 
 Row = NodeRow | EdgeRow
@@ -234,22 +235,24 @@ class Evaluation:
         check_table(table.table_key, wording, rows=state.staged() + len(ids))
         committed: list[Row] = []
         if ids:
-            committed = _rows(table, self._stored(table, ids, state, wording), statement.line)
+            committed = self._stored(table, ids, state, wording, statement.line)
         pending = [row for row in state.rows() if _matches(condition, row)]
         return committed + pending
 
-    def _stored(self, table: TableDef, ids: list[str], state: _Pending, wording: LimitWording) -> pa.Table:
-        """The committed rows ``ids``, each Blob cell as managed bytes.
+    def _stored(self, table: TableDef, ids: list[str], state: _Pending, wording: LimitWording, line: int) -> list[Row]:
+        """The committed rows ``ids`` (ids ascending), each Blob cell as managed bytes, except in rows staged alone.
 
         Before any payload is read, every stored cell is held to the per-cell limit, and the
         stored sizes of the rows that will not be staged alone, with their other columns and the
         table's pending rows, to the Arrow limit (an update rewrites the payloads of the rows it
-        matches, changed or not).
+        matches, changed or not). A row that counts more than the limit on its own keeps
+        :data:`CARRIED` for its Blob cells: they are read when its own commit is written
+        (:meth:`_restage`).
         """
         predicate = pc.field("id").isin(pa.array(ids, pa.utf8()))
         names = blob_properties(table)
         if not names:
-            return self._scan(table, predicate, None)
+            return _rows(table, self._scan(table, predicate, None), line)
         dataset = open_pinned(self._graph.store, self._snapshot.table(table.table_key).image)
         stored = dataset.to_table(filter=predicate, with_row_id=True)
         pending = rows_to_arrow(table, list(state.rows()), with_pk=self._graph.profile.router.with_pk)
@@ -268,7 +271,24 @@ class Evaluation:
         budget = plan_staging(self._graph.store, table, pending, MAX_ARROW_BYTES).counted
         budget += int(others.take(pa.array(together, pa.int64())).nbytes) + sum(per_row[i] for i in together)
         check_table(table.table_key, wording, arrow_bytes=budget)
-        return materialize(dataset, stored, names)
+        alone = sorted(set(range(stored.num_rows)) - set(together))
+        rows = _rows(table, materialize(dataset, stored.take(pa.array(together, pa.int64())), names), line)
+        if alone:
+            carried = others.take(pa.array(alone, pa.int64())).drop_columns([ROW_ID])
+            rows += _rows(table, carried, line, carried=names)
+        return sorted(rows, key=lambda row: row.id)
+
+    def _restage(self, table: TableDef, row: Row) -> pa.Table:
+        """``row`` as a table of one row, its :data:`CARRIED` Blob cells read now from the snapshot (one row's payloads)."""
+        names = [name for name in blob_properties(table) if row.values[name] is CARRIED]
+        dataset = open_pinned(self._graph.store, self._snapshot.table(table.table_key).image)
+        stored = dataset.to_table(columns=names, filter=pc.field("id") == row.id, with_row_id=True)
+        payloads = materialize(dataset, stored, names)
+        staged = rows_to_arrow(table, [row], with_pk=self._graph.profile.router.with_pk)
+        for name in names:
+            index = staged.schema.get_field_index(name)
+            staged = staged.set_column(index, staged.schema.field(name), payloads.column(name))
+        return copy_external(self._graph.store, table, staged)
 
     # -- result ------------------------------------------------------------------------------
 
@@ -341,7 +361,10 @@ class Evaluation:
             alone: list[AloneRow] = []
             counted = 0
             for upsert, rows in ((False, state.strict), (True, state.upserts)):
-                table = rows_to_arrow(state.table, list(rows.values()), with_pk=with_pk)
+                carrying = [row for row in rows.values() if any(value is CARRIED for value in row.values.values())]
+                alone += [AloneRow(partial(self._restage, state.table, row), upsert) for row in carrying]
+                carried_ids = {row.id for row in carrying}
+                table = rows_to_arrow(state.table, [row for row in rows.values() if row.id not in carried_ids], with_pk=with_pk)
                 staging = plan_staging(store, state.table, table, MAX_ARROW_BYTES)
                 together, singles = split_alone(table, staging)
                 parts[upsert], counted = together, counted + staging.counted
@@ -374,8 +397,14 @@ def _matches(condition: Condition, row: Row) -> bool:
     return condition.matches(row.values.get(condition.column))
 
 
-def _rows(table: TableDef, stored: pa.Table, line: int) -> list[Row]:
+CARRIED = Blob.from_bytes(b"")
+"""The value of a Blob cell an update carries in a row staged alone: read when the row is written."""
+
+
+def _rows(table: TableDef, stored: pa.Table, line: int, carried: Sequence[str] = ()) -> list[Row]:
+    """The rows of ``stored`` (ids ascending); the Blob properties ``carried`` (absent from ``stored``) hold :data:`CARRIED`."""
     columns = {name: stored_values(stored.column(name)) for name in stored.column_names}
+    columns.update({name: [CARRIED] * stored.num_rows for name in carried})
     rows: list[Row] = []
     for index, row_id in enumerate(columns["id"]):
         values = {prop.name: columns[prop.name][index] for prop in table.properties}
