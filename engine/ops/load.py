@@ -19,9 +19,12 @@ table's effect landed would be ``recovery_required``.
 
 Limits: strict-insert and upsert inputs stay within the per-commit limits of
 :mod:`omnigraph.engine.ops.write` (rows and Arrow memory per table per commit, Blob cells counted by
-their declared sizes, :mod:`omnigraph.engine.ops.blobs`); every chunk is checked before the first
-write, and a chunk's external Blob objects are copied into it when its commit is prepared.
-Overwrite is the bulk-replacement path and is not limited, and cannot be chunked (each chunk
+their declared sizes, :mod:`omnigraph.engine.ops.blobs`; a row that counts more than the Arrow
+limit on its own is staged alone and not counted); every chunk is checked before the first
+write, and a refusal names a ``--chunk-rows`` checked to fit. A chunk's external Blob objects are
+copied into it when its commit is prepared (a row staged alone: when its own Lance commit is
+written). Overwrite is the bulk-replacement path and is not limited (but for the per-cell Blob
+limit), and cannot be chunked (each chunk
 would replace the previous one); it keeps external Blob URIs as references (after checking that
 the objects exist). Chunks are cut from the file's records ordered node tables first, then edge
 tables, so every edge's endpoints are committed no later than the edge.
@@ -43,13 +46,25 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from omnigraph.engine.errors import BadRequest, KeyConflict, OmnigraphError
+from omnigraph.engine.errors import BadRequest, KeyConflict, OmnigraphError, ResourceLimit
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry, lance_branch_name
-from omnigraph.engine.ops.blobs import check_references, copy_external, refuse_external, staged_bytes
+from omnigraph.engine.ops.blobs import Staging, check_references, copy_external, plan_staging, refuse_external, split_alone, staged_bytes
 from omnigraph.engine.ops.constraints import ChunkProbe, check_chunk_constraints, check_overwrite_constraints, present_ids
-from omnigraph.engine.ops.load_changes import TableCounts, append_counts, merge_changes, overwrite_counts
-from omnigraph.engine.ops.write import MAX_ROWS, CommitPlan, CommitResult, LimitWording, Prepare, TableWrite, WriteKind, check_table, commit
+from omnigraph.engine.ops.load_changes import TableCounts, append_counts, merge_changes, overwrite_counts, upsert_counts
+from omnigraph.engine.ops.write import (
+    MAX_ARROW_BYTES,
+    MAX_ROWS,
+    AloneRow,
+    CommitPlan,
+    CommitResult,
+    LimitWording,
+    Prepare,
+    TableWrite,
+    WriteKind,
+    check_table,
+    commit,
+)
 from omnigraph.engine.records.jsonl_blocks import JsonlSource
 from omnigraph.engine.records.read import read_records
 from omnigraph.engine.records.record_set import EdgeEnds, RecordSet, check_edge_endpoints
@@ -94,35 +109,105 @@ def _chunks(records: RecordSet, chunk_rows: int | None) -> list[_Chunk]:
     return chunks or [_Chunk({})]
 
 
-def _check_limits(store: GraphStore, records: RecordSet, chunks: list[_Chunk], chunked: bool) -> None:
-    """Refuse (``resource_limit``) a commit over the per-commit limits in any table.
+def _stagings(store: GraphStore, records: RecordSet, chunks: list[_Chunk]) -> list[dict[str, Staging]]:
+    """Per chunk, per table, how its rows are staged (:func:`omnigraph.engine.ops.blobs.plan_staging`).
 
-    The limits are :mod:`omnigraph.engine.ops.write`'s; the refusal names the option that splits
-    the commit.
+    Refuses a Blob cell over the per-cell limit and a row whose other columns exceed the
+    per-commit limit on their own.
     """
-    hint = "" if chunked else f"; split the load with --chunk-rows {MAX_ROWS} (one commit per chunk)"
-    wording = LimitWording(
-        rows="{table_key}: {actual} rows in one commit exceed the limit of {limit}" + hint,
-        arrow_bytes="{table_key}: {actual} bytes of Arrow data in one commit exceed the limit of {limit}"
-        + (hint or "; use a smaller --chunk-rows"),
-    )
+    return [{key: _plan(store, records, key, span) for key, span in chunk.ranges.items()} for chunk in chunks]
+
+
+def _plan(store: GraphStore, records: RecordSet, table_key: str, span: tuple[int, int]) -> Staging:
+    rows, lines = records.rows(table_key, *span), records.column(table_key, "line", *span)
+    return plan_staging(store, records.catalog.table(table_key), rows, MAX_ARROW_BYTES, lines)
+
+
+def _over_rows(chunks: list[_Chunk]) -> tuple[str, str, int] | None:
+    """The first (table key, ``rows``, count) of a chunk over the row limit (rows staged alone count too), else None."""
     for chunk in chunks:
-        for table_key, (start, stop) in chunk.ranges.items():
-            check_table(table_key, wording, rows=stop - start)
-            table, rows = records.catalog.table(table_key), records.rows(table_key, start, stop)
-            lines = records.column(table_key, "line", start, stop)
-            check_table(table_key, wording, arrow_bytes=staged_bytes(store, table, rows, lines))
+        for key, (start, stop) in chunk.ranges.items():
+            if stop - start > MAX_ROWS:
+                return key, "rows", stop - start
+    return None
 
 
-def _staged(graph: Graph, records: RecordSet, table_key: str, span: tuple[int, int]) -> pa.Table:
-    """A strict-insert or upsert chunk of one table with its external Blob objects copied in.
+def _over_bytes(chunks: list[_Chunk], stagings: list[dict[str, Staging]]) -> tuple[str, str, int] | None:
+    """The first (table key, ``arrow_bytes``, bytes) of a chunk over the Arrow limit, else None."""
+    for chunk, staging in zip(chunks, stagings, strict=True):
+        for key in chunk.ranges:
+            if staging[key].counted > MAX_ARROW_BYTES:
+                return key, "arrow_bytes", staging[key].counted
+    return None
 
-    Their sizes were checked by :func:`_check_limits`; the copies are checked again.
+
+def _advised_chunk_rows(store: GraphStore, records: RecordSet) -> int:
+    """The largest ``--chunk-rows`` of 8192, 4096, ..., 1 whose every chunk fits the per-commit limits.
+
+    Every one of them fits the row limit; one row always fits the Arrow limit (a row over it is
+    staged alone, and one whose other columns alone exceed it was refused before), so the search
+    ends.
+    """
+    rows = MAX_ROWS
+    while rows > 1:
+        chunks = _chunks(records, rows)
+        if _over_bytes(chunks, _stagings(store, records, chunks)) is None:
+            break
+        rows //= 2
+    return rows
+
+
+def _check_limits(store: GraphStore, records: RecordSet, chunks: list[_Chunk], chunk_rows: int | None) -> list[dict[str, Staging]]:
+    """Refuse (``resource_limit``) a commit over the per-commit limits in any table; the stagings of the chunks.
+
+    The limits are :mod:`omnigraph.engine.ops.write`'s: the row limit counts every row (before
+    any is read), the Arrow limit the rows not staged alone. The refusal names the
+    ``--chunk-rows`` that makes every chunk fit (checked here, by the same rules), so the command
+    it prints works.
+    """
+    over = _over_rows(chunks)
+    if over is None:
+        stagings = _stagings(store, records, chunks)
+        over = _over_bytes(chunks, stagings)
+        if over is None:
+            return stagings
+    table_key, resource, actual = over
+    advised = _advised_chunk_rows(store, records)
+    what = "rows" if resource == "rows" else "bytes of Arrow data"
+    limit = MAX_ROWS if resource == "rows" else MAX_ARROW_BYTES
+    now = "" if chunk_rows is None else f" (chunks of {chunk_rows} rows)"
+    raise ResourceLimit(
+        resource,
+        limit,
+        actual,
+        f"{table_key}: {actual} {what} in one commit{now} exceed the limit of {limit}; nothing was written. Split the "
+        f"load with --chunk-rows {advised} (one commit per chunk, not atomic as a whole)",
+        table_key=table_key,
+        chunk_rows=advised,
+    )
+
+
+def _staged(
+    graph: Graph, records: RecordSet, table_key: str, span: tuple[int, int], staging: Staging, upsert: bool
+) -> tuple[pa.Table, tuple[AloneRow, ...]]:
+    """A strict-insert or upsert chunk of one table: its rows staged together, and those staged alone.
+
+    The rows staged together have their external Blob objects copied in here.
+
+    Sizes were checked by :func:`_check_limits`; the copies are checked again. A row staged
+    alone has its external objects copied when its own commit is written.
     """
     table, lines = graph.catalog.table(table_key), records.column(table_key, "line", *span)
-    rows = copy_external(graph.store, table, records.rows(table_key, *span), lines)
+    together, alone = split_alone(records.rows(table_key, *span), staging)
+    alone_set = set(staging.alone)
+    kept_lines = lines.take(pa.array([i for i in range(len(lines)) if i not in alone_set], pa.int64())) if alone_set else lines
+    rows = copy_external(graph.store, table, together, kept_lines)
     check_table(table_key, LimitWording(rows=_COPIED, arrow_bytes=_COPIED), arrow_bytes=staged_bytes(graph.store, table, rows))
-    return rows
+    staged = tuple(
+        AloneRow(partial(copy_external, graph.store, table, row, lines.slice(index, 1)), upsert)
+        for index, row in zip(staging.alone, alone, strict=True)
+    )
+    return rows, staged
 
 
 def _check_unique_committed(
@@ -222,7 +307,14 @@ _Payload = dict[str, tuple[TableCounts, frozenset[str]]]
 
 
 def _prepare_for(
-    graph: Graph, records: RecordSet, chunk: _Chunk, mode: LoadMode, probe: ChunkProbe, message: str, claimed: Mapping[str, frozenset[str]]
+    graph: Graph,
+    records: RecordSet,
+    chunk: _Chunk,
+    staging: dict[str, Staging],
+    mode: LoadMode,
+    probe: ChunkProbe,
+    message: str,
+    claimed: Mapping[str, frozenset[str]],
 ) -> Prepare[_Payload]:
     replaced = set(chunk.ranges) if mode == "overwrite" else set()
     fenced = graph.profile.router.with_pk
@@ -237,7 +329,8 @@ def _prepare_for(
         for table_key, span in chunk.ranges.items():
             entry = snapshot.table(table_key)
             table = graph.catalog.table(table_key)
-            fenced_first = fenced and previous is None and table_key == first_effect and entry.table_branch == own_branch
+            alone_rows = mode != "overwrite" and bool(staging[table_key].alone)  # the fence covers the first commit only
+            fenced_first = fenced and previous is None and table_key == first_effect and entry.table_branch == own_branch and not alone_rows
             if mode == "append" and not fenced_first:
                 ids = records.column(table_key, "id", *span)
                 existing = probe.existing(entry, ids, span[0], partial(records.column, table_key, "id", span[0]))
@@ -248,17 +341,20 @@ def _prepare_for(
                 payload[table_key] = (overwrite_counts(graph, entry, ids), frozenset())
                 writes.append(TableWrite(table_key, "overwrite", records.reader(table_key)))
                 continue
-            rows = _staged(graph, records, table_key, span)
+            rows, alone = _staged(graph, records, table_key, span, staging[table_key], upsert=mode == "merge")
+            # Rows staged alone have a Blob property: their ids are never matched, only classified.
+            alone_ids = records.column(table_key, "id", *span).take(pa.array(staging[table_key].alone, pa.int64()))
             if mode == "merge":
                 generated = records.column(table_key, "generated", *span) if table.kind == "edge" else None
                 changes = merge_changes(graph, table, entry, rows, generated, claimed.get(table_key, frozenset()))
-                rows, counts, ids_seen = changes.rows, changes.counts, changes.ids
+                rows, ids_seen = changes.rows, changes.ids | frozenset(alone_ids.to_pylist())
+                counts = changes.counts.plus(upsert_counts(graph, entry, alone_ids))
             else:
-                counts, ids_seen = append_counts(rows.num_rows), frozenset()
-            _check_unique_committed(graph, entry, records, table_key, span, rows.column("id"))
-            incoming[table_key] = rows
+                counts, ids_seen = append_counts(rows.num_rows + len(alone)), frozenset()
+            _check_unique_committed(graph, entry, records, table_key, span, pa.chunked_array([*rows.column("id").chunks, alone_ids]))
+            incoming[table_key] = records.rows(table_key, *span) if alone else rows
             payload[table_key] = (counts, ids_seen)
-            writes.append(TableWrite(table_key, _WRITE_KIND[mode], rows))
+            writes.append(TableWrite(table_key, _WRITE_KIND[mode], rows, alone=alone))
         if mode == "overwrite":
             _check_dangling_edges(graph, snapshot, records, replaced)
             check_overwrite_constraints(graph, snapshot, records)
@@ -313,15 +409,16 @@ def load_records(
             refuse_external(graph.catalog.table(table_key), records.reader(table_key), records.column(table_key, "line"))
     graph.manifest.require_branch(branch)
     chunks = _chunks(records, chunk_rows)
+    stagings: list[dict[str, Staging]] = [{} for _ in chunks]
     if mode != "overwrite":
-        _check_limits(graph.store, records, chunks, chunked=chunk_rows is not None)
+        stagings = _check_limits(graph.store, records, chunks, chunk_rows)
     else:
         for table_key in records.table_keys():
             check_references(graph.store, graph.catalog.table(table_key), records.reader(table_key), records.column(table_key, "line"))
     if len(chunks) > 1 and any(graph.catalog.table(key).kind == "edge" for key in records.table_keys()):
         whole = _Chunk({key: (0, records.num_rows(key)) for key in records.table_keys()})
         _check_endpoints(graph, records, whole, _committed_lookup(graph, graph.manifest.snapshot(branch), set()))
-    return _publish(graph, records, chunks, mode, branch, actor, progress)
+    return _publish(graph, records, chunks, stagings, mode, branch, actor, progress)
 
 
 def check_load_options(mode: LoadMode, chunk_rows: int | None) -> None:
@@ -344,6 +441,7 @@ def _publish(
     graph: Graph,
     records: RecordSet,
     chunks: list[_Chunk],
+    stagings: list[dict[str, Staging]],
     mode: LoadMode,
     branch: str,
     actor: str,
@@ -355,10 +453,10 @@ def _publish(
     counts: dict[str, TableCounts] = {}
     claimed: dict[str, frozenset[str]] = {}
     probe = ChunkProbe(graph)
-    for index, chunk in enumerate(chunks):
+    for index, (chunk, staging) in enumerate(zip(chunks, stagings, strict=True)):
         message = f"load --mode {mode}" + (f" (chunk {index + 1}/{len(chunks)})" if len(chunks) > 1 else "")
         try:
-            prepare = _prepare_for(graph, records, chunk, mode, probe, message, claimed)
+            prepare = _prepare_for(graph, records, chunk, staging, mode, probe, message, claimed)
             written = commit(graph, branch, prepare, actor=actor, catalog=records.catalog)
         except OmnigraphError as error:
             if commits:

@@ -172,10 +172,7 @@ def merge_changes(
         return MergeChanges(rows, TableCounts(inserted=rows.num_rows), frozenset(ids.to_pylist()))
     dataset = open_pinned(graph.store, entry.image)
     if _has_blob(table):
-        existing = present_ids(graph, entry, ids)
-        inserted = sum(1 for row_id in ids.to_pylist() if row_id not in existing)
-        counts = TableCounts(inserted=inserted, updated=rows.num_rows - inserted)
-        return MergeChanges(rows, counts, frozenset(ids.to_pylist()))
+        return MergeChanges(rows, upsert_counts(graph, entry, ids), frozenset(ids.to_pylist()))
     columns = _compared_columns(table)
     committed = dataset.to_table(columns=columns, filter=pc.field("id").isin(ids))
     before: Mapping[str, tuple[Any, ...]] = dict(
@@ -196,6 +193,15 @@ def overwrite_counts(graph: Graph, entry: TableEntry, ids: pa.Array) -> TableCou
     """An overwrite of the table with rows ``ids``: inserted and updated by id, committed rows gone as deleted."""
     existing = len(present_ids(graph, entry, ids)) if entry.row_count else 0
     return TableCounts(inserted=len(ids) - existing, updated=existing, deleted=entry.row_count - existing)
+
+
+def upsert_counts(graph: Graph, entry: TableEntry, ids: pa.Array | pa.ChunkedArray) -> TableCounts:
+    """Rows ``ids`` upserted without comparing values (a type with a Blob property): inserted when absent, else updated."""
+    if not len(ids):
+        return TableCounts()
+    existing = present_ids(graph, entry, ids) if entry.row_count else set()
+    inserted = sum(1 for row_id in ids.to_pylist() if row_id not in existing)
+    return TableCounts(inserted=inserted, updated=len(ids) - inserted)
 
 
 def append_counts(rows: int) -> TableCounts:

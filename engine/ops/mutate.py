@@ -20,8 +20,10 @@ of commits (:func:`mutate_chunked`); the evaluation itself (what each statement 
 
 Limits: per table, strict-insert plus upsert rows (an update's matched rows included, counted
 while matching) and their Arrow data within the per-commit limits
-(:mod:`omnigraph.engine.ops.write`), else ``resource_limit`` before any intent is armed. Deleted
-ids are not staged rows and are not limited.
+(:mod:`omnigraph.engine.ops.write`; a row that counts more than the Arrow limit on its own is
+staged alone, each Blob cell within the per-cell limit, :mod:`omnigraph.engine.ops.blobs`), else
+``resource_limit`` before any intent is armed. Deleted ids are not staged rows and are not
+limited.
 
 Conflicts (all through :func:`omnigraph.engine.ops.write.commit`, which re-runs ``prepare`` on a
 fresh snapshot after a storage conflict that landed nothing): an insert-only query is

@@ -19,26 +19,28 @@ of each statement's committed matches, ids ascending.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from lance.blob import Blob
 
 from omnigraph.engine.errors import BadRequest, KeyConflict
 from omnigraph.engine.gq.checker import BoundQuery, BoundStatement, Condition
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import BranchSnapshot
-from omnigraph.engine.ops.blobs import blob_properties, copy_external, staged_bytes
+from omnigraph.engine.ops.blobs import blob_properties, check_cells, copy_external, plan_staging, split_alone, staged_bytes
 from omnigraph.engine.ops.constraints import constraint_problems, present_ids
 from omnigraph.engine.ops.merge import check_merged
 from omnigraph.engine.ops.merge_diff import TableChanges
-from omnigraph.engine.ops.write import LimitWording, TableWrite, check_table
+from omnigraph.engine.ops.write import MAX_ARROW_BYTES, AloneRow, LimitWording, TableWrite, check_table
 from omnigraph.engine.records.parse import EdgeRow, NodeRow, rows_to_arrow
 from omnigraph.engine.schema.ids import derive_node_id, empty_key_member
 from omnigraph.engine.schema.tables import TableDef
-from omnigraph.engine.storage.blobs import materialize, stored_sizes, stored_values
+from omnigraph.engine.storage.blobs import ROW_ID, materialize, stored_sizes, stored_values
 from omnigraph.engine.storage.lance_io import open_pinned
 
 Row = NodeRow | EdgeRow
@@ -239,27 +241,60 @@ class Evaluation:
         check_table(table.table_key, wording, rows=state.staged() + len(ids))
         committed: list[Row] = []
         if ids:
-            committed = _rows(table, self._stored(table, ids, state, wording), statement.line)
+            committed = self._stored(table, ids, state, wording, statement.line)
         pending = [row for row in state.rows() if _matches(condition, row)]
         return committed + pending
 
-    def _stored(self, table: TableDef, ids: list[str], state: _Pending, wording: LimitWording) -> pa.Table:
-        """The committed rows ``ids``, each Blob cell as managed bytes.
+    def _stored(self, table: TableDef, ids: list[str], state: _Pending, wording: LimitWording, line: int) -> list[Row]:
+        """The committed rows ``ids`` (ids ascending), each Blob cell as managed bytes, except in rows staged alone.
 
-        Their stored sizes, with the other columns and the table's pending rows, are held to the
-        Arrow limit before any payload is read (an update rewrites the payloads of the rows it
-        matches, changed or not).
+        Before any payload is read, every stored cell is held to the per-cell limit, and the
+        stored sizes of the rows that will not be staged alone, with their other columns and the
+        table's pending rows, to the Arrow limit (an update rewrites the payloads of the rows it
+        matches, changed or not). A row that counts more than the limit on its own keeps
+        :data:`CARRIED` for its Blob cells: they are read when its own commit is written
+        (:meth:`_restage`).
         """
         predicate = pc.field("id").isin(pa.array(ids, pa.utf8()))
         names = blob_properties(table)
         if not names:
-            return self._scan(table, predicate, None)
+            return _rows(table, self._scan(table, predicate, None), line)
         dataset = open_pinned(self._graph.store, self._snapshot.table(table.table_key).image)
         stored = dataset.to_table(filter=predicate, with_row_id=True)
         pending = rows_to_arrow(table, list(state.rows()), with_pk=self._graph.profile.router.with_pk)
-        budget = staged_bytes(self._graph.store, table, pending) + stored.drop_columns(names).nbytes + stored_sizes(dataset, stored, names)
+        per_row = [0] * stored.num_rows
+        for name in names:
+            sizes = stored_sizes(dataset, stored, name)
+            check_cells(table, name, stored, sizes)
+            per_row = [total + size for total, size in zip(per_row, sizes, strict=True)]
+        others = stored.drop_columns(names)
+        total = int(others.nbytes)  # bounds each row's own: a row is sliced only when it may be alone
+        together = [
+            i
+            for i, size in enumerate(per_row)
+            if size + total <= MAX_ARROW_BYTES or size + int(others.slice(i, 1).nbytes) <= MAX_ARROW_BYTES
+        ]
+        budget = plan_staging(self._graph.store, table, pending, MAX_ARROW_BYTES).counted
+        budget += int(others.take(pa.array(together, pa.int64())).nbytes) + sum(per_row[i] for i in together)
         check_table(table.table_key, wording, arrow_bytes=budget)
-        return materialize(dataset, stored, names)
+        alone = sorted(set(range(stored.num_rows)) - set(together))
+        rows = _rows(table, materialize(dataset, stored.take(pa.array(together, pa.int64())), names), line)
+        if alone:
+            carried = others.take(pa.array(alone, pa.int64())).drop_columns([ROW_ID])
+            rows += _rows(table, carried, line, carried=names)
+        return sorted(rows, key=lambda row: row.id)
+
+    def _restage(self, table: TableDef, row: Row) -> pa.Table:
+        """``row`` as a table of one row, its :data:`CARRIED` Blob cells read now from the snapshot (one row's payloads)."""
+        names = [name for name in blob_properties(table) if row.values[name] is CARRIED]
+        dataset = open_pinned(self._graph.store, self._snapshot.table(table.table_key).image)
+        stored = dataset.to_table(columns=names, filter=pc.field("id") == row.id, with_row_id=True)
+        payloads = materialize(dataset, stored, names)
+        staged = rows_to_arrow(table, [row], with_pk=self._graph.profile.router.with_pk)
+        for name in names:
+            index = staged.schema.get_field_index(name)
+            staged = staged.set_column(index, staged.schema.field(name), payloads.column(name))
+        return copy_external(self._graph.store, table, staged)
 
     # -- result ------------------------------------------------------------------------------
 
@@ -315,21 +350,37 @@ class Evaluation:
         return Affected(self._per_statement["node"], self._per_statement["edge"], count("node"), count("edge"))
 
     def writes(self) -> tuple[TableWrite, ...]:
-        """One ``merge`` write per table with staged or deleted rows, in table-key order."""
+        """One ``merge`` write per table with staged or deleted rows, in table-key order.
+
+        A staged row that counts more than the Arrow limit on its own is staged alone
+        (:func:`omnigraph.engine.ops.blobs.plan_staging`); its external objects are copied when
+        its own commit is written.
+        """
         with_pk = self._graph.profile.router.with_pk
+        store = self._graph.store
         writes = []
         for key, state in sorted(self._pending.items()):
             if not (state.staged() or state.deleted):
                 continue
-            strict = rows_to_arrow(state.table, list(state.strict.values()), with_pk=with_pk)
-            upserts = rows_to_arrow(state.table, list(state.upserts.values()), with_pk=with_pk)
             wording = _limit_wording("the query stages too many rows")
-            check_table(key, wording, rows=state.staged())
-            store = self._graph.store
+            parts: dict[bool, pa.Table] = {}
+            alone: list[AloneRow] = []
+            counted = 0
+            for upsert, rows in ((False, state.strict), (True, state.upserts)):
+                carrying = [row for row in rows.values() if any(value is CARRIED for value in row.values.values())]
+                alone += [AloneRow(partial(self._restage, state.table, row), upsert) for row in carrying]
+                carried_ids = {row.id for row in carrying}
+                table = rows_to_arrow(state.table, [row for row in rows.values() if row.id not in carried_ids], with_pk=with_pk)
+                staging = plan_staging(store, state.table, table, MAX_ARROW_BYTES)
+                together, singles = split_alone(table, staging)
+                parts[upsert], counted = together, counted + staging.counted
+                alone += [AloneRow(partial(copy_external, store, state.table, row), upsert) for row in singles]
+            check_table(key, wording, rows=state.staged(), arrow_bytes=counted)
+            strict, upserts = copy_external(store, state.table, parts[False]), copy_external(store, state.table, parts[True])
             check_table(key, wording, arrow_bytes=staged_bytes(store, state.table, strict) + staged_bytes(store, state.table, upserts))
-            strict, upserts = copy_external(store, state.table, strict), copy_external(store, state.table, upserts)
-            check_table(key, wording, arrow_bytes=staged_bytes(store, state.table, strict) + staged_bytes(store, state.table, upserts))
-            writes.append(TableWrite(key, "merge", strict, delete_ids=tuple(sorted(state.deleted)), upsert_rows=upserts))
+            writes.append(
+                TableWrite(key, "merge", strict, delete_ids=tuple(sorted(state.deleted)), upsert_rows=upserts, alone=tuple(alone))
+            )
         return tuple(writes)
 
 
@@ -352,8 +403,14 @@ def _matches(condition: Condition, row: Row) -> bool:
     return condition.matches(row.values.get(condition.column))
 
 
-def _rows(table: TableDef, stored: pa.Table, line: int) -> list[Row]:
+CARRIED = Blob.from_bytes(b"")
+"""The value of a Blob cell an update carries in a row staged alone: read when the row is written."""
+
+
+def _rows(table: TableDef, stored: pa.Table, line: int, carried: Sequence[str] = ()) -> list[Row]:
+    """The rows of ``stored`` (ids ascending); the Blob properties ``carried`` (absent from ``stored``) hold :data:`CARRIED`."""
     columns = {name: stored_values(stored.column(name)) for name in stored.column_names}
+    columns.update({name: [CARRIED] * stored.num_rows for name in carried})
     rows: list[Row] = []
     for index, row_id in enumerate(columns["id"]):
         values = {prop.name: columns[prop.name][index] for prop in table.properties}

@@ -86,7 +86,10 @@ inserts and upserts, ``.gq`` mutations) refuses a commit over either limit with
 :func:`check_table` in its prepare step, before any intent is armed; the caller words the
 refusal (:class:`LimitWording`: its hint names what splits the commit), and the error's code
 and fields are the same for all of them: ``resource_limit`` ``{resource, limit, actual,
-table_key}`` with ``resource`` ``rows`` or ``arrow_bytes``. Overwrite loads (the bulk
+table_key}`` with ``resource`` ``rows`` or ``arrow_bytes``. A row that counts more than the
+Arrow limit on its own is not counted but staged alone (:class:`AloneRow`: a Lance commit of its
+own after the table's other rows, so the table effect is a chain of commits, as a merge's is).
+Overwrite loads (the bulk
 replacement path) and deleted ids are not limited; a branch merge brings any number of rows, as
 a chain of commits within these limits under one intent
 (:func:`omnigraph.engine.door.table_store.merge_rows`).
@@ -169,6 +172,19 @@ P = TypeVar("P")
 
 
 @dataclass(frozen=True)
+class AloneRow:
+    """One row a write stages by itself (:func:`omnigraph.engine.ops.blobs.plan_staging`).
+
+    It is written in a Lance commit of its own after the table's other rows, within the same
+    graph commit: ``stage()`` gives it (a table of one row) when that commit is written, so an
+    external Blob object is copied only then; upserted if ``upsert``, else strictly inserted.
+    """
+
+    stage: Callable[[], pa.Table]
+    upsert: bool
+
+
+@dataclass(frozen=True)
 class TableWrite:
     """Validated rows for one table and how to write them.
 
@@ -181,6 +197,8 @@ class TableWrite:
     (:func:`omnigraph.engine.door.table_store.evolve_columns`; ``rows`` is unused). An ``overwrite``
     may give its rows as a ``RecordBatchReader`` (a load streams a large table into its one
     commit); the reader is consumed by the effect, so ``prepare`` makes a new one per attempt.
+    An ``insert``, ``upsert`` or ``merge`` may carry ``alone`` rows (:class:`AloneRow`), each
+    one Lance commit after the others: the effect is then a chain of commits, like a merge's.
     """
 
     table_key: str
@@ -190,6 +208,7 @@ class TableWrite:
     delete_null_ids: bool = False
     upsert_rows: pa.Table | None = None
     change: TableChange | None = None
+    alone: tuple[AloneRow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -382,21 +401,14 @@ def _write_table(graph: Graph, dataset: lance.LanceDataset, table_path: str, wri
     router = graph.profile.router
     if router.check_writable is not None:
         router.check_writable(dataset, table_path)
+    if write.alone:
+        return _chain(graph, dataset, write)
     if write.kind == "insert":
         return router.strict_insert(dataset, write.rows), 1
     if write.kind == "upsert":
         return router.upsert(dataset, write.rows), 1
     if write.kind == "merge":
-        changes = MergeRows(write.table_key, write.rows, write.upsert_rows, write.delete_ids)
-        steps = 0
-
-        def after_step() -> None:
-            nonlocal steps
-            steps += 1
-            failpoint("write.after_merge_step")
-
-        version = router.merge(dataset, changes, after_step)
-        return version, steps
+        return _merge(graph, dataset, write)
     if write.kind == "repair":
         return router.repair(dataset, list(write.delete_ids), write.delete_null_ids, write.rows), None
     if write.kind == "evolve":
@@ -405,6 +417,46 @@ def _write_table(graph: Graph, dataset: lance.LanceDataset, table_path: str, wri
         return evolve_columns(dataset, write.change, lambda: failpoint("write.after_evolve_step"))
     schema = graph.catalog.table(write.table_key).arrow_schema(with_pk=router.with_pk)
     return router.overwrite(dataset, write.rows, schema), 1
+
+
+def _merge(graph: Graph, dataset: lance.LanceDataset, write: TableWrite) -> tuple[int, int]:
+    """A ``merge`` write's chain of commits (the router's); its last version and the commits it made."""
+    changes = MergeRows(write.table_key, write.rows, write.upsert_rows, write.delete_ids)
+    steps = 0
+
+    def after_step() -> None:
+        nonlocal steps
+        steps += 1
+        failpoint("write.after_merge_step")
+
+    version = graph.profile.router.merge(dataset, changes, after_step)
+    return version, steps
+
+
+def _chain(graph: Graph, dataset: lance.LanceDataset, write: TableWrite) -> tuple[int, int]:
+    """A write with :class:`AloneRow` rows: its other rows (if any), then one commit per alone row.
+
+    A conflict before any commit landed propagates as it is (nothing landed); after one it is
+    :class:`EffectLanded`. ``write.after_merge_step`` fires after each commit.
+    """
+    router = graph.profile.router
+    version, commits = int(dataset.version), 0
+    if write.kind == "merge":
+        version, commits = _merge(graph, dataset, write)
+    elif isinstance(write.rows, pa.Table) and write.rows.num_rows:
+        version = (router.strict_insert if write.kind == "insert" else router.upsert)(dataset, write.rows)
+        commits = 1
+        failpoint("write.after_merge_step")
+    for row in write.alone:
+        try:
+            version = (router.upsert if row.upsert else router.strict_insert)(dataset, row.stage())
+        except (CommitConflict, ExistingKeys) as conflict:
+            if not commits:
+                raise
+            raise EffectLanded(f"the write of {write.table_key} conflicted after {commits} of its commits: {conflict}") from conflict
+        commits += 1
+        failpoint("write.after_merge_step")
+    return version, commits
 
 
 PUBLISH_ATTEMPTS = 64

@@ -67,18 +67,24 @@ def object_size(store: GraphStore, uri: str) -> int:
     return int(info["size"])
 
 
-def read_object(store: GraphStore, uri: str) -> bytes:
-    """The whole object ``uri`` names, read with ``store``'s S3 settings.
+def read_object(store: GraphStore, uri: str, at_most: int) -> bytes:
+    """The object ``uri`` names, read with ``store``'s S3 settings, :data:`READ_CHUNK` bytes at a time.
 
-    Callers have bounded its size with :func:`object_size`.
+    Reading stops once more than ``at_most`` bytes have arrived (at most one chunk more), so an
+    object that grew past the caller's limit since it was sized is never read whole; the caller
+    refuses a result longer than ``at_most``.
     """
     fs, path = _located(store, uri)
+    parts: list[bytes] = []
+    size = 0
     try:
         with fs.open(path, "rb") as handle:
-            data: bytes = handle.read()
-            return data
+            while size <= at_most and (chunk := handle.read(READ_CHUNK)):
+                parts.append(chunk)
+                size += len(chunk)
     except FileNotFoundError:
         raise ExternalObjectMissing(uri) from None
+    return b"".join(parts)
 
 
 T = TypeVar("T")
@@ -124,20 +130,19 @@ def cells(dataset: lance.LanceDataset, column: str, row_ids: list[int]) -> Itera
         yield from taken
 
 
-def stored_sizes(dataset: lance.LanceDataset, rows: pa.Table, names: list[str]) -> int:
-    """The payload bytes of the blob cells of ``rows`` (descriptors and ``_rowid`` as scanned).
+def stored_sizes(dataset: lance.LanceDataset, rows: pa.Table, name: str) -> list[int]:
+    """Per row of ``rows`` (descriptors and ``_rowid`` as scanned) the payload bytes of its ``name`` cell (0 for null).
 
     Sizes are read from the descriptors; a whole-object reference (size unknown to its descriptor)
     is sized by its handle. No payload is read.
     """
-    total = 0
     row_ids = rows.column(ROW_ID).to_pylist()
-    for name in names:
-        descriptors = rows.column(name).to_pylist()
-        unsized = [row_id for row_id, d in zip(row_ids, descriptors, strict=True) if whole_reference(d) is not None]
-        total += sum(int(d["size"]) for d in descriptors if d is not None and whole_reference(d) is None)
-        total += sum(cell.size() for cell in cells(dataset, name, unsized) if cell is not None)
-    return total
+    descriptors = rows.column(name).to_pylist()
+    sizes = [0 if d is None or whole_reference(d) is not None else int(d["size"]) for d in descriptors]
+    unsized = [index for index, d in enumerate(descriptors) if whole_reference(d) is not None]
+    for index, cell in zip(unsized, cells(dataset, name, [row_ids[i] for i in unsized]), strict=True):
+        sizes[index] = 0 if cell is None else int(cell.size())
+    return sizes
 
 
 def materialize(dataset: lance.LanceDataset, rows: pa.Table, names: list[str]) -> pa.Table:

@@ -36,10 +36,12 @@ from omnigraph.results import CreatedBranch, DeletedBranch, LoadResult, MergeRes
 from omnigraph.server import metrics, models
 from omnigraph.server.access import NDJSON_BODY, public, requires
 from omnigraph.server.docs_ui import add_docs_routes
+from omnigraph.server.errors import RangeNotSatisfiable
 from omnigraph.server.gate import GuardedRoute, audit_routes, install_gate
 from omnigraph.server.grants import Grant, Principal
 from omnigraph.server.observe import Observe
 from omnigraph.server.query_routes import query_router
+from omnigraph.server.ranges import byte_range
 from omnigraph.server.redact import Redactor
 from omnigraph.server.service import GraphService
 from omnigraph.server.settings import ServeSettings, settings_from_env
@@ -178,19 +180,38 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
         tags=["reads"],
         response_class=StreamingResponse,
         dependencies=[requires(Grant.READ)],
-        responses={200: {"content": {"application/octet-stream": {}}, "description": "The cell's bytes."}},
+        responses={
+            200: {"content": {"application/octet-stream": {}}, "description": "The cell's bytes."},
+            206: {"content": {"application/octet-stream": {}}, "description": "The bytes of the one range asked for."},
+            416: {"model": models.ErrorResponse, "description": "A range that selects no byte of the cell."},
+        },
     )
     def blob(
         branch: str,
         type_name: Annotated[str, Query(alias="type")],
         row_id: Annotated[str, Query(alias="id")],
         prop: Annotated[str, Query(alias="property")],
-    ) -> StreamingResponse:
+        range_header: Annotated[str | None, Header(alias="range")] = None,
+    ) -> Response:
         """One Blob cell's bytes, streamed (``omnigraph blob get``): ``?type=T&id=ID&property=P``
-        (query parameters, so any id fits); ``Content-Length`` is the cell's size.
+        (query parameters, so any id fits); ``Content-Length`` is the cell's size. A single
+        ``Range: bytes=...`` is answered 206 with ``Content-Range``, one that selects no byte
+        416; several ranges (or another unit) are ignored: the whole cell, 200.
         """  # noqa: D205 - the route's OpenAPI description, served as written
-        size, chunks = service.blob(branch, type_name, row_id, prop)
-        return StreamingResponse(chunks, media_type="application/octet-stream", headers={"Content-Length": str(size)})
+        reader = service.blob(branch, type_name, row_id, prop)
+        try:
+            wanted = byte_range(range_header, reader.size)
+        except RangeNotSatisfiable as refused:
+            reader.close()
+            return JSONResponse(refused.to_json(), status_code=416, headers={"Content-Range": f"bytes */{reader.size}"})
+        headers = {"Accept-Ranges": "bytes"}
+        if wanted is None:
+            headers["Content-Length"] = str(reader.size)
+            return StreamingResponse(reader.chunks(), media_type="application/octet-stream", headers=headers)
+        start, stop = wanted
+        headers.update({"Content-Length": str(stop - start), "Content-Range": f"bytes {start}-{stop - 1}/{reader.size}"})
+        chunks = reader.chunks(start=start, stop=stop)
+        return StreamingResponse(chunks, status_code=206, media_type="application/octet-stream", headers=headers)
 
     @app.post(
         "/branches/{branch}/load",

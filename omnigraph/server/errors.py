@@ -70,3 +70,10 @@ class Overloaded(OmnigraphError):
 
     code = "overloaded"
     http_status = 503
+
+
+class RangeNotSatisfiable(OmnigraphError):
+    """A ``Range`` that selects no byte of a Blob cell (416; ``Content-Range: bytes */SIZE`` says its size)."""
+
+    code = "range_not_satisfiable"
+    http_status = 416

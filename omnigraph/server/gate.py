@@ -20,10 +20,12 @@ the body or solves a dependency, in order:
 3. on a write (any method but GET, HEAD, OPTIONS): an ``Origin`` other than the server's own or an
    allowed one is 403 ``origin_refused``, and a body must be JSON (JSONL on a JSONL route), else
    415 ``unsupported_media_type``: a cross-site form or ``text/plain`` post never reaches a handler;
-4. the body is read here, whole, before the handler: a declared ``Content-Length`` over the
-   route's limit is 413 ``resource_limit`` without reading a byte, a body that grows past it is
-   413 as soon as it does, and one that does not arrive within the body timeout is 408
-   ``request_timeout``; these three close the connection.
+4. the body is read here, whole, before the handler: a body over the route's limit is 413
+   ``resource_limit``, once it has been read and discarded if it is at most
+   :data:`DRAIN_BYTES` long (so that a client that sends before it reads can read the answer),
+   else at once (a declared ``Content-Length`` then without reading a byte; ``Expect:
+   100-continue`` too); one that does not arrive within the body timeout is 408
+   ``request_timeout``; these close the connection.
 
 Nothing here touches the graph, and nothing is written on a refusal. A path no route matches is
 answered 404 by the router and reads no body.
@@ -68,6 +70,8 @@ MEDIA_TYPES = {
     "ndjson": frozenset({"application/x-ndjson", "application/jsonl", "application/json"}),
 }
 ACTOR_HEADER = "x-omnigraph-actor"
+DRAIN_BYTES = 64 * 1024 * 1024
+"""A refused body at most this long is read and discarded before the 413 (:meth:`_GateConfig.read_body`)."""
 _ACTOR = re.compile(ACTOR_PATTERN)
 
 
@@ -220,12 +224,22 @@ class _GateConfig:
             )
 
     async def read_body(self, policy: Policy, headers: dict[str, str], receive: Receive) -> bytes | None:
-        """Step 4 of the module docstring: the whole body, or None when the client went away."""
+        """Step 4 of the module docstring: the whole body, or None when the client went away.
+
+        A body over the limit is refused (413) once it has been read and discarded, when it is at
+        most :data:`DRAIN_BYTES` long and arrives within the body timeout: a client that sends the
+        whole body before it reads (Python's urllib, for one) then reads the 413 instead of a
+        broken pipe. A longer body, or one announced with ``Expect: 100-continue`` (the client
+        waits before it sends), is refused at once, before a byte is read.
+        """
         limits = self.settings.limits
         limit = limits.json_body_bytes if policy.body == JSON_BODY else limits.load_body_bytes
         declared = headers.get("content-length", "")
+        refusal: ResourceLimit | None = None
         if declared.isdigit() and int(declared) > limit:
-            raise ResourceLimit("body_bytes", limit, int(declared), f"a request body of {declared} bytes exceeds the limit of {limit}")
+            refusal = ResourceLimit("body_bytes", limit, int(declared), f"a request body of {declared} bytes exceeds the limit of {limit}")
+            if int(declared) > DRAIN_BYTES or "100-continue" in headers.get("expect", "").lower():
+                raise refusal
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limits.body_timeout
         chunks: list[bytes] = []
@@ -234,6 +248,8 @@ class _GateConfig:
             try:
                 message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0.0))
             except TimeoutError as error:
+                if refusal is not None:
+                    raise refusal from None
                 raise RequestTimeout(
                     f"the request body did not arrive within {limits.body_timeout:g} s", {"timeout_seconds": limits.body_timeout}
                 ) from error
@@ -241,10 +257,15 @@ class _GateConfig:
                 return None
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > limit:
-                raise ResourceLimit("body_bytes", limit, size, f"the request body exceeds the limit of {limit} bytes")
-            chunks.append(chunk)
+            if size > limit and refusal is None:
+                refusal = ResourceLimit("body_bytes", limit, size, f"the request body exceeds the limit of {limit} bytes")
+            if refusal is not None and size > DRAIN_BYTES:
+                raise refusal
+            if refusal is None:
+                chunks.append(chunk)
             if not message.get("more_body", False):
+                if refusal is not None:
+                    raise refusal
                 return b"".join(chunks)
 
 

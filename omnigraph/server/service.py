@@ -21,9 +21,12 @@ never on the event loop.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import omnigraph
+
+if TYPE_CHECKING:
+    from omnigraph import BlobReader
 
 LoadMode = Literal["append", "merge", "overwrite"]
 EXPORT_BLOCK_BYTES = 256 * 1024
@@ -89,14 +92,13 @@ class GraphService:
 
         return blocks()
 
-    def blob(self, branch: str, type_name: str, row_id: str, prop: str) -> tuple[int, Iterator[bytes]]:
-        """One Blob cell's size and its bytes as a stream.
+    def blob(self, branch: str, type_name: str, row_id: str, prop: str) -> BlobReader:
+        """One Blob cell, opened (its size known, no byte read yet).
 
-        The cell is opened here, so a refused cell fails before streaming (the stream closes the
-        cell when it ends).
+        The cell is opened here, so a refused cell fails before streaming; the caller streams it
+        (:meth:`omnigraph.BlobReader.chunks` closes it at the end) or closes it.
         """
-        reader = self.graph.open_blob(type_name, row_id, prop, branch=branch)
-        return reader.size, reader.chunks()
+        return self.graph.open_blob(type_name, row_id, prop, branch=branch)
 
     def query(self, branch: str, source: str, name: str | None, params: dict[str, Any], at: str | None) -> dict[str, Any]:
         """The output document of one read query (parsed and checked before any data is read)."""

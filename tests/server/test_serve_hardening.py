@@ -2,8 +2,9 @@
 
 * Browser-borne writes: a ``text/plain``, form or untyped body, or a foreign ``Origin``, and a
   ``Host`` that is not the server's (DNS rebinding): refused, nothing written.
-* Bodies: a declared ``Content-Length`` over the limit is 413 before a byte is read; a chunked body
-  that grows past it is 413 as soon as it does; the server's peak RSS stays bounded (printed).
+* Bodies: a declared ``Content-Length`` over 64 MiB is 413 before a byte is read; a chunked body
+  that grows past the limit is 413 once it has been drained (discarded) to 64 MiB; the server's
+  peak RSS stays bounded (printed).
 * Stalled clients: 1,100 uploads that announce a body and never send it, and 100 clients that
   never finish their request head, while ``/healthz`` answers within 1 s throughout; the uploads
   get 408 at the body timeout and the heads are closed at the header timeout; beyond
