@@ -34,13 +34,15 @@ Reads (:func:`read_body`: the body of a query that starts with ``match``)::
     read      := "match" "{" clause+ "}" "return" "{" item (SEP item)* "}"
                  ("order" "{" key (SEP key)* "}")? ("limit" INT)?
     clause    := VAR ":" TYPE ("{" (NAME ":" operand (SEP NAME ":" operand)*)? "}")?   binding
-               | VAR EDGE VAR ("{" INT "," INT "}")?                                   traversal
+               | VAR EDGE BOUNDS? VAR                                                  traversal
+               | VAR EDGE VAR BOUNDS                                        traversal (alias)
                | operand CMP operand                                                   filter
                | "not" "{" clause+ "}"                                                 negation
     operand   := VAR "." NAME | literal | PARAM
     CMP       := "=" | "!=" | "<" | "<=" | ">" | ">=" | "contains" | "starts_with"
     item      := (VAR "." NAME | "count" "(" VAR ")" | AGG "(" VAR "." NAME ")") ("as" NAME)?
     AGG       := "sum" | "avg" | "min" | "max"
+    BOUNDS    := "{" INT "," INT "}"
     key       := (VAR "." NAME | NAME) ("asc" | "desc")?
 
 ``SEP`` is a comma or a line break; match clauses are separated by whitespace only. ``VAR`` and
@@ -433,24 +435,34 @@ def _binding(cursor: Cursor) -> Binding:
     return Binding(var.text[1:], type_token.text, tuple(constraints), var, type_token)
 
 
+def _hop_bounds(cursor: Cursor) -> tuple[int, int]:
+    """``{min,max}`` at the cursor: both given, ``1 <= min <= max``."""
+    opening = cursor.next()
+    low_token = cursor.expect("int", what="a minimum hop count")
+    cursor.expect("punct", ",", "',' and a maximum hop count")
+    if cursor.at("punct", "}"):
+        raise cursor.fail("a traversal needs an upper bound ({min,max}); {n,} is not allowed")
+    high_token = cursor.expect("int", what="a maximum hop count")
+    cursor.expect("punct", "}", "'}' closing the hop bounds")
+    low, high = int(low_token.value), int(high_token.value)
+    if low < 1:
+        raise cursor.fail("the minimum hop count is at least 1", low_token)
+    if low > high:
+        raise cursor.fail(f"hop bounds {{{low},{high}}}: the minimum exceeds the maximum", opening)
+    return low, high
+
+
 def _traversal(cursor: Cursor) -> Traversal:
+    """``$a edge $b``, with hop bounds after the edge name (``$a knows{1,3} $b``) or, as an alias, after ``$b``."""
     src = cursor.next()
     edge = cursor.next()
+    bounds = _hop_bounds(cursor) if cursor.at("punct", "{") else None
     dst = cursor.expect("param", what=f"a variable ($name) after the edge {edge.text}")
-    low, high = 1, 1
     if cursor.at("punct", "{"):
-        opening = cursor.next()
-        low_token = cursor.expect("int", what="a minimum hop count")
-        cursor.expect("punct", ",", "',' and a maximum hop count")
-        if cursor.at("punct", "}"):
-            raise cursor.fail("a traversal needs an upper bound ({min,max}); {n,} is not allowed")
-        high_token = cursor.expect("int", what="a maximum hop count")
-        cursor.expect("punct", "}", "'}' closing the hop bounds")
-        low, high = int(low_token.value), int(high_token.value)
-        if low < 1:
-            raise cursor.fail("the minimum hop count is at least 1", low_token)
-        if low > high:
-            raise cursor.fail(f"hop bounds {{{low},{high}}}: the minimum exceeds the maximum", opening)
+        if bounds is not None:
+            raise cursor.fail(f"hop bounds are given twice: write them once, after the edge name ({edge.text}{{min,max}})")
+        bounds = _hop_bounds(cursor)
+    low, high = bounds or (1, 1)
     return Traversal(src.text[1:], edge.text, dst.text[1:], low, high, src, edge, dst)
 
 

@@ -84,6 +84,8 @@ def _refused(source: str, params: dict[str, Any] | None = None) -> GqError:
         ("query q() {\n match { $p: Person  $p knows $_ }\n return { $_.name }\n}", {}, (3, 11, "$_"), "anonymous"),
         ("query q($p: String) {\n match { $p: Person }\n return { $p.name }\n}", {"p": "x"}, (2, 10, "$p"), "spelled like the parameter"),
         # bad bounds (parse errors)
+        ("query q() {\n match { $p: Person  $p knows{2,} $f }\n return { $p.name }\n}", {}, (2, 33, "}"), "{n,} is not allowed"),
+        ("query q() {\n match { $p: Person  $p knows{1,2} $f {1,2} }\n return { $p.name }\n}", {}, (2, 39, "{"), "given twice"),
         ("query q() {\n match { $p: Person  $p knows $f {2,} }\n return { $p.name }\n}", {}, (2, 37, "}"), "{n,} is not allowed"),
         ("query q() {\n match { $p: Person  $p knows $f {3, 2} }\n return { $p.name }\n}", {}, (2, 34, "{"), "minimum exceeds the maximum"),
         ("query q() {\n match { $p: Person  $p knows $f {0,2} }\n return { $p.name }\n}", {}, (2, 35, "0"), "at least 1"),
@@ -175,3 +177,12 @@ def test_the_advice_for_an_aggregate_order_key_checks() -> None:
     """The refusal of ``order { count($f) desc }`` names a form that checks: the aggregate aliased in return."""
     bound = _check("query q() {\n match { $p: Person  $p knows $f }\n return { $p.name, count($f) as n }\n order { n desc }\n}")
     assert [output.name for output in bound.outputs] == ["p.name", "n"]
+
+
+@pytest.mark.parametrize("alias", ["$p knows $f {1,3}", "$p knows{ 1, 3 } $f", "$p knows {1,3} $f"])
+def test_hop_bounds_after_the_edge_name_mean_what_the_alias_means(alias: str) -> None:
+    """Upstream's spelling ``$a knows{1,3} $b`` and this project's alias ``$a knows $b {1,3}`` check to the same query."""
+    template = 'query q() {{\n match {{ $p: Person {{ name: "Ann" }}  {} }}\n return {{ $f.name }}\n order {{ $f.name }}\n}}'
+    upstream = _check(template.format("$p knows{1,3} $f"))
+    assert [(hop.min_hops, hop.max_hops) for hop in upstream.block.hops] == [(1, 3)]
+    assert _check(template.format(alias)) == upstream
