@@ -35,6 +35,7 @@ Reads (:func:`read_body`: the body of a query that starts with ``match``)::
                  ("order" "{" key (SEP key)* "}")? ("limit" INT)?
     clause    := VAR ":" TYPE ("{" (NAME ":" operand (SEP NAME ":" operand)*)? "}")?   binding
                | VAR EDGE BOUNDS? VAR                                                  traversal
+               | VAR "<" EDGE ">" BOUNDS? VAR                         traversal, either direction
                | VAR EDGE VAR BOUNDS                                        traversal (alias)
                | operand CMP operand                                                   filter
                | "not" "{" clause+ "}"                                                 negation
@@ -388,6 +389,8 @@ def _clause(cursor: Cursor) -> Clause:
             return _binding(cursor)
         if following.kind == "name" and following.text not in COMPARISONS:
             return _traversal(cursor)
+        if following.text == "<" and cursor.ahead(2).kind == "name" and cursor.ahead(3).text == ">":
+            return _traversal(cursor)
     left = _operand(cursor)
     op = cursor.peek
     if op.kind == "op" or (op.kind == "name" and op.text in COMPARISONS):
@@ -453,9 +456,17 @@ def _hop_bounds(cursor: Cursor) -> tuple[int, int]:
 
 
 def _traversal(cursor: Cursor) -> Traversal:
-    """``$a edge $b``, with hop bounds after the edge name (``$a knows{1,3} $b``) or, as an alias, after ``$b``."""
+    """``$a edge $b`` or ``$a <edge> $b`` (either direction), with optional hop bounds.
+
+    The bounds follow the edge name (``$a knows{1,3} $b``) or, as an alias, ``$b``.
+    """
     src = cursor.next()
+    undirected = cursor.at("op", "<")
+    if undirected:
+        cursor.next()
     edge = cursor.next()
+    if undirected:
+        cursor.expect("op", ">", f"'>' closing <{edge.text}>")
     bounds = _hop_bounds(cursor) if cursor.at("punct", "{") else None
     dst = cursor.expect("param", what=f"a variable ($name) after the edge {edge.text}")
     if cursor.at("punct", "{"):
@@ -463,7 +474,7 @@ def _traversal(cursor: Cursor) -> Traversal:
             raise cursor.fail(f"hop bounds are given twice: write them once, after the edge name ({edge.text}{{min,max}})")
         bounds = _hop_bounds(cursor)
     low, high = bounds or (1, 1)
-    return Traversal(src.text[1:], edge.text, dst.text[1:], low, high, src, edge, dst)
+    return Traversal(src.text[1:], edge.text, dst.text[1:], low, high, src, edge, dst, undirected)
 
 
 def _items(cursor: Cursor) -> tuple[ReturnItem, ...]:

@@ -225,11 +225,18 @@ class _Checker:
                 compares.extend(self._constraint(index, member) for member in clause.constraints)
             elif isinstance(clause, Traversal):
                 edge = self._edge(clause)
+                if clause.undirected and edge.from_type != edge.to_type:
+                    raise _error(
+                        f"<{clause.edge}> follows the edge in either direction, so both its ends must be one node type; "
+                        f"{edge.type_name} goes from {edge.from_type} to {edge.to_type}: use the directed form "
+                        f"(${clause.src} {clause.edge} ${clause.dst})",
+                        clause.edge_token,
+                    )
                 src = endpoint(clause.src, clause.token, self._catalog.node(str(edge.from_type)))
                 dst = endpoint(clause.dst, clause.dst_token, self._catalog.node(str(edge.to_type)))
                 self._check_endpoint(edge, src, "from", str(edge.from_type), clause.token)
                 self._check_endpoint(edge, dst, "to", str(edge.to_type), clause.dst_token)
-                hops.append(Hop(src, edge, dst, clause.min_hops, clause.max_hops))
+                hops.append(Hop(src, edge, dst, clause.min_hops, clause.max_hops, clause.undirected))
         compares.extend(self._filter(clause, scope) for clause in clauses if isinstance(clause, Filter))
         negations = tuple(self._block(c.clauses, scope)[0] for c in clauses if isinstance(c, Negation))
         variables = tuple(self._vars[index] for index in local)
@@ -475,7 +482,8 @@ class Hop:
     """A traversal: pairs (source ``src``, destination ``dst``) joined by ``edge``.
 
     A pair is joined in ``min_hops..max_hops`` breadth-first hops (visited-set rule of the
-    reference).
+    reference). ``undirected``: every edge also joins its destination to its source (the edge
+    type's ends are then one node type).
     """
 
     src: int
@@ -483,6 +491,7 @@ class Hop:
     dst: int
     min_hops: int
     max_hops: int
+    undirected: bool = False
 
 
 @dataclass(frozen=True)

@@ -144,7 +144,10 @@ class Binding:
 
 @dataclass(frozen=True)
 class Traversal:
-    """``$src edge $dst {min,max}``; ``edge`` is the edge type's name with a lower-case first letter."""
+    """``$src edge{min,max} $dst``; ``edge`` is the edge type's name with a lower-case first letter.
+
+    ``undirected`` (``$src <edge> $dst``): the edge is followed in either direction.
+    """
 
     src: str
     edge: str
@@ -154,6 +157,7 @@ class Traversal:
     token: Token
     edge_token: Token
     dst_token: Token
+    undirected: bool = False
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ Shape (:func:`statement`)::
 
 ``m`` holds one row per binding of the match's variables (``DISTINCT`` over their ids: a
 traversal reports a pair at most once, however many edges join it). A traversal of bounds
-``{1,1}`` joins the edge view directly; any other is the pair table
+``{1,1}`` joins the edge view directly (an undirected one, ``$a <edge> $b``, the view and its
+mirror, :func:`edge_rows`); any other is the pair table
 :mod:`omnigraph.engine.query.session` built (``relation`` returns its name). Order: the
 ``order`` keys (ascending puts NULL first, descending last), then the bound entities' ids
 ascending in the order the variables first appear; a grouped query breaks ties by its group
@@ -228,6 +229,14 @@ def _compare_sql(compare: Compare, params: SqlParams) -> str:
 Relation = Callable[[Hop], str | None]
 
 
+def edge_rows(hop: Hop) -> str:
+    """The ``(src, dst)`` rows ``hop`` follows: its edge view, and for an undirected hop the view mirrored too."""
+    view = quote(hop.edge.table_key)
+    if not hop.undirected:
+        return view
+    return f"(SELECT src, dst FROM {view} UNION ALL SELECT dst AS src, src AS dst FROM {view})"
+
+
 class _Compiler:
     def __init__(self, relation: Relation, params: SqlParams) -> None:
         self._relation = relation
@@ -243,7 +252,7 @@ class _Compiler:
             self._hops += 1
             pairs = self._relation(hop)
             if pairs is None:
-                froms.append(f"{quote(hop.edge.table_key)} AS {alias}")
+                froms.append(f"{edge_rows(hop)} AS {alias}")
                 conditions += [f"{alias}.src = v{hop.src}.id", f"{alias}.dst = v{hop.dst}.id"]
             else:
                 froms.append(f"{quote(pairs)} AS {alias}")

@@ -30,6 +30,9 @@ introduces it. When the source variable has none and the destination does, the s
 backwards from the destinations (``d`` is then the distance to the seed; the self-loop that
 counts is the seed's). With neither, the sources are every node with an outgoing edge.
 
+An undirected hop (``$a <edge> $b``) walks the same way over the edge rows and their mirror
+(:func:`omnigraph.engine.query.plan.edge_rows`): each edge joins its ends both ways.
+
 Ids are unique per node type only: when the edge's endpoints are of different types, a second
 hop would join ids of different types, so only hop 1 exists (and a self-loop cannot).
 """
@@ -45,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from omnigraph.engine.errors import BadRequest, ResourceLimit
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Compare, Const, Hop
-from omnigraph.engine.query.plan import SqlParams, compare_sql, quote
+from omnigraph.engine.query.plan import SqlParams, compare_sql, edge_rows, quote
 
 if TYPE_CHECKING:
     import duckdb
@@ -207,7 +210,7 @@ class Traversals:
         forward = bool(self._seed_conditions(hop.src)) or not self._seed_conditions(hop.dst)
         seed_var = hop.src if forward else hop.dst
         same_type = hop.edge.from_type == hop.edge.to_type
-        edges = quote(hop.edge.table_key)
+        edges = edge_rows(hop)
         params = SqlParams()
         conditions = self._seed_conditions(seed_var)
         if conditions or not forward:

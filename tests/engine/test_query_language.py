@@ -83,6 +83,8 @@ def _refused(source: str, params: dict[str, Any] | None = None) -> GqError:
         ("query q() {\n match { $p: Person  not { $p knows $f } }\n return { $f.name }\n}", {}, (3, 11, "$f"), "unknown variable $f"),
         ("query q() {\n match { $p: Person  $p knows $_ }\n return { $_.name }\n}", {}, (3, 11, "$_"), "anonymous"),
         ("query q($p: String) {\n match { $p: Person }\n return { $p.name }\n}", {"p": "x"}, (2, 10, "$p"), "spelled like the parameter"),
+        # an undirected traversal needs one node type at both ends
+        ("query q() {\n match { $p: Person  $p <worksAt> $c }\n return { $p.name }\n}", {}, (2, 26, "worksAt"), "use the directed form"),
         # bad bounds (parse errors)
         ("query q() {\n match { $p: Person  $p knows{2,} $f }\n return { $p.name }\n}", {}, (2, 33, "}"), "{n,} is not allowed"),
         ("query q() {\n match { $p: Person  $p knows{1,2} $f {1,2} }\n return { $p.name }\n}", {}, (2, 39, "{"), "given twice"),
@@ -186,3 +188,10 @@ def test_hop_bounds_after_the_edge_name_mean_what_the_alias_means(alias: str) ->
     upstream = _check(template.format("$p knows{1,3} $f"))
     assert [(hop.min_hops, hop.max_hops) for hop in upstream.block.hops] == [(1, 3)]
     assert _check(template.format(alias)) == upstream
+
+
+def test_an_undirected_traversal_is_a_traversal_either_way() -> None:
+    """``$a <knows>{1,2} $b`` binds the same variables as the directed form, marked undirected, also inside ``not { }``."""
+    bound = _check("query q() {\n match { $p: Person  $p <knows>{1,2} $f  not { $f <knows> $_ } }\n return { $f.name }\n}")
+    assert [(hop.min_hops, hop.max_hops, hop.undirected) for hop in bound.block.hops] == [(1, 2, True)]
+    assert [hop.undirected for hop in bound.block.negations[0].hops] == [True]

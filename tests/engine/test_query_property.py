@@ -4,7 +4,7 @@ grammar, each answer compared (columns, rows and their order) with the pure-Pyth
 
 Graphs: up to six Person nodes (nullable age, score, tags and an unsigned rank), Cities whose names collide with
 Person names (ids are unique per type only), Knows edges with self-loops and parallel edges,
-LivesIn edges. Queries: bindings with and without constraints, forward and reverse traversals
+LivesIn edges. Queries: bindings with and without constraints, forward, reverse and undirected traversals
 with random bounds, filters of every operator (numbers, strings, lists, parameters, two
 variables), negations (nested, with ``$_``), projections and grouped aggregates, ``order`` and
 ``limit``. Several queries run per graph; both backends (fewer examples on S3).
@@ -104,7 +104,12 @@ def queries(draw: Any) -> tuple[str, dict[str, Any]]:
     clauses.append(f"$p: Person {constraint}".strip())
     if draw(st.booleans()):
         bounds = draw(st.sampled_from(BOUNDS))
-        clauses.append(f"$p knows $f{bounds}" if draw(st.booleans()) else f"$f knows $p{bounds}")
+        edge = draw(st.sampled_from(["knows", "<knows>"]))  # directed, or either direction
+        if draw(st.booleans()):  # upstream's spelling, bounds after the edge name; else this project's alias
+            pair = ("$p", f"{edge}{bounds.strip()}", "$f") if draw(st.booleans()) else ("$f", f"{edge}{bounds.strip()}", "$p")
+            clauses.append(" ".join(pair))
+        else:
+            clauses.append(f"$p {edge} $f{bounds}" if draw(st.booleans()) else f"$f {edge} $p{bounds}")
         variables.append("f")
     if draw(st.booleans()):
         clauses.append(f"${draw(st.sampled_from(variables))} livesIn $c")
@@ -147,6 +152,7 @@ def queries(draw: Any) -> tuple[str, dict[str, Any]]:
                         f'not {{ ${v} livesIn $k  $k.name = "a" }}',
                         f"not {{ ${v} knows $g  not {{ $g livesIn $_ }} }}",
                         f"not {{ $_ knows ${v}{draw(st.sampled_from(BOUNDS))} }}",
+                        f"not {{ ${v} <knows>{draw(st.sampled_from(BOUNDS)).strip()} $_ }}",
                         f"not {{ ${v}.age > 1 }}",
                     ]
                 )

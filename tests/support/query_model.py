@@ -63,12 +63,14 @@ def _edge_type(catalog: Catalog, name: str) -> str:
     raise AssertionError(f"unknown edge {name}")
 
 
-def reported_pairs(graph: ModelGraph, edge: str, low: int, high: int) -> set[tuple[str, str]]:
-    """Every (source, destination) a traversal ``edge {low,high}`` reports, by literal BFS."""
+def reported_pairs(graph: ModelGraph, edge: str, low: int, high: int, undirected: bool = False) -> set[tuple[str, str]]:
+    """Every (source, destination) a traversal ``edge{low,high}`` reports, by literal BFS (``undirected``: each edge both ways)."""
     table = graph.catalog.edge(edge)
     out: dict[str, set[str]] = {}
     for src, dst in graph.edges.get(edge, []):
         out.setdefault(src, set()).add(dst)
+        if undirected:
+            out.setdefault(dst, set()).add(src)
     same = table.from_type == table.to_type
     pairs: set[tuple[str, str]] = set()
     for source in graph.nodes.get(str(table.from_type), {}):
@@ -148,7 +150,17 @@ class Model:
         if isinstance(clause, Traversal):
             src = next(names) if clause.src == "_" else clause.src
             dst = next(names) if clause.dst == "_" else clause.dst
-            return Traversal(src, clause.edge, dst, clause.min_hops, clause.max_hops, clause.token, clause.edge_token, clause.dst_token)
+            return Traversal(
+                src,
+                clause.edge,
+                dst,
+                clause.min_hops,
+                clause.max_hops,
+                clause.token,
+                clause.edge_token,
+                clause.dst_token,
+                clause.undirected,
+            )
         return clause
 
     # -- clauses -----------------------------------------------------------------------------
@@ -160,7 +172,7 @@ class Model:
             )
         if isinstance(clause, Traversal):
             edge = _edge_type(self.graph.catalog, clause.edge)
-            return (env[clause.src], env[clause.dst]) in self._pairs(edge, clause.min_hops, clause.max_hops)
+            return (env[clause.src], env[clause.dst]) in self._pairs(edge, clause.min_hops, clause.max_hops, clause.undirected)
         if isinstance(clause, Filter):
             left, right = self._operand(clause.left, types, env), self._operand(clause.right, types, env)
             return _compare(left, clause.op, right)
@@ -168,8 +180,8 @@ class Model:
         return next(self._assignments(clause.clauses, types, env), None) is None
 
     @functools.cache  # noqa: B019 - one model per query
-    def _pairs(self, edge: str, low: int, high: int) -> frozenset[tuple[str, str]]:
-        return frozenset(reported_pairs(self.graph, edge, low, high))
+    def _pairs(self, edge: str, low: int, high: int, undirected: bool) -> frozenset[tuple[str, str]]:
+        return frozenset(reported_pairs(self.graph, edge, low, high, undirected))
 
     def _prop(self, types: dict[str, str], env: dict[str, str], var: str, prop: str) -> Any:
         node_id = env[var]
