@@ -38,6 +38,7 @@ __all__ = [
     "LoadResult",
     "MergeResult",
     "MutationResult",
+    "QueryPlan",
     "QueryResult",
     "Readiness",
     "Snapshot",
@@ -373,6 +374,25 @@ class QueryResult(Result):
         except ImportError:
             raise BadRequest("QueryResult.to_pandas needs pandas, which is not installed (pip install pandas)") from None
         return self.to_arrow().to_pandas()
+
+
+@dataclass(frozen=True)
+class QueryPlan(Result):
+    """``omnigraph query --explain --json``: how a read query would run, without running it.
+
+    ``tables``: ``{table, table_branch, version, rows, indexes: [{name, columns, type}]}`` per table read;
+    ``variables``: ``{variable, table, estimated_rows, id_lookup}``; ``hops``: ``{edge, from, to,
+    direction, bounds, mode, start, estimated_rows}``; ``filters``: ``{filter, table,
+    pushed_into_scan, index}``. Row figures come from the manifest's row counts.
+    """
+
+    query: str
+    branch: str
+    commit: str
+    tables: tuple[Mapping[str, Any], ...]
+    variables: tuple[Mapping[str, Any], ...]
+    hops: tuple[Mapping[str, Any], ...]
+    filters: tuple[Mapping[str, Any], ...]
 
 
 def documents(result_type: type[Result], items: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:

@@ -45,6 +45,7 @@ from omnigraph.results import (
     LoadResult,
     MergeResult,
     MutationResult,
+    QueryPlan,
     QueryResult,
     Readiness,
     Snapshot,
@@ -389,6 +390,25 @@ class Graph:
         """
         with self.open_query(query, name=name, params=params, branch=branch, at=at) as answer:
             return QueryResult.from_document(answer.document())
+
+    def explain_query(
+        self, query: str, *, name: str | None = None, params: Mapping[str, Any] | None = None, branch: str = MAIN, at: str | None = None
+    ) -> QueryPlan:
+        """How :meth:`query` would run the same query, without running it (``omnigraph query --explain``).
+
+        The tables and Lance versions it reads with their indexes, each variable's scan (an id
+        lookup or the whole table), each filter (pushed into the scan, and the index serving it)
+        and each traversal's mode; row figures from the manifest's counts.
+
+        Raises:
+            BadRequest: a syntax, type or parameter error (with line:column), or a mutation.
+            NotFound: no branch ``branch``, or no commit ``at`` on it.
+        """
+        from omnigraph.engine.gq.parser import choose_query
+        from omnigraph.engine.query.explain import explain_query
+
+        choose_query(query, name, "read")  # syntax, the name and the kind: refused before any I/O
+        return explain_query(self._h.reading(), query, name=name, params=dict(params or {}), branch=branch, at=at)
 
     def check(self) -> CheckReport:
         """:func:`omnigraph.check` of this graph's root (read-only; findings are returned, not raised).

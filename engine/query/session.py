@@ -44,7 +44,7 @@ import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from omnigraph.engine.errors import BadRequest, ResourceLimit
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Compare, Const, Hop
@@ -186,13 +186,32 @@ def _declaring_blocks(block: Block, found: dict[int, Block] | None = None) -> di
     return found
 
 
+SearchStart = Literal["sources", "destinations", "every source"]
+
+
+def seed_conditions(bound: BoundRead, var: int) -> list[Compare]:
+    """The comparisons of variable ``var`` alone in the block that introduces it: what picks its seeds."""
+    return [c for c in _declaring_blocks(bound.block)[var].compares if _alone(c, var)]
+
+
+def search_start(bound: BoundRead, hop: Hop) -> SearchStart:
+    """Where the breadth-first search of a variable-length ``hop`` starts (the module docstring).
+
+    ``sources``: the source variable's rows that pass its own comparisons; ``destinations``: the
+    destination's, searching backwards (the source has none and the destination has some);
+    ``every source``: every node with an outgoing edge (neither has any).
+    """
+    if seed_conditions(bound, hop.src):
+        return "sources"
+    return "destinations" if seed_conditions(bound, hop.dst) else "every source"
+
+
 class Traversals:
     """Builds the pair table of each variable-length hop of one query, in one session."""
 
     def __init__(self, session: Session, bound: BoundRead) -> None:
         self._session = session
         self._bound = bound
-        self._declaring = _declaring_blocks(bound.block)
         self._built: dict[Hop, str] = {}
 
     def relation(self, hop: Hop) -> str | None:
@@ -203,16 +222,14 @@ class Traversals:
             self._built[hop] = self._build(hop, f"pairs{len(self._built)}")
         return self._built[hop]
 
-    def _seed_conditions(self, var: int) -> list[Compare]:
-        return [c for c in self._declaring[var].compares if _alone(c, var)]
-
     def _build(self, hop: Hop, name: str) -> str:
-        forward = bool(self._seed_conditions(hop.src)) or not self._seed_conditions(hop.dst)
+        start = search_start(self._bound, hop)
+        forward = start != "destinations"
         seed_var = hop.src if forward else hop.dst
         same_type = hop.edge.from_type == hop.edge.to_type
         edges = edge_rows(hop)
         params = SqlParams()
-        conditions = self._seed_conditions(seed_var)
+        conditions = seed_conditions(self._bound, seed_var)
         if conditions or not forward:
             table = quote(self._bound.variables[seed_var].table.table_key)
             where = " AND ".join(compare_sql(c, params) for c in conditions) or "TRUE"

@@ -1,6 +1,7 @@
-"""``omnigraph query --query F.gq [--name N] [--params JSON] [--branch B] [--at COMMIT] [--format F] [--json] GRAPH``.
+"""``omnigraph query --query F.gq [--name N] [--params JSON] [--branch B] [--at COMMIT] [--format F] [--json] [--explain] GRAPH``.
 
 Runs one read query; reads work at every stamp the format-5 program reads (4, migrating, 5).
+``--explain`` prints how it would run instead (text, or the plan document with ``--json``).
 Output on stdout: ``table`` (the default: aligned columns, a header and a row count), ``json``
 (the output document ``{query, branch, commit, columns, types, rows}``, as ``--json`` prints
 it: its keys sorted, each row's keys in column order),
@@ -49,6 +50,28 @@ def _table(answer: Answer) -> Iterator[str]:
     yield f"({len(rows)} row{'' if len(rows) == 1 else 's'})"
 
 
+def _plan_lines(plan: dict[str, Any]) -> Iterator[str]:
+    """``query --explain`` as text: one line per table, variable, traversal and filter."""
+    yield f"query {plan['query']} on {plan['branch']} at commit {plan['commit']}"
+    for table in plan["tables"]:
+        indexes = ", ".join(f"{i['name']} ({i['type']} on {', '.join(i['columns'])})" for i in table["indexes"]) or "no index"
+        yield f"  table {table['table']} v{table['version']}: {table['rows']} rows; {indexes}"
+    for var in plan["variables"]:
+        how = f"id lookup {json.dumps(var['id_lookup'])}" if var["id_lookup"] is not None else "scan"
+        yield f"  {var['variable']}: {var['table']}, {how}, at most {var['estimated_rows']} rows"
+    for hop in plan["hops"]:
+        low, high = hop["bounds"]
+        start = f", from {hop['start']}" if hop["start"] else ""
+        yield (
+            f"  {hop['from']} {hop['edge']}{{{low},{high}}} {hop['to']}: {hop['mode']}{start}, direction {hop['direction']}, "
+            f"at most {hop['estimated_rows']} edges per hop"
+        )
+    for item in plan["filters"]:
+        where = "pushed into the scan" if item["pushed_into_scan"] else "applied after the scan"
+        served = f", served by {item['index']}" if item["index"] else ""
+        yield f"  filter {item['filter']}: {where}{served}"
+
+
 def _write(answer: Answer, output: str) -> None:
     if output == "json":
         # The document's own keys sorted, as every --json prints them; a row's keys in column order.
@@ -75,6 +98,7 @@ def _write(answer: Answer, output: str) -> None:
 @click.option(
     "--format", "output", type=click.Choice(FORMATS), default=None, help="Output format (default: table; --json is --format json)."
 )
+@click.option("--explain", is_flag=True, help="Print how the query would run (tables, indexes, traversal modes), without running it.")
 @json_option
 @click.argument("uri", metavar="GRAPH")
 @reports_errors
@@ -85,6 +109,7 @@ def query_command(
     branch: str,
     at_commit: str | None,
     output: str | None,
+    explain: bool,
     uri: str,
     as_json: bool,
 ) -> None:
@@ -96,6 +121,17 @@ def query_command(
     from omnigraph.sources import check_read_query
 
     check_read_query(source, name)  # syntax, --name and the kind: refused before any I/O
+    if explain:
+        if output not in (None, "json"):
+            raise click.UsageError(f"--explain prints the plan as text or, with --json, as JSON; not --format {output}")
+        with open_for_command(uri, read_only=True) as opened:
+            plan = opened.explain_query(source, name=name, params=params, branch=branch, at=at_commit)
+        if as_json or output == "json":
+            emit_json(plan.to_dict())
+        else:
+            for line in _plan_lines(plan.to_dict()):
+                echo_result(line)
+        return
     with (
         open_for_command(uri, read_only=True) as opened,
         opened.open_query(source, name=name, params=params, branch=branch, at=at_commit) as answer,

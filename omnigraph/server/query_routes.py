@@ -1,10 +1,13 @@
-"""``POST /branches/{branch}/query``: one ``.gq`` read query, answered as the output document.
+"""The read query routes: ``POST /branches/{branch}/query`` and ``POST /branches/{branch}/explain``.
+
+``/query`` answers one ``.gq`` read query with the output document; ``/explain`` takes the same
+body and answers how it would run, running nothing.
 
 Body ``{query, name, params, at}`` (``at``: a commit of the branch to read, else its head).
 Reads are served at every stamp the program reads; the query is parsed and checked before any
 graph data is read. Errors as everywhere in the API: 400 ``bad_request`` (syntax, type,
 parameter, a mutation sent here), 404 ``not_found`` (branch or commit), 413 ``resource_limit``
-(the query's memory limit). The route needs the ``read`` grant (:data:`GRANT`).
+(the query's memory limit). Both routes need the ``read`` grant (:data:`GRANT`).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 import omnigraph
-from omnigraph.results import QueryResult
+from omnigraph.results import QueryPlan, QueryResult
 from omnigraph.server.access import requires
 from omnigraph.server.gate import GuardedRoute
 from omnigraph.server.grants import Grant
@@ -46,5 +49,10 @@ def query_router(service: GraphService) -> APIRouter:
     def query(branch: str, body: QueryRequest) -> dict[str, Any]:
         """Run one read query on ``branch`` (or its commit ``at``)."""
         return service.query(branch, body.query, body.name, body.params, body.at)
+
+    @router.post("/branches/{branch}/explain", response_model=QueryPlan, tags=["reads"], dependencies=[requires(GRANT)])
+    def explain(branch: str, body: QueryRequest) -> dict[str, Any]:
+        """How the read query would run on ``branch`` (or its commit ``at``): tables, indexes, traversal modes; nothing is run."""
+        return service.explain(branch, body.query, body.name, body.params, body.at)
 
     return router

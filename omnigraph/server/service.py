@@ -104,6 +104,10 @@ class GraphService:
         """The output document of one read query (parsed and checked before any data is read)."""
         return self.graph.query(source, name=name, params=params, branch=branch, at=at).to_dict()
 
+    def explain(self, branch: str, source: str, name: str | None, params: dict[str, Any], at: str | None) -> dict[str, Any]:
+        """The plan document of one read query, not run (:meth:`omnigraph.Graph.explain_query`)."""
+        return self.graph.explain_query(source, name=name, params=params, branch=branch, at=at).to_dict()
+
     # -- writes --------------------------------------------------------------------------------
 
     def stop_writes(self) -> None:

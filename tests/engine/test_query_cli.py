@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import omnigraph
 from tests.conftest import new_root
 from tests.support.graph_helpers import DATA_PATH, OMNIGRAPH, OMNIGRAPH_V4, SCHEMA_PATH, Cli, make_example_graph, run_cli
 
@@ -114,3 +115,35 @@ def test_a_format_4_graph_answers(tmp_path: Path) -> None:
     run_cli(OMNIGRAPH_V4, "load", "--mode", "append", "--data", DATA_PATH, root).ok()
     document = _query(root, tmp_path, "--name", "writers", "--params", '{"min": 50}', "--json").ok().json()
     assert document["rows"] == [{"p.name": "Grace", "p.age": 52, "d.tags": ["finance"]}]
+
+
+CIRCLE = """
+query circle($name: String) {
+  match { $p: Person { name: $name }  $p knows{1,3} $f  $f worksAt $c  $f.age > 30  not { $f <knows> $_ } }
+  return { $f.name }
+}
+"""
+
+
+def test_explain_prints_the_plan_without_running_it(tmp_path: Path) -> None:
+    """``--explain`` names each table's version and indexes, each scan, hop mode and filter.
+
+    ``--json`` prints ``Graph.explain_query``'s document.
+    """
+    root = str(tmp_path / "graph")
+    make_example_graph(root)
+    run_cli(OMNIGRAPH, "optimize", "--index", "age", root).ok()
+    args = ("--params", '{"name": "Alice"}', "--explain")
+    text = _query(root, tmp_path, *args, source=CIRCLE).ok().stdout.splitlines()
+    assert '  $p: node:Person, id lookup "Alice", at most 1 rows' in text
+    assert "  $p Knows{1,3} $f: breadth_first, from sources, direction out, at most 6 edges per hop" in text
+    assert "  $f Knows{1,1} $_1: join, direction both, at most 6 edges per hop" in text
+    assert "  filter $f.age > 30: pushed into the scan, served by age_idx" in text
+    plan = _query(root, tmp_path, *args, "--json", source=CIRCLE).ok().json()
+    with omnigraph.open(root, read_only=True) as graph:
+        assert graph.explain_query(CIRCLE, params={"name": "Alice"}).to_dict() == plan
+        assert plan["commit"] == graph.commits()[0].commit_id
+    person = next(table for table in plan["tables"] if table["table"] == "node:Person")
+    assert person["rows"] == 8 and [index["columns"] for index in person["indexes"]] == [["age"]]
+    refused = _query(root, tmp_path, *args, "--format", "csv", source=CIRCLE)
+    assert refused.returncode == 2 and "--explain" in refused.stderr

@@ -66,6 +66,10 @@ def test_answers_and_error_statuses(served: Server) -> None:
     error_of(_ask(served, "people", at="01UNKNOWNCOMMIT"), 404, "not_found")
     refused = served.client.post("/branches/main/mutate", json={"query": READS, "name": "people"})
     assert "omnigraph query" in error_of(refused, 400, "bad_request")["message"]
+    plan = served.client.post("/branches/main/explain", json={"query": READS, "name": "friends", "params": {"name": "Alice"}})
+    assert plan.status_code == 200, plan.text
+    assert plan.json()["commit"] == document["commit"] and plan.json()["variables"][0]["id_lookup"] == "Alice"
+    error_of(served.client.post("/branches/nope/explain", json={"query": READS, "name": "people"}), 404, "not_found")
 
 
 def test_concurrent_readers_during_writes_see_only_committed_states(served: Server) -> None:

@@ -91,6 +91,12 @@ def endpoints() -> list[Endpoint]:
             Grant.READ,
             lambda c, n: c.post("/branches/main/query", json={"query": "query people() { match { $p: Person } return { $p.name } }"}),
         ),
+        Endpoint(
+            "POST",
+            "/branches/{branch}/explain",
+            Grant.READ,
+            lambda c, n: c.post("/branches/main/explain", json={"query": "query people() { match { $p: Person } return { $p.name } }"}),
+        ),
         Endpoint("POST", "/branches", Grant.BRANCH, lambda c, n: c.post("/branches", json={"name": f"made-{n}"}), ok=201, scoped=True),
         Endpoint("DELETE", "/branches/{name}", Grant.BRANCH, lambda c, n: c.delete(f"/branches/doomed-{n}"), setup=_doomed, scoped=True),
         Endpoint(

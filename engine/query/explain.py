@@ -1,0 +1,140 @@
+"""``query --explain``: how a read query would run, without running it.
+
+The query is parsed and checked exactly as :func:`omnigraph.engine.query.run.open_answer` does,
+against the commit it would read; then, instead of executing, the plan is described from the
+folded manifest and the pinned images' index lists (no table data is scanned, no traversal is
+built):
+
+- ``tables``: every table the query reads, with the Lance version it is pinned at, its row count
+  from the manifest and the scalar indexes the image holds;
+- ``variables``: per match variable, its table, the rows the manifest counts for it (the most the
+  scan can give) and, when its ``@key`` members all equal constants, the single id it is looked
+  up by (``id_lookup``: the scan is filtered on ``id``, which its BTREE serves);
+- ``filters``: per comparison, whether it is pushed into the Lance scan (a column compared with a
+  constant by ``= != < <= > >=``, not on an unsigned column) and the index that serves it (a BTREE
+  on the column, for every operator but ``!=``);
+- ``hops``: per traversal, the edge table, the direction (``out``, or ``both`` for
+  ``$a <edge> $b``), the bounds, and the mode: ``join`` (bounds ``{1,1}``: the edge rows joined with
+  both variables) or ``breadth_first`` (one scan of the edges per hop, filtered on the frontier),
+  starting from ``sources``, ``destinations`` or ``every source``
+  (:func:`omnigraph.engine.query.session.search_start`); ``estimated_rows`` is the edge table's
+  row count, the most pairs one hop can give.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from omnigraph.engine.gq.parser import choose_query
+from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Operand, check_read
+from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest.commit_graph import read_point
+from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
+from omnigraph.engine.query.plan import implied_ids
+from omnigraph.engine.query.session import search_start
+from omnigraph.engine.results import QueryPlan
+from omnigraph.engine.schema.types import ScalarType
+from omnigraph.engine.storage.lance_io import open_pinned
+
+PUSHED_OPS = frozenset({"=", "!=", "<", "<=", ">", ">="})
+INDEXED_OPS = PUSHED_OPS - {"!="}
+
+
+def _blocks(block: Block) -> list[Block]:
+    return [block, *(inner for negation in block.negations for inner in _blocks(negation))]
+
+
+def _operand_text(bound: BoundRead, operand: Operand) -> str:
+    if isinstance(operand, Const):
+        return json.dumps(operand.value, default=str)
+    return f"${bound.variables[operand.var].name}.{operand.column}"
+
+
+def _indexes(graph: Graph, snapshot: BranchSnapshot, table_key: str) -> list[dict[str, Any]]:
+    dataset = open_pinned(graph.store, snapshot.table(table_key).image)
+    found = [
+        {"name": index.name, "columns": list(index.field_names), "type": index_type(index.type_url)} for index in dataset.describe_indices()
+    ]
+    return sorted(found, key=lambda index: index["name"])
+
+
+def index_type(type_url: str) -> str:
+    """The index kind a Lance index description's ``type_url`` names (``/lance.table.BTreeIndexDetails`` -> ``BTree``)."""
+    return type_url.rsplit(".", 1)[-1].removesuffix("IndexDetails")
+
+
+def _filter(bound: BoundRead, compare: Compare, indexes: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    column = next((side for side in (compare.left, compare.right) if isinstance(side, Column)), None)
+    constant = any(isinstance(side, Const) for side in (compare.left, compare.right))
+    unsigned = column is not None and isinstance(column.type, ScalarType) and column.type.name in ("U32", "U64")
+    pushed = column is not None and constant and compare.op in PUSHED_OPS and not unsigned
+    table = bound.variables[column.var].table.table_key if column is not None else None
+    serving = None
+    if pushed and column is not None and table is not None and compare.op in INDEXED_OPS:
+        serving = next((i["name"] for i in indexes[table] if i["columns"] == [column.column] and i["type"] == "BTree"), None)
+    text = f"{_operand_text(bound, compare.left)} {compare.op} {_operand_text(bound, compare.right)}"
+    return {"filter": text, "table": table, "pushed_into_scan": pushed, "index": serving}
+
+
+def explain_query(
+    graph: Graph,
+    query: str,
+    *,
+    name: str | None = None,
+    params: dict[str, Any] | None = None,
+    branch: str = MAIN,
+    at: str | None = None,
+) -> QueryPlan:
+    """The plan of the read query ``name`` of ``query`` on ``branch`` (or its commit ``at``), not run (module docstring).
+
+    Raises what :func:`omnigraph.engine.query.run.open_answer` raises before it executes: a syntax,
+    type or parameter error, a mutation, an unknown branch or commit.
+    """
+    chosen = choose_query(query, name, "read")
+    point = read_point(graph.manifest, branch, at)
+    bound = check_read(chosen, graph.catalog_for(point.snapshot), params or {})
+    blocks = _blocks(bound.block)
+    keys = sorted({var.table.table_key for var in bound.variables} | {hop.edge.table_key for block in blocks for hop in block.hops})
+    with graph.manifest.reading(point.manifest_branch):
+        indexes = {key: _indexes(graph, point.snapshot, key) for key in keys}
+    tables = []
+    for key in keys:
+        entry = point.snapshot.table(key)
+        tables.append(
+            {
+                "table": key,
+                "table_branch": entry.table_branch,
+                "version": entry.table_version,
+                "rows": entry.row_count,
+                "indexes": indexes[key],
+            }
+        )
+    looked_up = {var: node_id for block in blocks for var, node_id in implied_ids(block)}
+    variables = [
+        {
+            "variable": f"${var.name}",
+            "table": var.table.table_key,
+            "estimated_rows": 1 if var.index in looked_up else point.snapshot.table(var.table.table_key).row_count,
+            "id_lookup": looked_up.get(var.index),
+        }
+        for var in bound.variables
+    ]
+    hops = []
+    for block in blocks:
+        for hop in block.hops:
+            single = hop.min_hops == hop.max_hops == 1
+            hops.append(
+                {
+                    "edge": hop.edge.type_name,
+                    "from": f"${bound.variables[hop.src].name}",
+                    "to": f"${bound.variables[hop.dst].name}",
+                    "direction": "both" if hop.undirected else "out",
+                    "bounds": [hop.min_hops, hop.max_hops],
+                    "mode": "join" if single else "breadth_first",
+                    "start": None if single else search_start(bound, hop),
+                    "estimated_rows": point.snapshot.table(hop.edge.table_key).row_count,
+                }
+            )
+    filters = [_filter(bound, compare, indexes) for block in blocks for compare in block.compares]
+    return QueryPlan(bound.name, branch, point.commit, tuple(tables), tuple(variables), tuple(hops), tuple(filters))
