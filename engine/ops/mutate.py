@@ -30,8 +30,14 @@ fresh snapshot after a storage conflict that landed nothing): an insert-only que
 re-prepared (upserts retried, strict inserts re-probed: ``key_conflict`` only if an attempted id
 now exists, generated ids stay the same, never turned into an upsert); a query with an
 ``update`` or ``delete`` read the branch, so a re-prepare on a moved head is
-``read_set_conflict`` ``{member, expected, actual}``. ``if_commit`` must equal the branch head at
-every prepare, else ``precondition_failed`` ``{expected, actual}``.
+``read_set_conflict`` ``{member, expected, actual}``.
+
+Conditional mutation (``if_commit``): the branch head must be that commit at every prepare (the
+last one runs under the branch's lease), else ``precondition_failed`` ``{expected, actual}`` with
+nothing written, also for a query that would write nothing. Its plan is never rebased
+(``CommitPlan.rebase`` False): a publish that loses to another head rolls its effects back and
+prepares again, which refuses. So of several conditional mutations on one head exactly one
+publishes. A chunked mutation takes no ``if_commit`` (it is many commits).
 
 Chunks (``mutate --chunk-rows N``, :func:`mutate_chunked`): an update- or delete-only query
 applied as a chain of atomic commits, for a query that matches more rows than one commit may
@@ -157,7 +163,8 @@ def mutate(
         head = snapshot.head.commit_id
         if if_commit is not None and head != if_commit:
             raise PreconditionFailed(
-                f"branch {branch!r} is at commit {head}, not {if_commit} (--if-commit); nothing was written",
+                f"branch {branch!r} is at commit {head}, not {if_commit} (the if-commit condition); nothing was "
+                "written: read the branch again and decide on its new head",
                 {"expected": if_commit, "actual": head},
             )
         if reads_branch and previous is not None and head != previous.base_head:
@@ -168,7 +175,7 @@ def mutate(
                 {"member": branch, "expected": previous.base_head, "actual": head},
             )
         staged = Evaluation(graph, snapshot, ids).run(bound)
-        return CommitPlan(staged.writes(), (head,), f"mutate {bound.name}", staged.affected())
+        return CommitPlan(staged.writes(), (head,), f"mutate {bound.name}", staged.affected(), rebase=if_commit is None)
 
     done = commit(graph, branch, prepare, actor=actor, catalog=catalog)
     affected = done.plan.payload

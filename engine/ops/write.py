@@ -57,12 +57,17 @@ An attempt:
    the manifest entries that pin the new versions.
 4. Publish (:func:`publish`): one ``__manifest`` commit (table rows + head row) from the snapshot
    the plan was prepared on. A publish that loses to a concurrent publish (a writer without a
-   lease, or an adoption of out-of-band commits by a read-write open) is rebased onto the new head when every table it touched only gained
-   ``Update``/``Append`` commits in between (its rows are then contained in the newer version):
-   the head's first parent and message come from the plan again (:meth:`CommitPlan.head_on`).
-   Otherwise, or after :data:`PUBLISH_ATTEMPTS` lost publishes, it is ``recovery_required`` with
-   the intent kept. A stamp-5 commit never builds on a head a format-4 writer published after
-   the stamp (:func:`refuse_foreign_base`).
+   lease, or an adoption of out-of-band commits by a read-write open) is rebased onto the new
+   head when every table it touched only gained ``Update``/``Append`` commits in between (its
+   rows are then contained in the newer version): the head's first parent and message come from
+   the plan again (:meth:`CommitPlan.head_on`). Otherwise, or after :data:`PUBLISH_ATTEMPTS` lost
+   publishes, it is ``recovery_required`` with the intent kept. A plan that may only be published
+   on the head it was prepared on (``CommitPlan.rebase`` False: a conditional mutation) is never
+   rebased: when the lost publish moved the head, its own effects are rolled back (as when another
+   commit lands inside an effect, above) and the attempt runs again from step 1, whose
+   ``prepare`` sees the new head and decides (a conditional mutation refuses). A stamp-5 commit
+   never builds on a head a format-4 writer published after the stamp
+   (:func:`refuse_foreign_base`).
 5. Disarm: delete the intent.
 
 Failures, by what had landed. A storage conflict before any table effect landed (on the first
@@ -241,7 +246,9 @@ class CommitPlan(Generic[P]):
     ``parents`` are the parents of the head to publish; the first is the branch head the plan
     was prepared on (:attr:`base_head`; a plan with another first parent is refused). A publish
     rebased onto a newer head (:func:`publish`) puts that head first instead and
-    uses ``rebased_message`` (``message`` when None). Without ``writes`` the commit publishes a
+    uses ``rebased_message`` (``message`` when None); with ``rebase`` False a publish that finds
+    another head is not rebased but rolled back and prepared again (:class:`HeadMoved`), so the plan
+    is published on :attr:`base_head` or not at all. Without ``writes`` the commit publishes a
     head-only commit if ``publish_empty``, else nothing. ``payload`` is the caller's. ``schema``
     is set only by a schema change (:class:`SchemaEffects`); every other commit is published
     under the schema version of the head it builds on.
@@ -253,6 +260,7 @@ class CommitPlan(Generic[P]):
     payload: P
     publish_empty: bool = False
     rebased_message: str | None = None
+    rebase: bool = True
     schema: SchemaEffects | None = None
 
     @property
@@ -307,6 +315,13 @@ class ForeignCommit(Exception):
 
     Another process committed to the table in between, so the effect's version carries that
     commit's rows and must never be published.
+    """
+
+
+class HeadMoved(ForeignCommit):
+    """Inside the write path: a plan that may not be rebased (``CommitPlan.rebase`` False) lost its publish to another head.
+
+    Its effects are rolled back like a foreign commit's and the attempt runs again from ``prepare``.
     """
 
 
@@ -485,7 +500,8 @@ def publish(
 
     The lease is confirmed before the first publish and after every lost one, on the snapshot
     read again: a lease taken over before that read has fenced the branch, so no publish of an
-    older holder lands after it.
+    older holder lands after it. A plan that may not be rebased raises :class:`HeadMoved` when the
+    re-read head is another commit.
     """
     _check_lease(lease, confirm=True)
     parents, message = plan.head_on(snapshot.head.commit_id)
@@ -515,6 +531,9 @@ def publish(
             base = graph.manifest.snapshot(snapshot.branch)
             _check_lease(lease, confirm=True)
             refuse_foreign_base(graph, base)
+            if not plan.rebase and base.head.commit_id != plan.base_head:
+                moved = f"branch {snapshot.branch!r} moved from {plan.base_head} to {base.head.commit_id} before this commit was published"
+                raise HeadMoved(moved) from None
             entries = [_rebase_entry(graph, ours, base, operation_id) for ours in entries]
             parents, message = plan.head_on(base.head.commit_id)
             head = replace(head, parents=parents, message=message)

@@ -262,11 +262,18 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
             principal: Annotated[Principal, requires(Grant.WRITE)],
             if_match: Annotated[str | None, Header()] = None,
         ) -> dict[str, Any]:
-            """Run one ``.gq`` query as one commit; ``If-Match: <commit id>`` refuses (412) unless the
-            branch head is that commit (``--if-commit``).
+            """Run one ``.gq`` query as one commit; ``if_commit`` in the body (or ``If-Match: <commit id>``)
+            refuses (412 ``precondition_failed``, nothing written) unless the branch head is that commit
+            (``--if-commit``); both given must name the same commit.
             """  # noqa: D205 - the route's OpenAPI description, served as written
             principal.check_write(branch, "mutate")
-            return service.mutate(branch, body.query, body.name, body.params, if_match, principal.actor)
+            if if_match is not None and body.if_commit is not None and if_match != body.if_commit:
+                raise BadRequest(
+                    f"If-Match names commit {if_match} but if_commit names {body.if_commit}; give one condition; nothing was written",
+                    {"if_match": if_match, "if_commit": body.if_commit},
+                )
+            if_commit = body.if_commit if body.if_commit is not None else if_match
+            return service.mutate(branch, body.query, body.name, body.params, if_commit, principal.actor)
 
 
 def _install_error_handlers(app: FastAPI, redactor: Redactor) -> None:

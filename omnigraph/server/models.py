@@ -82,6 +82,11 @@ class MutateRequest(BaseModel):
     query: str = Field(description="The .gq source.")
     name: str | None = Field(default=None, description="Which query of the source to run.")
     params: dict[str, Any] = Field(default_factory=dict)
+    if_commit: str | None = Field(
+        default=None,
+        description="Write only if the branch head is this commit (else 412 precondition_failed, nothing written); "
+        "the If-Match header says the same.",
+    )
 
 
 class SchemaRequest(BaseModel):

@@ -293,6 +293,10 @@ def test_cli_names_params_branch_and_if_commit(root_uri: str, tmp_path: Path) ->
     assert error["code"] == "precondition_failed"
     assert error["details"] == {"expected": head, "actual": on_branch.json()["commit"]}
     assert storage_state(root_uri) == before
+    current = on_branch.json()["commit"]
+    chunked = invoke(OMNIGRAPH, "mutate", "--query", query, "--name", "remove", "--chunk-rows", "10", "--if-commit", current, root_uri)
+    assert chunked.returncode == 2 and "--if-commit and --chunk-rows do not combine" in chunked.stderr, chunked.describe()
+    assert storage_state(root_uri) == before
 
 
 @pytest.mark.parametrize("backend", ["local"], indirect=True)  # storage-independent: local only

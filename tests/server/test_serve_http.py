@@ -216,6 +216,19 @@ def _mutate(served: Server) -> None:
     assert matched.status_code == 200, matched.text
     people = client.get("/branches/main/export", params={"type": "Person"}).text
     assert '"Gq1"' in people and '"Gq2"' in people
+    # the body field `if_commit` says the same as If-Match; a stale one writes nothing
+    head = matched.json()["commit"]
+    third = {"query": source, "params": {"name": "Gq3", "age": 1}}
+    stale_body = error_of(
+        client.post("/branches/main/mutate", json={**third, "if_commit": done.json()["commit"]}), 412, "precondition_failed"
+    )
+    assert stale_body["details"] == {"expected": done.json()["commit"], "actual": head}, stale_body
+    both = {**third, "if_commit": head}
+    error_of(client.post("/branches/main/mutate", json=both, headers={"If-Match": "01OTHER"}), 400, "bad_request")
+    assert client.get("/branches/main/export", params={"type": "Person"}).text == people
+    assert client.get("/branches/main/commits").json()["commits"][0]["commit_id"] == head
+    by_body = client.post("/branches/main/mutate", json=both, headers={"If-Match": head})
+    assert by_body.status_code == 200 and by_body.json()["commit"], by_body.text
     nothing = client.post("/branches/main/mutate", json={"query": 'query r() { delete Person where name = "nobody" }'})
     assert nothing.status_code == 200 and nothing.json()["commit"] is None, nothing.text
     error_of(client.post("/branches/main/mutate", json={"query": "query broken( {"}), 400, "bad_request")
