@@ -8,6 +8,7 @@ In-process (click's ``CliRunner``): no graph is involved, so no process or stora
   ``gq error at LINE:COLUMN`` and exits 1 (``bad_request``), the report in the error's details.
 * The ``operation`` descriptors: result kinds (list, vector, ``count``), reads of bindings,
   traversals and ``not { }``, mutation reads/writes (edge insert endpoints, node delete cascade).
+* The Python call ``omnigraph.lint.lint`` returns the report the CLI prints.
 * A parse error is one ``Q000`` finding; a missing or refused schema file is ``bad_request``.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+import omnigraph
 from omnigraph.cli.omnigraph import cli
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -149,6 +151,8 @@ def test_the_operation_descriptors(tmp_path: Path) -> None:
     assert operations["bump"] == {"result": [], "reads": [person], "writes": [person]}
     assert operations["hire"] == {"result": [], "reads": [company, person, works_at], "writes": [works_at]}
     assert operations["fire"] == {"result": [], "reads": [person, knows, works_at], "writes": [person, knows, works_at]}
+    from_python = omnigraph.lint.lint(SCHEMA, QUERIES, schema_path=str(tmp_path / "s.pg"), query_path=str(tmp_path / "q.gq"))
+    assert from_python == report
 
 
 def test_a_clean_file_exits_0_and_warns_of_a_hardcoded_mutation(tmp_path: Path) -> None:
