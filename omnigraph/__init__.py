@@ -93,7 +93,7 @@ _LAZY = {
     "SnapshotTable": "omnigraph.results",
 }
 _RENAMED = {"Recovery": "RecoveryRecord"}
-_SUBMODULES = ("graph", "inputs", "maintenance", "migrate", "results", "sources")
+_SUBMODULES = ("graph", "inputs", "lint", "maintenance", "migrate", "results", "sources")
 
 __all__ = [
     "ENGINE",

@@ -149,14 +149,23 @@ def _spell(param: Param) -> str:
     return f"{param.type}{'?' if param.nullable else ''}"
 
 
-def check_query(query: Query, catalog: Catalog, params: dict[str, Any], now: dt.datetime) -> BoundQuery:
-    """Check ``query`` against ``catalog`` and bind ``params``; see the module docstring."""
+def check_mutation_types(query: Query, catalog: Catalog, now: dt.datetime) -> tuple[TableDef, ...]:
+    """Type-check the mutation ``query`` without parameter values; the table of each statement, in order.
+
+    Raises the first refusal of the module docstring's list that does not depend on a parameter's
+    value (the insert/delete mix, an undeclared parameter, every type error).
+    """
     check_mix(query)
     declared = {param.name: param for param in query.params}
     _check_param_uses(query, declared)
     typing_only = _Binder(catalog, declared, dict.fromkeys(declared), now)
-    for statement in query.statements:  # type errors first, whatever the parameter values
-        typing_only.statement(statement)
+    return tuple(typing_only.statement(statement).table for statement in query.statements)
+
+
+def check_query(query: Query, catalog: Catalog, params: dict[str, Any], now: dt.datetime) -> BoundQuery:
+    """Check ``query`` against ``catalog`` and bind ``params``; see the module docstring."""
+    check_mutation_types(query, catalog, now)  # type errors first, whatever the parameter values
+    declared = {param.name: param for param in query.params}
     binder = _Binder(catalog, declared, bind_params(query, params), now)
     statements = tuple(binder.statement(statement) for statement in query.statements)
     kind: Literal["write", "delete"] = "delete" if statements[0].verb == "delete" else "write"

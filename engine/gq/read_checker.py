@@ -165,10 +165,20 @@ def _error(message: str, token: Token) -> GqError:
     return GqError(message, token.line, token.column, token.text)
 
 
+def check_read_types(query: Query, catalog: Catalog) -> BoundRead:
+    """Type-check the read query ``query`` without parameter values (every parameter stands as NULL).
+
+    Raises the first type error of the module docstring's list but the parameter values; the
+    result's parameter constants are all None (what ``omnigraph lint`` describes, never executed).
+    """
+    declared = {param.name: param for param in query.params}
+    return _Checker(catalog, declared, dict.fromkeys(declared)).run(query)
+
+
 def check_read(query: Query, catalog: Catalog, params: dict[str, Any]) -> BoundRead:
     """Check the read query ``query`` and bind ``params``; see the module docstring."""
+    check_read_types(query, catalog)  # type errors first
     declared = {param.name: param for param in query.params}
-    _Checker(catalog, declared, dict.fromkeys(declared)).run(query)  # type errors first
     return _Checker(catalog, declared, bind_params(query, params)).run(query)
 
 

@@ -32,6 +32,9 @@ COMMANDS = {
     "drift": LazyCommand(
         "omnigraph.cli.maintenance_commands:drift_group", "Table commits made outside the engine: show, adopt or revert them."
     ),
+    "lint": LazyCommand(
+        "omnigraph.cli.lint_commands:lint_command", "Type-check every query of a .gq file against a .pg schema file; no graph is read."
+    ),
     "mutate": LazyCommand(
         "omnigraph.cli.mutate:mutate_command", "Run one .gq mutation query on a branch as one graph commit (or, chunked, as one per chunk)."
     ),

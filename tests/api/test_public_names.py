@@ -111,6 +111,7 @@ PUBLIC: dict[str, set[str]] = {
     "omnigraph.graph": {"Graph", "PROGRAMS", "connect", "create"},
     "omnigraph.inputs": {"LoadData", "open_data_file", "opened_data"},
     "omnigraph.sources": {"MAX_ROWS", "MutationSource", "check_mutation", "check_read_query"},
+    "omnigraph.lint": {"lint"},
     "omnigraph.migrate": {
         "Aborted",
         "Copied",
