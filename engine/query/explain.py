@@ -26,15 +26,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from omnigraph.engine.gq.parser import choose_query
-from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Operand, check_read
+from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Operand
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest.commit_graph import read_point
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
-from omnigraph.engine.query.plan import implied_ids
+from omnigraph.engine.query.plan import implied_ids, unsigned_column
+from omnigraph.engine.query.run import bind_read, tables_read
 from omnigraph.engine.query.session import search_start
 from omnigraph.engine.results import QueryPlan
-from omnigraph.engine.schema.types import ScalarType
 from omnigraph.engine.storage.lance_io import open_pinned
 
 PUSHED_OPS = frozenset({"=", "!=", "<", "<=", ">", ">="})
@@ -67,8 +65,7 @@ def index_type(type_url: str) -> str:
 def _filter(bound: BoundRead, compare: Compare, indexes: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     column = next((side for side in (compare.left, compare.right) if isinstance(side, Column)), None)
     constant = any(isinstance(side, Const) for side in (compare.left, compare.right))
-    unsigned = column is not None and isinstance(column.type, ScalarType) and column.type.name in ("U32", "U64")
-    pushed = column is not None and constant and compare.op in PUSHED_OPS and not unsigned
+    pushed = column is not None and constant and compare.op in PUSHED_OPS and not unsigned_column(column)
     table = bound.variables[column.var].table.table_key if column is not None else None
     serving = None
     if pushed and column is not None and table is not None and compare.op in INDEXED_OPS:
@@ -91,11 +88,9 @@ def explain_query(
     Raises what :func:`omnigraph.engine.query.run.open_answer` raises before it executes: a syntax,
     type or parameter error, a mutation, an unknown branch or commit.
     """
-    chosen = choose_query(query, name, "read")
-    point = read_point(graph.manifest, branch, at)
-    bound = check_read(chosen, graph.catalog_for(point.snapshot), params or {})
+    point, bound = bind_read(graph, query, name, params, branch, at)
     blocks = _blocks(bound.block)
-    keys = sorted({var.table.table_key for var in bound.variables} | {hop.edge.table_key for block in blocks for hop in block.hops})
+    keys = sorted(tables_read(bound.block))
     with graph.manifest.reading(point.manifest_branch):
         indexes = {key: _indexes(graph, point.snapshot, key) for key in keys}
     tables = []

@@ -194,14 +194,15 @@ def operand_sql(operand: Operand, cast: str | None, params: SqlParams) -> str:
     return text if cast is None or cast == sql_type(operand.type) else f"CAST({text} AS {cast})"
 
 
-def _unsigned(operand: Operand) -> bool:
+def unsigned_column(operand: Operand) -> bool:
+    """Whether ``operand`` is a ``U32``/``U64`` column: a comparison reading one is not pushed into the Lance scan (module docstring)."""
     return isinstance(operand, Column) and isinstance(operand.type, ScalarType) and operand.type.name in ("U32", "U64")
 
 
 def compare_sql(compare: Compare, params: SqlParams) -> str:
     """``compare`` as a SQL condition (never true when a side is NULL)."""
     text = _compare_sql(compare, params)
-    if _unsigned(compare.left) or _unsigned(compare.right):
+    if unsigned_column(compare.left) or unsigned_column(compare.right):
         return f"coalesce({text}, FALSE)"
     return text
 

@@ -43,7 +43,7 @@ import numpy as np
 from omnigraph.engine.gq.parser import choose_query
 from omnigraph.engine.gq.read_checker import Block, BoundRead, check_read
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest.commit_graph import read_point
+from omnigraph.engine.manifest.commit_graph import ReadPoint, read_point
 from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.query.plan import statement
 from omnigraph.engine.query.session import Session, Traversals, open_session
@@ -119,11 +119,21 @@ class Answer:
         }
 
 
-def _tables(block: Block) -> set[str]:
+def tables_read(block: Block) -> set[str]:
+    """The table keys ``block`` and its negations read: its variables' node tables and its hops' edge tables."""
     keys = {var.table.table_key for var in block.variables} | {hop.edge.table_key for hop in block.hops}
     for negation in block.negations:
-        keys |= _tables(negation)
+        keys |= tables_read(negation)
     return keys
+
+
+def bind_read(
+    graph: Graph, query: str, name: str | None, params: dict[str, Any] | None, branch: str, at: str | None
+) -> tuple[ReadPoint, BoundRead]:
+    """The commit the read query ``name`` of ``query`` reads on ``branch`` (or ``at``), and the query checked against its schema."""
+    chosen = choose_query(query, name, "read")
+    point = read_point(graph.manifest, branch, at)
+    return point, check_read(chosen, graph.catalog_for(point.snapshot), params or {})
 
 
 def _batches(session: Session, cursor: Any, bound: BoundRead) -> Iterator[list[Any]]:
@@ -153,11 +163,9 @@ def open_answer(
     (the query runs on one thread, see :func:`omnigraph.engine.query.session.open_session`); for a process
     that compares answers across runs, like the migrator's answer check.
     """
-    chosen = choose_query(query, name, "read")
-    point = read_point(graph.manifest, branch, at)
-    bound = check_read(chosen, graph.catalog_for(point.snapshot), params or {})
+    point, bound = bind_read(graph, query, name, params, branch, at)
     with graph.manifest.reading(point.manifest_branch), open_session(one_thread=repeatable) as session:
-        for table_key in sorted(_tables(bound.block)):
+        for table_key in sorted(tables_read(bound.block)):
             session.connection.register(table_key, open_pinned(graph.store, point.snapshot.table(table_key).image))
         sql, values = statement(bound, Traversals(session, bound).relation)
         cursor = session.execute(sql, values)
