@@ -106,6 +106,20 @@ class ResourceLimit(OmnigraphError):
         super().__init__(message, {"resource": resource, "limit": limit, "actual": actual, **extra})
 
 
+class QueryTimeout(OmnigraphError):
+    """A read query ran past its time limit (``details.timeout_seconds``) and was stopped; nothing was written."""
+
+    code = "timeout"
+    http_status = 408
+
+
+class QueryCancelled(OmnigraphError):
+    """A read query was stopped because its caller cancelled it (an HTTP client that went away)."""
+
+    code = "cancelled"
+    http_status = 499
+
+
 class RecoveryRequired(OmnigraphError):
     """A commit was interrupted after an effect landed (``operation_id``); a read-write open must resolve it first."""
 

@@ -60,6 +60,7 @@ from omnigraph.errors import (
 if TYPE_CHECKING:
     from omnigraph.engine.maintenance.findings import CheckReport
     from omnigraph.engine.ops.blobs import BlobReader
+    from omnigraph.engine.query.limits import QueryCancel
     from omnigraph.engine.reconcile.recovery import RecoveryRecord
     from omnigraph.graph import Graph
 
@@ -86,6 +87,7 @@ _LAZY = {
     "LoadResult": "omnigraph.results",
     "MergeResult": "omnigraph.results",
     "MutationResult": "omnigraph.results",
+    "QueryCancel": "omnigraph.engine.query.limits",
     "QueryPlan": "omnigraph.results",
     "QueryResult": "omnigraph.results",
     "Readiness": "omnigraph.results",
@@ -121,6 +123,7 @@ __all__ = [
     "NotFound",
     "OmnigraphError",
     "PreconditionFailed",
+    "QueryCancel",
     "QueryPlan",
     "QueryResult",
     "ReadOnlyGraph",

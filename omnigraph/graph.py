@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from omnigraph.engine.ops.blobs import BlobReader
     from omnigraph.engine.ops.load import LoadMode as LoadMode  # re-exported for annotations (omnigraph.cli.shared_commands)
     from omnigraph.engine.ops.schema_change import SchemaApplied
+    from omnigraph.engine.query.limits import QueryCancel
     from omnigraph.engine.query.run import Answer as Answer  # re-exported for annotations (omnigraph.cli.query)
     from omnigraph.engine.reconcile.recovery import RecoveryRecord
     from omnigraph.engine.schema.annotations import SchemaWarning
@@ -358,37 +359,58 @@ class Graph:
 
     @contextmanager
     def open_query(
-        self, query: str, *, name: str | None = None, params: Mapping[str, Any] | None = None, branch: str = MAIN, at: str | None = None
+        self,
+        query: str,
+        *,
+        name: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        branch: str = MAIN,
+        at: str | None = None,
+        cancel: QueryCancel | None = None,
     ) -> Iterator[Answer]:
         """Run a read query and stream its answer inside the block.
 
         The answer has ``columns``, ``commit`` and ``rows()`` (an iterator of value lists, consumable once).
+        ``cancel`` (an :class:`omnigraph.QueryCancel`) stops the query when fired from another thread.
 
         Raises:
             BadRequest: a syntax, type or parameter error (with line:column), or a mutation.
             NotFound: no branch ``branch``, or no commit ``at`` on it.
-            ResourceLimit: the query needs more memory than its limit.
+            ResourceLimit: the query needs more memory (or spill disk) than its limit.
+            QueryTimeout: the query ran past ``OMNIGRAPH_QUERY_TIMEOUT_S``.
+            QueryCancelled: ``cancel`` was fired.
         """
         from omnigraph.engine.gq.parser import choose_query
         from omnigraph.engine.query.run import open_answer
 
         choose_query(query, name, "read")  # syntax, the name and the kind: refused before any I/O
-        with open_answer(self._h.reading(), query, name=name, params=dict(params or {}), branch=branch, at=at) as answer:
+        reading = self._h.reading()
+        with open_answer(reading, query, name=name, params=dict(params or {}), branch=branch, at=at, cancel=cancel) as answer:
             yield answer
 
     def query(
-        self, query: str, *, name: str | None = None, params: Mapping[str, Any] | None = None, branch: str = MAIN, at: str | None = None
+        self,
+        query: str,
+        *,
+        name: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        branch: str = MAIN,
+        at: str | None = None,
+        cancel: QueryCancel | None = None,
     ) -> QueryResult:
         """Run the read query ``name`` of the ``.gq`` source ``query`` on ``branch``, or on its commit ``at``.
 
-        ``name`` may be left out when the source declares one query.
+        ``name`` may be left out when the source declares one query; ``cancel`` as in :meth:`open_query`.
 
         Raises:
             BadRequest: a syntax, type or parameter error (with line:column), or a mutation.
             NotFound: no branch ``branch``, or no commit ``at`` on it.
-            ResourceLimit: the query needs more memory than its limit.
+            ResourceLimit: the query needs more memory (or spill disk) than its limit, or its
+                answer is larger than its cap (``answer_bytes``: stream it with :meth:`open_query`).
+            QueryTimeout: the query ran past ``OMNIGRAPH_QUERY_TIMEOUT_S``.
+            QueryCancelled: ``cancel`` was fired.
         """
-        with self.open_query(query, name=name, params=params, branch=branch, at=at) as answer:
+        with self.open_query(query, name=name, params=params, branch=branch, at=at, cancel=cancel) as answer:
             return QueryResult.from_document(answer.document())
 
     def explain_query(

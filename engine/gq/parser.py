@@ -50,6 +50,8 @@ Reads (:func:`read_body`: the body of a query that starts with ``match``)::
 ``PARAM`` are both spelled ``$name``: ``$name`` is a variable where a binding, traversal or
 ``.prop`` needs one, a parameter elsewhere. Literals are :meth:`Cursor.operand_value`'s.
 Bounds: ``{min,max}`` with ``1 <= min <= max``; ``{n,}`` (no upper bound) is refused.
+``limit`` is at most :data:`MAX_LIMIT`, and ``not`` blocks nest at most
+:data:`MAX_NEGATION_DEPTH` deep (each level is a correlated subquery the executor must plan).
 
 Choosing a query (:func:`choose_query`): a source may hold mutations and read queries side by
 side. ``omnigraph mutate`` runs mutations and ``omnigraph query`` runs read queries; each refuses
@@ -101,6 +103,8 @@ class Cursor:
     def __init__(self, tokens: list[Token]) -> None:
         self._tokens = tokens
         self._index = 0
+        self.negations = 0
+        """How many ``not`` blocks enclose the current token."""
 
     @property
     def peek(self) -> Token:
@@ -342,6 +346,10 @@ class _Parser(Cursor):
 
 
 COMPARISONS = ("contains", "starts_with")
+MAX_LIMIT = 2**63 - 1
+"""The largest ``limit`` (the executor counts rows in a signed 64-bit integer)."""
+MAX_NEGATION_DEPTH = 64
+"""The deepest nesting of ``not`` blocks; the executor runs the worst shape at this depth (tested)."""
 AGGREGATES = ("count", "sum", "avg", "min", "max")
 
 
@@ -361,6 +369,8 @@ def read_body(cursor: Cursor) -> ReadBody:
         count = cursor.expect("int", what="a row count after limit")
         if count.value < 0:
             raise cursor.fail("limit must be 0 or more", count)
+        if count.value > MAX_LIMIT:
+            raise cursor.fail(f"limit is at most {MAX_LIMIT}", count)
         limit = int(count.value)
     return ReadBody(clauses, returns, order, limit, match_token)
 
@@ -382,7 +392,12 @@ def _clause(cursor: Cursor) -> Clause:
     token = cursor.peek
     if token.kind == "name" and token.text == "not" and cursor.ahead(1).text == "{":
         cursor.next()
-        return Negation(_block(cursor, "not"), token)
+        if cursor.negations == MAX_NEGATION_DEPTH:
+            raise cursor.fail(f"not blocks nest at most {MAX_NEGATION_DEPTH} deep", token)
+        cursor.negations += 1
+        clauses = _block(cursor, "not")
+        cursor.negations -= 1
+        return Negation(clauses, token)
     if token.kind == "param":
         following = cursor.ahead(1)
         if following.kind == "punct" and following.text == ":":

@@ -33,6 +33,8 @@ UTC with milliseconds (``2024-01-31T09:30:00.000Z``); a list item by item; NULL 
 
 from __future__ import annotations
 
+import itertools
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,8 +47,9 @@ from omnigraph.engine.gq.read_checker import Block, BoundRead, check_read
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.commit_graph import ReadPoint, read_point
 from omnigraph.engine.manifest.rows import MAIN
+from omnigraph.engine.query.limits import QueryCancel, answer_limit_bytes, answer_too_large
 from omnigraph.engine.query.plan import statement
-from omnigraph.engine.query.session import Session, Traversals, open_session
+from omnigraph.engine.query.session import MEMORY_ENV, Session, Traversals, memory_limit_mb, open_session
 from omnigraph.engine.schema.types import EnumType, ListType, PropertyType, ScalarType, VectorType
 from omnigraph.engine.schema.values import iso_datetime
 from omnigraph.engine.storage.lance_io import open_pinned
@@ -102,21 +105,38 @@ class Answer:
     columns: tuple[str, ...]
     types: tuple[str, ...]
     _rows: Iterator[list[Any]]
+    _limit_bytes: int
+    """The most JSON :meth:`document` collects (:func:`omnigraph.engine.query.limits.answer_limit_bytes`)."""
 
     def rows(self) -> Iterator[list[Any]]:
         """The rows, each a list of JSON values in column order (consumable once)."""
         return self._rows
 
     def document(self) -> dict[str, Any]:
-        """The whole answer as the output document (collects every row)."""
+        """The whole answer as the output document (collects every row).
+
+        Raises ``resource_limit`` ``answer_bytes`` once the rows hold more JSON than the limit.
+        """
+        rows: list[dict[str, Any]] = []
+        size = 0
+        for batch in _chunks(self._rows, FETCH_ROWS):
+            size += len(json.dumps(batch, default=str))
+            if size > self._limit_bytes:
+                raise answer_too_large(self._limit_bytes, size, MEMORY_ENV)
+            rows += [dict(zip(self.columns, row, strict=True)) for row in batch]
         return {
             "query": self.query,
             "branch": self.branch,
             "commit": self.commit,
             "columns": list(self.columns),
             "types": list(self.types),
-            "rows": [dict(zip(self.columns, row, strict=True)) for row in self._rows],
+            "rows": rows,
         }
+
+
+def _chunks(rows: Iterator[list[Any]], size: int) -> Iterator[list[list[Any]]]:
+    while batch := list(itertools.islice(rows, size)):
+        yield batch
 
 
 def tables_read(block: Block) -> set[str]:
@@ -156,22 +176,27 @@ def open_answer(
     branch: str = MAIN,
     at: str | None = None,
     repeatable: bool = False,
+    cancel: QueryCancel | None = None,
 ) -> Iterator[Answer]:
     """Run the read query ``name`` of the ``.gq`` text ``query``; the answer's rows can be read inside the block.
+
+    The query is bounded in time, memory and spill disk, and stopped by ``cancel``
+    (:mod:`omnigraph.engine.query.limits`).
 
     ``repeatable``: the same data gives the same answer to the bit, float aggregates included
     (the query runs on one thread, see :func:`omnigraph.engine.query.session.open_session`); for a process
     that compares answers across runs, like the migrator's answer check.
     """
     point, bound = bind_read(graph, query, name, params, branch, at)
-    with graph.manifest.reading(point.manifest_branch), open_session(one_thread=repeatable) as session:
+    with graph.manifest.reading(point.manifest_branch), open_session(one_thread=repeatable, cancel=cancel) as session:
         for table_key in sorted(tables_read(bound.block)):
             session.connection.register(table_key, open_pinned(graph.store, point.snapshot.table(table_key).image))
         sql, values = statement(bound, Traversals(session, bound).relation)
         cursor = session.execute(sql, values)
         columns = tuple(output.name for output in bound.outputs)
         types = tuple(output.type.describe() for output in bound.outputs)
-        yield Answer(bound.name, branch, point.commit, columns, types, _batches(session, cursor, bound))
+        rows = _batches(session, cursor, bound)
+        yield Answer(bound.name, branch, point.commit, columns, types, rows, answer_limit_bytes(memory_limit_mb()))
 
 
 def run_query(

@@ -7,9 +7,9 @@ when the process exits. Each query runs on a connection of its own (:func:`open_
 cursor, so its registered tables and temp tables are invisible to other queries, and it costs
 well under a millisecond, where opening a database costs tens). A query that still cannot fit
 is ``resource_limit`` ``{resource: "query_memory", limit, actual}`` (bytes; ``actual`` is the
-limit it reached). Any other DuckDB failure (a Lance scan that failed, for one) is raised as
-:class:`OSError` so that :meth:`omnigraph.engine.manifest.manifest.Manifest.reading` can tell a
-branch deleted meanwhile from a storage error.
+limit it reached). Spilled results are bounded on disk, a session by a time limit and a
+cancellation token, and every other DuckDB failure is typed, never with SQL in its message, by
+:mod:`omnigraph.engine.query.limits`.
 
 Variable-length traversals (:class:`Traversals`): the (source, destination) pairs of a hop, as a
 DuckDB temp table. The reference's rule, breadth-first from each source ``s``: ``s`` counts as
@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from omnigraph.engine.errors import BadRequest, ResourceLimit
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Compare, Const, Hop
+from omnigraph.engine.query.limits import Guard, QueryCancel, spill_limit_mb, timeout_seconds
 from omnigraph.engine.query.plan import SqlParams, compare_sql, edge_rows, quote
 
 if TYPE_CHECKING:
@@ -69,44 +70,45 @@ def memory_limit_mb() -> int:
 class Session:
     """One DuckDB connection; :meth:`execute` translates failures as the module docstring says."""
 
-    def __init__(self, connection: duckdb.DuckDBPyConnection, limit_mb: int) -> None:
+    def __init__(self, connection: duckdb.DuckDBPyConnection, limit_mb: int, guard: Guard, spill_mb: int) -> None:
         self.connection = connection
         self._limit_bytes = limit_mb * 1024 * 1024
+        self._guard = guard
+        self._spill_bytes = spill_mb * 1024 * 1024
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> duckdb.DuckDBPyConnection:
         """Run ``sql`` with ``params``; the executed statement, its rows to fetch.
 
-        Failures are typed as the module docstring says: ``resource_limit`` when out of memory,
-        else :class:`OSError`.
+        Failures are typed as the module docstring says (never with the SQL in the message).
         """
         import duckdb  # loaded already: the connection is DuckDB's
 
+        self._guard.check()
         try:
             return self.connection.execute(sql, list(params))
-        except duckdb.OutOfMemoryException as error:
-            raise self._memory_error(error) from error
         except duckdb.Error as error:
-            raise OSError(f"query execution failed: {error}") from error
+            raise self._typed(error) from error
 
     def fetch(self, cursor: duckdb.DuckDBPyConnection, size: int) -> list[tuple[Any, ...]]:
         """The next ``size`` rows of an executed statement (fewer at the end)."""
         import duckdb  # loaded already: the cursor is DuckDB's
 
+        self._guard.check()
         try:
             return cursor.fetchmany(size)
-        except duckdb.OutOfMemoryException as error:
-            raise self._memory_error(error) from error
         except duckdb.Error as error:
-            raise OSError(f"query execution failed: {error}") from error
+            raise self._typed(error) from error
 
-    def _memory_error(self, error: Exception) -> ResourceLimit:
-        return ResourceLimit(
+    def _typed(self, error: duckdb.Error) -> Exception:
+        first = str(error).split("\n", 1)[0]
+        memory = ResourceLimit(
             "query_memory",
             self._limit_bytes,
             self._limit_bytes,
             f"the query needs more than its memory limit of {self._limit_bytes // (1024 * 1024)} MiB even "
-            f"when spilling to disk ({error}); make it more selective, add a limit, or raise {MEMORY_ENV}",
+            f"when spilling to disk ({first}); make it more selective, add a limit, or raise {MEMORY_ENV}",
         )
+        return self._guard.typed(error, memory, self._spill_bytes)
 
 
 class _Database:
@@ -117,6 +119,7 @@ class _Database:
         self._connection: duckdb.DuckDBPyConnection | None = None
         self._spill: tempfile.TemporaryDirectory[str] | None = None
         self.limit_mb = 0
+        self.spill_mb = 0
         self.threads = max(1, os.cpu_count() or 1)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -126,11 +129,13 @@ class _Database:
         with self._lock:
             if self._connection is None:
                 self.limit_mb = memory_limit_mb()
+                self.spill_mb = spill_limit_mb()
                 self._spill = tempfile.TemporaryDirectory(prefix="omnigraph-query-")
                 self._connection = duckdb.connect(
                     config={
                         "memory_limit": f"{self.limit_mb}MiB",
                         "temp_directory": self._spill.name,
+                        "max_temp_directory_size": f"{self.spill_mb}MiB",
                         "threads": self.threads,
                     }
                 )
@@ -141,20 +146,26 @@ _DATABASE = _Database()
 
 
 @contextmanager
-def open_session(*, one_thread: bool = False) -> Iterator[Session]:
+def open_session(*, one_thread: bool = False, cancel: QueryCancel | None = None) -> Iterator[Session]:
     """A fresh connection to the process's database, closed when the block ends.
+
+    The session's statements are bounded by the time limit (read when the block starts) and
+    stopped by ``cancel`` (:mod:`omnigraph.engine.query.limits`).
 
     ``one_thread``: the database runs on one thread while the block runs (a database-wide
     setting, for a process that runs one query at a time), so a float aggregate adds its values
     in scan order and gives the same bits on every run; in parallel the order, and so the last
     bits of a ``sum`` or ``avg`` of floats, vary from run to run.
     """
+    timeout = timeout_seconds()
     connection = _DATABASE.cursor()
+    guard = Guard(connection, timeout, cancel)
     try:
         if one_thread:
             connection.execute("SET threads = 1")
-        yield Session(connection, _DATABASE.limit_mb)
+        yield Session(connection, _DATABASE.limit_mb, guard, _DATABASE.spill_mb)
     finally:
+        guard.close()
         if one_thread:
             connection.execute(f"SET threads = {_DATABASE.threads}")
         connection.close()
