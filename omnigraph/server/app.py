@@ -2,10 +2,14 @@
 
 Endpoint handlers that touch the graph are plain ``def`` functions (FastAPI runs them in its worker
 threads) or ``await`` :func:`starlette.concurrency.run_in_threadpool`: no Lance or object-storage
-call runs on the event loop. Errors are ``{"error": {code, message, details}}`` with the HTTP status
-of the error's code, the graph's root replaced by ``GRAPH`` (:mod:`omnigraph.server.redact`);
-``format_barrier`` (503) is a write refused at a stamp this program does not write. Each process registers itself in the fleet registry
-(``Graph.fleet_membership``) for its lifetime.
+call runs on the event loop. Read queries run on a pool of their own
+(:mod:`omnigraph.server.query_pool`), and the probes stay out of both pools, so that requests
+which fill one cannot starve them: ``/healthz`` is answered on the event loop, and ``/readyz``
+reads the stamp in a small pool of its own (:data:`PROBE_THREADS` threads). Errors are
+``{"error": {code, message, details}}`` with the HTTP status of the error's code, the graph's
+root replaced by ``GRAPH`` (:mod:`omnigraph.server.redact`); ``format_barrier`` (503) is a write
+refused at a stamp this program does not write. Each process registers itself in the fleet
+registry (``Graph.fleet_membership``) for its lifetime.
 
 Every route is a :class:`omnigraph.server.gate.GuardedRoute` (host, token and grant, origin, content type,
 body limits, checked before the handler) and declares its grant (:mod:`omnigraph.server.access`); the app
@@ -19,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
@@ -40,6 +45,7 @@ from omnigraph.server.errors import RangeNotSatisfiable
 from omnigraph.server.gate import GuardedRoute, audit_routes, install_gate
 from omnigraph.server.grants import Grant, Principal
 from omnigraph.server.observe import Observe
+from omnigraph.server.query_pool import QueryPool
 from omnigraph.server.query_routes import query_router
 from omnigraph.server.ranges import byte_range
 from omnigraph.server.redact import Redactor
@@ -48,8 +54,9 @@ from omnigraph.server.settings import ServeSettings, settings_from_env
 from omnigraph.server.throttled_log import install_accept_error_handler
 from omnigraph.server.tokens import TokenTable, read_tokens_file
 
+PROBE_THREADS = 2
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": models.ErrorResponse} for status in (400, 401, 403, 404, 408, 409, 412, 413, 415, 421, 500, 503)
+    status: {"model": models.ErrorResponse} for status in (400, 401, 403, 404, 408, 409, 412, 413, 415, 421, 499, 500, 503)
 }
 
 
@@ -65,6 +72,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
     program = settings.program
     tokens = None if settings.tokens_file is None else TokenTable(read_tokens_file(settings.tokens_file))
     service = GraphService(settings.graph, program, on_recovery=metrics.count_recoveries)
+    probes = ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="omnigraph-probe")
+    queries = QueryPool()
 
     @asynccontextmanager
     async def lifespan(started: FastAPI) -> AsyncIterator[None]:
@@ -77,6 +86,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
         finally:
             await run_in_threadpool(service.stop_writes)
             await run_in_threadpool(membership.stop)
+            probes.shutdown(wait=False)
+            queries.shutdown()
             metrics.forget_process(os.getpid())
 
     app = FastAPI(
@@ -92,8 +103,8 @@ def create_app(settings: ServeSettings) -> FastAPI:
     app.router.route_class = GuardedRoute
     redactor = Redactor(settings.graph)
     _install_error_handlers(app, redactor)
-    _add_routes(app, service, program)
-    app.include_router(query_router(service))
+    _add_routes(app, service, program, probes)
+    app.include_router(query_router(service, queries))
     if settings.docs:
         add_docs_routes(app)
     install_gate(app, settings, tokens)
@@ -108,9 +119,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
     return app
 
 
-def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
+def _add_routes(app: FastAPI, service: GraphService, program: str, probes: ThreadPoolExecutor) -> None:
     @app.get("/healthz", response_model=models.Health, tags=["health"], dependencies=[public()])
-    def healthz() -> dict[str, Any]:
+    async def healthz() -> dict[str, Any]:
         """The process is alive (touches no storage)."""
         return {"status": "ok"}
 
@@ -121,9 +132,9 @@ def _add_routes(app: FastAPI, service: GraphService, program: str) -> None:
         dependencies=[public()],
         responses={503: {"model": Readiness, "description": "Not ready for writes (reads still work)."}},
     )
-    def readyz() -> JSONResponse:
+    async def readyz() -> JSONResponse:
         """Ready for writes: 200 when the stamp is one this program writes and no claim is held, else 503."""
-        document = service.readiness()
+        document = await asyncio.get_running_loop().run_in_executor(probes, service.readiness)
         return JSONResponse(document, status_code=200 if document["writable"] else 503)
 
     @app.get("/version", response_model=models.VersionInfo, tags=["health"], dependencies=[requires(Grant.READ)])

@@ -6,15 +6,18 @@ body and answers how it would run, running nothing.
 Body ``{query, name, params, at}`` (``at``: a commit of the branch to read, else its head).
 Reads are served at every stamp the program reads; the query is parsed and checked before any
 graph data is read. Errors as everywhere in the API: 400 ``bad_request`` (syntax, type,
-parameter, a mutation sent here), 404 ``not_found`` (branch or commit), 413 ``resource_limit``
-(the query's memory limit). Both routes need the ``read`` grant (:data:`GRANT`).
+parameter, a mutation sent here), 404 ``not_found`` (branch or commit), 408 ``timeout`` (the
+query's time limit), 413 ``resource_limit`` (the query's memory, spill disk, or answer size). A
+query whose client goes away is stopped (:mod:`omnigraph.server.cancellation`). Both routes need
+the ``read`` grant (:data:`GRANT`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 import omnigraph
@@ -22,6 +25,7 @@ from omnigraph.results import QueryPlan, QueryResult
 from omnigraph.server.access import requires
 from omnigraph.server.gate import GuardedRoute
 from omnigraph.server.grants import Grant
+from omnigraph.server.query_pool import QueryPool
 from omnigraph.server.service import GraphService
 
 GRANT = Grant.READ
@@ -36,8 +40,8 @@ class QueryRequest(BaseModel):  # noqa: D101 - a docstring would become its Open
     at: str | None = Field(default=None, description="Read the branch as of this commit (time travel).")
 
 
-def query_router(service: GraphService) -> APIRouter:
-    """The query route of ``service``'s graph; none for the format-4 writer's emulation.
+def query_router(service: GraphService, pool: QueryPool) -> APIRouter:
+    """The query routes of ``service``'s graph, its queries run on ``pool``; none for the format-4 writer's emulation.
 
     The release it emulates had no read queries.
     """
@@ -46,9 +50,11 @@ def query_router(service: GraphService) -> APIRouter:
         return router
 
     @router.post("/branches/{branch}/query", response_model=QueryResult, tags=["reads"], dependencies=[requires(GRANT)])
-    def query(branch: str, body: QueryRequest) -> dict[str, Any]:
-        """Run one read query on ``branch`` (or its commit ``at``)."""
-        return service.query(branch, body.query, body.name, body.params, body.at)
+    async def query(branch: str, body: QueryRequest, request: Request) -> JSONResponse:
+        """Run one read query on ``branch`` (or its commit ``at``); stopped past its time limit, or when the client goes away."""
+        return await pool.answer_unless_gone(
+            request, lambda cancel: service.query(branch, body.query, body.name, body.params, body.at, cancel)
+        )
 
     @router.post("/branches/{branch}/explain", response_model=QueryPlan, tags=["reads"], dependencies=[requires(GRANT)])
     def explain(branch: str, body: QueryRequest) -> dict[str, Any]:

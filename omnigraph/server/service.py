@@ -100,9 +100,11 @@ class GraphService:
         """
         return self.graph.open_blob(type_name, row_id, prop, branch=branch)
 
-    def query(self, branch: str, source: str, name: str | None, params: dict[str, Any], at: str | None) -> dict[str, Any]:
-        """The output document of one read query (parsed and checked before any data is read)."""
-        return self.graph.query(source, name=name, params=params, branch=branch, at=at).to_dict()
+    def query(
+        self, branch: str, source: str, name: str | None, params: dict[str, Any], at: str | None, cancel: omnigraph.QueryCancel
+    ) -> dict[str, Any]:
+        """The output document of one read query (parsed and checked before any data is read); ``cancel`` stops it."""
+        return self.graph.query(source, name=name, params=params, branch=branch, at=at, cancel=cancel).to_dict()
 
     def explain(self, branch: str, source: str, name: str | None, params: dict[str, Any], at: str | None) -> dict[str, Any]:
         """The plan document of one read query, not run (:meth:`omnigraph.Graph.explain_query`)."""
