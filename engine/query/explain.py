@@ -11,8 +11,10 @@ built):
   scan can give) and, when its ``@key`` members all equal constants, the single id it is looked
   up by (``id_lookup``: the scan is filtered on ``id``, which its BTREE serves);
 - ``filters``: per comparison, whether it is pushed into the Lance scan (a column compared with a
-  constant by ``= != < <= > >=``, not on an unsigned column) and the index that serves it (a BTREE
-  on the column, for every operator but ``!=``);
+  constant by ``= != < <= > >=``, not on an unsigned column, at most
+  :data:`~omnigraph.engine.query.plan.MAX_PUSHED_PER_VARIABLE` per variable:
+  :func:`~omnigraph.engine.query.plan.scan_pushed`) and the index that serves it (a BTREE on the
+  column, for every operator but ``!=``);
 - ``hops``: per traversal, the edge table, the direction (``out``, or ``both`` for
   ``$a <edge> $b``), the bounds, and the mode: ``join`` (bounds ``{1,1}``: the edge rows joined with
   both variables) or ``breadth_first`` (one scan of the edges per hop, filtered on the frontier),
@@ -29,13 +31,12 @@ from typing import Any
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Operand
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
-from omnigraph.engine.query.plan import implied_ids, unsigned_column
+from omnigraph.engine.query.plan import PUSHED_OPS, implied_ids, scan_pushed
 from omnigraph.engine.query.run import bind_read, tables_read
 from omnigraph.engine.query.session import search_start
 from omnigraph.engine.results import QueryPlan
 from omnigraph.engine.storage.lance_io import open_pinned
 
-PUSHED_OPS = frozenset({"=", "!=", "<", "<=", ">", ">="})
 INDEXED_OPS = PUSHED_OPS - {"!="}
 
 
@@ -62,10 +63,8 @@ def index_type(type_url: str) -> str:
     return type_url.rsplit(".", 1)[-1].removesuffix("IndexDetails")
 
 
-def _filter(bound: BoundRead, compare: Compare, indexes: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def _filter(bound: BoundRead, compare: Compare, pushed: bool, indexes: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     column = next((side for side in (compare.left, compare.right) if isinstance(side, Column)), None)
-    constant = any(isinstance(side, Const) for side in (compare.left, compare.right))
-    pushed = column is not None and constant and compare.op in PUSHED_OPS and not unsigned_column(column)
     table = bound.variables[column.var].table.table_key if column is not None else None
     serving = None
     if pushed and column is not None and table is not None and compare.op in INDEXED_OPS:
@@ -131,5 +130,9 @@ def explain_query(
                     "estimated_rows": point.snapshot.table(hop.edge.table_key).row_count,
                 }
             )
-    filters = [_filter(bound, compare, indexes) for block in blocks for compare in block.compares]
+    filters = [
+        _filter(bound, compare, pushed, indexes)
+        for block in blocks
+        for compare, pushed in zip(block.compares, scan_pushed(block.compares), strict=True)
+    ]
     return QueryPlan(bound.name, branch, point.commit, tuple(tables), tuple(variables), tuple(hops), tuple(filters))

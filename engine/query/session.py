@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from omnigraph.engine.errors import BadRequest, ResourceLimit
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Compare, Const, Hop
 from omnigraph.engine.query.limits import Guard, QueryCancel, spill_limit_mb, timeout_seconds
-from omnigraph.engine.query.plan import SqlParams, compare_sql, edge_rows, quote
+from omnigraph.engine.query.plan import SqlParams, conditions_sql, edge_rows, quote
 
 if TYPE_CHECKING:
     import duckdb
@@ -243,7 +243,7 @@ class Traversals:
         conditions = seed_conditions(self._bound, seed_var)
         if conditions or not forward:
             table = quote(self._bound.variables[seed_var].table.table_key)
-            where = " AND ".join(compare_sql(c, params) for c in conditions) or "TRUE"
+            where = " AND ".join(conditions_sql(conditions, params)) or "TRUE"
             seeds = f"SELECT v{seed_var}.id AS id FROM {table} AS v{seed_var} WHERE {where}"
         else:
             seeds = f"SELECT DISTINCT src AS id FROM {edges}"

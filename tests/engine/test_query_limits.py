@@ -1,0 +1,128 @@
+"""What bounds a read query, in process: the parser's bounds (``limit``, ``not`` nesting) cover
+what the executor runs; many filters on one variable stay cheap; the time limit and a
+:class:`omnigraph.QueryCancel` stop a query (``timeout``, exit 1 from the CLI; ``cancelled``); an
+answer collected whole is capped while a streamed one is not; and a DuckDB failure never carries
+its SQL into a message. (The same limits through a real server: ``tests/server/test_query_limits.py``.)"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import omnigraph
+from omnigraph.engine.query.limits import Guard
+from omnigraph.engine.query.plan import MAX_PUSHED_PER_VARIABLE
+from omnigraph.errors import BadRequest, QueryCancelled, QueryTimeout, ResourceLimit
+from tests.support.graph_helpers import OMNIGRAPH, init, invoke, knows, load_lines, person
+
+PEOPLE = 160
+WALK = "query walk() { match { $a: Person  $a knows{1,1000000000} $b } return { count($b) as n } }"
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[omnigraph.Graph]:
+    """A chain of :data:`PEOPLE` Person nodes aged 0.., each knowing the next."""
+    uri = str(tmp_path_factory.mktemp("bounds") / "graph")
+    init(uri)
+    names = [f"p{i:04d}" for i in range(PEOPLE)]
+    lines = [person(name, i) for i, name in enumerate(names)]
+    lines += [knows(a, b, f"k{i}") for i, (a, b) in enumerate(itertools.pairwise(names))]
+    load_lines(uri, lines)
+    with omnigraph.open(uri, read_only=True) as graph:
+        yield graph
+
+
+def _nested_negations(depth: int) -> str:
+    """The costliest shape per level: a new variable joined to the previous one and compared with it."""
+    body = ""
+    for level in range(depth, 0, -1):
+        outer = "p" if level == 1 else f"x{level - 1}"
+        body = f"not {{ $x{level}: Person ${outer} knows $x{level} $x{level}.age > ${outer}.age {body} }}"
+    return f"query q() {{ match {{ $p: Person {body} }} return {{ count($p) as n }} }}"
+
+
+def _passing(depth: int) -> int:
+    """How many people of the chain pass :func:`_nested_negations` (person ``i`` knows ``i + 1``, who is older)."""
+    # found[i]: some friend of i is older and fails the next level's test; None below the deepest level
+    found = [False] * PEOPLE
+    for _ in range(depth):
+        found = [i + 1 < PEOPLE and not found[i + 1] for i in range(PEOPLE)]
+    return sum(not passed for passed in found)
+
+
+def test_the_parser_bounds_cover_what_the_executor_runs(chain: omnigraph.Graph) -> None:
+    assert chain.query(_nested_negations(64)).rows == ({"n": _passing(64)},)
+    with pytest.raises(BadRequest) as deep:
+        chain.query(_nested_negations(65))
+    assert "not blocks nest at most 64 deep" in deep.value.message
+    assert deep.value.details["line"] == 1 and deep.value.details["token"] == "not"
+    top = "query q() { match { $p: Person } return { $p.name } order { $p.age desc } limit 9223372036854775807 }"
+    assert chain.query(top).rows[0] == {"p.name": f"p{PEOPLE - 1:04d}"}
+    with pytest.raises(BadRequest, match="limit is at most 9223372036854775807"):
+        chain.query(top.replace("9223372036854775807", "9223372036854775808"))
+
+
+def test_many_filters_on_one_variable_stay_cheap(chain: omnigraph.Graph) -> None:
+    filters = " ".join(f"$p.age != {age}" for age in range(22))
+    query = f"query q() {{ match {{ $p: Person {filters} }} return {{ count($p) as n }} }}"
+    started = time.monotonic()
+    assert chain.query(query).rows == ({"n": PEOPLE - 22},)
+    assert time.monotonic() - started < 5  # 41 s and 3 GB before the cap on pushed comparisons
+    pushed = [item["pushed_into_scan"] for item in chain.explain_query(query).filters]
+    assert pushed == [True] * MAX_PUSHED_PER_VARIABLE + [False] * (22 - MAX_PUSHED_PER_VARIABLE)
+
+
+def test_the_time_limit_stops_a_traversal_and_the_cli_exits_1(
+    chain: omnigraph.Graph, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OMNIGRAPH_QUERY_TIMEOUT_S", "0.3")
+    started = time.monotonic()
+    with pytest.raises(QueryTimeout) as stopped:
+        chain.query(WALK)
+    assert time.monotonic() - started < 3
+    assert stopped.value.code == "timeout" and stopped.value.http_status == 408
+    assert stopped.value.details == {"timeout_seconds": 0.3}
+    source = tmp_path / "walk.gq"
+    source.write_text(WALK)
+    cli = invoke(OMNIGRAPH, "query", "--query", source, chain.uri)
+    assert cli.returncode == 1 and "error [timeout]" in cli.stderr and "OMNIGRAPH_QUERY_TIMEOUT_S" in cli.stderr
+    monkeypatch.setenv("OMNIGRAPH_QUERY_TIMEOUT_S", "soon")
+    with pytest.raises(BadRequest, match="OMNIGRAPH_QUERY_TIMEOUT_S='soon'"):
+        chain.query(WALK)
+
+
+def test_a_cancel_token_stops_a_query_from_another_thread(chain: omnigraph.Graph) -> None:
+    cancel = omnigraph.QueryCancel()
+    threading.Timer(0.2, cancel.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(QueryCancelled):
+        chain.query(WALK, cancel=cancel)
+    assert time.monotonic() - started < 3
+
+
+def test_an_answer_collected_whole_is_capped_and_a_streamed_one_is_not(chain: omnigraph.Graph, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMNIGRAPH_QUERY_MEMORY_MB", "16")  # the cap: 1/32 of it, 512 KiB of JSON
+    pairs = "query q() { match { $p: Person  $q: Person } return { $p.name, $q.name, $p.age, $q.age } }"  # about 700 KB of JSON
+    with pytest.raises(ResourceLimit) as capped:
+        chain.query(pairs)
+    assert capped.value.details["resource"] == "answer_bytes" and capped.value.details["limit"] == 512 * 1024
+    with chain.open_query(pairs) as answer:
+        assert sum(1 for _ in answer.rows()) == PEOPLE * PEOPLE
+
+
+def test_a_duckdb_failure_never_carries_its_sql() -> None:
+    connection = duckdb.connect()
+    guard = Guard(connection, None, None)
+    try:
+        connection.execute("SELECT 1 LIMIT 99999999999999999999999999")
+    except duckdb.Error as error:
+        typed = guard.typed(error, ResourceLimit("query_memory", 1, 1, "memory"), 1)
+    guard.close()
+    assert isinstance(typed, OSError) and "ConversionException" in str(typed)
+    assert "SELECT" not in str(typed) and "LINE" not in str(typed)
