@@ -1,14 +1,14 @@
-"""What bounds one read query besides its memory: a time limit, cancellation, and an answer size cap.
+"""What bounds one read query besides its memory limit: spill disk, time, cancellation, answer size.
 
 Spill disk: the intermediate results all queries of a process spill to disk together are
 at most ``OMNIGRAPH_QUERY_SPILL_MB`` MiB (default :data:`DEFAULT_SPILL_MB`, DuckDB's
 ``max_temp_directory_size``); a query that needs more is ``resource_limit`` ``query_spill``.
 
 Time limit: a query may run for ``OMNIGRAPH_QUERY_TIMEOUT_S`` seconds (default
-:data:`DEFAULT_TIMEOUT_S`; ``0`` means no limit), counted from when its first statement starts
-until its last row is read. Past it the query stops (``timeout``, :class:`QueryTimeout`): the
-statement running is interrupted (``duckdb``'s ``interrupt``), and a traversal expands no
-further hop.
+:data:`DEFAULT_TIMEOUT_S`; ``0`` means no limit), counted from when its session opens (once it is
+parsed and checked) until its last row is read. Past it the query stops (``timeout``,
+:class:`QueryTimeout`): the statement running is interrupted (``duckdb``'s ``interrupt``), and
+a traversal expands no further hop.
 
 Cancellation: :class:`QueryCancel` is a token a caller hands to a query and fires from another
 thread (a server whose client went away); the query stops the same way, as
