@@ -1,12 +1,11 @@
 """What bounds a read query, in process: the parser's bounds (``limit``, ``not`` nesting) cover
 what the executor runs; many filters on one variable stay cheap; the time limit and a
 :class:`omnigraph.QueryCancel` stop a query (``timeout``, exit 1 from the CLI; ``cancelled``); an
-answer collected whole is capped while a streamed one is not; and a DuckDB failure never carries
+answer collected whole is capped while a streamed one is not; so is the spill disk; and a DuckDB failure never carries
 its SQL into a message. (The same limits through a real server: ``tests/server/test_query_limits.py``.)"""
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ import omnigraph
 from omnigraph.engine.query.limits import Guard
 from omnigraph.engine.query.plan import MAX_PUSHED_PER_VARIABLE
 from omnigraph.errors import BadRequest, QueryCancelled, QueryTimeout, ResourceLimit
-from tests.support.graph_helpers import OMNIGRAPH, init, invoke, knows, load_lines, person
+from tests.support.graph_helpers import OMNIGRAPH, invoke, make_chain_graph, run_cli
 
 PEOPLE = 160
 WALK = "query walk() { match { $a: Person  $a knows{1,1000000000} $b } return { count($b) as n } }"
@@ -29,11 +28,7 @@ WALK = "query walk() { match { $a: Person  $a knows{1,1000000000} $b } return { 
 def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[omnigraph.Graph]:
     """A chain of :data:`PEOPLE` Person nodes aged 0.., each knowing the next."""
     uri = str(tmp_path_factory.mktemp("bounds") / "graph")
-    init(uri)
-    names = [f"p{i:04d}" for i in range(PEOPLE)]
-    lines = [person(name, i) for i, name in enumerate(names)]
-    lines += [knows(a, b, f"k{i}") for i, (a, b) in enumerate(itertools.pairwise(names))]
-    load_lines(uri, lines)
+    make_chain_graph(uri, PEOPLE)
     with omnigraph.open(uri, read_only=True) as graph:
         yield graph
 
@@ -114,6 +109,17 @@ def test_an_answer_collected_whole_is_capped_and_a_streamed_one_is_not(chain: om
     assert capped.value.details["resource"] == "answer_bytes" and capped.value.details["limit"] == 512 * 1024
     with chain.open_query(pairs) as answer:
         assert sum(1 for _ in answer.rows()) == PEOPLE * PEOPLE
+
+
+def test_spill_disk_is_capped(chain: omnigraph.Graph, tmp_path: Path) -> None:
+    source = tmp_path / "cube.gq"  # 4M rows sorted: spills past 48 MiB of memory
+    source.write_text(
+        "query q() { match { $a: Person $b: Person $c: Person } return { $a.name, $b.name, $c.name } order { $c.name desc } limit 3 }"
+    )
+    env = {"OMNIGRAPH_QUERY_MEMORY_MB": "48", "OMNIGRAPH_QUERY_SPILL_MB": "1"}  # read once per process: a process of its own
+    cli = run_cli(OMNIGRAPH, "query", "--json", "--query", source, chain.uri, env=env)
+    assert cli.returncode == 1, cli.describe()
+    assert cli.json()["error"]["details"] == {"resource": "query_spill", "limit": 1024 * 1024, "actual": 1024 * 1024}
 
 
 def test_a_duckdb_failure_never_carries_its_sql() -> None:

@@ -9,7 +9,6 @@ access log says ``cancelled``, not ``timeout``), including those still waiting f
 
 from __future__ import annotations
 
-import itertools
 import json
 import socket
 import time
@@ -18,7 +17,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.support.graph_helpers import init, knows, load_lines, person
+from tests.support.graph_helpers import make_chain_graph
 from tests.support.serve_helpers import Server, error_of, start_fenced
 
 CHAIN = 600
@@ -30,11 +29,7 @@ FLOOD = 45
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     uri = str(tmp_path_factory.mktemp("limits") / "graph")
-    init(uri)
-    names = [f"p{i:04d}" for i in range(CHAIN)]
-    lines = [person(name, i) for i, name in enumerate(names)]
-    lines += [knows(a, b, f"k{i}") for i, (a, b) in enumerate(itertools.pairwise(names))]
-    load_lines(uri, lines)
+    make_chain_graph(uri, CHAIN)
     server = start_fenced(uri, env={"OMNIGRAPH_QUERY_TIMEOUT_S": str(TIMEOUT_S)})
     try:
         yield server

@@ -8,6 +8,7 @@ invocations, :func:`invoke` runs the same click command in-process to keep the s
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -275,6 +276,15 @@ def knows(src: str, dst: str, edge_id: str, since: int | None = None) -> str:
     if since is not None:
         data["since"] = since
     return json.dumps({"edge": "Knows", "from": src, "to": dst, "data": data})
+
+
+def make_chain_graph(uri: str, people: int) -> None:
+    """A graph of ``people`` Person nodes ``p0000``, ``p0001``, ... aged 0, 1, ..., each knowing the next."""
+    init(uri)
+    names = [f"p{i:04d}" for i in range(people)]
+    lines = [person(name, i) for i, name in enumerate(names)]
+    lines += [knows(a, b, f"k{i}") for i, (a, b) in enumerate(itertools.pairwise(names))]
+    load_lines(uri, lines)
 
 
 def jsonl(lines: list[str]) -> bytes:
