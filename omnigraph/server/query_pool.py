@@ -11,7 +11,7 @@ event loop for the connection's ``http.disconnect``. When the client disconnects
 answer is ready, it fires the query's :class:`omnigraph.QueryCancel`: DuckDB is interrupted and
 the query ends within a fraction of a second with ``cancelled`` (logged; nobody receives it),
 freeing its thread instead of running to its time limit for nobody; a query still waiting for a
-thread stops before its first statement.
+thread ends as soon as it gets one, before it reads anything.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 import omnigraph
+from omnigraph.errors import QueryCancelled
 
 QUERY_THREADS_PER_CPU = 4
 
@@ -46,7 +47,13 @@ class QueryPool:
     async def answer_unless_gone(self, request: Request, query: Callable[[omnigraph.QueryCancel], dict[str, Any]]) -> JSONResponse:
         """``query(cancel)``'s document as the response, run on a query thread; cancelled if the client goes away first."""
         cancel = omnigraph.QueryCancel()
-        answer = asyncio.get_running_loop().run_in_executor(self._executor, lambda: JSONResponse(query(cancel)))
+
+        def run() -> JSONResponse:
+            if cancel.cancelled:  # the client went away while the query waited for a thread
+                raise QueryCancelled("the query was cancelled (its client went away) before it started")
+            return JSONResponse(query(cancel))
+
+        answer = asyncio.get_running_loop().run_in_executor(self._executor, run)
         gone = asyncio.ensure_future(_disconnected(request))
         try:
             either: list[asyncio.Future[Any]] = [answer, gone]

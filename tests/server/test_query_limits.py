@@ -86,8 +86,8 @@ def test_probes_are_answered_during_a_flood_of_queries_which_stop_when_their_cli
             sock.recv(1)  # no answer yet: every query is still in flight
         sock.close()
     assert [status for _, status, _ in probes] == [200] * 4
-    assert all(seconds < 0.5 for _, _, seconds in probes), probes
-    deadline = time.monotonic() + 10
+    assert all(seconds < 1.0 for _, _, seconds in probes), probes  # before: not until a query thread was free, after 2 s
+    deadline = time.monotonic() + 30
     while len(cancelled := [line for line in _log_lines(served) if line["error"] == "cancelled"]) < FLOOD:
         assert time.monotonic() < deadline, served.output()
         time.sleep(0.05)
