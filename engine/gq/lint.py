@@ -125,7 +125,7 @@ def _describe_read(bound: BoundRead) -> dict[str, Any]:
         for hop in block.hops:
             reads.add(("edge", hop.edge.type_name))
             reads.update(("node", str(end)) for end in (hop.edge.from_type, hop.edge.to_type))
-        pending.extend(block.negations)
+        pending.extend(block.nested)
     result = []
     for output in bound.outputs:
         nullable = output.func != "count" and (output.column is None or _nullable(bound, output.var, output.column.column))

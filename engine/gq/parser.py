@@ -65,14 +65,19 @@ from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.gq.syntax import (
     Aggregate,
     AggregateFunc,
+    AndOr,
     Assignment,
     Binding,
+    BoolExpr,
+    BoolFilter,
     Clause,
     Filter,
     GqError,
     LiteralValue,
     Negation,
+    NotExpr,
     Now,
+    NullTest,
     Operand,
     OrderItem,
     Param,
@@ -83,6 +88,7 @@ from omnigraph.engine.gq.syntax import (
     ReadBody,
     ReturnItem,
     Statement,
+    SubPattern,
     Traversal,
     Value,
     Verb,
@@ -383,25 +389,24 @@ def _clause(cursor: Cursor) -> Clause:
     if token.kind == "name" and token.text == "not" and cursor.ahead(1).text == "{":
         cursor.next()
         return Negation(_block(cursor, "not"), token)
+    if _starts_sub_pattern(cursor, 0):
+        return _sub_pattern(cursor)
     if token.kind == "param":
         following = cursor.ahead(1)
         if following.kind == "punct" and following.text == ":":
             return _binding(cursor)
-        if following.kind == "name" and following.text not in COMPARISONS:
+        named = following.kind == "name" and following.text not in COMPARISONS and following.text not in RESERVED
+        if named and not _starts_sub_pattern(cursor, 1):  # else a bare Bool parameter, then exists/count { ... }
             return _traversal(cursor)
         if following.text == "<" and cursor.ahead(2).kind == "name" and cursor.ahead(3).text == ">":
             return _traversal(cursor)
-    left = _operand(cursor)
-    op = cursor.peek
-    if op.kind == "op" or (op.kind == "name" and op.text in COMPARISONS):
-        cursor.next()
-    else:
-        raise cursor.fail("expected a comparison (= != < <= > >= contains starts_with)")
-    return Filter(left, op.text, _operand(cursor), op)
+    return _filter(cursor)
 
 
 def _operand(cursor: Cursor) -> Operand:
     token = cursor.peek
+    if token.kind == "name" and token.text == "null":
+        raise cursor.fail("null is not a value to compare with: write $v.prop is null (or $v.prop is not null)")
     if token.kind == "param" and cursor.ahead(1).text == ".":
         cursor.next()
         cursor.next()
@@ -475,6 +480,113 @@ def _traversal(cursor: Cursor) -> Traversal:
         bounds = _hop_bounds(cursor)
     low, high = bounds or (1, 1)
     return Traversal(src.text[1:], edge.text, dst.text[1:], low, high, src, edge, dst, undirected)
+
+
+RESERVED = ("and", "or", "not", "is", "null", "in")
+"""Words that are never an edge name: a ``$param`` followed by one starts a filter."""
+SUB_PATTERNS = ("exists", "count")
+
+
+def _starts_sub_pattern(cursor: Cursor, offset: int) -> bool:
+    """Whether ``exists {`` or ``count {`` is ``offset`` tokens ahead (not an edge so named with bounds, ``count{1,2}``)."""
+    word, brace = cursor.ahead(offset), cursor.ahead(offset + 1)
+    if word.kind != "name" or word.text not in SUB_PATTERNS or brace.text != "{":
+        return False
+    return not (cursor.ahead(offset + 2).kind == "int" and cursor.ahead(offset + 3).text == ",")
+
+
+def _filter(cursor: Cursor) -> Filter | BoolFilter:
+    """A filter clause: one comparison (:class:`Filter`), else a :class:`BoolFilter`."""
+    start = cursor.peek
+    if start.kind == "name" and start.text in ("and", "or"):
+        raise cursor.fail(
+            f"{start.text} joins two conditions of one filter and cannot start a clause "
+            "(exists { }, count { } and not { } are clauses of their own, never joined with and/or)"
+        )
+    if start.kind == "name" and start.text in AGGREGATES[1:] and cursor.ahead(1).text == "(":
+        raise cursor.fail(f"{start.text}(...) {{ ... }} sub-pattern aggregates are not supported: count {{ ... }} and exists {{ ... }} are")
+    expr = _or(cursor)
+    return expr if isinstance(expr, Filter) else BoolFilter(expr, start)
+
+
+def _or(cursor: Cursor) -> BoolExpr:
+    left = _and(cursor)
+    while cursor.at("name", "or"):
+        token = cursor.next()
+        left = AndOr("or", left, _and(cursor), token)
+    return left
+
+
+def _and(cursor: Cursor) -> BoolExpr:
+    left = _not(cursor)
+    while cursor.at("name", "and"):
+        token = cursor.next()
+        left = AndOr("and", left, _not(cursor), token)
+    return left
+
+
+def _not(cursor: Cursor) -> BoolExpr:
+    if not cursor.at("name", "not"):
+        return _comparison(cursor)
+    token = cursor.next()
+    if cursor.at("punct", "{"):
+        raise cursor.fail(
+            "not { ... } is a clause of its own (the block has no match); it cannot be part of an and/or/not condition", token
+        )
+    return NotExpr(_not(cursor), token)
+
+
+def _comparison(cursor: Cursor) -> BoolExpr:
+    """``( condition )``, ``operand op operand``, ``operand is [not] null`` or a bare (``Bool``) operand."""
+    token = cursor.peek
+    if _starts_sub_pattern(cursor, 0):
+        raise cursor.fail(
+            f"{token.text} {{ ... }} is a clause of its own; it cannot be part of an and/or/not condition "
+            "(for no match of a block write not { ... })"
+        )
+    if token.kind == "punct" and token.text == "(":
+        cursor.next()
+        inner = _or(cursor)
+        cursor.expect("punct", ")", f"')' closing the '(' at {token.line}:{token.column}")
+        if _comparison_next(cursor):
+            raise cursor.fail("a parenthesized condition is not compared: put the comparison inside the parentheses")
+        return inner
+    left = _operand(cursor)
+    op = cursor.peek
+    result: BoolExpr = left
+    if op.kind == "name" and op.text == "is":
+        cursor.next()
+        negated = cursor.at("name", "not")
+        if negated:
+            cursor.next()
+        cursor.expect("name", "null", "'null' after is (x is null, x is not null)")
+        result = NullTest(left, negated, op)
+    elif op.kind == "op" or (op.kind == "name" and op.text in COMPARISONS):
+        cursor.next()
+        result = Filter(left, op.text, _operand(cursor), op)
+    elif op.kind == "name" and op.text == "in":
+        raise cursor.fail("in (membership in a list of values) is not supported: join equalities with or ($v.p = 1 or $v.p = 2)")
+    if result is not left and _comparison_next(cursor):
+        raise cursor.fail("comparisons do not chain: join two comparisons with and ($a < $b and $b < $c)")
+    return result
+
+
+def _comparison_next(cursor: Cursor) -> bool:
+    token = cursor.peek
+    return token.kind == "op" or (token.kind == "name" and token.text in (*COMPARISONS, "is", "in"))
+
+
+def _sub_pattern(cursor: Cursor) -> SubPattern:
+    """``exists { clause+ }`` or ``count { clause+ } op operand``."""
+    token = cursor.next()
+    clauses = _block(cursor, token.text)
+    if token.text == "exists":
+        return SubPattern("exists", clauses, None, None, token, None)
+    op = cursor.peek
+    if op.kind != "op":
+        raise cursor.fail("expected a comparison after count { ... } (count { ... } > 2)")
+    cursor.next()
+    return SubPattern("count", clauses, op.text, _operand(cursor), token, op)
 
 
 def _items(cursor: Cursor) -> tuple[ReturnItem, ...]:

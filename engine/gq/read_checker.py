@@ -52,25 +52,31 @@ matches).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from omnigraph.engine.gq.checker import bind_params
 from omnigraph.engine.gq.syntax import (
     Aggregate,
     AggregateFunc,
+    AndOr,
     Assignment,
     Binding,
+    BoolExpr,
+    BoolFilter,
     Clause,
     Filter,
     GqError,
     LiteralValue,
     Negation,
+    NotExpr,
     Now,
+    NullTest,
     Param,
     ParamRef,
     PropRef,
     Query,
     ReturnItem,
+    SubPattern,
     Traversal,
 )
 from omnigraph.engine.gq.syntax import Operand as SourceOperand
@@ -83,6 +89,7 @@ from omnigraph.engine.schema.values import coerce_value
 NUMBERS = frozenset({"I32", "I64", "U32", "U64", "F32", "F64"})
 ORDERED = ("=", "!=", "<", "<=", ">", ">=")
 STRING = ScalarType("String")
+BOOL = ScalarType("Bool")
 I64 = ScalarType("I64")
 U64 = ScalarType("U64")
 F64 = ScalarType("F64")
@@ -248,9 +255,17 @@ class _Checker:
                 self._check_endpoint(edge, dst, "to", str(edge.to_type), clause.dst_token)
                 hops.append(Hop(src, edge, dst, clause.min_hops, clause.max_hops, clause.undirected))
         compares.extend(self._filter(clause, scope) for clause in clauses if isinstance(clause, Filter))
+        conditions: list[Condition] = []
+        for clause in clauses:
+            if isinstance(clause, (BoolFilter, SubPattern)):
+                for part in self._conjuncts(clause, scope):
+                    if isinstance(part, Compare):
+                        compares.append(part)
+                    else:
+                        conditions.append(part)
         negations = tuple(self._block(c.clauses, scope)[0] for c in clauses if isinstance(c, Negation))
         variables = tuple(self._vars[index] for index in local)
-        return Block(variables, tuple(hops), tuple(compares), negations), scope
+        return Block(variables, tuple(hops), tuple(compares), negations, tuple(conditions)), scope
 
     def _declared_types(self, clauses: tuple[Clause, ...], outer: dict[str, int]) -> dict[str, tuple[TableDef, Token]]:
         """The node type each named variable is bound to by this block's bindings.
@@ -363,6 +378,52 @@ class _Checker:
         assert not isinstance(member.value, Now)  # a binding's members hold operand values only (Cursor.operand_value)
         value = self._operand(member.value, {})
         return self._compare(column, "=", value, member.token, (member.token, member.value.token))
+
+    # -- boolean conditions and sub-patterns ----------------------------------------------------
+
+    def _conjuncts(self, clause: BoolFilter | SubPattern, scope: dict[str, int]) -> list[Condition]:
+        """The clause's condition split at its top-level ``and``s (a row is kept when each holds)."""
+        if isinstance(clause, SubPattern):
+            return [self._sub_pattern(clause, scope)]
+        parts: list[BoolExpr] = [clause.expr]
+        found: list[Condition] = []
+        while parts:
+            expr = parts.pop(0)
+            if isinstance(expr, AndOr) and expr.op == "and":
+                parts[:0] = [expr.left, expr.right]
+            else:
+                found.append(self._condition(expr, scope))
+        return found
+
+    def _condition(self, expr: BoolExpr, scope: dict[str, int]) -> Condition:
+        if isinstance(expr, Filter):
+            return self._filter(expr, scope)
+        if isinstance(expr, AndOr):
+            return Junction(expr.op, self._condition(expr.left, scope), self._condition(expr.right, scope))
+        if isinstance(expr, NotExpr):
+            return Inverse(self._condition(expr.operand, scope))
+        if isinstance(expr, NullTest):
+            return NullCheck(self._operand(expr.operand, scope), expr.negated)
+        operand = self._operand(expr, scope)
+        if operand.type != BOOL:
+            text = f"${expr.var}.{expr.prop}" if isinstance(expr, PropRef) else expr.token.text
+            raise _error(
+                f"a condition on its own must be Bool, and {text} is {operand.type}: "
+                "compare it (= != < <= > >=, contains, starts_with) or test it (is null, is not null)",
+                expr.token,
+            )
+        return Truth(operand)
+
+    def _sub_pattern(self, clause: SubPattern, scope: dict[str, int]) -> SubQuery:
+        block = self._block(clause.clauses, scope)[0]
+        if clause.func == "exists":
+            return SubQuery(block, None, None)
+        assert clause.op is not None and clause.right is not None and clause.op_token is not None  # count: parsed with both
+        right = self._operand(clause.right, scope)
+        problem = comparison_problem(I64, clause.op, right.type)
+        if problem is not None:
+            raise _error(f"count {{ ... }} is a number (I64): {problem}", clause.op_token)
+        return SubQuery(block, clause.op, right)
 
     # -- return and order --------------------------------------------------------------------
 
@@ -506,12 +567,18 @@ class Hop:
 
 @dataclass(frozen=True)
 class Block:
-    """One conjunctive block: the variables it introduces, hops, comparisons, negations."""
+    """One conjunctive block: the variables it introduces, hops, comparisons, negations, other conditions."""
 
     variables: tuple[Var, ...]
     hops: tuple[Hop, ...]
     compares: tuple[Compare, ...]
     negations: tuple[Block, ...]
+    conditions: tuple[Condition, ...] = ()
+
+    @property
+    def nested(self) -> tuple[Block, ...]:
+        """The blocks right inside this one: its negations, then the sub-patterns of its conditions."""
+        return self.negations + tuple(sub.block for condition in self.conditions for sub in sub_queries(condition))
 
 
 @dataclass(frozen=True)
@@ -551,3 +618,63 @@ class BoundRead:
     grouped: bool
     order: tuple[SortKey, ...]
     limit: int | None
+
+
+@dataclass(frozen=True)
+class Junction:
+    """``left and right`` or ``left or right`` (three-valued: true, false or unknown)."""
+
+    op: Literal["and", "or"]
+    left: Condition
+    right: Condition
+
+
+@dataclass(frozen=True)
+class Inverse:
+    """``not part``: true when ``part`` is false, unknown when it is unknown."""
+
+    part: Condition
+
+
+@dataclass(frozen=True)
+class NullCheck:
+    """``operand is null`` (``negated``: ``is not null``); never unknown."""
+
+    operand: Operand
+    negated: bool
+
+
+@dataclass(frozen=True)
+class Truth:
+    """A ``Bool`` operand taken as the condition (unknown when it is null)."""
+
+    operand: Operand
+
+
+@dataclass(frozen=True)
+class SubQuery:
+    """``exists { block }`` (``op`` None), or ``count { block } op right``.
+
+    The count is the number of distinct bindings of the block's own variables that satisfy it
+    (0 or 1 for a block that introduces none), per row of the enclosing block; ``exists`` is never
+    unknown.
+    """
+
+    block: Block
+    op: str | None
+    right: Operand | None
+
+
+Condition = Compare | Junction | Inverse | NullCheck | Truth | SubQuery
+"""A condition of a block beyond its plain comparisons; a row is kept when it is true."""
+
+
+def sub_queries(condition: Condition) -> list[SubQuery]:
+    """The ``exists``/``count`` sub-patterns of ``condition`` outside any nested block, left to right."""
+    if isinstance(condition, SubQuery):
+        return [condition]
+    if isinstance(condition, Junction):
+        return sub_queries(condition.left) + sub_queries(condition.right)
+    if isinstance(condition, Inverse):
+        return sub_queries(condition.part)
+    return []

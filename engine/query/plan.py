@@ -47,7 +47,22 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
-from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Hop, Operand, SortKey, family
+from omnigraph.engine.gq.read_checker import (
+    Block,
+    BoundRead,
+    Column,
+    Compare,
+    Condition,
+    Const,
+    Hop,
+    Inverse,
+    Junction,
+    NullCheck,
+    Operand,
+    SortKey,
+    SubQuery,
+    family,
+)
 from omnigraph.engine.schema.ids import derive_node_id
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, EnumType, ListType, PropertyType, ScalarType, VectorType
@@ -199,12 +214,53 @@ def unsigned_column(operand: Operand) -> bool:
     return isinstance(operand, Column) and isinstance(operand.type, ScalarType) and operand.type.name in ("U32", "U64")
 
 
-def compare_sql(compare: Compare, params: SqlParams) -> str:
-    """``compare`` as a SQL condition (never true when a side is NULL)."""
+def compare_sql(compare: Compare, params: SqlParams, *, keep_null: bool = False) -> str:
+    """``compare`` as a SQL condition (never true when a side is NULL).
+
+    ``keep_null``: the condition is NULL, not FALSE, when a side is NULL (inside ``not``, the
+    two differ), also when it reads an unsigned column.
+    """
     text = _compare_sql(compare, params)
     if unsigned_column(compare.left) or unsigned_column(compare.right):
-        return f"coalesce({text}, FALSE)"
+        return _unpushed(text) if keep_null else f"coalesce({text}, FALSE)"
     return text
+
+
+def _unpushed(condition: str) -> str:
+    """``condition`` with its truth value kept (NULL too), in a form DuckDB does not push into the scan."""
+    return f"CASE {condition} WHEN TRUE THEN TRUE WHEN FALSE THEN FALSE END"
+
+
+def condition_sql(condition: Condition, params: SqlParams, block: BlockSql) -> str:
+    """``condition`` as a SQL boolean with SQL's three-valued logic (module docstring)."""
+    if isinstance(condition, Compare):
+        return compare_sql(condition, params, keep_null=True)
+    if isinstance(condition, Junction):
+        left, right = condition_sql(condition.left, params, block), condition_sql(condition.right, params, block)
+        return f"({left} {condition.op.upper()} {right})"
+    if isinstance(condition, Inverse):
+        return f"(NOT {condition_sql(condition.part, params, block)})"
+    if isinstance(condition, NullCheck):
+        text = f"({operand_sql(condition.operand, None, params)} IS {'NOT ' if condition.negated else ''}NULL)"
+        operand = condition.operand
+        refused = unsigned_column(operand) or (isinstance(operand, Column) and isinstance(operand.type, VectorType))
+        return _unpushed(text) if refused else text
+    if not isinstance(condition, SubQuery):  # a Bool operand
+        return operand_sql(condition.operand, None, params)
+    froms, conditions = block(condition.block)
+    if condition.op is None:
+        return f"EXISTS ({select_sql('1', froms, conditions)})"
+    assert condition.right is not None
+    ids = ", ".join(f"v{var.index}.id" for var in condition.block.variables) or "1"
+    cast = "DOUBLE" if _is_float(condition.right.type) else "HUGEINT"
+    count = f"CAST((SELECT count(*) FROM ({select_sql(f'DISTINCT {ids}', froms, conditions)})) AS {cast})"
+    return f"({count} {_OPS[condition.op]} {operand_sql(condition.right, cast, params)})"
+
+
+def select_sql(what: str, froms: list[str], conditions: list[str]) -> str:
+    """``SELECT what [FROM froms] [WHERE conditions]`` (a sub-block's query)."""
+    sql = f"SELECT {what}" + (f" FROM {', '.join(froms)}" if froms else "")
+    return sql + (f" WHERE {' AND '.join(conditions)}" if conditions else "")
 
 
 def _compare_sql(compare: Compare, params: SqlParams) -> str:
@@ -228,6 +284,7 @@ def _compare_sql(compare: Compare, params: SqlParams) -> str:
 
 
 Relation = Callable[[Hop], str | None]
+BlockSql = Callable[[Block], tuple[list[str], list[str]]]
 
 
 def edge_rows(hop: Hop) -> str:
@@ -260,12 +317,9 @@ class _Compiler:
                 conditions += [f"{alias}.a = v{hop.src}.id", f"{alias}.b = v{hop.dst}.id"]
         conditions += [compare_sql(compare, self._params) for compare in block.compares]
         conditions += [f"v{var}.id = {self._params.add(node_id, 'VARCHAR')}" for var, node_id in implied_ids(block)]
+        conditions += [condition_sql(condition, self._params, self.block) for condition in block.conditions]
         for negation in block.negations:
-            inner_froms, inner_conditions = self.block(negation)
-            sub = "SELECT 1" + (f" FROM {', '.join(inner_froms)}" if inner_froms else "")
-            if inner_conditions:
-                sub += f" WHERE {' AND '.join(inner_conditions)}"
-            conditions.append(f"NOT EXISTS ({sub})")
+            conditions.append(f"NOT EXISTS ({select_sql('1', *self.block(negation))})")
         return froms, conditions
 
 

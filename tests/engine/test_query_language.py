@@ -95,7 +95,7 @@ def _refused(source: str, params: dict[str, Any] | None = None) -> GqError:
         ('query q() {\n match { $p: Person  $p.name = "a\\qb" }\n return { $p.name }\n}', {}, (2, 34, "\\q"), "unknown escape"),
         ('query q() {\n match { $p: Person  $p.name = "\\u{D800}" }\n return { $p.name }\n}', {}, (2, 33, "\\u{D800}"), "scalar value"),
         ('query q() {\n match { $p: Person  $p.born = date("2024-13-01") }\n return { $p }\n}', {}, (2, 37, '"2024-13-01"'), "valid"),
-        ("query q() {\n match { $p: Person  $p.name = null }\n return { $p.name }\n}", {}, (2, 32, "null"), "expected a match clause"),
+        ("query q() {\n match { $p: Person  $p.name = null }\n return { $p.name }\n}", {}, (2, 32, "null"), "write $v.prop is null"),
         ("query q() {\n match { }\n return { $p.name }\n}", {}, (2, 10, "}"), "at least one clause"),
         ("query q() {\n match { $p: Person }\n return { $p }\n}", {}, (3, 11, "$p"), "expected a return item"),
         ("query q() {\n match { $p: Person, $p knows $f }\n return { $p.name }\n}", {}, (2, 20, ","), "expected a match clause"),
