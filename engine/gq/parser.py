@@ -37,8 +37,13 @@ Reads (:func:`read_body`: the body of a query that starts with ``match``)::
                | VAR EDGE BOUNDS? VAR                                                  traversal
                | VAR "<" EDGE ">" BOUNDS? VAR                         traversal, either direction
                | VAR EDGE VAR BOUNDS                                        traversal (alias)
-               | operand CMP operand                                                   filter
+               | or                                                                    filter
                | "not" "{" clause+ "}"                                                 negation
+               | "exists" "{" clause+ "}"                                              sub-pattern
+               | "count" "{" clause+ "}" OP operand                                    sub-pattern
+    or        := and ("or" and)*
+    and       := not ("and" not)*
+    not       := "not" not | "(" or ")" | operand (CMP operand | "is" "not"? "null")?
     operand   := VAR "." NAME | literal | PARAM
     CMP       := "=" | "!=" | "<" | "<=" | ">" | ">=" | "contains" | "starts_with"
     item      := (VAR "." NAME | "count" "(" VAR ")" | AGG "(" VAR "." NAME ")") ("as" NAME)?
@@ -50,6 +55,15 @@ Reads (:func:`read_body`: the body of a query that starts with ``match``)::
 ``PARAM`` are both spelled ``$name``: ``$name`` is a variable where a binding, traversal or
 ``.prop`` needs one, a parameter elsewhere. Literals are :meth:`Cursor.operand_value`'s.
 Bounds: ``{min,max}`` with ``1 <= min <= max``; ``{n,}`` (no upper bound) is refused.
+
+Filters: ``or`` binds loosest, then ``and``, then prefix ``not``, then a comparison; comparisons
+do not chain (``$a < $b < $c`` is refused) and a parenthesized condition is not compared. A
+filter that is one comparison is a :class:`~omnigraph.engine.gq.syntax.Filter`, any other a
+:class:`~omnigraph.engine.gq.syntax.BoolFilter` (a bare operand stands for a ``Bool``). ``not {``
+is the negation clause, ``not`` before anything else negates a condition; ``not { }``, ``exists
+{ }`` and ``count { }`` are clauses of their own, never part of a condition. ``and or not is null
+in`` are reserved: never an edge name (``$flag and $x`` is a filter), ``null`` never a value
+(``is null`` tests for it), ``in`` and ``sum|avg|min|max(...) { }`` are refused as unsupported.
 
 Choosing a query (:func:`choose_query`): a source may hold mutations and read queries side by
 side. ``omnigraph mutate`` runs mutations and ``omnigraph query`` runs read queries; each refuses

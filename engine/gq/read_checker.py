@@ -19,8 +19,14 @@ the offending token):
   :func:`omnigraph.engine.gq.checker.bind_params` (a missing or null non-nullable one, a wrong
   type).
 
-Scoping: a ``not { ... }`` block sees every variable of the blocks around it; variables it
-introduces are its own. Within a block, clause order does not matter.
+Scoping: a ``not { ... }``, ``exists { ... }`` or ``count { ... }`` block sees every variable of
+the blocks around it; variables it introduces are its own. Within a block, clause order does not
+matter.
+
+Boolean filters (:class:`Condition`): each comparison in one is checked as a filter; a bare
+operand must be ``Bool``; ``is [not] null`` takes any operand; ``count { ... }`` is an ``I64``
+compared by ``= != < <= > >=`` with a number. A filter's top-level ``and`` is split: each part
+that is one comparison joins the block's comparisons, the rest are the block's ``conditions``.
 
 Operand types and the comparisons allowed between them (:func:`comparison_problem`,
 :func:`aggregate_problem`). Families: numbers (``I32`` ... ``F64``: compared numerically across
@@ -44,7 +50,8 @@ The result is a :class:`BoundRead`: a checked read query with its parameters bou
 appearance in the source (``index``); an anonymous ``$_`` is a variable of its own at each
 occurrence (named ``_1``, ``_2``, ...). A :class:`Block` is the top-level ``match`` or one
 ``not { ... }``: the variables it introduces, its traversals, its comparisons (filters and
-binding constraints) and its nested negations. Every operand is typed: a :class:`Column` of a
+binding constraints), its nested negations and its other conditions (:class:`Condition`, whose
+``exists``/``count`` blocks are nested blocks too, :attr:`Block.nested`). Every operand is typed: a :class:`Column` of a
 variable's node table or a :class:`Const` (``value`` None for a null parameter, which never
 matches).
 """

@@ -4,7 +4,7 @@ Shape (:func:`statement`)::
 
     WITH m AS (SELECT DISTINCT <ids of the match's variables>, <columns used>
                FROM <node views> , <edges or hop pair tables>
-               WHERE <joins> AND <comparisons> AND NOT EXISTS (<each negation>))
+               WHERE <joins> AND <comparisons> AND <conditions> AND NOT EXISTS (<each negation>))
     SELECT <outputs> FROM m [GROUP BY <group keys>] ORDER BY <keys>, <tie-break> [LIMIT n]
 
 ``m`` holds one row per binding of the match's variables (``DISTINCT`` over their ids: a
@@ -29,6 +29,16 @@ unsigned integer column (its Substrait conversion refuses ``U32``/``U64`` fields
 scan fails). A comparison that reads such a column is therefore written
 ``coalesce(comparison, FALSE)``: the same rows in a WHERE clause (NULL is not true either way),
 but an expression DuckDB does not push, so it filters those rows itself.
+
+Conditions (:func:`condition_sql`): ``and``/``or``/``not``, ``IS [NOT] NULL`` and a ``Bool``
+operand are SQL's own, whose three-valued logic is the language's (a row is kept when its
+condition is TRUE; NOT NULL is NULL). A comparison inside one keeps its NULL (``keep_null``); one
+that reads an unsigned column, and a null test of an unsigned or vector column (the Lance scan
+refuses both), is written ``CASE c WHEN TRUE THEN TRUE WHEN FALSE THEN FALSE END``: NULL stays
+NULL, and DuckDB does not push it. ``exists { }`` is ``EXISTS (SELECT 1 ...)`` over the block's
+FROM items and conditions (correlated with the enclosing variables as a negation is); ``count {
+} op x`` counts ``SELECT DISTINCT`` of the block's own variables' ids (``1`` when it has none),
+compared as ``HUGEINT`` with an integer and ``DOUBLE`` with a float.
 
 Implied ids (:func:`implied_ids`): a variable whose ``@key`` members all equal constants also
 gets its implied node id as a condition, for the join planner. ``$p: Person { name: "Ann" }``
