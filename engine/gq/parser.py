@@ -73,6 +73,7 @@ line:column).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, cast
 
 from omnigraph.engine.errors import BadRequest
@@ -524,18 +525,19 @@ def _filter(cursor: Cursor) -> Filter | BoolFilter:
 
 
 def _or(cursor: Cursor) -> BoolExpr:
-    left = _and(cursor)
-    while cursor.at("name", "or"):
-        token = cursor.next()
-        left = AndOr("or", left, _and(cursor), token)
-    return left
+    return _joined(cursor, "or", _and)
 
 
 def _and(cursor: Cursor) -> BoolExpr:
-    left = _not(cursor)
-    while cursor.at("name", "and"):
+    return _joined(cursor, "and", _not)
+
+
+def _joined(cursor: Cursor, word: Literal["and", "or"], part: Callable[[Cursor], BoolExpr]) -> BoolExpr:
+    """``part (word part)*``, joined from the left."""
+    left = part(cursor)
+    while cursor.at("name", word):
         token = cursor.next()
-        left = AndOr("and", left, _not(cursor), token)
+        left = AndOr(word, left, part(cursor), token)
     return left
 
 
