@@ -24,7 +24,8 @@ column with a constant into the Lance scan (and a BTREE on the column serves it)
 compare numerically (the reference's rule): an integer constant takes the type of the integer
 column it is compared with when it fits (else both sides are ``HUGEINT``); a comparison between
 an integer and a float, or two float types, is made in ``DOUBLE``. NULL on either side makes a
-comparison NULL, which never matches. pylance 14's scanner cannot take a pushed filter on an
+comparison NULL, which never matches (a list's ``contains`` of a NULL item is made NULL too:
+DuckDB's ``list_contains`` of an empty list answers FALSE). pylance 14's scanner cannot take a pushed filter on an
 unsigned integer column (its Substrait conversion refuses ``U32``/``U64`` fields, and the whole
 scan fails). A comparison that reads such a column is therefore written
 ``coalesce(comparison, FALSE)``: the same rows in a WHERE clause (NULL is not true either way),
@@ -282,11 +283,16 @@ def _compare_sql(compare: Compare, params: SqlParams) -> str:
     if op == "contains":
         assert isinstance(left.type, ListType)
         item = left.type.item
-        if family(item) != "number":
-            return f"list_contains({operand_sql(left, None, params)}, {operand_sql(right, sql_type(item), params)})"
-        item_cast, right_cast = _numeric_types(item, right.type, None, _const(right))
-        list_cast = None if item_cast is None else f"{item_cast}[]"
-        return f"list_contains({operand_sql(left, list_cast, params)}, {operand_sql(right, right_cast, params)})"
+        list_cast: str | None = None
+        right_cast: str | None = sql_type(item)
+        if family(item) == "number":
+            item_cast, right_cast = _numeric_types(item, right.type, None, _const(right))
+            list_cast = None if item_cast is None else f"{item_cast}[]"
+        member = operand_sql(right, right_cast, params)
+        text = f"list_contains({operand_sql(left, list_cast, params)}, {member})"
+        if isinstance(right, Const) and right.value is not None:
+            return text
+        return f"CASE WHEN {member} IS NULL THEN NULL ELSE {text} END"  # list_contains([], NULL) is FALSE
     left_cast = right_cast = None
     if family(left.type) == "number" and family(right.type) == "number":
         left_cast, right_cast = _numeric_types(left.type, right.type, _const(left), _const(right))

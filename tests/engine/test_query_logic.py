@@ -79,7 +79,7 @@ def test_three_valued_logic_keeps_only_true_rows(graph: Any) -> None:
 
 
 def test_null_tests_on_lists_and_vectors_and_a_bool_parameter(graph: Any) -> None:
-    docs = "query q($flag: Bool?) {{ match {{ $d: Doc  {} }} return {{ $d.slug }} }}"
+    docs = "query q($flag: Bool?, $tag: String?) {{ match {{ $d: Doc  {} }} return {{ $d.slug }} }}"
     assert _rows(graph, docs.format("$d.embedding is null")) == [["migration-runbook"], ["quarterly-report"]]
     assert _rows(graph, docs.format("$d.embedding is not null and $d.tags is null")) == [["café-reviews"]]
     drafts = [["café-reviews"], ["fencing-notes"]]
@@ -88,6 +88,13 @@ def test_null_tests_on_lists_and_vectors_and_a_bool_parameter(graph: Any) -> Non
     assert _rows(graph, docs.format('$flag or $d.status = "draft"')) == drafts  # a null $flag is unknown
     assert _rows(graph, docs.format("not $flag")) == []
     assert _rows(graph, docs.format("$flag is null")) == [[s] for s in sorted(_all_docs(graph))]
+    # a null item is unknown in every list, the empty one (migration-runbook's) too
+    assert _rows(graph, docs.format("not $d.tags contains $tag")) == []
+    assert _rows(graph, docs.format("not $d.tags contains $tag"), tag="graphs") == [
+        ["fencing-notes"],
+        ["migration-runbook"],
+        ["quarterly-report"],
+    ]
 
 
 def _all_docs(graph: Any) -> list[str]:
