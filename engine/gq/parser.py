@@ -26,7 +26,7 @@ Values, shared by both grammars (:meth:`Cursor.value`)::
               | "date" "(" STRING ")" | "datetime" "(" STRING ")" | PARAM | "now" "(" ")"
 
 A read query accepts the literals without ``null``, lists and ``now()``
-(:meth:`Cursor.operand_value`). A ``date``/``datetime`` literal's text is checked here (a
+(:meth:`Cursor.operand_value`), and a list of them after ``in``. A ``date``/``datetime`` literal's text is checked here (a
 ``YYYY-MM-DD`` date; an ISO 8601 instant, naive = UTC, at most millisecond precision).
 
 Reads (:func:`read_body`: the body of a query that starts with ``match``)::
@@ -43,7 +43,8 @@ Reads (:func:`read_body`: the body of a query that starts with ``match``)::
                | "count" "{" clause+ "}" OP operand                                    sub-pattern
     or        := and ("or" and)*
     and       := not ("and" not)*
-    not       := "not" not | "(" or ")" | operand (CMP operand | "is" "not"? "null")?
+    not       := "not" not | "(" or ")" | operand (CMP operand | "in" list | "is" "not"? "null")?
+    list      := "[" (literal ("," literal)*)? "]" | operand          (strings, numbers, booleans)
     operand   := VAR "." NAME | literal | PARAM
     CMP       := "=" | "!=" | "<" | "<=" | ">" | ">=" | "contains" | "starts_with"
     item      := (VAR "." NAME | "count" "(" VAR ")" | AGG "(" VAR "." NAME ")") ("as" NAME)?
@@ -63,7 +64,7 @@ filter that is one comparison is a :class:`~omnigraph.engine.gq.syntax.Filter`, 
 is the negation clause, ``not`` before anything else negates a condition; ``not { }``, ``exists
 { }`` and ``count { }`` are clauses of their own, never part of a condition. ``and or not is null
 in`` are reserved: never an edge name (``$flag and $x`` is a filter), ``null`` never a value
-(``is null`` tests for it), ``in`` and ``sum|avg|min|max(...) { }`` are refused as unsupported.
+(``is null`` tests for it), ``sum|avg|min|max(...) { }`` is refused as unsupported.
 
 Choosing a query (:func:`choose_query`): a source may hold mutations and read queries side by
 side. ``omnigraph mutate`` runs mutations and ``omnigraph query`` runs read queries; each refuses
@@ -581,10 +582,33 @@ def _comparison(cursor: Cursor) -> BoolExpr:
         cursor.next()
         result = Filter(left, op.text, _operand(cursor), op)
     elif op.kind == "name" and op.text == "in":
-        raise cursor.fail("in (membership in a list of values) is not supported: join equalities with or ($v.p = 1 or $v.p = 2)")
+        cursor.next()
+        result = Filter(left, "in", _list_operand(cursor), op)
     if result is not left and _comparison_next(cursor):
         raise cursor.fail("comparisons do not chain: join two comparisons with and ($a < $b and $b < $c)")
     return result
+
+
+def _list_operand(cursor: Cursor) -> Operand:
+    """The list after ``in``: a list literal of strings, numbers or booleans, or an operand (a list parameter or property)."""
+    if not cursor.at("punct", "["):
+        return _operand(cursor)
+    opening = cursor.next()
+    items: list[object] = []
+    while not cursor.at("punct", "]"):
+        token = cursor.peek
+        item = cursor.operand_value()
+        if not isinstance(item, LiteralValue) or item.typed is not None:
+            raise cursor.fail(
+                "a list after in holds strings, numbers or booleans (for dates pass a [Date] or [DateTime] parameter; "
+                "test for null with is null)",
+                token,
+            )
+        items.append(item.value)
+        if not cursor.at("punct", "]"):
+            cursor.expect("punct", ",", "',' or ']'")
+    cursor.next()
+    return LiteralValue(items, opening)
 
 
 def _comparison_next(cursor: Cursor) -> bool:

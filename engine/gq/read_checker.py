@@ -37,13 +37,15 @@ lists ``[T]`` and vectors.
   ``=`` and ``!=`` only. ``Date`` and ``DateTime`` are different families (a ``Date`` property
   compares with ``date("...")`` or a ``Date`` parameter, not with a string).
 * ``contains``: two strings (substring), or a list and a value of its item family
-  (membership). ``starts_with``: two strings.
+  (membership); ``in`` the same membership written the other way round (value, then list).
+  ``starts_with``: two strings.
 * ``sum``/``avg`` take numbers; ``min``/``max`` take numbers, strings, ``Bool``, ``Date`` and
   ``DateTime``.
 
 Literals: a string is ``String``, ``true``/``false`` ``Bool``, an integer ``I64`` (``U64`` above
 the ``I64`` range; beyond ``U64`` refused), a decimal ``F64``, ``date("...")`` ``Date`` and
-``datetime("...")`` ``DateTime``.
+``datetime("...")`` ``DateTime``; a list (after ``in``) ``[T]`` of its items' one family (``[F64]`` with
+a decimal item, ``[U64]`` with an item beyond ``I64``; ``[]`` takes the compared value's type).
 
 The result is a :class:`BoundRead`: a checked read query with its parameters bound, what
 :mod:`omnigraph.engine.query` executes. Variables are numbered in the order of their first
@@ -128,6 +130,10 @@ def integer_literal_type(value: int) -> ScalarType | None:
 def comparison_problem(left: PropertyType, op: str, right: PropertyType) -> str | None:
     """Why ``left op right`` is refused, or None when it is allowed."""
     lf, rf = family(left), family(right)
+    if op == "in":
+        if isinstance(right, ListType) and lf == family(right.item):
+            return None
+        return f"in takes a value and a list of its type, not {left} and {right}"
     if op == "contains":
         if lf == "string" and rf == "string":
             return None
@@ -374,6 +380,9 @@ class _Checker:
 
     def _filter(self, clause: Filter, scope: dict[str, int]) -> Compare:
         left, right = self._operand(clause.left, scope), self._operand(clause.right, scope)
+        empty = isinstance(clause.right, LiteralValue) and clause.right.value == []
+        if clause.op == "in" and empty and isinstance(left.type, ScalarType):
+            right = Const([], ListType(left.type))  # [] takes its item type from the value
         return self._compare(left, clause.op, right, clause.op_token, (clause.left.token, clause.right.token))
 
     def _constraint(self, index: int, member: Assignment) -> Compare:
@@ -491,6 +500,8 @@ class _Checker:
 
 def _literal(literal: LiteralValue) -> Const:
     value = literal.value
+    if isinstance(value, list):
+        return _list_literal(literal)
     if literal.typed is not None:
         ptype = ScalarType(literal.typed)
         return Const(coerce_value(ptype, value), ptype)
@@ -506,6 +517,21 @@ def _literal(literal: LiteralValue) -> Const:
     else:
         ltype = STRING
     return Const(value, ltype)
+
+
+def _list_literal(literal: LiteralValue) -> Const:
+    """A list literal (after ``in``), typed by its items' one family.
+
+    ``[Bool]``, ``[String]``, ``[F64]`` when an item is a decimal, else ``[I64]`` (``[U64]`` when
+    an item is beyond ``I64``); ``[]`` is ``[String]`` here, retyped by what it is compared with.
+    """
+    types = [_literal(LiteralValue(item, literal.token)).type for item in literal.value]
+    families = sorted({family(ptype) for ptype in types})
+    if len(families) > 1:
+        raise _error(f"the items of a list are of one type, not {' and '.join(families)}", literal.token)
+    item = F64 if F64 in types else U64 if U64 in types else types[0] if types else STRING
+    assert isinstance(item, ScalarType)
+    return Const(literal.value, ListType(item))
 
 
 def _edge_names(catalog: Catalog) -> list[str]:

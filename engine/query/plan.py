@@ -275,6 +275,8 @@ def select_sql(what: str, froms: list[str], conditions: list[str]) -> str:
 
 
 def _compare_sql(compare: Compare, params: SqlParams) -> str:
+    if compare.op == "in":  # x in list: the list contains x
+        return _compare_sql(Compare(compare.right, "contains", compare.left), params)
     left, op, right = compare.left, compare.op, compare.right
     if op == "starts_with":
         return f"starts_with({operand_sql(left, None, params)}, {operand_sql(right, None, params)})"

@@ -53,7 +53,7 @@ def test_the_docs_examples_run_as_printed(social: str, tmp_path: Path, monkeypat
     (tmp_path / "logic.gq").write_text(source[1], encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     runs = re.split(r"^\$ ", console[1], flags=re.M)[1:]
-    assert len(runs) == 6
+    assert len(runs) == 7
     for run in runs:
         line, printed = run.split("\n", 1)
         argv = shlex.split(line)
@@ -158,7 +158,9 @@ def test_explain_lists_conditions_and_lint_reads_sub_pattern_blocks(graph: Any) 
         ("1 < $p.age < 9", 11, "<", "comparisons do not chain"),
         ('count { $p knows $_ } > "two"', 22, ">", "count { ... } is a number (I64): cannot compare I64 with String"),
         ("sum($f.age) { $p knows $f } > 3", 0, "sum", "sub-pattern aggregates are not supported"),
-        ('$p.name in "Bob"', 8, "in", "in (membership in a list of values) is not supported"),
+        ('$p.name in ["Bob", 1]', 11, "[", "the items of a list are of one type, not number and string"),
+        ('$p.name in "Bob"', 8, "in", "in takes a value and a list of its type, not String and String"),
+        ('$p.born in [date("2024-01-31")]', 12, "date", "for dates pass a [Date] or [DateTime] parameter"),
         ("$p.age = null", 9, "null", "write $v.prop is null"),
     ],
 )
@@ -173,21 +175,28 @@ def test_refusals_name_the_feature_at_their_place(graph: Any, clause: str, offse
 
 def test_unsigned_columns_keep_their_unknowns_and_stay_out_of_the_scan(tmp_path: Path) -> None:
     """The Lance scan refuses a pushed filter on a U32/U64 column (``test_query``); inside a
-    condition such a comparison or null test is kept from the scan and still unknown on null."""
+    condition such a comparison or null test is kept from the scan and still unknown on null.
+    Dates are compared with ``in`` through a ``[Date]`` parameter."""
     from omnigraph.engine.door.table_store import FENCED_PROFILE
     from omnigraph.engine.graph import init_graph
     from omnigraph.engine.ops.load import load
     from omnigraph.engine.query.run import run_query
     from omnigraph.engine.storage.store import open_store
 
-    graph = init_graph(open_store(str(tmp_path / "u")), "node Slot { name: String @key  rank: U32? }\n", FENCED_PROFILE, "tests")
-    rows = [{"name": "a", "rank": 1}, {"name": "b", "rank": 2}, {"name": "c", "rank": None}]
+    graph = init_graph(
+        open_store(str(tmp_path / "u")), "node Slot { name: String @key  rank: U32?  day: Date? }\n", FENCED_PROFILE, "tests"
+    )
+    rows = [{"name": "a", "rank": 1, "day": "2024-01-31"}, {"name": "b", "rank": 2}, {"name": "c", "rank": None, "day": "2024-02-01"}]
     load(graph, "".join(json.dumps({"type": "Slot", "data": row}) + "\n" for row in rows).encode(), mode="append", branch="main", actor="t")
-    source = "query q() {{ match {{ $s: Slot  {} }} return {{ $s.name }} }}"
+    source = "query q($days: [Date]?) {{ match {{ $s: Slot  {} }} return {{ $s.name }} }}"
     for condition, names in [
         ("not $s.rank = 1", ["b"]),
         ("not ($s.rank = 1 or $s.rank > 1)", []),
         ("$s.rank is null", ["c"]),
         ("not $s.rank is null and $s.rank != 2", ["a"]),
+        ("not $s.rank in [1, 5]", ["b"]),
+        ("$s.day in $days", ["c"]),
+        ("not $s.day in $days", ["a"]),
     ]:
-        assert [row["s.name"] for row in run_query(graph, source.format(condition))["rows"]] == names, condition
+        answer = run_query(graph, source.format(condition), params={"days": ["2024-02-01", "2023-01-01"]})
+        assert [row["s.name"] for row in answer["rows"]] == names, condition

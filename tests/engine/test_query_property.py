@@ -6,7 +6,7 @@ Graphs: up to six Person nodes (nullable age, score, tags and an unsigned rank),
 Person names (ids are unique per type only), Knows edges with self-loops and parallel edges,
 LivesIn edges. Queries: bindings with and without constraints, forward, reverse and undirected traversals
 with random bounds, filters of every operator (numbers, strings, lists, parameters, two
-variables), boolean filters (``and``/``or``/``not`` over comparisons, null tests and a nullable
+variables), boolean filters (``and``/``or``/``not`` over comparisons, ``in``, null tests and a nullable
 ``Bool`` parameter, in three-valued logic), negations (nested, with ``$_``), ``exists { }`` and
 ``count { } op x`` sub-patterns, projections and grouped aggregates, ``order`` and ``limit``.
 Several queries run per graph; both backends (fewer examples on S3).
@@ -208,6 +208,10 @@ def _conditions(v: str, depth: int) -> st.SearchStrategy[str]:
             f"${v}.tags is null",
             f'${v}.tags contains "t1"',
             f'${v}.name starts_with "a"',
+            f"${v}.age in [1, 3]",
+            f'${v}.name in ["a", "c"]',
+            f"${v}.rank in [0, 2.0]",
+            f'"t2" in ${v}.tags',
             "$flag",
             "$flag is null",
         ]

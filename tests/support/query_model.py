@@ -10,7 +10,8 @@ test), and keeps those that satisfy every clause:
   neighbours of the previous hop's nodes, and a previous-hop node with a stored self-loop
   again; visited nodes are not expanded; a pair once), ids joined within one node type only;
 * filters compare with Python's numeric semantics (ints and floats compare exactly), NULL never
-  matches; ``contains`` is a substring or list membership, ``starts_with`` a prefix;
+  matches; ``contains`` is a substring or list membership, ``in`` list membership, ``starts_with``
+  a prefix;
 * ``not { ... }`` holds when no assignment of its own variables satisfies it;
 * a boolean filter is evaluated in three-valued logic (true, false, None = unknown: a comparison
   with a NULL side is unknown, ``not`` unknown is unknown, ``and``/``or`` as Kleene's), and the
@@ -348,6 +349,8 @@ def _compare3(left: Any, op: str, right: Any) -> bool | None:
         return None
     if op == "contains":
         return right in left
+    if op == "in":
+        return left in right
     if op == "starts_with":
         return left.startswith(right)
     return {"=": left == right, "!=": left != right, "<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}[op]
