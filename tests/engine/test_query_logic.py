@@ -176,7 +176,7 @@ def test_refusals_name_the_feature_at_their_place(graph: Any, clause: str, offse
 def test_unsigned_columns_keep_their_unknowns_and_stay_out_of_the_scan(tmp_path: Path) -> None:
     """The Lance scan refuses a pushed filter on a U32/U64 column (``test_query``); inside a
     condition such a comparison or null test is kept from the scan and still unknown on null.
-    Dates are compared with ``in`` through a ``[Date]`` parameter."""
+    Dates are compared with ``in`` through a ``[Date]`` parameter; a ``Bool`` property is a condition."""
     from omnigraph.engine.door.table_store import FENCED_PROFILE
     from omnigraph.engine.graph import init_graph
     from omnigraph.engine.ops.load import load
@@ -184,9 +184,13 @@ def test_unsigned_columns_keep_their_unknowns_and_stay_out_of_the_scan(tmp_path:
     from omnigraph.engine.storage.store import open_store
 
     graph = init_graph(
-        open_store(str(tmp_path / "u")), "node Slot { name: String @key  rank: U32?  day: Date? }\n", FENCED_PROFILE, "tests"
+        open_store(str(tmp_path / "u")), "node Slot { name: String @key  rank: U32?  day: Date?  on: Bool? }\n", FENCED_PROFILE, "tests"
     )
-    rows = [{"name": "a", "rank": 1, "day": "2024-01-31"}, {"name": "b", "rank": 2}, {"name": "c", "rank": None, "day": "2024-02-01"}]
+    rows = [
+        {"name": "a", "rank": 1, "day": "2024-01-31", "on": True},
+        {"name": "b", "rank": 2, "on": False},
+        {"name": "c", "rank": None, "day": "2024-02-01"},
+    ]
     load(graph, "".join(json.dumps({"type": "Slot", "data": row}) + "\n" for row in rows).encode(), mode="append", branch="main", actor="t")
     source = "query q($days: [Date]?) {{ match {{ $s: Slot  {} }} return {{ $s.name }} }}"
     for condition, names in [
@@ -197,6 +201,9 @@ def test_unsigned_columns_keep_their_unknowns_and_stay_out_of_the_scan(tmp_path:
         ("not $s.rank in [1, 5]", ["b"]),
         ("$s.day in $days", ["c"]),
         ("not $s.day in $days", ["a"]),
+        ("$s.on", ["a"]),
+        ("not $s.on", ["b"]),
+        ("$s.on or $s.rank > 1", ["a", "b"]),
     ]:
         answer = run_query(graph, source.format(condition), params={"days": ["2024-02-01", "2023-01-01"]})
         assert [row["s.name"] for row in answer["rows"]] == names, condition
