@@ -50,12 +50,12 @@ a decimal item, ``[U64]`` with an item beyond ``I64``; ``[]`` takes the compared
 The result is a :class:`BoundRead`: a checked read query with its parameters bound, what
 :mod:`omnigraph.engine.query` executes. Variables are numbered in the order of their first
 appearance in the source (``index``); an anonymous ``$_`` is a variable of its own at each
-occurrence (named ``_1``, ``_2``, ...). A :class:`Block` is the top-level ``match`` or one
-``not { ... }``: the variables it introduces, its traversals, its comparisons (filters and
-binding constraints), its nested negations and its other conditions (:class:`Condition`, whose
-``exists``/``count`` blocks are nested blocks too, :attr:`Block.nested`). Every operand is typed: a :class:`Column` of a
-variable's node table or a :class:`Const` (``value`` None for a null parameter, which never
-matches).
+occurrence (named ``_1``, ``_2``, ...). A :class:`Block` is the top-level ``match``, one
+``not { ... }`` or one ``exists``/``count`` block: the variables it introduces, its traversals,
+its comparisons (filters and binding constraints), its nested negations and its other
+conditions (:class:`Condition`; :attr:`Block.nested` lists the blocks inside it). Every operand
+is typed: a :class:`Column` of a variable's node table or a :class:`Const` (``value`` None for a
+null parameter, which never matches).
 """
 
 from __future__ import annotations
