@@ -26,7 +26,7 @@ Values, shared by both grammars (:meth:`Cursor.value`)::
               | "date" "(" STRING ")" | "datetime" "(" STRING ")" | PARAM | "now" "(" ")"
 
 A read query accepts the literals without ``null``, lists and ``now()``
-(:meth:`Cursor.operand_value`). A ``date``/``datetime`` literal's text is checked here (a
+(:meth:`Cursor.operand_value`), and a list of them after ``in``. A ``date``/``datetime`` literal's text is checked here (a
 ``YYYY-MM-DD`` date; an ISO 8601 instant, naive = UTC, at most millisecond precision).
 
 Reads (:func:`read_body`: the body of a query that starts with ``match``)::
@@ -37,8 +37,14 @@ Reads (:func:`read_body`: the body of a query that starts with ``match``)::
                | VAR EDGE BOUNDS? VAR                                                  traversal
                | VAR "<" EDGE ">" BOUNDS? VAR                         traversal, either direction
                | VAR EDGE VAR BOUNDS                                        traversal (alias)
-               | operand CMP operand                                                   filter
+               | or                                                                    filter
                | "not" "{" clause+ "}"                                                 negation
+               | "exists" "{" clause+ "}"                                              sub-pattern
+               | "count" "{" clause+ "}" OP operand                                    sub-pattern
+    or        := and ("or" and)*
+    and       := not ("and" not)*
+    not       := "not" not | "(" or ")" | operand (CMP operand | "in" list | "is" "not"? "null")?
+    list      := "[" (literal ("," literal)*)? "]" | operand          (strings, numbers, booleans)
     operand   := VAR "." NAME | literal | PARAM
     CMP       := "=" | "!=" | "<" | "<=" | ">" | ">=" | "contains" | "starts_with"
     item      := (VAR "." NAME | "count" "(" VAR ")" | AGG "(" VAR "." NAME ")") ("as" NAME)?
@@ -50,8 +56,18 @@ Reads (:func:`read_body`: the body of a query that starts with ``match``)::
 ``PARAM`` are both spelled ``$name``: ``$name`` is a variable where a binding, traversal or
 ``.prop`` needs one, a parameter elsewhere. Literals are :meth:`Cursor.operand_value`'s.
 Bounds: ``{min,max}`` with ``1 <= min <= max``; ``{n,}`` (no upper bound) is refused.
-``limit`` is at most :data:`MAX_LIMIT`, and ``not`` blocks nest at most
-:data:`MAX_NEGATION_DEPTH` deep (each level is a correlated subquery the executor must plan).
+``limit`` is at most :data:`MAX_LIMIT`; ``not``/``exists``/``count`` blocks nest at most
+:data:`MAX_NESTING_DEPTH` deep (each level is a correlated subquery the executor must plan), and
+``not`` and parentheses inside one condition at most :data:`MAX_CONDITION_DEPTH` deep.
+
+Filters: ``or`` binds loosest, then ``and``, then prefix ``not``, then a comparison; comparisons
+do not chain (``$a < $b < $c`` is refused) and a parenthesized condition is not compared. A
+filter that is one comparison is a :class:`~omnigraph.engine.gq.syntax.Filter`, any other a
+:class:`~omnigraph.engine.gq.syntax.BoolFilter` (a bare operand stands for a ``Bool``). ``not {``
+is the negation clause, ``not`` before anything else negates a condition; ``not { }``, ``exists
+{ }`` and ``count { }`` are clauses of their own, never part of a condition. ``and or not is null
+in`` are reserved: never an edge name (``$flag and $x`` is a filter), ``null`` never a value
+(``is null`` tests for it), ``sum|avg|min|max(...) { }`` is refused as unsupported.
 
 Choosing a query (:func:`choose_query`): a source may hold mutations and read queries side by
 side. ``omnigraph mutate`` runs mutations and ``omnigraph query`` runs read queries; each refuses
@@ -61,20 +77,26 @@ line:column).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, cast
 
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.gq.syntax import (
     Aggregate,
     AggregateFunc,
+    AndOr,
     Assignment,
     Binding,
+    BoolExpr,
+    BoolFilter,
     Clause,
     Filter,
     GqError,
     LiteralValue,
     Negation,
+    NotExpr,
     Now,
+    NullTest,
     Operand,
     OrderItem,
     Param,
@@ -85,6 +107,7 @@ from omnigraph.engine.gq.syntax import (
     ReadBody,
     ReturnItem,
     Statement,
+    SubPattern,
     Traversal,
     Value,
     Verb,
@@ -103,8 +126,10 @@ class Cursor:
     def __init__(self, tokens: list[Token]) -> None:
         self._tokens = tokens
         self._index = 0
-        self.negations = 0
-        """How many ``not`` blocks enclose the current token."""
+        self.nesting = 0
+        """How many ``not``/``exists``/``count`` blocks enclose the current token."""
+        self.condition_depth = 0
+        """How many ``not`` and ``(`` of a condition enclose the current token."""
 
     @property
     def peek(self) -> Token:
@@ -348,8 +373,11 @@ class _Parser(Cursor):
 COMPARISONS = ("contains", "starts_with")
 MAX_LIMIT = 2**63 - 1
 """The largest ``limit`` (the executor counts rows in a signed 64-bit integer)."""
-MAX_NEGATION_DEPTH = 64
-"""The deepest nesting of ``not`` blocks; the executor runs the worst shape at this depth (tested)."""
+MAX_NESTING_DEPTH = 64
+"""The deepest nesting of ``not``, ``exists`` and ``count`` blocks; the executor runs the worst
+shape at this depth (tested)."""
+MAX_CONDITION_DEPTH = 64
+"""The deepest nesting of ``not`` and parentheses inside one condition."""
 AGGREGATES = ("count", "sum", "avg", "min", "max")
 
 
@@ -388,35 +416,46 @@ def _block(cursor: Cursor, what: str) -> tuple[Clause, ...]:
     return tuple(clauses)
 
 
+def _nested_block(cursor: Cursor, what: str, token: Token) -> tuple[Clause, ...]:
+    """The block of a ``not``/``exists``/``count`` at ``token``, refused past :data:`MAX_NESTING_DEPTH` enclosing ones."""
+    if cursor.nesting == MAX_NESTING_DEPTH:
+        raise cursor.fail(f"not, exists and count blocks nest at most {MAX_NESTING_DEPTH} deep", token)
+    cursor.nesting += 1
+    clauses = _block(cursor, what)
+    cursor.nesting -= 1
+    return clauses
+
+
+def _deeper_condition(cursor: Cursor, token: Token) -> None:
+    """Count one more ``not`` or ``(`` at ``token``; refused past :data:`MAX_CONDITION_DEPTH`."""
+    if cursor.condition_depth == MAX_CONDITION_DEPTH:
+        raise cursor.fail(f"not and parentheses nest at most {MAX_CONDITION_DEPTH} deep in one condition", token)
+    cursor.condition_depth += 1
+
+
 def _clause(cursor: Cursor) -> Clause:
     token = cursor.peek
     if token.kind == "name" and token.text == "not" and cursor.ahead(1).text == "{":
         cursor.next()
-        if cursor.negations == MAX_NEGATION_DEPTH:
-            raise cursor.fail(f"not blocks nest at most {MAX_NEGATION_DEPTH} deep", token)
-        cursor.negations += 1
-        clauses = _block(cursor, "not")
-        cursor.negations -= 1
-        return Negation(clauses, token)
+        return Negation(_nested_block(cursor, "not", token), token)
+    if _starts_sub_pattern(cursor, 0):
+        return _sub_pattern(cursor)
     if token.kind == "param":
         following = cursor.ahead(1)
         if following.kind == "punct" and following.text == ":":
             return _binding(cursor)
-        if following.kind == "name" and following.text not in COMPARISONS:
+        named = following.kind == "name" and following.text not in COMPARISONS and following.text not in RESERVED
+        if named and not _starts_sub_pattern(cursor, 1):  # else a bare Bool parameter, then exists/count { ... }
             return _traversal(cursor)
         if following.text == "<" and cursor.ahead(2).kind == "name" and cursor.ahead(3).text == ">":
             return _traversal(cursor)
-    left = _operand(cursor)
-    op = cursor.peek
-    if op.kind == "op" or (op.kind == "name" and op.text in COMPARISONS):
-        cursor.next()
-    else:
-        raise cursor.fail("expected a comparison (= != < <= > >= contains starts_with)")
-    return Filter(left, op.text, _operand(cursor), op)
+    return _filter(cursor)
 
 
 def _operand(cursor: Cursor) -> Operand:
     token = cursor.peek
+    if token.kind == "name" and token.text == "null":
+        raise cursor.fail("null is not a value to compare with: write $v.prop is null (or $v.prop is not null)")
     if token.kind == "param" and cursor.ahead(1).text == ".":
         cursor.next()
         cursor.next()
@@ -490,6 +529,142 @@ def _traversal(cursor: Cursor) -> Traversal:
         bounds = _hop_bounds(cursor)
     low, high = bounds or (1, 1)
     return Traversal(src.text[1:], edge.text, dst.text[1:], low, high, src, edge, dst, undirected)
+
+
+RESERVED = ("and", "or", "not", "is", "null", "in")
+"""Words that are never an edge name: a ``$param`` followed by one starts a filter."""
+SUB_PATTERNS = ("exists", "count")
+
+
+def _starts_sub_pattern(cursor: Cursor, offset: int) -> bool:
+    """Whether ``exists {`` or ``count {`` is ``offset`` tokens ahead (not an edge so named with bounds, ``count{1,2}``)."""
+    word, brace = cursor.ahead(offset), cursor.ahead(offset + 1)
+    if word.kind != "name" or word.text not in SUB_PATTERNS or brace.text != "{":
+        return False
+    return not (cursor.ahead(offset + 2).kind == "int" and cursor.ahead(offset + 3).text == ",")
+
+
+def _filter(cursor: Cursor) -> Filter | BoolFilter:
+    """A filter clause: one comparison (:class:`Filter`), else a :class:`BoolFilter`."""
+    start = cursor.peek
+    if start.kind == "name" and start.text in ("and", "or"):
+        raise cursor.fail(
+            f"{start.text} joins two conditions of one filter and cannot start a clause "
+            "(exists { }, count { } and not { } are clauses of their own, never joined with and/or)"
+        )
+    if start.kind == "name" and start.text in AGGREGATES[1:] and cursor.ahead(1).text == "(":
+        raise cursor.fail(f"{start.text}(...) {{ ... }} sub-pattern aggregates are not supported: count {{ ... }} and exists {{ ... }} are")
+    expr = _or(cursor)
+    return expr if isinstance(expr, Filter) else BoolFilter(expr, start)
+
+
+def _or(cursor: Cursor) -> BoolExpr:
+    return _joined(cursor, "or", _and)
+
+
+def _and(cursor: Cursor) -> BoolExpr:
+    return _joined(cursor, "and", _not)
+
+
+def _joined(cursor: Cursor, word: Literal["and", "or"], part: Callable[[Cursor], BoolExpr]) -> BoolExpr:
+    """``part (word part)*``, joined from the left."""
+    left = part(cursor)
+    while cursor.at("name", word):
+        token = cursor.next()
+        left = AndOr(word, left, part(cursor), token)
+    return left
+
+
+def _not(cursor: Cursor) -> BoolExpr:
+    if not cursor.at("name", "not"):
+        return _comparison(cursor)
+    token = cursor.next()
+    if cursor.at("punct", "{"):
+        raise cursor.fail(
+            "not { ... } is a clause of its own (the block has no match); it cannot be part of an and/or/not condition", token
+        )
+    _deeper_condition(cursor, token)
+    inner = _not(cursor)
+    cursor.condition_depth -= 1
+    return NotExpr(inner, token)
+
+
+def _comparison(cursor: Cursor) -> BoolExpr:
+    """``( condition )``, ``operand op operand``, ``operand is [not] null`` or a bare (``Bool``) operand."""
+    token = cursor.peek
+    if _starts_sub_pattern(cursor, 0):
+        raise cursor.fail(
+            f"{token.text} {{ ... }} is a clause of its own; it cannot be part of an and/or/not condition "
+            "(for no match of a block write not { ... })"
+        )
+    if token.kind == "punct" and token.text == "(":
+        cursor.next()
+        _deeper_condition(cursor, token)
+        inner = _or(cursor)
+        cursor.condition_depth -= 1
+        cursor.expect("punct", ")", f"')' closing the '(' at {token.line}:{token.column}")
+        if _comparison_next(cursor):
+            raise cursor.fail("a parenthesized condition is not compared: put the comparison inside the parentheses")
+        return inner
+    left = _operand(cursor)
+    op = cursor.peek
+    result: BoolExpr = left
+    if op.kind == "name" and op.text == "is":
+        cursor.next()
+        negated = cursor.at("name", "not")
+        if negated:
+            cursor.next()
+        cursor.expect("name", "null", "'null' after is (x is null, x is not null)")
+        result = NullTest(left, negated, op)
+    elif op.kind == "op" or (op.kind == "name" and op.text in COMPARISONS):
+        cursor.next()
+        result = Filter(left, op.text, _operand(cursor), op)
+    elif op.kind == "name" and op.text == "in":
+        cursor.next()
+        result = Filter(left, "in", _list_operand(cursor), op)
+    if result is not left and _comparison_next(cursor):
+        raise cursor.fail("comparisons do not chain: join two comparisons with and ($a < $b and $b < $c)")
+    return result
+
+
+def _list_operand(cursor: Cursor) -> Operand:
+    """The list after ``in``: a list literal of strings, numbers or booleans, or an operand (a list parameter or property)."""
+    if not cursor.at("punct", "["):
+        return _operand(cursor)
+    opening = cursor.next()
+    items: list[object] = []
+    while not cursor.at("punct", "]"):
+        token = cursor.peek
+        item = cursor.operand_value()
+        if not isinstance(item, LiteralValue) or item.typed is not None:
+            raise cursor.fail(
+                "a list after in holds strings, numbers or booleans (for dates pass a [Date] or [DateTime] parameter; "
+                "test for null with is null)",
+                token,
+            )
+        items.append(item.value)
+        if not cursor.at("punct", "]"):
+            cursor.expect("punct", ",", "',' or ']'")
+    cursor.next()
+    return LiteralValue(items, opening)
+
+
+def _comparison_next(cursor: Cursor) -> bool:
+    token = cursor.peek
+    return token.kind == "op" or (token.kind == "name" and token.text in (*COMPARISONS, "is", "in"))
+
+
+def _sub_pattern(cursor: Cursor) -> SubPattern:
+    """``exists { clause+ }`` or ``count { clause+ } op operand``."""
+    token = cursor.next()
+    clauses = _nested_block(cursor, token.text, token)
+    if token.text == "exists":
+        return SubPattern("exists", clauses, None, None, token, None)
+    op = cursor.peek
+    if op.kind != "op":
+        raise cursor.fail("expected a comparison after count { ... } (count { ... } > 2)")
+    cursor.next()
+    return SubPattern("count", clauses, op.text, _operand(cursor), token, op)
 
 
 def _items(cursor: Cursor) -> tuple[ReturnItem, ...]:

@@ -19,8 +19,14 @@ the offending token):
   :func:`omnigraph.engine.gq.checker.bind_params` (a missing or null non-nullable one, a wrong
   type).
 
-Scoping: a ``not { ... }`` block sees every variable of the blocks around it; variables it
-introduces are its own. Within a block, clause order does not matter.
+Scoping: a ``not { ... }``, ``exists { ... }`` or ``count { ... }`` block sees every variable of
+the blocks around it; variables it introduces are its own. Within a block, clause order does not
+matter.
+
+Boolean filters (:class:`Condition`): each comparison in one is checked as a filter; a bare
+operand must be ``Bool``; ``is [not] null`` takes any operand; ``count { ... }`` is an ``I64``
+compared by ``= != < <= > >=`` with a number. A filter's top-level ``and`` is split: each part
+that is one comparison joins the block's comparisons, the rest are the block's ``conditions``.
 
 Operand types and the comparisons allowed between them (:func:`comparison_problem`,
 :func:`aggregate_problem`). Families: numbers (``I32`` ... ``F64``: compared numerically across
@@ -31,46 +37,55 @@ lists ``[T]`` and vectors.
   ``=`` and ``!=`` only. ``Date`` and ``DateTime`` are different families (a ``Date`` property
   compares with ``date("...")`` or a ``Date`` parameter, not with a string).
 * ``contains``: two strings (substring), or a list and a value of its item family
-  (membership). ``starts_with``: two strings.
+  (membership); ``in`` the same membership written the other way round (value, then list).
+  ``starts_with``: two strings.
 * ``sum``/``avg`` take numbers; ``min``/``max`` take numbers, strings, ``Bool``, ``Date`` and
   ``DateTime``.
 
 Literals: a string is ``String``, ``true``/``false`` ``Bool``, an integer ``I64`` (``U64`` above
 the ``I64`` range; beyond ``U64`` refused), a decimal ``F64``, ``date("...")`` ``Date`` and
-``datetime("...")`` ``DateTime``.
+``datetime("...")`` ``DateTime``; a list (after ``in``) ``[T]`` of its items' one family (``[F64]`` with
+a decimal item, ``[U64]`` with an item beyond ``I64``; ``[]`` takes the compared value's type).
 
 The result is a :class:`BoundRead`: a checked read query with its parameters bound, what
 :mod:`omnigraph.engine.query` executes. Variables are numbered in the order of their first
 appearance in the source (``index``); an anonymous ``$_`` is a variable of its own at each
-occurrence (named ``_1``, ``_2``, ...). A :class:`Block` is the top-level ``match`` or one
-``not { ... }``: the variables it introduces, its traversals, its comparisons (filters and
-binding constraints) and its nested negations. Every operand is typed: a :class:`Column` of a
-variable's node table or a :class:`Const` (``value`` None for a null parameter, which never
-matches).
+occurrence (named ``_1``, ``_2``, ...). A :class:`Block` is the top-level ``match``, one
+``not { ... }`` or one ``exists``/``count`` block: the variables it introduces, its traversals,
+its comparisons (filters and binding constraints), its nested negations and its other
+conditions (:class:`Condition`; :attr:`Block.nested` lists the blocks inside it). Every operand
+is typed: a :class:`Column` of a variable's node table or a :class:`Const` (``value`` None for a
+null parameter, which never matches).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from omnigraph.engine.gq.checker import bind_params
 from omnigraph.engine.gq.syntax import (
     Aggregate,
     AggregateFunc,
+    AndOr,
     Assignment,
     Binding,
+    BoolExpr,
+    BoolFilter,
     Clause,
     Filter,
     GqError,
     LiteralValue,
     Negation,
+    NotExpr,
     Now,
+    NullTest,
     Param,
     ParamRef,
     PropRef,
     Query,
     ReturnItem,
+    SubPattern,
     Traversal,
 )
 from omnigraph.engine.gq.syntax import Operand as SourceOperand
@@ -83,6 +98,7 @@ from omnigraph.engine.schema.values import coerce_value
 NUMBERS = frozenset({"I32", "I64", "U32", "U64", "F32", "F64"})
 ORDERED = ("=", "!=", "<", "<=", ">", ">=")
 STRING = ScalarType("String")
+BOOL = ScalarType("Bool")
 I64 = ScalarType("I64")
 U64 = ScalarType("U64")
 F64 = ScalarType("F64")
@@ -114,6 +130,10 @@ def integer_literal_type(value: int) -> ScalarType | None:
 def comparison_problem(left: PropertyType, op: str, right: PropertyType) -> str | None:
     """Why ``left op right`` is refused, or None when it is allowed."""
     lf, rf = family(left), family(right)
+    if op == "in":
+        if isinstance(right, ListType) and lf == family(right.item):
+            return None
+        return f"in takes a value and a list of its type, not {left} and {right}"
     if op == "contains":
         if lf == "string" and rf == "string":
             return None
@@ -248,9 +268,17 @@ class _Checker:
                 self._check_endpoint(edge, dst, "to", str(edge.to_type), clause.dst_token)
                 hops.append(Hop(src, edge, dst, clause.min_hops, clause.max_hops, clause.undirected))
         compares.extend(self._filter(clause, scope) for clause in clauses if isinstance(clause, Filter))
+        conditions: list[Condition] = []
+        for clause in clauses:
+            if isinstance(clause, (BoolFilter, SubPattern)):
+                for part in self._conjuncts(clause, scope):
+                    if isinstance(part, Compare):
+                        compares.append(part)
+                    else:
+                        conditions.append(part)
         negations = tuple(self._block(c.clauses, scope)[0] for c in clauses if isinstance(c, Negation))
         variables = tuple(self._vars[index] for index in local)
-        return Block(variables, tuple(hops), tuple(compares), negations), scope
+        return Block(variables, tuple(hops), tuple(compares), negations, tuple(conditions)), scope
 
     def _declared_types(self, clauses: tuple[Clause, ...], outer: dict[str, int]) -> dict[str, tuple[TableDef, Token]]:
         """The node type each named variable is bound to by this block's bindings.
@@ -352,6 +380,9 @@ class _Checker:
 
     def _filter(self, clause: Filter, scope: dict[str, int]) -> Compare:
         left, right = self._operand(clause.left, scope), self._operand(clause.right, scope)
+        empty = isinstance(clause.right, LiteralValue) and clause.right.value == []
+        if clause.op == "in" and empty and isinstance(left.type, ScalarType):
+            right = Const([], ListType(left.type))  # [] takes its item type from the value
         return self._compare(left, clause.op, right, clause.op_token, (clause.left.token, clause.right.token))
 
     def _constraint(self, index: int, member: Assignment) -> Compare:
@@ -363,6 +394,52 @@ class _Checker:
         assert not isinstance(member.value, Now)  # a binding's members hold operand values only (Cursor.operand_value)
         value = self._operand(member.value, {})
         return self._compare(column, "=", value, member.token, (member.token, member.value.token))
+
+    # -- boolean conditions and sub-patterns ----------------------------------------------------
+
+    def _conjuncts(self, clause: BoolFilter | SubPattern, scope: dict[str, int]) -> list[Condition]:
+        """The clause's condition split at its top-level ``and``s (a row is kept when each holds)."""
+        if isinstance(clause, SubPattern):
+            return [self._sub_pattern(clause, scope)]
+        parts: list[BoolExpr] = [clause.expr]
+        found: list[Condition] = []
+        while parts:
+            expr = parts.pop(0)
+            if isinstance(expr, AndOr) and expr.op == "and":
+                parts[:0] = [expr.left, expr.right]
+            else:
+                found.append(self._condition(expr, scope))
+        return found
+
+    def _condition(self, expr: BoolExpr, scope: dict[str, int]) -> Condition:
+        if isinstance(expr, Filter):
+            return self._filter(expr, scope)
+        if isinstance(expr, AndOr):
+            return Junction(expr.op, self._condition(expr.left, scope), self._condition(expr.right, scope))
+        if isinstance(expr, NotExpr):
+            return Inverse(self._condition(expr.operand, scope))
+        if isinstance(expr, NullTest):
+            return NullCheck(self._operand(expr.operand, scope), expr.negated)
+        operand = self._operand(expr, scope)
+        if operand.type != BOOL:
+            text = f"${expr.var}.{expr.prop}" if isinstance(expr, PropRef) else expr.token.text
+            raise _error(
+                f"a condition on its own must be Bool, and {text} is {operand.type}: "
+                "compare it (= != < <= > >=, contains, starts_with) or test it (is null, is not null)",
+                expr.token,
+            )
+        return Truth(operand)
+
+    def _sub_pattern(self, clause: SubPattern, scope: dict[str, int]) -> SubQuery:
+        block = self._block(clause.clauses, scope)[0]
+        if clause.func == "exists":
+            return SubQuery(block, None, None)
+        assert clause.op is not None and clause.right is not None and clause.op_token is not None  # count: parsed with both
+        right = self._operand(clause.right, scope)
+        problem = comparison_problem(I64, clause.op, right.type)
+        if problem is not None:
+            raise _error(f"count {{ ... }} is a number (I64): {problem}", clause.op_token)
+        return SubQuery(block, clause.op, right)
 
     # -- return and order --------------------------------------------------------------------
 
@@ -423,6 +500,8 @@ class _Checker:
 
 def _literal(literal: LiteralValue) -> Const:
     value = literal.value
+    if isinstance(value, list):
+        return _list_literal(literal)
     if literal.typed is not None:
         ptype = ScalarType(literal.typed)
         return Const(coerce_value(ptype, value), ptype)
@@ -438,6 +517,21 @@ def _literal(literal: LiteralValue) -> Const:
     else:
         ltype = STRING
     return Const(value, ltype)
+
+
+def _list_literal(literal: LiteralValue) -> Const:
+    """A list literal (after ``in``), typed by its items' one family.
+
+    ``[Bool]``, ``[String]``, ``[F64]`` when an item is a decimal, else ``[I64]`` (``[U64]`` when
+    an item is beyond ``I64``); ``[]`` is ``[String]`` here, retyped by what it is compared with.
+    """
+    types = [_literal(LiteralValue(item, literal.token)).type for item in literal.value]
+    families = sorted({family(ptype) for ptype in types})
+    if len(families) > 1:
+        raise _error(f"the items of a list are of one type, not {' and '.join(families)}", literal.token)
+    item = F64 if F64 in types else U64 if U64 in types else types[0] if types else STRING
+    assert isinstance(item, ScalarType)
+    return Const(literal.value, ListType(item))
 
 
 def _edge_names(catalog: Catalog) -> list[str]:
@@ -506,12 +600,18 @@ class Hop:
 
 @dataclass(frozen=True)
 class Block:
-    """One conjunctive block: the variables it introduces, hops, comparisons, negations."""
+    """One conjunctive block: the variables it introduces, hops, comparisons, negations, other conditions."""
 
     variables: tuple[Var, ...]
     hops: tuple[Hop, ...]
     compares: tuple[Compare, ...]
     negations: tuple[Block, ...]
+    conditions: tuple[Condition, ...] = ()
+
+    @property
+    def nested(self) -> tuple[Block, ...]:
+        """The blocks right inside this one: its negations, then the sub-patterns of its conditions."""
+        return self.negations + tuple(sub.block for condition in self.conditions for sub in sub_queries(condition))
 
 
 @dataclass(frozen=True)
@@ -551,3 +651,63 @@ class BoundRead:
     grouped: bool
     order: tuple[SortKey, ...]
     limit: int | None
+
+
+@dataclass(frozen=True)
+class Junction:
+    """``left and right`` or ``left or right`` (three-valued: true, false or unknown)."""
+
+    op: Literal["and", "or"]
+    left: Condition
+    right: Condition
+
+
+@dataclass(frozen=True)
+class Inverse:
+    """``not part``: true when ``part`` is false, unknown when it is unknown."""
+
+    part: Condition
+
+
+@dataclass(frozen=True)
+class NullCheck:
+    """``operand is null`` (``negated``: ``is not null``); never unknown."""
+
+    operand: Operand
+    negated: bool
+
+
+@dataclass(frozen=True)
+class Truth:
+    """A ``Bool`` operand taken as the condition (unknown when it is null)."""
+
+    operand: Operand
+
+
+@dataclass(frozen=True)
+class SubQuery:
+    """``exists { block }`` (``op`` None), or ``count { block } op right``.
+
+    The count is the number of distinct bindings of the block's own variables that satisfy it
+    (0 or 1 for a block that introduces none), per row of the enclosing block; ``exists`` is never
+    unknown.
+    """
+
+    block: Block
+    op: str | None
+    right: Operand | None
+
+
+Condition = Compare | Junction | Inverse | NullCheck | Truth | SubQuery
+"""A condition of a block beyond its plain comparisons; a row is kept when it is true."""
+
+
+def sub_queries(condition: Condition) -> list[SubQuery]:
+    """The ``exists``/``count`` sub-patterns of ``condition`` outside any nested block, left to right."""
+    if isinstance(condition, SubQuery):
+        return [condition]
+    if isinstance(condition, Junction):
+        return sub_queries(condition.left) + sub_queries(condition.right)
+    if isinstance(condition, Inverse):
+        return sub_queries(condition.part)
+    return []

@@ -178,7 +178,58 @@ class Negation:
     token: Token
 
 
-Clause = Binding | Traversal | Filter | Negation
+@dataclass(frozen=True)
+class AndOr:
+    """``left and right`` or ``left or right`` inside a filter (``token`` is the operator)."""
+
+    op: Literal["and", "or"]
+    left: BoolExpr
+    right: BoolExpr
+    token: Token
+
+
+@dataclass(frozen=True)
+class NotExpr:
+    """``not expr``: the boolean negation of a filter (``not { ... }`` is the clause :class:`Negation`)."""
+
+    operand: BoolExpr
+    token: Token
+
+
+@dataclass(frozen=True)
+class NullTest:
+    """``operand is null`` or, ``negated``, ``operand is not null`` (``token`` is ``is``)."""
+
+    operand: Operand
+    negated: bool
+    token: Token
+
+
+BoolExpr = Filter | AndOr | NotExpr | NullTest | PropRef | LiteralValue | ParamRef
+"""A filter's boolean expression; a bare operand stands for a ``Bool`` value."""
+
+
+@dataclass(frozen=True)
+class BoolFilter:
+    """A filter clause that is more than one comparison: ``and``/``or``/``not``, ``is [not] null``, a ``Bool`` operand."""
+
+    expr: BoolExpr
+    token: Token
+
+
+@dataclass(frozen=True)
+class SubPattern:
+    """``exists { clause+ }`` or ``count { clause+ } op operand`` (``op``/``right``/``op_token`` None for ``exists``)."""
+
+    func: Literal["exists", "count"]
+    clauses: tuple[Clause, ...]
+    op: str | None
+    right: Operand | None
+    token: Token
+    op_token: Token | None
+
+
+Clause = Binding | Traversal | Filter | Negation | BoolFilter | SubPattern
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,10 @@ built):
   constant by ``= != < <= > >=``, not on an unsigned column, at most
   :data:`~omnigraph.engine.query.plan.MAX_PUSHED_PER_VARIABLE` per variable:
   :func:`~omnigraph.engine.query.plan.scan_pushed`) and the index that serves it (a BTREE on the
-  column, for every operator but ``!=``);
+  column, for every operator but ``!=``); then each other condition (and/or/not, is null,
+  a ``Bool`` operand, ``exists``/``count``), pushed when it reads the columns of one variable by
+  such comparisons and null tests only (no unsigned or vector column; DuckDB hands all of it to
+  the scan), never with a serving index, ``exists``/``count`` written with their blocks' clauses;
 - ``hops``: per traversal, the edge table, the direction (``out``, or ``both`` for
   ``$a <edge> $b``), the bounds, and the mode: ``join`` (bounds ``{1,1}``: the edge rows joined with
   both variables) or ``breadth_first`` (one scan of the edges per hop, filtered on the frontier),
@@ -28,20 +31,34 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Operand
+from omnigraph.engine.gq.read_checker import (
+    Block,
+    BoundRead,
+    Column,
+    Compare,
+    Condition,
+    Const,
+    Inverse,
+    Junction,
+    NullCheck,
+    Operand,
+    SubQuery,
+    Truth,
+)
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
 from omnigraph.engine.query.plan import PUSHED_OPS, implied_ids, scan_pushed
 from omnigraph.engine.query.run import bind_read, tables_read
 from omnigraph.engine.query.session import search_start
 from omnigraph.engine.results import QueryPlan
+from omnigraph.engine.schema.types import VectorType
 from omnigraph.engine.storage.lance_io import open_pinned
 
 INDEXED_OPS = PUSHED_OPS - {"!="}
 
 
 def _blocks(block: Block) -> list[Block]:
-    return [block, *(inner for negation in block.negations for inner in _blocks(negation))]
+    return [block, *(inner for nested in block.nested for inner in _blocks(nested))]
 
 
 def _operand_text(bound: BoundRead, operand: Operand) -> str:
@@ -71,6 +88,73 @@ def _filter(bound: BoundRead, compare: Compare, pushed: bool, indexes: dict[str,
         serving = next((i["name"] for i in indexes[table] if i["columns"] == [column.column] and i["type"] == "BTree"), None)
     text = f"{_operand_text(bound, compare.left)} {compare.op} {_operand_text(bound, compare.right)}"
     return {"filter": text, "table": table, "pushed_into_scan": pushed, "index": serving}
+
+
+def _condition(bound: BoundRead, condition: Condition) -> dict[str, Any]:
+    """The plan entry of a condition beyond a plain comparison (and/or/not, is null, a Bool, exists, count)."""
+    columns = _columns(condition)
+    pushed = columns is not None and len({column.var for column in columns}) == 1
+    table = bound.variables[columns[0].var].table.table_key if pushed and columns else None
+    return {"filter": _condition_text(bound, condition), "table": table, "pushed_into_scan": pushed, "index": None}
+
+
+def _columns(condition: Condition) -> list[Column] | None:
+    """The columns ``condition`` reads when DuckDB can hand all of it to a scan, else None.
+
+    That is: comparisons of a column with a constant by ``= != < <= > >=`` and null tests,
+    joined by and/or/not, none on an unsigned or vector column (which the scan refuses).
+    """
+    if isinstance(condition, Junction):
+        left, right = _columns(condition.left), _columns(condition.right)
+        return None if left is None or right is None else left + right
+    if isinstance(condition, Inverse):
+        return _columns(condition.part)
+    if isinstance(condition, Compare):
+        sides = [condition.left, condition.right]
+        if condition.op not in PUSHED_OPS or all(isinstance(side, Column) for side in sides):
+            return None
+    elif isinstance(condition, (NullCheck, Truth)):
+        sides = [condition.operand]
+        if isinstance(condition, Truth) and isinstance(condition.operand, Column):
+            return None  # DuckDB filters a bare Bool column itself
+    else:
+        return None
+    columns = [side for side in sides if isinstance(side, Column)]
+    refused = any(unsigned_column(column) or isinstance(column.type, VectorType) for column in columns)
+    return None if refused else columns
+
+
+def _condition_text(bound: BoundRead, condition: Condition) -> str:
+    if isinstance(condition, Compare):
+        return f"{_operand_text(bound, condition.left)} {condition.op} {_operand_text(bound, condition.right)}"
+    if isinstance(condition, Junction):
+        return f"({_condition_text(bound, condition.left)} {condition.op} {_condition_text(bound, condition.right)})"
+    if isinstance(condition, Inverse):
+        return f"not {_condition_text(bound, condition.part)}"
+    if isinstance(condition, NullCheck):
+        return f"{_operand_text(bound, condition.operand)} is {'not ' if condition.negated else ''}null"
+    if isinstance(condition, Truth):
+        return _operand_text(bound, condition.operand)
+    assert isinstance(condition, SubQuery)
+    inner = _block_text(bound, condition.block)
+    if condition.op is None:
+        return f"exists {{ {inner} }}"
+    assert condition.right is not None
+    return f"count {{ {inner} }} {condition.op} {_operand_text(bound, condition.right)}"
+
+
+def _block_text(bound: BoundRead, block: Block) -> str:
+    """``block``'s clauses, roughly as written: bindings, traversals, comparisons, conditions, negations."""
+    name = bound.variables
+    parts = [f"${var.name}: {var.table.type_name}" for var in block.variables]
+    parts += [
+        f"${name[hop.src].name} {'<' if hop.undirected else ''}{hop.edge.type_name}{'>' if hop.undirected else ''}"
+        f"{{{hop.min_hops},{hop.max_hops}}} ${name[hop.dst].name}"
+        for hop in block.hops
+    ]
+    parts += [_condition_text(bound, part) for part in (*block.compares, *block.conditions)]
+    parts += [f"not {{ {_block_text(bound, negation)} }}" for negation in block.negations]
+    return "  ".join(parts)
 
 
 def explain_query(
@@ -135,4 +219,5 @@ def explain_query(
         for block in blocks
         for compare, pushed in zip(block.compares, scan_pushed(block.compares), strict=True)
     ]
+    filters += [_condition(bound, condition) for block in blocks for condition in block.conditions]
     return QueryPlan(bound.name, branch, point.commit, tuple(tables), tuple(variables), tuple(hops), tuple(filters))

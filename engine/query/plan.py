@@ -4,7 +4,7 @@ Shape (:func:`statement`)::
 
     WITH m AS (SELECT DISTINCT <ids of the match's variables>, <columns used>
                FROM <node views> , <edges or hop pair tables>
-               WHERE <joins> AND <comparisons> AND NOT EXISTS (<each negation>))
+               WHERE <joins> AND <comparisons> AND <conditions> AND NOT EXISTS (<each negation>))
     SELECT <outputs> FROM m [GROUP BY <group keys>] ORDER BY <keys>, <tie-break> [LIMIT n]
 
 ``m`` holds one row per binding of the match's variables (``DISTINCT`` over their ids: a
@@ -24,7 +24,8 @@ column with a constant into the Lance scan (and a BTREE on the column serves it)
 compare numerically (the reference's rule): an integer constant takes the type of the integer
 column it is compared with when it fits (else both sides are ``HUGEINT``); a comparison between
 an integer and a float, or two float types, is made in ``DOUBLE``. NULL on either side makes a
-comparison NULL, which never matches. pylance 14's scanner cannot take a pushed filter on an
+comparison NULL, which never matches (a list's ``contains`` of a NULL item is made NULL too:
+DuckDB's ``list_contains`` of an empty list answers FALSE). pylance 14's scanner cannot take a pushed filter on an
 unsigned integer column (its Substrait conversion refuses ``U32``/``U64`` fields, and the whole
 scan fails). A comparison that reads such a column is therefore written
 ``coalesce(comparison, FALSE)``: the same rows in a WHERE clause (NULL is not true either way),
@@ -32,6 +33,16 @@ but an expression DuckDB does not push, so it filters those rows itself. The sam
 but the first :data:`MAX_PUSHED_PER_VARIABLE` comparisons of a variable out of its scan
 (:func:`scan_pushed`): the filter a Lance scan is handed is a chain of ``and``, and building it
 costs twice as much with each more link.
+
+Conditions (:func:`condition_sql`): ``and``/``or``/``not``, ``IS [NOT] NULL`` and a ``Bool``
+operand are SQL's own, whose three-valued logic is the language's (a row is kept when its
+condition is TRUE; NOT NULL is NULL). A comparison inside one keeps its NULL (``keep_null``); one
+that reads an unsigned column, and a null test of an unsigned or vector column (the Lance scan
+refuses both), is written ``CASE c WHEN TRUE THEN TRUE WHEN FALSE THEN FALSE END``: NULL stays
+NULL, and DuckDB does not push it. ``exists { }`` is ``EXISTS (SELECT 1 ...)`` over the block's
+FROM items and conditions (correlated with the enclosing variables as a negation is); ``count {
+} op x`` counts ``SELECT DISTINCT`` of the block's own variables' ids (``1`` when it has none),
+compared as ``HUGEINT`` with an integer and ``DOUBLE`` with a float.
 
 Implied ids (:func:`implied_ids`): a variable whose ``@key`` members all equal constants also
 gets its implied node id as a condition, for the join planner. ``$p: Person { name: "Ann" }``
@@ -50,7 +61,22 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Hop, Operand, SortKey, family
+from omnigraph.engine.gq.read_checker import (
+    Block,
+    BoundRead,
+    Column,
+    Compare,
+    Condition,
+    Const,
+    Hop,
+    Inverse,
+    Junction,
+    NullCheck,
+    Operand,
+    SortKey,
+    SubQuery,
+    family,
+)
 from omnigraph.engine.schema.ids import derive_node_id
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, EnumType, ListType, PropertyType, ScalarType, VectorType
@@ -234,19 +260,62 @@ def conditions_sql(compares: Sequence[Compare], params: SqlParams) -> list[str]:
     return [compare_sql(compare, params, pushed=pushed) for compare, pushed in zip(compares, scan_pushed(compares), strict=True)]
 
 
-def compare_sql(compare: Compare, params: SqlParams, *, pushed: bool = True) -> str:
+def compare_sql(compare: Compare, params: SqlParams, *, pushed: bool = True, keep_null: bool = False) -> str:
     """``compare`` as a SQL condition (never true when a side is NULL).
 
     ``pushed`` False (or an unsigned column) writes it as ``coalesce(comparison, FALSE)``, which
-    DuckDB does not push into the scan (module docstring).
+    DuckDB does not push into the scan (module docstring). ``keep_null``: the condition is NULL,
+    not FALSE, when a side is NULL (inside ``not``, the two differ), also when it reads an
+    unsigned column.
     """
     text = _compare_sql(compare, params)
-    if not pushed or unsigned_column(compare.left) or unsigned_column(compare.right):
+    if unsigned_column(compare.left) or unsigned_column(compare.right):
+        return _unpushed(text) if keep_null else f"coalesce({text}, FALSE)"
+    if not pushed:
         return f"coalesce({text}, FALSE)"
     return text
 
 
+def _unpushed(condition: str) -> str:
+    """``condition`` with its truth value kept (NULL too), in a form DuckDB does not push into the scan."""
+    return f"CASE {condition} WHEN TRUE THEN TRUE WHEN FALSE THEN FALSE END"
+
+
+def condition_sql(condition: Condition, params: SqlParams, block: BlockSql) -> str:
+    """``condition`` as a SQL boolean with SQL's three-valued logic (module docstring)."""
+    if isinstance(condition, Compare):
+        return compare_sql(condition, params, keep_null=True)
+    if isinstance(condition, Junction):
+        left, right = condition_sql(condition.left, params, block), condition_sql(condition.right, params, block)
+        return f"({left} {condition.op.upper()} {right})"
+    if isinstance(condition, Inverse):
+        return f"(NOT {condition_sql(condition.part, params, block)})"
+    if isinstance(condition, NullCheck):
+        text = f"({operand_sql(condition.operand, None, params)} IS {'NOT ' if condition.negated else ''}NULL)"
+        operand = condition.operand
+        refused = unsigned_column(operand) or (isinstance(operand, Column) and isinstance(operand.type, VectorType))
+        return _unpushed(text) if refused else text
+    if not isinstance(condition, SubQuery):  # a Bool operand
+        return operand_sql(condition.operand, None, params)
+    froms, conditions = block(condition.block)
+    if condition.op is None:
+        return f"EXISTS ({select_sql('1', froms, conditions)})"
+    assert condition.right is not None
+    ids = ", ".join(f"v{var.index}.id" for var in condition.block.variables) or "1"
+    cast = "DOUBLE" if _is_float(condition.right.type) else "HUGEINT"
+    count = f"CAST((SELECT count(*) FROM ({select_sql(f'DISTINCT {ids}', froms, conditions)})) AS {cast})"
+    return f"({count} {_OPS[condition.op]} {operand_sql(condition.right, cast, params)})"
+
+
+def select_sql(what: str, froms: list[str], conditions: list[str]) -> str:
+    """``SELECT what [FROM froms] [WHERE conditions]`` (a sub-block's query)."""
+    sql = f"SELECT {what}" + (f" FROM {', '.join(froms)}" if froms else "")
+    return sql + (f" WHERE {' AND '.join(conditions)}" if conditions else "")
+
+
 def _compare_sql(compare: Compare, params: SqlParams) -> str:
+    if compare.op == "in":  # x in list: the list contains x
+        return _compare_sql(Compare(compare.right, "contains", compare.left), params)
     left, op, right = compare.left, compare.op, compare.right
     if op == "starts_with":
         return f"starts_with({operand_sql(left, None, params)}, {operand_sql(right, None, params)})"
@@ -255,11 +324,16 @@ def _compare_sql(compare: Compare, params: SqlParams) -> str:
     if op == "contains":
         assert isinstance(left.type, ListType)
         item = left.type.item
-        if family(item) != "number":
-            return f"list_contains({operand_sql(left, None, params)}, {operand_sql(right, sql_type(item), params)})"
-        item_cast, right_cast = _numeric_types(item, right.type, None, _const(right))
-        list_cast = None if item_cast is None else f"{item_cast}[]"
-        return f"list_contains({operand_sql(left, list_cast, params)}, {operand_sql(right, right_cast, params)})"
+        list_cast: str | None = None
+        right_cast: str | None = sql_type(item)
+        if family(item) == "number":
+            item_cast, right_cast = _numeric_types(item, right.type, None, _const(right))
+            list_cast = None if item_cast is None else f"{item_cast}[]"
+        member = operand_sql(right, right_cast, params)
+        text = f"list_contains({operand_sql(left, list_cast, params)}, {member})"
+        if isinstance(right, Const) and right.value is not None:
+            return text
+        return f"CASE WHEN {member} IS NULL THEN NULL ELSE {text} END"  # list_contains([], NULL) is FALSE
     left_cast = right_cast = None
     if family(left.type) == "number" and family(right.type) == "number":
         left_cast, right_cast = _numeric_types(left.type, right.type, _const(left), _const(right))
@@ -267,6 +341,7 @@ def _compare_sql(compare: Compare, params: SqlParams) -> str:
 
 
 Relation = Callable[[Hop], str | None]
+BlockSql = Callable[[Block], tuple[list[str], list[str]]]
 
 
 def edge_rows(hop: Hop) -> str:
@@ -299,12 +374,9 @@ class _Compiler:
                 conditions += [f"{alias}.a = v{hop.src}.id", f"{alias}.b = v{hop.dst}.id"]
         conditions += conditions_sql(block.compares, self._params)
         conditions += [f"v{var}.id = {self._params.add(node_id, 'VARCHAR')}" for var, node_id in implied_ids(block)]
+        conditions += [condition_sql(condition, self._params, self.block) for condition in block.conditions]
         for negation in block.negations:
-            inner_froms, inner_conditions = self.block(negation)
-            sub = "SELECT 1" + (f" FROM {', '.join(inner_froms)}" if inner_froms else "")
-            if inner_conditions:
-                sub += f" WHERE {' AND '.join(inner_conditions)}"
-            conditions.append(f"NOT EXISTS ({sub})")
+            conditions.append(f"NOT EXISTS ({select_sql('1', *self.block(negation))})")
         return froms, conditions
 
 

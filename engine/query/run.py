@@ -140,10 +140,10 @@ def _chunks(rows: Iterator[list[Any]], size: int) -> Iterator[list[list[Any]]]:
 
 
 def tables_read(block: Block) -> set[str]:
-    """The table keys ``block`` and its negations read: its variables' node tables and its hops' edge tables."""
+    """The table keys ``block`` and its nested blocks read: its variables' node tables and its hops' edge tables."""
     keys = {var.table.table_key for var in block.variables} | {hop.edge.table_key for hop in block.hops}
-    for negation in block.negations:
-        keys |= tables_read(negation)
+    for inner in block.nested:
+        keys |= tables_read(inner)
     return keys
 
 

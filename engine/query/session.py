@@ -192,8 +192,8 @@ def _declaring_blocks(block: Block, found: dict[int, Block] | None = None) -> di
     found = {} if found is None else found
     for var in block.variables:
         found[var.index] = block
-    for negation in block.negations:
-        _declaring_blocks(negation, found)
+    for nested in block.nested:
+        _declaring_blocks(nested, found)
     return found
 
 

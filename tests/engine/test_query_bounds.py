@@ -55,7 +55,7 @@ def test_the_parser_bounds_cover_what_the_executor_runs(chain: omnigraph.Graph) 
     assert chain.query(_nested_negations(64)).rows == ({"n": _passing(64)},)
     with pytest.raises(BadRequest) as deep:
         chain.query(_nested_negations(65))
-    assert "not blocks nest at most 64 deep" in deep.value.message
+    assert "not, exists and count blocks nest at most 64 deep" in deep.value.message
     assert deep.value.details["line"] == 1 and deep.value.details["token"] == "not"
     top = "query q() { match { $p: Person } return { $p.name } order { $p.age desc } limit 9223372036854775807 }"
     assert chain.query(top).rows[0] == {"p.name": f"p{PEOPLE - 1:04d}"}

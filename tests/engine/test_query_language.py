@@ -95,7 +95,7 @@ def _refused(source: str, params: dict[str, Any] | None = None) -> GqError:
         ('query q() {\n match { $p: Person  $p.name = "a\\qb" }\n return { $p.name }\n}', {}, (2, 34, "\\q"), "unknown escape"),
         ('query q() {\n match { $p: Person  $p.name = "\\u{D800}" }\n return { $p.name }\n}', {}, (2, 33, "\\u{D800}"), "scalar value"),
         ('query q() {\n match { $p: Person  $p.born = date("2024-13-01") }\n return { $p }\n}', {}, (2, 37, '"2024-13-01"'), "valid"),
-        ("query q() {\n match { $p: Person  $p.name = null }\n return { $p.name }\n}", {}, (2, 32, "null"), "expected a match clause"),
+        ("query q() {\n match { $p: Person  $p.name = null }\n return { $p.name }\n}", {}, (2, 32, "null"), "write $v.prop is null"),
         ("query q() {\n match { }\n return { $p.name }\n}", {}, (2, 10, "}"), "at least one clause"),
         ("query q() {\n match { $p: Person }\n return { $p }\n}", {}, (3, 11, "$p"), "expected a return item"),
         ("query q() {\n match { $p: Person, $p knows $f }\n return { $p.name }\n}", {}, (2, 20, ","), "expected a match clause"),
@@ -195,3 +195,17 @@ def test_an_undirected_traversal_is_a_traversal_either_way() -> None:
     bound = _check("query q() {\n match { $p: Person  $p <knows>{1,2} $f  not { $f <knows> $_ } }\n return { $f.name }\n}")
     assert [(hop.min_hops, hop.max_hops, hop.undirected) for hop in bound.block.hops] == [(1, 2, True)]
     assert [hop.undirected for hop in bound.block.negations[0].hops] == [True]
+
+
+def test_a_filter_of_more_than_one_comparison_splits_at_its_top_level_and() -> None:
+    """A top-level ``and`` splits into the block's comparisons and other conditions; a ``$param``
+    before a reserved word starts a filter, not a traversal; sub-pattern variables are their own."""
+    bound = _check(
+        'query q($flag: Bool?) {\n match { $p: Person  $flag and $p.age > 1 and ($p.name = "a" or $p.age is null) }\n return { $p.name }\n}'
+    )
+    assert len(bound.block.compares) == 1 and [type(c).__name__ for c in bound.block.conditions] == ["Truth", "Junction"]
+    sub = _check("query q() {\n match { $p: Person  exists { $p knows $f  not $f.age > 1 } }\n return { $p.name }\n}")
+    (inner,) = sub.block.nested
+    assert [var.name for var in inner.variables] == ["f"] and [type(c).__name__ for c in inner.conditions] == ["Inverse"]
+    refused = _refused("query q() {\n match { $p: Person  exists { $p knows $f } }\n return { $f.name }\n}")
+    assert (refused.line, refused.column) == (3, 11) and "unknown variable $f" in refused.message

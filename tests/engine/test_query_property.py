@@ -6,8 +6,10 @@ Graphs: up to six Person nodes (nullable age, score, tags and an unsigned rank),
 Person names (ids are unique per type only), Knows edges with self-loops and parallel edges,
 LivesIn edges. Queries: bindings with and without constraints, forward, reverse and undirected traversals
 with random bounds, filters of every operator (numbers, strings, lists, parameters, two
-variables), negations (nested, with ``$_``), projections and grouped aggregates, ``order`` and
-``limit``. Several queries run per graph; both backends (fewer examples on S3).
+variables), boolean filters (``and``/``or``/``not`` over comparisons, ``in``, null tests and a nullable
+``Bool`` parameter, in three-valued logic), negations (nested, with ``$_``), ``exists { }`` and
+``count { } op x`` sub-patterns, projections and grouped aggregates, ``order`` and ``limit``.
+Several queries run per graph; both backends (fewer examples on S3).
 """
 
 from __future__ import annotations
@@ -158,6 +160,28 @@ def queries(draw: Any) -> tuple[str, dict[str, Any]]:
                 )
             )
         )
+    if draw(st.booleans()):
+        v = draw(st.sampled_from(people_vars))
+        if "$flag: Bool?" not in declared:
+            declared.append("$flag: Bool?")
+            params["flag"] = draw(st.sampled_from([None, True, False]))
+        clauses.append(draw(_conditions(v, 2)))
+    if draw(st.sampled_from([True, False, False])):
+        v = draw(st.sampled_from(people_vars))
+        clauses.append(
+            draw(
+                st.sampled_from(
+                    [
+                        f"exists {{ ${v} knows $g  $g.age > 1 }}",
+                        f"exists {{ $_ livesIn $k  ${v} livesIn $k }}",
+                        f"count {{ ${v} knows $_ }} >= {draw(st.integers(0, 2))}",
+                        f"count {{ ${v} <knows>{draw(st.sampled_from(BOUNDS)).strip()} $g }} > ${v}.age",
+                        f"count {{ ${v}.age > 1 or ${v}.age is null }} = 1",
+                        f"count {{ $g knows ${v}  not {{ $g knows $g }} }} {draw(st.sampled_from(COMPARE))} 1.5",
+                    ]
+                )
+            )
+        )
     returns, aliases = _returns(draw, variables)
     order = ""
     if draw(st.booleans()):
@@ -168,6 +192,38 @@ def queries(draw: Any) -> tuple[str, dict[str, Any]]:
     body = "\n    ".join(clauses)
     source = f"query q({', '.join(declared)}) {{\n  match {{\n    {body}\n  }}\n  return {{ {returns} }}\n  {order}\n  {limit}\n}}\n"
     return source, params
+
+
+def _conditions(v: str, depth: int) -> st.SearchStrategy[str]:
+    """A boolean filter over ``$v`` (a Person) and ``$flag``: comparisons and null tests joined by and/or/not."""
+    atoms = st.sampled_from(
+        [
+            f"${v}.age > 1",
+            f"${v}.age != 2",
+            f"${v}.age is null",
+            f"${v}.score is not null",
+            f"${v}.score <= 1.25",
+            f"${v}.rank = 1",
+            f"${v}.rank is null",
+            f"${v}.tags is null",
+            f'${v}.tags contains "t1"',
+            f'${v}.name starts_with "a"',
+            f"${v}.age in [1, 3]",
+            f'${v}.name in ["a", "c"]',
+            f"${v}.rank in [0, 2.0]",
+            f'"t2" in ${v}.tags',
+            "$flag",
+            "$flag is null",
+        ]
+    )
+    if depth == 0:
+        return atoms
+    inner = _conditions(v, depth - 1)
+    return st.one_of(
+        atoms,
+        st.tuples(inner, st.sampled_from([" and ", " or "]), inner).map(lambda parts: f"({''.join(parts)})"),
+        inner.map(lambda part: f"not {part}"),
+    )
 
 
 def _returns(draw: Any, variables: list[str]) -> tuple[str, list[str]]:

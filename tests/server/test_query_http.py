@@ -27,6 +27,7 @@ query people() {
   order { $p.age desc }
 }
 """
+LOGIC = "query q($max: I32?) { match { $p: Person  ($max is null or $p.age < $max)  exists { $p worksAt $_ } } return { $p.name } }"
 ADD = 'query add($name: String, $age: I32) { insert Person { name: $name, age: $age }\n insert Knows { from: "Alice", to: $name } }'
 READERS = 8
 WRITES = 6
@@ -55,6 +56,13 @@ def test_answers_and_error_statuses(served: Server) -> None:
     assert document["branch"] == "main" and document["query"] == "friends"
     people = _ask(served, "people", at=document["commit"]).json()
     assert people["commit"] == document["commit"] and people["rows"][0] == {"p.name": "Grace", "p.age": 52}
+    logic = served.client.post("/branches/main/query", json={"query": LOGIC, "params": {"max": 30}})
+    assert logic.status_code == 200, logic.text
+    assert logic.json()["rows"] == [{"p.name": "Bob"}]  # Eve works nowhere; Dave's unknown age is not under 30
+    chained = error_of(
+        served.client.post("/branches/main/query", json={"query": LOGIC.replace("$p.age < $max", "1 < $p.age < 9")}), 400, "bad_request"
+    )
+    assert chained["details"] == {"line": 1, "column": 71, "token": "<"} and "comparisons do not chain" in chained["message"]
     syntax = error_of(served.client.post("/branches/main/query", json={"query": "query q() { match { $p: } }"}), 400, "bad_request")
     assert syntax["details"] == {"line": 1, "column": 25, "token": "}"}
     mutation = error_of(served.client.post("/branches/main/query", json={"query": ADD}), 400, "bad_request")

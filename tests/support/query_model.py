@@ -10,8 +10,13 @@ test), and keeps those that satisfy every clause:
   neighbours of the previous hop's nodes, and a previous-hop node with a stored self-loop
   again; visited nodes are not expanded; a pair once), ids joined within one node type only;
 * filters compare with Python's numeric semantics (ints and floats compare exactly), NULL never
-  matches; ``contains`` is a substring or list membership, ``starts_with`` a prefix;
-* ``not { ... }`` holds when no assignment of its own variables satisfies it.
+  matches; ``contains`` is a substring or list membership, ``in`` list membership, ``starts_with``
+  a prefix;
+* ``not { ... }`` holds when no assignment of its own variables satisfies it;
+* a boolean filter is evaluated in three-valued logic (true, false, None = unknown: a comparison
+  with a NULL side is unknown, ``not`` unknown is unknown, ``and``/``or`` as Kleene's), and the
+  row is kept when it is true; ``exists { ... }`` holds when an assignment of its own variables
+  satisfies the block, ``count { ... } op x`` compares the number of such assignments.
 
 Rows are then projected or grouped (count = rows of the group; sum/avg/min/max skip NULLs;
 one global row when nothing else is returned), ordered by the ``order`` keys (NULL first
@@ -32,14 +37,20 @@ import numpy as np
 
 from omnigraph.engine.gq.syntax import (
     Aggregate,
+    AndOr,
     Binding,
+    BoolExpr,
+    BoolFilter,
     Clause,
     Filter,
     LiteralValue,
     Negation,
+    NotExpr,
+    NullTest,
     ParamRef,
     PropRef,
     Query,
+    SubPattern,
     Traversal,
 )
 from omnigraph.engine.schema.catalog import Catalog
@@ -176,8 +187,35 @@ class Model:
         if isinstance(clause, Filter):
             left, right = self._operand(clause.left, types, env), self._operand(clause.right, types, env)
             return _compare(left, clause.op, right)
+        if isinstance(clause, BoolFilter):
+            return self._truth(clause.expr, types, env) is True
+        if isinstance(clause, SubPattern):
+            matches = len(list(self._assignments(clause.clauses, types, env)))
+            if clause.func == "exists":
+                return matches > 0
+            assert clause.op is not None
+            return _compare3(matches, clause.op, self._operand(clause.right, types, env)) is True
         assert isinstance(clause, Negation)
         return next(self._assignments(clause.clauses, types, env), None) is None
+
+    def _truth(self, expr: BoolExpr, types: dict[str, str], env: dict[str, str]) -> bool | None:
+        """``expr`` in three-valued logic (None: unknown)."""
+        if isinstance(expr, Filter):
+            return _compare3(self._operand(expr.left, types, env), expr.op, self._operand(expr.right, types, env))
+        if isinstance(expr, AndOr):
+            left, right = self._truth(expr.left, types, env), self._truth(expr.right, types, env)
+            decisive = expr.op == "or"  # true decides an or, false an and
+            if decisive in (left, right):
+                return decisive
+            return None if None in (left, right) else not decisive
+        if isinstance(expr, NotExpr):
+            value = self._truth(expr.operand, types, env)
+            return None if value is None else not value
+        if isinstance(expr, NullTest):
+            return (self._operand(expr.operand, types, env) is None) != expr.negated
+        value = self._operand(expr, types, env)
+        assert value is None or isinstance(value, bool)
+        return value
 
     @functools.cache  # noqa: B019 - one model per query
     def _pairs(self, edge: str, low: int, high: int, undirected: bool) -> frozenset[tuple[str, str]]:
@@ -303,10 +341,16 @@ def _aggregate(func: str, values: list[Any]) -> Any:
 
 
 def _compare(left: Any, op: str, right: Any) -> bool:
+    return _compare3(left, op, right) is True
+
+
+def _compare3(left: Any, op: str, right: Any) -> bool | None:
     if left is None or right is None:
-        return False
+        return None
     if op == "contains":
         return right in left
+    if op == "in":
+        return left in right
     if op == "starts_with":
         return left.startswith(right)
     return {"=": left == right, "!=": left != right, "<": left < right, "<=": left <= right, ">": left > right, ">=": left >= right}[op]
