@@ -18,7 +18,9 @@ built):
   both variables) or ``breadth_first`` (one scan of the edges per hop, filtered on the frontier),
   starting from ``sources``, ``destinations`` or ``every source``
   (:func:`omnigraph.engine.query.session.search_start`); ``estimated_rows`` is the edge table's
-  row count, the most pairs one hop can give.
+  row count, the most pairs one hop can give; ``edge_variable`` is the variable that binds each
+  edge (``$a $k:edge $b``), else None. A bound edge is also listed in ``variables`` (its table is
+  the edge table).
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ def explain_query(
                     "edge": hop.edge.type_name,
                     "from": f"${bound.variables[hop.src].name}",
                     "to": f"${bound.variables[hop.dst].name}",
+                    "edge_variable": None if hop.edge_var is None else f"${bound.variables[hop.edge_var].name}",
                     "direction": "both" if hop.undirected else "out",
                     "bounds": [hop.min_hops, hop.max_hops],
                     "mode": "join" if single else "breadth_first",

@@ -10,10 +10,13 @@ Shape (:func:`statement`)::
 ``m`` holds one row per binding of the match's variables (``DISTINCT`` over their ids: a
 traversal reports a pair at most once, however many edges join it). A traversal of bounds
 ``{1,1}`` joins the edge view directly (an undirected one, ``$a <edge> $b``, the view and its
-mirror, :func:`edge_rows`); any other is the pair table
+mirror, :func:`edge_rows`); a bound edge (``$a $k:edge $b``) is that join with the edge rows as
+the variable's alias ``v{k}``, all their columns (:func:`bound_edge_rows`), and its id joins the
+``DISTINCT`` ids, so each matching edge is a row of its own (parallel edges too; the mirrored
+row of an undirected self-loop is the same row, kept once); any other is the pair table
 :mod:`omnigraph.engine.query.session` built (``relation`` returns its name). Order: the
 ``order`` keys (ascending puts NULL first, descending last), then the bound entities' ids
-ascending in the order the variables first appear; a grouped query breaks ties by its group
+ascending in the order the variables first appear (a bound edge's id among them); a grouped query breaks ties by its group
 keys instead (NULL first). Without ``order`` the tie-break alone orders the rows, so every
 answer has one order.
 
@@ -238,6 +241,14 @@ def edge_rows(hop: Hop) -> str:
     return f"(SELECT src, dst FROM {view} UNION ALL SELECT dst AS src, src AS dst FROM {view})"
 
 
+def bound_edge_rows(hop: Hop) -> str:
+    """The edge rows, every column, a bound edge reads: the view, and for an undirected hop the view mirrored too."""
+    view = quote(hop.edge.table_key)
+    if not hop.undirected:
+        return view
+    return f"(SELECT * FROM {view} UNION ALL SELECT * REPLACE (dst AS src, src AS dst) FROM {view})"
+
+
 class _Compiler:
     def __init__(self, relation: Relation, params: SqlParams) -> None:
         self._relation = relation
@@ -246,13 +257,16 @@ class _Compiler:
 
     def block(self, block: Block) -> tuple[list[str], list[str]]:
         """The FROM items and WHERE conditions of ``block`` (its negations as NOT EXISTS)."""
-        froms = [f"{quote(var.table.table_key)} AS v{var.index}" for var in block.variables]
+        froms = [f"{quote(var.table.table_key)} AS v{var.index}" for var in block.variables if not var.is_edge]
         conditions: list[str] = []
         for hop in block.hops:
             alias = f"h{self._hops}"
             self._hops += 1
             pairs = self._relation(hop)
-            if pairs is None:
+            if hop.edge_var is not None:
+                froms.append(f"{bound_edge_rows(hop)} AS v{hop.edge_var}")
+                conditions += [f"v{hop.edge_var}.src = v{hop.src}.id", f"v{hop.edge_var}.dst = v{hop.dst}.id"]
+            elif pairs is None:
                 froms.append(f"{edge_rows(hop)} AS {alias}")
                 conditions += [f"{alias}.src = v{hop.src}.id", f"{alias}.dst = v{hop.dst}.id"]
             else:
