@@ -278,7 +278,11 @@ class _Checker:
             token = clause.edge_var
             name = token.text[1:]
             if name == ANONYMOUS:
-                raise _error(f"an edge binding needs a name ($k:{clause.edge}); to match without binding, write ${clause.src} {clause.edge} ${clause.dst}", token)
+                raise _error(
+                    f"an edge binding needs a name ($k:{clause.edge}); to match without binding, "
+                    f"write ${clause.src} {clause.edge} ${clause.dst}",
+                    token,
+                )
             first = edges.get(name) or nodes.get(name) or (self._where[outer[name]] if name in outer else None)
             if first is not None:
                 raise _error(
@@ -318,7 +322,10 @@ class _Checker:
             return self._catalog.node(name)
         if self._catalog.has_edge(name):
             lowered = name[0].lower() + name[1:]
-            raise _error(f"{name} is an edge type; bind node types and traverse edges ($a {lowered} $b), or bind each edge ($a $e:{lowered} $b)", clause.type_token)
+            raise _error(
+                f"{name} is an edge type; bind node types and traverse edges ($a {lowered} $b), or bind each edge ($a $e:{lowered} $b)",
+                clause.type_token,
+            )
         raise _error(f"unknown node type {name!r}", clause.type_token)
 
     def _edge(self, clause: Traversal) -> TableDef:

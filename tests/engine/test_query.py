@@ -54,13 +54,15 @@ PEOPLE = [
     {"name": "Zoë"},
 ]
 KNOWS = [("Ann", "Bob"), ("Ann", "Bob"), ("Bob", "Cy"), ("Cy", "Ann"), ("Cy", "Dee"), ("Eve", "Eve"), ("Dee", "Acme")]
+KNOWS_SINCE = {0: "2020-01-01", 1: "2021-06-01", 5: "2019-01-01"}
+"""``since`` of some Knows edges, by position: each parallel Ann -> Bob edge has its own, and Eve's self-loop one."""
 WORKS = [("Ann", "Acme"), ("Dee", "Globex"), ("Acme", "Acme"), ("Globex", "Acme")]
 
 
 def _records() -> bytes:
     records: list[dict[str, Any]] = [{"type": "Person", "data": data} for data in PEOPLE]
     records += [{"type": "Company", "data": {"name": name}} for name in ("Acme", "Globex")]
-    records += [{"edge": "Knows", "from": a, "to": b} for a, b in KNOWS]
+    records += [{"edge": "Knows", "from": a, "to": b, "data": {"since": KNOWS_SINCE.get(n)}} for n, (a, b) in enumerate(KNOWS)]
     records += [{"edge": "WorksAt", "from": a, "to": b} for a, b in WORKS]
     return "".join(json.dumps(r) + "\n" for r in records).encode()
 
@@ -87,6 +89,20 @@ def names(graph: Graph, match: str, var: str = "p", **params: Any) -> list[str]:
 
 
 # -- bindings and traversals ----------------------------------------------------------------------
+
+
+def test_a_bound_edge_is_one_row_per_edge_with_its_properties(graph: Graph) -> None:
+    """``$a $k:knows $b``: each parallel edge is a row of its own (the unbound traversal reports the pair once); an
+    undirected self-loop is one row; ``$k.since`` filters, returns, orders and counts; inside ``not { }`` it is scoped."""
+    ann = 'match { $a: Person { name: "Ann" }  $a $k:knows $b } return { $b.name, $k.since }'
+    assert rows(graph, ann + " order { $k.since desc }") == [["Bob", "2021-06-01"], ["Bob", "2020-01-01"]]
+    assert rows(graph, 'match { $a: Person { name: "Ann" }  $a knows $b } return { $b.name }') == [["Bob"]]
+    either = 'match { $a: Person { name: "Ann" }  $a $k:<knows> $b } return { $b.name, $k.since } order { $b.name, $k.since }'
+    assert rows(graph, either) == [["Bob", "2020-01-01"], ["Bob", "2021-06-01"], ["Cy", None]]
+    assert rows(graph, 'match { $a: Person { name: "Eve" }  $a $k:<knows> $b } return { $b.name, $k.since }') == [["Eve", "2019-01-01"]]
+    since = 'match { $a $k:knows $b  $k.since >= date("2020-01-01") } return { $a.name, count($k) as n }'
+    assert rows(graph, since) == [["Ann", 2]]
+    assert names(graph, '$p: Person  $p knows $_  not { $p $k:knows $_  $k.since < date("2020-06-01") }') == ["Bob", "Cy", "Cy", "Dee"]
 
 
 def test_binding_again_adds_constraints(graph: Graph) -> None:

@@ -96,7 +96,12 @@ def _refused(source: str, params: dict[str, Any] | None = None) -> GqError:
         ("query q() {\n match { $p $k:knows $f }\n return { $k.id }\n}", {}, (3, 14, "id"), "id of a bound edge is not queryable"),
         ("query q() {\n match { $p $k:knows $f }\n return { $k.weight }\n}", {}, (3, 14, "weight"), "edge type Knows has no"),
         ("query q() {\n match { $p $k:knows $f }\n return { $k }\n}", {}, (3, 11, "$k"), "whole node or bound edge"),
-        ("query q() {\n match { $p $k:knows $f  not { $p $j:knows $g } }\n return { $j.since }\n}", {}, (3, 11, "$j"), "unknown variable $j"),
+        (
+            "query q() {\n match { $p $k:knows $f  not { $p $j:knows $g } }\n return { $j.since }\n}",
+            {},
+            (3, 11, "$j"),
+            "unknown variable $j",
+        ),
         ("query q() {\n match { $p $k:knows $c  $k.since = 3 }\n return { $p.name }\n}", {}, (2, 35, "="), "Date with I64"),
         # bad bounds (parse errors)
         ("query q() {\n match { $p: Person  $p knows{2,} $f }\n return { $p.name }\n}", {}, (2, 33, "}"), "{n,} is not allowed"),
@@ -211,9 +216,11 @@ def test_an_undirected_traversal_is_a_traversal_either_way() -> None:
 
 
 def test_an_edge_binding_is_a_variable_of_the_edge_table_between_its_ends() -> None:
-    """``$p $k:knows $f`` numbers ``$k`` between its ends, names it on the hop, and reads its properties; inside ``not { }`` it is the block's own."""
+    """``$p $k:knows $f`` numbers ``$k`` between its ends, names it on the hop, and reads its properties.
+
+    Inside ``not { }`` an edge binding is the block's own."""
     bound = _check(
-        "query q() {\n match { $p $k:<knows> $f  $k.since > date(\"2020-01-01\")  not { $f $j:knows $p } }\n"
+        'query q() {\n match { $p $k:<knows> $f  $k.since > date("2020-01-01")  not { $f $j:knows $p } }\n'
         " return { $k.since, count($k) as n }\n}"
     )
     assert [(var.name, var.table.table_key, var.is_edge) for var in bound.variables] == [

@@ -219,7 +219,9 @@ def _check(root: str, data: Any) -> None:
     persons = data.draw(people)
     cities = data.draw(st.lists(st.sampled_from(CITIES), max_size=3, unique=True))
     pair = st.tuples(st.integers(0, 5), st.integers(0, 5))
-    knows = data.draw(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.one_of(st.none(), st.integers(0, 3))), min_size=2, max_size=12))
+    knows = data.draw(
+        st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.one_of(st.none(), st.integers(0, 3))), min_size=2, max_size=12)
+    )
     lives = data.draw(st.lists(pair, max_size=6))
     records = _records(persons, cities, knows, lives)
     graph = init_graph(open_store(root), SCHEMA, FENCED_PROFILE, "tests")

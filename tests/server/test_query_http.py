@@ -26,6 +26,11 @@ query people() {
   return { $p.name, $p.age }
   order { $p.age desc }
 }
+query ties() {
+  match { $a: Person { name: "Alice" }  $a $k:<knows> $b }
+  return { $b.name, $k.since }
+  order { $b.name, $k.since }
+}
 """
 ADD = 'query add($name: String, $age: I32) { insert Person { name: $name, age: $age }\n insert Knows { from: "Alice", to: $name } }'
 READERS = 8
@@ -64,6 +69,12 @@ def test_answers_and_error_statuses(served: Server) -> None:
     error_of(_ask(served, "friends", params={"name": "Alice"}, limit=3), 400, "bad_request")  # unknown body field
     error_of(_ask(served, "people", branch="nope"), 404, "not_found")
     error_of(_ask(served, "people", at="01UNKNOWNCOMMIT"), 404, "not_found")
+    ties = _ask(served, "ties").json()["rows"]  # a bound edge: one row per edge, each way
+    assert ties == [
+        {"b.name": "Bob", "k.since": "2019-06-01"},
+        {"b.name": "Bob", "k.since": "2019-06-01"},
+        {"b.name": "Carol", "k.since": None},
+    ]
     refused = served.client.post("/branches/main/mutate", json={"query": READS, "name": "people"})
     assert "omnigraph query" in error_of(refused, 400, "bad_request")["message"]
     plan = served.client.post("/branches/main/explain", json={"query": READS, "name": "friends", "params": {"name": "Alice"}})
