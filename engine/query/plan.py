@@ -18,7 +18,9 @@ row of an undirected self-loop is the same row, kept once); any other is the pai
 ``order`` keys (ascending puts NULL first, descending last), then the bound entities' ids
 ascending in the order the variables first appear (a bound edge's id among them); a grouped query breaks ties by its group
 keys instead (NULL first). Without ``order`` the tie-break alone orders the rows, so every
-answer has one order.
+answer has one order; but a ``limit`` without ``order`` and without an aggregate
+(:func:`any_rows`) asks for any ``N`` rows, and there the statement has no ``ORDER BY`` (unless
+``repeatable``: then it is the first ``N`` rows in tie-break order, the same every run).
 
 Operands and comparisons (:func:`operand_sql`, :func:`compare_sql`). Variable ``i`` is the SQL
 alias ``v{i}`` of its node table; values travel as numbered parameters (``$1``, ``$2``, ...,
@@ -283,12 +285,20 @@ class _Compiler:
         return froms, conditions
 
 
+def any_rows(bound: BoundRead) -> bool:
+    """Whether the answer is any ``limit`` rows: a ``limit`` without ``order`` and without an aggregate."""
+    return bound.limit is not None and not bound.order and not bound.grouped
+
+
 def _direction(key: SortKey) -> str:
     return "DESC NULLS LAST" if key.descending else "ASC NULLS FIRST"
 
 
-def statement(bound: BoundRead, relation: Relation) -> tuple[str, list[object]]:
-    """The SQL text and parameter values of ``bound`` (see the module docstring)."""
+def statement(bound: BoundRead, relation: Relation, *, repeatable: bool = False) -> tuple[str, list[object]]:
+    """The SQL text and parameter values of ``bound`` (see the module docstring).
+
+    ``repeatable``: a :func:`any_rows` answer keeps its tie-break order (the first ``N`` rows).
+    """
     params = SqlParams()
     froms, conditions = _Compiler(relation, params).block(bound.block)
     top = bound.block.variables
@@ -328,7 +338,7 @@ def statement(bound: BoundRead, relation: Relation) -> tuple[str, list[object]]:
         keys += [f"{group} ASC NULLS FIRST" for group in groups]
     else:
         keys += [f"k{var.index} ASC" for var in top]
-    if keys:
+    if keys and (repeatable or not any_rows(bound)):
         sql += f" ORDER BY {', '.join(keys)}"
     if bound.limit is not None:
         sql += f" LIMIT {int(bound.limit)}"

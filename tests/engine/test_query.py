@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -21,7 +22,8 @@ from omnigraph.engine.errors import NotFound
 from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.query.run import run_query
+from omnigraph.engine.query.run import open_answer, run_query
+from omnigraph.engine.query.session import Session
 from omnigraph.engine.storage.store import open_store
 from tests.conftest import new_root
 from tests.support.graph_helpers import DATA_PATH, SCHEMA_PATH
@@ -240,6 +242,39 @@ def test_order_puts_null_first_ascending_and_breaks_ties_by_ids(graph: Graph) ->
 def test_order_by_a_property_that_is_not_returned_and_without_order(graph: Graph) -> None:
     assert rows(graph, "match { $p: Person  $p.age > 0 } return { $p.name } order { $p.age desc }") == [["Dee"], ["Ann"], ["Eve"], ["Bob"]]
     assert rows(graph, "match { $p: Person  $p.age > 0 } return { $p.age }") == [[30], [2], [41], [25]]  # by id
+
+
+def _expanded(graph: Graph, source: str, *, repeatable: bool = False) -> tuple[list[list[Any]], int]:
+    """The rows of ``source`` and how many hops its breadth-first searches expanded (one edge scan each)."""
+    executed: list[str] = []
+    execute = Session.execute
+
+    def spy(session: Session, sql: str, params: Any = ()) -> Any:
+        executed.append(sql)
+        return execute(session, sql, params)
+
+    with mock.patch.object(Session, "execute", spy), open_answer(graph, source, repeatable=repeatable) as answer:
+        found = list(answer.rows())
+    return found, sum("_edges AS SELECT" in sql for sql in executed)
+
+
+def test_an_unordered_limit_stops_the_traversal_once_it_has_its_rows(graph: Graph) -> None:
+    """``limit N`` without ``order``: any N rows, and the search stops before the next hop once N pairs are reported.
+
+    From Ann, ``knows{1,4}`` reaches Bob, Cy, Dee, Acme at hops 1 to 4. ``repeatable`` (the
+    migrator's answer check) keeps the first N rows in tie-break order and searches to the end.
+    """
+    reach = 'query q() {{ match {{ $a: Person {{ name: "Ann" }}  $a knows{{1,4}} $b }} return {{ $b.name }} {} }}'
+    assert _expanded(graph, reach.format("limit 1")) == ([["Bob"]], 1)
+    two, hops = _expanded(graph, reach.format("limit 2"))
+    assert sorted(two) == [["Bob"], ["Cy"]] and hops == 2  # in any order
+    assert _expanded(graph, reach.format("order { $b.name } limit 1")) == ([["Acme"]], 4)
+    assert _expanded(graph, reach.format("limit 0")) == ([], 0)
+    every = "query q() {{ match {{ $a: Person  $a knows{{1,4}} $b }} return {{ $a.name, $b.name }} {} }}"
+    whole, _ = _expanded(graph, every.format(""))
+    some, hops = _expanded(graph, every.format("limit 3"))
+    assert len(some) == 3 and all(row in whole for row in some) and hops == 1
+    assert _expanded(graph, every.format("limit 3"), repeatable=True) == (whole[:3], 4)
 
 
 def test_returned_duplicates_are_kept(graph: Graph) -> None:

@@ -155,12 +155,17 @@ query since($after: Date) {
   return { $a.name, $b.name, $k.since }
   order { $k.since desc }
 }
+query some() {
+  match { $a: Person { name: "Alice" }  $a knows{1,3} $b }
+  return { $b.name }
+  limit 2
+}
 """
 
 
 def test_an_edge_binding_answers_explains_and_refuses_bounds(tmp_path: Path) -> None:
     """``$a $k:knows $b`` through the command (in-process): the edge's property filtered, printed and ordered, the
-    binding in the plan, and a multi-hop binding refused with its place."""
+    binding in the plan, and a multi-hop binding refused with its place; an unordered ``limit`` answers any N rows."""
     root = str(tmp_path / "graph")
     make_example_graph(root)
     path = tmp_path / "e.gq"
@@ -173,6 +178,8 @@ def test_an_edge_binding_answers_explains_and_refuses_bounds(tmp_path: Path) -> 
         "Carol   Dave    2021-11-15",
         "(2 rows)",
     ]
+    some = invoke(OMNIGRAPH, "query", "--query", path, "--name", "some", "--format", "jsonl", root).ok().stdout.splitlines()
+    assert sorted(some) == ['{"b.name": "Bob"}', '{"b.name": "Carol"}']  # any 2 rows: hop 1 reports both
     plan = invoke(OMNIGRAPH, *args, "--explain", root).ok().stdout.splitlines()
     assert "  $k: edge:Knows, scan, at most 6 rows" in plan
     assert "  $a $k:Knows{1,1} $b: join, direction out, at most 6 edges per hop" in plan

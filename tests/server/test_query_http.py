@@ -31,6 +31,11 @@ query ties() {
   return { $b.name, $k.since }
   order { $b.name, $k.since }
 }
+query some() {
+  match { $a: Person { name: "Alice" }  $a knows{1,3} $b }
+  return { $b.name }
+  limit 2
+}
 """
 ADD = 'query add($name: String, $age: I32) { insert Person { name: $name, age: $age }\n insert Knows { from: "Alice", to: $name } }'
 READERS = 8
@@ -75,6 +80,8 @@ def test_answers_and_error_statuses(served: Server) -> None:
         {"b.name": "Bob", "k.since": "2019-06-01"},
         {"b.name": "Carol", "k.since": None},
     ]
+    some = _ask(served, "some").json()["rows"]  # any 2 rows: the search stops after hop 1, which reports Bob and Carol
+    assert sorted(row["b.name"] for row in some) == ["Bob", "Carol"]
     refused = served.client.post("/branches/main/mutate", json={"query": READS, "name": "people"})
     assert "omnigraph query" in error_of(refused, 400, "bad_request")["message"]
     plan = served.client.post("/branches/main/explain", json={"query": READS, "name": "friends", "params": {"name": "Alice"}})
