@@ -180,6 +180,8 @@ def test_an_edge_binding_answers_explains_and_refuses_bounds(tmp_path: Path) -> 
     ]
     some = invoke(OMNIGRAPH, "query", "--query", path, "--name", "some", "--format", "jsonl", root).ok().stdout.splitlines()
     assert sorted(some) == ['{"b.name": "Bob"}', '{"b.name": "Carol"}']  # any 2 rows: hop 1 reports both
+    stops = invoke(OMNIGRAPH, "query", "--query", path, "--name", "some", "--explain", root).ok().stdout.splitlines()
+    assert "  $a Knows{1,3} $b: breadth_first, from sources, stops after 2 pairs, direction out, at most 6 edges per hop" in stops
     plan = invoke(OMNIGRAPH, *args, "--explain", root).ok().stdout.splitlines()
     assert "  $k: edge:Knows, scan, at most 6 rows" in plan
     assert "  $a $k:Knows{1,1} $b: join, direction out, at most 6 edges per hop" in plan
