@@ -178,6 +178,10 @@ def test_an_edge_binding_answers_explains_and_refuses_bounds(tmp_path: Path) -> 
         "Carol   Dave    2021-11-15",
         "(2 rows)",
     ]
+    with omnigraph.open(root, read_only=True) as graph:  # the Python API answers the same rows
+        answer = graph.query(EDGES, name="since", params={"after": "2020-01-01"}).to_pylist()
+        assert [row["k.since"] for row in answer] == ["2024-01-01", "2021-11-15"]
+        assert len(graph.query(EDGES, name="some").to_pylist()) == 2
     some = invoke(OMNIGRAPH, "query", "--query", path, "--name", "some", "--format", "jsonl", root).ok().stdout.splitlines()
     assert sorted(some) == ['{"b.name": "Bob"}', '{"b.name": "Carol"}']  # any 2 rows: hop 1 reports both
     stops = invoke(OMNIGRAPH, "query", "--query", path, "--name", "some", "--explain", root).ok().stdout.splitlines()
