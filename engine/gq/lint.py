@@ -23,8 +23,8 @@ The report (field names as upstream OmniGraph's lint output)::
 kind, nullable}`` plus ``item_kind`` (lists) or ``vector_dim`` (vectors); ``kind`` is one of
 :data:`VALUE_KINDS`; a mutation's is empty. ``reads``/``writes`` are distinct ``{kind: "node" |
 "edge", type_name}``, nodes first, each by type name: a read reads every node type it binds (in
-``not { }`` too) and each traversed (or bound) edge with both endpoint types, writes nothing; a mutation reads
-and writes each target, an edge insert also reads both endpoint types, and a node delete reads and
+``not { }`` too) and each traversed (or bound) edge with both endpoint types, writes nothing; a
+mutation reads and writes each target, an edge insert also reads both endpoint types, and a node delete reads and
 writes every edge type over that node type (the delete removes those edges).
 
 Findings: ``Q000`` (error) a parse error; ``L201`` (warning) a nullable property of a node type

@@ -48,9 +48,9 @@ occurrence (named ``_1``, ``_2``, ...). A :class:`Block` is the top-level ``matc
 ``not { ... }``: the variables it introduces, its traversals, its comparisons (filters and
 binding constraints) and its nested negations. An edge binding ``$a $k:knows $b`` is a variable
 too, of the edge's table (:attr:`Var.is_edge`), numbered between ``$a`` and ``$b`` (when they are
-new); its :class:`Hop` names it (``edge_var``), and it binds one edge per row. Every operand is typed: a :class:`Column` of a
-variable's node table or a :class:`Const` (``value`` None for a null parameter, which never
-matches).
+new); its :class:`Hop` names it (``edge_var``), and it binds one edge per row. Every operand is
+typed: a :class:`Column` of a variable's node (or edge) table or a :class:`Const` (``value`` None
+for a null parameter, which never matches).
 """
 
 from __future__ import annotations

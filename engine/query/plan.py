@@ -16,8 +16,8 @@ the variable's alias ``v{k}``, all their columns (:func:`bound_edge_rows`), and 
 row of an undirected self-loop is the same row, kept once); any other is the pair table
 :mod:`omnigraph.engine.query.session` built (``relation`` returns its name). Order: the
 ``order`` keys (ascending puts NULL first, descending last), then the bound entities' ids
-ascending in the order the variables first appear (a bound edge's id among them); a grouped query breaks ties by its group
-keys instead (NULL first). Without ``order`` the tie-break alone orders the rows, so every
+ascending in the order the variables first appear (a bound edge's id among them); a grouped
+query breaks ties by its group keys instead (NULL first). Without ``order`` the tie-break alone orders the rows, so every
 answer has one order; but a ``limit`` without ``order`` and without an aggregate
 (:func:`any_rows`) asks for any ``N`` rows, and there the statement has no ``ORDER BY`` (unless
 ``repeatable``: then it is the first ``N`` rows in tie-break order, the same every run).
