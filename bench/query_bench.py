@@ -39,7 +39,16 @@ query hop1($n: String) { match { $p: Person { name: $n }  $p knows $f } return {
 query hop2($n: String) { match { $p: Person { name: $n }  $p knows $f  $f knows $g } return { $g.name } }
 query edges() { match { $p: Person  $p knows $f } return { count($f) as n } }
 query hop3($n: String) { match { $p: Person { name: $n }  $p knows $f {1,3} } return { count($f) as n } }
+query any10($n: String) { match { $p: Person { name: $n }  $p knows{1,4} $f } return { $f.name } limit 10 }
+query first10($n: String) { match { $p: Person { name: $n }  $p knows{1,4} $f } return { $f.name } order { $f.name } limit 10 }
 """
+_TWO_HOPS = (
+    "WITH h1 AS (SELECT DISTINCT dst AS n FROM K WHERE src = $1), h2 AS (SELECT DISTINCT e.dst AS n FROM h1 JOIN K e ON e.src = h1.n)"
+)
+_FOUR_HOPS = (
+    f"{_TWO_HOPS}, h3 AS (SELECT DISTINCT e.dst AS n FROM h2 JOIN K e ON e.src = h2.n), "
+    "h4 AS (SELECT DISTINCT e.dst AS n FROM h3 JOIN K e ON e.src = h3.n) "
+)
 FLOORS = {
     "point": "SELECT age FROM P WHERE name = $1",
     "hop1": "SELECT DISTINCT e.dst, f.name FROM K e JOIN P f ON f.id = e.dst WHERE e.src = $1",
@@ -49,6 +58,9 @@ FLOORS = {
     "h2 AS (SELECT DISTINCT e.dst AS n FROM h1 JOIN K e ON e.src = h1.n), "
     "h3 AS (SELECT DISTINCT e.dst AS n FROM h2 JOIN K e ON e.src = h2.n) "
     "SELECT count(*) FROM (SELECT n FROM h1 UNION SELECT n FROM h2 UNION SELECT n FROM h3) WHERE n <> $1",
+    "any10": f"{_TWO_HOPS} SELECT n FROM (SELECT n FROM h1 UNION SELECT n FROM h2) WHERE n <> $1 LIMIT 10",
+    "first10": _FOUR_HOPS + "SELECT p.name FROM (SELECT n FROM h1 UNION SELECT n FROM h2 UNION SELECT n FROM h3 UNION SELECT n FROM h4) r "
+    "JOIN P p ON p.id = r.n WHERE r.n <> $1 ORDER BY p.name LIMIT 10",
 }
 
 

@@ -382,7 +382,7 @@ class QueryPlan(Result):
 
     ``tables``: ``{table, table_branch, version, rows, indexes: [{name, columns, type}]}`` per table read;
     ``variables``: ``{variable, table, estimated_rows, id_lookup}``; ``hops``: ``{edge, from, to,
-    direction, bounds, mode, start, estimated_rows}``; ``filters``: ``{filter, table,
+    edge_variable, direction, bounds, mode, start, stops_after, estimated_rows}``; ``filters``: ``{filter, table,
     pushed_into_scan, index}``. Row figures come from the manifest's row counts.
     """
 

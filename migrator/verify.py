@@ -16,7 +16,8 @@ stamp is not written.
 
 A digest is the sha256 over the answer's rows in the answer's own (total, deterministic) order,
 each row's JSON text (sorted keys) followed by a newline. The queries run on one thread
-(``repeatable``), so a float aggregate gives the same bits on the same data every time. The row
+(``repeatable``), so a float aggregate gives the same bits on the same data every time, and a
+``limit`` without ``order`` answers the first rows in tie-break order, not any rows. The row
 texts themselves are kept in the record while they total at most :data:`KEPT_ANSWER_BYTES`, so a
 change is shown as the first row that differs; above that only the digest and the row count are
 kept.

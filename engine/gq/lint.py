@@ -23,9 +23,9 @@ The report (field names as upstream OmniGraph's lint output)::
 kind, nullable}`` plus ``item_kind`` (lists) or ``vector_dim`` (vectors); ``kind`` is one of
 :data:`VALUE_KINDS`; a mutation's is empty. ``reads``/``writes`` are distinct ``{kind: "node" |
 "edge", type_name}``, nodes first, each by type name: a read reads every node type it binds (in
-``not { }``, ``exists { }`` and ``count { }`` too) and each traversed edge with both endpoint
-types, writes nothing; a mutation reads
-and writes each target, an edge insert also reads both endpoint types, and a node delete reads and
+``not { }``, ``exists { }`` and ``count { }`` too) and each traversed (or bound) edge with both
+endpoint types, writes nothing; a mutation reads and writes each target, an edge insert also reads
+both endpoint types, and a node delete reads and
 writes every edge type over that node type (the delete removes those edges).
 
 Findings: ``Q000`` (error) a parse error; ``L201`` (warning) a nullable property of a node type
@@ -122,7 +122,7 @@ def _describe_read(bound: BoundRead) -> dict[str, Any]:
     pending: list[Block] = [bound.block]
     while pending:
         block = pending.pop()
-        reads.update(("node", var.table.type_name) for var in block.variables)
+        reads.update((var.table.kind, var.table.type_name) for var in block.variables)  # a bound edge reads its edge
         for hop in block.hops:
             reads.add(("edge", hop.edge.type_name))
             reads.update(("node", str(end)) for end in (hop.edge.from_type, hop.edge.to_type))

@@ -37,6 +37,7 @@ Reads (:func:`read_body`: the body of a query that starts with ``match``)::
                | VAR EDGE BOUNDS? VAR                                                  traversal
                | VAR "<" EDGE ">" BOUNDS? VAR                         traversal, either direction
                | VAR EDGE VAR BOUNDS                                        traversal (alias)
+               | VAR VAR ":" EDGE VAR   or   VAR VAR ":" "<" EDGE ">" VAR       edge binding
                | or                                                                    filter
                | "not" "{" clause+ "}"                                                 negation
                | "exists" "{" clause+ "}"                                              sub-pattern
@@ -55,7 +56,8 @@ Reads (:func:`read_body`: the body of a query that starts with ``match``)::
 ``SEP`` is a comma or a line break; match clauses are separated by whitespace only. ``VAR`` and
 ``PARAM`` are both spelled ``$name``: ``$name`` is a variable where a binding, traversal or
 ``.prop`` needs one, a parameter elsewhere. Literals are :meth:`Cursor.operand_value`'s.
-Bounds: ``{min,max}`` with ``1 <= min <= max``; ``{n,}`` (no upper bound) is refused.
+Bounds: ``{min,max}`` with ``1 <= min <= max``; ``{n,}`` (no upper bound) is refused. An edge
+binding (``$a $k:knows $b``) binds one edge: bounds other than ``{1,1}`` are refused with it.
 ``limit`` is at most :data:`MAX_LIMIT`; ``not``/``exists``/``count`` blocks nest at most
 :data:`MAX_NESTING_DEPTH` deep (each level is a correlated subquery the executor must plan), and
 ``not`` and parentheses inside one condition at most :data:`MAX_CONDITION_DEPTH` deep.
@@ -447,6 +449,8 @@ def _clause(cursor: Cursor) -> Clause:
         named = following.kind == "name" and following.text not in COMPARISONS and following.text not in RESERVED
         if named and not _starts_sub_pattern(cursor, 1):  # else a bare Bool parameter, then exists/count { ... }
             return _traversal(cursor)
+        if following.kind == "param" and cursor.ahead(2).text == ":":
+            return _traversal(cursor)
         if following.text == "<" and cursor.ahead(2).kind == "name" and cursor.ahead(3).text == ">":
             return _traversal(cursor)
     return _filter(cursor)
@@ -512,23 +516,36 @@ def _hop_bounds(cursor: Cursor) -> tuple[int, int]:
 def _traversal(cursor: Cursor) -> Traversal:
     """``$a edge $b`` or ``$a <edge> $b`` (either direction), with optional hop bounds.
 
-    The bounds follow the edge name (``$a knows{1,3} $b``) or, as an alias, ``$b``.
+    The bounds follow the edge name (``$a knows{1,3} $b``) or, as an alias, ``$b``. An edge
+    binding ``$a $k:edge $b`` (or ``$a $k:<edge> $b``) takes no bounds but ``{1,1}``.
     """
     src = cursor.next()
+    edge_var = None
+    if cursor.at("param"):
+        edge_var = cursor.next()
+        cursor.expect("punct", ":", f"':' and an edge name after {edge_var.text} ({edge_var.text}:edge binds the edge)")
     undirected = cursor.at("op", "<")
     if undirected:
         cursor.next()
-    edge = cursor.next()
+    edge = cursor.expect("name", what="an edge name")
     if undirected:
         cursor.expect("op", ">", f"'>' closing <{edge.text}>")
+    opening = cursor.peek
     bounds = _hop_bounds(cursor) if cursor.at("punct", "{") else None
     dst = cursor.expect("param", what=f"a variable ($name) after the edge {edge.text}")
     if cursor.at("punct", "{"):
         if bounds is not None:
             raise cursor.fail(f"hop bounds are given twice: write them once, after the edge name ({edge.text}{{min,max}})")
+        opening = cursor.peek
         bounds = _hop_bounds(cursor)
     low, high = bounds or (1, 1)
-    return Traversal(src.text[1:], edge.text, dst.text[1:], low, high, src, edge, dst, undirected)
+    if edge_var is not None and (low, high) != (1, 1):
+        raise cursor.fail(
+            f"an edge binding ({edge_var.text}:{edge.text}) binds one edge, so it takes a single hop, not {{{low},{high}}}: "
+            f"drop the bounds, or the binding to follow a path",
+            opening,
+        )
+    return Traversal(src.text[1:], edge.text, dst.text[1:], low, high, src, edge, dst, undirected, edge_var)
 
 
 RESERVED = ("and", "or", "not", "is", "null", "in")
@@ -703,7 +720,10 @@ def _item_expr(cursor: Cursor) -> PropRef | Aggregate:
         operand = _operand(cursor)
         assert isinstance(operand, PropRef)
         return operand
-    raise cursor.fail("expected a return item: $v.prop, count($v) or sum|avg|min|max($v.prop)")
+    whole = ""
+    if token.kind == "param":
+        whole = f"; {token.text} alone is a whole node or bound edge, which is not returned: name its properties ({token.text}.prop)"
+    raise cursor.fail(f"expected a return item: $v.prop, count($v) or sum|avg|min|max($v.prop){whole}")
 
 
 def _aggregate_key(cursor: Cursor) -> GqError:

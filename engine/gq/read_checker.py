@@ -15,12 +15,14 @@ the offending token):
   one name; an ``order`` key that is neither ``$v.prop`` (in a grouped query: one of the
   returned group keys) nor a return alias; a return item naming a variable local to a
   ``not { ... }``;
+* an edge binding (``$a $k:knows $b``) whose name is already a variable (or ``$_``), and
+  ``$k.id`` (a bound edge's id is not queryable, as upstream);
 * an undeclared parameter; then the parameter values as
   :func:`omnigraph.engine.gq.checker.bind_params` (a missing or null non-nullable one, a wrong
   type).
 
 Scoping: a ``not { ... }``, ``exists { ... }`` or ``count { ... }`` block sees every variable of
-the blocks around it; variables it introduces are its own. Within a block, clause order does not
+the blocks around it; variables it introduces are its own (edge bindings included). Within a block, clause order does not
 matter.
 
 Boolean filters (:class:`Condition`): each comparison in one is checked as a filter; a bare
@@ -53,9 +55,11 @@ appearance in the source (``index``); an anonymous ``$_`` is a variable of its o
 occurrence (named ``_1``, ``_2``, ...). A :class:`Block` is the top-level ``match``, one
 ``not { ... }`` or one ``exists``/``count`` block: the variables it introduces, its traversals,
 its comparisons (filters and binding constraints), its nested negations and its other
-conditions (:class:`Condition`; :attr:`Block.nested` lists the blocks inside it). Every operand
-is typed: a :class:`Column` of a variable's node table or a :class:`Const` (``value`` None for a
-null parameter, which never matches).
+conditions (:class:`Condition`; :attr:`Block.nested` lists the blocks inside it). An edge binding
+``$a $k:knows $b`` is a variable too, of the edge's table (:attr:`Var.is_edge`), numbered between
+``$a`` and ``$b`` (when they are new); its :class:`Hop` names it (``edge_var``), and it binds one
+edge per row. Every operand is typed: a :class:`Column` of a variable's node (or edge) table or a
+:class:`Const` (``value`` None for a null parameter, which never matches).
 """
 
 from __future__ import annotations
@@ -234,6 +238,7 @@ class _Checker:
 
     def _block(self, clauses: tuple[Clause, ...], outer: dict[str, int]) -> tuple[Block, dict[str, int]]:
         declared = self._declared_types(clauses, outer)
+        self._check_edge_names(clauses, outer)
         scope = dict(outer)
         local: list[int] = []
         hops: list[Hop] = []
@@ -263,10 +268,15 @@ class _Checker:
                         clause.edge_token,
                     )
                 src = endpoint(clause.src, clause.token, self._catalog.node(str(edge.from_type)))
+                bound_edge = None
+                if clause.edge_var is not None:
+                    bound_edge = self._new_var(clause.edge_var.text[1:], edge, clause.edge_var)
+                    local.append(bound_edge)
+                    scope[self._vars[bound_edge].name] = bound_edge
                 dst = endpoint(clause.dst, clause.dst_token, self._catalog.node(str(edge.to_type)))
                 self._check_endpoint(edge, src, "from", str(edge.from_type), clause.token)
                 self._check_endpoint(edge, dst, "to", str(edge.to_type), clause.dst_token)
-                hops.append(Hop(src, edge, dst, clause.min_hops, clause.max_hops, clause.undirected))
+                hops.append(Hop(src, edge, dst, clause.min_hops, clause.max_hops, clause.undirected, bound_edge))
         compares.extend(self._filter(clause, scope) for clause in clauses if isinstance(clause, Filter))
         conditions: list[Condition] = []
         for clause in clauses:
@@ -279,6 +289,36 @@ class _Checker:
         negations = tuple(self._block(c.clauses, scope)[0] for c in clauses if isinstance(c, Negation))
         variables = tuple(self._vars[index] for index in local)
         return Block(variables, tuple(hops), tuple(compares), negations, tuple(conditions)), scope
+
+    def _check_edge_names(self, clauses: tuple[Clause, ...], outer: dict[str, int]) -> None:
+        """Refuse an edge binding whose name is ``$_`` or already a variable (outer, or of this block)."""
+        nodes: dict[str, Token] = {}
+        for clause in clauses:
+            if isinstance(clause, Binding):
+                nodes.setdefault(clause.var, clause.token)
+            elif isinstance(clause, Traversal):
+                nodes.setdefault(clause.src, clause.token)
+                nodes.setdefault(clause.dst, clause.dst_token)
+        edges: dict[str, Token] = {}
+        for clause in clauses:
+            if not isinstance(clause, Traversal) or clause.edge_var is None:
+                continue
+            token = clause.edge_var
+            name = token.text[1:]
+            if name == ANONYMOUS:
+                raise _error(
+                    f"an edge binding needs a name ($k:{clause.edge}); to match without binding, "
+                    f"write ${clause.src} {clause.edge} ${clause.dst}",
+                    token,
+                )
+            first = edges.get(name) or nodes.get(name) or (self._where[outer[name]] if name in outer else None)
+            if first is not None:
+                raise _error(
+                    f"{token.text} names another variable too (at {first.line}:{first.column}); an edge binding "
+                    f"({token.text}:{clause.edge}) introduces a variable of its own: give it a new name",
+                    token,
+                )
+            edges[name] = token
 
     def _declared_types(self, clauses: tuple[Clause, ...], outer: dict[str, int]) -> dict[str, tuple[TableDef, Token]]:
         """The node type each named variable is bound to by this block's bindings.
@@ -310,7 +350,10 @@ class _Checker:
             return self._catalog.node(name)
         if self._catalog.has_edge(name):
             lowered = name[0].lower() + name[1:]
-            raise _error(f"{name} is an edge type; bind node types and traverse edges ($a {lowered} $b)", clause.type_token)
+            raise _error(
+                f"{name} is an edge type; bind node types and traverse edges ($a {lowered} $b), or bind each edge ($a $e:{lowered} $b)",
+                clause.type_token,
+            )
         raise _error(f"unknown node type {name!r}", clause.type_token)
 
     def _edge(self, clause: Traversal) -> TableDef:
@@ -332,16 +375,25 @@ class _Checker:
 
     # -- operands and comparisons ------------------------------------------------------------
 
+    def _variable(self, name: str, token: Token, scope: dict[str, int]) -> Var:
+        if name == ANONYMOUS:
+            raise _error("$_ is anonymous: it matches anything and has no properties to read", token)
+        if name not in scope:
+            raise _error(f"unknown variable ${name} (bind it with ${name}: Type or a traversal)", token)
+        return self._vars[scope[name]]
+
     def _column(self, ref: PropRef, scope: dict[str, int]) -> Column:
-        if ref.var == ANONYMOUS:
-            raise _error("$_ is anonymous: it matches anything and has no properties to read", ref.token)
-        if ref.var not in scope:
-            raise _error(f"unknown variable ${ref.var} (bind it with ${ref.var}: Type or a traversal)", ref.token)
-        var = self._vars[scope[ref.var]]
+        var = self._variable(ref.var, ref.token, scope)
+        if ref.prop == "id" and var.is_edge:
+            raise _error(
+                f"${ref.var}.id: the id of a bound edge is not queryable (upstream OmniGraph does not expose it either); "
+                f"use its properties (${ref.var}.prop) or its endpoints' ids",
+                ref.prop_token,
+            )
         if ref.prop == "id":
             return Column(var.index, "id", STRING)
         if not var.table.has_property(ref.prop):
-            raise _error(f"node type {var.table.type_name} has no property {ref.prop!r}", ref.prop_token)
+            raise _error(f"{var.table.kind} type {var.table.type_name} has no property {ref.prop!r}", ref.prop_token)
         ptype = var.table.property(ref.prop).type
         if isinstance(ptype, BlobType):
             raise _error(
@@ -456,7 +508,7 @@ class _Checker:
                     if problem is not None:
                         raise _error(problem, expr.token)
                 else:
-                    self._column(PropRef(expr.var, "id", expr.var_token, expr.var_token), scope)
+                    self._variable(expr.var, expr.var_token, scope)
                 var = scope[expr.var]
                 text = f"{expr.func}(${expr.var}{'.' + expr.prop if expr.prop else ''})"
                 output = Output(
@@ -540,11 +592,16 @@ def _edge_names(catalog: Catalog) -> list[str]:
 
 @dataclass(frozen=True)
 class Var:
-    """A match variable bound to one node of ``table`` per row."""
+    """A match variable bound to one node of ``table`` per row (one edge, when ``table`` is an edge's)."""
 
     name: str
     table: TableDef
     index: int
+
+    @property
+    def is_edge(self) -> bool:
+        """Whether the variable binds an edge (``$a $k:knows $b``), not a node."""
+        return self.table.kind == "edge"
 
     @property
     def anonymous(self) -> bool:
@@ -587,7 +644,8 @@ class Hop:
 
     A pair is joined in ``min_hops..max_hops`` breadth-first hops (visited-set rule of the
     reference). ``undirected``: every edge also joins its destination to its source (the edge
-    type's ends are then one node type).
+    type's ends are then one node type). ``edge_var``: the variable that binds each joining
+    edge (bounds ``{1,1}``), one row per edge.
     """
 
     src: int
@@ -596,6 +654,7 @@ class Hop:
     min_hops: int
     max_hops: int
     undirected: bool = False
+    edge_var: int | None = None
 
 
 @dataclass(frozen=True)

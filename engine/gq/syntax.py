@@ -147,6 +147,8 @@ class Traversal:
     """``$src edge{min,max} $dst``; ``edge`` is the edge type's name with a lower-case first letter.
 
     ``undirected`` (``$src <edge> $dst``): the edge is followed in either direction.
+    ``edge_var`` (``$src $k:edge $dst``): the token of the variable that binds each matching
+    edge (a single hop only).
     """
 
     src: str
@@ -158,6 +160,7 @@ class Traversal:
     edge_token: Token
     dst_token: Token
     undirected: bool = False
+    edge_var: Token | None = None
 
 
 @dataclass(frozen=True)

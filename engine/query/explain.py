@@ -23,7 +23,11 @@ built):
   both variables) or ``breadth_first`` (one scan of the edges per hop, filtered on the frontier),
   starting from ``sources``, ``destinations`` or ``every source``
   (:func:`omnigraph.engine.query.session.search_start`); ``estimated_rows`` is the edge table's
-  row count, the most pairs one hop can give.
+  row count, the most pairs one hop can give; ``edge_variable`` is the variable that binds each
+  edge (``$a $k:edge $b``), else None. A bound edge is also listed in ``variables`` (its table is
+  the edge table). ``stops_after``: for a breadth-first hop of a query that asks for any ``N``
+  rows, the pair count after which the search stops
+  (:func:`omnigraph.engine.query.session.stop_after`), else None.
 """
 
 from __future__ import annotations
@@ -47,9 +51,9 @@ from omnigraph.engine.gq.read_checker import (
 )
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
-from omnigraph.engine.query.plan import PUSHED_OPS, implied_ids, scan_pushed
+from omnigraph.engine.query.plan import PUSHED_OPS, implied_ids, scan_pushed, unsigned_column
 from omnigraph.engine.query.run import bind_read, tables_read
-from omnigraph.engine.query.session import search_start
+from omnigraph.engine.query.session import search_start, stop_after
 from omnigraph.engine.results import QueryPlan
 from omnigraph.engine.schema.types import VectorType
 from omnigraph.engine.storage.lance_io import open_pinned
@@ -207,10 +211,12 @@ def explain_query(
                     "edge": hop.edge.type_name,
                     "from": f"${bound.variables[hop.src].name}",
                     "to": f"${bound.variables[hop.dst].name}",
+                    "edge_variable": None if hop.edge_var is None else f"${bound.variables[hop.edge_var].name}",
                     "direction": "both" if hop.undirected else "out",
                     "bounds": [hop.min_hops, hop.max_hops],
                     "mode": "join" if single else "breadth_first",
                     "start": None if single else search_start(bound, hop),
+                    "stops_after": None if single else stop_after(bound, hop),
                     "estimated_rows": point.snapshot.table(hop.edge.table_key).row_count,
                 }
             )

@@ -10,12 +10,17 @@ Shape (:func:`statement`)::
 ``m`` holds one row per binding of the match's variables (``DISTINCT`` over their ids: a
 traversal reports a pair at most once, however many edges join it). A traversal of bounds
 ``{1,1}`` joins the edge view directly (an undirected one, ``$a <edge> $b``, the view and its
-mirror, :func:`edge_rows`); any other is the pair table
+mirror, :func:`edge_rows`); a bound edge (``$a $k:edge $b``) is that join with the edge rows as
+the variable's alias ``v{k}``, all their columns (:func:`bound_edge_rows`), and its id joins the
+``DISTINCT`` ids, so each matching edge is a row of its own (parallel edges too; the mirrored
+row of an undirected self-loop is the same row, kept once); any other is the pair table
 :mod:`omnigraph.engine.query.session` built (``relation`` returns its name). Order: the
 ``order`` keys (ascending puts NULL first, descending last), then the bound entities' ids
-ascending in the order the variables first appear; a grouped query breaks ties by its group
-keys instead (NULL first). Without ``order`` the tie-break alone orders the rows, so every
-answer has one order.
+ascending in the order the variables first appear (a bound edge's id among them); a grouped
+query breaks ties by its group keys instead (NULL first). Without ``order`` the tie-break alone orders the rows, so every
+answer has one order; but a ``limit`` without ``order`` and without an aggregate
+(:func:`any_rows`) asks for any ``N`` rows, and there the statement has no ``ORDER BY`` (unless
+``repeatable``: then it is the first ``N`` rows in tie-break order, the same every run).
 
 Operands and comparisons (:func:`operand_sql`, :func:`compare_sql`). Variable ``i`` is the SQL
 alias ``v{i}`` of its node table; values travel as numbered parameters (``$1``, ``$2``, ...,
@@ -352,6 +357,14 @@ def edge_rows(hop: Hop) -> str:
     return f"(SELECT src, dst FROM {view} UNION ALL SELECT dst AS src, src AS dst FROM {view})"
 
 
+def bound_edge_rows(hop: Hop) -> str:
+    """The edge rows, every column, a bound edge reads: the view, and for an undirected hop the view mirrored too."""
+    view = quote(hop.edge.table_key)
+    if not hop.undirected:
+        return view
+    return f"(SELECT * FROM {view} UNION ALL SELECT * REPLACE (dst AS src, src AS dst) FROM {view})"
+
+
 class _Compiler:
     def __init__(self, relation: Relation, params: SqlParams) -> None:
         self._relation = relation
@@ -360,13 +373,16 @@ class _Compiler:
 
     def block(self, block: Block) -> tuple[list[str], list[str]]:
         """The FROM items and WHERE conditions of ``block`` (its negations as NOT EXISTS)."""
-        froms = [f"{quote(var.table.table_key)} AS v{var.index}" for var in block.variables]
+        froms = [f"{quote(var.table.table_key)} AS v{var.index}" for var in block.variables if not var.is_edge]
         conditions: list[str] = []
         for hop in block.hops:
             alias = f"h{self._hops}"
             self._hops += 1
             pairs = self._relation(hop)
-            if pairs is None:
+            if hop.edge_var is not None:
+                froms.append(f"{bound_edge_rows(hop)} AS v{hop.edge_var}")
+                conditions += [f"v{hop.edge_var}.src = v{hop.src}.id", f"v{hop.edge_var}.dst = v{hop.dst}.id"]
+            elif pairs is None:
                 froms.append(f"{edge_rows(hop)} AS {alias}")
                 conditions += [f"{alias}.src = v{hop.src}.id", f"{alias}.dst = v{hop.dst}.id"]
             else:
@@ -380,12 +396,20 @@ class _Compiler:
         return froms, conditions
 
 
+def any_rows(bound: BoundRead) -> bool:
+    """Whether the answer is any ``limit`` rows: a ``limit`` without ``order`` and without an aggregate."""
+    return bound.limit is not None and not bound.order and not bound.grouped
+
+
 def _direction(key: SortKey) -> str:
     return "DESC NULLS LAST" if key.descending else "ASC NULLS FIRST"
 
 
-def statement(bound: BoundRead, relation: Relation) -> tuple[str, list[object]]:
-    """The SQL text and parameter values of ``bound`` (see the module docstring)."""
+def statement(bound: BoundRead, relation: Relation, *, repeatable: bool = False) -> tuple[str, list[object]]:
+    """The SQL text and parameter values of ``bound`` (see the module docstring).
+
+    ``repeatable``: a :func:`any_rows` answer keeps its tie-break order (the first ``N`` rows).
+    """
     params = SqlParams()
     froms, conditions = _Compiler(relation, params).block(bound.block)
     top = bound.block.variables
@@ -425,7 +449,7 @@ def statement(bound: BoundRead, relation: Relation) -> tuple[str, list[object]]:
         keys += [f"{group} ASC NULLS FIRST" for group in groups]
     else:
         keys += [f"k{var.index} ASC" for var in top]
-    if keys:
+    if keys and (repeatable or not any_rows(bound)):
         sql += f" ORDER BY {', '.join(keys)}"
     if bound.limit is not None:
         sql += f" LIMIT {int(bound.limit)}"

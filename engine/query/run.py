@@ -184,14 +184,16 @@ def open_answer(
     (:mod:`omnigraph.engine.query.limits`).
 
     ``repeatable``: the same data gives the same answer to the bit, float aggregates included
-    (the query runs on one thread, see :func:`omnigraph.engine.query.session.open_session`); for a process
-    that compares answers across runs, like the migrator's answer check.
+    (the query runs on one thread, see :func:`omnigraph.engine.query.session.open_session`), and
+    a ``limit`` without ``order`` gives the first ``N`` rows in tie-break order rather than any
+    ``N`` rows (no early stop); for a process that compares answers across runs, like the
+    migrator's answer check.
     """
     point, bound = bind_read(graph, query, name, params, branch, at)
     with graph.manifest.reading(point.manifest_branch), open_session(one_thread=repeatable, cancel=cancel) as session:
         for table_key in sorted(tables_read(bound.block)):
             session.connection.register(table_key, open_pinned(graph.store, point.snapshot.table(table_key).image))
-        sql, values = statement(bound, Traversals(session, bound).relation)
+        sql, values = statement(bound, Traversals(session, bound, repeatable=repeatable).relation, repeatable=repeatable)
         cursor = session.execute(sql, values)
         columns = tuple(output.name for output in bound.outputs)
         types = tuple(output.type.describe() for output in bound.outputs)

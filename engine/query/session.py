@@ -35,6 +35,13 @@ An undirected hop (``$a <edge> $b``) walks the same way over the edge rows and t
 
 Ids are unique per node type only: when the edge's endpoints are of different types, a second
 hop would join ids of different types, so only hop 1 exists (and a self-loop cannot).
+
+Stopping early (:func:`stop_after`): a query that asks for any ``N`` rows
+(:func:`omnigraph.engine.query.plan.any_rows`) whose match is one variable-length traversal
+between two distinct variables, with no negation, no other condition, no other variable and no
+comparison but the seed variable's own, has one row per reported pair. Every pair the search reported up to some
+hop is a pair of the complete answer (a shortest distance never shrinks), so the search stops
+expanding, before the next hop, once ``N`` pairs are reported; the answer is then ``N`` of them.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from omnigraph.engine.errors import BadRequest, ResourceLimit
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Compare, Const, Hop
 from omnigraph.engine.query.limits import Guard, QueryCancel, spill_limit_mb, timeout_seconds
-from omnigraph.engine.query.plan import SqlParams, conditions_sql, edge_rows, quote
+from omnigraph.engine.query.plan import SqlParams, any_rows, conditions_sql, edge_rows, quote
 
 if TYPE_CHECKING:
     import duckdb
@@ -217,13 +224,31 @@ def search_start(bound: BoundRead, hop: Hop) -> SearchStart:
     return "destinations" if seed_conditions(bound, hop.dst) else "every source"
 
 
-class Traversals:
-    """Builds the pair table of each variable-length hop of one query, in one session."""
+def stop_after(bound: BoundRead, hop: Hop) -> int | None:
+    """The pair count after which the search of ``hop`` may stop (the module docstring), or None when it runs to its end."""
+    block = bound.block
+    if not any_rows(bound) or block.negations or block.conditions or block.hops != (hop,) or hop.src == hop.dst:
+        return None
+    if {var.index for var in block.variables} != {hop.src, hop.dst}:
+        return None
+    seed = hop.src if search_start(bound, hop) != "destinations" else hop.dst
+    if not all(_alone(compare, seed) for compare in block.compares):
+        return None
+    return bound.limit
 
-    def __init__(self, session: Session, bound: BoundRead) -> None:
+
+class Traversals:
+    """Builds the pair table of each variable-length hop of one query, in one session.
+
+    ``repeatable``: every search runs to its end (no :func:`stop_after`), so that a ``limit``
+    answer is the first ``N`` rows of the complete one.
+    """
+
+    def __init__(self, session: Session, bound: BoundRead, *, repeatable: bool = False) -> None:
         self._session = session
         self._bound = bound
         self._built: dict[Hop, str] = {}
+        self._repeatable = repeatable
 
     def relation(self, hop: Hop) -> str | None:
         """None for a ``{1,1}`` hop (joined with the edge view); else the pair table ``(a, b)``."""
@@ -252,7 +277,19 @@ class Traversals:
         run = self._session.execute
         run(f"CREATE TEMP TABLE {reach} AS SELECT DISTINCT id AS s, id AS n, 0 AS d FROM ({seeds})", params.values)
         run(f"CREATE TEMP TABLE {loops} (s VARCHAR, n VARCHAR, d INTEGER)")
+        a, b = ("s", "n") if forward else ("n", "s")
+        pairs = f"SELECT {a} AS a, {b} AS b FROM {reach} WHERE d BETWEEN {hop.min_hops} AND {hop.max_hops}"
+        if same_type and forward:  # a reached node's self-loop reports it again one hop later
+            pairs += f" UNION SELECT s AS a, n AS b FROM {loops} WHERE d + 1 BETWEEN {hop.min_hops} AND {hop.max_hops}"
+        elif same_type:  # backwards the path ends at the seed: its own self-loop counts
+            pairs += (
+                f" UNION SELECT n AS a, s AS b FROM {reach} WHERE d + 1 BETWEEN {hop.min_hops} AND {hop.max_hops}"
+                f" AND s IN (SELECT s FROM {loops} WHERE d = 0)"
+            )
+        enough = None if self._repeatable else stop_after(self._bound, hop)
         for depth in range(1, (hop.max_hops if same_type else 1) + 1):
+            if enough is not None and (enough == 0 or depth > hop.min_hops) and self._reported(pairs) >= enough:
+                break
             # one scan of the edges per hop: the frontier's edges, its self-loops among them
             frontier = f"SELECT DISTINCT n FROM {reach} WHERE d = {depth - 1}"
             first = run(f"{frontier} LIMIT {LISTED_FRONTIER + 1}").fetchall()
@@ -276,16 +313,12 @@ class Traversals:
             (count,) = inserted
             if count == 0:
                 break
-        a, b = ("s", "n") if forward else ("n", "s")
-        sql = f"CREATE TEMP TABLE {name} AS SELECT {a} AS a, {b} AS b FROM {reach} WHERE d BETWEEN {hop.min_hops} AND {hop.max_hops}"
-        if same_type and forward:  # a reached node's self-loop reports it again one hop later
-            sql += f" UNION SELECT s AS a, n AS b FROM {loops} WHERE d + 1 BETWEEN {hop.min_hops} AND {hop.max_hops}"
-        elif same_type:  # backwards the path ends at the seed: its own self-loop counts
-            sql += (
-                f" UNION SELECT n AS a, s AS b FROM {reach} WHERE d + 1 BETWEEN {hop.min_hops} AND {hop.max_hops}"
-                f" AND s IN (SELECT s FROM {loops} WHERE d = 0)"
-            )
-        run(sql)
+        run(f"CREATE TEMP TABLE {name} AS {pairs}")
         for table in (reach, hop_edges, expand, step, loops):
             run(f"DROP TABLE IF EXISTS {table}")
         return name
+
+    def _reported(self, pairs: str) -> int:
+        counted = self._session.execute(f"SELECT count(*) FROM ({pairs})").fetchone()
+        assert counted is not None  # a count answers one row
+        return int(counted[0])

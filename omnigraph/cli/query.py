@@ -62,8 +62,10 @@ def _plan_lines(plan: dict[str, Any]) -> Iterator[str]:
     for hop in plan["hops"]:
         low, high = hop["bounds"]
         start = f", from {hop['start']}" if hop["start"] else ""
+        start += f", stops after {hop['stops_after']} pairs" if hop["stops_after"] is not None else ""
+        bound = f"{hop['edge_variable']}:" if hop["edge_variable"] else ""
         yield (
-            f"  {hop['from']} {hop['edge']}{{{low},{high}}} {hop['to']}: {hop['mode']}{start}, direction {hop['direction']}, "
+            f"  {hop['from']} {bound}{hop['edge']}{{{low},{high}}} {hop['to']}: {hop['mode']}{start}, direction {hop['direction']}, "
             f"at most {hop['estimated_rows']} edges per hop"
         )
     for item in plan["filters"]:

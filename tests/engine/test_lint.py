@@ -188,3 +188,19 @@ def test_a_missing_or_refused_schema_is_bad_request(tmp_path: Path) -> None:
     assert refused.exit_code == 1
     assert "error [bad_request]: schema error at 2:" in refused.stderr
     assert refused.stdout == ""
+
+
+def test_a_bound_edge_reads_its_edge_type_and_describes_its_property() -> None:
+    """``$p $w:worksAt $c`` reads the edge type (not a node type of that name); ``$w.since`` is its nullable Date."""
+    source = "query tenure() {\n match { $p $w:worksAt $c }\n return { $p.name, $w.since, count($w) as n }\n}\n"
+    operation = omnigraph.lint.lint(SCHEMA, source)["results"][0]["operation"]
+    assert operation["reads"] == [
+        {"kind": "node", "type_name": "Company"},
+        {"kind": "node", "type_name": "Person"},
+        {"kind": "edge", "type_name": "WorksAt"},
+    ]
+    assert operation["result"] == [
+        {"name": "p.name", "kind": "string", "nullable": False},
+        {"name": "w.since", "kind": "date", "nullable": True},
+        {"name": "n", "kind": "bigint", "nullable": False},
+    ]

@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -21,7 +22,8 @@ from omnigraph.engine.errors import NotFound
 from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.query.run import run_query
+from omnigraph.engine.query.run import open_answer, run_query
+from omnigraph.engine.query.session import Session
 from omnigraph.engine.storage.store import open_store
 from tests.conftest import new_root
 from tests.support.graph_helpers import DATA_PATH, SCHEMA_PATH
@@ -54,13 +56,15 @@ PEOPLE = [
     {"name": "Zoë"},
 ]
 KNOWS = [("Ann", "Bob"), ("Ann", "Bob"), ("Bob", "Cy"), ("Cy", "Ann"), ("Cy", "Dee"), ("Eve", "Eve"), ("Dee", "Acme")]
+KNOWS_SINCE = {0: "2020-01-01", 1: "2021-06-01", 5: "2019-01-01"}
+"""``since`` of some Knows edges, by position: each parallel Ann -> Bob edge has its own, and Eve's self-loop one."""
 WORKS = [("Ann", "Acme"), ("Dee", "Globex"), ("Acme", "Acme"), ("Globex", "Acme")]
 
 
 def _records() -> bytes:
     records: list[dict[str, Any]] = [{"type": "Person", "data": data} for data in PEOPLE]
     records += [{"type": "Company", "data": {"name": name}} for name in ("Acme", "Globex")]
-    records += [{"edge": "Knows", "from": a, "to": b} for a, b in KNOWS]
+    records += [{"edge": "Knows", "from": a, "to": b, "data": {"since": KNOWS_SINCE.get(n)}} for n, (a, b) in enumerate(KNOWS)]
     records += [{"edge": "WorksAt", "from": a, "to": b} for a, b in WORKS]
     return "".join(json.dumps(r) + "\n" for r in records).encode()
 
@@ -87,6 +91,20 @@ def names(graph: Graph, match: str, var: str = "p", **params: Any) -> list[str]:
 
 
 # -- bindings and traversals ----------------------------------------------------------------------
+
+
+def test_a_bound_edge_is_one_row_per_edge_with_its_properties(graph: Graph) -> None:
+    """``$a $k:knows $b``: each parallel edge is a row of its own (the unbound traversal reports the pair once); an
+    undirected self-loop is one row; ``$k.since`` filters, returns, orders and counts; inside ``not { }`` it is scoped."""
+    ann = 'match { $a: Person { name: "Ann" }  $a $k:knows $b } return { $b.name, $k.since }'
+    assert rows(graph, ann + " order { $k.since desc }") == [["Bob", "2021-06-01"], ["Bob", "2020-01-01"]]
+    assert rows(graph, 'match { $a: Person { name: "Ann" }  $a knows $b } return { $b.name }') == [["Bob"]]
+    either = 'match { $a: Person { name: "Ann" }  $a $k:<knows> $b } return { $b.name, $k.since } order { $b.name, $k.since }'
+    assert rows(graph, either) == [["Bob", "2020-01-01"], ["Bob", "2021-06-01"], ["Cy", None]]
+    assert rows(graph, 'match { $a: Person { name: "Eve" }  $a $k:<knows> $b } return { $b.name, $k.since }') == [["Eve", "2019-01-01"]]
+    since = 'match { $a $k:knows $b  $k.since >= date("2020-01-01") } return { $a.name, count($k) as n }'
+    assert rows(graph, since) == [["Ann", 2]]
+    assert names(graph, '$p: Person  $p knows $_  not { $p $k:knows $_  $k.since < date("2020-06-01") }') == ["Bob", "Cy", "Cy", "Dee"]
 
 
 def test_binding_again_adds_constraints(graph: Graph) -> None:
@@ -224,6 +242,39 @@ def test_order_puts_null_first_ascending_and_breaks_ties_by_ids(graph: Graph) ->
 def test_order_by_a_property_that_is_not_returned_and_without_order(graph: Graph) -> None:
     assert rows(graph, "match { $p: Person  $p.age > 0 } return { $p.name } order { $p.age desc }") == [["Dee"], ["Ann"], ["Eve"], ["Bob"]]
     assert rows(graph, "match { $p: Person  $p.age > 0 } return { $p.age }") == [[30], [2], [41], [25]]  # by id
+
+
+def _expanded(graph: Graph, source: str, *, repeatable: bool = False) -> tuple[list[list[Any]], int]:
+    """The rows of ``source`` and how many hops its breadth-first searches expanded (one edge scan each)."""
+    executed: list[str] = []
+    execute = Session.execute
+
+    def spy(session: Session, sql: str, params: Any = ()) -> Any:
+        executed.append(sql)
+        return execute(session, sql, params)
+
+    with mock.patch.object(Session, "execute", spy), open_answer(graph, source, repeatable=repeatable) as answer:
+        found = list(answer.rows())
+    return found, sum("_edges AS SELECT" in sql for sql in executed)
+
+
+def test_an_unordered_limit_stops_the_traversal_once_it_has_its_rows(graph: Graph) -> None:
+    """``limit N`` without ``order``: any N rows, and the search stops before the next hop once N pairs are reported.
+
+    From Ann, ``knows{1,4}`` reaches Bob, Cy, Dee, Acme at hops 1 to 4. ``repeatable`` (the
+    migrator's answer check) keeps the first N rows in tie-break order and searches to the end.
+    """
+    reach = 'query q() {{ match {{ $a: Person {{ name: "Ann" }}  $a knows{{1,4}} $b }} return {{ $b.name }} {} }}'
+    assert _expanded(graph, reach.format("limit 1")) == ([["Bob"]], 1)
+    two, hops = _expanded(graph, reach.format("limit 2"))
+    assert sorted(two) == [["Bob"], ["Cy"]] and hops == 2  # in any order
+    assert _expanded(graph, reach.format("order { $b.name } limit 1")) == ([["Acme"]], 4)
+    assert _expanded(graph, reach.format("limit 0")) == ([], 0)
+    every = "query q() {{ match {{ $a: Person  $a knows{{1,4}} $b }} return {{ $a.name, $b.name }} {} }}"
+    whole, _ = _expanded(graph, every.format(""))
+    some, hops = _expanded(graph, every.format("limit 3"))
+    assert len(some) == 3 and all(row in whole for row in some) and hops == 1
+    assert _expanded(graph, every.format("limit 3"), repeatable=True) == (whole[:3], 4)
 
 
 def test_returned_duplicates_are_kept(graph: Graph) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 import omnigraph
 from tests.conftest import new_root
-from tests.support.graph_helpers import DATA_PATH, OMNIGRAPH, OMNIGRAPH_V4, SCHEMA_PATH, Cli, make_example_graph, run_cli
+from tests.support.graph_helpers import DATA_PATH, OMNIGRAPH, OMNIGRAPH_V4, SCHEMA_PATH, Cli, invoke, make_example_graph, run_cli
 
 QUERIES = """
 query writers($min: I32?) {
@@ -147,3 +147,50 @@ def test_explain_prints_the_plan_without_running_it(tmp_path: Path) -> None:
     assert person["rows"] == 8 and [index["columns"] for index in person["indexes"]] == [["age"]]
     refused = _query(root, tmp_path, *args, "--format", "csv", source=CIRCLE)
     assert refused.returncode == 2 and "--explain" in refused.stderr
+
+
+EDGES = """
+query since($after: Date) {
+  match { $a $k:knows $b  $k.since > $after }
+  return { $a.name, $b.name, $k.since }
+  order { $k.since desc }
+}
+query some() {
+  match { $a: Person { name: "Alice" }  $a knows{1,3} $b }
+  return { $b.name }
+  limit 2
+}
+"""
+
+
+def test_an_edge_binding_answers_explains_and_refuses_bounds(tmp_path: Path) -> None:
+    """``$a $k:knows $b`` through the command (in-process): the edge's property filtered, printed and ordered, the
+    binding in the plan, and a multi-hop binding refused with its place; an unordered ``limit`` answers any N rows."""
+    root = str(tmp_path / "graph")
+    make_example_graph(root)
+    path = tmp_path / "e.gq"
+    path.write_text(EDGES, encoding="utf-8")
+    args = ("query", "--query", path, "--name", "since", "--params", '{"after": "2020-01-01"}')
+    assert invoke(OMNIGRAPH, *args, root).ok().stdout.splitlines() == [
+        "a.name  b.name  k.since",
+        "------  ------  ----------",
+        "Eve     Frank   2024-01-01",
+        "Carol   Dave    2021-11-15",
+        "(2 rows)",
+    ]
+    with omnigraph.open(root, read_only=True) as graph:  # the Python API answers the same rows
+        answer = graph.query(EDGES, name="since", params={"after": "2020-01-01"}).to_pylist()
+        assert [row["k.since"] for row in answer] == ["2024-01-01", "2021-11-15"]
+        assert len(graph.query(EDGES, name="some").to_pylist()) == 2
+    some = invoke(OMNIGRAPH, "query", "--query", path, "--name", "some", "--format", "jsonl", root).ok().stdout.splitlines()
+    assert sorted(some) == ['{"b.name": "Bob"}', '{"b.name": "Carol"}']  # any 2 rows: hop 1 reports both
+    stops = invoke(OMNIGRAPH, "query", "--query", path, "--name", "some", "--explain", root).ok().stdout.splitlines()
+    assert "  $a Knows{1,3} $b: breadth_first, from sources, stops after 2 pairs, direction out, at most 6 edges per hop" in stops
+    plan = invoke(OMNIGRAPH, *args, "--explain", root).ok().stdout.splitlines()
+    assert "  $k: edge:Knows, scan, at most 6 rows" in plan
+    assert "  $a $k:Knows{1,1} $b: join, direction out, at most 6 edges per hop" in plan
+    assert '  filter $k.since > "2020-01-01": pushed into the scan' in plan
+    path.write_text("query path() {\n  match { $a $k:knows{1,3} $b }\n  return { $b.name }\n}\n", encoding="utf-8")
+    refused = invoke(OMNIGRAPH, "query", "--query", path, "--json", root)
+    assert refused.returncode == 1 and refused.json()["error"]["details"] == {"line": 2, "column": 22, "token": "{"}
+    assert "takes a single hop" in refused.json()["error"]["message"]

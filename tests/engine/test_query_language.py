@@ -85,6 +85,24 @@ def _refused(source: str, params: dict[str, Any] | None = None) -> GqError:
         ("query q($p: String) {\n match { $p: Person }\n return { $p.name }\n}", {"p": "x"}, (2, 10, "$p"), "spelled like the parameter"),
         # an undirected traversal needs one node type at both ends
         ("query q() {\n match { $p: Person  $p <worksAt> $c }\n return { $p.name }\n}", {}, (2, 26, "worksAt"), "use the directed form"),
+        # edge bindings: one hop, a new name, no id, not returned whole
+        ("query q() {\n match { $p $k:knows{1,3} $f }\n return { $p.name }\n}", {}, (2, 21, "{"), "single hop, not {1,3}"),
+        ("query q() {\n match { $p $k:<knows> $f {2,2} }\n return { $p.name }\n}", {}, (2, 27, "{"), "an edge binding ($k:knows)"),
+        ("query q() {\n match { $p $p:knows $f }\n return { $p.name }\n}", {}, (2, 13, "$p"), "$p names another variable too (at 2:10)"),
+        ("query q() {\n match { $p $k:knows $f  $k: Person }\n return { $p.name }\n}", {}, (2, 13, "$k"), "too (at 2:26)"),
+        ("query q() {\n match { $p $k:knows $f  $f $k:knows $g }\n return { $p.name }\n}", {}, (2, 29, "$k"), "too (at 2:13)"),
+        ("query q() {\n match { $p knows $k  not { $p $k:knows $g } }\n return { $p.name }\n}", {}, (2, 32, "$k"), "too (at 2:19)"),
+        ("query q() {\n match { $p $_:knows $f }\n return { $p.name }\n}", {}, (2, 13, "$_"), "an edge binding needs a name"),
+        ("query q() {\n match { $p $k:knows $f }\n return { $k.id }\n}", {}, (3, 14, "id"), "id of a bound edge is not queryable"),
+        ("query q() {\n match { $p $k:knows $f }\n return { $k.weight }\n}", {}, (3, 14, "weight"), "edge type Knows has no"),
+        ("query q() {\n match { $p $k:knows $f }\n return { $k }\n}", {}, (3, 11, "$k"), "whole node or bound edge"),
+        (
+            "query q() {\n match { $p $k:knows $f  not { $p $j:knows $g } }\n return { $j.since }\n}",
+            {},
+            (3, 11, "$j"),
+            "unknown variable $j",
+        ),
+        ("query q() {\n match { $p $k:knows $c  $k.since = 3 }\n return { $p.name }\n}", {}, (2, 35, "="), "Date with I64"),
         # bad bounds (parse errors)
         ("query q() {\n match { $p: Person  $p knows{2,} $f }\n return { $p.name }\n}", {}, (2, 33, "}"), "{n,} is not allowed"),
         ("query q() {\n match { $p: Person  $p knows{1,2} $f {1,2} }\n return { $p.name }\n}", {}, (2, 39, "{"), "given twice"),
@@ -209,3 +227,23 @@ def test_a_filter_of_more_than_one_comparison_splits_at_its_top_level_and() -> N
     assert [var.name for var in inner.variables] == ["f"] and [type(c).__name__ for c in inner.conditions] == ["Inverse"]
     refused = _refused("query q() {\n match { $p: Person  exists { $p knows $f } }\n return { $f.name }\n}")
     assert (refused.line, refused.column) == (3, 11) and "unknown variable $f" in refused.message
+
+
+def test_an_edge_binding_is_a_variable_of_the_edge_table_between_its_ends() -> None:
+    """``$p $k:knows $f`` numbers ``$k`` between its ends, names it on the hop, and reads its properties.
+
+    Inside ``not { }`` an edge binding is the block's own."""
+    bound = _check(
+        'query q() {\n match { $p $k:<knows> $f  $k.since > date("2020-01-01")  not { $f $j:knows $p } }\n'
+        " return { $k.since, count($k) as n }\n}"
+    )
+    assert [(var.name, var.table.table_key, var.is_edge) for var in bound.variables] == [
+        ("p", "node:Person", False),
+        ("k", "edge:Knows", True),
+        ("f", "node:Person", False),
+        ("j", "edge:Knows", True),
+    ]
+    assert [(hop.edge_var, hop.undirected) for hop in bound.block.hops] == [(1, True)]
+    assert [hop.edge_var for hop in bound.block.negations[0].hops] == [3]
+    assert [output.name for output in bound.outputs] == ["k.since", "n"] and bound.outputs[1].var == 1
+    assert _check("query q() {\n match { $p $k:knows{1,1} $f }\n return { $k.since }\n}").block.hops[0].edge_var == 1

@@ -26,6 +26,16 @@ query people() {
   return { $p.name, $p.age }
   order { $p.age desc }
 }
+query ties() {
+  match { $a: Person { name: "Alice" }  $a $k:<knows> $b }
+  return { $b.name, $k.since }
+  order { $b.name, $k.since }
+}
+query some() {
+  match { $a: Person { name: "Alice" }  $a knows{1,3} $b }
+  return { $b.name }
+  limit 2
+}
 """
 LOGIC = "query q($max: I32?) { match { $p: Person  ($max is null or $p.age < $max)  exists { $p worksAt $_ } } return { $p.name } }"
 ADD = 'query add($name: String, $age: I32) { insert Person { name: $name, age: $age }\n insert Knows { from: "Alice", to: $name } }'
@@ -72,6 +82,14 @@ def test_answers_and_error_statuses(served: Server) -> None:
     error_of(_ask(served, "friends", params={"name": "Alice"}, limit=3), 400, "bad_request")  # unknown body field
     error_of(_ask(served, "people", branch="nope"), 404, "not_found")
     error_of(_ask(served, "people", at="01UNKNOWNCOMMIT"), 404, "not_found")
+    ties = _ask(served, "ties").json()["rows"]  # a bound edge: one row per edge, each way
+    assert ties == [
+        {"b.name": "Bob", "k.since": "2019-06-01"},
+        {"b.name": "Bob", "k.since": "2019-06-01"},
+        {"b.name": "Carol", "k.since": None},
+    ]
+    some = _ask(served, "some").json()["rows"]  # any 2 rows: the search stops after hop 1, which reports Bob and Carol
+    assert sorted(row["b.name"] for row in some) == ["Bob", "Carol"]
     refused = served.client.post("/branches/main/mutate", json={"query": READS, "name": "people"})
     assert "omnigraph query" in error_of(refused, 400, "bad_request")["message"]
     plan = served.client.post("/branches/main/explain", json={"query": READS, "name": "friends", "params": {"name": "Alice"}})

@@ -17,6 +17,9 @@ test), and keeps those that satisfy every clause:
   with a NULL side is unknown, ``not`` unknown is unknown, ``and``/``or`` as Kleene's), and the
   row is kept when it is true; ``exists { ... }`` holds when an assignment of its own variables
   satisfies the block, ``count { ... } op x`` compares the number of such assignments.
+* an edge binding ``$a $k:knows $b`` is a variable ranging over the edges of its type (each
+  edge once, parallel edges distinct), between ``$a`` and ``$b`` in binding order: it holds
+  when the edge joins ``$a`` to ``$b`` (either way when undirected).
 
 Rows are then projected or grouped (count = rows of the group; sum/avg/min/max skip NULLs;
 one global row when nothing else is returned), ordered by the ``order`` keys (NULL first
@@ -27,6 +30,7 @@ output says (dates ``YYYY-MM-DD``, DateTimes ISO 8601 UTC with milliseconds, F32
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import itertools
@@ -60,11 +64,20 @@ from omnigraph.engine.schema.values import coerce_value
 
 @dataclass
 class ModelGraph:
-    """Nodes by type then id (``{prop: value}``, coerced values), edges by type as (src, dst)."""
+    """Nodes by type then id (``{prop: value}``, coerced values), edges by type as (src, dst).
+
+    ``edge_rows``: by edge type then edge id, ``{"src", "dst", prop: value}`` (what an edge
+    binding reads).
+    """
 
     catalog: Catalog
     nodes: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     edges: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    edge_rows: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+
+EDGE = "edge:"
+"""The prefix of an edge binding's type in the model (``edge:Knows``)."""
 
 
 def _edge_type(catalog: Catalog, name: str) -> str:
@@ -139,6 +152,8 @@ class Model:
             elif isinstance(clause, Traversal):
                 table = self.graph.catalog.edge(_edge_type(self.graph.catalog, clause.edge))
                 see(clause.src, str(table.from_type))
+                if clause.edge_var is not None:
+                    see(clause.edge_var.text[1:], EDGE + table.type_name)
                 see(clause.dst, str(table.to_type))
         return [(name, types[name]) for name in order]
 
@@ -149,11 +164,17 @@ class Model:
         names = iter([name for name, _ in local if name.startswith("_")])
         renamed = [self._rename(clause, names) for clause in clauses]
         types = {**outer, **dict(local)}
-        domains = [sorted(self.graph.nodes.get(node_type, {})) for _, node_type in local]
+        domains = [sorted(self._entities(node_type)) for _, node_type in local]
         for ids in itertools.product(*domains):
             candidate = {**env, **{name: node_id for (name, _), node_id in zip(local, ids, strict=True)}}
             if all(self._holds(clause, types, candidate) for clause in renamed):
                 yield candidate, [name for name, _ in local]
+
+    def _entities(self, type_name: str) -> dict[str, dict[str, Any]]:
+        """The nodes of a node type, or the edges of an ``edge:`` type, by id."""
+        if type_name.startswith(EDGE):
+            return self.graph.edge_rows.get(type_name[len(EDGE) :], {})
+        return self.graph.nodes.get(type_name, {})
 
     def _rename(self, clause: Clause, names: Any) -> Clause:
         if isinstance(clause, Binding) and clause.var == "_":
@@ -161,17 +182,7 @@ class Model:
         if isinstance(clause, Traversal):
             src = next(names) if clause.src == "_" else clause.src
             dst = next(names) if clause.dst == "_" else clause.dst
-            return Traversal(
-                src,
-                clause.edge,
-                dst,
-                clause.min_hops,
-                clause.max_hops,
-                clause.token,
-                clause.edge_token,
-                clause.dst_token,
-                clause.undirected,
-            )
+            return dataclasses.replace(clause, src=src, dst=dst)
         return clause
 
     # -- clauses -----------------------------------------------------------------------------
@@ -181,6 +192,10 @@ class Model:
             return all(
                 _compare(self._prop(types, env, clause.var, c.prop), "=", self._operand(c.value, types, env)) for c in clause.constraints
             )
+        if isinstance(clause, Traversal) and clause.edge_var is not None:
+            row = self.graph.edge_rows[_edge_type(self.graph.catalog, clause.edge)][env[clause.edge_var.text[1:]]]
+            ends = (env[clause.src], env[clause.dst])
+            return ends == (row["src"], row["dst"]) or (clause.undirected and ends == (row["dst"], row["src"]))
         if isinstance(clause, Traversal):
             edge = _edge_type(self.graph.catalog, clause.edge)
             return (env[clause.src], env[clause.dst]) in self._pairs(edge, clause.min_hops, clause.max_hops, clause.undirected)
@@ -223,7 +238,7 @@ class Model:
 
     def _prop(self, types: dict[str, str], env: dict[str, str], var: str, prop: str) -> Any:
         node_id = env[var]
-        return node_id if prop == "id" else self.graph.nodes[types[var]][node_id].get(prop)
+        return node_id if prop == "id" else self._entities(types[var])[node_id].get(prop)
 
     def _operand(self, operand: Any, types: dict[str, str], env: dict[str, str]) -> Any:
         if isinstance(operand, PropRef):
@@ -314,6 +329,8 @@ class Model:
             return "number"
         if expr.prop == "id":
             return "String"
+        if types[expr.var].startswith(EDGE):
+            return str(self.graph.catalog.edge(types[expr.var][len(EDGE) :]).property(expr.prop).type)
         return str(self.graph.catalog.node(types[expr.var]).property(expr.prop).type)
 
 
