@@ -41,10 +41,11 @@ Reads (:func:`read_body`: the body of a query that starts with ``match``)::
                | "not" "{" clause+ "}"                                                 negation
     operand   := VAR "." NAME | literal | PARAM
     CMP       := "=" | "!=" | "<" | "<=" | ">" | ">=" | "contains" | "starts_with"
-    item      := (VAR "." NAME | "count" "(" VAR ")" | AGG "(" VAR "." NAME ")") ("as" NAME)?
+    item      := (VAR "." NAME | "count" "(" VAR ")" | AGG "(" VAR "." NAME ")" | nearest) ("as" NAME)?
     AGG       := "sum" | "avg" | "min" | "max"
     BOUNDS    := "{" INT "," INT "}"
-    key       := (VAR "." NAME | NAME) ("asc" | "desc")?
+    key       := (VAR "." NAME | NAME) ("asc" | "desc")? | nearest
+    nearest   := "nearest" "(" VAR "." NAME "," (PARAM | "[" (NUMBER ("," NUMBER)*)? "]") ")"
 
 ``SEP`` is a comma or a line break; match clauses are separated by whitespace only. ``VAR`` and
 ``PARAM`` are both spelled ``$name``: ``$name`` is a variable where a binding, traversal or
@@ -71,6 +72,7 @@ from omnigraph.engine.gq.syntax import (
     Filter,
     GqError,
     LiteralValue,
+    Nearest,
     Negation,
     Now,
     Operand,
@@ -494,8 +496,10 @@ def _items(cursor: Cursor) -> tuple[ReturnItem, ...]:
     return tuple(items)
 
 
-def _item_expr(cursor: Cursor) -> PropRef | Aggregate:
+def _item_expr(cursor: Cursor) -> PropRef | Aggregate | Nearest:
     token = cursor.peek
+    if token.kind == "name" and token.text == "nearest" and cursor.ahead(1).text == "(":
+        return _nearest(cursor)
     if token.kind == "name" and token.text in AGGREGATES and cursor.ahead(1).text == "(":
         cursor.next()
         cursor.next()
@@ -513,7 +517,7 @@ def _item_expr(cursor: Cursor) -> PropRef | Aggregate:
         operand = _operand(cursor)
         assert isinstance(operand, PropRef)
         return operand
-    raise cursor.fail("expected a return item: $v.prop, count($v) or sum|avg|min|max($v.prop)")
+    raise cursor.fail("expected a return item: $v.prop, count($v), sum|avg|min|max($v.prop) or nearest($v.prop, $q)")
 
 
 def _aggregate_key(cursor: Cursor) -> GqError:
@@ -532,7 +536,11 @@ def _order(cursor: Cursor) -> tuple[OrderItem, ...]:
     cursor.expect("punct", "{", "'{' after order")
     keys: list[OrderItem] = []
     while not cursor.at("punct", "}"):
-        target: PropRef | Token
+        target: PropRef | Token | Nearest
+        if cursor.at("name", "nearest") and cursor.ahead(1).text == "(":
+            keys.append(OrderItem(_nearest(cursor), False))
+            cursor.separator("}")
+            continue
         if cursor.at("param"):
             if cursor.ahead(1).text != ".":
                 raise cursor.fail("order by $v.prop or a return alias")
@@ -552,6 +560,30 @@ def _order(cursor: Cursor) -> tuple[OrderItem, ...]:
         raise cursor.fail("order needs at least one key")
     cursor.next()
     return tuple(keys)
+
+
+def _nearest(cursor: Cursor) -> Nearest:
+    """``nearest($v.prop, $q)`` or ``nearest($v.prop, [x, y, ...])`` at the cursor (no direction: nearest first)."""
+    token = cursor.next()
+    cursor.next()
+    if not (cursor.at("param") and cursor.ahead(1).text == "."):
+        raise cursor.fail("nearest takes a vector property first: nearest($v.prop, $q)")
+    prop = _operand(cursor)
+    assert isinstance(prop, PropRef)
+    cursor.expect("punct", ",", "',' and the query vector ($param or [x, y, ...])")
+    query: LiteralValue | ParamRef | None
+    if cursor.at("punct", "["):
+        value = cursor.value()
+        assert isinstance(value, LiteralValue)
+        query = value
+    else:
+        query = cursor.operand_value()
+        if not isinstance(query, ParamRef):
+            raise cursor.fail("expected the query vector: a Vector($N) parameter or a list of numbers [x, y, ...]")
+    cursor.expect("punct", ")", "')' closing nearest(...)")
+    if cursor.at("name", "asc") or cursor.at("name", "desc"):
+        raise cursor.fail("nearest(...) orders nearest first and takes no asc or desc")
+    return Nearest(prop, query, token)
 
 
 Kind = Literal["read", "mutation"]

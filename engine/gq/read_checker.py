@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omnigraph.engine.gq.checker import bind_params
+from omnigraph.engine.gq.search import NearestScore, check_nearest
 from omnigraph.engine.gq.syntax import (
     Aggregate,
     AggregateFunc,
@@ -64,8 +65,10 @@ from omnigraph.engine.gq.syntax import (
     Filter,
     GqError,
     LiteralValue,
+    Nearest,
     Negation,
     Now,
+    OrderItem,
     Param,
     ParamRef,
     PropRef,
@@ -198,6 +201,7 @@ class _Checker:
         outputs = self._outputs(read.returns, scope)
         grouped = any(output.func is not None for output in outputs)
         order = tuple(self._sort_key(item.target, item.descending, outputs, grouped, scope) for item in read.order)
+        self._check_nearest_use(read.returns, read.order, grouped, read.limit)
         return BoundRead(query.name, tuple(self._vars), block, outputs, grouped, order, read.limit)
 
     # -- variables and blocks ----------------------------------------------------------------
@@ -371,7 +375,11 @@ class _Checker:
         seen: dict[str, Token] = {}
         for item in items:
             expr = item.expr
-            if isinstance(expr, Aggregate):
+            if isinstance(expr, Nearest):
+                score = self._nearest(expr, scope)
+                output = Output(item.alias or f"nearest(${expr.prop.var}.{expr.prop.prop})", None, score.var, None, F64, score)
+                token = expr.token
+            elif isinstance(expr, Aggregate):
                 column = None
                 if expr.prop is not None:
                     column = self._column(PropRef(expr.var, expr.prop, expr.var_token, expr.var_token), scope)
@@ -401,9 +409,26 @@ class _Checker:
             outputs.append(output)
         return tuple(outputs)
 
+    def _nearest(self, call: Nearest, scope: dict[str, int]) -> NearestScore:
+        column = self._column(call.prop, scope)
+        return check_nearest(call, column.var, column.type, self._declared, self._params)
+
+    def _check_nearest_use(self, returns: tuple[ReturnItem, ...], order: tuple[OrderItem, ...], grouped: bool, limit: int | None) -> None:
+        """A grouped query takes no ``nearest``; an ordering by ``nearest`` needs a ``limit`` (:mod:`omnigraph.engine.gq.search`)."""
+        calls = [item.expr for item in returns if isinstance(item.expr, Nearest)]
+        ordering = [item.target for item in order if isinstance(item.target, Nearest)]
+        if grouped and calls + ordering:
+            raise _error("nearest(...) cannot be used in a grouped query (a return item is an aggregate)", (calls + ordering)[0].token)
+        if ordering and limit is None:
+            raise _error("an ordering by nearest(...) needs a limit (add limit N after order)", ordering[0].token)
+
     def _sort_key(
-        self, target: PropRef | Token, descending: bool, outputs: tuple[Output, ...], grouped: bool, scope: dict[str, int]
+        self, target: PropRef | Token | Nearest, descending: bool, outputs: tuple[Output, ...], grouped: bool, scope: dict[str, int]
     ) -> SortKey:
+        if isinstance(target, Nearest):
+            score = self._nearest(target, scope)
+            found = next((index for index, output in enumerate(outputs) if output.score == score), None)
+            return SortKey(found, None, False, None if found is not None else score)
         if isinstance(target, Token):
             for index, output in enumerate(outputs):
                 if output.name == target.text:
@@ -518,7 +543,8 @@ class Block:
 class Output:
     """One return column: a value (``func`` None) or an aggregate over the group's rows.
 
-    ``column`` is None only for ``count``, which counts the rows of the group (each row binds
+    ``score`` is set for a ``nearest(...)`` item (its distance, ``F64``; ``column`` None).
+    Otherwise ``column`` is None only for ``count``, which counts the rows of the group (each row binds
     ``var``). ``type`` is the column's type for rendering: the property type for values and
     ``min``/``max``, ``I64`` for ``count``, ``F64`` for ``avg`` and a float ``sum``, ``I64``-like
     integers (unbounded) for an integer ``sum``.
@@ -529,15 +555,17 @@ class Output:
     var: int
     column: Column | None
     type: PropertyType
+    score: NearestScore | None = None
 
 
 @dataclass(frozen=True)
 class SortKey:
-    """An ``order`` key: an output (by index) or a column of a variable that is not returned."""
+    """An ``order`` key: an output (by index), a column of a variable that is not returned, or an unreturned ``nearest`` distance."""
 
     output: int | None
     column: Column | None
     descending: bool
+    score: NearestScore | None = None
 
 
 @dataclass(frozen=True)

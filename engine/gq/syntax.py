@@ -196,7 +196,7 @@ class Aggregate:
 class ReturnItem:
     """One ``return`` item, ``expr [as alias]``."""
 
-    expr: PropRef | Aggregate
+    expr: PropRef | Aggregate | Nearest
     alias: str | None
     alias_token: Token | None
 
@@ -205,7 +205,7 @@ class ReturnItem:
 class OrderItem:
     """``$v.prop`` or a return alias (a name token), ascending unless ``descending``."""
 
-    target: PropRef | Token
+    target: PropRef | Token | Nearest
     descending: bool
 
 
@@ -234,6 +234,15 @@ class Query:
     def is_read(self) -> bool:
         """Whether the query is a read (a body starting with ``match``), not a mutation."""
         return self.read is not None
+
+
+@dataclass(frozen=True)
+class Nearest:
+    """``nearest($v.prop, query)``: the L2 distance of a vector property from ``query`` (a ``$param`` or a list literal)."""
+
+    prop: PropRef
+    query: LiteralValue | ParamRef
+    token: Token
 
 
 _GQ_TOKENS = re.compile(

@@ -18,7 +18,11 @@ built):
   both variables) or ``breadth_first`` (one scan of the edges per hop, filtered on the frontier),
   starting from ``sources``, ``destinations`` or ``every source``
   (:func:`omnigraph.engine.query.session.search_start`); ``estimated_rows`` is the edge table's
-  row count, the most pairs one hop can give.
+  row count, the most pairs one hop can give;
+- ``searches``: per search function the query returns or orders by (``nearest``), the column it
+  reads, whether the answer is ordered by it first (``ordering``) and, for that ordering, the
+  vector index that picks the candidates and how many it gives (``index``, ``candidates``; both
+  None: every row's distance is computed, an exact scan), :mod:`omnigraph.engine.query.search`.
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ from typing import Any
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Operand
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
-from omnigraph.engine.query.plan import implied_ids, unsigned_column
+from omnigraph.engine.query.plan import implied_ids, scores, unsigned_column
 from omnigraph.engine.query.run import bind_read, tables_read
+from omnigraph.engine.query.search import ranked_by, serving_index
 from omnigraph.engine.query.session import search_start
 from omnigraph.engine.results import QueryPlan
 from omnigraph.engine.storage.lance_io import open_pinned
@@ -74,6 +79,28 @@ def _filter(bound: BoundRead, compare: Compare, indexes: dict[str, list[dict[str
     return {"filter": text, "table": table, "pushed_into_scan": pushed, "index": serving}
 
 
+def _searches(graph: Graph, snapshot: BranchSnapshot, bound: BoundRead) -> list[dict[str, Any]]:
+    ranked = ranked_by(bound)
+    found = []
+    for score in scores(bound):
+        var = bound.variables[score.var]
+        key = var.table.table_key
+        indexed = None
+        if score == ranked:
+            indexed = serving_index(bound, {key: open_pinned(graph.store, snapshot.table(key).image)}, {key: snapshot.table(key).row_count})
+        found.append(
+            {
+                "function": "nearest",
+                "column": f"${var.name}.{score.column}",
+                "table": key,
+                "ordering": score == ranked,
+                "index": None if indexed is None else indexed.index,
+                "candidates": None if indexed is None else indexed.candidates,
+            }
+        )
+    return found
+
+
 def explain_query(
     graph: Graph,
     query: str,
@@ -93,6 +120,7 @@ def explain_query(
     keys = sorted(tables_read(bound.block))
     with graph.manifest.reading(point.manifest_branch):
         indexes = {key: _indexes(graph, point.snapshot, key) for key in keys}
+        searches = _searches(graph, point.snapshot, bound)
     tables = []
     for key in keys:
         entry = point.snapshot.table(key)
@@ -132,4 +160,4 @@ def explain_query(
                 }
             )
     filters = [_filter(bound, compare, indexes) for block in blocks for compare in block.compares]
-    return QueryPlan(bound.name, branch, point.commit, tuple(tables), tuple(variables), tuple(hops), tuple(filters))
+    return QueryPlan(bound.name, branch, point.commit, tuple(tables), tuple(variables), tuple(hops), tuple(filters), tuple(searches))

@@ -44,10 +44,11 @@ numerically while spelling a different id, or the reverse).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Hop, Operand, SortKey, family
+from omnigraph.engine.gq.search import NearestScore
 from omnigraph.engine.schema.ids import derive_node_id
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, EnumType, ListType, PropertyType, ScalarType, VectorType
@@ -273,23 +274,60 @@ def _direction(key: SortKey) -> str:
     return "DESC NULLS LAST" if key.descending else "ASC NULLS FIRST"
 
 
-def statement(bound: BoundRead, relation: Relation) -> tuple[str, list[object]]:
-    """The SQL text and parameter values of ``bound`` (see the module docstring)."""
+def _distance_direction(key: SortKey) -> str:
+    return "DESC NULLS LAST" if key.descending else "ASC NULLS LAST"
+
+
+def key_score(bound: BoundRead, key: SortKey) -> NearestScore | None:
+    """The ``nearest`` distance the order key ``key`` sorts by, directly or through a returned one; None for any other key."""
+    if key.output is not None:
+        return bound.outputs[key.output].score
+    return key.score
+
+
+def scores(bound: BoundRead) -> list[NearestScore]:
+    """The distinct ``nearest`` distances ``bound`` returns or orders by, in that order."""
+    found: list[NearestScore] = []
+    for score in [o.score for o in bound.outputs] + [k.score for k in bound.order]:
+        if score is not None and score not in found:
+            found.append(score)
+    return found
+
+
+def distance_sql(score: NearestScore, params: SqlParams) -> str:
+    """The L2 distance of ``score``'s vector column from its query vector, in double precision (NULL when either is null)."""
+    vector = None if score.vector is None else list(score.vector)
+    array = f"DOUBLE[{score.dim}]"
+    return f"array_distance(CAST(v{score.var}.{quote(score.column)} AS {array}), {params.add(vector, array)})"
+
+
+def statement(bound: BoundRead, relation: Relation, candidates: Mapping[int, str] | None = None) -> tuple[str, list[object]]:
+    """The SQL text and parameter values of ``bound`` (see the module docstring).
+
+    ``candidates`` maps a variable to a registered table whose ``id`` column lists the only nodes
+    it may bind (the candidates a vector index found, :mod:`omnigraph.engine.query.search`).
+    """
     params = SqlParams()
     froms, conditions = _Compiler(relation, params).block(bound.block)
+    for var, table in sorted((candidates or {}).items()):
+        conditions.append(f"v{var}.id IN (SELECT id FROM {quote(table)})")
     top = bound.block.variables
+    distances = {score: f"s{index}" for index, score in enumerate(scores(bound))}
     columns: dict[Column, str] = {}
     for needed in [o.column for o in bound.outputs] + [k.column for k in bound.order]:
         if needed is not None and needed not in columns:
             columns[needed] = f"c{len(columns)}"
     selected = [f"v{var.index}.id AS k{var.index}" for var in top]
     selected += [f"v{c.var}.{quote(c.column)} AS {name}" for c, name in columns.items()]
+    selected += [f"{distance_sql(score, params)} AS {name}" for score, name in distances.items()]
     match = f"SELECT DISTINCT {', '.join(selected)} FROM {', '.join(froms)}"
     if conditions:
         match += f" WHERE {' AND '.join(conditions)}"
     outputs: list[str] = []
     for index, output in enumerate(bound.outputs):
-        if output.func is None:
+        if output.score is not None:
+            expr = distances[output.score]
+        elif output.func is None:
             assert output.column is not None
             expr = columns[output.column]
         elif output.func == "count":
@@ -303,10 +341,12 @@ def statement(bound: BoundRead, relation: Relation) -> tuple[str, list[object]]:
     for key in bound.order:
         if key.output is not None:
             target = f"o{key.output}"
+        elif key.score is not None:
+            target = distances[key.score]
         else:
             assert key.column is not None  # a key that names no output names a column
             target = columns[key.column]
-        keys.append(f"{target} {_direction(key)}")
+        keys.append(f"{target} {_distance_direction(key) if key_score(bound, key) is not None else _direction(key)}")
     if bound.grouped:
         groups = [f"o{i}" for i, output in enumerate(bound.outputs) if output.func is None]
         if groups:

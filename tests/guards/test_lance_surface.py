@@ -800,3 +800,36 @@ def test_an_upsert_rewrites_only_matched_rows_and_may_repeat_a_descriptor(lx: Lx
     assert descriptors(ds)["a"] == was
     row = ds.to_table(columns=["id"], filter="id = 'a'", with_row_id=True)["_rowid"].to_pylist()
     assert ds.take_blobs("b", ids=row)[0].readall() == b"9"
+
+
+# ---------------------------------------------------------------------------------------------
+# vector index (omnigraph.engine.maintenance.declared_indexes, omnigraph.engine.query.search)
+
+
+def vector_rows(points: dict[str, list[float] | None]) -> pa.Table:
+    schema = pa.schema([pa.field("id", pa.string(), nullable=False, metadata={PK_KEY: "true"}), pa.field("vec", pa.list_(pa.float32(), 2))])
+    return pa.table({"id": list(points), "vec": list(points.values())}, schema=schema)
+
+
+def test_a_vector_index_search_covers_later_rows_and_skips_nulls(lx: Lx) -> None:
+    """create_index(IVF_FLAT, replace=True) is a "CreateIndex" commit that keeps every fragment,
+    described with a ``type_url`` ending in "VectorIndexDetails"; count_rows takes ``IS NOT NULL``;
+    the door's fenced insert lands on the indexed table; a ``nearest`` search with ``columns=["id",
+    "_distance"]`` also searches the fragment written after the index and never returns a null
+    vector. Rules: optimize builds vector indexes as drift-adoptable commits and skips a column with
+    no vector; the query engine takes the index's ids as candidates and ranks them itself."""
+    points: dict[str, list[float] | None] = {f"p{i:02d}": [float(i), float(i % 7)] for i in range(40)}
+    points["nul"] = None
+    lx.create("vec", vector_rows(points))
+    before = fragment_layout(lx.open("vec"))
+    assert lx.open("vec").count_rows(filter="vec IS NOT NULL") == 40
+    lx.open("vec").create_index("vec", "IVF_FLAT", metric="l2", num_partitions=4, replace=True)
+    ds = lx.open("vec")
+    assert op_name(ds, ds.version) == "CreateIndex" and fragment_layout(ds) == before
+    (index,) = ds.describe_indices()
+    assert index.type_url.endswith("VectorIndexDetails") and list(index.field_names) == ["vec"]
+    fenced_insert(ds, vector_rows({"new": [100.0, 100.0]}))
+    query = {"column": "vec", "q": [99.0, 99.0], "k": 45, "nprobes": 20}
+    found = lx.open("vec").to_table(columns=["id", "_distance"], nearest=query)
+    assert found.column_names == ["id", "_distance"]
+    assert found["id"][0].as_py() == "new" and "nul" not in found["id"].to_pylist() and found.num_rows == 41

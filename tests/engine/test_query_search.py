@@ -1,0 +1,249 @@
+"""Search on Lance's own indexes: ``nearest`` against brute force, exact and index-served.
+
+One graph is built once for the module (local disk) and only read: commit A holds 600 documents
+with 8-dimensional vectors (5 of them null, two identical) and no index; ``omnigraph optimize
+--declared-indexes`` (run through the CLI) then builds the declared vector index (commit B); one
+more document is inserted after it (commit C, a fragment the index does not cover). Every answer
+is compared with numpy's brute force over the same float32 vectors: at A the exact scan, at B and
+C the index-served candidates (recall printed and held to a floor).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import omnigraph
+from omnigraph.cli.omnigraph import cli
+from omnigraph.engine.gq.lint import lint
+from omnigraph.engine.gq.parser import parse
+from omnigraph.engine.gq.read_checker import check_read_types
+from omnigraph.engine.gq.syntax import GqError
+from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.server.app import create_app
+from omnigraph.server.grants import Grant
+from omnigraph.server.settings import ServeSettings
+from tests.server.test_serve_routes import serving
+from tests.support.serve_helpers import write_tokens
+
+SCHEMA = """
+node Doc { slug: String @key  kind: String  embedding: Vector(8)? @index  rank: I32 @index }
+"""
+DIM = 8
+DOCS = 600
+NULLS = {f"d{i:03d}" for i in (3, 77, 150, 301, 599)}
+TWIN = ("d010", "d020")  # the same vector: their tie is broken by id
+NEAREST = """
+query near($q: Vector(8)) {
+  match { $d: Doc }
+  return { $d.slug, nearest($d.embedding, $q) as dist }
+  order { nearest($d.embedding, $q) }
+  limit 10
+}
+query rare($q: Vector(8)) {
+  match { $d: Doc  $d.kind = "rare" }
+  return { $d.slug, nearest($d.embedding, $q) as dist }
+  order { nearest($d.embedding, $q) }
+  limit 5
+}
+query every($q: Vector(8)) {
+  match { $d: Doc }
+  return { $d.slug, nearest($d.embedding, $q) as dist }
+  order { nearest($d.embedding, $q) }
+  limit 1000
+}
+"""
+NEW_DOC = "zz-new"
+NEW_VECTOR = [9.0] * DIM
+
+
+@dataclass(frozen=True)
+class Built:
+    uri: str
+    vectors: dict[str, np.ndarray]
+    kinds: dict[str, str]
+    exact_commit: str
+    indexed_commit: str
+
+
+def _vector(rng: np.random.Generator) -> list[float]:
+    return [float(x) for x in rng.standard_normal(DIM).round(3)]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
+    rng = np.random.default_rng(39)
+    uri = str(tmp_path_factory.mktemp("search") / "graph")
+    records: list[dict[str, Any]] = []
+    vectors: dict[str, np.ndarray] = {}
+    kinds: dict[str, str] = {}
+    for i in range(DOCS):
+        slug = f"d{i:03d}"
+        kinds[slug] = "rare" if i % 50 == 7 else "common"
+        data: dict[str, Any] = {"slug": slug, "kind": kinds[slug], "rank": i % 17}
+        if slug not in NULLS:
+            data["embedding"] = _vector(rng) if slug != TWIN[1] else records[int(TWIN[0][1:])]["data"]["embedding"]
+            vectors[slug] = np.asarray(data["embedding"], dtype=np.float32).astype(np.float64)
+        records.append({"type": "Doc", "data": data})
+    with omnigraph.init(uri, SCHEMA) as graph:
+        exact_commit = graph.load(records, mode="append").commits[-1]
+    optimized = CliRunner().invoke(cli, ["optimize", "--declared-indexes", "--json", uri], catch_exceptions=False)
+    assert optimized.exit_code == 0, optimized.output
+    report = json.loads(optimized.output)
+    assert report["tables"] == [
+        {"table_key": "node:Doc", "actions": ["IVF_FLAT index embedding", "BTREE index rank"], "fragments_before": 1}
+    ]
+    with omnigraph.open(uri) as graph:
+        indexed_commit = graph.commits()[0].commit_id
+        graph.mutate(
+            'query add($v: Vector(8)) { insert Doc { slug: "zz-new", kind: "common", rank: 0, embedding: $v } }', params={"v": NEW_VECTOR}
+        )
+    yield Built(uri, vectors, kinds, exact_commit, indexed_commit)
+
+
+def brute_force(built: Built, query: list[float], limit: int, kind: str | None = None) -> list[tuple[str, float]]:
+    """The ``limit`` nearest documents (of ``kind``) by L2 distance in float64, ties by slug."""
+    q = np.asarray(query, dtype=np.float32).astype(np.float64)  # a Vector(8) parameter is float32
+    scored = [(slug, float(np.linalg.norm(v - q))) for slug, v in built.vectors.items() if kind is None or built.kinds[slug] == kind]
+    return sorted(scored, key=lambda item: (item[1], item[0]))[:limit]
+
+
+def answer(built: Built, name: str, query: list[float], at: str | None = None) -> list[tuple[str, float | None]]:
+    with omnigraph.open(built.uri, read_only=True) as graph:
+        result = graph.query(NEAREST, name=name, params={"q": query}, at=at)
+    return [(row["d.slug"], row["dist"]) for row in result.rows]
+
+
+def _queries(count: int) -> list[list[float]]:
+    rng = np.random.default_rng(7)
+    return [_vector(rng) for _ in range(count)]
+
+
+def _same(found: list[tuple[str, float | None]], expected: list[tuple[str, float]]) -> None:
+    assert [slug for slug, _ in found] == [slug for slug, _ in expected]
+    for (_, distance), (_, truth) in zip(found, expected, strict=True):
+        assert distance == pytest.approx(truth, rel=1e-9, abs=1e-12)
+
+
+def test_nearest_without_an_index_is_the_exact_brute_force_answer(built: Built) -> None:
+    for query in _queries(5):
+        _same(answer(built, "near", query, at=built.exact_commit), brute_force(built, query, 10))
+    # a query at the twins: both at distance 0, the lower id first
+    twin = [float(x) for x in built.vectors[TWIN[0]]]
+    assert [slug for slug, _ in answer(built, "near", twin, at=built.exact_commit)[:2]] == list(TWIN)
+    # null vectors have no distance and come last, by id
+    rows = answer(built, "every", _queries(1)[0], at=built.exact_commit)
+    assert rows[-len(NULLS) :] == [(slug, None) for slug in sorted(NULLS)]
+
+
+def test_nearest_served_by_the_vector_index_has_high_recall_and_exact_distances(built: Built) -> None:
+    queries = _queries(20)
+    hits = 0
+    for query in queries:
+        found = answer(built, "near", query, at=built.indexed_commit)
+        expected = brute_force(built, query, 10)
+        hits += len({slug for slug, _ in found} & {slug for slug, _ in expected})
+        q = np.asarray(query, dtype=np.float32).astype(np.float64)
+        truth = {slug: float(np.linalg.norm(built.vectors[slug] - q)) for slug, _ in found}
+        assert [d for _, d in found] == sorted(d for _, d in found if d is not None)  # nearest first
+        assert all(d == pytest.approx(truth[slug], rel=1e-9) for slug, d in found)  # the returned distances are exact
+    recall = hits / (10 * len(queries))
+    print(f"nearest recall@10 over {len(queries)} queries with the IVF_FLAT index: {recall:.3f}")
+    assert recall >= 0.9
+
+
+def test_match_filters_apply_before_ranking_and_the_limit_is_filled(built: Built) -> None:
+    # the index's candidates hold too few rare documents: the query runs again exactly
+    for query in _queries(3):
+        for at in (built.exact_commit, built.indexed_commit):
+            _same(answer(built, "rare", query, at=at), brute_force(built, query, 5, kind="rare"))
+
+
+def test_rows_written_after_the_index_are_searched_too(built: Built) -> None:
+    assert answer(built, "near", NEW_VECTOR)[0] == (NEW_DOC, 0.0)
+
+
+def test_explain_names_the_index_or_the_exact_scan_through_python_cli_and_http(built: Built, tmp_path: Path) -> None:
+    params = {"q": _queries(1)[0]}
+    with omnigraph.open(built.uri, read_only=True) as graph:
+        exact = graph.explain_query(NEAREST, name="near", params=params, at=built.exact_commit).searches
+        indexed = graph.explain_query(NEAREST, name="near", params=params).searches
+    assert [dict(s) for s in exact] == [
+        {"function": "nearest", "column": "$d.embedding", "table": "node:Doc", "ordering": True, "index": None, "candidates": None}
+    ]
+    assert [dict(s) for s in indexed] == [{**exact[0], "index": "embedding_idx", "candidates": 40}]
+
+    source = tmp_path / "q.gq"
+    source.write_text(NEAREST, encoding="utf-8")
+    args = ["query", "--query", str(source), "--name", "near", "--params", json.dumps(params)]
+    shown = CliRunner().invoke(cli, [*args, "--explain", built.uri], catch_exceptions=False)
+    assert "nearest($d.embedding, ...) ordering: the 40 nearest candidates from embedding_idx, then exact distances" in shown.output
+    ran = CliRunner().invoke(cli, [*args, "--json", built.uri], catch_exceptions=False)
+    assert [row["d.slug"] for row in json.loads(ran.output)["rows"]] == [slug for slug, _ in answer(built, "near", params["q"])]
+
+    tokens = write_tokens(tmp_path, {"reader": [Grant.READ]})
+    settings = ServeSettings(graph=built.uri, program="omnigraph", tokens_file=str(tokens.path), allowed_hosts=["127.0.0.1"])
+    headers = {"Authorization": f"Bearer {tokens.by_actor['reader']}"}
+    with serving(create_app(settings)) as base, httpx.Client(base_url=base) as client:
+        body = {"query": NEAREST, "name": "near", "params": params}
+        plan = client.post("/branches/main/explain", json=body, headers=headers)
+        assert plan.status_code == 200, plan.text
+        assert plan.json()["searches"][0]["index"] == "embedding_idx"
+        rows = client.post("/branches/main/query", json=body, headers=headers)
+        assert rows.status_code == 200, rows.text
+        assert [(row["d.slug"], row["dist"]) for row in rows.json()["rows"]] == answer(built, "near", params["q"])
+
+
+REFUSALS = [
+    ("return { $d.slug } order { nearest($d.embedding, $q) }", "needs a limit", "nearest"),
+    ("return { $d.slug } order { nearest($d.kind, $q) } limit 3", "nearest takes a Vector property; $d.kind is String", "kind"),
+    ("return { $d.slug } order { nearest($d.embedding, $s) } limit 3", "takes a Vector(8) query; $s is String", "$s"),
+    ("return { $d.slug } order { nearest($d.embedding, $short) } limit 3", "takes a Vector(8) query; $short is Vector(3)", "$short"),
+    (
+        "return { $d.slug } order { nearest($d.embedding, [1, 2]) } limit 3",
+        "nearest's query vector: expected Vector(8) (a list of 8 numbers)",
+        "[",
+    ),
+    ('return { $d.slug } order { nearest($d.embedding, [1, 2, 3, 4, 5, 6, 7, "x"]) } limit 3', "expected F32, got 'x'", "["),
+    ("return { count($d), nearest($d.embedding, $q) } limit 3", "grouped query", "nearest"),
+    ("return { $d.slug } order { nearest($d.embedding, $q) desc } limit 3", "takes no asc or desc", "desc"),
+]
+
+
+@pytest.mark.parametrize(("body", "message", "token"), REFUSALS)
+def test_nearest_refusals_name_the_feature_at_line_and_column(body: str, message: str, token: str) -> None:
+    source = f"query q($q: Vector(8), $s: String, $short: Vector(3)) {{\n  match {{ $d: Doc }}\n  {body}\n}}"
+    with pytest.raises(GqError) as refused:
+        check_read_types(parse(source)[0], Catalog.from_source(SCHEMA))
+    assert message in str(refused.value)
+    assert refused.value.line == 3 and refused.value.token == token
+    assert str(refused.value).startswith(f"gq error at 3:{body.index(token) + 3} ")
+
+
+def _docs_example(heading: str) -> str:
+    text = (Path(__file__).resolve().parents[2] / "docs/queries.md").read_text(encoding="utf-8")
+    return text.split(heading, 1)[1].split("```gq\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_nearest_example_of_the_docs_runs_as_written(built: Built) -> None:
+    query = _queries(1)[0]
+    with omnigraph.open(built.uri, read_only=True) as graph:
+        result = graph.query(_docs_example("### Search: `nearest`"), params={"q": query})
+    _same([(row["d.slug"], row["distance"]) for row in result.rows], brute_force(built, query, 5, kind="rare"))
+
+
+def test_lint_describes_the_distance_as_a_nullable_float() -> None:
+    report = lint(SCHEMA, NEAREST, schema_path="s.pg", query_path="q.gq")
+    assert report["status"] == "ok"
+    assert report["results"][0]["operation"]["result"] == [
+        {"name": "d.slug", "kind": "string", "nullable": False},
+        {"name": "dist", "kind": "float", "nullable": True},
+    ]
