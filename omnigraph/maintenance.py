@@ -292,9 +292,10 @@ def optimize(
 
     Compacts the tables, builds a BTREE index on ``index_column`` and (``declared_indexes``) the
     indexes the schema's ``@index`` declarations ask for (a vector index on a ``Vector(N)``
-    property, a BTREE on an enum or ordered scalar; ``docs/queries.md``), and deletes table versions older
-    than ``cleanup_older_than`` that nothing pins (no branch, reachable commit, intent or migration
-    sidecar); compactions and indexes are published as a graph commit.
+    property, a full-text index on a ``String``, a BTREE on an enum or ordered scalar;
+    ``docs/queries.md``), and deletes table versions older than ``cleanup_older_than`` that nothing
+    pins (no branch, reachable commit, intent or migration sidecar); compactions and indexes are
+    published as a graph commit.
 
     Raises:
         BadRequest: nothing to do (none of ``compact``, ``index_column``, ``declared_indexes``, ``cleanup_older_than``).

@@ -39,12 +39,16 @@ Reads (:func:`read_body`: the body of a query that starts with ``match``)::
                | VAR EDGE VAR BOUNDS                                        traversal (alias)
                | operand CMP operand                                                   filter
                | "not" "{" clause+ "}"                                                 negation
+               | ("search" | "match_text") "(" VAR "." NAME "," text ")"               full-text match
+               | "fuzzy" "(" VAR "." NAME "," text ("," (INT | PARAM))? ")"            full-text match
+    text      := STRING | PARAM
     operand   := VAR "." NAME | literal | PARAM
     CMP       := "=" | "!=" | "<" | "<=" | ">" | ">=" | "contains" | "starts_with"
-    item      := (VAR "." NAME | "count" "(" VAR ")" | AGG "(" VAR "." NAME ")" | nearest) ("as" NAME)?
+    item      := (VAR "." NAME | "count" "(" VAR ")" | AGG "(" VAR "." NAME ")" | nearest | bm25) ("as" NAME)?
     AGG       := "sum" | "avg" | "min" | "max"
     BOUNDS    := "{" INT "," INT "}"
-    key       := (VAR "." NAME | NAME) ("asc" | "desc")? | nearest
+    key       := (VAR "." NAME | NAME) ("asc" | "desc")? | nearest | bm25 "desc"?
+    bm25      := "bm25" "(" VAR "." NAME "," text ")"
     nearest   := "nearest" "(" VAR "." NAME "," (PARAM | "[" (NUMBER ("," NUMBER)*)? "]") ")"
 
 ``SEP`` is a comma or a line break; match clauses are separated by whitespace only. ``VAR`` and
@@ -85,6 +89,7 @@ from omnigraph.engine.gq.syntax import (
     ReadBody,
     ReturnItem,
     Statement,
+    TextSearch,
     Traversal,
     Value,
     Verb,
@@ -382,6 +387,8 @@ def _block(cursor: Cursor, what: str) -> tuple[Clause, ...]:
 
 def _clause(cursor: Cursor) -> Clause:
     token = cursor.peek
+    if token.kind == "name" and token.text in ("search", "fuzzy", "match_text") and cursor.ahead(1).text == "(":
+        return _text_search(cursor)
     if token.kind == "name" and token.text == "not" and cursor.ahead(1).text == "{":
         cursor.next()
         return Negation(_block(cursor, "not"), token)
@@ -496,10 +503,12 @@ def _items(cursor: Cursor) -> tuple[ReturnItem, ...]:
     return tuple(items)
 
 
-def _item_expr(cursor: Cursor) -> PropRef | Aggregate | Nearest:
+def _item_expr(cursor: Cursor) -> PropRef | Aggregate | Nearest | TextSearch:
     token = cursor.peek
     if token.kind == "name" and token.text == "nearest" and cursor.ahead(1).text == "(":
         return _nearest(cursor)
+    if token.kind == "name" and token.text == "bm25" and cursor.ahead(1).text == "(":
+        return _text_search(cursor)
     if token.kind == "name" and token.text in AGGREGATES and cursor.ahead(1).text == "(":
         cursor.next()
         cursor.next()
@@ -517,7 +526,7 @@ def _item_expr(cursor: Cursor) -> PropRef | Aggregate | Nearest:
         operand = _operand(cursor)
         assert isinstance(operand, PropRef)
         return operand
-    raise cursor.fail("expected a return item: $v.prop, count($v), sum|avg|min|max($v.prop) or nearest($v.prop, $q)")
+    raise cursor.fail("expected a return item: $v.prop, count($v), sum|avg|min|max($v.prop), nearest($v.prop, $q) or bm25($v.prop, $q)")
 
 
 def _aggregate_key(cursor: Cursor) -> GqError:
@@ -536,9 +545,17 @@ def _order(cursor: Cursor) -> tuple[OrderItem, ...]:
     cursor.expect("punct", "{", "'{' after order")
     keys: list[OrderItem] = []
     while not cursor.at("punct", "}"):
-        target: PropRef | Token | Nearest
+        target: PropRef | Token | Nearest | TextSearch
         if cursor.at("name", "nearest") and cursor.ahead(1).text == "(":
             keys.append(OrderItem(_nearest(cursor), False))
+            cursor.separator("}")
+            continue
+        if cursor.at("name", "bm25") and cursor.ahead(1).text == "(":
+            keys.append(OrderItem(_text_search(cursor), True))
+            if cursor.at("name", "desc"):
+                cursor.next()
+            elif cursor.at("name", "asc"):
+                raise cursor.fail("bm25(...) orders by relevance, highest first: write no asc")
             cursor.separator("}")
             continue
         if cursor.at("param"):
@@ -584,6 +601,28 @@ def _nearest(cursor: Cursor) -> Nearest:
     if cursor.at("name", "asc") or cursor.at("name", "desc"):
         raise cursor.fail("nearest(...) orders nearest first and takes no asc or desc")
     return Nearest(prop, query, token)
+
+
+def _text_search(cursor: Cursor) -> TextSearch:
+    """``search|fuzzy|match_text|bm25($v.prop, text [, max_edits])`` at the cursor (``max_edits``: fuzzy only)."""
+    token = cursor.next()
+    cursor.next()
+    if not (cursor.at("param") and cursor.ahead(1).text == "."):
+        raise cursor.fail(f"{token.text} takes a String property first: {token.text}($v.prop, $q)")
+    prop = _operand(cursor)
+    assert isinstance(prop, PropRef)
+    cursor.expect("punct", ",", f"',' and the query text of {token.text}(...)")
+    query = cursor.operand_value()
+    if query is None:
+        raise cursor.fail(f"expected the query text of {token.text}(...): a string or $param")
+    max_edits = None
+    if token.text == "fuzzy" and cursor.at("punct", ","):
+        cursor.next()
+        max_edits = cursor.operand_value()
+        if max_edits is None:
+            raise cursor.fail("expected fuzzy's max_edits: an integer or $param")
+    cursor.expect("punct", ")", f"')' closing {token.text}(...)")
+    return TextSearch(token.text, prop, query, max_edits, token)
 
 
 Kind = Literal["read", "mutation"]

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omnigraph.engine.gq.checker import bind_params
-from omnigraph.engine.gq.search import NearestScore, check_nearest
+from omnigraph.engine.gq.search import Bm25Score, NearestScore, TextMatch, check_nearest, check_text_search
 from omnigraph.engine.gq.syntax import (
     Aggregate,
     AggregateFunc,
@@ -74,6 +74,7 @@ from omnigraph.engine.gq.syntax import (
     PropRef,
     Query,
     ReturnItem,
+    TextSearch,
     Traversal,
 )
 from omnigraph.engine.gq.syntax import Operand as SourceOperand
@@ -252,9 +253,10 @@ class _Checker:
                 self._check_endpoint(edge, dst, "to", str(edge.to_type), clause.dst_token)
                 hops.append(Hop(src, edge, dst, clause.min_hops, clause.max_hops, clause.undirected))
         compares.extend(self._filter(clause, scope) for clause in clauses if isinstance(clause, Filter))
+        matches = tuple(self._text_match(clause, scope) for clause in clauses if isinstance(clause, TextSearch))
         negations = tuple(self._block(c.clauses, scope)[0] for c in clauses if isinstance(c, Negation))
         variables = tuple(self._vars[index] for index in local)
-        return Block(variables, tuple(hops), tuple(compares), negations), scope
+        return Block(variables, tuple(hops), tuple(compares), negations, matches), scope
 
     def _declared_types(self, clauses: tuple[Clause, ...], outer: dict[str, int]) -> dict[str, tuple[TableDef, Token]]:
         """The node type each named variable is bound to by this block's bindings.
@@ -375,9 +377,9 @@ class _Checker:
         seen: dict[str, Token] = {}
         for item in items:
             expr = item.expr
-            if isinstance(expr, Nearest):
-                score = self._nearest(expr, scope)
-                output = Output(item.alias or f"nearest(${expr.prop.var}.{expr.prop.prop})", None, score.var, None, F64, score)
+            if isinstance(expr, (Nearest, TextSearch)):
+                score = self._score(expr, scope)
+                output = Output(item.alias or f"{expr.token.text}(${expr.prop.var}.{expr.prop.prop})", None, score.var, None, F64, score)
                 token = expr.token
             elif isinstance(expr, Aggregate):
                 column = None
@@ -413,22 +415,45 @@ class _Checker:
         column = self._column(call.prop, scope)
         return check_nearest(call, column.var, column.type, self._declared, self._params)
 
+    def _text_search(self, call: TextSearch, scope: dict[str, int]) -> TextMatch | Bm25Score:
+        column = self._column(call.prop, scope)
+        return check_text_search(call, column.var, column.type, self._declared, self._params)
+
+    def _text_match(self, call: TextSearch, scope: dict[str, int]) -> TextMatch:
+        found = self._text_search(call, scope)
+        assert isinstance(found, TextMatch)  # the parser takes bm25 in return and order only
+        return found
+
+    def _score(self, call: Nearest | TextSearch, scope: dict[str, int]) -> NearestScore | Bm25Score:
+        if isinstance(call, Nearest):
+            return self._nearest(call, scope)
+        found = self._text_search(call, scope)
+        assert isinstance(found, Bm25Score)  # the parser takes only bm25 in return and order
+        return found
+
     def _check_nearest_use(self, returns: tuple[ReturnItem, ...], order: tuple[OrderItem, ...], grouped: bool, limit: int | None) -> None:
         """A grouped query takes no ``nearest``; an ordering by ``nearest`` needs a ``limit`` (:mod:`omnigraph.engine.gq.search`)."""
-        calls = [item.expr for item in returns if isinstance(item.expr, Nearest)]
-        ordering = [item.target for item in order if isinstance(item.target, Nearest)]
-        if grouped and calls + ordering:
-            raise _error("nearest(...) cannot be used in a grouped query (a return item is an aggregate)", (calls + ordering)[0].token)
+        calls = [item.expr for item in returns if isinstance(item.expr, (Nearest, TextSearch))]
+        scored = [item.target for item in order if isinstance(item.target, (Nearest, TextSearch))]
+        if grouped and calls + scored:
+            first = (calls + scored)[0].token
+            raise _error(f"{first.text}(...) cannot be used in a grouped query (a return item is an aggregate)", first)
+        ordering = [target for target in scored if isinstance(target, Nearest)]
         if ordering and limit is None:
             raise _error("an ordering by nearest(...) needs a limit (add limit N after order)", ordering[0].token)
 
     def _sort_key(
-        self, target: PropRef | Token | Nearest, descending: bool, outputs: tuple[Output, ...], grouped: bool, scope: dict[str, int]
+        self,
+        target: PropRef | Token | Nearest | TextSearch,
+        descending: bool,
+        outputs: tuple[Output, ...],
+        grouped: bool,
+        scope: dict[str, int],
     ) -> SortKey:
-        if isinstance(target, Nearest):
-            score = self._nearest(target, scope)
+        if isinstance(target, (Nearest, TextSearch)):
+            score = self._score(target, scope)
             found = next((index for index, output in enumerate(outputs) if output.score == score), None)
-            return SortKey(found, None, False, None if found is not None else score)
+            return SortKey(found, None, descending, None if found is not None else score)
         if isinstance(target, Token):
             for index, output in enumerate(outputs):
                 if output.name == target.text:
@@ -531,19 +556,20 @@ class Hop:
 
 @dataclass(frozen=True)
 class Block:
-    """One conjunctive block: the variables it introduces, hops, comparisons, negations."""
+    """One conjunctive block: the variables it introduces, hops, comparisons, negations, full-text matches."""
 
     variables: tuple[Var, ...]
     hops: tuple[Hop, ...]
     compares: tuple[Compare, ...]
     negations: tuple[Block, ...]
+    text_matches: tuple[TextMatch, ...] = ()
 
 
 @dataclass(frozen=True)
 class Output:
     """One return column: a value (``func`` None) or an aggregate over the group's rows.
 
-    ``score`` is set for a ``nearest(...)`` item (its distance, ``F64``; ``column`` None).
+    ``score`` is set for a ``nearest(...)`` or ``bm25(...)`` item (the distance or the relevance, ``F64``; ``column`` None).
     Otherwise ``column`` is None only for ``count``, which counts the rows of the group (each row binds
     ``var``). ``type`` is the column's type for rendering: the property type for values and
     ``min``/``max``, ``I64`` for ``count``, ``F64`` for ``avg`` and a float ``sum``, ``I64``-like
@@ -555,7 +581,7 @@ class Output:
     var: int
     column: Column | None
     type: PropertyType
-    score: NearestScore | None = None
+    score: NearestScore | Bm25Score | None = None
 
 
 @dataclass(frozen=True)
@@ -565,7 +591,7 @@ class SortKey:
     output: int | None
     column: Column | None
     descending: bool
-    score: NearestScore | None = None
+    score: NearestScore | Bm25Score | None = None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Search functions of a read query, checked: ``nearest($v.prop, $q)``.
+"""Search functions of a read query, checked: ``nearest($v.prop, $q)`` and the full-text functions.
 
 ``nearest`` is the L2 (Euclidean) distance of a ``Vector(N)`` property from a query vector of the
 same dimension (a ``Vector(N)`` parameter or a list literal of ``N`` numbers); a row whose vector
@@ -11,16 +11,27 @@ parameter included: no embedding provider turns text into a vector here), a list
 not ``N`` finite numbers. A query vector is float32, as the property's values are. How the
 distance is computed and which index serves it is the query engine's
 (:mod:`omnigraph.engine.query.search`).
+
+The full-text functions take a ``String`` property and a ``String`` query (a literal or a
+parameter), compared as :func:`tokens` (runs of letters and digits, lower-cased):
+``search($v.prop, $q)`` (every query token is a token of the text), ``match_text($v.prop, $q)``
+(some query token is), ``fuzzy($v.prop, $q [, max_edits])`` (every query token is within
+``max_edits`` edits, Levenshtein, of a token of the text; :func:`default_max_edits` without it)
+are match clauses; a query without a token, a null text and a null query never match.
+``bm25($v.prop, $q)`` is the BM25 relevance of the text for the query's distinct tokens, a
+return item and an ``order`` key (highest first). They are :class:`TextMatch` and
+:class:`Bm25Score` once checked (:func:`check_text_search`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from omnigraph.engine.gq.syntax import GqError, LiteralValue, Nearest, Param, ParamRef
+from omnigraph.engine.gq.syntax import GqError, LiteralValue, Nearest, Param, ParamRef, TextSearch
 from omnigraph.engine.lexer import Token
-from omnigraph.engine.schema.types import PropertyType, VectorType
+from omnigraph.engine.schema.types import INTEGER_RANGES, PropertyType, ScalarType, VectorType
 from omnigraph.engine.schema.values import InvalidValue, coerce_value
 
 
@@ -32,10 +43,6 @@ class NearestScore:
     column: str
     dim: int
     vector: tuple[float, ...] | None
-
-    def text(self, var_name: str) -> str:
-        """The call as a query spells it, with the variable's name (the query vector elided)."""
-        return f"nearest(${var_name}.{self.column}, ...)"
 
 
 def check_nearest(call: Nearest, var: int, ptype: PropertyType, declared: dict[str, Param], params: dict[str, Any]) -> NearestScore:
@@ -69,3 +76,95 @@ def _literal_vector(literal: LiteralValue, ptype: VectorType) -> tuple[float, ..
 
 def _error(message: str, token: Token) -> GqError:
     return GqError(message, token.line, token.column, token.text)
+
+
+TEXT_PREDICATES = ("search", "fuzzy", "match_text")
+"""The full-text functions that are match clauses (true or false per row)."""
+TOKEN = re.compile(r"[^\W_]+")
+"""A token: a maximal run of letters and digits (Unicode), compared lower-cased."""
+
+
+def tokens(text: str) -> list[str]:
+    """The tokens of ``text``, lower-cased, in order (module docstring of :mod:`omnigraph.engine.query.search`)."""
+    return TOKEN.findall(text.lower())
+
+
+def default_max_edits(token: str) -> int:
+    """The edits ``fuzzy`` allows a query token by default: none up to 2 characters, 1 up to 5, else 2."""
+    return 0 if len(token) <= 2 else 1 if len(token) <= 5 else 2
+
+
+@dataclass(frozen=True)
+class TextMatch:
+    """A checked ``search``/``fuzzy``/``match_text`` clause on variable ``var``'s String ``column``.
+
+    ``query`` None: a null parameter (no row matches); ``max_edits`` is ``fuzzy``'s (None: the default per token).
+    """
+
+    func: str
+    var: int
+    column: str
+    query: str | None
+    max_edits: int | None = None
+
+
+@dataclass(frozen=True)
+class Bm25Score:
+    """A checked ``bm25($v.prop, $q)``: the BM25 relevance of variable ``var``'s String ``column`` for ``query``."""
+
+    var: int
+    column: str
+    query: str | None
+
+
+def check_text_search(
+    call: TextSearch, var: int, ptype: PropertyType, declared: dict[str, Param], params: dict[str, Any]
+) -> TextMatch | Bm25Score:
+    """The checked full-text ``call`` on variable ``var``'s property of type ``ptype``.
+
+    Refused: a property that is not a ``String`` (an enum included: its values are not text), a query
+    that is not a ``String`` literal or parameter, a ``max_edits`` that is not an integer literal or
+    parameter of 0 or more.
+    """
+    prop = call.prop
+    if not (isinstance(ptype, ScalarType) and ptype.name == "String"):
+        raise _error(f"{call.func} takes a String property; ${prop.var}.{prop.prop} is {ptype}", prop.prop_token)
+    query = _string_argument(call, call.query, declared, params)
+    if call.func == "bm25":
+        return Bm25Score(var, prop.prop, query)
+    max_edits = None
+    if call.max_edits is not None:
+        max_edits = _max_edits(call.max_edits, declared, params)
+    return TextMatch(call.func, var, prop.prop, query, max_edits)
+
+
+def _string_argument(call: TextSearch, query: LiteralValue | ParamRef, declared: dict[str, Param], params: dict[str, Any]) -> str | None:
+    if isinstance(query, ParamRef):
+        param = declared.get(query.name)
+        if param is None:
+            raise _error(f"undeclared parameter ${query.name}", query.token)
+        if param.type != ScalarType("String"):
+            raise _error(f"{call.func} takes a String query; ${query.name} is {param.type}", query.token)
+        value = params[query.name]
+        return None if value is None else str(value)
+    if not isinstance(query.value, str) or query.typed is not None:
+        raise _error(f"{call.func} takes a String query (a string literal or a String parameter)", query.token)
+    return query.value
+
+
+def _max_edits(argument: LiteralValue | ParamRef, declared: dict[str, Param], params: dict[str, Any]) -> int:
+    value: Any = argument.value if isinstance(argument, LiteralValue) else None
+    if isinstance(argument, ParamRef):
+        param = declared.get(argument.name)
+        if param is None:
+            raise _error(f"undeclared parameter ${argument.name}", argument.token)
+        if not (isinstance(param.type, ScalarType) and param.type.name in INTEGER_RANGES) or param.nullable:
+            raise _error(
+                f"fuzzy's max_edits is an integer; ${argument.name} is {param.type}{'?' if param.nullable else ''}", argument.token
+            )
+        value = params[argument.name]
+        if value is None:  # checking types only (omnigraph lint): any count will do
+            return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _error("fuzzy's max_edits is an integer of 0 or more", argument.token)
+    return value

@@ -178,7 +178,18 @@ class Negation:
     token: Token
 
 
-Clause = Binding | Traversal | Filter | Negation
+@dataclass(frozen=True)
+class TextSearch:
+    """``search|fuzzy|match_text|bm25($v.prop, query [, max_edits])``: a full-text function (``max_edits``: fuzzy's)."""
+
+    func: str
+    prop: PropRef
+    query: LiteralValue | ParamRef
+    max_edits: LiteralValue | ParamRef | None
+    token: Token
+
+
+Clause = Binding | Traversal | Filter | Negation | TextSearch
 
 
 @dataclass(frozen=True)
@@ -196,7 +207,7 @@ class Aggregate:
 class ReturnItem:
     """One ``return`` item, ``expr [as alias]``."""
 
-    expr: PropRef | Aggregate | Nearest
+    expr: PropRef | Aggregate | Nearest | TextSearch
     alias: str | None
     alias_token: Token | None
 
@@ -205,7 +216,7 @@ class ReturnItem:
 class OrderItem:
     """``$v.prop`` or a return alias (a name token), ascending unless ``descending``."""
 
-    target: PropRef | Token | Nearest
+    target: PropRef | Token | Nearest | TextSearch
     descending: bool
 
 

@@ -19,10 +19,13 @@ built):
   starting from ``sources``, ``destinations`` or ``every source``
   (:func:`omnigraph.engine.query.session.search_start`); ``estimated_rows`` is the edge table's
   row count, the most pairs one hop can give;
-- ``searches``: per search function the query returns or orders by (``nearest``), the column it
-  reads, whether the answer is ordered by it first (``ordering``) and, for that ordering, the
-  vector index that picks the candidates and how many it gives (``index``, ``candidates``; both
-  None: every row's distance is computed, an exact scan), :mod:`omnigraph.engine.query.search`.
+- ``searches``: per search function the query returns or orders by (``nearest``, ``bm25``) and
+  per full-text match clause (``search``, ``match_text``, ``fuzzy``), the column it reads, whether
+  the answer is ordered by it first (``ordering``) and the index that serves it
+  (:mod:`omnigraph.engine.query.search`): for a ``nearest`` ordering the vector index that picks
+  ``candidates`` rows (both None: every row's distance is computed, an exact scan); for ``bm25``
+  the full-text index whose scores are read (None: the scores are computed from the text); a match
+  clause is always evaluated on the rows scanned (``index`` None).
 """
 
 from __future__ import annotations
@@ -31,11 +34,12 @@ import json
 from typing import Any
 
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Operand
+from omnigraph.engine.gq.search import NearestScore, tokens
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
-from omnigraph.engine.query.plan import implied_ids, scores, unsigned_column
+from omnigraph.engine.query.plan import implied_ids, key_score, scores, unsigned_column
 from omnigraph.engine.query.run import bind_read, tables_read
-from omnigraph.engine.query.search import ranked_by, serving_index
+from omnigraph.engine.query.search import ranked_by, serving_index, text_index
 from omnigraph.engine.query.session import search_start
 from omnigraph.engine.results import QueryPlan
 from omnigraph.engine.storage.lance_io import open_pinned
@@ -81,24 +85,30 @@ def _filter(bound: BoundRead, compare: Compare, indexes: dict[str, list[dict[str
 
 def _searches(graph: Graph, snapshot: BranchSnapshot, bound: BoundRead) -> list[dict[str, Any]]:
     ranked = ranked_by(bound)
+    first = key_score(bound, bound.order[0]) if bound.order else None
     found = []
     for score in scores(bound):
         var = bound.variables[score.var]
         key = var.table.table_key
-        indexed = None
-        if score == ranked:
-            indexed = serving_index(bound, {key: open_pinned(graph.store, snapshot.table(key).image)}, {key: snapshot.table(key).row_count})
-        found.append(
-            {
-                "function": "nearest",
-                "column": f"${var.name}.{score.column}",
-                "table": key,
-                "ordering": score == ranked,
-                "index": None if indexed is None else indexed.index,
-                "candidates": None if indexed is None else indexed.candidates,
-            }
-        )
+        dataset = open_pinned(graph.store, snapshot.table(key).image)
+        index, count = None, None
+        if isinstance(score, NearestScore):
+            indexed = serving_index(bound, {key: dataset}, {key: snapshot.table(key).row_count}) if score == ranked else None
+            if indexed is not None:
+                index, count = indexed.index, indexed.candidates
+        elif score.query is not None and tokens(score.query):
+            index = text_index(dataset, score.column)
+        function = "nearest" if isinstance(score, NearestScore) else "bm25"
+        found.append(_search(function, f"${var.name}.{score.column}", key, score == first, index, count))
+    for block in _blocks(bound.block):
+        for match in block.text_matches:
+            var = bound.variables[match.var]
+            found.append(_search(match.func, f"${var.name}.{match.column}", var.table.table_key, False, None, None))
     return found
+
+
+def _search(function: str, column: str, table: str, ordering: bool, index: str | None, candidates: int | None) -> dict[str, Any]:
+    return {"function": function, "column": column, "table": table, "ordering": ordering, "index": index, "candidates": candidates}
 
 
 def explain_query(

@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Hop, Operand, SortKey, family
-from omnigraph.engine.gq.search import NearestScore
+from omnigraph.engine.gq.search import Bm25Score, NearestScore, TextMatch, default_max_edits, tokens
 from omnigraph.engine.schema.ids import derive_node_id
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, EnumType, ListType, PropertyType, ScalarType, VectorType
@@ -260,6 +260,7 @@ class _Compiler:
                 froms.append(f"{quote(pairs)} AS {alias}")
                 conditions += [f"{alias}.a = v{hop.src}.id", f"{alias}.b = v{hop.dst}.id"]
         conditions += [compare_sql(compare, self._params) for compare in block.compares]
+        conditions += [text_match_sql(match, self._params) for match in block.text_matches]
         conditions += [f"v{var}.id = {self._params.add(node_id, 'VARCHAR')}" for var, node_id in implied_ids(block)]
         for negation in block.negations:
             inner_froms, inner_conditions = self.block(negation)
@@ -274,20 +275,24 @@ def _direction(key: SortKey) -> str:
     return "DESC NULLS LAST" if key.descending else "ASC NULLS FIRST"
 
 
-def _distance_direction(key: SortKey) -> str:
+def _score_direction(key: SortKey) -> str:
     return "DESC NULLS LAST" if key.descending else "ASC NULLS LAST"
 
 
-def key_score(bound: BoundRead, key: SortKey) -> NearestScore | None:
-    """The ``nearest`` distance the order key ``key`` sorts by, directly or through a returned one; None for any other key."""
+Score = NearestScore | Bm25Score
+"""A search function's value per row: a ``nearest`` distance or a ``bm25`` relevance."""
+
+
+def key_score(bound: BoundRead, key: SortKey) -> Score | None:
+    """The search score the order key ``key`` sorts by, directly or through a returned one; None for any other key."""
     if key.output is not None:
         return bound.outputs[key.output].score
     return key.score
 
 
-def scores(bound: BoundRead) -> list[NearestScore]:
-    """The distinct ``nearest`` distances ``bound`` returns or orders by, in that order."""
-    found: list[NearestScore] = []
+def scores(bound: BoundRead) -> list[Score]:
+    """The distinct search scores ``bound`` returns or orders by, in that order."""
+    found: list[Score] = []
     for score in [o.score for o in bound.outputs] + [k.score for k in bound.order]:
         if score is not None and score not in found:
             found.append(score)
@@ -301,11 +306,37 @@ def distance_sql(score: NearestScore, params: SqlParams) -> str:
     return f"array_distance(CAST(v{score.var}.{quote(score.column)} AS {array}), {params.add(vector, array)})"
 
 
-def statement(bound: BoundRead, relation: Relation, candidates: Mapping[int, str] | None = None) -> tuple[str, list[object]]:
+def tokens_sql(text: str) -> str:
+    """The SQL list of the tokens of the string expression ``text`` (:func:`omnigraph.engine.gq.search.tokens`; NULL for NULL)."""
+    return f"regexp_extract_all(lower({text}), '[\\p{{L}}\\p{{N}}]+')"
+
+
+def text_match_sql(match: TextMatch, params: SqlParams) -> str:
+    """``search``/``match_text``/``fuzzy`` as a SQL condition (:mod:`omnigraph.engine.gq.search`; never true on NULL)."""
+    wanted = [] if match.query is None else sorted(set(tokens(match.query)))
+    if not wanted:
+        return "FALSE"
+    text = tokens_sql(f"v{match.var}.{quote(match.column)}")
+    if match.func == "search":
+        return f"list_has_all({text}, {params.add(wanted, 'VARCHAR[]')})"
+    if match.func == "match_text":
+        return f"list_has_any({text}, {params.add(wanted, 'VARCHAR[]')})"
+    near = []
+    for token in wanted:
+        edits = default_max_edits(token) if match.max_edits is None else match.max_edits
+        near.append(f"len(list_filter({text}, lambda t: levenshtein(t, {params.add(token, 'VARCHAR')}) <= {int(edits)})) > 0")
+    return f"({' AND '.join(near)})"
+
+
+def statement(
+    bound: BoundRead, relation: Relation, candidates: Mapping[int, str] | None = None, bm25: Mapping[Bm25Score, str] | None = None
+) -> tuple[str, list[object]]:
     """The SQL text and parameter values of ``bound`` (see the module docstring).
 
     ``candidates`` maps a variable to a registered table whose ``id`` column lists the only nodes
     it may bind (the candidates a vector index found, :mod:`omnigraph.engine.query.search`).
+    ``bm25`` holds the SQL of each ``bm25`` score ``bound`` returns or orders by
+    (:func:`omnigraph.engine.query.search.bm25_sql`).
     """
     params = SqlParams()
     froms, conditions = _Compiler(relation, params).block(bound.block)
@@ -319,7 +350,10 @@ def statement(bound: BoundRead, relation: Relation, candidates: Mapping[int, str
             columns[needed] = f"c{len(columns)}"
     selected = [f"v{var.index}.id AS k{var.index}" for var in top]
     selected += [f"v{c.var}.{quote(c.column)} AS {name}" for c, name in columns.items()]
-    selected += [f"{distance_sql(score, params)} AS {name}" for score, name in distances.items()]
+    selected += [
+        f"{distance_sql(score, params) if isinstance(score, NearestScore) else (bm25 or {})[score]} AS {name}"
+        for score, name in distances.items()
+    ]
     match = f"SELECT DISTINCT {', '.join(selected)} FROM {', '.join(froms)}"
     if conditions:
         match += f" WHERE {' AND '.join(conditions)}"
@@ -346,7 +380,7 @@ def statement(bound: BoundRead, relation: Relation, candidates: Mapping[int, str
         else:
             assert key.column is not None  # a key that names no output names a column
             target = columns[key.column]
-        keys.append(f"{target} {_distance_direction(key) if key_score(bound, key) is not None else _direction(key)}")
+        keys.append(f"{target} {_score_direction(key) if key_score(bound, key) is not None else _direction(key)}")
     if bound.grouped:
         groups = [f"o{i}" for i, output in enumerate(bound.outputs) if output.func is None]
         if groups:

@@ -42,11 +42,12 @@ import numpy as np
 
 from omnigraph.engine.gq.parser import choose_query
 from omnigraph.engine.gq.read_checker import Block, BoundRead, check_read
+from omnigraph.engine.gq.search import Bm25Score
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.commit_graph import ReadPoint, read_point
 from omnigraph.engine.manifest.rows import MAIN
-from omnigraph.engine.query.plan import statement
-from omnigraph.engine.query.search import candidates, serving_index
+from omnigraph.engine.query.plan import scores, statement
+from omnigraph.engine.query.search import bm25_sql, candidates, serving_index
 from omnigraph.engine.query.session import Session, Traversals, open_session
 from omnigraph.engine.schema.types import EnumType, ListType, PropertyType, ScalarType, VectorType
 from omnigraph.engine.schema.values import iso_datetime
@@ -172,9 +173,15 @@ def open_answer(
         traversals = Traversals(session, bound)
         columns = tuple(output.name for output in bound.outputs)
         types = tuple(output.type.describe() for output in bound.outputs)
-        rows = _indexed_rows(session, bound, traversals, datasets, {key: point.snapshot.table(key).row_count for key in datasets})
+        bm25 = {}
+        for index, score in enumerate(scores(bound)):
+            if isinstance(score, Bm25Score):
+                key = bound.variables[score.var].table.table_key
+                bm25[score] = bm25_sql(session, score, key, datasets[key], f"search:bm25:{index}")
+        counts = {key: point.snapshot.table(key).row_count for key in datasets}
+        rows = _indexed_rows(session, bound, traversals, datasets, counts, bm25)
         if rows is None:
-            sql, values = statement(bound, traversals.relation)
+            sql, values = statement(bound, traversals.relation, bm25=bm25)
             rows = _batches(session, session.execute(sql, values), bound)
         yield Answer(bound.name, branch, point.commit, columns, types, rows)
 
@@ -184,7 +191,12 @@ CANDIDATES = "search:candidates"
 
 
 def _indexed_rows(
-    session: Session, bound: BoundRead, traversals: Traversals, datasets: dict[str, Any], row_counts: dict[str, int]
+    session: Session,
+    bound: BoundRead,
+    traversals: Traversals,
+    datasets: dict[str, Any],
+    row_counts: dict[str, int],
+    bm25: dict[Bm25Score, str],
 ) -> Iterator[list[Any]] | None:
     """The rows of a ``nearest`` ordering a vector index serves; None when the exact statement must run.
 
@@ -195,7 +207,7 @@ def _indexed_rows(
         return None
     assert bound.limit is not None  # serving_index: a nearest ordering has a limit
     session.connection.register(CANDIDATES, candidates(indexed, datasets[indexed.table_key]))
-    sql, values = statement(bound, traversals.relation, {indexed.score.var: CANDIDATES})
+    sql, values = statement(bound, traversals.relation, {indexed.score.var: CANDIDATES}, bm25)
     found = session.fetch(session.execute(sql, values), bound.limit)
     if len(found) < bound.limit:
         return None

@@ -23,6 +23,7 @@ ordering runs (:func:`serving_index`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +31,9 @@ from typing import Any
 import pyarrow as pa
 
 from omnigraph.engine.gq.read_checker import BoundRead
-from omnigraph.engine.gq.search import NearestScore
-from omnigraph.engine.query.plan import key_score
+from omnigraph.engine.gq.search import Bm25Score, NearestScore, tokens
+from omnigraph.engine.query.plan import key_score, quote, tokens_sql
+from omnigraph.engine.query.session import Session, string_literal
 
 NPROBES = 20
 """IVF partitions a vector index search probes."""
@@ -68,7 +70,7 @@ def ranked_by(bound: BoundRead) -> NearestScore | None:
         return None
     key = bound.order[0]
     score = key_score(bound, key)
-    if score is None or key.descending or score.vector is None:
+    if not isinstance(score, NearestScore) or key.descending or score.vector is None:
         return None
     return score
 
@@ -97,3 +99,67 @@ def candidates(indexed: IndexedNearest, dataset: Any) -> pa.Table:
     query = {"column": score.column, "q": list(score.vector), "k": indexed.candidates, "nprobes": NPROBES}
     found = dataset.to_table(columns=["id", "_distance"], nearest=query)
     return found.select(["id"])
+
+
+K1 = 1.2
+"""BM25's term-frequency saturation."""
+B = 0.75
+"""BM25's length normalisation."""
+TEXT_INDEX = "InvertedIndexDetails"
+"""How a Lance index description's ``type_url`` ends for a full-text index (pylance 14)."""
+
+
+def text_index(dataset: Any, column: str) -> str | None:
+    """The full-text index on ``column`` that covers every row of the Lance ``dataset`` image, or None.
+
+    Covering: every fragment is indexed and no fragment has deleted rows since (the index's
+    statistics are then those of exactly the rows the image holds).
+    """
+    fragments = dataset.get_fragments()
+    if any(fragment.metadata.deletion_file is not None for fragment in fragments):
+        return None
+    ids = {fragment.fragment_id for fragment in fragments}
+    for index in dataset.describe_indices():
+        covered = {fragment for segment in index.segments for fragment in segment.fragment_ids}
+        if index.type_url.endswith(TEXT_INDEX) and list(index.field_names) == [column] and ids <= covered:
+            return str(index.name)
+    return None
+
+
+def bm25_sql(session: Session, score: Bm25Score, table_key: str, dataset: Any, name: str) -> str:
+    """The SQL of ``score`` per row of the statement's variable (:mod:`omnigraph.engine.query.plan`): NULL for a null text.
+
+    With a covering full-text index (:func:`text_index`), Lance's scores of the matching rows
+    are registered as the session table ``name`` and looked up by id (0 for the others);
+    without, the corpus statistics are read from the table and the formula is written out.
+    """
+    column = f"v{score.var}.{quote(score.column)}"
+    wanted = [] if score.query is None else sorted(set(tokens(score.query)))
+    if wanted and text_index(dataset, score.column) is not None:
+        from lance.query import MatchQuery
+
+        found = dataset.to_table(columns=["id", "_score"], full_text_query=MatchQuery(" ".join(wanted), score.column))
+        session.connection.register(name, found)
+        lookup = f"(SELECT CAST(s._score AS DOUBLE) FROM {quote(name)} AS s WHERE s.id = v{score.var}.id)"
+        return f"CASE WHEN {column} IS NULL THEN NULL ELSE coalesce({lookup}, 0.0) END"
+    return f"CASE WHEN {column} IS NULL THEN NULL ELSE {_formula(session, score, table_key, column, wanted)} END"
+
+
+def _formula(session: Session, score: Bm25Score, table_key: str, column: str, wanted: list[str]) -> str:
+    """BM25 of ``column`` written out with the statistics of the whole table (``0.0`` when no term occurs)."""
+    if not wanted:
+        return "0.0"
+    text = tokens_sql(quote(score.column))
+    frequencies = ", ".join(f"sum(CAST(list_contains({text}, {string_literal(token)}) AS BIGINT))" for token in wanted)
+    cursor = session.execute(f"SELECT count({quote(score.column)}), avg(len({text})), {frequencies} FROM {quote(table_key)}")
+    row = session.fetch(cursor, 1)[0]
+    documents, average = int(row[0]), float(row[1] or 0.0)
+    terms = ["0.0"]
+    length = f"len({tokens_sql(column)})"
+    for token, found in zip(wanted, row[2:], strict=True):
+        if not found:
+            continue
+        idf = math.log(1 + (documents - found + 0.5) / (found + 0.5))
+        tf = f"len(list_filter({tokens_sql(column)}, lambda t: t = {string_literal(token)}))"
+        terms.append(f"{idf!r} * {tf} * {K1 + 1!r} / ({tf} + {K1!r} * (1 - {B!r} + {B!r} * {length} / {average!r}))")
+    return " + ".join(terms)

@@ -128,7 +128,7 @@ def recover_command(uri: str, as_json: bool) -> None:
 @click.option(
     "--declared-indexes",
     is_flag=True,
-    help="Build (or rebuild) the indexes the schema's @index declarations ask for (vector, BTREE).",
+    help="Build (or rebuild) the indexes the schema's @index declarations ask for (vector, full-text, BTREE).",
 )
 @click.option(
     "--cleanup-older-than",

@@ -71,10 +71,14 @@ def _plan_lines(plan: dict[str, Any]) -> Iterator[str]:
         served = f", served by {item['index']}" if item["index"] else ""
         yield f"  filter {item['filter']}: {where}{served}"
     for item in plan["searches"]:
-        if item["index"] is not None:
+        if item["candidates"] is not None:
             how = f"the {item['candidates']} nearest candidates from {item['index']}, then exact distances"
-        else:
+        elif item["index"] is not None:
+            how = f"scores read from {item['index']}"
+        elif item["function"] == "nearest":
             how = "exact distances of every row" if item["ordering"] else "computed per row"
+        else:
+            how = "computed from the text of every row"
         yield f"  {item['function']}({item['column']}, ...){' ordering' if item['ordering'] else ''}: {how}"
 
 

@@ -11,6 +11,8 @@ C the index-served candidates (recall printed and held to a floor).
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,7 @@ from omnigraph.engine.gq.parser import parse
 from omnigraph.engine.gq.read_checker import check_read_types
 from omnigraph.engine.gq.syntax import GqError
 from omnigraph.engine.schema.catalog import Catalog
+from omnigraph.maintenance import optimize
 from omnigraph.server.app import create_app
 from omnigraph.server.grants import Grant
 from omnigraph.server.settings import ServeSettings
@@ -218,16 +221,6 @@ REFUSALS = [
 ]
 
 
-@pytest.mark.parametrize(("body", "message", "token"), REFUSALS)
-def test_nearest_refusals_name_the_feature_at_line_and_column(body: str, message: str, token: str) -> None:
-    source = f"query q($q: Vector(8), $s: String, $short: Vector(3)) {{\n  match {{ $d: Doc }}\n  {body}\n}}"
-    with pytest.raises(GqError) as refused:
-        check_read_types(parse(source)[0], Catalog.from_source(SCHEMA))
-    assert message in str(refused.value)
-    assert refused.value.line == 3 and refused.value.token == token
-    assert str(refused.value).startswith(f"gq error at 3:{body.index(token) + 3} ")
-
-
 def _docs_example(heading: str) -> str:
     text = (Path(__file__).resolve().parents[2] / "docs/queries.md").read_text(encoding="utf-8")
     return text.split(heading, 1)[1].split("```gq\n", 1)[1].split("```", 1)[0]
@@ -247,3 +240,171 @@ def test_lint_describes_the_distance_as_a_nullable_float() -> None:
         {"name": "d.slug", "kind": "string", "nullable": False},
         {"name": "dist", "kind": "float", "nullable": True},
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# full text: search, match_text, fuzzy and bm25 against brute force, without and with the index
+
+TEXT_SCHEMA = "node Note { slug: String @key  body: String? @index  stars: I32 }\n"
+WORDS = ["graph", "lance", "vector", "Über", "café", "index", "query", "search", "fox", "fuzzy", "brown", "quick", "a", "of"]
+TEXTS = """
+query hits($q: String) { match { $n: Note  search($n.body, $q) } return { $n.slug } }
+query any($q: String) { match { $n: Note  match_text($n.body, $q) } return { $n.slug } }
+query near($q: String) { match { $n: Note  fuzzy($n.body, $q) } return { $n.slug } }
+query nearer($q: String, $e: I64) { match { $n: Note  fuzzy($n.body, $q, $e) } return { $n.slug } }
+query ranked($q: String) {
+  match { $n: Note }
+  return { $n.slug, bm25($n.body, $q) as score }
+  order { bm25($n.body, $q) }
+  limit 15
+}
+"""
+
+
+@dataclass(frozen=True)
+class Texts:
+    uri: str
+    bodies: dict[str, str | None]
+    exact_commit: str
+    indexed_commit: str
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory: pytest.TempPathFactory) -> Texts:
+    rng = np.random.default_rng(5)
+    uri = str(tmp_path_factory.mktemp("texts") / "graph")
+    bodies: dict[str, str | None] = {}
+    for i in range(300):
+        words = [str(w) for w in rng.choice(WORDS, size=int(rng.integers(1, 9)))]
+        punctuation = [", ", " ", "-", "! "]
+        bodies[f"n{i:03d}"] = None if i % 37 == 0 else "".join(w + punctuation[j % 4] for j, w in enumerate(words)).strip()
+    records = [{"type": "Note", "data": {"slug": slug, "body": body, "stars": 1}} for slug, body in bodies.items()]
+    with omnigraph.init(uri, TEXT_SCHEMA) as graph:
+        exact_commit = graph.load(records, mode="append").commits[-1]
+    report = optimize(uri, declared_indexes=True)
+    assert report.tables[0]["actions"] == ["INVERTED index body"]
+    with omnigraph.open(uri) as graph:
+        indexed_commit = graph.commits()[0].commit_id
+        graph.mutate('query add() { insert Note { slug: "zz", body: "graph graph lance", stars: 2 } }')  # not in the index
+    return Texts(uri, bodies, exact_commit, indexed_commit)
+
+
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"[^\W_]+", text.lower())
+
+
+def _levenshtein(a: str, b: str) -> int:
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        previous, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (x != y))
+    return row[-1]
+
+
+def _brute_match(texts: Texts, func: str, query: str, edits: int | None = None) -> list[str]:
+    wanted = set(_tokens(query))
+    found = []
+    for slug, body in texts.bodies.items():
+        have = set(_tokens(body)) if body is not None else None
+        if not wanted or have is None:
+            continue
+        limit = {t: edits if edits is not None else (0 if len(t) <= 2 else 1 if len(t) <= 5 else 2) for t in wanted}
+        if (
+            (func == "search" and wanted <= have)
+            or (func == "match_text" and wanted & have)
+            or (func == "fuzzy" and all(any(_levenshtein(t, h) <= limit[t] for h in have) for t in wanted))
+        ):
+            found.append(slug)
+    return found
+
+
+def _brute_bm25(bodies: dict[str, str | None], query: str) -> list[tuple[str, float]]:
+    documents = {slug: _tokens(body) for slug, body in bodies.items() if body is not None}
+    average = sum(len(d) for d in documents.values()) / len(documents)
+    scored = []
+    for slug, doc in documents.items():
+        score = 0.0
+        for term in set(_tokens(query)):
+            frequency = sum(term in d for d in documents.values())
+            tf = doc.count(term)
+            if tf:
+                idf = math.log(1 + (len(documents) - frequency + 0.5) / (frequency + 0.5))
+                score += idf * tf * 2.2 / (tf + 1.2 * (1 - 0.75 + 0.75 * len(doc) / average))
+        scored.append((slug, score))
+    return sorted(scored, key=lambda item: (-item[1], item[0]))[:15]
+
+
+def _text_rows(texts: Texts, name: str, at: str | None, **params: Any) -> list[dict[str, Any]]:
+    with omnigraph.open(texts.uri, read_only=True) as graph:
+        return list(graph.query(TEXTS, name=name, params=params, at=at).rows)
+
+
+@pytest.mark.parametrize("query", ["graph lance", "ÜBER-café", "quick, fox!", "of a", "zzz", ""])
+def test_full_text_matches_are_the_brute_force_answer_with_and_without_the_index(texts: Texts, query: str) -> None:
+    for at in (texts.exact_commit, texts.indexed_commit):
+        for name, func in (("hits", "search"), ("any", "match_text"), ("near", "fuzzy")):
+            assert [row["n.slug"] for row in _text_rows(texts, name, at, q=query)] == _brute_match(texts, func, query)
+        assert [row["n.slug"] for row in _text_rows(texts, "nearer", at, q="qiuck lnce", e=2)] == _brute_match(
+            texts, "fuzzy", "qiuck lnce", 2
+        )
+
+
+@pytest.mark.parametrize("query", ["graph", "vector search index", "Über fox fox"])
+def test_bm25_ranks_like_brute_force_computed_or_read_from_the_index(texts: Texts, query: str) -> None:
+    expected = _brute_bm25(texts.bodies, query)
+    exact = [(row["n.slug"], row["score"]) for row in _text_rows(texts, "ranked", texts.exact_commit, q=query)]
+    _same(exact, expected)
+    indexed = [(row["n.slug"], row["score"]) for row in _text_rows(texts, "ranked", texts.indexed_commit, q=query)]
+    assert [slug for slug, _ in indexed] == [slug for slug, _ in expected]
+    assert [score for _, score in indexed] == pytest.approx([score for _, score in expected], rel=1e-5)  # Lance scores in float32
+    # a row written since the index was built: the scores are computed from the text again
+    later = [(row["n.slug"], row["score"]) for row in _text_rows(texts, "ranked", None, q=query)]
+    _same(later, _brute_bm25({**texts.bodies, "zz": "graph graph lance"}, query))
+    with omnigraph.open(texts.uri, read_only=True) as graph:
+        plans = [
+            graph.explain_query(TEXTS, name="ranked", params={"q": query}, at=at).searches
+            for at in (texts.exact_commit, texts.indexed_commit, None)
+        ]
+    assert [[(s["function"], s["index"], s["ordering"]) for s in plan] for plan in plans] == [
+        [("bm25", None, True)],
+        [("bm25", "body_idx", True)],
+        [("bm25", None, True)],
+    ]
+
+
+TEXT_REFUSALS = [
+    ("match { $n: Note  search($n.stars, $q) } return { $n.slug }", "search takes a String property; $n.stars is I32", "stars"),
+    ("match { $n: Note  match_text($n.body, $v) } return { $n.slug }", "match_text takes a String query; $v is Vector(2)", "$v"),
+    ("match { $n: Note  fuzzy($n.body, $q, -1) } return { $n.slug }", "fuzzy's max_edits is an integer of 0 or more", "-1"),
+    ("match { $n: Note  fuzzy($n.body, $q, $q) } return { $n.slug }", "fuzzy's max_edits is an integer; $q is String", "$q"),
+    ("match { $n: Note } return { $n.slug } order { bm25($n.body, $q) asc }", "highest first: write no asc", "asc"),
+    ("match { $n: Note } return { count($n), bm25($n.body, $q) }", "bm25(...) cannot be used in a grouped query", "bm25"),
+]
+
+
+@pytest.mark.parametrize(
+    ("schema", "params", "body", "message", "token"),
+    [
+        (SCHEMA, "$q: Vector(8), $s: String, $short: Vector(3)", "match { $d: Doc } " + body, message, token)
+        for body, message, token in REFUSALS
+    ]
+    + [(TEXT_SCHEMA, "$q: String, $v: Vector(2)", body, message, token) for body, message, token in TEXT_REFUSALS],
+)
+def test_search_refusals_name_the_function_at_line_and_column(schema: str, params: str, body: str, message: str, token: str) -> None:
+    source = f"query q({params}) {{\n  {body}\n}}"
+    with pytest.raises(GqError) as refused:
+        check_read_types(parse(source)[0], Catalog.from_source(schema))
+    assert message in str(refused.value)
+    assert refused.value.token == token
+    assert str(refused.value).startswith(f"gq error at 2:{body.rindex(token) + 3} ")
+
+
+def test_the_full_text_example_of_the_docs_runs_as_written(texts: Texts) -> None:
+    with omnigraph.open(texts.uri, read_only=True) as graph:
+        result = graph.query(_docs_example("### Search: full text"), params={"q": "graph lance"}, at=texts.indexed_commit)
+    matching = set(_brute_match(texts, "match_text", "graph lance"))
+    expected = [(slug, score) for slug, score in _brute_bm25(texts.bodies, "graph lance") if slug in matching][:5]
+    found = [(row["n.slug"], row["score"]) for row in result.rows]
+    assert [slug for slug, _ in found] == [slug for slug, _ in expected]
+    assert [score for _, score in found] == pytest.approx([score for _, score in expected], rel=1e-5)

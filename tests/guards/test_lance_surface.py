@@ -833,3 +833,37 @@ def test_a_vector_index_search_covers_later_rows_and_skips_nulls(lx: Lx) -> None
     found = lx.open("vec").to_table(columns=["id", "_distance"], nearest=query)
     assert found.column_names == ["id", "_distance"]
     assert found["id"][0].as_py() == "new" and "nul" not in found["id"].to_pylist() and found.num_rows == 41
+
+
+def test_a_full_text_index_scores_bm25_over_letter_and_digit_tokens(lx: Lx) -> None:
+    """An INVERTED index built with the declared tokenizer settings (simple, lower-cased, no
+    stemming, stop words or folding) tokenizes into runs of letters and digits; a MatchQuery on
+    its column returns every matching row (no default limit) with the BM25 score (k1 1.2, b 0.75,
+    statistics over the non-null texts); its description's segments list the indexed fragments, and
+    a deletion shows as a fragment's deletion file. Rules: the query engine reads bm25 from a
+    covering index only and computes the same formula itself otherwise."""
+    import math
+
+    from lance.query import MatchQuery
+
+    from omnigraph.engine.maintenance.declared_indexes import TEXT_TOKENS
+
+    texts = ["Quick, quick! fox-trot", "the fox", "Über café", None] + [f"filler {i}" for i in range(120)] + ["fox"] * 110
+    schema = pa.schema([pa.field("id", pa.string(), nullable=False, metadata={PK_KEY: "true"}), pa.field("body", pa.string())])
+    lx.create("fts", pa.table({"id": [f"t{i:03d}" for i in range(len(texts))], "body": texts}, schema=schema))
+    lx.open("fts").create_scalar_index("body", "INVERTED", replace=True, **TEXT_TOKENS)
+    ds = lx.open("fts")
+    (index,) = ds.describe_indices()
+    assert index.type_url.endswith("InvertedIndexDetails")
+    assert {f for s in index.segments for f in s.fragment_ids} == {f.fragment_id for f in ds.get_fragments()}
+    found = ds.to_table(columns=["id", "_score"], full_text_query=MatchQuery("fox", "body"))
+    assert found.num_rows == 112
+    documents = [t for t in texts if t is not None]
+    average = (4 + 2 + 2 + 120 * 2 + 110) / len(documents)  # quick quick fox trot; the fox; über café; filler N; fox
+    idf = math.log(1 + (len(documents) - 112 + 0.5) / (112 + 0.5))
+    scores = dict(zip(found["id"].to_pylist(), found["_score"].to_pylist(), strict=True))
+    assert scores["t001"] == pytest.approx(idf * 2.2 / (1 + 1.2 * (1 - 0.75 + 0.75 * 2 / average)), rel=1e-5)
+    assert ds.to_table(columns=["id", "_score"], full_text_query=MatchQuery("über", "body"))["id"].to_pylist() == ["t002"]
+    assert ds.to_table(columns=["id", "_score"], full_text_query=MatchQuery("trot", "body"))["id"].to_pylist() == ["t000"]
+    ds.delete("id = 't001'")
+    assert any(f.metadata.deletion_file is not None for f in lx.open("fts").get_fragments())
