@@ -44,11 +44,12 @@ Reads (:func:`read_body`: the body of a query that starts with ``match``)::
     text      := STRING | PARAM
     operand   := VAR "." NAME | literal | PARAM
     CMP       := "=" | "!=" | "<" | "<=" | ">" | ">=" | "contains" | "starts_with"
-    item      := (VAR "." NAME | "count" "(" VAR ")" | AGG "(" VAR "." NAME ")" | nearest | bm25) ("as" NAME)?
+    item      := (VAR "." NAME | "count" "(" VAR ")" | AGG "(" VAR "." NAME ")" | nearest | bm25 | rrf) ("as" NAME)?
     AGG       := "sum" | "avg" | "min" | "max"
     BOUNDS    := "{" INT "," INT "}"
-    key       := (VAR "." NAME | NAME) ("asc" | "desc")? | nearest | bm25 "desc"?
+    key       := (VAR "." NAME | NAME) ("asc" | "desc")? | nearest | (bm25 | rrf) "desc"?
     bm25      := "bm25" "(" VAR "." NAME "," text ")"
+    rrf       := "rrf" "(" (nearest | bm25) "," (nearest | bm25) ("," (INT | PARAM))? ")"
     nearest   := "nearest" "(" VAR "." NAME "," (PARAM | "[" (NUMBER ("," NUMBER)*)? "]") ")"
 
 ``SEP`` is a comma or a line break; match clauses are separated by whitespace only. ``VAR`` and
@@ -88,6 +89,7 @@ from omnigraph.engine.gq.syntax import (
     Query,
     ReadBody,
     ReturnItem,
+    Rrf,
     Statement,
     TextSearch,
     Traversal,
@@ -503,8 +505,10 @@ def _items(cursor: Cursor) -> tuple[ReturnItem, ...]:
     return tuple(items)
 
 
-def _item_expr(cursor: Cursor) -> PropRef | Aggregate | Nearest | TextSearch:
+def _item_expr(cursor: Cursor) -> PropRef | Aggregate | Nearest | TextSearch | Rrf:
     token = cursor.peek
+    if token.kind == "name" and token.text == "rrf" and cursor.ahead(1).text == "(":
+        return _rrf(cursor)
     if token.kind == "name" and token.text == "nearest" and cursor.ahead(1).text == "(":
         return _nearest(cursor)
     if token.kind == "name" and token.text == "bm25" and cursor.ahead(1).text == "(":
@@ -526,7 +530,7 @@ def _item_expr(cursor: Cursor) -> PropRef | Aggregate | Nearest | TextSearch:
         operand = _operand(cursor)
         assert isinstance(operand, PropRef)
         return operand
-    raise cursor.fail("expected a return item: $v.prop, count($v), sum|avg|min|max($v.prop), nearest($v.prop, $q) or bm25($v.prop, $q)")
+    raise cursor.fail("expected a return item: $v.prop, count($v), sum|avg|min|max($v.prop), nearest(...), bm25(...) or rrf(...)")
 
 
 def _aggregate_key(cursor: Cursor) -> GqError:
@@ -545,17 +549,18 @@ def _order(cursor: Cursor) -> tuple[OrderItem, ...]:
     cursor.expect("punct", "{", "'{' after order")
     keys: list[OrderItem] = []
     while not cursor.at("punct", "}"):
-        target: PropRef | Token | Nearest | TextSearch
+        target: PropRef | Token | Nearest | TextSearch | Rrf
         if cursor.at("name", "nearest") and cursor.ahead(1).text == "(":
             keys.append(OrderItem(_nearest(cursor), False))
             cursor.separator("}")
             continue
-        if cursor.at("name", "bm25") and cursor.ahead(1).text == "(":
-            keys.append(OrderItem(_text_search(cursor), True))
+        if (cursor.at("name", "bm25") or cursor.at("name", "rrf")) and cursor.ahead(1).text == "(":
+            word = cursor.peek.text
+            keys.append(OrderItem(_text_search(cursor) if word == "bm25" else _rrf(cursor), True))
             if cursor.at("name", "desc"):
                 cursor.next()
             elif cursor.at("name", "asc"):
-                raise cursor.fail("bm25(...) orders by relevance, highest first: write no asc")
+                raise cursor.fail(f"{word}(...) orders by relevance, highest first: write no asc")
             cursor.separator("}")
             continue
         if cursor.at("param"):
@@ -623,6 +628,30 @@ def _text_search(cursor: Cursor) -> TextSearch:
             raise cursor.fail("expected fuzzy's max_edits: an integer or $param")
     cursor.expect("punct", ")", f"')' closing {token.text}(...)")
     return TextSearch(token.text, prop, query, max_edits, token)
+
+
+def _rrf(cursor: Cursor) -> Rrf:
+    """``rrf(rank, rank [, k])`` at the cursor; each rank is ``nearest(...)`` or ``bm25(...)``."""
+    token = cursor.next()
+    cursor.next()
+    ranks: list[Nearest | TextSearch] = []
+    for position in ("first", "second"):
+        if cursor.at("name", "nearest") and cursor.ahead(1).text == "(":
+            ranks.append(_nearest(cursor))
+        elif cursor.at("name", "bm25") and cursor.ahead(1).text == "(":
+            ranks.append(_text_search(cursor))
+        else:
+            raise cursor.fail(f"rrf fuses two rankings: its {position} argument is nearest(...) or bm25(...)")
+        if position == "first":
+            cursor.expect("punct", ",", "',' and the second ranking of rrf(...)")
+    k = None
+    if cursor.at("punct", ","):
+        cursor.next()
+        k = cursor.operand_value()
+        if k is None:
+            raise cursor.fail("expected rrf's k: an integer or $param")
+    cursor.expect("punct", ")", "')' closing rrf(...)")
+    return Rrf(ranks[0], ranks[1], k, token)
 
 
 Kind = Literal["read", "mutation"]

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omnigraph.engine.gq.checker import bind_params
-from omnigraph.engine.gq.search import Bm25Score, NearestScore, TextMatch, check_nearest, check_text_search
+from omnigraph.engine.gq.search import Bm25Score, NearestScore, RrfScore, TextMatch, check_nearest, check_rrf_k, check_text_search
 from omnigraph.engine.gq.syntax import (
     Aggregate,
     AggregateFunc,
@@ -74,6 +74,7 @@ from omnigraph.engine.gq.syntax import (
     PropRef,
     Query,
     ReturnItem,
+    Rrf,
     TextSearch,
     Traversal,
 )
@@ -377,9 +378,9 @@ class _Checker:
         seen: dict[str, Token] = {}
         for item in items:
             expr = item.expr
-            if isinstance(expr, (Nearest, TextSearch)):
+            if isinstance(expr, (Nearest, TextSearch, Rrf)):
                 score = self._score(expr, scope)
-                output = Output(item.alias or f"{expr.token.text}(${expr.prop.var}.{expr.prop.prop})", None, score.var, None, F64, score)
+                output = Output(item.alias or _score_name(expr), None, _score_var(score), None, F64, score)
                 token = expr.token
             elif isinstance(expr, Aggregate):
                 column = None
@@ -424,7 +425,11 @@ class _Checker:
         assert isinstance(found, TextMatch)  # the parser takes bm25 in return and order only
         return found
 
-    def _score(self, call: Nearest | TextSearch, scope: dict[str, int]) -> NearestScore | Bm25Score:
+    def _score(self, call: Nearest | TextSearch | Rrf, scope: dict[str, int]) -> NearestScore | Bm25Score | RrfScore:
+        if isinstance(call, Rrf):
+            first, second = self._score(call.first, scope), self._score(call.second, scope)
+            assert not isinstance(first, RrfScore) and not isinstance(second, RrfScore)  # the parser nests none
+            return RrfScore(first, second, check_rrf_k(call.k, self._declared, self._params))
         if isinstance(call, Nearest):
             return self._nearest(call, scope)
         found = self._text_search(call, scope)
@@ -433,8 +438,8 @@ class _Checker:
 
     def _check_nearest_use(self, returns: tuple[ReturnItem, ...], order: tuple[OrderItem, ...], grouped: bool, limit: int | None) -> None:
         """A grouped query takes no ``nearest``; an ordering by ``nearest`` needs a ``limit`` (:mod:`omnigraph.engine.gq.search`)."""
-        calls = [item.expr for item in returns if isinstance(item.expr, (Nearest, TextSearch))]
-        scored = [item.target for item in order if isinstance(item.target, (Nearest, TextSearch))]
+        calls = [item.expr for item in returns if isinstance(item.expr, (Nearest, TextSearch, Rrf))]
+        scored = [item.target for item in order if isinstance(item.target, (Nearest, TextSearch, Rrf))]
         if grouped and calls + scored:
             first = (calls + scored)[0].token
             raise _error(f"{first.text}(...) cannot be used in a grouped query (a return item is an aggregate)", first)
@@ -444,13 +449,13 @@ class _Checker:
 
     def _sort_key(
         self,
-        target: PropRef | Token | Nearest | TextSearch,
+        target: PropRef | Token | Nearest | TextSearch | Rrf,
         descending: bool,
         outputs: tuple[Output, ...],
         grouped: bool,
         scope: dict[str, int],
     ) -> SortKey:
-        if isinstance(target, (Nearest, TextSearch)):
+        if isinstance(target, (Nearest, TextSearch, Rrf)):
             score = self._score(target, scope)
             found = next((index for index, output in enumerate(outputs) if output.score == score), None)
             return SortKey(found, None, descending, None if found is not None else score)
@@ -469,6 +474,18 @@ class _Checker:
                 target.token,
             )
         return SortKey(None, column, descending)
+
+
+def _score_name(call: Nearest | TextSearch | Rrf) -> str:
+    """The default column name of a search function: ``nearest($d.embedding)``, ``rrf(nearest($d.embedding), bm25($d.body))``."""
+    if isinstance(call, Rrf):
+        return f"rrf({_score_name(call.first)}, {_score_name(call.second)})"
+    return f"{call.token.text}(${call.prop.var}.{call.prop.prop})"
+
+
+def _score_var(score: NearestScore | Bm25Score | RrfScore) -> int:
+    """The variable a search score is of (an ``rrf``'s: its first ranking's)."""
+    return _score_var(score.first) if isinstance(score, RrfScore) else score.var
 
 
 def _literal(literal: LiteralValue) -> Const:
@@ -569,7 +586,7 @@ class Block:
 class Output:
     """One return column: a value (``func`` None) or an aggregate over the group's rows.
 
-    ``score`` is set for a ``nearest(...)`` or ``bm25(...)`` item (the distance or the relevance, ``F64``; ``column`` None).
+    ``score`` is set for a ``nearest(...)``, ``bm25(...)`` or ``rrf(...)`` item (its value, ``F64``; ``column`` None).
     Otherwise ``column`` is None only for ``count``, which counts the rows of the group (each row binds
     ``var``). ``type`` is the column's type for rendering: the property type for values and
     ``min``/``max``, ``I64`` for ``count``, ``F64`` for ``avg`` and a float ``sum``, ``I64``-like
@@ -581,7 +598,7 @@ class Output:
     var: int
     column: Column | None
     type: PropertyType
-    score: NearestScore | Bm25Score | None = None
+    score: NearestScore | Bm25Score | RrfScore | None = None
 
 
 @dataclass(frozen=True)
@@ -591,7 +608,7 @@ class SortKey:
     output: int | None
     column: Column | None
     descending: bool
-    score: NearestScore | Bm25Score | None = None
+    score: NearestScore | Bm25Score | RrfScore | None = None
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,9 @@ are match clauses; a query without a token, a null text and a null query never m
 ``bm25($v.prop, $q)`` is the BM25 relevance of the text for the query's distinct tokens, a
 return item and an ``order`` key (highest first). They are :class:`TextMatch` and
 :class:`Bm25Score` once checked (:func:`check_text_search`).
+
+``rrf(rank, rank [, k])`` fuses a ``nearest`` and/or ``bm25`` ranking (:class:`RrfScore`): a return
+item and an ``order`` key, highest first.
 """
 
 from __future__ import annotations
@@ -134,7 +137,7 @@ def check_text_search(
         return Bm25Score(var, prop.prop, query)
     max_edits = None
     if call.max_edits is not None:
-        max_edits = _max_edits(call.max_edits, declared, params)
+        max_edits = _count("fuzzy's max_edits", call.max_edits, 0, declared, params)
     return TextMatch(call.func, var, prop.prop, query, max_edits)
 
 
@@ -152,19 +155,45 @@ def _string_argument(call: TextSearch, query: LiteralValue | ParamRef, declared:
     return query.value
 
 
-def _max_edits(argument: LiteralValue | ParamRef, declared: dict[str, Param], params: dict[str, Any]) -> int:
+def _count(what: str, argument: LiteralValue | ParamRef, minimum: int, declared: dict[str, Param], params: dict[str, Any]) -> int | None:
+    """The integer argument ``what`` (``fuzzy's max_edits``, ``rrf's k``) of ``minimum`` or more.
+
+    A literal or a non-nullable integer parameter; None for a parameter without a value
+    (checking types only, ``omnigraph lint``).
+    """
     value: Any = argument.value if isinstance(argument, LiteralValue) else None
     if isinstance(argument, ParamRef):
         param = declared.get(argument.name)
         if param is None:
             raise _error(f"undeclared parameter ${argument.name}", argument.token)
         if not (isinstance(param.type, ScalarType) and param.type.name in INTEGER_RANGES) or param.nullable:
-            raise _error(
-                f"fuzzy's max_edits is an integer; ${argument.name} is {param.type}{'?' if param.nullable else ''}", argument.token
-            )
+            raise _error(f"{what} is an integer; ${argument.name} is {param.type}{'?' if param.nullable else ''}", argument.token)
         value = params[argument.name]
-        if value is None:  # checking types only (omnigraph lint): any count will do
-            return 0
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _error("fuzzy's max_edits is an integer of 0 or more", argument.token)
+        if value is None:
+            return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _error(f"{what} is an integer of {minimum} or more", argument.token)
     return value
+
+
+RRF_K = 60
+"""``rrf``'s ``k`` when the query gives none."""
+
+
+@dataclass(frozen=True)
+class RrfScore:
+    """A checked ``rrf(first, second, k)``: ``1 / (k + rank)`` summed over the two rankings a row is ranked in.
+
+    A ``nearest`` ranking ranks the entities of its variable with a vector, nearest first; a ``bm25``
+    ranking those whose score is above 0, highest first; ties by id; ranks start at 1.
+    """
+
+    first: NearestScore | Bm25Score
+    second: NearestScore | Bm25Score
+    k: int
+
+
+def check_rrf_k(argument: LiteralValue | ParamRef | None, declared: dict[str, Param], params: dict[str, Any]) -> int:
+    """``rrf``'s ``k``: :data:`RRF_K` when absent; else an integer literal or parameter of 1 or more."""
+    found = None if argument is None else _count("rrf's k", argument, 1, declared, params)
+    return RRF_K if found is None else found

@@ -207,7 +207,7 @@ class Aggregate:
 class ReturnItem:
     """One ``return`` item, ``expr [as alias]``."""
 
-    expr: PropRef | Aggregate | Nearest | TextSearch
+    expr: PropRef | Aggregate | Nearest | TextSearch | Rrf
     alias: str | None
     alias_token: Token | None
 
@@ -216,7 +216,7 @@ class ReturnItem:
 class OrderItem:
     """``$v.prop`` or a return alias (a name token), ascending unless ``descending``."""
 
-    target: PropRef | Token | Nearest | TextSearch
+    target: PropRef | Token | Nearest | TextSearch | Rrf
     descending: bool
 
 
@@ -339,3 +339,13 @@ def tokenize(source: str) -> list[Token]:
             number out of range, at its position.
     """
     return scan(source, GQ)
+
+
+@dataclass(frozen=True)
+class Rrf:
+    """``rrf(rank, rank [, k])``: the reciprocal rank fusion of two rankings, each ``nearest(...)`` or ``bm25(...)``."""
+
+    first: Nearest | TextSearch
+    second: Nearest | TextSearch
+    k: LiteralValue | ParamRef | None
+    token: Token

@@ -25,7 +25,8 @@ built):
   (:mod:`omnigraph.engine.query.search`): for a ``nearest`` ordering the vector index that picks
   ``candidates`` rows (both None: every row's distance is computed, an exact scan); for ``bm25``
   the full-text index whose scores are read (None: the scores are computed from the text); a match
-  clause is always evaluated on the rows scanned (``index`` None).
+  clause is always evaluated on the rows scanned (``index`` None); an ``rrf`` names the columns
+  of its two rankings (each listed on its own too) and is computed from them (``index`` None).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import json
 from typing import Any
 
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Operand
-from omnigraph.engine.gq.search import NearestScore, tokens
+from omnigraph.engine.gq.search import NearestScore, RrfScore, tokens
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
 from omnigraph.engine.query.plan import implied_ids, key_score, scores, unsigned_column
@@ -88,6 +89,11 @@ def _searches(graph: Graph, snapshot: BranchSnapshot, bound: BoundRead) -> list[
     first = key_score(bound, bound.order[0]) if bound.order else None
     found = []
     for score in scores(bound):
+        if isinstance(score, RrfScore):
+            parts = [score.first, score.second]
+            columns = ", ".join(f"${bound.variables[part.var].name}.{part.column}" for part in parts)
+            found.append(_search("rrf", columns, bound.variables[score.first.var].table.table_key, score == first, None, None))
+            continue
         var = bound.variables[score.var]
         key = var.table.table_key
         dataset = open_pinned(graph.store, snapshot.table(key).image)

@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Column, Compare, Const, Hop, Operand, SortKey, family
-from omnigraph.engine.gq.search import Bm25Score, NearestScore, TextMatch, default_max_edits, tokens
+from omnigraph.engine.gq.search import Bm25Score, NearestScore, RrfScore, TextMatch, default_max_edits, tokens
 from omnigraph.engine.schema.ids import derive_node_id
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, EnumType, ListType, PropertyType, ScalarType, VectorType
@@ -279,8 +279,8 @@ def _score_direction(key: SortKey) -> str:
     return "DESC NULLS LAST" if key.descending else "ASC NULLS LAST"
 
 
-Score = NearestScore | Bm25Score
-"""A search function's value per row: a ``nearest`` distance or a ``bm25`` relevance."""
+Score = NearestScore | Bm25Score | RrfScore
+"""A search function's value per row: a ``nearest`` distance, a ``bm25`` relevance or an ``rrf`` fusion."""
 
 
 def key_score(bound: BoundRead, key: SortKey) -> Score | None:
@@ -291,12 +291,28 @@ def key_score(bound: BoundRead, key: SortKey) -> Score | None:
 
 
 def scores(bound: BoundRead) -> list[Score]:
-    """The distinct search scores ``bound`` returns or orders by, in that order."""
+    """The distinct search scores ``bound`` returns or orders by, in that order (an ``rrf`` after its two rankings)."""
     found: list[Score] = []
     for score in [o.score for o in bound.outputs] + [k.score for k in bound.order]:
-        if score is not None and score not in found:
-            found.append(score)
+        parts = [score.first, score.second, score] if isinstance(score, RrfScore) else [score]
+        found += [part for part in parts if part is not None and part not in found]
     return found
+
+
+def _rank_sql(score: NearestScore | Bm25Score, column: str) -> str:
+    """The 1-based rank of the row's entity in ``score``'s ranking (NULL when not ranked), ties by id."""
+    if isinstance(score, NearestScore):
+        ranked, direction = f"{column} IS NOT NULL", "ASC"
+    else:
+        ranked, direction = f"coalesce({column} > 0, FALSE)", "DESC"
+    window = f"PARTITION BY {ranked} ORDER BY {column} {direction}, k{score.var} ASC"
+    return f"CASE WHEN {ranked} THEN dense_rank() OVER ({window}) END"
+
+
+def fusion_sql(score: RrfScore, names: Mapping[Score, str]) -> str:
+    """``rrf``: the sum of ``1 / (k + rank)`` over the two rankings (0 for a ranking the row is not in)."""
+    terms = [f"coalesce(1.0 / ({int(score.k)} + {_rank_sql(part, names[part])}), 0.0)" for part in (score.first, score.second)]
+    return " + ".join(terms)
 
 
 def distance_sql(score: NearestScore, params: SqlParams) -> str:
@@ -343,24 +359,26 @@ def statement(
     for var, table in sorted((candidates or {}).items()):
         conditions.append(f"v{var}.id IN (SELECT id FROM {quote(table)})")
     top = bound.block.variables
-    distances = {score: f"s{index}" for index, score in enumerate(scores(bound))}
+    found = scores(bound)
+    names: dict[Score, str] = {score: f"s{index}" for index, score in enumerate(found)}
     columns: dict[Column, str] = {}
     for needed in [o.column for o in bound.outputs] + [k.column for k in bound.order]:
         if needed is not None and needed not in columns:
             columns[needed] = f"c{len(columns)}"
     selected = [f"v{var.index}.id AS k{var.index}" for var in top]
     selected += [f"v{c.var}.{quote(c.column)} AS {name}" for c, name in columns.items()]
-    selected += [
-        f"{distance_sql(score, params) if isinstance(score, NearestScore) else (bm25 or {})[score]} AS {name}"
-        for score, name in distances.items()
-    ]
+    for score, name in names.items():
+        if isinstance(score, NearestScore):
+            selected.append(f"{distance_sql(score, params)} AS {name}")
+        elif isinstance(score, Bm25Score):
+            selected.append(f"{(bm25 or {})[score]} AS {name}")
     match = f"SELECT DISTINCT {', '.join(selected)} FROM {', '.join(froms)}"
     if conditions:
         match += f" WHERE {' AND '.join(conditions)}"
     outputs: list[str] = []
     for index, output in enumerate(bound.outputs):
         if output.score is not None:
-            expr = distances[output.score]
+            expr = names[output.score]
         elif output.func is None:
             assert output.column is not None
             expr = columns[output.column]
@@ -370,13 +388,17 @@ def statement(
             assert output.column is not None
             expr = f"{output.func}({columns[output.column]})"
         outputs.append(f"{expr} AS o{index}")
-    sql = f"WITH m AS ({match}) SELECT {', '.join(outputs)} FROM m"
+    fused = [f"{fusion_sql(score, names)} AS {names[score]}" for score in found if isinstance(score, RrfScore)]
+    if fused:
+        sql = f"WITH m AS ({match}), f AS (SELECT *, {', '.join(fused)} FROM m) SELECT {', '.join(outputs)} FROM f"
+    else:
+        sql = f"WITH m AS ({match}) SELECT {', '.join(outputs)} FROM m"
     keys: list[str] = []
     for key in bound.order:
         if key.output is not None:
             target = f"o{key.output}"
         elif key.score is not None:
-            target = distances[key.score]
+            target = names[key.score]
         else:
             assert key.column is not None  # a key that names no output names a column
             target = columns[key.column]

@@ -77,6 +77,8 @@ def _plan_lines(plan: dict[str, Any]) -> Iterator[str]:
             how = f"scores read from {item['index']}"
         elif item["function"] == "nearest":
             how = "exact distances of every row" if item["ordering"] else "computed per row"
+        elif item["function"] == "rrf":
+            how = "fused from the two rankings over the matching rows"
         else:
             how = "computed from the text of every row"
         yield f"  {item['function']}({item['column']}, ...){' ordering' if item['ordering'] else ''}: {how}"

@@ -245,13 +245,25 @@ def test_lint_describes_the_distance_as_a_nullable_float() -> None:
 # ---------------------------------------------------------------------------------------------
 # full text: search, match_text, fuzzy and bm25 against brute force, without and with the index
 
-TEXT_SCHEMA = "node Note { slug: String @key  body: String? @index  stars: I32 }\n"
+TEXT_SCHEMA = "node Note { slug: String @key  body: String? @index  stars: I32  embedding: Vector(3)? }\n"
 WORDS = ["graph", "lance", "vector", "Über", "café", "index", "query", "search", "fox", "fuzzy", "brown", "quick", "a", "of"]
 TEXTS = """
 query hits($q: String) { match { $n: Note  search($n.body, $q) } return { $n.slug } }
 query any($q: String) { match { $n: Note  match_text($n.body, $q) } return { $n.slug } }
 query near($q: String) { match { $n: Note  fuzzy($n.body, $q) } return { $n.slug } }
 query nearer($q: String, $e: I64) { match { $n: Note  fuzzy($n.body, $q, $e) } return { $n.slug } }
+query fused($v: Vector(3), $q: String) {
+  match { $n: Note }
+  return { $n.slug, rrf(nearest($n.embedding, $v), bm25($n.body, $q), 10) as score }
+  order { rrf(nearest($n.embedding, $v), bm25($n.body, $q), 10) desc }
+  limit 12
+}
+query fused_matching($v: Vector(3), $q: String) {
+  match { $n: Note  match_text($n.body, "graph") }
+  return { $n.slug, rrf(nearest($n.embedding, $v), bm25($n.body, $q)) as score }
+  order { score desc }
+  limit 12
+}
 query ranked($q: String) {
   match { $n: Note }
   return { $n.slug, bm25($n.body, $q) as score }
@@ -265,6 +277,7 @@ query ranked($q: String) {
 class Texts:
     uri: str
     bodies: dict[str, str | None]
+    vectors: dict[str, np.ndarray]
     exact_commit: str
     indexed_commit: str
 
@@ -278,7 +291,11 @@ def texts(tmp_path_factory: pytest.TempPathFactory) -> Texts:
         words = [str(w) for w in rng.choice(WORDS, size=int(rng.integers(1, 9)))]
         punctuation = [", ", " ", "-", "! "]
         bodies[f"n{i:03d}"] = None if i % 37 == 0 else "".join(w + punctuation[j % 4] for j, w in enumerate(words)).strip()
-    records = [{"type": "Note", "data": {"slug": slug, "body": body, "stars": 1}} for slug, body in bodies.items()]
+    vectors = {slug: rng.standard_normal(3).round(3) for i, slug in enumerate(bodies) if i % 29 != 1}
+    records = [
+        {"type": "Note", "data": {"slug": slug, "body": body, "stars": 1, "embedding": vectors[slug].tolist() if slug in vectors else None}}
+        for slug, body in bodies.items()
+    ]
     with omnigraph.init(uri, TEXT_SCHEMA) as graph:
         exact_commit = graph.load(records, mode="append").commits[-1]
     report = optimize(uri, declared_indexes=True)
@@ -286,7 +303,7 @@ def texts(tmp_path_factory: pytest.TempPathFactory) -> Texts:
     with omnigraph.open(uri) as graph:
         indexed_commit = graph.commits()[0].commit_id
         graph.mutate('query add() { insert Note { slug: "zz", body: "graph graph lance", stars: 2 } }')  # not in the index
-    return Texts(uri, bodies, exact_commit, indexed_commit)
+    return Texts(uri, bodies, {slug: v.astype(np.float32).astype(np.float64) for slug, v in vectors.items()}, exact_commit, indexed_commit)
 
 
 def _tokens(text: str) -> list[str]:
@@ -319,7 +336,7 @@ def _brute_match(texts: Texts, func: str, query: str, edits: int | None = None) 
     return found
 
 
-def _brute_bm25(bodies: dict[str, str | None], query: str) -> list[tuple[str, float]]:
+def _brute_bm25(bodies: dict[str, str | None], query: str, limit: int | None = 15) -> list[tuple[str, float]]:
     documents = {slug: _tokens(body) for slug, body in bodies.items() if body is not None}
     average = sum(len(d) for d in documents.values()) / len(documents)
     scored = []
@@ -332,7 +349,7 @@ def _brute_bm25(bodies: dict[str, str | None], query: str) -> list[tuple[str, fl
                 idf = math.log(1 + (len(documents) - frequency + 0.5) / (frequency + 0.5))
                 score += idf * tf * 2.2 / (tf + 1.2 * (1 - 0.75 + 0.75 * len(doc) / average))
         scored.append((slug, score))
-    return sorted(scored, key=lambda item: (-item[1], item[0]))[:15]
+    return sorted(scored, key=lambda item: (-item[1], item[0]))[:limit]
 
 
 def _text_rows(texts: Texts, name: str, at: str | None, **params: Any) -> list[dict[str, Any]]:
@@ -380,6 +397,13 @@ TEXT_REFUSALS = [
     ("match { $n: Note  fuzzy($n.body, $q, $q) } return { $n.slug }", "fuzzy's max_edits is an integer; $q is String", "$q"),
     ("match { $n: Note } return { $n.slug } order { bm25($n.body, $q) asc }", "highest first: write no asc", "asc"),
     ("match { $n: Note } return { count($n), bm25($n.body, $q) }", "bm25(...) cannot be used in a grouped query", "bm25"),
+    (
+        "match { $n: Note } return { rrf(search($n.body, $q), bm25($n.body, $q)) }",
+        "its first argument is nearest(...) or bm25(...)",
+        "search",
+    ),
+    ("match { $n: Note } return { rrf(bm25($n.body, $q), bm25($n.body, $q), 0) }", "rrf's k is an integer of 1 or more", "0"),
+    ("match { $n: Note } return { $n.slug } order { rrf(bm25($n.body, $q), bm25($n.body, $q)) asc }", "rrf(...) orders by", "asc"),
 ]
 
 
@@ -408,3 +432,40 @@ def test_the_full_text_example_of_the_docs_runs_as_written(texts: Texts) -> None
     found = [(row["n.slug"], row["score"]) for row in result.rows]
     assert [slug for slug, _ in found] == [slug for slug, _ in expected]
     assert [score for _, score in found] == pytest.approx([score for _, score in expected], rel=1e-5)
+
+
+def _brute_rrf(texts: Texts, vector: list[float], query: str, k: int, eligible: set[str]) -> list[tuple[str, float]]:
+    """rrf over the ``eligible`` notes: nearest ranks those with a vector, bm25 those scoring above 0; ties by slug."""
+    q = np.asarray(vector, dtype=np.float32).astype(np.float64)
+    near = sorted((float(np.linalg.norm(v - q)), slug) for slug, v in texts.vectors.items() if slug in eligible)
+    relevance = {slug: score for slug, score in _brute_bm25(texts.bodies, query, None)}
+    relevant = sorted((-score, slug) for slug, score in relevance.items() if slug in eligible and score > 0)
+    fused = dict.fromkeys(sorted(eligible), 0.0)
+    for ranking in (near, relevant):
+        for rank, (_, slug) in enumerate(ranking, 1):
+            fused[slug] += 1.0 / (k + rank)
+    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:12]
+
+
+def test_rrf_fuses_the_two_rankings_over_the_matching_rows_like_brute_force(texts: Texts) -> None:
+    vector, query = [0.3, -0.2, 1.0], "graph search"
+    for at in (texts.exact_commit, texts.indexed_commit):
+        every = [(row["n.slug"], row["score"]) for row in _text_rows(texts, "fused", at, v=vector, q=query)]
+        _same(every, _brute_rrf(texts, vector, query, 10, set(texts.bodies)))
+        matching = [(row["n.slug"], row["score"]) for row in _text_rows(texts, "fused_matching", at, v=vector, q=query)]
+        _same(matching, _brute_rrf(texts, vector, query, 60, set(_brute_match(texts, "match_text", "graph"))))
+    with omnigraph.open(texts.uri, read_only=True) as graph:
+        plan = graph.explain_query(TEXTS, name="fused_matching", params={"v": vector, "q": query}, at=texts.indexed_commit)
+    assert [(s["function"], s["column"], s["ordering"], s["index"]) for s in plan.searches] == [
+        ("nearest", "$n.embedding", False, None),
+        ("bm25", "$n.body", False, "body_idx"),
+        ("rrf", "$n.embedding, $n.body", True, None),
+        ("match_text", "$n.body", False, None),
+    ]
+
+
+def test_the_rrf_example_of_the_docs_runs_as_written(texts: Texts) -> None:
+    vector, query = [1.0, 0.0, -0.5], "vector index"
+    with omnigraph.open(texts.uri, read_only=True) as graph:
+        rows = graph.query(_docs_example("### Search: fusion with `rrf`"), params={"v": vector, "q": query}, at=texts.exact_commit).rows
+    _same([(row["n.slug"], row["score"]) for row in rows], _brute_rrf(texts, vector, query, 60, set(texts.bodies))[:10])
