@@ -15,6 +15,9 @@ the offending token):
   one name; an ``order`` key that is neither ``$v.prop`` (in a grouped query: one of the
   returned group keys) nor a return alias; a return item naming a variable local to a
   ``not { ... }``;
+* a misused search function (:mod:`omnigraph.engine.gq.search`: its property or query of the
+  wrong type, an ordering by ``nearest`` without a ``limit``, a search function in a grouped
+  query);
 * an undeclared parameter; then the parameter values as
   :func:`omnigraph.engine.gq.checker.bind_params` (a missing or null non-nullable one, a wrong
   type).

@@ -30,6 +30,15 @@ scan fails). A comparison that reads such a column is therefore written
 ``coalesce(comparison, FALSE)``: the same rows in a WHERE clause (NULL is not true either way),
 but an expression DuckDB does not push, so it filters those rows itself.
 
+Search functions (:mod:`omnigraph.engine.gq.search`). A ``search``/``match_text``/``fuzzy``
+clause is a condition over the text's tokens (:func:`text_match_sql`: DuckDB's
+``regexp_extract_all`` of letter-and-digit runs of the lower-cased text, ``list_has_all``,
+``list_has_any``, ``levenshtein``). Each ``nearest`` distance (:func:`distance_sql`, in double
+precision) and ``bm25`` relevance (SQL given by the caller,
+:func:`omnigraph.engine.query.search.bm25_sql`) is a column ``s{i}`` of ``m``; an ``rrf`` is a
+column of a second step ``f`` over ``m`` (:func:`fusion_sql`: window ranks over the entities of
+``m``). As an order key a score keeps NULL last: a distance ascending, a relevance descending.
+
 Implied ids (:func:`implied_ids`): a variable whose ``@key`` members all equal constants also
 gets its implied node id as a condition, for the join planner. ``$p: Person { name: "Ann" }``
 (``name`` the key) can only bind the node whose id is ``"Ann"``. Stating ``v.id = 'Ann'`` as
