@@ -206,7 +206,7 @@ class _Checker:
         outputs = self._outputs(read.returns, scope)
         grouped = any(output.func is not None for output in outputs)
         order = tuple(self._sort_key(item.target, item.descending, outputs, grouped, scope) for item in read.order)
-        self._check_nearest_use(read.returns, read.order, grouped, read.limit)
+        self._check_search_use(read.returns, read.order, grouped, read.limit)
         return BoundRead(query.name, tuple(self._vars), block, outputs, grouped, order, read.limit)
 
     # -- variables and blocks ----------------------------------------------------------------
@@ -439,8 +439,8 @@ class _Checker:
         assert isinstance(found, Bm25Score)  # the parser takes only bm25 in return and order
         return found
 
-    def _check_nearest_use(self, returns: tuple[ReturnItem, ...], order: tuple[OrderItem, ...], grouped: bool, limit: int | None) -> None:
-        """A grouped query takes no ``nearest``; an ordering by ``nearest`` needs a ``limit`` (:mod:`omnigraph.engine.gq.search`)."""
+    def _check_search_use(self, returns: tuple[ReturnItem, ...], order: tuple[OrderItem, ...], grouped: bool, limit: int | None) -> None:
+        """A grouped query takes no search function; an ordering by ``nearest`` needs a ``limit`` (:mod:`omnigraph.engine.gq.search`)."""
         calls = [item.expr for item in returns if isinstance(item.expr, (Nearest, TextSearch, Rrf))]
         scored = [item.target for item in order if isinstance(item.target, (Nearest, TextSearch, Rrf))]
         if grouped and calls + scored:
