@@ -112,8 +112,10 @@ TEXT_INDEX = "InvertedIndexDetails"
 def text_index(dataset: Any, column: str) -> str | None:
     """The full-text index on ``column`` that covers every row of the Lance ``dataset`` image, or None.
 
-    Covering: every fragment is indexed and no fragment has deleted rows since (the index's
-    statistics are then those of exactly the rows the image holds).
+    Covering: every fragment is indexed and no fragment has deleted rows (the index's statistics
+    are then those of exactly the rows the image holds). A deletion is not told apart from one the
+    index was rebuilt after (Lance's indexed row count keeps counting deleted rows), so after a
+    delete or an update the scores are computed until a compaction and a rebuild.
     """
     fragments = dataset.get_fragments()
     if any(fragment.metadata.deletion_file is not None for fragment in fragments):
