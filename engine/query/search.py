@@ -1,4 +1,4 @@
-"""The vector index behind a ``nearest`` ordering: which nodes may be the nearest, asked of Lance.
+"""What Lance's indexes serve in a read: a ``nearest`` ordering's candidates and ``bm25`` scores.
 
 A read ordered first by ``nearest($v.prop, $q)`` (:mod:`omnigraph.engine.gq.search`) asks for the
 ``limit`` rows nearest to ``$q``. Its answer is always the exact one on the rows it considers:
@@ -19,6 +19,13 @@ read is. What a vector index changes is which nodes ``$v`` may bind:
 So an answer served by the index may differ from the exact one only where the index missed one
 of the true nearest nodes (its recall), and ``omnigraph query --explain`` says which way the
 ordering runs (:func:`serving_index`).
+
+A ``bm25`` score (:func:`bm25_sql`) is read from a full-text index on its property when the index
+covers every row of the pinned image (:func:`text_index`): Lance scores the matching rows with
+BM25 (:data:`K1`, :data:`B`) over the index's statistics, which are then those of the image.
+Otherwise the statement computes the same formula from the text, with the document count, the
+average length and each query token's document frequency read from the table first. ``search``,
+``match_text`` and ``fuzzy`` never use an index: they are conditions on the scanned rows.
 """
 
 from __future__ import annotations
