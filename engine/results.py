@@ -383,7 +383,9 @@ class QueryPlan(Result):
     ``tables``: ``{table, table_branch, version, rows, indexes: [{name, columns, type}]}`` per table read;
     ``variables``: ``{variable, table, estimated_rows, id_lookup}``; ``hops``: ``{edge, from, to,
     edge_variable, direction, bounds, mode, start, stops_after, estimated_rows}``; ``filters``: ``{filter, table,
-    pushed_into_scan, index}``. Row figures come from the manifest's row counts.
+    pushed_into_scan, index}``; ``searches``: ``{function, column, table, ordering, index,
+    candidates}`` per search function (``index`` None: an exact scan). Row figures come from the
+    manifest's row counts.
     """
 
     query: str
@@ -393,6 +395,7 @@ class QueryPlan(Result):
     variables: tuple[Mapping[str, Any], ...]
     hops: tuple[Mapping[str, Any], ...]
     filters: tuple[Mapping[str, Any], ...]
+    searches: tuple[Mapping[str, Any], ...] = ()
 
 
 def documents(result_type: type[Result], items: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:

@@ -286,21 +286,25 @@ def optimize(
     progress: Progress | None = None,
     announce: Announce = _quiet,
     storage_options: Mapping[str, str] | None = None,
+    declared_indexes: bool = False,
 ) -> OptimizeReport:
     """Compact, index and clean up the tables ``branch`` owns.
 
-    Compacts the tables, builds a BTREE index on ``index_column``, and deletes table versions older
-    than ``cleanup_older_than`` that nothing pins (no branch, reachable commit, intent or migration
-    sidecar); compactions and indexes are published as a graph commit.
+    Compacts the tables, builds a BTREE index on ``index_column`` and (``declared_indexes``) the
+    indexes the schema's ``@index`` declarations ask for (a vector index on a ``Vector(N)``
+    property, a full-text index on a ``String``, a BTREE on an enum or ordered scalar;
+    ``docs/queries.md``), and deletes table versions older than ``cleanup_older_than`` that nothing
+    pins (no branch, reachable commit, intent or migration sidecar); compactions and indexes are
+    published as a graph commit.
 
     Raises:
-        BadRequest: nothing to do (none of ``compact``, ``index_column``, ``cleanup_older_than``).
+        BadRequest: nothing to do (none of ``compact``, ``index_column``, ``declared_indexes``, ``cleanup_older_than``).
         NotFound: no graph or branch.
         FormatRefused: the graph is behind a migration barrier.
         ClaimHeld: a migration claim is held.
     """
-    if not compact and index_column is None and cleanup_older_than is None:
-        raise BadRequest("nothing to do: pass --compact, --index COLUMN and/or --cleanup-older-than DUR")
+    if not compact and index_column is None and not declared_indexes and cleanup_older_than is None:
+        raise BadRequest("nothing to do: pass --compact, --index COLUMN, --declared-indexes and/or --cleanup-older-than DUR")
     graph = _open(uri, storage_options, write=True, announce=announce)
     from omnigraph.migrator.layout import pinned_images
 
@@ -314,6 +318,7 @@ def optimize(
         actor=actor or default_actor(),
         progress=progress or SilentProgress(),
         extra_pins=pinned_images(graph.store),
+        declared_indexes=declared_indexes,
     )
 
 

@@ -40,18 +40,24 @@ Reads (:func:`read_body`: the body of a query that starts with ``match``)::
                | VAR VAR ":" EDGE VAR   or   VAR VAR ":" "<" EDGE ">" VAR       edge binding
                | or                                                                    filter
                | "not" "{" clause+ "}"                                                 negation
+               | ("search" | "match_text") "(" VAR "." NAME "," text ")"               full-text match
+               | "fuzzy" "(" VAR "." NAME "," text ("," (INT | PARAM))? ")"            full-text match
                | "exists" "{" clause+ "}"                                              sub-pattern
                | "count" "{" clause+ "}" OP operand                                    sub-pattern
     or        := and ("or" and)*
     and       := not ("and" not)*
     not       := "not" not | "(" or ")" | operand (CMP operand | "in" list | "is" "not"? "null")?
     list      := "[" (literal ("," literal)*)? "]" | operand          (strings, numbers, booleans)
+    text      := STRING | PARAM
     operand   := VAR "." NAME | literal | PARAM
     CMP       := "=" | "!=" | "<" | "<=" | ">" | ">=" | "contains" | "starts_with"
-    item      := (VAR "." NAME | "count" "(" VAR ")" | AGG "(" VAR "." NAME ")") ("as" NAME)?
+    item      := (VAR "." NAME | "count" "(" VAR ")" | AGG "(" VAR "." NAME ")" | nearest | bm25 | rrf) ("as" NAME)?
     AGG       := "sum" | "avg" | "min" | "max"
     BOUNDS    := "{" INT "," INT "}"
-    key       := (VAR "." NAME | NAME) ("asc" | "desc")?
+    key       := (VAR "." NAME | NAME) ("asc" | "desc")? | nearest | (bm25 | rrf) "desc"?
+    bm25      := "bm25" "(" VAR "." NAME "," text ")"
+    rrf       := "rrf" "(" (nearest | bm25) "," (nearest | bm25) ("," (INT | PARAM))? ")"
+    nearest   := "nearest" "(" VAR "." NAME "," (PARAM | "[" (NUMBER ("," NUMBER)*)? "]") ")"
 
 ``SEP`` is a comma or a line break; match clauses are separated by whitespace only. ``VAR`` and
 ``PARAM`` are both spelled ``$name``: ``$name`` is a variable where a binding, traversal or
@@ -95,6 +101,7 @@ from omnigraph.engine.gq.syntax import (
     Filter,
     GqError,
     LiteralValue,
+    Nearest,
     Negation,
     NotExpr,
     Now,
@@ -108,8 +115,10 @@ from omnigraph.engine.gq.syntax import (
     Query,
     ReadBody,
     ReturnItem,
+    Rrf,
     Statement,
     SubPattern,
+    TextSearch,
     Traversal,
     Value,
     Verb,
@@ -437,6 +446,8 @@ def _deeper_condition(cursor: Cursor, token: Token) -> None:
 
 def _clause(cursor: Cursor) -> Clause:
     token = cursor.peek
+    if token.kind == "name" and token.text in ("search", "fuzzy", "match_text") and cursor.ahead(1).text == "(":
+        return _text_search(cursor)
     if token.kind == "name" and token.text == "not" and cursor.ahead(1).text == "{":
         cursor.next()
         return Negation(_nested_block(cursor, "not", token), token)
@@ -701,8 +712,14 @@ def _items(cursor: Cursor) -> tuple[ReturnItem, ...]:
     return tuple(items)
 
 
-def _item_expr(cursor: Cursor) -> PropRef | Aggregate:
+def _item_expr(cursor: Cursor) -> PropRef | Aggregate | Nearest | TextSearch | Rrf:
     token = cursor.peek
+    if token.kind == "name" and token.text == "rrf" and cursor.ahead(1).text == "(":
+        return _rrf(cursor)
+    if token.kind == "name" and token.text == "nearest" and cursor.ahead(1).text == "(":
+        return _nearest(cursor)
+    if token.kind == "name" and token.text == "bm25" and cursor.ahead(1).text == "(":
+        return _text_search(cursor)
     if token.kind == "name" and token.text in AGGREGATES and cursor.ahead(1).text == "(":
         cursor.next()
         cursor.next()
@@ -723,7 +740,7 @@ def _item_expr(cursor: Cursor) -> PropRef | Aggregate:
     whole = ""
     if token.kind == "param":
         whole = f"; {token.text} alone is a whole node or bound edge, which is not returned: name its properties ({token.text}.prop)"
-    raise cursor.fail(f"expected a return item: $v.prop, count($v) or sum|avg|min|max($v.prop){whole}")
+    raise cursor.fail(f"expected a return item: $v.prop, count($v), sum|avg|min|max($v.prop), nearest(...), bm25(...) or rrf(...){whole}")
 
 
 def _aggregate_key(cursor: Cursor) -> GqError:
@@ -742,7 +759,20 @@ def _order(cursor: Cursor) -> tuple[OrderItem, ...]:
     cursor.expect("punct", "{", "'{' after order")
     keys: list[OrderItem] = []
     while not cursor.at("punct", "}"):
-        target: PropRef | Token
+        target: PropRef | Token | Nearest | TextSearch | Rrf
+        if cursor.at("name", "nearest") and cursor.ahead(1).text == "(":
+            keys.append(OrderItem(_nearest(cursor), False))
+            cursor.separator("}")
+            continue
+        if (cursor.at("name", "bm25") or cursor.at("name", "rrf")) and cursor.ahead(1).text == "(":
+            word = cursor.peek.text
+            keys.append(OrderItem(_text_search(cursor) if word == "bm25" else _rrf(cursor), True))
+            if cursor.at("name", "desc"):
+                cursor.next()
+            elif cursor.at("name", "asc"):
+                raise cursor.fail(f"{word}(...) orders by relevance, highest first: write no asc")
+            cursor.separator("}")
+            continue
         if cursor.at("param"):
             if cursor.ahead(1).text != ".":
                 raise cursor.fail("order by $v.prop or a return alias")
@@ -762,6 +792,76 @@ def _order(cursor: Cursor) -> tuple[OrderItem, ...]:
         raise cursor.fail("order needs at least one key")
     cursor.next()
     return tuple(keys)
+
+
+def _nearest(cursor: Cursor) -> Nearest:
+    """``nearest($v.prop, $q)`` or ``nearest($v.prop, [x, y, ...])`` at the cursor (no direction: nearest first)."""
+    token = cursor.next()
+    cursor.next()
+    if not (cursor.at("param") and cursor.ahead(1).text == "."):
+        raise cursor.fail("nearest takes a vector property first: nearest($v.prop, $q)")
+    prop = _operand(cursor)
+    assert isinstance(prop, PropRef)
+    cursor.expect("punct", ",", "',' and the query vector ($param or [x, y, ...])")
+    query: LiteralValue | ParamRef | None
+    if cursor.at("punct", "["):
+        value = cursor.value()
+        assert isinstance(value, LiteralValue)
+        query = value
+    else:
+        query = cursor.operand_value()
+        if not isinstance(query, ParamRef):
+            raise cursor.fail("expected the query vector: a Vector($N) parameter or a list of numbers [x, y, ...]")
+    cursor.expect("punct", ")", "')' closing nearest(...)")
+    if cursor.at("name", "asc") or cursor.at("name", "desc"):
+        raise cursor.fail("nearest(...) orders nearest first and takes no asc or desc")
+    return Nearest(prop, query, token)
+
+
+def _text_search(cursor: Cursor) -> TextSearch:
+    """``search|fuzzy|match_text|bm25($v.prop, text [, max_edits])`` at the cursor (``max_edits``: fuzzy only)."""
+    token = cursor.next()
+    cursor.next()
+    if not (cursor.at("param") and cursor.ahead(1).text == "."):
+        raise cursor.fail(f"{token.text} takes a String property first: {token.text}($v.prop, $q)")
+    prop = _operand(cursor)
+    assert isinstance(prop, PropRef)
+    cursor.expect("punct", ",", f"',' and the query text of {token.text}(...)")
+    query = cursor.operand_value()
+    if query is None:
+        raise cursor.fail(f"expected the query text of {token.text}(...): a string or $param")
+    max_edits = None
+    if token.text == "fuzzy" and cursor.at("punct", ","):
+        cursor.next()
+        max_edits = cursor.operand_value()
+        if max_edits is None:
+            raise cursor.fail("expected fuzzy's max_edits: an integer or $param")
+    cursor.expect("punct", ")", f"')' closing {token.text}(...)")
+    return TextSearch(token.text, prop, query, max_edits, token)
+
+
+def _rrf(cursor: Cursor) -> Rrf:
+    """``rrf(rank, rank [, k])`` at the cursor; each rank is ``nearest(...)`` or ``bm25(...)``."""
+    token = cursor.next()
+    cursor.next()
+    ranks: list[Nearest | TextSearch] = []
+    for position in ("first", "second"):
+        if cursor.at("name", "nearest") and cursor.ahead(1).text == "(":
+            ranks.append(_nearest(cursor))
+        elif cursor.at("name", "bm25") and cursor.ahead(1).text == "(":
+            ranks.append(_text_search(cursor))
+        else:
+            raise cursor.fail(f"rrf fuses two rankings: its {position} argument is nearest(...) or bm25(...)")
+        if position == "first":
+            cursor.expect("punct", ",", "',' and the second ranking of rrf(...)")
+    k = None
+    if cursor.at("punct", ","):
+        cursor.next()
+        k = cursor.operand_value()
+        if k is None:
+            raise cursor.fail("expected rrf's k: an integer or $param")
+    cursor.expect("punct", ")", "')' closing rrf(...)")
+    return Rrf(ranks[0], ranks[1], k, token)
 
 
 Kind = Literal["read", "mutation"]

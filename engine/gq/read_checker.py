@@ -17,6 +17,9 @@ the offending token):
   ``not { ... }``;
 * an edge binding (``$a $k:knows $b``) whose name is already a variable (or ``$_``), and
   ``$k.id`` (a bound edge's id is not queryable, as upstream);
+* a misused search function (:mod:`omnigraph.engine.gq.search`: its property or query of the
+  wrong type, an ordering by ``nearest`` without a ``limit``, a search function in a grouped
+  query);
 * an undeclared parameter; then the parameter values as
   :func:`omnigraph.engine.gq.checker.bind_params` (a missing or null non-nullable one, a wrong
   type).
@@ -68,6 +71,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from omnigraph.engine.gq.checker import bind_params
+from omnigraph.engine.gq.search import Bm25Score, NearestScore, RrfScore, TextMatch, check_nearest, check_rrf_k, check_text_search
 from omnigraph.engine.gq.syntax import (
     Aggregate,
     AggregateFunc,
@@ -80,16 +84,20 @@ from omnigraph.engine.gq.syntax import (
     Filter,
     GqError,
     LiteralValue,
+    Nearest,
     Negation,
     NotExpr,
     Now,
     NullTest,
+    OrderItem,
     Param,
     ParamRef,
     PropRef,
     Query,
     ReturnItem,
+    Rrf,
     SubPattern,
+    TextSearch,
     Traversal,
 )
 from omnigraph.engine.gq.syntax import Operand as SourceOperand
@@ -222,6 +230,7 @@ class _Checker:
         outputs = self._outputs(read.returns, scope)
         grouped = any(output.func is not None for output in outputs)
         order = tuple(self._sort_key(item.target, item.descending, outputs, grouped, scope) for item in read.order)
+        self._check_search_use(read.returns, read.order, grouped, read.limit)
         return BoundRead(query.name, tuple(self._vars), block, outputs, grouped, order, read.limit)
 
     # -- variables and blocks ----------------------------------------------------------------
@@ -286,9 +295,10 @@ class _Checker:
                         compares.append(part)
                     else:
                         conditions.append(part)
+        matches = tuple(self._text_match(clause, scope) for clause in clauses if isinstance(clause, TextSearch))
         negations = tuple(self._block(c.clauses, scope)[0] for c in clauses if isinstance(c, Negation))
         variables = tuple(self._vars[index] for index in local)
-        return Block(variables, tuple(hops), tuple(compares), negations, tuple(conditions)), scope
+        return Block(variables, tuple(hops), tuple(compares), negations, tuple(conditions), matches), scope
 
     def _check_edge_names(self, clauses: tuple[Clause, ...], outer: dict[str, int]) -> None:
         """Refuse an edge binding whose name is ``$_`` or already a variable (outer, or of this block)."""
@@ -500,7 +510,11 @@ class _Checker:
         seen: dict[str, Token] = {}
         for item in items:
             expr = item.expr
-            if isinstance(expr, Aggregate):
+            if isinstance(expr, (Nearest, TextSearch, Rrf)):
+                score = self._score(expr, scope)
+                output = Output(item.alias or _score_name(expr), None, _score_var(score), None, F64, score)
+                token = expr.token
+            elif isinstance(expr, Aggregate):
                 column = None
                 if expr.prop is not None:
                     column = self._column(PropRef(expr.var, expr.prop, expr.var_token, expr.var_token), scope)
@@ -530,9 +544,53 @@ class _Checker:
             outputs.append(output)
         return tuple(outputs)
 
+    def _nearest(self, call: Nearest, scope: dict[str, int]) -> NearestScore:
+        column = self._column(call.prop, scope)
+        return check_nearest(call, column.var, column.type, self._declared, self._params)
+
+    def _text_search(self, call: TextSearch, scope: dict[str, int]) -> TextMatch | Bm25Score:
+        column = self._column(call.prop, scope)
+        return check_text_search(call, column.var, column.type, self._declared, self._params)
+
+    def _text_match(self, call: TextSearch, scope: dict[str, int]) -> TextMatch:
+        found = self._text_search(call, scope)
+        assert isinstance(found, TextMatch)  # the parser takes bm25 in return and order only
+        return found
+
+    def _score(self, call: Nearest | TextSearch | Rrf, scope: dict[str, int]) -> NearestScore | Bm25Score | RrfScore:
+        if isinstance(call, Rrf):
+            first, second = self._score(call.first, scope), self._score(call.second, scope)
+            assert not isinstance(first, RrfScore) and not isinstance(second, RrfScore)  # the parser nests none
+            return RrfScore(first, second, check_rrf_k(call.k, self._declared, self._params))
+        if isinstance(call, Nearest):
+            return self._nearest(call, scope)
+        found = self._text_search(call, scope)
+        assert isinstance(found, Bm25Score)  # the parser takes only bm25 in return and order
+        return found
+
+    def _check_search_use(self, returns: tuple[ReturnItem, ...], order: tuple[OrderItem, ...], grouped: bool, limit: int | None) -> None:
+        """A grouped query takes no search function; an ordering by ``nearest`` needs a ``limit`` (:mod:`omnigraph.engine.gq.search`)."""
+        calls = [item.expr for item in returns if isinstance(item.expr, (Nearest, TextSearch, Rrf))]
+        scored = [item.target for item in order if isinstance(item.target, (Nearest, TextSearch, Rrf))]
+        if grouped and calls + scored:
+            first = (calls + scored)[0].token
+            raise _error(f"{first.text}(...) cannot be used in a grouped query (a return item is an aggregate)", first)
+        ordering = [target for target in scored if isinstance(target, Nearest)]
+        if ordering and limit is None:
+            raise _error("an ordering by nearest(...) needs a limit (add limit N after order)", ordering[0].token)
+
     def _sort_key(
-        self, target: PropRef | Token, descending: bool, outputs: tuple[Output, ...], grouped: bool, scope: dict[str, int]
+        self,
+        target: PropRef | Token | Nearest | TextSearch | Rrf,
+        descending: bool,
+        outputs: tuple[Output, ...],
+        grouped: bool,
+        scope: dict[str, int],
     ) -> SortKey:
+        if isinstance(target, (Nearest, TextSearch, Rrf)):
+            score = self._score(target, scope)
+            found = next((index for index, output in enumerate(outputs) if output.score == score), None)
+            return SortKey(found, None, descending, None if found is not None else score)
         if isinstance(target, Token):
             for index, output in enumerate(outputs):
                 if output.name == target.text:
@@ -548,6 +606,18 @@ class _Checker:
                 target.token,
             )
         return SortKey(None, column, descending)
+
+
+def _score_name(call: Nearest | TextSearch | Rrf) -> str:
+    """The default column name of a search function: ``nearest($d.embedding)``, ``rrf(nearest($d.embedding), bm25($d.body))``."""
+    if isinstance(call, Rrf):
+        return f"rrf({_score_name(call.first)}, {_score_name(call.second)})"
+    return f"{call.token.text}(${call.prop.var}.{call.prop.prop})"
+
+
+def _score_var(score: NearestScore | Bm25Score | RrfScore) -> int:
+    """The variable a search score is of (an ``rrf``'s: its first ranking's)."""
+    return _score_var(score.first) if isinstance(score, RrfScore) else score.var
 
 
 def _literal(literal: LiteralValue) -> Const:
@@ -659,13 +729,14 @@ class Hop:
 
 @dataclass(frozen=True)
 class Block:
-    """One conjunctive block: the variables it introduces, hops, comparisons, negations, other conditions."""
+    """One conjunctive block: the variables it introduces, hops, comparisons, negations, other conditions, full-text matches."""
 
     variables: tuple[Var, ...]
     hops: tuple[Hop, ...]
     compares: tuple[Compare, ...]
     negations: tuple[Block, ...]
     conditions: tuple[Condition, ...] = ()
+    text_matches: tuple[TextMatch, ...] = ()
 
     @property
     def nested(self) -> tuple[Block, ...]:
@@ -677,7 +748,8 @@ class Block:
 class Output:
     """One return column: a value (``func`` None) or an aggregate over the group's rows.
 
-    ``column`` is None only for ``count``, which counts the rows of the group (each row binds
+    ``score`` is set for a ``nearest(...)``, ``bm25(...)`` or ``rrf(...)`` item (its value, ``F64``; ``column`` None).
+    Otherwise ``column`` is None only for ``count``, which counts the rows of the group (each row binds
     ``var``). ``type`` is the column's type for rendering: the property type for values and
     ``min``/``max``, ``I64`` for ``count``, ``F64`` for ``avg`` and a float ``sum``, ``I64``-like
     integers (unbounded) for an integer ``sum``.
@@ -688,15 +760,17 @@ class Output:
     var: int
     column: Column | None
     type: PropertyType
+    score: NearestScore | Bm25Score | RrfScore | None = None
 
 
 @dataclass(frozen=True)
 class SortKey:
-    """An ``order`` key: an output (by index) or a column of a variable that is not returned."""
+    """An ``order`` key: an output (by index), a column of a variable that is not returned, or an unreturned ``nearest`` distance."""
 
     output: int | None
     column: Column | None
     descending: bool
+    score: NearestScore | Bm25Score | RrfScore | None = None
 
 
 @dataclass(frozen=True)

@@ -232,7 +232,18 @@ class SubPattern:
     op_token: Token | None
 
 
-Clause = Binding | Traversal | Filter | Negation | BoolFilter | SubPattern
+@dataclass(frozen=True)
+class TextSearch:
+    """``search|fuzzy|match_text|bm25($v.prop, query [, max_edits])``: a full-text function (``max_edits``: fuzzy's)."""
+
+    func: str
+    prop: PropRef
+    query: LiteralValue | ParamRef
+    max_edits: LiteralValue | ParamRef | None
+    token: Token
+
+
+Clause = Binding | Traversal | Filter | Negation | BoolFilter | SubPattern | TextSearch
 
 
 @dataclass(frozen=True)
@@ -250,7 +261,7 @@ class Aggregate:
 class ReturnItem:
     """One ``return`` item, ``expr [as alias]``."""
 
-    expr: PropRef | Aggregate
+    expr: PropRef | Aggregate | Nearest | TextSearch | Rrf
     alias: str | None
     alias_token: Token | None
 
@@ -259,7 +270,7 @@ class ReturnItem:
 class OrderItem:
     """``$v.prop`` or a return alias (a name token), ascending unless ``descending``."""
 
-    target: PropRef | Token
+    target: PropRef | Token | Nearest | TextSearch | Rrf
     descending: bool
 
 
@@ -288,6 +299,15 @@ class Query:
     def is_read(self) -> bool:
         """Whether the query is a read (a body starting with ``match``), not a mutation."""
         return self.read is not None
+
+
+@dataclass(frozen=True)
+class Nearest:
+    """``nearest($v.prop, query)``: the L2 distance of a vector property from ``query`` (a ``$param`` or a list literal)."""
+
+    prop: PropRef
+    query: LiteralValue | ParamRef
+    token: Token
 
 
 _GQ_TOKENS = re.compile(
@@ -373,3 +393,13 @@ def tokenize(source: str) -> list[Token]:
             number out of range, at its position.
     """
     return scan(source, GQ)
+
+
+@dataclass(frozen=True)
+class Rrf:
+    """``rrf(rank, rank [, k])``: the reciprocal rank fusion of two rankings, each ``nearest(...)`` or ``bm25(...)``."""
+
+    first: Nearest | TextSearch
+    second: Nearest | TextSearch
+    k: LiteralValue | ParamRef | None
+    token: Token

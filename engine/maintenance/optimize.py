@@ -1,13 +1,15 @@
 """``optimize``: compaction, index building and version cleanup, owned by the engine.
 
-Compaction (``compact_files``) and index building (a BTREE, ``create_scalar_index(...,
-replace=True)``) run on the tables a graph branch owns, at the version the branch pins, and are
-then published as one graph commit (``optimized <operations> vA..vB on <table>``) after the same
-classification an out-of-band commit gets (:mod:`omnigraph.engine.reconcile.drift`): the new versions must
-change no row, which is checked, not assumed. A crash between the Lance commit and the publish
-leaves an adoptable span that the next read-write open adopts. Tables inherited from another
-branch, covered by a commit in flight, or with unresolved drift are skipped and reported. Indexes
-change nothing about writes: the fenced door always merges with ``use_index(False)``.
+Compaction (``compact_files``) and index building (a BTREE on a named column,
+``create_scalar_index(..., replace=True)``, and the indexes the schema's ``@index`` declarations
+ask for, :mod:`omnigraph.engine.maintenance.declared_indexes`) run on the tables a graph branch
+owns, at the version the branch pins, and are then published as one graph commit (``optimized
+<operations> vA..vB on <table>``) after the same classification an out-of-band commit gets
+(:mod:`omnigraph.engine.reconcile.drift`): the new versions must change no row, which is
+checked, not assumed. A crash between the Lance commit and the publish leaves an adoptable span
+that the next read-write open adopts. Tables inherited from another branch, covered by a commit
+in flight, or with unresolved drift are skipped and reported. Indexes change nothing about
+writes: the fenced door always merges with ``use_index(False)``.
 
 Version cleanup deletes, per (table, Lance branch), only versions older than the cutoff that no
 one may still read: every version pinned by any ``__manifest`` version of any live graph branch
@@ -32,6 +34,7 @@ from typing import Any, cast
 from omnigraph.engine.door.table_store import CommitConflict
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.graph import Graph
+from omnigraph.engine.maintenance import declared_indexes as declared_index
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import TableEntry, lance_branch_name
 from omnigraph.engine.progress import Progress
@@ -86,7 +89,9 @@ def _owned_tables(graph: Graph, branch: str, report: OptimizeReport) -> list[tup
     return ready
 
 
-def _rewrite(graph: Graph, entry: TableEntry, compact: bool, index_column: str | None, dry_run: bool) -> dict[str, Any] | None:
+def _rewrite(
+    graph: Graph, entry: TableEntry, compact: bool, index_column: str | None, declared_indexes: bool, dry_run: bool
+) -> dict[str, Any] | None:
     dataset = open_pinned(graph.store, entry.image)
     fragments = len(dataset.get_fragments())
     actions = []
@@ -94,6 +99,9 @@ def _rewrite(graph: Graph, entry: TableEntry, compact: bool, index_column: str |
         actions.append("compact")
     if index_column is not None and index_column in dataset.schema.names:
         actions.append(f"index {index_column}")
+    wanted = declared_index.declared(graph.catalog.table(entry.table_key)) if declared_indexes else []
+    building = [(column, kind) for column, kind in wanted if column != index_column and declared_index.buildable(dataset, column, kind)]
+    actions += [f"{kind} index {column}" for column, kind in building]
     if not actions:
         return None
     if not dry_run:
@@ -101,6 +109,8 @@ def _rewrite(graph: Graph, entry: TableEntry, compact: bool, index_column: str |
             dataset.optimize.compact_files()
         if index_column is not None and f"index {index_column}" in actions:
             open_dataset(graph.store, entry.table_path, entry.table_branch).create_scalar_index(index_column, "BTREE", replace=True)
+        for column, kind in building:
+            declared_index.build(open_dataset(graph.store, entry.table_path, entry.table_branch), column, kind)
     return {"table_key": entry.table_key, "actions": actions, "fragments_before": fragments}
 
 
@@ -115,6 +125,7 @@ def optimize(
     actor: str,
     progress: Progress,
     extra_pins: Iterable[ImageRef] = (),
+    declared_indexes: bool = False,
 ) -> OptimizeReport:
     """Run the requested maintenance on ``graph`` (see the module docstring)."""
     graph.manifest.require_branch(branch)
@@ -123,7 +134,7 @@ def optimize(
     ):
         raise BadRequest(f"no table of the schema has a column {index_column!r} to index", {"column": index_column})
     report = OptimizeReport(branch, dry_run)
-    if compact or index_column is not None:
+    if compact or index_column is not None or declared_indexes:
         # Compaction and indexing commit to the branch's tables: under its lease, like a write.
         lease = (
             nullcontext()
@@ -131,20 +142,27 @@ def optimize(
             else recovery.holding_branch(graph.store, graph.manifest, branch, "optimize", wait_seconds=branch_lease.WAIT_SECONDS)
         )
         with lease:
-            _optimize_tables(graph, branch, compact, index_column, report, progress, actor)
+            _optimize_tables(graph, branch, compact, index_column, declared_indexes, report, progress, actor)
     if cleanup_older_than is not None:
         report.cleanup = cleanup(graph, cleanup_older_than, dry_run=dry_run, progress=progress, extra_pins=extra_pins)
     return report
 
 
 def _optimize_tables(
-    graph: Graph, branch: str, compact: bool, index_column: str | None, report: OptimizeReport, progress: Progress, actor: str
+    graph: Graph,
+    branch: str,
+    compact: bool,
+    index_column: str | None,
+    declared_indexes: bool,
+    report: OptimizeReport,
+    progress: Progress,
+    actor: str,
 ) -> None:
     """Compact and index the tables ``branch`` owns, then publish them (unless a dry run) in ``report``."""
     ready = _owned_tables(graph, branch, report)
     progress.start("optimizing tables", len(ready))
     for _, entry in ready:
-        done = _rewrite(graph, entry, compact, index_column, report.dry_run)
+        done = _rewrite(graph, entry, compact, index_column, declared_indexes, report.dry_run)
         if done is not None:
             report.tables.append(done)
         progress.advance()

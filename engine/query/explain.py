@@ -28,6 +28,14 @@ built):
   the edge table). ``stops_after``: for a breadth-first hop of a query that asks for any ``N``
   rows, the pair count after which the search stops
   (:func:`omnigraph.engine.query.session.stop_after`), else None.
+- ``searches``: per search function the query returns or orders by (``nearest``, ``bm25``) and
+  per full-text match clause (``search``, ``match_text``, ``fuzzy``), the column it reads, whether
+  the answer is ordered by it first (``ordering``) and the index that serves it
+  (:mod:`omnigraph.engine.query.search`): for a ``nearest`` ordering the vector index that picks
+  ``candidates`` rows (both None: every row's distance is computed, an exact scan); for ``bm25``
+  the full-text index whose scores are read (None: the scores are computed from the text); a match
+  clause is always evaluated on the rows scanned (``index`` None); an ``rrf`` names the columns
+  of its two rankings (each listed on its own too) and is computed from them (``index`` None).
 """
 
 from __future__ import annotations
@@ -49,10 +57,12 @@ from omnigraph.engine.gq.read_checker import (
     SubQuery,
     Truth,
 )
+from omnigraph.engine.gq.search import NearestScore, RrfScore, tokens
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
-from omnigraph.engine.query.plan import PUSHED_OPS, implied_ids, scan_pushed, unsigned_column
+from omnigraph.engine.query.plan import PUSHED_OPS, implied_ids, key_score, scan_pushed, scores, unsigned_column
 from omnigraph.engine.query.run import bind_read, tables_read
+from omnigraph.engine.query.search import ranked_by, serving_index, text_index
 from omnigraph.engine.query.session import search_start, stop_after
 from omnigraph.engine.results import QueryPlan
 from omnigraph.engine.schema.types import VectorType
@@ -161,6 +171,39 @@ def _block_text(bound: BoundRead, block: Block) -> str:
     return "  ".join(parts)
 
 
+def _searches(graph: Graph, snapshot: BranchSnapshot, bound: BoundRead) -> list[dict[str, Any]]:
+    ranked = ranked_by(bound)
+    first = key_score(bound, bound.order[0]) if bound.order else None
+    found = []
+    for score in scores(bound):
+        if isinstance(score, RrfScore):
+            parts = [score.first, score.second]
+            columns = ", ".join(f"${bound.variables[part.var].name}.{part.column}" for part in parts)
+            found.append(_search("rrf", columns, bound.variables[score.first.var].table.table_key, score == first, None, None))
+            continue
+        var = bound.variables[score.var]
+        key = var.table.table_key
+        dataset = open_pinned(graph.store, snapshot.table(key).image)
+        index, count = None, None
+        if isinstance(score, NearestScore):
+            indexed = serving_index(bound, {key: dataset}, {key: snapshot.table(key).row_count}) if score == ranked else None
+            if indexed is not None:
+                index, count = indexed.index, indexed.candidates
+        elif score.query is not None and tokens(score.query):
+            index = text_index(dataset, score.column)
+        function = "nearest" if isinstance(score, NearestScore) else "bm25"
+        found.append(_search(function, f"${var.name}.{score.column}", key, score == first, index, count))
+    for block in _blocks(bound.block):
+        for match in block.text_matches:
+            var = bound.variables[match.var]
+            found.append(_search(match.func, f"${var.name}.{match.column}", var.table.table_key, False, None, None))
+    return found
+
+
+def _search(function: str, column: str, table: str, ordering: bool, index: str | None, candidates: int | None) -> dict[str, Any]:
+    return {"function": function, "column": column, "table": table, "ordering": ordering, "index": index, "candidates": candidates}
+
+
 def explain_query(
     graph: Graph,
     query: str,
@@ -180,6 +223,7 @@ def explain_query(
     keys = sorted(tables_read(bound.block))
     with graph.manifest.reading(point.manifest_branch):
         indexes = {key: _indexes(graph, point.snapshot, key) for key in keys}
+        searches = _searches(graph, point.snapshot, bound)
     tables = []
     for key in keys:
         entry = point.snapshot.table(key)
@@ -226,4 +270,4 @@ def explain_query(
         for compare, pushed in zip(block.compares, scan_pushed(block.compares), strict=True)
     ]
     filters += [_condition(bound, condition) for block in blocks for condition in block.conditions]
-    return QueryPlan(bound.name, branch, point.commit, tuple(tables), tuple(variables), tuple(hops), tuple(filters))
+    return QueryPlan(bound.name, branch, point.commit, tuple(tables), tuple(variables), tuple(hops), tuple(filters), tuple(searches))

@@ -49,6 +49,15 @@ FROM items and conditions (correlated with the enclosing variables as a negation
 } op x`` counts ``SELECT DISTINCT`` of the block's own variables' ids (``1`` when it has none),
 compared as ``HUGEINT`` with an integer and ``DOUBLE`` with a float.
 
+Search functions (:mod:`omnigraph.engine.gq.search`). A ``search``/``match_text``/``fuzzy``
+clause is a condition over the text's tokens (:func:`text_match_sql`: DuckDB's
+``regexp_extract_all`` of letter-and-digit runs of the lower-cased text, ``list_has_all``,
+``list_has_any``, ``levenshtein``). Each ``nearest`` distance (:func:`distance_sql`, in double
+precision) and ``bm25`` relevance (SQL given by the caller,
+:func:`omnigraph.engine.query.search.bm25_sql`) is a column ``s{i}`` of ``m``; an ``rrf`` is a
+column of a second step ``f`` over ``m`` (:func:`fusion_sql`: window ranks over the entities of
+``m``). As an order key a score keeps NULL last: a distance ascending, a relevance descending.
+
 Implied ids (:func:`implied_ids`): a variable whose ``@key`` members all equal constants also
 gets its implied node id as a condition, for the join planner. ``$p: Person { name: "Ann" }``
 (``name`` the key) can only bind the node whose id is ``"Ann"``. Stating ``v.id = 'Ann'`` as
@@ -63,7 +72,7 @@ numerically while spelling a different id, or the reverse).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from omnigraph.engine.gq.read_checker import (
@@ -82,6 +91,7 @@ from omnigraph.engine.gq.read_checker import (
     SubQuery,
     family,
 )
+from omnigraph.engine.gq.search import Bm25Score, NearestScore, RrfScore, TextMatch, default_max_edits, tokens
 from omnigraph.engine.schema.ids import derive_node_id
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, EnumType, ListType, PropertyType, ScalarType, VectorType
@@ -389,6 +399,7 @@ class _Compiler:
                 froms.append(f"{quote(pairs)} AS {alias}")
                 conditions += [f"{alias}.a = v{hop.src}.id", f"{alias}.b = v{hop.dst}.id"]
         conditions += conditions_sql(block.compares, self._params)
+        conditions += [text_match_sql(match, self._params) for match in block.text_matches]
         conditions += [f"v{var}.id = {self._params.add(node_id, 'VARCHAR')}" for var, node_id in implied_ids(block)]
         conditions += [condition_sql(condition, self._params, self.block) for condition in block.conditions]
         for negation in block.negations:
@@ -405,26 +416,117 @@ def _direction(key: SortKey) -> str:
     return "DESC NULLS LAST" if key.descending else "ASC NULLS FIRST"
 
 
-def statement(bound: BoundRead, relation: Relation, *, repeatable: bool = False) -> tuple[str, list[object]]:
+def _score_direction(key: SortKey) -> str:
+    return "DESC NULLS LAST" if key.descending else "ASC NULLS LAST"
+
+
+Score = NearestScore | Bm25Score | RrfScore
+"""A search function's value per row: a ``nearest`` distance, a ``bm25`` relevance or an ``rrf`` fusion."""
+
+
+def key_score(bound: BoundRead, key: SortKey) -> Score | None:
+    """The search score the order key ``key`` sorts by, directly or through a returned one; None for any other key."""
+    if key.output is not None:
+        return bound.outputs[key.output].score
+    return key.score
+
+
+def scores(bound: BoundRead) -> list[Score]:
+    """The distinct search scores ``bound`` returns or orders by, in that order (an ``rrf`` after its two rankings)."""
+    found: list[Score] = []
+    for score in [o.score for o in bound.outputs] + [k.score for k in bound.order]:
+        parts = [score.first, score.second, score] if isinstance(score, RrfScore) else [score]
+        found += [part for part in parts if part is not None and part not in found]
+    return found
+
+
+def _rank_sql(score: NearestScore | Bm25Score, column: str) -> str:
+    """The 1-based rank of the row's entity in ``score``'s ranking (NULL when not ranked), ties by id."""
+    if isinstance(score, NearestScore):
+        ranked, direction = f"{column} IS NOT NULL", "ASC"
+    else:
+        ranked, direction = f"coalesce({column} > 0, FALSE)", "DESC"
+    window = f"PARTITION BY {ranked} ORDER BY {column} {direction}, k{score.var} ASC"
+    return f"CASE WHEN {ranked} THEN dense_rank() OVER ({window}) END"
+
+
+def fusion_sql(score: RrfScore, names: Mapping[Score, str]) -> str:
+    """``rrf``: the sum of ``1 / (k + rank)`` over the two rankings (0 for a ranking the row is not in)."""
+    terms = [f"coalesce(1.0 / ({int(score.k)} + {_rank_sql(part, names[part])}), 0.0)" for part in (score.first, score.second)]
+    return " + ".join(terms)
+
+
+def distance_sql(score: NearestScore, params: SqlParams) -> str:
+    """The L2 distance of ``score``'s vector column from its query vector, in double precision (NULL when either is null)."""
+    vector = None if score.vector is None else list(score.vector)
+    array = f"DOUBLE[{score.dim}]"
+    return f"array_distance(CAST(v{score.var}.{quote(score.column)} AS {array}), {params.add(vector, array)})"
+
+
+def tokens_sql(text: str) -> str:
+    """The SQL list of the tokens of the string expression ``text`` (:func:`omnigraph.engine.gq.search.tokens`; NULL for NULL)."""
+    return f"regexp_extract_all(lower({text}), '[\\p{{L}}\\p{{N}}]+')"
+
+
+def text_match_sql(match: TextMatch, params: SqlParams) -> str:
+    """``search``/``match_text``/``fuzzy`` as a SQL condition (:mod:`omnigraph.engine.gq.search`; never true on NULL)."""
+    wanted = [] if match.query is None else sorted(set(tokens(match.query)))
+    if not wanted:
+        return "FALSE"
+    text = tokens_sql(f"v{match.var}.{quote(match.column)}")
+    if match.func == "search":
+        return f"list_has_all({text}, {params.add(wanted, 'VARCHAR[]')})"
+    if match.func == "match_text":
+        return f"list_has_any({text}, {params.add(wanted, 'VARCHAR[]')})"
+    near = []
+    for token in wanted:
+        edits = default_max_edits(token) if match.max_edits is None else match.max_edits
+        near.append(f"len(list_filter({text}, lambda t: levenshtein(t, {params.add(token, 'VARCHAR')}) <= {int(edits)})) > 0")
+    return f"({' AND '.join(near)})"
+
+
+def statement(
+    bound: BoundRead,
+    relation: Relation,
+    candidates: Mapping[int, str] | None = None,
+    bm25: Mapping[Bm25Score, str] | None = None,
+    *,
+    repeatable: bool = False,
+) -> tuple[str, list[object]]:
     """The SQL text and parameter values of ``bound`` (see the module docstring).
 
+    ``candidates`` maps a variable to a registered table whose ``id`` column lists the only nodes
+    it may bind (the candidates a vector index found, :mod:`omnigraph.engine.query.search`).
+    ``bm25`` holds the SQL of each ``bm25`` score ``bound`` returns or orders by
+    (:func:`omnigraph.engine.query.search.bm25_sql`).
     ``repeatable``: a :func:`any_rows` answer keeps its tie-break order (the first ``N`` rows).
     """
     params = SqlParams()
     froms, conditions = _Compiler(relation, params).block(bound.block)
+    for var, table in sorted((candidates or {}).items()):
+        conditions.append(f"v{var}.id IN (SELECT id FROM {quote(table)})")
     top = bound.block.variables
+    found = scores(bound)
+    names: dict[Score, str] = {score: f"s{index}" for index, score in enumerate(found)}
     columns: dict[Column, str] = {}
     for needed in [o.column for o in bound.outputs] + [k.column for k in bound.order]:
         if needed is not None and needed not in columns:
             columns[needed] = f"c{len(columns)}"
     selected = [f"v{var.index}.id AS k{var.index}" for var in top]
     selected += [f"v{c.var}.{quote(c.column)} AS {name}" for c, name in columns.items()]
+    for score, name in names.items():
+        if isinstance(score, NearestScore):
+            selected.append(f"{distance_sql(score, params)} AS {name}")
+        elif isinstance(score, Bm25Score):
+            selected.append(f"{(bm25 or {})[score]} AS {name}")
     match = f"SELECT DISTINCT {', '.join(selected)} FROM {', '.join(froms)}"
     if conditions:
         match += f" WHERE {' AND '.join(conditions)}"
     outputs: list[str] = []
     for index, output in enumerate(bound.outputs):
-        if output.func is None:
+        if output.score is not None:
+            expr = names[output.score]
+        elif output.func is None:
             assert output.column is not None
             expr = columns[output.column]
         elif output.func == "count":
@@ -433,15 +535,21 @@ def statement(bound: BoundRead, relation: Relation, *, repeatable: bool = False)
             assert output.column is not None
             expr = f"{output.func}({columns[output.column]})"
         outputs.append(f"{expr} AS o{index}")
-    sql = f"WITH m AS ({match}) SELECT {', '.join(outputs)} FROM m"
+    fused = [f"{fusion_sql(score, names)} AS {names[score]}" for score in found if isinstance(score, RrfScore)]
+    if fused:
+        sql = f"WITH m AS ({match}), f AS (SELECT *, {', '.join(fused)} FROM m) SELECT {', '.join(outputs)} FROM f"
+    else:
+        sql = f"WITH m AS ({match}) SELECT {', '.join(outputs)} FROM m"
     keys: list[str] = []
     for key in bound.order:
         if key.output is not None:
             target = f"o{key.output}"
+        elif key.score is not None:
+            target = names[key.score]
         else:
             assert key.column is not None  # a key that names no output names a column
             target = columns[key.column]
-        keys.append(f"{target} {_direction(key)}")
+        keys.append(f"{target} {_score_direction(key) if key_score(bound, key) is not None else _direction(key)}")
     if bound.grouped:
         groups = [f"o{i}" for i, output in enumerate(bound.outputs) if output.func is None]
         if groups:

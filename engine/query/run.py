@@ -44,11 +44,13 @@ import numpy as np
 
 from omnigraph.engine.gq.parser import choose_query
 from omnigraph.engine.gq.read_checker import Block, BoundRead, check_read
+from omnigraph.engine.gq.search import Bm25Score
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.commit_graph import ReadPoint, read_point
 from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.query.limits import QueryCancel, answer_limit_bytes, answer_too_large
-from omnigraph.engine.query.plan import statement
+from omnigraph.engine.query.plan import scores, statement
+from omnigraph.engine.query.search import bm25_sql, candidates, serving_index
 from omnigraph.engine.query.session import MEMORY_ENV, Session, Traversals, memory_limit_mb, open_session
 from omnigraph.engine.schema.types import EnumType, ListType, PropertyType, ScalarType, VectorType
 from omnigraph.engine.schema.values import iso_datetime
@@ -191,14 +193,52 @@ def open_answer(
     """
     point, bound = bind_read(graph, query, name, params, branch, at)
     with graph.manifest.reading(point.manifest_branch), open_session(one_thread=repeatable, cancel=cancel) as session:
-        for table_key in sorted(tables_read(bound.block)):
-            session.connection.register(table_key, open_pinned(graph.store, point.snapshot.table(table_key).image))
-        sql, values = statement(bound, Traversals(session, bound, repeatable=repeatable).relation, repeatable=repeatable)
-        cursor = session.execute(sql, values)
+        datasets = {key: open_pinned(graph.store, point.snapshot.table(key).image) for key in sorted(tables_read(bound.block))}
+        for table_key, dataset in datasets.items():
+            session.connection.register(table_key, dataset)
+        traversals = Traversals(session, bound, repeatable=repeatable)
         columns = tuple(output.name for output in bound.outputs)
         types = tuple(output.type.describe() for output in bound.outputs)
-        rows = _batches(session, cursor, bound)
+        bm25 = {}
+        for index, score in enumerate(scores(bound)):
+            if isinstance(score, Bm25Score):
+                key = bound.variables[score.var].table.table_key
+                bm25[score] = bm25_sql(session, score, key, datasets[key], f"search:bm25:{index}")
+        counts = {key: point.snapshot.table(key).row_count for key in datasets}
+        rows = _indexed_rows(session, bound, traversals, datasets, counts, bm25)
+        if rows is None:
+            sql, values = statement(bound, traversals.relation, bm25=bm25, repeatable=repeatable)
+            rows = _batches(session, session.execute(sql, values), bound)
         yield Answer(bound.name, branch, point.commit, columns, types, rows, answer_limit_bytes(memory_limit_mb()))
+
+
+CANDIDATES = "search:candidates"
+"""The session table that holds the ids a vector index found (:mod:`omnigraph.engine.query.search`)."""
+
+
+def _indexed_rows(
+    session: Session,
+    bound: BoundRead,
+    traversals: Traversals,
+    datasets: dict[str, Any],
+    row_counts: dict[str, int],
+    bm25: dict[Bm25Score, str],
+) -> Iterator[list[Any]] | None:
+    """The rows of a ``nearest`` ordering a vector index serves; None when the exact statement must run.
+
+    None also when the index's candidates leave the limit unfilled (:mod:`omnigraph.engine.query.search`).
+    """
+    indexed = serving_index(bound, datasets, row_counts)
+    if indexed is None:
+        return None
+    assert bound.limit is not None  # serving_index: a nearest ordering has a limit
+    session.connection.register(CANDIDATES, candidates(indexed, datasets[indexed.table_key]))
+    sql, values = statement(bound, traversals.relation, {indexed.score.var: CANDIDATES}, bm25)
+    found = session.fetch(session.execute(sql, values), bound.limit)
+    if len(found) < bound.limit:
+        return None
+    render = row_renderer([output.type for output in bound.outputs])
+    return iter([render(row) for row in found])
 
 
 def run_query(

@@ -126,6 +126,11 @@ def recover_command(uri: str, as_json: bool) -> None:
 @click.option("--compact", is_flag=True, help="Compact each owned table's data files.")
 @click.option("--index", "index_column", default=None, help="Build (or rebuild) a BTREE index on this column.")
 @click.option(
+    "--declared-indexes",
+    is_flag=True,
+    help="Build (or rebuild) the indexes the schema's @index declarations ask for (vector, full-text, BTREE).",
+)
+@click.option(
     "--cleanup-older-than",
     "cleanup_older_than",
     default=None,
@@ -140,6 +145,7 @@ def optimize_command(
     branch: str,
     compact: bool,
     index_column: str | None,
+    declared_indexes: bool,
     cleanup_older_than: str | None,
     dry_run: bool,
     uri: str,
@@ -154,6 +160,7 @@ def optimize_command(
         branch=branch,
         compact=compact,
         index_column=index_column,
+        declared_indexes=declared_indexes,
         cleanup_older_than=older_than,
         dry_run=dry_run,
         progress=None if as_json else StderrProgress(),

@@ -72,6 +72,18 @@ def _plan_lines(plan: dict[str, Any]) -> Iterator[str]:
         where = "pushed into the scan" if item["pushed_into_scan"] else "applied after the scan"
         served = f", served by {item['index']}" if item["index"] else ""
         yield f"  filter {item['filter']}: {where}{served}"
+    for item in plan["searches"]:
+        if item["candidates"] is not None:
+            how = f"the {item['candidates']} nearest candidates from {item['index']}, then exact distances"
+        elif item["index"] is not None:
+            how = f"scores read from {item['index']}"
+        elif item["function"] == "nearest":
+            how = "exact distances of every row" if item["ordering"] else "computed per row"
+        elif item["function"] == "rrf":
+            how = "fused from the two rankings over the matching rows"
+        else:
+            how = "computed from the text of every row"
+        yield f"  {item['function']}({item['column']}, ...){' ordering' if item['ordering'] else ''}: {how}"
 
 
 def _write(answer: Answer, output: str) -> None:

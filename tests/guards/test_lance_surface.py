@@ -800,3 +800,83 @@ def test_an_upsert_rewrites_only_matched_rows_and_may_repeat_a_descriptor(lx: Lx
     assert descriptors(ds)["a"] == was
     row = ds.to_table(columns=["id"], filter="id = 'a'", with_row_id=True)["_rowid"].to_pylist()
     assert ds.take_blobs("b", ids=row)[0].readall() == b"9"
+
+
+# ---------------------------------------------------------------------------------------------
+# vector index (omnigraph.engine.maintenance.declared_indexes, omnigraph.engine.query.search)
+
+
+def vector_rows(points: dict[str, list[float] | None]) -> pa.Table:
+    schema = pa.schema([pa.field("id", pa.string(), nullable=False, metadata={PK_KEY: "true"}), pa.field("vec", pa.list_(pa.float32(), 2))])
+    return pa.table({"id": list(points), "vec": list(points.values())}, schema=schema)
+
+
+def test_a_vector_index_search_covers_later_rows_and_skips_nulls(lx: Lx) -> None:
+    """create_index(IVF_FLAT, replace=True) is a "CreateIndex" commit that keeps every fragment,
+    described with a ``type_url`` ending in "VectorIndexDetails"; count_rows takes ``IS NOT NULL``;
+    the door's fenced insert lands on the indexed table; a ``nearest`` search with ``columns=["id",
+    "_distance"]`` also searches the fragment written after the index and never returns a null
+    vector. Rules: optimize builds vector indexes as drift-adoptable commits and skips a column with
+    no vector; the query engine takes the index's ids as candidates and ranks them itself."""
+    points: dict[str, list[float] | None] = {f"p{i:02d}": [float(i), float(i % 7)] for i in range(40)}
+    points["nul"] = None
+    lx.create("vec", vector_rows(points))
+    before = fragment_layout(lx.open("vec"))
+    assert lx.open("vec").count_rows(filter="vec IS NOT NULL") == 40
+    lx.open("vec").create_index("vec", "IVF_FLAT", metric="l2", num_partitions=4, replace=True)
+    ds = lx.open("vec")
+    assert op_name(ds, ds.version) == "CreateIndex" and fragment_layout(ds) == before
+    (index,) = ds.describe_indices()
+    assert index.type_url.endswith("VectorIndexDetails") and list(index.field_names) == ["vec"]
+    fenced_insert(ds, vector_rows({"new": [100.0, 100.0]}))
+    query = {"column": "vec", "q": [99.0, 99.0], "k": 45, "nprobes": 20}
+    found = lx.open("vec").to_table(columns=["id", "_distance"], nearest=query)
+    assert found.column_names == ["id", "_distance"]
+    assert found["id"][0].as_py() == "new" and "nul" not in found["id"].to_pylist() and found.num_rows == 41
+
+
+def test_a_full_text_index_scores_bm25_over_letter_and_digit_tokens(lx: Lx) -> None:
+    """An INVERTED index built with the declared tokenizer settings (simple, lower-cased, no
+    stemming, stop words or folding) tokenizes into runs of letters and digits; a MatchQuery on
+    its column returns every matching row (no default limit) with the BM25 score (k1 1.2, b 0.75,
+    statistics over the non-null texts); its description's segments list the indexed fragments, and
+    ``num_rows_indexed`` counts the non-null texts, deleted ones included even after a rebuild, which
+    scores the live rows only; a deletion shows as a fragment's deletion file. Rules: the query engine reads bm25 from a
+    covering index only and computes the same formula itself otherwise."""
+    import math
+
+    from lance.query import MatchQuery
+
+    from omnigraph.engine.maintenance.declared_indexes import TEXT_TOKENS
+
+    texts = ["Quick, quick! fox-trot", "the fox", "Über café", None] + [f"filler {i}" for i in range(120)] + ["fox"] * 110
+    schema = pa.schema([pa.field("id", pa.string(), nullable=False, metadata={PK_KEY: "true"}), pa.field("body", pa.string())])
+    lx.create("fts", pa.table({"id": [f"t{i:03d}" for i in range(len(texts))], "body": texts}, schema=schema))
+    lx.open("fts").create_scalar_index("body", "INVERTED", replace=True, **TEXT_TOKENS)
+    ds = lx.open("fts")
+    (index,) = ds.describe_indices()
+    assert index.type_url.endswith("InvertedIndexDetails")
+    assert {f for s in index.segments for f in s.fragment_ids} == {f.fragment_id for f in ds.get_fragments()}
+    found = ds.to_table(columns=["id", "_score"], full_text_query=MatchQuery("fox", "body"))
+    assert found.num_rows == 112
+    documents = [t for t in texts if t is not None]
+    average = (4 + 2 + 2 + 120 * 2 + 110) / len(documents)  # quick quick fox trot; the fox; über café; filler N; fox
+    idf = math.log(1 + (len(documents) - 112 + 0.5) / (112 + 0.5))
+    scores = dict(zip(found["id"].to_pylist(), found["_score"].to_pylist(), strict=True))
+    assert scores["t001"] == pytest.approx(idf * 2.2 / (1 + 1.2 * (1 - 0.75 + 0.75 * 2 / average)), rel=1e-5)
+    assert ds.to_table(columns=["id", "_score"], full_text_query=MatchQuery("über", "body"))["id"].to_pylist() == ["t002"]
+    assert ds.to_table(columns=["id", "_score"], full_text_query=MatchQuery("trot", "body"))["id"].to_pylist() == ["t000"]
+    ds.delete("id = 't001'")
+    ds = lx.open("fts")
+    texts_left = ds.count_rows(filter="body IS NOT NULL")
+    assert ds.describe_indices()[0].num_rows_indexed == len(documents) and texts_left == len(documents) - 1
+    ds.create_scalar_index("body", "INVERTED", replace=True, **TEXT_TOKENS)
+    ds = lx.open("fts")
+    assert ds.describe_indices()[0].num_rows_indexed == len(documents)  # still counts the deleted text
+    assert any(f.metadata.deletion_file is not None for f in ds.get_fragments())
+    rebuilt = ds.to_table(columns=["id", "_score"], full_text_query=MatchQuery("fox", "body"))
+    idf = math.log(1 + (len(documents) - 1 - 111 + 0.5) / (111 + 0.5))
+    average = (4 + 2 + 120 * 2 + 110) / (len(documents) - 1)
+    assert dict(zip(rebuilt["id"].to_pylist(), rebuilt["_score"].to_pylist(), strict=True))["t200"] == pytest.approx(
+        idf * 2.2 / (1 + 1.2 * (1 - 0.75 + 0.75 * 1 / average)), rel=1e-5
+    )
