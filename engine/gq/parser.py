@@ -66,7 +66,8 @@ Bounds: ``{min,max}`` with ``1 <= min <= max``; ``{n,}`` (no upper bound) is ref
 binding (``$a $k:knows $b``) binds one edge: bounds other than ``{1,1}`` are refused with it.
 ``limit`` is at most :data:`MAX_LIMIT`; ``not``/``exists``/``count`` blocks nest at most
 :data:`MAX_NESTING_DEPTH` deep (each level is a correlated subquery the executor must plan), and
-``not`` and parentheses inside one condition at most :data:`MAX_CONDITION_DEPTH` deep.
+``not`` and parentheses inside one condition at most :data:`MAX_CONDITION_DEPTH` deep, with at
+most :data:`MAX_CONDITION_JOINS` ``and``/``or`` in it.
 
 Filters: ``or`` binds loosest, then ``and``, then prefix ``not``, then a comparison; comparisons
 do not chain (``$a < $b < $c`` is refused) and a parenthesized condition is not compared. A
@@ -141,6 +142,8 @@ class Cursor:
         """How many ``not``/``exists``/``count`` blocks enclose the current token."""
         self.condition_depth = 0
         """How many ``not`` and ``(`` of a condition enclose the current token."""
+        self.condition_joins = 0
+        """How many ``and``/``or`` the current condition has had so far."""
 
     @property
     def peek(self) -> Token:
@@ -389,6 +392,8 @@ MAX_NESTING_DEPTH = 64
 shape at this depth (tested)."""
 MAX_CONDITION_DEPTH = 64
 """The deepest nesting of ``not`` and parentheses inside one condition."""
+MAX_CONDITION_JOINS = 255
+"""The most ``and``/``or`` in one condition (each is a level of the executor's expression tree)."""
 AGGREGATES = ("count", "sum", "avg", "min", "max")
 
 
@@ -582,6 +587,7 @@ def _filter(cursor: Cursor) -> Filter | BoolFilter:
         )
     if start.kind == "name" and start.text in AGGREGATES[1:] and cursor.ahead(1).text == "(":
         raise cursor.fail(f"{start.text}(...) {{ ... }} sub-pattern aggregates are not supported: count {{ ... }} and exists {{ ... }} are")
+    cursor.condition_joins = 0
     expr = _or(cursor)
     return expr if isinstance(expr, Filter) else BoolFilter(expr, start)
 
@@ -599,6 +605,11 @@ def _joined(cursor: Cursor, word: Literal["and", "or"], part: Callable[[Cursor],
     left = part(cursor)
     while cursor.at("name", word):
         token = cursor.next()
+        if cursor.condition_joins == MAX_CONDITION_JOINS:
+            raise cursor.fail(
+                f"one condition joins at most {MAX_CONDITION_JOINS + 1} parts with and/or (for many values write x in [...])", token
+            )
+        cursor.condition_joins += 1
         left = AndOr(word, left, part(cursor), token)
     return left
 

@@ -17,7 +17,7 @@ built):
   column, for every operator but ``!=``); then each other condition (and/or/not, is null,
   a ``Bool`` operand, ``exists``/``count``), pushed when it reads the columns of one variable by
   such comparisons and null tests only (no unsigned or vector column; DuckDB hands all of it to
-  the scan), never with a serving index, ``exists``/``count`` written with their blocks' clauses;
+  the scan) and its columns still fit the variable's bound, never with a serving index, ``exists``/``count`` written with their blocks' clauses;
 - ``hops``: per traversal, the edge table, the direction (``out``, or ``both`` for
   ``$a <edge> $b``), the bounds, and the mode: ``join`` (bounds ``{1,1}``: the edge rows joined with
   both variables) or ``breadth_first`` (one scan of the edges per hop, filtered on the frontier),
@@ -60,12 +60,11 @@ from omnigraph.engine.gq.read_checker import (
 from omnigraph.engine.gq.search import NearestScore, RrfScore, tokens
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
-from omnigraph.engine.query.plan import PUSHED_OPS, implied_ids, key_score, scan_pushed, scores, unsigned_column
+from omnigraph.engine.query.plan import PUSHED_OPS, implied_ids, key_score, scan_columns, scan_pushed, scores
 from omnigraph.engine.query.run import bind_read, tables_read
 from omnigraph.engine.query.search import ranked_by, serving_index, text_index
 from omnigraph.engine.query.session import search_start, stop_after
 from omnigraph.engine.results import QueryPlan
-from omnigraph.engine.schema.types import VectorType
 from omnigraph.engine.storage.lance_io import open_pinned
 
 INDEXED_OPS = PUSHED_OPS - {"!="}
@@ -104,38 +103,11 @@ def _filter(bound: BoundRead, compare: Compare, pushed: bool, indexes: dict[str,
     return {"filter": text, "table": table, "pushed_into_scan": pushed, "index": serving}
 
 
-def _condition(bound: BoundRead, condition: Condition) -> dict[str, Any]:
+def _condition(bound: BoundRead, condition: Condition, pushed: bool) -> dict[str, Any]:
     """The plan entry of a condition beyond a plain comparison (and/or/not, is null, a Bool, exists, count)."""
-    columns = _columns(condition)
-    pushed = columns is not None and len({column.var for column in columns}) == 1
-    table = bound.variables[columns[0].var].table.table_key if pushed and columns else None
+    columns = scan_columns(condition) if pushed else None
+    table = bound.variables[columns[0].var].table.table_key if columns else None
     return {"filter": _condition_text(bound, condition), "table": table, "pushed_into_scan": pushed, "index": None}
-
-
-def _columns(condition: Condition) -> list[Column] | None:
-    """The columns ``condition`` reads when DuckDB can hand all of it to a scan, else None.
-
-    That is: comparisons of a column with a constant by ``= != < <= > >=`` and null tests,
-    joined by and/or/not, none on an unsigned or vector column (which the scan refuses).
-    """
-    if isinstance(condition, Junction):
-        left, right = _columns(condition.left), _columns(condition.right)
-        return None if left is None or right is None else left + right
-    if isinstance(condition, Inverse):
-        return _columns(condition.part)
-    if isinstance(condition, Compare):
-        sides = [condition.left, condition.right]
-        if condition.op not in PUSHED_OPS or all(isinstance(side, Column) for side in sides):
-            return None
-    elif isinstance(condition, (NullCheck, Truth)):
-        sides = [condition.operand]
-        if isinstance(condition, Truth) and isinstance(condition.operand, Column):
-            return None  # DuckDB filters a bare Bool column itself
-    else:
-        return None
-    columns = [side for side in sides if isinstance(side, Column)]
-    refused = any(unsigned_column(column) or isinstance(column.type, VectorType) for column in columns)
-    return None if refused else columns
 
 
 def _condition_text(bound: BoundRead, condition: Condition) -> str:
@@ -264,10 +236,9 @@ def explain_query(
                     "estimated_rows": point.snapshot.table(hop.edge.table_key).row_count,
                 }
             )
-    filters = [
-        _filter(bound, compare, pushed, indexes)
-        for block in blocks
-        for compare, pushed in zip(block.compares, scan_pushed(block.compares), strict=True)
-    ]
-    filters += [_condition(bound, condition) for block in blocks for condition in block.conditions]
+    filters: list[dict[str, Any]] = []
+    for block in blocks:
+        compares_pushed, conditions_pushed = scan_pushed(block)
+        filters += [_filter(bound, compare, pushed, indexes) for compare, pushed in zip(block.compares, compares_pushed, strict=True)]
+        filters += [_condition(bound, condition, pushed) for condition, pushed in zip(block.conditions, conditions_pushed, strict=True)]
     return QueryPlan(bound.name, branch, point.commit, tuple(tables), tuple(variables), tuple(hops), tuple(filters), tuple(searches))

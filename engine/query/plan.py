@@ -36,8 +36,9 @@ scan fails). A comparison that reads such a column is therefore written
 ``coalesce(comparison, FALSE)``: the same rows in a WHERE clause (NULL is not true either way),
 but an expression DuckDB does not push, so it filters those rows itself. The same form keeps all
 but the first :data:`MAX_PUSHED_PER_VARIABLE` comparisons of a variable out of its scan
-(:func:`scan_pushed`): the filter a Lance scan is handed is a chain of ``and``, and building it
-costs twice as much with each more link.
+(:func:`scan_pushed`): the filter a Lance scan is handed is a tree of ``and``/``or``, and
+building it costs twice as much with each more leaf. A condition (below) counts its columns
+against the same bound; one past it is written in the ``CASE`` form, which DuckDB does not push.
 
 Conditions (:func:`condition_sql`): ``and``/``or``/``not``, ``IS [NOT] NULL`` and a ``Bool``
 operand are SQL's own, whose three-valued logic is the language's (a row is kept when its
@@ -89,6 +90,7 @@ from omnigraph.engine.gq.read_checker import (
     Operand,
     SortKey,
     SubQuery,
+    Truth,
     family,
 )
 from omnigraph.engine.gq.search import Bm25Score, NearestScore, RrfScore, TextMatch, default_max_edits, tokens
@@ -249,30 +251,67 @@ MAX_PUSHED_PER_VARIABLE = 8
 scan's filter costs twice as much to build with each more (about 1 s at 18, 45 s at 22)."""
 
 
-def scan_pushed(compares: Sequence[Compare]) -> list[bool]:
-    """Per comparison of one block, whether it is pushed into its variable's Lance scan.
+def scan_pushed(block: Block) -> tuple[list[bool], list[bool]]:
+    """Per comparison, then per other condition of ``block``, whether it is pushed into its variable's Lance scan.
 
-    A column compared with a constant by ``= != < <= > >=``, not on an unsigned column, up to
-    :data:`MAX_PUSHED_PER_VARIABLE` per variable in the order written; the others are applied by
-    DuckDB after the scan (the same rows, see :func:`compare_sql`).
+    A comparison: a column compared with a constant by ``= != < <= > >=``, not on an unsigned
+    column. A condition: one whose :func:`scan_columns` are one variable's. Each counts its
+    columns (a comparison one) against :data:`MAX_PUSHED_PER_VARIABLE` per variable, comparisons
+    first, in the order written; one past the bound is applied by DuckDB after the scan (the
+    same rows, see :func:`compare_sql` and :func:`condition_sql`).
     """
     counts: dict[int, int] = {}
-    pushed: list[bool] = []
-    for compare in compares:
+
+    def within(var: int, columns: int) -> bool:
+        if counts.get(var, 0) + columns > MAX_PUSHED_PER_VARIABLE:
+            return False
+        counts[var] = counts.get(var, 0) + columns
+        return True
+
+    compares: list[bool] = []
+    for compare in block.compares:
         sides = (compare.left, compare.right)
         column = next((side for side in sides if isinstance(side, Column)), None)
         pushable = column is not None and any(isinstance(side, Const) for side in sides) and compare.op in PUSHED_OPS
-        if column is None or not pushable or unsigned_column(column):
-            pushed.append(False)
-            continue
-        counts[column.var] = counts.get(column.var, 0) + 1
-        pushed.append(counts[column.var] <= MAX_PUSHED_PER_VARIABLE)
-    return pushed
+        compares.append(column is not None and pushable and not unsigned_column(column) and within(column.var, 1))
+    conditions: list[bool] = []
+    for condition in block.conditions:
+        columns = scan_columns(condition)
+        variables = {column.var for column in columns or ()}
+        conditions.append(columns is not None and len(variables) == 1 and within(variables.pop(), len(columns)))
+    return compares, conditions
 
 
-def conditions_sql(compares: Sequence[Compare], params: SqlParams) -> list[str]:
-    """The SQL conditions of one block's ``compares``, each pushed or not as :func:`scan_pushed` says."""
-    return [compare_sql(compare, params, pushed=pushed) for compare, pushed in zip(compares, scan_pushed(compares), strict=True)]
+def scan_columns(condition: Condition) -> list[Column] | None:
+    """The columns ``condition`` reads when DuckDB can hand all of it to a scan, else None.
+
+    That is: comparisons of a column with a constant by ``= != < <= > >=`` and null tests,
+    joined by and/or/not, none on an unsigned or vector column (which the scan refuses).
+    """
+    if isinstance(condition, Junction):
+        left, right = scan_columns(condition.left), scan_columns(condition.right)
+        return None if left is None or right is None else left + right
+    if isinstance(condition, Inverse):
+        return scan_columns(condition.part)
+    if isinstance(condition, Compare):
+        sides = [condition.left, condition.right]
+        if condition.op not in PUSHED_OPS or all(isinstance(side, Column) for side in sides):
+            return None
+    elif isinstance(condition, (NullCheck, Truth)):
+        sides = [condition.operand]
+        if isinstance(condition, Truth) and isinstance(condition.operand, Column):
+            return None  # DuckDB filters a bare Bool column itself
+    else:
+        return None
+    columns = [side for side in sides if isinstance(side, Column)]
+    refused = any(unsigned_column(column) or isinstance(column.type, VectorType) for column in columns)
+    return None if refused else columns
+
+
+def compares_sql(compares: Sequence[Compare], params: SqlParams) -> list[str]:
+    """The SQL conditions of ``compares`` (a block's, or a search's seed conditions), each pushed or not as :func:`scan_pushed` says."""
+    pushed, _ = scan_pushed(Block((), (), tuple(compares), ()))
+    return [compare_sql(compare, params, pushed=flag) for compare, flag in zip(compares, pushed, strict=True)]
 
 
 def compare_sql(compare: Compare, params: SqlParams, *, pushed: bool = True, keep_null: bool = False) -> str:
@@ -398,10 +437,13 @@ class _Compiler:
             else:
                 froms.append(f"{quote(pairs)} AS {alias}")
                 conditions += [f"{alias}.a = v{hop.src}.id", f"{alias}.b = v{hop.dst}.id"]
-        conditions += conditions_sql(block.compares, self._params)
+        compares_pushed, conditions_pushed = scan_pushed(block)
+        conditions += [compare_sql(c, self._params, pushed=pushed) for c, pushed in zip(block.compares, compares_pushed, strict=True)]
         conditions += [text_match_sql(match, self._params) for match in block.text_matches]
         conditions += [f"v{var}.id = {self._params.add(node_id, 'VARCHAR')}" for var, node_id in implied_ids(block)]
-        conditions += [condition_sql(condition, self._params, self.block) for condition in block.conditions]
+        for condition, pushed in zip(block.conditions, conditions_pushed, strict=True):
+            text = condition_sql(condition, self._params, self.block)
+            conditions.append(text if pushed or scan_columns(condition) is None else _unpushed(text))
         for negation in block.negations:
             conditions.append(f"NOT EXISTS ({select_sql('1', *self.block(negation))})")
         return froms, conditions

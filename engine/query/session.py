@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from omnigraph.engine.errors import BadRequest, ResourceLimit
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Compare, Const, Hop
 from omnigraph.engine.query.limits import Guard, QueryCancel, spill_limit_mb, timeout_seconds
-from omnigraph.engine.query.plan import SqlParams, any_rows, conditions_sql, edge_rows, quote
+from omnigraph.engine.query.plan import SqlParams, any_rows, compares_sql, edge_rows, quote
 
 if TYPE_CHECKING:
     import duckdb
@@ -268,7 +268,7 @@ class Traversals:
         conditions = seed_conditions(self._bound, seed_var)
         if conditions or not forward:
             table = quote(self._bound.variables[seed_var].table.table_key)
-            where = " AND ".join(conditions_sql(conditions, params)) or "TRUE"
+            where = " AND ".join(compares_sql(conditions, params)) or "TRUE"
             seeds = f"SELECT v{seed_var}.id AS id FROM {table} AS v{seed_var} WHERE {where}"
         else:
             seeds = f"SELECT DISTINCT src AS id FROM {edges}"
