@@ -17,7 +17,8 @@ built):
   column, for every operator but ``!=``); then each other condition (and/or/not, is null,
   a ``Bool`` operand, ``exists``/``count``), pushed when it reads the columns of one variable by
   such comparisons and null tests only (no unsigned or vector column; DuckDB hands all of it to
-  the scan) and its columns still fit the variable's bound, never with a serving index, ``exists``/``count`` written with their blocks' clauses;
+  the scan) and its columns still fit the variable's bound, never with a serving index,
+  ``exists``/``count`` written with their blocks' clauses;
 - ``hops``: per traversal, the edge table, the direction (``out``, or ``both`` for
   ``$a <edge> $b``), the bounds, and the mode: ``join`` (bounds ``{1,1}``: the edge rows joined with
   both variables) or ``breadth_first`` (one scan of the edges per hop, filtered on the frontier),
