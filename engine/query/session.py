@@ -38,8 +38,8 @@ hop would join ids of different types, so only hop 1 exists (and a self-loop can
 
 Stopping early (:func:`stop_after`): a query that asks for any ``N`` rows
 (:func:`omnigraph.engine.query.plan.any_rows`) whose match is one variable-length traversal
-between two distinct variables, with no negation, no other condition, no other variable and no
-comparison but the seed variable's own, has one row per reported pair. Every pair the search reported up to some
+between two distinct variables, with no negation, no other condition or text match, no other
+variable and no comparison but the seed variable's own, has one row per reported pair. Every pair the search reported up to some
 hop is a pair of the complete answer (a shortest distance never shrinks), so the search stops
 expanding, before the next hop, once ``N`` pairs are reported; the answer is then ``N`` of them.
 """
@@ -227,7 +227,7 @@ def search_start(bound: BoundRead, hop: Hop) -> SearchStart:
 def stop_after(bound: BoundRead, hop: Hop) -> int | None:
     """The pair count after which the search of ``hop`` may stop (the module docstring), or None when it runs to its end."""
     block = bound.block
-    if not any_rows(bound) or block.negations or block.conditions or block.hops != (hop,) or hop.src == hop.dst:
+    if not any_rows(bound) or block.negations or block.conditions or block.text_matches or block.hops != (hop,) or hop.src == hop.dst:
         return None
     if {var.index for var in block.variables} != {hop.src, hop.dst}:
         return None

@@ -98,6 +98,15 @@ def test_conditions_share_the_pushed_bound_and_are_bounded_in_size(chain: omnigr
         chain.query(f"query q() {{ match {{ $p: Person {exists} }} return {{ count($p) as n }} }}")
 
 
+def test_an_unordered_limit_counts_only_rows_that_pass_every_clause(chain: omnigraph.Graph) -> None:
+    """A search that stops early counts pairs; a text match on the far end drops pairs after it, so
+    such a query runs its search to the end and still answers ``limit`` rows while they exist."""
+    query = 'query q() { match { $a: Person  $a knows{1,3} $b  search($b.name, "p0010") } return { $a.name, $b.name } limit 2 }'
+    rows = chain.query(query).rows
+    assert len(rows) == 2 and {row["b.name"] for row in rows} == {"p0010"}
+    assert {row["a.name"] for row in rows} <= {"p0007", "p0008", "p0009"}
+
+
 def test_the_time_limit_stops_a_traversal_and_the_cli_exits_1(
     chain: omnigraph.Graph, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
