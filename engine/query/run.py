@@ -43,11 +43,12 @@ from typing import Any
 import numpy as np
 
 from omnigraph.engine.gq.parser import choose_query
-from omnigraph.engine.gq.read_checker import Block, BoundRead, check_read
+from omnigraph.engine.gq.read_checker import Block, BoundRead, Hop, check_read
 from omnigraph.engine.gq.search import Bm25Score
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.commit_graph import ReadPoint, read_point
 from omnigraph.engine.manifest.rows import MAIN
+from omnigraph.engine.query.adjacency import EdgeImage
 from omnigraph.engine.query.limits import QueryCancel, answer_limit_bytes, answer_too_large
 from omnigraph.engine.query.plan import scores, statement
 from omnigraph.engine.query.search import bm25_sql, candidates, serving_index
@@ -149,6 +150,11 @@ def tables_read(block: Block) -> set[str]:
     return keys
 
 
+def all_hops(block: Block) -> list[Hop]:
+    """The hops of ``block`` and of its nested blocks."""
+    return [*block.hops, *(hop for inner in block.nested for hop in all_hops(inner))]
+
+
 def bind_read(
     graph: Graph, query: str, name: str | None, params: dict[str, Any] | None, branch: str, at: str | None
 ) -> tuple[ReadPoint, BoundRead]:
@@ -196,7 +202,12 @@ def open_answer(
         datasets = {key: open_pinned(graph.store, point.snapshot.table(key).image) for key in sorted(tables_read(bound.block))}
         for table_key, dataset in datasets.items():
             session.connection.register(table_key, dataset)
-        traversals = Traversals(session, bound, repeatable=repeatable)
+        edges = {}
+        for key in {hop.edge.table_key for hop in all_hops(bound.block)}:
+            entry = point.snapshot.table(key)
+            image = entry.image
+            edges[key] = EdgeImage(graph.store.dataset_uri(image.path), image.branch, image.version, datasets[key], entry.row_count)
+        traversals = Traversals(session, bound, edges=edges, repeatable=repeatable)
         columns = tuple(output.name for output in bound.outputs)
         types = tuple(output.type.describe() for output in bound.outputs)
         bm25 = {}

@@ -12,14 +12,21 @@ cancellation token, and every other DuckDB failure is typed, never with SQL in i
 :mod:`omnigraph.engine.query.limits`.
 
 Variable-length traversals (:class:`Traversals`): the (source, destination) pairs of a hop, as a
-DuckDB temp table. The reference's rule, breadth-first from each source ``s``: ``s`` counts as
+table ``(a, b)`` of the session (a DuckDB temp table, or a registered Arrow table). The reference's rule, breadth-first from each source ``s``: ``s`` counts as
 visited; hop ``k`` reaches the unvisited nodes one edge away from those reached at hop
 ``k - 1`` (they become visited and are not expanded again), and a node reached at hop ``k - 1``
 that has a stored self-loop is reported again at hop ``k``. So a pair ``(s, x)`` is reported
 when the shortest distance ``d`` from ``s`` to ``x`` (``d = 0`` for ``x = s``) lies in
 ``min..max``, or when ``x`` has a self-loop and ``d + 1`` does. Each pair at most once.
 
-Breadth-first search runs in DuckDB, one join of the frontier with the edges per hop (the edge
+The search runs over the edge image's adjacency when the process's cache holds one within its
+bound (:mod:`omnigraph.engine.query.adjacency`: numpy over CSR arrays, the resulting pairs
+registered with the session as an Arrow table); otherwise (an image too large for the bound, a
+search whose pairs would not fit the share of memory it may take, or no cache) it runs in
+DuckDB. Both report the same pairs, from the same seeds (below), and check the time limit and
+cancellation before every hop.
+
+The search in DuckDB is one join of the frontier with the edges per hop (the edge
 scan filtered on the frontier's nodes; the join also finds the frontier's self-loops, so no
 separate scan of the edges looks for them), then an ``INSERT ... SELECT`` into a table
 ``(s, n, d)`` of reached nodes and their distance (an anti-join with it is the visited set),
@@ -34,7 +41,8 @@ An undirected hop (``$a <edge> $b``) walks the same way over the edge rows and t
 (:func:`omnigraph.engine.query.plan.edge_rows`): each edge joins its ends both ways.
 
 Ids are unique per node type only: when the edge's endpoints are of different types, a second
-hop would join ids of different types, so only hop 1 exists (and a self-loop cannot).
+hop would join ids of different types, so only hop 1 exists (and a self-loop cannot), and a
+destination whose id equals its source's is another node, reported like any other.
 
 Stopping early (:func:`stop_after`): a query that asks for any ``N`` rows
 (:func:`omnigraph.engine.query.plan.any_rows`) whose match is one variable-length traversal
@@ -49,17 +57,28 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 from omnigraph.engine.errors import BadRequest, ResourceLimit
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Compare, Const, Hop
+from omnigraph.engine.query.adjacency import (
+    PAIRS_SHARE,
+    EdgeImage,
+    Walk,
+    adjacency_cache,
+    build_adjacency,
+    cache_limit_bytes,
+    pair_table,
+    search,
+)
 from omnigraph.engine.query.limits import Guard, QueryCancel, spill_limit_mb, timeout_seconds
 from omnigraph.engine.query.plan import SqlParams, any_rows, compares_sql, edge_rows, quote
 
 if TYPE_CHECKING:
     import duckdb
+    import pyarrow as pa
 
 
 DEFAULT_MEMORY_MB = 1024
@@ -79,6 +98,7 @@ class Session:
 
     def __init__(self, connection: duckdb.DuckDBPyConnection, limit_mb: int, guard: Guard, spill_mb: int) -> None:
         self.connection = connection
+        self.limit_mb = limit_mb
         self._limit_bytes = limit_mb * 1024 * 1024
         self._guard = guard
         self._spill_bytes = spill_mb * 1024 * 1024
@@ -93,6 +113,25 @@ class Session:
         self._guard.check()
         try:
             return self.connection.execute(sql, list(params))
+        except duckdb.Error as error:
+            raise self._typed(error) from error
+
+    @property
+    def limit_bytes(self) -> int:
+        """The query's memory limit in bytes."""
+        return self._limit_bytes
+
+    def check(self) -> None:
+        """Raise the timeout or the cancellation if the query must stop."""
+        self._guard.check()
+
+    def arrow(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
+        """The rows of ``sql`` with ``params`` as one Arrow table; failures typed as :meth:`execute`'s."""
+        import duckdb  # loaded already: the connection is DuckDB's
+
+        self._guard.check()
+        try:
+            return self.connection.sql(sql, params=list(params)).to_arrow_table()
         except duckdb.Error as error:
             raise self._typed(error) from error
 
@@ -240,14 +279,23 @@ def stop_after(bound: BoundRead, hop: Hop) -> int | None:
 class Traversals:
     """Builds the pair table of each variable-length hop of one query, in one session.
 
+    ``edges``: the pinned image of each edge table the query reads; a hop whose image has an
+    adjacency within the cache's bound is searched over it (:mod:`omnigraph.engine.query.adjacency`)
+    and its pairs registered with the session as an Arrow table, any other in DuckDB. The pair
+    table is ``(a, b)`` under the same name either way.
+
     ``repeatable``: every search runs to its end (no :func:`stop_after`), so that a ``limit``
     answer is the first ``N`` rows of the complete one.
     """
 
-    def __init__(self, session: Session, bound: BoundRead, *, repeatable: bool = False) -> None:
+    def __init__(
+        self, session: Session, bound: BoundRead, *, edges: Mapping[str, EdgeImage] | None = None, repeatable: bool = False
+    ) -> None:
         self._session = session
         self._bound = bound
+        self._edges = edges or {}
         self._built: dict[Hop, str] = {}
+        self._registered: list[pa.Table] = []
         self._repeatable = repeatable
 
     def relation(self, hop: Hop) -> str | None:
@@ -259,18 +307,49 @@ class Traversals:
         return self._built[hop]
 
     def _build(self, hop: Hop, name: str) -> str:
-        start = search_start(self._bound, hop)
-        forward = start != "destinations"
+        forward = search_start(self._bound, hop) != "destinations"
         seed_var = hop.src if forward else hop.dst
-        same_type = hop.edge.from_type == hop.edge.to_type
-        edges = edge_rows(hop)
         params = SqlParams()
         conditions = seed_conditions(self._bound, seed_var)
+        seeds = None
         if conditions or not forward:
             table = quote(self._bound.variables[seed_var].table.table_key)
             where = " AND ".join(compares_sql(conditions, params)) or "TRUE"
             seeds = f"SELECT v{seed_var}.id AS id FROM {table} AS v{seed_var} WHERE {where}"
+        enough = None if self._repeatable else stop_after(self._bound, hop)
+        pairs = self._adjacent_pairs(hop, forward, seeds, params, enough)
+        if pairs is None:
+            return self._search_in_duckdb(hop, name, forward, seeds, params, enough)
+        self._session.connection.register(name, pairs)
+        self._registered.append(pairs)
+        return name
+
+    def _adjacent_pairs(self, hop: Hop, forward: bool, seeds: str | None, params: SqlParams, enough: int | None) -> pa.Table | None:
+        """The pair table searched over the edge image's adjacency; None when it has none within the bound."""
+        image = self._edges.get(hop.edge.table_key)
+        if image is None:
+            return None
+        limit = self._session.limit_bytes // PAIRS_SHARE
+        one_space = hop.edge.from_type == hop.edge.to_type
+        adjacency = adjacency_cache().get(
+            image.key(), lambda: build_adjacency(image.dataset, one_space), cache_limit_bytes(self._session.limit_mb), image.rows
+        )
+        if adjacency is None:
+            return None
+        if seeds is None:
+            positions = adjacency.every_source(hop.undirected)
         else:
+            ids = self._session.arrow(f"SELECT DISTINCT id FROM ({seeds})", params.values).column("id").combine_chunks()
+            positions = adjacency.positions(ids, "sources" if forward else "targets")
+        walk = Walk(hop.min_hops, hop.max_hops, backwards=not forward, undirected=hop.undirected)
+        found = search(adjacency, positions, walk, check=self._session.check, enough=enough, limit_bytes=limit)
+        return None if found is None else pair_table(adjacency, found, backwards=not forward)
+
+    def _search_in_duckdb(self, hop: Hop, name: str, forward: bool, seeds: str | None, params: SqlParams, enough: int | None) -> str:
+        """The pair table searched breadth-first in DuckDB temp tables (the module docstring)."""
+        same_type = hop.edge.from_type == hop.edge.to_type
+        edges = edge_rows(hop)
+        if seeds is None:
             seeds = f"SELECT DISTINCT src AS id FROM {edges}"
         reach, hop_edges, expand, step, loops = (f"{name}_{part}" for part in ("reach", "edges", "expand", "step", "loops"))
         near, far = ("src", "dst") if forward else ("dst", "src")
@@ -286,7 +365,6 @@ class Traversals:
                 f" UNION SELECT n AS a, s AS b FROM {reach} WHERE d + 1 BETWEEN {hop.min_hops} AND {hop.max_hops}"
                 f" AND s IN (SELECT s FROM {loops} WHERE d = 0)"
             )
-        enough = None if self._repeatable else stop_after(self._bound, hop)
         for depth in range(1, (hop.max_hops if same_type else 1) + 1):
             if enough is not None and (enough == 0 or depth > hop.min_hops) and self._reported(pairs) >= enough:
                 break
@@ -304,10 +382,9 @@ class Traversals:
             )
             if same_type:
                 run(f"INSERT INTO {loops} SELECT DISTINCT s, n, {depth - 1} FROM {expand} WHERE n = n_from")
-            run(
-                f"CREATE OR REPLACE TEMP TABLE {step} AS SELECT DISTINCT x.s AS s, x.n AS n, {depth} AS d FROM {expand} x "
-                f"WHERE NOT EXISTS (SELECT 1 FROM {reach} r WHERE r.s = x.s AND r.n = x.n)"
-            )
+            # the visited set; across two node types a seed and a reached node with one id are two nodes
+            unvisited = f" WHERE NOT EXISTS (SELECT 1 FROM {reach} r WHERE r.s = x.s AND r.n = x.n)" if same_type else ""
+            run(f"CREATE OR REPLACE TEMP TABLE {step} AS SELECT DISTINCT x.s AS s, x.n AS n, {depth} AS d FROM {expand} x{unvisited}")
             inserted = run(f"INSERT INTO {reach} SELECT s, n, d FROM {step}").fetchone()
             assert inserted is not None  # an INSERT answers one row: its row count
             (count,) = inserted

@@ -8,8 +8,11 @@ another process) the process's own registry is served.
 Counted by :mod:`omnigraph.server.observe` per answered request: requests by method, route template and
 status; their latency; error responses by code; conflicts by code; reads answered (routes of the
 ``read`` and ``export`` grants); commits published (routes of the other grants only). Counted by
-the service: interrupted commits resolved when the server opened the graph read-write. Computed
-at each scrape: the format stamp of the graph and the program's build.
+the service: interrupted commits resolved when the server opened the graph read-write. Counted by
+the query engine's adjacency cache (:mod:`omnigraph.engine.query.adjacency`, told of each change
+through :func:`count_adjacency`): the adjacencies held and their bytes (summed over live workers,
+each of which has a cache of its own), hits, builds and evictions. Computed at each scrape: the
+format stamp of the graph and the program's build.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from prometheus_client.registry import REGISTRY, Collector
 
 import omnigraph
 from omnigraph import __version__
+from omnigraph.engine.query.adjacency import CacheStats, Event
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -47,6 +51,24 @@ READS = Counter("omnigraph_reads", "Reads answered (2xx on a route of the read o
 RECOVERIES = Counter(
     "omnigraph_recoveries", "Interrupted commits resolved when the server opened the graph read-write, by outcome.", ["outcome"]
 )
+
+ADJACENCY_ENTRIES = Gauge(
+    "omnigraph_query_adjacency_entries", "Edge table adjacencies held by the query engine's caches.", multiprocess_mode="livesum"
+)
+ADJACENCY_BYTES = Gauge(
+    "omnigraph_query_adjacency_bytes", "Bytes held by the query engine's adjacency caches.", multiprocess_mode="livesum"
+)
+ADJACENCY_HITS = Counter("omnigraph_query_adjacency_hits", "Traversals that found their edge table's adjacency in the cache.")
+ADJACENCY_BUILDS = Counter("omnigraph_query_adjacency_builds", "Adjacencies built from an edge table image (kept or, too large, not).")
+ADJACENCY_EVICTIONS = Counter("omnigraph_query_adjacency_evictions", "Adjacencies evicted from a cache to stay within its bound.")
+_ADJACENCY_EVENTS = {"hit": ADJACENCY_HITS, "build": ADJACENCY_BUILDS, "eviction": ADJACENCY_EVICTIONS}
+
+
+def count_adjacency(event: Event, stats: CacheStats) -> None:
+    """The adjacency cache's listener: count ``event`` and set the held entries and bytes to ``stats``'."""
+    _ADJACENCY_EVENTS[event].inc()
+    ADJACENCY_ENTRIES.set(stats.entries)
+    ADJACENCY_BYTES.set(stats.bytes)
 
 
 def count_recoveries(records: Sequence[omnigraph.Recovery]) -> None:

@@ -22,6 +22,8 @@ from omnigraph.engine.errors import NotFound
 from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.ops.load import load
+from omnigraph.engine.query import adjacency
+from omnigraph.engine.query.adjacency import ADJACENCY_ENV
 from omnigraph.engine.query.run import open_answer, run_query
 from omnigraph.engine.query.session import Session
 from omnigraph.engine.storage.store import open_store
@@ -245,25 +247,43 @@ def test_order_by_a_property_that_is_not_returned_and_without_order(graph: Graph
 
 
 def _expanded(graph: Graph, source: str, *, repeatable: bool = False) -> tuple[list[list[Any]], int]:
-    """The rows of ``source`` and how many hops its breadth-first searches expanded (one edge scan each)."""
+    """The rows of ``source`` and how many hops its breadth-first searches expanded (one edge scan
+    each in DuckDB, one expansion of the frontier each over an adjacency)."""
     executed: list[str] = []
     execute = Session.execute
+    expand = adjacency._expand
+    expansions = 0
 
     def spy(session: Session, sql: str, params: Any = ()) -> Any:
         executed.append(sql)
         return execute(session, sql, params)
 
-    with mock.patch.object(Session, "execute", spy), open_answer(graph, source, repeatable=repeatable) as answer:
+    def expand_spy(*args: Any) -> Any:
+        nonlocal expansions
+        expansions += 1
+        return expand(*args)
+
+    with (
+        mock.patch.object(Session, "execute", spy),
+        mock.patch.object(adjacency, "_expand", expand_spy),
+        open_answer(graph, source, repeatable=repeatable) as answer,
+    ):
         found = list(answer.rows())
-    return found, sum("_edges AS SELECT" in sql for sql in executed)
+    return found, expansions + sum("_edges AS SELECT" in sql for sql in executed)
 
 
-def test_an_unordered_limit_stops_the_traversal_once_it_has_its_rows(graph: Graph) -> None:
+@pytest.mark.parametrize("adjacency_mb", [None, "0"], ids=["adjacency", "duckdb"])
+def test_an_unordered_limit_stops_the_traversal_once_it_has_its_rows(
+    graph: Graph, adjacency_mb: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``limit N`` without ``order``: any N rows, and the search stops before the next hop once N pairs are reported.
 
     From Ann, ``knows{1,4}`` reaches Bob, Cy, Dee, Acme at hops 1 to 4. ``repeatable`` (the
     migrator's answer check) keeps the first N rows in tie-break order and searches to the end.
+    Both searches: over the cached adjacency, and in DuckDB (no adjacency cache).
     """
+    if adjacency_mb is not None:
+        monkeypatch.setenv(ADJACENCY_ENV, adjacency_mb)
     reach = 'query q() {{ match {{ $a: Person {{ name: "Ann" }}  $a knows{{1,4}} $b }} return {{ $b.name }} {} }}'
     assert _expanded(graph, reach.format("limit 1")) == ([["Bob"]], 1)
     two, hops = _expanded(graph, reach.format("limit 2"))

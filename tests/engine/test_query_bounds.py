@@ -1,6 +1,7 @@
 """What bounds a read query, in process: the parser's bounds (``limit``, ``not`` nesting) cover
 what the executor runs; many filters on one variable stay cheap; the time limit and a
-:class:`omnigraph.QueryCancel` stop a query (``timeout``, exit 1 from the CLI; ``cancelled``); an
+:class:`omnigraph.QueryCancel` stop a query (``timeout``, exit 1 from the CLI; ``cancelled``), its
+traversal searched in DuckDB or over the cached adjacency; an
 answer collected whole is capped while a streamed one is not; so is the spill disk; and a DuckDB failure never carries
 its SQL into a message. (The same limits through a real server: ``tests/server/test_query_limits.py``.)"""
 
@@ -10,11 +11,14 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 
 import omnigraph
+from omnigraph.engine.query import adjacency
+from omnigraph.engine.query.adjacency import ADJACENCY_ENV
 from omnigraph.engine.query.limits import Guard
 from omnigraph.engine.query.plan import MAX_PUSHED_PER_VARIABLE
 from omnigraph.errors import BadRequest, QueryCancelled, QueryTimeout, ResourceLimit
@@ -110,6 +114,8 @@ def test_an_unordered_limit_counts_only_rows_that_pass_every_clause(chain: omnig
 def test_the_time_limit_stops_a_traversal_and_the_cli_exits_1(
     chain: omnigraph.Graph, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The search in DuckDB (no adjacency cache), one edge scan per hop: 160 hops take seconds."""
+    monkeypatch.setenv(ADJACENCY_ENV, "0")
     monkeypatch.setenv("OMNIGRAPH_QUERY_TIMEOUT_S", "0.3")
     started = time.monotonic()
     with pytest.raises(QueryTimeout) as stopped:
@@ -126,13 +132,42 @@ def test_the_time_limit_stops_a_traversal_and_the_cli_exits_1(
         chain.query(WALK)
 
 
-def test_a_cancel_token_stops_a_query_from_another_thread(chain: omnigraph.Graph) -> None:
+def test_a_cancel_token_stops_a_query_from_another_thread(chain: omnigraph.Graph, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ADJACENCY_ENV, "0")  # the search in DuckDB, whose 160 hops take seconds
     cancel = omnigraph.QueryCancel()
     threading.Timer(0.2, cancel.cancel).start()
     started = time.monotonic()
     with pytest.raises(QueryCancelled):
         chain.query(WALK, cancel=cancel)
     assert time.monotonic() - started < 3
+
+
+@pytest.mark.parametrize("stop", ["timeout", "cancel"])
+def test_a_search_over_the_adjacency_stops_between_hops(chain: omnigraph.Graph, stop: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same stops for the search over the cached adjacency, which checks them before every
+    hop: each hop made to last 20 ms, the 160 hops would take 3 s; the query stops after a few."""
+    expand = adjacency._expand
+    hops = 0
+
+    def slow(*args: Any) -> Any:
+        nonlocal hops
+        hops += 1
+        time.sleep(0.02)
+        return expand(*args)
+
+    monkeypatch.setattr(adjacency, "_expand", slow)
+    assert chain.query(WALK.replace("1000000000", "3")).rows == ({"n": 3 * PEOPLE - 6},)  # the adjacency answers
+    hops = 0
+    cancel = omnigraph.QueryCancel()
+    if stop == "timeout":
+        monkeypatch.setenv("OMNIGRAPH_QUERY_TIMEOUT_S", "0.3")
+    else:
+        threading.Timer(0.3, cancel.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(QueryTimeout if stop == "timeout" else QueryCancelled):
+        chain.query(WALK, cancel=cancel)
+    assert time.monotonic() - started < 1.5
+    assert 0 < hops < PEOPLE // 2
 
 
 def test_an_answer_collected_whole_is_capped_and_a_streamed_one_is_not(chain: omnigraph.Graph, monkeypatch: pytest.MonkeyPatch) -> None:
