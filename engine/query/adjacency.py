@@ -204,12 +204,18 @@ class Adjacency:
         return 16 + 2 * (4 + mean_id)
 
 
-def build_adjacency(dataset: lance.LanceDataset, one_space: bool) -> Adjacency:
+def build_adjacency(dataset: lance.LanceDataset, one_space: bool, check: Callable[[], None]) -> Adjacency:
     """The adjacency of the image ``dataset``, reading its ``src`` and ``dst`` columns only.
 
     ``one_space``: the edge's endpoints are of one node type (one space of positions).
+    ``check`` (the time limit and cancellation of the query that builds it) runs between batches.
     """
-    return adjacency_of(dataset.to_table(columns=["src", "dst"]), one_space)
+    batches = []
+    for batch in dataset.to_batches(columns=["src", "dst"]):
+        check()
+        batches.append(batch)
+    schema = pa.schema([dataset.schema.field("src"), dataset.schema.field("dst")])
+    return adjacency_of(pa.Table.from_batches(batches, schema), one_space)
 
 
 def adjacency_of(edges: pa.Table, one_space: bool) -> Adjacency:

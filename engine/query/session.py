@@ -12,12 +12,13 @@ cancellation token, and every other DuckDB failure is typed, never with SQL in i
 :mod:`omnigraph.engine.query.limits`.
 
 Variable-length traversals (:class:`Traversals`): the (source, destination) pairs of a hop, as a
-table ``(a, b)`` of the session (a DuckDB temp table, or a registered Arrow table). The reference's rule, breadth-first from each source ``s``: ``s`` counts as
-visited; hop ``k`` reaches the unvisited nodes one edge away from those reached at hop
-``k - 1`` (they become visited and are not expanded again), and a node reached at hop ``k - 1``
-that has a stored self-loop is reported again at hop ``k``. So a pair ``(s, x)`` is reported
-when the shortest distance ``d`` from ``s`` to ``x`` (``d = 0`` for ``x = s``) lies in
-``min..max``, or when ``x`` has a self-loop and ``d + 1`` does. Each pair at most once.
+table ``(a, b)`` of the session (a DuckDB temp table, or a registered Arrow table). The
+reference's rule, breadth-first from each source ``s``: ``s`` counts as visited; hop ``k``
+reaches the unvisited nodes one edge away from those reached at hop ``k - 1`` (they become
+visited and are not expanded again), and a node reached at hop ``k - 1`` that has a stored
+self-loop is reported again at hop ``k``. So a pair ``(s, x)`` is reported when the shortest
+distance ``d`` from ``s`` to ``x`` (``d = 0`` for ``x = s``) lies in ``min..max``, or when ``x``
+has a self-loop and ``d + 1`` does. Each pair at most once.
 
 The search runs over the edge image's adjacency when the process's cache holds one within its
 bound (:mod:`omnigraph.engine.query.adjacency`: numpy over CSR arrays, the resulting pairs
@@ -332,7 +333,10 @@ class Traversals:
         limit = self._session.limit_bytes // PAIRS_SHARE
         one_space = hop.edge.from_type == hop.edge.to_type
         adjacency = adjacency_cache().get(
-            image.key(), lambda: build_adjacency(image.dataset, one_space), cache_limit_bytes(self._session.limit_mb), image.rows
+            image.key(),
+            lambda: build_adjacency(image.dataset, one_space, self._session.check),
+            cache_limit_bytes(self._session.limit_mb),
+            image.rows,
         )
         if adjacency is None:
             return None
