@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from omnigraph.engine.door.table_store import FENCED_PROFILE
+from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.graph import Graph, init_graph
 from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
 from omnigraph.engine.query import adjacency, session
@@ -259,3 +260,11 @@ def test_a_destination_of_another_type_with_its_sources_id_is_reported(
     _write(chain, PEOPLE, CITIES, CHAIN, [("a", "a"), ("b", "x")])
     query = "query q() { match { $p: Person  $p livesIn{1,2} $c } return { $p.name, $c.name } order { $p.name } }"
     assert _run(chain, query)[0] == [["a", "a"], ["b", "x"]]
+
+
+def test_the_bound_is_a_whole_number_of_mib(chain: Graph, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ADJACENCY_ENV, "lots")
+    with pytest.raises(BadRequest, match="OMNIGRAPH_QUERY_ADJACENCY_MB='lots': expected a whole number of MiB, 0 for none"):
+        _run(chain, WALK)
+    monkeypatch.setenv(ADJACENCY_ENV, "1")
+    assert _run(chain, WALK)[0] == [["b"], ["c"], ["d"]]
