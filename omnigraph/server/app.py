@@ -35,8 +35,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import omnigraph
+import omnigraph.adjacency
 from omnigraph import __version__
-from omnigraph.engine.query.adjacency import adjacency_cache
 from omnigraph.errors import BadRequest, OmnigraphError
 from omnigraph.results import CreatedBranch, DeletedBranch, LoadResult, MergeResult, MutationResult, Readiness, Snapshot
 from omnigraph.server import metrics, models
@@ -73,7 +73,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
     program = settings.program
     tokens = None if settings.tokens_file is None else TokenTable(read_tokens_file(settings.tokens_file))
     service = GraphService(settings.graph, program, on_recovery=metrics.count_recoveries)
-    adjacency_cache().listen(metrics.count_adjacency)
+    omnigraph.adjacency.listen(metrics.count_adjacency)
     probes = ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="omnigraph-probe")
     queries = QueryPool()
 

@@ -9,7 +9,7 @@ Counted by :mod:`omnigraph.server.observe` per answered request: requests by met
 status; their latency; error responses by code; conflicts by code; reads answered (routes of the
 ``read`` and ``export`` grants); commits published (routes of the other grants only). Counted by
 the service: interrupted commits resolved when the server opened the graph read-write. Counted by
-the query engine's adjacency cache (:mod:`omnigraph.engine.query.adjacency`, told of each change
+the query engine's adjacency cache (:mod:`omnigraph.adjacency`, told of each change
 through :func:`count_adjacency`): the adjacencies held and their bytes (summed over live workers,
 each of which has a cache of its own), hits, builds and evictions. Computed at each scrape: the
 format stamp of the graph and the program's build.
@@ -27,7 +27,7 @@ from prometheus_client.registry import REGISTRY, Collector
 
 import omnigraph
 from omnigraph import __version__
-from omnigraph.engine.query.adjacency import CacheStats, Event
+from omnigraph.adjacency import CacheStats, Event
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

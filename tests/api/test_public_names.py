@@ -58,6 +58,7 @@ PUBLIC: dict[str, set[str]] = {
         "maintenance",
         "migrate",
     },
+    "omnigraph.adjacency": {"CacheStats", "Event", "Listener", "adjacency_stats", "listen"},
     "omnigraph.errors": {
         "BadRequest",
         "ClaimCorrupt",
