@@ -18,7 +18,9 @@ built):
   a ``Bool`` operand, ``exists``/``count``), pushed when it reads the columns of one variable by
   such comparisons and null tests only (no unsigned or vector column; DuckDB hands all of it to
   the scan) and its columns still fit the variable's bound, never with a serving index,
-  ``exists``/``count`` written with their blocks' clauses;
+  ``exists``/``count`` written with their blocks' clauses; ``after_joins`` when it compares two
+  variables of the match and is applied once the joins that bind them are done
+  (:func:`~omnigraph.engine.query.plan.crossing`);
 - ``hops``: per traversal, the edge table, the direction (``out``, or ``both`` for
   ``$a <edge> $b``), the bounds, and the mode: ``join`` (bounds ``{1,1}``: the edge rows joined with
   both variables) or ``breadth_first`` (one scan of the edges per hop, filtered on the frontier),
@@ -61,7 +63,7 @@ from omnigraph.engine.gq.read_checker import (
 from omnigraph.engine.gq.search import NearestScore, RrfScore, tokens
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
-from omnigraph.engine.query.plan import PUSHED_OPS, implied_ids, key_score, scan_columns, scan_pushed, scores
+from omnigraph.engine.query.plan import PUSHED_OPS, crossing, implied_ids, key_score, scan_columns, scan_pushed, scores
 from omnigraph.engine.query.run import bind_read, tables_read
 from omnigraph.engine.query.search import ranked_by, serving_index, text_index
 from omnigraph.engine.query.session import search_start, stop_after
@@ -94,21 +96,24 @@ def index_type(type_url: str) -> str:
     return type_url.rsplit(".", 1)[-1].removesuffix("IndexDetails")
 
 
-def _filter(bound: BoundRead, compare: Compare, pushed: bool, indexes: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def _filter(
+    bound: BoundRead, compare: Compare, pushed: bool, indexes: dict[str, list[dict[str, Any]]], after_joins: bool
+) -> dict[str, Any]:
     column = next((side for side in (compare.left, compare.right) if isinstance(side, Column)), None)
     table = bound.variables[column.var].table.table_key if column is not None else None
     serving = None
     if pushed and column is not None and table is not None and compare.op in INDEXED_OPS:
         serving = next((i["name"] for i in indexes[table] if i["columns"] == [column.column] and i["type"] == "BTree"), None)
     text = f"{_operand_text(bound, compare.left)} {compare.op} {_operand_text(bound, compare.right)}"
-    return {"filter": text, "table": table, "pushed_into_scan": pushed, "index": serving}
+    return {"filter": text, "table": table, "pushed_into_scan": pushed, "index": serving, "after_joins": after_joins}
 
 
-def _condition(bound: BoundRead, condition: Condition, pushed: bool) -> dict[str, Any]:
+def _condition(bound: BoundRead, condition: Condition, pushed: bool, after_joins: bool) -> dict[str, Any]:
     """The plan entry of a condition beyond a plain comparison (and/or/not, is null, a Bool, exists, count)."""
     columns = scan_columns(condition) if pushed else None
     table = bound.variables[columns[0].var].table.table_key if columns else None
-    return {"filter": _condition_text(bound, condition), "table": table, "pushed_into_scan": pushed, "index": None}
+    text = _condition_text(bound, condition)
+    return {"filter": text, "table": table, "pushed_into_scan": pushed, "index": None, "after_joins": after_joins}
 
 
 def _condition_text(bound: BoundRead, condition: Condition) -> str:
@@ -240,6 +245,9 @@ def explain_query(
     filters: list[dict[str, Any]] = []
     for block in blocks:
         compares_pushed, conditions_pushed = scan_pushed(block)
-        filters += [_filter(bound, compare, pushed, indexes) for compare, pushed in zip(block.compares, compares_pushed, strict=True)]
-        filters += [_condition(bound, condition, pushed) for condition, pushed in zip(block.conditions, conditions_pushed, strict=True)]
+        top = block is bound.block
+        for compare, pushed in zip(block.compares, compares_pushed, strict=True):
+            filters.append(_filter(bound, compare, pushed, indexes, top and crossing(compare) is not None))
+        for condition, pushed in zip(block.conditions, conditions_pushed, strict=True):
+            filters.append(_condition(bound, condition, pushed, top and crossing(condition) is not None))
     return QueryPlan(bound.name, branch, point.commit, tuple(tables), tuple(variables), tuple(hops), tuple(filters), tuple(searches))

@@ -70,6 +70,7 @@ def _plan_lines(plan: dict[str, Any]) -> Iterator[str]:
         )
     for item in plan["filters"]:
         where = "pushed into the scan" if item["pushed_into_scan"] else "applied after the scan"
+        where = "applied after the joins that bind its variables" if item["after_joins"] else where
         served = f", served by {item['index']}" if item["index"] else ""
         yield f"  filter {item['filter']}: {where}{served}"
     for item in plan["searches"]:
