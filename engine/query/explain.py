@@ -65,7 +65,7 @@ from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
 from omnigraph.engine.query.plan import PUSHED_OPS, crossing, implied_ids, key_score, scan_columns, scan_pushed, scores
 from omnigraph.engine.query.run import bind_read, tables_read
-from omnigraph.engine.query.search import ranked_by, serving_index, text_index
+from omnigraph.engine.query.search import ranked_by, serving_index, substring_searches, text_index
 from omnigraph.engine.query.session import search_start, stop_after
 from omnigraph.engine.results import QueryPlan
 from omnigraph.engine.storage.lance_io import open_pinned
@@ -97,11 +97,12 @@ def index_type(type_url: str) -> str:
 
 
 def _filter(
-    bound: BoundRead, compare: Compare, pushed: bool, indexes: dict[str, list[dict[str, Any]]], after_joins: bool
+    bound: BoundRead, compare: Compare, pushed: bool, indexes: dict[str, list[dict[str, Any]]], after_joins: bool, substring: str | None
 ) -> dict[str, Any]:
+    """The plan entry of a comparison; ``substring`` names the n-gram index that serves it, if one does."""
     column = next((side for side in (compare.left, compare.right) if isinstance(side, Column)), None)
     table = bound.variables[column.var].table.table_key if column is not None else None
-    serving = None
+    serving = substring
     if pushed and column is not None and table is not None and compare.op in INDEXED_OPS:
         serving = next((i["name"] for i in indexes[table] if i["columns"] == [column.column] and i["type"] == "BTree"), None)
     text = f"{_operand_text(bound, compare.left)} {compare.op} {_operand_text(bound, compare.right)}"
@@ -242,12 +243,20 @@ def explain_query(
                     "estimated_rows": point.snapshot.table(hop.edge.table_key).row_count,
                 }
             )
+
+    def ngram_of(table_key: str, column: str) -> str | None:
+        return next((i["name"] for i in indexes[table_key] if i["columns"] == [column] and i["type"] == "NGram"), None)
+
+    served: dict[tuple[int, str, Any], str] = {(s.var, s.column, s.text): s.index for s in substring_searches(bound, ngram_of)}
     filters: list[dict[str, Any]] = []
     for block in blocks:
         compares_pushed, conditions_pushed = scan_pushed(block)
         top = block is bound.block
         for compare, pushed in zip(block.compares, compares_pushed, strict=True):
-            filters.append(_filter(bound, compare, pushed, indexes, top and crossing(compare) is not None))
+            left, right = compare.left, compare.right
+            text = (left.var, left.column, right.value) if isinstance(left, Column) and isinstance(right, Const) else None
+            substring = served.get(text) if top and compare.op == "contains" and text is not None else None
+            filters.append(_filter(bound, compare, pushed, indexes, top and crossing(compare) is not None, substring))
         for condition, pushed in zip(block.conditions, conditions_pushed, strict=True):
             filters.append(_condition(bound, condition, pushed, top and crossing(condition) is not None))
     return QueryPlan(bound.name, branch, point.commit, tuple(tables), tuple(variables), tuple(hops), tuple(filters), tuple(searches))

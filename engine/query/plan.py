@@ -428,9 +428,10 @@ def bound_edge_rows(hop: Hop) -> str:
 
 
 class _Compiler:
-    def __init__(self, relation: Relation, params: SqlParams) -> None:
+    def __init__(self, relation: Relation, params: SqlParams, views: Mapping[int, str]) -> None:
         self._relation = relation
         self._params = params
+        self._views = views
         self._hops = 0
 
     def block(self, block: Block) -> tuple[list[str], list[str]]:
@@ -443,7 +444,7 @@ class _Compiler:
 
         Each of those is its SQL and the columns it reads.
         """
-        froms = [f"{quote(var.table.table_key)} AS v{var.index}" for var in block.variables if not var.is_edge]
+        froms = [f"{quote(self._views.get(var.index, var.table.table_key))} AS v{var.index}" for var in block.variables if not var.is_edge]
         conditions: list[str] = []
         for hop in block.hops:
             alias = f"h{self._hops}"
@@ -593,6 +594,7 @@ def statement(
     candidates: Mapping[int, str] | None = None,
     bm25: Mapping[Bm25Score, str] | None = None,
     *,
+    views: Mapping[int, str] | None = None,
     repeatable: bool = False,
 ) -> tuple[str, list[object]]:
     """The SQL text and parameter values of ``bound`` (see the module docstring).
@@ -601,10 +603,13 @@ def statement(
     it may bind (the candidates a vector index found, :mod:`omnigraph.engine.query.search`).
     ``bm25`` holds the SQL of each ``bm25`` score ``bound`` returns or orders by
     (:func:`omnigraph.engine.query.search.bm25_sql`).
+    ``views`` maps a node variable to a registered table that holds the only rows of its node
+    table it may bind (all their columns but blobs; the rows an n-gram index found,
+    :mod:`omnigraph.engine.query.search`), scanned instead of the node table.
     ``repeatable``: a :func:`any_rows` answer keeps its tie-break order (the first ``N`` rows).
     """
     params = SqlParams()
-    froms, conditions, crossed = _Compiler(relation, params).split_block(bound.block)
+    froms, conditions, crossed = _Compiler(relation, params, views or {}).split_block(bound.block)
     for var, table in sorted((candidates or {}).items()):
         conditions.append(f"v{var}.id IN (SELECT id FROM {quote(table)})")
     top = bound.block.variables
