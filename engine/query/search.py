@@ -241,7 +241,8 @@ def substring_rows(served: IndexedSubstring, dataset: Any, columns: list[str]) -
     so the rows are exactly those DuckDB's ``contains`` keeps.
     """
     literal = "'" + served.text.replace("'", "''") + "'"
-    reader = dataset.scanner(columns=columns, filter=f"contains(`{served.column}`, {literal})").to_reader()
+    scanner = dataset.scanner(columns=columns, filter=f"contains(`{served.column}`, {literal})", limit=SUBSTRING_ROWS + 1)
+    reader = scanner.to_reader()
     batches: list[pa.RecordBatch] = []
     rows = 0
     for batch in reader:
