@@ -115,10 +115,9 @@ class Guard:
         self._cancel = cancel
         self._deadline = None if timeout is None else time.monotonic() + timeout
         self._done = threading.Event()
-        self._watcher: threading.Thread | None = None
+        self._interrupting = threading.Lock()
         if timeout is not None or cancel is not None:
-            self._watcher = threading.Thread(target=self._watch, name="omnigraph-query-guard", daemon=True)
-            self._watcher.start()
+            threading.Thread(target=self._watch, name="omnigraph-query-guard", daemon=True).start()
 
     def _stopped(self) -> bool:
         expired = self._deadline is not None and time.monotonic() >= self._deadline
@@ -126,8 +125,9 @@ class Guard:
 
     def _watch(self) -> None:
         while not self._done.wait(POLL_S):
-            if self._stopped():
-                self._connection.interrupt()
+            with self._interrupting:  # never once close() has returned: the connection may be closed
+                if not self._done.is_set() and self._stopped():
+                    self._connection.interrupt()
 
     def stop_error(self) -> QueryCancelled | QueryTimeout | None:
         """Why the query must stop now (the cancellation first), or None."""
@@ -168,7 +168,9 @@ class Guard:
         return OSError(f"query execution failed: {type(error).__name__}: {first}")
 
     def close(self) -> None:
-        """Stop watching (the query ended)."""
-        self._done.set()
-        if self._watcher is not None:
-            self._watcher.join()
+        """Stop watching (the query ended): once it returns, the connection is never interrupted.
+
+        The watching thread is not waited for; it ends within :data:`POLL_S` seconds.
+        """
+        with self._interrupting:
+            self._done.set()
