@@ -64,9 +64,10 @@ from omnigraph.engine.gq.search import NearestScore, RrfScore, tokens
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
 from omnigraph.engine.query.plan import PUSHED_OPS, crossing, implied_ids, key_score, scan_columns, scan_pushed, scores
+from omnigraph.engine.query.probe import End, probe_order
 from omnigraph.engine.query.run import bind_read, tables_read
 from omnigraph.engine.query.search import ranked_by, serving_index, substring_searches, text_index
-from omnigraph.engine.query.session import search_start, stop_after
+from omnigraph.engine.query.session import SearchStart, search_start, stop_after
 from omnigraph.engine.results import QueryPlan
 from omnigraph.engine.storage.lance_io import open_pinned
 
@@ -94,6 +95,9 @@ def _indexes(graph: Graph, snapshot: BranchSnapshot, table_key: str) -> list[dic
 def index_type(type_url: str) -> str:
     """The index kind a Lance index description's ``type_url`` names (``/lance.table.BTreeIndexDetails`` -> ``BTree``)."""
     return type_url.rsplit(".", 1)[-1].removesuffix("IndexDetails")
+
+
+_PROBE_START: dict[End, SearchStart] = {"src": "sources", "dst": "destinations"}
 
 
 def _filter(
@@ -225,10 +229,20 @@ def explain_query(
         }
         for var in bound.variables
     ]
+
+    def ngram_of(table_key: str, column: str) -> str | None:
+        return next((i["name"] for i in indexes[table_key] if i["columns"] == [column] and i["type"] == "NGram"), None)
+
+    substrings = substring_searches(bound, ngram_of)
+    known = {var for var, _ in implied_ids(bound.block)} | {served.var for served in substrings}
+    probes = {id(hop): end for hop, end in probe_order(bound, known)}
     hops = []
     for block in blocks:
         for hop in block.hops:
             single = hop.min_hops == hop.max_hops == 1
+            probed = probes.get(id(hop))
+            mode = "breadth_first" if not single else "join" if probed is None else "probe"
+            start = search_start(bound, hop) if not single else None if probed is None else _PROBE_START[probed]
             hops.append(
                 {
                     "edge": hop.edge.type_name,
@@ -237,17 +251,14 @@ def explain_query(
                     "edge_variable": None if hop.edge_var is None else f"${bound.variables[hop.edge_var].name}",
                     "direction": "both" if hop.undirected else "out",
                     "bounds": [hop.min_hops, hop.max_hops],
-                    "mode": "join" if single else "breadth_first",
-                    "start": None if single else search_start(bound, hop),
+                    "mode": mode,
+                    "start": start,
                     "stops_after": None if single else stop_after(bound, hop),
                     "estimated_rows": point.snapshot.table(hop.edge.table_key).row_count,
                 }
             )
 
-    def ngram_of(table_key: str, column: str) -> str | None:
-        return next((i["name"] for i in indexes[table_key] if i["columns"] == [column] and i["type"] == "NGram"), None)
-
-    served: dict[tuple[int, str, Any], str] = {(s.var, s.column, s.text): s.index for s in substring_searches(bound, ngram_of)}
+    served: dict[tuple[int, str, Any], str] = {(s.var, s.column, s.text): s.index for s in substrings}
     filters: list[dict[str, Any]] = []
     for block in blocks:
         compares_pushed, conditions_pushed = scan_pushed(block)

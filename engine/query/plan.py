@@ -428,10 +428,11 @@ def bound_edge_rows(hop: Hop) -> str:
 
 
 class _Compiler:
-    def __init__(self, relation: Relation, params: SqlParams, views: Mapping[int, str]) -> None:
+    def __init__(self, relation: Relation, params: SqlParams, views: Mapping[int, str], edge_views: Mapping[Hop, str]) -> None:
         self._relation = relation
         self._params = params
         self._views = views
+        self._edge_views = edge_views
         self._hops = 0
 
     def block(self, block: Block) -> tuple[list[str], list[str]]:
@@ -450,11 +451,12 @@ class _Compiler:
             alias = f"h{self._hops}"
             self._hops += 1
             pairs = self._relation(hop)
+            view = quote(self._edge_views[hop]) if hop in self._edge_views else None
             if hop.edge_var is not None:
-                froms.append(f"{bound_edge_rows(hop)} AS v{hop.edge_var}")
+                froms.append(f"{view or bound_edge_rows(hop)} AS v{hop.edge_var}")
                 conditions += [f"v{hop.edge_var}.src = v{hop.src}.id", f"v{hop.edge_var}.dst = v{hop.dst}.id"]
             elif pairs is None:
-                froms.append(f"{edge_rows(hop)} AS {alias}")
+                froms.append(f"{view or edge_rows(hop)} AS {alias}")
                 conditions += [f"{alias}.src = v{hop.src}.id", f"{alias}.dst = v{hop.dst}.id"]
             else:
                 froms.append(f"{quote(pairs)} AS {alias}")
@@ -595,6 +597,7 @@ def statement(
     bm25: Mapping[Bm25Score, str] | None = None,
     *,
     views: Mapping[int, str] | None = None,
+    edge_views: Mapping[Hop, str] | None = None,
     repeatable: bool = False,
 ) -> tuple[str, list[object]]:
     """The SQL text and parameter values of ``bound`` (see the module docstring).
@@ -605,11 +608,14 @@ def statement(
     (:func:`omnigraph.engine.query.search.bm25_sql`).
     ``views`` maps a node variable to a registered table that holds the only rows of its node
     table it may bind (all their columns but blobs; the rows an n-gram index found,
-    :mod:`omnigraph.engine.query.search`), scanned instead of the node table.
+    :mod:`omnigraph.engine.query.search`, or a probe, :mod:`omnigraph.engine.query.probe`),
+    scanned instead of the node table; ``edge_views`` maps a directed ``{1,1}`` hop of the match
+    to a registered table holding the only edge rows it may follow (every column), read instead
+    of the edge table.
     ``repeatable``: a :func:`any_rows` answer keeps its tie-break order (the first ``N`` rows).
     """
     params = SqlParams()
-    froms, conditions, crossed = _Compiler(relation, params, views or {}).split_block(bound.block)
+    froms, conditions, crossed = _Compiler(relation, params, views or {}, edge_views or {}).split_block(bound.block)
     for var, table in sorted((candidates or {}).items()):
         conditions.append(f"v{var}.id IN (SELECT id FROM {quote(table)})")
     top = bound.block.variables

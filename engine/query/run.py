@@ -49,7 +49,8 @@ from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.commit_graph import ReadPoint, read_point
 from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.query.limits import QueryCancel, answer_limit_bytes, answer_too_large
-from omnigraph.engine.query.plan import scores, statement
+from omnigraph.engine.query.plan import implied_ids, scores, statement
+from omnigraph.engine.query.probe import Probed, probe
 from omnigraph.engine.query.search import bm25_sql, candidates, ngram_index, serving_index, substring_rows, substring_searches
 from omnigraph.engine.query.session import MEMORY_ENV, Session, Traversals, memory_limit_mb, open_session
 from omnigraph.engine.schema.types import BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType
@@ -205,10 +206,11 @@ def open_answer(
                 key = bound.variables[score.var].table.table_key
                 bm25[score] = bm25_sql(session, score, key, datasets[key], f"search:bm25:{index}")
         counts = {key: point.snapshot.table(key).row_count for key in datasets}
-        views = _substring_views(session, bound, datasets)
-        rows = _indexed_rows(session, bound, traversals, datasets, counts, bm25, views)
+        probed = _probed(session, bound, datasets)
+        rows = _indexed_rows(session, bound, traversals, datasets, counts, bm25, probed)
         if rows is None:
-            sql, values = statement(bound, traversals.relation, bm25=bm25, views=views, repeatable=repeatable)
+            views, edge_views = probed.nodes, probed.edges
+            sql, values = statement(bound, traversals.relation, bm25=bm25, views=views, edge_views=edge_views, repeatable=repeatable)
             rows = _batches(session, session.execute(sql, values), bound)
         yield Answer(bound.name, branch, point.commit, columns, types, rows, answer_limit_bytes(memory_limit_mb()))
 
@@ -224,7 +226,7 @@ def _indexed_rows(
     datasets: dict[str, Any],
     row_counts: dict[str, int],
     bm25: dict[Bm25Score, str],
-    views: dict[int, str],
+    probed: Probed,
 ) -> Iterator[list[Any]] | None:
     """The rows of a ``nearest`` ordering a vector index serves; None when the exact statement must run.
 
@@ -235,7 +237,8 @@ def _indexed_rows(
         return None
     assert bound.limit is not None  # serving_index: a nearest ordering has a limit
     session.connection.register(CANDIDATES, candidates(indexed, datasets[indexed.table_key]))
-    sql, values = statement(bound, traversals.relation, {indexed.score.var: CANDIDATES}, bm25, views=views)
+    candidate = {indexed.score.var: CANDIDATES}
+    sql, values = statement(bound, traversals.relation, candidate, bm25, views=probed.nodes, edge_views=probed.edges)
     found = session.fetch(session.execute(sql, values), bound.limit)
     if len(found) < bound.limit:
         return None
@@ -243,20 +246,27 @@ def _indexed_rows(
     return iter([render(row) for row in found])
 
 
-def _substring_views(session: Session, bound: BoundRead, datasets: dict[str, Any]) -> dict[int, str]:
-    """Per variable whose ``contains`` an n-gram index serves with few enough rows, the session table of those rows.
+def _probed(session: Session, bound: BoundRead, datasets: dict[str, Any]) -> Probed:
+    """The rows the match can reach from its known variables (:mod:`omnigraph.engine.query.probe`), registered in ``session``.
 
-    (:func:`omnigraph.engine.query.search.substring_rows`; every column but blobs, which a read never uses.)
+    Known: a variable whose key members equal constants, and one whose ``contains`` an n-gram
+    index serves with few enough rows (:func:`omnigraph.engine.query.search.substring_rows`;
+    every column but blobs, which a read never uses).
     """
-    views: dict[int, str] = {}
+    known = {var: [node_id] for var, node_id in implied_ids(bound.block)}
+    found: dict[int, str] = {}
     for served in substring_searches(bound, lambda key, column: ngram_index(datasets[key], column)):
         table = bound.variables[served.var].table
         columns = ["id"] + [prop.name for prop in table.properties if not isinstance(prop.type, BlobType)]
         rows = substring_rows(served, datasets[served.table_key], columns)
         if rows is not None:
-            views[served.var] = f"search:substring:{served.var}"
-            session.connection.register(views[served.var], rows)
-    return views
+            found[served.var] = f"search:substring:{served.var}"
+            session.connection.register(found[served.var], rows)
+            ids = [str(value) for value in rows.column("id").to_pylist()]
+            known[served.var] = sorted(set(ids) & set(known[served.var])) if served.var in known else ids
+    probed = probe(session, bound, datasets, known, read=found)
+    probed.nodes |= found
+    return probed
 
 
 def run_query(
