@@ -64,8 +64,9 @@ FLOORS = {
 }
 
 
-def build(root: Path, nodes: int) -> None:
-    """The benchmark graph at ``root`` (see the module docstring)."""
+def build(root: Path, nodes: int, edges_per_node: int = 5) -> None:
+    """The benchmark graph at ``root`` (see the module docstring), with ``edges_per_node`` times
+    ``nodes`` random ``Knows`` edges (5N here; ``bench/graph_bench.py`` also builds other densities)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -88,8 +89,10 @@ def build(root: Path, nodes: int) -> None:
             [people_ids, people_ids, pa.array(rng.integers(0, 100, nodes), pa.int32())],
             schema=graph.catalog.table("node:Person").arrow_schema(with_pk=True),
         )
-        ends = [pc.take(people_ids, pa.array(rng.integers(0, nodes, 5 * nodes))) for _ in range(2)]
-        edges = pa.Table.from_arrays([ids("e", 5 * nodes), *ends], schema=graph.catalog.table("edge:Knows").arrow_schema(with_pk=True))
+        ends = [pc.take(people_ids, pa.array(rng.integers(0, nodes, edges_per_node * nodes))) for _ in range(2)]
+        edges = pa.Table.from_arrays(
+            [ids("e", edges_per_node * nodes), *ends], schema=graph.catalog.table("edge:Knows").arrow_schema(with_pk=True)
+        )
         writes = (TableWrite("node:Person", "overwrite", people), TableWrite("edge:Knows", "overwrite", edges))
         return CommitPlan(writes, (snapshot.head.commit_id,), "query bench", None)
 
