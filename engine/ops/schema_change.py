@@ -62,6 +62,7 @@ from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.evolution import SchemaPlan, SchemaStep, SchemaVersion, TableChange, plan_change, table_changes
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.values import table_violations
+from omnigraph.engine.storage import key_indexes
 from omnigraph.engine.storage.lance_io import open_dataset, open_pinned
 from omnigraph.engine.storage.names import FORMAT_5, SCHEMA_CHANGE_PATH, SCHEMA_FILE
 from omnigraph.engine.storage.process import process_start_marker, this_host
@@ -275,18 +276,26 @@ def _upgrade_all(graph: Graph, held: _BranchLeases, actor: str) -> dict[str, str
 
 
 def create_added_tables(graph: Graph, version: SchemaVersion) -> None:
-    """Create the empty table of each type ``version`` adds (with the ``id`` PK), unless it exists."""
+    """Create the empty table of each type ``version`` adds (with the ``id`` PK and its key indexes), unless it exists.
+
+    A table that exists (an earlier run stopped after creating it) gets the key indexes it lacks.
+    Either way it ends at :func:`omnigraph.engine.storage.key_indexes.created_version`, the version
+    every branch pins.
+    """
     catalog = graph.schemas.catalog(version.schema_id)
     for step in version.steps:
         if step.kind != "add_type":
             continue
         path = added_table_path(step.table_key, version.schema_id)
+        schema = catalog.table(step.table_key).arrow_schema(with_pk=True)
         try:
             open_dataset(graph.store, path, None, 1)
         except (ValueError, OSError):
-            created = graph.profile.router.create_table(graph.store, path, catalog.table(step.table_key).arrow_schema(with_pk=True))
-            if created != 1:
-                raise Internal(f"the new table {path} was created at version {created}, not 1") from None
+            created = graph.profile.router.create_table(graph.store, path, schema)
+        else:
+            created = key_indexes.create_on_empty(open_dataset(graph.store, path))
+        if created != key_indexes.created_version(schema):
+            raise Internal(f"the new table {path} is at version {created}, not {key_indexes.created_version(schema)}")
 
 
 def added_table_path(table_key: str, version_id: str) -> str:
@@ -335,7 +344,13 @@ def _upgrade_plan(graph: Graph, version: SchemaVersion) -> Any:
             if change.touches_columns
         )
         added = tuple(
-            TableEntry(step.table_key, added_table_path(step.table_key, version.schema_id), None, 1, 0)
+            TableEntry(
+                step.table_key,
+                added_table_path(step.table_key, version.schema_id),
+                None,
+                key_indexes.created_version(new.table(step.table_key).arrow_schema(with_pk=True)),
+                0,
+            )
             for step in plan.steps
             if step.kind == "add_type"
         )

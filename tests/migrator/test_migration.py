@@ -112,6 +112,7 @@ FAILPOINTS = [
     "migrate.after_units",
     "migrate.before_stamp",
     "migrate.after_stamp",
+    "optimize.before_publish",
     "migrate.before_release",
     "migrate.after_release",
 ]
