@@ -113,7 +113,7 @@ def test_key_indexes_exist_from_creation_and_optimize_makes_them_cover_every_row
     assert_check_clean(uri)
 
 
-def test_explain_names_the_id_index_that_serves_a_pushed_id_comparison(tmp_path: Path) -> None:
+def test_explain_names_the_key_indexes_that_serve_an_id_comparison_and_a_frontier(tmp_path: Path) -> None:
     uri = _graph(tmp_path, 5)
     query = tmp_path / "id.gq"
     query.write_text('query one() { match { $p: Person  $p.id = "p001" } return { $p.age } }\n')
@@ -121,6 +121,12 @@ def test_explain_names_the_id_index_that_serves_a_pushed_id_comparison(tmp_path:
     (pushed,) = plan["filters"]
     assert pushed["pushed_into_scan"] is True and pushed["index"] == "id_idx"
     assert [i["columns"] for i in next(t for t in plan["tables"] if t["table"] == "node:Person")["indexes"]] == [["id"]]
+    query.write_text('query far() { match { $p: Person { name: "p001" }  $p knows{1,3} $f } return { $f.name } }\n')
+    plan = invoke(OMNIGRAPH, "query", "--query", query, "--explain", "--json", uri).ok().json()
+    (hop,) = plan["hops"]
+    assert hop["mode"] == "breadth_first" and hop["start"] == "sources" and hop["frontier_index"] == "src_idx"
+    source = next(v for v in plan["variables"] if v["variable"] == "$p")
+    assert source["id_lookup"] == "p001" and source["id_index"] == "id_idx"
 
 
 def test_killed_between_index_build_and_publish_then_rerun_completes(tmp_path: Path) -> None:
