@@ -127,6 +127,10 @@ def test_explain_names_the_key_indexes_that_serve_an_id_comparison_and_a_frontie
     assert hop["mode"] == "breadth_first" and hop["start"] == "sources" and hop["frontier_index"] == "src_idx"
     source = next(v for v in plan["variables"] if v["variable"] == "$p")
     assert source["id_lookup"] == "p001" and source["id_index"] == "id_idx"
+    query.write_text('query near() { match { $f: Person { name: "p002" }  $p knows $f } return { $p.name } }\n')
+    plan = invoke(OMNIGRAPH, "query", "--query", query, "--explain", "--json", uri).ok().json()
+    (hop,) = plan["hops"]
+    assert hop["mode"] == "probe" and hop["start"] == "destinations" and hop["frontier_index"] == "dst_idx"
 
 
 def test_killed_between_index_build_and_publish_then_rerun_completes(tmp_path: Path) -> None:
