@@ -9,7 +9,8 @@ built):
   from the manifest and the scalar indexes the image holds;
 - ``variables``: per match variable, its table, the rows the manifest counts for it (the most the
   scan can give) and, when its ``@key`` members all equal constants, the single id it is looked
-  up by (``id_lookup``: the scan is filtered on ``id``, which its BTREE serves);
+  up by (``id_lookup``: the scan is filtered on ``id``) and the BTREE on ``id`` that serves
+  that filter (``id_index``: the engine's key index, None if the image has none);
 - ``filters``: per comparison, whether it is pushed into the Lance scan (a column compared with a
   constant by ``= != < <= > >=``, not on an unsigned column, at most
   :data:`~omnigraph.engine.query.plan.MAX_PUSHED_PER_VARIABLE` per variable:
@@ -30,7 +31,11 @@ built):
   edge (``$a $k:edge $b``), else None. A bound edge is also listed in ``variables`` (its table is
   the edge table). ``stops_after``: for a breadth-first hop of a query that asks for any ``N``
   rows, the pair count after which the search stops
-  (:func:`omnigraph.engine.query.session.stop_after`), else None.
+  (:func:`omnigraph.engine.query.session.stop_after`), else None. ``frontier_index``: the BTREE
+  on the edge table's ``src`` or ``dst`` (the engine's key index,
+  :mod:`omnigraph.engine.storage.key_indexes`) that serves the edge scan filtered on the ids a hop
+  starts from: a probe's probed end, or for a directed breadth-first hop ``src`` (``dst`` when
+  the search runs backwards), whose frontier is handed to each hop's edge scan; else None.
 - ``searches``: per search function the query returns or orders by (``nearest``, ``bm25``) and
   per full-text match clause (``search``, ``match_text``, ``fuzzy``), the column it reads, whether
   the answer is ordered by it first (``ordering``) and the index that serves it
@@ -53,6 +58,7 @@ from omnigraph.engine.gq.read_checker import (
     Compare,
     Condition,
     Const,
+    Hop,
     Inverse,
     Junction,
     NullCheck,
@@ -108,9 +114,28 @@ def _filter(
     table = bound.variables[column.var].table.table_key if column is not None else None
     serving = substring
     if pushed and column is not None and table is not None and compare.op in INDEXED_OPS:
-        serving = next((i["name"] for i in indexes[table] if i["columns"] == [column.column] and i["type"] == "BTree"), None)
+        serving = _btree(indexes[table], column.column)
     text = f"{_operand_text(bound, compare.left)} {compare.op} {_operand_text(bound, compare.right)}"
     return {"filter": text, "table": table, "pushed_into_scan": pushed, "index": serving, "after_joins": after_joins}
+
+
+def _frontier_index(bound: BoundRead, hop: Hop, mode: str, probed: End | None, indexes: dict[str, list[dict[str, Any]]]) -> str | None:
+    """The BTREE that serves the edge scan of a hop filtered on the ids it starts from, if any.
+
+    A probe reads the edges whose probed end (``src`` or ``dst``) is a known id; a directed
+    breadth-first hop reads, per hop, the edges whose ``src`` (``dst`` backwards) is in the frontier.
+    """
+    if mode == "probe" and probed is not None:
+        return _btree(indexes[hop.edge.table_key], probed)
+    if mode != "breadth_first" or hop.undirected:
+        return None
+    near = "dst" if search_start(bound, hop) == "destinations" else "src"
+    return _btree(indexes[hop.edge.table_key], near)
+
+
+def _btree(indexes: list[dict[str, Any]], column: str) -> str | None:
+    """The name of a BTREE among a table's ``indexes`` on ``column`` alone, None if there is none."""
+    return next((i["name"] for i in indexes if i["columns"] == [column] and i["type"] == "BTree"), None)
 
 
 def _condition(bound: BoundRead, condition: Condition, pushed: bool, after_joins: bool) -> dict[str, Any]:
@@ -226,6 +251,7 @@ def explain_query(
             "table": var.table.table_key,
             "estimated_rows": 1 if var.index in looked_up else point.snapshot.table(var.table.table_key).row_count,
             "id_lookup": looked_up.get(var.index),
+            "id_index": _btree(indexes[var.table.table_key], "id") if var.index in looked_up else None,
         }
         for var in bound.variables
     ]
@@ -254,6 +280,7 @@ def explain_query(
                     "mode": mode,
                     "start": start,
                     "stops_after": None if single else stop_after(bound, hop),
+                    "frontier_index": _frontier_index(bound, hop, mode, probed, indexes),
                     "estimated_rows": point.snapshot.table(hop.edge.table_key).row_count,
                 }
             )

@@ -103,7 +103,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
     assert optimized.exit_code == 0, optimized.output
     report = json.loads(optimized.output)
     assert report["tables"] == [
-        {"table_key": "node:Doc", "actions": ["IVF_FLAT index embedding", "BTREE index rank"], "fragments_before": 1}
+        {
+            "table_key": "node:Doc",
+            "actions": ["IVF_FLAT index embedding", "BTREE index rank", "refresh key index id"],
+            "fragments_before": 1,
+        }
     ]
     with omnigraph.open(uri) as graph:
         indexed_commit = graph.commits()[0].commit_id
@@ -300,7 +304,7 @@ def texts(tmp_path_factory: pytest.TempPathFactory) -> Texts:
     with omnigraph.init(uri, TEXT_SCHEMA) as graph:
         exact_commit = graph.load(records, mode="append").commits[-1]
     report = optimize(uri, declared_indexes=True)
-    assert report.tables[0]["actions"] == ["NGRAM index body", "INVERTED index body"]
+    assert report.tables[0]["actions"] == ["NGRAM index body", "INVERTED index body", "refresh key index id"]
     with omnigraph.open(uri) as graph:
         indexed_commit = graph.commits()[0].commit_id
         graph.mutate('query add() { insert Note { slug: "zz", body: "graph graph lance", stars: 2 } }')  # not in the index
