@@ -381,8 +381,8 @@ class QueryPlan(Result):
     """``omnigraph query --explain --json``: how a read query would run, without running it.
 
     ``tables``: ``{table, table_branch, version, rows, indexes: [{name, columns, type}]}`` per table read;
-    ``variables``: ``{variable, table, estimated_rows, id_lookup}``; ``hops``: ``{edge, from, to,
-    edge_variable, direction, bounds, mode, start, stops_after, estimated_rows}``; ``filters``: ``{filter, table,
+    ``variables``: ``{variable, table, estimated_rows, id_lookup, id_index}``; ``hops``: ``{edge, from, to,
+    edge_variable, direction, bounds, mode, start, stops_after, frontier_index, estimated_rows}``; ``filters``: ``{filter, table,
     pushed_into_scan, index}``; ``searches``: ``{function, column, table, ordering, index,
     candidates}`` per search function (``index`` None: an exact scan). Row figures come from the
     manifest's row counts.

@@ -11,13 +11,16 @@ The alternative to the in-place migration, as the upstream project does it. Orde
    primary key ``[id]`` before any data);
 4. create every non-main branch from its source parent, in the same order, while all tables are
    still empty (so no branch inherits another branch's rows);
-5. load each branch's export with ``--mode overwrite`` (one fenced commit per branch), main first.
+5. load each branch's export with ``--mode overwrite`` (one fenced commit per branch), main first;
+6. build the key indexes (BTREE on ``id``, and on ``src``/``dst`` of edges) of every branch's
+   tables (:func:`omnigraph.engine.maintenance.optimize.index_keys`): an overwrite drops the
+   indexes the empty tables were created with.
 
 The source is only read. Each branch is exported from its snapshot at step 2; writers to the
 source must be stopped for the copy to be a consistent point in time across branches. A failure
 after step 3 leaves an incomplete destination, which the error names; it holds only what this
 rebuild wrote. What a rebuild does not carry over (history, versions, fork points, indexes, the
-migration ledger) is listed in docs/operations.md.
+migration ledger, indexes other than the key indexes) is listed in docs/operations.md.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ from typing import Any
 from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import BadRequest, FormatRefused, OmnigraphError
 from omnigraph.engine.graph import Graph, init_graph, open_graph
+from omnigraph.engine.maintenance.optimize import index_keys
 from omnigraph.engine.manifest.rows import MAIN, GraphBranch
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.export import export_lines
 from omnigraph.engine.ops.load import load
+from omnigraph.engine.progress import SilentProgress
 from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5
 from omnigraph.engine.storage.store import GraphStore
 
@@ -129,6 +134,9 @@ def rebuild_graph(
                     with exports[branch.name].open("rb") as data:  # read in blocks, never whole
                         rows = load(target, data, mode="overwrite", branch=branch.name, actor=actor).rows
                 rebuilt.append(RebuiltBranch(branch.name, branch.parent_branch, rows))
+            if progress is not None:
+                progress("building the key indexes")
+            index_keys(target, actor=actor, progress=SilentProgress())
         except OmnigraphError as error:
             error.message += (
                 f" (the rebuild stopped; {destination_uri} is incomplete and holds only what this rebuild "

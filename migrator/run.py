@@ -24,7 +24,8 @@ for branches that did not move, the others queried again), every unit not yet co
 (:mod:`omnigraph.migrator.unit`, several at once), verification against the ledger (a commit that
 landed after the units started cannot be absorbed: a fencing migration aborts itself, stamp 4
 again), the recorded answers taken again (``answers_changed`` on any difference), stamp ``5``
-last, then the release of the claim (:func:`release_claim`). Every step is a ledger record, so a
+last, the key indexes of every branch (:func:`index_keys_at_stamp_5`), then the release of the
+claim (:func:`release_claim`). Every step is a ledger record, so a
 crash anywhere is continued by ``resume --token``.
 
 A validation failure records the full inventory and raises ``validation_failed`` before any PK
@@ -56,6 +57,7 @@ from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import FormatRefused, NotFound, PreconditionFailed, ValidationFailed
 from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import open_graph
+from omnigraph.engine.maintenance.optimize import index_keys
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.progress import Progress
 from omnigraph.engine.reconcile import recovery
@@ -446,7 +448,22 @@ def _verify_then_stamp(m: Migration) -> None:
     m.manifest.write_stamp(FORMAT_5, None, {branch.graph_branch: branch.head_commit_id for branch in state.branches})
     m.record(StampWritten, format=FORMAT_5)
     failpoint("migrate.after_stamp")
+    index_keys_at_stamp_5(m)
     release_claim(m)
+
+
+def index_keys_at_stamp_5(m: Migration) -> None:
+    """The last step before the claim's release: the key indexes of every branch's owned tables.
+
+    A BTREE on ``id`` of every table and on ``src``/``dst`` of every edge table, built where
+    missing and refreshed where rows are not covered
+    (:func:`omnigraph.engine.maintenance.optimize.index_keys`), each branch's published as one
+    graph commit by the engine acting under the claim. It looks at what is already true, so a
+    ``resume`` after a crash here (at stamp 5, claim held) runs it again and completes it; the
+    read-write open first adopts the index commits a crashed run left unpublished.
+    """
+    graph = open_graph(m.store, FENCED_PROFILE, write=True, claim_token=m.token)
+    index_keys(graph, actor=f"omnigraph-migrate {m.migration_id}", progress=m.progress)
 
 
 def _check_answers(m: Migration) -> None:
@@ -564,6 +581,7 @@ def _resume(m: Migration, owner: str, queries: AnswerQueries | None, parallel: i
     if stamp == FORMAT_5:
         if not state.stamp_written:
             m.record(StampWritten, format=FORMAT_5)
+        index_keys_at_stamp_5(m)
         release_claim(m)
         replay = m.ledger.replay()
         return MigrationOutcome(

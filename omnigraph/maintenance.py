@@ -287,6 +287,7 @@ def optimize(
     announce: Announce = _quiet,
     storage_options: Mapping[str, str] | None = None,
     declared_indexes: bool = False,
+    key_indexes: bool = False,
 ) -> OptimizeReport:
     """Compact, index and clean up the tables ``branch`` owns.
 
@@ -295,16 +296,20 @@ def optimize(
     property, a full-text index on a ``String``, a BTREE on an enum or ordered scalar;
     ``docs/queries.md``), and deletes table versions older than ``cleanup_older_than`` that nothing
     pins (no branch, reachable commit, intent or migration sidecar); compactions and indexes are
-    published as a graph commit.
+    published as a graph commit. Whenever it compacts or indexes (or with ``key_indexes`` alone)
+    it also builds or refreshes the key indexes: a BTREE on ``id`` of every table and on ``src``
+    and ``dst`` of every edge table, so that they cover every row.
 
     Raises:
-        BadRequest: nothing to do (none of ``compact``, ``index_column``, ``declared_indexes``, ``cleanup_older_than``).
+        BadRequest: nothing to do (none of ``compact``, ``index_column``, ``declared_indexes``,
+            ``key_indexes``, ``cleanup_older_than``).
         NotFound: no graph or branch.
         FormatRefused: the graph is behind a migration barrier.
         ClaimHeld: a migration claim is held.
     """
-    if not compact and index_column is None and not declared_indexes and cleanup_older_than is None:
-        raise BadRequest("nothing to do: pass --compact, --index COLUMN, --declared-indexes and/or --cleanup-older-than DUR")
+    indexing = compact or index_column is not None or declared_indexes or key_indexes
+    if not indexing and cleanup_older_than is None:
+        raise BadRequest("nothing to do: pass --compact, --index COLUMN, --declared-indexes, --key-indexes and/or --cleanup-older-than DUR")
     graph = _open(uri, storage_options, write=True, announce=announce)
     from omnigraph.migrator.layout import pinned_images
 
@@ -319,6 +324,7 @@ def optimize(
         progress=progress or SilentProgress(),
         extra_pins=pinned_images(graph.store),
         declared_indexes=declared_indexes,
+        key_indexes=indexing,
     )
 
 

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from omnigraph.engine.door.routing import EngineProfile, MergeRows, TableRouter
 from omnigraph.engine.errors import FormatRefused, Internal
+from omnigraph.engine.storage import key_indexes
 from omnigraph.engine.storage.lance_io import create_empty_dataset, primary_key
 from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5, FORMAT_MIGRATING, PK_METADATA_KEY
 from omnigraph.engine.storage.store import GraphStore
@@ -106,10 +107,14 @@ def _fenced_merge(dataset: lance.LanceDataset, rows: pa.Table, *, strict: bool) 
 
 
 def create_keyed_table(store: GraphStore, rel: str, schema: pa.Schema) -> int:
-    """Create an empty keyed table whose schema already carries the PK; returns its version."""
+    """Create an empty keyed table whose schema already carries the PK, with its key indexes; returns its version.
+
+    The version is :func:`omnigraph.engine.storage.key_indexes.created_version` (the empty table,
+    then one BTREE per key column: ``id``, and ``src``/``dst`` of an edge table).
+    """
     if primary_key(schema) != [KEY_COLUMN]:
         raise Internal(f"refusing to create {rel} without the primary key on {KEY_COLUMN!r}")
-    return int(create_empty_dataset(store, rel, schema).version)
+    return key_indexes.create_on_empty(create_empty_dataset(store, rel, schema))
 
 
 def strict_insert(dataset: lance.LanceDataset, rows: pa.Table) -> int:

@@ -86,6 +86,7 @@ line:column).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Literal, cast
 
@@ -252,8 +253,20 @@ MAX_VECTOR_DIM = 2**31 - 1
 
 
 def parse(source: str) -> list[Query]:
-    """Every query of ``source``, in source order; duplicate query names are refused."""
-    return _Parser(tokenize(source)).source()
+    """Every query of ``source``, in source order; duplicate query names are refused.
+
+    The parse of each of the last :data:`PARSED_SOURCES` distinct sources is kept (the syntax
+    tree is immutable), so a process that runs the same query text again does not parse it again.
+    """
+    return list(_parsed(source))
+
+
+PARSED_SOURCES = 256
+
+
+@functools.lru_cache(maxsize=PARSED_SOURCES)
+def _parsed(source: str) -> tuple[Query, ...]:
+    return tuple(_Parser(tokenize(source)).source())
 
 
 class _Parser(Cursor):

@@ -6,8 +6,11 @@ ask for, :mod:`omnigraph.engine.maintenance.declared_indexes`) run on the tables
 owns, at the version the branch pins, and are then published as one graph commit (``optimized
 <operations> vA..vB on <table>``) after the same classification an out-of-band commit gets
 (:mod:`omnigraph.engine.reconcile.drift`): the new versions must change no row, which is
-checked, not assumed. A crash between the Lance commit and the publish leaves an adoptable span
-that the next read-write open adopts. Tables inherited from another branch, covered by a commit
+checked, not assumed. The key indexes (BTREE on ``id``, and on ``src``/``dst`` of an edge table:
+:mod:`omnigraph.engine.storage.key_indexes`) are built where missing and refreshed where rows
+were written since (``key_indexes``), after any compaction, in the same graph commit. A crash
+between the Lance commit and the publish (failpoint ``optimize.before_publish``) leaves an
+adoptable span that the next read-write open adopts. Tables inherited from another branch, covered by a commit
 in flight, or with unresolved drift are skipped and reported. Indexes change nothing about
 writes: the fenced door always merges with ``use_index(False)``.
 
@@ -32,13 +35,15 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from omnigraph.engine.door.table_store import CommitConflict
-from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.errors import BadRequest, NotFound
+from omnigraph.engine.failpoints import failpoint
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.maintenance import declared_indexes as declared_index
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import TableEntry, lance_branch_name
 from omnigraph.engine.progress import Progress
 from omnigraph.engine.reconcile import branch_lease, drift, recovery
+from omnigraph.engine.storage import key_indexes as key_index
 from omnigraph.engine.storage.lance_io import latest_version, list_branches, open_dataset, open_pinned
 from omnigraph.engine.storage.store import GraphStore
 
@@ -90,7 +95,7 @@ def _owned_tables(graph: Graph, branch: str, report: OptimizeReport) -> list[tup
 
 
 def _rewrite(
-    graph: Graph, entry: TableEntry, compact: bool, index_column: str | None, declared_indexes: bool, dry_run: bool
+    graph: Graph, entry: TableEntry, compact: bool, index_column: str | None, declared_indexes: bool, key_indexes: bool, dry_run: bool
 ) -> dict[str, Any] | None:
     dataset = open_pinned(graph.store, entry.image)
     fragments = len(dataset.get_fragments())
@@ -102,6 +107,11 @@ def _rewrite(
     wanted = declared_index.declared(graph.catalog.table(entry.table_key)) if declared_indexes else []
     building = [(column, kind) for column, kind in wanted if column != index_column and declared_index.buildable(dataset, column, kind)]
     actions += [f"{kind} index {column}" for column, kind in building]
+    # The key indexes are planned on the pinned image; after a compaction (which keeps every index
+    # covering what it covered) they are planned again on the compacted version.
+    skip = frozenset({index_column} if index_column is not None else ())
+    keyed = key_index.plan(dataset, skip) if key_indexes else []
+    actions += [step.describe() for step in keyed]
     if not actions:
         return None
     if not dry_run:
@@ -111,6 +121,9 @@ def _rewrite(
             open_dataset(graph.store, entry.table_path, entry.table_branch).create_scalar_index(index_column, "BTREE", replace=True)
         for column, kind in building:
             declared_index.build(open_dataset(graph.store, entry.table_path, entry.table_branch), column, kind)
+        if key_indexes:
+            latest = open_dataset(graph.store, entry.table_path, entry.table_branch)
+            key_index.apply(latest, key_index.plan(latest, skip))
     return {"table_key": entry.table_key, "actions": actions, "fragments_before": fragments}
 
 
@@ -126,15 +139,19 @@ def optimize(
     progress: Progress,
     extra_pins: Iterable[ImageRef] = (),
     declared_indexes: bool = False,
+    key_indexes: bool = False,
 ) -> OptimizeReport:
-    """Run the requested maintenance on ``graph`` (see the module docstring)."""
+    """Run the requested maintenance on ``graph`` (see the module docstring).
+
+    ``key_indexes``: build and refresh the key indexes (:mod:`omnigraph.engine.storage.key_indexes`).
+    """
     graph.manifest.require_branch(branch)
     if index_column is not None and not any(
         index_column in graph.catalog.table(key).arrow_schema(with_pk=False).names for key in graph.catalog.table_keys()
     ):
         raise BadRequest(f"no table of the schema has a column {index_column!r} to index", {"column": index_column})
     report = OptimizeReport(branch, dry_run)
-    if compact or index_column is not None or declared_indexes:
+    if compact or index_column is not None or declared_indexes or key_indexes:
         # Compaction and indexing commit to the branch's tables: under its lease, like a write.
         lease = (
             nullcontext()
@@ -142,7 +159,7 @@ def optimize(
             else recovery.holding_branch(graph.store, graph.manifest, branch, "optimize", wait_seconds=branch_lease.WAIT_SECONDS)
         )
         with lease:
-            _optimize_tables(graph, branch, compact, index_column, declared_indexes, report, progress, actor)
+            _optimize_tables(graph, branch, compact, index_column, declared_indexes, key_indexes, report, progress, actor)
     if cleanup_older_than is not None:
         report.cleanup = cleanup(graph, cleanup_older_than, dry_run=dry_run, progress=progress, extra_pins=extra_pins)
     return report
@@ -154,6 +171,7 @@ def _optimize_tables(
     compact: bool,
     index_column: str | None,
     declared_indexes: bool,
+    key_indexes: bool,
     report: OptimizeReport,
     progress: Progress,
     actor: str,
@@ -162,12 +180,13 @@ def _optimize_tables(
     ready = _owned_tables(graph, branch, report)
     progress.start("optimizing tables", len(ready))
     for _, entry in ready:
-        done = _rewrite(graph, entry, compact, index_column, declared_indexes, report.dry_run)
+        done = _rewrite(graph, entry, compact, index_column, declared_indexes, key_indexes, report.dry_run)
         if done is not None:
             report.tables.append(done)
         progress.advance()
     progress.finish()
     if report.tables and not report.dry_run:
+        failpoint("optimize.before_publish")
         report.manifest_version = _publish(graph, branch, [t["table_key"] for t in report.tables], actor)
 
 
@@ -251,3 +270,30 @@ def cleanup(
         progress.advance()
     progress.finish()
     return results
+
+
+def index_keys(graph: Graph, *, actor: str, progress: Progress) -> dict[str, OptimizeReport]:
+    """Build or refresh the key indexes of the tables each branch owns: one ``optimize`` per branch, main first, then by name.
+
+    What the migrator runs once a graph is at format 5 (the last step of a migration or a
+    rebuild). Each branch's indexes are published as one graph commit under its lease, as
+    ``optimize`` publishes them; a branch with nothing to do publishes nothing, and one deleted
+    meanwhile is left out.
+    """
+    reports = {}
+    for branch in graph.manifest.branches():
+        try:
+            reports[branch] = optimize(
+                graph,
+                branch,
+                compact=False,
+                index_column=None,
+                cleanup_older_than=None,
+                dry_run=False,
+                actor=actor,
+                progress=progress,
+                key_indexes=True,
+            )
+        except NotFound:
+            continue
+    return reports

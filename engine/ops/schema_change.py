@@ -62,6 +62,7 @@ from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.evolution import SchemaPlan, SchemaStep, SchemaVersion, TableChange, plan_change, table_changes
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.values import table_violations
+from omnigraph.engine.storage import key_indexes
 from omnigraph.engine.storage.lance_io import open_dataset, open_pinned
 from omnigraph.engine.storage.names import FORMAT_5, SCHEMA_CHANGE_PATH, SCHEMA_FILE
 from omnigraph.engine.storage.process import process_start_marker, this_host
@@ -274,19 +275,45 @@ def _upgrade_all(graph: Graph, held: _BranchLeases, actor: str) -> dict[str, str
             failpoint("schema.after_branch")
 
 
-def create_added_tables(graph: Graph, version: SchemaVersion) -> None:
-    """Create the empty table of each type ``version`` adds (with the ``id`` PK), unless it exists."""
+def create_added_tables(graph: Graph, version: SchemaVersion) -> dict[str, int]:
+    """Create the empty table of each type ``version`` adds (with the ``id`` PK and its key indexes), unless it exists.
+
+    Returns, per added table key, the version of its table that a branch brought to ``version``
+    pins (:func:`_empty_image`).
+    """
     catalog = graph.schemas.catalog(version.schema_id)
+    pins = {}
     for step in version.steps:
-        if step.kind != "add_type":
-            continue
-        path = added_table_path(step.table_key, version.schema_id)
-        try:
-            open_dataset(graph.store, path, None, 1)
-        except (ValueError, OSError):
-            created = graph.profile.router.create_table(graph.store, path, catalog.table(step.table_key).arrow_schema(with_pk=True))
-            if created != 1:
-                raise Internal(f"the new table {path} was created at version {created}, not 1") from None
+        if step.kind == "add_type":
+            schema = catalog.table(step.table_key).arrow_schema(with_pk=True)
+            pins[step.table_key] = _empty_image(graph, added_table_path(step.table_key, version.schema_id), schema)
+    return pins
+
+
+def _empty_image(graph: Graph, path: str, schema: pa.Schema) -> int:
+    """Create the added table at ``path`` if it does not exist; the version of it that is empty: what a branch pins.
+
+    A new table is created empty and indexed (:func:`omnigraph.engine.storage.key_indexes.created_version`).
+    One that exists is pinned at that version when it is the empty indexed image; one whose
+    creation stopped between its index builds (still empty) gets the indexes it lacks first; one
+    made by an engine that did not index new tables, and written since, is pinned at version 1,
+    its empty image, as that engine pinned it.
+    """
+    expected = key_indexes.created_version(schema)
+    try:
+        open_dataset(graph.store, path, None, 1)
+    except (ValueError, OSError):
+        created = graph.profile.router.create_table(graph.store, path, schema)
+        if created != expected:
+            raise Internal(f"the new table {path} was created at version {created}, not {expected}") from None
+        return created
+    head = open_dataset(graph.store, path)
+    if int(head.version) < expected:
+        return key_indexes.create_on_empty(head) if head.count_rows() == 0 else 1
+    indexed = open_dataset(graph.store, path, None, expected)
+    if indexed.count_rows() == 0 and set(key_indexes.key_columns(schema)) <= set(key_indexes.btree_indexes(indexed)):
+        return expected
+    return 1
 
 
 def added_table_path(table_key: str, version_id: str) -> str:
@@ -313,13 +340,13 @@ def upgrade_branch(graph: Graph, branch: str, lease: Lease, actor: str) -> list[
             raise Internal(f"branch {branch!r} is at schema version {current[:12]}, which does not precede the accepted {target[:12]}")
         version = graph.schemas.version(line[line.index(current) - 1])
         assert version is not None and version.parent_id is not None
-        create_added_tables(graph, version)
-        result = commit(graph, branch, _upgrade_plan(graph, version), actor=actor, held=lease)
+        pins = create_added_tables(graph, version)
+        result = commit(graph, branch, _upgrade_plan(graph, version, pins), actor=actor, held=lease)
         assert result.published is not None
         made.append(result.published.commit_id)
 
 
-def _upgrade_plan(graph: Graph, version: SchemaVersion) -> Any:
+def _upgrade_plan(graph: Graph, version: SchemaVersion, pins: dict[str, int]) -> Any:
     assert version.parent_id is not None
     old, new = graph.schemas.catalog(version.parent_id), graph.schemas.catalog(version.schema_id)
     plan = SchemaPlan(from_schema_id=version.parent_id, to_schema_id=version.schema_id, steps=version.steps)
@@ -335,7 +362,7 @@ def _upgrade_plan(graph: Graph, version: SchemaVersion) -> Any:
             if change.touches_columns
         )
         added = tuple(
-            TableEntry(step.table_key, added_table_path(step.table_key, version.schema_id), None, 1, 0)
+            TableEntry(step.table_key, added_table_path(step.table_key, version.schema_id), None, pins[step.table_key], 0)
             for step in plan.steps
             if step.kind == "add_type"
         )

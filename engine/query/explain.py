@@ -9,7 +9,8 @@ built):
   from the manifest and the scalar indexes the image holds;
 - ``variables``: per match variable, its table, the rows the manifest counts for it (the most the
   scan can give) and, when its ``@key`` members all equal constants, the single id it is looked
-  up by (``id_lookup``: the scan is filtered on ``id``, which its BTREE serves);
+  up by (``id_lookup``: the scan is filtered on ``id``) and the BTREE on ``id`` that serves
+  that filter (``id_index``: the engine's key index, None if the image has none);
 - ``filters``: per comparison, whether it is pushed into the Lance scan (a column compared with a
   constant by ``= != < <= > >=``, not on an unsigned column, at most
   :data:`~omnigraph.engine.query.plan.MAX_PUSHED_PER_VARIABLE` per variable:
@@ -18,7 +19,9 @@ built):
   a ``Bool`` operand, ``exists``/``count``), pushed when it reads the columns of one variable by
   such comparisons and null tests only (no unsigned or vector column; DuckDB hands all of it to
   the scan) and its columns still fit the variable's bound, never with a serving index,
-  ``exists``/``count`` written with their blocks' clauses;
+  ``exists``/``count`` written with their blocks' clauses; ``after_joins`` when it compares two
+  variables of the match and is applied once the joins that bind them are done
+  (:func:`~omnigraph.engine.query.plan.crossing`);
 - ``hops``: per traversal, the edge table, the direction (``out``, or ``both`` for
   ``$a <edge> $b``), the bounds, and the mode: ``join`` (bounds ``{1,1}``: the edge rows joined with
   both variables) or ``breadth_first`` (one scan of the edges per hop, filtered on the frontier),
@@ -28,7 +31,11 @@ built):
   edge (``$a $k:edge $b``), else None. A bound edge is also listed in ``variables`` (its table is
   the edge table). ``stops_after``: for a breadth-first hop of a query that asks for any ``N``
   rows, the pair count after which the search stops
-  (:func:`omnigraph.engine.query.session.stop_after`), else None.
+  (:func:`omnigraph.engine.query.session.stop_after`), else None. ``frontier_index``: the BTREE
+  on the edge table's ``src`` or ``dst`` (the engine's key index,
+  :mod:`omnigraph.engine.storage.key_indexes`) that serves the edge scan filtered on the ids a hop
+  starts from: a probe's probed end, or for a directed breadth-first hop ``src`` (``dst`` when
+  the search runs backwards), whose frontier is handed to each hop's edge scan; else None.
 - ``searches``: per search function the query returns or orders by (``nearest``, ``bm25``) and
   per full-text match clause (``search``, ``match_text``, ``fuzzy``), the column it reads, whether
   the answer is ordered by it first (``ordering``) and the index that serves it
@@ -51,6 +58,7 @@ from omnigraph.engine.gq.read_checker import (
     Compare,
     Condition,
     Const,
+    Hop,
     Inverse,
     Junction,
     NullCheck,
@@ -61,10 +69,11 @@ from omnigraph.engine.gq.read_checker import (
 from omnigraph.engine.gq.search import NearestScore, RrfScore, tokens
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
-from omnigraph.engine.query.plan import PUSHED_OPS, implied_ids, key_score, scan_columns, scan_pushed, scores
+from omnigraph.engine.query.plan import PUSHED_OPS, crossing, implied_ids, key_score, scan_columns, scan_pushed, scores
+from omnigraph.engine.query.probe import End, probe_order
 from omnigraph.engine.query.run import bind_read, tables_read
-from omnigraph.engine.query.search import ranked_by, serving_index, text_index
-from omnigraph.engine.query.session import search_start, stop_after
+from omnigraph.engine.query.search import ranked_by, serving_index, substring_searches, text_index
+from omnigraph.engine.query.session import SearchStart, search_start, stop_after
 from omnigraph.engine.results import QueryPlan
 from omnigraph.engine.storage.lance_io import open_pinned
 
@@ -94,21 +103,47 @@ def index_type(type_url: str) -> str:
     return type_url.rsplit(".", 1)[-1].removesuffix("IndexDetails")
 
 
-def _filter(bound: BoundRead, compare: Compare, pushed: bool, indexes: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+_PROBE_START: dict[End, SearchStart] = {"src": "sources", "dst": "destinations"}
+
+
+def _filter(
+    bound: BoundRead, compare: Compare, pushed: bool, indexes: dict[str, list[dict[str, Any]]], after_joins: bool, substring: str | None
+) -> dict[str, Any]:
+    """The plan entry of a comparison; ``substring`` names the n-gram index that serves it, if one does."""
     column = next((side for side in (compare.left, compare.right) if isinstance(side, Column)), None)
     table = bound.variables[column.var].table.table_key if column is not None else None
-    serving = None
+    serving = substring
     if pushed and column is not None and table is not None and compare.op in INDEXED_OPS:
-        serving = next((i["name"] for i in indexes[table] if i["columns"] == [column.column] and i["type"] == "BTree"), None)
+        serving = _btree(indexes[table], column.column)
     text = f"{_operand_text(bound, compare.left)} {compare.op} {_operand_text(bound, compare.right)}"
-    return {"filter": text, "table": table, "pushed_into_scan": pushed, "index": serving}
+    return {"filter": text, "table": table, "pushed_into_scan": pushed, "index": serving, "after_joins": after_joins}
 
 
-def _condition(bound: BoundRead, condition: Condition, pushed: bool) -> dict[str, Any]:
+def _frontier_index(bound: BoundRead, hop: Hop, mode: str, probed: End | None, indexes: dict[str, list[dict[str, Any]]]) -> str | None:
+    """The BTREE that serves the edge scan of a hop filtered on the ids it starts from, if any.
+
+    A probe reads the edges whose probed end (``src`` or ``dst``) is a known id; a directed
+    breadth-first hop reads, per hop, the edges whose ``src`` (``dst`` backwards) is in the frontier.
+    """
+    if mode == "probe" and probed is not None:
+        return _btree(indexes[hop.edge.table_key], probed)
+    if mode != "breadth_first" or hop.undirected:
+        return None
+    near = "dst" if search_start(bound, hop) == "destinations" else "src"
+    return _btree(indexes[hop.edge.table_key], near)
+
+
+def _btree(indexes: list[dict[str, Any]], column: str) -> str | None:
+    """The name of a BTREE among a table's ``indexes`` on ``column`` alone, None if there is none."""
+    return next((i["name"] for i in indexes if i["columns"] == [column] and i["type"] == "BTree"), None)
+
+
+def _condition(bound: BoundRead, condition: Condition, pushed: bool, after_joins: bool) -> dict[str, Any]:
     """The plan entry of a condition beyond a plain comparison (and/or/not, is null, a Bool, exists, count)."""
     columns = scan_columns(condition) if pushed else None
     table = bound.variables[columns[0].var].table.table_key if columns else None
-    return {"filter": _condition_text(bound, condition), "table": table, "pushed_into_scan": pushed, "index": None}
+    text = _condition_text(bound, condition)
+    return {"filter": text, "table": table, "pushed_into_scan": pushed, "index": None, "after_joins": after_joins}
 
 
 def _condition_text(bound: BoundRead, condition: Condition) -> str:
@@ -216,13 +251,24 @@ def explain_query(
             "table": var.table.table_key,
             "estimated_rows": 1 if var.index in looked_up else point.snapshot.table(var.table.table_key).row_count,
             "id_lookup": looked_up.get(var.index),
+            "id_index": _btree(indexes[var.table.table_key], "id") if var.index in looked_up else None,
         }
         for var in bound.variables
     ]
+
+    def ngram_of(table_key: str, column: str) -> str | None:
+        return next((i["name"] for i in indexes[table_key] if i["columns"] == [column] and i["type"] == "NGram"), None)
+
+    substrings = substring_searches(bound, ngram_of)
+    known = {var for var, _ in implied_ids(bound.block)} | {served.var for served in substrings}
+    probes = {id(hop): end for hop, end in probe_order(bound, known)}
     hops = []
     for block in blocks:
         for hop in block.hops:
             single = hop.min_hops == hop.max_hops == 1
+            probed = probes.get(id(hop))
+            mode = "breadth_first" if not single else "join" if probed is None else "probe"
+            start = search_start(bound, hop) if not single else None if probed is None else _PROBE_START[probed]
             hops.append(
                 {
                     "edge": hop.edge.type_name,
@@ -231,15 +277,24 @@ def explain_query(
                     "edge_variable": None if hop.edge_var is None else f"${bound.variables[hop.edge_var].name}",
                     "direction": "both" if hop.undirected else "out",
                     "bounds": [hop.min_hops, hop.max_hops],
-                    "mode": "join" if single else "breadth_first",
-                    "start": None if single else search_start(bound, hop),
+                    "mode": mode,
+                    "start": start,
                     "stops_after": None if single else stop_after(bound, hop),
+                    "frontier_index": _frontier_index(bound, hop, mode, probed, indexes),
                     "estimated_rows": point.snapshot.table(hop.edge.table_key).row_count,
                 }
             )
+
+    served: dict[tuple[int, str, Any], str] = {(s.var, s.column, s.text): s.index for s in substrings}
     filters: list[dict[str, Any]] = []
     for block in blocks:
         compares_pushed, conditions_pushed = scan_pushed(block)
-        filters += [_filter(bound, compare, pushed, indexes) for compare, pushed in zip(block.compares, compares_pushed, strict=True)]
-        filters += [_condition(bound, condition, pushed) for condition, pushed in zip(block.conditions, conditions_pushed, strict=True)]
+        top = block is bound.block
+        for compare, pushed in zip(block.compares, compares_pushed, strict=True):
+            left, right = compare.left, compare.right
+            text = (left.var, left.column, right.value) if isinstance(left, Column) and isinstance(right, Const) else None
+            substring = served.get(text) if top and compare.op == "contains" and text is not None else None
+            filters.append(_filter(bound, compare, pushed, indexes, top and crossing(compare) is not None, substring))
+        for condition, pushed in zip(block.conditions, conditions_pushed, strict=True):
+            filters.append(_condition(bound, condition, pushed, top and crossing(condition) is not None))
     return QueryPlan(bound.name, branch, point.commit, tuple(tables), tuple(variables), tuple(hops), tuple(filters), tuple(searches))

@@ -14,9 +14,10 @@ Cancellation: :class:`QueryCancel` is a token a caller hands to a query and fire
 thread (a server whose client went away); the query stops the same way, as
 :class:`QueryCancelled`.
 
-A :class:`Guard` watches one query's connection: while the query runs, a watcher thread wakes
-every :data:`POLL_S` seconds and, once the time limit has passed or the token fired, interrupts
-the connection again at every wake until the query ends (DuckDB forgets an interrupt that
+A :class:`Guard` watches one query's connection: while the query runs, one watcher thread per
+process (:class:`_Watcher`, started with the first guard, shared by every query) wakes every
+:data:`POLL_S` seconds and, once a query's time limit has passed or its token fired, interrupts
+its connection again at every wake until the query ends (DuckDB forgets an interrupt that
 arrives between two statements, so one is not enough). :meth:`Guard.check` is also called before
 every statement. :meth:`Guard.typed` turns a DuckDB failure into the error the caller sees, and
 never with the statement's SQL in its message: an interrupt is the timeout or the cancellation,
@@ -114,20 +115,17 @@ class Guard:
         self._timeout = timeout
         self._cancel = cancel
         self._deadline = None if timeout is None else time.monotonic() + timeout
-        self._done = threading.Event()
-        self._watcher: threading.Thread | None = None
         if timeout is not None or cancel is not None:
-            self._watcher = threading.Thread(target=self._watch, name="omnigraph-query-guard", daemon=True)
-            self._watcher.start()
+            _WATCHER.watch(self)
 
-    def _stopped(self) -> bool:
+    def stopped(self) -> bool:
+        """Whether the time limit has passed or the cancellation fired."""
         expired = self._deadline is not None and time.monotonic() >= self._deadline
         return expired or (self._cancel is not None and self._cancel.cancelled)
 
-    def _watch(self) -> None:
-        while not self._done.wait(POLL_S):
-            if self._stopped():
-                self._connection.interrupt()
+    def interrupt(self) -> None:
+        """Interrupt the statement the connection runs (the watcher's call)."""
+        self._connection.interrupt()
 
     def stop_error(self) -> QueryCancelled | QueryTimeout | None:
         """Why the query must stop now (the cancellation first), or None."""
@@ -168,7 +166,38 @@ class Guard:
         return OSError(f"query execution failed: {type(error).__name__}: {first}")
 
     def close(self) -> None:
-        """Stop watching (the query ended)."""
-        self._done.set()
-        if self._watcher is not None:
-            self._watcher.join()
+        """Stop watching (the query ended): once it returns, the connection is never interrupted."""
+        _WATCHER.forget(self)
+
+
+class _Watcher:
+    """The process's one watcher thread: every :data:`POLL_S` seconds it interrupts each watched guard that must stop."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._guards: set[Guard] = set()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, guard: Guard) -> None:
+        """Watch ``guard`` until :meth:`forget`; the thread starts with the first guard of the process."""
+        with self._lock:
+            self._guards.add(guard)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="omnigraph-query-guard", daemon=True)
+                self._thread.start()
+
+    def forget(self, guard: Guard) -> None:
+        """Stop watching ``guard``; once this returns, its connection is never interrupted."""
+        with self._lock:
+            self._guards.discard(guard)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(POLL_S)
+            with self._lock:  # held while interrupting: a forgotten guard's connection may be closed
+                for guard in self._guards:
+                    if guard.stopped():
+                        guard.interrupt()
+
+
+_WATCHER = _Watcher()

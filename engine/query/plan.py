@@ -7,6 +7,19 @@ Shape (:func:`statement`)::
                WHERE <joins> AND <comparisons> AND <conditions> AND NOT EXISTS (<each negation>))
     SELECT <outputs> FROM m [GROUP BY <group keys>] ORDER BY <keys>, <tie-break> [LIMIT n]
 
+A comparison or condition of the match block that reads two or more of its variables
+(:func:`crossing`, e.g. ``$p.age > $f.age``) is applied after the joins instead::
+
+    WITH j AS MATERIALIZED (SELECT DISTINCT <ids>, <columns used>, <struct v{i} of the columns it reads>
+                            FROM ... WHERE <everything else>),
+         m AS (SELECT * EXCLUDE (v{i} ...) FROM j WHERE <crossing conditions>)
+
+Written inside the join, it is a join condition between two node scans, and DuckDB, which
+estimates every Arrow scan at one row, may join those two scans first: a nested loop over the
+product of two node tables (quadratic). The materialized ``j`` is a barrier DuckDB does not push
+filters through, so the comparison runs once per joined row. Each struct is named after the
+variable's alias, so the condition's SQL is the same text in both places.
+
 ``m`` holds one row per binding of the match's variables (``DISTINCT`` over their ids: a
 traversal reports a pair at most once, however many edges join it). A traversal of bounds
 ``{1,1}`` joins the edge view directly (an undirected one, ``$a <edge> $b``, the view and its
@@ -415,38 +428,79 @@ def bound_edge_rows(hop: Hop) -> str:
 
 
 class _Compiler:
-    def __init__(self, relation: Relation, params: SqlParams) -> None:
+    def __init__(self, relation: Relation, params: SqlParams, views: Mapping[int, str], edge_views: Mapping[Hop, str]) -> None:
         self._relation = relation
         self._params = params
+        self._views = views
+        self._edge_views = edge_views
         self._hops = 0
 
     def block(self, block: Block) -> tuple[list[str], list[str]]:
         """The FROM items and WHERE conditions of ``block`` (its negations as NOT EXISTS)."""
-        froms = [f"{quote(var.table.table_key)} AS v{var.index}" for var in block.variables if not var.is_edge]
+        froms, conditions, _ = self.split_block(block, split=False)
+        return froms, conditions
+
+    def split_block(self, block: Block, *, split: bool = True) -> tuple[list[str], list[str], list[tuple[str, list[Column]]]]:
+        """:meth:`block`, with (``split``) its :func:`crossing` comparisons and conditions apart.
+
+        Each of those is its SQL and the columns it reads.
+        """
+        froms = [f"{quote(self._views.get(var.index, var.table.table_key))} AS v{var.index}" for var in block.variables if not var.is_edge]
         conditions: list[str] = []
         for hop in block.hops:
             alias = f"h{self._hops}"
             self._hops += 1
             pairs = self._relation(hop)
+            view = quote(self._edge_views[hop]) if hop in self._edge_views else None
             if hop.edge_var is not None:
-                froms.append(f"{bound_edge_rows(hop)} AS v{hop.edge_var}")
+                froms.append(f"{view or bound_edge_rows(hop)} AS v{hop.edge_var}")
                 conditions += [f"v{hop.edge_var}.src = v{hop.src}.id", f"v{hop.edge_var}.dst = v{hop.dst}.id"]
             elif pairs is None:
-                froms.append(f"{edge_rows(hop)} AS {alias}")
+                froms.append(f"{view or edge_rows(hop)} AS {alias}")
                 conditions += [f"{alias}.src = v{hop.src}.id", f"{alias}.dst = v{hop.dst}.id"]
             else:
                 froms.append(f"{quote(pairs)} AS {alias}")
                 conditions += [f"{alias}.a = v{hop.src}.id", f"{alias}.b = v{hop.dst}.id"]
+        crossed: list[tuple[str, list[Column]]] = []
         compares_pushed, conditions_pushed = scan_pushed(block)
-        conditions += [compare_sql(c, self._params, pushed=pushed) for c, pushed in zip(block.compares, compares_pushed, strict=True)]
+        for compare, pushed in zip(block.compares, compares_pushed, strict=True):
+            text = compare_sql(compare, self._params, pushed=pushed)
+            columns = crossing(compare) if split else None
+            conditions += [text] if columns is None else []
+            crossed += [] if columns is None else [(text, columns)]
         conditions += [text_match_sql(match, self._params) for match in block.text_matches]
         conditions += [f"v{var}.id = {self._params.add(node_id, 'VARCHAR')}" for var, node_id in implied_ids(block)]
         for condition, pushed in zip(block.conditions, conditions_pushed, strict=True):
             text = condition_sql(condition, self._params, self.block)
-            conditions.append(text if pushed or scan_columns(condition) is None else _unpushed(text))
+            text = text if pushed or scan_columns(condition) is None else _unpushed(text)
+            columns = crossing(condition) if split else None
+            conditions += [text] if columns is None else []
+            crossed += [] if columns is None else [(text, columns)]
         for negation in block.negations:
             conditions.append(f"NOT EXISTS ({select_sql('1', *self.block(negation))})")
-        return froms, conditions
+        return froms, conditions, crossed
+
+
+def _columns(condition: Condition) -> list[Column] | None:
+    """The columns ``condition`` reads, in the order written; None when it holds a sub-pattern (``exists``/``count``)."""
+    if isinstance(condition, Junction):
+        left, right = _columns(condition.left), _columns(condition.right)
+        return None if left is None or right is None else left + right
+    if isinstance(condition, Inverse):
+        return _columns(condition.part)
+    if isinstance(condition, SubQuery):
+        return None
+    sides = [condition.left, condition.right] if isinstance(condition, Compare) else [condition.operand]
+    return [side for side in sides if isinstance(side, Column)]
+
+
+def crossing(condition: Condition) -> list[Column] | None:
+    """The columns of ``condition`` when it compares two or more variables (and holds no sub-pattern), else None.
+
+    :func:`statement` applies such a condition after the joins that bind its variables.
+    """
+    columns = _columns(condition)
+    return columns if columns is not None and len({column.var for column in columns}) > 1 else None
 
 
 def any_rows(bound: BoundRead) -> bool:
@@ -527,12 +581,23 @@ def text_match_sql(match: TextMatch, params: SqlParams) -> str:
     return f"({' AND '.join(near)})"
 
 
+def _carried_sql(var: int, columns: list[str]) -> str:
+    """The columns of variable ``var`` a crossing condition reads, as a struct named ``v{var}``.
+
+    The condition's SQL reads them unchanged: ``v{var}."age"`` is the struct's field.
+    """
+    fields = ", ".join(f"{quote(column)} := v{var}.{quote(column)}" for column in columns)
+    return f"struct_pack({fields}) AS v{var}"
+
+
 def statement(
     bound: BoundRead,
     relation: Relation,
     candidates: Mapping[int, str] | None = None,
     bm25: Mapping[Bm25Score, str] | None = None,
     *,
+    views: Mapping[int, str] | None = None,
+    edge_views: Mapping[Hop, str] | None = None,
     repeatable: bool = False,
 ) -> tuple[str, list[object]]:
     """The SQL text and parameter values of ``bound`` (see the module docstring).
@@ -541,10 +606,16 @@ def statement(
     it may bind (the candidates a vector index found, :mod:`omnigraph.engine.query.search`).
     ``bm25`` holds the SQL of each ``bm25`` score ``bound`` returns or orders by
     (:func:`omnigraph.engine.query.search.bm25_sql`).
+    ``views`` maps a node variable to a registered table that holds the only rows of its node
+    table it may bind (all their columns but blobs; the rows an n-gram index found,
+    :mod:`omnigraph.engine.query.search`, or a probe, :mod:`omnigraph.engine.query.probe`),
+    scanned instead of the node table; ``edge_views`` maps a directed ``{1,1}`` hop of the match
+    to a registered table holding the only edge rows it may follow (every column), read instead
+    of the edge table.
     ``repeatable``: a :func:`any_rows` answer keeps its tie-break order (the first ``N`` rows).
     """
     params = SqlParams()
-    froms, conditions = _Compiler(relation, params).block(bound.block)
+    froms, conditions, crossed = _Compiler(relation, params, views or {}, edge_views or {}).split_block(bound.block)
     for var, table in sorted((candidates or {}).items()):
         conditions.append(f"v{var}.id IN (SELECT id FROM {quote(table)})")
     top = bound.block.variables
@@ -561,9 +632,17 @@ def statement(
             selected.append(f"{distance_sql(score, params)} AS {name}")
         elif isinstance(score, Bm25Score):
             selected.append(f"{(bm25 or {})[score]} AS {name}")
+    carried: dict[int, dict[str, None]] = {}
+    for _, read in crossed:
+        for column in read:
+            carried.setdefault(column.var, {})[column.column] = None
+    selected += [_carried_sql(var, list(names_)) for var, names_ in sorted(carried.items())]
     match = f"SELECT DISTINCT {', '.join(selected)} FROM {', '.join(froms)}"
     if conditions:
         match += f" WHERE {' AND '.join(conditions)}"
+    if crossed:  # joined first, then compared (module docstring)
+        kept = f"SELECT * EXCLUDE ({', '.join(f'v{var}' for var in sorted(carried))}) FROM j WHERE {' AND '.join(t for t, _ in crossed)}"
+        match = f"{match}), m AS ({kept}"
     outputs: list[str] = []
     for index, output in enumerate(bound.outputs):
         if output.score is not None:
@@ -578,10 +657,11 @@ def statement(
             expr = f"{output.func}({columns[output.column]})"
         outputs.append(f"{expr} AS o{index}")
     fused = [f"{fusion_sql(score, names)} AS {names[score]}" for score in found if isinstance(score, RrfScore)]
+    head = "WITH j AS MATERIALIZED" if crossed else "WITH m AS"
     if fused:
-        sql = f"WITH m AS ({match}), f AS (SELECT *, {', '.join(fused)} FROM m) SELECT {', '.join(outputs)} FROM f"
+        sql = f"{head} ({match}), f AS (SELECT *, {', '.join(fused)} FROM m) SELECT {', '.join(outputs)} FROM f"
     else:
-        sql = f"WITH m AS ({match}) SELECT {', '.join(outputs)} FROM m"
+        sql = f"{head} ({match}) SELECT {', '.join(outputs)} FROM m"
     keys: list[str] = []
     for key in bound.order:
         if key.output is not None:

@@ -50,10 +50,11 @@ from omnigraph.engine.manifest.commit_graph import ReadPoint, read_point
 from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.query.adjacency import EdgeImage
 from omnigraph.engine.query.limits import QueryCancel, answer_limit_bytes, answer_too_large
-from omnigraph.engine.query.plan import scores, statement
-from omnigraph.engine.query.search import bm25_sql, candidates, serving_index
+from omnigraph.engine.query.plan import implied_ids, scores, statement
+from omnigraph.engine.query.probe import Probed, probe
+from omnigraph.engine.query.search import bm25_sql, candidates, ngram_index, serving_index, substring_rows, substring_searches
 from omnigraph.engine.query.session import MEMORY_ENV, Session, Traversals, memory_limit_mb, open_session
-from omnigraph.engine.schema.types import EnumType, ListType, PropertyType, ScalarType, VectorType
+from omnigraph.engine.schema.types import BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType
 from omnigraph.engine.schema.values import iso_datetime
 from omnigraph.engine.storage.lance_io import open_pinned
 
@@ -216,9 +217,11 @@ def open_answer(
                 key = bound.variables[score.var].table.table_key
                 bm25[score] = bm25_sql(session, score, key, datasets[key], f"search:bm25:{index}")
         counts = {key: point.snapshot.table(key).row_count for key in datasets}
-        rows = _indexed_rows(session, bound, traversals, datasets, counts, bm25)
+        probed = _probed(session, bound, datasets)
+        rows = _indexed_rows(session, bound, traversals, datasets, counts, bm25, probed)
         if rows is None:
-            sql, values = statement(bound, traversals.relation, bm25=bm25, repeatable=repeatable)
+            views, edge_views = probed.nodes, probed.edges
+            sql, values = statement(bound, traversals.relation, bm25=bm25, views=views, edge_views=edge_views, repeatable=repeatable)
             rows = _batches(session, session.execute(sql, values), bound)
         yield Answer(bound.name, branch, point.commit, columns, types, rows, answer_limit_bytes(memory_limit_mb()))
 
@@ -234,6 +237,7 @@ def _indexed_rows(
     datasets: dict[str, Any],
     row_counts: dict[str, int],
     bm25: dict[Bm25Score, str],
+    probed: Probed,
 ) -> Iterator[list[Any]] | None:
     """The rows of a ``nearest`` ordering a vector index serves; None when the exact statement must run.
 
@@ -244,12 +248,36 @@ def _indexed_rows(
         return None
     assert bound.limit is not None  # serving_index: a nearest ordering has a limit
     session.connection.register(CANDIDATES, candidates(indexed, datasets[indexed.table_key]))
-    sql, values = statement(bound, traversals.relation, {indexed.score.var: CANDIDATES}, bm25)
+    candidate = {indexed.score.var: CANDIDATES}
+    sql, values = statement(bound, traversals.relation, candidate, bm25, views=probed.nodes, edge_views=probed.edges)
     found = session.fetch(session.execute(sql, values), bound.limit)
     if len(found) < bound.limit:
         return None
     render = row_renderer([output.type for output in bound.outputs])
     return iter([render(row) for row in found])
+
+
+def _probed(session: Session, bound: BoundRead, datasets: dict[str, Any]) -> Probed:
+    """The rows the match can reach from its known variables (:mod:`omnigraph.engine.query.probe`), registered in ``session``.
+
+    Known: a variable whose key members equal constants, and one whose ``contains`` an n-gram
+    index serves with few enough rows (:func:`omnigraph.engine.query.search.substring_rows`;
+    every column but blobs, which a read never uses).
+    """
+    known = {var: [node_id] for var, node_id in implied_ids(bound.block)}
+    found: dict[int, str] = {}
+    for served in substring_searches(bound, lambda key, column: ngram_index(datasets[key], column)):
+        table = bound.variables[served.var].table
+        columns = ["id"] + [prop.name for prop in table.properties if not isinstance(prop.type, BlobType)]
+        rows = substring_rows(served, datasets[served.table_key], columns)
+        if rows is not None:
+            found[served.var] = f"search:substring:{served.var}"
+            session.connection.register(found[served.var], rows)
+            ids = [str(value) for value in rows.column("id").to_pylist()]
+            known[served.var] = sorted(set(ids) & set(known[served.var])) if served.var in known else ids
+    probed = probe(session, bound, datasets, known, read=found)
+    probed.nodes |= found
+    return probed
 
 
 def run_query(

@@ -26,21 +26,29 @@ BM25 (:data:`K1`, :data:`B`) over the index's statistics, which are then those o
 Otherwise the statement computes the same formula from the text, with the document count, the
 average length and each query token's document frequency read from the table first. ``search``,
 ``match_text`` and ``fuzzy`` never use an index: they are conditions on the scanned rows.
+
+A ``$v.prop contains "text"`` of the match (:func:`substring_searches`) is served by an n-gram
+index on the property (``String @index``): Lance finds the rows whose text holds ``text``
+through the index, checking each, and when they are at most :data:`SUBSTRING_ROWS`
+(:func:`substring_rows`) those rows replace ``$v``'s table in the statement, so the table's
+other rows are never read. With more, the table is scanned and the statement tests ``contains``
+itself. The rows are the same either way.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from omnigraph.engine.gq.read_checker import BoundRead
+from omnigraph.engine.gq.read_checker import BoundRead, Column, Const
 from omnigraph.engine.gq.search import Bm25Score, NearestScore, tokens
 from omnigraph.engine.query.plan import key_score, quote, tokens_sql
 from omnigraph.engine.query.session import Session, string_literal
+from omnigraph.engine.schema.types import ScalarType
 
 NPROBES = 20
 """IVF partitions a vector index search probes."""
@@ -172,3 +180,74 @@ def _formula(session: Session, score: Bm25Score, table_key: str, column: str, wa
         tf = f"len(list_filter({tokens_sql(column)}, lambda t: t = {string_literal(token)}))"
         terms.append(f"{idf!r} * {tf} * {K1 + 1!r} / ({tf} + {K1!r} * (1 - {B!r} + {B!r} * {length} / {average!r}))")
     return " + ".join(terms)
+
+
+NGRAM_INDEX = "NGramIndexDetails"
+"""How a Lance index description's ``type_url`` ends for an n-gram index (pylance 14)."""
+SUBSTRING_ROWS = 4096
+"""The most rows an n-gram index may find for its ``contains`` to replace the variable's table scan."""
+MIN_SUBSTRING = 3
+"""The shortest ``contains`` text an n-gram index is asked about (its grams are three characters long)."""
+
+
+@dataclass(frozen=True)
+class IndexedSubstring:
+    """A ``$v.prop contains "text"`` of the match an n-gram index serves: the variable, its table, the column, the text, the index."""
+
+    var: int
+    table_key: str
+    column: str
+    text: str
+    index: str
+
+
+def ngram_index(dataset: Any, column: str) -> str | None:
+    """The first (by name) n-gram index of the Lance ``dataset`` on ``column``, or None."""
+    names = sorted(i.name for i in dataset.describe_indices() if list(i.field_names) == [column] and i.type_url.endswith(NGRAM_INDEX))
+    return names[0] if names else None
+
+
+def substring_searches(bound: BoundRead, ngram_of: Callable[[str, str], str | None]) -> list[IndexedSubstring]:
+    """Per node variable of the match, its first ``contains`` an n-gram index serves (module docstring), by variable.
+
+    ``ngram_of(table_key, column)`` names the n-gram index the pinned image of the table holds on
+    the column (:func:`ngram_index`), or None.
+
+    Served: a comparison of the match block itself (not one inside ``not``/``or``/a sub-pattern)
+    ``$v.prop contains "text"`` on a ``String`` property, the text at least
+    :data:`MIN_SUBSTRING` characters, the pinned image holding an n-gram index on the property.
+    """
+    found: dict[int, IndexedSubstring] = {}
+    for compare in bound.block.compares:
+        column, text = compare.left, compare.right
+        if compare.op != "contains" or not isinstance(column, Column) or not isinstance(text, Const):
+            continue
+        var = bound.variables[column.var]
+        if var.is_edge or column.var in found or not isinstance(text.value, str) or len(text.value) < MIN_SUBSTRING:
+            continue
+        if not (isinstance(column.type, ScalarType) and column.type.name == "String"):
+            continue
+        index = ngram_of(var.table.table_key, column.column)
+        if index is not None:
+            found[column.var] = IndexedSubstring(column.var, var.table.table_key, column.column, text.value, index)
+    return [found[var] for var in sorted(found)]
+
+
+def substring_rows(served: IndexedSubstring, dataset: Any, columns: list[str]) -> pa.Table | None:
+    """The rows (their ``columns``) of ``dataset`` whose ``served.column`` contains ``served.text``, or None past :data:`SUBSTRING_ROWS`.
+
+    The n-gram index finds them; None means the variable's table is scanned instead. Lance checks
+    each row the index proposes against the text, and scans the fragments the index does not cover,
+    so the rows are exactly those DuckDB's ``contains`` keeps.
+    """
+    literal = "'" + served.text.replace("'", "''") + "'"
+    scanner = dataset.scanner(columns=columns, filter=f"contains(`{served.column}`, {literal})", limit=SUBSTRING_ROWS + 1)
+    reader = scanner.to_reader()
+    batches: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in reader:
+        rows += batch.num_rows
+        if rows > SUBSTRING_ROWS:
+            return None
+        batches.append(batch)
+    return pa.Table.from_batches(batches, schema=reader.schema)

@@ -131,6 +131,11 @@ def recover_command(uri: str, as_json: bool) -> None:
     help="Build (or rebuild) the indexes the schema's @index declarations ask for (vector, full-text, BTREE).",
 )
 @click.option(
+    "--key-indexes",
+    is_flag=True,
+    help="Build or refresh only the key indexes (BTREE on id, and on src/dst of edges); every compaction or index build does this too.",
+)
+@click.option(
     "--cleanup-older-than",
     "cleanup_older_than",
     default=None,
@@ -146,6 +151,7 @@ def optimize_command(
     compact: bool,
     index_column: str | None,
     declared_indexes: bool,
+    key_indexes: bool,
     cleanup_older_than: str | None,
     dry_run: bool,
     uri: str,
@@ -161,6 +167,7 @@ def optimize_command(
         compact=compact,
         index_column=index_column,
         declared_indexes=declared_indexes,
+        key_indexes=key_indexes,
         cleanup_older_than=older_than,
         dry_run=dry_run,
         progress=None if as_json else StderrProgress(),

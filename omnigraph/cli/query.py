@@ -58,11 +58,13 @@ def _plan_lines(plan: dict[str, Any]) -> Iterator[str]:
         yield f"  table {table['table']} v{table['version']}: {table['rows']} rows; {indexes}"
     for var in plan["variables"]:
         how = f"id lookup {json.dumps(var['id_lookup'])}" if var["id_lookup"] is not None else "scan"
+        how += f" served by {var['id_index']}" if var["id_index"] is not None else ""
         yield f"  {var['variable']}: {var['table']}, {how}, at most {var['estimated_rows']} rows"
     for hop in plan["hops"]:
         low, high = hop["bounds"]
         start = f", from {hop['start']}" if hop["start"] else ""
         start += f", stops after {hop['stops_after']} pairs" if hop["stops_after"] is not None else ""
+        start += f", frontier served by {hop['frontier_index']}" if hop["frontier_index"] is not None else ""
         bound = f"{hop['edge_variable']}:" if hop["edge_variable"] else ""
         yield (
             f"  {hop['from']} {bound}{hop['edge']}{{{low},{high}}} {hop['to']}: {hop['mode']}{start}, direction {hop['direction']}, "
@@ -70,6 +72,7 @@ def _plan_lines(plan: dict[str, Any]) -> Iterator[str]:
         )
     for item in plan["filters"]:
         where = "pushed into the scan" if item["pushed_into_scan"] else "applied after the scan"
+        where = "applied after the joins that bind its variables" if item["after_joins"] else where
         served = f", served by {item['index']}" if item["index"] else ""
         yield f"  filter {item['filter']}: {where}{served}"
     for item in plan["searches"]:

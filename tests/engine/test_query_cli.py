@@ -135,8 +135,8 @@ def test_explain_prints_the_plan_without_running_it(tmp_path: Path) -> None:
     run_cli(OMNIGRAPH, "optimize", "--index", "age", root).ok()
     args = ("--params", '{"name": "Alice"}', "--explain")
     text = _query(root, tmp_path, *args, source=CIRCLE).ok().stdout.splitlines()
-    assert '  $p: node:Person, id lookup "Alice", at most 1 rows' in text
-    assert "  $p Knows{1,3} $f: breadth_first, from sources, direction out, at most 6 edges per hop" in text
+    assert '  $p: node:Person, id lookup "Alice" served by id_idx, at most 1 rows' in text
+    assert "  $p Knows{1,3} $f: breadth_first, from sources, frontier served by src_idx, direction out, at most 6 edges per hop" in text
     assert "  $f Knows{1,1} $_1: join, direction both, at most 6 edges per hop" in text
     assert "  filter $f.age > 30: pushed into the scan, served by age_idx" in text
     plan = _query(root, tmp_path, *args, "--json", source=CIRCLE).ok().json()
@@ -144,7 +144,7 @@ def test_explain_prints_the_plan_without_running_it(tmp_path: Path) -> None:
         assert graph.explain_query(CIRCLE, params={"name": "Alice"}).to_dict() == plan
         assert plan["commit"] == graph.commits()[0].commit_id
     person = next(table for table in plan["tables"] if table["table"] == "node:Person")
-    assert person["rows"] == 8 and [index["columns"] for index in person["indexes"]] == [["age"]]
+    assert person["rows"] == 8 and [index["columns"] for index in person["indexes"]] == [["age"], ["id"]]  # id: the key index
     refused = _query(root, tmp_path, *args, "--format", "csv", source=CIRCLE)
     assert refused.returncode == 2 and "--explain" in refused.stderr
 
@@ -185,7 +185,10 @@ def test_an_edge_binding_answers_explains_and_refuses_bounds(tmp_path: Path) -> 
     some = invoke(OMNIGRAPH, "query", "--query", path, "--name", "some", "--format", "jsonl", root).ok().stdout.splitlines()
     assert sorted(some) == ['{"b.name": "Bob"}', '{"b.name": "Carol"}']  # any 2 rows: hop 1 reports both
     stops = invoke(OMNIGRAPH, "query", "--query", path, "--name", "some", "--explain", root).ok().stdout.splitlines()
-    assert "  $a Knows{1,3} $b: breadth_first, from sources, stops after 2 pairs, direction out, at most 6 edges per hop" in stops
+    assert (
+        "  $a Knows{1,3} $b: breadth_first, from sources, stops after 2 pairs, frontier served by src_idx, direction out, "
+        "at most 6 edges per hop"
+    ) in stops
     plan = invoke(OMNIGRAPH, *args, "--explain", root).ok().stdout.splitlines()
     assert "  $k: edge:Knows, scan, at most 6 rows" in plan
     assert "  $a $k:Knows{1,1} $b: join, direction out, at most 6 edges per hop" in plan

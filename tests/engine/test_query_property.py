@@ -33,7 +33,9 @@ from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.gq.parser import parse
 from omnigraph.engine.gq.syntax import Aggregate
 from omnigraph.engine.graph import init_graph
+from omnigraph.engine.maintenance.optimize import optimize
 from omnigraph.engine.ops.load import load
+from omnigraph.engine.progress import SilentProgress
 from omnigraph.engine.query import session
 from omnigraph.engine.query.run import run_query
 from omnigraph.engine.storage.store import open_store
@@ -276,7 +278,7 @@ def _returns(draw: Any, variables: list[str]) -> tuple[str, list[str]]:
     ]
 
 
-def _check(root: str, data: Any) -> None:
+def _check(root: str, data: Any, *, indexed: bool = False) -> None:
     persons = data.draw(people)
     cities = data.draw(st.lists(st.sampled_from(CITIES), max_size=3, unique=True))
     pair = st.tuples(st.integers(0, 5), st.integers(0, 5))
@@ -287,6 +289,18 @@ def _check(root: str, data: Any) -> None:
     records = _records(persons, cities, knows, lives)
     graph = init_graph(open_store(root), SCHEMA, FENCED_PROFILE, "tests")
     load(graph, "".join(json.dumps(r) + "\n" for r in records).encode(), mode="append", branch="main", actor="tests")
+    if indexed:  # the key indexes cover every row: lookups by id and frontiers are served by them
+        optimize(
+            graph,
+            "main",
+            compact=False,
+            index_column=None,
+            cleanup_older_than=None,
+            dry_run=False,
+            actor="tests",
+            progress=SilentProgress(),
+            key_indexes=True,
+        )
     model_graph = _model_graph(records, graph)
     for _ in range(4):
         source, params = data.draw(queries())
@@ -326,3 +340,10 @@ def test_answers_match_the_reference_model_when_every_frontier_is_a_semi_join(tm
     the reached nodes (the path a frontier of more than ``LISTED_FRONTIER`` nodes takes)."""
     with mock.patch.object(session, "LISTED_FRONTIER", -1):
         _check(str(tmp_path / uuid.uuid4().hex), data)
+
+
+@settings(max_examples=15, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_answers_match_the_reference_model_when_the_key_indexes_serve_the_scans(tmp_path: Path, data: Any) -> None:
+    """The same, after ``optimize`` made the key indexes (``id``, ``src``, ``dst``) cover every row."""
+    _check(str(tmp_path / uuid.uuid4().hex), data, indexed=True)

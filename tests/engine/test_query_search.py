@@ -29,6 +29,7 @@ from omnigraph.engine.gq.lint import lint
 from omnigraph.engine.gq.parser import parse
 from omnigraph.engine.gq.read_checker import check_read_types
 from omnigraph.engine.gq.syntax import GqError
+from omnigraph.engine.query import run, search
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.maintenance import optimize
 from omnigraph.server.app import create_app
@@ -102,7 +103,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
     assert optimized.exit_code == 0, optimized.output
     report = json.loads(optimized.output)
     assert report["tables"] == [
-        {"table_key": "node:Doc", "actions": ["IVF_FLAT index embedding", "BTREE index rank"], "fragments_before": 1}
+        {
+            "table_key": "node:Doc",
+            "actions": ["IVF_FLAT index embedding", "BTREE index rank", "refresh key index id"],
+            "fragments_before": 1,
+        }
     ]
     with omnigraph.open(uri) as graph:
         indexed_commit = graph.commits()[0].commit_id
@@ -299,7 +304,7 @@ def texts(tmp_path_factory: pytest.TempPathFactory) -> Texts:
     with omnigraph.init(uri, TEXT_SCHEMA) as graph:
         exact_commit = graph.load(records, mode="append").commits[-1]
     report = optimize(uri, declared_indexes=True)
-    assert report.tables[0]["actions"] == ["INVERTED index body"]
+    assert report.tables[0]["actions"] == ["NGRAM index body", "INVERTED index body", "refresh key index id"]
     with omnigraph.open(uri) as graph:
         indexed_commit = graph.commits()[0].commit_id
         graph.mutate('query add() { insert Note { slug: "zz", body: "graph graph lance", stars: 2 } }')  # not in the index
@@ -471,3 +476,64 @@ def test_the_rrf_example_of_the_docs_runs_as_written(texts: Texts) -> None:
     with omnigraph.open(texts.uri, read_only=True) as graph:
         rows = graph.query(_docs_example("### Search: fusion with `rrf`"), params={"v": vector, "q": query}, at=texts.exact_commit).rows
     _same([(row["n.slug"], row["score"]) for row in rows], _brute_rrf(texts, vector, query, 60, set(texts.bodies))[:10])
+
+
+SUBSTRING = """
+query has($t: String) { match { $n: Note  $n.body contains $t } return { $n.slug } }
+query lacks($t: String) { match { $n: Note  not ($n.body contains $t) } return { $n.slug } }
+"""
+
+
+@pytest.mark.parametrize("needle", ["graph", "aph la", "Über", "x! q", "e-café", "o", "zz-none", "'s"])
+def test_contains_is_the_exact_answer_served_by_the_ngram_index_or_not(texts: Texts, needle: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the head (index built, then a note inserted outside it and one deleted) and before the index."""
+    served: list[int | None] = []
+
+    def spy(substring: search.IndexedSubstring, dataset: Any, columns: list[str]) -> Any:
+        rows = search.substring_rows(substring, dataset, columns)
+        served.append(None if rows is None else rows.num_rows)
+        return rows
+
+    monkeypatch.setattr(run, "substring_rows", spy)
+    head = {slug: body for slug, body in texts.bodies.items() if slug != "n004"} | {"zz": "graph graph lance"}
+    expected = sorted(slug for slug, body in head.items() if body is not None and needle in body)
+    with omnigraph.open(texts.uri, read_only=True) as graph:
+        assert [row["n.slug"] for row in graph.query(SUBSTRING, name="has", params={"t": needle}).rows] == expected
+        assert served == ([len(expected)] if len(needle) >= search.MIN_SUBSTRING else [])
+        lacking = sorted(slug for slug, body in head.items() if body is not None and needle not in body)
+        assert [row["n.slug"] for row in graph.query(SUBSTRING, name="lacks", params={"t": needle}).rows] == lacking
+        plan = graph.explain_query(SUBSTRING, name="has", params={"t": needle})
+        assert plan.filters[0]["index"] == ("body:ngram" if len(needle) >= search.MIN_SUBSTRING else None)
+        before = sorted(slug for slug, body in texts.bodies.items() if body is not None and needle in body)
+        rows = graph.query(SUBSTRING, name="has", params={"t": needle}, at=texts.exact_commit).rows
+        assert [row["n.slug"] for row in rows] == before
+        assert graph.explain_query(SUBSTRING, name="has", params={"t": needle}, at=texts.exact_commit).filters[0]["index"] is None
+    assert len(served) == (1 if len(needle) >= search.MIN_SUBSTRING else 0)  # not at the commit before the index
+
+
+def test_contains_finding_more_rows_than_the_bound_scans_the_table(texts: Texts, monkeypatch: pytest.MonkeyPatch) -> None:
+    served: list[int | None] = []
+
+    def spy(substring: search.IndexedSubstring, dataset: Any, columns: list[str]) -> Any:
+        rows = search.substring_rows(substring, dataset, columns)
+        served.append(None if rows is None else rows.num_rows)
+        return rows
+
+    monkeypatch.setattr(run, "substring_rows", spy)
+    monkeypatch.setattr(search, "SUBSTRING_ROWS", 5)
+    head = {slug: body for slug, body in texts.bodies.items() if slug != "n004"} | {"zz": "graph graph lance"}
+    expected = sorted(slug for slug, body in head.items() if body is not None and "graph" in body)
+    with omnigraph.open(texts.uri, read_only=True) as graph:
+        assert [row["n.slug"] for row in graph.query(SUBSTRING, name="has", params={"t": "graph"}).rows] == expected
+    assert served == [None] and len(expected) > 5
+
+
+def test_the_ngram_index_serves_contains_through_the_cli(texts: Texts, tmp_path: Path) -> None:
+    source = tmp_path / "q.gq"
+    source.write_text(SUBSTRING, encoding="utf-8")
+    args = ["query", "--query", str(source), "--name", "has", "--params", json.dumps({"t": "lance"})]
+    shown = CliRunner().invoke(cli, [*args, "--explain", texts.uri], catch_exceptions=False)
+    assert 'filter $n.body contains "lance": applied after the scan, served by body:ngram' in shown.output
+    ran = CliRunner().invoke(cli, [*args, "--json", texts.uri], catch_exceptions=False)
+    head = {slug: body for slug, body in texts.bodies.items() if slug != "n004"} | {"zz": "graph graph lance"}
+    assert [row["n.slug"] for row in json.loads(ran.output)["rows"]] == sorted(s for s, b in head.items() if b and "lance" in b)

@@ -880,3 +880,43 @@ def test_a_full_text_index_scores_bm25_over_letter_and_digit_tokens(lx: Lx) -> N
     assert dict(zip(rebuilt["id"].to_pylist(), rebuilt["_score"].to_pylist(), strict=True))["t200"] == pytest.approx(
         idf * 2.2 / (1 + 1.2 * (1 - 0.75 + 0.75 * 1 / average)), rel=1e-5
     )
+
+
+def test_an_ngram_index_serves_a_contains_filter_exactly(lx: Lx) -> None:
+    """An NGRAM index created with an explicit name (``body:ngram``) stands beside an INVERTED
+    index on the same column. A scan filtered on ``contains(`body`, '...')`` (quotes doubled) is
+    planned as a query of the column's index built first: with the NGRAM first, of it; with the
+    INVERTED first, of none (the whole column is read, the same rows). Served, Lance checks each
+    row the index proposes, also scans the fragment written after the index, and skips deleted
+    rows: exactly the rows whose text holds the substring, case-sensitively. Rules: optimize builds
+    the NGRAM before the INVERTED for ``String @index`` (and rebuilding both keeps that order); the
+    query engine reads a served ``contains``'s rows through it."""
+    from omnigraph.engine.maintenance.declared_indexes import build, index_kinds
+    from omnigraph.engine.schema.types import ScalarType
+
+    texts = ["it's a fox", "Quick fox-trot", "the fax", "Über café", None] + [f"filler {i}" for i in range(60)]
+    schema = pa.schema([pa.field("id", pa.string(), nullable=False, metadata={PK_KEY: "true"}), pa.field("body", pa.string())])
+
+    def served(name: str) -> bool:
+        return "ScalarIndexQuery" in lx.open(name).scanner(columns=["id"], filter="contains(`body`, 'fox')").explain_plan()
+
+    for name, kinds in (("declared", index_kinds(ScalarType("String"))), ("reversed", ("INVERTED", "NGRAM"))):
+        lx.create(name, pa.table({"id": [f"t{i:03d}" for i in range(len(texts))], "body": texts}, schema=schema))
+        for kind in kinds:
+            build(lx.open(name), "body", kind)
+        assert served(name) == (name == "declared")
+    for kind in index_kinds(ScalarType("String")):  # rebuilt, in the declared order again
+        build(lx.open("declared"), "body", kind)
+    ds = lx.open("declared")
+    assert sorted((i.name, i.type_url.rsplit(".", 1)[-1]) for i in ds.describe_indices()) == [
+        ("body:ngram", "NGramIndexDetails"),
+        ("body_idx", "InvertedIndexDetails"),
+    ]
+    fenced_insert(ds, pa.table({"id": ["new"], "body": ["a new fox"]}, schema=schema))
+    lx.open("declared").delete("id = 't001'")
+    ds = lx.open("declared")
+    assert served("declared")
+    assert sorted(ds.to_table(columns=["id"], filter="contains(`body`, 'fox')")["id"].to_pylist()) == ["new", "t000"]
+    assert ds.to_table(columns=["id"], filter="contains(`body`, 'it''s')")["id"].to_pylist() == ["t000"]
+    assert ds.to_table(columns=["id"], filter="contains(`body`, 'ber caf')")["id"].to_pylist() == ["t003"]
+    assert ds.to_table(columns=["id"], filter="contains(`body`, 'Fox')").num_rows == 0

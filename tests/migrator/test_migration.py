@@ -13,6 +13,7 @@ from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.failpoints import FAILPOINT_EXIT_STATUS
 from omnigraph.engine.graph import open_graph
 from omnigraph.engine.manifest.manifest import Manifest
+from omnigraph.engine.storage.key_indexes import btree_indexes
 from omnigraph.engine.storage.lance_io import list_branches, open_dataset, primary_key
 from omnigraph.engine.storage.store import open_store
 from omnigraph.ledger.ledger import Ledger
@@ -67,6 +68,14 @@ def test_run_migrates_every_branch_in_place(graph: str) -> None:
     outcome = json.loads(result.stdout)
     assert outcome["stamp"] == "5" and outcome["units"] == len(BRANCHES) * 9
     assert_fully_migrated(graph, before, outcome["migration_id"])
+    store = open_store(graph)
+    for branch in BRANCHES:  # the key indexes of every table cover every row the migration found
+        for table_key, entry in Manifest(store).snapshot(branch).tables.items():
+            dataset = open_dataset(store, entry.table_path, entry.table_branch, entry.table_version)
+            for column, name in sorted(btree_indexes(dataset).items()):
+                if column not in ("id", "src", "dst"):
+                    continue
+                assert dataset.stats.index_stats(name)["num_unindexed_fragments"] == 0, (branch, table_key, column)
     kinds = [r.kind for _, r in Ledger(open_store(graph), ledger_dir(outcome["migration_id"])).replay().records]
     # Prepared online (plan, a receipt per image), then the barrier and the plan under it.
     barrier = kinds.index("barrier_set")
@@ -112,6 +121,7 @@ FAILPOINTS = [
     "migrate.after_units",
     "migrate.before_stamp",
     "migrate.after_stamp",
+    "optimize.before_publish",
     "migrate.before_release",
     "migrate.after_release",
 ]

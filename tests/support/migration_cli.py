@@ -15,6 +15,7 @@ from omnigraph.engine.failpoints import FAILPOINT_ENV
 from omnigraph.engine.graph import open_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.reconcile.recovery import list_intents
+from omnigraph.engine.storage.key_indexes import btree_indexes, key_columns
 from omnigraph.engine.storage.lance_io import latest_version, open_pinned, primary_key
 from omnigraph.engine.storage.store import open_store
 from omnigraph.ledger.ledger import Ledger
@@ -42,8 +43,9 @@ def claim_token(uri: str) -> str:
 
 
 def assert_fully_migrated(uri: str, before: dict[str, list[str]], migration_id: str, tables: int = 9) -> None:
-    """Every branch of the standard fixture is fenced in place, with the data of ``before``, and
-    the migration left nothing behind (claim, sidecars, intents), its ledger released."""
+    """Every branch of the standard fixture is fenced in place, with the data of ``before`` and
+    the key indexes, and the migration left nothing behind (claim, sidecars,
+    intents), its ledger released."""
     store = open_store(uri)
     manifest = Manifest(store)
     assert manifest.read_stamp() == ("5", None)
@@ -52,6 +54,8 @@ def assert_fully_migrated(uri: str, before: dict[str, list[str]], migration_id: 
         for table_key, entry in manifest.snapshot(branch).tables.items():
             dataset = open_pinned(store, entry.image)
             assert primary_key(dataset.schema) == ["id"], (branch, table_key)
+            indexes = btree_indexes(dataset)  # the key indexes (rows written after the migration are not covered yet)
+            assert sorted(column for column in indexes if column in ("id", "src", "dst")) == sorted(key_columns(dataset.schema))
             assert latest_version(store, entry.table_path, entry.table_branch) == entry.table_version
             expected_branch = None if branch == "main" else branch
             assert entry.table_branch == expected_branch, (branch, table_key, entry.table_branch)

@@ -1,0 +1,138 @@
+"""Probes: a match that starts at known nodes reads only the rows it can reach.
+
+A node variable of the match block is *known* when the query already tells which nodes it may
+bind: its ``@key`` members all equal constants (one node,
+:func:`omnigraph.engine.query.plan.implied_ids`), or an n-gram index served its ``contains``
+(the rows the index found, :mod:`omnigraph.engine.query.search`). From the known variables,
+each directed one-hop traversal of the match (``$a edge $b`` or ``$a $k:edge $b``, bounds
+``{1,1}``) with a known end is *probed* (:func:`probe_order`): the edge rows whose ``src`` (or,
+from a known destination, ``dst``) is one of the known ids are read from the Lance edge image
+with that filter (the engine's BTREE on the column serves it) and the other end becomes known
+as the ids those rows reach. Probing repeats over the hops not yet probed, in the order the
+match writes them, until no hop has a known end. Then each known variable's rows are read from
+its node image by ``id`` (the BTREE on ``id``), and the statement
+(:mod:`omnigraph.engine.query.plan`) reads these small tables instead of the node and edge
+tables: a traversal from one node costs its neighbourhood, not a scan of the graph.
+
+The answer is unchanged: every binding of the match joins a known variable's node to one of its
+edges, so the rows read are a superset of the rows any binding uses, and the statement still
+applies every join and condition. A probe is skipped (the table is scanned, as without probes)
+when its known end holds more than :data:`PROBED_IDS` ids or the edges it finds number more than
+:data:`PROBED_EDGES`; the far end of a skipped probe is not known. Variable-length and undirected
+traversals are never probed (their own search reads the edges, :mod:`omnigraph.engine.query.session`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from omnigraph.engine.gq.read_checker import BoundRead, Hop
+from omnigraph.engine.query.session import Session
+from omnigraph.engine.schema.tables import TableDef
+from omnigraph.engine.schema.types import BlobType
+
+PROBED_IDS = 4096
+"""The most ids of one known end a probe looks up (and of one variable whose node rows are read by id)."""
+PROBED_EDGES = 65536
+"""The most edge rows one probe may find before it is given up for a scan of the edges."""
+
+End = Literal["src", "dst"]
+
+
+def probe_order(bound: BoundRead, known: Iterable[int]) -> list[tuple[Hop, End]]:
+    """The hops of the match probed from the ``known`` variables, in probing order, each with the end it is probed from.
+
+    Static: it assumes every probe stays within its bounds (module docstring).
+    """
+    reached = set(known)
+    order: list[tuple[Hop, End]] = []
+    candidates = [hop for hop in bound.block.hops if _probeable(hop)]
+    progress = True
+    while progress:
+        progress = False
+        for hop in candidates:
+            if any(hop is done for done, _ in order):
+                continue
+            end: End | None = "src" if hop.src in reached else "dst" if hop.dst in reached else None
+            if end is not None:
+                order.append((hop, end))
+                reached |= {hop.src, hop.dst}
+                progress = True
+    return order
+
+
+def _probeable(hop: Hop) -> bool:
+    return hop.min_hops == hop.max_hops == 1 and not hop.undirected
+
+
+@dataclass
+class Probed:
+    """The session tables a query's probes registered: per node variable, its rows; per hop, its edge rows."""
+
+    nodes: dict[int, str] = field(default_factory=dict)
+    edges: dict[Hop, str] = field(default_factory=dict)
+
+
+def _id_filter(column: str, ids: list[str]) -> str:
+    """A Lance filter: ``column`` is one of ``ids`` (never empty)."""
+    return f"{column} IN ({', '.join(chr(39) + value.replace(chr(39), chr(39) * 2) + chr(39) for value in ids)})"
+
+
+def _read(dataset: Any, columns: list[str] | None, column: str, ids: list[str], limit: int | None) -> pa.Table | None:
+    """The rows of ``dataset`` whose ``column`` is one of ``ids`` (``columns`` of them, all when None); None past ``limit`` rows."""
+    if not ids:
+        schema = dataset.schema if columns is None else pa.schema([dataset.schema.field(name) for name in columns])
+        return schema.empty_table()
+    scanner = dataset.scanner(columns=columns, filter=_id_filter(column, ids), limit=None if limit is None else limit + 1)
+    table = scanner.to_table()
+    return None if limit is not None and table.num_rows > limit else table
+
+
+def _readable(table: TableDef) -> list[str]:
+    """The property columns of ``table`` a read query may use: all but Blobs."""
+    return [prop.name for prop in table.properties if not isinstance(prop.type, BlobType)]
+
+
+def _unique(values: pa.ChunkedArray) -> list[str]:
+    return sorted(str(value) for value in pc.unique(values.drop_null()).to_pylist())
+
+
+def probe(
+    session: Session, bound: BoundRead, datasets: Mapping[str, Any], known: Mapping[int, list[str]], read: Iterable[int] = ()
+) -> Probed:
+    """Probe the match of ``bound`` from the ``known`` variables' ids (module docstring); the tables registered in ``session``.
+
+    ``datasets`` holds the pinned image of each table read; ``read`` lists the known variables
+    whose rows are already in a session table (their rows are not read again).
+    """
+    ids = {var: sorted(set(values)) for var, values in known.items()}
+    probed = Probed()
+    for hop, end in probe_order(bound, ids):
+        near, far = (hop.src, hop.dst) if end == "src" else (hop.dst, hop.src)
+        if near not in ids or len(ids[near]) > PROBED_IDS:
+            continue
+        columns = ["src", "dst"] if hop.edge_var is None else ["id", "src", "dst", *_readable(hop.edge)]
+        edges = _read(datasets[hop.edge.table_key], columns, end, ids[near], PROBED_EDGES)
+        if edges is None:
+            continue
+        other: End = "dst" if end == "src" else "src"
+        if far in ids:
+            edges = edges.filter(pc.is_in(edges[other], pa.array(ids[far], pa.string())))
+        probed.edges[hop] = f"probe:edges:{len(probed.edges)}"
+        session.connection.register(probed.edges[hop], edges)
+        ids[far] = _unique(edges[other])
+    skip = set(read)
+    for var, values in sorted(ids.items()):
+        if var in skip or len(values) > PROBED_IDS:
+            continue
+        table = bound.variables[var].table
+        rows = _read(datasets[table.table_key], ["id", *_readable(table)], "id", values, None)
+        assert rows is not None  # no limit
+        probed.nodes[var] = f"probe:nodes:{var}"
+        session.connection.register(probed.nodes[var], rows)
+    return probed
