@@ -24,9 +24,11 @@ built):
   (:func:`~omnigraph.engine.query.plan.crossing`);
 - ``hops``: per traversal, the edge table, the direction (``out``, or ``both`` for
   ``$a <edge> $b``), the bounds, and the mode: ``join`` (bounds ``{1,1}``: the edge rows joined with
-  both variables) or ``breadth_first`` (one scan of the edges per hop, filtered on the frontier),
-  starting from ``sources``, ``destinations`` or ``every source``
-  (:func:`omnigraph.engine.query.session.search_start`); ``estimated_rows`` is the edge table's
+  both variables), ``probe`` (bounds ``{1,1}`` from a known end, ``start`` ``sources`` or
+  ``destinations``: :mod:`omnigraph.engine.query.probe`) or ``breadth_first`` (a search over the
+  table's adjacency, or in DuckDB one scan of the edges per hop filtered on the frontier,
+  :mod:`omnigraph.engine.query.session`), starting from ``sources``, ``destinations`` or
+  ``every source`` (:func:`omnigraph.engine.query.session.search_start`); ``estimated_rows`` is the edge table's
   row count, the most pairs one hop can give; ``edge_variable`` is the variable that binds each
   edge (``$a $k:edge $b``), else None. A bound edge is also listed in ``variables`` (its table is
   the edge table). ``stops_after``: for a breadth-first hop of a query that asks for any ``N``
