@@ -374,7 +374,7 @@ class Traversals:
                 break
             # one scan of the edges per hop: the frontier's edges, its self-loops among them
             frontier = f"SELECT DISTINCT n FROM {reach} WHERE d = {depth - 1}"
-            first = run(f"{frontier} LIMIT {LISTED_FRONTIER + 1}").fetchall()
+            first = self._session.fetch(run(f"{frontier} LIMIT {LISTED_FRONTIER + 1}"), LISTED_FRONTIER + 1)
             if len(first) <= LISTED_FRONTIER:  # literals, which DuckDB hands to the Lance scan as its filter
                 near_filter = f"{near} IN ({', '.join(string_literal(row[0]) for row in first)})"
             else:
@@ -389,8 +389,7 @@ class Traversals:
             # the visited set; across two node types a seed and a reached node with one id are two nodes
             unvisited = f" WHERE NOT EXISTS (SELECT 1 FROM {reach} r WHERE r.s = x.s AND r.n = x.n)" if same_type else ""
             run(f"CREATE OR REPLACE TEMP TABLE {step} AS SELECT DISTINCT x.s AS s, x.n AS n, {depth} AS d FROM {expand} x{unvisited}")
-            inserted = run(f"INSERT INTO {reach} SELECT s, n, d FROM {step}").fetchone()
-            assert inserted is not None  # an INSERT answers one row: its row count
+            (inserted,) = self._session.fetch(run(f"INSERT INTO {reach} SELECT s, n, d FROM {step}"), 1)  # its row count
             (count,) = inserted
             if count == 0:
                 break
@@ -400,6 +399,5 @@ class Traversals:
         return name
 
     def _reported(self, pairs: str) -> int:
-        counted = self._session.execute(f"SELECT count(*) FROM ({pairs})").fetchone()
-        assert counted is not None  # a count answers one row
+        (counted,) = self._session.fetch(self._session.execute(f"SELECT count(*) FROM ({pairs})"), 1)  # a count answers one row
         return int(counted[0])
