@@ -41,13 +41,14 @@ gives up, and the traversal runs in DuckDB instead, which can spill.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -157,6 +158,58 @@ def _encode(ids: pa.ChunkedArray) -> tuple[pa.Array, npt.NDArray[np.int64]]:
     return encoded.chunk(encoded.num_chunks - 1).dictionary, np.concatenate(positions).astype(np.int64)
 
 
+BISECT_IDS = 1024
+"""Up to this many ids are found by binary search in a side's sorted ids; more by one hash lookup of them all."""
+
+
+class _SortedView(Sequence[str]):
+    """The ids of a side in ascending order, read one at a time (for :func:`bisect.bisect_left`)."""
+
+    def __init__(self, ids: pa.Array) -> None:
+        self._ids = ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [str(value) for value in self._ids[index].to_pylist()]
+        return str(self._ids[index].as_py())
+
+
+@dataclass(frozen=True, eq=False)
+class SortedIds:
+    """One side's ids in ascending order and the position of each: a few ids are found without hashing the whole side."""
+
+    ids: pa.Array
+    positions: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, space: pa.Array) -> SortedIds:
+        """The sorted ids of the side whose position ``i`` holds ``space[i]``."""
+        order = pc.sort_indices(space)
+        return cls(space.take(order), order.to_numpy(zero_copy_only=False).astype(np.int64))
+
+    def find(self, wanted: list[str]) -> list[int]:
+        """The positions of those of ``wanted`` the side holds."""
+        view = _SortedView(self.ids)
+        found = []
+        for value in wanted:
+            at = bisect.bisect_left(view, value)
+            if at < len(view) and view[at] == value:
+                found.append(int(self.positions[at]))
+        return found
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the sorted copy and the positions hold."""
+        return int(self.ids.nbytes + self.positions.nbytes)
+
+
 @dataclass(frozen=True, eq=False)
 class Adjacency:
     """The adjacency of one edge table image (the module docstring)."""
@@ -169,6 +222,9 @@ class Adjacency:
     backward: Csr
     loops: npt.NDArray[np.bool_] | None
     """Whether each position has a self-loop; None when the endpoints' types differ."""
+    sorted_sources: SortedIds
+    sorted_targets: SortedIds
+    """The sides' ids sorted (one object when the endpoints share one type)."""
 
     @property
     def one_space(self) -> bool:
@@ -178,13 +234,18 @@ class Adjacency:
     @property
     def nbytes(self) -> int:
         """The bytes the arrays hold."""
-        ids = self.sources.nbytes + (0 if self.one_space else self.targets.nbytes)
+        ids = self.sources.nbytes + self.sorted_sources.nbytes
+        ids += 0 if self.one_space else self.targets.nbytes + self.sorted_targets.nbytes
         loops = 0 if self.loops is None else self.loops.nbytes
         return int(ids + self.forward.nbytes + self.backward.nbytes + loops)
 
     def positions(self, ids: pa.Array, side: Literal["sources", "targets"]) -> Positions:
         """The distinct positions of ``ids`` on ``side``, ascending (ids without an edge have none)."""
         space = self.sources if side == "sources" else self.targets
+        if len(ids) <= BISECT_IDS:
+            ordered = self.sorted_sources if side == "sources" else self.sorted_targets
+            wanted = [str(value) for value in ids.drop_null().to_pylist()]
+            return distinct(np.asarray(ordered.find(wanted), dtype=np.int64))
         found = pc.index_in(ids.cast(space.type), value_set=space).drop_null()
         return distinct(found.to_numpy(zero_copy_only=False).astype(np.int64))
 
@@ -232,7 +293,10 @@ def adjacency_of(edges: pa.Table, one_space: bool) -> Adjacency:
     else:
         (sources, near), (targets, far) = _encode(src), _encode(dst)
         loops = None
-    return Adjacency(sources, targets, _csr(near, far, len(sources), len(targets)), _csr(far, near, len(targets), len(sources)), loops)
+    sorted_sources = SortedIds.of(sources)
+    sorted_targets = sorted_sources if one_space else SortedIds.of(targets)
+    forward, backward = _csr(near, far, len(sources), len(targets)), _csr(far, near, len(targets), len(sources))
+    return Adjacency(sources, targets, forward, backward, loops, sorted_sources, sorted_targets)
 
 
 @dataclass(frozen=True)

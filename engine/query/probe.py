@@ -3,7 +3,9 @@
 A node variable of the match block is *known* when the query already tells which nodes it may
 bind: its ``@key`` members all equal constants (one node,
 :func:`omnigraph.engine.query.plan.implied_ids`), or an n-gram index served its ``contains``
-(the rows the index found, :mod:`omnigraph.engine.query.search`). From the known variables,
+(the rows the index found, :mod:`omnigraph.engine.query.search`), or it is an end of a
+variable-length traversal whose search found few enough distinct ids there
+(:func:`traversal_ends`; the search runs first). From the known variables,
 each directed one-hop traversal of the match (``$a edge $b`` or ``$a $k:edge $b``, bounds
 ``{1,1}``) with a known end is *probed* (:func:`probe_order`): the edge rows whose ``src`` (or,
 from a known destination, ``dst``) is one of the known ids are read from the Lance edge image
@@ -24,7 +26,7 @@ traversals are never probed (their own search reads the edges, :mod:`omnigraph.e
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -32,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from omnigraph.engine.gq.read_checker import BoundRead, Hop
+from omnigraph.engine.query.plan import quote
 from omnigraph.engine.query.session import Session
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import BlobType
@@ -64,6 +67,27 @@ def probe_order(bound: BoundRead, known: Iterable[int]) -> list[tuple[Hop, End]]
                 reached |= {hop.src, hop.dst}
                 progress = True
     return order
+
+
+def traversal_ends(session: Session, bound: BoundRead, relation: Callable[[Hop], str | None]) -> dict[int, list[str]]:
+    """The ids each end of the match's variable-length traversals may bind: their pair tables' ends.
+
+    ``relation`` builds (or names) a traversal's pair table ``(a, b)``
+    (:class:`omnigraph.engine.query.session.Traversals`). An end is known when it holds at most
+    :data:`PROBED_IDS` distinct ids (an end of two traversals: the ids both allow).
+    """
+    ends: dict[int, list[str]] = {}
+    for hop in bound.block.hops:
+        pairs = relation(hop)
+        if pairs is None:
+            continue
+        for column, var in (("a", hop.src), ("b", hop.dst)):
+            sql = f"SELECT DISTINCT {column} FROM {quote(pairs)} LIMIT {PROBED_IDS + 1}"
+            rows = session.fetch(session.execute(sql), PROBED_IDS + 1)
+            if len(rows) <= PROBED_IDS:
+                found = {str(row[0]) for row in rows}
+                ends[var] = sorted(found & set(ends[var])) if var in ends else sorted(found)
+    return ends
 
 
 def _probeable(hop: Hop) -> bool:

@@ -51,7 +51,7 @@ from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.query.adjacency import EdgeImage
 from omnigraph.engine.query.limits import QueryCancel, answer_limit_bytes, answer_too_large
 from omnigraph.engine.query.plan import implied_ids, scores, statement
-from omnigraph.engine.query.probe import Probed, probe
+from omnigraph.engine.query.probe import Probed, probe, traversal_ends
 from omnigraph.engine.query.search import bm25_sql, candidates, ngram_index, serving_index, substring_rows, substring_searches
 from omnigraph.engine.query.session import MEMORY_ENV, Session, Traversals, memory_limit_mb, open_session
 from omnigraph.engine.schema.types import BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType
@@ -217,7 +217,7 @@ def open_answer(
                 key = bound.variables[score.var].table.table_key
                 bm25[score] = bm25_sql(session, score, key, datasets[key], f"search:bm25:{index}")
         counts = {key: point.snapshot.table(key).row_count for key in datasets}
-        probed = _probed(session, bound, datasets)
+        probed = _probed(session, bound, datasets, traversals)
         rows = _indexed_rows(session, bound, traversals, datasets, counts, bm25, probed)
         if rows is None:
             views, edge_views = probed.nodes, probed.edges
@@ -257,14 +257,18 @@ def _indexed_rows(
     return iter([render(row) for row in found])
 
 
-def _probed(session: Session, bound: BoundRead, datasets: dict[str, Any]) -> Probed:
+def _probed(session: Session, bound: BoundRead, datasets: dict[str, Any], traversals: Traversals) -> Probed:
     """The rows the match can reach from its known variables (:mod:`omnigraph.engine.query.probe`), registered in ``session``.
 
-    Known: a variable whose key members equal constants, and one whose ``contains`` an n-gram
-    index serves with few enough rows (:func:`omnigraph.engine.query.search.substring_rows`;
-    every column but blobs, which a read never uses).
+    Known: a variable whose key members equal constants, an end of a variable-length traversal
+    (its search runs here, :func:`omnigraph.engine.query.probe.traversal_ends`), and one whose
+    ``contains`` an n-gram index serves with few enough rows
+    (:func:`omnigraph.engine.query.search.substring_rows`; every column but blobs, which a read
+    never uses).
     """
-    known = {var: [node_id] for var, node_id in implied_ids(bound.block)}
+    known = traversal_ends(session, bound, traversals.relation)
+    for var, node_id in implied_ids(bound.block):
+        known[var] = [node_id] if node_id in known.get(var, [node_id]) else []
     found: dict[int, str] = {}
     for served in substring_searches(bound, lambda key, column: ngram_index(datasets[key], column)):
         table = bound.variables[served.var].table

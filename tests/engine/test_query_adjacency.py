@@ -268,3 +268,22 @@ def test_the_bound_is_a_whole_number_of_mib(chain: Graph, monkeypatch: pytest.Mo
         _run(chain, WALK)
     monkeypatch.setenv(ADJACENCY_ENV, "1")
     assert _run(chain, WALK)[0] == [["b"], ["c"], ["d"]]
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from("abcdefgh"), st.sampled_from("abcdefgh")), min_size=1, max_size=30),
+    st.lists(st.sampled_from("abcdefghxyz"), max_size=12),
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_few_ids_are_found_by_binary_search_as_by_hashing(edges: list[tuple[str, str]], wanted: list[str]) -> None:
+    """Positions of up to BISECT_IDS ids come from the sorted ids; more, from one hash lookup: the same positions."""
+    table = pa.table({"src": [a for a, _ in edges], "dst": [b for _, b in edges]})
+    for one_space in (True, False):
+        built = adjacency_of(table, one_space)
+        for side in ("sources", "targets"):
+            searched = built.positions(pa.array(wanted, pa.string()), side)
+            with mock.patch.object(adjacency, "BISECT_IDS", -1):
+                hashed = built.positions(pa.array(wanted, pa.string()), side)
+            assert searched.tolist() == hashed.tolist()
+            space = built.sources if side == "sources" else built.targets
+            assert sorted(space.to_pylist()[p] for p in searched.tolist()) == sorted({w for w in wanted if w in space.to_pylist()})
