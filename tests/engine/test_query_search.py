@@ -484,17 +484,23 @@ query lacks($t: String) { match { $n: Note  not ($n.body contains $t) } return {
 """
 
 
-@pytest.mark.parametrize("needle", ["graph", "aph la", "Über", "x! q", "e-café", "o", "zz-none", "'s"])
-def test_contains_is_the_exact_answer_served_by_the_ngram_index_or_not(texts: Texts, needle: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """At the head (index built, then a note inserted outside it and one deleted) and before the index."""
-    served: list[int | None] = []
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    """The rows each n-gram-served contains of the test found (None: past the bound), recorded as they are read."""
+    found: list[int | None] = []
 
     def spy(substring: search.IndexedSubstring, dataset: Any, columns: list[str]) -> Any:
         rows = search.substring_rows(substring, dataset, columns)
-        served.append(None if rows is None else rows.num_rows)
+        found.append(None if rows is None else rows.num_rows)
         return rows
 
     monkeypatch.setattr(run, "substring_rows", spy)
+    return found
+
+
+@pytest.mark.parametrize("needle", ["graph", "aph la", "Über", "x! q", "e-café", "o", "zz-none", "'s"])
+def test_contains_is_the_exact_answer_served_by_the_ngram_index_or_not(texts: Texts, needle: str, served: list[int | None]) -> None:
+    """At the head (index built, then a note inserted outside it and one deleted) and before the index."""
     head = {slug: body for slug, body in texts.bodies.items() if slug != "n004"} | {"zz": "graph graph lance"}
     expected = sorted(slug for slug, body in head.items() if body is not None and needle in body)
     with omnigraph.open(texts.uri, read_only=True) as graph:
@@ -511,15 +517,9 @@ def test_contains_is_the_exact_answer_served_by_the_ngram_index_or_not(texts: Te
     assert len(served) == (1 if len(needle) >= search.MIN_SUBSTRING else 0)  # not at the commit before the index
 
 
-def test_contains_finding_more_rows_than_the_bound_scans_the_table(texts: Texts, monkeypatch: pytest.MonkeyPatch) -> None:
-    served: list[int | None] = []
-
-    def spy(substring: search.IndexedSubstring, dataset: Any, columns: list[str]) -> Any:
-        rows = search.substring_rows(substring, dataset, columns)
-        served.append(None if rows is None else rows.num_rows)
-        return rows
-
-    monkeypatch.setattr(run, "substring_rows", spy)
+def test_contains_finding_more_rows_than_the_bound_scans_the_table(
+    texts: Texts, served: list[int | None], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(search, "SUBSTRING_ROWS", 5)
     head = {slug: body for slug, body in texts.bodies.items() if slug != "n004"} | {"zz": "graph graph lance"}
     expected = sorted(slug for slug, body in head.items() if body is not None and "graph" in body)
