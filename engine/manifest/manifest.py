@@ -15,6 +15,8 @@ writer can be told from one it wrote before the migration (:mod:`omnigraph.engin
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -37,7 +39,7 @@ from omnigraph.engine.manifest.rows import (
     rows_table,
     table_row,
 )
-from omnigraph.engine.storage.lance_io import LanceBranch, list_branches, open_dataset, read_branch
+from omnigraph.engine.storage.lance_io import LanceBranch, content_digest, list_branches, open_dataset, read_branch
 from omnigraph.engine.storage.names import MANIFEST_DIR
 from omnigraph.engine.storage.store import GraphStore, canonical_json
 
@@ -46,6 +48,45 @@ MIGRATION_ID_KEY = "omnigraph:migration_id"
 FENCED_HEADS_KEY = "omnigraph:fenced_heads"
 MAIN_BRANCH = GraphBranch(MAIN, None, None, MAIN)
 """The main graph branch: never forked, its incarnation is its name."""
+SNAPSHOTS_KEPT = 256
+"""How many folded snapshots one process keeps (:class:`SnapshotCache`)."""
+
+SnapshotKey = tuple[str, str, int, str]
+
+
+class SnapshotCache:
+    """The process's folded snapshots, keyed by what the ``__manifest`` checkout holds; least recently used dropped first.
+
+    Key: the dataset's URI, the graph branch, the Lance version and the checkout's content
+    digest (:func:`omnigraph.engine.storage.lance_io.content_digest`). A version of a branch
+    deleted and created again reuses its number but not its files, so it is a different key:
+    an entry is never stale. A cached :class:`BranchSnapshot` is shared by every reader and must
+    not be mutated (it is frozen; its ``tables`` mapping is read-only by contract).
+    """
+
+    def __init__(self, kept: int = SNAPSHOTS_KEPT) -> None:
+        self._kept = kept
+        self._entries: OrderedDict[SnapshotKey, BranchSnapshot] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: SnapshotKey) -> BranchSnapshot | None:
+        """The snapshot stored under ``key``, None when there is none."""
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: SnapshotKey, snapshot: BranchSnapshot) -> None:
+        """Keep ``snapshot`` under ``key``, dropping the least recently used past the bound."""
+        with self._lock:
+            self._entries[key] = snapshot
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._kept:
+                self._entries.popitem(last=False)
+
+
+_SNAPSHOTS = SnapshotCache()
 
 
 class Manifest:
@@ -125,16 +166,23 @@ class Manifest:
     def snapshot(self, branch: str, version: int | None = None) -> BranchSnapshot:
         """The folded manifest of ``branch`` (latest, or at ``version``).
 
+        Folded once per checkout content in a process (:class:`SnapshotCache`): the result is shared, never mutate it.
         ``not_found`` if the branch does not exist, also when it is deleted while it is read.
         """
         dataset = self.dataset(branch, version)
         try:
+            key = (dataset.uri, branch, int(dataset.version), content_digest(dataset))
+            cached = _SNAPSHOTS.get(key)
+            if cached is not None:
+                return cached
             rows = dataset.to_table()
         except (ValueError, OSError):
             if branch != MAIN:
                 self.require_branch(branch)
             raise
-        return fold_rows(branch, int(dataset.version), rows)
+        snapshot = fold_rows(branch, int(dataset.version), rows)
+        _SNAPSHOTS.put(key, snapshot)
+        return snapshot
 
     def snapshots(self) -> dict[str, BranchSnapshot]:
         """The latest snapshot of every live graph branch, main first, then by name.

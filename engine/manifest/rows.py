@@ -15,7 +15,9 @@ migration marker). A table a schema change dropped or renamed keeps its row with
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 import pyarrow as pa
 
@@ -91,7 +93,8 @@ class BranchSnapshot:
     branch: str
     manifest_version: int
     head: HeadEntry
-    tables: dict[str, TableEntry]
+    tables: Mapping[str, TableEntry]
+    """By table key, ordered; read-only (a snapshot is shared by every reader in the process)."""
 
     def table(self, table_key: str) -> TableEntry:
         """The entry of ``table_key``; ``not_found`` if the branch has no such table."""
@@ -192,7 +195,7 @@ def fold_rows(branch: str, manifest_version: int, table: pa.Table) -> BranchSnap
             )
     if head is None:
         raise FormatRefused(f"__manifest branch {branch!r} v{manifest_version} has no head row")
-    return BranchSnapshot(branch, manifest_version, head, dict(sorted(tables.items())))
+    return BranchSnapshot(branch, manifest_version, head, MappingProxyType(dict(sorted(tables.items()))))
 
 
 def with_version(entry: TableEntry, table_branch: str | None, version: int, rows: int) -> TableEntry:

@@ -42,7 +42,6 @@ gives up, and the traversal runs in DuckDB instead, which can spill.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -56,6 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from omnigraph.engine.errors import BadRequest
+from omnigraph.engine.storage.lance_io import content_digest
 
 if TYPE_CHECKING:
     import lance
@@ -92,12 +92,7 @@ def cache_limit_bytes(memory_mb: int) -> int:
 
 def image_key(uri: str, branch: str | None, version: int, dataset: lance.LanceDataset) -> ImageKey:
     """The cache key of the image ``dataset`` is checked out at (the module docstring)."""
-    files = hashlib.blake2b(digest_size=16)
-    for fragment in dataset.get_fragments():
-        deletion = fragment.deletion_file()
-        names = [data.path for data in fragment.data_files()]
-        files.update(f"{fragment.fragment_id}:{','.join(names)}:{deletion or ''};".encode())
-    return (uri, branch, version, files.hexdigest())
+    return (uri, branch, version, content_digest(dataset))
 
 
 @dataclass(frozen=True)

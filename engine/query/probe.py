@@ -148,7 +148,7 @@ def probe(
         if far in ids:
             edges = edges.filter(pc.is_in(edges[other], pa.array(ids[far], pa.string())))
         probed.edges[hop] = f"probe:edges:{len(probed.edges)}"
-        session.connection.register(probed.edges[hop], edges)
+        session.register(probed.edges[hop], edges)
         ids[far] = _unique(edges[other])
     skip = set(read)
     for var, values in sorted(ids.items()):
@@ -158,5 +158,5 @@ def probe(
         rows = _read(datasets[table.table_key], ["id", *_readable(table)], "id", values, None)
         assert rows is not None  # no limit
         probed.nodes[var] = f"probe:nodes:{var}"
-        session.connection.register(probed.nodes[var], rows)
+        session.register(probed.nodes[var], rows)
     return probed

@@ -202,7 +202,7 @@ def open_answer(
     with graph.manifest.reading(point.manifest_branch), open_session(one_thread=repeatable, cancel=cancel) as session:
         datasets = {key: open_pinned(graph.store, point.snapshot.table(key).image) for key in sorted(tables_read(bound.block))}
         for table_key, dataset in datasets.items():
-            session.connection.register(table_key, dataset)
+            session.register(table_key, dataset)
         edges = {}
         for key in {hop.edge.table_key for hop in all_hops(bound.block)}:
             entry = point.snapshot.table(key)
@@ -247,7 +247,7 @@ def _indexed_rows(
     if indexed is None:
         return None
     assert bound.limit is not None  # serving_index: a nearest ordering has a limit
-    session.connection.register(CANDIDATES, candidates(indexed, datasets[indexed.table_key]))
+    session.register(CANDIDATES, candidates(indexed, datasets[indexed.table_key]))
     candidate = {indexed.score.var: CANDIDATES}
     sql, values = statement(bound, traversals.relation, candidate, bm25, views=probed.nodes, edge_views=probed.edges)
     found = session.fetch(session.execute(sql, values), bound.limit)
@@ -276,7 +276,7 @@ def _probed(session: Session, bound: BoundRead, datasets: dict[str, Any], traver
         rows = substring_rows(served, datasets[served.table_key], columns)
         if rows is not None:
             found[served.var] = f"search:substring:{served.var}"
-            session.connection.register(found[served.var], rows)
+            session.register(found[served.var], rows)
             ids = [str(value) for value in rows.column("id").to_pylist()]
             known[served.var] = sorted(set(ids) & set(known[served.var])) if served.var in known else ids
     probed = probe(session, bound, datasets, known, read=found)

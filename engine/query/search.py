@@ -156,7 +156,7 @@ def bm25_sql(session: Session, score: Bm25Score, table_key: str, dataset: Any, n
         from lance.query import MatchQuery
 
         found = dataset.to_table(columns=["id", "_score"], full_text_query=MatchQuery(" ".join(wanted), score.column))
-        session.connection.register(name, found)
+        session.register(name, found)
         lookup = f"(SELECT CAST(s._score AS DOUBLE) FROM {quote(name)} AS s WHERE s.id = v{score.var}.id)"
         return f"CASE WHEN {column} IS NULL THEN NULL ELSE coalesce({lookup}, 0.0) END"
     return f"CASE WHEN {column} IS NULL THEN NULL ELSE {_formula(session, score, table_key, column, wanted)} END"

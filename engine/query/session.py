@@ -56,6 +56,7 @@ expanding, before the next hop, once ``N`` pairs are reported; the answer is the
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -103,6 +104,23 @@ class Session:
         self._limit_bytes = limit_mb * 1024 * 1024
         self._guard = guard
         self._spill_bytes = spill_mb * 1024 * 1024
+        self._unregistered: dict[str, Any] = {}
+
+    def register(self, name: str, table: Any) -> None:
+        """Make ``table`` (a Lance dataset or an Arrow table) readable as ``name`` by the session's statements.
+
+        It is registered with DuckDB just before the first statement that names it runs (quoted,
+        as :func:`omnigraph.engine.query.plan.quote` writes it, or as a whole word): registering
+        costs about half a millisecond, and a query whose probes replace a table never names it.
+        """
+        self._unregistered[name] = table
+
+    def _register_named(self, sql: str) -> None:
+        named = [name for name in self._unregistered if quote(name) in sql or re.search(rf"\b{re.escape(name)}\b", sql)]
+        if named:
+            self.connection.abort()  # DuckDB registers nothing while a result is unread; the next statement ends that result anyway
+        for name in named:
+            self.connection.register(name, self._unregistered.pop(name))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> duckdb.DuckDBPyConnection:
         """Run ``sql`` with ``params``; the executed statement, its rows to fetch.
@@ -112,6 +130,7 @@ class Session:
         import duckdb  # loaded already: the connection is DuckDB's
 
         self._guard.check()
+        self._register_named(sql)
         try:
             return self.connection.execute(sql, list(params))
         except duckdb.Error as error:
@@ -131,6 +150,7 @@ class Session:
         import duckdb  # loaded already: the connection is DuckDB's
 
         self._guard.check()
+        self._register_named(sql)
         try:
             return self.connection.sql(sql, params=list(params)).to_arrow_table()
         except duckdb.Error as error:
@@ -321,7 +341,7 @@ class Traversals:
         pairs = self._adjacent_pairs(hop, forward, seeds, params, enough)
         if pairs is None:
             return self._search_in_duckdb(hop, name, forward, seeds, params, enough)
-        self._session.connection.register(name, pairs)
+        self._session.register(name, pairs)
         self._registered.append(pairs)
         return name
 

@@ -16,6 +16,7 @@ writes go through the fenced door (:mod:`omnigraph.engine.door.table_store`) or 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -73,6 +74,22 @@ def open_dataset_at(
     checked_out = anchor.checkout_version((branch, version))
     _ANCHORS[key] = anchor
     return checked_out
+
+
+def content_digest(dataset: lance.LanceDataset) -> str:
+    """The identity of the rows ``dataset`` holds as checked out: a digest of its fragments' data and deletion files.
+
+    Lance never rewrites a data or deletion file (each has a fresh name), so two checkouts with
+    the same digest hold the same rows in the same order, even when one is a version of a branch
+    deleted and created again under the same name (which reuses version numbers). Computed from
+    the checked-out manifest, without reading any file.
+    """
+    files = hashlib.blake2b(digest_size=16)
+    for fragment in dataset.get_fragments():
+        deletion = fragment.deletion_file()
+        names = [data.path for data in fragment.data_files()]
+        files.update(f"{fragment.fragment_id}:{','.join(names)}:{deletion or ''};".encode())
+    return files.hexdigest()
 
 
 def create_empty_dataset(store: GraphStore, rel: str, schema: pa.Schema) -> lance.LanceDataset:
