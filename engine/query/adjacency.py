@@ -129,28 +129,45 @@ class Csr:
 
 def distinct(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """The distinct ``values``, ascending (a sort: numpy's ``unique`` hashes, several times slower on integers)."""
-    ordered = np.sort(values)
+    return _distinct_sorted(np.sort(values))
+
+
+def _distinct_sorted(ordered: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     first = np.ones(len(ordered), dtype=np.bool_)
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
     return ordered[first]
 
 
-def _csr(near: npt.NDArray[np.int64], far: npt.NDArray[np.int64], near_size: int, far_size: int) -> Csr:
-    """The CSR of the distinct pairs ``(near[i], far[i])`` over ``near_size`` positions."""
-    joined = distinct(near * max(far_size, 1) + far)  # sorted: by near, then far
-    rows = joined // max(far_size, 1)
+def _csr(near: npt.NDArray[np.int32], far: npt.NDArray[np.int32], near_size: int, far_size: int) -> Csr:
+    """The CSR of the distinct pairs ``(near[i], far[i])`` over ``near_size`` positions (one key array, sorted in place)."""
+    width = max(far_size, 1)
+    keys = near.astype(np.int64)
+    keys *= width
+    keys += far
+    keys.sort()
+    joined = _distinct_sorted(keys)  # by near, then far
+    del keys
     offsets = np.zeros(near_size + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=near_size), out=offsets[1:])
-    return Csr(offsets, (joined % max(far_size, 1)).astype(np.int32))
+    np.cumsum(np.bincount(joined // width, minlength=near_size), out=offsets[1:])
+    np.remainder(joined, width, out=joined)
+    return Csr(offsets, joined.astype(np.int32))
 
 
-def _encode(ids: pa.ChunkedArray) -> tuple[pa.Array, npt.NDArray[np.int64]]:
-    """The distinct ids (position order) and each id's position: one dictionary across the chunks, no copy of the ids."""
-    encoded = pc.dictionary_encode(ids)
-    if not encoded.num_chunks:
-        return pa.array([], ids.type), np.zeros(0, dtype=np.int64)
-    positions = [chunk.indices.to_numpy(zero_copy_only=False) for chunk in encoded.chunks]
-    return encoded.chunk(encoded.num_chunks - 1).dictionary, np.concatenate(positions).astype(np.int64)
+def _encode(chunks: list[pa.Array], id_type: pa.DataType) -> tuple[pa.Array, npt.NDArray[np.int32]]:
+    """The distinct ids of ``chunks`` (first-seen order) and each id's position; ``chunks`` is emptied.
+
+    One hash table of the distinct ids (``unique``), then one lookup of every id in it; the ids
+    are released before the positions are gathered. (A chunked ``dictionary_encode`` gives every
+    chunk the whole dictionary so far, and combining the chunks first copies every id: either
+    takes far more memory at its peak.)
+    """
+    ids = pa.chunked_array(chunks, id_type)
+    chunks.clear()
+    space = pc.unique(ids)
+    found = pc.index_in(ids, value_set=space)
+    del ids
+    gathered = [chunk.to_numpy(zero_copy_only=False).astype(np.int32, copy=False) for chunk in found.chunks]
+    return space, np.concatenate(gathered) if gathered else np.zeros(0, dtype=np.int32)
 
 
 BISECT_IDS = 1024
@@ -265,33 +282,50 @@ def build_adjacency(dataset: lance.LanceDataset, one_space: bool, check: Callabl
 
     ``one_space``: the edge's endpoints are of one node type (one space of positions).
     ``check`` (the time limit and cancellation of the query that builds it) runs between batches.
+    The ids read are released once every edge has its positions, before the CSRs are built.
     """
-    batches = []
+    src_chunks, dst_chunks = [], []
     for batch in dataset.to_batches(columns=["src", "dst"]):
         check()
-        batches.append(batch)
-    schema = pa.schema([dataset.schema.field("src"), dataset.schema.field("dst")])
-    return adjacency_of(pa.Table.from_batches(batches, schema), one_space)
+        src_chunks.append(batch.column("src"))
+        dst_chunks.append(batch.column("dst"))
+    return _adjacency(src_chunks, dst_chunks, dataset.schema.field("src").type, one_space)
 
 
 def adjacency_of(edges: pa.Table, one_space: bool) -> Adjacency:
     """The adjacency of the edges ``(src, dst)`` (string ids), as :func:`build_adjacency`."""
-    src, dst = edges.column("src"), edges.column("dst")
+    return _adjacency(list(edges.column("src").chunks), list(edges.column("dst").chunks), edges.schema.field("src").type, one_space)
+
+
+def _adjacency(src_chunks: list[pa.Array], dst_chunks: list[pa.Array], id_type: pa.DataType, one_space: bool) -> Adjacency:
+    """The adjacency of the edges whose ids are ``src_chunks`` and ``dst_chunks`` (both lists are emptied)."""
+    sources, targets, near, far = _positions(src_chunks, dst_chunks, id_type, one_space)
+    loops = None
     if one_space:
-        ids, both = _encode(pa.chunked_array(src.chunks + dst.chunks, src.type))
-        near, far = both[: len(src)], both[len(src) :]
-        loops = np.zeros(len(ids), dtype=np.bool_)
+        loops = np.zeros(len(sources), dtype=np.bool_)
         loops[near[near == far]] = True
         kept = near != far
         near, far = near[kept], far[kept]
-        sources = targets = ids
-    else:
-        (sources, near), (targets, far) = _encode(src), _encode(dst)
-        loops = None
     sorted_sources = SortedIds.of(sources)
     sorted_targets = sorted_sources if one_space else SortedIds.of(targets)
     forward, backward = _csr(near, far, len(sources), len(targets)), _csr(far, near, len(targets), len(sources))
     return Adjacency(sources, targets, forward, backward, loops, sorted_sources, sorted_targets)
+
+
+def _positions(
+    src_chunks: list[pa.Array], dst_chunks: list[pa.Array], id_type: pa.DataType, one_space: bool
+) -> tuple[pa.Array, pa.Array, npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+    """Each side's distinct ids and every edge's source and destination positions (one space: one id array for both sides)."""
+    if one_space:
+        edges = sum(len(chunk) for chunk in src_chunks)
+        both = src_chunks + dst_chunks
+        src_chunks.clear()
+        dst_chunks.clear()
+        ids, positions = _encode(both, id_type)
+        return ids, ids, positions[:edges], positions[edges:]
+    sources, near = _encode(src_chunks, id_type)
+    targets, far = _encode(dst_chunks, id_type)
+    return sources, targets, near, far
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,14 @@ A comparison or condition of the match block that reads two or more of its varia
                             FROM ... WHERE <everything else>),
          m AS (SELECT * EXCLUDE (v{i} ...) FROM j WHERE <crossing conditions>)
 
+Join order. DuckDB estimates every Arrow scan (a Lance image, a registered table) at one row,
+so its join order follows the order of the FROM items, the first being the probe side of the
+joins and each later one a side it builds a hash table on. The FROM items are therefore written
+largest first, by the row counts :func:`statement` is given (the manifest's count of each
+image, the row count of each registered table); a variable-length traversal's pair table of
+unknown size counts as its edge table. Building on the 1M rows of a node table rather than on
+a 5M-row join of the edges halves the memory of a whole-graph count.
+
 Written inside the join, it is a join condition between two node scans, and DuckDB, which
 estimates every Arrow scan at one row, may join those two scans first: a nested loop over the
 product of two node tables (quadratic). The materialized ``j`` is a barrier DuckDB does not push
@@ -428,11 +436,14 @@ def bound_edge_rows(hop: Hop) -> str:
 
 
 class _Compiler:
-    def __init__(self, relation: Relation, params: SqlParams, views: Mapping[int, str], edge_views: Mapping[Hop, str]) -> None:
+    def __init__(
+        self, relation: Relation, params: SqlParams, views: Mapping[int, str], edge_views: Mapping[Hop, str], rows: Mapping[str, int]
+    ) -> None:
         self._relation = relation
         self._params = params
         self._views = views
         self._edge_views = edge_views
+        self._rows = rows
         self._hops = 0
 
     def block(self, block: Block) -> tuple[list[str], list[str]]:
@@ -445,22 +456,29 @@ class _Compiler:
 
         Each of those is its SQL and the columns it reads.
         """
-        froms = [f"{quote(self._views.get(var.index, var.table.table_key))} AS v{var.index}" for var in block.variables if not var.is_edge]
+        sized: list[tuple[int, str]] = []
+        for var in block.variables:
+            if not var.is_edge:
+                name = self._views.get(var.index, var.table.table_key)
+                sized.append((self._rows.get(name, 0), f"{quote(name)} AS v{var.index}"))
         conditions: list[str] = []
         for hop in block.hops:
             alias = f"h{self._hops}"
             self._hops += 1
             pairs = self._relation(hop)
-            view = quote(self._edge_views[hop]) if hop in self._edge_views else None
+            view = self._edge_views.get(hop)
+            edges = self._rows.get(hop.edge.table_key, 0)
+            size = edges if view is None else self._rows.get(view, edges)
             if hop.edge_var is not None:
-                froms.append(f"{view or bound_edge_rows(hop)} AS v{hop.edge_var}")
+                sized.append((size, f"{quote(view) if view else bound_edge_rows(hop)} AS v{hop.edge_var}"))
                 conditions += [f"v{hop.edge_var}.src = v{hop.src}.id", f"v{hop.edge_var}.dst = v{hop.dst}.id"]
             elif pairs is None:
-                froms.append(f"{view or edge_rows(hop)} AS {alias}")
+                sized.append((size, f"{quote(view) if view else edge_rows(hop)} AS {alias}"))
                 conditions += [f"{alias}.src = v{hop.src}.id", f"{alias}.dst = v{hop.dst}.id"]
             else:
-                froms.append(f"{quote(pairs)} AS {alias}")
+                sized.append((self._rows.get(pairs, edges), f"{quote(pairs)} AS {alias}"))
                 conditions += [f"{alias}.a = v{hop.src}.id", f"{alias}.b = v{hop.dst}.id"]
+        froms = [item for _, item in sorted(sized, key=lambda pair: -pair[0])]  # largest first, stable (module docstring)
         crossed: list[tuple[str, list[Column]]] = []
         compares_pushed, conditions_pushed = scan_pushed(block)
         for compare, pushed in zip(block.compares, compares_pushed, strict=True):
@@ -598,6 +616,7 @@ def statement(
     *,
     views: Mapping[int, str] | None = None,
     edge_views: Mapping[Hop, str] | None = None,
+    rows: Mapping[str, int] | None = None,
     repeatable: bool = False,
 ) -> tuple[str, list[object]]:
     """The SQL text and parameter values of ``bound`` (see the module docstring).
@@ -612,10 +631,12 @@ def statement(
     scanned instead of the node table; ``edge_views`` maps a directed ``{1,1}`` hop of the match
     to a registered table holding the only edge rows it may follow (every column), read instead
     of the edge table.
+    ``rows``: the row count of each table and registered table by name, which orders the joins
+    (the module docstring); a name it lacks counts as empty.
     ``repeatable``: a :func:`any_rows` answer keeps its tie-break order (the first ``N`` rows).
     """
     params = SqlParams()
-    froms, conditions, crossed = _Compiler(relation, params, views or {}, edge_views or {}).split_block(bound.block)
+    froms, conditions, crossed = _Compiler(relation, params, views or {}, edge_views or {}, rows or {}).split_block(bound.block)
     for var, table in sorted((candidates or {}).items()):
         conditions.append(f"v{var}.id IN (SELECT id FROM {quote(table)})")
     top = bound.block.variables

@@ -221,7 +221,10 @@ def open_answer(
         rows = _indexed_rows(session, bound, traversals, datasets, counts, bm25, probed)
         if rows is None:
             views, edge_views = probed.nodes, probed.edges
-            sql, values = statement(bound, traversals.relation, bm25=bm25, views=views, edge_views=edge_views, repeatable=repeatable)
+            sizes = counts | session.rows
+            sql, values = statement(
+                bound, traversals.relation, bm25=bm25, views=views, edge_views=edge_views, rows=sizes, repeatable=repeatable
+            )
             rows = _batches(session, session.execute(sql, values), bound)
         yield Answer(bound.name, branch, point.commit, columns, types, rows, answer_limit_bytes(memory_limit_mb()))
 
@@ -249,7 +252,9 @@ def _indexed_rows(
     assert bound.limit is not None  # serving_index: a nearest ordering has a limit
     session.register(CANDIDATES, candidates(indexed, datasets[indexed.table_key]))
     candidate = {indexed.score.var: CANDIDATES}
-    sql, values = statement(bound, traversals.relation, candidate, bm25, views=probed.nodes, edge_views=probed.edges)
+    sql, values = statement(
+        bound, traversals.relation, candidate, bm25, views=probed.nodes, edge_views=probed.edges, rows=row_counts | session.rows
+    )
     found = session.fetch(session.execute(sql, values), bound.limit)
     if len(found) < bound.limit:
         return None

@@ -63,6 +63,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
+import pyarrow as pa
+
 from omnigraph.engine.errors import BadRequest, ResourceLimit
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Compare, Const, Hop
 from omnigraph.engine.query.adjacency import (
@@ -80,7 +82,6 @@ from omnigraph.engine.query.plan import SqlParams, any_rows, compares_sql, edge_
 
 if TYPE_CHECKING:
     import duckdb
-    import pyarrow as pa
 
 
 DEFAULT_MEMORY_MB = 1024
@@ -105,6 +106,8 @@ class Session:
         self._guard = guard
         self._spill_bytes = spill_mb * 1024 * 1024
         self._unregistered: dict[str, Any] = {}
+        self.rows: dict[str, int] = {}
+        """The row count of each registered Arrow table, by name (what orders the statement's joins)."""
 
     def register(self, name: str, table: Any) -> None:
         """Make ``table`` (a Lance dataset or an Arrow table) readable as ``name`` by the session's statements.
@@ -114,6 +117,8 @@ class Session:
         costs about half a millisecond, and a query whose probes replace a table never names it.
         """
         self._unregistered[name] = table
+        if isinstance(table, pa.Table):
+            self.rows[name] = table.num_rows
 
     def _register_named(self, sql: str) -> None:
         named = [name for name in self._unregistered if quote(name) in sql or re.search(rf"\b{re.escape(name)}\b", sql)]
