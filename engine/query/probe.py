@@ -11,10 +11,12 @@ each directed one-hop traversal of the match (``$a edge $b`` or ``$a $k:edge $b`
 from a known destination, ``dst``) is one of the known ids are read from the Lance edge image
 with that filter (the engine's BTREE on the column serves it) and the other end becomes known
 as the ids those rows reach. Probing repeats over the hops not yet probed, in the order the
-match writes them, until no hop has a known end. Then each known variable's rows are read from
-its node image by ``id`` (the BTREE on ``id``), and the statement
-(:mod:`omnigraph.engine.query.plan`) reads these small tables instead of the node and edge
-tables: a traversal from one node costs its neighbourhood, not a scan of the graph.
+match writes them, until no hop has a known end. Then the known variables' rows are read from
+their node image by ``id`` (the BTREE on ``id``), in one read per node table for all of its
+known variables together, and the statement (:mod:`omnigraph.engine.query.plan`) reads these
+small tables instead of the node and edge tables (each variable the rows of its node table's
+read: a superset of its own known rows): a traversal from one node costs its neighbourhood, not
+a scan of the graph.
 
 The answer is unchanged: every binding of the match joins a known variable's node to one of its
 edges, so the rows read are a superset of the rows any binding uses, and the statement still
@@ -151,12 +153,16 @@ def probe(
         session.register(probed.edges[hop], edges)
         ids[far] = _unique(edges[other])
     skip = set(read)
+    by_table: dict[str, list[int]] = {}
     for var, values in sorted(ids.items()):
-        if var in skip or len(values) > PROBED_IDS:
-            continue
-        table = bound.variables[var].table
-        rows = _read(datasets[table.table_key], ["id", *_readable(table)], "id", values, None)
+        if var not in skip and len(values) <= PROBED_IDS:
+            by_table.setdefault(bound.variables[var].table.table_key, []).append(var)
+    for key, variables in sorted(by_table.items()):
+        table = bound.variables[variables[0]].table
+        wanted = sorted({node_id for var in variables for node_id in ids[var]})
+        rows = _read(datasets[key], ["id", *_readable(table)], "id", wanted, None)
         assert rows is not None  # no limit
-        probed.nodes[var] = f"probe:nodes:{var}"
-        session.register(probed.nodes[var], rows)
+        name = f"probe:nodes:{key}"
+        session.register(name, rows)
+        probed.nodes |= {var: name for var in variables}
     return probed

@@ -78,10 +78,21 @@ def test_probed_answers_are_the_scanned_answers(social: omnigraph.Graph, name: s
         seen.append(probe.probe(*args, **kwargs))
         return seen[-1]
 
+    read_by_id: list[list[str]] = []
+    read = probe._read
+
+    def counted(dataset: Any, columns: list[str] | None, column: str, ids: list[str], limit: int | None) -> Any:
+        read_by_id.extend([ids] if column == "id" else [])
+        return read(dataset, columns, column, ids, limit)
+
     monkeypatch.setattr(run, "probe", spy)
+    monkeypatch.setattr(probe, "_read", counted)
     monkeypatch.setattr(probe, "PROBED_EDGES", 8)  # the hub's 12 edges are scanned instead
     probed = _answer(social, source)
     assert seen[-1].nodes and bool(seen[-1].edges) == (name not in UNPROBED_EDGES), seen[-1]
+    assert len(read_by_id) == len(set(seen[-1].nodes.values()))  # one read per node table, for all its known variables
+    if name == "two hops":  # $p, $f and $g are people: one read of the ids they may bind
+        assert len(seen[-1].nodes) == 3 and len(read_by_id) == 1 and read_by_id[0] == sorted(set(read_by_id[0]))
     monkeypatch.setattr(probe, "PROBED_IDS", 0)
     scanned = _answer(social, source)
     assert not seen[-1].edges and not seen[-1].nodes
