@@ -14,13 +14,13 @@ A comparison or condition of the match block that reads two or more of its varia
                             FROM ... WHERE <everything else>),
          m AS (SELECT * EXCLUDE (v{i} ...) FROM j WHERE <crossing conditions>)
 
-Join order. DuckDB estimates every Arrow scan (a Lance image, a registered table) at one row,
-so its join order follows the order of the FROM items, the first being the probe side of the
-joins and each later one a side it builds a hash table on. The FROM items are therefore written
+Join order. DuckDB estimates a registered Lance image at one row, and with estimates tied its
+join order keeps the order of the FROM items: the first is the side that streams through the
+joins, each later one a side it builds a hash table on. The FROM items are therefore written
 largest first, by the row counts :func:`statement` is given (the manifest's count of each
 image, the row count of each registered table); a variable-length traversal's pair table of
-unknown size counts as its edge table. Building on the 1M rows of a node table rather than on
-a 5M-row join of the edges halves the memory of a whole-graph count.
+unknown size counts as its edge table. (The top-10 by degree over 1M people and 5M edges built
+a hash table on a join of all the edges, 1.1 GB at its peak; it builds on the people now, 0.9 GB.)
 
 Written inside the join, it is a join condition between two node scans, and DuckDB, which
 estimates every Arrow scan at one row, may join those two scans first: a nested loop over the
