@@ -151,10 +151,14 @@ class Session:
         self._guard.check()
 
     def arrow(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
-        """The rows of ``sql`` with ``params`` as one Arrow table; failures typed as :meth:`execute`'s."""
+        """The rows of ``sql`` with ``params`` as one Arrow table; failures typed as :meth:`execute`'s.
+
+        Like :meth:`execute`, it ends the rows of the previous statement that were left unread.
+        """
         import duckdb  # loaded already: the connection is DuckDB's
 
         self._guard.check()
+        self.connection.abort()  # DuckDB runs no relation while a result is unread (execute replaces it)
         self._register_named(sql)
         try:
             return self.connection.sql(sql, params=list(params)).to_arrow_table()

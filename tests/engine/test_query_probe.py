@@ -120,6 +120,21 @@ def test_a_probe_past_its_edge_bound_scans_and_leaves_the_far_end_unknown(social
     assert len(seen[-1].edges) == 2
 
 
+def test_a_traversal_end_past_the_id_bound_leaves_no_unread_rows_behind(social: omnigraph.Graph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An end with more ids than the bound is left unknown after reading one id past it; the next search still runs.
+
+    (The rows of that read were left unread, and DuckDB refused the next search's seed query: 500.)
+    """
+    source = _query(
+        '$p: Person { name: "p00" }  $p knows{1,2} $f  $g: Person { name: "p03" }  $g knows{1,2} $h',
+        "count($h) as n",
+    )
+    monkeypatch.setattr(probe, "PROBED_IDS", 2)  # each search reaches more ids than that
+    bounded = _answer(social, source)
+    monkeypatch.setattr(probe, "PROBED_IDS", 0)
+    assert bounded == _answer(social, source) == [{"n": 2 * 4}]  # p00 reaches p01, p02; p03 reaches p04, p00 (k-back), p05, p01
+
+
 def test_explain_names_the_probed_hops(social: omnigraph.Graph) -> None:
     plan = social.explain_query(_query(*QUERIES["two hops"]))
     assert [(hop["from"], hop["to"], hop["mode"], hop["start"]) for hop in plan.hops] == [
