@@ -202,7 +202,7 @@ def open_answer(
     with graph.manifest.reading(point.manifest_branch), open_session(one_thread=repeatable, cancel=cancel) as session:
         datasets = {key: open_pinned(graph.store, point.snapshot.table(key).image) for key in sorted(tables_read(bound.block))}
         for table_key, dataset in datasets.items():
-            session.register(table_key, dataset)
+            session.register(table_key, dataset, point.snapshot.table(table_key).row_count)
         edges = {}
         for key in {hop.edge.table_key for hop in all_hops(bound.block)}:
             entry = point.snapshot.table(key)
@@ -216,14 +216,12 @@ def open_answer(
             if isinstance(score, Bm25Score):
                 key = bound.variables[score.var].table.table_key
                 bm25[score] = bm25_sql(session, score, key, datasets[key], f"search:bm25:{index}")
-        counts = {key: point.snapshot.table(key).row_count for key in datasets}
         probed = _probed(session, bound, datasets, traversals)
-        rows = _indexed_rows(session, bound, traversals, datasets, counts, bm25, probed)
+        rows = _indexed_rows(session, bound, traversals, datasets, bm25, probed)
         if rows is None:
             views, edge_views = probed.nodes, probed.edges
-            sizes = counts | session.rows
             sql, values = statement(
-                bound, traversals.relation, bm25=bm25, views=views, edge_views=edge_views, rows=sizes, repeatable=repeatable
+                bound, traversals.relation, bm25=bm25, views=views, edge_views=edge_views, rows=session.rows, repeatable=repeatable
             )
             rows = _batches(session, session.execute(sql, values), bound)
         yield Answer(bound.name, branch, point.commit, columns, types, rows, answer_limit_bytes(memory_limit_mb()))
@@ -238,7 +236,6 @@ def _indexed_rows(
     bound: BoundRead,
     traversals: Traversals,
     datasets: dict[str, Any],
-    row_counts: dict[str, int],
     bm25: dict[Bm25Score, str],
     probed: Probed,
 ) -> Iterator[list[Any]] | None:
@@ -246,15 +243,13 @@ def _indexed_rows(
 
     None also when the index's candidates leave the limit unfilled (:mod:`omnigraph.engine.query.search`).
     """
-    indexed = serving_index(bound, datasets, row_counts)
+    indexed = serving_index(bound, datasets, session.rows)
     if indexed is None:
         return None
     assert bound.limit is not None  # serving_index: a nearest ordering has a limit
     session.register(CANDIDATES, candidates(indexed, datasets[indexed.table_key]))
     candidate = {indexed.score.var: CANDIDATES}
-    sql, values = statement(
-        bound, traversals.relation, candidate, bm25, views=probed.nodes, edge_views=probed.edges, rows=row_counts | session.rows
-    )
+    sql, values = statement(bound, traversals.relation, candidate, bm25, views=probed.nodes, edge_views=probed.edges, rows=session.rows)
     found = session.fetch(session.execute(sql, values), bound.limit)
     if len(found) < bound.limit:
         return None

@@ -56,7 +56,6 @@ expanding, before the next hop, once ``N`` pairs are reported; the answer is the
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -107,24 +106,30 @@ class Session:
         self._spill_bytes = spill_mb * 1024 * 1024
         self._unregistered: dict[str, Any] = {}
         self.rows: dict[str, int] = {}
-        """The row count of each registered Arrow table, by name (what orders the statement's joins)."""
+        """The row count of each registered table, by name (what orders the statement's joins)."""
 
-    def register(self, name: str, table: Any) -> None:
+    def register(self, name: str, table: Any, rows: int | None = None) -> None:
         """Make ``table`` (a Lance dataset or an Arrow table) readable as ``name`` by the session's statements.
 
+        ``rows``: its row count (an Arrow table's own by default; a Lance image's from the manifest).
         It is registered with DuckDB just before the first statement that names it runs (quoted,
-        as :func:`omnigraph.engine.query.plan.quote` writes it, or as a whole word): registering
+        as :func:`omnigraph.engine.query.plan.quote` writes every registered name): registering
         costs about half a millisecond, and a query whose probes replace a table never names it.
         """
         self._unregistered[name] = table
-        if isinstance(table, pa.Table):
-            self.rows[name] = table.num_rows
+        counted = table.num_rows if rows is None and isinstance(table, pa.Table) else rows
+        if counted is not None:
+            self.rows[name] = counted
 
-    def _register_named(self, sql: str) -> None:
-        named = [name for name in self._unregistered if quote(name) in sql or re.search(rf"\b{re.escape(name)}\b", sql)]
-        if named:
-            self.connection.abort()  # DuckDB registers nothing while a result is unread; the next statement ends that result anyway
-        for name in named:
+    def _prepare(self, sql: str) -> None:
+        """Ready the session to run ``sql``: stop if the query must, end unread rows, register what it names.
+
+        The previous statement's unread rows are ended because DuckDB neither registers a table
+        nor runs a relation while a result is unread (a new ``execute`` would end them anyway).
+        """
+        self._guard.check()
+        self.connection.abort()
+        for name in [name for name in self._unregistered if quote(name) in sql]:
             self.connection.register(name, self._unregistered.pop(name))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> duckdb.DuckDBPyConnection:
@@ -134,8 +139,7 @@ class Session:
         """
         import duckdb  # loaded already: the connection is DuckDB's
 
-        self._guard.check()
-        self._register_named(sql)
+        self._prepare(sql)
         try:
             return self.connection.execute(sql, list(params))
         except duckdb.Error as error:
@@ -151,15 +155,10 @@ class Session:
         self._guard.check()
 
     def arrow(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
-        """The rows of ``sql`` with ``params`` as one Arrow table; failures typed as :meth:`execute`'s.
-
-        Like :meth:`execute`, it ends the rows of the previous statement that were left unread.
-        """
+        """The rows of ``sql`` with ``params`` as one Arrow table; failures typed as :meth:`execute`'s."""
         import duckdb  # loaded already: the connection is DuckDB's
 
-        self._guard.check()
-        self.connection.abort()  # DuckDB runs no relation while a result is unread (execute replaces it)
-        self._register_named(sql)
+        self._prepare(sql)
         try:
             return self.connection.sql(sql, params=list(params)).to_arrow_table()
         except duckdb.Error as error:
