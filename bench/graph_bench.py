@@ -145,6 +145,9 @@ QUERIES = {
         ),
     )
 }
+IDLE_SECONDS = 1.5
+"""After the main suite, each child idles this long and reports what stays resident (what a
+long-lived process holds between queries)."""
 MAIN = ("point", "hop1", "hop2", "edges", "hop13", "top10")
 COMPARE = ("pairs", "older")
 SUITES = {"main": MAIN, "compare": COMPARE, "check": MAIN + COMPARE}
@@ -296,6 +299,14 @@ def measure(system: str, directory: Path, suite: str, runs: int, timeout: float,
                     line["timed_out"] = True
                 sink.write(json.dumps(line) + "\n")
                 sink.flush()
+        time.sleep(IDLE_SECONDS)
+        sink.write(json.dumps({"query": "idle", "params": {}, "answer": None, "seconds": None, "resident_mib": resident_mib()}) + "\n")
+
+
+def resident_mib() -> float:
+    """This process's resident memory now (Linux ``/proc``), in MiB."""
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / (1024 * 1024)
 
 
 def first_query(system: str, directory: Path, timeout: float, out: Path) -> None:
@@ -415,7 +426,7 @@ class Table:
 
     def show(self, row: dict[str, Any], side: str) -> str:
         value = row[side]
-        if row["query"].startswith("peak RSS"):
+        if row["query"].startswith(("peak RSS", "resident")):
             return f"{value:.0f} MiB"
         if value is None:
             return f">{self.timeout:g} s"
@@ -447,7 +458,9 @@ def main_size(table: Table, work: Path, nodes: int, runs: int, timeout: float) -
     table.add(graph, "first query after open (process)", first["kuzu"], first["ours"], *verdict("first", first["kuzu"], first["ours"]))
     peaks = {system: measured[system][1].peak_mib for system in measured}
     table.add(graph, "peak RSS (query process)", peaks["kuzu"], peaks["ours"], *verdict("rss", peaks["kuzu"], peaks["ours"]))
-    return {"queries": lines, "first_query_s": first, "peak_rss_mib": peaks}
+    idle = {system: lines[system]["idle"]["resident_mib"] for system in lines}
+    table.add(graph, f"resident after the suite, {IDLE_SECONDS:g} s idle", idle["kuzu"], idle["ours"])
+    return {"queries": lines, "first_query_s": first, "peak_rss_mib": peaks, "idle_resident_mib": idle}
 
 
 def compare_size(table: Table, work: Path, nodes: int, edges_per_node: int, runs: int, timeout: float) -> dict[str, Any]:

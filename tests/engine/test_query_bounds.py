@@ -7,6 +7,9 @@ its SQL into a message. (The same limits through a real server: ``tests/server/t
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -189,6 +192,30 @@ def test_spill_disk_is_capped(chain: omnigraph.Graph, tmp_path: Path) -> None:
     cli = run_cli(OMNIGRAPH, "query", "--json", "--query", source, chain.uri, env=env)
     assert cli.returncode == 1, cli.describe()
     assert cli.json()["error"]["details"] == {"resource": "query_spill", "limit": 1024 * 1024, "actual": 1024 * 1024}
+
+
+IDLE_RELEASE = """
+import json, time
+from omnigraph.engine.query.session import open_session
+def resident() -> int:
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+with open_session() as session:
+    before = resident()
+    session.execute("SELECT count(*) FROM (SELECT DISTINCT 'node-' || i::VARCHAR FROM range(4000000) AS t(i))").fetchall()
+peak = resident()
+time.sleep(2.5)
+with open_session() as session:
+    session.execute("SELECT 1").fetchall()
+print(json.dumps({"before": before, "peak": peak, "idle": resident()}))
+"""
+
+
+def test_memory_a_query_freed_returns_to_the_system_while_idle() -> None:
+    child = subprocess.run([sys.executable, "-c", IDLE_RELEASE], capture_output=True, text=True, timeout=120, check=True)
+    sizes = json.loads(child.stdout)
+    grown = sizes["peak"] - sizes["before"]
+    assert grown > 64 * 1024 * 1024, sizes  # the distinct strings were held in memory
+    assert sizes["idle"] - sizes["before"] < grown / 2, sizes  # kept resident without the allocator's purge
 
 
 def test_a_duckdb_failure_never_carries_its_sql() -> None:
