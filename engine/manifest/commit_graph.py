@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import pyarrow.compute as pc
 
-from omnigraph.engine.errors import NotFound
+from omnigraph.engine.errors import NotFound, ReadSetConflict
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import HEAD_OBJECT_ID, BranchSnapshot, HeadEntry, fold_rows
 
@@ -114,20 +114,28 @@ class ReadPoint:
     """The commit a query reads and the folded manifest that holds its images.
 
     ``manifest_branch`` is the graph branch whose ``__manifest`` holds ``snapshot`` (for a
-    commit inherited from a parent branch, the parent).
+    commit inherited from a parent branch, the parent); ``incarnation`` is that branch's
+    incarnation, read before the snapshot. A reader opens the images the snapshot pins, then
+    calls ``Manifest.confirm(manifest_branch, incarnation)``: only then are they the snapshot's.
     """
 
     branch: str
     commit: str
     snapshot: BranchSnapshot
     manifest_branch: str
+    incarnation: str
 
 
 def read_point(manifest: Manifest, branch: str, at: str | None) -> ReadPoint:
-    """The head of ``branch``, or its commit ``at``; ``not_found`` for an unknown branch or commit."""
+    """The head of ``branch``, or its commit ``at``; ``not_found`` for an unknown branch or commit.
+
+    ``read_set_conflict`` (retry) when the branch holding the commit was deleted and created
+    again while it was read: its version of that number is another incarnation's.
+    """
+    incarnation = _incarnation(manifest, branch)
     head = manifest.snapshot(branch)
     if at is None or at == head.head.commit_id:
-        return ReadPoint(branch, head.head.commit_id, head, branch)
+        return ReadPoint(branch, head.head.commit_id, head, branch, incarnation)
     commits = load_commit_graph(manifest)
     if at not in commits.ancestors(head.head.commit_id):
         raise NotFound(
@@ -136,4 +144,19 @@ def read_point(manifest: Manifest, branch: str, at: str | None) -> ReadPoint:
             {"branch": branch, "commit": at},
         )
     node = commits.nodes[at]
-    return ReadPoint(branch, at, manifest.snapshot(node.branch, node.manifest_version), node.branch)
+    holder = incarnation if node.branch == branch else _incarnation(manifest, node.branch)
+    snapshot = manifest.snapshot(node.branch, node.manifest_version)
+    if snapshot.head.commit_id != at:
+        raise ReadSetConflict(
+            f"graph branch {node.branch!r} was deleted and created again while commit {at!r} was read; retry",
+            {"member": f"branch {node.branch}", "expected": f"commit {at}", "actual": f"commit {snapshot.head.commit_id}"},
+        )
+    return ReadPoint(branch, at, snapshot, node.branch, holder)
+
+
+def _incarnation(manifest: Manifest, branch: str) -> str:
+    """The incarnation of ``branch`` now; ``not_found`` if it does not exist."""
+    incarnation = manifest.incarnation(branch)
+    if incarnation is None:
+        raise manifest.missing(branch)
+    return incarnation

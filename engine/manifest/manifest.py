@@ -167,20 +167,28 @@ class Manifest:
         """The folded manifest of ``branch`` (latest, or at ``version``).
 
         Folded once per checkout content in a process (:class:`SnapshotCache`): the result is shared, never mutate it.
-        ``not_found`` if the branch does not exist, also when it is deleted while it is read.
+        ``not_found`` if the branch does not exist, also when it is deleted while it is read. A
+        read that fails while the branch exists is made once more: the branch may have been
+        deleted and created again meanwhile, and the second read is of the branch as it is now (a
+        reader that must not mix two incarnations compares them, :meth:`confirm`); a second
+        failure passes through.
         """
-        dataset = self.dataset(branch, version)
         try:
-            key = (dataset.uri, branch, int(dataset.version), content_digest(dataset))
-            cached = _SNAPSHOTS.get(key)
-            if cached is not None:
-                return cached
-            rows = dataset.to_table()
+            return self._snapshot(branch, version)
         except (ValueError, OSError):
-            if branch != MAIN:
-                self.require_branch(branch)
-            raise
-        snapshot = fold_rows(branch, int(dataset.version), rows)
+            if branch == MAIN:
+                raise
+            self.require_branch(branch)
+        return self._snapshot(branch, version)
+
+    def _snapshot(self, branch: str, version: int | None) -> BranchSnapshot:
+        """One read of :meth:`snapshot`, Lance's errors unchanged."""
+        dataset = open_dataset(self.store, MANIFEST_DIR, lance_branch_name(branch), version)
+        key = (dataset.uri, branch, int(dataset.version), content_digest(dataset))
+        cached = _SNAPSHOTS.get(key)
+        if cached is not None:
+            return cached
+        snapshot = fold_rows(branch, int(dataset.version), dataset.to_table())
         _SNAPSHOTS.put(key, snapshot)
         return snapshot
 
@@ -228,34 +236,49 @@ class Manifest:
         return list_branches(self.dataset(MAIN))
 
     @contextmanager
-    def reading(self, branch: str) -> Iterator[None]:
+    def reading(self, branch: str, incarnation: str | None = None) -> Iterator[None]:
         """Guard reads of ``branch``'s pinned images inside the block against a concurrent delete.
 
-        Lance's "not found" because the branch was deleted meanwhile is ``not_found``, or
-        ``read_set_conflict`` if a new branch of that name was created meanwhile (retry reads the
-        new one); other errors pass through.
+        ``incarnation``: the branch's incarnation when the reader read its snapshot (read it
+        before the snapshot; None: read it now). Lance's "not found" because the branch was
+        deleted meanwhile is ``not_found``, or ``read_set_conflict`` if a new branch of that name
+        was created meanwhile (retry reads the new one); other errors pass through.
         """
-        before = self.incarnation(branch)
+        before = incarnation if incarnation is not None else self.incarnation(branch)
         try:
             yield
         except (ValueError, OSError) as error:
-            now = self.incarnation(branch)
-            if now is None:
-                raise NotFound(f"graph branch {branch!r} was deleted while it was read", {"branch": branch}) from error
-            if now != before:
-                raise ReadSetConflict(
-                    f"graph branch {branch!r} was deleted and created again while it was read; retry",
-                    {"member": f"branch {branch}", "expected": f"incarnation {before}", "actual": f"incarnation {now}"},
-                ) from error
+            self.confirm(branch, before, error)
             raise
+
+    def confirm(self, branch: str, incarnation: str | None, error: BaseException | None = None) -> None:
+        """Refuse unless graph branch ``branch`` is still the incarnation ``incarnation``.
+
+        A reader calls it once it has opened every image its snapshot pins: a branch deleted and
+        created again numbers its versions again from its fork point, so the same branch and
+        version can name another incarnation's rows, and only an unchanged incarnation proves that
+        the images opened are the snapshot's. ``not_found`` if the branch is gone,
+        ``read_set_conflict`` (retry) if it is another incarnation. Main is never replaced: no read.
+        """
+        if branch == MAIN:
+            return
+        now = self.incarnation(branch)
+        if now is None:
+            raise NotFound(f"graph branch {branch!r} was deleted while it was read", {"branch": branch}) from error
+        if now != incarnation:
+            raise ReadSetConflict(
+                f"graph branch {branch!r} was deleted and created again while it was read; retry",
+                {"member": f"branch {branch}", "expected": f"incarnation {incarnation}", "actual": f"incarnation {now}"},
+            ) from error
 
     def require_branch(self, branch: str) -> None:
         """Refuse with ``not_found`` unless graph branch ``branch`` exists now."""
         if self.branch(branch) is None:
-            raise NotFound(
-                f"graph branch {branch!r} does not exist (see `omnigraph branch list {self.store.uri}`)",
-                {"branch": branch},
-            )
+            raise self.missing(branch)
+
+    def missing(self, branch: str) -> NotFound:
+        """The ``not_found`` of graph branch ``branch``, naming the command that lists the branches."""
+        return NotFound(f"graph branch {branch!r} does not exist (see `omnigraph branch list {self.store.uri}`)", {"branch": branch})
 
     def head_versions(self, branch: str) -> list[int]:
         """The ``__manifest`` versions of ``branch`` itself, oldest first."""

@@ -42,6 +42,7 @@ from lance.blob import Blob, blob_array
 
 from omnigraph.engine.errors import BadRequest, NotFound, ResourceLimit
 from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest.commit_graph import read_point
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import BlobType
 from omnigraph.engine.storage.blobs import READ_CHUNK, ROW_ID, ExternalObjectMissing, cells, object_size, read_object, whole_reference
@@ -372,10 +373,11 @@ def open_blob(graph: Graph, branch: str, type_name: str, row_id: str, prop: str)
     """The cell ``type_name``/``row_id``/``prop`` of ``branch``, opened (see the module docstring)."""
     table = _table(graph, type_name)
     _blob_property(table, prop, graph.store.uri)
-    snapshot = graph.manifest.snapshot(branch)
+    point = read_point(graph.manifest, branch, None)
     where = {"type_name": type_name, "id": row_id, "property": prop, "branch": branch}
-    with graph.manifest.reading(branch):
-        dataset = open_pinned(graph.store, snapshot.table(table.table_key).image)
+    with graph.manifest.reading(branch, point.incarnation):
+        dataset = open_pinned(graph.store, point.snapshot.table(table.table_key).image)
+        graph.manifest.confirm(branch, point.incarnation)
         found = dataset.to_table(columns=[prop], filter=pc.field("id") == row_id, with_row_id=True)
         if not found.num_rows:
             raise NotFound(

@@ -48,9 +48,10 @@ def export_lines(graph: Graph, branch: str, types: list[str] | None = None, at: 
     point = read_point(graph.manifest, branch, at)
     chosen = _wanted(point.snapshot, types)
     catalog = graph.catalog_for(point.snapshot)
-    with graph.manifest.reading(point.manifest_branch):
-        for table_key, entry in chosen:
-            dataset = open_pinned(graph.store, entry.image)
+    with graph.manifest.reading(point.manifest_branch, point.incarnation):
+        datasets = [(table_key, open_pinned(graph.store, entry.image)) for table_key, entry in chosen]
+        graph.manifest.confirm(point.manifest_branch, point.incarnation)
+        for table_key, dataset in datasets:
             table, rows = catalog.table(table_key), _sorted(dataset)
             step = BLOB_ROWS if blob_names(dataset.schema) else max(rows.num_rows, 1)
             for start in range(0, rows.num_rows, step):
@@ -84,9 +85,7 @@ def export_tables(graph: Graph, branch: str, types: list[str] | None = None, at:
     """
     point = read_point(graph.manifest, branch, at)
     chosen = _wanted(point.snapshot, types)
-    with graph.manifest.reading(point.manifest_branch):
-        tables = {}
-        for key, entry in chosen:
-            dataset = open_pinned(graph.store, entry.image)
-            tables[key] = _spelled(dataset, _sorted(dataset))
-        return tables
+    with graph.manifest.reading(point.manifest_branch, point.incarnation):
+        datasets = [(key, open_pinned(graph.store, entry.image)) for key, entry in chosen]
+        graph.manifest.confirm(point.manifest_branch, point.incarnation)
+        return {key: _spelled(dataset, _sorted(dataset)) for key, dataset in datasets}

@@ -265,6 +265,11 @@ def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
     outcome: MergeOutcome = "fast_forward" if base_id == target_head else "merged"
     node = dag.nodes[base_id]
     base = graph.manifest.snapshot(node.branch, node.manifest_version)
+    if base.head.commit_id != base_id:
+        raise ReadSetConflict(
+            f"graph branch {node.branch!r}, which holds the merge base {base_id!r}, was deleted and created again; retry",
+            {"member": f"branch {node.branch}", "expected": f"commit {base_id}", "actual": f"commit {base.head.commit_id}"},
+        )
     _require_same_schema(graph, source_snapshot, target)
     chain = graph.schemas.chain(base.head.schema_id, target.head.schema_id)
     changes: dict[str, TableChanges] = {}
@@ -363,8 +368,12 @@ def merge_branch(graph: Graph, source: str, into: str, *, actor: str) -> MergeRe
     graph.manifest.require_branch(into)
 
     def prepare(target: BranchSnapshot, _previous: CommitPlan[_Plan] | None) -> CommitPlan[_Plan]:
-        with graph.manifest.reading(source):  # the source deleted under the merge: a typed error
+        incarnation = graph.manifest.incarnation(source)
+        if incarnation is None:
+            raise graph.manifest.missing(source)
+        with graph.manifest.reading(source, incarnation):  # the source deleted under the merge: a typed error
             plan = _plan(graph, source, target)
+            graph.manifest.confirm(source, incarnation)  # every image of the source read was of one incarnation
         message = f"merge {source} into {into}"
         return CommitPlan(
             plan.writes,

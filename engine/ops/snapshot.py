@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from omnigraph.engine.graph import Graph
+from omnigraph.engine.manifest.commit_graph import read_point
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.parser import quote
 from omnigraph.engine.schema.tables import CheckRule, RangeRule, TableDef
@@ -29,11 +30,14 @@ from omnigraph.engine.storage.lance_io import open_pinned, primary_key
 
 def snapshot_document(graph: Graph, branch: str) -> dict[str, Any]:
     """``{branch, manifest_version, format, tables: [{table_key, path, table_branch, version, rows, pk}]}``."""
-    snapshot = graph.manifest.snapshot(branch)
+    point = read_point(graph.manifest, branch, None)
+    snapshot = point.snapshot
     tables = []
-    with graph.manifest.reading(branch):
+    with graph.manifest.reading(branch, point.incarnation):
+        datasets = {table_key: open_pinned(graph.store, entry.image) for table_key, entry in snapshot.tables.items()}
+        graph.manifest.confirm(branch, point.incarnation)
         for table_key, entry in snapshot.tables.items():
-            dataset = open_pinned(graph.store, entry.image)
+            dataset = datasets[table_key]
             tables.append(
                 {
                     "table_key": table_key,

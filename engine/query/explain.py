@@ -231,9 +231,10 @@ def explain_query(
     point, bound = bind_read(graph, query, name, params, branch, at)
     blocks = _blocks(bound.block)
     keys = sorted(tables_read(bound.block))
-    with graph.manifest.reading(point.manifest_branch):
+    with graph.manifest.reading(point.manifest_branch, point.incarnation):
         indexes = {key: _indexes(graph, point.snapshot, key) for key in keys}
         searches = _searches(graph, point.snapshot, bound)
+        graph.manifest.confirm(point.manifest_branch, point.incarnation)
     tables = []
     for key in keys:
         entry = point.snapshot.table(key)

@@ -199,8 +199,9 @@ def open_answer(
     migrator's answer check.
     """
     point, bound = bind_read(graph, query, name, params, branch, at)
-    with graph.manifest.reading(point.manifest_branch), open_session(one_thread=repeatable, cancel=cancel) as session:
+    with graph.manifest.reading(point.manifest_branch, point.incarnation), open_session(one_thread=repeatable, cancel=cancel) as session:
         datasets = {key: open_pinned(graph.store, point.snapshot.table(key).image) for key in sorted(tables_read(bound.block))}
+        graph.manifest.confirm(point.manifest_branch, point.incarnation)
         for table_key, dataset in datasets.items():
             session.register(table_key, dataset, point.snapshot.table(table_key).row_count)
         edges = {}
