@@ -138,7 +138,7 @@ def probe(
     """
     ids = {var: sorted(set(values)) for var, values in known.items()}
     probed = Probed()
-    for hop, end in probe_order(bound, ids):
+    for index, (hop, end) in enumerate(probe_order(bound, ids)):
         near, far = (hop.src, hop.dst) if end == "src" else (hop.dst, hop.src)
         if near not in ids or len(ids[near]) > PROBED_IDS:
             continue
@@ -149,7 +149,9 @@ def probe(
         other: End = "dst" if end == "src" else "src"
         if far in ids:
             edges = edges.filter(pc.is_in(edges[other], pa.array(ids[far], pa.string())))
-        probed.edges[hop] = f"probe:edges:{len(probed.edges)}"
+        # named by its place in the order, not by the count of distinct hops: a match may repeat a
+        # hop (equal hops share one key), and a name given twice would replace the earlier table
+        probed.edges[hop] = f"probe:edges:{index}"
         session.register(probed.edges[hop], edges)
         ids[far] = _unique(edges[other])
     skip = set(read)

@@ -48,6 +48,7 @@ QUERIES = {
     "then a search": ('$p: Person { name: "p00" }  $p knows $f  $f knows{1,2} $g', "count($g) as n"),
     "a hub": ('$h: Person { name: "p07" }  $h knows $f  $f knows $g', "$f.name, $g.name"),
     "a comparison": ('$p: Person { name: "p03" }  $p knows $f  $f.age < $p.age', "$f.name"),
+    "a repeated hop": ('$p: Person { name: "p01" }  $p knows $f  $p knows $f  $p worksAt $c', "$f.name, $c.name"),
 }
 UNPROBED_EDGES = {"a hub"}  # its first hop finds more edges than the test's bound
 
