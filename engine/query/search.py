@@ -16,9 +16,10 @@ read is. What a vector index changes is which nodes ``$v`` may bind:
   into fewer rows than exist;
 - no index (never built, or the property is declared later): no candidates, the exact scan.
 
-So an answer served by the index may differ from the exact one only where the index missed one
-of the true nearest nodes (its recall), and ``omnigraph query --explain`` says which way the
-ordering runs (:func:`serving_index`).
+The candidates stop short of the farthest distance the index gave (:func:`candidates`), so nodes
+tied at the cut are never chosen among arbitrarily: an answer served by the index may differ
+from the exact one only where the index missed one of the true nearest nodes (its recall), and
+``omnigraph query --explain`` says which way the ordering runs (:func:`serving_index`).
 
 A ``bm25`` score (:func:`bm25_sql`) is read from a full-text index on its property when the index
 covers every row of the pinned image (:func:`text_index`): Lance scores the matching rows with
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from omnigraph.engine.gq.read_checker import BoundRead, Column, Const
 from omnigraph.engine.gq.search import Bm25Score, NearestScore, tokens
@@ -108,11 +110,19 @@ def serving_index(bound: BoundRead, datasets: Mapping[str, Any], row_counts: Map
 
 
 def candidates(indexed: IndexedNearest, dataset: Any) -> pa.Table:
-    """The ids (column ``id``) of the nodes the index finds nearest, at most ``indexed.candidates`` of them."""
+    """The ids (column ``id``) of the nodes the index finds nearest, fewer than ``indexed.candidates`` of them.
+
+    When the index gives as many as it was asked for, those at the farthest distance it gave are
+    left out: nodes it did not give may lie at exactly that distance too, and the ids break ties,
+    so only the nodes strictly nearer are all there (up to the index's recall). An answer they
+    cannot fill runs exactly (module docstring).
+    """
     score = indexed.score
     assert score.vector is not None  # ranked_by: a nearest ordering with a null query vector is not served
     query = {"column": score.column, "q": list(score.vector), "k": indexed.candidates, "nprobes": NPROBES}
     found = dataset.to_table(columns=["id", "_distance"], nearest=query)
+    if found.num_rows >= indexed.candidates:
+        found = found.filter(pc.less(found.column("_distance"), pc.max(found.column("_distance"))))
     return found.select(["id"])
 
 

@@ -537,3 +537,17 @@ def test_the_ngram_index_serves_contains_through_the_cli(texts: Texts, tmp_path:
     ran = CliRunner().invoke(cli, [*args, "--json", texts.uri], catch_exceptions=False)
     head = {slug: body for slug, body in texts.bodies.items() if slug != "n004"} | {"zz": "graph graph lance"}
     assert [row["n.slug"] for row in json.loads(ran.output)["rows"]] == sorted(s for s, b in head.items() if b and "lance" in b)
+
+
+def test_nodes_tied_at_the_index_cut_are_ranked_by_id_as_without_it(tmp_path: Path) -> None:
+    """40 documents at one vector: the index gives 32 of them in its own order, and the answer must
+    still be the lowest ids (the candidates stop short of the farthest distance the index gave)."""
+    uri = str(tmp_path / "tied")
+    with omnigraph.init(uri, "node Doc { slug: String @key  embedding: Vector(2) @index }") as graph:
+        graph.load([{"type": "Doc", "data": {"slug": f"d{i:02d}", "embedding": [1.0, 1.0]}} for i in reversed(range(40))], mode="append")
+    optimized = CliRunner().invoke(cli, ["optimize", "--declared-indexes", "--json", uri], catch_exceptions=False)
+    assert optimized.exit_code == 0, optimized.output
+    source = "query q() { match { $d: Doc } return { $d.slug } order { nearest($d.embedding, [1.0, 1.0]) } limit 2 }"
+    with omnigraph.open(uri, read_only=True) as graph:
+        assert [dict(search)["index"] for search in graph.explain_query(source).searches] == ["embedding_idx"]
+        assert [row["d.slug"] for row in graph.query(source).rows] == ["d00", "d01"]
