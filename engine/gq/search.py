@@ -88,8 +88,14 @@ TOKEN = re.compile(r"[^\W_]+")
 
 
 def tokens(text: str) -> list[str]:
-    """The tokens of ``text``, lower-cased, in order (module docstring of :mod:`omnigraph.engine.query.search`)."""
-    return TOKEN.findall(text.lower())
+    """The tokens of ``text``, lower-cased, in order (module docstring of :mod:`omnigraph.engine.query.search`).
+
+    Lower-cased one character at a time, by the character's own lowercase (Unicode's simple case
+    mapping, as DuckDB's ``lower`` maps the stored texts): ``İ`` is ``i`` and ``Σ`` is always
+    ``σ``, where ``str.lower`` gives ``i`` with a combining dot (which splits the token) and a
+    word-final ``ς``, and a text would not match a search for itself.
+    """
+    return TOKEN.findall("".join(character.lower()[:1] for character in text))
 
 
 def default_max_edits(token: str) -> int:

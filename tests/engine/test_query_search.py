@@ -551,3 +551,20 @@ def test_nodes_tied_at_the_index_cut_are_ranked_by_id_as_without_it(tmp_path: Pa
     with omnigraph.open(uri, read_only=True) as graph:
         assert [dict(search)["index"] for search in graph.explain_query(source).searches] == ["embedding_idx"]
         assert [row["d.slug"] for row in graph.query(source).rows] == ["d00", "d01"]
+
+
+def test_a_text_matches_a_search_for_itself_whatever_its_case_mapping(tmp_path: Path) -> None:
+    """``İ`` and a word-final ``Σ`` lower-case to other characters through ``str.lower`` than through
+    DuckDB's ``lower``: the query's tokens and the stored texts' tokens must be lower-cased alike."""
+    uri = str(tmp_path / "cases")
+    bodies = {"n1": "İstanbul", "n2": "istanbul", "n3": "ΣΊΣΥΦΟΣ", "n4": "σίσυφος"}
+    with omnigraph.init(uri, "node Note { slug: String @key  body: String? }") as graph:
+        graph.load([{"type": "Note", "data": {"slug": slug, "body": body}} for slug, body in bodies.items()], mode="append")
+        found = {}
+        for text in ("İstanbul", "istanbul", "ΣΊΣΥΦΟΣ"):
+            source = f'query q() {{ match {{ $n: Note  search($n.body, "{text}") }} return {{ $n.slug }} order {{ $n.slug }} }}'
+            found[text] = [row["n.slug"] for row in graph.query(source).rows]
+        scored = graph.query('query q() { match { $n: Note } return { $n.slug, bm25($n.body, "İstanbul") as s } order { $n.slug } }')
+    assert found == {"İstanbul": ["n1", "n2"], "istanbul": ["n1", "n2"], "ΣΊΣΥΦΟΣ": ["n3"]}
+    scores = {row["n.slug"]: row["s"] for row in scored.rows}
+    assert scores["n1"] == scores["n2"] > 0 and scores["n3"] == scores["n4"] == 0
