@@ -91,9 +91,10 @@ def tokens(text: str) -> list[str]:
     """The tokens of ``text``, lower-cased, in order (module docstring of :mod:`omnigraph.engine.query.search`).
 
     Lower-cased one character at a time, by the character's own lowercase (Unicode's simple case
-    mapping, as DuckDB's ``lower`` maps the stored texts): ``İ`` is ``i`` and ``Σ`` is always
-    ``σ``, where ``str.lower`` gives ``i`` with a combining dot (which splits the token) and a
-    word-final ``ς``, and a text would not match a search for itself.
+    mapping, as DuckDB's ``lower`` maps the stored texts): capital I with a dot (U+0130) is
+    ``i`` and capital sigma is always the medial small sigma (U+03C3), where ``str.lower`` gives
+    ``i`` with a combining dot (which splits the token) and, at the end of a word, the final
+    sigma (U+03C2): a text would not match a search for itself.
     """
     return TOKEN.findall("".join(character.lower()[:1] for character in text))
 
