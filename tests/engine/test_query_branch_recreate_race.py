@@ -30,14 +30,13 @@ test fails if the race did not exercise them.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import omnigraph
 from tests.support.graph_helpers import SCHEMA_PATH
+from tests.support.process_race import release_together, spawn
 
 PEOPLE = 10
 RACE_SECONDS = 5.0
@@ -159,29 +158,12 @@ seconds between reading the branch's snapshot and reading its tables (a slow rea
 count, the probes that ran (with node rows, with edge rows read by key) and the adjacency cache's builds and hits."""
 
 
-def _spawn(script: str, *args: str) -> subprocess.Popen[str]:
-    process = subprocess.Popen(
-        [sys.executable, "-c", script, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    assert process.stdout is not None
-    ready = process.stdout.readline().strip()
-    assert ready == "ready", process.communicate()
-    return process
-
-
-def _race(*processes: subprocess.Popen[str]) -> list[Any]:
-    """Release the ready ``processes`` at one instant; each one's JSON document."""
-    start = time.time() + 0.2
-    for process in processes:
-        assert process.stdin is not None
-        process.stdin.write(f"{start}\n")
-        process.stdin.flush()
-    documents = []
-    for process in processes:
-        out, err = process.communicate(timeout=120)
-        assert process.returncode == 0, err
-        documents.append(json.loads(out))
-    return documents
+def _race(*scripts: list[str]) -> list[Any]:
+    """Start each ``[script, *args]`` as ``python -c``, release them at one instant; each one's JSON document."""
+    outcomes = release_together([spawn([sys.executable, "-c", *script]) for script in scripts], timeout=120)
+    for outcome in outcomes:
+        assert outcome.returncode == 0, outcome.stderr
+    return [outcome.json() for outcome in outcomes]
 
 
 def _answers(graph: omnigraph.Graph, branch: str) -> dict[str, list[dict[str, Any]]]:
@@ -206,9 +188,10 @@ def test_answers_come_from_one_state_while_the_branch_is_deleted_and_created_aga
         answers = [json.dumps(expected[state][name]) for state in expected]
         assert len(set(answers)) == len(answers), (name, answers)  # no answer is right in two states
 
-    writer = _spawn(WRITER, root, str(RACE_SECONDS), str(HOLD_SECONDS), json.dumps(STATES))
-    reader = _spawn(READER, root, str(RACE_SECONDS), str(READER_THREADS), str(PAUSE_SECONDS), json.dumps(QUERIES))
-    written, read = _race(writer, reader)
+    written, read = _race(
+        [WRITER, root, str(RACE_SECONDS), str(HOLD_SECONDS), json.dumps(STATES)],
+        [READER, root, str(RACE_SECONDS), str(READER_THREADS), str(PAUSE_SECONDS), json.dumps(QUERIES)],
+    )
 
     state_of = {main_head: "main", **dict(written["loaded"])}
     tally: dict[str, int] = {}

@@ -48,7 +48,6 @@ from omnigraph.engine.progress import SilentProgress
 from omnigraph.engine.query import probe, run
 from omnigraph.engine.query.adjacency import ADJACENCY_ENV
 from omnigraph.engine.query.run import run_query
-from omnigraph.engine.schema.values import coerce_property
 from omnigraph.engine.storage.store import open_store
 from tests.support.query_model import Model, ModelGraph
 
@@ -354,26 +353,11 @@ SOCIAL_QUERIES = {
 }
 
 
-def _model_graph(graph: Graph, records: list[dict[str, Any]]) -> ModelGraph:
-    model = ModelGraph(graph.catalog)
-    for record in records:
-        if "type" in record:
-            table = graph.catalog.node(record["type"])
-            data = {prop.name: coerce_property(prop, record["data"].get(prop.name)) for prop in table.properties}
-            model.nodes.setdefault(record["type"], {})[record["data"]["name"]] = data
-        else:
-            model.edges.setdefault(record["edge"], []).append((record["from"], record["to"]))
-            if "data" in record:
-                row = {"src": record["from"], "dst": record["to"], **record["data"]}
-                model.edge_rows.setdefault(record["edge"], {})[record["data"]["id"]] = row
-    return model
-
-
 @pytest.fixture(scope="module")
 def social(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, ModelGraph]:
     records = _social_records()
     graph = _graph(tmp_path_factory.mktemp("social") / "g", SOCIAL_SCHEMA, records)
-    return graph, _model_graph(graph, records)
+    return graph, ModelGraph.of_records(graph.catalog, records)
 
 
 @pytest.mark.parametrize("name", sorted(SOCIAL_QUERIES))

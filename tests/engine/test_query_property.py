@@ -85,23 +85,6 @@ def _records(
     return records
 
 
-def _model_graph(records: list[dict[str, Any]], graph: Any) -> ModelGraph:
-    from omnigraph.engine.schema.values import coerce_property
-
-    model = ModelGraph(graph.catalog)
-    for record in records:
-        if "type" in record:
-            table = graph.catalog.node(record["type"])
-            data = {p.name: coerce_property(p, record["data"].get(p.name)) for p in table.properties}
-            model.nodes.setdefault(record["type"], {})[record["data"]["name"]] = data
-        else:
-            model.edges.setdefault(record["edge"], []).append((record["from"], record["to"]))
-            if "data" in record:
-                row = {"src": record["from"], "dst": record["to"], **record["data"]}
-                model.edge_rows.setdefault(record["edge"], {})[record["data"]["id"]] = row
-    return model
-
-
 @st.composite
 def queries(draw: Any) -> tuple[str, dict[str, Any]]:
     """One read query (source text) and its params, valid for :data:`SCHEMA`."""
@@ -301,7 +284,7 @@ def _check(root: str, data: Any, *, indexed: bool = False) -> None:
             progress=SilentProgress(),
             key_indexes=True,
         )
-    model_graph = _model_graph(records, graph)
+    model_graph = ModelGraph.of_records(graph.catalog, records)
     for _ in range(4):
         source, params = data.draw(queries())
         answer = run_query(graph, source, params=params)

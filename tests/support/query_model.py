@@ -59,7 +59,7 @@ from omnigraph.engine.gq.syntax import (
 )
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.types import ScalarType
-from omnigraph.engine.schema.values import coerce_value
+from omnigraph.engine.schema.values import coerce_property, coerce_value
 
 
 @dataclass
@@ -74,6 +74,22 @@ class ModelGraph:
     nodes: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     edges: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     edge_rows: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+    @classmethod
+    def of_records(cls, catalog: Catalog, records: list[dict[str, Any]]) -> ModelGraph:
+        """The model of the JSONL ``records`` a graph of ``catalog`` loaded (nodes keyed by their ``name``)."""
+        model = cls(catalog)
+        for record in records:
+            if "type" in record:
+                table = catalog.node(record["type"])
+                data = {prop.name: coerce_property(prop, record["data"].get(prop.name)) for prop in table.properties}
+                model.nodes.setdefault(record["type"], {})[record["data"]["name"]] = data
+            else:
+                model.edges.setdefault(record["edge"], []).append((record["from"], record["to"]))
+                if "data" in record:
+                    row = {"src": record["from"], "dst": record["to"], **record["data"]}
+                    model.edge_rows.setdefault(record["edge"], {})[record["data"]["id"]] = row
+        return model
 
 
 EDGE = "edge:"
