@@ -39,7 +39,7 @@ from tests.support.graph_helpers import SCHEMA_PATH
 from tests.support.process_race import release_together, spawn
 
 PEOPLE = 10
-RACE_SECONDS = 5.0
+RACE_SECONDS = 4.0
 HOLD_SECONDS = 0.05
 PAUSE_SECONDS = 0.2
 READER_THREADS = 4
