@@ -21,13 +21,17 @@ recovery publishes) are folded into the commit they belong to.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+import lance
 import pyarrow.compute as pc
 
 from omnigraph.engine.errors import NotFound, ReadSetConflict
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import HEAD_OBJECT_ID, BranchSnapshot, HeadEntry, fold_rows
+from omnigraph.engine.storage.lance_io import open_pinned
 
 
 @dataclass(frozen=True)
@@ -115,8 +119,8 @@ class ReadPoint:
 
     ``manifest_branch`` is the graph branch whose ``__manifest`` holds ``snapshot`` (for a
     commit inherited from a parent branch, the parent); ``incarnation`` is that branch's
-    incarnation, read before the snapshot. A reader opens the images the snapshot pins, then
-    calls ``Manifest.confirm(manifest_branch, incarnation)``: only then are they the snapshot's.
+    incarnation, read before the snapshot. A reader opens the images the snapshot pins with
+    :meth:`open_images`, inside :meth:`reading`.
     """
 
     branch: str
@@ -125,6 +129,21 @@ class ReadPoint:
     manifest_branch: str
     incarnation: str
 
+    def reading(self, manifest: Manifest) -> AbstractContextManager[None]:
+        """``Manifest.reading`` of the snapshot's branch and incarnation: the guard of every read of its images."""
+        return manifest.reading(self.manifest_branch, self.incarnation)
+
+    def open_images(self, manifest: Manifest, table_keys: Iterable[str]) -> dict[str, lance.LanceDataset]:
+        """The pinned image of each of ``table_keys``, opened, once the branch is confirmed still the snapshot's incarnation.
+
+        A branch deleted and created again reuses its version numbers, so the images are the
+        snapshot's only when the incarnation is unchanged after they were opened
+        (``Manifest.confirm``: ``not_found`` or ``read_set_conflict``).
+        """
+        datasets = {key: open_pinned(manifest.store, self.snapshot.table(key).image) for key in table_keys}
+        manifest.confirm(self.manifest_branch, self.incarnation)
+        return datasets
+
 
 def read_point(manifest: Manifest, branch: str, at: str | None) -> ReadPoint:
     """The head of ``branch``, or its commit ``at``; ``not_found`` for an unknown branch or commit.
@@ -132,7 +151,7 @@ def read_point(manifest: Manifest, branch: str, at: str | None) -> ReadPoint:
     ``read_set_conflict`` (retry) when the branch holding the commit was deleted and created
     again while it was read: its version of that number is another incarnation's.
     """
-    incarnation = _incarnation(manifest, branch)
+    incarnation = manifest.require_incarnation(branch)
     head = manifest.snapshot(branch)
     if at is None or at == head.head.commit_id:
         return ReadPoint(branch, head.head.commit_id, head, branch, incarnation)
@@ -144,7 +163,7 @@ def read_point(manifest: Manifest, branch: str, at: str | None) -> ReadPoint:
             {"branch": branch, "commit": at},
         )
     node = commits.nodes[at]
-    holder = incarnation if node.branch == branch else _incarnation(manifest, node.branch)
+    holder = incarnation if node.branch == branch else manifest.require_incarnation(node.branch)
     snapshot = manifest.snapshot(node.branch, node.manifest_version)
     if snapshot.head.commit_id != at:
         raise ReadSetConflict(
@@ -152,11 +171,3 @@ def read_point(manifest: Manifest, branch: str, at: str | None) -> ReadPoint:
             {"member": f"branch {node.branch}", "expected": f"commit {at}", "actual": f"commit {snapshot.head.commit_id}"},
         )
     return ReadPoint(branch, at, snapshot, node.branch, holder)
-
-
-def _incarnation(manifest: Manifest, branch: str) -> str:
-    """The incarnation of ``branch`` now; ``not_found`` if it does not exist."""
-    incarnation = manifest.incarnation(branch)
-    if incarnation is None:
-        raise manifest.missing(branch)
-    return incarnation

@@ -273,12 +273,14 @@ class Manifest:
 
     def require_branch(self, branch: str) -> None:
         """Refuse with ``not_found`` unless graph branch ``branch`` exists now."""
-        if self.branch(branch) is None:
-            raise self.missing(branch)
+        self.require_incarnation(branch)
 
-    def missing(self, branch: str) -> NotFound:
-        """The ``not_found`` of graph branch ``branch``, naming the command that lists the branches."""
-        return NotFound(f"graph branch {branch!r} does not exist (see `omnigraph branch list {self.store.uri}`)", {"branch": branch})
+    def require_incarnation(self, branch: str) -> str:
+        """The incarnation of graph branch ``branch`` now; ``not_found``, naming the command that lists the branches, if none."""
+        incarnation = self.incarnation(branch)
+        if incarnation is None:
+            raise NotFound(f"graph branch {branch!r} does not exist (see `omnigraph branch list {self.store.uri}`)", {"branch": branch})
+        return incarnation
 
     def head_versions(self, branch: str) -> list[int]:
         """The ``__manifest`` versions of ``branch`` itself, oldest first."""

@@ -46,7 +46,6 @@ from omnigraph.engine.manifest.commit_graph import read_point
 from omnigraph.engine.schema.tables import TableDef
 from omnigraph.engine.schema.types import BlobType
 from omnigraph.engine.storage.blobs import READ_CHUNK, ROW_ID, ExternalObjectMissing, cells, object_size, read_object, whole_reference
-from omnigraph.engine.storage.lance_io import open_pinned
 from omnigraph.engine.storage.store import GraphStore
 
 BYTES_ONLY = (
@@ -375,9 +374,8 @@ def open_blob(graph: Graph, branch: str, type_name: str, row_id: str, prop: str)
     _blob_property(table, prop, graph.store.uri)
     point = read_point(graph.manifest, branch, None)
     where = {"type_name": type_name, "id": row_id, "property": prop, "branch": branch}
-    with graph.manifest.reading(branch, point.incarnation):
-        dataset = open_pinned(graph.store, point.snapshot.table(table.table_key).image)
-        graph.manifest.confirm(branch, point.incarnation)
+    with point.reading(graph.manifest):
+        dataset = point.open_images(graph.manifest, [table.table_key])[table.table_key]
         found = dataset.to_table(columns=[prop], filter=pc.field("id") == row_id, with_row_id=True)
         if not found.num_rows:
             raise NotFound(

@@ -21,7 +21,6 @@ from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry
 from omnigraph.engine.records.parse import arrow_to_records
 from omnigraph.engine.schema.types import spell_bytes
 from omnigraph.engine.storage.blobs import ROW_ID, blob_names, contents
-from omnigraph.engine.storage.lance_io import open_pinned
 
 BLOB_ROWS = 64
 """Rows of a table with Blob columns whose cells are spelled (payloads read) at a time."""
@@ -48,10 +47,9 @@ def export_lines(graph: Graph, branch: str, types: list[str] | None = None, at: 
     point = read_point(graph.manifest, branch, at)
     chosen = _wanted(point.snapshot, types)
     catalog = graph.catalog_for(point.snapshot)
-    with graph.manifest.reading(point.manifest_branch, point.incarnation):
-        datasets = [(table_key, open_pinned(graph.store, entry.image)) for table_key, entry in chosen]
-        graph.manifest.confirm(point.manifest_branch, point.incarnation)
-        for table_key, dataset in datasets:
+    with point.reading(graph.manifest):
+        datasets = point.open_images(graph.manifest, [table_key for table_key, _ in chosen])
+        for table_key, dataset in datasets.items():
             table, rows = catalog.table(table_key), _sorted(dataset)
             step = BLOB_ROWS if blob_names(dataset.schema) else max(rows.num_rows, 1)
             for start in range(0, rows.num_rows, step):
@@ -85,7 +83,6 @@ def export_tables(graph: Graph, branch: str, types: list[str] | None = None, at:
     """
     point = read_point(graph.manifest, branch, at)
     chosen = _wanted(point.snapshot, types)
-    with graph.manifest.reading(point.manifest_branch, point.incarnation):
-        datasets = [(key, open_pinned(graph.store, entry.image)) for key, entry in chosen]
-        graph.manifest.confirm(point.manifest_branch, point.incarnation)
-        return {key: _spelled(dataset, _sorted(dataset)) for key, dataset in datasets}
+    with point.reading(graph.manifest):
+        datasets = point.open_images(graph.manifest, [key for key, _ in chosen])
+        return {key: _spelled(dataset, _sorted(dataset)) for key, dataset in datasets.items()}

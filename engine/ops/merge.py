@@ -368,9 +368,7 @@ def merge_branch(graph: Graph, source: str, into: str, *, actor: str) -> MergeRe
     graph.manifest.require_branch(into)
 
     def prepare(target: BranchSnapshot, _previous: CommitPlan[_Plan] | None) -> CommitPlan[_Plan]:
-        incarnation = graph.manifest.incarnation(source)
-        if incarnation is None:
-            raise graph.manifest.missing(source)
+        incarnation = graph.manifest.require_incarnation(source)
         with graph.manifest.reading(source, incarnation):  # the source deleted under the merge: a typed error
             plan = _plan(graph, source, target)
             graph.manifest.confirm(source, incarnation)  # every image of the source read was of one incarnation

@@ -25,7 +25,7 @@ from omnigraph.engine.manifest.commit_graph import read_point
 from omnigraph.engine.schema.catalog import Catalog
 from omnigraph.engine.schema.parser import quote
 from omnigraph.engine.schema.tables import CheckRule, RangeRule, TableDef
-from omnigraph.engine.storage.lance_io import open_pinned, primary_key
+from omnigraph.engine.storage.lance_io import primary_key
 
 
 def snapshot_document(graph: Graph, branch: str) -> dict[str, Any]:
@@ -33,9 +33,8 @@ def snapshot_document(graph: Graph, branch: str) -> dict[str, Any]:
     point = read_point(graph.manifest, branch, None)
     snapshot = point.snapshot
     tables = []
-    with graph.manifest.reading(branch, point.incarnation):
-        datasets = {table_key: open_pinned(graph.store, entry.image) for table_key, entry in snapshot.tables.items()}
-        graph.manifest.confirm(branch, point.incarnation)
+    with point.reading(graph.manifest):
+        datasets = point.open_images(graph.manifest, snapshot.tables)
         for table_key, entry in snapshot.tables.items():
             dataset = datasets[table_key]
             tables.append(

@@ -51,7 +51,10 @@ built):
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
+
+import lance
 
 from omnigraph.engine.gq.read_checker import (
     Block,
@@ -77,7 +80,6 @@ from omnigraph.engine.query.run import bind_read, tables_read
 from omnigraph.engine.query.search import ranked_by, serving_index, substring_searches, text_index
 from omnigraph.engine.query.session import SearchStart, search_start, stop_after
 from omnigraph.engine.results import QueryPlan
-from omnigraph.engine.storage.lance_io import open_pinned
 
 INDEXED_OPS = PUSHED_OPS - {"!="}
 
@@ -92,8 +94,7 @@ def _operand_text(bound: BoundRead, operand: Operand) -> str:
     return f"${bound.variables[operand.var].name}.{operand.column}"
 
 
-def _indexes(graph: Graph, snapshot: BranchSnapshot, table_key: str) -> list[dict[str, Any]]:
-    dataset = open_pinned(graph.store, snapshot.table(table_key).image)
+def _indexes(dataset: lance.LanceDataset) -> list[dict[str, Any]]:
     found = [
         {"name": index.name, "columns": list(index.field_names), "type": index_type(index.type_url)} for index in dataset.describe_indices()
     ]
@@ -181,7 +182,8 @@ def _block_text(bound: BoundRead, block: Block) -> str:
     return "  ".join(parts)
 
 
-def _searches(graph: Graph, snapshot: BranchSnapshot, bound: BoundRead) -> list[dict[str, Any]]:
+def _searches(datasets: Mapping[str, lance.LanceDataset], snapshot: BranchSnapshot, bound: BoundRead) -> list[dict[str, Any]]:
+    """Each search function of ``bound`` as ``explain`` shows it; ``datasets`` holds the opened image of every table the query reads."""
     ranked = ranked_by(bound)
     first = key_score(bound, bound.order[0]) if bound.order else None
     found = []
@@ -193,7 +195,7 @@ def _searches(graph: Graph, snapshot: BranchSnapshot, bound: BoundRead) -> list[
             continue
         var = bound.variables[score.var]
         key = var.table.table_key
-        dataset = open_pinned(graph.store, snapshot.table(key).image)
+        dataset = datasets[key]
         index, count = None, None
         if isinstance(score, NearestScore):
             indexed = serving_index(bound, {key: dataset}, {key: snapshot.table(key).row_count}) if score == ranked else None
@@ -231,10 +233,10 @@ def explain_query(
     point, bound = bind_read(graph, query, name, params, branch, at)
     blocks = _blocks(bound.block)
     keys = sorted(tables_read(bound.block))
-    with graph.manifest.reading(point.manifest_branch, point.incarnation):
-        indexes = {key: _indexes(graph, point.snapshot, key) for key in keys}
-        searches = _searches(graph, point.snapshot, bound)
-        graph.manifest.confirm(point.manifest_branch, point.incarnation)
+    with point.reading(graph.manifest):
+        datasets = point.open_images(graph.manifest, keys)
+        indexes = {key: _indexes(datasets[key]) for key in keys}
+        searches = _searches(datasets, point.snapshot, bound)
     tables = []
     for key in keys:
         entry = point.snapshot.table(key)

@@ -56,7 +56,6 @@ from omnigraph.engine.query.search import bm25_sql, candidates, ngram_index, ser
 from omnigraph.engine.query.session import MEMORY_ENV, Session, Traversals, memory_limit_mb, open_session
 from omnigraph.engine.schema.types import BlobType, EnumType, ListType, PropertyType, ScalarType, VectorType
 from omnigraph.engine.schema.values import iso_datetime
-from omnigraph.engine.storage.lance_io import open_pinned
 
 Render = Callable[[Any], Any]
 
@@ -199,9 +198,8 @@ def open_answer(
     migrator's answer check.
     """
     point, bound = bind_read(graph, query, name, params, branch, at)
-    with graph.manifest.reading(point.manifest_branch, point.incarnation), open_session(one_thread=repeatable, cancel=cancel) as session:
-        datasets = {key: open_pinned(graph.store, point.snapshot.table(key).image) for key in sorted(tables_read(bound.block))}
-        graph.manifest.confirm(point.manifest_branch, point.incarnation)
+    with point.reading(graph.manifest), open_session(one_thread=repeatable, cancel=cancel) as session:
+        datasets = point.open_images(graph.manifest, sorted(tables_read(bound.block)))
         for table_key, dataset in datasets.items():
             session.register(table_key, dataset, point.snapshot.table(table_key).row_count)
         edges = {}

@@ -5,11 +5,10 @@ limited to ``OMNIGRAPH_QUERY_MEMORY_MB`` MiB (default :data:`DEFAULT_MEMORY_MB`,
 database is created), and intermediate results beyond it spill to a temporary directory removed
 when the process exits. Memory a finished query freed goes back to the operating system within
 about a second of idling (DuckDB's allocator purges from background threads), so a long-lived
-process does not keep the peak of its largest query resident. Each query
-runs on a connection of its own (:func:`open_session`: a cursor, so its registered tables and
-temp tables are invisible to other queries, and it costs well under a millisecond, where opening
-a database costs tens). A query that still cannot fit
-is ``resource_limit`` ``{resource: "query_memory", limit, actual}`` (bytes; ``actual`` is the
+process does not keep the peak of its largest query resident. Each query runs on a connection
+of its own (:func:`open_session`: a cursor, so its registered tables and temp tables are
+invisible to other queries, and it costs well under a millisecond, where opening a database
+costs tens). A query that still cannot fit is ``resource_limit`` ``{resource: "query_memory", limit, actual}`` (bytes; ``actual`` is the
 limit it reached). Spilled results are bounded on disk, a session by a time limit and a
 cancellation token, and every other DuckDB failure is typed, never with SQL in its message, by
 :mod:`omnigraph.engine.query.limits`.
