@@ -24,6 +24,7 @@ from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.ops import export, merge, snapshot
 from omnigraph.engine.query import run
 from omnigraph.errors import NotFound, ReadSetConflict
+from tests.conftest import new_root
 from tests.support.graph_helpers import SCHEMA_PATH
 
 POINT = 'query q() { match { $p: Person { name: "p3" } } return { $p.age } }'
@@ -34,9 +35,15 @@ def _people(base: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def graphs(tmp_path: Path) -> Iterator[tuple[omnigraph.Graph, omnigraph.Graph, str]]:
-    """A writer and a read-only reader of one graph whose branch ``b`` holds ages 100..104; the commit of that load."""
-    root = str(tmp_path / "graph")
+def graphs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[omnigraph.Graph, omnigraph.Graph, str]]:
+    """A writer and a read-only reader of one graph whose branch ``b`` holds ages 100..104; the commit of that load.
+
+    The graph is local, or on S3 for a test parametrized ``indirect`` with ``"s3"``.
+    """
+    backend = getattr(request, "param", "local")
+    if backend == "s3":
+        request.getfixturevalue("s3_server")
+    root = new_root(backend, tmp_path)
     with omnigraph.init(root, SCHEMA_PATH) as writer:
         writer.load(_people(0), mode="append")
         writer.create_branch("b")
@@ -67,6 +74,7 @@ def _after_read_point(monkeypatch: pytest.MonkeyPatch, module: Any, act: Callabl
     monkeypatch.setattr(module, "read_point", then_act)
 
 
+@pytest.mark.parametrize("graphs", ["local", "s3"], indirect=True)
 @pytest.mark.parametrize("ages", [200, None], ids=["loaded again", "just created"])
 def test_a_query_refuses_images_of_a_later_incarnation(graphs: Any, monkeypatch: pytest.MonkeyPatch, ages: int | None) -> None:
     writer, reader, _ = graphs
@@ -98,6 +106,7 @@ def test_a_branch_snapshot_and_an_explain_refuse_images_of_a_later_incarnation(g
     assert reader.explain_query(POINT, branch="b").tables
 
 
+@pytest.mark.parametrize("graphs", ["local", "s3"], indirect=True)
 def test_a_snapshot_read_that_fails_while_the_branch_is_replaced_is_read_again(graphs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The branch is gone when its ``__manifest`` is opened and back when the failure is examined: no Lance error escapes."""
     writer, reader, _ = graphs
@@ -150,7 +159,7 @@ def test_a_commit_is_never_read_from_the_next_incarnation_of_its_branch(graphs: 
         reader.query(POINT, branch="b", at=loaded)
 
 
-def test_a_merge_refuses_a_source_replaced_while_it_was_read(graphs: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_merge_refuses_a_source_replaced_while_it_was_read(graphs: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     writer, reader, _ = graphs
     before = writer.commits("main")[0].commit_id
     real = merge._plan
@@ -158,7 +167,7 @@ def test_a_merge_refuses_a_source_replaced_while_it_was_read(graphs: Any, tmp_pa
     def then_replace(*args: Any, **kwargs: Any) -> Any:
         plan = real(*args, **kwargs)
         monkeypatch.setattr(merge, "_plan", real)
-        with omnigraph.open(str(tmp_path / "graph")) as other:
+        with omnigraph.open(writer.uri) as other:
             _replace(other, 200)
         return plan
 
