@@ -42,12 +42,13 @@ gives up, and the traversal runs in DuckDB instead, which can spill.
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, cast, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -96,8 +97,8 @@ def image_key(uri: str, branch: str | None, version: int, dataset: lance.LanceDa
 
 
 @dataclass(frozen=True)
-class EdgeImage:
-    """One edge table's pinned image as a query reads it: where it is, the open dataset, its row count."""
+class PinnedImage:
+    """One table's pinned image as a query reads it: where it is, the open dataset, its row count (the manifest's)."""
 
     uri: str
     branch: str | None
@@ -105,8 +106,9 @@ class EdgeImage:
     dataset: lance.LanceDataset
     rows: int
 
+    @functools.cached_property
     def key(self) -> ImageKey:
-        """Its cache key (:func:`image_key`)."""
+        """Its cache key (:func:`image_key`), computed once."""
         return image_key(self.uri, self.branch, self.version, self.dataset)
 
 
@@ -328,6 +330,26 @@ def _positions(
     return sources, targets, near, far
 
 
+class Cached(Protocol):
+    """What the cache holds: an index of one image that says how many bytes it takes."""
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes it holds."""
+        ...
+
+
+CachedT = TypeVar("CachedT", bound=Cached)
+
+
+class Oversize(Exception):
+    """Raised by a build that found its entry would take ``size`` bytes, more than the cache may hold, before making it."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"{size} bytes")
+        self.size = size
+
+
 @dataclass(frozen=True)
 class CacheStats:
     """What the cache holds and has done since the process started."""
@@ -343,13 +365,14 @@ Listener = Callable[[Event, CacheStats], None]
 
 
 class AdjacencyCache:
-    """The process's adjacencies, bounded in bytes, least recently used evicted first (module docstring)."""
+    """The process's adjacencies and node id indexes, bounded in bytes, least recently used evicted first (module docstring)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: OrderedDict[ImageKey, Adjacency] = OrderedDict()
+        self._entries: OrderedDict[ImageKey, Cached] = OrderedDict()
         self._building: dict[ImageKey, threading.Event] = {}
         self._oversize: OrderedDict[ImageKey, int] = OrderedDict()
+        self._asked: OrderedDict[ImageKey, int] = OrderedDict()
         self._bytes = 0
         self._hits = 0
         self._builds = 0
@@ -373,12 +396,24 @@ class AdjacencyCache:
         if self._listener is not None:
             self._listener(event, self._stats())
 
-    def get(self, key: ImageKey, build: Callable[[], Adjacency], limit: int, edge_rows: int) -> Adjacency | None:
-        """The adjacency of image ``key``, built by ``build`` when missing; None when it does not fit in ``limit`` bytes.
+    def peek(self, key: ImageKey) -> Cached | None:
+        """The entry of image ``key`` if the cache holds it (a hit), else None; never builds."""
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                self._hits += 1
+                self._tell("hit")
+            return found
 
-        An image of ``edge_rows`` rows whose :data:`EDGE_BYTES` per row exceed ``limit`` is not
-        built at all (building reads both endpoint columns whole). The entries are evicted down to
-        ``limit`` (the bound may change between calls).
+    def get(self, key: ImageKey, build: Callable[[], CachedT], limit: int, least_bytes: int, *, after: int = 1) -> CachedT | None:
+        """The entry of image ``key``, built by ``build`` when missing; None when it does not fit in ``limit`` bytes.
+
+        An entry that takes at least ``least_bytes`` (what building it reads, at the least) more
+        than ``limit`` is not built at all, nor one whose ``build`` raised :class:`Oversize`. The
+        entries are evicted down to ``limit`` (the bound may change between calls). ``after``:
+        a missing entry is built on the ``after``-th call for its key (None before: a
+        single read of an image does not pay for its index).
         """
         while True:
             with self._lock:
@@ -388,24 +423,34 @@ class AdjacencyCache:
                     self._entries.move_to_end(key)
                     self._hits += 1
                     self._tell("hit")
-                    return found
-                if edge_rows * EDGE_BYTES > limit or self._oversize.get(key, -1) > limit:
+                    return cast(CachedT, found)
+                if least_bytes > limit or self._oversize.get(key, -1) > limit:
                     return None
+                if after > 1:
+                    asked = self._asked.pop(key, 0) + 1
+                    if asked < after:
+                        self._asked[key] = asked
+                        while len(self._asked) > REMEMBERED_OVERSIZE:
+                            self._asked.popitem(last=False)
+                        return None
                 waiting = self._building.get(key)
                 if waiting is None:
                     building = self._building[key] = threading.Event()
                     break
             waiting.wait()  # another thread builds it; then look again (it may have failed, or not fit)
+        built: CachedT | None = None
         try:
             built = build()
+            size = built.nbytes
+        except Oversize as error:
+            size = error.size
         finally:
             with self._lock:
                 del self._building[key]
                 building.set()
         with self._lock:
             self._builds += 1
-            size = built.nbytes
-            if size > limit:
+            if built is None or size > limit:
                 self._oversize[key] = size
                 while len(self._oversize) > REMEMBERED_OVERSIZE:
                     self._oversize.popitem(last=False)

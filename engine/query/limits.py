@@ -108,14 +108,18 @@ class QueryCancel:
 
 
 class Guard:
-    """The time limit and cancellation of one query's connection (module docstring); close it when the query ends."""
+    """The time limit and cancellation of one query's connection (module docstring); close it when the query ends.
 
-    def __init__(self, connection: duckdb.DuckDBPyConnection, timeout: float | None, cancel: QueryCancel | None) -> None:
+    Without a connection (a query answered without DuckDB) nothing is interrupted: the query
+    stops at its next :meth:`check`.
+    """
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection | None, timeout: float | None, cancel: QueryCancel | None) -> None:
         self._connection = connection
         self._timeout = timeout
         self._cancel = cancel
         self._deadline = None if timeout is None else time.monotonic() + timeout
-        if timeout is not None or cancel is not None:
+        if connection is not None and (timeout is not None or cancel is not None):
             _WATCHER.watch(self)
 
     def stopped(self) -> bool:
@@ -125,7 +129,8 @@ class Guard:
 
     def interrupt(self) -> None:
         """Interrupt the statement the connection runs (the watcher's call)."""
-        self._connection.interrupt()
+        if self._connection is not None:
+            self._connection.interrupt()
 
     def stop_error(self) -> QueryCancelled | QueryTimeout | None:
         """Why the query must stop now (the cancellation first), or None."""

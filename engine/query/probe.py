@@ -12,7 +12,8 @@ from a known destination, ``dst``) is one of the known ids are read from the Lan
 with that filter (the engine's BTREE on the column serves it) and the other end becomes known
 as the ids those rows reach. Probing repeats over the hops not yet probed, in the order the
 match writes them, until no hop has a known end. Then the known variables' rows are read from
-their node image by ``id`` (the BTREE on ``id``), in one read per node table for all of its
+their node image by ``id`` (:func:`omnigraph.engine.query.node_ids.node_rows`: the image's
+in-memory id index, else the BTREE on ``id``), in one read per node table for all of its
 known variables together, and the statement (:mod:`omnigraph.engine.query.plan`) reads these
 small tables instead of the node and edge tables (each variable the rows of its node table's
 read: a superset of its own known rows): a traversal from one node costs its neighbourhood, not
@@ -30,12 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from omnigraph.engine.gq.read_checker import BoundRead, Hop
+from omnigraph.engine.query.adjacency import PinnedImage
+from omnigraph.engine.query.node_ids import node_rows, read_where_in
 from omnigraph.engine.query.plan import quote
 from omnigraph.engine.query.session import Session
 from omnigraph.engine.schema.tables import TableDef
@@ -104,21 +107,6 @@ class Probed:
     edges: dict[Hop, str] = field(default_factory=dict)
 
 
-def _id_filter(column: str, ids: list[str]) -> str:
-    """A Lance filter: ``column`` is one of ``ids`` (never empty)."""
-    return f"{column} IN ({', '.join(chr(39) + value.replace(chr(39), chr(39) * 2) + chr(39) for value in ids)})"
-
-
-def _read(dataset: Any, columns: list[str] | None, column: str, ids: list[str], limit: int | None) -> pa.Table | None:
-    """The rows of ``dataset`` whose ``column`` is one of ``ids`` (``columns`` of them, all when None); None past ``limit`` rows."""
-    if not ids:
-        schema = dataset.schema if columns is None else pa.schema([dataset.schema.field(name) for name in columns])
-        return schema.empty_table()
-    scanner = dataset.scanner(columns=columns, filter=_id_filter(column, ids), limit=None if limit is None else limit + 1)
-    table = scanner.to_table()
-    return None if limit is not None and table.num_rows > limit else table
-
-
 def _readable(table: TableDef) -> list[str]:
     """The property columns of ``table`` a read query may use: all but Blobs."""
     return [prop.name for prop in table.properties if not isinstance(prop.type, BlobType)]
@@ -129,12 +117,18 @@ def _unique(values: pa.ChunkedArray) -> list[str]:
 
 
 def probe(
-    session: Session, bound: BoundRead, datasets: Mapping[str, Any], known: Mapping[int, list[str]], read: Iterable[int] = ()
+    session: Session,
+    bound: BoundRead,
+    images: Mapping[str, PinnedImage],
+    known: Mapping[int, list[str]],
+    read: Iterable[int],
+    cache_limit: int,
 ) -> Probed:
     """Probe the match of ``bound`` from the ``known`` variables' ids (module docstring); the tables registered in ``session``.
 
-    ``datasets`` holds the pinned image of each table read; ``read`` lists the known variables
-    whose rows are already in a session table (their rows are not read again).
+    ``images`` holds the pinned image of each table read; ``read`` lists the known variables
+    whose rows are already in a session table (their rows are not read again). ``cache_limit``
+    bounds the node images' id indexes (:mod:`omnigraph.engine.query.node_ids`).
     """
     ids = {var: sorted(set(values)) for var, values in known.items()}
     probed = Probed()
@@ -143,7 +137,7 @@ def probe(
         if near not in ids or len(ids[near]) > PROBED_IDS:
             continue
         columns = ["src", "dst"] if hop.edge_var is None else ["id", "src", "dst", *_readable(hop.edge)]
-        edges = _read(datasets[hop.edge.table_key], columns, end, ids[near], PROBED_EDGES)
+        edges = read_where_in(images[hop.edge.table_key].dataset, columns, end, ids[near], PROBED_EDGES)
         if edges is None:
             continue
         other: End = "dst" if end == "src" else "src"
@@ -162,8 +156,8 @@ def probe(
     for key, variables in sorted(by_table.items()):
         table = bound.variables[variables[0]].table
         wanted = sorted({node_id for var in variables for node_id in ids[var]})
-        rows = _read(datasets[key], ["id", *_readable(table)], "id", wanted, None)
-        assert rows is not None  # no limit
+        image = images[key]
+        rows = node_rows(image.dataset, image.key, ["id", *_readable(table)], wanted, cache_limit)
         name = f"probe:nodes:{key}"
         session.register(name, rows)
         probed.nodes |= {var: name for var in variables}

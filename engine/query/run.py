@@ -48,8 +48,9 @@ from omnigraph.engine.gq.search import Bm25Score
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.commit_graph import ReadPoint, read_point
 from omnigraph.engine.manifest.rows import MAIN
-from omnigraph.engine.query.adjacency import EdgeImage
-from omnigraph.engine.query.limits import QueryCancel, answer_limit_bytes, answer_too_large
+from omnigraph.engine.query.adjacency import PinnedImage, cache_limit_bytes
+from omnigraph.engine.query.direct import direct_plan, direct_rows
+from omnigraph.engine.query.limits import Guard, QueryCancel, answer_limit_bytes, answer_too_large, timeout_seconds
 from omnigraph.engine.query.plan import implied_ids, scores, statement
 from omnigraph.engine.query.probe import Probed, probe, traversal_ends
 from omnigraph.engine.query.search import bm25_sql, candidates, ngram_index, serving_index, substring_rows, substring_searches
@@ -198,32 +199,51 @@ def open_answer(
     migrator's answer check.
     """
     point, bound = bind_read(graph, query, name, params, branch, at)
-    with point.reading(graph.manifest), open_session(one_thread=repeatable, cancel=cancel) as session:
+    columns = tuple(output.name for output in bound.outputs)
+    types = tuple(output.type.describe() for output in bound.outputs)
+    memory_mb = memory_limit_mb()
+    cache_limit = cache_limit_bytes(memory_mb)
+    with point.reading(graph.manifest):
         datasets = point.open_images(graph.manifest, sorted(tables_read(bound.block)))
-        for table_key, dataset in datasets.items():
-            session.register(table_key, dataset, point.snapshot.table(table_key).row_count)
-        edges = {}
-        for key in {hop.edge.table_key for hop in all_hops(bound.block)}:
-            entry = point.snapshot.table(key)
-            image = entry.image
-            edges[key] = EdgeImage(graph.store.dataset_uri(image.path), image.branch, image.version, datasets[key], entry.row_count)
-        traversals = Traversals(session, bound, edges=edges, repeatable=repeatable)
-        columns = tuple(output.name for output in bound.outputs)
-        types = tuple(output.type.describe() for output in bound.outputs)
-        bm25 = {}
-        for index, score in enumerate(scores(bound)):
-            if isinstance(score, Bm25Score):
-                key = bound.variables[score.var].table.table_key
-                bm25[score] = bm25_sql(session, score, key, datasets[key], f"search:bm25:{index}")
-        probed = _probed(session, bound, datasets, traversals)
-        rows = _indexed_rows(session, bound, traversals, datasets, bm25, probed)
-        if rows is None:
-            views, edge_views = probed.nodes, probed.edges
-            sql, values = statement(
-                bound, traversals.relation, bm25=bm25, views=views, edge_views=edge_views, rows=session.rows, repeatable=repeatable
-            )
-            rows = _batches(session, session.execute(sql, values), bound)
-        yield Answer(bound.name, branch, point.commit, columns, types, rows, answer_limit_bytes(memory_limit_mb()))
+        images = {key: pinned_image(graph, point, key, dataset) for key, dataset in datasets.items()}
+        plan = direct_plan(bound)
+        if plan is not None:
+            guard = Guard(None, timeout_seconds(), cancel)
+            try:
+                found = direct_rows(bound, plan, images, cache_limit, guard.check)
+            finally:
+                guard.close()
+            if found is not None:
+                render = row_renderer([output.type for output in bound.outputs])
+                yield Answer(
+                    bound.name, branch, point.commit, columns, types, iter([render(row) for row in found]), answer_limit_bytes(memory_mb)
+                )
+                return
+        with open_session(one_thread=repeatable, cancel=cancel) as session:
+            for table_key, image in images.items():
+                session.register(table_key, image.dataset, image.rows)
+            edges = {key: images[key] for key in {hop.edge.table_key for hop in all_hops(bound.block)}}
+            traversals = Traversals(session, bound, edges=edges, repeatable=repeatable)
+            bm25 = {}
+            for index, score in enumerate(scores(bound)):
+                if isinstance(score, Bm25Score):
+                    key = bound.variables[score.var].table.table_key
+                    bm25[score] = bm25_sql(session, score, key, datasets[key], f"search:bm25:{index}")
+            probed = _probed(session, bound, images, traversals, cache_limit)
+            rows = _indexed_rows(session, bound, traversals, datasets, bm25, probed)
+            if rows is None:
+                views, edge_views = probed.nodes, probed.edges
+                sql, values = statement(
+                    bound, traversals.relation, bm25=bm25, views=views, edge_views=edge_views, rows=session.rows, repeatable=repeatable
+                )
+                rows = _batches(session, session.execute(sql, values), bound)
+            yield Answer(bound.name, branch, point.commit, columns, types, rows, answer_limit_bytes(memory_mb))
+
+
+def pinned_image(graph: Graph, point: ReadPoint, key: str, dataset: Any) -> PinnedImage:
+    """The image of table ``key`` that ``point`` pins, opened as ``dataset``."""
+    entry = point.snapshot.table(key)
+    return PinnedImage(graph.store.dataset_uri(entry.image.path), entry.image.branch, entry.image.version, dataset, entry.row_count)
 
 
 CANDIDATES = "search:candidates"
@@ -256,7 +276,7 @@ def _indexed_rows(
     return iter([render(row) for row in found])
 
 
-def _probed(session: Session, bound: BoundRead, datasets: dict[str, Any], traversals: Traversals) -> Probed:
+def _probed(session: Session, bound: BoundRead, images: dict[str, PinnedImage], traversals: Traversals, cache_limit: int) -> Probed:
     """The rows the match can reach from its known variables (:mod:`omnigraph.engine.query.probe`), registered in ``session``.
 
     Known: a variable whose key members equal constants, an end of a variable-length traversal
@@ -269,16 +289,16 @@ def _probed(session: Session, bound: BoundRead, datasets: dict[str, Any], traver
     for var, node_id in implied_ids(bound.block):
         known[var] = [node_id] if node_id in known.get(var, [node_id]) else []
     found: dict[int, str] = {}
-    for served in substring_searches(bound, lambda key, column: ngram_index(datasets[key], column)):
+    for served in substring_searches(bound, lambda key, column: ngram_index(images[key].dataset, column)):
         table = bound.variables[served.var].table
         columns = ["id"] + [prop.name for prop in table.properties if not isinstance(prop.type, BlobType)]
-        rows = substring_rows(served, datasets[served.table_key], columns)
+        rows = substring_rows(served, images[served.table_key].dataset, columns)
         if rows is not None:
             found[served.var] = f"search:substring:{served.var}"
             session.register(found[served.var], rows)
             ids = [str(value) for value in rows.column("id").to_pylist()]
             known[served.var] = sorted(set(ids) & set(known[served.var])) if served.var in known else ids
-    probed = probe(session, bound, datasets, known, read=found)
+    probed = probe(session, bound, images, known, found, cache_limit)
     probed.nodes |= found
     return probed
 

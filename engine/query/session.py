@@ -69,8 +69,9 @@ import pyarrow as pa
 from omnigraph.engine.errors import BadRequest, ResourceLimit
 from omnigraph.engine.gq.read_checker import Block, BoundRead, Compare, Const, Hop
 from omnigraph.engine.query.adjacency import (
+    EDGE_BYTES,
     PAIRS_SHARE,
-    EdgeImage,
+    PinnedImage,
     Walk,
     adjacency_cache,
     build_adjacency,
@@ -321,7 +322,7 @@ class Traversals:
     """
 
     def __init__(
-        self, session: Session, bound: BoundRead, *, edges: Mapping[str, EdgeImage] | None = None, repeatable: bool = False
+        self, session: Session, bound: BoundRead, *, edges: Mapping[str, PinnedImage] | None = None, repeatable: bool = False
     ) -> None:
         self._session = session
         self._bound = bound
@@ -364,10 +365,10 @@ class Traversals:
         limit = self._session.limit_bytes // PAIRS_SHARE
         one_space = hop.edge.from_type == hop.edge.to_type
         adjacency = adjacency_cache().get(
-            image.key(),
+            image.key,
             lambda: build_adjacency(image.dataset, one_space, self._session.check),
             cache_limit_bytes(self._session.limit_mb),
-            image.rows,
+            image.rows * EDGE_BYTES,
         )
         if adjacency is None:
             return None

@@ -32,7 +32,7 @@ from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.graph import Graph, init_graph
 from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
-from omnigraph.engine.query import adjacency, session
+from omnigraph.engine.query import adjacency, node_ids, session
 from omnigraph.engine.query.adjacency import ADJACENCY_ENV, AdjacencyCache, CacheStats, adjacency_of
 from omnigraph.engine.query.run import open_answer
 from omnigraph.engine.query.session import Traversals
@@ -89,9 +89,9 @@ def _run(graph: Graph, query: str) -> tuple[list[list[Any]], list[set[tuple[str,
 
 @pytest.fixture
 def fresh_cache() -> Iterator[AdjacencyCache]:
-    """A cache of this test's own (counts from zero)."""
+    """A cache of this test's own (counts from zero), holding adjacencies only (no node id index is built)."""
     cache = AdjacencyCache()
-    with mock.patch.object(adjacency, "_CACHE", cache):
+    with mock.patch.object(adjacency, "_CACHE", cache), mock.patch.object(node_ids, "BUILD_AFTER", 10**9):
         yield cache
 
 

@@ -4,7 +4,8 @@ A branch deleted and created again under the same name numbers its ``__manifest`
 versions again from its fork point, so ``(branch, version)`` names different rows in each
 incarnation. Every process-wide cache of the read path must still answer from one state:
 the folded ``__manifest`` snapshots (:class:`omnigraph.engine.manifest.manifest.SnapshotCache`),
-the adjacencies of edge images (:class:`omnigraph.engine.query.adjacency.AdjacencyCache`), the
+the adjacencies of edge images and id indexes of node images
+(:class:`omnigraph.engine.query.adjacency.AdjacencyCache`), the
 shared Lance session and branch anchors (:mod:`omnigraph.engine.storage.lance_io`), and the
 probes that read rows by key (:mod:`omnigraph.engine.query.probe`).
 
@@ -12,8 +13,10 @@ Two real processes race for a few seconds. The writer loops: delete branch ``b``
 from main, overwrite its people and edges with state A (a chain) or B (a reversed chain with two
 more edges from ``p0``), alternately, and reports the commit each load published. The reader,
 one read-only ``Graph`` whose caches live as long as it does, runs point lookups, one- and
-two-hop matches from key constants (probed), a variable-length traversal (served by the
-adjacency cache) and an edge count on ``b`` from several threads, and records every outcome; one
+two-hop matches from key constants (answered directly, :mod:`omnigraph.engine.query.direct`,
+through the node images' id indexes), a one-hop match with a negation (probed), a
+variable-length traversal (served by the adjacency cache) and an edge count on ``b`` from
+several threads, and records every outcome; one
 thread is a slow reader that pauses up to :data:`PAUSE_SECONDS` between reading the branch's
 snapshot and reading its tables, the window in which the branch can be replaced.
 
@@ -23,8 +26,8 @@ is gone) and ``read_set_conflict`` (``b`` was created again while the query read
 anything else (a Lance or Arrow exception) is a failure. The people's ages differ in every state
 and every answer carries an age or a sum of ages, so an answer that joined rows of two states
 matches none of them, and an answer whose rows are one state's under another state's commit is
-caught by the commit. The reader also reports how many probes and adjacency builds ran, so the
-test fails if the race did not exercise them.
+caught by the commit. The reader also reports how many probes, direct answers and cache builds
+ran, so the test fails if the race did not exercise them.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ QUERIES = {
     "one hop": _query('$p: Person { name: "p0" }  $p knows $f', "$f.name, $f.age", "$f.name"),
     "one hop back": _query('$f: Person { name: "p5" }  $p knows $f', "$p.name, $p.age", "$p.name"),
     "two hops": _query('$p: Person { name: "p2" }  $p knows $f  $f knows $g', "$f.age, $g.name, $g.age", "$g.name"),
+    "one hop, not back": _query('$p: Person { name: "p1" }  $p knows $f  not { $f knows $p }', "$f.name, $f.age", "$f.name"),
     "up to three hops": _query('$p: Person { name: "p0" }  $p knows{1,3} $f', "count($f) as n, sum($f.age) as ages", ""),
     "edges": _query("$a knows $b", "count($b) as n, sum($a.age) as ages", ""),
 }
@@ -106,7 +110,7 @@ graph = omnigraph.open(root, read_only=True)
 lock = threading.Lock()
 probes = collections.Counter()
 slow = threading.local()
-real_probe, real_read_point = run.probe, run.read_point
+real_probe, real_read_point, real_direct_rows = run.probe, run.read_point, run.direct_rows
 
 def counting_probe(*args, **kwargs):
     found = real_probe(*args, **kwargs)
@@ -115,13 +119,19 @@ def counting_probe(*args, **kwargs):
         probes["edges"] += bool(found.edges)
     return found
 
+def counting_direct_rows(*args, **kwargs):
+    found = real_direct_rows(*args, **kwargs)
+    with lock:
+        probes["direct"] += found is not None
+    return found
+
 def pausing_read_point(*args, **kwargs):
     point = real_read_point(*args, **kwargs)
     if getattr(slow, "pause", False):
         time.sleep(random.random() * pause)
     return point
 
-run.probe, run.read_point = counting_probe, pausing_read_point
+run.probe, run.read_point, run.direct_rows = counting_probe, pausing_read_point, counting_direct_rows
 seen = collections.Counter()
 print("ready", flush=True)
 start = float(sys.stdin.readline())
@@ -155,7 +165,7 @@ print(json.dumps({"seen": sorted(seen.items()), "probes": dict(probes), "builds"
 """
 """One read-only ``Graph``, ``threads`` threads querying ``b`` for ``seconds``; the first thread pauses up to ``pause``
 seconds between reading the branch's snapshot and reading its tables (a slow reader). Prints each distinct outcome with its
-count, the probes that ran (with node rows, with edge rows read by key) and the adjacency cache's builds and hits."""
+count, the probes that ran (with node rows, with edge rows read by key), the direct answers and the image cache's builds and hits."""
 
 
 def _race(*scripts: list[str]) -> list[Any]:
@@ -211,5 +221,5 @@ def test_answers_come_from_one_state_while_the_branch_is_deleted_and_created_aga
     assert wrong == [], "\n".join(json.dumps(one, sort_keys=True) for one in wrong) + f"\n{tally}"
     assert tally.get("A", 0) and tally.get("B", 0) and tally.get("not_found", 0), tally
     assert len(written["loaded"]) >= 4, written
-    assert read["probes"].get("nodes", 0) and read["probes"].get("edges", 0), read["probes"]
+    assert all(read["probes"].get(kind, 0) for kind in ("nodes", "edges", "direct")), read["probes"]
     assert read["builds"] >= 2, read  # the traversal's adjacency was built for more than one image of b

@@ -1,12 +1,14 @@
 """The read fast paths give the answers of the plain statement, on inputs chosen to break them.
 
 The fast paths: probes (:mod:`omnigraph.engine.query.probe`: rows reached from keyed or found
-nodes, read by id), the adjacency search of variable-length traversals
+nodes, read by id), direct answers without DuckDB (:mod:`omnigraph.engine.query.direct`), the
+node images' id indexes (:mod:`omnigraph.engine.query.node_ids`), the adjacency search of variable-length traversals
 (:mod:`omnigraph.engine.query.adjacency`) and the session's lazy registration. Each query is
 answered under several configurations in one process (:data:`CONFIGS`): as configured by
 default; with the probe bounds lowered so that probes give up midway through a match, with the
 adjacency cache on and off (``OMNIGRAPH_QUERY_ADJACENCY_MB=0``: traversals searched in DuckDB);
-and as the reference, probes off (``PROBED_IDS`` 0: every table scanned) and no adjacency. All
+and as the reference, probes and direct answers off (``PROBED_IDS`` 0: every table scanned) and
+no adjacency. All
 answers must be equal, and on the graph small enough for it, equal to the reference evaluator of
 :mod:`tests.support.query_model`.
 
@@ -59,8 +61,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
 }
 """The default; probe bounds under which probes give up at some hop of the queries below, with the
 adjacency cache on and off (the reference, below, has neither)."""
-REFERENCE = {"ids": 0, "adjacency_mb": "0"}
-"""Probes and the adjacency cache both off: the plain statement over scanned tables."""
+REFERENCE = {"ids": 0, "adjacency_mb": "0", "direct": False}
+"""Probes, direct answers and the adjacency cache all off: the plain statement over scanned tables."""
 
 
 def _answer(graph: Graph, source: str, config: dict[str, Any], params: dict[str, Any] | None = None, **where: Any) -> list[list[Any]]:
@@ -69,6 +71,7 @@ def _answer(graph: Graph, source: str, config: dict[str, Any], params: dict[str,
         mock.patch.object(probe, "PROBED_IDS", config.get("ids", probe.PROBED_IDS)),
         mock.patch.object(probe, "PROBED_EDGES", config.get("edges", probe.PROBED_EDGES)),
         mock.patch.dict(os.environ, env),
+        mock.patch.object(run, "direct_plan", run.direct_plan if config.get("direct", True) else lambda bound: None),
     ):
         if "adjacency_mb" not in config:
             os.environ.pop(ADJACENCY_ENV, None)
@@ -364,14 +367,22 @@ def test_every_fast_path_answers_as_the_reference(social: tuple[Graph, ModelGrap
     graph, model = social
     source = _query(*SOCIAL_QUERIES[name])
     seen: list[probe.Probed] = []
+    answered: list[Any] = []
 
     def spy(*args: Any, **kwargs: Any) -> probe.Probed:
         seen.append(probe.probe(*args, **kwargs))
         return seen[-1]
 
-    with mock.patch.object(run, "probe", spy):
+    direct_rows = run.direct_rows
+
+    def direct_spy(*args: Any, **kwargs: Any) -> Any:
+        answered.append(direct_rows(*args, **kwargs))
+        return answered[-1]
+
+    with mock.patch.object(run, "probe", spy), mock.patch.object(run, "direct_rows", direct_spy):
         _answer(graph, source, CONFIGS["default"])
-    assert seen[-1].nodes  # every query here pins a variable: its rows were read by id
+    # every query here pins a variable: its rows were read by id, by the probes or by a direct answer
+    assert (answered and answered[-1] is not None) or seen[-1].nodes
     answer = _same_answers(graph, source)
     query = parse(source)[0]
     if _any_rows(source) is not None:

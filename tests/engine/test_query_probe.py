@@ -53,6 +53,12 @@ QUERIES = {
 UNPROBED_EDGES = {"a hub"}  # its first hop finds more edges than the test's bound
 
 
+@pytest.fixture(autouse=True)
+def no_direct_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every query here runs its statement (a direct answer, :mod:`omnigraph.engine.query.direct`, would not probe)."""
+    monkeypatch.setattr(run, "direct_plan", lambda bound: None)
+
+
 @pytest.fixture(scope="module")
 def social(tmp_path_factory: pytest.TempPathFactory) -> Iterator[omnigraph.Graph]:
     root = str(tmp_path_factory.mktemp("probe") / "social")
@@ -80,14 +86,14 @@ def test_probed_answers_are_the_scanned_answers(social: omnigraph.Graph, name: s
         return seen[-1]
 
     read_by_id: list[list[str]] = []
-    read = probe._read
+    read = probe.node_rows
 
-    def counted(dataset: Any, columns: list[str] | None, column: str, ids: list[str], limit: int | None) -> Any:
-        read_by_id.extend([ids] if column == "id" else [])
-        return read(dataset, columns, column, ids, limit)
+    def counted(dataset: Any, key: Any, columns: list[str], ids: list[str], cache_limit: int) -> Any:
+        read_by_id.append(list(ids))
+        return read(dataset, key, columns, ids, cache_limit)
 
     monkeypatch.setattr(run, "probe", spy)
-    monkeypatch.setattr(probe, "_read", counted)
+    monkeypatch.setattr(probe, "node_rows", counted)
     monkeypatch.setattr(probe, "PROBED_EDGES", 8)  # the hub's 12 edges are scanned instead
     probed = _answer(social, source)
     assert seen[-1].nodes and bool(seen[-1].edges) == (name not in UNPROBED_EDGES), seen[-1]

@@ -1,0 +1,292 @@
+"""Direct answers: a match reached from keyed nodes through single hops, answered from the rows it reaches, without DuckDB.
+
+A query whose answer is a handful of rows found from one key (``$p: Person { name: $n }``, then
+``$p knows $f``) would spend most of its time handing those rows to DuckDB and planning a
+statement over them. :func:`direct_plan` says whether a query can be answered here instead; the
+query is *direct* when:
+
+- every match variable is a node, and the block has no negation, other condition (``or``,
+  ``not``, ``exists``, null tests...), text match or search score;
+- every hop is a directed ``{1,1}`` hop without an edge variable, and probing from the variables
+  whose ``@key`` members all equal constants (:func:`omnigraph.engine.query.plan.implied_ids`)
+  reaches every hop and every variable (:func:`omnigraph.engine.query.probe.probe_order`);
+- every comparison is ``= != < <= > >=`` between columns and constants of one kind whose Python
+  comparison is SQL's: strings and enums (by code point, which is DuckDB's byte order of UTF-8),
+  integers (exactly, whatever their widths), booleans, Dates, DateTimes; no float (NaN orders
+  differently), list or vector;
+- the return is columns (no aggregate), ordered by columns or returned columns of scalar types.
+
+:func:`direct_rows` then follows the probes itself: each hop's edges from its known end through
+the edge image's adjacency when the process's cache already holds it (a {1,1} hop never builds
+one), else a Lance read filtered on ``src`` or ``dst`` (the engine's BTREE); each variable's
+node rows through the image's id index (:mod:`omnigraph.engine.query.node_ids`). The bindings are
+joined hop by hop in Python (an edge to a node its table lacks binds nothing), filtered by the
+comparisons (NULL never matches), and ordered as the statement orders them
+(:mod:`omnigraph.engine.query.plan`): the ``order`` keys (ascending puts NULL first, descending
+last; NaN above every number, as DuckDB sorts it), then the variables' ids ascending; a ``limit``
+without ``order`` gives the first ``N`` rows of that order. The answer is the statement's, row
+for row. It gives up (None: the query runs in DuckDB) when a known end holds more than
+:data:`~omnigraph.engine.query.probe.PROBED_IDS` ids, a hop finds more than
+:data:`~omnigraph.engine.query.probe.PROBED_EDGES` edges, or the bindings exceed
+:data:`MOST_BINDINGS`: a small answer costs its rows, and a larger one is DuckDB's work.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from omnigraph.engine.gq.read_checker import BoundRead, Column, Compare, Const, Hop, Operand
+from omnigraph.engine.query.adjacency import Adjacency, PinnedImage, adjacency_cache
+from omnigraph.engine.query.node_ids import node_rows, read_where_in
+from omnigraph.engine.query.plan import implied_ids
+from omnigraph.engine.query import probe
+from omnigraph.engine.query.probe import End, probe_order
+from omnigraph.engine.schema.types import EnumType, PropertyType, ScalarType
+
+MOST_BINDINGS = 4096
+"""The most bindings of the match a direct answer holds before it leaves the query to DuckDB."""
+
+_FAMILIES = {
+    "String": "text",
+    "Bool": "bool",
+    "I32": "integer",
+    "I64": "integer",
+    "U32": "integer",
+    "U64": "integer",
+    "Date": "date",
+    "DateTime": "datetime",
+}
+_SORTABLE = {*_FAMILIES, "F32", "F64"}
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "=": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+def _family(ptype: PropertyType) -> str | None:
+    """The kind of value a comparison reads, when Python compares it as SQL does (module docstring); else None."""
+    if isinstance(ptype, EnumType):
+        return "text"
+    return _FAMILIES.get(ptype.name) if isinstance(ptype, ScalarType) else None
+
+
+def _comparable(compare: Compare) -> bool:
+    sides = (compare.left, compare.right)
+    families = {_family(side.type) for side in sides}
+    return compare.op in _OPERATORS and len(families) == 1 and None not in families and any(isinstance(s, Column) for s in sides)
+
+
+def _sortable(ptype: PropertyType) -> bool:
+    return isinstance(ptype, EnumType) or (isinstance(ptype, ScalarType) and ptype.name in _SORTABLE)
+
+
+def direct_plan(bound: BoundRead) -> list[tuple[Hop, End]] | None:
+    """The probes a direct answer of ``bound`` follows, in order; None when the query is not direct (module docstring)."""
+    block = bound.block
+    if bound.grouped or block.negations or block.conditions or block.text_matches:
+        return None
+    if any(var.is_edge for var in block.variables):
+        return None
+    if any(hop.min_hops != 1 or hop.max_hops != 1 or hop.undirected or hop.edge_var is not None for hop in block.hops):
+        return None
+    if any(output.func is not None or output.score is not None or output.column is None for output in bound.outputs):
+        return None
+    for key in bound.order:
+        column = key.column if key.output is None else bound.outputs[key.output].column
+        if key.score is not None or column is None or not _sortable(column.type):
+            return None
+    if not all(_comparable(compare) for compare in block.compares):
+        return None
+    known = {var for var, _ in implied_ids(block)}
+    if not known:
+        return None
+    order = probe_order(bound, known)
+    reached = known | {hop.src for hop, _ in order} | {hop.dst for hop, _ in order}
+    if len(order) != len(block.hops) or reached != {var.index for var in block.variables}:
+        return None
+    return order
+
+
+def _hop_pairs(image: PinnedImage, hop: Hop, end: End, near: Sequence[str]) -> set[tuple[str, str]] | None:
+    """The (src, dst) pairs of ``hop``'s edges whose ``end`` is one of ``near``; None past the probes' bound on edges."""
+    adjacency = adjacency_cache().peek(image.key)
+    if isinstance(adjacency, Adjacency):
+        return _adjacent_pairs(adjacency, end, near)
+    edges = read_where_in(image.dataset, ["src", "dst"], end, near, probe.PROBED_EDGES)
+    if edges is None:
+        return None
+    return set(zip(edges.column("src").to_pylist(), edges.column("dst").to_pylist(), strict=True))
+
+
+def _adjacent_pairs(adjacency: Adjacency, end: End, near: Sequence[str]) -> set[tuple[str, str]] | None:
+    """:func:`_hop_pairs` read from the edge image's adjacency (its self-loops are flags of their nodes)."""
+    import pyarrow as pa
+
+    positions = adjacency.positions(pa.array(list(near), pa.string()), "sources" if end == "src" else "targets")
+    csr = adjacency.forward if end == "src" else adjacency.backward
+    far_ids = adjacency.targets if end == "src" else adjacency.sources
+    near_ids = adjacency.sources if end == "src" else adjacency.targets
+    pairs: set[tuple[str, str]] = set()
+    for position in positions.tolist():
+        start, stop = int(csr.offsets[position]), int(csr.offsets[position + 1])
+        if len(pairs) + stop - start > probe.PROBED_EDGES:
+            return None
+        node = str(near_ids[position].as_py())
+        for other in far_ids.take(csr.neighbours[start:stop]).to_pylist():
+            pairs.add((node, str(other)) if end == "src" else (str(other), node))
+        if adjacency.loops is not None and adjacency.loops[position]:
+            pairs.add((node, node))
+    return pairs
+
+
+def _needed_columns(bound: BoundRead) -> dict[int, list[str]]:
+    """Per variable, the columns its rows must hold: ``id``, then what the comparisons, outputs and order keys read, sorted."""
+    needed: dict[int, set[str]] = {var.index: {"id"} for var in bound.block.variables}
+    operands: list[Operand] = [side for compare in bound.block.compares for side in (compare.left, compare.right)]
+    columns = [*operands, *(output.column for output in bound.outputs), *(key.column for key in bound.order)]
+    for column in columns:
+        if isinstance(column, Column):
+            needed[column.var].add(column.column)
+    return {var: ["id", *sorted(names - {"id"})] for var, names in needed.items()}
+
+
+Binding = tuple[str, ...]
+"""One id per variable of the match, each in its slot (:func:`_bind`)."""
+
+
+def direct_rows(
+    bound: BoundRead, order: list[tuple[Hop, End]], images: Mapping[str, PinnedImage], cache_limit: int, check: Callable[[], None]
+) -> list[tuple[Any, ...]] | None:
+    """The answer's rows (each value as DuckDB would give it), or None when the query is left to DuckDB (module docstring).
+
+    ``order`` is :func:`direct_plan`'s; ``images`` holds each table's pinned image; ``cache_limit``
+    bounds the id indexes (:mod:`omnigraph.engine.query.node_ids`); ``check`` (the time limit and
+    cancellation) runs before every read.
+    """
+    ids: dict[int, list[str]] = {}
+    for var, node_id in implied_ids(bound.block):
+        ids[var] = [node_id] if node_id in ids.get(var, [node_id]) else []
+    pairs: list[set[tuple[str, str]]] = []
+    for hop, end in order:
+        near, far = (hop.src, hop.dst) if end == "src" else (hop.dst, hop.src)
+        if len(ids[near]) > probe.PROBED_IDS:
+            return None
+        check()
+        found = _hop_pairs(images[hop.edge.table_key], hop, end, ids[near])
+        if found is None:
+            return None
+        if far in ids:
+            allowed = set(ids[far])
+            found = {pair for pair in found if (pair[1] if end == "src" else pair[0]) in allowed}
+        pairs.append(found)
+        ids[far] = sorted({pair[1] if end == "src" else pair[0] for pair in found})
+    if any(len(values) > probe.PROBED_IDS for values in ids.values()):
+        return None
+    rows = _read_rows(bound, ids, images, cache_limit, check)
+    joined = _bind(bound, order, pairs, ids, rows)
+    if joined is None:
+        return None
+    bindings, slots = joined
+    kept = [binding for binding in bindings if all(_holds(compare, binding, slots, rows) for compare in bound.block.compares)]
+    return _answer(bound, kept, slots, rows)
+
+
+def _read_rows(
+    bound: BoundRead, ids: Mapping[int, list[str]], images: Mapping[str, PinnedImage], cache_limit: int, check: Callable[[], None]
+) -> dict[int, dict[str, dict[str, Any]]]:
+    """Per variable, its nodes' rows by id (the columns it needs), one read per node table for all of its variables."""
+    needed = _needed_columns(bound)
+    by_table: dict[str, list[int]] = {}
+    for declared in bound.block.variables:
+        by_table.setdefault(declared.table.table_key, []).append(declared.index)
+    rows: dict[int, dict[str, dict[str, Any]]] = {}
+    for key, variables in sorted(by_table.items()):
+        columns = ["id", *sorted({name for var in variables for name in needed[var]} - {"id"})]
+        wanted = sorted({node_id for var in variables for node_id in ids[var]})
+        check()
+        image = images[key]
+        table = node_rows(image.dataset, image.key, columns, wanted, cache_limit)
+        by_id = {str(row["id"]): row for row in table.to_pylist()}
+        for var in variables:
+            rows[var] = {node_id: by_id[node_id] for node_id in ids[var] if node_id in by_id}
+    return rows
+
+
+def _bind(
+    bound: BoundRead,
+    order: list[tuple[Hop, End]],
+    pairs: list[set[tuple[str, str]]],
+    ids: Mapping[int, list[str]],
+    rows: Mapping[int, Mapping[str, Any]],
+) -> tuple[list[Binding], dict[int, int]] | None:
+    """Every binding of the match's variables, joined hop by hop, and each variable's slot in a binding.
+
+    The keyed variables take the first slots, then each hop's far end as the hop reaches it. None
+    past :data:`MOST_BINDINGS` bindings.
+    """
+    bindings: list[Binding] = [()]
+    slots: dict[int, int] = {}
+    for var in sorted({var for var, _ in implied_ids(bound.block)}):
+        bindings = [(*binding, node_id) for binding in bindings for node_id in ids[var] if node_id in rows[var]]
+        slots[var] = len(slots)
+    for (hop, end), found in zip(order, pairs, strict=True):
+        near, far = (hop.src, hop.dst) if end == "src" else (hop.dst, hop.src)
+        reach: dict[str, list[str]] = {}
+        for src, dst in sorted(found):
+            near_id, far_id = (src, dst) if end == "src" else (dst, src)
+            reach.setdefault(near_id, []).append(far_id)
+        if far in slots:
+            bindings = [b for b in bindings if b[slots[far]] in reach.get(b[slots[near]], ())]
+            continue
+        bindings = [(*b, far_id) for b in bindings for far_id in reach.get(b[slots[near]], ()) if far_id in rows[far]]
+        slots[far] = len(slots)
+        if len(bindings) > MOST_BINDINGS:
+            return None
+    return bindings, slots
+
+
+def _value(operand: Operand, binding: Binding, slots: Mapping[int, int], rows: Mapping[int, Mapping[str, Any]]) -> Any:
+    if isinstance(operand, Const):
+        return operand.value
+    return rows[operand.var][binding[slots[operand.var]]][operand.column]
+
+
+def _holds(compare: Compare, binding: Binding, slots: Mapping[int, int], rows: Mapping[int, Mapping[str, Any]]) -> bool:
+    """Whether ``compare`` is true for ``binding`` (NULL on either side: false)."""
+    left, right = _value(compare.left, binding, slots, rows), _value(compare.right, binding, slots, rows)
+    return left is not None and right is not None and _OPERATORS[compare.op](left, right)
+
+
+def _sort_value(value: Any) -> tuple[Any, ...]:
+    """``value`` as a key that orders as DuckDB orders it among non-NULL values (NaN above every number)."""
+    if isinstance(value, float) and math.isnan(value):
+        return (1,)
+    return (0, value)
+
+
+def _answer(
+    bound: BoundRead, bindings: list[Binding], slots: Mapping[int, int], rows: Mapping[int, Mapping[str, Any]]
+) -> list[tuple[Any, ...]]:
+    """The output rows of ``bindings``, ordered and limited as the statement does (module docstring)."""
+    top = [slots[var.index] for var in bound.block.variables]
+    ordered = sorted(bindings, key=lambda binding: [binding[slot] for slot in top])  # the tie-break: ids ascending
+    for key in reversed(bound.order):  # stable sorts, the last key first
+        column = key.column if key.output is None else bound.outputs[key.output].column
+        assert column is not None  # direct_plan: every key reads a column
+
+        def sort_key(binding: Binding, column: Column = column, descending: bool = key.descending) -> tuple[Any, ...]:
+            value = _value(column, binding, slots, rows)
+            # ascending NULL first, descending NULL last: NULL sorts below every value either way
+            return (0,) if value is None else (1, _sort_value(value))
+
+        ordered.sort(key=sort_key, reverse=key.descending)
+    if bound.limit is not None:
+        ordered = ordered[: bound.limit]
+    outputs = [output.column for output in bound.outputs]
+    return [tuple(_value(column, binding, slots, rows) for column in outputs if column is not None) for binding in ordered]
