@@ -385,7 +385,9 @@ class QueryPlan(Result):
     edge_variable, direction, bounds, mode, start, stops_after, frontier_index, estimated_rows}``; ``filters``: ``{filter, table,
     pushed_into_scan, index}``; ``searches``: ``{function, column, table, ordering, index,
     candidates}`` per search function (``index`` None: an exact scan). Row figures come from the
-    manifest's row counts.
+    manifest's row counts. ``executor``: ``direct`` when the answer is computed from the rows its
+    keyed variables reach, without a DuckDB statement (one runs instead if a probe passes its
+    bound), else ``statement``.
     """
 
     query: str
@@ -396,6 +398,7 @@ class QueryPlan(Result):
     hops: tuple[Mapping[str, Any], ...]
     filters: tuple[Mapping[str, Any], ...]
     searches: tuple[Mapping[str, Any], ...] = ()
+    executor: str = "statement"
 
 
 def documents(result_type: type[Result], items: Sequence[Mapping[str, Any]]) -> tuple[Any, ...]:

@@ -1,8 +1,9 @@
 """The adjacency cache of this process's read queries, for a program that reports on it (a server's ``/metrics``).
 
-Variable-length traversals search an in-memory adjacency of their edge table, which each process
-builds once per table version and keeps within ``OMNIGRAPH_QUERY_ADJACENCY_MB``
-(``docs/queries.md``, "How a query runs, and what it costs"). :func:`adjacency_stats` gives its
+Variable-length traversals search an in-memory adjacency of their edge table, and lookups by key
+read node rows through an in-memory id index of their node table, which each process builds
+once per table version and keeps within ``OMNIGRAPH_QUERY_ADJACENCY_MB`` (``docs/queries.md``,
+"How a query runs, and what it costs"). :func:`adjacency_stats` gives its
 counts now; :func:`listen` has a function told of each hit, build and eviction. Importing this
 module loads Arrow and numpy.
 """

@@ -11,7 +11,9 @@ has its own and only hop 1 exists. Two CSR arrays (:class:`Csr`, ``offsets`` int
 node (:attr:`Adjacency.loops`, one space only). An endpoint missing from its node table is a
 position like any other: the statement that joins the pairs with the node tables drops it.
 
-Cache (:class:`AdjacencyCache`, :func:`adjacency_cache`): one per process, keyed by the image
+Cache (:class:`AdjacencyCache`, :func:`adjacency_cache`): one per process, holding the
+adjacencies of edge images and the id indexes of node images
+(:mod:`omnigraph.engine.query.node_ids`), each keyed by its image
 (:func:`image_key`: the dataset's URI, Lance branch and version, and the names of its data and
 deletion files, so a branch deleted and created again under the same name, whose versions are
 numbered again from its fork point, is never mistaken for the old one). An image never changes,

@@ -38,10 +38,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from omnigraph.engine.gq.read_checker import BoundRead, Column, Compare, Const, Hop, Operand
+from omnigraph.engine.query import probe
 from omnigraph.engine.query.adjacency import Adjacency, PinnedImage, adjacency_cache
 from omnigraph.engine.query.node_ids import node_rows, read_where_in
 from omnigraph.engine.query.plan import implied_ids
-from omnigraph.engine.query import probe
 from omnigraph.engine.query.probe import End, probe_order
 from omnigraph.engine.schema.types import EnumType, PropertyType, ScalarType
 

@@ -45,7 +45,10 @@ built):
   ``candidates`` rows (both None: every row's distance is computed, an exact scan); for ``bm25``
   the full-text index whose scores are read (None: the scores are computed from the text); a match
   clause is always evaluated on the rows scanned (``index`` None); an ``rrf`` names the columns
-  of its two rankings (each listed on its own too) and is computed from them (``index`` None).
+  of its two rankings (each listed on its own too) and is computed from them (``index`` None);
+- ``executor``: ``direct`` when the query is answered from the rows its keyed variables reach,
+  without a DuckDB statement (:func:`omnigraph.engine.query.direct.direct_plan`; the statement
+  runs instead when a probe passes its bound), else ``statement``.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ from omnigraph.engine.gq.read_checker import (
 from omnigraph.engine.gq.search import NearestScore, RrfScore, tokens
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
+from omnigraph.engine.query.direct import direct_plan
 from omnigraph.engine.query.plan import PUSHED_OPS, crossing, implied_ids, key_score, scan_columns, scan_pushed, scores
 from omnigraph.engine.query.probe import End, probe_order
 from omnigraph.engine.query.run import bind_read, tables_read
@@ -302,4 +306,7 @@ def explain_query(
             filters.append(_filter(bound, compare, pushed, indexes, top and crossing(compare) is not None, substring))
         for condition, pushed in zip(block.conditions, conditions_pushed, strict=True):
             filters.append(_condition(bound, condition, pushed, top and crossing(condition) is not None))
-    return QueryPlan(bound.name, branch, point.commit, tuple(tables), tuple(variables), tuple(hops), tuple(filters), tuple(searches))
+    executor = "statement" if direct_plan(bound) is None else "direct"
+    return QueryPlan(
+        bound.name, branch, point.commit, tuple(tables), tuple(variables), tuple(hops), tuple(filters), tuple(searches), executor
+    )

@@ -53,6 +53,10 @@ def _table(answer: Answer) -> Iterator[str]:
 def _plan_lines(plan: dict[str, Any]) -> Iterator[str]:
     """``query --explain`` as text: one line per table, variable, traversal and filter."""
     yield f"query {plan['query']} on {plan['branch']} at commit {plan['commit']}"
+    if plan["executor"] == "direct":
+        yield "  answered directly from the rows its keys reach, without a DuckDB statement (unless a probe passes its bound)"
+    else:
+        yield "  answered by one DuckDB statement"
     for table in plan["tables"]:
         indexes = ", ".join(f"{i['name']} ({i['type']} on {', '.join(i['columns'])})" for i in table["indexes"]) or "no index"
         yield f"  table {table['table']} v{table['version']}: {table['rows']} rows; {indexes}"

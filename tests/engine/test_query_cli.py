@@ -125,6 +125,16 @@ query circle($name: String) {
 """
 
 
+FRIENDS = """
+query friends($name: String) {
+  match { $p: Person { name: $name }  $p knows $f  $f.age > 30 }
+  return { $f.name }
+  order { $f.name desc }
+}
+"""
+"""A direct query (:mod:`omnigraph.engine.query.direct`): a key, one hop, a comparison with a constant."""
+
+
 def test_explain_prints_the_plan_without_running_it(tmp_path: Path) -> None:
     """``--explain`` names each table's version and indexes, each scan, hop mode and filter.
 
@@ -147,6 +157,10 @@ def test_explain_prints_the_plan_without_running_it(tmp_path: Path) -> None:
     assert person["rows"] == 8 and [index["columns"] for index in person["indexes"]] == [["age"], ["id"]]  # id: the key index
     refused = _query(root, tmp_path, *args, "--format", "csv", source=CIRCLE)
     assert refused.returncode == 2 and "--explain" in refused.stderr
+    assert "  answered by one DuckDB statement" in text and plan["executor"] == "statement"
+    direct = _query(root, tmp_path, *args, source=FRIENDS).ok().stdout.splitlines()
+    assert direct[1] == "  answered directly from the rows its keys reach, without a DuckDB statement (unless a probe passes its bound)"
+    assert _query(root, tmp_path, *args, "--json", source=FRIENDS).ok().json()["executor"] == "direct"
 
 
 EDGES = """
