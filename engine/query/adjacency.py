@@ -80,6 +80,9 @@ REMEMBERED_OVERSIZE = 256
 
 Positions = npt.NDArray[np.int64]
 ImageKey = tuple[str, str | None, int, str]
+CacheKey = ImageKey | tuple[ImageKey, str]
+"""An entry's key: an edge image's adjacency is keyed by the image; a node image's id index and
+columns by the image and ``"ids"`` or the column's name."""
 Event = Literal["hit", "build", "eviction"]
 
 
@@ -371,10 +374,10 @@ class AdjacencyCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: OrderedDict[ImageKey, Cached] = OrderedDict()
-        self._building: dict[ImageKey, threading.Event] = {}
-        self._oversize: OrderedDict[ImageKey, int] = OrderedDict()
-        self._asked: OrderedDict[ImageKey, int] = OrderedDict()
+        self._entries: OrderedDict[CacheKey, Cached] = OrderedDict()
+        self._building: dict[CacheKey, threading.Event] = {}
+        self._oversize: OrderedDict[CacheKey, int] = OrderedDict()
+        self._asked: OrderedDict[CacheKey, int] = OrderedDict()
         self._bytes = 0
         self._hits = 0
         self._builds = 0
@@ -398,7 +401,7 @@ class AdjacencyCache:
         if self._listener is not None:
             self._listener(event, self._stats())
 
-    def peek(self, key: ImageKey) -> Cached | None:
+    def peek(self, key: CacheKey) -> Cached | None:
         """The entry of image ``key`` if the cache holds it (a hit), else None; never builds."""
         with self._lock:
             found = self._entries.get(key)
@@ -408,7 +411,7 @@ class AdjacencyCache:
                 self._tell("hit")
             return found
 
-    def get(self, key: ImageKey, build: Callable[[], CachedT], limit: int, least_bytes: int, *, after: int = 1) -> CachedT | None:
+    def get(self, key: CacheKey, build: Callable[[], CachedT], limit: int, least_bytes: int, *, after: int = 1) -> CachedT | None:
         """The entry of image ``key``, built by ``build`` when missing; None when it does not fit in ``limit`` bytes.
 
         An entry that takes at least ``least_bytes`` (what building it reads, at the least) more

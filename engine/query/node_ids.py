@@ -1,27 +1,35 @@
-"""Reading the rows of given node ids from a pinned node image: by an in-memory id index, else by a Lance filter.
+"""Reading the rows of given node ids from a pinned node image: from memory, else by a Lance filter.
 
 Id index (:class:`NodeIds`): the ``id`` column of one node image, read once, as fixed-width byte
 strings (the width of the longest id, shorter ones padded with NUL bytes) sorted ascending, with
-each one's row offset in the image (its position in a scan of the image, which is what Lance's
-``take`` reads). Finding an id is a binary search; its rows are then read with ``take`` (a few
-tenths of a millisecond) instead of a scan filtered on ``id`` (which plans and runs a scan, about
-a millisecond whatever the index behind it). Padding makes an id and the same id followed by NUL bytes look alike, so
-every row found is checked against the ids asked for.
+each one's row offset in the image (its position in a scan of the image, deleted rows skipped).
+Finding an id is a binary search. Padding makes an id and the same id followed by NUL bytes
+look alike: when the image holds an id that ends with a NUL byte, every row found is read with
+its id and checked against the ids asked for; otherwise (:attr:`NodeIds.exact`) a match is the
+id asked for.
 
-The indexes live in the process's cache of image indexes
-(:class:`omnigraph.engine.query.adjacency.AdjacencyCache`), keyed by the image, within the same
-bound as the adjacencies: an image never changes, so an index is never stale. An image's index
-is built the second time its rows are read by id (:data:`BUILD_AFTER`): a process that reads an
-image once (a command line query) never pays for it, a long-lived one (a ``Graph``, a server
-worker) pays once (about 0.1 s per million nodes). One whose ids would take more than the bound
-is not built (:class:`omnigraph.engine.query.adjacency.Oversize`), and its rows are read by a
-filter on ``id``, as with ``OMNIGRAPH_QUERY_ADJACENCY_MB=0``.
+Columns (:class:`NodeColumn`): one column of the image, read whole into memory, in scan order.
+The rows of the ids found are then taken from the cached columns (microseconds) when the index is
+exact and every column asked for is cached; else they are read with Lance's ``take`` (about a
+third of a millisecond). Without an index, they are read by a scan filtered on ``id``, which
+plans and runs a scan (about a millisecond, whatever index serves it).
+
+Index and columns live in the process's cache of image indexes
+(:class:`omnigraph.engine.query.adjacency.AdjacencyCache`), keyed by the image (and the column),
+within the same bound as the adjacencies: an image never changes, so an entry is never stale. Each
+is built the second time it is asked for (:data:`BUILD_AFTER`): a process that reads an image
+once (a command line query) never pays for it, a long-lived one (a ``Graph``, a server worker)
+pays once: about 0.1 s per million nodes for the index, a read of the column for a column. One
+that would take more than the bound is not built (:class:`omnigraph.engine.query.adjacency.Oversize`:
+a column is read in batches and given up once it passes the bound), and the rows are read from
+Lance as without it, as they all are with ``OMNIGRAPH_QUERY_ADJACENCY_MB=0``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,23 +54,54 @@ class NodeIds:
 
     ids: npt.NDArray[np.bytes_]
     offsets: npt.NDArray[np.int64]
+    exact: bool
+    """No id of the image ends with a NUL byte: a padded match is the id asked for."""
 
     @property
     def nbytes(self) -> int:
         """The bytes the arrays hold."""
         return int(self.ids.nbytes + self.offsets.nbytes)
 
-    def find(self, wanted: Sequence[str]) -> npt.NDArray[np.int64]:
-        """The row offsets, ascending and distinct, of the rows whose id may be one of ``wanted`` (check each row's id)."""
+    def find(self, wanted: Sequence[str]) -> list[tuple[int, str]]:
+        """(row offset, id asked for) of each row whose id may be one of ``wanted``, by offset.
+
+        Each is the id asked for when :attr:`exact`; otherwise check each row's own id.
+        """
         width = self.ids.dtype.itemsize
-        encoded = [value.encode() for value in wanted]
-        needles = np.array([value for value in encoded if len(value) <= width], dtype=self.ids.dtype)
-        if not len(needles):
-            return np.zeros(0, dtype=np.int64)
-        left = np.searchsorted(self.ids, needles, side="left")
-        right = np.searchsorted(self.ids, needles, side="right")
-        found = [self.offsets[start:stop] for start, stop in zip(left.tolist(), right.tolist(), strict=True) if stop > start]
-        return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+        asked = sorted({value for value in wanted if len(value.encode()) <= width and not (self.exact and value.endswith("\0"))})
+        if not asked:
+            return []
+        needles = np.array([value.encode() for value in asked], dtype=self.ids.dtype)
+        left = np.searchsorted(self.ids, needles, side="left").tolist()
+        right = np.searchsorted(self.ids, needles, side="right").tolist()
+        found = {(int(offset), value) for value, start, stop in zip(asked, left, right, strict=True) for offset in self.offsets[start:stop]}
+        return sorted(found)
+
+
+@dataclass(frozen=True, eq=False)
+class NodeColumn:
+    """One column of a node image, whole, in scan order (module docstring)."""
+
+    values: pa.Array
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the array holds."""
+        return int(self.values.nbytes)
+
+
+def build_node_column(dataset: lance.LanceDataset, column: str, limit: int) -> NodeColumn:
+    """``column`` of the image ``dataset`` in memory; :class:`Oversize` once it passes ``limit`` bytes."""
+    chunks: list[pa.Array] = []
+    size = 0
+    for batch in dataset.to_batches(columns=[column]):
+        chunks.append(batch.column(0))
+        size += batch.nbytes
+        if size > limit:
+            raise Oversize(size)
+    if not chunks:
+        return NodeColumn(pa.array([], dataset.schema.field(column).type))
+    return NodeColumn(pa.concat_arrays(chunks))
 
 
 def _fixed_width(ids: pa.Array, limit: int) -> npt.NDArray[np.bytes_]:
@@ -76,7 +115,7 @@ def _fixed_width(ids: pa.Array, limit: int) -> npt.NDArray[np.bytes_]:
     starts = np.frombuffer(ids.buffers()[1], dtype=offset_type)[ids.offset : ids.offset + count + 1].astype(np.int64)
     data = np.frombuffer(ids.buffers()[2], dtype=np.uint8) if count else np.zeros(0, dtype=np.uint8)
     if count and (lengths == width).all():
-        return np.frombuffer(data[starts[0] : starts[-1]].tobytes(), dtype=f"S{width}")
+        return data[starts[0] : starts[-1]].view(f"S{width}")
     padded = np.zeros(count * width, dtype=np.uint8)
     for first in range(0, count, PAD_ROWS):
         last = min(first + PAD_ROWS, count)
@@ -90,10 +129,11 @@ def _fixed_width(ids: pa.Array, limit: int) -> npt.NDArray[np.bytes_]:
 def build_node_ids(dataset: lance.LanceDataset, limit: int) -> NodeIds:
     """The id index of the image ``dataset`` (module docstring); :class:`Oversize` when it would take more than ``limit`` bytes."""
     ids = dataset.to_table(columns=["id"]).column("id").combine_chunks()
-    fixed = _fixed_width(ids.cast(pa.string()) if pa.types.is_large_string(ids.type) and len(ids) < 2**31 else ids, limit)
+    exact = not pc.any(pc.ends_with(ids, "\0")).as_py() if len(ids) else True
+    fixed = _fixed_width(ids, limit)
     del ids
     order = np.argsort(fixed, kind="stable")
-    return NodeIds(fixed[order], order.astype(np.int64))
+    return NodeIds(fixed[order], order.astype(np.int64), exact)
 
 
 def _id_filter(column: str, ids: Sequence[str]) -> str:
@@ -115,17 +155,33 @@ def read_where_in(dataset: Any, columns: list[str] | None, column: str, values: 
 
 
 def node_rows(dataset: Any, key: ImageKey, columns: list[str], ids: Sequence[str], cache_limit: int) -> pa.Table:
-    """The rows of the node image ``dataset`` (cache key ``key``) whose id is one of ``ids``, with ``columns`` (``id`` among them).
+    """The rows of the node image ``dataset`` (cache key ``key``) whose id is one of ``ids``, with ``columns`` (``id`` first).
 
-    Read through the image's id index when the cache holds or builds one within ``cache_limit``
-    bytes (module docstring), else by a filter on ``id``. Rows in no particular order.
+    Read from memory, through the image's id index and cached columns, when the cache holds or
+    builds them within ``cache_limit`` bytes (module docstring), else from Lance. Rows in no
+    particular order.
     """
+    assert columns[0] == "id"
+    schema = pa.schema([dataset.schema.field(name) for name in columns])
     if not ids:
-        return pa.schema([dataset.schema.field(name) for name in columns]).empty_table()
-    index = adjacency_cache().get(key, lambda: build_node_ids(dataset, cache_limit), cache_limit, 0, after=BUILD_AFTER)
+        return schema.empty_table()
+    cache = adjacency_cache()
+    index = cache.get((key, "ids"), lambda: build_node_ids(dataset, cache_limit), cache_limit, 0, after=BUILD_AFTER)
     if index is None:
         rows = read_where_in(dataset, columns, "id", ids, None)
         assert rows is not None  # no limit
         return rows
-    rows = dataset.take(index.find(ids).tolist(), columns=columns)
-    return rows.filter(pc.is_in(rows.column("id"), value_set=pa.array(list(ids), rows.schema.field("id").type)))
+    found = index.find(ids)
+    offsets = pa.array([offset for offset, _ in found], pa.int64())
+    if index.exact:
+        cached: dict[str, pa.Array] = {}
+        for name in columns[1:]:
+            column = cache.get((key, name), partial(build_node_column, dataset, name, cache_limit), cache_limit, 0, after=BUILD_AFTER)
+            if column is None:
+                break
+            cached[name] = column.values.take(offsets)
+        else:
+            found_ids = pa.array([node_id for _, node_id in found], schema.field("id").type)
+            return pa.table([found_ids, *(cached[name] for name in columns[1:])], schema=schema)
+    rows = dataset.take(offsets.to_pylist(), columns=columns)
+    return rows.filter(pc.is_in(rows.column("id"), value_set=pa.array(list(ids), schema.field("id").type)))
