@@ -8,7 +8,8 @@ look alike: when the image holds an id that ends with a NUL byte, every row foun
 its id and checked against the ids asked for; otherwise (:attr:`NodeIds.exact`) a match is the
 id asked for.
 
-Columns (:class:`NodeColumn`): one column of the image, read whole into memory, in scan order.
+Columns (:class:`NodeColumn`): one scalar column of the image (numbers, booleans, strings, dates,
+timestamps; never a list or a vector), read whole into memory, in scan order.
 The rows of the ids found are then taken from the cached columns (microseconds) when the index is
 exact and every column asked for is cached; else they are read with Lance's ``take`` (about a
 third of a millisecond). Without an index, they are read by a scan filtered on ``id``, which
@@ -88,6 +89,19 @@ class NodeColumn:
     def nbytes(self) -> int:
         """The bytes the array holds."""
         return int(self.values.nbytes)
+
+
+def _cacheable(column_type: pa.DataType) -> bool:
+    """Whether a column of ``column_type`` is held in memory: a scalar (number, boolean, string, date, timestamp)."""
+    return bool(
+        pa.types.is_integer(column_type)
+        or pa.types.is_floating(column_type)
+        or pa.types.is_boolean(column_type)
+        or pa.types.is_string(column_type)
+        or pa.types.is_large_string(column_type)
+        or pa.types.is_date(column_type)
+        or pa.types.is_timestamp(column_type)
+    )
 
 
 def build_node_column(dataset: lance.LanceDataset, column: str, limit: int) -> NodeColumn:
@@ -176,6 +190,8 @@ def node_rows(dataset: Any, key: ImageKey, columns: list[str], ids: Sequence[str
     if index.exact:
         cached: dict[str, pa.Array] = {}
         for name in columns[1:]:
+            if not _cacheable(schema.field(name).type):
+                break
             column = cache.get((key, name), partial(build_node_column, dataset, name, cache_limit), cache_limit, 0, after=BUILD_AFTER)
             if column is None:
                 break
