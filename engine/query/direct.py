@@ -211,7 +211,7 @@ def _read_rows(
         wanted = sorted({node_id for var in variables for node_id in ids[var]})
         check()
         image = images[key]
-        table = node_rows(image.dataset, image.key, columns, wanted, cache_limit)
+        table = node_rows(image, columns, wanted, cache_limit)
         by_id = {str(row["id"]): row for row in table.to_pylist()}
         for var in variables:
             rows[var] = {node_id: by_id[node_id] for node_id in ids[var] if node_id in by_id}

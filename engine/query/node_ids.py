@@ -38,7 +38,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from omnigraph.engine.query.adjacency import ImageKey, Oversize, adjacency_cache
+from omnigraph.engine.query.adjacency import Oversize, PinnedImage, adjacency_cache
 
 if TYPE_CHECKING:
     import lance
@@ -141,8 +141,11 @@ def _fixed_width(ids: pa.Array, limit: int) -> npt.NDArray[np.bytes_]:
 
 
 def build_node_ids(dataset: lance.LanceDataset, limit: int) -> NodeIds:
-    """The id index of the image ``dataset`` (module docstring); :class:`Oversize` when it would take more than ``limit`` bytes."""
-    ids = dataset.to_table(columns=["id"]).column("id").combine_chunks()
+    """The id index of the image ``dataset`` (module docstring); :class:`Oversize` when it would take more than ``limit`` bytes.
+
+    The ids are read in batches and given up once they pass ``limit`` bytes.
+    """
+    ids = build_node_column(dataset, "id", limit).values
     exact = not pc.any(pc.ends_with(ids, "\0")).as_py() if len(ids) else True
     fixed = _fixed_width(ids, limit)
     del ids
@@ -168,19 +171,21 @@ def read_where_in(dataset: Any, columns: list[str] | None, column: str, values: 
     return None if limit is not None and table.num_rows > limit else table
 
 
-def node_rows(dataset: Any, key: ImageKey, columns: list[str], ids: Sequence[str], cache_limit: int) -> pa.Table:
-    """The rows of the node image ``dataset`` (cache key ``key``) whose id is one of ``ids``, with ``columns`` (``id`` first).
+def node_rows(image: PinnedImage, columns: list[str], ids: Sequence[str], cache_limit: int) -> pa.Table:
+    """The rows of the node image ``image`` whose id is one of ``ids``, with ``columns`` (``id`` first).
 
     Read from memory, through the image's id index and cached columns, when the cache holds or
     builds them within ``cache_limit`` bytes (module docstring), else from Lance. Rows in no
-    particular order.
+    particular order. An image whose rows would take more than the bound at one byte a value
+    (nine for the index) is not read whole at all.
     """
     assert columns[0] == "id"
+    dataset, key = image.dataset, image.key
     schema = pa.schema([dataset.schema.field(name) for name in columns])
     if not ids:
         return schema.empty_table()
     cache = adjacency_cache()
-    index = cache.get((key, "ids"), lambda: build_node_ids(dataset, cache_limit), cache_limit, 0, after=BUILD_AFTER)
+    index = cache.get((key, "ids"), partial(build_node_ids, dataset, cache_limit), cache_limit, 9 * image.rows, after=BUILD_AFTER)
     if index is None:
         rows = read_where_in(dataset, columns, "id", ids, None)
         assert rows is not None  # no limit
@@ -192,7 +197,8 @@ def node_rows(dataset: Any, key: ImageKey, columns: list[str], ids: Sequence[str
         for name in columns[1:]:
             if not _cacheable(schema.field(name).type):
                 break
-            column = cache.get((key, name), partial(build_node_column, dataset, name, cache_limit), cache_limit, 0, after=BUILD_AFTER)
+            build = partial(build_node_column, dataset, name, cache_limit)
+            column = cache.get((key, name), build, cache_limit, image.rows, after=BUILD_AFTER)
             if column is None:
                 break
             cached[name] = column.values.take(offsets)

@@ -156,8 +156,7 @@ def probe(
     for key, variables in sorted(by_table.items()):
         table = bound.variables[variables[0]].table
         wanted = sorted({node_id for var in variables for node_id in ids[var]})
-        image = images[key]
-        rows = node_rows(image.dataset, image.key, ["id", *_readable(table)], wanted, cache_limit)
+        rows = node_rows(images[key], ["id", *_readable(table)], wanted, cache_limit)
         name = f"probe:nodes:{key}"
         session.register(name, rows)
         probed.nodes |= {var: name for var in variables}

@@ -88,9 +88,9 @@ def test_probed_answers_are_the_scanned_answers(social: omnigraph.Graph, name: s
     read_by_id: list[list[str]] = []
     read = probe.node_rows
 
-    def counted(dataset: Any, key: Any, columns: list[str], ids: list[str], cache_limit: int) -> Any:
+    def counted(image: Any, columns: list[str], ids: list[str], cache_limit: int) -> Any:
         read_by_id.append(list(ids))
-        return read(dataset, key, columns, ids, cache_limit)
+        return read(image, columns, ids, cache_limit)
 
     monkeypatch.setattr(run, "probe", spy)
     monkeypatch.setattr(probe, "node_rows", counted)
