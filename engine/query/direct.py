@@ -37,6 +37,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from omnigraph.engine.gq.read_checker import BoundRead, Column, Compare, Const, Hop, Operand
 from omnigraph.engine.query import probe
 from omnigraph.engine.query.adjacency import Adjacency, PinnedImage, adjacency_cache
@@ -126,8 +128,6 @@ def _hop_pairs(image: PinnedImage, hop: Hop, end: End, near: Sequence[str]) -> s
 
 def _adjacent_pairs(adjacency: Adjacency, end: End, near: Sequence[str]) -> set[tuple[str, str]] | None:
     """:func:`_hop_pairs` read from the edge image's adjacency (its self-loops are flags of their nodes)."""
-    import pyarrow as pa
-
     positions = adjacency.positions(pa.array(list(near), pa.string()), "sources" if end == "src" else "targets")
     csr = adjacency.forward if end == "src" else adjacency.backward
     far_ids = adjacency.targets if end == "src" else adjacency.sources
