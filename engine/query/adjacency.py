@@ -80,9 +80,10 @@ REMEMBERED_OVERSIZE = 256
 
 Positions = npt.NDArray[np.int64]
 ImageKey = tuple[str, str | None, int, str]
-CacheKey = ImageKey | tuple[ImageKey, str]
+CacheKey = ImageKey | tuple[ImageKey, str] | tuple[ImageKey, ImageKey, str]
 """An entry's key: an edge image's adjacency is keyed by the image; a node image's id index and
-columns by the image and ``"ids"`` or the column's name."""
+columns by the image and ``"ids"`` or the column's name; where an adjacency's ids are in a node
+image by both images and the side."""
 Event = Literal["hit", "build", "eviction"]
 
 

@@ -48,7 +48,10 @@ built):
   of its two rankings (each listed on its own too) and is computed from them (``index`` None);
 - ``executor``: ``direct`` when the query is answered from the rows its keyed variables reach,
   without a DuckDB statement (:func:`omnigraph.engine.query.direct.direct_plan`; the statement
-  runs instead when a probe passes its bound), else ``statement``.
+  runs instead when a probe passes its bound); ``degrees`` when it counts a one-hop match over the
+  whole graph, answered from the edge table's adjacency when the process holds it
+  (:func:`omnigraph.engine.query.degrees.degree_plan`; else the statement runs); else
+  ``statement``.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ from omnigraph.engine.gq.read_checker import (
 from omnigraph.engine.gq.search import NearestScore, RrfScore, tokens
 from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.rows import MAIN, BranchSnapshot
+from omnigraph.engine.query.degrees import degree_plan
 from omnigraph.engine.query.direct import direct_plan
 from omnigraph.engine.query.plan import PUSHED_OPS, crossing, implied_ids, key_score, scan_columns, scan_pushed, scores
 from omnigraph.engine.query.probe import End, probe_order
@@ -306,7 +310,7 @@ def explain_query(
             filters.append(_filter(bound, compare, pushed, indexes, top and crossing(compare) is not None, substring))
         for condition, pushed in zip(block.conditions, conditions_pushed, strict=True):
             filters.append(_condition(bound, condition, pushed, top and crossing(condition) is not None))
-    executor = "statement" if direct_plan(bound) is None else "direct"
+    executor = "direct" if direct_plan(bound) is not None else "degrees" if degree_plan(bound) is not None else "statement"
     return QueryPlan(
         bound.name, branch, point.commit, tuple(tables), tuple(variables), tuple(hops), tuple(filters), tuple(searches), executor
     )

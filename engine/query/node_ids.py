@@ -91,7 +91,7 @@ class NodeColumn:
         return int(self.values.nbytes)
 
 
-def _cacheable(column_type: pa.DataType) -> bool:
+def cacheable(column_type: pa.DataType) -> bool:
     """Whether a column of ``column_type`` is held in memory: a scalar (number, boolean, string, date, timestamp)."""
     return bool(
         pa.types.is_integer(column_type)
@@ -118,12 +118,15 @@ def build_node_column(dataset: lance.LanceDataset, column: str, limit: int) -> N
     return NodeColumn(pa.concat_arrays(chunks))
 
 
-def _fixed_width(ids: pa.Array, limit: int) -> npt.NDArray[np.bytes_]:
-    """``ids`` (a string array without nulls) as one fixed-width byte string each; :class:`Oversize` past ``limit`` bytes."""
+def fixed_width(ids: pa.Array, limit: int | None = None) -> npt.NDArray[np.bytes_]:
+    """``ids`` (a string array without nulls) as byte strings of the longest one's width, NUL-padded.
+
+    :class:`Oversize` when they would take more than ``limit`` bytes (with an offset each).
+    """
     count = len(ids)
     lengths = pc.binary_length(ids).to_numpy(zero_copy_only=False).astype(np.int64)
     width = max(int(lengths.max()) if count else 0, 1)
-    if count * (width + 8) > limit:
+    if limit is not None and count * (width + 8) > limit:
         raise Oversize(count * (width + 8))
     offset_type = np.int64 if pa.types.is_large_string(ids.type) else np.int32
     starts = np.frombuffer(ids.buffers()[1], dtype=offset_type)[ids.offset : ids.offset + count + 1].astype(np.int64)
@@ -147,7 +150,7 @@ def build_node_ids(dataset: lance.LanceDataset, limit: int) -> NodeIds:
     """
     ids = build_node_column(dataset, "id", limit).values
     exact = not pc.any(pc.ends_with(ids, "\0")).as_py() if len(ids) else True
-    fixed = _fixed_width(ids, limit)
+    fixed = fixed_width(ids, limit)
     del ids
     order = np.argsort(fixed, kind="stable")
     return NodeIds(fixed[order], order.astype(np.int64), exact)
@@ -195,7 +198,7 @@ def node_rows(image: PinnedImage, columns: list[str], ids: Sequence[str], cache_
     if index.exact:
         cached: dict[str, pa.Array] = {}
         for name in columns[1:]:
-            if not _cacheable(schema.field(name).type):
+            if not cacheable(schema.field(name).type):
                 break
             build = partial(build_node_column, dataset, name, cache_limit)
             column = cache.get((key, name), build, cache_limit, image.rows, after=BUILD_AFTER)

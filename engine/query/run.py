@@ -49,6 +49,7 @@ from omnigraph.engine.graph import Graph
 from omnigraph.engine.manifest.commit_graph import ReadPoint, read_point
 from omnigraph.engine.manifest.rows import MAIN
 from omnigraph.engine.query.adjacency import PinnedImage, cache_limit_bytes
+from omnigraph.engine.query.degrees import degree_plan, degree_rows
 from omnigraph.engine.query.direct import direct_plan, direct_rows
 from omnigraph.engine.query.limits import Guard, QueryCancel, answer_limit_bytes, answer_too_large, timeout_seconds
 from omnigraph.engine.query.plan import implied_ids, scores, statement
@@ -206,19 +207,12 @@ def open_answer(
     with point.reading(graph.manifest):
         datasets = point.open_images(graph.manifest, sorted(tables_read(bound.block)))
         images = {key: pinned_image(graph, point, key, dataset) for key, dataset in datasets.items()}
-        plan = direct_plan(bound)
-        if plan is not None:
-            guard = Guard(None, timeout_seconds(), cancel)
-            try:
-                found = direct_rows(bound, plan, images, cache_limit, guard.check)
-            finally:
-                guard.close()
-            if found is not None:
-                render = row_renderer([output.type for output in bound.outputs])
-                yield Answer(
-                    bound.name, branch, point.commit, columns, types, iter([render(row) for row in found]), answer_limit_bytes(memory_mb)
-                )
-                return
+        found = _answered_without_statement(bound, images, cache_limit, cancel)
+        if found is not None:
+            render = row_renderer([output.type for output in bound.outputs])
+            rendered = iter([render(row) for row in found])
+            yield Answer(bound.name, branch, point.commit, columns, types, rendered, answer_limit_bytes(memory_mb))
+            return
         with open_session(one_thread=repeatable, cancel=cancel) as session:
             for table_key, image in images.items():
                 session.register(table_key, image.dataset, image.rows)
@@ -238,6 +232,27 @@ def open_answer(
                 )
                 rows = _batches(session, session.execute(sql, values), bound)
             yield Answer(bound.name, branch, point.commit, columns, types, rows, answer_limit_bytes(memory_mb))
+
+
+def _answered_without_statement(
+    bound: BoundRead, images: dict[str, PinnedImage], cache_limit: int, cancel: QueryCancel | None
+) -> list[tuple[Any, ...]] | None:
+    """The rows of the answer computed without DuckDB, or None when the statement must run.
+
+    A direct answer (:mod:`omnigraph.engine.query.direct`) or a degree aggregate
+    (:mod:`omnigraph.engine.query.degrees`).
+    """
+    direct, degrees = direct_plan(bound), degree_plan(bound)
+    if direct is None and degrees is None:
+        return None
+    guard = Guard(None, timeout_seconds(), cancel)
+    try:
+        if direct is not None:
+            return direct_rows(bound, direct, images, cache_limit, guard.check)
+        assert degrees is not None
+        return degree_rows(bound, degrees, images, cache_limit, guard.check)
+    finally:
+        guard.close()
 
 
 def pinned_image(graph: Graph, point: ReadPoint, key: str, dataset: Any) -> PinnedImage:

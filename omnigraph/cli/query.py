@@ -55,6 +55,8 @@ def _plan_lines(plan: dict[str, Any]) -> Iterator[str]:
     yield f"query {plan['query']} on {plan['branch']} at commit {plan['commit']}"
     if plan["executor"] == "direct":
         yield "  answered directly from the rows its keys reach, without a DuckDB statement (unless a probe passes its bound)"
+    elif plan["executor"] == "degrees":
+        yield "  counted from the edge table's adjacency when this process holds it, else by one DuckDB statement"
     else:
         yield "  answered by one DuckDB statement"
     for table in plan["tables"]:

@@ -1,0 +1,197 @@
+"""Degree aggregates: counts of a one-hop match over the whole graph, read off the edge image's adjacency.
+
+A query is a degree aggregate (:func:`degree_plan`) when its match is two node variables joined by
+one directed ``{1,1}`` hop (no edge variable) and nothing else (no comparison, condition, negation,
+text match or score), and it returns counts of the match's rows (``count($p)``, ``count($f)``:
+every row binds both) and, optionally, group keys that are columns of one of the two variables,
+ordered by returned items, with or without a limit: the number of edges of the graph
+(``$p knows $f`` ... ``count($f)``), each node's degree, the top-k by degree.
+
+A row of the match is a distinct pair of nodes joined by an edge, both present in their node
+tables. The edge image's adjacency (:mod:`omnigraph.engine.query.adjacency`) holds exactly the
+distinct pairs (a self-loop as a flag of its node), so a node's row count is the number of its
+distinct neighbours present in the other node table, plus one for its self-loop when it is
+present itself. Presence is read from the node images' id indexes
+(:mod:`omnigraph.engine.query.node_ids`), group keys from their cached columns. Groups are made
+and ordered as the statement does (:mod:`omnigraph.engine.query.plan`): the ``order`` keys
+(ascending puts NULL first, descending last; NaN above every number), then the group keys
+ascending, NULL first.
+
+:func:`degree_rows` answers only from what the process already holds or builds cheaply: it gives
+up (None: the statement runs in DuckDB) when the adjacency of the edge image is not in the cache
+(a degree aggregate never builds one; a variable-length traversal of the same table version
+does), when an id index or a group key's column is not held and not built (they are built on their
+second use, :data:`omnigraph.engine.query.node_ids.BUILD_AFTER`), or when an id index cannot tell
+an id from the same id followed by NUL bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from omnigraph.engine.gq.read_checker import BoundRead, Hop
+from omnigraph.engine.query.adjacency import Adjacency, ImageKey, PinnedImage, adjacency_cache
+from omnigraph.engine.query.node_ids import BUILD_AFTER, build_node_column, cacheable
+
+if TYPE_CHECKING:
+    import lance
+
+Side = Literal["src", "dst"]
+
+
+@dataclass(frozen=True)
+class DegreePlan:
+    """A degree aggregate's hop and the side whose variable holds the group keys (``src`` when there are none)."""
+
+    hop: Hop
+    side: Side
+
+
+def degree_plan(bound: BoundRead) -> DegreePlan | None:
+    """The plan of ``bound`` as a degree aggregate; None when it is not one (module docstring)."""
+    block = bound.block
+    if not bound.grouped or block.compares or block.conditions or block.negations or block.text_matches or len(block.hops) != 1:
+        return None
+    (hop,) = block.hops
+    if hop.min_hops != 1 or hop.max_hops != 1 or hop.undirected or hop.edge_var is not None or hop.src == hop.dst:
+        return None
+    if len(block.variables) != 2 or any(var.is_edge for var in block.variables):
+        return None
+    keys: set[int] = set()
+    for output in bound.outputs:
+        if output.score is not None:
+            return None
+        if output.func is None and output.column is not None:
+            keys.add(output.column.var)
+        elif output.func != "count" or output.column is not None:
+            return None
+    if len(keys) > 1 or any(key.output is None or key.score is not None for key in bound.order):
+        return None
+    return DegreePlan(hop, "dst" if keys == {hop.dst} else "src")
+
+
+@dataclass(frozen=True, eq=False)
+class NodeOffsets:
+    """Where each position of one side of an adjacency is in a node image: its row offset, -1 for no node."""
+
+    offsets: npt.NDArray[np.int64]
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the array holds."""
+        return int(self.offsets.nbytes)
+
+
+def build_node_offsets(ids: pa.Array, node: lance.LanceDataset, check: Callable[[], None]) -> NodeOffsets:
+    """The row offset in the node image ``node`` of each of ``ids`` (-1 where it has no such node): one hash lookup of them all."""
+    node_ids = node.to_table(columns=["id"]).column("id").combine_chunks()
+    check()
+    found = pc.index_in(ids.cast(node_ids.type), value_set=node_ids).fill_null(-1)
+    return NodeOffsets(found.to_numpy(zero_copy_only=False).astype(np.int64))
+
+
+def _node_offsets(
+    adjacency_key: ImageKey, ids: pa.Array, side: Side, image: PinnedImage, limit: int, check: Callable[[], None]
+) -> NodeOffsets | None:
+    """The cached :class:`NodeOffsets` of one side of an adjacency in ``image`` (built on first use within ``limit`` bytes)."""
+    key = (adjacency_key, image.key, side)
+    return adjacency_cache().get(key, partial(build_node_offsets, ids, image.dataset, check), limit, 8 * len(ids))
+
+
+def degree_rows(
+    bound: BoundRead, plan: DegreePlan, images: Mapping[str, PinnedImage], cache_limit: int, check: Callable[[], None]
+) -> list[tuple[Any, ...]] | None:
+    """The answer's rows (each value as DuckDB would give it), or None when the statement must run (module docstring)."""
+    hop = plan.hop
+    edge_key = images[hop.edge.table_key].key
+    adjacency = adjacency_cache().peek(edge_key)
+    if not isinstance(adjacency, Adjacency):
+        return None
+    near_var, far_var = (hop.src, hop.dst) if plan.side == "src" else (hop.dst, hop.src)
+    far_side: Side = "dst" if plan.side == "src" else "src"
+    near_ids, far_ids = (adjacency.sources, adjacency.targets) if plan.side == "src" else (adjacency.targets, adjacency.sources)
+    near_image = images[bound.variables[near_var].table.table_key]
+    far_image = images[bound.variables[far_var].table.table_key]
+    near = _node_offsets(edge_key, near_ids, plan.side, near_image, cache_limit, check)
+    far = near if adjacency.one_space else _node_offsets(edge_key, far_ids, far_side, far_image, cache_limit, check)
+    if near is None or far is None:
+        return None
+    check()
+    csr = adjacency.forward if plan.side == "src" else adjacency.backward
+    far_present = far.offsets >= 0
+    reached = np.zeros(len(csr.neighbours) + 1, dtype=np.int64)
+    np.cumsum(far_present[csr.neighbours], out=reached[1:])
+    degrees = reached[csr.offsets[1:]] - reached[csr.offsets[:-1]]
+    if adjacency.loops is not None:
+        degrees += adjacency.loops & far_present
+    degrees[near.offsets < 0] = 0
+    check()
+    group_outputs = [index for index, output in enumerate(bound.outputs) if output.func is None]
+    if not group_outputs:
+        total = int(degrees.sum())
+        rows = [tuple(total for _ in bound.outputs)]
+        return rows[: bound.limit] if bound.limit is not None else rows
+    return _grouped(bound, group_outputs, near_ids, near.offsets, near_image, degrees, cache_limit)
+
+
+def _grouped(
+    bound: BoundRead,
+    group_outputs: list[int],
+    near_ids: pa.Array,
+    near_offsets: npt.NDArray[np.int64],
+    near_image: PinnedImage,
+    degrees: npt.NDArray[np.int64],
+    cache_limit: int,
+) -> list[tuple[Any, ...]] | None:
+    """The rows of a grouped degree aggregate: per distinct group key values, the sum of its nodes' row counts."""
+    nodes = np.flatnonzero(degrees > 0)
+    ids = near_ids.take(pa.array(nodes))
+    offsets = pa.array(near_offsets[nodes])
+    columns: dict[str, pa.Array] = {}
+    for index in group_outputs:
+        column = bound.outputs[index].column
+        assert column is not None  # a group key is a column
+        if column.column == "id":
+            columns[f"g{index}"] = ids
+            continue
+        field = near_image.dataset.schema.field(column.column)
+        if not cacheable(field.type) or pa.types.is_floating(field.type):  # NaN and -0.0 group as DuckDB groups them only by luck
+            return None
+        build = partial(build_node_column, near_image.dataset, column.column, cache_limit)
+        held = adjacency_cache().get((near_image.key, column.column), build, cache_limit, near_image.rows, after=BUILD_AFTER)
+        if held is None:
+            return None
+        columns[f"g{index}"] = held.values.take(offsets)
+    table = pa.table({**columns, "n": pa.array(degrees[nodes])})
+    keys = [f"g{index}" for index in group_outputs]
+    groups = table.group_by(keys, use_threads=False).aggregate([("n", "sum")])
+    sort_keys: list[tuple[str, str]] = []
+    order = [
+        (f"{'g' if bound.outputs[key.output].func is None else 'c'}{key.output}", key.descending)
+        for key in bound.order
+        if key.output is not None
+    ]
+    counts = {f"c{index}": groups.column("n_sum") for index, output in enumerate(bound.outputs) if output.func is not None}
+    for name, column in counts.items():
+        groups = groups.append_column(name, column)
+    for name, descending in [*order, *((key, False) for key in keys)]:
+        null = f"{name}:null"
+        if null not in groups.column_names:
+            groups = groups.append_column(null, pc.is_null(groups.column(name)))
+        # NULL below every value: first ascending, last descending
+        sort_keys += [(null, "ascending" if descending else "descending"), (name, "descending" if descending else "ascending")]
+    if bound.limit is not None and bound.limit < groups.num_rows:  # the groups are distinct: the first N are one set, in one order
+        ordered = groups.take(pc.select_k_unstable(groups, k=bound.limit, sort_keys=sort_keys))
+    else:
+        ordered = groups.take(pc.sort_indices(groups, sort_keys=sort_keys))
+    names = [f"g{index}" if output.func is None else f"c{index}" for index, output in enumerate(bound.outputs)]
+    values = [ordered.column(name).to_pylist() for name in names]
+    return list(zip(*values, strict=True)) if values else []
