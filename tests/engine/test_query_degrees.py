@@ -1,0 +1,163 @@
+"""Degree aggregates (``omnigraph.engine.query.degrees``) answer as the DuckDB statement does.
+
+Random small graphs written without an endpoint check (edges may dangle: an endpoint missing from
+its node table, or a City id where a Person is expected), with self-loops, parallel edges, ids
+shared by a Person and a City, and nullable group keys. For each random degree aggregate (the
+count of a one-hop match, grouped or not by columns of either end, ordered by counts or keys in
+either direction, limited or not), the answer read off the adjacency must equal the statement's,
+row for row and in order, and the adjacency path must have answered (it is checked by spying on
+it). A degree aggregate never builds an adjacency: before one is held the statement answers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from omnigraph.engine.door.table_store import FENCED_PROFILE
+from omnigraph.engine.graph import Graph, init_graph
+from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
+from omnigraph.engine.query import adjacency, degrees, node_ids, run
+from omnigraph.engine.query.adjacency import AdjacencyCache
+from omnigraph.engine.query.explain import explain_query
+from omnigraph.engine.query.run import run_query
+from omnigraph.engine.storage.store import open_store
+
+SCHEMA = """
+node Person { name: String @key  age: I32?  born: Date? }
+node City   { name: String @key  size: I32? }
+edge Knows:   Person -> Person
+edge LivesIn: Person -> City
+"""
+PEOPLE = ["a", "b", "c", "d", "e", "f"]
+CITIES = ["a", "b", "x"]  # "a" and "b" are Person ids too
+ENDS = [*PEOPLE, "x", "zz"]  # "x" is a City only, "zz" nothing
+
+
+def _write(graph: Graph, people: list[tuple[str, int | None]], cities: list[tuple[str, int | None]], knows: Any, lives: Any) -> None:
+    """One commit that overwrites every table with these rows (no endpoint check: edges may dangle)."""
+
+    def table(key: str, columns: dict[str, list[Any]]) -> pa.Table:
+        return pa.Table.from_pydict(columns, schema=graph.catalog.table(key).arrow_schema(with_pk=True))
+
+    def edges(prefix: str, pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
+        return {"id": [f"{prefix}{i}" for i in range(len(pairs))], "src": [s for s, _ in pairs], "dst": [d for _, d in pairs]}
+
+    names = [name for name, _ in people]
+    person = {"id": names, "name": names, "age": [age for _, age in people], "born": [None] * len(people)}
+    city = {"id": [name for name, _ in cities], "name": [name for name, _ in cities], "size": [size for _, size in cities]}
+
+    def prepare(snapshot: Any, _previous: Any) -> CommitPlan:
+        writes = (
+            TableWrite("node:Person", "overwrite", table("node:Person", person)),
+            TableWrite("node:City", "overwrite", table("node:City", city)),
+            TableWrite("edge:Knows", "overwrite", table("edge:Knows", edges("k", knows))),
+            TableWrite("edge:LivesIn", "overwrite", table("edge:LivesIn", edges("l", lives))),
+        )
+        return CommitPlan(writes, (snapshot.head.commit_id,), "degrees test", None)
+
+    commit(graph, "main", prepare, actor="tests")
+
+
+@pytest.fixture
+def fresh_cache() -> Any:
+    """A cache of the test's own; a node column is built on its first use."""
+    cache = AdjacencyCache()
+    with mock.patch.object(adjacency, "_CACHE", cache), mock.patch.object(node_ids, "BUILD_AFTER", 1):
+        yield cache
+
+
+@st.composite
+def aggregates(draw: Any) -> str:
+    """One degree aggregate over :data:`SCHEMA`."""
+    edge = draw(st.sampled_from(["knows", "livesIn"]))
+    src, dst = ("$p", "$f") if draw(st.booleans()) else ("$f", "$p")
+    far_type = "Person" if edge == "knows" else "City"
+    src_type, dst_type = ("Person", far_type)
+    declared = draw(st.sampled_from(["", f"{src}: {src_type}  ", f"{src}: {src_type}  {dst}: {dst_type}  "]))
+    match = f"{declared}{src} {edge} {dst}"
+    keyed = draw(st.sampled_from(["none", "src", "dst"]))
+    counts = draw(st.sampled_from([["count($f) as n"], ["count($p) as n"], ["count($p) as n", "count($f) as m"]]))
+    keys: list[str] = []
+    if keyed != "none":
+        var, table = (src, src_type) if keyed == "src" else (dst, dst_type)
+        columns = ["name", "age"] if table == "Person" else ["name", "size"]
+        keys = draw(st.lists(st.sampled_from([f"{var}.{column}" for column in columns]), min_size=1, max_size=2, unique=True))
+    returns = [*keys, *counts]
+    aliases = [*keys, *(item.rsplit(" as ", 1)[1] for item in counts)]
+    order = ""
+    chosen = draw(st.lists(st.sampled_from(aliases), max_size=2, unique=True))
+    if chosen:
+        order = "order { " + ", ".join(f"{alias}{draw(st.sampled_from(['', ' asc', ' desc']))}" for alias in chosen) + " }"
+    limit = f"limit {draw(st.integers(0, 4))}" if draw(st.booleans()) else ""
+    return f"query q() {{ match {{ {match} }} return {{ {', '.join(returns)} }} {order} {limit} }}"
+
+
+def _rows(graph: Graph, source: str) -> list[list[Any]]:
+    document = run_query(graph, source)
+    return [[row[column] for column in document["columns"]] for row in document["rows"]]
+
+
+def _answers(graph: Graph, source: str) -> tuple[list[list[Any]], list[Any]]:
+    """The answer with degree aggregates on, and what the adjacency path returned on each call."""
+    returned: list[Any] = []
+    answer = degrees.degree_rows
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        returned.append(answer(*args, **kwargs))
+        return returned[-1]
+
+    with mock.patch.object(run, "degree_rows", spy):
+        return _rows(graph, source), returned
+
+
+def _statement(graph: Graph, source: str) -> list[list[Any]]:
+    with mock.patch.object(run, "degree_plan", lambda bound: None):
+        return _rows(graph, source)
+
+
+WALKS = (
+    "query w() { match { $a knows{1,2} $b } return { count($b) as n } }",
+    "query w() { match { $a livesIn{1,2} $b } return { count($b) as n } }",
+)
+"""Variable-length traversals of both edge tables: each builds its table's adjacency."""
+
+
+@settings(max_examples=25, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_degree_aggregates_answer_as_the_statement(tmp_path: Path, data: Any, fresh_cache: AdjacencyCache) -> None:
+    people = data.draw(st.lists(st.tuples(st.sampled_from(PEOPLE), st.one_of(st.none(), st.integers(0, 2))), unique_by=lambda p: p[0]))
+    cities = data.draw(st.lists(st.tuples(st.sampled_from(CITIES), st.one_of(st.none(), st.integers(0, 1))), unique_by=lambda c: c[0]))
+    knows = data.draw(st.lists(st.tuples(st.sampled_from(ENDS), st.sampled_from(ENDS)), max_size=16))  # loops, parallel, dangling
+    lives = data.draw(st.lists(st.tuples(st.sampled_from(ENDS), st.sampled_from([*CITIES, "c", "zz"])), max_size=8))
+    graph = init_graph(open_store(str(tmp_path / uuid.uuid4().hex)), SCHEMA, FENCED_PROFILE, "tests")
+    _write(graph, people, cities, knows, lives)
+    for walk in WALKS:
+        run_query(graph, walk)
+    for _ in range(6):
+        source = data.draw(aggregates())
+        found, returned = _answers(graph, source)
+        assert returned and returned[-1] is not None, source  # read off the adjacency
+        assert found == _statement(graph, source), (source, people, cities, knows, lives)
+
+
+def test_a_degree_aggregate_never_builds_an_adjacency(tmp_path: Path, fresh_cache: AdjacencyCache) -> None:
+    graph = init_graph(open_store(str(tmp_path / "g")), SCHEMA, FENCED_PROFILE, "tests")
+    _write(graph, [("a", 1), ("b", None), ("c", 1)], [("x", 3)], [("a", "b"), ("a", "b"), ("a", "a"), ("b", "zz"), ("c", "a")], [])
+    top = "query t() { match { $p knows $f } return { $p.age, count($f) as d } order { d desc } limit 2 }"
+    assert explain_query(graph, top).executor == "degrees"
+    found, returned = _answers(graph, top)
+    assert returned == [None] and fresh_cache.stats().builds == 0  # no adjacency yet: the statement answered
+    assert found == [[1, 3]]  # a: b and itself, c: a (age 1 both); b's one edge dangles, so b has no row
+    run_query(graph, WALKS[0])
+    assert _answers(graph, top) == (found, [[(1, 3)]])
+    assert explain_query(graph, "query c() { match { $p: Person { name: \"a\" }  $p knows $f } return { count($f) as n } }").executor == (
+        "statement"
+    )
