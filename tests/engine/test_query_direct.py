@@ -368,6 +368,61 @@ def test_a_direct_answer_orders_nulls_as_the_statement(example: tuple[Graph, Mod
     _same_as_duckdb_and_model(graph, model, source, {}, direct_expected=True)
 
 
+KINDS_SCHEMA = """
+node Person { name: String @key  born: Date?  seen: DateTime?  ok: Bool?  kind: enum(red, blue)?  big: I64?  huge: U64? }
+edge Knows: Person -> Person
+"""
+KINDS_PEOPLE: list[dict[str, Any]] = [
+    {"name": "a", "born": "1969-12-31", "seen": "2024-01-31T09:30:00.123Z", "ok": True, "kind": "red", "big": -9223372036854775808},
+    {"name": "b", "born": "2024-02-29", "seen": "1969-12-31T23:59:59.999Z", "ok": False, "kind": "blue", "big": 9007199254740993},
+    {"name": "c", "born": None, "seen": None, "ok": None, "kind": None, "big": None, "huge": 18446744073709551615},
+    {"name": "d", "born": "1969-12-31", "seen": "2024-01-31T09:30:00.124Z", "ok": True, "kind": "blue", "big": 9007199254740992, "huge": 0},
+    {"name": "é", "born": "2000-01-01", "seen": "2000-01-01T00:00:00.000Z", "ok": False, "kind": "red", "big": 0, "huge": 5},
+]
+KINDS_FILTERS = [
+    '$f.born < date("2000-01-01")',
+    "$f.born = $p.born",
+    "$f.born >= $p.born",
+    '$f.seen > datetime("2024-01-31T10:30:00.123+01:00")',
+    "$f.seen <= $p.seen",
+    "$f.ok = true",
+    "$f.ok != $p.ok",
+    '$f.kind = "red"',
+    '$f.kind > "blue"',
+    "$f.kind != $p.kind",
+    "$f.big > 9007199254740992",
+    "$f.big < $p.big",
+    "$f.huge >= 18446744073709551615",
+    "$f.huge > -1",
+    '$f.name > "d"',
+]
+KINDS_ORDERS = ["$f.born", "$f.seen desc", "$f.ok", "$f.kind desc", "$f.big", "$f.huge desc", "$f.name desc"]
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory: pytest.TempPathFactory) -> Graph:
+    graph = init_graph(open_store(str(tmp_path_factory.mktemp("kinds") / "g")), KINDS_SCHEMA, FENCED_PROFILE, ACTOR)
+    records: list[dict[str, Any]] = [{"type": "Person", "data": person} for person in KINDS_PEOPLE]
+    records += [{"edge": "Knows", "from": src["name"], "to": dst["name"]} for src in KINDS_PEOPLE for dst in KINDS_PEOPLE]
+    load(graph, "".join(json.dumps(record) + "\n" for record in records).encode(), mode="append", branch="main", actor=ACTOR)
+    return graph
+
+
+@pytest.mark.parametrize("start", ["a", "b", "c", "é"])
+@pytest.mark.parametrize("index", range(len(KINDS_FILTERS)))
+def test_comparisons_and_orders_of_every_direct_kind_are_the_statements(kinds: Graph, index: int, start: str) -> None:
+    """Dates and DateTimes around 1970, booleans, enums, 64-bit integers past 2^53 and U64's maximum, non-ASCII strings."""
+    order = KINDS_ORDERS[index % len(KINDS_ORDERS)]
+    returned = "$f.name, $f.born, $f.seen, $f.ok, $f.kind, $f.big, $f.huge"
+    source = (
+        f'query q() {{ match {{ $p: Person {{ name: "{start}" }}  $p knows $f  {KINDS_FILTERS[index]} }} '
+        f"return {{ {returned} }} order {{ {order} }} }}"
+    )
+    document, answered = _run(kinds, source, {})
+    assert answered and answered[-1] is not None, source
+    assert _rows(document) == _rows(_run(kinds, source, {}, allow_direct=False)[0]), source
+
+
 # -- past the bounds ------------------------------------------------------------------------------
 
 GIVE_UP = {
