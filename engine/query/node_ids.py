@@ -194,19 +194,15 @@ def node_rows(image: PinnedImage, columns: list[str], ids: Sequence[str], cache_
         assert rows is not None  # no limit
         return rows
     found = index.find(ids)
-    offsets = pa.array([offset for offset, _ in found], pa.int64())
-    if index.exact:
-        cached: dict[str, pa.Array] = {}
-        for name in columns[1:]:
-            if not cacheable(schema.field(name).type):
-                break
+    if index.exact and all(cacheable(schema.field(name).type) for name in columns[1:]):
+        held: dict[str, NodeColumn | None] = {}
+        for name in columns[1:]:  # each asked for, so that a lookup's columns are all built on its second use
             build = partial(build_node_column, dataset, name, cache_limit)
-            column = cache.get((key, name), build, cache_limit, image.rows, after=BUILD_AFTER)
-            if column is None:
-                break
-            cached[name] = column.values.take(offsets)
-        else:
+            held[name] = cache.get((key, name), build, cache_limit, image.rows, after=BUILD_AFTER)
+        if all(column is not None for column in held.values()):
+            offsets = pa.array([offset for offset, _ in found], pa.int64())  # each row the match of one id
             found_ids = pa.array([node_id for _, node_id in found], schema.field("id").type)
-            return pa.table([found_ids, *(cached[name] for name in columns[1:])], schema=schema)
-    rows = dataset.take(offsets.to_pylist(), columns=columns)
+            taken = [column.values.take(offsets) for column in held.values() if column is not None]
+            return pa.table([found_ids, *taken], schema=schema)
+    rows = dataset.take(sorted({offset for offset, _ in found}), columns=columns)  # a row may be the candidate of several ids
     return rows.filter(pc.is_in(rows.column("id"), value_set=pa.array(list(ids), schema.field("id").type)))
