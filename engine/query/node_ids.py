@@ -17,9 +17,10 @@ plans and runs a scan (about a millisecond, whatever index serves it).
 
 Index and columns live in the process's cache of image indexes
 (:class:`omnigraph.engine.query.adjacency.AdjacencyCache`), keyed by the image (and the column),
-within the same bound as the adjacencies: an image never changes, so an entry is never stale. Each
-is built the second time it is asked for (:data:`BUILD_AFTER`): a process that reads an image
-once (a command line query) never pays for it, a long-lived one (a ``Graph``, a server worker)
+within the same bound as the adjacencies: an image never changes, so an entry is never stale. The
+index is built the second time the image's rows are read by id (:data:`BUILD_AFTER`), and a
+column the first time a lookup reads it once the index is held: a process that reads an image
+once (a command line query) never pays for them, a long-lived one (a ``Graph``, a server worker)
 pays once: about 0.1 s per million nodes for the index, a read of the column for a column. One
 that would take more than the bound is not built (:class:`omnigraph.engine.query.adjacency.Oversize`:
 a column is read in batches and given up once it passes the bound), and the rows are read from
@@ -184,7 +185,8 @@ def node_rows(image: PinnedImage, columns: list[str], ids: Sequence[str], cache_
     """
     assert columns[0] == "id"
     dataset, key = image.dataset, image.key
-    schema = pa.schema([dataset.schema.field(name) for name in columns])
+    image_schema = dataset.schema  # built anew on every access
+    schema = pa.schema([image_schema.field(name) for name in columns])
     if not ids:
         return schema.empty_table()
     cache = adjacency_cache()
@@ -196,9 +198,9 @@ def node_rows(image: PinnedImage, columns: list[str], ids: Sequence[str], cache_
     found = index.find(ids)
     if index.exact and all(cacheable(schema.field(name).type) for name in columns[1:]):
         held: dict[str, NodeColumn | None] = {}
-        for name in columns[1:]:  # each asked for, so that a lookup's columns are all built on its second use
+        for name in columns[1:]:  # built with the index: the image has been read by id before
             build = partial(build_node_column, dataset, name, cache_limit)
-            held[name] = cache.get((key, name), build, cache_limit, image.rows, after=BUILD_AFTER)
+            held[name] = cache.get((key, name), build, cache_limit, image.rows)
         if all(column is not None for column in held.values()):
             offsets = pa.array([offset for offset, _ in found], pa.int64())  # each row the match of one id
             found_ids = pa.array([node_id for _, node_id in found], schema.field("id").type)
