@@ -26,14 +26,16 @@ from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.graph import Graph, init_graph
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
-from omnigraph.engine.query import adjacency, degrees, direct, node_ids, run
+from omnigraph.engine.query import adjacency, degrees, node_ids, run
 from omnigraph.engine.query.adjacency import AdjacencyCache
 from omnigraph.engine.query.explain import explain_query
 from omnigraph.engine.query.run import run_query
 from omnigraph.engine.storage.store import open_store
 
 SCHEMA = """
-node Person { name: String @key  nick: String?  age: I32?  born: Date?  seen: DateTime?  ok: Bool?  big: U64?  mood: enum(sad, happy)?  tags: [String]? }
+node Person {
+  name: String @key  nick: String?  age: I32?  born: Date?  seen: DateTime?  ok: Bool?  big: U64?  mood: enum(sad, happy)?  tags: [String]?
+}
 node City   { name: String @key  size: I32? }
 edge Knows:   Person -> Person
 edge LivesIn: Person -> City
@@ -77,7 +79,9 @@ def _cities(graph: Graph, rows: list[dict[str, Any]]) -> pa.Table:
 
 def _edges(graph: Graph, key: str, pairs: list[tuple[str, str]]) -> pa.Table:
     schema = graph.catalog.table(key).arrow_schema(with_pk=True)
-    return pa.Table.from_pydict({"id": [f"e{i}" for i in range(len(pairs))], "src": [s for s, _ in pairs], "dst": [d for _, d in pairs]}, schema=schema)
+    return pa.Table.from_pydict(
+        {"id": [f"e{i}" for i in range(len(pairs))], "src": [s for s, _ in pairs], "dst": [d for _, d in pairs]}, schema=schema
+    )
 
 
 def _commit(graph: Graph, writes: tuple[TableWrite, ...], branch: str = "main") -> None:
@@ -219,7 +223,8 @@ def test_a_branch_whose_node_table_differs_while_its_edges_are_inherited(tmp_pat
 def test_direct_answers_read_columns_that_change_between_versions(tmp_path: Path, fresh_cache: AdjacencyCache) -> None:
     """A keyed one-hop match returning cacheable and list columns, read again after every write: never stale."""
     graph = _graph(tmp_path)
-    source = 'query q() { match { $p: Person { name: "a" }  $p knows $f } return { $f.name, $f.age, $f.seen, $f.big, $f.tags, $f.ok } order { $f.name } }'
+    returns = "$f.name, $f.age, $f.seen, $f.big, $f.tags, $f.ok"
+    source = f'query q() {{ match {{ $p: Person {{ name: "a" }}  $p knows $f }} return {{ {returns} }} order {{ $f.name }} }}'
     assert explain_query(graph, source).executor == "direct"
     for step in range(3):
         for _ in range(3):  # filter, then index with columns, then from memory
@@ -253,7 +258,7 @@ def test_threads_of_one_process_under_a_small_bound_answer_as_the_statement(
                 found = _rows(graph, queries[index])
                 if found != expected[index]:
                     failures.append((queries[index], found[:3], expected[index][:3]))
-        except Exception as error:  # noqa: BLE001 - the test reports it
+        except Exception as error:
             failures.append(repr(error))
 
     threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
@@ -272,3 +277,54 @@ def test_explain_names_the_executor_that_runs(tmp_path: Path, fresh_cache: Adjac
     assert explain_query(graph, KEYED[0]).executor == "degrees"
     assert explain_query(graph, _q("$p knows $p", "count($p) as n")).executor == "statement"
     assert explain_query(graph, _q("$p knows{1,1} $f  $f knows $g", "count($g) as n")).executor == "statement"
+
+
+IDS_SCHEMA = """
+node Person { name: String @key  ids: String? }
+edge Knows: Person -> Person
+"""
+"""A property named ``ids``: the name the cache gives a node image's id index."""
+
+
+def _ids_graph(tmp_path: Path) -> Graph:
+    """People with a column ``ids``, and the adjacency of their edges (built without reading a node by id)."""
+    graph = init_graph(open_store(str(tmp_path / uuid.uuid4().hex)), IDS_SCHEMA, FENCED_PROFILE, "tests")
+    names = ["a", "B", "é", "Z", "ä", "b "]  # byte order is not case or accent order
+    people = pa.Table.from_pydict(
+        {"id": names, "name": names, "ids": ["x", "y", None, "Y", "é", "x"]},
+        schema=graph.catalog.table("node:Person").arrow_schema(with_pk=True),
+    )
+    knows = list(zip(names, ["B", "a", "a", "a", "B", "a"], strict=True))
+    _commit(
+        graph, (TableWrite("node:Person", "overwrite", people), TableWrite("edge:Knows", "overwrite", _edges(graph, "edge:Knows", knows)))
+    )
+    with mock.patch.object(node_ids, "BUILD_AFTER", 100):
+        run_query(graph, WALKS[0])
+    return graph
+
+
+DIRECT_IDS = 'query d() { match { $p: Person { name: "a" }  $p knows $f } return { $f.name, $f.ids } }'
+DEGREE_IDS = _q("$p knows $f", "$p.ids, count($f) as n", "order { $p.ids desc }")
+
+
+def test_a_traversal_of_nodes_with_a_property_named_ids(tmp_path: Path) -> None:
+    """The id index and the column ``ids`` share one cache key: from the second read by id, the index is taken for the column."""
+    graph = _ids_graph(tmp_path)
+    with mock.patch.object(adjacency, "_CACHE", AdjacencyCache()):  # the process's policy: the index is built on the second read
+        for _ in range(3):
+            assert _rows(graph, WALKS[0]) == _statement(graph, WALKS[0]) == [[10]]
+
+
+def test_a_property_named_ids_read_by_a_direct_answer(tmp_path: Path, fresh_cache: AdjacencyCache) -> None:
+    graph = _ids_graph(tmp_path)
+    for _ in range(3):
+        assert _rows(graph, DIRECT_IDS) == _statement(graph, DIRECT_IDS) == [["B", "y"]]
+
+
+def test_a_property_named_ids_grouped_by_then_read_by_a_direct_answer(tmp_path: Path, fresh_cache: AdjacencyCache) -> None:
+    """The degree aggregate caches the column ``ids`` under the id index's key; the direct answer then takes it for the index."""
+    graph = _ids_graph(tmp_path)
+    assert _check(graph, DEGREE_IDS) == [["é", 1], ["y", 1], ["x", 2], ["Y", 1], [None, 1]]
+    assert _check(graph, _q("$p knows $f", "$p.id, count($f) as n", "order { $p.id desc }"))[0] == ["é", 1]
+    for _ in range(3):
+        assert _rows(graph, DIRECT_IDS) == _statement(graph, DIRECT_IDS) == [["B", "y"]]
