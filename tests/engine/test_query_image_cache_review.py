@@ -49,7 +49,7 @@ PEOPLE: list[dict[str, Any]] = [
     {"id": "d", "nick": "al", "age": 2, "born": D(1969, 12, 31), "seen": T(1969, 1, 1), "ok": True, "big": 2**63, "mood": "sad"},
     {"id": "e", "nick": "al", "age": None, "born": D(2000, 1, 1), "seen": None, "ok": False, "big": 7, "mood": None},
 ]
-CITIES = [{"id": "a", "size": 3}, {"id": "x", "size": None}]  # "a" is a Person's id too
+CITIES: list[dict[str, Any]] = [{"id": "a", "size": 3}, {"id": "x", "size": None}]  # "a" is a Person's id too
 KNOWS = [("a", "b"), ("a", "b"), ("a", "a"), ("a", "c"), ("b", "zz"), ("c", "a"), ("d", "e"), ("e", "d"), ("e", "a"), ("zz", "a")]
 LIVES = [("a", "a"), ("b", "a"), ("c", "x"), ("d", "zz"), ("zz", "x"), ("e", "x")]
 WALKS = (
@@ -87,7 +87,7 @@ def _edges(graph: Graph, key: str, pairs: list[tuple[str, str]]) -> pa.Table:
 def _commit(graph: Graph, writes: tuple[TableWrite, ...], branch: str = "main") -> None:
     """One commit of ``writes`` straight through the commit path (no endpoint check: edges may dangle)."""
 
-    def prepare(snapshot: Any, _previous: Any) -> CommitPlan:
+    def prepare(snapshot: Any, _previous: Any) -> CommitPlan[None]:
         return CommitPlan(writes, (snapshot.head.commit_id,), "review test", None)
 
     commit(graph, branch, prepare, actor="tests")
@@ -328,3 +328,56 @@ def test_a_property_named_ids_grouped_by_then_read_by_a_direct_answer(tmp_path: 
     assert _check(graph, _q("$p knows $f", "$p.id, count($f) as n", "order { $p.id desc }"))[0] == ["é", 1]
     for _ in range(3):
         assert _rows(graph, DIRECT_IDS) == _statement(graph, DIRECT_IDS) == [["B", "y"]]
+
+
+def test_readers_and_a_node_writer_threads_of_one_opened_graph(tmp_path: Path, fresh_cache: AdjacencyCache) -> None:
+    """Threads of one ``omnigraph.open`` graph read while another updates nodes only (the adjacency stays): each answer is its commit's."""
+    import omnigraph
+
+    root = tmp_path / "g"
+    people = [{"id": f"p{i:03d}", "nick": f"n{i % 3}", "age": i % 4} for i in range(300)]
+    knows = [(f"p{i:03d}", f"p{(i * 7 + 3) % 310:03d}") for i in range(600)]
+    built = init_graph(open_store(str(root)), SCHEMA, FENCED_PROFILE, "tests")
+    _commit(
+        built,
+        (
+            TableWrite("node:Person", "overwrite", _people(built, people)),
+            TableWrite("edge:Knows", "overwrite", _edges(built, "edge:Knows", knows)),
+        ),
+    )
+    graph = omnigraph.open(root, actor="tests")
+    graph.query(WALKS[0])
+    queries = [
+        _q("$p knows $f", "$p.age, count($f) as n", "order { n desc, $p.age }"),
+        _q("$p knows $f", "$f.age, $f.nick, count($p) as n", "order { $f.age desc } limit 5"),
+        'query d() { match { $p: Person { name: "p001" }  $p knows $f } return { $f.name, $f.age } order { $f.name } }',
+    ]
+    seen: list[tuple[int, str, list[Any]]] = []
+    failures: list[str] = []
+
+    def read(seed: int) -> None:
+        try:
+            for round_ in range(8):
+                index = (seed + round_) % len(queries)
+                result = graph.query(queries[index])
+                seen.append((index, result.commit, result.to_pylist()))
+        except Exception as error:
+            failures.append(repr(error))
+
+    def write() -> None:
+        try:
+            for step in range(4):
+                graph.mutate(f'query u() {{ update Person set {{ age: {10 + step} }} where name = "p00{step + 1}" }}')
+        except Exception as error:
+            failures.append(repr(error))
+
+    threads = [threading.Thread(target=read, args=(seed,)) for seed in range(3)] + [threading.Thread(target=write)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    with mock.patch.object(run, "degree_plan", lambda bound: None), mock.patch.object(run, "direct_plan", lambda bound: None):
+        for index, at, rows in seen:
+            assert graph.query(queries[index], at=at).to_pylist() == rows, (queries[index], at)
+    assert len(seen) == 24 and fresh_cache.stats().hits > 0
