@@ -422,3 +422,23 @@ def test_nodes_deleted_by_mutations_after_the_adjacency_is_built(tmp_path: Path,
     graph.mutate('query d() { delete Person where name = "a" }')
     found, returned, expected = answers()
     assert returned == [None] and found == expected == [{"p.age": None, "p.nick": "al", "n": 1}, {"p.age": 2, "p.nick": "al", "n": 1}]
+
+
+def test_an_index_and_columns_that_do_not_fit_together_are_not_rebuilt_on_every_other_lookup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Index (40k ids: 560 kB) and three columns (320 kB each) each fit 1 MiB, not all together: the columns evict the index.
+
+    Every second lookup then reads the whole id column and the three columns again, and the cache never serves a hit.
+    """
+    cache = AdjacencyCache()
+    monkeypatch.setattr(adjacency, "_CACHE", cache)
+    count = 40_000
+    people = [{"id": f"p{i:05d}", "age": i, "big": i} for i in range(count)]
+    graph = _graph(tmp_path, people=people, knows=[(f"p{i:05d}", f"p{(i * 7 + 3) % count:05d}") for i in range(100)])
+    monkeypatch.setenv("OMNIGRAPH_QUERY_ADJACENCY_MB", "1")
+    source = 'query d() { match { $p: Person { name: "p00001" }  $p knows $f } return { $f.name, $f.age, $f.big } }'
+    for _ in range(7):
+        assert _rows(graph, source) == [["p00010", 10, 10]]
+    stats = cache.stats()
+    assert stats.builds <= 4 or stats.hits > 0, stats
