@@ -81,9 +81,9 @@ REMEMBERED_OVERSIZE = 256
 Positions = npt.NDArray[np.int64]
 ImageKey = tuple[str, str | None, int, str]
 CacheKey = ImageKey | tuple[ImageKey, str] | tuple[ImageKey, ImageKey, str]
-"""An entry's key: an edge image's adjacency is keyed by the image; a node image's id index and
-columns by the image and ``"ids"`` or the column's name; where an adjacency's ids are in a node
-image by both images and the side."""
+"""An entry's key: an edge image's adjacency is keyed by the image; a node image's id index by the
+image and ``"index"``, its columns by the image and ``"column:"`` and the column's name; where an
+adjacency's ids are in a node image by both images and the side."""
 Event = Literal["hit", "build", "eviction"]
 
 
@@ -349,7 +349,11 @@ CachedT = TypeVar("CachedT", bound=Cached)
 
 
 class Oversize(Exception):
-    """Raised by a build that found its entry would take ``size`` bytes, more than the cache may hold, before making it."""
+    """Raised by a build that found, before making it, that its entry would not fit (it takes at least ``size`` bytes).
+
+    The cache remembers the entry as larger than its bound, and does not build it again while the
+    bound stays the same.
+    """
 
     def __init__(self, size: int) -> None:
         super().__init__(f"{size} bytes")
@@ -449,7 +453,7 @@ class AdjacencyCache:
             built = build()
             size = built.nbytes
         except Oversize as error:
-            size = error.size
+            size = max(error.size, limit + 1)  # it does not fit: remembered so, whatever it measured
         finally:
             with self._lock:
                 del self._building[key]

@@ -22,8 +22,7 @@ left to the statement (NaN and ``-0.0`` would need DuckDB's own grouping rules).
 :func:`degree_rows` answers only from what the process already holds or builds cheaply: it gives
 up (None: the statement runs in DuckDB) when the adjacency of the edge image is not in the cache
 (a degree aggregate never builds one; a variable-length traversal of the same table version
-does), when the offsets do not fit the cache's bound, or when a group key's column is not held
-and not built (a column is built on its second use, :data:`omnigraph.engine.query.node_ids.BUILD_AFTER`).
+does), or when the offsets or a group key's column do not fit the cache's bound.
 """
 
 from __future__ import annotations
@@ -39,9 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from omnigraph.engine.gq.read_checker import BoundRead, Hop
-from omnigraph.engine.query import node_ids
 from omnigraph.engine.query.adjacency import Adjacency, ImageKey, PinnedImage, adjacency_cache
-from omnigraph.engine.query.node_ids import build_node_column, cacheable
+from omnigraph.engine.query.node_ids import build_node_column, cacheable, cached_column
 
 if TYPE_CHECKING:
     import lance
@@ -92,9 +90,13 @@ class NodeOffsets:
         return int(self.offsets.nbytes)
 
 
-def build_node_offsets(ids: pa.Array, node: lance.LanceDataset, check: Callable[[], None]) -> NodeOffsets:
-    """The row offset in the node image ``node`` of each of ``ids`` (-1 where it has no such node): one hash lookup of them all."""
-    node_ids = node.to_table(columns=["id"]).column("id").combine_chunks()
+def build_node_offsets(ids: pa.Array, node: lance.LanceDataset, limit: int, check: Callable[[], None]) -> NodeOffsets:
+    """The row offset in the node image ``node`` of each of ``ids`` (-1 where it has no such node): one hash lookup of them all.
+
+    The node ids are read in batches and given up (:class:`omnigraph.engine.query.adjacency.Oversize`)
+    once they pass ``limit`` bytes.
+    """
+    node_ids = build_node_column(node, "id", limit).values
     check()
     found = pc.index_in(ids.cast(node_ids.type), value_set=node_ids).fill_null(-1)
     return NodeOffsets(found.to_numpy(zero_copy_only=False).astype(np.int64))
@@ -105,7 +107,7 @@ def _node_offsets(
 ) -> NodeOffsets | None:
     """The cached :class:`NodeOffsets` of one side of an adjacency in ``image`` (built on first use within ``limit`` bytes)."""
     key = (adjacency_key, image.key, side)
-    return adjacency_cache().get(key, partial(build_node_offsets, ids, image.dataset, check), limit, 8 * len(ids))
+    return adjacency_cache().get(key, partial(build_node_offsets, ids, image.dataset, limit, check), limit, 8 * len(ids) + image.rows)
 
 
 def degree_rows(
@@ -122,7 +124,8 @@ def degree_rows(
     near_ids, far_ids = (adjacency.sources, adjacency.targets) if plan.side == "src" else (adjacency.targets, adjacency.sources)
     near_image = images[bound.variables[near_var].table.table_key]
     far_image = images[bound.variables[far_var].table.table_key]
-    near = _node_offsets(edge_key, near_ids, plan.side, near_image, cache_limit, check)
+    # one space: both sides are one array of ids in one node image, so one entry serves both
+    near = _node_offsets(edge_key, near_ids, "src" if adjacency.one_space else plan.side, near_image, cache_limit, check)
     far = near if adjacency.one_space else _node_offsets(edge_key, far_ids, far_side, far_image, cache_limit, check)
     if near is None or far is None:
         return None
@@ -167,8 +170,7 @@ def _grouped(
         field = near_image.dataset.schema.field(column.column)
         if not cacheable(field.type) or pa.types.is_floating(field.type):  # NaN and -0.0 group as DuckDB groups them only by luck
             return None
-        build = partial(build_node_column, near_image.dataset, column.column, cache_limit)
-        held = adjacency_cache().get((near_image.key, column.column), build, cache_limit, near_image.rows, after=node_ids.BUILD_AFTER)
+        held = cached_column(near_image, column.column, cache_limit, cache_limit)
         if held is None:
             return None
         columns[f"g{index}"] = held.values.take(offsets)

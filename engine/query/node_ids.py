@@ -22,9 +22,11 @@ index is built the second time the image's rows are read by id (:data:`BUILD_AFT
 column the first time a lookup reads it once the index is held: a process that reads an image
 once (a command line query) never pays for them, a long-lived one (a ``Graph``, a server worker)
 pays once: about 0.1 s per million nodes for the index, a read of the column for a column. One
-that would take more than the bound is not built (:class:`omnigraph.engine.query.adjacency.Oversize`:
-a column is read in batches and given up once it passes the bound), and the rows are read from
-Lance as without it, as they all are with ``OMNIGRAPH_QUERY_ADJACENCY_MB=0``.
+that would take more than the bound is not kept (:class:`omnigraph.engine.query.adjacency.Oversize`:
+ids and columns are read in batches and given up once they pass it), nor is a column that does
+not fit beside its image's index and the lookup's other columns (they would evict each other in
+turn, and every lookup would read them again); the rows are then read from Lance, as they all
+are with ``OMNIGRAPH_QUERY_ADJACENCY_MB=0``.
 """
 
 from __future__ import annotations
@@ -144,6 +146,16 @@ def fixed_width(ids: pa.Array, limit: int | None = None) -> npt.NDArray[np.bytes
     return padded.view(f"S{width}")
 
 
+def cached_column(image: PinnedImage, name: str, cache_limit: int, budget: int) -> NodeColumn | None:
+    """Column ``name`` of the node image ``image`` from the cache (``cache_limit`` bytes), read whole if it is missing.
+
+    Not kept (None) when it takes more than ``budget`` bytes: it is then remembered as too large
+    for the cache as it is bounded now, and not read again.
+    """
+    build = partial(build_node_column, image.dataset, name, budget)
+    return adjacency_cache().get((image.key, f"column:{name}"), build, cache_limit, image.rows)
+
+
 def build_node_ids(dataset: lance.LanceDataset, limit: int) -> NodeIds:
     """The id index of the image ``dataset`` (module docstring); :class:`Oversize` when it would take more than ``limit`` bytes.
 
@@ -190,7 +202,7 @@ def node_rows(image: PinnedImage, columns: list[str], ids: Sequence[str], cache_
     if not ids:
         return schema.empty_table()
     cache = adjacency_cache()
-    index = cache.get((key, "ids"), partial(build_node_ids, dataset, cache_limit), cache_limit, 9 * image.rows, after=BUILD_AFTER)
+    index = cache.get((key, "index"), partial(build_node_ids, dataset, cache_limit), cache_limit, 9 * image.rows, after=BUILD_AFTER)
     if index is None:
         rows = read_where_in(dataset, columns, "id", ids, None)
         assert rows is not None  # no limit
@@ -198,9 +210,10 @@ def node_rows(image: PinnedImage, columns: list[str], ids: Sequence[str], cache_
     found = index.find(ids)
     if index.exact and all(cacheable(schema.field(name).type) for name in columns[1:]):
         held: dict[str, NodeColumn | None] = {}
+        budget = cache_limit - index.nbytes  # the columns must fit beside the index, or each would evict it in turn
         for name in columns[1:]:  # built with the index: the image has been read by id before
-            build = partial(build_node_column, dataset, name, cache_limit)
-            held[name] = cache.get((key, name), build, cache_limit, image.rows)
+            column = held[name] = cached_column(image, name, cache_limit, budget)
+            budget -= 0 if column is None else column.nbytes
         if all(column is not None for column in held.values()):
             offsets = pa.array([offset for offset, _ in found], pa.int64())  # each row the match of one id
             found_ids = pa.array([node_id for _, node_id in found], schema.field("id").type)

@@ -666,8 +666,8 @@ def test_an_oversize_index_is_built_once_and_never_kept(tmp_path: Path, fresh_ca
     with mock.patch.object(node_ids, "build_node_ids", build):  # within a bound that holds it: built again (counted anew), and kept
         for _ in range(node_ids.BUILD_AFTER):
             assert node_ids.node_rows(_image(dataset, _key("d")), ["id", "n"], ["bb"], limit + 1).to_pylist() == [{"id": "bb", "n": 1}]
-    assert built == [limit, limit + 1] and not dataset.takes  # built with its column: the rows came from memory
-    assert 1 <= fresh_cache.stats().entries and fresh_cache.stats().bytes <= limit + 1  # within the bound, evicting to stay so
+    assert built == [limit, limit + 1] and dataset.takes == [[1]]  # the column does not fit beside the index: rows taken from Lance
+    assert fresh_cache.stats().entries == 1 and fresh_cache.stats().bytes <= limit + 1  # the index alone, within the bound
 
 
 def test_a_direct_answer_after_deletes_reads_the_rows_that_remain(tmp_path: Path, fresh_cache: AdjacencyCache) -> None:
