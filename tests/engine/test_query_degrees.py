@@ -16,19 +16,19 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.graph import Graph, init_graph
-from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
-from omnigraph.engine.query import adjacency, degrees, node_ids, run
+from omnigraph.engine.query import adjacency, node_ids, run
 from omnigraph.engine.query.adjacency import AdjacencyCache
 from omnigraph.engine.query.explain import explain_query
 from omnigraph.engine.query.run import run_query
 from omnigraph.engine.storage.store import open_store
+from tests.support.call_spy import returns_of
+from tests.support.table_writes import edge_columns, overwrite_tables
 
 SCHEMA = """
 node Person { name: String @key  age: I32?  born: Date? }
@@ -43,27 +43,11 @@ ENDS = [*PEOPLE, "x", "zz"]  # "x" is a City only, "zz" nothing
 
 def _write(graph: Graph, people: list[tuple[str, int | None]], cities: list[tuple[str, int | None]], knows: Any, lives: Any) -> None:
     """One commit that overwrites every table with these rows (no endpoint check: edges may dangle)."""
-
-    def table(key: str, columns: dict[str, list[Any]]) -> pa.Table:
-        return pa.Table.from_pydict(columns, schema=graph.catalog.table(key).arrow_schema(with_pk=True))
-
-    def edges(prefix: str, pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
-        return {"id": [f"{prefix}{i}" for i in range(len(pairs))], "src": [s for s, _ in pairs], "dst": [d for _, d in pairs]}
-
     names = [name for name, _ in people]
     person = {"id": names, "name": names, "age": [age for _, age in people], "born": [None] * len(people)}
     city = {"id": [name for name, _ in cities], "name": [name for name, _ in cities], "size": [size for _, size in cities]}
-
-    def prepare(snapshot: Any, _previous: Any) -> CommitPlan:
-        writes = (
-            TableWrite("node:Person", "overwrite", table("node:Person", person)),
-            TableWrite("node:City", "overwrite", table("node:City", city)),
-            TableWrite("edge:Knows", "overwrite", table("edge:Knows", edges("k", knows))),
-            TableWrite("edge:LivesIn", "overwrite", table("edge:LivesIn", edges("l", lives))),
-        )
-        return CommitPlan(writes, (snapshot.head.commit_id,), "degrees test", None)
-
-    commit(graph, "main", prepare, actor="tests")
+    tables = {"node:Person": person, "node:City": city, "edge:Knows": edge_columns("k", knows), "edge:LivesIn": edge_columns("l", lives)}
+    overwrite_tables(graph, tables)
 
 
 @pytest.fixture
@@ -107,14 +91,7 @@ def _rows(graph: Graph, source: str) -> list[list[Any]]:
 
 def _answers(graph: Graph, source: str) -> tuple[list[list[Any]], list[Any]]:
     """The answer with degree aggregates on, and what the adjacency path returned on each call."""
-    returned: list[Any] = []
-    answer = degrees.degree_rows
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        returned.append(answer(*args, **kwargs))
-        return returned[-1]
-
-    with mock.patch.object(run, "degree_rows", spy):
+    with returns_of(run, "degree_rows") as returned:
         return _rows(graph, source), returned
 
 

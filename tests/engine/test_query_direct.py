@@ -37,24 +37,17 @@ from omnigraph.engine.gq.parser import parse
 from omnigraph.engine.graph import Graph, init_graph
 from omnigraph.engine.ops.branches import create_branch, delete_branch
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
 from omnigraph.engine.query import adjacency, direct, node_ids, probe, run
 from omnigraph.engine.query.adjacency import AdjacencyCache, ImageKey, PinnedImage
 from omnigraph.engine.query.run import run_query
 from omnigraph.engine.storage.store import open_store
+from tests.engine.test_query_property import CITIES, COMPARE, PEOPLE, SCHEMA
+from tests.support.call_spy import returns_of
 from tests.support.query_model import Model, ModelGraph
+from tests.support.table_writes import edge_columns, overwrite_tables
 
 ACTOR = "tests"
-SCHEMA = """
-node Person { name: String @key  age: I32?  score: F64?  tags: [String]?  rank: U32? }
-node City   { name: String @key }
-edge Knows:   Person -> Person { since: I32? }
-edge LivesIn: Person -> City
-"""
-PEOPLE = ["a", "b", "c", "d", "e", "f"]
-CITIES = ["a", "x", "y"]  # "a" is also a person's id
 MISSING = ["zz", "ghost"]
-COMPARE = ["=", "!=", "<", "<=", ">", ">="]
 
 people = st.lists(
     st.tuples(
@@ -75,27 +68,18 @@ def _write(
     graph: Graph, persons: list[tuple[Any, ...]], cities: list[str], knows: list[tuple[str, str, Any]], lives: list[tuple[str, str]]
 ) -> None:
     """Every table written straight through the commit path (no endpoint check: edges may dangle)."""
-
-    def table(key: str, columns: dict[str, list[Any]]) -> pa.Table:
-        return pa.Table.from_pydict(columns, schema=graph.catalog.table(key).arrow_schema(with_pk=True))
-
     names = [person[0] for person in persons]
     person_columns = {"id": names, "name": names} | {
         column: [person[index] for person in persons] for index, column in enumerate(["age", "score", "tags", "rank"], start=1)
     }
-    knows_columns = {"id": [f"k{n:02d}" for n in range(len(knows))], "src": [k[0] for k in knows], "dst": [k[1] for k in knows]}
-    lives_columns = {"id": [f"l{n:02d}" for n in range(len(lives))], "src": [s for s, _ in lives], "dst": [d for _, d in lives]}
-
-    def prepare(snapshot: Any, _previous: Any) -> CommitPlan[None]:
-        writes = (
-            TableWrite("node:Person", "overwrite", table("node:Person", person_columns)),
-            TableWrite("node:City", "overwrite", table("node:City", {"id": cities, "name": cities})),
-            TableWrite("edge:Knows", "overwrite", table("edge:Knows", knows_columns | {"since": [k[2] for k in knows]})),
-            TableWrite("edge:LivesIn", "overwrite", table("edge:LivesIn", lives_columns)),
-        )
-        return CommitPlan(writes, (snapshot.head.commit_id,), "direct answers", None)
-
-    commit(graph, "main", prepare, actor=ACTOR)
+    knows_columns = edge_columns("k", [(k[0], k[1]) for k in knows]) | {"since": [k[2] for k in knows]}
+    tables = {
+        "node:Person": person_columns,
+        "node:City": {"id": cities, "name": cities},
+        "edge:Knows": knows_columns,
+        "edge:LivesIn": edge_columns("l", lives),
+    }
+    overwrite_tables(graph, tables, actor=ACTOR)
 
 
 def _records(
@@ -209,15 +193,8 @@ def _run(
     graph: Graph, source: str, params: dict[str, Any], branch: str = "main", *, allow_direct: bool = True
 ) -> tuple[dict[str, Any], list[Any]]:
     """The answer document, and what each call of ``direct_rows`` returned (none when the query was not direct)."""
-    answered: list[Any] = []
-    real = run.direct_rows
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        answered.append(real(*args, **kwargs))
-        return answered[-1]
-
     plan = run.direct_plan if allow_direct else (lambda bound: None)
-    with mock.patch.object(run, "direct_rows", spy), mock.patch.object(run, "direct_plan", plan):
+    with returns_of(run, "direct_rows") as answered, mock.patch.object(run, "direct_plan", plan):
         document = run_query(graph, source, params=params, branch=branch)
     return document, answered
 

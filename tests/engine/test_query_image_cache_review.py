@@ -25,12 +25,14 @@ import pytest
 from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.graph import Graph, init_graph
 from omnigraph.engine.ops.branches import create_branch
-from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
+from omnigraph.engine.ops.write import TableWrite
 from omnigraph.engine.query import adjacency, degrees, node_ids, run
 from omnigraph.engine.query.adjacency import AdjacencyCache
 from omnigraph.engine.query.explain import explain_query
 from omnigraph.engine.query.run import run_query
 from omnigraph.engine.storage.store import open_store
+from tests.support.call_spy import returns_of
+from tests.support.table_writes import commit_writes
 
 SCHEMA = """
 node Person {
@@ -84,18 +86,9 @@ def _edges(graph: Graph, key: str, pairs: list[tuple[str, str]]) -> pa.Table:
     )
 
 
-def _commit(graph: Graph, writes: tuple[TableWrite, ...], branch: str = "main") -> None:
-    """One commit of ``writes`` straight through the commit path (no endpoint check: edges may dangle)."""
-
-    def prepare(snapshot: Any, _previous: Any) -> CommitPlan[None]:
-        return CommitPlan(writes, (snapshot.head.commit_id,), "review test", None)
-
-    commit(graph, branch, prepare, actor="tests")
-
-
 def _graph(tmp_path: Path, people: list[dict[str, Any]] = PEOPLE, knows: list[tuple[str, str]] = KNOWS) -> Graph:
     graph = init_graph(open_store(str(tmp_path / uuid.uuid4().hex)), SCHEMA, FENCED_PROFILE, "tests")
-    _commit(
+    commit_writes(
         graph,
         (
             TableWrite("node:Person", "overwrite", _people(graph, people)),
@@ -114,14 +107,7 @@ def _rows(graph: Graph, source: str, branch: str = "main") -> list[list[Any]]:
 
 def _degrees(graph: Graph, source: str, branch: str = "main") -> tuple[list[list[Any]], list[Any]]:
     """The answer with degree aggregates on, and what the adjacency path returned on each call."""
-    returned: list[Any] = []
-    answer = degrees.degree_rows
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        returned.append(answer(*args, **kwargs))
-        return returned[-1]
-
-    with mock.patch.object(run, "degree_rows", spy):
+    with returns_of(run, "degree_rows") as returned:
         return _rows(graph, source, branch), returned
 
 
@@ -195,14 +181,14 @@ def test_a_node_table_written_again_after_the_offsets_are_cached(tmp_path: Path,
     ]
     for source in queries:
         _check(graph, source)
-    _commit(graph, (TableWrite("node:Person", "merge", _people(graph, [])[:0], delete_ids=("a", "c")),))
+    commit_writes(graph, (TableWrite("node:Person", "merge", _people(graph, [])[:0], delete_ids=("a", "c")),))
     for source in queries:
         _check(graph, source)
-    _commit(graph, (TableWrite("node:Person", "insert", _people(graph, [{**PEOPLE[0], "age": 9, "nick": "new"}])),))
+    commit_writes(graph, (TableWrite("node:Person", "insert", _people(graph, [{**PEOPLE[0], "age": 9, "nick": "new"}])),))
     for source in queries:
         _check(graph, source)
     changed = [{**row, "age": 40 - index, "nick": f"n{index % 2}"} for index, row in enumerate(PEOPLE)]
-    _commit(graph, (TableWrite("node:Person", "overwrite", _people(graph, changed)),))
+    commit_writes(graph, (TableWrite("node:Person", "overwrite", _people(graph, changed)),))
     for source in queries:
         _check(graph, source)
     assert _check(graph, queries[0])[0] == [40, 3]  # a: b, itself, c
@@ -211,7 +197,9 @@ def test_a_node_table_written_again_after_the_offsets_are_cached(tmp_path: Path,
 def test_a_branch_whose_node_table_differs_while_its_edges_are_inherited(tmp_path: Path, fresh_cache: AdjacencyCache) -> None:
     graph = _graph(tmp_path)
     create_branch(graph, "side")
-    _commit(graph, (TableWrite("node:Person", "overwrite", _people(graph, [{**row, "age": 5} for row in PEOPLE[1:]])),), branch="side")
+    commit_writes(
+        graph, (TableWrite("node:Person", "overwrite", _people(graph, [{**row, "age": 5} for row in PEOPLE[1:]])),), branch="side"
+    )
     run_query(graph, WALKS[0])
     run_query(graph, WALKS[0], branch="side")
     source = _q("$p knows $f", "$p.age, count($f) as n", "order { n desc }")
@@ -230,7 +218,7 @@ def test_direct_answers_read_columns_that_change_between_versions(tmp_path: Path
         for _ in range(3):  # filter, then index with columns, then from memory
             assert _rows(graph, source) == _statement(graph, source), step
         changed = [{**row, "age": step * 10 + index, "big": step, "ok": step % 2 == 0, "nick": None} for index, row in enumerate(PEOPLE)]
-        _commit(graph, (TableWrite("node:Person", "overwrite", _people(graph, changed)),))
+        commit_writes(graph, (TableWrite("node:Person", "overwrite", _people(graph, changed)),))
     assert [row[1] for row in _rows(graph, source)] == [20, 21, 22] == [row[1] for row in _statement(graph, source)]  # a (the loop), b, c
 
 
@@ -295,7 +283,7 @@ def _ids_graph(tmp_path: Path) -> Graph:
         schema=graph.catalog.table("node:Person").arrow_schema(with_pk=True),
     )
     knows = list(zip(names, ["B", "a", "a", "a", "B", "a"], strict=True))
-    _commit(
+    commit_writes(
         graph, (TableWrite("node:Person", "overwrite", people), TableWrite("edge:Knows", "overwrite", _edges(graph, "edge:Knows", knows)))
     )
     with mock.patch.object(node_ids, "BUILD_AFTER", 100):
@@ -338,7 +326,7 @@ def test_readers_and_a_node_writer_threads_of_one_opened_graph(tmp_path: Path, f
     people = [{"id": f"p{i:03d}", "nick": f"n{i % 3}", "age": i % 4} for i in range(300)]
     knows = [(f"p{i:03d}", f"p{(i * 7 + 3) % 310:03d}") for i in range(600)]
     built = init_graph(open_store(str(root)), SCHEMA, FENCED_PROFILE, "tests")
-    _commit(
+    commit_writes(
         built,
         (
             TableWrite("node:Person", "overwrite", _people(built, people)),
@@ -390,7 +378,7 @@ def test_nodes_deleted_by_mutations_after_the_adjacency_is_built(tmp_path: Path,
     root = tmp_path / "g"
     built = init_graph(open_store(str(root)), SCHEMA, FENCED_PROFILE, "tests")
     people = [*PEOPLE, {"id": "lonely", "age": 3}]
-    _commit(
+    commit_writes(
         built,
         (
             TableWrite("node:Person", "overwrite", _people(built, people)),
