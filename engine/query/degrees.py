@@ -168,7 +168,7 @@ def _grouped(
             columns[f"g{index}"] = ids
             continue
         field = near_image.dataset.schema.field(column.column)
-        if not cacheable(field.type) or pa.types.is_floating(field.type):  # NaN and -0.0 group as DuckDB groups them only by luck
+        if not cacheable(field.type) or pa.types.is_floating(field.type):  # NaN and -0.0 would need DuckDB's grouping rules
             return None
         held = cached_column(near_image, column.column, cache_limit, cache_limit)
         if held is None:
