@@ -4,7 +4,10 @@ The query is parsed before any graph data is read (``bad_request`` with line:col
 is refused naming ``omnigraph mutate``), and checked against the schema of the commit it reads
 (the branch head's, or the ``--at`` commit's: time travel answers with the schema of that commit). The answer reads one folded
 manifest (:func:`read_point`), so it is the state of one commit however many writers publish
-meanwhile. Each table the query names is opened at its pinned Lance image and registered with a
+meanwhile. Each table the query names is opened at its pinned Lance image. A small match reached
+from keys (:mod:`omnigraph.engine.query.direct`) and a count of a one-hop match over the whole
+graph whose adjacency the process holds (:mod:`omnigraph.engine.query.degrees`) are answered
+without DuckDB, with the statement's answer. Otherwise each image is registered with a
 DuckDB session (:mod:`omnigraph.engine.query.session`); DuckDB scans it as Arrow, pushing the
 projection and the column-versus-constant comparisons into the Lance scanner. Variable-length
 traversals are built first (:mod:`omnigraph.engine.query.session`), then one statement
