@@ -75,6 +75,10 @@ EXPAND_ITEMS = 1 << 20
 """The most neighbours one slice of a hop's expansion gathers at once (a larger single node's are gathered whole)."""
 EDGE_BYTES = 8
 """What one edge row takes in an adjacency at least (its neighbour entry each way), parallel edges aside."""
+BUILD_SECONDS_PER_EDGE = 1e-6
+"""About what building an adjacency costs per edge row (5 to 6 s for 5M edges on 2 cores): lookups
+of an edge image through its BTREE that have spent that much time, together, pay for its adjacency
+(:func:`charge_lookup`)."""
 REMEMBERED_OVERSIZE = 256
 """How many images too large for the cache are remembered with their size, so that they are not built again."""
 
@@ -383,6 +387,7 @@ class AdjacencyCache:
         self._building: dict[CacheKey, threading.Event] = {}
         self._oversize: OrderedDict[CacheKey, int] = OrderedDict()
         self._asked: OrderedDict[CacheKey, int] = OrderedDict()
+        self._spent: OrderedDict[CacheKey, float] = OrderedDict()
         self._bytes = 0
         self._hits = 0
         self._builds = 0
@@ -405,6 +410,15 @@ class AdjacencyCache:
     def _tell(self, event: Event) -> None:
         if self._listener is not None:
             self._listener(event, self._stats())
+
+    def spend(self, key: CacheKey, seconds: float) -> float:
+        """Add ``seconds`` to the time spent reading image ``key`` without its entry; the total so far."""
+        with self._lock:
+            total = self._spent.pop(key, 0.0) + seconds
+            self._spent[key] = total
+            while len(self._spent) > REMEMBERED_OVERSIZE:
+                self._spent.popitem(last=False)
+            return total
 
     def peek(self, key: CacheKey) -> Cached | None:
         """The entry of image ``key`` if the cache holds it (a hit), else None; never builds."""
@@ -487,6 +501,19 @@ _CACHE = AdjacencyCache()
 def adjacency_cache() -> AdjacencyCache:
     """The process's cache."""
     return _CACHE
+
+
+def charge_lookup(image: PinnedImage, seconds: float, one_space: bool, limit: int, check: Callable[[], None]) -> None:
+    """Count ``seconds`` a lookup of the edge image ``image`` spent in its BTREE; build its adjacency once they pay for it.
+
+    Once the lookups of an image have spent, together, what building its adjacency costs
+    (:data:`BUILD_SECONDS_PER_EDGE` a row), the adjacency is built (within ``limit`` bytes) and later
+    lookups read it: a process never spends more than about twice what the better of the two
+    choices would have cost it, whether the image is looked up a few times or many.
+    """
+    cache = adjacency_cache()
+    if cache.spend(image.key, seconds) >= image.rows * BUILD_SECONDS_PER_EDGE:
+        cache.get(image.key, lambda: build_adjacency(image.dataset, one_space, check), limit, image.rows * EDGE_BYTES)
 
 
 @dataclass(frozen=True)

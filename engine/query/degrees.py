@@ -22,7 +22,8 @@ left to the statement (NaN and ``-0.0`` would need DuckDB's own grouping rules).
 :func:`degree_rows` answers only from what the process already holds or builds cheaply: it gives
 up (None: the statement runs in DuckDB) when the adjacency of the edge image is not in the cache
 (a degree aggregate never builds one; a variable-length traversal of the same table version
-does), or when the offsets or a group key's column do not fit the cache's bound.
+does, and so do enough lookups of its edges:
+:func:`omnigraph.engine.query.adjacency.charge_lookup`), or when the offsets or a group key's column do not fit the cache's bound.
 """
 
 from __future__ import annotations

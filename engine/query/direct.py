@@ -17,8 +17,9 @@ query is *direct* when:
 - the return is columns (no aggregate), ordered by columns or returned columns of scalar types.
 
 :func:`direct_rows` then follows the probes itself: each hop's edges from its known end through
-the edge image's adjacency when the process's cache already holds it (a {1,1} hop never builds
-one), else a Lance read filtered on ``src`` or ``dst`` (the engine's BTREE); each variable's
+the edge image's adjacency when the process's cache holds it, else a Lance read filtered on
+``src`` or ``dst`` (the engine's BTREE), whose time counts towards building the adjacency
+(:func:`omnigraph.engine.query.adjacency.charge_lookup`); each variable's
 node rows through the image's id index (:mod:`omnigraph.engine.query.node_ids`). The bindings are
 joined hop by hop in Python (an edge to a node its table lacks binds nothing), filtered by the
 comparisons (NULL never matches), and ordered as the statement orders them
@@ -34,6 +35,7 @@ for row. It gives up (None: the query runs in DuckDB) when a known end holds mor
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -41,7 +43,7 @@ import pyarrow as pa
 
 from omnigraph.engine.gq.read_checker import BoundRead, Column, Compare, Const, Hop, Operand
 from omnigraph.engine.query import probe
-from omnigraph.engine.query.adjacency import Adjacency, PinnedImage, adjacency_cache
+from omnigraph.engine.query.adjacency import Adjacency, PinnedImage, adjacency_cache, charge_lookup
 from omnigraph.engine.query.node_ids import node_rows, read_where_in
 from omnigraph.engine.query.plan import implied_ids
 from omnigraph.engine.query.probe import End, probe_order
@@ -115,12 +117,20 @@ def direct_plan(bound: BoundRead) -> list[tuple[Hop, End]] | None:
     return order
 
 
-def _hop_pairs(image: PinnedImage, hop: Hop, end: End, near: Sequence[str]) -> set[tuple[str, str]] | None:
-    """The (src, dst) pairs of ``hop``'s edges whose ``end`` is one of ``near``; None past the probes' bound on edges."""
+def _hop_pairs(
+    image: PinnedImage, hop: Hop, end: End, near: Sequence[str], cache_limit: int, check: Callable[[], None]
+) -> set[tuple[str, str]] | None:
+    """The (src, dst) pairs of ``hop``'s edges whose ``end`` is one of ``near``; None past the probes' bound on edges.
+
+    Read from the edge image's adjacency when the cache holds it, else through the BTREE, whose
+    time counts towards building the adjacency (:func:`omnigraph.engine.query.adjacency.charge_lookup`).
+    """
     adjacency = adjacency_cache().peek(image.key)
     if isinstance(adjacency, Adjacency):
         return _adjacent_pairs(adjacency, end, near)
+    started = time.perf_counter()
     edges = read_where_in(image.dataset, ["src", "dst"], end, near, probe.PROBED_EDGES)
+    charge_lookup(image, time.perf_counter() - started, hop.edge.from_type == hop.edge.to_type, cache_limit, check)
     if edges is None:
         return None
     return set(zip(edges.column("src").to_pylist(), edges.column("dst").to_pylist(), strict=True))
@@ -178,7 +188,7 @@ def direct_rows(
         if len(ids[near]) > probe.PROBED_IDS:
             return None
         check()
-        found = _hop_pairs(images[hop.edge.table_key], hop, end, ids[near])
+        found = _hop_pairs(images[hop.edge.table_key], hop, end, ids[near], cache_limit, check)
         if found is None:
             return None
         if far in ids:

@@ -29,6 +29,7 @@ traversals are never probed (their own search reads the edges, :mod:`omnigraph.e
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -37,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from omnigraph.engine.gq.read_checker import BoundRead, Hop
-from omnigraph.engine.query.adjacency import PinnedImage
+from omnigraph.engine.query.adjacency import PinnedImage, charge_lookup
 from omnigraph.engine.query.node_ids import node_rows, read_where_in
 from omnigraph.engine.query.plan import quote
 from omnigraph.engine.query.session import Session
@@ -128,7 +129,8 @@ def probe(
 
     ``images`` holds the pinned image of each table read; ``read`` lists the known variables
     whose rows are already in a session table (their rows are not read again). ``cache_limit``
-    bounds the node images' id indexes (:mod:`omnigraph.engine.query.node_ids`).
+    bounds the node images' id indexes (:mod:`omnigraph.engine.query.node_ids`) and the adjacency
+    an edge image's lookups pay for (:func:`omnigraph.engine.query.adjacency.charge_lookup`).
     """
     ids = {var: sorted(set(values)) for var, values in known.items()}
     probed = Probed()
@@ -137,7 +139,10 @@ def probe(
         if near not in ids or len(ids[near]) > PROBED_IDS:
             continue
         columns = ["src", "dst"] if hop.edge_var is None else ["id", "src", "dst", *_readable(hop.edge)]
-        edges = read_where_in(images[hop.edge.table_key].dataset, columns, end, ids[near], PROBED_EDGES)
+        image = images[hop.edge.table_key]
+        started = time.perf_counter()
+        edges = read_where_in(image.dataset, columns, end, ids[near], PROBED_EDGES)
+        charge_lookup(image, time.perf_counter() - started, hop.edge.from_type == hop.edge.to_type, cache_limit, session.check)
         if edges is None:
             continue
         other: End = "dst" if end == "src" else "src"

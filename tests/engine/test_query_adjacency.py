@@ -287,3 +287,25 @@ def test_a_few_ids_are_found_by_binary_search_as_by_hashing(edges: list[tuple[st
             assert searched.tolist() == hashed.tolist()
             space = built.sources if side == "sources" else built.targets
             assert sorted(space.to_pylist()[p] for p in searched.tolist()) == sorted({w for w in wanted if w in space.to_pylist()})
+
+
+HOP = 'query q() { match { $a: Person { name: "b" }  $a knows $b } return { $b.name } order { $b.name } }'
+
+
+@pytest.mark.parametrize("seconds_per_edge", [1e9, 0.0], ids=["lookups cheaper than a build", "lookups that paid for it"])
+def test_lookups_of_edges_build_the_adjacency_once_they_have_spent_what_it_costs(
+    chain: Graph, fresh_cache: AdjacencyCache, monkeypatch: pytest.MonkeyPatch, seconds_per_edge: float
+) -> None:
+    """A direct one-hop answer reads its edges through the BTREE and counts the time; once that time
+    reaches the adjacency's estimated build cost the adjacency is built, and the next answers read it."""
+    monkeypatch.setattr(adjacency, "BUILD_SECONDS_PER_EDGE", seconds_per_edge)
+    answers, stats = [], []
+    for _ in range(3):
+        with open_answer(chain, HOP) as answer:
+            answers.append(list(answer.rows()))
+        stats.append(adjacency.adjacency_cache().stats())
+    assert answers == [[["c"]]] * 3
+    if seconds_per_edge:
+        assert [(s.builds, s.hits, s.entries) for s in stats] == [(0, 0, 0)] * 3  # every answer looked its edges up
+    else:
+        assert [(s.builds, s.hits, s.entries) for s in stats] == [(1, 0, 1), (1, 1, 1), (1, 2, 1)]  # built once, then read

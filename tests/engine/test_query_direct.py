@@ -471,9 +471,9 @@ def test_hops_read_from_the_adjacencies_answer_as_the_statement(
 
 @pytest.fixture
 def fresh_cache() -> Iterator[AdjacencyCache]:
-    """A cache of this test's own (counts from zero)."""
+    """A cache of this test's own (counts from zero), where lookups of edges never pay for an adjacency."""
     cache = AdjacencyCache()
-    with mock.patch.object(adjacency, "_CACHE", cache):
+    with mock.patch.object(adjacency, "_CACHE", cache), mock.patch.object(adjacency, "BUILD_SECONDS_PER_EDGE", 1e9):
         yield cache
 
 
