@@ -164,10 +164,20 @@ def read_point(manifest: Manifest, branch: str, at: str | None) -> ReadPoint:
         )
     node = commits.nodes[at]
     holder = incarnation if node.branch == branch else manifest.require_incarnation(node.branch)
+    return ReadPoint(branch, at, commit_snapshot(manifest, commits, at), node.branch, holder)
+
+
+def commit_snapshot(manifest: Manifest, commits: CommitGraph, commit_id: str) -> BranchSnapshot:
+    """The folded manifest where commit ``commit_id`` of ``commits`` was its branch's head.
+
+    ``read_set_conflict`` (retry) when that version holds another commit: the branch was deleted
+    and created again after ``commits`` was read, and numbers its versions again.
+    """
+    node = commits.nodes[commit_id]
     snapshot = manifest.snapshot(node.branch, node.manifest_version)
-    if snapshot.head.commit_id != at:
+    if snapshot.head.commit_id != commit_id:
         raise ReadSetConflict(
-            f"graph branch {node.branch!r} was deleted and created again while commit {at!r} was read; retry",
-            {"member": f"branch {node.branch}", "expected": f"commit {at}", "actual": f"commit {snapshot.head.commit_id}"},
+            f"graph branch {node.branch!r} was deleted and created again while commit {commit_id!r} was read; retry",
+            {"member": f"branch {node.branch}", "expected": f"commit {commit_id}", "actual": f"commit {snapshot.head.commit_id}"},
         )
-    return ReadPoint(branch, at, snapshot, node.branch, holder)
+    return snapshot

@@ -63,7 +63,7 @@ import pyarrow.compute as pc
 
 from omnigraph.engine.errors import BadRequest, Internal, MergeConflict, ReadSetConflict
 from omnigraph.engine.graph import Graph
-from omnigraph.engine.manifest.commit_graph import load_commit_graph
+from omnigraph.engine.manifest.commit_graph import commit_snapshot, load_commit_graph
 from omnigraph.engine.manifest.rows import BranchSnapshot
 from omnigraph.engine.ops.constraints import constraint_problems, read_matching
 from omnigraph.engine.ops.merge_diff import TableChanges, compare_table
@@ -263,13 +263,7 @@ def _plan(graph: Graph, source: str, target: BranchSnapshot) -> _Plan:
     if base_id == source_head:
         return _Plan("up_to_date", base_id, source_head, target_head, {}, ())
     outcome: MergeOutcome = "fast_forward" if base_id == target_head else "merged"
-    node = dag.nodes[base_id]
-    base = graph.manifest.snapshot(node.branch, node.manifest_version)
-    if base.head.commit_id != base_id:
-        raise ReadSetConflict(
-            f"graph branch {node.branch!r}, which holds the merge base {base_id!r}, was deleted and created again; retry",
-            {"member": f"branch {node.branch}", "expected": f"commit {base_id}", "actual": f"commit {base.head.commit_id}"},
-        )
+    base = commit_snapshot(graph.manifest, dag, base_id)
     _require_same_schema(graph, source_snapshot, target)
     chain = graph.schemas.chain(base.head.schema_id, target.head.schema_id)
     changes: dict[str, TableChanges] = {}
