@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -90,8 +91,17 @@ def _sortable(ptype: PropertyType) -> bool:
     return isinstance(ptype, EnumType) or (isinstance(ptype, ScalarType) and ptype.name in _SORTABLE)
 
 
-def direct_plan(bound: BoundRead) -> list[tuple[Hop, End]] | None:
-    """The probes a direct answer of ``bound`` follows, in order; None when the query is not direct (module docstring)."""
+@dataclass(frozen=True)
+class DirectPlan:
+    """How a direct answer reads: the id each keyed variable is looked up by, then the probes it follows, in order."""
+
+    keyed: tuple[tuple[int, str], ...]
+    """(variable, id), by variable (:func:`omnigraph.engine.query.plan.implied_ids`)."""
+    order: tuple[tuple[Hop, End], ...]
+
+
+def direct_plan(bound: BoundRead) -> DirectPlan | None:
+    """The plan of a direct answer of ``bound``; None when the query is not direct (module docstring)."""
     block = bound.block
     if bound.grouped or block.negations or block.conditions or block.text_matches:
         return None
@@ -107,14 +117,15 @@ def direct_plan(bound: BoundRead) -> list[tuple[Hop, End]] | None:
             return None
     if not all(_comparable(compare) for compare in block.compares):
         return None
-    known = {var for var, _ in implied_ids(block)}
-    if not known:
+    keyed = tuple(sorted(implied_ids(block)))
+    if not keyed:
         return None
+    known = {var for var, _ in keyed}
     order = probe_order(bound, known)
     reached = known | {hop.src for hop, _ in order} | {hop.dst for hop, _ in order}
     if len(order) != len(block.hops) or reached != {var.index for var in block.variables}:
         return None
-    return order
+    return DirectPlan(keyed, tuple(order))
 
 
 def _hop_pairs(
@@ -171,19 +182,17 @@ Binding = tuple[str, ...]
 
 
 def direct_rows(
-    bound: BoundRead, order: list[tuple[Hop, End]], images: Mapping[str, PinnedImage], cache_limit: int, check: Callable[[], None]
+    bound: BoundRead, plan: DirectPlan, images: Mapping[str, PinnedImage], cache_limit: int, check: Callable[[], None]
 ) -> list[tuple[Any, ...]] | None:
     """The answer's rows (each value as DuckDB would give it), or None when the query is left to DuckDB (module docstring).
 
-    ``order`` is :func:`direct_plan`'s; ``images`` holds each table's pinned image; ``cache_limit``
+    ``plan`` is :func:`direct_plan`'s; ``images`` holds each table's pinned image; ``cache_limit``
     bounds the id indexes (:mod:`omnigraph.engine.query.node_ids`); ``check`` (the time limit and
     cancellation) runs before every read.
     """
-    ids: dict[int, list[str]] = {}
-    for var, node_id in implied_ids(bound.block):
-        ids[var] = [node_id] if node_id in ids.get(var, [node_id]) else []
+    ids = {var: [node_id] for var, node_id in plan.keyed}
     pairs: list[set[tuple[str, str]]] = []
-    for hop, end in order:
+    for hop, end in plan.order:
         near, far = (hop.src, hop.dst) if end == "src" else (hop.dst, hop.src)
         if len(ids[near]) > probe.PROBED_IDS:
             return None
@@ -199,7 +208,7 @@ def direct_rows(
     if any(len(values) > probe.PROBED_IDS for values in ids.values()):
         return None
     rows = _read_rows(bound, ids, images, cache_limit, check)
-    joined = _bind(bound, order, pairs, ids, rows)
+    joined = _bind(plan, pairs, ids, rows)
     if joined is None:
         return None
     bindings, slots = joined
@@ -229,8 +238,7 @@ def _read_rows(
 
 
 def _bind(
-    bound: BoundRead,
-    order: list[tuple[Hop, End]],
+    plan: DirectPlan,
     pairs: list[set[tuple[str, str]]],
     ids: Mapping[int, list[str]],
     rows: Mapping[int, Mapping[str, Any]],
@@ -242,10 +250,10 @@ def _bind(
     """
     bindings: list[Binding] = [()]
     slots: dict[int, int] = {}
-    for var in sorted({var for var, _ in implied_ids(bound.block)}):
+    for var, _ in plan.keyed:
         bindings = [(*binding, node_id) for binding in bindings for node_id in ids[var] if node_id in rows[var]]
         slots[var] = len(slots)
-    for (hop, end), found in zip(order, pairs, strict=True):
+    for (hop, end), found in zip(plan.order, pairs, strict=True):
         near, far = (hop.src, hop.dst) if end == "src" else (hop.dst, hop.src)
         reach: dict[str, list[str]] = {}
         for src, dst in sorted(found):
