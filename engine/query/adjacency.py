@@ -79,8 +79,9 @@ BUILD_SECONDS_PER_EDGE = 1e-6
 """About what building an adjacency costs per edge row (5 to 6 s for 5M edges on 2 cores): lookups
 of an edge image through its BTREE that have spent that much time, together, pay for its adjacency
 (:func:`charge_lookup`)."""
-REMEMBERED_OVERSIZE = 256
-"""How many images too large for the cache are remembered with their size, so that they are not built again."""
+REMEMBERED = 256
+"""How many keys the cache remembers a fact about without holding their entry (too large, asked for,
+time spent), the least recently noted forgotten first."""
 
 Positions = npt.NDArray[np.int64]
 ImageKey = tuple[str, str | None, int, str]
@@ -350,6 +351,7 @@ class Cached(Protocol):
 
 
 CachedT = TypeVar("CachedT", bound=Cached)
+NoteT = TypeVar("NoteT", int, float)
 
 
 class Oversize(Exception):
@@ -414,21 +416,21 @@ class AdjacencyCache:
     def spend(self, key: CacheKey, seconds: float) -> float:
         """Add ``seconds`` to the time spent reading image ``key`` without its entry; the total so far."""
         with self._lock:
-            total = self._spent.pop(key, 0.0) + seconds
-            self._spent[key] = total
-            while len(self._spent) > REMEMBERED_OVERSIZE:
-                self._spent.popitem(last=False)
-            return total
+            return _note(self._spent, key, self._spent.get(key, 0.0) + seconds)
 
     def peek(self, key: CacheKey) -> Cached | None:
         """The entry of image ``key`` if the cache holds it (a hit), else None; never builds."""
         with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-                self._hits += 1
-                self._tell("hit")
-            return found
+            return self._hit(key)
+
+    def _hit(self, key: CacheKey) -> Cached | None:
+        """The entry of ``key``, counted as a hit and made the most recently used; None when not held (lock held)."""
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+            self._hits += 1
+            self._tell("hit")
+        return found
 
     def get(self, key: CacheKey, build: Callable[[], CachedT], limit: int, least_bytes: int, *, after: int = 1) -> CachedT | None:
         """The entry of image ``key``, built by ``build`` when missing; None when it does not fit in ``limit`` bytes.
@@ -442,21 +444,14 @@ class AdjacencyCache:
         while True:
             with self._lock:
                 self._shrink(limit)
-                found = self._entries.get(key)
+                found = self._hit(key)
                 if found is not None:
-                    self._entries.move_to_end(key)
-                    self._hits += 1
-                    self._tell("hit")
                     return cast(CachedT, found)
                 if least_bytes > limit or self._oversize.get(key, -1) > limit:
                     return None
-                if after > 1:
-                    asked = self._asked.pop(key, 0) + 1
-                    if asked < after:
-                        self._asked[key] = asked
-                        while len(self._asked) > REMEMBERED_OVERSIZE:
-                            self._asked.popitem(last=False)
-                        return None
+                if after > 1 and _note(self._asked, key, self._asked.get(key, 0) + 1) < after:
+                    return None
+                self._asked.pop(key, None)
                 waiting = self._building.get(key)
                 if waiting is None:
                     building = self._building[key] = threading.Event()
@@ -475,9 +470,7 @@ class AdjacencyCache:
         with self._lock:
             self._builds += 1
             if built is None or size > limit:
-                self._oversize[key] = size
-                while len(self._oversize) > REMEMBERED_OVERSIZE:
-                    self._oversize.popitem(last=False)
+                _note(self._oversize, key, size)
                 self._tell("build")
                 return None
             self._entries[key] = built
@@ -493,6 +486,15 @@ class AdjacencyCache:
             self._bytes -= evicted.nbytes
             self._evictions += 1
             self._tell("eviction")
+
+
+def _note(facts: OrderedDict[CacheKey, NoteT], key: CacheKey, value: NoteT) -> NoteT:
+    """Set ``facts[key]`` to ``value`` as the most recently noted, keeping at most :data:`REMEMBERED`; ``value``."""
+    facts.pop(key, None)
+    facts[key] = value
+    while len(facts) > REMEMBERED:
+        facts.popitem(last=False)
+    return value
 
 
 _CACHE = AdjacencyCache()
