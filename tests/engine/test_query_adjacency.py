@@ -31,12 +31,12 @@ from hypothesis import strategies as st
 from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.graph import Graph, init_graph
-from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
 from omnigraph.engine.query import adjacency, node_ids, session
 from omnigraph.engine.query.adjacency import ADJACENCY_ENV, AdjacencyCache, CacheStats, adjacency_of
 from omnigraph.engine.query.run import open_answer
 from omnigraph.engine.query.session import Traversals
 from omnigraph.engine.storage.store import open_store
+from tests.support.table_writes import edge_columns, overwrite_tables
 
 SCHEMA = """
 node Person { name: String @key }
@@ -51,23 +51,13 @@ MISSING = ["zz", "x"]  # in no Person table ("x" is a City); "c" and "zz" are no
 
 def _write(graph: Graph, people: list[str], cities: list[str], knows: list[tuple[str, str]], lives: list[tuple[str, str]]) -> None:
     """One commit that overwrites every table with these rows (no endpoint check: edges may dangle)."""
-
-    def table(key: str, columns: dict[str, list[str]]) -> pa.Table:
-        return pa.Table.from_pydict(columns, schema=graph.catalog.table(key).arrow_schema(with_pk=True))
-
-    def edges(prefix: str, pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
-        return {"id": [f"{prefix}{i}" for i in range(len(pairs))], "src": [s for s, _ in pairs], "dst": [d for _, d in pairs]}
-
-    def prepare(snapshot: Any, _previous: Any) -> CommitPlan:
-        writes = (
-            TableWrite("node:Person", "overwrite", table("node:Person", {"id": people, "name": people})),
-            TableWrite("node:City", "overwrite", table("node:City", {"id": cities, "name": cities})),
-            TableWrite("edge:Knows", "overwrite", table("edge:Knows", edges("k", knows))),
-            TableWrite("edge:LivesIn", "overwrite", table("edge:LivesIn", edges("l", lives))),
-        )
-        return CommitPlan(writes, (snapshot.head.commit_id,), "adjacency test", None)
-
-    commit(graph, "main", prepare, actor="tests")
+    tables = {
+        "node:Person": {"id": people, "name": people},
+        "node:City": {"id": cities, "name": cities},
+        "edge:Knows": edge_columns("k", knows),
+        "edge:LivesIn": edge_columns("l", lives),
+    }
+    overwrite_tables(graph, tables)
 
 
 def _run(graph: Graph, query: str) -> tuple[list[list[Any]], list[set[tuple[str, str]]], CacheStats]:

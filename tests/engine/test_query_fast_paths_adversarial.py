@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-import pyarrow as pa
 import pytest
 
 from omnigraph.engine.door.table_store import FENCED_PROFILE
@@ -45,13 +44,13 @@ from omnigraph.engine.maintenance.optimize import optimize
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.load import load
 from omnigraph.engine.ops.mutate import mutate
-from omnigraph.engine.ops.write import CommitPlan, TableWrite, commit
 from omnigraph.engine.progress import SilentProgress
 from omnigraph.engine.query import probe, run
 from omnigraph.engine.query.adjacency import ADJACENCY_ENV
 from omnigraph.engine.query.run import run_query
 from omnigraph.engine.storage.store import open_store
 from tests.support.query_model import Model, ModelGraph
+from tests.support.table_writes import edge_columns, overwrite_tables
 
 ACTOR = "tests"
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -433,26 +432,13 @@ def test_edges_to_missing_nodes_are_dropped_by_every_fast_path(tmp_path: Path) -
     knows = [("a", "ghost"), ("ghost", "b"), ("a", "b"), ("b", "zz"), ("zz", "zz"), ("c", "x"), ("b", "b")]
     lives = [("a", "x"), ("b", "ghost"), ("ghost", "x")]
 
-    def table(key: str, columns: dict[str, list[Any]]) -> pa.Table:
-        return pa.Table.from_pydict(columns, schema=graph.catalog.table(key).arrow_schema(with_pk=True))
-
-    def prepare(snapshot: Any, _previous: Any) -> CommitPlan[None]:
-        edges: list[tuple[str, dict[str, list[Any]]]] = [
-            (
-                "edge:Knows",
-                {"id": [f"k{i}" for i in range(len(knows))], "src": [s for s, _ in knows], "dst": [d for _, d in knows]}
-                | {"since": [None] * len(knows)},
-            ),
-            ("edge:LivesIn", {"id": [f"l{i}" for i in range(len(lives))], "src": [s for s, _ in lives], "dst": [d for _, d in lives]}),
-        ]
-        writes = (
-            TableWrite("node:Person", "overwrite", table("node:Person", {"id": people, "name": people, "age": [1, 2, 3]})),
-            TableWrite("node:City", "overwrite", table("node:City", {"id": ["x"], "name": ["x"]})),
-            *(TableWrite(key, "overwrite", table(key, columns)) for key, columns in edges),
-        )
-        return CommitPlan(writes, (snapshot.head.commit_id,), "edges to missing nodes", None)
-
-    commit(graph, "main", prepare, actor=ACTOR)
+    tables = {
+        "node:Person": {"id": people, "name": people, "age": [1, 2, 3]},
+        "node:City": {"id": ["x"], "name": ["x"]},
+        "edge:Knows": edge_columns("k", knows) | {"since": [None] * len(knows)},
+        "edge:LivesIn": edge_columns("l", lives),
+    }
+    overwrite_tables(graph, tables, actor=ACTOR)
     expected = {
         _query('$a: Person { name: "a" }  $a knows{2,2} $b', "$b.name"): [["b"]],  # one hop away, and its self-loop counts
         _query('$a: Person { name: "c" }  $a knows{1,3} $b', "$b.name"): [],  # "x" is a city's id, no person's
