@@ -26,7 +26,7 @@ from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.graph import Graph, init_graph
 from omnigraph.engine.ops.branches import create_branch
 from omnigraph.engine.ops.write import TableWrite
-from omnigraph.engine.query import adjacency, degrees, node_ids, run
+from omnigraph.engine.query import adjacency, node_ids, run
 from omnigraph.engine.query.adjacency import AdjacencyCache
 from omnigraph.engine.query.explain import explain_query
 from omnigraph.engine.query.run import run_query
@@ -98,6 +98,18 @@ def _graph(tmp_path: Path, people: list[dict[str, Any]] = PEOPLE, knows: list[tu
         ),
     )
     return graph
+
+
+def _people_who_know(root: Path, people: list[dict[str, Any]], knows: list[tuple[str, str]]) -> None:
+    """A graph at ``root`` holding ``people`` and their ``knows`` edges only (no endpoint check)."""
+    graph = init_graph(open_store(str(root)), SCHEMA, FENCED_PROFILE, "tests")
+    commit_writes(
+        graph,
+        (
+            TableWrite("node:Person", "overwrite", _people(graph, people)),
+            TableWrite("edge:Knows", "overwrite", _edges(graph, "edge:Knows", knows)),
+        ),
+    )
 
 
 def _rows(graph: Graph, source: str, branch: str = "main") -> list[list[Any]]:
@@ -325,14 +337,7 @@ def test_readers_and_a_node_writer_threads_of_one_opened_graph(tmp_path: Path, f
     root = tmp_path / "g"
     people = [{"id": f"p{i:03d}", "nick": f"n{i % 3}", "age": i % 4} for i in range(300)]
     knows = [(f"p{i:03d}", f"p{(i * 7 + 3) % 310:03d}") for i in range(600)]
-    built = init_graph(open_store(str(root)), SCHEMA, FENCED_PROFILE, "tests")
-    commit_writes(
-        built,
-        (
-            TableWrite("node:Person", "overwrite", _people(built, people)),
-            TableWrite("edge:Knows", "overwrite", _edges(built, "edge:Knows", knows)),
-        ),
-    )
+    _people_who_know(root, people, knows)
     graph = omnigraph.open(root, actor="tests")
     graph.query(WALKS[0])
     queries = [
@@ -376,28 +381,14 @@ def test_nodes_deleted_by_mutations_after_the_adjacency_is_built(tmp_path: Path,
     import omnigraph
 
     root = tmp_path / "g"
-    built = init_graph(open_store(str(root)), SCHEMA, FENCED_PROFILE, "tests")
     people = [*PEOPLE, {"id": "lonely", "age": 3}]
-    commit_writes(
-        built,
-        (
-            TableWrite("node:Person", "overwrite", _people(built, people)),
-            TableWrite("edge:Knows", "overwrite", _edges(built, "edge:Knows", KNOWS)),
-        ),
-    )
+    _people_who_know(root, people, KNOWS)
     graph = omnigraph.open(root, actor="tests")
     graph.query(WALKS[0])
     source = _q("$p knows $f", "$p.age, $p.nick, count($f) as n", "order { $p.age, $p.nick desc }")
 
     def answers() -> tuple[list[dict[str, Any]], list[Any], list[dict[str, Any]]]:
-        returned: list[Any] = []
-        answer = degrees.degree_rows
-
-        def spy(*args: Any, **kwargs: Any) -> Any:
-            returned.append(answer(*args, **kwargs))
-            return returned[-1]
-
-        with mock.patch.object(run, "degree_rows", spy):
+        with returns_of(run, "degree_rows") as returned:
             found = graph.query(source).to_pylist()
         with mock.patch.object(run, "degree_plan", lambda bound: None):
             return found, returned, graph.query(source).to_pylist()
