@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bytecode import compile_project
+
 from omnigraph.engine.storage.store import open_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,6 +188,7 @@ def main() -> int:
     if args.measure:
         print(json.dumps(measure(args.work / f"qbench-{args.measure}", args.runs, args.engine_only)))
         return 0
+    compile_project()
     args.work.mkdir(parents=True, exist_ok=True)
     print("| nodes | query | engine ms | floor ms | ratio | rows |")
     print("|---|---|---|---|---|---|")

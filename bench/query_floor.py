@@ -39,6 +39,7 @@ import sys
 import time
 from pathlib import Path
 
+from bytecode import compile_project
 from graph_bench import START, ensure_built, graph_dir, size_label
 
 IMPORTS = "third-party imports of a query (`import lance, pyarrow.compute, duckdb`)"
@@ -183,6 +184,7 @@ def main() -> int:
     if args.child:
         args.child.write_text(json.dumps(parts(directory, args.calls)))
         return 0
+    compile_project()
     ensure_built(args.work, args.nodes, 5)
     out = directory / "floor-parts.json"
     wall([sys.executable, __file__, "--nodes", str(args.nodes), "--calls", str(args.calls), "--work", str(args.work), "--child", str(out)])

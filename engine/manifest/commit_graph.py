@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from omnigraph.engine.errors import NotFound, ReadSetConflict
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import HEAD_OBJECT_ID, BranchSnapshot, HeadEntry, fold_rows
-from omnigraph.engine.storage.lance_io import open_pinned
+from omnigraph.engine.storage.lance_io import open_pinned_for_read
 
 
 @dataclass(frozen=True)
@@ -138,9 +138,10 @@ class ReadPoint:
 
         A branch deleted and created again reuses its version numbers, so the images are the
         snapshot's only when the incarnation is unchanged after they were opened
-        (``Manifest.confirm``: ``not_found`` or ``read_set_conflict``).
+        (``Manifest.confirm``: ``not_found`` or ``read_set_conflict``). For reading only: an image
+        on a main branch is a handle the process shares (``open_pinned_for_read``).
         """
-        datasets = {key: open_pinned(manifest.store, self.snapshot.table(key).image) for key in table_keys}
+        datasets = {key: open_pinned_for_read(manifest.store, self.snapshot.table(key).image) for key in table_keys}
         manifest.confirm(self.manifest_branch, self.incarnation)
         return datasets
 

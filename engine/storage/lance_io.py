@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import lance
@@ -76,20 +79,41 @@ def open_dataset_at(
     return checked_out
 
 
+READ_HANDLES = 256
+"""How many handles on images of main branches :func:`open_pinned_for_read` keeps (least recently used dropped)."""
+_READ_LOCK = threading.Lock()
+_READ_HANDLES: OrderedDict[tuple[str, tuple[tuple[str, str], ...], int], lance.LanceDataset] = OrderedDict()
+_SHARED: weakref.WeakSet[lance.LanceDataset] = weakref.WeakSet()
+"""Every handle :func:`open_pinned_for_read` handed out (kept in :data:`_READ_HANDLES` or not): its version is fixed for good."""
+
+
+_DIGESTS: weakref.WeakKeyDictionary[lance.LanceDataset, str] = weakref.WeakKeyDictionary()
+
+
 def content_digest(dataset: lance.LanceDataset) -> str:
     """The identity of the rows ``dataset`` holds as checked out: a digest of its fragments' data and deletion files.
 
     Lance never rewrites a data or deletion file (each has a fresh name), so two checkouts with
     the same digest hold the same rows in the same order, even when one is a version of a branch
     deleted and created again under the same name (which reuses version numbers). Computed from
-    the checked-out manifest, without reading any file.
+    the checked-out manifest, without reading any file; once per handle of
+    :func:`open_pinned_for_read` (a shared handle never changes version), for any other on each call.
     """
+    with _READ_LOCK:
+        shared = dataset in _SHARED
+        known = _DIGESTS.get(dataset) if shared else None
+    if known is not None:
+        return known
     files = hashlib.blake2b(digest_size=16)
     for fragment in dataset.get_fragments():
         deletion = fragment.deletion_file()
         names = [data.path for data in fragment.data_files()]
         files.update(f"{fragment.fragment_id}:{','.join(names)}:{deletion or ''};".encode())
-    return files.hexdigest()
+    digest = files.hexdigest()
+    if shared:
+        with _READ_LOCK:
+            _DIGESTS[dataset] = digest
+    return digest
 
 
 def create_empty_dataset(store: GraphStore, rel: str, schema: pa.Schema) -> lance.LanceDataset:
@@ -303,3 +327,31 @@ class ImageRef:
 def open_pinned(store: GraphStore, image: ImageRef) -> lance.LanceDataset:
     """The dataset checked out at exactly ``image``; Lance's errors pass through unchanged."""
     return open_dataset(store, image.path, image.branch, image.version)
+
+
+def open_pinned_for_read(store: GraphStore, image: ImageRef) -> lance.LanceDataset:
+    """:func:`open_pinned` for a reader, which must only read through the handle: it may be shared.
+
+    An image on a main branch is opened once per process and its handle shared by every reader
+    (:data:`READ_HANDLES` of them kept, least recently used dropped): a table's path is unique to
+    the table (a ULID in its name, also when a graph root is removed and created again) and a
+    version of its main branch never changes, so the path and the version name the same rows for
+    as long as they exist. A Lance write moves the handle it is called on to the version it
+    commits, so a shared handle is never written through. An image on a Lance branch (whose
+    versions are numbered again when the branch is deleted and created again) is opened anew.
+    """
+    if image.branch is not None:
+        return open_pinned(store, image)
+    key = (store.dataset_uri(image.path), tuple(sorted((store.storage_options or {}).items())), image.version)
+    with _READ_LOCK:
+        held = _READ_HANDLES.get(key)
+        if held is not None:
+            _READ_HANDLES.move_to_end(key)
+            return held
+    opened = open_pinned(store, image)
+    with _READ_LOCK:
+        held = _READ_HANDLES.setdefault(key, opened)  # another thread may have kept one meanwhile
+        _SHARED.add(held)
+        while len(_READ_HANDLES) > READ_HANDLES:
+            _READ_HANDLES.popitem(last=False)
+    return held
