@@ -139,12 +139,16 @@ def _hop_pairs(
     adjacency = adjacency_cache().peek(image.key)
     if isinstance(adjacency, Adjacency):
         return _adjacent_pairs(adjacency, end, near)
+    far: End = "dst" if end == "src" else "src"
     started = time.perf_counter()
-    edges = read_where_in(image.dataset, ["src", "dst"], end, near, probe.PROBED_EDGES)
+    # From one node, the near end of every edge found is that node: only the far end is read.
+    edges = read_where_in(image.dataset, [far] if len(near) == 1 else ["src", "dst"], end, near, probe.PROBED_EDGES)
     charge_lookup(image, time.perf_counter() - started, hop.edge.from_type == hop.edge.to_type, cache_limit, check)
     if edges is None:
         return None
-    return set(zip(edges.column("src").to_pylist(), edges.column("dst").to_pylist(), strict=True))
+    others = edges.column(far).to_pylist()
+    nears = [near[0]] * len(others) if len(near) == 1 else edges.column(end).to_pylist()
+    return {(one, other) if end == "src" else (other, one) for one, other in zip(nears, others, strict=True)}
 
 
 def _adjacent_pairs(adjacency: Adjacency, end: End, near: Sequence[str]) -> set[tuple[str, str]] | None:
