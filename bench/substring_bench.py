@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bytecode import compile_project
+
 SCHEMA = "node Note { slug: String @key  body: String @index }\n"
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
 QUERIES = """
@@ -124,6 +126,7 @@ def main() -> int:
     if args.measure:
         print(json.dumps(measure(args.work / f"substring-{args.measure}", args.runs)))
         return 0
+    compile_project()
     args.work.mkdir(parents=True, exist_ok=True)
     print("| notes | query | n-gram index ms | scan ms | ratio | rows |")
     print("|---|---|---|---|---|---|")

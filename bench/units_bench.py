@@ -43,6 +43,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import parse_qs
 
+from bytecode import compile_project
+
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 sys.path.insert(0, str(ROOT))
@@ -217,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.02, help="seconds added to every S3 answer")
     parser.add_argument("--json", type=Path, help="write every run here")
     args = parser.parse_args(argv)
+    compile_project()
     units = args.branches * 4
     port = _free_port()
     server = subprocess.Popen(

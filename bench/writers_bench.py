@@ -46,6 +46,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bytecode import compile_project
+
 BIN = Path(sys.executable).parent
 SCHEMA = "node Person { name: String @key tag: String? }\n"
 START_DELAY = 4.0  # seconds between spawning the writers and the common start: every writer has opened the graph
@@ -176,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "omnigraph-bench" / "writers")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(arguments)
+    compile_project()
     args.workdir.mkdir(parents=True, exist_ok=True)
     cores = os.cpu_count() or 1
     scenarios = [("no-lease", 1), ("one-branch", 1), ("one-branch", 4), ("one-branch", 16)]
