@@ -139,9 +139,10 @@ class ReadPoint:
         A branch deleted and created again reuses its version numbers, so the images are the
         snapshot's only when the incarnation is unchanged after they were opened
         (``Manifest.confirm``: ``not_found`` or ``read_set_conflict``). For reading only: an image
-        on a main branch is a handle the process shares (``open_pinned_for_read``).
+        on a main branch is a handle the process shares among the readers of this commit
+        (``open_pinned_for_read``).
         """
-        datasets = {key: open_pinned_for_read(manifest.store, self.snapshot.table(key).image) for key in table_keys}
+        datasets = {key: open_pinned_for_read(manifest.store, self.snapshot.table(key).image, self.commit) for key in table_keys}
         manifest.confirm(self.manifest_branch, self.incarnation)
         return datasets
 

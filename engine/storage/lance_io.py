@@ -80,9 +80,9 @@ def open_dataset_at(
 
 
 READ_HANDLES = 256
-"""How many handles on images of main branches :func:`open_pinned_for_read` keeps (least recently used dropped)."""
+"""How many handles on (image of a main branch, commit) :func:`open_pinned_for_read` keeps (least recently used dropped)."""
 _READ_LOCK = threading.Lock()
-_READ_HANDLES: OrderedDict[tuple[str, tuple[tuple[str, str], ...], int], lance.LanceDataset] = OrderedDict()
+_READ_HANDLES: OrderedDict[tuple[str, tuple[tuple[str, str], ...], int, str], lance.LanceDataset] = OrderedDict()
 _SHARED: weakref.WeakSet[lance.LanceDataset] = weakref.WeakSet()
 """Every handle :func:`open_pinned_for_read` handed out (kept in :data:`_READ_HANDLES` or not): its version is fixed for good."""
 
@@ -329,20 +329,23 @@ def open_pinned(store: GraphStore, image: ImageRef) -> lance.LanceDataset:
     return open_dataset(store, image.path, image.branch, image.version)
 
 
-def open_pinned_for_read(store: GraphStore, image: ImageRef) -> lance.LanceDataset:
-    """:func:`open_pinned` for a reader, which must only read through the handle: it may be shared.
+def open_pinned_for_read(store: GraphStore, image: ImageRef, commit: str) -> lance.LanceDataset:
+    """:func:`open_pinned` for a reader of graph commit ``commit``, which must only read through the handle: it may be shared.
 
-    An image on a main branch is opened once per process and its handle shared by every reader
-    (:data:`READ_HANDLES` of them kept, least recently used dropped): a table's path is unique to
-    the table (a ULID in its name, also when a graph root is removed and created again) and a
-    version of its main branch never changes, so the path and the version name the same rows for
-    as long as they exist. A Lance write moves the handle it is called on to the version it
+    An image on a main branch is opened once per process for each commit that pins it and its
+    handle shared by every reader of that commit (:data:`READ_HANDLES` of them kept, least
+    recently used dropped). The path and version alone do not name the same rows for the life of
+    a process: a table added by a schema change lives at a path derived from the schema version,
+    so a graph root removed and created again with the same change holds that table at the same
+    path and versions with other rows. A commit id is a ULID minted when the commit is made, so
+    two incarnations of a root never share one, and within one incarnation a version of a main
+    branch never changes. A Lance write moves the handle it is called on to the version it
     commits, so a shared handle is never written through. An image on a Lance branch (whose
     versions are numbered again when the branch is deleted and created again) is opened anew.
     """
     if image.branch is not None:
         return open_pinned(store, image)
-    key = (store.dataset_uri(image.path), tuple(sorted((store.storage_options or {}).items())), image.version)
+    key = (store.dataset_uri(image.path), tuple(sorted((store.storage_options or {}).items())), image.version, commit)
     with _READ_LOCK:
         held = _READ_HANDLES.get(key)
         if held is not None:

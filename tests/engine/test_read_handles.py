@@ -65,7 +65,7 @@ def test_writes_after_reads_in_one_process_never_move_a_shared_handle(tmp_path: 
             write()
             assert _age(graph) == age, f"the head after the write (before it: {before})"
             assert _age(graph, at=first) == 50  # the old commit's image, read through its own handle
-        for (_, _, version), handle in list(lance_io._READ_HANDLES.items()):
+        for (_, _, version, _), handle in list(lance_io._READ_HANDLES.items()):
             assert handle.version == version
 
 
