@@ -79,8 +79,12 @@ def open_dataset_at(
     return checked_out
 
 
-READ_HANDLES = 256
-"""How many handles on (image of a main branch, commit) :func:`open_pinned_for_read` keeps (least recently used dropped)."""
+READ_HANDLES = 64
+"""How many handles on (image of a main branch, commit) :func:`open_pinned_for_read` keeps (least recently used dropped).
+
+Each holds its version's Lance manifest (about 0.6 KB a fragment), which the process's Lance
+session usually holds already: the bound keeps a process that reads many commits from keeping
+the manifests of old versions alive."""
 _READ_LOCK = threading.Lock()
 _READ_HANDLES: OrderedDict[tuple[str, tuple[tuple[str, str], ...], int, str], lance.LanceDataset] = OrderedDict()
 _SHARED: weakref.WeakSet[lance.LanceDataset] = weakref.WeakSet()

@@ -1,8 +1,10 @@
 """Readers share one handle per image of a main branch (``lance_io.open_pinned_for_read``).
 
 A shared handle must keep naming the rows of its image: never moved by a write (a Lance commit
-moves the handle it is called on), never answering for another table that reuses a path, and
-read at the version a read pins (the head, or an older commit).
+moves the handle it is called on), never answering for another graph whose table has the same
+path and version (a table a schema change added lives at a path derived from the schema version,
+so a root removed and created again with the same change holds it at the same path and versions,
+with other rows), and read at the version a read pins (the head, or an older commit).
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ from tests.support.graph_helpers import DATA_PATH, SCHEMA_PATH
 AGE = "query age($name: String) { match { $p: Person { name: $name } } return { $p.age } }"
 KNOWS = "query knows($name: String) { match { $p: Person { name: $name }  $p knows $f } return { $f.name } order { $f.name } }"
 
+FIRST_SCHEMA = "node Person {\n    name: String @key\n}\n"
+ADDED = FIRST_SCHEMA + "node City {\n    name: String @key\n    pop: I32?\n}\n"
+POP = 'query pop() { match { $c: City { name: "Oslo" } } return { $c.pop } }'
+CITIES = "query cities() { match { $c: City } return { $c.name, $c.pop } order { $c.name } }"
+
 
 def _olga(age: int) -> list[dict[str, object]]:
     return [{"type": "Person", "data": {"name": "Olga", "age": age}}]
@@ -32,6 +39,10 @@ def _age(graph: omnigraph.Graph, **read: str) -> object:
 
 def _person_version(graph: omnigraph.Graph) -> int:
     return next(table.version for table in graph.snapshot().tables if table.table_key == "node:Person")
+
+
+def _city(graph: omnigraph.Graph) -> tuple[str, int]:
+    return next((table.path, table.version) for table in graph.snapshot().tables if table.table_key == "node:City")
 
 
 def test_a_main_image_is_opened_once_and_then_shared_by_every_read(tmp_path: Path) -> None:
@@ -81,3 +92,21 @@ def test_a_graph_root_removed_and_created_again_is_read_as_the_new_graph(tmp_pat
         graph.load(_olga(60), mode="append")
         assert _person_version(graph) == version  # the hazard: the same number
         assert _age(graph) == 60
+
+
+def test_a_root_created_again_with_the_same_schema_change_is_read_as_the_new_graph(tmp_path: Path) -> None:
+    uri = str(tmp_path / "graph")
+    with omnigraph.init(uri, FIRST_SCHEMA) as graph:
+        graph.apply_schema(ADDED)
+        graph.load([{"type": "City", "data": {"name": "Oslo", "pop": 1}}], mode="append")
+        assert graph.query(POP).rows == ({"c.pop": 1},)
+        assert graph.query(CITIES).rows == ({"c.name": "Oslo", "c.pop": 1},)
+        first = _city(graph)
+    shutil.rmtree(uri)
+    with omnigraph.init(uri, FIRST_SCHEMA) as graph:
+        graph.apply_schema(ADDED)
+        graph.load([{"type": "City", "data": {"name": "Oslo", "pop": 2}}], mode="append")
+        assert _city(graph) == first  # the hazard: the same path and version
+        assert graph.query(POP).rows == ({"c.pop": 2},)
+        assert graph.query(CITIES).rows == ({"c.name": "Oslo", "c.pop": 2},)
+        assert [row["data"]["pop"] for row in graph.export(types=["City"])] == [2]
