@@ -1,4 +1,4 @@
-"""Direct answers: a match reached from keyed nodes through single hops, answered from the rows it reaches, without DuckDB.
+"""Direct answers: a match reached from keyed nodes, answered from the rows it reaches, without DuckDB.
 
 A query whose answer is a handful of rows found from one key (``$p: Person { name: $n }``, then
 ``$p knows $f``) would spend most of its time handing those rows to DuckDB and planning a
@@ -7,29 +7,36 @@ query is *direct* when:
 
 - every match variable is a node, and the block has no negation, other condition (``or``,
   ``not``, ``exists``, null tests...), text match or search score;
-- every hop is a directed ``{1,1}`` hop without an edge variable, and probing from the variables
-  whose ``@key`` members all equal constants (:func:`omnigraph.engine.query.plan.implied_ids`)
-  reaches every hop and every variable (:func:`omnigraph.engine.query.probe.probe_order`);
+- every hop is directed and has no edge variable, and following hops from the variables whose
+  ``@key`` members all equal constants (:func:`omnigraph.engine.query.plan.implied_ids`)
+  reaches every hop and every variable (:func:`omnigraph.engine.query.probe.probe_order`); a
+  variable-length hop is not one whose search the statement stops early (a ``limit`` without
+  ``order``, :func:`omnigraph.engine.query.session.stop_after`);
 - every comparison is ``= != < <= > >=`` between columns and constants of one kind whose Python
   comparison is SQL's: strings and enums (by code point, which is DuckDB's byte order of UTF-8),
   integers (exactly, whatever their widths), booleans, Dates, DateTimes; no float (NaN orders
   differently), list or vector;
-- the return is columns (no aggregate), ordered by columns or returned columns of scalar types.
+- the return is columns (no aggregate), ordered by columns or returned columns of scalar types;
+  or it is counts of the match's rows only (``count($v)``, no group key), ordered by them if at all.
 
-:func:`direct_rows` then follows the probes itself: each hop's edges from its known end through
-the edge image's adjacency when the process's cache holds it, else a Lance read filtered on
-``src`` or ``dst`` (the engine's BTREE), whose time counts towards building the adjacency
-(:func:`omnigraph.engine.query.adjacency.charge_lookup`); each variable's
-node rows through the image's id index (:mod:`omnigraph.engine.query.node_ids`). The bindings are
-joined hop by hop in Python (an edge to a node its table lacks binds nothing), filtered by the
-comparisons (NULL never matches), and ordered as the statement orders them
-(:mod:`omnigraph.engine.query.plan`): the ``order`` keys (ascending puts NULL first, descending
-last; NaN above every number, as DuckDB sorts it), then the variables' ids ascending; a ``limit``
-without ``order`` gives the first ``N`` rows of that order. The answer is the statement's, row
-for row. It gives up (None: the query runs in DuckDB) when a known end holds more than
-:data:`~omnigraph.engine.query.probe.PROBED_IDS` ids, a hop finds more than
-:data:`~omnigraph.engine.query.probe.PROBED_EDGES` edges, or the bindings exceed
-:data:`MOST_BINDINGS`: a small answer costs its rows, and a larger one is DuckDB's work.
+:func:`direct_rows` then follows the hops itself, each from its known end: a ``{1,1}`` hop's edges
+through the edge image's adjacency when the process's cache holds it, else a Lance read filtered
+on ``src`` or ``dst`` (the engine's BTREE), whose time counts towards building the adjacency
+(:func:`omnigraph.engine.query.adjacency.charge_lookup`); a variable-length hop by the
+adjacency's search (:func:`omnigraph.engine.query.adjacency.search`, the statement's own), only
+when the cache holds the adjacency (it never builds one: the statement's first traversal of the
+image does); each variable's node rows through the image's id index
+(:mod:`omnigraph.engine.query.node_ids`). The bindings are joined hop by hop in Python (an edge
+or a traversal to a node its table lacks binds nothing), filtered by the comparisons (NULL never
+matches), and ordered as the statement orders them (:mod:`omnigraph.engine.query.plan`): the
+``order`` keys (ascending puts NULL first, descending last; NaN above every number, as DuckDB
+sorts it), then the variables' ids ascending; a ``limit`` without ``order`` gives the first ``N``
+rows of that order. A count is the number of bindings (the statement counts distinct bindings
+too). The answer is the statement's, row for row. It gives up (None: the query runs in DuckDB)
+when a known end holds more than :data:`~omnigraph.engine.query.probe.PROBED_IDS` ids, a hop
+finds more than :data:`~omnigraph.engine.query.probe.PROBED_EDGES` edges (or pairs), a
+variable-length hop's adjacency is not held, or the bindings exceed :data:`MOST_BINDINGS`: a
+small answer costs its rows, and a larger one is DuckDB's work.
 """
 
 from __future__ import annotations
@@ -44,10 +51,11 @@ import pyarrow as pa
 
 from omnigraph.engine.gq.read_checker import BoundRead, Column, Compare, Const, Hop, Operand
 from omnigraph.engine.query import probe
-from omnigraph.engine.query.adjacency import Adjacency, PinnedImage, adjacency_cache, charge_lookup
+from omnigraph.engine.query.adjacency import Adjacency, PinnedImage, Walk, adjacency_cache, charge_lookup, pair_table, search
 from omnigraph.engine.query.node_ids import node_rows, read_where_in
 from omnigraph.engine.query.plan import implied_ids
 from omnigraph.engine.query.probe import End, probe_order
+from omnigraph.engine.query.session import stop_after
 from omnigraph.engine.schema.types import EnumType, PropertyType, ScalarType
 
 MOST_BINDINGS = 4096
@@ -91,6 +99,29 @@ def _sortable(ptype: PropertyType) -> bool:
     return isinstance(ptype, EnumType) or (isinstance(ptype, ScalarType) and ptype.name in _SORTABLE)
 
 
+def _followable(hop: Hop) -> bool:
+    """A hop a direct answer follows: directed, without an edge variable."""
+    return not hop.undirected and hop.edge_var is None
+
+
+def _listed(bound: BoundRead) -> bool:
+    """Whether the return is columns, ordered (if at all) by columns of scalar types."""
+    if any(output.func is not None or output.score is not None or output.column is None for output in bound.outputs):
+        return False
+    for key in bound.order:
+        column = key.column if key.output is None else bound.outputs[key.output].column
+        if key.score is not None or column is None or not _sortable(column.type):
+            return False
+    return True
+
+
+def _counted(bound: BoundRead) -> bool:
+    """Whether the return is counts of the match's rows only (no group key), ordered (if at all) by them."""
+    if any(output.func != "count" or output.score is not None for output in bound.outputs):
+        return False
+    return all(key.output is not None and key.score is None for key in bound.order)
+
+
 @dataclass(frozen=True)
 class DirectPlan:
     """How a direct answer reads: the id each keyed variable is looked up by, then the probes it follows, in order."""
@@ -103,25 +134,23 @@ class DirectPlan:
 def direct_plan(bound: BoundRead) -> DirectPlan | None:
     """The plan of a direct answer of ``bound``; None when the query is not direct (module docstring)."""
     block = bound.block
-    if bound.grouped or block.negations or block.conditions or block.text_matches:
+    if block.negations or block.conditions or block.text_matches:
         return None
     if any(var.is_edge for var in block.variables):
         return None
-    if any(hop.min_hops != 1 or hop.max_hops != 1 or hop.undirected or hop.edge_var is not None for hop in block.hops):
+    if not all(_followable(hop) for hop in block.hops):
         return None
-    if any(output.func is not None or output.score is not None or output.column is None for output in bound.outputs):
+    if any(stop_after(bound, hop) is not None for hop in block.hops if hop.max_hops > 1):
+        return None  # the statement's search stops once it has the rows a limit without order asks for
+    if not (_counted(bound) if bound.grouped else _listed(bound)):
         return None
-    for key in bound.order:
-        column = key.column if key.output is None else bound.outputs[key.output].column
-        if key.score is not None or column is None or not _sortable(column.type):
-            return None
     if not all(_comparable(compare) for compare in block.compares):
         return None
     keyed = tuple(sorted(implied_ids(block)))
     if not keyed:
         return None
     known = {var for var, _ in keyed}
-    order = probe_order(bound, known)
+    order = probe_order(bound, known, _followable)
     reached = known | {hop.src for hop, _ in order} | {hop.dst for hop, _ in order}
     if len(order) != len(block.hops) or reached != {var.index for var in block.variables}:
         return None
@@ -137,6 +166,8 @@ def _hop_pairs(
     time counts towards building the adjacency (:func:`omnigraph.engine.query.adjacency.charge_lookup`).
     """
     adjacency = adjacency_cache().peek(image.key)
+    if not (hop.min_hops == hop.max_hops == 1):
+        return _traversed_pairs(adjacency, hop, end, near, check) if isinstance(adjacency, Adjacency) else None
     if isinstance(adjacency, Adjacency):
         return _adjacent_pairs(adjacency, end, near)
     far: End = "dst" if end == "src" else "src"
@@ -149,6 +180,25 @@ def _hop_pairs(
     others = edges.column(far).to_pylist()
     nears = [near[0]] * len(others) if len(near) == 1 else edges.column(end).to_pylist()
     return {(one, other) if end == "src" else (other, one) for one, other in zip(nears, others, strict=True)}
+
+
+def _traversed_pairs(
+    adjacency: Adjacency, hop: Hop, end: End, near: Sequence[str], check: Callable[[], None]
+) -> set[tuple[str, str]] | None:
+    """:func:`_hop_pairs` of a variable-length hop: the adjacency's search from ``near``; None past the edges' bound.
+
+    The search is the one a DuckDB statement's traversal makes
+    (:func:`omnigraph.engine.query.adjacency.search`: shortest distances, self-loops), backwards
+    from a known destination.
+    """
+    backwards = end == "dst"
+    seeds = adjacency.positions(pa.array(list(near), pa.string()), "targets" if backwards else "sources")
+    walk = Walk(hop.min_hops, hop.max_hops, backwards=backwards, undirected=False)
+    found = search(adjacency, seeds, walk, check=check, enough=None, limit_bytes=probe.PROBED_EDGES * adjacency.pair_bytes())
+    if found is None or len(found.seeds) > probe.PROBED_EDGES:
+        return None
+    pairs = pair_table(adjacency, found, backwards=backwards)
+    return set(zip(pairs.column("a").to_pylist(), pairs.column("b").to_pylist(), strict=True))
 
 
 def _adjacent_pairs(adjacency: Adjacency, end: End, near: Sequence[str]) -> set[tuple[str, str]] | None:
@@ -296,6 +346,8 @@ def _answer(
     bound: BoundRead, bindings: list[Binding], slots: Mapping[int, int], rows: Mapping[int, Mapping[str, Any]]
 ) -> list[tuple[Any, ...]]:
     """The output rows of ``bindings``, ordered and limited as the statement does (module docstring)."""
+    if bound.grouped:  # counts only: one row, each count the number of bindings
+        return [tuple(len(bindings) for _ in bound.outputs)][: bound.limit]
     top = [slots[var.index] for var in bound.block.variables]
     ordered = sorted(bindings, key=lambda binding: [binding[slot] for slot in top])  # the tie-break: ids ascending
     for key in reversed(bound.order):  # stable sorts, the last key first

@@ -53,14 +53,15 @@ PROBED_EDGES = 65536
 End = Literal["src", "dst"]
 
 
-def probe_order(bound: BoundRead, known: Iterable[int]) -> list[tuple[Hop, End]]:
+def probe_order(bound: BoundRead, known: Iterable[int], follows: Callable[[Hop], bool] | None = None) -> list[tuple[Hop, End]]:
     """The hops of the match probed from the ``known`` variables, in probing order, each with the end it is probed from.
 
+    ``follows``: which hops are followed (default: the directed ``{1,1}`` hops a probe reads).
     Static: it assumes every probe stays within its bounds (module docstring).
     """
     reached = set(known)
     order: list[tuple[Hop, End]] = []
-    candidates = [hop for hop in bound.block.hops if _probeable(hop)]
+    candidates = [hop for hop in bound.block.hops if (follows or _probeable)(hop)]
     progress = True
     while progress:
         progress = False

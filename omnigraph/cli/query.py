@@ -54,7 +54,10 @@ def _plan_lines(plan: dict[str, Any]) -> Iterator[str]:
     """``query --explain`` as text: one line per table, variable, traversal and filter."""
     yield f"query {plan['query']} on {plan['branch']} at commit {plan['commit']}"
     if plan["executor"] == "direct":
-        yield "  answered directly from the rows its keys reach, without a DuckDB statement (unless a probe passes its bound)"
+        yield (
+            "  answered directly from the rows its keys reach, without a DuckDB statement (unless a probe passes its bound,"
+            " or a variable-length traversal's edge table has no adjacency held by this process)"
+        )
     elif plan["executor"] == "degrees":
         yield "  counted from the edge table's adjacency when this process holds it, else by one DuckDB statement"
     else:

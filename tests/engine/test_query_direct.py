@@ -95,11 +95,16 @@ def _records(
 
 
 @st.composite
-def direct_queries(draw: Any, names: list[str], cities: list[str]) -> tuple[str, dict[str, Any]]:
+def direct_queries(draw: Any, names: list[str], cities: list[str], traversals: bool = False) -> tuple[str, dict[str, Any]]:
     """One read query of the direct form (:mod:`omnigraph.engine.query.direct`) over :data:`SCHEMA`, and its params.
 
     Keys are mostly of the graph's ``names`` and ``cities``, sometimes of no node of their type.
+    ``traversals``: hops may be variable-length (direct only while the edge images' adjacencies are held).
     """
+
+    def bounds() -> str:
+        return draw(st.sampled_from(["", "", "{1,2}", "{2,3}", "{1,3}", "{2,2}"])) if traversals else ""
+
     params: dict[str, Any] = {}
     declared: list[str] = []
     clauses: list[str] = []
@@ -138,15 +143,15 @@ def direct_queries(draw: Any, names: list[str], cities: list[str]) -> tuple[str,
             near, far = draw(st.sampled_from(persons)), next(fresh)
             types[far] = "City" if kind == "lives" else "Person"
             edge = "livesIn" if kind == "lives" else "knows"
-            clauses.append(f"${far} knows ${near}" if kind == "backward" else f"${near} {edge} ${far}")
+            clauses.append(f"${far} knows{bounds()} ${near}" if kind == "backward" else f"${near} {edge}{bounds()} ${far}")
         elif kind == "lived" and cities:
             near, far = draw(st.sampled_from(cities)), next(fresh)
             types[far] = "Person"
-            clauses.append(f"${far} livesIn ${near}")
+            clauses.append(f"${far} livesIn{bounds()} ${near}")
         elif persons and cities and draw(st.booleans()):
-            clauses.append(f"${draw(st.sampled_from(persons))} livesIn ${draw(st.sampled_from(cities))}")
+            clauses.append(f"${draw(st.sampled_from(persons))} livesIn{bounds()} ${draw(st.sampled_from(cities))}")
         elif persons:  # between two bound variables, or a self-loop
-            clauses.append(f"${draw(st.sampled_from(persons))} knows ${draw(st.sampled_from(persons))}")
+            clauses.append(f"${draw(st.sampled_from(persons))} knows{bounds()} ${draw(st.sampled_from(persons))}")
     persons = [v for v, t in types.items() if t == "Person"]
     for _ in range(draw(st.sampled_from([0, 0, 1, 1, 2]))):
         kind = draw(st.sampled_from(["age", "name", "two", "param", "rank", "city", "names"]))
@@ -172,11 +177,17 @@ def direct_queries(draw: Any, names: list[str], cities: list[str]) -> tuple[str,
     columns = [
         f"${v}.{prop}" for v, t in types.items() for prop in (["name", "age", "score", "rank", "tags"] if t == "Person" else ["name"])
     ]
-    returned = draw(st.lists(st.sampled_from(columns), min_size=1, max_size=3, unique=True))
     order = ""
-    keys = [column for column in returned if not column.endswith(".tags") and draw(st.booleans())]
-    if keys and draw(st.sampled_from([True, True, True, False])):
-        order = "order { " + ", ".join(f"{k}{draw(st.sampled_from(['', ' asc', ' desc']))}" for k in keys) + " }"
+    if draw(st.sampled_from([False, False, False, True])):  # counts of the match's rows
+        counted = draw(st.lists(st.sampled_from(sorted(types)), min_size=1, max_size=2, unique=True))
+        returned = [f"count(${var}) as n{index}" for index, var in enumerate(counted)]
+        if draw(st.booleans()):
+            order = f"order {{ n0{draw(st.sampled_from(['', ' desc']))} }}"
+    else:
+        returned = draw(st.lists(st.sampled_from(columns), min_size=1, max_size=3, unique=True))
+        keys = [column for column in returned if not column.endswith(".tags") and draw(st.booleans())]
+        if keys and draw(st.sampled_from([True, True, True, False])):
+            order = "order { " + ", ".join(f"{k}{draw(st.sampled_from(['', ' asc', ' desc']))}" for k in keys) + " }"
     limit = f"limit {draw(st.integers(0, 4))}" if draw(st.booleans()) else ""
     body = "\n    ".join(clauses)
     source = (
@@ -254,10 +265,11 @@ def test_direct_answers_equal_the_statement_and_the_reference(tmp_path: Path, da
     graph = init_graph(open_store(str(tmp_path / uuid.uuid4().hex)), SCHEMA, FENCED_PROFILE, ACTOR)
     _write(graph, persons, cities, knows, lives)
     model = ModelGraph.of_records(graph.catalog, _records(persons, cities, knows, lives))
-    if data.draw(st.booleans()):  # the edge images' adjacencies in the cache: the hops are read from them
+    warm = data.draw(st.booleans())
+    if warm:  # the edge images' adjacencies in the cache: the hops are read from them, variable-length ones too
         run_query(graph, WARM)
     for _ in range(4):
-        source, params = data.draw(direct_queries(names, cities))
+        source, params = data.draw(direct_queries(names, cities, traversals=warm))
         _same_as_duckdb_and_model(graph, model, source, params, direct_expected=True)
 
 
@@ -291,9 +303,10 @@ def example(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, ModelGraph
 
 NOT_DIRECT = {
     "negation": '$p: Person { name: "a" }  $p knows $f  not { $f knows $_ }',
-    "aggregate": '$p: Person { name: "a" }  $p knows $f',
+    "grouped count": '$p: Person { name: "a" }  $p knows $f',
+    "sum": '$p: Person { name: "a" }  $p knows $f',
     "undirected": '$p: Person { name: "a" }  $p <knows> $f',
-    "variable length": '$p: Person { name: "a" }  $p knows{1,2} $f',
+    "undirected variable length": '$p: Person { name: "a" }  $p <knows>{1,2} $f',
     "float comparison": '$p: Person { name: "a" }  $p knows $f  $f.score > 1.0',
     "order on a list": '$p: Person { name: "a" }  $p knows $f',
     "edge variable": '$p: Person { name: "a" }  $p $e:knows $f',
@@ -301,7 +314,11 @@ NOT_DIRECT = {
     "or": '$p: Person { name: "a" }  $p knows $f  ($f.age = 1 or $f.age = 3)',
     "null test": '$p: Person { name: "a" }  $p knows $f  $f.age is null',
 }
-NOT_DIRECT_TAILS = {"aggregate": ("count($f) as n", ""), "order on a list": ("$f.name, $f.tags", "order { $f.tags desc }")}
+NOT_DIRECT_TAILS = {
+    "grouped count": ("$f.name, count($p) as n", "order { $f.name }"),
+    "sum": ("sum($f.age) as s", ""),
+    "order on a list": ("$f.name, $f.tags", "order { $f.tags desc }"),
+}
 
 
 @pytest.mark.parametrize("name", sorted(NOT_DIRECT))
@@ -464,6 +481,18 @@ def test_hops_read_from_the_adjacencies_answer_as_the_statement(
         with mock.patch.object(probe, "PROBED_EDGES", 0):  # past the bound on edges: the adjacency gives up too
             document, answered = _run(graph, source, {})
     assert answered == [None] and _rows(document) == _model(model, source, {})[1]
+
+
+def test_a_traversal_is_answered_directly_once_its_adjacency_is_held(
+    example: tuple[Graph, ModelGraph], fresh_cache: AdjacencyCache
+) -> None:
+    """A direct answer never builds an adjacency: the statement's traversal does, and later answers read it."""
+    graph, model = example
+    source = 'query q() { match { $p: Person { name: "a" }  $p knows{1,3} $f  $f knows{2,2} $g } return { count($g) as n } }'
+    document, answered = _run(graph, source, {})
+    assert answered == [None] and fresh_cache.stats().entries == 1  # given up: the statement ran and built the adjacency
+    assert _rows(document) == _model(model, source, {})[1]
+    _same_as_duckdb_and_model(graph, model, source, {}, direct_expected=True)
 
 
 # -- the id index ---------------------------------------------------------------------------------
