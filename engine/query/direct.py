@@ -194,8 +194,10 @@ def _traversed_pairs(
     backwards = end == "dst"
     seeds = adjacency.positions(pa.array(list(near), pa.string()), "targets" if backwards else "sources")
     walk = Walk(hop.min_hops, hop.max_hops, backwards=backwards, undirected=False)
-    found = search(adjacency, seeds, walk, check=check, enough=None, limit_bytes=probe.PROBED_EDGES * adjacency.pair_bytes())
-    if found is None or len(found.seeds) > probe.PROBED_EDGES:
+    # A seed's pairs reach distinct nodes: past PROBED_IDS pairs a seed, the far end holds too many ids anyway.
+    most = min(probe.PROBED_EDGES, len(seeds) * probe.PROBED_IDS)
+    found = search(adjacency, seeds, walk, check=check, enough=None, limit_bytes=most * adjacency.pair_bytes())
+    if found is None or len(found.seeds) > most:
         return None
     pairs = pair_table(adjacency, found, backwards=backwards)
     return set(zip(pairs.column("a").to_pylist(), pairs.column("b").to_pylist(), strict=True))
@@ -244,6 +246,9 @@ def direct_rows(
     bounds the id indexes (:mod:`omnigraph.engine.query.node_ids`); ``check`` (the time limit and
     cancellation) runs before every read.
     """
+    cache = adjacency_cache()
+    if any(not isinstance(cache.peek(images[hop.edge.table_key].key), Adjacency) for hop, _ in plan.order if hop.max_hops > 1):
+        return None  # a variable-length hop is followed over a held adjacency only: give up before reading anything
     ids = {var: [node_id] for var, node_id in plan.keyed}
     pairs: list[set[tuple[str, str]]] = []
     for hop, end in plan.order:
