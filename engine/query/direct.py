@@ -34,9 +34,10 @@ sorts it), then the variables' ids ascending; a ``limit`` without ``order`` give
 rows of that order. A count is the number of bindings (the statement counts distinct bindings
 too). The answer is the statement's, row for row. It gives up (None: the query runs in DuckDB)
 when a known end holds more than :data:`~omnigraph.engine.query.probe.PROBED_IDS` ids, a hop
-finds more than :data:`~omnigraph.engine.query.probe.PROBED_EDGES` edges (or pairs), a
-variable-length hop's adjacency is not held, or the bindings exceed :data:`MOST_BINDINGS`: a
-small answer costs its rows, and a larger one is DuckDB's work.
+finds more than :data:`~omnigraph.engine.query.probe.PROBED_EDGES` edges (a traversal: more
+pairs than that, or than ``PROBED_IDS`` a start), a variable-length hop's adjacency is not held
+(checked before anything is read), or the bindings exceed :data:`MOST_BINDINGS`: a small answer
+costs its rows, and a larger one is DuckDB's work.
 """
 
 from __future__ import annotations
