@@ -6,8 +6,9 @@ from its fork point: a branch created from ``(parent, v)`` starts at version ``v
 A graph branch pins each of its tables at one immutable *image*: a dataset path, a Lance table
 branch of that dataset (``None`` = the dataset's main branch) and a version of that branch
 (:class:`ImageRef`). Every fixed-version open in the project goes through :func:`open_pinned`
-with an :class:`ImageRef`; :func:`open_dataset` with no version is for the latest version of a
-branch (a HEAD, which is not an image: it can move).
+with an :class:`ImageRef` (a reader's through :func:`open_pinned_for_read`, which shares
+handles); :func:`open_dataset` with no version is for the latest version of a branch (a HEAD,
+which is not an image: it can move).
 
 Nothing here writes table rows (it creates empty datasets and forks, and deletes branches); row
 writes go through the fenced door (:mod:`omnigraph.engine.door.table_store`) or the legacy writer
@@ -89,9 +90,8 @@ _READ_LOCK = threading.Lock()
 _READ_HANDLES: OrderedDict[tuple[str, tuple[tuple[str, str], ...], int, str], lance.LanceDataset] = OrderedDict()
 _SHARED: weakref.WeakSet[lance.LanceDataset] = weakref.WeakSet()
 """Every handle :func:`open_pinned_for_read` handed out (kept in :data:`_READ_HANDLES` or not): its version is fixed for good."""
-
-
 _DIGESTS: weakref.WeakKeyDictionary[lance.LanceDataset, str] = weakref.WeakKeyDictionary()
+"""The :func:`content_digest` of each handle in :data:`_SHARED`, once computed."""
 
 
 def content_digest(dataset: lance.LanceDataset) -> str:
