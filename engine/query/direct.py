@@ -159,17 +159,24 @@ def direct_plan(bound: BoundRead) -> DirectPlan | None:
 
 
 def _hop_pairs(
-    image: PinnedImage, hop: Hop, end: End, near: Sequence[str], cache_limit: int, check: Callable[[], None]
+    image: PinnedImage,
+    adjacency: Adjacency | None,
+    hop: Hop,
+    end: End,
+    near: Sequence[str],
+    cache_limit: int,
+    check: Callable[[], None],
 ) -> set[tuple[str, str]] | None:
     """The (src, dst) pairs of ``hop``'s edges whose ``end`` is one of ``near``; None past the probes' bound on edges.
 
-    Read from the edge image's adjacency when the cache holds it, else through the BTREE, whose
-    time counts towards building the adjacency (:func:`omnigraph.engine.query.adjacency.charge_lookup`).
+    Read from the edge image's ``adjacency`` when the cache holds it (a variable-length hop always
+    is, :func:`direct_rows`), else through the BTREE, whose time counts towards building the
+    adjacency (:func:`omnigraph.engine.query.adjacency.charge_lookup`).
     """
-    adjacency = adjacency_cache().peek(image.key)
-    if not (hop.min_hops == hop.max_hops == 1):
-        return _traversed_pairs(adjacency, hop, end, near, check) if isinstance(adjacency, Adjacency) else None
-    if isinstance(adjacency, Adjacency):
+    if hop.max_hops > 1:
+        assert adjacency is not None  # direct_rows gives up first when it is not held
+        return _traversed_pairs(adjacency, hop, end, near, check)
+    if adjacency is not None:
         return _adjacent_pairs(adjacency, end, near)
     far: End = "dst" if end == "src" else "src"
     started = time.perf_counter()
@@ -248,16 +255,18 @@ def direct_rows(
     cancellation) runs before every read.
     """
     cache = adjacency_cache()
-    if any(not isinstance(cache.peek(images[hop.edge.table_key].key), Adjacency) for hop, _ in plan.order if hop.max_hops > 1):
+    held = [cache.peek(images[hop.edge.table_key].key) for hop, _ in plan.order]  # one look (one hit) per hop
+    adjacencies = [found if isinstance(found, Adjacency) else None for found in held]
+    if any(adjacency is None for (hop, _), adjacency in zip(plan.order, adjacencies, strict=True) if hop.max_hops > 1):
         return None  # a variable-length hop is followed over a held adjacency only: give up before reading anything
     ids = {var: [node_id] for var, node_id in plan.keyed}
     pairs: list[set[tuple[str, str]]] = []
-    for hop, end in plan.order:
+    for (hop, end), adjacency in zip(plan.order, adjacencies, strict=True):
         near, far = (hop.src, hop.dst) if end == "src" else (hop.dst, hop.src)
         if len(ids[near]) > probe.PROBED_IDS:
             return None
         check()
-        found = _hop_pairs(images[hop.edge.table_key], hop, end, ids[near], cache_limit, check)
+        found = _hop_pairs(images[hop.edge.table_key], adjacency, hop, end, ids[near], cache_limit, check)
         if found is None:
             return None
         if far in ids:
