@@ -387,9 +387,10 @@ class QueryPlan(Result):
     candidates}`` per search function (``index`` None: an exact scan). Row figures come from the
     manifest's row counts. ``executor``: ``direct`` when the answer is computed from the rows its
     keyed variables reach, without a DuckDB statement (one runs instead if a probe passes its
-    bound, or if a variable-length traversal's edge table has no adjacency held by the process);
-    ``degrees`` when it counts a one-hop match over the whole graph from the edge table's
-    adjacency, if the process holds it (else the statement runs); else ``statement``.
+    bound, or if a variable-length traversal's adjacency does not fit the cache's bound);
+    ``degrees`` when it counts a one-hop match over the whole graph without DuckDB, from the edge
+    table's adjacency if the process holds it, else from its columns up to 1,048,576 rows (else
+    the statement runs); else ``statement``.
     """
 
     query: str

@@ -19,15 +19,22 @@ as the statement does (:mod:`omnigraph.engine.query.plan`): the ``order`` keys (
 NULL first, descending last), then the group keys ascending, NULL first. A float group key is
 left to the statement (NaN and ``-0.0`` would need DuckDB's own grouping rules).
 
-:func:`degree_rows` answers only from what the process already holds or builds cheaply: it gives
-up (None: the statement runs in DuckDB) when the adjacency of the edge image is not in the cache
-(a degree aggregate never builds one; a variable-length traversal of the same table version
-does, and so do enough lookups of its edges:
-:func:`omnigraph.engine.query.adjacency.charge_lookup`), or when the offsets or a group key's column do not fit the cache's bound.
+Without the adjacency in the cache (a degree aggregate never builds one itself: a
+variable-length traversal of the same table version does), an edge image of at most
+:data:`COUNTED_EDGES` rows is counted from its columns (:func:`_column_degrees`): its ``src`` and
+``dst`` read whole, each id looked up among its node image's ids (the node image's cached ``id``
+column, one hash lookup of them all), and the distinct pairs of node rows sorted out. That costs
+about what the statement costs on such a table (some 0.1 s for 500K edges) without loading
+DuckDB or its working memory; the time counts towards building the adjacency
+(:func:`omnigraph.engine.query.adjacency.charge_lookup`), so a process that keeps counting one
+table version builds it once the counts have cost as much. Past that size the statement, whose
+joins run on every core, is faster. :func:`degree_rows` gives up (None: the statement runs in
+DuckDB) when neither applies, or when the offsets or a group key's column do not fit the cache's bound.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -39,13 +46,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from omnigraph.engine.gq.read_checker import BoundRead, Hop
-from omnigraph.engine.query.adjacency import Adjacency, ImageKey, PinnedImage, adjacency_cache
+from omnigraph.engine.query.adjacency import Adjacency, ImageKey, PinnedImage, adjacency_cache, charge_lookup, distinct
 from omnigraph.engine.query.node_ids import build_node_column, cacheable, cached_column
 
 if TYPE_CHECKING:
     import lance
 
 Side = Literal["src", "dst"]
+Degrees = tuple[pa.Array, npt.NDArray[np.int64], npt.NDArray[np.int64]]
+"""Per position of the near side: its id, its row in the near node image (-1: none) and its row count (0 without a node)."""
+
+COUNTED_EDGES = 1 << 20
+"""Up to this many rows, an edge image whose adjacency is not held is counted from its columns (module docstring)."""
+COUNTED_EDGE_BYTES = 64
+"""About what counting from the columns holds per edge row at its peak (both ids, their node rows, the pair keys):
+an image of more rows than the cache's bound allows at this size is left to the statement."""
 
 
 @dataclass(frozen=True)
@@ -116,15 +131,39 @@ def degree_rows(
 ) -> list[tuple[Any, ...]] | None:
     """The answer's rows (each value as DuckDB would give it), or None when the statement must run (module docstring)."""
     hop = plan.hop
-    edge_key = images[hop.edge.table_key].key
-    adjacency = adjacency_cache().peek(edge_key)
-    if not isinstance(adjacency, Adjacency):
-        return None
+    edge_image = images[hop.edge.table_key]
     near_var, far_var = (hop.src, hop.dst) if plan.side == "src" else (hop.dst, hop.src)
-    far_side: Side = "dst" if plan.side == "src" else "src"
-    near_ids, far_ids = (adjacency.sources, adjacency.targets) if plan.side == "src" else (adjacency.targets, adjacency.sources)
     near_image = images[bound.variables[near_var].table.table_key]
     far_image = images[bound.variables[far_var].table.table_key]
+    adjacency = adjacency_cache().peek(edge_image.key)
+    if isinstance(adjacency, Adjacency):
+        counted = _adjacency_degrees(plan, adjacency, edge_image.key, near_image, far_image, cache_limit, check)
+    else:
+        counted = _column_degrees(plan, edge_image, near_image, far_image, cache_limit, check)
+    if counted is None:
+        return None
+    near_ids, near_offsets, degrees = counted
+    check()
+    group_outputs = [index for index, output in enumerate(bound.outputs) if output.func is None]
+    if not group_outputs:
+        total = int(degrees.sum())
+        rows = [tuple(total for _ in bound.outputs)]
+        return rows[: bound.limit] if bound.limit is not None else rows
+    return _grouped(bound, group_outputs, near_ids, near_offsets, near_image, degrees, cache_limit)
+
+
+def _adjacency_degrees(
+    plan: DegreePlan,
+    adjacency: Adjacency,
+    edge_key: ImageKey,
+    near_image: PinnedImage,
+    far_image: PinnedImage,
+    cache_limit: int,
+    check: Callable[[], None],
+) -> Degrees | None:
+    """The near side's :data:`Degrees` over the positions of ``adjacency``; None when the offsets do not fit the cache."""
+    far_side: Side = "dst" if plan.side == "src" else "src"
+    near_ids, far_ids = (adjacency.sources, adjacency.targets) if plan.side == "src" else (adjacency.targets, adjacency.sources)
     # one space: both sides are one array of ids in one node image, so one entry serves both
     near = _node_offsets(edge_key, near_ids, "src" if adjacency.one_space else plan.side, near_image, cache_limit, check)
     far = near if adjacency.one_space else _node_offsets(edge_key, far_ids, far_side, far_image, cache_limit, check)
@@ -139,13 +178,54 @@ def degree_rows(
     if adjacency.loops is not None:
         degrees += adjacency.loops & far_present
     degrees[near.offsets < 0] = 0
+    return near_ids, near.offsets, degrees
+
+
+def _node_rows(edge_image: PinnedImage, column: str, node_ids: pa.Array) -> npt.NDArray[np.int64]:
+    """The row in the node image whose ids are ``node_ids`` of each edge's ``column`` end (-1: no such node)."""
+    ends = edge_image.dataset.to_table(columns=[column]).column(column).cast(node_ids.type)
+    rows: npt.NDArray[np.int64] = pc.index_in(ends, value_set=node_ids).fill_null(-1).to_numpy().astype(np.int64)
+    return rows
+
+
+def _column_degrees(
+    plan: DegreePlan,
+    edge_image: PinnedImage,
+    near_image: PinnedImage,
+    far_image: PinnedImage,
+    cache_limit: int,
+    check: Callable[[], None],
+) -> Degrees | None:
+    """The near side's :data:`Degrees` over the rows of the near node image, counted from the edge image's columns.
+
+    None when the edge image has more than :data:`COUNTED_EDGES` rows (or more than the cache's
+    bound allows at :data:`COUNTED_EDGE_BYTES` a row), or a node image's ids do not fit the cache.
+    A pair of node rows is counted once however many edges join it (a self-loop is the pair of
+    its node with itself). The time spent counts towards building the adjacency.
+    """
+    if edge_image.rows > min(COUNTED_EDGES, cache_limit // COUNTED_EDGE_BYTES):
+        return None
+    near_nodes = cached_column(near_image, "id", cache_limit, cache_limit)
+    far_nodes = near_nodes if far_image.key == near_image.key else cached_column(far_image, "id", cache_limit, cache_limit)
+    if near_nodes is None or far_nodes is None:
+        return None
+    started = time.perf_counter()
     check()
-    group_outputs = [index for index, output in enumerate(bound.outputs) if output.func is None]
-    if not group_outputs:
-        total = int(degrees.sum())
-        rows = [tuple(total for _ in bound.outputs)]
-        return rows[: bound.limit] if bound.limit is not None else rows
-    return _grouped(bound, group_outputs, near_ids, near.offsets, near_image, degrees, cache_limit)
+    near_column, far_column = ("src", "dst") if plan.side == "src" else ("dst", "src")
+    width = max(len(far_nodes.values), 1)
+    keys = _node_rows(edge_image, near_column, near_nodes.values) * width  # one column at a time: its ids are freed first
+    check()
+    far_rows = _node_rows(edge_image, far_column, far_nodes.values)
+    keys += far_rows
+    keys = keys[(keys >= 0) & (far_rows >= 0)]  # both ends are nodes (a missing near end made its key negative)
+    del far_rows
+    check()
+    pairs = distinct(keys)
+    del keys
+    degrees = np.bincount(pairs // width, minlength=len(near_nodes.values)).astype(np.int64)
+    one_space = plan.hop.edge.from_type == plan.hop.edge.to_type
+    charge_lookup(edge_image, time.perf_counter() - started, one_space, cache_limit, check)
+    return near_nodes.values, np.arange(len(near_nodes.values), dtype=np.int64), degrees
 
 
 def _grouped(

@@ -23,9 +23,9 @@ query is *direct* when:
 through the edge image's adjacency when the process's cache holds it, else a Lance read filtered
 on ``src`` or ``dst`` (the engine's BTREE), whose time counts towards building the adjacency
 (:func:`omnigraph.engine.query.adjacency.charge_lookup`); a variable-length hop by the
-adjacency's search (:func:`omnigraph.engine.query.adjacency.search`, the statement's own), only
-when the cache holds the adjacency (it never builds one: the statement's first traversal of the
-image does); each variable's node rows through the image's id index
+adjacency's search (:func:`omnigraph.engine.query.adjacency.search`, the statement's own), over
+the adjacency the cache holds or builds first, as the statement's traversal would (one entry: a
+direct answer that gives up leaves it built for the statement); each variable's node rows through the image's id index
 (:mod:`omnigraph.engine.query.node_ids`). The bindings are joined hop by hop in Python (an edge
 or a traversal to a node its table lacks binds nothing), filtered by the comparisons (NULL never
 matches), and ordered as the statement orders them (:mod:`omnigraph.engine.query.plan`): the
@@ -35,8 +35,8 @@ rows of that order. A count is the number of bindings (the statement counts dist
 too). The answer is the statement's, row for row. It gives up (None: the query runs in DuckDB)
 when a known end holds more than :data:`~omnigraph.engine.query.probe.PROBED_IDS` ids, a hop
 finds more than :data:`~omnigraph.engine.query.probe.PROBED_EDGES` edges (a traversal: more
-pairs than that, or than ``PROBED_IDS`` a start), a variable-length hop's adjacency is not held
-(checked before anything is read), or the bindings exceed :data:`MOST_BINDINGS`: a small answer
+pairs than that, or than ``PROBED_IDS`` a start), a variable-length hop's adjacency does not fit
+the cache's bound (known before anything else is read), or the bindings exceed :data:`MOST_BINDINGS`: a small answer
 costs its rows, and a larger one is DuckDB's work.
 """
 
@@ -52,7 +52,17 @@ import pyarrow as pa
 
 from omnigraph.engine.gq.read_checker import BoundRead, Column, Compare, Const, Hop, Operand
 from omnigraph.engine.query import probe
-from omnigraph.engine.query.adjacency import Adjacency, PinnedImage, Walk, adjacency_cache, charge_lookup, pair_table, search
+from omnigraph.engine.query.adjacency import (
+    EDGE_BYTES,
+    Adjacency,
+    PinnedImage,
+    Walk,
+    adjacency_cache,
+    build_adjacency,
+    charge_lookup,
+    pair_table,
+    search,
+)
 from omnigraph.engine.query.node_ids import node_rows, read_where_in
 from omnigraph.engine.query.plan import implied_ids
 from omnigraph.engine.query.probe import End, probe_order
@@ -158,6 +168,21 @@ def direct_plan(bound: BoundRead) -> DirectPlan | None:
     return DirectPlan(keyed, tuple(order))
 
 
+def _adjacency(image: PinnedImage, hop: Hop, cache_limit: int, check: Callable[[], None]) -> Adjacency | None:
+    """The adjacency of ``hop``'s edge image: a ``{1,1}`` hop's if the cache holds it, a variable-length hop's built if missing.
+
+    A variable-length hop's adjacency is built as the statement's traversal would build it
+    (within ``cache_limit`` bytes), so a direct answer that gives up later leaves it to the
+    statement; None when it does not fit. One look (one hit) per hop.
+    """
+    cache = adjacency_cache()
+    if hop.max_hops == 1:
+        held = cache.peek(image.key)
+        return held if isinstance(held, Adjacency) else None
+    one_space = hop.edge.from_type == hop.edge.to_type
+    return cache.get(image.key, lambda: build_adjacency(image.dataset, one_space, check), cache_limit, image.rows * EDGE_BYTES)
+
+
 def _hop_pairs(
     image: PinnedImage,
     adjacency: Adjacency | None,
@@ -169,12 +194,12 @@ def _hop_pairs(
 ) -> set[tuple[str, str]] | None:
     """The (src, dst) pairs of ``hop``'s edges whose ``end`` is one of ``near``; None past the probes' bound on edges.
 
-    Read from the edge image's ``adjacency`` when the cache holds it (a variable-length hop always
-    is, :func:`direct_rows`), else through the BTREE, whose time counts towards building the
+    Read from the edge image's ``adjacency`` when the cache holds it (a variable-length hop's always
+    is: :func:`_adjacency` builds it), else through the BTREE, whose time counts towards building the
     adjacency (:func:`omnigraph.engine.query.adjacency.charge_lookup`).
     """
     if hop.max_hops > 1:
-        assert adjacency is not None  # direct_rows gives up first when it is not held
+        assert adjacency is not None  # direct_rows gives up first when it does not fit
         return _traversed_pairs(adjacency, hop, end, near, check)
     if adjacency is not None:
         return _adjacent_pairs(adjacency, end, near)
@@ -254,11 +279,9 @@ def direct_rows(
     bounds the id indexes (:mod:`omnigraph.engine.query.node_ids`); ``check`` (the time limit and
     cancellation) runs before every read.
     """
-    cache = adjacency_cache()
-    held = [cache.peek(images[hop.edge.table_key].key) for hop, _ in plan.order]  # one look (one hit) per hop
-    adjacencies = [found if isinstance(found, Adjacency) else None for found in held]
+    adjacencies = [_adjacency(images[hop.edge.table_key], hop, cache_limit, check) for hop, _ in plan.order]
     if any(adjacency is None for (hop, _), adjacency in zip(plan.order, adjacencies, strict=True) if hop.max_hops > 1):
-        return None  # a variable-length hop is followed over a held adjacency only: give up before reading anything
+        return None  # a variable-length hop's adjacency does not fit: give up before reading anything
     ids = {var: [node_id] for var, node_id in plan.keyed}
     pairs: list[set[tuple[str, str]]] = []
     for (hop, end), adjacency in zip(plan.order, adjacencies, strict=True):

@@ -48,11 +48,11 @@ built):
   of its two rankings (each listed on its own too) and is computed from them (``index`` None);
 - ``executor``: ``direct`` when the query is answered from the rows its keyed variables reach,
   without a DuckDB statement (:func:`omnigraph.engine.query.direct.direct_plan`; the statement
-  runs instead when a probe passes its bound, or when a variable-length traversal's edge table
-  has no adjacency in the process's cache); ``degrees`` when it counts a one-hop match over the
-  whole graph, answered from the edge table's adjacency when the process holds it
-  (:func:`omnigraph.engine.query.degrees.degree_plan`; else the statement runs); else
-  ``statement``.
+  runs instead when a probe passes its bound, or when a variable-length traversal's adjacency
+  does not fit the cache's bound); ``degrees`` when it counts a one-hop match over the whole
+  graph without DuckDB, from the edge table's adjacency or its columns
+  (:func:`omnigraph.engine.query.degrees.degree_plan`; the statement runs when the process
+  holds no adjacency and the table is past ``COUNTED_EDGES`` rows); else ``statement``.
 """
 
 from __future__ import annotations

@@ -56,10 +56,15 @@ def _plan_lines(plan: dict[str, Any]) -> Iterator[str]:
     if plan["executor"] == "direct":
         yield (
             "  answered directly from the rows its keys reach, without a DuckDB statement (unless a probe passes its bound,"
-            " or a variable-length traversal's edge table has no adjacency held by this process)"
+            " or a variable-length traversal's adjacency does not fit the bound on adjacencies)"
         )
     elif plan["executor"] == "degrees":
-        yield "  counted from the edge table's adjacency when this process holds it, else by one DuckDB statement"
+        from omnigraph.engine.query.degrees import COUNTED_EDGES
+
+        yield (
+            "  counted without DuckDB, from the edge table's adjacency if this process holds it, else from its columns"
+            f" (up to {COUNTED_EDGES:,} rows; a larger table by one DuckDB statement)"
+        )
     else:
         yield "  answered by one DuckDB statement"
     for table in plan["tables"]:

@@ -161,9 +161,14 @@ def test_explain_prints_the_plan_without_running_it(tmp_path: Path) -> None:
     direct = _query(root, tmp_path, *args, source=FRIENDS).ok().stdout.splitlines()
     assert direct[1] == (
         "  answered directly from the rows its keys reach, without a DuckDB statement (unless a probe passes its bound,"
-        " or a variable-length traversal's edge table has no adjacency held by this process)"
+        " or a variable-length traversal's adjacency does not fit the bound on adjacencies)"
     )
     assert _query(root, tmp_path, *args, "--json", source=FRIENDS).ok().json()["executor"] == "direct"
+    degrees = "query degrees() { match { $p: Person  $p knows $f } return { $p.name, count($f) as n } }"
+    assert _query(root, tmp_path, "--explain", source=degrees).ok().stdout.splitlines()[1] == (
+        "  counted without DuckDB, from the edge table's adjacency if this process holds it, else from its columns"
+        " (up to 1,048,576 rows; a larger table by one DuckDB statement)"
+    )
 
 
 EDGES = """

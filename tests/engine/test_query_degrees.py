@@ -4,9 +4,11 @@ Random small graphs written without an endpoint check (edges may dangle: an endp
 its node table, or a City id where a Person is expected), with self-loops, parallel edges, ids
 shared by a Person and a City, and nullable group keys. For each random degree aggregate (the
 count of a one-hop match, grouped or not by columns of either end, ordered by counts or keys in
-either direction, limited or not), the answer read off the adjacency must equal the statement's,
-row for row and in order, and the adjacency path must have answered (it is checked by spying on
-it). A degree aggregate never builds an adjacency: before one is held the statement answers.
+either direction, limited or not), the answer must equal the statement's, row for row and in
+order, both when it is counted from the edge table's columns (no adjacency held) and when it is
+read off the adjacency, and that path must have answered (it is checked by spying on it). A
+degree aggregate never builds an adjacency itself, unless its counts have cost what building it
+costs; past ``COUNTED_EDGES`` rows without an adjacency the statement answers.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from hypothesis import strategies as st
 
 from omnigraph.engine.door.table_store import FENCED_PROFILE
 from omnigraph.engine.graph import Graph, init_graph
-from omnigraph.engine.query import adjacency, node_ids, run
+from omnigraph.engine.query import adjacency, degrees, node_ids, run
 from omnigraph.engine.query.adjacency import AdjacencyCache
 from omnigraph.engine.query.explain import explain_query
 from omnigraph.engine.query.run import run_query
@@ -116,24 +118,49 @@ def test_degree_aggregates_answer_as_the_statement(tmp_path: Path, data: Any, fr
     lives = data.draw(st.lists(st.tuples(st.sampled_from(ENDS), st.sampled_from([*CITIES, "c", "zz"])), max_size=8))
     graph = init_graph(open_store(str(tmp_path / uuid.uuid4().hex)), SCHEMA, FENCED_PROFILE, "tests")
     _write(graph, people, cities, knows, lives)
+    for _ in range(3):
+        source = data.draw(aggregates())
+        with returns_of(degrees, "_column_degrees") as counted, mock.patch.object(adjacency, "BUILD_SECONDS_PER_EDGE", 1e9):
+            found, returned = _answers(graph, source)
+        assert returned and returned[-1] is not None, source
+        assert (counted and counted[-1] is not None) or not (knows if " knows " in source else lives), source  # from the columns
+        assert found == _statement(graph, source), (source, people, cities, knows, lives)
     for walk in WALKS:
         run_query(graph, walk)
     for _ in range(6):
         source = data.draw(aggregates())
-        found, returned = _answers(graph, source)
-        assert returned and returned[-1] is not None, source  # read off the adjacency
+        with returns_of(degrees, "_adjacency_degrees") as read:
+            found, returned = _answers(graph, source)
+        assert read and returned and returned[-1] is not None, source  # read off the adjacency
         assert found == _statement(graph, source), (source, people, cities, knows, lives)
 
 
-def test_a_degree_aggregate_never_builds_an_adjacency(tmp_path: Path, fresh_cache: AdjacencyCache) -> None:
+def test_a_degree_aggregate_is_counted_from_the_columns_until_the_adjacency_is_held(tmp_path: Path, fresh_cache: AdjacencyCache) -> None:
     graph = init_graph(open_store(str(tmp_path / "g")), SCHEMA, FENCED_PROFILE, "tests")
     _write(graph, [("a", 1), ("b", None), ("c", 1)], [("x", 3)], [("a", "b"), ("a", "b"), ("a", "a"), ("b", "zz"), ("c", "a")], [])
     top = "query t() { match { $p knows $f } return { $p.age, count($f) as d } order { d desc } limit 2 }"
     assert explain_query(graph, top).executor == "degrees"
-    found, returned = _answers(graph, top)
-    assert returned == [None] and fresh_cache.stats().builds == 0  # no adjacency yet: the statement answered
+    with mock.patch.object(adjacency, "BUILD_SECONDS_PER_EDGE", 1e9), returns_of(degrees, "_column_degrees") as counted:
+        found, returned = _answers(graph, top)
+        assert counted[-1] is not None and returned == [[(1, 3)]]
+        with mock.patch.object(degrees, "COUNTED_EDGES", 4):  # five edge rows: past the bound, the statement answers
+            assert _answers(graph, top) == (found, [None])
+    assert not any(isinstance(entry, adjacency.Adjacency) for entry in fresh_cache._entries.values())  # never built
     assert found == [[1, 3]]  # a: b and itself, c: a (age 1 both); b's one edge dangles, so b has no row
     run_query(graph, WALKS[0])
     assert _answers(graph, top) == (found, [[(1, 3)]])
     keyed = 'query c() { match { $p: Person { name: "a" }  $p knows $f } return { count($f) as n } }'
     assert explain_query(graph, keyed).executor == "direct"  # counted from the rows its key reaches, not a degree aggregate
+
+
+def test_counts_from_the_columns_pay_for_the_adjacency(tmp_path: Path, fresh_cache: AdjacencyCache) -> None:
+    """Counting an edge table's columns costs time that builds its adjacency once it adds up to the build's cost."""
+    graph = init_graph(open_store(str(tmp_path / "g")), SCHEMA, FENCED_PROFILE, "tests")
+    _write(graph, [("a", 1), ("b", 2)], [], [("a", "b"), ("b", "a"), ("b", "b")], [])
+    edges = "query e() { match { $p knows $f } return { count($f) as n } }"
+    cheap = mock.patch.object(adjacency, "BUILD_SECONDS_PER_EDGE", 1e-12)  # three rows cost next to nothing to build
+    with returns_of(degrees, "_column_degrees") as counted, returns_of(degrees, "_adjacency_degrees") as read, cheap:
+        assert _rows(graph, edges) == [[3]]
+        assert _rows(graph, edges) == [[3]]
+    assert len(counted) == 1 and counted[0] is not None and len(read) == 1 and read[0] is not None
+    assert sum(isinstance(entry, adjacency.Adjacency) for entry in fresh_cache._entries.values()) == 1

@@ -38,7 +38,7 @@ from omnigraph.engine.gq.parser import parse
 from omnigraph.engine.graph import Graph, init_graph
 from omnigraph.engine.ops.branches import create_branch, delete_branch
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.query import adjacency, direct, node_ids, probe, run
+from omnigraph.engine.query import adjacency, direct, node_ids, probe, run, session
 from omnigraph.engine.query.adjacency import AdjacencyCache, ImageKey, PinnedImage
 from omnigraph.engine.query.run import run_query
 from omnigraph.engine.query.session import stop_after
@@ -491,16 +491,34 @@ def test_hops_read_from_the_adjacencies_answer_as_the_statement(
     assert answered == [None] and _rows(document) == _model(model, source, {})[1]
 
 
-def test_a_traversal_is_answered_directly_once_its_adjacency_is_held(
-    example: tuple[Graph, ModelGraph], fresh_cache: AdjacencyCache
-) -> None:
-    """A direct answer never builds an adjacency: the statement's traversal does, and later answers read it."""
+def test_a_traversal_builds_its_adjacency_and_is_answered_directly(example: tuple[Graph, ModelGraph], fresh_cache: AdjacencyCache) -> None:
+    """A direct answer builds a traversal's missing adjacency once (as the statement would) and later answers read it."""
     graph, model = example
     source = 'query q() { match { $p: Person { name: "a" }  $p knows{1,3} $f  $f knows{2,2} $g } return { count($g) as n } }'
     document, answered = _run(graph, source, {})
-    assert answered == [None] and fresh_cache.stats().entries == 1  # given up: the statement ran and built the adjacency
+    assert answered and answered[-1] is not None  # answered directly, having built the adjacency
+    assert fresh_cache.stats().builds == 1 and fresh_cache.stats().entries == 1
     assert _rows(document) == _model(model, source, {})[1]
-    _same_as_duckdb_and_model(graph, model, source, {}, direct_expected=True)
+    builds = fresh_cache.stats().builds
+    with returns_of(direct, "build_adjacency") as built, returns_of(session, "build_adjacency") as built_by_statement:
+        _same_as_duckdb_and_model(graph, model, source, {}, direct_expected=True)
+    assert (
+        built == built_by_statement == [] and fresh_cache.stats().builds > builds
+    )  # read again, never built again (the id index was, on second sight)
+
+
+def test_a_traversal_whose_adjacency_does_not_fit_is_left_to_the_statement(
+    example: tuple[Graph, ModelGraph], fresh_cache: AdjacencyCache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no room for adjacencies the direct answer gives up before reading anything; DuckDB's search answers the same."""
+    graph, model = example
+    monkeypatch.setenv("OMNIGRAPH_QUERY_ADJACENCY_MB", "0")
+    source = 'query q() { match { $p: Person { name: "a" }  $p knows{1,3} $f } return { $f.name } order { $f.name } }'
+    with returns_of(direct, "node_rows") as read:
+        document, answered = _run(graph, source, {})
+    assert answered == [None] and read == []  # gave up before any node row was read
+    assert fresh_cache.stats().builds == 0 and fresh_cache.stats().entries == 0
+    assert _rows(document) == _model(model, source, {})[1]
 
 
 # -- the id index ---------------------------------------------------------------------------------

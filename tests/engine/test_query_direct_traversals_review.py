@@ -149,8 +149,10 @@ def test_an_adjacency_of_another_version_or_branch_is_never_read(graph: tuple[Gr
     document, answered = _run(g, POINT, {})
     assert answered[-1] is not None and _rows(document) == [["a"], ["b"], ["c"], ["d"], ["e"]]
     overwrite_tables(g, {"edge:Knows": _knows([("a", "e")])}, actor=ACTOR)
+    builds = fresh_cache.stats().builds
     document, answered = _run(g, POINT, {})
-    assert answered == [None] and _rows(document) == [["e"]]  # the new version's adjacency is not held: the statement builds it
+    assert answered[-1] is not None and _rows(document) == [["e"]]  # the new version's adjacency, built for it: never the old one's
+    assert fresh_cache.stats().builds == builds + 1
     create_branch(g, "b")
     overwrite_tables(g, {"edge:Knows": _knows([("a", "c"), ("c", "d")])}, branch="b", actor=ACTOR)
     assert [_rows(_run(g, POINT, {}, "b")[0]) for _ in range(2)] == [[["c"], ["d"]]] * 2
