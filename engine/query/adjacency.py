@@ -142,10 +142,11 @@ class Csr:
 
 def distinct(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """The distinct ``values``, ascending (a sort: numpy's ``unique`` hashes, several times slower on integers)."""
-    return _distinct_sorted(np.sort(values))
+    return distinct_sorted(np.sort(values))
 
 
-def _distinct_sorted(ordered: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+def distinct_sorted(ordered: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The distinct values of ``ordered`` (ascending), ascending."""
     first = np.ones(len(ordered), dtype=np.bool_)
     np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
     return ordered[first]
@@ -158,7 +159,7 @@ def _csr(near: npt.NDArray[np.int32], far: npt.NDArray[np.int32], near_size: int
     keys *= width
     keys += far
     keys.sort()
-    joined = _distinct_sorted(keys)  # by near, then far
+    joined = distinct_sorted(keys)  # by near, then far
     del keys
     offsets = np.zeros(near_size + 1, dtype=np.int64)
     np.cumsum(np.bincount(joined // width, minlength=near_size), out=offsets[1:])

@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from omnigraph.engine.gq.read_checker import BoundRead, Hop
-from omnigraph.engine.query.adjacency import Adjacency, ImageKey, PinnedImage, adjacency_cache, charge_lookup, distinct
+from omnigraph.engine.query.adjacency import Adjacency, ImageKey, PinnedImage, adjacency_cache, charge_lookup, distinct_sorted
 from omnigraph.engine.query.node_ids import build_node_column, cacheable, cached_column
 
 if TYPE_CHECKING:
@@ -220,9 +220,11 @@ def _column_degrees(
     keys = keys[(keys >= 0) & (far_rows >= 0)]  # both ends are nodes (a missing near end made its key negative)
     del far_rows
     check()
-    pairs = distinct(keys)
+    keys.sort()
+    pairs = distinct_sorted(keys)
     del keys
     degrees = np.bincount(pairs // width, minlength=len(near_nodes.values)).astype(np.int64)
+    del pairs  # freed before the counts' time may build the adjacency
     one_space = plan.hop.edge.from_type == plan.hop.edge.to_type
     charge_lookup(edge_image, time.perf_counter() - started, one_space, cache_limit, check)
     return near_nodes.values, np.arange(len(near_nodes.values), dtype=np.int64), degrees
