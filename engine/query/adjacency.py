@@ -419,6 +419,12 @@ class AdjacencyCache:
         with self._lock:
             return _note(self._spent, key, self._spent.get(key, 0.0) + seconds)
 
+    def held_bytes(self, key: CacheKey) -> int | None:
+        """The bytes the entry of ``key`` takes if the cache holds it, else None; not counted as a hit."""
+        with self._lock:
+            found = self._entries.get(key)
+            return None if found is None else found.nbytes
+
     def peek(self, key: CacheKey) -> Cached | None:
         """The entry of image ``key`` if the cache holds it (a hit), else None; never builds."""
         with self._lock:

@@ -86,6 +86,9 @@ def degree_plan(bound: BoundRead) -> DegreePlan | None:
         if output.score is not None:
             return None
         if output.func is None and output.column is not None:
+            kind = output.type.arrow_type()
+            if pa.types.is_floating(kind) or not cacheable(kind):  # NaN and -0.0 need DuckDB's grouping rules; lists are not held
+                return None
             keys.add(output.column.var)
         elif output.func != "count" or output.column is not None:
             return None

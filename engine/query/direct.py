@@ -36,7 +36,8 @@ too). The answer is the statement's, row for row. It gives up (None: the query r
 when a known end holds more than :data:`~omnigraph.engine.query.probe.PROBED_IDS` ids, a hop
 finds more than :data:`~omnigraph.engine.query.probe.PROBED_EDGES` edges (a traversal: more
 pairs than that, or than ``PROBED_IDS`` a start), a variable-length hop's adjacency does not fit
-the cache's bound (known before anything else is read), or the bindings exceed :data:`MOST_BINDINGS`: a small answer
+the cache's bound or beside the other traversals' (more than one to build is left to the
+statement; known before anything else is read), or the bindings exceed :data:`MOST_BINDINGS`: a small answer
 costs its rows, and a larger one is DuckDB's work.
 """
 
@@ -168,6 +169,21 @@ def direct_plan(bound: BoundRead) -> DirectPlan | None:
     return DirectPlan(keyed, tuple(order))
 
 
+def _room_to_build(plan: DirectPlan, images: Mapping[str, PinnedImage], cache_limit: int) -> bool:
+    """Whether the variable-length hops' adjacencies can be held together: at most one missing, and room for it beside the rest.
+
+    Otherwise building them here could evict one another (and the statement, should the direct
+    answer give up, build them again): the statement is left to build each as it needs it.
+    """
+    cache = adjacency_cache()
+    walked = list({images[hop.edge.table_key].key: images[hop.edge.table_key] for hop, _ in plan.order if hop.max_hops > 1}.items())
+    held = [cache.held_bytes(key) for key, _ in walked]
+    missing = [image for (_, image), size in zip(walked, held, strict=True) if size is None]
+    if not missing:
+        return True
+    return len(missing) == 1 and sum(size or 0 for size in held) + missing[0].rows * EDGE_BYTES <= cache_limit
+
+
 def _adjacency(image: PinnedImage, hop: Hop, cache_limit: int, check: Callable[[], None]) -> Adjacency | None:
     """The adjacency of ``hop``'s edge image: a ``{1,1}`` hop's if the cache holds it, a variable-length hop's built if missing.
 
@@ -279,9 +295,13 @@ def direct_rows(
     bounds the id indexes (:mod:`omnigraph.engine.query.node_ids`); ``check`` (the time limit and
     cancellation) runs before every read.
     """
-    adjacencies = [_adjacency(images[hop.edge.table_key], hop, cache_limit, check) for hop, _ in plan.order]
-    if any(adjacency is None for (hop, _), adjacency in zip(plan.order, adjacencies, strict=True) if hop.max_hops > 1):
+    if not _room_to_build(plan, images, cache_limit):
+        return None
+    built = {hop: _adjacency(images[hop.edge.table_key], hop, cache_limit, check) for hop, _ in plan.order if hop.max_hops > 1}
+    if any(adjacency is None for adjacency in built.values()):
         return None  # a variable-length hop's adjacency does not fit: give up before reading anything
+    # then a {1,1} hop's, which a traversal of its table may just have built
+    adjacencies = [built[hop] if hop in built else _adjacency(images[hop.edge.table_key], hop, cache_limit, check) for hop, _ in plan.order]
     ids = {var: [node_id] for var, node_id in plan.keyed}
     pairs: list[set[tuple[str, str]]] = []
     for (hop, end), adjacency in zip(plan.order, adjacencies, strict=True):

@@ -114,11 +114,19 @@ class Guard:
     stops at its next :meth:`check`.
     """
 
-    def __init__(self, connection: duckdb.DuckDBPyConnection | None, timeout: float | None, cancel: QueryCancel | None) -> None:
+    def __init__(
+        self,
+        connection: duckdb.DuckDBPyConnection | None,
+        timeout: float | None,
+        cancel: QueryCancel | None,
+        *,
+        started: float | None = None,
+    ) -> None:
+        """``started``: when the query started (``time.monotonic()``), the time limit counting from it; now when None."""
         self._connection = connection
         self._timeout = timeout
         self._cancel = cancel
-        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._deadline = None if timeout is None else (time.monotonic() if started is None else started) + timeout
         if connection is not None and (timeout is not None or cancel is not None):
             _WATCHER.watch(self)
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -210,13 +211,14 @@ def open_answer(
     with point.reading(graph.manifest):
         datasets = point.open_images(graph.manifest, sorted(tables_read(bound.block)))
         images = {key: pinned_image(graph, point, key, dataset) for key, dataset in datasets.items()}
-        found = _answered_without_statement(bound, images, cache_limit, cancel)
+        started = time.monotonic()  # one time limit for the answer, whether it gives up to the statement or not
+        found = _answered_without_statement(bound, images, cache_limit, cancel, started)
         if found is not None:
             render = row_renderer([output.type for output in bound.outputs])
             rendered = iter([render(row) for row in found])
             yield Answer(bound.name, branch, point.commit, columns, types, rendered, answer_limit_bytes(memory_mb))
             return
-        with open_session(one_thread=repeatable, cancel=cancel) as session:
+        with open_session(one_thread=repeatable, cancel=cancel, started=started) as session:
             for table_key, image in images.items():
                 session.register(table_key, image.dataset, image.rows)
             edges = {key: images[key] for key in {hop.edge.table_key for hop in all_hops(bound.block)}}
@@ -238,17 +240,17 @@ def open_answer(
 
 
 def _answered_without_statement(
-    bound: BoundRead, images: dict[str, PinnedImage], cache_limit: int, cancel: QueryCancel | None
+    bound: BoundRead, images: dict[str, PinnedImage], cache_limit: int, cancel: QueryCancel | None, started: float
 ) -> list[tuple[Any, ...]] | None:
     """The rows of the answer computed without DuckDB, or None when the statement must run.
 
     A direct answer (:mod:`omnigraph.engine.query.direct`) or a degree aggregate
-    (:mod:`omnigraph.engine.query.degrees`).
+    (:mod:`omnigraph.engine.query.degrees`), within the time limit counted from ``started``.
     """
     direct, degrees = direct_plan(bound), degree_plan(bound)
     if direct is None and degrees is None:
         return None
-    guard = Guard(None, timeout_seconds(), cancel)
+    guard = Guard(None, timeout_seconds(), cancel, started=started)
     try:
         if direct is not None:
             return direct_rows(bound, direct, images, cache_limit, guard.check)

@@ -225,11 +225,12 @@ _DATABASE = _Database()
 
 
 @contextmanager
-def open_session(*, one_thread: bool = False, cancel: QueryCancel | None = None) -> Iterator[Session]:
+def open_session(*, one_thread: bool = False, cancel: QueryCancel | None = None, started: float | None = None) -> Iterator[Session]:
     """A fresh connection to the process's database, closed when the block ends.
 
-    The session's statements are bounded by the time limit (read when the block starts) and
-    stopped by ``cancel`` (:mod:`omnigraph.engine.query.limits`).
+    The session's statements are bounded by the time limit (read when the block starts, counted
+    from ``started``, a ``time.monotonic()`` reading, or from now) and stopped by ``cancel``
+    (:mod:`omnigraph.engine.query.limits`).
 
     ``one_thread``: the database runs on one thread while the block runs (a database-wide
     setting, for a process that runs one query at a time), so a float aggregate adds its values
@@ -238,7 +239,7 @@ def open_session(*, one_thread: bool = False, cancel: QueryCancel | None = None)
     """
     timeout = timeout_seconds()
     connection = _DATABASE.cursor()
-    guard = Guard(connection, timeout, cancel)
+    guard = Guard(connection, timeout, cancel, started=started)
     try:
         if one_thread:
             connection.execute("SET threads = 1")
