@@ -389,8 +389,8 @@ class QueryPlan(Result):
     keyed variables reach, without a DuckDB statement (one runs instead if a probe passes its
     bound, or if a variable-length traversal's adjacency does not fit the cache's bound);
     ``degrees`` when it counts a one-hop match over the whole graph without DuckDB, from the edge
-    table's adjacency if the process holds it, else from its columns up to 1,048,576 rows (else
-    the statement runs); else ``statement``.
+    table's adjacency if the process holds it, else from its columns up to 1,048,576 rows within
+    the bound on adjacencies (else the statement runs); else ``statement``.
     """
 
     query: str

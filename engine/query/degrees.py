@@ -58,9 +58,10 @@ Degrees = tuple[pa.Array, npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
 COUNTED_EDGES = 1 << 20
 """Up to this many rows, an edge image whose adjacency is not held is counted from its columns (module docstring)."""
-COUNTED_EDGE_BYTES = 64
-"""About what counting from the columns holds per edge row at its peak (both ids, their node rows, the pair keys):
-an image of more rows than the cache's bound allows at this size is left to the statement."""
+COUNTED_EDGE_BYTES = 40
+"""What counting from the columns holds per edge row at its peak besides two copies of one end's id (its
+lookup's result and copies, the far end's node rows, the pair keys): an image of more rows than the cache's
+bound allows at this size plus twice the node ids' mean length is left to the statement."""
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,8 @@ def _column_degrees(
     """The near side's :data:`Degrees` over the rows of the near node image, counted from the edge image's columns.
 
     None when the edge image has more than :data:`COUNTED_EDGES` rows (or more than the cache's
-    bound allows at :data:`COUNTED_EDGE_BYTES` a row), or a node image's ids do not fit the cache.
+    bound allows at :data:`COUNTED_EDGE_BYTES` a row plus two ids), or a node image's ids do not
+    fit the cache.
     A pair of node rows is counted once however many edges join it (a self-loop is the pair of
     its node with itself). The time spent counts towards building the adjacency.
     """
@@ -211,6 +213,9 @@ def _column_degrees(
     near_nodes = cached_column(near_image, "id", cache_limit, cache_limit)
     far_nodes = near_nodes if far_image.key == near_image.key else cached_column(far_image, "id", cache_limit, cache_limit)
     if near_nodes is None or far_nodes is None:
+        return None
+    id_bytes = max(nodes.values.nbytes // max(len(nodes.values), 1) for nodes in (near_nodes, far_nodes))  # with its offset
+    if edge_image.rows * (COUNTED_EDGE_BYTES + 2 * id_bytes) > cache_limit:
         return None
     started = time.perf_counter()
     check()

@@ -164,3 +164,20 @@ def test_counts_from_the_columns_pay_for_the_adjacency(tmp_path: Path, fresh_cac
         assert _rows(graph, edges) == [[3]]
     assert len(counted) == 1 and counted[0] is not None and len(read) == 1 and read[0] is not None
     assert sum(isinstance(entry, adjacency.Adjacency) for entry in fresh_cache._entries.values()) == 1
+
+
+@pytest.mark.parametrize(("width", "counted"), [(10, True), (200, False)])
+def test_counting_from_the_columns_is_bounded_by_the_ids_length(
+    tmp_path: Path, fresh_cache: AdjacencyCache, monkeypatch: pytest.MonkeyPatch, width: int, counted: bool
+) -> None:
+    """5,000 edges within a 1 MiB bound: counted from the columns with 10-byte ids, left to the statement with 200-byte ones."""
+    monkeypatch.setenv("OMNIGRAPH_QUERY_ADJACENCY_MB", "1")
+    monkeypatch.setattr(adjacency, "BUILD_SECONDS_PER_EDGE", 1e9)
+    graph = init_graph(open_store(str(tmp_path / "g")), SCHEMA, FENCED_PROFILE, "tests")
+    people = [(f"{index:0{width}d}", index % 3) for index in range(100)]
+    knows = [(people[index % 100][0], people[(index * 7 + 1) % 100][0]) for index in range(5000)]
+    _write(graph, people, [], knows, [])
+    top = "query t() { match { $p knows $f } return { $p.age, count($f) as d } order { d desc } }"
+    with returns_of(degrees, "_column_degrees") as found:
+        assert _rows(graph, top) == _statement(graph, top)
+    assert (found[-1] is not None) == counted
