@@ -59,11 +59,9 @@ def _plan_lines(plan: dict[str, Any]) -> Iterator[str]:
             " or a variable-length traversal's adjacency does not fit the bound on adjacencies)"
         )
     elif plan["executor"] == "degrees":
-        from omnigraph.engine.query.degrees import COUNTED_EDGES
-
         yield (
             "  counted without DuckDB, from the edge table's adjacency if this process holds it, else from its columns"
-            f" (up to {COUNTED_EDGES:,} rows; a larger table by one DuckDB statement)"
+            " when they fit the bound on adjacencies (else by one DuckDB statement)"
         )
     else:
         yield "  answered by one DuckDB statement"

@@ -167,7 +167,7 @@ def test_explain_prints_the_plan_without_running_it(tmp_path: Path) -> None:
     degrees = "query degrees() { match { $p: Person  $p knows $f } return { $p.name, count($f) as n } }"
     assert _query(root, tmp_path, "--explain", source=degrees).ok().stdout.splitlines()[1] == (
         "  counted without DuckDB, from the edge table's adjacency if this process holds it, else from its columns"
-        " (up to 1,048,576 rows; a larger table by one DuckDB statement)"
+        " when they fit the bound on adjacencies (else by one DuckDB statement)"
     )
 
 
