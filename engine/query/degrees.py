@@ -185,7 +185,7 @@ def _adjacency_degrees(
     return near_ids, near.offsets, degrees
 
 
-def _node_rows(edge_image: PinnedImage, column: str, node_ids: pa.Array) -> npt.NDArray[np.int64]:
+def _end_rows(edge_image: PinnedImage, column: str, node_ids: pa.Array) -> npt.NDArray[np.int64]:
     """The row in the node image whose ids are ``node_ids`` of each edge's ``column`` end (-1: no such node)."""
     ends = edge_image.dataset.to_table(columns=[column]).column(column).cast(node_ids.type)
     rows: npt.NDArray[np.int64] = pc.index_in(ends, value_set=node_ids).fill_null(-1).to_numpy().astype(np.int64)
@@ -221,9 +221,9 @@ def _column_degrees(
     check()
     near_column, far_column = ("src", "dst") if plan.side == "src" else ("dst", "src")
     width = max(len(far_nodes.values), 1)
-    keys = _node_rows(edge_image, near_column, near_nodes.values) * width  # one column at a time: its ids are freed first
+    keys = _end_rows(edge_image, near_column, near_nodes.values) * width  # one column at a time: its ids are freed first
     check()
-    far_rows = _node_rows(edge_image, far_column, far_nodes.values)
+    far_rows = _end_rows(edge_image, far_column, far_nodes.values)
     keys += far_rows
     keys = keys[(keys >= 0) & (far_rows >= 0)]  # both ends are nodes (a missing near end made its key negative)
     del far_rows

@@ -199,6 +199,11 @@ def _adjacency(image: PinnedImage, hop: Hop, cache_limit: int, check: Callable[[
     return cache.get(image.key, lambda: build_adjacency(image.dataset, one_space, check), cache_limit, image.rows * EDGE_BYTES)
 
 
+def _traversal_first(step: tuple[Hop, End]) -> bool:
+    """Sort key: variable-length hops before ``{1,1}`` hops."""
+    return step[0].max_hops == 1
+
+
 def _hop_pairs(
     image: PinnedImage,
     adjacency: Adjacency | None,
@@ -297,11 +302,11 @@ def direct_rows(
     """
     if not _room_to_build(plan, images, cache_limit):
         return None
-    built = {hop: _adjacency(images[hop.edge.table_key], hop, cache_limit, check) for hop, _ in plan.order if hop.max_hops > 1}
-    if any(adjacency is None for adjacency in built.values()):
+    # the traversals' first: a {1,1} hop's look then finds what a traversal of its table just built
+    by_hop = {hop: _adjacency(images[hop.edge.table_key], hop, cache_limit, check) for hop, _ in sorted(plan.order, key=_traversal_first)}
+    if any(by_hop[hop] is None for hop, _ in plan.order if hop.max_hops > 1):
         return None  # a variable-length hop's adjacency does not fit: give up before reading anything
-    # then a {1,1} hop's, which a traversal of its table may just have built
-    adjacencies = [built[hop] if hop in built else _adjacency(images[hop.edge.table_key], hop, cache_limit, check) for hop, _ in plan.order]
+    adjacencies = [by_hop[hop] for hop, _ in plan.order]
     ids = {var: [node_id] for var, node_id in plan.keyed}
     pairs: list[set[tuple[str, str]]] = []
     for (hop, end), adjacency in zip(plan.order, adjacencies, strict=True):
