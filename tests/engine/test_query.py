@@ -22,12 +22,13 @@ from omnigraph.engine.errors import NotFound
 from omnigraph.engine.graph import Graph, init_graph, open_graph
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.ops.load import load
-from omnigraph.engine.query import adjacency
+from omnigraph.engine.query import adjacency, degrees, run
 from omnigraph.engine.query.adjacency import ADJACENCY_ENV
 from omnigraph.engine.query.run import open_answer, run_query
 from omnigraph.engine.query.session import Session
 from omnigraph.engine.storage.store import open_store
 from tests.conftest import new_root
+from tests.support.call_spy import returns_of
 from tests.support.graph_helpers import DATA_PATH, SCHEMA_PATH
 
 SCHEMA = """
@@ -220,6 +221,20 @@ def test_aggregates_group_by_the_other_items(graph: Graph) -> None:
 
 def test_an_aggregate_alone_is_one_global_row(graph: Graph) -> None:
     assert rows(graph, 'match { $p: Person { name: "Nobody" } } return { count($p) as n, sum($p.age) as s }') == [[0, None]]
+
+
+def test_counts_and_keyed_traversals_without_duckdb_answer_as_the_statement(graph: Graph) -> None:
+    """On each backend: a whole-graph count from the edge columns, a keyed traversal over the adjacency it builds."""
+    edges = "match { $p: Person  $p knows $f } return { $p.name, count($f) as n } order { n desc, $p.name }"
+    reach = 'match { $p: Person { name: "Ann" }  $p knows{1,3} $f } return { count($f) as n }'
+    with mock.patch.object(run, "degree_plan", lambda bound: None), mock.patch.object(run, "direct_plan", lambda bound: None):
+        expected = [rows(graph, edges), rows(graph, reach)]
+    fresh = mock.patch.object(adjacency, "_CACHE", adjacency.AdjacencyCache())
+    slow = mock.patch.object(adjacency, "BUILD_SECONDS_PER_EDGE", 1e9)  # the counts never pay for the adjacency here
+    with fresh, slow, returns_of(degrees, "_column_degrees") as counted, returns_of(run, "direct_rows") as direct:
+        assert [rows(graph, edges), rows(graph, reach)] == expected
+        assert counted[-1] is not None and direct[-1] is not None
+        assert sum(isinstance(entry, adjacency.Adjacency) for entry in adjacency.adjacency_cache()._entries.values()) == 1
 
 
 def test_order_puts_null_first_ascending_and_breaks_ties_by_ids(graph: Graph) -> None:
