@@ -15,6 +15,9 @@ modules.
 :func:`init_graph` writes the schema file, every table, then ``__manifest`` with the stamp, last,
 so an interrupted init leaves a root that :func:`open_graph` refuses as half-made.
 
+Both first fix how the process's allocator returns freed memory
+(:func:`omnigraph.engine.allocator.return_freed_memory`, once per process).
+
 Failpoints: ``open.after_stamp`` (the stamp was checked, nothing else yet) and
 ``init.before_manifest`` (every table exists, ``__manifest`` does not).
 """
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from omnigraph.engine.access.permission import current_permission, write_permission
+from omnigraph.engine.allocator import return_freed_memory
 from omnigraph.engine.door.routing import EngineProfile
 from omnigraph.engine.errors import BadRequest, NotFound
 from omnigraph.engine.failpoints import failpoint
@@ -119,6 +123,7 @@ def open_graph(store: GraphStore, profile: EngineProfile, *, write: bool, claim_
     migration claim is held (``claim_held``), unless the claim carries ``claim_token`` (the caller
     acts under it).
     """
+    return_freed_memory()
     manifest = Manifest(store)
     if not manifest.exists():
         _refuse_missing_manifest(store, profile)
@@ -153,6 +158,7 @@ def init_graph(store: GraphStore, schema_source: str, profile: EngineProfile, ac
     refused before anything is written, and so is, with ``strict``, a schema with a warning
     (``bad_request`` listing each with line:column).
     """
+    return_freed_memory()
     catalog = Catalog.from_source(schema_source)
     if strict and catalog.warnings:
         listed = "; ".join(str(warning) for warning in catalog.warnings)

@@ -16,7 +16,7 @@ parsed with :mod:`ast`; nothing is imported. The rules:
 * No module under ``engine/`` imports ``migrator``, ``cli``, ``server``, ``playbooks``, ``ledger``
   or ``claims``.
 * The engine's sub-packages and top-level modules are layered (:data:`ENGINE_LAYERS`, lowest
-  first): ``errors``, ``failpoints``, ``lexer`` and ``progress``; ``results``; ``storage``; ``schema``; ``door``, ``records`` and
+  first): ``errors``, ``failpoints``, ``lexer`` and ``progress``; ``allocator`` and ``results``; ``storage``; ``schema``; ``door``, ``records`` and
   ``gq``; ``manifest``; ``reconcile``; ``access``; ``graph``; ``ops``, ``maintenance`` and
   ``query``. Each imports only from layers below its own, so they depend on one another
   without a cycle.
@@ -199,7 +199,7 @@ ENGINE_LAYERS = (
         "omnigraph.engine.lexer",
         "omnigraph.engine.progress",
     ),
-    ("omnigraph.engine.results",),
+    ("omnigraph.engine.allocator", "omnigraph.engine.results"),
     ("omnigraph.engine.storage",),
     ("omnigraph.engine.schema",),
     ("omnigraph.engine.door", "omnigraph.engine.records", "omnigraph.engine.gq"),
