@@ -55,9 +55,12 @@ def test_the_time_limit_spans_the_direct_build_and_the_statement(tmp_path: Path,
         mock.patch.object(direct, "MOST_BINDINGS", 0),  # the direct answer gives up after its hops
     ):
         started = time.monotonic()
+        # With a clock per part the statement's search (0.7 s, from about 0.7 s) would end inside
+        # its own second and the query would answer; with one clock it stops once the search is
+        # over, at about 1.4 s (the bound leaves room for a loaded machine).
         with pytest.raises(QueryTimeout):
             run_query(graph, TRAVERSAL)
-        assert time.monotonic() - started < 1.5
+        assert time.monotonic() - started < 2.5
 
 
 TWO_TRAVERSALS = (
