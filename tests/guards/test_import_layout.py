@@ -16,9 +16,9 @@ parsed with :mod:`ast`; nothing is imported. The rules:
 * No module under ``engine/`` imports ``migrator``, ``cli``, ``server``, ``playbooks``, ``ledger``
   or ``claims``.
 * The engine's sub-packages and top-level modules are layered (:data:`ENGINE_LAYERS`, lowest
-  first): ``errors``, ``failpoints``, ``lexer`` and ``progress``; ``allocator`` and ``results``; ``storage``; ``schema``; ``door``, ``records`` and
-  ``gq``; ``manifest``; ``reconcile``; ``access``; ``graph``; ``ops``, ``maintenance`` and
-  ``query``. Each imports only from layers below its own, so they depend on one another
+  first): ``errors``, ``failpoints``, ``lexer`` and ``progress``; ``allocator`` and ``results``;
+  ``storage``; ``schema``; ``door``, ``records`` and ``gq``; ``manifest``; ``reconcile``;
+  ``access``; ``graph``; ``ops``, ``maintenance`` and ``query``. Each imports only from layers below its own, so they depend on one another
   without a cycle.
 * The module graph has no cycle. Only imports that run when a module is imported count: those at
   module level (including class bodies, ``try`` and ``if`` blocks), not those inside functions
