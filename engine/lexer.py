@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 Refusal = Literal["unexpected_character", "unterminated_comment"]
 """What the scanner itself refuses; the dialect words the error."""
@@ -30,8 +31,7 @@ Refusal = Literal["unexpected_character", "unterminated_comment"]
 _WHITESPACE = re.compile(r"[ \t\r\n]+")
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(msgspec.Struct, frozen=True):
     """One token: its kind, its source text, its value and where it starts (1-based)."""
 
     kind: str
@@ -42,8 +42,7 @@ class Token:
     newline_before: bool = False
 
 
-@dataclass(frozen=True)
-class Dialect:
+class Dialect(msgspec.Struct, frozen=True):
     """What one language adds to the shared scanner (see the module docstring)."""
 
     tokens: re.Pattern[str]

@@ -19,10 +19,10 @@ validates afresh.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 import yaml
@@ -57,7 +57,7 @@ REPAIR_PROFILE = EngineProfile(
     init_stamp=FORMAT_MIGRATING,
     read_write_stamps=frozenset({FORMAT_MIGRATING}),
     read_only_stamps=frozenset({FORMAT_MIGRATING}),
-    router=replace(FENCED_ROUTER, check_writable=None),
+    router=msgspec.structs.replace(FENCED_ROUTER, check_writable=None),
     refusal_hint="duplicate repair runs only behind the migration barrier (stamp migrating)",
 )
 

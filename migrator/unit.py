@@ -45,7 +45,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import replace
+
+import msgspec
 
 from omnigraph.engine.door.table_store import KEY_COLUMN, CommitConflict, install_primary_key
 from omnigraph.engine.errors import BadRequest
@@ -217,7 +218,9 @@ def _publish(m: Migration, unit: UnitPlan, branch: str | None, version: int) -> 
     snapshot = m.manifest.snapshot(unit.graph_branch)
     entry = snapshot.table(unit.table_key)
     _check_entry(m, unit, entry)
-    achieved = replace(entry, table_branch=branch, table_version=version, migration_id=m.migration_id, migration_unit=unit.unit_id)
+    achieved = msgspec.structs.replace(
+        entry, table_branch=branch, table_version=version, migration_id=m.migration_id, migration_unit=unit.unit_id
+    )
     if entry == achieved:
         return None
     try:

@@ -39,9 +39,10 @@ writable, naming the stamp, the migration id and the claim's holder.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any
+
+import msgspec
 
 from omnigraph.engine.door.routing import EngineProfile
 from omnigraph.engine.errors import ClaimHeld, FormatBarrier, FormatRefused
@@ -68,8 +69,7 @@ class Ground(Enum):
     UNKNOWN_STAMP = "unknown_stamp"
 
 
-@dataclass(frozen=True)
-class WritePermission:
+class WritePermission(msgspec.Struct, frozen=True):
     """The verdict of :func:`write_permission` for one program at one stamp."""
 
     profile: EngineProfile

@@ -18,8 +18,9 @@ read per branch), every commit's snapshot and publish rebase (:func:`foreign_hea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from omnigraph.engine.access.permission import current_permission
 from omnigraph.engine.door.routing import EngineProfile
@@ -33,8 +34,7 @@ from omnigraph.engine.storage.names import FORMAT_4, FORMAT_5
 from omnigraph.engine.storage.store import GraphStore
 
 
-@dataclass(frozen=True)
-class ForeignCommit:
+class ForeignCommit(msgspec.Struct, frozen=True):
     """A branch head written by a format-4 writer after stamp 5."""
 
     branch: str

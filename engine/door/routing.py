@@ -11,16 +11,15 @@ The format-5 profile (``FENCED_PROFILE``) is defined with the fenced door
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import lance
+import msgspec
 import pyarrow as pa
 
 from omnigraph.engine.storage.store import GraphStore
 
 
-@dataclass(frozen=True)
-class MergeRows:
+class MergeRows(msgspec.Struct, frozen=True):
     """One table's share of a branch merge or a ``.gq`` mutation (rows already validated).
 
     Applied as up to three Lance commits on the table, in this order, each skipped when empty:
@@ -34,8 +33,7 @@ class MergeRows:
     delete_ids: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class TableRouter:
+class TableRouter(msgspec.Struct, frozen=True):
     """How one binary creates and writes node/edge tables (rows are already validated).
 
     Every row write of the write protocol is one of these operations; each returns the table
@@ -64,8 +62,7 @@ class TableRouter:
     repair: Callable[[lance.LanceDataset, list[str], bool, pa.Table], int]
 
 
-@dataclass(frozen=True)
-class EngineProfile:
+class EngineProfile(msgspec.Struct, frozen=True):
     """A binary's identity, the stamps it opens read-write / read-only, and its router.
 
     ``refusal_hint`` says what to do about a stamp the program does not write; ``{uri}`` in it

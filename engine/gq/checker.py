@@ -26,9 +26,9 @@ from __future__ import annotations
 import datetime as dt
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -56,8 +56,7 @@ _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
 _STRING = ScalarType("String")
 
 
-@dataclass(frozen=True)
-class Condition:
+class Condition(msgspec.Struct, frozen=True):
     """``where column op value`` with ``value`` coerced to the column's type (never null)."""
 
     column: str
@@ -74,8 +73,7 @@ class Condition:
         return _OPERATORS[self.op](pc.field(self.column), pa.scalar(self.value, self.arrow_type))
 
 
-@dataclass(frozen=True)
-class BoundStatement:
+class BoundStatement(msgspec.Struct, frozen=True):
     """A checked statement with every value bound.
 
     ``values``: for ``insert`` every declared property (omitted nullable ones are None) plus
@@ -90,8 +88,7 @@ class BoundStatement:
     line: int
 
 
-@dataclass(frozen=True)
-class BoundQuery:
+class BoundQuery(msgspec.Struct, frozen=True):
     """A checked query: ``kind`` is ``write`` (inserts/updates) or ``delete``."""
 
     name: str

@@ -67,8 +67,9 @@ edge per row. Every operand is typed: a :class:`Column` of a variable's node (or
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 from omnigraph.engine.gq.checker import bind_params
 from omnigraph.engine.gq.search import Bm25Score, NearestScore, RrfScore, TextMatch, check_nearest, check_rrf_k, check_text_search
@@ -660,8 +661,7 @@ def _edge_names(catalog: Catalog) -> list[str]:
     return [table.type_name for table in catalog.tables() if table.kind == "edge"]
 
 
-@dataclass(frozen=True)
-class Var:
+class Var(msgspec.Struct, frozen=True):
     """A match variable bound to one node of ``table`` per row (one edge, when ``table`` is an edge's)."""
 
     name: str
@@ -679,8 +679,7 @@ class Var:
         return self.name.startswith("_")
 
 
-@dataclass(frozen=True)
-class Column:
+class Column(msgspec.Struct, frozen=True):
     """``$var.column`` (``column`` is a property name or ``id``)."""
 
     var: int
@@ -688,8 +687,7 @@ class Column:
     type: PropertyType
 
 
-@dataclass(frozen=True)
-class Const:
+class Const(msgspec.Struct, frozen=True):
     """A literal or bound parameter value (coerced to ``type``'s Python form; None = NULL)."""
 
     value: Any
@@ -699,8 +697,7 @@ class Const:
 Operand = Column | Const
 
 
-@dataclass(frozen=True)
-class Compare:
+class Compare(msgspec.Struct, frozen=True):
     """``left op right``; ``op`` is ``= != < <= > >=``, ``contains`` or ``starts_with``."""
 
     left: Operand
@@ -708,8 +705,7 @@ class Compare:
     right: Operand
 
 
-@dataclass(frozen=True)
-class Hop:
+class Hop(msgspec.Struct, frozen=True):
     """A traversal: pairs (source ``src``, destination ``dst``) joined by ``edge``.
 
     A pair is joined in ``min_hops..max_hops`` breadth-first hops (visited-set rule of the
@@ -727,8 +723,7 @@ class Hop:
     edge_var: int | None = None
 
 
-@dataclass(frozen=True)
-class Block:
+class Block(msgspec.Struct, frozen=True):
     """One conjunctive block: the variables it introduces, hops, comparisons, negations, other conditions, full-text matches."""
 
     variables: tuple[Var, ...]
@@ -744,8 +739,7 @@ class Block:
         return self.negations + tuple(sub.block for condition in self.conditions for sub in sub_queries(condition))
 
 
-@dataclass(frozen=True)
-class Output:
+class Output(msgspec.Struct, frozen=True):
     """One return column: a value (``func`` None) or an aggregate over the group's rows.
 
     ``score`` is set for a ``nearest(...)``, ``bm25(...)`` or ``rrf(...)`` item (its value, ``F64``; ``column`` None).
@@ -763,8 +757,7 @@ class Output:
     score: NearestScore | Bm25Score | RrfScore | None = None
 
 
-@dataclass(frozen=True)
-class SortKey:
+class SortKey(msgspec.Struct, frozen=True):
     """An ``order`` key: an output (by index), a column of a variable that is not returned, or an unreturned ``nearest`` distance."""
 
     output: int | None
@@ -773,8 +766,7 @@ class SortKey:
     score: NearestScore | Bm25Score | RrfScore | None = None
 
 
-@dataclass(frozen=True)
-class BoundRead:
+class BoundRead(msgspec.Struct, frozen=True):
     """A checked read query; ``grouped`` when a return item is an aggregate."""
 
     name: str
@@ -786,8 +778,7 @@ class BoundRead:
     limit: int | None
 
 
-@dataclass(frozen=True)
-class Junction:
+class Junction(msgspec.Struct, frozen=True):
     """``left and right`` or ``left or right`` (three-valued: true, false or unknown)."""
 
     op: Literal["and", "or"]
@@ -795,30 +786,26 @@ class Junction:
     right: Condition
 
 
-@dataclass(frozen=True)
-class Inverse:
+class Inverse(msgspec.Struct, frozen=True):
     """``not part``: true when ``part`` is false, unknown when it is unknown."""
 
     part: Condition
 
 
-@dataclass(frozen=True)
-class NullCheck:
+class NullCheck(msgspec.Struct, frozen=True):
     """``operand is null`` (``negated``: ``is not null``); never unknown."""
 
     operand: Operand
     negated: bool
 
 
-@dataclass(frozen=True)
-class Truth:
+class Truth(msgspec.Struct, frozen=True):
     """A ``Bool`` operand taken as the condition (unknown when it is null)."""
 
     operand: Operand
 
 
-@dataclass(frozen=True)
-class SubQuery:
+class SubQuery(msgspec.Struct, frozen=True):
     """``exists { block }`` (``op`` None), or ``count { block } op right``.
 
     The count is the number of distinct bindings of the block's own variables that satisfy it

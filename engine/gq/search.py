@@ -29,8 +29,9 @@ item and an ``order`` key, highest first.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from omnigraph.engine.gq.syntax import GqError, LiteralValue, Nearest, Param, ParamRef, TextSearch
 from omnigraph.engine.lexer import Token
@@ -38,8 +39,7 @@ from omnigraph.engine.schema.types import INTEGER_RANGES, PropertyType, ScalarTy
 from omnigraph.engine.schema.values import InvalidValue, coerce_value
 
 
-@dataclass(frozen=True)
-class NearestScore:
+class NearestScore(msgspec.Struct, frozen=True):
     """A checked ``nearest``: variable ``var``'s vector ``column`` against ``vector`` (None: a null parameter, no distance)."""
 
     var: int
@@ -104,8 +104,7 @@ def default_max_edits(token: str) -> int:
     return 0 if len(token) <= 2 else 1 if len(token) <= 5 else 2
 
 
-@dataclass(frozen=True)
-class TextMatch:
+class TextMatch(msgspec.Struct, frozen=True):
     """A checked ``search``/``fuzzy``/``match_text`` clause on variable ``var``'s String ``column``.
 
     ``query`` None: a null parameter (no row matches); ``max_edits`` is ``fuzzy``'s (None: the default per token).
@@ -118,8 +117,7 @@ class TextMatch:
     max_edits: int | None = None
 
 
-@dataclass(frozen=True)
-class Bm25Score:
+class Bm25Score(msgspec.Struct, frozen=True):
     """A checked ``bm25($v.prop, $q)``: the BM25 relevance of variable ``var``'s String ``column`` for ``query``."""
 
     var: int
@@ -187,8 +185,7 @@ RRF_K = 60
 """``rrf``'s ``k`` when the query gives none."""
 
 
-@dataclass(frozen=True)
-class RrfScore:
+class RrfScore(msgspec.Struct, frozen=True):
     """A checked ``rrf(first, second, k)``: ``1 / (k + rank)`` summed over the two rankings a row is ranked in.
 
     A ``nearest`` ranking ranks the entities of its variable with a vector, nearest first; a ``bm25``

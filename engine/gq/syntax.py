@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.lexer import Dialect, Refusal, Token
@@ -40,8 +41,7 @@ class GqError(BadRequest):
         self.token = token
 
 
-@dataclass(frozen=True)
-class LiteralValue:
+class LiteralValue(msgspec.Struct, frozen=True):
     """A literal value as JSON would spell it (str, int, float, bool, None or a list of them).
 
     ``typed`` is ``"Date"`` or ``"DateTime"`` for ``date("...")``/``datetime("...")``, whose
@@ -53,16 +53,14 @@ class LiteralValue:
     typed: str | None = None
 
 
-@dataclass(frozen=True)
-class ParamRef:
+class ParamRef(msgspec.Struct, frozen=True):
     """``$name``."""
 
     name: str
     token: Token
 
 
-@dataclass(frozen=True)
-class Now:
+class Now(msgspec.Struct, frozen=True):
     """``now()``: the mutation's start time (DateTime only)."""
 
     token: Token
@@ -71,8 +69,7 @@ class Now:
 Value = LiteralValue | ParamRef | Now
 
 
-@dataclass(frozen=True)
-class Param:
+class Param(msgspec.Struct, frozen=True):
     """A declared parameter ``$name: Type`` (``?`` = nullable, may be omitted or null)."""
 
     name: str
@@ -81,8 +78,7 @@ class Param:
     token: Token
 
 
-@dataclass(frozen=True)
-class Assignment:
+class Assignment(msgspec.Struct, frozen=True):
     """``prop: value``; ``from``/``to`` name an edge's endpoints."""
 
     prop: str
@@ -90,8 +86,7 @@ class Assignment:
     token: Token
 
 
-@dataclass(frozen=True)
-class Predicate:
+class Predicate(msgspec.Struct, frozen=True):
     """``where prop op value``."""
 
     prop: str
@@ -106,8 +101,7 @@ AggregateFunc = Literal["count", "sum", "avg", "min", "max"]
 """The aggregate function of a return item."""
 
 
-@dataclass(frozen=True)
-class Statement:
+class Statement(msgspec.Struct, frozen=True):
     """One ``insert``, ``update`` or ``delete`` on a node or edge type."""
 
     verb: Verb
@@ -118,8 +112,7 @@ class Statement:
     type_token: Token
 
 
-@dataclass(frozen=True)
-class PropRef:
+class PropRef(msgspec.Struct, frozen=True):
     """``$var.prop`` in a read query (``prop`` may be ``id``)."""
 
     var: str
@@ -131,8 +124,7 @@ class PropRef:
 Operand = PropRef | LiteralValue | ParamRef
 
 
-@dataclass(frozen=True)
-class Binding:
+class Binding(msgspec.Struct, frozen=True):
     """``$var: Type`` or ``$var: Type { prop: value, ... }`` (each member an equality)."""
 
     var: str
@@ -142,8 +134,7 @@ class Binding:
     type_token: Token
 
 
-@dataclass(frozen=True)
-class Traversal:
+class Traversal(msgspec.Struct, frozen=True):
     """``$src edge{min,max} $dst``; ``edge`` is the edge type's name with a lower-case first letter.
 
     ``undirected`` (``$src <edge> $dst``): the edge is followed in either direction.
@@ -163,8 +154,7 @@ class Traversal:
     edge_var: Token | None = None
 
 
-@dataclass(frozen=True)
-class Filter:
+class Filter(msgspec.Struct, frozen=True):
     """``left op right``; ``op`` is ``= != < <= > >=``, ``contains`` or ``starts_with``."""
 
     left: Operand
@@ -173,16 +163,14 @@ class Filter:
     op_token: Token
 
 
-@dataclass(frozen=True)
-class Negation:
+class Negation(msgspec.Struct, frozen=True):
     """``not { clause+ }``."""
 
     clauses: tuple[Clause, ...]
     token: Token
 
 
-@dataclass(frozen=True)
-class AndOr:
+class AndOr(msgspec.Struct, frozen=True):
     """``left and right`` or ``left or right`` inside a filter (``token`` is the operator)."""
 
     op: Literal["and", "or"]
@@ -191,16 +179,14 @@ class AndOr:
     token: Token
 
 
-@dataclass(frozen=True)
-class NotExpr:
+class NotExpr(msgspec.Struct, frozen=True):
     """``not expr``: the boolean negation of a filter (``not { ... }`` is the clause :class:`Negation`)."""
 
     operand: BoolExpr
     token: Token
 
 
-@dataclass(frozen=True)
-class NullTest:
+class NullTest(msgspec.Struct, frozen=True):
     """``operand is null`` or, ``negated``, ``operand is not null`` (``token`` is ``is``)."""
 
     operand: Operand
@@ -212,16 +198,14 @@ BoolExpr = Filter | AndOr | NotExpr | NullTest | PropRef | LiteralValue | ParamR
 """A filter's boolean expression; a bare operand stands for a ``Bool`` value."""
 
 
-@dataclass(frozen=True)
-class BoolFilter:
+class BoolFilter(msgspec.Struct, frozen=True):
     """A filter clause that is more than one comparison: ``and``/``or``/``not``, ``is [not] null``, a ``Bool`` operand."""
 
     expr: BoolExpr
     token: Token
 
 
-@dataclass(frozen=True)
-class SubPattern:
+class SubPattern(msgspec.Struct, frozen=True):
     """``exists { clause+ }`` or ``count { clause+ } op operand`` (``op``/``right``/``op_token`` None for ``exists``)."""
 
     func: Literal["exists", "count"]
@@ -232,8 +216,7 @@ class SubPattern:
     op_token: Token | None
 
 
-@dataclass(frozen=True)
-class TextSearch:
+class TextSearch(msgspec.Struct, frozen=True):
     """``search|fuzzy|match_text|bm25($v.prop, query [, max_edits])``: a full-text function (``max_edits``: fuzzy's)."""
 
     func: str
@@ -246,8 +229,7 @@ class TextSearch:
 Clause = Binding | Traversal | Filter | Negation | BoolFilter | SubPattern | TextSearch
 
 
-@dataclass(frozen=True)
-class Aggregate:
+class Aggregate(msgspec.Struct, frozen=True):
     """``count($v)`` (``prop`` None) or ``sum|avg|min|max($v.prop)``."""
 
     func: AggregateFunc
@@ -257,8 +239,7 @@ class Aggregate:
     var_token: Token
 
 
-@dataclass(frozen=True)
-class ReturnItem:
+class ReturnItem(msgspec.Struct, frozen=True):
     """One ``return`` item, ``expr [as alias]``."""
 
     expr: PropRef | Aggregate | Nearest | TextSearch | Rrf
@@ -266,16 +247,14 @@ class ReturnItem:
     alias_token: Token | None
 
 
-@dataclass(frozen=True)
-class OrderItem:
+class OrderItem(msgspec.Struct, frozen=True):
     """``$v.prop`` or a return alias (a name token), ascending unless ``descending``."""
 
     target: PropRef | Token | Nearest | TextSearch | Rrf
     descending: bool
 
 
-@dataclass(frozen=True)
-class ReadBody:
+class ReadBody(msgspec.Struct, frozen=True):
     """``match { ... } return { ... } [order { ... }] [limit N]``."""
 
     match: tuple[Clause, ...]
@@ -285,8 +264,7 @@ class ReadBody:
     token: Token
 
 
-@dataclass(frozen=True)
-class Query:
+class Query(msgspec.Struct, frozen=True):
     """``query name(params) { statements }`` (a mutation) or ``{ match ... }`` (a read, ``read`` set)."""
 
     name: str
@@ -301,8 +279,7 @@ class Query:
         return self.read is not None
 
 
-@dataclass(frozen=True)
-class Nearest:
+class Nearest(msgspec.Struct, frozen=True):
     """``nearest($v.prop, query)``: the L2 distance of a vector property from ``query`` (a ``$param`` or a list literal)."""
 
     prop: PropRef
@@ -395,8 +372,7 @@ def tokenize(source: str) -> list[Token]:
     return scan(source, GQ)
 
 
-@dataclass(frozen=True)
-class Rrf:
+class Rrf(msgspec.Struct, frozen=True):
     """``rrf(rank, rank [, k])``: the reciprocal rank fusion of two rankings, each ``nearest(...)`` or ``bm25(...)``."""
 
     first: Nearest | TextSearch

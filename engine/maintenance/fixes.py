@@ -10,14 +10,14 @@ kind the check reports has an entry here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from omnigraph.engine.access.writer_audit import refence_command
 from omnigraph.engine.reconcile.drift import recover_command
 
 
-@dataclass(frozen=True)
-class Fix:
+class Fix(msgspec.Struct, frozen=True):
     """What resolves one kind of finding.
 
     ``text`` may name ``{command}`` and ``{uri}``; ``command`` gives the one command that resolves

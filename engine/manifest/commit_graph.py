@@ -23,9 +23,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 
 import lance
+import msgspec
 import pyarrow.compute as pc
 
 from omnigraph.engine.errors import NotFound, ReadSetConflict
@@ -34,8 +34,7 @@ from omnigraph.engine.manifest.rows import HEAD_OBJECT_ID, BranchSnapshot, HeadE
 from omnigraph.engine.storage.lance_io import open_pinned_for_read
 
 
-@dataclass(frozen=True)
-class CommitNode:
+class CommitNode(msgspec.Struct, frozen=True):
     """One graph commit and where its catalog image lives."""
 
     head: HeadEntry
@@ -43,8 +42,7 @@ class CommitNode:
     manifest_version: int
 
 
-@dataclass(frozen=True)
-class CommitGraph:
+class CommitGraph(msgspec.Struct, frozen=True):
     """Commit id -> :class:`CommitNode` for every commit visible on a live branch."""
 
     nodes: dict[str, CommitNode]
@@ -113,8 +111,7 @@ def commit_history(manifest: Manifest, branch: str) -> list[HeadEntry]:
     return load_commit_graph(manifest).history(head.commit_id)
 
 
-@dataclass(frozen=True)
-class ReadPoint:
+class ReadPoint(msgspec.Struct, frozen=True):
     """The commit a query reads and the folded manifest that holds its images.
 
     ``manifest_branch`` is the graph branch whose ``__manifest`` holds ``snapshot`` (for a

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+import msgspec
 import pyarrow as pa
 
 from omnigraph.engine.errors import FormatRefused, NotFound
@@ -54,8 +54,7 @@ SCHEMA_ID_COLUMN = "schema_id"
 RETIRED_KIND = "retired"
 
 
-@dataclass(frozen=True)
-class TableEntry:
+class TableEntry(msgspec.Struct, frozen=True):
     """One live table as a graph branch sees it: which physical image it pins."""
 
     table_key: str
@@ -72,8 +71,7 @@ class TableEntry:
         return ImageRef(self.table_path, self.table_branch, self.table_version)
 
 
-@dataclass(frozen=True)
-class HeadEntry:
+class HeadEntry(msgspec.Struct, frozen=True):
     """The graph commit a branch is at."""
 
     commit_id: str
@@ -86,8 +84,7 @@ class HeadEntry:
     schema_id: str | None = None
 
 
-@dataclass(frozen=True)
-class BranchSnapshot:
+class BranchSnapshot(msgspec.Struct, frozen=True):
     """A folded branch manifest at one ``__manifest`` version."""
 
     branch: str
@@ -104,8 +101,7 @@ class BranchSnapshot:
             raise NotFound(f"branch {self.branch!r} has no table {table_key!r}") from None
 
 
-@dataclass(frozen=True)
-class GraphBranch:
+class GraphBranch(msgspec.Struct, frozen=True):
     """A live graph branch: its name, where it was forked from, and its incarnation."""
 
     name: str
@@ -200,7 +196,7 @@ def fold_rows(branch: str, manifest_version: int, table: pa.Table) -> BranchSnap
 
 def with_version(entry: TableEntry, table_branch: str | None, version: int, rows: int) -> TableEntry:
     """``entry`` repointed at a new physical image, with any migration marker cleared."""
-    return replace(
+    return msgspec.structs.replace(
         entry,
         table_branch=table_branch,
         table_version=version,

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from types import TracebackType
 
 import lance
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 from lance.blob import Blob, blob_array
@@ -235,8 +235,7 @@ def check_cells(table: TableDef, name: str, rows: pa.Table | pa.RecordBatch, siz
         raise _cell_over(table, name, rows.column("id")[index].as_py(), line, sizes[index], limit)
 
 
-@dataclass(frozen=True)
-class Staging:
+class Staging(msgspec.Struct, frozen=True):
     """How a write stages one table's rows against the per-commit Arrow limit ``limit``.
 
     ``alone`` are the indices (ascending) of the rows staged by themselves: each counts more

@@ -56,9 +56,9 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -290,8 +290,7 @@ def _slices(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Array]:
         yield pa.concat_arrays(held)
 
 
-@dataclass(frozen=True)
-class _Answer:
+class _Answer(msgspec.Struct, frozen=True):
     """At ``pin`` (table branch, version), the ids from row ``start`` on that the table holds."""
 
     pin: tuple[str | None, int]

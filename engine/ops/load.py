@@ -39,10 +39,10 @@ load reads them chunk by chunk. The checks against committed state work on Arrow
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import Literal
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -81,8 +81,7 @@ _COPIED = (
 )
 
 
-@dataclass(frozen=True)
-class _Chunk:
+class _Chunk(msgspec.Struct, frozen=True):
     """One commit's share of the input: a row range ``(start, stop)`` per table, in table-key order."""
 
     ranges: dict[str, tuple[int, int]]

@@ -37,9 +37,9 @@ Counts are :class:`TableCounts`, per table key.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -51,8 +51,7 @@ from omnigraph.engine.schema.types import BlobType
 from omnigraph.engine.storage.lance_io import open_pinned
 
 
-@dataclass(frozen=True)
-class TableCounts:
+class TableCounts(msgspec.Struct, frozen=True):
     """Rows of one table a load inserted, updated, left unchanged and (overwrite) deleted."""
 
     inserted: int = 0
@@ -74,8 +73,7 @@ class TableCounts:
         return {"inserted": self.inserted, "updated": self.updated, "unchanged": self.unchanged, "deleted": self.deleted}
 
 
-@dataclass(frozen=True)
-class MergeChanges:
+class MergeChanges(msgspec.Struct, frozen=True):
     """A merge chunk of one table against the snapshot.
 
     ``rows`` are the chunk's rows to write, matched id-less edges carrying their committed ids;
@@ -84,7 +82,7 @@ class MergeChanges:
 
     rows: pa.Table
     counts: TableCounts
-    ids: frozenset[str] = field(default_factory=frozenset)
+    ids: frozenset[str] = frozenset()
 
 
 def _has_blob(table: TableDef) -> bool:

@@ -55,9 +55,9 @@ measures it).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any, Literal
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -233,8 +233,7 @@ _LOOKUP_IDS = 8192
 _SCAN_BATCH_ROWS = 65_536
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(msgspec.Struct, frozen=True):
     """What a merge of the source into one target snapshot does (the payload of its commit plan)."""
 
     outcome: MergeOutcome

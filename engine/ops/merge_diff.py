@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import lance
+import msgspec
 import pyarrow as pa
 
 from omnigraph.engine.manifest.rows import TableEntry
@@ -55,8 +56,7 @@ WHERE b.d IS DISTINCT FROM s.d
 """
 
 
-@dataclass(frozen=True)
-class Conflict:
+class Conflict(msgspec.Struct, frozen=True):
     """One id both sides changed differently."""
 
     table_key: str

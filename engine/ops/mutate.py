@@ -67,9 +67,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from lance.blob import Blob
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -89,8 +90,7 @@ from omnigraph.engine.storage.names import RECOVERY_DIR
 from omnigraph.engine.storage.store import canonical_json
 
 
-@dataclass(frozen=True)
-class MutationOutcome:
+class MutationOutcome(msgspec.Struct, frozen=True):
     """What a mutation's commit did, the commit itself included (None when it wrote nothing).
 
     :meth:`result` is the answer an application gets.
@@ -353,7 +353,7 @@ def _one_chunk(
     graph: Graph, start: ChunkedStart, bound: BoundQuery, index: int, after: str | None, result: ChunkedProgress
 ) -> ChunkDone | None:
     """Commit the next chunk of statement ``index`` after id ``after``; None when nothing is left."""
-    single = replace(bound, statements=(bound.statements[index],))
+    single = msgspec.structs.replace(bound, statements=(bound.statements[index],))
     window = Window(after, start.chunk_rows)
 
     def prepare(

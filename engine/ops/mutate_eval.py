@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 from lance.blob import Blob
@@ -46,8 +47,7 @@ from omnigraph.engine.storage.lance_io import open_pinned
 Row = NodeRow | EdgeRow
 
 
-@dataclass(frozen=True)
-class Affected:
+class Affected(msgspec.Struct, frozen=True):
     """What a mutation touched, by kind (a node delete's edges count as edges).
 
     ``nodes``/``edges`` count per statement, as graph tools do: each statement adds the rows it
@@ -61,8 +61,7 @@ class Affected:
     distinct_edges: int
 
 
-@dataclass(frozen=True)
-class Window:
+class Window(msgspec.Struct, frozen=True):
     """Which committed matches a chunked evaluation takes (:mod:`omnigraph.engine.ops.mutate`).
 
     The first ``limit`` ids greater than ``after`` (all ids when ``after`` is None), ids

@@ -43,9 +43,9 @@ replaced), ``schema.after_accept`` and ``schema.after_branch`` (after each branc
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict
@@ -87,13 +87,12 @@ class SchemaChangeRecord(BaseModel):
     created_at: int
 
 
-@dataclass(frozen=True)
-class SchemaApplied:
+class SchemaApplied(msgspec.Struct, frozen=True):
     """What :func:`apply_schema` did: ``applied`` (``commits``: branch -> commit id) or ``unchanged``."""
 
     plan: SchemaPlan
     outcome: str
-    commits: dict[str, str] = field(default_factory=dict)
+    commits: dict[str, str] = msgspec.field(default_factory=dict)
 
     def document(self) -> dict[str, Any]:
         """``{outcome, from_schema_id, to_schema_id, steps, commits}`` (commits by branch name)."""
@@ -396,7 +395,7 @@ def validate_branch(graph: Graph, snapshot: BranchSnapshot, old: Catalog, new: C
         if step.constraint == "unique":
             problems += _unique_problems(table, step, rows)
         else:
-            rule_table = replace(
+            rule_table = msgspec.structs.replace(
                 table,
                 ranges=tuple(r for r in table.ranges if r.property == step.members[0]) if step.constraint == "range" else (),
                 checks=tuple(c for c in table.checks if c.property == step.members[0]) if step.constraint == "check" else (),

@@ -114,10 +114,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Generic, Literal, NoReturn, TypeVar
 
 import lance
+import msgspec
 import pyarrow as pa
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
@@ -145,8 +145,7 @@ MAX_ROWS = COMMIT_ROWS
 MAX_ARROW_BYTES = COMMIT_ARROW_BYTES
 
 
-@dataclass(frozen=True)
-class LimitWording:
+class LimitWording(msgspec.Struct, frozen=True):
     """How a caller words a refused commit, one template per resource.
 
     Each is a ``str.format`` template over ``table_key``, ``actual`` and ``limit``.
@@ -176,8 +175,7 @@ WriteKind = Literal["insert", "upsert", "overwrite", "repair", "merge", "evolve"
 P = TypeVar("P")
 
 
-@dataclass(frozen=True)
-class AloneRow:
+class AloneRow(msgspec.Struct, frozen=True):
     """One row a write stages by itself (:func:`omnigraph.engine.ops.blobs.plan_staging`).
 
     It is written in a Lance commit of its own after the table's other rows, within the same
@@ -189,8 +187,7 @@ class AloneRow:
     upsert: bool
 
 
-@dataclass(frozen=True)
-class TableWrite:
+class TableWrite(msgspec.Struct, frozen=True):
     """Validated rows for one table and how to write them.
 
     ``kind`` is one router operation (:class:`omnigraph.engine.door.routing.TableRouter`).
@@ -216,8 +213,7 @@ class TableWrite:
     alone: tuple[AloneRow, ...] = ()
 
 
-@dataclass(frozen=True)
-class SchemaEffects:
+class SchemaEffects(msgspec.Struct, frozen=True):
     """What a schema-change commit publishes besides its table writes.
 
     The head is published under schema version ``schema_id``; ``added`` tables are pinned as they
@@ -236,11 +232,10 @@ class SchemaEffects:
         by_key = {entry.table_key: entry for entry in written}
         for old_key in mapping:
             by_key.setdefault(old_key, snapshot.table(old_key))
-        return [replace(entry, table_key=mapping.get(key, key)) for key, entry in sorted(by_key.items())] + list(self.added)
+        return [msgspec.structs.replace(entry, table_key=mapping.get(key, key)) for key, entry in sorted(by_key.items())] + list(self.added)
 
 
-@dataclass(frozen=True)
-class CommitPlan(Generic[P]):
+class CommitPlan(msgspec.Struct, Generic[P], frozen=True):
     """One attempt's plan of a graph commit, prepared on one branch snapshot.
 
     ``parents`` are the parents of the head to publish; the first is the branch head the plan
@@ -279,8 +274,7 @@ Prepare = Callable[[BranchSnapshot, CommitPlan[P] | None], CommitPlan[P]]
 """``prepare(snapshot, previous)``: the plan of one attempt (see the module docstring)."""
 
 
-@dataclass(frozen=True)
-class CommitResult:
+class CommitResult(msgspec.Struct, frozen=True):
     """A published graph commit."""
 
     commit_id: str
@@ -290,8 +284,7 @@ class CommitResult:
     parents: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class WriteResult(Generic[P]):
+class WriteResult(msgspec.Struct, Generic[P], frozen=True):
     """What :func:`commit` did: the plan of its last attempt, and the commit it published.
 
     ``published`` is None when the plan had no writes and did not ask for an empty commit.
@@ -536,7 +529,7 @@ def publish(
                 raise HeadMoved(moved) from None
             entries = [_rebase_entry(graph, ours, base, operation_id) for ours in entries]
             parents, message = plan.head_on(base.head.commit_id)
-            head = replace(head, parents=parents, message=message)
+            head = msgspec.structs.replace(head, parents=parents, message=message)
             continue
         return CommitResult(operation_id, snapshot.branch, version, entries, head.parents)
     raise RecoveryRequired(

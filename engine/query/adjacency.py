@@ -49,9 +49,9 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, cast, overload
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -107,8 +107,7 @@ def image_key(uri: str, branch: str | None, version: int, dataset: lance.LanceDa
     return (uri, branch, version, content_digest(dataset))
 
 
-@dataclass(frozen=True)
-class PinnedImage:
+class PinnedImage(msgspec.Struct, frozen=True, dict=True):
     """One table's pinned image as a query reads it: where it is, the open dataset, its row count (the manifest's)."""
 
     uri: str
@@ -123,8 +122,7 @@ class PinnedImage:
         return image_key(self.uri, self.branch, self.version, self.dataset)
 
 
-@dataclass(frozen=True, eq=False)
-class Csr:
+class Csr(msgspec.Struct, frozen=True, eq=False):
     """Each position's distinct neighbours: ``neighbours[offsets[p]:offsets[p + 1]]``, ascending."""
 
     offsets: npt.NDArray[np.int64]
@@ -207,8 +205,7 @@ class _SortedView(Sequence[str]):
         return str(self._ids[index].as_py())
 
 
-@dataclass(frozen=True, eq=False)
-class SortedIds:
+class SortedIds(msgspec.Struct, frozen=True, eq=False):
     """One side's ids in ascending order and the position of each: a few ids are found without hashing the whole side."""
 
     ids: pa.Array
@@ -236,8 +233,7 @@ class SortedIds:
         return int(self.ids.nbytes + self.positions.nbytes)
 
 
-@dataclass(frozen=True, eq=False)
-class Adjacency:
+class Adjacency(msgspec.Struct, frozen=True, eq=False):
     """The adjacency of one edge table image (the module docstring)."""
 
     sources: pa.Array
@@ -367,8 +363,7 @@ class Oversize(Exception):
         self.size = size
 
 
-@dataclass(frozen=True)
-class CacheStats:
+class CacheStats(msgspec.Struct, frozen=True):
     """What the cache holds and has done since the process started."""
 
     entries: int
@@ -525,8 +520,7 @@ def charge_lookup(image: PinnedImage, seconds: float, one_space: bool, limit: in
         cache.get(image.key, lambda: build_adjacency(image.dataset, one_space, check), limit, image.rows * EDGE_BYTES)
 
 
-@dataclass(frozen=True)
-class Walk:
+class Walk(msgspec.Struct, frozen=True):
     """What one search walks: hop bounds, direction, and whether each edge is also taken backwards."""
 
     min_hops: int
@@ -535,8 +529,7 @@ class Walk:
     undirected: bool
 
 
-@dataclass(frozen=True)
-class Pairs:
+class Pairs(msgspec.Struct, frozen=True):
     """Reported pairs as positions: ``seeds[i]`` (a seed) with ``reached[i]`` (a node of the far side)."""
 
     seeds: npt.NDArray[np.int64]

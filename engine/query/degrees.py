@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -64,8 +64,7 @@ lookup's result and copies, the far end's node rows, the pair keys): an image of
 bound allows at this size plus twice the node ids' mean length is left to the statement."""
 
 
-@dataclass(frozen=True)
-class DegreePlan:
+class DegreePlan(msgspec.Struct, frozen=True):
     """A degree aggregate's hop and the side whose variable holds the group keys (``src`` when there are none)."""
 
     hop: Hop
@@ -98,8 +97,7 @@ def degree_plan(bound: BoundRead) -> DegreePlan | None:
     return DegreePlan(hop, "dst" if keys == {hop.dst} else "src")
 
 
-@dataclass(frozen=True, eq=False)
-class NodeOffsets:
+class NodeOffsets(msgspec.Struct, frozen=True, eq=False):
     """Where each position of one side of an adjacency is in a node image: its row offset, -1 for no node."""
 
     offsets: npt.NDArray[np.int64]

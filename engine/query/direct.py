@@ -46,9 +46,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 
 from omnigraph.engine.gq.read_checker import BoundRead, Column, Compare, Const, Hop, Operand
@@ -134,8 +134,7 @@ def _counted(bound: BoundRead) -> bool:
     return all(key.output is not None and key.score is None for key in bound.order)
 
 
-@dataclass(frozen=True)
-class DirectPlan:
+class DirectPlan(msgspec.Struct, frozen=True):
     """How a direct answer reads: the id each keyed variable is looked up by, then the probes it follows, in order."""
 
     keyed: tuple[tuple[int, str], ...]

@@ -32,10 +32,10 @@ are with ``OMNIGRAPH_QUERY_ADJACENCY_MB=0``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -52,8 +52,7 @@ PAD_ROWS = 1 << 16
 """Ids of unequal lengths are padded this many at a time (bounds the scatter's temporary arrays)."""
 
 
-@dataclass(frozen=True, eq=False)
-class NodeIds:
+class NodeIds(msgspec.Struct, frozen=True, eq=False):
     """The sorted fixed-width ids of one node image and each one's row offset (module docstring)."""
 
     ids: npt.NDArray[np.bytes_]
@@ -82,8 +81,7 @@ class NodeIds:
         return sorted(found)
 
 
-@dataclass(frozen=True, eq=False)
-class NodeColumn:
+class NodeColumn(msgspec.Struct, frozen=True, eq=False):
     """One column of a node image, whole, in scan order (module docstring)."""
 
     values: pa.Array

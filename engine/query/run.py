@@ -41,9 +41,9 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from omnigraph.engine.gq.parser import choose_query
@@ -104,8 +104,7 @@ def row_renderer(types: list[PropertyType]) -> Callable[[tuple[Any, ...]], list[
 FETCH_ROWS = 2048
 
 
-@dataclass(frozen=True)
-class Answer:
+class Answer(msgspec.Struct, frozen=True):
     """An answer being read: which commit, its columns and their schema types, and its rows (in order, once)."""
 
     query: str

@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -61,8 +61,7 @@ VECTOR_INDEX = "VectorIndexDetails"
 """How a Lance index description's ``type_url`` ends for a vector index (pylance 14)."""
 
 
-@dataclass(frozen=True)
-class IndexedNearest:
+class IndexedNearest(msgspec.Struct, frozen=True):
     """A ``nearest`` ordering an index serves: the variable, its table, the index and how many candidates it gives."""
 
     score: NearestScore
@@ -200,8 +199,7 @@ MIN_SUBSTRING = 3
 """The shortest ``contains`` text an n-gram index is asked about (its grams are three characters long)."""
 
 
-@dataclass(frozen=True)
-class IndexedSubstring:
+class IndexedSubstring(msgspec.Struct, frozen=True):
     """A ``$v.prop contains "text"`` of the match an n-gram index serves: the variable, its table, the column, the text, the index."""
 
     var: int

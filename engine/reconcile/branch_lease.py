@@ -49,6 +49,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
+import msgspec
 from pydantic import BaseModel, ConfigDict
 
 from omnigraph.engine.errors import BadRequest, ReadSetConflict
@@ -291,8 +292,7 @@ class Lease:
             self.store.write_bytes(f"{_lease_dir(self.branch)}/{_record_name(self.token)}", canonical_json(released))
 
 
-@dataclass(frozen=True)
-class Attempt:
+class Attempt(msgspec.Struct, frozen=True):
     """The outcome of :func:`try_acquire`: ``held`` if it took the lease, else ``holder``.
 
     ``held`` is this process's lease (its ``previous`` is the state it replaced); ``holder`` the

@@ -49,10 +49,10 @@ from __future__ import annotations
 import json
 import shlex
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import lance
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -83,8 +83,7 @@ UNDECODED = "undecoded"
 reservation is one); classified by its fragments."""
 
 
-@dataclass(frozen=True)
-class OutOfBandCommit:
+class OutOfBandCommit(msgspec.Struct, frozen=True):
     """One table version made outside the engine, with what its records say it did."""
 
     version: int
@@ -96,8 +95,7 @@ class OutOfBandCommit:
         return {"version": self.version, "operation": self.operation, "kind": self.kind}
 
 
-@dataclass(frozen=True)
-class TableDriftReport:
+class TableDriftReport(msgspec.Struct, frozen=True):
     """The out-of-band commits between one table's pin and its HEAD, and the verdict."""
 
     graph_branch: str
@@ -333,10 +331,10 @@ def classify_unpinned_fork(
     Only a fork from exactly the inherited pin whose commits change no row is adoptable (pinning
     it changes nothing the branch reads); any other fork is drift.
     """
-    base = replace(entry, table_branch=fork.name, table_version=fork.parent_version)
+    base = msgspec.structs.replace(entry, table_branch=fork.name, table_version=fork.parent_version)
     report = classify(store, graph_branch, base, head, compare_rows=compare_rows)
     same_ref = (fork.parent_branch, fork.parent_version) == (entry.table_branch, entry.table_version)
-    return replace(
+    return msgspec.structs.replace(
         report,
         pinned_version=entry.table_version,
         unpinned_fork=fork,

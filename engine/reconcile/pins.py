@@ -25,8 +25,9 @@ is seen either as published (``refresh``) or as in flight. Nothing here writes.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from omnigraph.engine.manifest.manifest import Manifest
 from omnigraph.engine.manifest.rows import BranchSnapshot, TableEntry, lance_branch_name
@@ -38,8 +39,7 @@ from omnigraph.engine.storage.store import GraphStore
 PinAction = Literal["clean", "refresh", "wait", "resolve", "settle"]
 
 
-@dataclass(frozen=True)
-class PinVerdict:
+class PinVerdict(msgspec.Struct, frozen=True):
     """What a write must do before it arms: see the module docstring.
 
     ``table_keys`` are the tables ahead of their pins (empty when ``clean``); ``operation_id`` is

@@ -48,9 +48,9 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from typing import Literal
 
+import msgspec
 from pydantic import BaseModel, ConfigDict
 
 from omnigraph.engine.door.table_store import CommitConflict
@@ -307,7 +307,7 @@ def _roll_back(store: GraphStore, manifest: Manifest, intent: WriteIntent) -> li
         dataset = open_pinned(store, entry.image.on(table.target_branch))
         dataset.restore()  # type: ignore[no-untyped-call]  # lance's LanceDataset.restore has no annotations
         restored = latest_version(store, entry.table_path, table.target_branch)
-        republish.append(replace(entry, table_version=restored))
+        republish.append(msgspec.structs.replace(entry, table_version=restored))
         outcomes.append(
             RecoveredTable(
                 table_key=table.table_key,

@@ -42,6 +42,7 @@ import datetime as dt
 import json
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -248,8 +249,7 @@ _READ_BLOCK = 512 * 1024
 """``pyarrow.json``'s own block size inside one of our blocks (its unit of parallel parsing)."""
 
 
-@dataclass(frozen=True)
-class TableBatch:
+class TableBatch(msgspec.Struct, frozen=True):
     """Validated rows of one table, in input order.
 
     ``rows`` has the physical schema; ``lines`` (int64) gives each row's input line;

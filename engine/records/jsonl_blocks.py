@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import BinaryIO
 
+import msgspec
 import numpy as np
 
 from omnigraph.engine.errors import BadRequest
@@ -26,8 +26,7 @@ BOM = b"\xef\xbb\xbf"
 NEWLINE = 10
 
 
-@dataclass(frozen=True)
-class JsonlBlock:
+class JsonlBlock(msgspec.Struct, frozen=True, dict=True):
     r"""Consecutive whole lines of the input: line ``i`` of ``data`` is line ``first_line + i``.
 
     ``data`` ends with ``\n`` unless it holds the input's last line and that line has none.

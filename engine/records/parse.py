@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+import msgspec
 import pyarrow as pa
 from lance.blob import BlobType as LanceBlobType
 from lance.blob import blob_array
@@ -40,8 +40,7 @@ from omnigraph.engine.schema.values import InvalidValue, coerce_property, export
 __all__ = ["EdgeRow", "NodeRow", "ParsedFile", "arrow_to_records", "check_endpoints", "parse_jsonl", "parse_lines", "rows_to_arrow"]
 
 
-@dataclass(frozen=True)
-class NodeRow:
+class NodeRow(msgspec.Struct, frozen=True):
     """A validated node record: ``values`` holds every declared property, coerced (None = null)."""
 
     line: int
@@ -50,8 +49,7 @@ class NodeRow:
     values: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class EdgeRow:
+class EdgeRow(msgspec.Struct, frozen=True):
     """A validated edge record; ``src``/``dst`` are endpoint node ids (checked later).
 
     ``generated``: the id was minted because the record named none.
@@ -70,8 +68,7 @@ NODE_KEYS = frozenset({"type", "data"})
 EDGE_KEYS = frozenset({"edge", "from", "to", "data"})
 
 
-@dataclass(frozen=True)
-class ParsedFile:
+class ParsedFile(msgspec.Struct, frozen=True):
     """Rows by type name (types in name order, rows in file order) and the file's line count."""
 
     nodes: dict[str, list[NodeRow]]

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -145,8 +146,7 @@ CommittedNodeIds = Callable[[str, list[str]], set[str]]
 _NO_IDS = pa.array([], pa.utf8())
 
 
-@dataclass(frozen=True)
-class EdgeEnds:
+class EdgeEnds(msgspec.Struct, frozen=True):
     """One edge table's references: ``src``/``dst`` node ids and each edge's input line."""
 
     edge_type: str

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from omnigraph.engine.schema.parser import Annotation, Arg, Name, Range, SchemaError
 from omnigraph.engine.schema.tables import Cardinality, CheckRule, Metadata, Property, RangeRule
 from omnigraph.engine.schema.types import FLOAT_SCALARS, INTEGER_RANGES, UNORDERED_TYPES, BlobType, ScalarType
@@ -32,8 +34,7 @@ NUMERIC_SCALARS = frozenset(INTEGER_RANGES) | FLOAT_SCALARS
 EDGE_SYSTEM_MEMBERS = ("src", "dst")
 
 
-@dataclass(frozen=True)
-class SchemaWarning:
+class SchemaWarning(msgspec.Struct, frozen=True):
     """Something accepted that the author should know about (an unknown annotation)."""
 
     message: str

@@ -36,8 +36,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from omnigraph.engine.errors import BadRequest
 from omnigraph.engine.schema.annotations import SchemaWarning, body_annotations, header_annotations, property_annotations
@@ -50,8 +51,7 @@ PROPERTY_NAME = re.compile(r"[a-z_][A-Za-z0-9_]*\Z")
 RESERVED_PROPERTY_NAMES = frozenset({"id", "src", "dst"})
 
 
-@dataclass(frozen=True)
-class InterfaceDef:
+class InterfaceDef(msgspec.Struct, frozen=True):
     """A checked interface: the properties it injects, and its kept metadata."""
 
     name: str
@@ -70,8 +70,7 @@ class InterfaceDef:
         }
 
 
-@dataclass(frozen=True)
-class CheckedSchema:
+class CheckedSchema(msgspec.Struct, frozen=True):
     """Every table (declaration order), interface (declaration order) and warning of a source."""
 
     tables: list[TableDef]

@@ -30,9 +30,10 @@ newer one would hold them (the merge base of a branch merge across a schema chan
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import msgspec
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
@@ -320,7 +321,7 @@ class _Planner:
         before = {(_rule_kind(rule), rule.property): rule for rule in old_rules}
         for rule in new_rules:
             was = before.pop((_rule_kind(rule), names.get(rule.property, rule.property)), None)
-            if was is None or replace(was, property=rule.property) != rule:
+            if was is None or msgspec.structs.replace(was, property=rule.property) != rule:
                 text = f"add {rule.describe()} on {key}"
                 self.step("add_constraint", key, text, constraint=_rule_kind(rule), members=(rule.property,), validates=True)
         for (kind, prop), gone in sorted(before.items()):
@@ -351,16 +352,14 @@ def plan_change(old: Catalog, new: Catalog) -> SchemaPlan:
     return SchemaPlan(from_schema_id=old.version_id, to_schema_id=new.version_id, steps=steps)
 
 
-@dataclass(frozen=True)
-class AddedColumn:
+class AddedColumn(msgspec.Struct, frozen=True):
     """A column a plan adds to an existing table: its field and the value existing rows get (None: null)."""
 
     field: pa.Field
     default: Any = None
 
 
-@dataclass(frozen=True)
-class TableChange:
+class TableChange(msgspec.Struct, frozen=True):
     """What one plan does to the columns of one existing table (``old_key`` in the old schema)."""
 
     old_key: str
@@ -414,8 +413,7 @@ def table_changes(plan: SchemaPlan, old: Catalog, new: Catalog) -> dict[str, Tab
     return changes
 
 
-@dataclass(frozen=True)
-class SchemaChain:
+class SchemaChain(msgspec.Struct, frozen=True):
     """The table changes of consecutive plans, oldest first: rows of an older image read as the newest schema."""
 
     links: tuple[dict[str, TableChange], ...]

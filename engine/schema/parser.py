@@ -39,8 +39,8 @@ open range bounds as nothing (``1..``). The output is deterministic and holds no
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 
 from omnigraph.engine.errors import BadRequest
@@ -133,43 +133,51 @@ Number = int | float
 """A numeric literal: an ``int`` when written without a fraction, else a ``float``."""
 
 
-@dataclass(frozen=True)
-class Name:
-    """An identifier (or annotation name) and where it was written."""
+class Name(msgspec.Struct, frozen=True):
+    """An identifier (or annotation name) and where it was written; equal names are equal wherever written."""
 
     value: str
-    line: int = field(default=0, compare=False)
-    column: int = field(default=0, compare=False)
+    line: int = 0
+    column: int = 0
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Name) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
 
 
-@dataclass(frozen=True)
-class Range:
+class Range(msgspec.Struct, frozen=True):
     """``low..high``; an omitted bound (or ``*`` as the upper one) is None."""
 
     low: Number | None
     high: Number | None
 
 
-@dataclass(frozen=True)
-class Arg:
+class Arg(msgspec.Struct, frozen=True):
     """One annotation argument: ``kind`` is ``name``, ``string``, ``number`` or ``range``."""
 
     kind: str
     value: str | Number | Range
-    line: int = field(default=0, compare=False)
-    column: int = field(default=0, compare=False)
+    line: int = 0
+    column: int = 0
+
+    def __eq__(self, other: object) -> bool:
+        """Equal arguments are equal wherever written."""
+        return isinstance(other, Arg) and (other.kind, other.value) == (self.kind, self.value)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.value))
 
 
-@dataclass(frozen=True)
-class Annotation:
+class Annotation(msgspec.Struct, frozen=True):
     """``@name`` or ``@name(args)``; ``args`` is None without parentheses."""
 
     name: Name
     args: tuple[Arg, ...] | None = None
 
 
-@dataclass(frozen=True)
-class PropDecl:
+class PropDecl(msgspec.Struct, frozen=True):
     """``name: type? @annotations``."""
 
     name: Name
@@ -178,8 +186,7 @@ class PropDecl:
     annotations: tuple[Annotation, ...] = ()
 
 
-@dataclass(frozen=True)
-class TypeDecl:
+class TypeDecl(msgspec.Struct, frozen=True):
     """A ``node``, ``edge`` or ``interface`` declaration.
 
     ``from_type``/``to_type`` are set for edges only, ``implements`` for nodes only;

@@ -24,10 +24,10 @@ Composite ``@unique(p, q)`` and ``@index(p, q)`` are tuples of member names on
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 
 from omnigraph.engine.errors import BadRequest
@@ -42,8 +42,7 @@ def _bound(value: Bound | None) -> str:
     return "" if value is None else str(value)
 
 
-@dataclass(frozen=True)
-class Cardinality:
+class Cardinality(msgspec.Struct, frozen=True):
     """Bounds on the number of edges of one edge type per source node."""
 
     min: int = 0
@@ -63,8 +62,7 @@ class Cardinality:
         return f"{self.min}..{'*' if self.max is None else self.max}"
 
 
-@dataclass(frozen=True)
-class RangeRule:
+class RangeRule(msgspec.Struct, frozen=True):
     """``@range(property, low..high)``."""
 
     property: str
@@ -80,8 +78,7 @@ class RangeRule:
         return f"@range({self.property}, {_bound(self.low)}..{_bound(self.high)})"
 
 
-@dataclass(frozen=True)
-class CheckRule:
+class CheckRule(msgspec.Struct, frozen=True, dict=True):
     """``@check(property, pattern)``; ``pattern`` compiled once, on first use."""
 
     property: str
@@ -100,8 +97,7 @@ class CheckRule:
         return f"@check({self.property}, {quote(self.pattern)})"
 
 
-@dataclass(frozen=True)
-class Metadata:
+class Metadata(msgspec.Struct, frozen=True):
     """A kept annotation: its name, its arguments as JSON values and whether the language knows it.
 
     ``args`` is None without parentheses; a range is ``{"low": ..., "high": ...}``.
@@ -109,15 +105,14 @@ class Metadata:
 
     name: str
     args: tuple[Any, ...] | None = None
-    known: bool = field(default=True)
+    known: bool = True
 
     def describe(self) -> dict[str, Any]:
         """A JSON-serialisable description: ``{name, args, known}``."""
         return {"name": self.name, "args": None if self.args is None else list(self.args), "known": self.known}
 
 
-@dataclass(frozen=True)
-class Property:
+class Property(msgspec.Struct, frozen=True):
     """A declared property with its type, nullability, ``unique``/``index`` flags and metadata.
 
     ``nullable`` comes from ``?``; ``unique``/``index`` from annotations (``@unique`` on the
@@ -148,8 +143,7 @@ class Property:
         }
 
 
-@dataclass(frozen=True)
-class TableDef:
+class TableDef(msgspec.Struct, frozen=True, dict=True):
     """One node or edge type and its physical table.
 
     ``key`` holds the ``@key`` property names as written (None when the type is unkeyed; always
@@ -175,10 +169,10 @@ class TableDef:
     cardinality: Cardinality = Cardinality()
     implements: tuple[str, ...] = ()
     metadata: tuple[Metadata, ...] = ()
-    _by_name: dict[str, Property] = field(init=False, repr=False, compare=False, hash=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_name", {prop.name: prop for prop in self.properties})
+    @cached_property
+    def _by_name(self) -> dict[str, Property]:
+        return {prop.name: prop for prop in self.properties}
 
     @property
     def table_key(self) -> str:

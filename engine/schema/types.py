@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from abc import abstractmethod
 from typing import Any
 from urllib.parse import urlparse
 
+import msgspec
 import pyarrow as pa
 from lance.blob import Blob
 from lance.blob import BlobType as LanceBlobType
@@ -48,8 +48,8 @@ INTEGER_RANGES: dict[str, tuple[int, int]] = {
 FLOAT_SCALARS = frozenset({"F32", "F64"})
 
 
-class PropertyType(ABC):
-    """Base of the property types; subclasses are frozen dataclasses."""
+class PropertyType(msgspec.Struct, frozen=True):
+    """Base of the property types, each a frozen Struct; only its subclasses are made."""
 
     @abstractmethod
     def arrow_type(self) -> pa.DataType:
@@ -63,8 +63,7 @@ class PropertyType(ABC):
         return self.describe()
 
 
-@dataclass(frozen=True)
-class ScalarType(PropertyType):
+class ScalarType(PropertyType, frozen=True):
     """One of the names in :data:`SCALAR_ARROW_TYPES`."""
 
     name: str
@@ -82,8 +81,7 @@ class ScalarType(PropertyType):
         return self.name
 
 
-@dataclass(frozen=True)
-class ListType(PropertyType):
+class ListType(PropertyType, frozen=True):
     """``[T]``: a list of one scalar type; elements are nullable in Arrow."""
 
     item: ScalarType
@@ -97,8 +95,7 @@ class ListType(PropertyType):
         return f"[{self.item.describe()}]"
 
 
-@dataclass(frozen=True)
-class EnumType(PropertyType):
+class EnumType(PropertyType, frozen=True):
     """``enum(a, b)``: stored as Utf8, values restricted to ``values`` (declaration order)."""
 
     values: tuple[str, ...]
@@ -112,8 +109,7 @@ class EnumType(PropertyType):
         return f"enum({', '.join(self.values)})"
 
 
-@dataclass(frozen=True)
-class VectorType(PropertyType):
+class VectorType(PropertyType, frozen=True):
     """``Vector(n)``: exactly ``dim`` float32 numbers."""
 
     dim: int
@@ -127,8 +123,7 @@ class VectorType(PropertyType):
         return f"Vector({self.dim})"
 
 
-@dataclass(frozen=True)
-class BlobType(PropertyType):
+class BlobType(PropertyType, frozen=True):
     """``Blob``: a byte payload stored in a Lance blob column (``lance.blob.v2``).
 
     A cell holds managed bytes or a reference to an external object

@@ -36,9 +36,9 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 
@@ -57,8 +57,7 @@ from omnigraph.engine.schema.types import (
 )
 
 
-@dataclass(frozen=True)
-class ValueViolation:
+class ValueViolation(msgspec.Struct, frozen=True):
     """A value one rule refuses; ``index`` is the row's position in the checked table (0 for a row)."""
 
     table: TableDef

@@ -23,10 +23,10 @@ caller as a graph commit like any other index.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 import lance
+import msgspec
 import pyarrow as pa
 
 KEY_INDEX_COLUMNS = ("id", "src", "dst")
@@ -71,8 +71,7 @@ def create_on_empty(dataset: lance.LanceDataset) -> int:
     return int(dataset.version)
 
 
-@dataclass(frozen=True)
-class KeyIndexStep:
+class KeyIndexStep(msgspec.Struct, frozen=True):
     """One key index to build (``build``: none on the column) or to refresh (``refresh``: fragments left unindexed)."""
 
     column: str

@@ -22,9 +22,9 @@ import json
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
 
 import lance
+import msgspec
 import pyarrow as pa
 from tenacity import retry, retry_if_exception_type, retry_if_result, stop_after_attempt, stop_after_delay, wait_exponential_jitter
 
@@ -32,8 +32,7 @@ from omnigraph.engine.storage.names import PK_METADATA_KEY
 from omnigraph.engine.storage.store import GraphStore
 
 
-@dataclass(frozen=True)
-class LanceBranch:
+class LanceBranch(msgspec.Struct, frozen=True):
     """A Lance branch of one dataset: its parent ref and its identifier (incarnation)."""
 
     name: str
@@ -195,8 +194,7 @@ def read_branch(store: GraphStore, rel: str, name: str) -> LanceBranch | None:
     )
 
 
-@dataclass(frozen=True)
-class Fork:
+class Fork(msgspec.Struct, frozen=True):
     """The outcome of :func:`fork_or_adopt`: the Lance branch, and whether this call created it.
 
     ``created`` is False when an existing branch of that name, forked from the same origin, was adopted.
@@ -307,8 +305,7 @@ def delete_branch_if_present(store: GraphStore, rel: str, branch: str) -> bool:
     return True
 
 
-@dataclass(frozen=True, order=True)
-class ImageRef:
+class ImageRef(msgspec.Struct, frozen=True, order=True):
     """One immutable table image: ``path`` checked out on Lance branch ``branch`` at ``version``."""
 
     path: str

@@ -34,10 +34,10 @@ import shutil
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
+import msgspec
 from tenacity import retry, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential_jitter
 
 from omnigraph.engine.errors import BadRequest, NotFound, StorageAccessDenied, StorageUnavailable
@@ -130,17 +130,25 @@ def _s3_io(method: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
-@dataclass(frozen=True)
-class GraphStore:
-    """A graph root: where plain objects and Lance datasets of one graph live."""
+class GraphStore(msgspec.Struct, frozen=True):
+    """A graph root: where plain objects and Lance datasets of one graph live (stores of one ``uri`` are equal)."""
 
     uri: str
-    root: str = field(compare=False)
-    storage_options: dict[str, str] | None = field(compare=False, default=None)
-    s3_fs: fsspec.AbstractFileSystem | None = field(compare=False, repr=False, default=None)
+    root: str
+    storage_options: dict[str, str] | None = None
+    s3_fs: fsspec.AbstractFileSystem | None = None
     """The s3fs filesystem of an S3 root; None for a local root."""
-    s3_fs_kwargs: dict[str, object] = field(compare=False, repr=False, default_factory=dict)
+    s3_fs_kwargs: dict[str, object] = msgspec.field(default_factory=dict)
     """The s3fs settings the store was opened with (for S3 objects named by Blob cells, too)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GraphStore) and other.uri == self.uri
+
+    def __hash__(self) -> int:
+        return hash(self.uri)
+
+    def __repr__(self) -> str:
+        return f"GraphStore(uri={self.uri!r}, root={self.root!r}, storage_options={self.storage_options!r})"
 
     @property
     def is_local(self) -> bool:

@@ -18,7 +18,6 @@ built once, remembered, never kept); and a branch deleted and created again at t
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import uuid
 from collections import Counter
@@ -28,6 +27,7 @@ from typing import Any
 from unittest import mock
 
 import lance
+import msgspec
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -223,7 +223,7 @@ def _model(model: ModelGraph, source: str, params: dict[str, Any], *, unlimited:
     query = parse(source)[0]
     if unlimited:
         assert query.read is not None
-        query = dataclasses.replace(query, read=dataclasses.replace(query.read, limit=None))
+        query = msgspec.structs.replace(query, read=msgspec.structs.replace(query.read, limit=None))
     return Model(model, query, params).answer()
 
 

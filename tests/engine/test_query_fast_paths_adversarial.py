@@ -25,7 +25,6 @@ fork, and at older commits.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections import Counter
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import msgspec
 import pytest
 
 from omnigraph.engine.door.table_store import FENCED_PROFILE
@@ -386,7 +386,7 @@ def test_every_fast_path_answers_as_the_reference(social: tuple[Graph, ModelGrap
     query = parse(source)[0]
     if _any_rows(source) is not None:
         assert query.read is not None
-        query = dataclasses.replace(query, read=dataclasses.replace(query.read, limit=None))
+        query = msgspec.structs.replace(query, read=msgspec.structs.replace(query.read, limit=None))
     assert answer == Model(model, query, {}).answer()[1]
 
 

@@ -17,7 +17,6 @@ per graph; both backends (fewer examples on S3).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import uuid
 from collections import Counter
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -297,7 +297,7 @@ def _check(root: str, data: Any, *, indexed: bool = False) -> None:
             assert found == rows, (source, params, records)
             continue
         # a limit without order or aggregate: any N rows of the whole answer
-        unlimited = dataclasses.replace(query, read=dataclasses.replace(query.read, limit=None))
+        unlimited = msgspec.structs.replace(query, read=msgspec.structs.replace(query.read, limit=None))
         _, every = Model(model_graph, unlimited, params).answer()
         assert len(found) == min(query.read.limit, len(every)), (source, params, records)
         assert not Counter(map(json.dumps, found)) - Counter(map(json.dumps, every)), (source, params, records)

@@ -14,9 +14,11 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from omnigraph.engine.door.legacy import LEGACY_PROFILE
 from omnigraph.engine.door.routing import EngineProfile
@@ -336,8 +338,8 @@ def storage_state(uri: str) -> dict[str, Any]:
             image = (entry.table_path, entry.table_branch, entry.table_version)
             if image not in pk_of:
                 pk_of[image] = primary_key(open_dataset(store, *image).schema)
-            tables.append({**asdict(entry), "pk": pk_of[image]})
-        branches[name] = {"manifest_version": folded.manifest_version, "head": asdict(folded.head), "tables": tables}
+            tables.append({**msgspec.structs.asdict(entry), "pk": pk_of[image]})
+        branches[name] = {"manifest_version": folded.manifest_version, "head": msgspec.structs.asdict(folded.head), "tables": tables}
     state["branches"] = branches
     datasets = {MANIFEST_DIR: _dataset_versions(store, MANIFEST_DIR)}
     for kind in ("nodes", "edges"):

@@ -30,13 +30,13 @@ output says (dates ``YYYY-MM-DD``, DateTimes ISO 8601 UTC with milliseconds, F32
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import functools
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from omnigraph.engine.gq.syntax import (
@@ -198,7 +198,7 @@ class Model:
         if isinstance(clause, Traversal):
             src = next(names) if clause.src == "_" else clause.src
             dst = next(names) if clause.dst == "_" else clause.dst
-            return dataclasses.replace(clause, src=src, dst=dst)
+            return msgspec.structs.replace(clause, src=src, dst=dst)
         return clause
 
     # -- clauses -----------------------------------------------------------------------------
