@@ -27,10 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import lance
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -71,7 +71,7 @@ def build(rows: int, out: Path, btree: bool) -> dict:
     if btree:
         dataset = lance.dataset(str(out / GRAPH / entry.table_path))
         dataset.create_scalar_index("id", "BTREE")
-        entry = replace(entry, table_version=int(lance.dataset(str(out / GRAPH / entry.table_path)).version))
+        entry = msgspec.structs.replace(entry, table_version=int(lance.dataset(str(out / GRAPH / entry.table_path)).version))
         graph.manifest.publish(snapshot, [entry], head=None)
     document = {"rows": rows, "btree": btree, "table_path": entry.table_path, "table_version": entry.table_version}
     (out / FIXTURE).write_text(json.dumps(document) + "\n", encoding="utf-8")
