@@ -1,17 +1,22 @@
 """Degree aggregates: counts of a one-hop match over the whole graph, read off the edge image's adjacency.
 
 A query is a degree aggregate (:func:`degree_plan`) when its match is two node variables joined by
-one directed ``{1,1}`` hop (no edge variable) and nothing else (no comparison, condition, negation,
-text match or score), and it returns counts of the match's rows (``count($p)``, ``count($f)``:
-every row binds both) and, optionally, group keys that are columns of one of the two variables,
-ordered by returned items, with or without a limit: the number of edges of the graph
-(``$p knows $f`` ... ``count($f)``), each node's degree, the top-k by degree.
+one directed ``{1,1}`` hop (no edge variable) and nothing else (no condition, negation, text match
+or score) but comparisons between two columns of those variables (:func:`pair_compare`: one Arrow
+type, an integer, string, boolean or date, ``= != < <= > >=``), and it returns counts of the
+match's rows (``count($p)``, ``count($f)``: every row binds both) and, optionally, group keys that
+are columns of one of the two variables, ordered by returned items, with or without a limit: the
+number of edges of the graph (``$p knows $f`` ... ``count($f)``), each node's degree, the top-k by
+degree, and the same with ``$p.age > $f.age``.
 
 A row of the match is a distinct pair of nodes joined by an edge, both present in their node
 tables. The edge image's adjacency (:mod:`omnigraph.engine.query.adjacency`) holds exactly the
 distinct pairs (a self-loop as a flag of its node), so a node's row count is the number of its
 distinct neighbours present in the other node table, plus one for its self-loop (the node is its
-own neighbour, present when it is). Where each side's ids are in the node images
+own neighbour, present when it is). With comparisons, a pair counts when every comparison holds
+for its two nodes' values (read from the node images' cached columns; a null side never holds), so
+the pairs are listed once (:data:`COMPARED_PAIR_BYTES` a pair besides the values compared, within
+the cache's bound, else the statement runs). Where each side's ids are in the node images
 (:class:`NodeOffsets`: one hash lookup of them all, about 0.5 s for 1M ids, kept in the cache with
 the adjacency, 8 bytes an id) tells presence and gives the row of each group key, read from the
 node image's cached column (:mod:`omnigraph.engine.query.node_ids`). Groups are made and ordered
@@ -45,7 +50,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from omnigraph.engine.gq.read_checker import BoundRead, Hop
+from omnigraph.engine.gq.read_checker import BoundRead, Column, Compare, Hop
 from omnigraph.engine.query.adjacency import Adjacency, ImageKey, PinnedImage, adjacency_cache, charge_lookup, distinct_sorted
 from omnigraph.engine.query.node_ids import build_node_column, cacheable, cached_column
 
@@ -53,8 +58,23 @@ if TYPE_CHECKING:
     import lance
 
 Side = Literal["src", "dst"]
-Degrees = tuple[pa.Array, npt.NDArray[np.int64], npt.NDArray[np.int64]]
+Rows = npt.NDArray[np.int64]
+Degrees = tuple[pa.Array, Rows, Rows]
 """Per position of the near side: its id, its row in the near node image (-1: none) and its row count (0 without a node)."""
+PairFilter = Callable[[Rows, Rows], npt.NDArray[np.bool_]]
+"""Given the rows of pairs' source nodes and destination nodes in their node images: whether each pair passes the comparisons."""
+
+COMPARISONS: dict[str, Callable[[pa.Array, pa.Array], pa.Array]] = {
+    "=": pc.equal,
+    "!=": pc.not_equal,
+    "<": pc.less,
+    "<=": pc.less_equal,
+    ">": pc.greater,
+    ">=": pc.greater_equal,
+}
+COMPARED_PAIR_BYTES = 48
+"""What listing one pair for its comparisons holds besides two of the compared values: its near
+position and both node rows (8 bytes each), a copy of one, the masks."""
 
 COUNTED_EDGES = 1 << 20
 """Up to this many rows, an edge image whose adjacency is not held is counted from its columns (module docstring)."""
@@ -65,19 +85,39 @@ bound allows at this size plus twice the node ids' mean length is left to the st
 
 
 class DegreePlan(msgspec.Struct, frozen=True):
-    """A degree aggregate's hop and the side whose variable holds the group keys (``src`` when there are none)."""
+    """A degree aggregate's hop, the side whose variable holds the group keys (``src`` when there are none), its comparisons."""
 
     hop: Hop
     side: Side
+    compares: tuple[Compare, ...] = ()
+
+
+def pair_compare(compare: Compare, hop: Hop) -> bool:
+    """Whether counting applies ``compare``: two columns of ``hop``'s ends of one integer, string, boolean or date type.
+
+    Floats are left to the statement (NaN compares by DuckDB's rules), and so are comparisons
+    with a constant (a filter of one variable, which the statement pushes into its scan).
+    """
+    left, right = compare.left, compare.right
+    if compare.op not in COMPARISONS or not isinstance(left, Column) or not isinstance(right, Column):
+        return False
+    if not {left.var, right.var} <= {hop.src, hop.dst}:
+        return False
+    kind = left.type.arrow_type()
+    if kind != right.type.arrow_type() or not cacheable(kind):
+        return False
+    return bool(pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_boolean(kind) or pa.types.is_date(kind))
 
 
 def degree_plan(bound: BoundRead) -> DegreePlan | None:
     """The plan of ``bound`` as a degree aggregate; None when it is not one (module docstring)."""
     block = bound.block
-    if not bound.grouped or block.compares or block.conditions or block.negations or block.text_matches or len(block.hops) != 1:
+    if not bound.grouped or block.conditions or block.negations or block.text_matches or len(block.hops) != 1:
         return None
     (hop,) = block.hops
     if hop.min_hops != 1 or hop.max_hops != 1 or hop.undirected or hop.edge_var is not None or hop.src == hop.dst:
+        return None
+    if not all(pair_compare(compare, hop) for compare in block.compares):
         return None
     if len(block.variables) != 2 or any(var.is_edge for var in block.variables):
         return None
@@ -94,7 +134,7 @@ def degree_plan(bound: BoundRead) -> DegreePlan | None:
             return None
     if len(keys) > 1 or any(key.output is None or key.score is not None for key in bound.order):
         return None
-    return DegreePlan(hop, "dst" if keys == {hop.dst} else "src")
+    return DegreePlan(hop, "dst" if keys == {hop.dst} else "src", block.compares)
 
 
 class NodeOffsets(msgspec.Struct, frozen=True, eq=False):
@@ -137,11 +177,16 @@ def degree_rows(
     near_var, far_var = (hop.src, hop.dst) if plan.side == "src" else (hop.dst, hop.src)
     near_image = images[bound.variables[near_var].table.table_key]
     far_image = images[bound.variables[far_var].table.table_key]
+    passes = None
+    if plan.compares:
+        passes = _pair_filter(bound, plan, images, edge_image.rows, cache_limit)
+        if passes is None:
+            return None
     adjacency = adjacency_cache().peek(edge_image.key)
     if isinstance(adjacency, Adjacency):
-        counted = _adjacency_degrees(plan, adjacency, edge_image.key, near_image, far_image, cache_limit, check)
+        counted = _adjacency_degrees(plan, adjacency, edge_image.key, near_image, far_image, passes, cache_limit, check)
     else:
-        counted = _column_degrees(plan, edge_image, near_image, far_image, cache_limit, check)
+        counted = _column_degrees(plan, edge_image, near_image, far_image, passes, cache_limit, check)
     if counted is None:
         return None
     near_ids, near_offsets, degrees = counted
@@ -154,12 +199,52 @@ def degree_rows(
     return _grouped(bound, group_outputs, near_ids, near_offsets, near_image, degrees, cache_limit)
 
 
+def _pair_filter(bound: BoundRead, plan: DegreePlan, images: Mapping[str, PinnedImage], pairs: int, cache_limit: int) -> PairFilter | None:
+    """The :data:`PairFilter` of ``plan``'s comparisons over at most ``pairs`` pairs.
+
+    None (the statement runs) when a compared column is not held in the cache, or listing the
+    pairs with two compared values each would pass the cache's bound.
+    """
+    held: dict[tuple[int, str], pa.Array] = {}
+    for compare in plan.compares:
+        for operand in (compare.left, compare.right):
+            assert isinstance(operand, Column)  # pair_compare: both sides are columns
+            if (operand.var, operand.column) not in held:
+                image = images[bound.variables[operand.var].table.table_key]
+                column = cached_column(image, operand.column, cache_limit, cache_limit)
+                if column is None:
+                    return None
+                held[operand.var, operand.column] = column.values
+    value_bytes = max(values.nbytes // max(len(values), 1) for values in held.values())
+    if pairs * (COMPARED_PAIR_BYTES + 2 * value_bytes) > cache_limit:
+        return None
+    src = plan.hop.src
+
+    def passes(src_rows: Rows, dst_rows: Rows) -> npt.NDArray[np.bool_]:
+        kept = np.ones(len(src_rows), dtype=np.bool_)
+        for compare in plan.compares:
+            sides = []
+            for operand in (compare.left, compare.right):
+                assert isinstance(operand, Column)
+                sides.append(held[operand.var, operand.column].take(pa.array(src_rows if operand.var == src else dst_rows)))
+            kept &= COMPARISONS[compare.op](*sides).fill_null(False).to_numpy(zero_copy_only=False)
+        return kept
+
+    return passes
+
+
+def _passing(plan: DegreePlan, passes: PairFilter, near_rows: Rows, far_rows: Rows) -> npt.NDArray[np.bool_]:
+    """Whether each pair of node rows (near side, far side) passes the comparisons."""
+    return passes(near_rows, far_rows) if plan.side == "src" else passes(far_rows, near_rows)
+
+
 def _adjacency_degrees(
     plan: DegreePlan,
     adjacency: Adjacency,
     edge_key: ImageKey,
     near_image: PinnedImage,
     far_image: PinnedImage,
+    passes: PairFilter | None,
     cache_limit: int,
     check: Callable[[], None],
 ) -> Degrees | None:
@@ -174,6 +259,8 @@ def _adjacency_degrees(
     check()
     csr = adjacency.forward if plan.side == "src" else adjacency.backward
     far_present = far.offsets >= 0
+    if passes is not None:
+        return near_ids, near.offsets, _compared_degrees(plan, adjacency, near.offsets, far.offsets, passes, check)
     reached = np.zeros(len(csr.neighbours) + 1, dtype=np.int64)
     np.cumsum(far_present[csr.neighbours], out=reached[1:])
     degrees = reached[csr.offsets[1:]] - reached[csr.offsets[:-1]]
@@ -181,6 +268,25 @@ def _adjacency_degrees(
         degrees += adjacency.loops & far_present
     degrees[near.offsets < 0] = 0
     return near_ids, near.offsets, degrees
+
+
+def _compared_degrees(
+    plan: DegreePlan, adjacency: Adjacency, near_offsets: Rows, far_offsets: Rows, passes: PairFilter, check: Callable[[], None]
+) -> Rows:
+    """Each near position's count of the distinct pairs of ``adjacency`` whose two nodes exist and pass the comparisons."""
+    csr = adjacency.forward if plan.side == "src" else adjacency.backward
+    positions = len(csr.offsets) - 1
+    near_positions = np.repeat(np.arange(positions, dtype=np.int64), np.diff(csr.offsets))
+    near_rows, far_rows = near_offsets[near_positions], far_offsets[csr.neighbours]
+    present = (near_rows >= 0) & (far_rows >= 0)
+    near_positions, near_rows, far_rows = near_positions[present], near_rows[present], far_rows[present]
+    check()
+    degrees = np.bincount(near_positions[_passing(plan, passes, near_rows, far_rows)], minlength=positions).astype(np.int64)
+    if adjacency.loops is not None:  # one space: a self-loop pairs a node with itself
+        looped = np.flatnonzero(adjacency.loops & (near_offsets >= 0))
+        rows = near_offsets[looped]
+        degrees[looped[_passing(plan, passes, rows, rows)]] += 1
+    return degrees
 
 
 def _end_rows(edge_image: PinnedImage, column: str, node_ids: pa.Array) -> npt.NDArray[np.int64]:
@@ -195,6 +301,7 @@ def _column_degrees(
     edge_image: PinnedImage,
     near_image: PinnedImage,
     far_image: PinnedImage,
+    passes: PairFilter | None,
     cache_limit: int,
     check: Callable[[], None],
 ) -> Degrees | None:
@@ -229,6 +336,8 @@ def _column_degrees(
     keys.sort()
     pairs = distinct_sorted(keys)
     del keys
+    if passes is not None:
+        pairs = pairs[_passing(plan, passes, pairs // width, pairs % width)]
     degrees = np.bincount(pairs // width, minlength=len(near_nodes.values)).astype(np.int64)
     del pairs  # freed before the counts' time may build the adjacency
     one_space = plan.hop.edge.from_type == plan.hop.edge.to_type

@@ -13,6 +13,7 @@ costs; past ``COUNTED_EDGES`` rows without an adjacency the statement answers.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,8 @@ ENDS = [*PEOPLE, "x", "zz"]  # "x" is a City only, "zz" nothing
 def _write(graph: Graph, people: list[tuple[str, int | None]], cities: list[tuple[str, int | None]], knows: Any, lives: Any) -> None:
     """One commit that overwrites every table with these rows (no endpoint check: edges may dangle)."""
     names = [name for name, _ in people]
-    person = {"id": names, "name": names, "age": [age for _, age in people], "born": [None] * len(people)}
+    born = [None if age is None else dt.date(2000, 1, 1 + age) for _, age in people]
+    person = {"id": names, "name": names, "age": [age for _, age in people], "born": born}
     city = {"id": [name for name, _ in cities], "name": [name for name, _ in cities], "size": [size for _, size in cities]}
     tables = {"node:Person": person, "node:City": city, "edge:Knows": edge_columns("k", knows), "edge:LivesIn": edge_columns("l", lives)}
     overwrite_tables(graph, tables)
@@ -61,14 +63,34 @@ def fresh_cache() -> Any:
 
 
 @st.composite
-def aggregates(draw: Any) -> str:
-    """One degree aggregate over :data:`SCHEMA`."""
+def comparisons(draw: Any, src: str, dst: str, dst_type: str) -> tuple[str, bool]:
+    """A comparison of two same-typed columns of the hop's ends (``src`` is a Person), counted, or of one with a
+    constant, left to the statement; and whether it is counted."""
+    dst_columns = {"name": "name", "age": "age" if dst_type == "Person" else "size", "born": "born" if dst_type == "Person" else None}
+    kind = draw(st.sampled_from([kind for kind, column in dst_columns.items() if column is not None]))
+    left, right = f"{src}.{kind}", f"{dst}.{dst_columns[kind]}"
+    if draw(st.booleans()):
+        left, right = right, left
+    counted = not (kind == "age" and draw(st.integers(0, 4)) == 0)
+    if not counted:
+        right = "1"
+    return f"{left} {draw(st.sampled_from(['=', '!=', '<', '<=', '>', '>=']))} {right}", counted
+
+
+@st.composite
+def aggregates(draw: Any) -> tuple[str, bool]:
+    """One degree aggregate over :data:`SCHEMA`, and whether it is counted (not left to the statement)."""
     edge = draw(st.sampled_from(["knows", "livesIn"]))
     src, dst = ("$p", "$f") if draw(st.booleans()) else ("$f", "$p")
     far_type = "Person" if edge == "knows" else "City"
     src_type, dst_type = ("Person", far_type)
     declared = draw(st.sampled_from(["", f"{src}: {src_type}  ", f"{src}: {src_type}  {dst}: {dst_type}  "]))
     match = f"{declared}{src} {edge} {dst}"
+    counted = True
+    for _ in range(draw(st.integers(0, 2))):
+        compare, compare_counted = draw(comparisons(src, dst, dst_type))
+        match += f"  {compare}"
+        counted = counted and compare_counted
     keyed = draw(st.sampled_from(["none", "src", "dst"]))
     counts = draw(st.sampled_from([["count($f) as n"], ["count($p) as n"], ["count($p) as n", "count($f) as m"]]))
     keys: list[str] = []
@@ -83,7 +105,7 @@ def aggregates(draw: Any) -> str:
     if chosen:
         order = "order { " + ", ".join(f"{alias}{draw(st.sampled_from(['', ' asc', ' desc']))}" for alias in chosen) + " }"
     limit = f"limit {draw(st.integers(0, 4))}" if draw(st.booleans()) else ""
-    return f"query q() {{ match {{ {match} }} return {{ {', '.join(returns)} }} {order} {limit} }}"
+    return f"query q() {{ match {{ {match} }} return {{ {', '.join(returns)} }} {order} {limit} }}", counted
 
 
 def _rows(graph: Graph, source: str) -> list[list[Any]]:
@@ -119,19 +141,20 @@ def test_degree_aggregates_answer_as_the_statement(tmp_path: Path, data: Any, fr
     graph = init_graph(open_store(str(tmp_path / uuid.uuid4().hex)), SCHEMA, FENCED_PROFILE, "tests")
     _write(graph, people, cities, knows, lives)
     for _ in range(3):
-        source = data.draw(aggregates())
+        source, countable = data.draw(aggregates())
         with returns_of(degrees, "_column_degrees") as counted, mock.patch.object(adjacency, "BUILD_SECONDS_PER_EDGE", 1e9):
             found, returned = _answers(graph, source)
-        assert returned and returned[-1] is not None, source
-        assert (counted and counted[-1] is not None) or not (knows if " knows " in source else lives), source  # from the columns
+        assert bool(returned and returned[-1] is not None) == countable, source
+        from_columns = counted and counted[-1] is not None
+        assert from_columns or not countable or not (knows if " knows " in source else lives), source
         assert found == _statement(graph, source), (source, people, cities, knows, lives)
     for walk in WALKS:
         run_query(graph, walk)
     for _ in range(6):
-        source = data.draw(aggregates())
+        source, countable = data.draw(aggregates())
         with returns_of(degrees, "_adjacency_degrees") as read:
             found, returned = _answers(graph, source)
-        assert read and returned and returned[-1] is not None, source  # read off the adjacency
+        assert bool(read and returned and returned[-1] is not None) == countable, source  # read off the adjacency
         assert found == _statement(graph, source), (source, people, cities, knows, lives)
 
 
@@ -181,3 +204,37 @@ def test_counting_from_the_columns_is_bounded_by_the_ids_length(
     with returns_of(degrees, "_column_degrees") as found:
         assert _rows(graph, top) == _statement(graph, top)
     assert (found[-1] is not None) == counted
+
+
+def test_a_comparison_of_the_two_ends_is_counted_both_ways(tmp_path: Path, fresh_cache: AdjacencyCache) -> None:
+    """``$p.age > $f.age`` over ``$p knows $f``: counted from the columns, then off the adjacency, as the statement answers."""
+    graph = init_graph(open_store(str(tmp_path / "g")), SCHEMA, FENCED_PROFILE, "tests")
+    people = [("a", 3), ("b", 1), ("c", None), ("d", 2)]
+    # a>b, a>b again (parallel), b<a, a=a (loop, not older), c has no age, d>b, d>dangling zz
+    _write(graph, people, [], [("a", "b"), ("a", "b"), ("b", "a"), ("a", "a"), ("c", "a"), ("a", "c"), ("d", "b"), ("d", "zz")], [])
+    older = "query o() { match { $p: Person  $p knows $f  $p.age > $f.age } return { count($p) as n } }"
+    by_name = "query o() { match { $p knows $f  $f.age < $p.age } return { $p.name, count($f) as n } order { $p.name } }"
+    assert explain_query(graph, older).executor == "degrees"
+    with mock.patch.object(adjacency, "BUILD_SECONDS_PER_EDGE", 1e9), returns_of(degrees, "_column_degrees") as counted:
+        assert _answers(graph, older) == ([[2]], [[(2,)]])  # (a, b) and (d, b)
+        assert _answers(graph, by_name) == ([["a", 1], ["d", 1]], [[("a", 1), ("d", 1)]])
+    assert all(found is not None for found in counted)
+    run_query(graph, WALKS[0])
+    with returns_of(degrees, "_adjacency_degrees") as read:
+        assert _answers(graph, older) == ([[2]], [[(2,)]])
+        equal = "query e() { match { $p knows $f  $p.age = $f.age } return { count($p) as n } }"
+        assert _answers(graph, equal) == ([[1]], [[(1,)]])  # the loop of a
+    assert len(read) == 2 and all(found is not None for found in read)
+    for source in (older, by_name, equal):
+        assert _rows(graph, source) == _statement(graph, source)
+
+
+def test_compared_pairs_past_the_bound_are_left_to_the_statement(tmp_path: Path, fresh_cache: AdjacencyCache) -> None:
+    graph = init_graph(open_store(str(tmp_path / "g")), SCHEMA, FENCED_PROFILE, "tests")
+    _write(graph, [("a", 3), ("b", 1)], [], [("a", "b"), ("b", "a")], [])
+    older = "query o() { match { $p knows $f  $p.age > $f.age } return { count($p) as n } }"
+    with mock.patch.object(degrees, "COMPARED_PAIR_BYTES", 1 << 40):  # two pairs would pass any cache's bound
+        assert _answers(graph, older) == ([[1]], [None])
+    assert _answers(graph, older) == ([[1]], [[(1,)]])
+    constant = "query c() { match { $p knows $f  $p.age > 2 } return { count($p) as n } }"
+    assert explain_query(graph, constant).executor != "degrees"  # a filter of one variable: the statement's
