@@ -238,3 +238,16 @@ def test_compared_pairs_past_the_bound_are_left_to_the_statement(tmp_path: Path,
     assert _answers(graph, older) == ([[1]], [[(1,)]])
     constant = "query c() { match { $p knows $f  $p.age > 2 } return { count($p) as n } }"
     assert explain_query(graph, constant).executor != "degrees"  # a filter of one variable: the statement's
+
+
+def test_strings_compare_by_their_bytes_as_in_the_statement(tmp_path: Path, fresh_cache: AdjacencyCache) -> None:
+    """Upper case before lower, accented letters after ``z``: both paths order strings by their UTF-8 bytes, as DuckDB does."""
+    graph = init_graph(open_store(str(tmp_path / "g")), SCHEMA, FENCED_PROFILE, "tests")
+    names = ["B", "a", "é", "z", "ab"]
+    _write(graph, [(name, None) for name in names], [], [(p, f) for p in names for f in names], [])
+    for op in ("<", "<=", ">", "=", "!="):
+        source = f"query s() {{ match {{ $p knows $f  $p.name {op} $f.name }} return {{ $p.name, count($f) as n }} order {{ $p.name }} }}"
+        found, returned = _answers(graph, source)
+        assert returned and returned[-1] is not None, source
+        assert found == _statement(graph, source), source
+    assert _rows(graph, "query s() { match { $p knows $f  $p.name < $f.name } return { count($f) as n } }") == [[10]]
