@@ -257,10 +257,10 @@ def _adjacency_degrees(
     if near is None or far is None:
         return None
     check()
-    csr = adjacency.forward if plan.side == "src" else adjacency.backward
-    far_present = far.offsets >= 0
     if passes is not None:
         return near_ids, near.offsets, _compared_degrees(plan, adjacency, near.offsets, far.offsets, passes, check)
+    csr = adjacency.forward if plan.side == "src" else adjacency.backward
+    far_present = far.offsets >= 0
     reached = np.zeros(len(csr.neighbours) + 1, dtype=np.int64)
     np.cumsum(far_present[csr.neighbours], out=reached[1:])
     degrees = reached[csr.offsets[1:]] - reached[csr.offsets[:-1]]
